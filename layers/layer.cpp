@@ -1,0 +1,135 @@
+#include "layers/layer.hpp"
+
+#include "core/context.hpp"
+#include "core/math_functions.hpp"
+
+namespace crema {
+
+Layer::Layer(const LayerParameter& param) : param_(param) {
+  // Parameters stored in the LayerParameter (a .caffemodel layer, or a net built from one) come in with it.
+  for (int i = 0; i < param_.blobs_size(); ++i) {
+    blobs_.push_back(std::make_shared<Blob>());
+    blobs_.back()->FromProto(param_.blobs(i));
+  }
+  param_.clear_blobs();
+}
+
+std::string Layer::describe() const { return "layer '" + name() + "' (" + type() + ")"; }
+
+void Layer::CheckArity(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) const {
+  const int nb = static_cast<int>(bottom.size());
+  const int nt = static_cast<int>(top.size());
+  if (ExactNumBottomBlobs() >= 0)
+    CREMA_CHECK(nb == ExactNumBottomBlobs()) << describe() << " takes " << ExactNumBottomBlobs()
+                                             << " bottom blob(s), but " << nb << " are given";
+  if (MinBottomBlobs() >= 0)
+    CREMA_CHECK(nb >= MinBottomBlobs()) << describe() << " takes at least " << MinBottomBlobs()
+                                        << " bottom blob(s), but " << nb << " are given";
+  if (MaxBottomBlobs() >= 0)
+    CREMA_CHECK(nb <= MaxBottomBlobs()) << describe() << " takes at most " << MaxBottomBlobs()
+                                        << " bottom blob(s), but " << nb << " are given";
+  if (ExactNumTopBlobs() >= 0)
+    CREMA_CHECK(nt == ExactNumTopBlobs()) << describe() << " produces " << ExactNumTopBlobs()
+                                          << " top blob(s), but " << nt << " are named";
+  if (MinTopBlobs() >= 0)
+    CREMA_CHECK(nt >= MinTopBlobs()) << describe() << " produces at least " << MinTopBlobs()
+                                     << " top blob(s), but " << nt << " are named";
+  if (MaxTopBlobs() >= 0)
+    CREMA_CHECK(nt <= MaxTopBlobs()) << describe() << " produces at most " << MaxTopBlobs()
+                                     << " top blob(s), but " << nt << " are named";
+  if (EqualNumBottomTopBlobs())
+    CREMA_CHECK(nb == nt) << describe() << " needs as many tops as bottoms, but has " << nb << " bottom(s) and "
+                          << nt << " top(s)";
+}
+
+void Layer::SetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  CheckArity(bottom, top);
+  LayerSetUp(bottom, top);
+  Reshape(bottom, top);
+  // Loss weights: explicit ones from the prototxt win; loss layers set their defaults in LayerSetUp.
+  if (param_.loss_weight_size() > 0) {
+    CREMA_CHECK(param_.loss_weight_size() == static_cast<int>(top.size()))
+        << describe() << ": loss_weight is given " << param_.loss_weight_size() << " time(s), but the layer has "
+        << top.size() << " top(s); give one per top";
+    for (int i = 0; i < param_.loss_weight_size(); ++i) set_loss(i, param_.loss_weight(i));
+  }
+  if (param_propagate_down_.size() < blobs_.size()) param_propagate_down_.resize(blobs_.size(), true);
+}
+
+void Layer::set_loss(int top_index, float weight) {
+  if (static_cast<int>(loss_.size()) <= top_index) loss_.resize(top_index + 1, 0.f);
+  loss_[top_index] = weight;
+}
+
+void Layer::set_param_propagate_down(int index, bool value) {
+  if (static_cast<int>(param_propagate_down_.size()) <= index) param_propagate_down_.resize(index + 1, true);
+  param_propagate_down_[index] = value;
+}
+
+float Layer::Forward(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  if (Context::device() == Device::kGPU) {
+    Forward_gpu(bottom, top);
+  } else {
+    Forward_cpu(bottom, top);
+  }
+  // A top with a loss weight contributes weight * sum(top) to the objective; its diff holds the weight so
+  // that backward starts from it.
+  float loss = 0.f;
+  for (size_t i = 0; i < top.size(); ++i) {
+    const float weight = this->loss(static_cast<int>(i));
+    if (weight == 0.f) continue;
+    const int n = top[i]->count();
+    const float* data = top[i]->cpu_data();
+    float* diff = top[i]->mutable_cpu_diff();
+    cpu_set(n, weight, diff);
+    loss += weight * static_cast<float>([&] {
+      double sum = 0;
+      for (int j = 0; j < n; ++j) sum += data[j];
+      return sum;
+    }());
+  }
+  return loss;
+}
+
+void Layer::Backward(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                     const std::vector<Blob*>& bottom) {
+  if (Context::device() == Device::kGPU) {
+    Backward_gpu(top, propagate_down, bottom);
+  } else {
+    Backward_cpu(top, propagate_down, bottom);
+  }
+}
+
+void Layer::Forward_gpu(const std::vector<Blob*>&, const std::vector<Blob*>&) {
+  CREMA_FAIL() << describe() << ": forward is not implemented on GPU yet; run on the CPU (no --gpu flag, or "
+               << "solver_mode: CPU)";
+}
+
+void Layer::Backward_gpu(const std::vector<Blob*>&, const std::vector<bool>&, const std::vector<Blob*>&) {
+  CREMA_FAIL() << describe() << ": backward is not implemented on GPU yet; run on the CPU (no --gpu flag, or "
+               << "solver_mode: CPU)";
+}
+
+void Layer::ToProto(LayerParameter* param, bool write_diff) const {
+  *param = param_;
+  param->clear_blobs();
+  for (const auto& blob : blobs_) blob->ToProto(param->add_blobs(), write_diff);
+}
+
+RandomStream* Layer::random() {
+  if (!random_) {
+    random_ = std::make_unique<RandomStream>(RandomStream::DeriveSeed(Context::random_seed(), name()));
+  }
+  return random_.get();
+}
+
+void Layer::SaveRuntimeState(LayerRuntimeState* state) const {
+  state->set_layer(name());
+  if (random_) state->set_random_stream(random_->Save());
+}
+
+void Layer::RestoreRuntimeState(const LayerRuntimeState& state) {
+  if (state.has_random_stream()) random()->Restore(state.random_stream());
+}
+
+}  // namespace crema

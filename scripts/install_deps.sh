@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Installs every build and run-time dependency of crema on Debian 12 with apt-get.
+# Usage: scripts/install_deps.sh            (run as root, or with sudo available)
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config
+  protobuf-compiler libprotobuf-dev
+  libgoogle-glog-dev libgflags-dev
+  libopenblas-dev
+  libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev libopencv-dnn-dev
+  liblmdb-dev libhdf5-dev zlib1g-dev
+  libgtest-dev libgmock-dev
+  dataset-fashion-mnist
+)
+
+if [ "$(id -u)" -eq 0 ]; then
+  sudo_cmd=()
+elif command -v sudo >/dev/null 2>&1; then
+  sudo_cmd=(sudo)
+else
+  echo "install_deps.sh: needs root or sudo to run apt-get; run it as root." >&2
+  exit 1
+fi
+
+if ! command -v apt-get >/dev/null 2>&1; then
+  echo "install_deps.sh: apt-get not found; this script supports Debian 12 (bookworm)." >&2
+  echo "Install by hand: ${packages[*]}" >&2
+  exit 1
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install_deps.sh: every dependency is already installed."
+  exit 0
+fi
+
+echo "install_deps.sh: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -q || { echo "install_deps.sh: apt-get update failed (is the network up?)" >&2; exit 1; }
+if ! "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"; then
+  echo "install_deps.sh: apt-get install failed for: ${missing[*]}" >&2
+  exit 1
+fi
+echo "install_deps.sh: done."

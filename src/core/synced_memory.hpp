@@ -1,0 +1,38 @@
+// A byte buffer with a host copy and (in CUDA builds) a device copy, each allocated on first use and
+// copied only when the other side was written since: the "head" says which copies are current.
+#pragma once
+
+#include <cstddef>
+
+namespace crema {
+
+class SyncedMemory {
+ public:
+  enum class Head { kUninitialized, kAtHost, kAtDevice, kSynced };
+
+  explicit SyncedMemory(size_t bytes = 0) : bytes_(bytes) {}
+  ~SyncedMemory();
+  SyncedMemory(const SyncedMemory&) = delete;
+  SyncedMemory& operator=(const SyncedMemory&) = delete;
+
+  // Reading never marks the other copy stale; asking for a mutable pointer does.
+  const void* cpu_data();
+  void* mutable_cpu_data();
+  const void* gpu_data();
+  void* mutable_gpu_data();
+
+  size_t size() const { return bytes_; }
+  Head head() const { return head_; }
+
+ private:
+  void to_cpu();
+  void to_gpu();
+
+  size_t bytes_;
+  void* host_ = nullptr;
+  void* device_ = nullptr;
+  int device_id_ = -1;
+  Head head_ = Head::kUninitialized;
+};
+
+}  // namespace crema

@@ -1,0 +1,121 @@
+#include "io/proto_io.hpp"
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/text_format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "core/common.hpp"
+
+namespace crema {
+
+namespace {
+
+// Collects the first parse error with its position (protobuf reports 0-based lines and columns).
+class FirstErrorCollector : public google::protobuf::io::ErrorCollector {
+ public:
+  void AddError(int line, google::protobuf::io::ColumnNumber column, const std::string& message) override {
+    if (!has_error_) {
+      has_error_ = true;
+      line_ = line + 1;
+      column_ = column + 1;
+      message_ = message;
+    }
+  }
+  void AddWarning(int, google::protobuf::io::ColumnNumber, const std::string&) override {}
+  bool has_error() const { return has_error_; }
+  std::string Describe(const std::string& origin) const {
+    std::ostringstream out;
+    out << origin << ":" << line_ << ":" << column_ << ": " << message_;
+    return out.str();
+  }
+
+ private:
+  bool has_error_ = false;
+  int line_ = 0;
+  int column_ = 0;
+  std::string message_;
+};
+
+}  // namespace
+
+bool FileExists(const std::string& path) {
+  struct stat info;
+  return stat(path.c_str(), &info) == 0;
+}
+
+std::string ReadFileToString(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  CREMA_CHECK(in.good()) << "cannot open '" << path << "': " << std::strerror(errno);
+  std::ostringstream contents;
+  contents << in.rdbuf();
+  CREMA_CHECK(!in.bad()) << "error reading '" << path << "'";
+  return contents.str();
+}
+
+void WriteStringToFileAtomically(const std::string& contents, const std::string& path) {
+  const std::string temporary = path + ".tmp." + std::to_string(getpid());
+  FILE* file = std::fopen(temporary.c_str(), "wb");
+  CREMA_CHECK(file != nullptr) << "cannot write '" << temporary << "': " << std::strerror(errno);
+  const bool written = std::fwrite(contents.data(), 1, contents.size(), file) == contents.size();
+  const bool flushed = std::fflush(file) == 0 && fsync(fileno(file)) == 0;
+  const bool closed = std::fclose(file) == 0;
+  if (!written || !flushed || !closed) {
+    const std::string reason = std::strerror(errno);
+    std::remove(temporary.c_str());
+    CREMA_FAIL() << "cannot write '" << path << "': " << reason;
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    const std::string reason = std::strerror(errno);
+    std::remove(temporary.c_str());
+    CREMA_FAIL() << "cannot move '" << temporary << "' to '" << path << "': " << reason;
+  }
+}
+
+void ReadProtoFromText(const std::string& text, const std::string& origin, google::protobuf::Message* message) {
+  google::protobuf::TextFormat::Parser parser;
+  FirstErrorCollector errors;
+  parser.RecordErrorsTo(&errors);
+  if (!parser.ParseFromString(text, message)) {
+    CREMA_FAIL() << (errors.has_error() ? errors.Describe(origin) : origin + ": cannot parse as "
+                                                                        + message->GetTypeName());
+  }
+}
+
+void ReadProtoFromTextFile(const std::string& path, google::protobuf::Message* message) {
+  ReadProtoFromText(ReadFileToString(path), path, message);
+}
+
+void ReadProtoFromBinaryFile(const std::string& path, google::protobuf::Message* message) {
+  const std::string bytes = ReadFileToString(path);
+  google::protobuf::io::ArrayInputStream array(bytes.data(), static_cast<int>(bytes.size()));
+  google::protobuf::io::CodedInputStream coded(&array);
+  coded.SetTotalBytesLimit(INT32_MAX);  // model-zoo nets exceed protobuf's default limit
+  CREMA_CHECK(message->ParseFromCodedStream(&coded) && coded.ConsumedEntireMessage())
+      << "'" << path << "' is not a valid binary " << message->GetTypeName() << " (" << bytes.size()
+      << " bytes; truncated or of another kind?)";
+}
+
+void WriteProtoToTextFile(const google::protobuf::Message& message, const std::string& path) {
+  std::string text;
+  CREMA_CHECK(google::protobuf::TextFormat::PrintToString(message, &text))
+      << "cannot format " << message.GetTypeName() << " for '" << path << "'";
+  WriteStringToFileAtomically(text, path);
+}
+
+void WriteProtoToBinaryFile(const google::protobuf::Message& message, const std::string& path) {
+  std::string bytes;
+  CREMA_CHECK(message.SerializeToString(&bytes)) << "cannot serialise " << message.GetTypeName() << " for '"
+                                                 << path << "'";
+  WriteStringToFileAtomically(bytes, path);
+}
+
+}  // namespace crema

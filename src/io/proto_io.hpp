@@ -1,0 +1,27 @@
+// Reading and writing schema messages as prototxt text or binary protobuf files. Every failure raises a
+// crema::Error naming the file (and, for text, the line and column of a syntax error).
+#pragma once
+
+#include <string>
+
+#include <google/protobuf/message.h>
+
+namespace crema {
+
+// Parses a prototxt file. Errors read "FILE:LINE:COLUMN: message".
+void ReadProtoFromTextFile(const std::string& path, google::protobuf::Message* message);
+// Parses prototxt text held in memory; `origin` names it in errors.
+void ReadProtoFromText(const std::string& text, const std::string& origin, google::protobuf::Message* message);
+void ReadProtoFromBinaryFile(const std::string& path, google::protobuf::Message* message);
+// Writes atomically: to a temporary file beside `path`, then renamed over it, so a crash mid-write never
+// leaves a truncated file under the final name.
+void WriteProtoToTextFile(const google::protobuf::Message& message, const std::string& path);
+void WriteProtoToBinaryFile(const google::protobuf::Message& message, const std::string& path);
+
+// Reads a whole file; throws naming the path when it cannot be opened.
+std::string ReadFileToString(const std::string& path);
+// Atomic write (see above).
+void WriteStringToFileAtomically(const std::string& contents, const std::string& path);
+bool FileExists(const std::string& path);
+
+}  // namespace crema

@@ -1,0 +1,98 @@
+#include "test_util.hpp"
+
+#include <google/protobuf/text_format.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace crema {
+namespace test {
+
+void FillGaussian(Blob* blob, float mean, float stddev, uint64_t seed) {
+  RandomStream random(seed);
+  float* data = blob->mutable_cpu_data();
+  for (int i = 0; i < blob->count(); ++i) data[i] = random.Gaussian(mean, stddev);
+}
+
+void FillUniform(Blob* blob, float low, float high, uint64_t seed) {
+  RandomStream random(seed);
+  float* data = blob->mutable_cpu_data();
+  for (int i = 0; i < blob->count(); ++i) data[i] = random.Uniform(low, high);
+}
+
+LayerParameter ParseLayer(const std::string& text) {
+  LayerParameter param;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &param)) << "bad test prototxt:\n" << text;
+  return param;
+}
+
+Blob* BlobList::Add(const std::vector<int>& shape) {
+  owned.push_back(std::make_unique<Blob>(shape));
+  pointers.push_back(owned.back().get());
+  return pointers.back();
+}
+
+double GradientChecker::Objective(Layer* layer, const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  layer->Forward(bottom, top);
+  double objective = 0;
+  for (size_t t = 0; t < top.size(); ++t) {
+    const float* data = top[t]->cpu_data();
+    for (int i = 0; i < top[t]->count(); ++i) objective += static_cast<double>(weights_[t][i]) * data[i];
+  }
+  return objective;
+}
+
+void GradientChecker::CheckGradient(Layer* layer, const std::vector<Blob*>& bottom, const std::vector<Blob*>& top,
+                                    int check_bottom) {
+  // The blobs whose gradients are checked: the chosen bottoms, then the parameters.
+  std::vector<Blob*> checked;
+  std::vector<bool> propagate_down(bottom.size(), check_bottom == -1);
+  if (check_bottom >= 0) {
+    ASSERT_LT(check_bottom, static_cast<int>(bottom.size()));
+    checked.push_back(bottom[check_bottom]);
+    propagate_down[check_bottom] = true;
+  } else if (check_bottom == -1) {
+    checked.insert(checked.end(), bottom.begin(), bottom.end());
+  }
+  for (auto& param : layer->blobs()) checked.push_back(param.get());
+
+  // Analytic gradients: one forward, the random projection as top diff, one backward.
+  layer->Forward(bottom, top);
+  RandomStream random(seed_);
+  weights_.assign(top.size(), {});
+  for (size_t t = 0; t < top.size(); ++t) {
+    weights_[t].resize(top[t]->count());
+    for (auto& w : weights_[t]) w = random.Uniform(-1.f, 1.f);
+  }
+  for (size_t t = 0; t < top.size(); ++t) {
+    std::copy(weights_[t].begin(), weights_[t].end(), top[t]->mutable_cpu_diff());
+  }
+  for (Blob* blob : checked) blob->set_diff(0.f);
+  layer->Backward(top, propagate_down, bottom);
+  std::vector<std::vector<float>> analytic;
+  for (Blob* blob : checked) analytic.emplace_back(blob->cpu_diff(), blob->cpu_diff() + blob->count());
+
+  for (size_t b = 0; b < checked.size(); ++b) {
+    Blob* blob = checked[b];
+    for (int i = 0; i < blob->count(); ++i) {
+      float* data = blob->mutable_cpu_data();
+      const float original = data[i];
+      if (kink_range_ > 0 && std::fabs(original - kink_) < kink_range_) continue;
+      data[i] = original + stepsize_;
+      const double plus = Objective(layer, bottom, top);
+      blob->mutable_cpu_data()[i] = original - stepsize_;
+      const double minus = Objective(layer, bottom, top);
+      blob->mutable_cpu_data()[i] = original;
+      const double numeric = (plus - minus) / (2.0 * stepsize_);
+      const double computed = analytic[b][i];
+      const double scale = std::max({std::fabs(numeric), std::fabs(computed), 1.0});
+      EXPECT_NEAR(computed, numeric, threshold_ * scale)
+          << "gradient mismatch in checked blob " << b << " (shape " << blob->shape_string() << ") at element "
+          << i << " of layer " << layer->name() << " (" << layer->type() << ")";
+    }
+  }
+}
+
+}  // namespace test
+}  // namespace crema
