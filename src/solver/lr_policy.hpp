@@ -1,0 +1,20 @@
+// Learning-rate schedules, as Caffe defines them (docs/solvers.md has the formulas).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/common.hpp"
+
+namespace crema {
+
+// Checks that the solver's lr_policy is known and has the settings it needs; throws naming the field.
+void CheckLearningRatePolicy(const SolverParameter& param);
+
+// The rate at iteration `iter`. `current_step` is the multistep position (how many step values have been
+// passed); the function advances it, and it is saved with the solver state.
+float LearningRate(const SolverParameter& param, int iter, int* current_step);
+
+std::vector<std::string> KnownLearningRatePolicies();
+
+}  // namespace crema

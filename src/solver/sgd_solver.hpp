@@ -1,0 +1,17 @@
+// Stochastic gradient descent with momentum: v = momentum * v + rate * grad; w -= v.
+#pragma once
+
+#include "solver/solver.hpp"
+
+namespace crema {
+
+class SGDSolver : public Solver {
+ public:
+  explicit SGDSolver(const SolverParameter& param, const std::string& solver_path = "");
+  const char* type() const override { return "SGD"; }
+
+ protected:
+  void ComputeUpdateValue(int param_index, float rate) override;
+};
+
+}  // namespace crema

@@ -1,0 +1,370 @@
+#include "solver/solver.hpp"
+
+#include <glog/logging.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iomanip>
+
+#include "core/context.hpp"
+#include "core/elementwise.hpp"
+#include "io/proto_io.hpp"
+#include "solver/lr_policy.hpp"
+#include "solver/sgd_solver.hpp"
+
+namespace crema {
+
+namespace {
+
+std::string Directory(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? std::string(".") : path.substr(0, slash);
+}
+
+std::string BaseName(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// A relative path from the solver file is tried from the working directory first (Caffe's rule), then
+// beside the solver file.
+std::string ResolveNetPath(const std::string& path, const std::string& solver_path) {
+  if (path.empty() || path[0] == '/' || FileExists(path) || solver_path.empty()) return path;
+  const std::string beside = Directory(solver_path) + "/" + path;
+  return FileExists(beside) ? beside : path;
+}
+
+NetParameter ReadNet(const std::string& path) {
+  CREMA_CHECK(FileExists(path)) << "net file '" << path << "' does not exist";
+  NetParameter net;
+  ReadProtoFromTextFile(path, &net);
+  return net;
+}
+
+// The net's state: phase, then the file's own state, then the solver's state for it.
+void ApplyState(NetParameter* net, Phase phase, const NetState* solver_state) {
+  NetState state;
+  state.set_phase(phase);
+  state.MergeFrom(net->state());
+  state.set_phase(phase);
+  if (solver_state != nullptr) state.MergeFrom(*solver_state);
+  *net->mutable_state() = state;
+}
+
+}  // namespace
+
+Solver::Solver(const SolverParameter& param, const std::string& solver_path) : param_(param) {
+  CheckLearningRatePolicy(param_);
+  CREMA_CHECK(param_.max_iter() >= 0) << "solver max_iter must not be negative, got " << param_.max_iter();
+  CREMA_CHECK(param_.iter_size() >= 1) << "solver iter_size must be at least 1, got " << param_.iter_size();
+  CREMA_CHECK(param_.average_loss() >= 1) << "solver average_loss must be at least 1, got "
+                                          << param_.average_loss();
+  CREMA_CHECK(param_.regularization_type() == "L2" || param_.regularization_type() == "L1")
+      << "unknown regularization_type \"" << param_.regularization_type() << "\"; use L2 or L1";
+  CREMA_CHECK(param_.snapshot_format() == SolverParameter::BINARYPROTO)
+      << "snapshot_format: HDF5 is not supported yet; use BINARYPROTO";
+  CREMA_CHECK(param_.snapshot() == 0 || param_.has_snapshot_prefix())
+      << "the solver snapshots every " << param_.snapshot() << " iterations but sets no snapshot_prefix";
+  if (param_.random_seed() >= 0) Context::set_random_seed(static_cast<uint64_t>(param_.random_seed()));
+  InitTrainNet(solver_path);
+  InitTestNets(solver_path);
+  for (Blob* blob : net_->learnable_params()) history_.push_back(std::make_shared<Blob>(blob->shape()));
+  LOG(INFO) << "Solver: learning rate policy " << param_.lr_policy() << ", base_lr "
+            << param_.base_lr() << ", batch accumulation iter_size " << param_.iter_size();
+}
+
+void Solver::InitTrainNet(const std::string& solver_path) {
+  const int sources = param_.has_train_net_param() + param_.has_train_net() + param_.has_net_param() +
+                      param_.has_net();
+  CREMA_CHECK(sources >= 1) << "the solver names no net: set net (a prototxt path), net_param, train_net or "
+                               "train_net_param";
+  CREMA_CHECK(sources == 1) << "the solver names its training net " << sources
+                            << " times; set exactly one of net, net_param, train_net, train_net_param";
+  NetParameter net_param;
+  if (param_.has_train_net_param()) {
+    net_param = param_.train_net_param();
+  } else if (param_.has_train_net()) {
+    net_param = ReadNet(ResolveNetPath(param_.train_net(), solver_path));
+  } else if (param_.has_net_param()) {
+    net_param = param_.net_param();
+  } else {
+    net_param = ReadNet(ResolveNetPath(param_.net(), solver_path));
+  }
+  ApplyState(&net_param, TRAIN, param_.has_train_state() ? &param_.train_state() : nullptr);
+  net_ = std::make_unique<Net>(net_param);
+}
+
+void Solver::InitTestNets(const std::string& solver_path) {
+  std::vector<NetParameter> nets;
+  for (const auto& p : param_.test_net_param()) nets.push_back(p);
+  for (const auto& path : param_.test_net()) nets.push_back(ReadNet(ResolveNetPath(path, solver_path)));
+  const bool general = param_.has_net() || param_.has_net_param();
+  const int from_general = general ? param_.test_iter_size() - static_cast<int>(nets.size()) : 0;
+  if (from_general > 0) {
+    const NetParameter shared =
+        param_.has_net_param() ? param_.net_param() : ReadNet(ResolveNetPath(param_.net(), solver_path));
+    for (int i = 0; i < from_general; ++i) nets.push_back(shared);
+  }
+  CREMA_CHECK(param_.test_iter_size() == static_cast<int>(nets.size()))
+      << "the solver has " << nets.size() << " test net(s) but " << param_.test_iter_size()
+      << " test_iter value(s); give one test_iter per test net";
+  CREMA_CHECK(param_.test_state_size() == 0 || param_.test_state_size() == static_cast<int>(nets.size()))
+      << "the solver has " << nets.size() << " test net(s) but " << param_.test_state_size() << " test_state(s)";
+  CREMA_CHECK(nets.empty() || param_.test_interval() > 0)
+      << "the solver has test nets but test_interval is " << param_.test_interval() << "; set it above 0";
+  for (size_t i = 0; i < nets.size(); ++i) {
+    ApplyState(&nets[i], TEST, param_.test_state_size() ? &param_.test_state(static_cast<int>(i)) : nullptr);
+    test_nets_.push_back(std::make_unique<Net>(nets[i]));
+    test_nets_.back()->ShareTrainedLayersWith(*net_);
+  }
+}
+
+float Solver::CurrentLearningRate() { return LearningRate(param_, iter_, &current_step_); }
+
+void Solver::Solve(const std::string& resume_file) {
+  LOG(INFO) << "Solving " << net_->name();
+  if (!resume_file.empty()) {
+    LOG(INFO) << "Restoring previous solver status from " << resume_file;
+    Restore(resume_file);
+  }
+  Step(param_.max_iter() - iter_);
+  if (stop_requested_) {
+    LOG(INFO) << "Optimization stopped early at iteration " << iter_ << ".";
+    return;
+  }
+  if (param_.snapshot_after_train() && (param_.snapshot() == 0 || iter_ % param_.snapshot() != 0)) Snapshot();
+  // Caffe reports the loss and tests once more after the last update.
+  if (param_.display() && iter_ % param_.display() == 0) {
+    const float loss = net_->Forward();
+    LOG(INFO) << "Iteration " << iter_ << ", loss = " << loss;
+  }
+  if (param_.test_interval() && iter_ % param_.test_interval() == 0) TestAll();
+  LOG(INFO) << "Optimization Done.";
+}
+
+void Solver::Step(int iterations) {
+  const int start_iter = iter_;
+  const int stop_iter = iter_ + iterations;
+  auto last_display = std::chrono::steady_clock::now();
+  int last_display_iter = iter_;
+  while (iter_ < stop_iter) {
+    net_->ClearParamDiffs();
+    if (param_.test_interval() && iter_ % param_.test_interval() == 0 &&
+        (iter_ > 0 || param_.test_initialization()))
+      TestAll();
+    const bool display = param_.display() && iter_ % param_.display() == 0;
+
+    float loss = 0.f;
+    for (int i = 0; i < param_.iter_size(); ++i) loss += net_->ForwardBackward();
+    loss /= param_.iter_size();
+    if (!std::isfinite(loss)) {
+      const std::string where = net_->DescribeFirstNonFinite();
+      CREMA_FAIL() << "training diverged at iteration " << iter_ << ": the loss is " << loss
+                   << (where.empty() ? std::string() : "; first non-finite value: " + where)
+                   << ". Lower base_lr, or check the data and the weight fillers.";
+    }
+    UpdateSmoothedLoss(loss, start_iter);
+    if (display) {
+      const auto now = std::chrono::steady_clock::now();
+      const double seconds = std::chrono::duration<double>(now - last_display).count();
+      LOG(INFO) << "Iteration " << iter_ << ", loss = " << smoothed_loss_;
+      if (iter_ > last_display_iter && seconds > 0)
+        LOG(INFO) << "Speed: " << std::fixed << std::setprecision(2) << (iter_ - last_display_iter) / seconds
+                  << " iter/s";
+      last_display = now;
+      last_display_iter = iter_;
+      int output_index = 0;
+      for (int id : net_->output_blob_indices()) {
+        const Blob& blob = *net_->blobs()[id];
+        const std::string& name = net_->blob_names()[id];
+        const float weight = net_->blob_loss_weight(id);
+        for (int j = 0; j < blob.count(); ++j) {
+          std::ostringstream line;
+          line << "    Train net output #" << output_index++ << ": " << name << " = " << blob.cpu_data()[j];
+          if (weight != 0.f) line << " (* " << weight << " = " << weight * blob.cpu_data()[j] << " loss)";
+          LOG(INFO) << line.str();
+        }
+      }
+    }
+    ApplyUpdate();
+    ++iter_;
+    const bool scheduled = param_.snapshot() && iter_ % param_.snapshot() == 0;
+    if (scheduled || snapshot_requested_.exchange(false)) Snapshot();
+    if (stop_requested_) break;
+  }
+}
+
+void Solver::UpdateSmoothedLoss(float loss, int start_iter) {
+  (void)start_iter;
+  losses_.push_back(loss);
+  if (static_cast<int>(losses_.size()) > param_.average_loss()) losses_.pop_front();
+  double sum = 0;
+  for (float value : losses_) sum += value;
+  smoothed_loss_ = static_cast<float>(sum / losses_.size());
+}
+
+void Solver::ApplyUpdate() {
+  const float rate = CurrentLearningRate();
+  if (param_.display() && iter_ % param_.display() == 0) LOG(INFO) << "Iteration " << iter_ << ", lr = " << rate;
+  ClipGradients();
+  for (size_t i = 0; i < net_->learnable_params().size(); ++i) {
+    Normalize(static_cast<int>(i));
+    Regularize(static_cast<int>(i));
+    ComputeUpdateValue(static_cast<int>(i), rate);
+  }
+  for (Blob* param : net_->learnable_params()) param->Update();
+}
+
+void Solver::Normalize(int param_index) {
+  if (param_.iter_size() == 1) return;
+  net_->learnable_params()[param_index]->scale_diff(1.f / param_.iter_size());
+}
+
+void Solver::Regularize(int param_index) {
+  const float decay = param_.weight_decay() * net_->params_weight_decay()[param_index];
+  if (decay == 0.f) return;
+  Blob* param = net_->learnable_params()[param_index];
+  const float* data = param->cpu_data();
+  float* diff = param->mutable_cpu_diff();
+  if (param_.regularization_type() == "L2") {
+    for_each_element(param->count(), [=](int i) { diff[i] += decay * data[i]; });
+  } else {
+    for_each_element(param->count(), [=](int i) {
+      diff[i] += decay * static_cast<float>((data[i] > 0.f) - (data[i] < 0.f));
+    });
+  }
+}
+
+void Solver::ClipGradients() {
+  const float threshold = param_.clip_gradients();
+  if (threshold < 0) return;
+  double sumsq = 0;
+  for (Blob* param : net_->learnable_params()) sumsq += param->sumsq_diff();
+  const float norm = static_cast<float>(std::sqrt(sumsq));
+  if (norm > threshold) {
+    const float scale = threshold / norm;
+    LOG(INFO) << "Gradient clipping: scaling down gradients (L2 norm " << norm << " > " << threshold
+              << ") by scale factor " << scale;
+    for (Blob* param : net_->learnable_params()) param->scale_diff(scale);
+  }
+}
+
+std::vector<std::vector<std::pair<std::string, float>>> Solver::TestAll() {
+  std::vector<std::vector<std::pair<std::string, float>>> results;
+  for (size_t t = 0; t < test_nets_.size(); ++t) {
+    LOG(INFO) << "Iteration " << iter_ << ", Testing net (#" << t << ")";
+    Net& test_net = *test_nets_[t];
+    std::vector<double> sums;
+    double loss = 0;
+    const int iterations = param_.test_iter(static_cast<int>(t));
+    for (int i = 0; i < iterations; ++i) {
+      loss += test_net.Forward();
+      size_t k = 0;
+      for (int id : test_net.output_blob_indices()) {
+        const Blob& blob = *test_net.blobs()[id];
+        for (int j = 0; j < blob.count(); ++j, ++k) {
+          if (sums.size() <= k) sums.push_back(0);
+          sums[k] += blob.cpu_data()[j];
+        }
+      }
+    }
+    if (param_.test_compute_loss()) LOG(INFO) << "Test loss: " << loss / iterations;
+    std::vector<std::pair<std::string, float>> means;
+    size_t k = 0;
+    for (int id : test_net.output_blob_indices()) {
+      const Blob& blob = *test_net.blobs()[id];
+      const float weight = test_net.blob_loss_weight(id);
+      for (int j = 0; j < blob.count(); ++j, ++k) {
+        const float mean = static_cast<float>(sums[k] / iterations);
+        std::ostringstream line;
+        line << "    Test net output #" << k << ": " << test_net.blob_names()[id] << " = " << mean;
+        if (weight != 0.f) line << " (* " << weight << " = " << weight * mean << " loss)";
+        LOG(INFO) << line.str();
+        means.emplace_back(test_net.blob_names()[id], mean);
+      }
+    }
+    results.push_back(means);
+  }
+  return results;
+}
+
+std::string Solver::SnapshotFilename(const std::string& extension) const {
+  return param_.snapshot_prefix() + "_iter_" + std::to_string(iter_) + extension;
+}
+
+std::string Solver::Snapshot() {
+  CREMA_CHECK(param_.has_snapshot_prefix()) << "cannot snapshot: the solver sets no snapshot_prefix";
+  const std::string model_file = SnapshotFilename(".caffemodel");
+  NetParameter weights;
+  net_->ToProto(&weights, param_.snapshot_diff());
+  LOG(INFO) << "Snapshotting to binary proto file " << model_file;
+  WriteProtoToBinaryFile(weights, model_file);
+
+  SolverState state;
+  state.set_iter(iter_);
+  state.set_learned_net(model_file);
+  state.set_current_step(current_step_);
+  for (const auto& blob : history_) blob->ToProto(state.add_history());
+  net_->SaveRuntimeState("train", &state);
+  for (size_t t = 0; t < test_nets_.size(); ++t) test_nets_[t]->SaveRuntimeState("test" + std::to_string(t), &state);
+  for (float loss : losses_) state.add_loss_window(loss);
+  const std::string state_file = SnapshotFilename(".solverstate");
+  LOG(INFO) << "Snapshotting solver state to binary proto file " << state_file;
+  WriteProtoToBinaryFile(state, state_file);
+  return state_file;
+}
+
+void Solver::Restore(const std::string& state_file) {
+  CREMA_CHECK(FileExists(state_file)) << "solver state file '" << state_file << "' does not exist";
+  SolverState state;
+  ReadProtoFromBinaryFile(state_file, &state);
+  if (state.has_learned_net()) {
+    // The state names its weights by the path used when it was written; when that is gone (the files were
+    // moved), look for the weights beside the state file.
+    std::string weights = state.learned_net();
+    if (!FileExists(weights)) {
+      const std::string beside = Directory(state_file) + "/" + BaseName(weights);
+      CREMA_CHECK(FileExists(beside)) << "solver state '" << state_file << "' names weights '" << weights
+                                      << "', which exist neither there nor at '" << beside << "'";
+      weights = beside;
+    }
+    net_->CopyTrainedLayersFrom(weights);
+  }
+  CREMA_CHECK(state.history_size() == static_cast<int>(history_.size()))
+      << "solver state '" << state_file << "' holds " << state.history_size()
+      << " history blob(s), but the net has " << history_.size() << " learnable parameter blob(s)";
+  for (int i = 0; i < state.history_size(); ++i) {
+    try {
+      history_[i]->FromProto(state.history(i), /*reshape=*/false);
+    } catch (const Error& error) {
+      CREMA_FAIL() << "solver state '" << state_file << "', history blob " << i << ": " << error.what();
+    }
+  }
+  iter_ = state.iter();
+  current_step_ = state.current_step();
+  net_->RestoreRuntimeState("train", state);
+  for (size_t t = 0; t < test_nets_.size(); ++t) test_nets_[t]->RestoreRuntimeState("test" + std::to_string(t), state);
+  losses_.assign(state.loss_window().begin(), state.loss_window().end());
+}
+
+std::unique_ptr<Solver> CreateSolver(const SolverParameter& param, const std::string& solver_path) {
+  std::string type = param.type();
+  if (!param.has_type() && param.has_solver_type()) {
+    // The deprecated enum names the same rules.
+    static const char* kNames[] = {"SGD", "Nesterov", "AdaGrad", "RMSProp", "AdaDelta", "Adam"};
+    type = kNames[param.solver_type()];
+  }
+  if (type == "SGD") return std::make_unique<SGDSolver>(param, solver_path);
+  CREMA_FAIL() << "solver type \"" << type << "\" is not available yet; known types: SGD";
+  return nullptr;
+}
+
+std::unique_ptr<Solver> CreateSolverFromFile(const std::string& path) {
+  CREMA_CHECK(FileExists(path)) << "solver file '" << path << "' does not exist";
+  SolverParameter param;
+  ReadProtoFromTextFile(path, &param);
+  return CreateSolver(param, path);
+}
+
+}  // namespace crema

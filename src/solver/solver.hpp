@@ -1,0 +1,83 @@
+// Solver: the training loop (iterations, tests, display, snapshots, signals) over one training net and its
+// test nets. An update rule (SGD, later Nesterov, Adam, ...) is a subclass that turns each parameter's
+// gradient into the step to subtract; the loop, the regularisation and the snapshots are shared.
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "net/net.hpp"
+
+namespace crema {
+
+class Solver {
+ public:
+  // `solver_path` (may be empty) is where `param` was read from: relative net paths that do not exist from
+  // the working directory are looked up beside it.
+  explicit Solver(const SolverParameter& param, const std::string& solver_path = "");
+  virtual ~Solver() = default;
+
+  // Trains to max_iter, starting from a snapshot when `resume_file` is given.
+  void Solve(const std::string& resume_file = "");
+  // Runs `iterations` training iterations (tests and snapshots fall where the schedule puts them).
+  void Step(int iterations);
+  // Runs every test net once; returns the mean of each output of each test net, logged in Caffe's shapes.
+  std::vector<std::vector<std::pair<std::string, float>>> TestAll();
+
+  // Writes <prefix>_iter_<iter>.caffemodel and .solverstate, each atomically. Returns the state's path.
+  std::string Snapshot();
+  // Loads a .solverstate (and the .caffemodel it names).
+  void Restore(const std::string& state_file);
+
+  // Ask the loop to snapshot (and, for stop, then end) at the end of the current iteration; safe to call
+  // from a signal handler.
+  void RequestSnapshot() { snapshot_requested_ = true; }
+  void RequestStop() { stop_requested_ = true; }
+
+  int iter() const { return iter_; }
+  const SolverParameter& param() const { return param_; }
+  Net* net() { return net_.get(); }
+  const std::vector<std::unique_ptr<Net>>& test_nets() const { return test_nets_; }
+  float smoothed_loss() const { return smoothed_loss_; }
+  const std::vector<std::shared_ptr<Blob>>& history() const { return history_; }
+  virtual const char* type() const = 0;
+
+  // The rate of the current iteration.
+  float CurrentLearningRate();
+  // One update of every learnable parameter from its accumulated gradient (for tests of update rules).
+  void ApplyUpdate();
+
+ protected:
+  // Turns params[index]'s diff into the step to subtract, given the parameter's own rate.
+  virtual void ComputeUpdateValue(int param_index, float rate) = 0;
+  std::vector<std::shared_ptr<Blob>> history_;
+
+ private:
+  void InitTrainNet(const std::string& solver_path);
+  void InitTestNets(const std::string& solver_path);
+  void Normalize(int param_index);
+  void Regularize(int param_index);
+  void ClipGradients();
+  void UpdateSmoothedLoss(float loss, int start_iter);
+  std::string SnapshotFilename(const std::string& extension) const;
+
+  SolverParameter param_;
+  std::unique_ptr<Net> net_;
+  std::vector<std::unique_ptr<Net>> test_nets_;
+  int iter_ = 0;
+  int current_step_ = 0;
+  std::deque<float> losses_;
+  float smoothed_loss_ = 0.f;
+  std::atomic<bool> snapshot_requested_{false};
+  std::atomic<bool> stop_requested_{false};
+};
+
+// Builds the solver named by param.type (or the deprecated solver_type); throws listing the known types.
+std::unique_ptr<Solver> CreateSolver(const SolverParameter& param, const std::string& solver_path = "");
+// Reads a solver prototxt (errors name file:line:column) and builds it.
+std::unique_ptr<Solver> CreateSolverFromFile(const std::string& path);
+
+}  // namespace crema

@@ -1,0 +1,290 @@
+// crema: train, test and time nets from the command line.
+//   crema train --solver=S [--weights=W1,W2 | --snapshot=STATE] [--gpu=0]
+//   crema test  --model=M --weights=W [--iterations=50] [--gpu=0]
+//   crema time  --model=M [--iterations=50] [--gpu=0]
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <iomanip>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/context.hpp"
+#include "io/proto_io.hpp"
+#include "net/net.hpp"
+#include "solver/solver.hpp"
+
+DEFINE_string(solver, "", "train: the solver prototxt");
+DEFINE_string(model, "", "test, time: the net prototxt");
+DEFINE_string(weights, "", "train: weights to fine-tune from (comma-separated .caffemodel files); test: the "
+                           "trained weights");
+DEFINE_string(snapshot, "", "train: a .solverstate to resume from");
+DEFINE_int32(iterations, 50, "test, time: number of iterations (batches)");
+DEFINE_string(gpu, "", "run on these GPUs: an id such as 0, a list such as 0,1, or 'all'; empty: the CPU "
+                       "(train: the solver's solver_mode decides)");
+DEFINE_string(phase, "", "test, time: the net's phase, TRAIN or TEST (test defaults to TEST, time to TRAIN)");
+DEFINE_int32(level, 0, "the net's level (matched against min_level/max_level rules)");
+DEFINE_string(stage, "", "the net's stages, comma-separated (matched against stage/not_stage rules)");
+DEFINE_string(sigint_effect, "stop", "train: what Ctrl-C does: stop (snapshot, then stop), snapshot, none");
+DEFINE_string(sighup_effect, "snapshot", "train: what SIGHUP does: stop, snapshot, none");
+
+namespace crema {
+namespace {
+
+std::vector<std::string> SplitList(const std::string& text) {
+  std::vector<std::string> items;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ','))
+    if (!item.empty()) items.push_back(item);
+  return items;
+}
+
+// Chooses the device from --gpu (or, when absent, from a solver's solver_mode). Returns the GPU ids used.
+std::vector<int> SelectDevice(const SolverParameter* solver) {
+  std::vector<int> gpus;
+  if (FLAGS_gpu == "all") {
+    const int count = Context::gpu_count();
+    CREMA_CHECK(count > 0) << "--gpu=all was given, but no CUDA device is visible"
+                           << (Context::built_with_cuda() ? "" : " (this crema was built with CPU_ONLY)");
+    for (int i = 0; i < count; ++i) gpus.push_back(i);
+  } else if (!FLAGS_gpu.empty()) {
+    for (const auto& id : SplitList(FLAGS_gpu)) {
+      char* end = nullptr;
+      const long value = std::strtol(id.c_str(), &end, 10);
+      CREMA_CHECK(end != id.c_str() && *end == '\0' && value >= 0)
+          << "--gpu='" << FLAGS_gpu << "': '" << id << "' is not a GPU id (use e.g. --gpu=0, --gpu=0,1 or --gpu=all)";
+      gpus.push_back(static_cast<int>(value));
+    }
+  } else if (solver != nullptr && solver->solver_mode() == SolverParameter::GPU) {
+    if (Context::gpu_count() > 0) {
+      gpus.push_back(solver->device_id());
+    } else {
+      LOG(WARNING) << "The solver asks for solver_mode: GPU, but no GPU is available; training on the CPU.";
+    }
+  }
+  CREMA_CHECK(gpus.size() <= 1) << "training on " << gpus.size()
+                                << " GPUs needs NCCL data parallelism, which is not available yet; give one id";
+  if (gpus.empty()) {
+    Context::set_device(Device::kCPU);
+    LOG(INFO) << "Using the CPU";
+  } else {
+    Context::set_device(Device::kGPU, gpus[0]);
+    LOG(INFO) << "Using GPU " << gpus[0];
+  }
+  return gpus;
+}
+
+Phase ParsePhase(Phase fallback) {
+  if (FLAGS_phase.empty()) return fallback;
+  if (FLAGS_phase == "TRAIN") return TRAIN;
+  if (FLAGS_phase == "TEST") return TEST;
+  CREMA_FAIL() << "--phase='" << FLAGS_phase << "': use TRAIN or TEST";
+  return fallback;
+}
+
+Solver* g_solver = nullptr;
+
+void ApplySignalEffect(const std::string& effect) {
+  if (g_solver == nullptr) return;
+  if (effect == "stop") {
+    g_solver->RequestSnapshot();
+    g_solver->RequestStop();
+  } else if (effect == "snapshot") {
+    g_solver->RequestSnapshot();
+  }
+}
+
+extern "C" void HandleSignal(int signal) {
+  ApplySignalEffect(signal == SIGINT ? FLAGS_sigint_effect : FLAGS_sighup_effect);
+}
+
+void CheckSignalEffect(const char* flag, const std::string& value) {
+  CREMA_CHECK(value == "stop" || value == "snapshot" || value == "none")
+      << "--" << flag << "='" << value << "': use stop, snapshot or none";
+}
+
+int Train() {
+  CREMA_CHECK(!FLAGS_solver.empty()) << "train needs --solver=SOLVER.prototxt";
+  CREMA_CHECK(FLAGS_snapshot.empty() || FLAGS_weights.empty())
+      << "give --snapshot (resume) or --weights (fine-tune), not both";
+  CheckSignalEffect("sigint_effect", FLAGS_sigint_effect);
+  CheckSignalEffect("sighup_effect", FLAGS_sighup_effect);
+  CREMA_CHECK(FileExists(FLAGS_solver)) << "solver file '" << FLAGS_solver << "' does not exist";
+  SolverParameter param;
+  ReadProtoFromTextFile(FLAGS_solver, &param);
+  // --level and --stage set the training net's state, as in Caffe.
+  param.mutable_train_state()->set_level(FLAGS_level);
+  for (const auto& stage : SplitList(FLAGS_stage)) param.mutable_train_state()->add_stage(stage);
+  for (const auto& weights : param.weights())
+    if (FLAGS_weights.empty()) FLAGS_weights = weights;
+  SelectDevice(&param);
+  for (const auto& weights : SplitList(FLAGS_weights))
+    CREMA_CHECK(FileExists(weights)) << "weights file '" << weights << "' does not exist";
+  if (!FLAGS_snapshot.empty())
+    CREMA_CHECK(FileExists(FLAGS_snapshot)) << "snapshot file '" << FLAGS_snapshot << "' does not exist";
+
+  std::unique_ptr<Solver> solver = CreateSolver(param, FLAGS_solver);
+  for (const auto& weights : SplitList(FLAGS_weights)) {
+    LOG(INFO) << "Fine-tuning from " << weights;
+    solver->net()->CopyTrainedLayersFrom(weights);
+  }
+  g_solver = solver.get();
+  std::signal(SIGINT, HandleSignal);
+  std::signal(SIGHUP, HandleSignal);
+  solver->Solve(FLAGS_snapshot);
+  g_solver = nullptr;
+  return 0;
+}
+
+void LoadWeights(Net* net) {
+  for (const auto& weights : SplitList(FLAGS_weights)) {
+    CREMA_CHECK(FileExists(weights)) << "weights file '" << weights << "' does not exist";
+    net->CopyTrainedLayersFrom(weights);
+  }
+}
+
+std::unique_ptr<Net> LoadModel(Phase phase) {
+  CREMA_CHECK(!FLAGS_model.empty()) << "this command needs --model=NET.prototxt";
+  CREMA_CHECK(FileExists(FLAGS_model)) << "model file '" << FLAGS_model << "' does not exist";
+  return std::make_unique<Net>(FLAGS_model, phase, FLAGS_level, SplitList(FLAGS_stage));
+}
+
+int Test() {
+  CREMA_CHECK(FLAGS_iterations > 0) << "--iterations must be positive, got " << FLAGS_iterations;
+  SelectDevice(nullptr);
+  std::unique_ptr<Net> net = LoadModel(ParsePhase(TEST));
+  if (FLAGS_weights.empty()) LOG(WARNING) << "No --weights given: testing the net's initial (random) weights";
+  LoadWeights(net.get());
+  std::vector<double> sums;
+  std::vector<std::pair<std::string, float>> names;  // (blob name, loss weight) per output element
+  double loss = 0;
+  for (int i = 0; i < FLAGS_iterations; ++i) {
+    loss += net->Forward();
+    size_t k = 0;
+    for (int id : net->output_blob_indices()) {
+      const Blob& blob = *net->blobs()[id];
+      for (int j = 0; j < blob.count(); ++j, ++k) {
+        if (sums.size() <= k) {
+          sums.push_back(0);
+          names.emplace_back(net->blob_names()[id], net->blob_loss_weight(id));
+        }
+        sums[k] += blob.cpu_data()[j];
+        LOG(INFO) << "Batch " << i << ", " << net->blob_names()[id] << " = " << blob.cpu_data()[j];
+      }
+    }
+  }
+  LOG(INFO) << "Loss: " << loss / FLAGS_iterations;
+  for (size_t k = 0; k < sums.size(); ++k) {
+    const float mean = static_cast<float>(sums[k] / FLAGS_iterations);
+    std::ostringstream line;
+    line << names[k].first << " = " << mean;
+    if (names[k].second != 0.f) line << " (* " << names[k].second << " = " << names[k].second * mean << " loss)";
+    LOG(INFO) << line.str();
+  }
+  return 0;
+}
+
+int Time() {
+  CREMA_CHECK(FLAGS_iterations > 0) << "--iterations must be positive, got " << FLAGS_iterations;
+  SelectDevice(nullptr);
+  std::unique_ptr<Net> net = LoadModel(ParsePhase(TRAIN));
+  LoadWeights(net.get());
+  using Clock = std::chrono::steady_clock;
+  auto ms = [](Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
+  // One untimed pass first: it allocates every buffer and warms the caches.
+  net->Forward();
+  net->Backward();
+  const auto& plan = net->plan();
+  const auto& layers = net->layers();
+  std::vector<double> forward_ms(plan.size(), 0), backward_ms(plan.size(), 0);
+  double forward_total = 0, backward_total = 0;
+  std::vector<Blob*> bottoms, tops;
+  auto bind = [&](const PlanStep& step) {
+    bottoms.clear();
+    tops.clear();
+    for (int id : step.bottoms) bottoms.push_back(net->blobs()[id].get());
+    for (int id : step.tops) tops.push_back(net->blobs()[id].get());
+  };
+  const auto start = Clock::now();
+  for (int i = 0; i < FLAGS_iterations; ++i) {
+    const auto forward_start = Clock::now();
+    for (size_t s = 0; s < plan.size(); ++s) {
+      bind(plan[s]);
+      const auto t0 = Clock::now();
+      layers[plan[s].layer]->Forward(bottoms, tops);
+      forward_ms[s] += ms(Clock::now() - t0);
+    }
+    forward_total += ms(Clock::now() - forward_start);
+    const auto backward_start = Clock::now();
+    for (size_t s = plan.size(); s-- > 0;) {
+      if (!plan[s].needs_backward) continue;
+      bind(plan[s]);
+      const auto t0 = Clock::now();
+      layers[plan[s].layer]->Backward(tops, plan[s].propagate_down, bottoms);
+      backward_ms[s] += ms(Clock::now() - t0);
+    }
+    backward_total += ms(Clock::now() - backward_start);
+    LOG(INFO) << "Iteration: " << i + 1 << " forward-backward time: "
+              << ms(Clock::now() - forward_start) << " ms.";
+  }
+  const double total = ms(Clock::now() - start);
+  LOG(INFO) << "Average time per layer: ";
+  for (size_t s = 0; s < plan.size(); ++s) {
+    const std::string& name = net->layer_names()[plan[s].layer];
+    LOG(INFO) << std::setw(10) << name << "\tforward: " << forward_ms[s] / FLAGS_iterations << " ms.";
+    LOG(INFO) << std::setw(10) << name << "\tbackward: " << backward_ms[s] / FLAGS_iterations << " ms.";
+  }
+  size_t param_bytes = 0;
+  for (Blob* param : net->learnable_params()) param_bytes += param->count() * sizeof(float);
+  LOG(INFO) << "Average Forward pass: " << forward_total / FLAGS_iterations << " ms.";
+  LOG(INFO) << "Average Backward pass: " << backward_total / FLAGS_iterations << " ms.";
+  LOG(INFO) << "Average Forward-Backward: " << (forward_total + backward_total) / FLAGS_iterations << " ms.";
+  LOG(INFO) << "Total Time: " << total << " ms.";
+  LOG(INFO) << "Memory: activations " << net->activation_bytes() / 1048576.0 << " MiB (data; gradients as much "
+            << "again), parameters " << param_bytes / 1048576.0 << " MiB";
+  return 0;
+}
+
+const char kUsage[] =
+    "command line for crema, a Caffe-compatible deep-learning framework.\n"
+    "usage: crema <command> <flags>\n\n"
+    "commands:\n"
+    "  train   train or fine-tune a net (--solver, optionally --weights or --snapshot)\n"
+    "  test    score a trained net (--model, --weights, --iterations)\n"
+    "  time    time a net's layers forward and backward (--model, --iterations)";
+
+}  // namespace
+}  // namespace crema
+
+int main(int argc, char** argv) {
+  FLAGS_logtostderr = true;
+  FLAGS_colorlogtostderr = false;
+  gflags::SetUsageMessage(crema::kUsage);
+  gflags::SetVersionString("0.1.0");
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  google::InitGoogleLogging(argv[0]);
+  if (argc != 2) {
+    gflags::ShowUsageWithFlagsRestrict(argv[0], "tools/crema");
+    return 1;
+  }
+  const std::string command = argv[1];
+  try {
+    if (command == "train") return crema::Train();
+    if (command == "test") return crema::Test();
+    if (command == "time") return crema::Time();
+    std::fprintf(stderr, "crema: unknown command '%s'; use train, test or time\n", command.c_str());
+    return 1;
+  } catch (const crema::Error& error) {
+    std::fprintf(stderr, "crema: error: %s\n", error.what());
+    return 1;
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "crema: internal error: %s\n", error.what());
+    return 2;
+  }
+}
