@@ -3,8 +3,18 @@
 #include <google/protobuf/text_format.h>
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "io/lmdb.hpp"
+#include "io/mnist.hpp"
 
 namespace crema {
 namespace test {
@@ -25,6 +35,80 @@ LayerParameter ParseLayer(const std::string& text) {
   LayerParameter param;
   EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &param)) << "bad test prototxt:\n" << text;
   return param;
+}
+
+TempDir::TempDir() {
+  char pattern[] = "/tmp/crema_test_XXXXXX";
+  const char* made = mkdtemp(pattern);
+  if (made == nullptr) throw Error("cannot create a temporary directory under /tmp");
+  path_ = made;
+}
+
+TempDir::~TempDir() {
+  const std::string command = "rm -rf '" + path_ + "'";
+  if (std::system(command.c_str()) != 0) std::fprintf(stderr, "could not remove %s\n", path_.c_str());
+}
+
+namespace {
+std::string KeyOf(int index) {
+  char key[16];
+  std::snprintf(key, sizeof(key), "%08d", index);
+  return key;
+}
+}  // namespace
+
+void WriteMnistSlice(const std::string& images_path, const std::string& labels_path, const std::string& db_path,
+                     int first, int count) {
+  const MnistImages images = ReadMnistImages(images_path);
+  const std::string labels = ReadMnistLabels(labels_path);
+  if (first + count > images.count) throw Error("the data set has fewer records than the slice asks for");
+  LmdbWriter writer(db_path);
+  const int size = images.rows * images.columns;
+  for (int i = first; i < first + count; ++i) {
+    Datum datum;
+    datum.set_channels(1);
+    datum.set_height(images.rows);
+    datum.set_width(images.columns);
+    datum.set_data(images.pixels.substr(static_cast<size_t>(i) * size, size));
+    datum.set_label(static_cast<unsigned char>(labels[i]));
+    writer.Put(KeyOf(i - first), datum.SerializeAsString());
+  }
+  writer.Commit();
+}
+
+void WriteRandomDatums(const std::string& db_path, int count, int height, int width, int classes, uint64_t seed) {
+  RandomStream random(seed);
+  LmdbWriter writer(db_path);
+  for (int i = 0; i < count; ++i) {
+    Datum datum;
+    datum.set_channels(1);
+    datum.set_height(height);
+    datum.set_width(width);
+    std::string pixels(static_cast<size_t>(height) * width, '\0');
+    for (auto& pixel : pixels) pixel = static_cast<char>(random.UniformInt(256));
+    datum.set_data(pixels);
+    datum.set_label(static_cast<int>(random.UniformInt(classes)));
+    writer.Put(KeyOf(i), datum.SerializeAsString());
+  }
+  writer.Commit();
+}
+
+int RunCommand(const std::string& command, std::string* output) {
+  output->clear();
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return -1;
+  std::array<char, 4096> buffer;
+  size_t n;
+  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) output->append(buffer.data(), n);
+  const int status = pclose(pipe);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::string FileBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
 }
 
 Blob* BlobList::Add(const std::vector<int>& shape) {
@@ -65,10 +149,11 @@ void GradientChecker::CheckGradient(Layer* layer, const std::vector<Blob*>& bott
     weights_[t].resize(top[t]->count());
     for (auto& w : weights_[t]) w = random.Uniform(-1.f, 1.f);
   }
+  // Zero first: a top may share its diff with a bottom (Flatten), and the projection must survive.
+  for (Blob* blob : checked) blob->set_diff(0.f);
   for (size_t t = 0; t < top.size(); ++t) {
     std::copy(weights_[t].begin(), weights_[t].end(), top[t]->mutable_cpu_diff());
   }
-  for (Blob* blob : checked) blob->set_diff(0.f);
   layer->Backward(top, propagate_down, bottom);
   std::vector<std::vector<float>> analytic;
   for (Blob* blob : checked) analytic.emplace_back(blob->cpu_diff(), blob->cpu_diff() + blob->count());

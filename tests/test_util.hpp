@@ -19,6 +19,30 @@ void FillUniform(Blob* blob, float low, float high, uint64_t seed = 1701);
 // Parses a LayerParameter (or any message) from prototxt text; fails the test on a syntax error.
 LayerParameter ParseLayer(const std::string& text);
 
+// A fresh directory under /tmp, removed with everything in it when the object goes away.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// Where Debian's dataset-fashion-mnist package puts the data set.
+constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
+// Writes records [first, first + count) of an MNIST-format data set to a new LMDB (Caffe's keys).
+void WriteMnistSlice(const std::string& images_path, const std::string& labels_path, const std::string& db_path,
+                     int first, int count);
+// Writes `count` random single-channel Datums of size height x width with labels in [0, classes).
+void WriteRandomDatums(const std::string& db_path, int count, int height, int width, int classes, uint64_t seed);
+// Runs a shell command; returns its exit status, with stdout and stderr in *output.
+int RunCommand(const std::string& command, std::string* output);
+// The bytes of a file ("" when it cannot be read).
+std::string FileBytes(const std::string& path);
+
 // Owns a list of blobs and exposes them as the raw-pointer vectors layers take.
 struct BlobList {
   std::vector<std::unique_ptr<Blob>> owned;

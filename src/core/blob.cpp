@@ -30,11 +30,11 @@ void Blob::Reshape(const std::vector<int>& shape) {
   }
   shape_ = shape;
   count_ = static_cast<int>(count);
-  if (static_cast<size_t>(count_) > capacity_ || !data_) {
-    capacity_ = count_;
-    data_ = std::make_shared<SyncedMemory>(capacity_ * sizeof(float));
-    diff_ = std::make_shared<SyncedMemory>(capacity_ * sizeof(float));
-  }
+  // Memory may have been shared from a smaller blob (ShareData/ShareDiff), so the buffers themselves are
+  // measured, not a remembered capacity.
+  const size_t bytes = static_cast<size_t>(count_) * sizeof(float);
+  if (!data_ || data_->size() < bytes) data_ = std::make_shared<SyncedMemory>(bytes);
+  if (!diff_ || diff_->size() < bytes) diff_ = std::make_shared<SyncedMemory>(bytes);
 }
 
 std::vector<int> ShapeFromProto(const BlobShape& shape) {

@@ -86,7 +86,6 @@ class Blob {
  private:
   std::vector<int> shape_;
   int count_ = 0;
-  size_t capacity_ = 0;
   std::shared_ptr<SyncedMemory> data_;
   std::shared_ptr<SyncedMemory> diff_;
 };

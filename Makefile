@@ -1,0 +1,149 @@
+# crema's front door for people used to Caffe's `make`: it reads Makefile.config and drives CMake, which is
+# the one real build system (CMakeLists.txt). `make help` lists the targets and settings.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -o pipefail -c
+.DEFAULT_GOAL := all
+# The targets below run in the order they are listed even under `make -j`: installing packages, configuring,
+# building, converting data and training must not overlap. The build itself runs JOBS compilations at once.
+.NOTPARALLEL:
+
+# ---- settings ----------------------------------------------------------------------------------------------
+# Makefile.config (copied from Makefile.config.example) is optional; `make CONFIG_FILE= ...` ignores it.
+# Settings given on the command line win over it.
+CONFIG_FILE ?= Makefile.config
+-include $(CONFIG_FILE)
+
+CPU_ONLY ?= 0
+USE_CUDNN ?= 1
+USE_NCCL ?= 1
+USE_MPI ?= 0
+BLAS ?= openblas
+CUDA_ARCH ?=
+DEBUG ?= 0
+WERROR ?= 0
+BUILD_DIR ?= build
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+
+# 1 (Caffe's spelling) or ON turns a switch on; anything else turns it off.
+on_off = $(if $(filter 1 ON on,$(strip $(1))),ON,OFF)
+empty :=
+space := $(empty) $(empty)
+
+# Caffe's Makefile.config calls OpenBLAS `open`; both spellings are accepted.
+ifneq ($(filter open openblas OpenBLAS,$(strip $(BLAS))),)
+  CMAKE_BLAS := openblas
+else
+  BLAS_ERROR := BLAS = '$(strip $(BLAS))' is not supported: crema links OpenBLAS only (BLAS := openblas)
+endif
+
+ifneq ($(findstring gencode,$(CUDA_ARCH))$(findstring sm_,$(CUDA_ARCH)),)
+  ARCH_ERROR := CUDA_ARCH takes CMake architecture numbers such as 90 or "80 90", not nvcc flags \
+    ($(strip $(CUDA_ARCH)))
+endif
+ifneq ($(strip $(CUDA_ARCH)),)
+  CMAKE_ARCH_OPTION := -DCMAKE_CUDA_ARCHITECTURES="$(subst $(space),;,$(strip $(CUDA_ARCH)))"
+endif
+
+CMAKE_OPTIONS := $(strip -DCMAKE_BUILD_TYPE=$(if $(filter 1,$(strip $(DEBUG))),Debug,Release) \
+  -DCREMA_CPU_ONLY=$(call on_off,$(CPU_ONLY)) \
+  -DCREMA_USE_CUDNN=$(call on_off,$(USE_CUDNN)) \
+  -DCREMA_USE_NCCL=$(call on_off,$(USE_NCCL)) \
+  -DCREMA_USE_MPI=$(call on_off,$(USE_MPI)) \
+  -DCREMA_BLAS=$(CMAKE_BLAS) \
+  -DCREMA_WARNINGS_AS_ERRORS=$(call on_off,$(WERROR)) \
+  $(CMAKE_ARCH_OPTION))
+
+# ---- configure ---------------------------------------------------------------------------------------------
+# CMake options are passed only when configuring. The options of the last configure are kept beside the
+# cache; configuring happens again when they differ (a changed setting) or when Makefile.config changes.
+CMAKE_CACHE := $(BUILD_DIR)/CMakeCache.txt
+OPTIONS_RECORD := $(BUILD_DIR)/make-cmake-options.txt
+PREVIOUS_OPTIONS := $(strip $(file <$(OPTIONS_RECORD)))
+ifneq ($(PREVIOUS_OPTIONS),$(strip $(CMAKE_OPTIONS)))
+  RECONFIGURE := force-configure
+endif
+# CMake sets its default CUDA architectures only while it probes the compiler, on a build tree's first
+# configure. So when CUDA_ARCH is dropped, the cache and the probe results (CMakeFiles/<cmake version>/) go,
+# and CMakeLists.txt's rule (this machine's GPU, else nvcc's default) decides again; the objects stay.
+ifeq ($(strip $(CUDA_ARCH)),)
+  ifneq ($(findstring CMAKE_CUDA_ARCHITECTURES,$(PREVIOUS_OPTIONS)),)
+    FRESH_CONFIGURE := rm -rf $(BUILD_DIR)/CMakeCache.txt $(BUILD_DIR)/CMakeFiles/[0-9]*
+  endif
+endif
+
+$(CMAKE_CACHE): $(wildcard $(CONFIG_FILE)) $(RECONFIGURE)
+	$(if $(BLAS_ERROR),$(error $(BLAS_ERROR)))
+	$(if $(ARCH_ERROR),$(error $(ARCH_ERROR)))
+	$(FRESH_CONFIGURE)
+	cmake -S . -B $(BUILD_DIR) $(CMAKE_OPTIONS)
+	@printf '%s\n' '$(CMAKE_OPTIONS)' > $(OPTIONS_RECORD)
+	@touch $@
+
+# ---- targets -----------------------------------------------------------------------------------------------
+DEMO_LOG := $(BUILD_DIR)/demo_train.log
+LENET_SOLVER := examples/fashion_mnist/lenet_solver.prototxt
+
+.PHONY: all deps test data demo clean format help force-configure
+
+# cmake --build runs its own make (or ninja) with JOBS workers. This make's flags are not handed down, so a
+# top-level `make -j` neither shares its job slots with it nor warns about them.
+all: $(CMAKE_CACHE)
+	env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake --build $(BUILD_DIR) -j $(JOBS)
+
+deps:
+	scripts/install_deps.sh
+
+test: deps all
+	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+
+data: all
+	CREMA_BUILD_DIR=$(abspath $(BUILD_DIR)) bash examples/fashion_mnist/create_fashion_mnist.sh
+
+demo: deps all data
+	GLOG_logtostderr=1 $(BUILD_DIR)/tools/crema train --solver=$(LENET_SOLVER) 2>&1 | tee $(DEMO_LOG)
+	@awk 'match($$0, /Iteration [0-9]+/) { iteration = substr($$0, RSTART + 10, RLENGTH - 10) } \
+	     /Test net output #[0-9]+: accuracy = / { accuracy = $$NF; tested_at = iteration } \
+	     END { if (accuracy == "") { print "demo: no test accuracy in $(DEMO_LOG)" > "/dev/stderr"; exit 1 } \
+	           printf "LeNet on Fashion-MNIST: test accuracy %s after %s iterations\n", accuracy, tested_at }' \
+	     $(DEMO_LOG)
+
+clean:
+	$(if $(filter-out . .. / ./,$(strip $(BUILD_DIR))),,$(error refusing to remove BUILD_DIR = '$(BUILD_DIR)'))
+	rm -rf $(BUILD_DIR)
+
+FORMAT_DIRS := src layers tools tests
+format:
+	@command -v clang-format >/dev/null || { echo "format: clang-format not found: apt-get install clang-format" >&2; \
+	  exit 1; }
+	find $(FORMAT_DIRS) -type f \( -name '*.cpp' -o -name '*.hpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) \
+	  -print0 | xargs -0 -r clang-format -i
+
+force-configure:
+
+help:
+	@echo 'crema: make targets (settings come from Makefile.config, see Makefile.config.example)'
+	@echo ''
+	@echo '  make / make all   configure with CMake if needed, then build the library, tools and tests'
+	@echo '  make deps         install the Debian 12 packages crema needs (scripts/install_deps.sh; root or sudo)'
+	@echo '  make test         deps + all, then run every test: ctest --output-on-failure'
+	@echo '  make data         convert Fashion-MNIST to data/fashion_mnist/*_lmdb'
+	@echo '  make demo         deps + all + data, then train LeNet for 10,000 iterations on the CPU and'
+	@echo '                    print its test accuracy (log: $(DEMO_LOG))'
+	@echo '  make clean        remove the build directory ($(BUILD_DIR))'
+	@echo '  make format       clang-format -i over src layers tools tests'
+	@echo '  make help         this text'
+	@echo ''
+	@echo 'Settings (Makefile.config or the command line, e.g. `make CPU_ONLY=1 JOBS=8`):'
+	@echo '  CPU_ONLY=1        build without CUDA                                   now: $(CPU_ONLY)'
+	@echo '  USE_CUDNN=0|1     cuDNN engines (CUDA builds)                          now: $(USE_CUDNN)'
+	@echo '  USE_NCCL=0|1      NCCL multi-GPU training (CUDA builds)                now: $(USE_NCCL)'
+	@echo '  USE_MPI=0|1       MPI multi-process training                           now: $(USE_MPI)'
+	@echo '  BLAS=openblas     the BLAS library (only OpenBLAS is supported)        now: $(BLAS)'
+	@echo '  CUDA_ARCH=90      CUDA architectures, e.g. 90 or "80 90" (unset: this'
+	@echo '                    machine'"'"'s GPU, else nvcc'"'"'s default)                  now: $(or $(strip $(CUDA_ARCH)),unset)'
+	@echo '  DEBUG=1           Debug build instead of Release                       now: $(DEBUG)'
+	@echo '  WERROR=1          treat compiler warnings as errors                    now: $(WERROR)'
+	@echo '  BUILD_DIR=dir     where CMake builds                                   now: $(BUILD_DIR)'
+	@echo '  JOBS=n            parallel compile and test jobs                       now: $(JOBS)'
+	@echo '  CONFIG_FILE=file  settings file to read; empty reads none              now: $(CONFIG_FILE)'

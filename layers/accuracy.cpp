@@ -1,0 +1,81 @@
+#include "layers/accuracy.hpp"
+
+#include <vector>
+
+namespace crema {
+
+void AccuracyLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const AccuracyParameter& accuracy_param = param_.accuracy_param();
+  CREMA_CHECK(accuracy_param.top_k() >= 1) << describe() << ": accuracy_param.top_k must be at least 1";
+  top_k_ = static_cast<int>(accuracy_param.top_k());
+  has_ignore_label_ = accuracy_param.has_ignore_label();
+  ignore_label_ = accuracy_param.ignore_label();
+}
+
+void AccuracyLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const int axis_param = param_.accuracy_param().axis();
+  CREMA_CHECK(axis_param >= -bottom[0]->num_axes() && axis_param < bottom[0]->num_axes())
+      << describe() << ": accuracy_param.axis " << axis_param << " is outside the scores of shape "
+      << bottom[0]->shape_string();
+  const int axis = bottom[0]->CanonicalAxisIndex(axis_param);
+  outer_ = bottom[0]->count(0, axis);
+  channels_ = bottom[0]->shape(axis);
+  inner_ = bottom[0]->count(axis + 1);
+  // Compared as unsigned so that a huge top_k cannot wrap to a negative int and pass.
+  CREMA_CHECK(param_.accuracy_param().top_k() <= static_cast<unsigned>(channels_))
+      << describe() << ": accuracy_param.top_k " << param_.accuracy_param().top_k() << " exceeds the " << channels_
+      << " classes of the scores (shape " << bottom[0]->shape_string() << ")";
+  CREMA_CHECK(bottom[1]->count() == outer_ * inner_)
+      << describe() << ": the labels (shape " << bottom[1]->shape_string() << ") must hold one label per "
+      << "prediction, " << outer_ * inner_ << " for scores of shape " << bottom[0]->shape_string()
+      << " with the classes along axis " << axis;
+  top[0]->Reshape({});
+  if (top.size() > 1) top[1]->Reshape({channels_});
+}
+
+void AccuracyLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const float* scores = bottom[0]->cpu_data();
+  const float* labels = bottom[1]->cpu_data();
+  std::vector<int> per_class_total(channels_, 0), per_class_right(channels_, 0);
+  int total = 0, right = 0;
+  for (int n = 0; n < outer_; ++n) {
+    for (int j = 0; j < inner_; ++j) {
+      const int index = n * inner_ + j;
+      const float label_value = labels[index];
+      if (has_ignore_label_ && label_value == static_cast<float>(ignore_label_)) continue;
+      // Written so that a NaN label fails too.
+      CREMA_CHECK(label_value >= 0.f && label_value < static_cast<float>(channels_))
+          << describe() << ": label " << label_value << " at index " << index << " of the labels (shape "
+          << bottom[1]->shape_string() << ") is outside [0, " << channels_ << ")"
+          << (has_ignore_label_ ? " and is not the ignore_label" : "");
+      const int label = static_cast<int>(label_value);
+      const float* column = scores + n * channels_ * inner_ + j;
+      const float label_score = column[label * inner_];
+      int higher = 0;
+      for (int c = 0; c < channels_ && higher < top_k_; ++c) higher += column[c * inner_] > label_score;
+      ++total;
+      ++per_class_total[label];
+      if (higher < top_k_) {
+        ++right;
+        ++per_class_right[label];
+      }
+    }
+  }
+  top[0]->mutable_cpu_data()[0] = total == 0 ? 0.f : static_cast<float>(right) / total;
+  if (top.size() > 1) {
+    float* per_class = top[1]->mutable_cpu_data();
+    for (int c = 0; c < channels_; ++c) {
+      per_class[c] = per_class_total[c] == 0 ? 0.f : static_cast<float>(per_class_right[c]) / per_class_total[c];
+    }
+  }
+}
+
+void AccuracyLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                                 const std::vector<Blob*>& bottom) {
+  for (size_t i = 0; i < propagate_down.size(); ++i) {
+    CREMA_CHECK(!propagate_down[i]) << describe() << ": accuracy has no gradient, so bottom " << i
+                                    << " cannot be backpropagated; set propagate_down: false for it";
+  }
+}
+
+}  // namespace crema

@@ -1,0 +1,42 @@
+// Classification accuracy: the fraction of predictions whose label scores among the top_k classes.
+//
+// Bottoms: scores (outer x C x inner, C along accuracy_param.axis) and labels (outer x inner values, integers
+// stored as floats). Tops: the accuracy (a scalar), and optionally the per-class accuracy (shape {C}; a
+// class with no labels in the batch reads 0). A prediction is right when fewer than top_k classes score
+// strictly higher than the label's class, so ties count in the label's favour.
+//
+// Params (accuracy_param): top_k (default 1, at most C), axis (default 1), ignore_label (positions with this
+// label are skipped). Not a loss and not differentiable: backward fails if asked for.
+#pragma once
+
+#include <vector>
+
+#include "layers/layer.hpp"
+
+namespace crema {
+
+class AccuracyLayer : public Layer {
+ public:
+  using Layer::Layer;
+  const char* type() const override { return "Accuracy"; }
+  int ExactNumBottomBlobs() const override { return 2; }
+  int MinTopBlobs() const override { return 1; }
+  int MaxTopBlobs() const override { return 2; }
+  bool AllowForceBackward(int bottom_index) const override { return false; }
+
+  void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+
+ protected:
+  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+
+ private:
+  int top_k_ = 1;
+  bool has_ignore_label_ = false;
+  int ignore_label_ = 0;
+  int outer_ = 0, channels_ = 0, inner_ = 0;
+};
+
+}  // namespace crema

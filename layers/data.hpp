@@ -1,0 +1,117 @@
+// DataLayer ("Data"): reads Datum records from an LMDB in key order and produces batches: top 0 the
+// transformed images {batch_size, C, H', W'}, optional top 1 the labels {batch_size}. At the end of the
+// database it starts again from the first record.
+//
+// data_param: source (the LMDB directory), batch_size, backend (LMDB only; the schema's default is LEVELDB,
+// as in Caffe, so a prototxt must say `backend: LMDB`), rand_skip (skip a random number of records, 0 to
+// rand_skip, at the start), prefetch (batches read ahead). Its deprecated scale / mean_file / crop_size /
+// mirror are used where transform_param leaves those fields unset. transform_param: see DataTransformer.
+//
+// A background thread reads up to `prefetch` batches ahead. An error there (a damaged record, a datum of the
+// wrong shape) is handed to the consumer and raised from Forward as a crema::Error.
+//
+// Exact resume: every prefetched batch remembers where it started (the key of its first record, the number of
+// records read before it) and the state of the layer's random stream (crops, mirrors) before it.
+// SaveRuntimeState saves that of the next batch Forward will return, not of the thread's cursor, which runs
+// ahead; RestoreRuntimeState discards what was read ahead and continues from there. So a layer restored from a
+// state saved after k batches returns the same batches as the one that saved it. The random stream is seeded
+// from Context::random_seed() and the layer's name, so runs are reproducible.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "io/data_transformer.hpp"
+#include "io/lmdb.hpp"
+#include "layers/layer.hpp"
+
+namespace crema {
+
+class DataLayer : public Layer {
+ public:
+  explicit DataLayer(const LayerParameter& param) : Layer(param) {}
+  // Stops the prefetch thread.
+  ~DataLayer() override;
+
+  // Checks data_param, opens the database, skips rand_skip, shapes the tops from the first record and starts
+  // prefetching.
+  void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  // The tops are shaped in LayerSetUp and, should a batch's shape differ, in Forward.
+  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {}
+
+  const char* type() const override { return "Data"; }
+  int ExactNumBottomBlobs() const override { return 0; }
+  int MinTopBlobs() const override { return 1; }
+  int MaxTopBlobs() const override { return 2; }
+
+  void SaveRuntimeState(LayerRuntimeState* state) const override;
+  // Throws naming the key and the source when the saved record is not in the database.
+  void RestoreRuntimeState(const LayerRuntimeState& state) override;
+  bool HasRuntimeState() const override { return true; }
+
+ protected:
+  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override {}
+  // Batches are assembled on the host; the next layer's gpu_data() copies them over.
+  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
+    Forward_cpu(bottom, top);
+  }
+  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override {}
+
+ private:
+  // Where a batch starts: everything needed to read it again.
+  struct Position {
+    std::string key;
+    uint64_t records_read = 0;
+    std::string random_state;
+  };
+  struct Batch {
+    Position start;
+    std::vector<int> data_shape;
+    std::vector<float> data;
+    std::vector<float> labels;
+  };
+
+  // The transformation: transform_param, completed by data_param's deprecated fields.
+  TransformationParameter MergedTransformParam() const;
+  // These touch the cursor and the random stream, which belong to the prefetch thread while it runs.
+  Position CurrentPosition() const;
+  Datum CurrentDatum() const;
+  void AdvanceCursor();
+  Batch ReadBatch();
+  void PrefetchLoop();
+
+  void StartPrefetching();
+  void StopPrefetching();
+
+  std::unique_ptr<LmdbReader> reader_;
+  std::unique_ptr<DataTransformer> transformer_;
+  RandomStream random_;
+  uint64_t records_read_ = 0;
+  int batch_size_ = 0;
+  size_t capacity_ = 1;
+
+  // Shared between the prefetch thread and the consumer, under mutex_.
+  std::thread thread_;
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<Batch> queue_;
+  // Where the batch after the last queued one starts (the thread's cursor once that batch is queued).
+  Position next_unqueued_;
+  // Also read without the lock between records, so a stop request need not wait for a whole batch.
+  std::atomic<bool> stop_{false};
+  bool running_ = false;
+  bool failed_ = false;
+  std::string error_;
+};
+
+}  // namespace crema

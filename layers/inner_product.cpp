@@ -1,0 +1,98 @@
+#include "layers/inner_product.hpp"
+
+#include <string>
+
+#include "core/filler.hpp"
+#include "core/math_functions.hpp"
+
+namespace crema {
+
+int InnerProductLayer::FlattenAxis(const Blob& bottom) const {
+  const int axis = param_.inner_product_param().axis();
+  CREMA_CHECK(axis >= -bottom.num_axes() && axis < bottom.num_axes())
+      << describe() << ": axis " << axis << " is out of range for input of shape " << bottom.shape_string();
+  return bottom.CanonicalAxisIndex(axis);
+}
+
+void InnerProductLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const InnerProductParameter& param = param_.inner_product_param();
+  const std::string me = describe();
+  N_ = static_cast<int>(param.num_output());
+  CREMA_CHECK(N_ > 0) << me << ": num_output must be given and positive";
+  K_ = bottom[0]->count(FlattenAxis(*bottom[0]));
+  bias_term_ = param.bias_term();
+  transpose_ = param.transpose();
+  const std::vector<int> weight_shape = transpose_ ? std::vector<int>{K_, N_} : std::vector<int>{N_, K_};
+  if (!blobs_.empty()) {
+    // Parameters from a .caffemodel. Legacy files store every blob as 4-d (num, channels, height, width), so
+    // the expected shape padded with leading ones is accepted too, and the blob takes the expected shape.
+    const std::vector<std::vector<int>> shapes = {weight_shape, {N_}};
+    const int needed = bias_term_ ? 2 : 1;
+    CREMA_CHECK(static_cast<int>(blobs_.size()) == needed)
+        << me << ": the stored parameters hold " << blobs_.size() << " blob(s), but the layer needs " << needed
+        << " (bias_term is " << (bias_term_ ? "true" : "false") << ")";
+    for (int i = 0; i < needed; ++i) {
+      std::vector<int> legacy = shapes[i];
+      while (legacy.size() < 4) legacy.insert(legacy.begin(), 1);
+      CREMA_CHECK(blobs_[i]->shape() == shapes[i] || blobs_[i]->shape() == legacy)
+          << me << ": the stored " << (i == 0 ? "weights" : "bias") << " blob has shape " << blobs_[i]->shape_string()
+          << ", but the layer's parameters (num_output " << N_ << ", input size " << K_
+          << (transpose_ ? ", transpose" : "") << ") give " << ShapeString(shapes[i]);
+      blobs_[i]->Reshape(shapes[i]);
+    }
+    return;
+  }
+  blobs_.push_back(std::make_shared<Blob>(weight_shape));
+  Fill(param.weight_filler(), blobs_[0].get(), random());
+  if (bias_term_) {
+    blobs_.push_back(std::make_shared<Blob>(std::vector<int>{N_}));
+    Fill(param.bias_filler(), blobs_[1].get(), random());
+  }
+}
+
+void InnerProductLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const Blob& input = *bottom[0];
+  const int axis = FlattenAxis(input);
+  CREMA_CHECK(input.count(axis) == K_) << describe() << ": input of shape " << input.shape_string() << " has "
+                                       << input.count(axis) << " values per item from axis " << axis
+                                       << ", but the weights (shape " << blobs_[0]->shape_string() << ") expect " << K_;
+  M_ = input.count(0, axis);
+  std::vector<int> top_shape(input.shape().begin(), input.shape().begin() + axis);
+  top_shape.push_back(N_);
+  top[0]->Reshape(top_shape);
+  bias_multiplier_.Reshape({M_});
+  bias_multiplier_.set_data(1.f);
+}
+
+void InnerProductLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  float* output = top[0]->mutable_cpu_data();
+  cpu_gemm(Transpose::kNo, transpose_ ? Transpose::kNo : Transpose::kYes, M_, N_, K_, 1.f, bottom[0]->cpu_data(),
+           blobs_[0]->cpu_data(), 0.f, output);
+  if (bias_term_) {
+    cpu_gemm(Transpose::kNo, Transpose::kNo, M_, N_, 1, 1.f, bias_multiplier_.cpu_data(), blobs_[1]->cpu_data(), 1.f,
+             output);
+  }
+}
+
+void InnerProductLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                                     const std::vector<Blob*>& bottom) {
+  const float* top_diff = top[0]->cpu_diff();
+  const float* input = bottom[0]->cpu_data();
+  // Parameter gradients accumulate: the net zeroes them before a backward.
+  if (param_propagate_down(0)) {
+    if (transpose_) {
+      cpu_gemm(Transpose::kYes, Transpose::kNo, K_, N_, M_, 1.f, input, top_diff, 1.f, blobs_[0]->mutable_cpu_diff());
+    } else {
+      cpu_gemm(Transpose::kYes, Transpose::kNo, N_, K_, M_, 1.f, top_diff, input, 1.f, blobs_[0]->mutable_cpu_diff());
+    }
+  }
+  if (bias_term_ && param_propagate_down(1)) {
+    cpu_gemv(Transpose::kYes, M_, N_, 1.f, top_diff, bias_multiplier_.cpu_data(), 1.f, blobs_[1]->mutable_cpu_diff());
+  }
+  if (propagate_down[0]) {
+    cpu_gemm(Transpose::kNo, transpose_ ? Transpose::kYes : Transpose::kNo, M_, K_, N_, 1.f, top_diff,
+             blobs_[0]->cpu_data(), 0.f, bottom[0]->mutable_cpu_diff());
+  }
+}
+
+}  // namespace crema

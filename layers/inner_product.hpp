@@ -1,0 +1,42 @@
+// InnerProduct (fully connected): top = bottom * weights^T + bias, where the bottom is viewed as an M x K
+// matrix: its axes from `axis` on are flattened into K, the axes before it form M.
+//
+// inner_product_param:
+//   num_output (N, required), bias_term, weight_filler, bias_filler
+//   axis         first axis flattened into K (default 1); negative counts from the end
+//   transpose    store the weights as K x N instead of N x K
+// Top shape: bottom shape[0:axis] + [N]. Parameters: weights (N x K, or K x N), bias (N).
+#pragma once
+
+#include <vector>
+
+#include "layers/layer.hpp"
+
+namespace crema {
+
+class InnerProductLayer : public Layer {
+ public:
+  explicit InnerProductLayer(const LayerParameter& param) : Layer(param) {}
+  const char* type() const override { return "InnerProduct"; }
+  int ExactNumBottomBlobs() const override { return 1; }
+  int ExactNumTopBlobs() const override { return 1; }
+
+  void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+
+ protected:
+  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+
+ private:
+  // The canonical `axis` for this bottom; throws naming the layer when it is out of range.
+  int FlattenAxis(const Blob& bottom) const;
+
+  int M_ = 0, K_ = 0, N_ = 0;
+  bool bias_term_ = true;
+  bool transpose_ = false;
+  Blob bias_multiplier_;  // M ones
+};
+
+}  // namespace crema

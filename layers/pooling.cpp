@@ -1,0 +1,163 @@
+#include "layers/pooling.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "core/elementwise.hpp"
+#include "core/math_functions.hpp"
+
+namespace crema {
+
+void PoolingLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const PoolingParameter& param = param_.pooling_param();
+  const std::string me = describe();
+  method_ = param.pool();
+  CREMA_CHECK(method_ != PoolingParameter::STOCHASTIC)
+      << me << ": pool: STOCHASTIC is not supported yet; use MAX or AVE";
+  global_ = param.global_pooling();
+  const bool has_kernel_pair = param.has_kernel_h() || param.has_kernel_w();
+  if (global_) {
+    CREMA_CHECK(!param.has_kernel_size() && !has_kernel_pair)
+        << me << ": global_pooling takes the kernel from the input; do not give kernel_size or kernel_h/kernel_w";
+  } else {
+    CREMA_CHECK(!(param.has_kernel_size() && has_kernel_pair))
+        << me << ": give either kernel_size or kernel_h/kernel_w, not both";
+    CREMA_CHECK(param.has_kernel_size() || (param.has_kernel_h() && param.has_kernel_w()))
+        << me << ": kernel_size must be given (or both kernel_h and kernel_w, or global_pooling)";
+    kernel_h_ = static_cast<int>(param.has_kernel_size() ? param.kernel_size() : param.kernel_h());
+    kernel_w_ = static_cast<int>(param.has_kernel_size() ? param.kernel_size() : param.kernel_w());
+    CREMA_CHECK(kernel_h_ > 0 && kernel_w_ > 0)
+        << me << ": kernel_size must be positive, got " << kernel_h_ << " x " << kernel_w_;
+  }
+  const bool has_pad_pair = param.has_pad_h() || param.has_pad_w();
+  CREMA_CHECK(!(param.has_pad() && has_pad_pair)) << me << ": give either pad or pad_h/pad_w, not both";
+  pad_h_ = static_cast<int>(has_pad_pair ? param.pad_h() : param.pad());
+  pad_w_ = static_cast<int>(has_pad_pair ? param.pad_w() : param.pad());
+  const bool has_stride_pair = param.has_stride_h() || param.has_stride_w();
+  CREMA_CHECK(!(param.has_stride() && has_stride_pair)) << me << ": give either stride or stride_h/stride_w, not both";
+  CREMA_CHECK(param.has_stride_h() == param.has_stride_w()) << me << ": give both stride_h and stride_w (or stride)";
+  stride_h_ = static_cast<int>(has_stride_pair ? param.stride_h() : param.stride());
+  stride_w_ = static_cast<int>(has_stride_pair ? param.stride_w() : param.stride());
+  CREMA_CHECK(stride_h_ > 0 && stride_w_ > 0)
+      << me << ": stride must be positive, got " << stride_h_ << " x " << stride_w_;
+  if (global_) {
+    CREMA_CHECK(pad_h_ == 0 && pad_w_ == 0 && stride_h_ == 1 && stride_w_ == 1)
+        << me << ": global_pooling needs pad 0 and stride 1, got pad " << pad_h_ << " x " << pad_w_ << " and stride "
+        << stride_h_ << " x " << stride_w_;
+  } else {
+    // A window lying wholly in the padding would pool nothing.
+    CREMA_CHECK(pad_h_ < kernel_h_ && pad_w_ < kernel_w_)
+        << me << ": pad (" << pad_h_ << " x " << pad_w_ << ") must be smaller than kernel_size (" << kernel_h_ << " x "
+        << kernel_w_ << ")";
+  }
+}
+
+int PoolingLayer::OutputSize(int in, int kernel, int pad, int stride, const char* axis) const {
+  const int span = in + 2 * pad - kernel;
+  int out;
+  if (param_.pooling_param().round_mode() == PoolingParameter::CEIL) {
+    // Integer division truncates towards zero, which is the ceiling for a negative span: like Caffe, a kernel
+    // slightly larger than the padded input still gives one window.
+    out = (span >= 0 ? (span + stride - 1) / stride : span / stride) + 1;
+    // Rounding up may add a window that starts beyond the input; Caffe drops it when pad > 0. It is dropped
+    // here without padding too, where Caffe would pool an empty window.
+    if (out > 1 && (out - 1) * stride >= in + pad) --out;
+  } else {
+    out = span >= 0 ? span / stride + 1 : 0;
+  }
+  CREMA_CHECK(out >= 1) << describe() << ": kernel_size " << kernel << " is larger than the " << axis
+                        << " of the padded input (" << in << " + 2 * pad " << pad << "), so the output would be empty";
+  return out;
+}
+
+void PoolingLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const Blob& input = *bottom[0];
+  CREMA_CHECK(input.num_axes() == 4) << describe() << ": takes 4-d input (N, C, H, W), but the input has shape "
+                                     << input.shape_string();
+  height_ = input.shape(2);
+  width_ = input.shape(3);
+  if (global_) {
+    kernel_h_ = height_;
+    kernel_w_ = width_;
+  }
+  pooled_h_ = OutputSize(height_, kernel_h_, pad_h_, stride_h_, "height");
+  pooled_w_ = OutputSize(width_, kernel_w_, pad_w_, stride_w_, "width");
+  const std::vector<int> shape = {input.shape(0), input.shape(1), pooled_h_, pooled_w_};
+  for (Blob* output : top) output->Reshape(shape);
+  if (method_ == PoolingParameter::MAX && top.size() == 1) argmax_.Reshape(shape);
+}
+
+PoolingLayer::Window PoolingLayer::WindowAt(int ph, int pw) const {
+  const int h_start = ph * stride_h_ - pad_h_, w_start = pw * stride_w_ - pad_w_;
+  const int h_end = std::min(h_start + kernel_h_, height_ + pad_h_);
+  const int w_end = std::min(w_start + kernel_w_, width_ + pad_w_);
+  return {std::max(h_start, 0), std::min(h_end, height_), std::max(w_start, 0), std::min(w_end, width_),
+          (h_end - h_start) * (w_end - w_start)};
+}
+
+void PoolingLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const float* input = bottom[0]->cpu_data();
+  float* output = top[0]->mutable_cpu_data();
+  const bool max = method_ == PoolingParameter::MAX;
+  float* argmax = !max ? nullptr : top.size() > 1 ? top[1]->mutable_cpu_data() : argmax_.mutable_cpu_data();
+  const int planes = bottom[0]->count(0, 2);
+  const int plane_size = height_ * width_;
+  const int pooled_size = pooled_h_ * pooled_w_;
+  // Planes are independent: each thread writes only its own outputs.
+#pragma omp parallel for if (top[0]->count() >= kParallelElementThreshold) schedule(static)
+  for (int plane = 0; plane < planes; ++plane) {
+    const float* image = input + plane * plane_size;
+    for (int ph = 0; ph < pooled_h_; ++ph) {
+      for (int pw = 0; pw < pooled_w_; ++pw) {
+        const int index = plane * pooled_size + ph * pooled_w_ + pw;
+        const Window win = WindowAt(ph, pw);
+        if (max) {
+          // Starting from the window's first value (not -inf) keeps the argmax inside the window even for NaNs.
+          int best = win.h_start * width_ + win.w_start;
+          for (int h = win.h_start; h < win.h_end; ++h)
+            for (int w = win.w_start; w < win.w_end; ++w)
+              if (image[h * width_ + w] > image[best]) best = h * width_ + w;
+          output[index] = image[best];
+          argmax[index] = static_cast<float>(best);
+        } else {
+          float sum = 0.f;
+          for (int h = win.h_start; h < win.h_end; ++h)
+            for (int w = win.w_start; w < win.w_end; ++w) sum += image[h * width_ + w];
+          output[index] = sum / win.area;
+        }
+      }
+    }
+  }
+}
+
+void PoolingLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                                const std::vector<Blob*>& bottom) {
+  if (!propagate_down[0]) return;
+  const float* top_diff = top[0]->cpu_diff();
+  float* input_diff = bottom[0]->mutable_cpu_diff();
+  cpu_set(bottom[0]->count(), 0.f, input_diff);
+  const bool max = method_ == PoolingParameter::MAX;
+  const float* argmax = !max ? nullptr : top.size() > 1 ? top[1]->cpu_data() : argmax_.cpu_data();
+  const int planes = bottom[0]->count(0, 2);
+  const int plane_size = height_ * width_;
+  const int pooled_size = pooled_h_ * pooled_w_;
+#pragma omp parallel for if (top[0]->count() >= kParallelElementThreshold) schedule(static)
+  for (int plane = 0; plane < planes; ++plane) {
+    float* image_diff = input_diff + plane * plane_size;
+    for (int ph = 0; ph < pooled_h_; ++ph) {
+      for (int pw = 0; pw < pooled_w_; ++pw) {
+        const int index = plane * pooled_size + ph * pooled_w_ + pw;
+        if (max) {
+          image_diff[static_cast<int>(argmax[index])] += top_diff[index];
+          continue;
+        }
+        const Window win = WindowAt(ph, pw);
+        const float share = top_diff[index] / win.area;
+        for (int h = win.h_start; h < win.h_end; ++h)
+          for (int w = win.w_start; w < win.w_end; ++w) image_diff[h * width_ + w] += share;
+      }
+    }
+  }
+}
+
+}  // namespace crema

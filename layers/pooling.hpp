@@ -1,0 +1,53 @@
+// Pooling: the maximum (MAX) or mean (AVE) of each kernel window of each channel of a 4-d (N, C, H, W)
+// input.
+//
+// pooling_param:
+//   pool                  MAX (default) or AVE; STOCHASTIC is not supported yet
+//   kernel_size | kernel_h + kernel_w, stride | stride_h + stride_w, pad | pad_h + pad_w (pad < kernel)
+//   global_pooling        the kernel covers the whole plane (no pad, stride 1)
+//   round_mode            CEIL (default, Caffe's rule): out = ceil((in + 2 * pad - kernel) / stride) + 1,
+//                         dropping a last window that would start in the padding; FLOOR rounds down
+// AVE divides by the window's area clipped to the padded input (padding counts as zeros). MAX may have a
+// second top: the argmax of each window, as an index into its H * W plane.
+#pragma once
+
+#include <vector>
+
+#include "layers/layer.hpp"
+
+namespace crema {
+
+class PoolingLayer : public Layer {
+ public:
+  explicit PoolingLayer(const LayerParameter& param) : Layer(param) {}
+  const char* type() const override { return "Pooling"; }
+  int ExactNumBottomBlobs() const override { return 1; }
+  int MinTopBlobs() const override { return 1; }
+  int MaxTopBlobs() const override { return param_.pooling_param().pool() == PoolingParameter::MAX ? 2 : 1; }
+
+  void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+
+ protected:
+  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+
+ private:
+  // Output size along one axis under round_mode.
+  int OutputSize(int in, int kernel, int pad, int stride, const char* axis) const;
+  // The input rows/columns [start, end) pooled by output (ph, pw), and the area AVE divides by: the window
+  // clipped to the padded input (padding counts as zeros), before it is clipped to the input itself.
+  struct Window {
+    int h_start, h_end, w_start, w_end, area;
+  };
+  Window WindowAt(int ph, int pw) const;
+
+  PoolingParameter::PoolMethod method_ = PoolingParameter::MAX;
+  bool global_ = false;
+  int kernel_h_ = 0, kernel_w_ = 0, stride_h_ = 1, stride_w_ = 1, pad_h_ = 0, pad_w_ = 0;
+  int height_ = 0, width_ = 0, pooled_h_ = 0, pooled_w_ = 0;
+  Blob argmax_;  // MAX without a mask top: where each maximum came from, for backward
+};
+
+}  // namespace crema

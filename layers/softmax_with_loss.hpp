@@ -1,0 +1,60 @@
+// Softmax followed by the multinomial logistic loss, fused so that the gradient is the simple and stable
+// p - onehot(label) rather than a chain through the softmax Jacobian.
+//
+// Bottoms: scores (outer x C x inner, C along softmax_param.axis, default 1) and labels (outer x inner values,
+// integers stored as floats, in [0, C) or equal to ignore_label). Tops: the loss (a scalar), and optionally
+// the probabilities (the scores' shape; not a loss, weight 0 unless set).
+//
+// loss = -sum over non-ignored positions of log(max(p[label], FLT_MIN)) / normalizer, where the normalizer
+// (at least 1) follows loss_param.normalization: FULL = every position, VALID = the non-ignored positions
+// (default), BATCH_SIZE = outer, NONE = 1. The deprecated loss_param.normalize, used only when normalization
+// is not set, means VALID when true and BATCH_SIZE when false.
+//
+// Params: softmax_param (axis), loss_param (ignore_label, normalization, normalize). No gradient flows to the
+// labels.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "layers/layer.hpp"
+#include "layers/softmax.hpp"
+
+namespace crema {
+
+class SoftmaxWithLossLayer : public Layer {
+ public:
+  using Layer::Layer;
+  const char* type() const override { return "SoftmaxWithLoss"; }
+  int ExactNumBottomBlobs() const override { return 2; }
+  int MinTopBlobs() const override { return 1; }
+  int MaxTopBlobs() const override { return 2; }
+  bool AutoTopBlobs() const override { return true; }
+  bool AllowForceBackward(int bottom_index) const override { return bottom_index != 1; }
+
+  void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+
+ protected:
+  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+
+ private:
+  // The probabilities live in the second top when there is one, else in prob_.
+  Blob* probabilities(const std::vector<Blob*>& top) { return top.size() > 1 ? top[1] : &prob_; }
+  // Whether the label stored at this position is the ignored one.
+  bool ignored(float label) const { return has_ignore_label_ && label == static_cast<float>(ignore_label_); }
+  float normalizer(int valid_count) const;
+
+  std::unique_ptr<SoftmaxLayer> softmax_;
+  Blob prob_;
+  LossParameter::NormalizationMode normalization_ = LossParameter::VALID;
+  bool has_ignore_label_ = false;
+  int ignore_label_ = 0;
+  int outer_ = 0, channels_ = 0, inner_ = 0;
+  // Non-ignored positions in the last forward pass, for the backward pass's normalizer.
+  int valid_count_ = 0;
+};
+
+}  // namespace crema

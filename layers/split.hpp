@@ -1,0 +1,27 @@
+// Split: hands one bottom to several consumers. Every top shares the bottom's data; backward sums the tops'
+// gradients into the bottom's. Nets insert it where one blob feeds several layers, so that each consumer
+// writes its gradient to a diff of its own.
+#pragma once
+
+#include <vector>
+
+#include "layers/layer.hpp"
+
+namespace crema {
+
+class SplitLayer : public Layer {
+ public:
+  using Layer::Layer;
+  const char* type() const override { return "Split"; }
+  int ExactNumBottomBlobs() const override { return 1; }
+  int MinTopBlobs() const override { return 1; }
+
+  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+
+ protected:
+  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {}
+  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+};
+
+}  // namespace crema

@@ -1,0 +1,148 @@
+#include "io/mnist.hpp"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "core/common.hpp"
+#include "io/lmdb.hpp"
+#include "io/proto_io.hpp"
+
+namespace crema {
+
+namespace {
+
+constexpr uint32_t kImagesMagic = 2051;
+constexpr uint32_t kLabelsMagic = 2049;
+
+// A file read through zlib, which passes plain (not gzipped) files through unchanged.
+class IdxInput {
+ public:
+  explicit IdxInput(const std::string& path) : path_(path) {
+    errno = 0;
+    file_ = gzopen(path.c_str(), "rb");
+    CREMA_CHECK(file_ != nullptr) << "cannot open '" << path
+                                  << "': " << (errno != 0 ? std::strerror(errno) : "out of memory");
+  }
+  ~IdxInput() { gzclose(file_); }
+  IdxInput(const IdxInput&) = delete;
+  IdxInput& operator=(const IdxInput&) = delete;
+
+  // Reads up to `size` bytes, fewer only at the end of the data.
+  size_t Read(char* out, size_t size) {
+    size_t done = 0;
+    while (done < size) {
+      const unsigned chunk = static_cast<unsigned>(std::min<size_t>(size - done, size_t{1} << 20));
+      const int got = gzread(file_, out + done, chunk);
+      if (got < 0) {
+        int code = 0;
+        const char* message = gzerror(file_, &code);
+        CREMA_FAIL() << "cannot read '" << path_ << "': " << (code == Z_ERRNO ? std::strerror(errno) : message)
+                     << " (a damaged gzip file?)";
+      }
+      if (got == 0) break;
+      done += static_cast<size_t>(got);
+    }
+    return done;
+  }
+
+  // One big-endian 32-bit word of the header.
+  uint32_t ReadWord(const char* what) {
+    unsigned char bytes[4];
+    CREMA_CHECK(Read(reinterpret_cast<char*>(bytes), 4) == 4)
+        << "'" << path_ << "' is truncated: it ends within the header, before the " << what;
+    return (uint32_t{bytes[0]} << 24) | (uint32_t{bytes[1]} << 16) | (uint32_t{bytes[2]} << 8) | bytes[3];
+  }
+
+  void CheckMagic(uint32_t expected, const char* kind) {
+    const uint32_t magic = ReadWord("magic number");
+    if (magic == expected) return;
+    std::string hint;
+    if (magic == kImagesMagic) hint = " (it is an image file)";
+    if (magic == kLabelsMagic) hint = " (it is a label file)";
+    CREMA_FAIL() << "'" << path_ << "' is not an MNIST " << kind << " file: its magic number is " << magic
+                 << ", expected " << expected << hint;
+  }
+
+  // Reads exactly `size` bytes of payload, growing the buffer as data arrives (a damaged header cannot make
+  // it allocate more than the file holds).
+  std::string ReadPayload(uint64_t size, const char* what) {
+    std::string payload;
+    std::vector<char> chunk(size_t{1} << 20);
+    while (payload.size() < size) {
+      const size_t want = static_cast<size_t>(std::min<uint64_t>(chunk.size(), size - payload.size()));
+      const size_t got = Read(chunk.data(), want);
+      payload.append(chunk.data(), got);
+      if (got < want) break;
+    }
+    CREMA_CHECK(payload.size() == size) << "'" << path_ << "' is truncated: its header announces " << size
+                                        << " bytes of " << what << ", but only " << payload.size() << " follow";
+    return payload;
+  }
+
+ private:
+  std::string path_;
+  gzFile file_ = nullptr;
+};
+
+int CheckedDimension(uint32_t value, const std::string& path, const char* what) {
+  CREMA_CHECK(value <= INT_MAX) << "'" << path << "' has an impossible " << what << " of " << value;
+  return static_cast<int>(value);
+}
+
+}  // namespace
+
+MnistImages ReadMnistImages(const std::string& path) {
+  IdxInput input(path);
+  input.CheckMagic(kImagesMagic, "image");
+  MnistImages images;
+  images.count = CheckedDimension(input.ReadWord("image count"), path, "image count");
+  images.rows = CheckedDimension(input.ReadWord("number of rows"), path, "number of rows");
+  images.columns = CheckedDimension(input.ReadWord("number of columns"), path, "number of columns");
+  CREMA_CHECK(images.rows > 0 && images.columns > 0)
+      << "'" << path << "' holds images of " << images.rows << "x" << images.columns << " pixels";
+  const uint64_t size = uint64_t{static_cast<uint32_t>(images.count)} * images.rows * images.columns;
+  images.pixels = input.ReadPayload(size, "pixels");
+  return images;
+}
+
+std::string ReadMnistLabels(const std::string& path) {
+  IdxInput input(path);
+  input.CheckMagic(kLabelsMagic, "label");
+  const int count = CheckedDimension(input.ReadWord("label count"), path, "label count");
+  return input.ReadPayload(static_cast<uint64_t>(count), "labels");
+}
+
+int64_t ConvertMnistToLmdb(const std::string& images_path, const std::string& labels_path, const std::string& db_path) {
+  CREMA_CHECK(!FileExists(db_path)) << "'" << db_path << "' already exists; remove it first or choose another path";
+  const MnistImages images = ReadMnistImages(images_path);
+  const std::string labels = ReadMnistLabels(labels_path);
+  CREMA_CHECK(static_cast<size_t>(images.count) == labels.size())
+      << "'" << images_path << "' holds " << images.count << " images but '" << labels_path << "' holds "
+      << labels.size() << " labels";
+
+  LmdbWriter writer(db_path);
+  Datum datum;
+  datum.set_channels(1);
+  datum.set_height(images.rows);
+  datum.set_width(images.columns);
+  const size_t image_size = static_cast<size_t>(images.rows) * images.columns;
+  std::string value;
+  for (int i = 0; i < images.count; ++i) {
+    datum.set_data(images.pixels.data() + i * image_size, image_size);
+    datum.set_label(static_cast<unsigned char>(labels[i]));
+    CREMA_CHECK(datum.SerializeToString(&value)) << "cannot serialise record " << i << " for '" << db_path << "'";
+    char key[16];
+    std::snprintf(key, sizeof(key), "%08d", i);
+    writer.Put(key, value);
+  }
+  writer.Commit();
+  return images.count;
+}
+
+}  // namespace crema

@@ -1,0 +1,33 @@
+// Reading the MNIST IDX format (also used by Fashion-MNIST) and converting a data set to an LMDB of Datums.
+//
+// An IDX file is a big-endian header followed by raw bytes: images start with the magic number 2051, the
+// image count, rows and columns, then count*rows*cols pixels; labels start with 2049 and the count, then one
+// byte per label. Files may be gzipped or plain: zlib reads both. Errors name the file.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/common.hpp"
+
+namespace crema {
+
+struct MnistImages {
+  int count = 0;
+  int rows = 0;
+  int columns = 0;
+  // count*rows*columns bytes, image after image, each row-major.
+  std::string pixels;
+};
+
+MnistImages ReadMnistImages(const std::string& path);
+// One byte per label.
+std::string ReadMnistLabels(const std::string& path);
+
+// Writes one Datum per image (channels 1, the file's height and width, the raw pixels as `data`, its label)
+// to a new LMDB at `db_path`, under Caffe's keys: the record's index as 8 zero-padded digits ("00000000").
+// Refuses to write over an existing path, and checks that both files hold the same number of items. Returns
+// the number of records written.
+int64_t ConvertMnistToLmdb(const std::string& images_path, const std::string& labels_path, const std::string& db_path);
+
+}  // namespace crema

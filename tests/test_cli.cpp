@@ -1,0 +1,159 @@
+// End-to-end tests of the command-line tools: every bad input gets a clear message and a non-zero exit
+// status (1, not a crash), and train/test/time print Caffe's log line shapes.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <regex>
+
+#include "io/proto_io.hpp"
+#include "test_util.hpp"
+
+namespace crema {
+namespace {
+
+const std::string kCrema = std::string(CREMA_TOOLS_DIR) + "/crema";
+
+class CliTest : public ::testing::Test {
+ protected:
+  std::string Write(const std::string& name, const std::string& text) {
+    const std::string path = dir_.file(name);
+    std::ofstream(path) << text;
+    return path;
+  }
+  // Runs crema with `args`; expects exit status `expected_status`; returns the output.
+  std::string Crema(const std::string& args, int expected_status) {
+    std::string output;
+    const int status = test::RunCommand(kCrema + " " + args, &output);
+    EXPECT_EQ(status, expected_status) << "crema " << args << "\n" << output;
+    return output;
+  }
+  test::TempDir dir_;
+};
+
+#define EXPECT_CONTAINS(haystack, needle) \
+  EXPECT_NE((haystack).find(needle), std::string::npos) << "missing \"" << (needle) << "\" in:\n" << (haystack)
+
+const char kInput[] =
+    "layer { name: 'input' type: 'Input' top: 'data' input_param { shape { dim: 2 dim: 1 dim: 4 dim: 4 } } }\n";
+
+TEST_F(CliTest, SyntaxErrorReportsFileLineAndColumn) {
+  const std::string model = Write("syntax.prototxt", std::string(kInput) + "layer {\n  name: 'relu'\n  type 'ReLU'\n}\n");
+  const std::string output = Crema("test --model=" + model + " --iterations=1", 1);
+  EXPECT_CONTAINS(output, model + ":4:8:");
+  EXPECT_CONTAINS(output, "crema: error:");
+}
+
+TEST_F(CliTest, UnknownLayerTypeListsKnownTypes) {
+  const std::string model = Write("unknown.prototxt", std::string(kInput) +
+                                                          "layer { name: 'act' type: 'Relu' bottom: 'data' top: 'a' }\n");
+  const std::string output = Crema("test --model=" + model + " --iterations=1", 1);
+  EXPECT_CONTAINS(output, "layer 'act' has unknown type 'Relu'");
+  EXPECT_CONTAINS(output, "ReLU");
+  EXPECT_CONTAINS(output, "Convolution");
+}
+
+TEST_F(CliTest, MissingBottomNamesLayerAndBlob) {
+  const std::string model = Write("bottom.prototxt", std::string(kInput) +
+                                                         "layer { name: 'act' type: 'ReLU' bottom: 'dta' top: 'a' }\n");
+  const std::string output = Crema("test --model=" + model + " --iterations=1", 1);
+  EXPECT_CONTAINS(output, "'act'");
+  EXPECT_CONTAINS(output, "'dta'");
+}
+
+TEST_F(CliTest, IncompatibleShapesNameLayerAndShapes) {
+  const std::string model =
+      Write("shapes.prototxt", std::string(kInput) +
+                                   "layer { name: 'conv' type: 'Convolution' bottom: 'data' top: 'c' "
+                                   "convolution_param { num_output: 3 kernel_size: 5 } }\n");
+  const std::string output = Crema("test --model=" + model + " --iterations=1", 1);
+  EXPECT_CONTAINS(output, "'conv'");
+  EXPECT_CONTAINS(output, "2 1 4 4");
+}
+
+TEST_F(CliTest, MissingFilesAreNamed) {
+  EXPECT_CONTAINS(Crema("test --model=/no/such/net.prototxt", 1), "/no/such/net.prototxt");
+  EXPECT_CONTAINS(Crema("train --solver=/no/such/solver.prototxt", 1), "/no/such/solver.prototxt");
+  const std::string model = Write("ok.prototxt", kInput);
+  EXPECT_CONTAINS(Crema("test --model=" + model + " --weights=/no/such/w.caffemodel", 1), "/no/such/w.caffemodel");
+  const std::string lmdb_net = Write(
+      "lmdb.prototxt",
+      "layer { name: 'data' type: 'Data' top: 'data' data_param { source: '/no/such/lmdb' batch_size: 2 "
+      "backend: LMDB } }\n");
+  EXPECT_CONTAINS(Crema("test --model=" + lmdb_net + " --iterations=1", 1), "/no/such/lmdb");
+  const std::string solver = Write("solver.prototxt", "net: '/no/such/train.prototxt' lr_policy: 'fixed'\n");
+  EXPECT_CONTAINS(Crema("train --solver=" + solver, 1), "/no/such/train.prototxt");
+  EXPECT_CONTAINS(Crema("train --solver=" + solver + " --snapshot=/no/such.solverstate", 1), "/no/such.solverstate");
+}
+
+TEST_F(CliTest, BadFlagsAreExplained) {
+  EXPECT_CONTAINS(Crema("frobnicate", 1), "unknown command 'frobnicate'");
+  EXPECT_CONTAINS(Crema("train", 1), "--solver");
+  const std::string model = Write("ok.prototxt", kInput);
+  EXPECT_CONTAINS(Crema("test --model=" + model + " --phase=VAL", 1), "--phase");
+  EXPECT_CONTAINS(Crema("test --model=" + model + " --gpu=x", 1), "--gpu");
+}
+
+// Trains a small net from the command line, straight and with a resume, and checks the log shapes, the
+// snapshots, and crema test / crema time on the result.
+TEST_F(CliTest, TrainResumeTestAndTime) {
+  const std::string train_db = dir_.file("train_lmdb"), test_db = dir_.file("test_lmdb");
+  test::WriteRandomDatums(train_db, 50, 8, 8, 3, 21);
+  test::WriteRandomDatums(test_db, 20, 8, 8, 3, 22);
+  const std::string net = Write("net.prototxt", R"(
+    name: 'cli'
+    layer { name: 'data' type: 'Data' top: 'data' top: 'label' include { phase: TRAIN }
+            data_param { source: ')" + train_db + R"(' batch_size: 8 backend: LMDB }
+            transform_param { scale: 0.00390625 mirror: true } }
+    layer { name: 'data' type: 'Data' top: 'data' top: 'label' include { phase: TEST }
+            data_param { source: ')" + test_db + R"(' batch_size: 10 backend: LMDB }
+            transform_param { scale: 0.00390625 } }
+    layer { name: 'conv' type: 'Convolution' bottom: 'data' top: 'conv'
+            convolution_param { num_output: 4 kernel_size: 3 weight_filler { type: 'xavier' } } }
+    layer { name: 'pool' type: 'Pooling' bottom: 'conv' top: 'pool' pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
+    layer { name: 'drop' type: 'Dropout' bottom: 'pool' top: 'pool' }
+    layer { name: 'ip' type: 'InnerProduct' bottom: 'pool' top: 'ip'
+            inner_product_param { num_output: 3 weight_filler { type: 'xavier' } } }
+    layer { name: 'accuracy' type: 'Accuracy' bottom: 'ip' bottom: 'label' top: 'accuracy' include { phase: TEST } }
+    layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip' bottom: 'label' top: 'loss' }
+  )");
+  auto solver = [&](const std::string& prefix, int max_iter) {
+    return Write(prefix + "_solver.prototxt", "net: '" + net + "' test_iter: 2 test_interval: 10 base_lr: 0.01 "
+                 "momentum: 0.9 weight_decay: 0.0005 lr_policy: 'inv' gamma: 0.0001 power: 0.75 display: 5 "
+                 "max_iter: " + std::to_string(max_iter) + " snapshot: 15 snapshot_prefix: '" + dir_.file(prefix) +
+                 "' solver_mode: CPU random_seed: 3\n");
+  };
+  const std::string log = Crema("train --solver=" + solver("straight", 30), 0);
+  EXPECT_TRUE(std::regex_search(log, std::regex("Iteration 5, loss = [0-9.e+-]+\n")));
+  EXPECT_TRUE(std::regex_search(log, std::regex("Iteration 5, lr = [0-9.e+-]+\n")));
+  EXPECT_TRUE(std::regex_search(log, std::regex("Train net output #0: loss = [0-9.e+-]+ \\(\\* 1 = [0-9.e+-]+ loss\\)")));
+  EXPECT_TRUE(std::regex_search(log, std::regex("Iteration 10, Testing net \\(#0\\)")));
+  EXPECT_TRUE(std::regex_search(log, std::regex("Test net output #0: accuracy = [0-9.e+-]+\n")));
+  EXPECT_TRUE(std::regex_search(log, std::regex("Test net output #1: loss = [0-9.e+-]+ \\(\\* 1 = [0-9.e+-]+ loss\\)")));
+  EXPECT_CONTAINS(log, "Optimization Done.");
+
+  Crema("train --solver=" + solver("split", 15), 0);
+  Crema("train --solver=" + solver("split", 30) + " --snapshot=" + dir_.file("split_iter_15.solverstate"), 0);
+  const std::string straight = test::FileBytes(dir_.file("straight_iter_30.caffemodel"));
+  ASSERT_FALSE(straight.empty());
+  EXPECT_TRUE(test::FileBytes(dir_.file("split_iter_30.caffemodel")) == straight)
+      << "crema train --snapshot did not reproduce the uninterrupted run";
+
+  const std::string tested =
+      Crema("test --model=" + net + " --weights=" + dir_.file("straight_iter_30.caffemodel") + " --iterations=2", 0);
+  EXPECT_TRUE(std::regex_search(tested, std::regex("\\] accuracy = [0-9.e+-]+\n")));
+  EXPECT_TRUE(std::regex_search(tested, std::regex("\\] loss = [0-9.e+-]+ \\(\\* 1 = [0-9.e+-]+ loss\\)")));
+
+  const std::string timed = Crema("time --model=" + net + " --iterations=2", 0);
+  EXPECT_TRUE(std::regex_search(timed, std::regex("Average Forward pass: [0-9.e+-]+ ms")));
+  EXPECT_TRUE(std::regex_search(timed, std::regex("Average Backward pass: [0-9.e+-]+ ms")));
+  EXPECT_TRUE(std::regex_search(timed, std::regex("Average Forward-Backward: [0-9.e+-]+ ms")));
+  EXPECT_CONTAINS(timed, "conv\tforward:");
+
+  // Fine-tuning from the weights, and refusing --weights with --snapshot.
+  EXPECT_CONTAINS(Crema("train --solver=" + solver("tune", 5) + " --weights=" + dir_.file("straight_iter_30.caffemodel"), 0),
+                  "Fine-tuning from");
+  EXPECT_CONTAINS(Crema("train --solver=" + solver("tune", 5) + " --weights=a --snapshot=b", 1), "not both");
+}
+
+}  // namespace
+}  // namespace crema

@@ -1,0 +1,362 @@
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "layers/convolution.hpp"
+#include "test_util.hpp"
+
+namespace crema {
+namespace {
+
+// The message of the crema::Error that `body` throws, or "" when it throws none.
+template <typename Body>
+std::string ErrorMessage(Body body) {
+  try {
+    body();
+  } catch (const Error& error) {
+    return error.what();
+  }
+  return "";
+}
+
+// Geometry of a reference convolution, one value per spatial axis.
+struct Geometry {
+  std::vector<int> pad, stride, dilation;
+  int group = 1;
+};
+
+// Direct convolution of input (N, C, spatial...) with weights (O, C / group, kernel...): every output value
+// is the sum over its group's channels and every kernel tap of weight * input, reading zero outside.
+std::vector<float> ReferenceConvolution(const Blob& input, const Blob& weights, const Blob* bias, const Geometry& g,
+                                        std::vector<int>* output_shape) {
+  const int axes = input.num_axes() - 2;
+  const int num = input.shape(0), channels = input.shape(1), outputs = weights.shape(0);
+  const int group_channels = channels / g.group, group_outputs = outputs / g.group;
+  std::vector<int> in(axes), kernel(axes), out(axes);
+  int out_size = 1, kernel_size = 1;
+  for (int a = 0; a < axes; ++a) {
+    in[a] = input.shape(2 + a);
+    kernel[a] = weights.shape(2 + a);
+    out[a] = (in[a] + 2 * g.pad[a] - g.dilation[a] * (kernel[a] - 1) - 1) / g.stride[a] + 1;
+    out_size *= out[a];
+    kernel_size *= kernel[a];
+  }
+  *output_shape = {num, outputs};
+  output_shape->insert(output_shape->end(), out.begin(), out.end());
+  std::vector<float> result;
+  std::vector<int> position(axes), tap(axes);
+  for (int n = 0; n < num; ++n) {
+    for (int o = 0; o < outputs; ++o) {
+      for (int p = 0; p < out_size; ++p) {
+        // Position p and tap t as multi-indices (last axis fastest).
+        for (int a = axes - 1, rest = p; a >= 0; --a) {
+          position[a] = rest % out[a];
+          rest /= out[a];
+        }
+        double sum = bias ? bias->cpu_data()[o] : 0.0;
+        for (int gc = 0; gc < group_channels; ++gc) {
+          const int c = (o / group_outputs) * group_channels + gc;
+          for (int t = 0; t < kernel_size; ++t) {
+            for (int a = axes - 1, rest = t; a >= 0; --a) {
+              tap[a] = rest % kernel[a];
+              rest /= kernel[a];
+            }
+            int input_index = n * channels + c, weight_index = o * group_channels + gc;
+            bool inside = true;
+            for (int a = 0; a < axes; ++a) {
+              const int x = position[a] * g.stride[a] - g.pad[a] + tap[a] * g.dilation[a];
+              inside = inside && x >= 0 && x < in[a];
+              input_index = input_index * in[a] + x;
+              weight_index = weight_index * kernel[a] + tap[a];
+            }
+            if (inside) sum += static_cast<double>(weights.cpu_data()[weight_index]) * input.cpu_data()[input_index];
+          }
+        }
+        result.push_back(static_cast<float>(sum));
+      }
+    }
+  }
+  return result;
+}
+
+// A layer under test with its blobs; weights and bias get random values.
+struct Fixture {
+  test::BlobList bottom, top;
+  std::unique_ptr<ConvolutionLayer> layer;
+
+  Fixture(const std::string& conv_param, const std::vector<std::vector<int>>& shapes) {
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      test::FillGaussian(bottom.Add(shapes[i]), 0.f, 1.f, 100 + i);
+      top.Add({});
+    }
+    layer = std::make_unique<ConvolutionLayer>(
+        test::ParseLayer("name: 'conv' type: 'Convolution' convolution_param { " + conv_param + " }"));
+    layer->SetUp(bottom.pointers, top.pointers);
+    for (size_t i = 0; i < layer->blobs().size(); ++i) test::FillGaussian(layer->blobs()[i].get(), 0.f, 1.f, 7 + i);
+  }
+  const Blob* bias() const { return layer->blobs().size() > 1 ? layer->blobs()[1].get() : nullptr; }
+
+  // Runs forward and compares every top with the direct convolution of its bottom.
+  void ExpectMatchesReference(const Geometry& geometry) {
+    layer->Forward(bottom.pointers, top.pointers);
+    for (size_t i = 0; i < bottom.pointers.size(); ++i) {
+      std::vector<int> shape;
+      const std::vector<float> expected =
+          ReferenceConvolution(*bottom.pointers[i], *layer->blobs()[0], bias(), geometry, &shape);
+      ASSERT_EQ(top.pointers[i]->shape(), shape);
+      for (int j = 0; j < top.pointers[i]->count(); ++j)
+        ASSERT_NEAR(top.pointers[i]->cpu_data()[j], expected[j], 1e-4f) << "top " << i << " element " << j;
+    }
+  }
+};
+
+struct ForwardCase {
+  const char* name;
+  std::string param;
+  std::vector<int> shape;
+  Geometry geometry;
+};
+
+TEST(ConvolutionLayerTest, ForwardMatchesDirectConvolution) {
+  const ForwardCase cases[] = {
+      {"plain", "num_output: 4 kernel_size: 3", {2, 3, 6, 5}, {{0, 0}, {1, 1}, {1, 1}}},
+      {"stride 2, pad 1", "num_output: 3 kernel_size: 3 stride: 2 pad: 1", {2, 3, 7, 6}, {{1, 1}, {2, 2}, {1, 1}}},
+      {"dilation 2", "num_output: 2 kernel_size: 3 dilation: 2 pad: 1", {2, 2, 7, 8}, {{1, 1}, {1, 1}, {2, 2}}},
+      {"group 2", "num_output: 6 kernel_size: 3 group: 2 pad: 1", {2, 4, 5, 5}, {{1, 1}, {1, 1}, {1, 1}, 2}},
+      {"rectangular 2-d forms",
+       "num_output: 3 kernel_h: 3 kernel_w: 2 stride_h: 2 stride_w: 1 pad_h: 1 pad_w: 0",
+       {2, 2, 7, 6},
+       {{1, 0}, {2, 1}, {1, 1}}},
+      {"per-axis repeated",
+       "num_output: 2 kernel_size: 3 kernel_size: 1 stride: 1 stride: 2 pad: 0 pad: 1 "
+       "dilation: 2 dilation: 1",
+       {1, 3, 8, 7},
+       {{0, 1}, {1, 2}, {2, 1}}},
+      {"1x1 with groups", "num_output: 4 kernel_size: 1 group: 2", {3, 4, 3, 5}, {{0, 0}, {1, 1}, {1, 1}, 2}},
+      {"1x1 strided", "num_output: 2 kernel_size: 1 stride: 2", {2, 3, 5, 5}, {{0, 0}, {2, 2}, {1, 1}}},
+      {"no bias", "num_output: 3 kernel_size: 2 bias_term: false", {2, 2, 4, 4}, {{0, 0}, {1, 1}, {1, 1}}},
+      {"forced N-d path",
+       "num_output: 4 kernel_size: 3 stride: 2 pad: 1 dilation: 2 group: 2 force_nd_im2col: true",
+       {2, 2, 9, 8},
+       {{1, 1}, {2, 2}, {2, 2}, 2}},
+      {"3-d",
+       "num_output: 3 kernel_size: 3 kernel_size: 2 kernel_size: 2 stride: 2 stride: 1 stride: 1 pad: 1 "
+       "pad: 0 pad: 1 dilation: 1 dilation: 2 dilation: 1",
+       {2, 2, 5, 5, 4},
+       {{1, 0, 1}, {2, 1, 1}, {1, 2, 1}}},
+      {"3-d grouped", "num_output: 4 kernel_size: 2 group: 2", {2, 4, 3, 4, 3}, {{0, 0, 0}, {1, 1, 1}, {1, 1, 1}, 2}},
+      {"1-d", "num_output: 3 kernel_size: 3 stride: 2 pad: 1", {2, 2, 9}, {{1}, {2}, {1}}},
+  };
+  for (const ForwardCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    Fixture fixture(c.param, {c.shape});
+    fixture.ExpectMatchesReference(c.geometry);
+  }
+}
+
+TEST(ConvolutionLayerTest, SeveralBottomsShareTheWeights) {
+  Fixture fixture("num_output: 3 kernel_size: 3 stride: 2 pad: 1", {{2, 2, 5, 6}, {2, 2, 5, 6}});
+  fixture.ExpectMatchesReference({{1, 1}, {2, 2}, {1, 1}});
+}
+
+TEST(ConvolutionLayerTest, ReshapeFollowsBatchAndSpatialSizeChanges) {
+  Fixture fixture("num_output: 3 kernel_size: 3 pad: 1", {{2, 2, 5, 5}});
+  fixture.ExpectMatchesReference({{1, 1}, {1, 1}, {1, 1}});
+  for (const std::vector<int>& shape : {std::vector<int>{5, 2, 5, 5}, {1, 2, 7, 4}, {3, 2, 4, 6}}) {
+    fixture.bottom.pointers[0]->Reshape(shape);
+    test::FillGaussian(fixture.bottom.pointers[0], 0.f, 1.f, shape[0]);
+    fixture.layer->Reshape(fixture.bottom.pointers, fixture.top.pointers);
+    fixture.ExpectMatchesReference({{1, 1}, {1, 1}, {1, 1}});
+  }
+}
+
+TEST(ConvolutionLayerTest, ChannelAxisOtherThanOne) {
+  // With axis 2 the two leading axes are batch axes: the same as a batch of 2 * 3 images.
+  Fixture fixture("num_output: 2 kernel_size: 3 pad: 1 axis: 2", {{2, 3, 2, 4, 5}});
+  ASSERT_EQ(fixture.top.pointers[0]->shape(), (std::vector<int>{2, 3, 2, 4, 5}));
+  fixture.layer->Forward(fixture.bottom.pointers, fixture.top.pointers);
+  Blob flat({6, 2, 4, 5});
+  std::copy(fixture.bottom.pointers[0]->cpu_data(), fixture.bottom.pointers[0]->cpu_data() + flat.count(),
+            flat.mutable_cpu_data());
+  std::vector<int> shape;
+  const std::vector<float> expected =
+      ReferenceConvolution(flat, *fixture.layer->blobs()[0], fixture.bias(), {{1, 1}, {1, 1}, {1, 1}}, &shape);
+  for (int j = 0; j < fixture.top.pointers[0]->count(); ++j)
+    ASSERT_NEAR(fixture.top.pointers[0]->cpu_data()[j], expected[j], 1e-4f) << j;
+}
+
+TEST(ConvolutionLayerTest, FillsParametersFromFillers) {
+  test::BlobList bottom, top;
+  bottom.Add({1, 4, 5, 5});
+  top.Add({});
+  ConvolutionLayer layer(test::ParseLayer(
+      "name: 'conv' type: 'Convolution' convolution_param { num_output: 6 kernel_size: 3 kernel_size: 2 group: 2 "
+      "weight_filler { type: 'constant' value: 0.5 } bias_filler { type: 'constant' value: -2 } }"));
+  layer.SetUp(bottom.pointers, top.pointers);
+  ASSERT_EQ(layer.blobs().size(), 2u);
+  EXPECT_EQ(layer.blobs()[0]->shape(), (std::vector<int>{6, 2, 3, 2}));
+  EXPECT_EQ(layer.blobs()[1]->shape(), (std::vector<int>{6}));
+  for (int i = 0; i < layer.blobs()[0]->count(); ++i) EXPECT_EQ(layer.blobs()[0]->cpu_data()[i], 0.5f);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(layer.blobs()[1]->cpu_data()[i], -2.f);
+}
+
+TEST(ConvolutionLayerTest, KeepsParametersLoadedWithTheLayer) {
+  test::BlobList bottom, top;
+  bottom.Add({1, 2, 4, 4});
+  top.Add({});
+  LayerParameter param = test::ParseLayer(
+      "name: 'conv' type: 'Convolution' convolution_param { num_output: 3 kernel_size: 2 "
+      "weight_filler { type: 'gaussian' } }");
+  Blob weights({3, 2, 2, 2}), bias({3});
+  test::FillGaussian(&weights, 0.f, 1.f, 3);
+  test::FillGaussian(&bias, 0.f, 1.f, 4);
+  weights.ToProto(param.add_blobs());
+  // A legacy file stores the bias as 4-d (1, 1, 1, 3).
+  BlobProto* legacy_bias = param.add_blobs();
+  legacy_bias->set_num(1);
+  legacy_bias->set_channels(1);
+  legacy_bias->set_height(1);
+  legacy_bias->set_width(3);
+  for (int i = 0; i < 3; ++i) legacy_bias->add_data(bias.cpu_data()[i]);
+  ConvolutionLayer layer(param);
+  layer.SetUp(bottom.pointers, top.pointers);
+  for (int i = 0; i < weights.count(); ++i) EXPECT_EQ(layer.blobs()[0]->cpu_data()[i], weights.cpu_data()[i]);
+  EXPECT_EQ(layer.blobs()[1]->shape(), (std::vector<int>{3}));
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(layer.blobs()[1]->cpu_data()[i], bias.cpu_data()[i]);
+
+  // Weights stored for another kernel size are refused, naming both shapes.
+  LayerParameter wrong = param;
+  wrong.mutable_convolution_param()->set_kernel_size(0, 3);
+  ConvolutionLayer mismatched(wrong);
+  const std::string message = ErrorMessage([&] { mismatched.SetUp(bottom.pointers, top.pointers); });
+  EXPECT_NE(message.find("layer 'conv' (Convolution)"), std::string::npos) << message;
+  EXPECT_NE(message.find("weights"), std::string::npos) << message;
+  EXPECT_NE(message.find("3 2 2 2 (24)"), std::string::npos) << message;
+  EXPECT_NE(message.find("3 2 3 3 (54)"), std::string::npos) << message;
+  // And so is a missing bias.
+  LayerParameter no_bias = param;
+  no_bias.mutable_blobs()->RemoveLast();
+  ConvolutionLayer missing(no_bias);
+  EXPECT_NE(ErrorMessage([&] { missing.SetUp(bottom.pointers, top.pointers); }).find("bias_term"), std::string::npos);
+}
+
+TEST(ConvolutionLayerTest, Gradients) {
+  const std::pair<std::string, std::vector<std::vector<int>>> cases[] = {
+      {"num_output: 3 kernel_size: 3 stride: 2 pad: 1", {{2, 2, 5, 5}}},
+      {"num_output: 4 kernel_size: 3 dilation: 2 pad: 2 group: 2", {{2, 4, 5, 4}}},
+      {"num_output: 2 kernel_h: 3 kernel_w: 2 stride_h: 1 stride_w: 2 pad_h: 0 pad_w: 1", {{2, 2, 5, 5}}},
+      {"num_output: 4 kernel_size: 1 group: 2", {{2, 4, 3, 3}}},
+      {"num_output: 2 kernel_size: 2 bias_term: false", {{1, 3, 4, 4}, {1, 3, 4, 4}}},
+      {"num_output: 2 kernel_size: 2 stride: 2 pad: 1 dilation: 1 force_nd_im2col: true", {{2, 2, 4, 5}}},
+      {"num_output: 2 kernel_size: 2 kernel_size: 3 kernel_size: 2 pad: 1 stride: 2 stride: 1 stride: 1",
+       {{2, 2, 3, 4, 3}}},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.first);
+    Fixture fixture(c.first, c.second);
+    test::GradientChecker checker(1e-2f, 1e-3f);
+    checker.CheckGradient(fixture.layer.get(), fixture.bottom.pointers, fixture.top.pointers);
+  }
+}
+
+TEST(ConvolutionLayerTest, ParameterGradientsAccumulate) {
+  Fixture fixture("num_output: 3 kernel_size: 3 pad: 1", {{2, 2, 4, 4}});
+  fixture.layer->Forward(fixture.bottom.pointers, fixture.top.pointers);
+  test::FillGaussian(fixture.top.pointers[0], 0.f, 1.f, 99);
+  Blob* top = fixture.top.pointers[0];
+  std::copy(top->cpu_data(), top->cpu_data() + top->count(), top->mutable_cpu_diff());
+  for (auto& blob : fixture.layer->blobs()) blob->set_diff(0.f);
+  fixture.layer->Backward(fixture.top.pointers, {true}, fixture.bottom.pointers);
+  std::vector<std::vector<float>> once;
+  for (auto& blob : fixture.layer->blobs()) once.emplace_back(blob->cpu_diff(), blob->cpu_diff() + blob->count());
+  const std::vector<float> bottom_once(fixture.bottom.pointers[0]->cpu_diff(),
+                                       fixture.bottom.pointers[0]->cpu_diff() + fixture.bottom.pointers[0]->count());
+  fixture.layer->Backward(fixture.top.pointers, {true}, fixture.bottom.pointers);
+  for (size_t b = 0; b < once.size(); ++b)
+    for (size_t i = 0; i < once[b].size(); ++i)
+      EXPECT_NEAR(fixture.layer->blobs()[b]->cpu_diff()[i], 2 * once[b][i], 1e-4f) << "blob " << b << " at " << i;
+  // The bottom gradient is overwritten, not accumulated.
+  for (size_t i = 0; i < bottom_once.size(); ++i)
+    EXPECT_FLOAT_EQ(fixture.bottom.pointers[0]->cpu_diff()[i], bottom_once[i]) << i;
+}
+
+TEST(ConvolutionLayerTest, FrozenParametersGetNoGradient) {
+  Fixture fixture("num_output: 2 kernel_size: 2", {{1, 2, 3, 3}});
+  fixture.layer->set_param_propagate_down(0, false);
+  fixture.layer->set_param_propagate_down(1, false);
+  fixture.layer->Forward(fixture.bottom.pointers, fixture.top.pointers);
+  fixture.top.pointers[0]->set_diff(1.f);
+  for (auto& blob : fixture.layer->blobs()) blob->set_diff(0.f);
+  fixture.layer->Backward(fixture.top.pointers, {true}, fixture.bottom.pointers);
+  for (auto& blob : fixture.layer->blobs()) EXPECT_EQ(blob->asum_diff(), 0.0);
+  EXPECT_GT(fixture.bottom.pointers[0]->asum_diff(), 0.0);
+}
+
+// SetUp with `param` on one bottom of `shape` must fail with a message naming the layer and `field`.
+void ExpectSetUpError(const std::string& param, const std::vector<int>& shape, const std::string& field) {
+  SCOPED_TRACE(param);
+  test::BlobList bottom, top;
+  bottom.Add(shape);
+  top.Add({});
+  ConvolutionLayer layer(test::ParseLayer("name: 'c' type: 'Convolution' convolution_param { " + param + " }"));
+  const std::string message = ErrorMessage([&] { layer.SetUp(bottom.pointers, top.pointers); });
+  ASSERT_FALSE(message.empty()) << "no error";
+  EXPECT_EQ(message.find("layer 'c' (Convolution)"), 0u) << message;
+  EXPECT_NE(message.find(field), std::string::npos) << message;
+}
+
+TEST(ConvolutionLayerTest, RejectsBadParameters) {
+  const std::vector<int> image = {2, 4, 6, 6};
+  ExpectSetUpError("num_output: 2", image, "kernel_size");
+  ExpectSetUpError("num_output: 2 kernel_size: 0", image, "kernel_size");
+  ExpectSetUpError("num_output: 2 kernel_size: 3 kernel_size: 3 kernel_size: 3", image, "kernel_size");
+  ExpectSetUpError("num_output: 2 kernel_size: 3 kernel_h: 3 kernel_w: 3", image, "kernel_h/kernel_w");
+  ExpectSetUpError("num_output: 2 kernel_h: 3", image, "kernel_w");
+  ExpectSetUpError("num_output: 2 kernel_h: 3 kernel_w: 3", {2, 4, 6, 6, 6}, "kernel_h/kernel_w");
+  ExpectSetUpError("num_output: 2 kernel_size: 3 stride: 0", image, "stride");
+  ExpectSetUpError("num_output: 2 kernel_size: 3 stride: 1 stride_h: 1 stride_w: 1", image, "stride_h/stride_w");
+  ExpectSetUpError("num_output: 2 kernel_size: 3 stride_h: 2", image, "stride_w");
+  ExpectSetUpError("num_output: 2 kernel_size: 3 pad: 1 pad_h: 1", image, "pad_h/pad_w");
+  ExpectSetUpError("num_output: 2 kernel_size: 3 dilation: 0", image, "dilation");
+  ExpectSetUpError("num_output: 2 kernel_size: 3 dilation: 1 dilation: 1 dilation: 1", image, "dilation");
+  ExpectSetUpError("kernel_size: 3", image, "num_output");
+  ExpectSetUpError("num_output: 2 kernel_size: 3 group: 3", image, "group");
+  ExpectSetUpError("num_output: 3 kernel_size: 3 group: 2", image, "num_output");
+  ExpectSetUpError("num_output: 2 kernel_size: 3 group: 0", image, "group");
+  ExpectSetUpError("num_output: 2 kernel_size: 3 axis: 4", image, "axis");
+  ExpectSetUpError("num_output: 2 kernel_size: 3 axis: -1", image, "spatial axis");
+  // Output would be empty: the error names the field and the input shape.
+  ExpectSetUpError("num_output: 2 kernel_size: 7", image, "kernel_size");
+  ExpectSetUpError("num_output: 2 kernel_size: 7", image, "2 4 6 6 (288)");
+  ExpectSetUpError("num_output: 2 kernel_size: 3 dilation: 3", image, "dilation");
+}
+
+TEST(ConvolutionLayerTest, RejectsBadBottoms) {
+  Fixture fixture("num_output: 2 kernel_size: 3", {{2, 3, 5, 5}});
+  // A changed channel count no longer fits the weights.
+  fixture.bottom.pointers[0]->Reshape({2, 4, 5, 5});
+  std::string message = ErrorMessage([&] { fixture.layer->Reshape(fixture.bottom.pointers, fixture.top.pointers); });
+  EXPECT_NE(message.find("channels"), std::string::npos) << message;
+  // Several bottoms must share one shape.
+  test::BlobList bottom, top;
+  bottom.Add({1, 3, 5, 5});
+  bottom.Add({1, 3, 5, 6});
+  top.Add({});
+  top.Add({});
+  ConvolutionLayer layer(
+      test::ParseLayer("name: 'c' type: 'Convolution' convolution_param { num_output: 2 "
+                       "kernel_size: 3 }"));
+  message = ErrorMessage([&] { layer.SetUp(bottom.pointers, top.pointers); });
+  EXPECT_NE(message.find("1 3 5 6 (90)"), std::string::npos) << message;
+  // One top per bottom.
+  top.owned.pop_back();
+  top.pointers.pop_back();
+  ConvolutionLayer arity(
+      test::ParseLayer("name: 'c' type: 'Convolution' convolution_param { num_output: 2 "
+                       "kernel_size: 3 }"));
+  EXPECT_THROW(arity.SetUp(bottom.pointers, top.pointers), Error);
+}
+
+}  // namespace
+}  // namespace crema

@@ -1,0 +1,342 @@
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/context.hpp"
+#include "io/lmdb.hpp"
+#include "layers/data.hpp"
+#include "test_util.hpp"
+
+namespace crema {
+namespace {
+
+class TempDir {
+ public:
+  TempDir() {
+    char pattern[] = "/tmp/crema_test_data_layer_XXXXXX";
+    const char* created = mkdtemp(pattern);
+    if (created == nullptr) throw std::runtime_error("mkdtemp failed");
+    path_ = created;
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  std::string path(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+template <typename Statement>
+void ExpectErrorContaining(Statement statement, const std::vector<std::string>& parts) {
+  try {
+    statement();
+    ADD_FAILURE() << "expected a crema::Error";
+  } catch (const Error& error) {
+    for (const auto& part : parts)
+      EXPECT_NE(std::string(error.what()).find(part), std::string::npos)
+          << "the error '" << error.what() << "' does not mention '" << part << "'";
+  }
+}
+
+std::string Key(int index) {
+  char key[16];
+  std::snprintf(key, sizeof(key), "%08d", index);
+  return key;
+}
+
+// The value of pixel p of record i in the data sets below.
+float Pixel(int record, int p) { return static_cast<float>((record * 16 + p) % 251); }
+
+Datum MakeDatum(int record, int channels, int height, int width) {
+  Datum datum;
+  datum.set_channels(channels);
+  datum.set_height(height);
+  datum.set_width(width);
+  std::string bytes;
+  for (int p = 0; p < channels * height * width; ++p) bytes += static_cast<char>(Pixel(record, p));
+  datum.set_data(bytes);
+  datum.set_label(100 + record);
+  return datum;
+}
+
+// An LMDB of `count` records of shape C x H x W under Caffe's keys; record i has label 100 + i.
+std::string WriteDataSet(const TempDir& dir, int count, int channels, int height, int width) {
+  const std::string path = dir.path("lmdb");
+  LmdbWriter writer(path, 3);
+  for (int i = 0; i < count; ++i) writer.Put(Key(i), MakeDatum(i, channels, height, width).SerializeAsString());
+  writer.Commit();
+  return path;
+}
+
+LayerParameter DataLayerParam(const std::string& source, const std::string& data_extra = "batch_size: 2",
+                              const std::string& rest = "phase: TEST") {
+  return test::ParseLayer("name: 'data' type: 'Data' " + rest + " data_param { source: '" + source +
+                          "' backend: LMDB " + data_extra + " }");
+}
+
+// A set-up layer with its data and label tops.
+struct Fixture {
+  explicit Fixture(const LayerParameter& param, int tops = 2) : layer(param) {
+    for (int i = 0; i < tops; ++i) blobs.Add({});
+    layer.SetUp({}, blobs.pointers);
+  }
+  // One batch: the data values followed by the labels.
+  std::vector<float> Next() {
+    layer.Forward({}, blobs.pointers);
+    std::vector<float> values;
+    for (Blob* blob : blobs.pointers) values.insert(values.end(), blob->cpu_data(), blob->cpu_data() + blob->count());
+    return values;
+  }
+  std::vector<std::vector<float>> Next(int batches) {
+    std::vector<std::vector<float>> result;
+    for (int i = 0; i < batches; ++i) result.push_back(Next());
+    return result;
+  }
+  DataLayer layer;
+  test::BlobList blobs;
+};
+
+TEST(DataLayerTest, BatchesHoldTheRecordsInOrderAndWrapAround) {
+  TempDir dir;
+  const std::string source = WriteDataSet(dir, 5, 1, 2, 3);
+  Fixture fixture(DataLayerParam(source));
+  Blob& data = *fixture.blobs.pointers[0];
+  Blob& label = *fixture.blobs.pointers[1];
+  EXPECT_EQ(data.shape(), (std::vector<int>{2, 1, 2, 3}));
+  EXPECT_EQ(label.shape(), (std::vector<int>{2}));
+  // Five records in batches of two: the third batch takes the last record and the first again.
+  const std::vector<std::vector<int>> expected = {{0, 1}, {2, 3}, {4, 0}, {1, 2}, {3, 4}};
+  for (const auto& records : expected) {
+    fixture.layer.Forward({}, fixture.blobs.pointers);
+    for (int n = 0; n < 2; ++n) {
+      EXPECT_EQ(label.cpu_data()[n], 100 + records[n]);
+      for (int p = 0; p < 6; ++p) EXPECT_EQ(data.cpu_data()[n * 6 + p], Pixel(records[n], p)) << n << " " << p;
+    }
+  }
+}
+
+TEST(DataLayerTest, DataTopAlone) {
+  TempDir dir;
+  const std::string source = WriteDataSet(dir, 3, 2, 1, 1);
+  Fixture fixture(DataLayerParam(source, "batch_size: 3"), /*tops=*/1);
+  EXPECT_EQ(fixture.Next(), (std::vector<float>{0, 1, 16, 17, 32, 33}));
+}
+
+TEST(DataLayerTest, AppliesTheTransformation) {
+  TempDir dir;
+  const std::string source = WriteDataSet(dir, 2, 1, 3, 4);
+  // TEST phase: centre crop at rows (3-2)/2 = 0, columns (4-2)/2 = 1; then (x - 1) * 0.5.
+  Fixture fixture(
+      DataLayerParam(source, "batch_size: 2", "phase: TEST transform_param { crop_size: 2 mean_value: 1 scale: 0.5 }"));
+  EXPECT_EQ(fixture.blobs.pointers[0]->shape(), (std::vector<int>{2, 1, 2, 2}));
+  std::vector<float> expected;
+  for (int record = 0; record < 2; ++record) {
+    for (int p : {1, 2, 5, 6}) expected.push_back((Pixel(record, p) - 1) * 0.5f);
+  }
+  expected.insert(expected.end(), {100, 101});
+  EXPECT_EQ(fixture.Next(), expected);
+}
+
+TEST(DataLayerTest, DeprecatedDataParamFieldsApplyUnlessTransformParamSetsThem) {
+  TempDir dir;
+  const std::string source = WriteDataSet(dir, 1, 1, 3, 3);
+  Fixture old_style(DataLayerParam(source, "batch_size: 1 scale: 2 crop_size: 1"));
+  EXPECT_EQ(old_style.Next(), (std::vector<float>{2 * Pixel(0, 4), 100}));
+  Fixture both(DataLayerParam(source, "batch_size: 1 scale: 2", "phase: TEST transform_param { scale: 3 }"));
+  EXPECT_EQ(both.Next()[1], 3 * Pixel(0, 1));
+}
+
+TEST(DataLayerTest, ConfigurationErrorsNameTheProblem) {
+  TempDir dir;
+  const std::string source = WriteDataSet(dir, 2, 1, 3, 3);
+  const std::string missing = dir.path("no_such_lmdb");
+  ExpectErrorContaining([&] { Fixture f(DataLayerParam(missing)); },
+                        {"layer 'data'", missing, "No such file or directory"});
+  ExpectErrorContaining(
+      [&] {
+        Fixture f(test::ParseLayer("name: 'data' type: 'Data' data_param { source: '" + source + "' batch_size: 2 }"));
+      },
+      {"LEVELDB", "LevelDB is not supported", "LMDB"});
+  ExpectErrorContaining([&] { Fixture f(DataLayerParam(source, "")); }, {"data_param.batch_size"});
+  ExpectErrorContaining([&] { Fixture f(test::ParseLayer("name: 'data' type: 'Data' data_param { batch_size: 2 }")); },
+                        {"data_param.source"});
+  ExpectErrorContaining([&] { Fixture f(DataLayerParam(source, "batch_size: 2", "transform_param { crop_size: 4 }")); },
+                        {"layer 'data'", "00000000", "crop_size 4", "3x3"});
+  ExpectErrorContaining([&] { Fixture f(DataLayerParam(source, "batch_size: 2 prefetch: 0")); }, {"prefetch"});
+  // Declared arity: one or two tops.
+  ExpectErrorContaining([&] { Fixture f(DataLayerParam(source), 0); }, {"at least 1"});
+  ExpectErrorContaining([&] { Fixture f(DataLayerParam(source), 3); }, {"at most 2"});
+}
+
+TEST(DataLayerTest, ErrorsInThePrefetchThreadReachForward) {
+  TempDir dir;
+  const std::string source = dir.path("lmdb");
+  {
+    LmdbWriter writer(source);
+    for (int i = 0; i < 6; ++i) {
+      writer.Put(Key(i), i == 3 ? std::string("not a datum \xff") : MakeDatum(i, 1, 2, 2).SerializeAsString());
+    }
+  }
+  Fixture fixture(DataLayerParam(source, "batch_size: 2 prefetch: 1"));
+  EXPECT_EQ(fixture.Next().back(), 101);           // records 0 and 1 are fine
+  for (int attempt = 0; attempt < 2; ++attempt) {  // the batch with record 3 fails, and keeps failing
+    ExpectErrorContaining([&] { fixture.Next(); }, {"layer 'data'", "'00000003'", source, "not a Datum"});
+  }
+
+  TempDir other;
+  const std::string mixed = other.path("lmdb");
+  {
+    LmdbWriter writer(mixed);
+    writer.Put(Key(0), MakeDatum(0, 1, 2, 2).SerializeAsString());
+    writer.Put(Key(1), MakeDatum(1, 1, 3, 2).SerializeAsString());
+  }
+  Fixture shapes(DataLayerParam(mixed, "batch_size: 2"));
+  ExpectErrorContaining([&] { shapes.Next(); }, {"'00000001'", "1 3 2", "1 2 2"});
+}
+
+TEST(DataLayerTest, RandSkipSkipsWhatTheLayersStreamDraws) {
+  TempDir dir;
+  const std::string source = WriteDataSet(dir, 10, 1, 1, 1);
+  int skipped_somewhere = 0;
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    Context::set_random_seed(seed);
+    Fixture fixture(DataLayerParam(source, "batch_size: 1 rand_skip: 5"));
+    RandomStream replay(RandomStream::DeriveSeed(seed, "data"));
+    const int skip = static_cast<int>(replay.UniformInt(6));
+    EXPECT_EQ(fixture.Next().back(), 100 + skip) << "seed " << seed;
+    LayerRuntimeState state;
+    fixture.layer.SaveRuntimeState(&state);
+    EXPECT_EQ(state.records_read(), static_cast<uint64_t>(skip + 1));
+    skipped_somewhere += skip > 0;
+  }
+  EXPECT_GT(skipped_somewhere, 0);
+}
+
+// The layer used by the resume tests: random crops and mirrors of 2 x 4 x 5 records, in TRAIN.
+LayerParameter RandomTrainParam(const std::string& source, int prefetch) {
+  return DataLayerParam(source, "batch_size: 3 prefetch: " + std::to_string(prefetch),
+                        "phase: TRAIN transform_param { crop_size: 3 mirror: true scale: 0.5 }");
+}
+
+// Whether `item` (2 x 3 x 3 values) is a crop of record `record`, mirrored or not; sets *mirrored.
+bool IsTransformOf(const float* item, int record, bool* mirrored) {
+  for (int mirror = 0; mirror < 2; ++mirror) {
+    for (int row = 0; row <= 1; ++row) {
+      for (int column = 0; column <= 2; ++column) {
+        bool same = true;
+        for (int c = 0; c < 2 && same; ++c) {
+          for (int h = 0; h < 3 && same; ++h) {
+            for (int w = 0; w < 3 && same; ++w) {
+              const int source_w = column + (mirror ? 2 - w : w);
+              const float expected = 0.5f * Pixel(record, (c * 4 + row + h) * 5 + source_w);
+              same = item[(c * 3 + h) * 3 + w] == expected;
+            }
+          }
+        }
+        if (same) {
+          *mirrored = mirror == 1;
+          return true;
+        }
+      }
+    }
+  }
+  return false;
+}
+
+TEST(DataLayerTest, TrainBatchesAreRandomCropsAndMirrorsOfTheRightRecords) {
+  TempDir dir;
+  const std::string source = WriteDataSet(dir, 7, 2, 4, 5);
+  Context::set_random_seed(1701);
+  Fixture fixture(RandomTrainParam(source, 2));
+  EXPECT_EQ(fixture.blobs.pointers[0]->shape(), (std::vector<int>{3, 2, 3, 3}));
+  int mirrored_count = 0;
+  for (int batch = 0; batch < 10; ++batch) {
+    const std::vector<float> values = fixture.Next();
+    for (int n = 0; n < 3; ++n) {
+      const int record = (batch * 3 + n) % 7;
+      bool mirrored = false;
+      EXPECT_TRUE(IsTransformOf(values.data() + n * 18, record, &mirrored)) << "batch " << batch << " item " << n;
+      EXPECT_EQ(values[54 + n], 100 + record);
+      mirrored_count += mirrored;
+    }
+  }
+  EXPECT_GT(mirrored_count, 5);
+  EXPECT_LT(mirrored_count, 25);
+
+  // Same seed (whatever the prefetch depth), same batches; another seed, other crops and mirrors.
+  Fixture same_seed(RandomTrainParam(source, 3));
+  Context::set_random_seed(1702);
+  Fixture other_seed(RandomTrainParam(source, 2));
+  Context::set_random_seed(1701);
+  Fixture reference(RandomTrainParam(source, 1));
+  const auto reference_batches = reference.Next(5);
+  EXPECT_EQ(same_seed.Next(5), reference_batches);
+  EXPECT_NE(other_seed.Next(5), reference_batches);
+}
+
+// The exact-resume property: for every k, the batches after a state saved after k batches are the batches a
+// fresh layer returns after restoring that state, whatever the prefetch depth and however far ahead the
+// prefetch thread has read.
+TEST(DataLayerTest, RestoredLayerContinuesExactly) {
+  TempDir dir;
+  const std::string source = WriteDataSet(dir, 7, 2, 4, 5);
+  for (int prefetch : {1, 4}) {
+    for (int k : {0, 1, 2, 3, 5, 9}) {
+      SCOPED_TRACE("prefetch " + std::to_string(prefetch) + ", k " + std::to_string(k));
+      Context::set_random_seed(1701);
+      Fixture original(RandomTrainParam(source, prefetch));
+      original.Next(k);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // let the thread fill its queue
+      LayerRuntimeState state;
+      original.layer.SaveRuntimeState(&state);
+      EXPECT_EQ(state.layer(), "data");
+      EXPECT_EQ(state.records_read(), static_cast<uint64_t>(3 * k));
+      EXPECT_EQ(state.cursor_key(), Key(3 * k % 7));
+      EXPECT_TRUE(state.has_random_stream());
+      const auto expected = original.Next(6);
+
+      // A layer built under another seed, which has read (and prefetched) batches of its own.
+      Context::set_random_seed(4242);
+      Fixture resumed(RandomTrainParam(source, 4 - prefetch + 1));
+      resumed.Next(2);
+      resumed.layer.RestoreRuntimeState(state);
+      EXPECT_EQ(resumed.Next(6), expected);
+
+      // The state also survives serialisation, as it does inside a .solverstate.
+      LayerRuntimeState parsed;
+      ASSERT_TRUE(parsed.ParseFromString(state.SerializeAsString()));
+      original.layer.RestoreRuntimeState(parsed);  // rewinds the same layer
+      EXPECT_EQ(original.Next(6), expected);
+    }
+  }
+}
+
+TEST(DataLayerTest, RestoringAMissingKeyNamesItAndTheSource) {
+  TempDir dir;
+  const std::string source = WriteDataSet(dir, 4, 1, 2, 2);
+  Fixture fixture(DataLayerParam(source));
+  LayerRuntimeState state;
+  fixture.layer.SaveRuntimeState(&state);
+  EXPECT_EQ(state.cursor_key(), "00000000");
+  EXPECT_EQ(state.records_read(), 0u);
+  state.set_cursor_key("00000099");
+  ExpectErrorContaining([&] { fixture.layer.RestoreRuntimeState(state); }, {"'00000099'", source, "layer 'data'"});
+  ExpectErrorContaining([&] { fixture.Next(); }, {"'00000099'"});
+  // A good state brings the layer back.
+  state.set_cursor_key("00000002");
+  fixture.layer.RestoreRuntimeState(state);
+  EXPECT_EQ(fixture.Next().back(), 103);
+  state.clear_cursor_key();
+  ExpectErrorContaining([&] { fixture.layer.RestoreRuntimeState(state); }, {"cursor_key"});
+  state.set_cursor_key("00000002");
+  state.set_layer("other_data");
+  ExpectErrorContaining([&] { fixture.layer.RestoreRuntimeState(state); }, {"'other_data'"});
+}
+
+}  // namespace
+}  // namespace crema

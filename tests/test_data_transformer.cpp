@@ -1,0 +1,205 @@
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "io/data_transformer.hpp"
+#include "io/proto_io.hpp"
+#include "test_util.hpp"
+
+namespace crema {
+namespace {
+
+class TempDir {
+ public:
+  TempDir() {
+    char pattern[] = "/tmp/crema_test_transformer_XXXXXX";
+    const char* created = mkdtemp(pattern);
+    if (created == nullptr) throw std::runtime_error("mkdtemp failed");
+    path_ = created;
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  std::string path(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+template <typename Statement>
+void ExpectErrorContaining(Statement statement, const std::vector<std::string>& parts) {
+  try {
+    statement();
+    ADD_FAILURE() << "expected a crema::Error";
+  } catch (const Error& error) {
+    for (const auto& part : parts)
+      EXPECT_NE(std::string(error.what()).find(part), std::string::npos)
+          << "the error '" << error.what() << "' does not mention '" << part << "'";
+  }
+}
+
+// A C x H x W byte datum whose pixel at flat index i is first + i.
+Datum MakeDatum(int channels, int height, int width, int first = 0) {
+  Datum datum;
+  datum.set_channels(channels);
+  datum.set_height(height);
+  datum.set_width(width);
+  std::string bytes;
+  for (int i = 0; i < channels * height * width; ++i) bytes += static_cast<char>(first + i);
+  datum.set_data(bytes);
+  datum.set_label(3);
+  return datum;
+}
+
+TransformationParameter ParseTransform(const std::string& text) {
+  TransformationParameter param;
+  ReadProtoFromText(text, "test", &param);
+  return param;
+}
+
+std::vector<float> TransformToVector(const DataTransformer& transformer, const Datum& datum,
+                                     RandomStream* random = nullptr) {
+  const std::vector<int> shape = transformer.InferBlobShape(datum);
+  std::vector<float> out(shape[0] * shape[1] * shape[2], -999.f);
+  transformer.Transform(datum, out.data(), random);
+  return out;
+}
+
+// The pixels of a `crop` x `crop` window of a 1-channel byte datum at (row, column), optionally mirrored.
+std::vector<float> Window(const Datum& datum, int crop, int row, int column, bool mirror) {
+  std::vector<float> out;
+  for (int h = 0; h < crop; ++h) {
+    for (int w = 0; w < crop; ++w) {
+      const int source_column = column + (mirror ? crop - 1 - w : w);
+      out.push_back(static_cast<uint8_t>(datum.data()[(row + h) * datum.width() + source_column]));
+    }
+  }
+  return out;
+}
+
+TEST(DataTransformerTest, IdentityKeepsBytesAsFloats) {
+  DataTransformer transformer(TransformationParameter(), TEST);
+  Datum datum = MakeDatum(2, 2, 3, 250);  // 250..255 then wraps to 0..5: bytes read as unsigned
+  EXPECT_EQ(transformer.InferBlobShape(datum), (std::vector<int>{2, 2, 3}));
+  const std::vector<float> out = TransformToVector(transformer, datum);
+  const std::vector<float> expected = {250, 251, 252, 253, 254, 255, 0, 1, 2, 3, 4, 5};
+  EXPECT_EQ(out, expected);
+}
+
+TEST(DataTransformerTest, ScaleAndSingleMeanValue) {
+  DataTransformer transformer(ParseTransform("scale: 0.5 mean_value: 2"), TRAIN);
+  const std::vector<float> out = TransformToVector(transformer, MakeDatum(1, 2, 2, 10));
+  EXPECT_EQ(out, (std::vector<float>{4, 4.5, 5, 5.5}));  // (10..13 - 2) * 0.5
+}
+
+TEST(DataTransformerTest, MeanValuePerChannel) {
+  DataTransformer transformer(ParseTransform("mean_value: 1 mean_value: 10 mean_value: 100"), TEST);
+  const std::vector<float> out = TransformToVector(transformer, MakeDatum(3, 1, 2, 200));
+  EXPECT_EQ(out, (std::vector<float>{199, 200, 192, 193, 104, 105}));
+  // Two values for three channels fits neither rule.
+  DataTransformer two(ParseTransform("mean_value: 1 mean_value: 2"), TEST);
+  ExpectErrorContaining([&] { two.InferBlobShape(MakeDatum(3, 1, 2)); }, {"mean_value", "2 times", "3 channel"});
+}
+
+TEST(DataTransformerTest, MeanFileIsSubtractedAndChecked) {
+  TempDir dir;
+  const std::string mean_path = dir.path("mean.binaryproto");
+  BlobProto mean;
+  for (int dim : {1, 1, 3, 3}) mean.mutable_shape()->add_dim(dim);
+  for (int i = 0; i < 9; ++i) mean.add_data(0.5f * i);
+  WriteProtoToBinaryFile(mean, mean_path);
+
+  DataTransformer transformer(ParseTransform("mean_file: '" + mean_path + "' scale: 2"), TEST);
+  const std::vector<float> out = TransformToVector(transformer, MakeDatum(1, 3, 3, 20));
+  for (int i = 0; i < 9; ++i) EXPECT_FLOAT_EQ(out[i], (20 + i - 0.5f * i) * 2) << i;
+
+  // With a centre crop, the mean is taken at the crop's own place in the full image.
+  DataTransformer cropped(ParseTransform("mean_file: '" + mean_path + "' crop_size: 1"), TEST);
+  EXPECT_EQ(TransformToVector(cropped, MakeDatum(1, 3, 3, 20)), (std::vector<float>{24 - 2.f}));
+
+  // A datum of another shape: the error names the file and both shapes.
+  ExpectErrorContaining([&] { transformer.InferBlobShape(MakeDatum(2, 3, 3)); }, {mean_path, "1x1x3x3", "1x2x3x3"});
+  ExpectErrorContaining(
+      [&] { DataTransformer t(ParseTransform("mean_file: '" + mean_path + "' mean_value: 1"), TEST); },
+      {"mean_file", "mean_value", "not both"});
+  ExpectErrorContaining([&] { DataTransformer t(ParseTransform("mean_file: '" + dir.path("none") + "'"), TEST); },
+                        {dir.path("none")});
+}
+
+TEST(DataTransformerTest, CentreCropInTest) {
+  DataTransformer transformer(ParseTransform("crop_size: 2 mirror: true"), TEST);
+  const Datum datum = MakeDatum(1, 4, 5);  // rows 0..4, 5..9, 10..14, 15..19
+  EXPECT_EQ(transformer.InferBlobShape(datum), (std::vector<int>{1, 2, 2}));
+  // Offsets (4-2)/2 = 1 and (5-2)/2 = 1; TEST never mirrors, and needs no random stream.
+  for (int repeat = 0; repeat < 5; ++repeat)
+    EXPECT_EQ(TransformToVector(transformer, datum), (std::vector<float>{6, 7, 11, 12}));
+}
+
+TEST(DataTransformerTest, RandomCropAndMirrorInTrainFollowTheStream) {
+  DataTransformer transformer(ParseTransform("crop_size: 2 mirror: true"), TRAIN);
+  const Datum datum = MakeDatum(1, 4, 5);
+  RandomStream random(42);
+  RandomStream replay(42);
+  std::set<std::vector<int>> seen;
+  for (int repeat = 0; repeat < 200; ++repeat) {
+    // The documented order of draws: rows offset, columns offset, mirror coin.
+    const int row = static_cast<int>(replay.UniformInt(3));
+    const int column = static_cast<int>(replay.UniformInt(4));
+    const bool mirror = replay.UniformInt(2) == 1;
+    ASSERT_EQ(TransformToVector(transformer, datum, &random), Window(datum, 2, row, column, mirror));
+    seen.insert({row, column, mirror});
+  }
+  EXPECT_EQ(seen.size(), 3u * 4u * 2u);  // every window, both ways round
+}
+
+TEST(DataTransformerTest, MirrorOnlyWhenAsked) {
+  const Datum datum = MakeDatum(2, 1, 3);
+  RandomStream random(7);
+  DataTransformer plain(ParseTransform("scale: 1"), TRAIN);
+  DataTransformer mirroring(ParseTransform("mirror: true"), TRAIN);
+  const std::vector<float> as_is = {0, 1, 2, 3, 4, 5};
+  const std::vector<float> mirrored = {2, 1, 0, 5, 4, 3};  // each channel's rows reversed
+  int flips = 0;
+  for (int repeat = 0; repeat < 100; ++repeat) {
+    EXPECT_EQ(TransformToVector(plain, datum, &random), as_is);
+    const std::vector<float> out = TransformToVector(mirroring, datum, &random);
+    EXPECT_TRUE(out == as_is || out == mirrored);
+    flips += out == mirrored;
+  }
+  EXPECT_GT(flips, 25);
+  EXPECT_LT(flips, 75);
+}
+
+TEST(DataTransformerTest, FloatDataAndBlobOutput) {
+  Datum datum;
+  datum.set_channels(1);
+  datum.set_height(1);
+  datum.set_width(3);
+  for (float value : {-1.5f, 0.25f, 300.f}) datum.add_float_data(value);
+  DataTransformer transformer(ParseTransform("mean_value: 0.5 scale: 2"), TEST);
+  Blob blob({1, 1, 1, 3});
+  transformer.Transform(datum, &blob, nullptr);
+  EXPECT_FLOAT_EQ(blob.cpu_data()[0], -4.f);
+  EXPECT_FLOAT_EQ(blob.cpu_data()[1], -0.5f);
+  EXPECT_FLOAT_EQ(blob.cpu_data()[2], 599.f);
+  Blob wrong({1, 3});
+  ExpectErrorContaining([&] { transformer.Transform(datum, &wrong, nullptr); }, {"1 3", "1x1x3"});
+}
+
+TEST(DataTransformerTest, BadDatumsAndCropsAreErrors) {
+  DataTransformer transformer(ParseTransform("crop_size: 5"), TEST);
+  ExpectErrorContaining([&] { transformer.InferBlobShape(MakeDatum(1, 4, 6)); }, {"crop_size 5", "4x6"});
+  Datum encoded = MakeDatum(1, 5, 5);
+  encoded.set_encoded(true);
+  ExpectErrorContaining([&] { transformer.InferBlobShape(encoded); }, {"encoded images are not supported yet"});
+  Datum short_data = MakeDatum(1, 5, 5);
+  short_data.mutable_data()->resize(24);
+  ExpectErrorContaining([&] { transformer.InferBlobShape(short_data); }, {"24 bytes", "25"});
+  Datum no_shape;
+  ExpectErrorContaining([&] { transformer.InferBlobShape(no_shape); }, {"0x0x0"});
+}
+
+}  // namespace
+}  // namespace crema

@@ -1,0 +1,205 @@
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "core/im2col.hpp"
+#include "core/random.hpp"
+
+namespace crema {
+namespace {
+
+std::vector<float> RandomValues(int n, uint64_t seed) {
+  RandomStream random(seed);
+  std::vector<float> values(n);
+  for (auto& v : values) v = random.Gaussian(0.f, 1.f);
+  return values;
+}
+
+double Dot(const std::vector<float>& a, const std::vector<float>& b) {
+  double sum = 0;
+  for (size_t i = 0; i < a.size(); ++i) sum += static_cast<double>(a[i]) * b[i];
+  return sum;
+}
+
+int OutputSize(int in, int kernel, int pad, int stride, int dilation) {
+  return (in + 2 * pad - (dilation * (kernel - 1) + 1)) / stride + 1;
+}
+
+// One 2-d unrolling problem.
+struct Case2d {
+  int channels, height, width, kernel_h, kernel_w, pad_h, pad_w, stride_h, stride_w, dilation_h, dilation_w;
+  int out_h() const { return OutputSize(height, kernel_h, pad_h, stride_h, dilation_h); }
+  int out_w() const { return OutputSize(width, kernel_w, pad_w, stride_w, dilation_w); }
+  int image_count() const { return channels * height * width; }
+  int column_count() const { return channels * kernel_h * kernel_w * out_h() * out_w(); }
+};
+
+// Column (c, ky, kx), position (oy, ox) holds image[c][oy * stride - pad + ky * dilation][...], zero outside.
+// With add=true the loops run backwards, scattering columns into the image (col2im).
+void Reference2d(const Case2d& p, std::vector<float>* image, std::vector<float>* columns, bool add) {
+  for (int c = 0; c < p.channels; ++c)
+    for (int ky = 0; ky < p.kernel_h; ++ky)
+      for (int kx = 0; kx < p.kernel_w; ++kx)
+        for (int oy = 0; oy < p.out_h(); ++oy)
+          for (int ox = 0; ox < p.out_w(); ++ox) {
+            const int row = (c * p.kernel_h + ky) * p.kernel_w + kx;
+            const int col = row * p.out_h() * p.out_w() + oy * p.out_w() + ox;
+            const int y = oy * p.stride_h - p.pad_h + ky * p.dilation_h;
+            const int x = ox * p.stride_w - p.pad_w + kx * p.dilation_w;
+            const bool inside = y >= 0 && y < p.height && x >= 0 && x < p.width;
+            const int pixel = (c * p.height + y) * p.width + x;
+            if (add) {
+              if (inside) (*image)[pixel] += (*columns)[col];
+            } else {
+              (*columns)[col] = inside ? (*image)[pixel] : 0.f;
+            }
+          }
+}
+
+const Case2d kCases2d[] = {
+    {2, 5, 6, 3, 3, 0, 0, 1, 1, 1, 1},  // plain
+    {3, 7, 6, 3, 3, 1, 1, 2, 2, 1, 1},  // pad and stride
+    {2, 7, 8, 3, 2, 1, 0, 2, 1, 2, 3},  // rectangular, dilated, different per axis
+    {1, 4, 4, 1, 1, 0, 0, 1, 1, 1, 1},  // 1x1
+    {2, 5, 5, 5, 5, 2, 2, 3, 3, 1, 1},  // kernel as large as the image
+};
+
+TEST(Im2colTest, TwoDimensionalMatchesReference) {
+  for (const Case2d& p : kCases2d) {
+    std::vector<float> image = RandomValues(p.image_count(), 1);
+    std::vector<float> columns(p.column_count(), -7.f), expected(p.column_count());
+    im2col_cpu(image.data(), p.channels, p.height, p.width, p.kernel_h, p.kernel_w, p.pad_h, p.pad_w, p.stride_h,
+               p.stride_w, p.dilation_h, p.dilation_w, columns.data());
+    Reference2d(p, &image, &expected, false);
+    EXPECT_EQ(columns, expected) << "case with kernel " << p.kernel_h << "x" << p.kernel_w;
+  }
+}
+
+TEST(Im2colTest, Col2imMatchesReferenceAndOverwrites) {
+  for (const Case2d& p : kCases2d) {
+    std::vector<float> columns = RandomValues(p.column_count(), 2);
+    std::vector<float> image(p.image_count(), 5.f), expected(p.image_count(), 0.f);
+    col2im_cpu(columns.data(), p.channels, p.height, p.width, p.kernel_h, p.kernel_w, p.pad_h, p.pad_w, p.stride_h,
+               p.stride_w, p.dilation_h, p.dilation_w, image.data());
+    Reference2d(p, &expected, &columns, true);
+    for (int i = 0; i < p.image_count(); ++i) EXPECT_NEAR(image[i], expected[i], 1e-5f) << i;
+  }
+}
+
+TEST(Im2colTest, Col2imIsTheAdjointOfIm2col) {
+  for (const Case2d& p : kCases2d) {
+    const std::vector<float> x = RandomValues(p.image_count(), 3);
+    const std::vector<float> y = RandomValues(p.column_count(), 4);
+    std::vector<float> unrolled(p.column_count()), folded(p.image_count());
+    im2col_cpu(x.data(), p.channels, p.height, p.width, p.kernel_h, p.kernel_w, p.pad_h, p.pad_w, p.stride_h,
+               p.stride_w, p.dilation_h, p.dilation_w, unrolled.data());
+    col2im_cpu(y.data(), p.channels, p.height, p.width, p.kernel_h, p.kernel_w, p.pad_h, p.pad_w, p.stride_h,
+               p.stride_w, p.dilation_h, p.dilation_w, folded.data());
+    EXPECT_NEAR(Dot(unrolled, y), Dot(x, folded), 1e-4);
+  }
+}
+
+// An N-d problem, shapes in the layout im2col_nd_cpu takes (leading channel axis).
+struct CaseNd {
+  std::vector<int> image_shape, kernel, pad, stride, dilation;
+  int axes() const { return static_cast<int>(kernel.size()); }
+  std::vector<int> column_shape() const {
+    std::vector<int> shape = {image_shape[0]};
+    for (int i = 0; i < axes(); ++i) {
+      shape[0] *= kernel[i];
+      shape.push_back(OutputSize(image_shape[i + 1], kernel[i], pad[i], stride[i], dilation[i]));
+    }
+    return shape;
+  }
+  static int Product(const std::vector<int>& v) {
+    int n = 1;
+    for (int d : v) n *= d;
+    return n;
+  }
+  int image_count() const { return Product(image_shape); }
+  int column_count() const { return Product(column_shape()); }
+  void Unroll(const float* image, float* columns) const {
+    im2col_nd_cpu(image, axes(), image_shape.data(), column_shape().data(), kernel.data(), pad.data(), stride.data(),
+                  dilation.data(), columns);
+  }
+  void Fold(const float* columns, float* image) const {
+    col2im_nd_cpu(columns, axes(), image_shape.data(), column_shape().data(), kernel.data(), pad.data(), stride.data(),
+                  dilation.data(), image);
+  }
+};
+
+// A 3-d unrolling written out as plain loops.
+std::vector<float> Reference3d(const CaseNd& p, const std::vector<float>& image) {
+  const std::vector<int> cs = p.column_shape();
+  const int C = p.image_shape[0], D = p.image_shape[1], H = p.image_shape[2], W = p.image_shape[3];
+  std::vector<float> columns(p.column_count());
+  int index = 0;
+  for (int c = 0; c < C; ++c)
+    for (int kd = 0; kd < p.kernel[0]; ++kd)
+      for (int kh = 0; kh < p.kernel[1]; ++kh)
+        for (int kw = 0; kw < p.kernel[2]; ++kw)
+          for (int od = 0; od < cs[1]; ++od)
+            for (int oh = 0; oh < cs[2]; ++oh)
+              for (int ow = 0; ow < cs[3]; ++ow) {
+                const int d = od * p.stride[0] - p.pad[0] + kd * p.dilation[0];
+                const int h = oh * p.stride[1] - p.pad[1] + kh * p.dilation[1];
+                const int w = ow * p.stride[2] - p.pad[2] + kw * p.dilation[2];
+                const bool inside = d >= 0 && d < D && h >= 0 && h < H && w >= 0 && w < W;
+                columns[index++] = inside ? image[((c * D + d) * H + h) * W + w] : 0.f;
+              }
+  return columns;
+}
+
+const CaseNd kCases3d[] = {
+    {{2, 4, 5, 3}, {3, 2, 2}, {1, 0, 1}, {2, 1, 1}, {1, 2, 1}},
+    {{1, 3, 3, 3}, {1, 1, 1}, {0, 0, 0}, {1, 1, 1}, {1, 1, 1}},
+    {{3, 5, 4, 6}, {2, 3, 3}, {0, 1, 2}, {1, 2, 3}, {2, 1, 1}},
+};
+
+TEST(Im2colTest, ThreeDimensionalMatchesReference) {
+  for (const CaseNd& p : kCases3d) {
+    const std::vector<float> image = RandomValues(p.image_count(), 5);
+    std::vector<float> columns(p.column_count(), -7.f);
+    p.Unroll(image.data(), columns.data());
+    EXPECT_EQ(columns, Reference3d(p, image));
+  }
+}
+
+TEST(Im2colTest, NdIsTheAdjointPair) {
+  std::vector<CaseNd> cases(std::begin(kCases3d), std::end(kCases3d));
+  cases.push_back({{2, 9}, {3}, {1}, {2}, {2}});                                               // 1-d
+  cases.push_back({{2, 3, 4, 3, 2}, {2, 1, 2, 1}, {1, 0, 0, 1}, {1, 2, 1, 1}, {1, 1, 1, 2}});  // 4-d
+  for (const CaseNd& p : cases) {
+    const std::vector<float> x = RandomValues(p.image_count(), 6);
+    const std::vector<float> y = RandomValues(p.column_count(), 7);
+    std::vector<float> unrolled(p.column_count()), folded(p.image_count(), 3.f);
+    p.Unroll(x.data(), unrolled.data());
+    p.Fold(y.data(), folded.data());
+    EXPECT_NEAR(Dot(unrolled, y), Dot(x, folded), 1e-4) << p.axes() << "-d case";
+  }
+}
+
+TEST(Im2colTest, NdAgreesWithTwoDimensionalPath) {
+  for (const Case2d& p : kCases2d) {
+    const CaseNd nd{{p.channels, p.height, p.width},
+                    {p.kernel_h, p.kernel_w},
+                    {p.pad_h, p.pad_w},
+                    {p.stride_h, p.stride_w},
+                    {p.dilation_h, p.dilation_w}};
+    const std::vector<float> image = RandomValues(p.image_count(), 8);
+    std::vector<float> columns_2d(p.column_count()), columns_nd(p.column_count());
+    im2col_cpu(image.data(), p.channels, p.height, p.width, p.kernel_h, p.kernel_w, p.pad_h, p.pad_w, p.stride_h,
+               p.stride_w, p.dilation_h, p.dilation_w, columns_2d.data());
+    nd.Unroll(image.data(), columns_nd.data());
+    EXPECT_EQ(columns_2d, columns_nd);
+    const std::vector<float> columns = RandomValues(p.column_count(), 9);
+    std::vector<float> folded_2d(p.image_count()), folded_nd(p.image_count());
+    col2im_cpu(columns.data(), p.channels, p.height, p.width, p.kernel_h, p.kernel_w, p.pad_h, p.pad_w, p.stride_h,
+               p.stride_w, p.dilation_h, p.dilation_w, folded_2d.data());
+    nd.Fold(columns.data(), folded_nd.data());
+    for (int i = 0; i < p.image_count(); ++i) EXPECT_NEAR(folded_2d[i], folded_nd[i], 1e-5f) << i;
+  }
+}
+
+}  // namespace
+}  // namespace crema

@@ -1,0 +1,175 @@
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "io/lmdb.hpp"
+
+namespace crema {
+namespace {
+
+// A fresh directory under /tmp, removed with everything in it at the end of the test.
+class TempDir {
+ public:
+  TempDir() {
+    char pattern[] = "/tmp/crema_test_lmdb_XXXXXX";
+    const char* created = mkdtemp(pattern);
+    if (created == nullptr) throw std::runtime_error("mkdtemp failed");
+    path_ = created;
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  std::string path(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// Expects `statement` to throw a crema::Error whose message contains every one of `parts`.
+template <typename Statement>
+void ExpectErrorContaining(Statement statement, const std::vector<std::string>& parts) {
+  try {
+    statement();
+    ADD_FAILURE() << "expected a crema::Error";
+  } catch (const Error& error) {
+    for (const auto& part : parts)
+      EXPECT_NE(std::string(error.what()).find(part), std::string::npos)
+          << "the error '" << error.what() << "' does not mention '" << part << "'";
+  }
+}
+
+std::vector<std::pair<std::string, std::string>> ReadAll(LmdbReader* reader) {
+  std::vector<std::pair<std::string, std::string>> records;
+  for (reader->SeekToFirst(); reader->Valid(); reader->Next()) records.emplace_back(reader->key(), reader->value());
+  return records;
+}
+
+TEST(LmdbTest, WritesAcrossTransactionsAndReadsInKeyOrder) {
+  TempDir dir;
+  const std::string db = dir.path("db");
+  {
+    LmdbWriter writer(db, /*batch_size=*/2);  // three records: two commits
+    writer.Put("c", "three");
+    writer.Put("a", std::string("one\0with nul", 12));
+    writer.Put("b", "two");
+    EXPECT_EQ(writer.records(), 3u);
+  }  // the destructor commits the last, partial batch
+  LmdbReader reader(db);
+  EXPECT_EQ(reader.size(), 3u);
+  ASSERT_TRUE(reader.Valid());  // opens on the first record
+  EXPECT_EQ(reader.key(), "a");
+  const auto records = ReadAll(&reader);
+  ASSERT_EQ(records.size(), 3u);
+  EXPECT_EQ(records[0], std::make_pair(std::string("a"), std::string("one\0with nul", 12)));
+  EXPECT_EQ(records[1], std::make_pair(std::string("b"), std::string("two")));
+  EXPECT_EQ(records[2], std::make_pair(std::string("c"), std::string("three")));
+  EXPECT_FALSE(reader.Valid());
+  EXPECT_THROW(reader.Next(), Error);
+  EXPECT_THROW(reader.key(), Error);
+}
+
+TEST(LmdbTest, SeekFindsExactKeysAndNamesMissingOnes) {
+  TempDir dir;
+  const std::string db = dir.path("db");
+  {
+    LmdbWriter writer(db);
+    for (int i = 0; i < 10; ++i) writer.Put("key" + std::to_string(i), "value" + std::to_string(i));
+    writer.Commit();
+  }
+  LmdbReader reader(db);
+  reader.Seek("key7");
+  ASSERT_TRUE(reader.Valid());
+  EXPECT_EQ(reader.key(), "key7");
+  EXPECT_EQ(reader.value(), "value7");
+  reader.Next();
+  EXPECT_EQ(reader.key(), "key8");
+  // "key" is a prefix of every key but not one of them: Seek is exact, not "the first key at or after".
+  ExpectErrorContaining([&] { reader.Seek("key"); }, {"'key'", db});
+  EXPECT_FALSE(reader.Valid());
+  reader.SeekToFirst();
+  EXPECT_EQ(reader.key(), "key0");
+}
+
+TEST(LmdbTest, EmptyDatabaseHasNoRecords) {
+  TempDir dir;
+  { LmdbWriter writer(dir.path("db")); }
+  LmdbReader reader(dir.path("db"));
+  EXPECT_EQ(reader.size(), 0u);
+  EXPECT_FALSE(reader.Valid());
+}
+
+TEST(LmdbTest, MapGrowsWhenFull) {
+  TempDir dir;
+  const std::string db = dir.path("db");
+  // 80 MiB of values: more than the first map (64 MiB), so the writer must grow it.
+  const std::string megabyte(1 << 20, 'x');
+  {
+    LmdbWriter writer(db, /*batch_size=*/8);
+    for (int i = 0; i < 80; ++i) writer.Put("record" + std::to_string(100 + i), megabyte + std::to_string(i));
+  }
+  LmdbReader reader(db);
+  EXPECT_EQ(reader.size(), 80u);
+  reader.Seek("record179");
+  EXPECT_EQ(reader.value(), megabyte + "79");
+}
+
+TEST(LmdbTest, BadPathsGiveErrorsNamingThem) {
+  TempDir dir;
+  const std::string missing = dir.path("no_such_db");
+  ExpectErrorContaining([&] { LmdbReader reader(missing); },
+                        {"cannot open LMDB '" + missing + "'", "No such file or directory"});
+  const std::string file = dir.path("a_file");
+  std::ofstream(file) << "not a database";
+  ExpectErrorContaining([&] { LmdbReader reader(file); }, {file, "not an LMDB directory"});
+  const std::string empty = dir.path("empty_dir");
+  std::filesystem::create_directory(empty);
+  ExpectErrorContaining([&] { LmdbReader reader(empty); }, {empty, "no data.mdb"});
+  const std::string garbage = dir.path("garbage");
+  std::filesystem::create_directory(garbage);
+  std::ofstream(garbage + "/data.mdb") << std::string(10000, 'g');
+  ExpectErrorContaining([&] { LmdbReader reader(garbage); }, {garbage, "not an LMDB file"});
+}
+
+TEST(LmdbTest, WriterRefusesAnExistingPath) {
+  TempDir dir;
+  { LmdbWriter writer(dir.path("db")); }
+  ExpectErrorContaining([&] { LmdbWriter writer(dir.path("db")); }, {dir.path("db"), "already exists"});
+}
+
+TEST(LmdbTest, SeveralReadersAndThreadsShareOneDatabase) {
+  TempDir dir;
+  const std::string db = dir.path("db");
+  {
+    LmdbWriter writer(db, 7);
+    for (int i = 0; i < 100; ++i)
+      writer.Put(std::string(1, static_cast<char>('A' + i / 26)) + std::to_string(i), std::to_string(i * i));
+  }
+  LmdbReader first(db);
+  const auto expected = ReadAll(&first);
+  ASSERT_EQ(expected.size(), 100u);
+  // Readers created here and used on other threads (as a prefetch thread does), and one open here meanwhile.
+  std::vector<std::unique_ptr<LmdbReader>> readers;
+  for (int t = 0; t < 4; ++t) readers.push_back(std::make_unique<LmdbReader>(db));
+  std::vector<std::vector<std::pair<std::string, std::string>>> results(readers.size());
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < readers.size(); ++t) {
+    threads.emplace_back([&, t] {
+      for (int repeat = 0; repeat < 20; ++repeat) results[t] = ReadAll(readers[t].get());
+    });
+  }
+  LmdbReader meanwhile(db);
+  EXPECT_EQ(ReadAll(&meanwhile), expected);
+  for (auto& thread : threads) thread.join();
+  for (const auto& result : results) EXPECT_EQ(result, expected);
+}
+
+TEST(LmdbTest, PrintableKeyEscapesBinaryBytes) {
+  EXPECT_EQ(PrintableKey("00000042"), "00000042");
+  EXPECT_EQ(PrintableKey(std::string("a\x01\xff\\", 4)), "a\\x01\\xff\\x5c");
+}
+
+}  // namespace
+}  // namespace crema

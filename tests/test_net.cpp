@@ -1,0 +1,296 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+
+#include "core/context.hpp"
+#include "io/proto_io.hpp"
+#include "net/net.hpp"
+#include "test_util.hpp"
+
+namespace crema {
+namespace {
+
+NetParameter ParseNet(const std::string& text) {
+  NetParameter param;
+  ReadProtoFromText(text, "test net", &param);
+  return param;
+}
+
+std::string ErrorOf(const std::function<void()>& action) {
+  try {
+    action();
+  } catch (const Error& error) {
+    return error.what();
+  }
+  return "";
+}
+
+// data (4 x 5) -> ip1 (3) -> relu (in place) -> ip2 (2) -> loss with label; data also feeds ip3 -> a second
+// loss, so `data` is read twice and gets a Split layer.
+const char kBranchyNet[] = R"(
+name: 'branchy'
+layer { name: 'input' type: 'Input' top: 'data' top: 'label'
+        input_param { shape { dim: 4 dim: 5 } shape { dim: 4 } } }
+layer { name: 'ip1' type: 'InnerProduct' bottom: 'data' top: 'ip1'
+        inner_product_param { num_output: 3 weight_filler { type: 'gaussian' std: 0.5 }
+                              bias_filler { type: 'gaussian' std: 0.5 } } }
+layer { name: 'relu' type: 'ReLU' bottom: 'ip1' top: 'ip1' }
+layer { name: 'ip2' type: 'InnerProduct' bottom: 'ip1' top: 'ip2'
+        inner_product_param { num_output: 2 weight_filler { type: 'gaussian' std: 0.5 } } }
+layer { name: 'ip3' type: 'InnerProduct' bottom: 'data' top: 'ip3'
+        inner_product_param { num_output: 2 weight_filler { type: 'gaussian' std: 0.5 } } }
+layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip2' bottom: 'label' top: 'loss' }
+layer { name: 'loss3' type: 'SoftmaxWithLoss' bottom: 'ip3' bottom: 'label' top: 'loss3' loss_weight: 0.5 }
+)";
+
+void FillInputs(Net* net) {
+  test::FillGaussian(net->blob_by_name("data"), 0.f, 1.f, 7);
+  float* label = net->blob_by_name("label")->mutable_cpu_data();
+  for (int i = 0; i < 4; ++i) label[i] = static_cast<float>(i % 2);
+}
+
+TEST(NetStateRuleTest, MatchesPhaseLevelAndStages) {
+  NetState state;
+  state.set_phase(TRAIN);
+  state.set_level(2);
+  state.add_stage("deploy");
+  NetStateRule rule;
+  EXPECT_TRUE(Net::StateMeetsRule(state, rule));
+  rule.set_phase(TEST);
+  EXPECT_FALSE(Net::StateMeetsRule(state, rule));
+  rule.set_phase(TRAIN);
+  rule.set_min_level(3);
+  EXPECT_FALSE(Net::StateMeetsRule(state, rule));
+  rule.set_min_level(1);
+  rule.set_max_level(2);
+  EXPECT_TRUE(Net::StateMeetsRule(state, rule));
+  rule.add_stage("deploy");
+  EXPECT_TRUE(Net::StateMeetsRule(state, rule));
+  rule.add_stage("extra");
+  EXPECT_FALSE(Net::StateMeetsRule(state, rule));
+  rule.clear_stage();
+  rule.add_not_stage("deploy");
+  EXPECT_FALSE(Net::StateMeetsRule(state, rule));
+}
+
+TEST(NetFilterTest, KeepsLayersByIncludeAndExclude) {
+  NetParameter param = ParseNet(R"(
+    state { phase: TEST stage: 'val' }
+    layer { name: 'train_only' type: 'Input' include { phase: TRAIN } }
+    layer { name: 'test_only' type: 'Input' include { phase: TEST } }
+    layer { name: 'either' type: 'Input' include { phase: TRAIN } include { stage: 'val' } }
+    layer { name: 'not_val' type: 'Input' exclude { stage: 'val' } }
+    layer { name: 'always' type: 'Input' })");
+  NetParameter filtered = Net::FilterNet(param);
+  std::vector<std::string> names;
+  for (const auto& layer : filtered.layer()) names.push_back(layer.name());
+  EXPECT_EQ(names, (std::vector<std::string>{"test_only", "either", "always"}));
+  param.mutable_layer(0)->add_exclude()->set_phase(TEST);
+  EXPECT_NE(ErrorOf([&] { Net::FilterNet(param); }).find("train_only"), std::string::npos);
+}
+
+TEST(NetSplitTest, InsertsSplitForSharedBlobAndRenamesReaders) {
+  NetParameter split = Net::InsertSplits(ParseNet(kBranchyNet));
+  std::vector<std::string> names;
+  for (const auto& layer : split.layer()) names.push_back(layer.name());
+  // 'data' and 'label' each feed two layers.
+  ASSERT_EQ(names, (std::vector<std::string>{"input", "data_input_0_split", "label_input_1_split", "ip1", "relu",
+                                             "ip2", "ip3", "loss", "loss3"}));
+  const LayerParameter& data_split = split.layer(1);
+  EXPECT_EQ(data_split.type(), "Split");
+  ASSERT_EQ(data_split.top_size(), 2);
+  EXPECT_EQ(split.layer(3).bottom(0), data_split.top(0));  // ip1 reads copy 0
+  EXPECT_EQ(split.layer(6).bottom(0), data_split.top(1));  // ip3 reads copy 1
+  // The in-place ReLU keeps its blob name: only one reader of ip1's first version.
+  EXPECT_EQ(split.layer(4).bottom(0), "ip1");
+  EXPECT_EQ(split.layer(4).top(0), "ip1");
+}
+
+TEST(NetSplitTest, MissingBottomNamesLayerAndBlob) {
+  const std::string message = ErrorOf([] {
+    Net::InsertSplits(ParseNet("layer { name: 'relu' type: 'ReLU' bottom: 'nothing' top: 'r' }"));
+  });
+  EXPECT_NE(message.find("relu"), std::string::npos) << message;
+  EXPECT_NE(message.find("nothing"), std::string::npos) << message;
+}
+
+TEST(NetTest, BuildsPlanWithSplitsInPlaceAndOutputs) {
+  Net net(ParseNet(kBranchyNet));
+  EXPECT_TRUE(net.has_layer("data_input_0_split"));
+  EXPECT_EQ(net.blob_by_name("ip2")->shape(), (std::vector<int>{4, 2}));
+  // In place: relu's top is ip1's blob.
+  const auto relu_it = std::find_if(net.plan().begin(), net.plan().end(),
+                                    [&](const PlanStep& s) { return net.layer_names()[s.layer] == "relu"; });
+  ASSERT_NE(relu_it, net.plan().end());
+  const PlanStep& relu = *relu_it;
+  EXPECT_EQ(relu.bottoms, relu.tops);
+  std::vector<std::string> outputs;
+  for (int id : net.output_blob_indices()) outputs.push_back(net.blob_names()[id]);
+  EXPECT_EQ(outputs, (std::vector<std::string>{"loss", "loss3"}));
+  EXPECT_FLOAT_EQ(net.blob_loss_weight(net.output_blob_indices()[1]), 0.5f);
+  EXPECT_EQ(net.learnable_params().size(), 6u);  // weights and biases of ip1, ip2, ip3
+}
+
+// The whole net's analytic gradient (Backward) against central differences of its loss (Forward), for every
+// parameter: this checks splits (gradient sums), in-place steps and loss weights together.
+TEST(NetTest, BackwardMatchesNumericGradientOfLoss) {
+  Net net(ParseNet(kBranchyNet));
+  FillInputs(&net);
+  net.ClearParamDiffs();
+  net.ForwardBackward();
+  const float step = 1e-2f;
+  for (Blob* param : net.learnable_params()) {
+    std::vector<float> analytic(param->cpu_diff(), param->cpu_diff() + param->count());
+    for (int i = 0; i < param->count(); ++i) {
+      const float original = param->cpu_data()[i];
+      param->mutable_cpu_data()[i] = original + step;
+      const double plus = net.Forward();
+      param->mutable_cpu_data()[i] = original - step;
+      const double minus = net.Forward();
+      param->mutable_cpu_data()[i] = original;
+      const double numeric = (plus - minus) / (2 * step);
+      EXPECT_NEAR(analytic[i], numeric, 2e-3 * std::max(1.0, std::fabs(numeric))) << "param element " << i;
+    }
+  }
+}
+
+TEST(NetTest, SharedParametersAreOneBlobWithSummedGradient) {
+  const char text[] = R"(
+    layer { name: 'input' type: 'Input' top: 'a' top: 'b' top: 'label'
+            input_param { shape { dim: 2 dim: 3 } shape { dim: 2 dim: 3 } shape { dim: 2 } } }
+    layer { name: 'ipa' type: 'InnerProduct' bottom: 'a' top: 'ya' param { name: 'shared_w' }
+            inner_product_param { num_output: 2 bias_term: false weight_filler { type: 'gaussian' } } }
+    layer { name: 'ipb' type: 'InnerProduct' bottom: 'b' top: 'yb' param { name: 'shared_w' }
+            inner_product_param { num_output: 2 bias_term: false weight_filler { type: 'gaussian' } } }
+    layer { name: 'la' type: 'SoftmaxWithLoss' bottom: 'ya' bottom: 'label' top: 'la' }
+    layer { name: 'lb' type: 'SoftmaxWithLoss' bottom: 'yb' bottom: 'label' top: 'lb' }
+  )";
+  Net net(ParseNet(text));
+  ASSERT_EQ(net.learnable_params().size(), 1u);
+  Blob* wa = net.layer_by_name("ipa")->blobs()[0].get();
+  Blob* wb = net.layer_by_name("ipb")->blobs()[0].get();
+  EXPECT_EQ(wa->cpu_data(), wb->cpu_data());  // same memory
+  test::FillGaussian(net.blob_by_name("a"), 0, 1, 1);
+  test::FillGaussian(net.blob_by_name("b"), 0, 1, 2);
+  net.blob_by_name("label")->mutable_cpu_data()[1] = 1.f;
+  net.ClearParamDiffs();
+  net.ForwardBackward();
+  std::vector<float> both(wa->cpu_diff(), wa->cpu_diff() + wa->count());
+  // With ipb's input zeroed its gradient contribution vanishes: the difference is ipb's share.
+  net.blob_by_name("b")->set_data(0.f);
+  net.ClearParamDiffs();
+  net.ForwardBackward();
+  double changed = 0;
+  for (int i = 0; i < wa->count(); ++i) changed += std::fabs(both[i] - wa->cpu_diff()[i]);
+  EXPECT_GT(changed, 1e-4);
+
+  NetParameter bad = ParseNet(text);
+  bad.mutable_layer(2)->mutable_inner_product_param()->set_num_output(3);
+  bad.mutable_layer(2)->clear_bottom();
+  bad.mutable_layer(2)->add_bottom("b");
+  const std::string message = ErrorOf([&] { Net net2(bad); });
+  EXPECT_NE(message.find("shared_w"), std::string::npos) << message;
+}
+
+TEST(NetTest, BackwardIsSkippedWhereNothingLearnsOrNeedsIt) {
+  NetParameter param = ParseNet(kBranchyNet);
+  // Freeze ip3: nothing below it learns, and its input is data, so it needs no backward.
+  param.mutable_layer(4)->add_param()->set_lr_mult(0);
+  param.mutable_layer(4)->add_param()->set_lr_mult(0);
+  Net net(param);
+  for (const auto& step : net.plan()) {
+    const std::string& name = net.layer_names()[step.layer];
+    if (name == "ip3" || name == "input" || name.find("split") != std::string::npos) {
+      EXPECT_FALSE(step.needs_backward) << name;
+    }
+    if (name == "ip1" || name == "ip2" || name == "loss") {
+      EXPECT_TRUE(step.needs_backward) << name;
+    }
+  }
+  EXPECT_EQ(net.learnable_params().size(), 6u);
+  param.set_force_backward(true);
+  Net forced(param);
+  for (const auto& step : forced.plan()) {
+    if (forced.layer_names()[step.layer] == "ip3") {
+      EXPECT_TRUE(step.needs_backward);
+    }
+  }
+}
+
+TEST(NetTest, WeightsRoundTripThroughProtoAndShapeMismatchIsNamed) {
+  Net source(ParseNet(kBranchyNet));
+  FillInputs(&source);
+  const float loss = source.Forward();
+  NetParameter weights;
+  source.ToProto(&weights);
+  for (const auto& layer : weights.layer()) EXPECT_EQ(layer.type() == "Split", false);
+  Context::set_random_seed(99);  // the copy starts from other random weights
+  Net copy(ParseNet(kBranchyNet));
+  Context::set_random_seed(1701);
+  FillInputs(&copy);
+  EXPECT_NE(copy.Forward(), loss);
+  copy.CopyTrainedLayersFrom(weights);
+  EXPECT_FLOAT_EQ(copy.Forward(), loss);
+
+  weights.mutable_layer(1)->mutable_blobs(0)->mutable_shape()->set_dim(0, 7);
+  const std::string message = ErrorOf([&] { copy.CopyTrainedLayersFrom(weights); });
+  EXPECT_NE(message.find("ip1"), std::string::npos) << message;
+  EXPECT_NE(message.find("7 5"), std::string::npos) << message;
+  EXPECT_NE(message.find("3 5"), std::string::npos) << message;
+}
+
+TEST(NetErrorsTest, UnknownTypeListsKnownTypes) {
+  const std::string message =
+      ErrorOf([] { Net net(ParseNet("layer { name: 'x' type: 'Convolutoin' top: 'y' }")); });
+  EXPECT_NE(message.find("Convolutoin"), std::string::npos) << message;
+  EXPECT_NE(message.find("Convolution, "), std::string::npos) << message;
+  EXPECT_NE(message.find("InnerProduct"), std::string::npos) << message;
+}
+
+TEST(NetErrorsTest, IncompatibleShapesNameLayerAndShapes) {
+  const std::string message = ErrorOf([] {
+    Net net(ParseNet(R"(
+      layer { name: 'input' type: 'Input' top: 'scores' top: 'label'
+              input_param { shape { dim: 4 dim: 10 } shape { dim: 3 } } }
+      layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'scores' bottom: 'label' top: 'loss' })"));
+  });
+  EXPECT_NE(message.find("loss"), std::string::npos) << message;
+  EXPECT_NE(message.find("4 10"), std::string::npos) << message;
+  EXPECT_NE(message.find("3 (3)"), std::string::npos) << message;
+}
+
+TEST(NetErrorsTest, TopWrittenTwiceAndBadInPlaceAreNamed) {
+  std::string message = ErrorOf([] {
+    Net net(ParseNet(R"(
+      layer { name: 'input' type: 'Input' top: 'data' input_param { shape { dim: 2 dim: 3 } } }
+      layer { name: 'ip' type: 'InnerProduct' bottom: 'data' top: 'data' inner_product_param { num_output: 3 } })"));
+  });
+  EXPECT_NE(message.find("'ip'"), std::string::npos) << message;
+  EXPECT_NE(message.find("in place"), std::string::npos) << message;
+  message = ErrorOf([] {
+    Net net(ParseNet(R"(
+      layer { name: 'input' type: 'Input' top: 'data' input_param { shape { dim: 2 dim: 3 } } }
+      layer { name: 'other' type: 'Input' top: 'data' input_param { shape { dim: 2 dim: 3 } } })"));
+  });
+  EXPECT_NE(message.find("other"), std::string::npos) << message;
+  message = ErrorOf([] {
+    Net net(ParseNet(R"(
+      layer { name: 'a' type: 'Input' top: 'x' input_param { shape { dim: 1 } } }
+      layer { name: 'a' type: 'Input' top: 'y' input_param { shape { dim: 1 } } })"));
+  });
+  EXPECT_NE(message.find("two layers are named 'a'"), std::string::npos) << message;
+}
+
+TEST(NetTest, DeprecatedNetInputsBecomeAnInputLayer) {
+  Net net(ParseNet(R"(
+    input: 'data' input_dim: 2 input_dim: 3 input_dim: 4 input_dim: 5
+    layer { name: 'relu' type: 'ReLU' bottom: 'data' top: 'out' })"));
+  ASSERT_EQ(net.input_blobs().size(), 1u);
+  EXPECT_EQ(net.input_blobs()[0]->shape(), (std::vector<int>{2, 3, 4, 5}));
+  EXPECT_EQ(net.blob_by_name("out")->shape(), (std::vector<int>{2, 3, 4, 5}));
+}
+
+}  // namespace
+}  // namespace crema

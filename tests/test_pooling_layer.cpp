@@ -1,0 +1,287 @@
+#include <gtest/gtest.h>
+
+#include <cfloat>
+#include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "layers/pooling.hpp"
+#include "test_util.hpp"
+
+namespace crema {
+namespace {
+
+// The message of the crema::Error that `body` throws, or "" when it throws none.
+template <typename Body>
+std::string ErrorMessage(Body body) {
+  try {
+    body();
+  } catch (const Error& error) {
+    return error.what();
+  }
+  return "";
+}
+
+// Distinct values 0.1 apart in random order, so no window has a near tie and the maximum's gradient is
+// well defined under the checker's perturbations.
+void FillDistinct(Blob* blob, uint64_t seed) {
+  RandomStream random(seed);
+  float* data = blob->mutable_cpu_data();
+  for (int i = 0; i < blob->count(); ++i) data[i] = 0.1f * (i - blob->count() / 2);
+  for (int i = blob->count() - 1; i > 0; --i) std::swap(data[i], data[random.UniformInt(i + 1)]);
+}
+
+struct Geometry {
+  int kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w;
+  bool ceil = true;
+};
+
+// Output size by the formula, in floating point: ceil or floor of (in + 2 * pad - kernel) / stride, plus one,
+// less a last (ceil) window that would start beyond the input and its leading pad.
+int ReferenceSize(int in, int kernel, int stride, int pad, bool ceil) {
+  const double steps = static_cast<double>(in + 2 * pad - kernel) / stride;
+  int out = static_cast<int>(ceil ? std::ceil(steps) : std::floor(steps)) + 1;
+  if (ceil && (out - 1) * stride >= in + pad) --out;
+  return out;
+}
+
+// Naive pooling: visits each window tap by tap, skipping taps outside the input; AVE divides by the number of
+// taps inside the padded input.
+void ReferencePooling(const Blob& input, const Geometry& g, bool max, std::vector<int>* shape,
+                      std::vector<float>* output, std::vector<float>* argmax) {
+  const int H = input.shape(2), W = input.shape(3);
+  const int out_h = ReferenceSize(H, g.kernel_h, g.stride_h, g.pad_h, g.ceil);
+  const int out_w = ReferenceSize(W, g.kernel_w, g.stride_w, g.pad_w, g.ceil);
+  *shape = {input.shape(0), input.shape(1), out_h, out_w};
+  output->clear();
+  argmax->clear();
+  for (int n = 0; n < input.shape(0); ++n)
+    for (int c = 0; c < input.shape(1); ++c)
+      for (int oh = 0; oh < out_h; ++oh)
+        for (int ow = 0; ow < out_w; ++ow) {
+          float best = -FLT_MAX, sum = 0.f;
+          int best_at = -1, taps = 0;
+          for (int dy = 0; dy < g.kernel_h; ++dy)
+            for (int dx = 0; dx < g.kernel_w; ++dx) {
+              const int h = oh * g.stride_h - g.pad_h + dy, w = ow * g.stride_w - g.pad_w + dx;
+              if (h < H + g.pad_h && w < W + g.pad_w) ++taps;
+              if (h < 0 || h >= H || w < 0 || w >= W) continue;
+              const float v = input.data_at(n, c, h, w);
+              sum += v;
+              if (v > best) {
+                best = v;
+                best_at = h * W + w;
+              }
+            }
+          output->push_back(max ? best : sum / taps);
+          argmax->push_back(static_cast<float>(best_at));
+        }
+}
+
+std::string PoolingText(const std::string& pooling_param) {
+  return "name: 'pool' type: 'Pooling' pooling_param { " + pooling_param + " }";
+}
+
+struct Case {
+  std::string param;
+  std::vector<int> shape;
+  Geometry geometry;
+};
+
+const Case kCases[] = {
+    {"kernel_size: 3 stride: 2", {2, 3, 7, 6}, {3, 3, 2, 2, 0, 0}},
+    {"kernel_size: 3 stride: 2 round_mode: FLOOR", {2, 3, 7, 6}, {3, 3, 2, 2, 0, 0, false}},
+    {"kernel_size: 3 stride: 2 pad: 1", {2, 2, 6, 7}, {3, 3, 2, 2, 1, 1}},
+    {"kernel_size: 3 stride: 2 pad: 1 round_mode: FLOOR", {2, 2, 6, 7}, {3, 3, 2, 2, 1, 1, false}},
+    {"kernel_size: 2 stride: 2 pad: 1", {1, 2, 5, 5}, {2, 2, 2, 2, 1, 1}},  // drops a window in the padding
+    {"kernel_h: 3 kernel_w: 2 stride_h: 2 stride_w: 1 pad_h: 1 pad_w: 0", {2, 2, 6, 5}, {3, 2, 2, 1, 1, 0}},
+    {"kernel_size: 2", {1, 3, 4, 5}, {2, 2, 1, 1, 0, 0}},
+    {"kernel_size: 1 stride: 3", {1, 2, 5, 7}, {1, 1, 3, 3, 0, 0}},  // stride beyond the kernel
+    {"global_pooling: true", {2, 3, 5, 4}, {5, 4, 1, 1, 0, 0}},
+    {"kernel_size: 4 stride: 2", {1, 2, 3, 3}, {4, 4, 2, 2, 0, 0}},  // CEIL: one window, larger than the input
+};
+
+TEST(PoolingLayerTest, ForwardMatchesNaivePooling) {
+  for (const char* method : {"MAX", "AVE"}) {
+    for (const Case& c : kCases) {
+      SCOPED_TRACE(std::string(method) + " " + c.param);
+      test::BlobList bottom, top;
+      test::FillGaussian(bottom.Add(c.shape), 0.f, 1.f, 42);
+      top.Add({});
+      PoolingLayer layer(test::ParseLayer(PoolingText(c.param + " pool: " + method)));
+      layer.SetUp(bottom.pointers, top.pointers);
+      layer.Forward(bottom.pointers, top.pointers);
+      std::vector<int> shape;
+      std::vector<float> expected, argmax;
+      ReferencePooling(*bottom.pointers[0], c.geometry, std::string(method) == "MAX", &shape, &expected, &argmax);
+      ASSERT_EQ(top.pointers[0]->shape(), shape);
+      for (int i = 0; i < top.pointers[0]->count(); ++i)
+        EXPECT_NEAR(top.pointers[0]->cpu_data()[i], expected[i], 1e-5f) << i;
+    }
+  }
+}
+
+TEST(PoolingLayerTest, CeilAndFloorSizes) {
+  // {in, kernel, stride, pad, ceil size, floor size}
+  const int cases[][6] = {{6, 3, 2, 0, 3, 2},    {7, 3, 2, 0, 3, 3},  {6, 3, 2, 1, 4, 3}, {5, 2, 2, 1, 3, 3},
+                          {28, 2, 2, 0, 14, 14}, {13, 3, 2, 0, 6, 6}, {14, 3, 2, 0, 7, 6}};
+  for (const auto& c : cases) {
+    for (bool ceil : {true, false}) {
+      test::BlobList bottom, top;
+      bottom.Add({1, 1, c[0], c[0]});
+      top.Add({});
+      PoolingLayer layer(
+          test::ParseLayer(PoolingText("kernel_size: " + std::to_string(c[1]) + " stride: " + std::to_string(c[2]) +
+                                       " pad: " + std::to_string(c[3]) + (ceil ? "" : " round_mode: FLOOR"))));
+      layer.SetUp(bottom.pointers, top.pointers);
+      const int expected = ceil ? c[4] : c[5];
+      EXPECT_EQ(top.pointers[0]->shape(), (std::vector<int>{1, 1, expected, expected}))
+          << "in " << c[0] << " kernel " << c[1] << " stride " << c[2] << " pad " << c[3]
+          << (ceil ? " CEIL" : " FLOOR");
+    }
+  }
+}
+
+TEST(PoolingLayerTest, MaxMaskTopHoldsArgmax) {
+  for (const Case& c : kCases) {
+    SCOPED_TRACE(c.param);
+    test::BlobList bottom, top;
+    FillDistinct(bottom.Add(c.shape), 5);
+    top.Add({});
+    top.Add({});
+    PoolingLayer layer(test::ParseLayer(PoolingText(c.param)));
+    layer.SetUp(bottom.pointers, top.pointers);
+    layer.Forward(bottom.pointers, top.pointers);
+    std::vector<int> shape;
+    std::vector<float> expected, argmax;
+    ReferencePooling(*bottom.pointers[0], c.geometry, true, &shape, &expected, &argmax);
+    ASSERT_EQ(top.pointers[1]->shape(), shape);
+    for (int i = 0; i < top.pointers[1]->count(); ++i) {
+      EXPECT_EQ(top.pointers[0]->cpu_data()[i], expected[i]) << i;
+      EXPECT_EQ(top.pointers[1]->cpu_data()[i], argmax[i]) << i;
+    }
+  }
+}
+
+TEST(PoolingLayerTest, Gradients) {
+  for (const char* method : {"MAX", "AVE"}) {
+    for (const Case& c : kCases) {
+      for (int tops : {1, 2}) {
+        if (tops == 2 && std::string(method) == "AVE") continue;
+        SCOPED_TRACE(std::string(method) + " " + c.param + " tops " + std::to_string(tops));
+        test::BlobList bottom, top;
+        Blob* input = bottom.Add(c.shape);
+        if (std::string(method) == "MAX") {
+          FillDistinct(input, 11);
+        } else {
+          test::FillGaussian(input, 0.f, 1.f, 11);
+        }
+        for (int t = 0; t < tops; ++t) top.Add({});
+        PoolingLayer layer(test::ParseLayer(PoolingText(c.param + " pool: " + method)));
+        layer.SetUp(bottom.pointers, top.pointers);
+        test::GradientChecker checker(1e-2f, 1e-2f);
+        checker.CheckGradient(&layer, bottom.pointers, top.pointers);
+      }
+    }
+  }
+}
+
+TEST(PoolingLayerTest, LargeInputTakesTheParallelPathAndMatches) {
+  // Enough outputs for the OpenMP loop over planes to start threads.
+  for (const char* method : {"MAX", "AVE"}) {
+    SCOPED_TRACE(method);
+    test::BlobList bottom, top;
+    Blob* input = bottom.Add({4, 16, 65, 64});
+    if (std::string(method) == "MAX") {
+      FillDistinct(input, 13);
+    } else {
+      test::FillGaussian(input, 0.f, 1.f, 13);
+    }
+    top.Add({});
+    PoolingLayer layer(test::ParseLayer(PoolingText(std::string("kernel_size: 3 stride: 2 pad: 1 pool: ") + method)));
+    layer.SetUp(bottom.pointers, top.pointers);
+    layer.Forward(bottom.pointers, top.pointers);
+    std::vector<int> shape;
+    std::vector<float> expected, argmax;
+    ReferencePooling(*bottom.pointers[0], {3, 3, 2, 2, 1, 1}, std::string(method) == "MAX", &shape, &expected, &argmax);
+    ASSERT_EQ(top.pointers[0]->shape(), shape);
+    ASSERT_GE(top.pointers[0]->count(), 1 << 15);
+    for (int i = 0; i < top.pointers[0]->count(); ++i)
+      ASSERT_NEAR(top.pointers[0]->cpu_data()[i], expected[i], 1e-5f) << i;
+    // Backward passes each output's gradient to its window: with unit top gradients the bottom gradient sums
+    // to the number of outputs for MAX, and for AVE to the share of each window inside the input, which is what
+    // AVE of an all-ones input gives.
+    top.pointers[0]->set_diff(1.f);
+    layer.Backward(top.pointers, {true}, bottom.pointers);
+    double total = 0, expected_total = top.pointers[0]->count();
+    for (int i = 0; i < bottom.pointers[0]->count(); ++i) total += bottom.pointers[0]->cpu_diff()[i];
+    if (std::string(method) == "AVE") {
+      bottom.pointers[0]->set_data(1.f);
+      layer.Forward(bottom.pointers, top.pointers);
+      expected_total = top.pointers[0]->asum_data();
+      EXPECT_LT(expected_total, top.pointers[0]->count());  // the padding takes a share
+    }
+    EXPECT_NEAR(total, expected_total, 1e-2);
+  }
+}
+
+TEST(PoolingLayerTest, ReshapeFollowsTheInput) {
+  test::BlobList bottom, top;
+  test::FillGaussian(bottom.Add({2, 3, 6, 6}));
+  top.Add({});
+  PoolingLayer layer(test::ParseLayer(PoolingText("global_pooling: true pool: AVE")));
+  layer.SetUp(bottom.pointers, top.pointers);
+  EXPECT_EQ(top.pointers[0]->shape(), (std::vector<int>{2, 3, 1, 1}));
+  bottom.pointers[0]->Reshape({4, 3, 3, 5});
+  test::FillGaussian(bottom.pointers[0], 0.f, 1.f, 3);
+  layer.Reshape(bottom.pointers, top.pointers);
+  layer.Forward(bottom.pointers, top.pointers);
+  ASSERT_EQ(top.pointers[0]->shape(), (std::vector<int>{4, 3, 1, 1}));
+  for (int n = 0; n < 4; ++n)
+    for (int c = 0; c < 3; ++c) {
+      double sum = 0;
+      for (int i = 0; i < 15; ++i) sum += bottom.pointers[0]->cpu_data()[(n * 3 + c) * 15 + i];
+      EXPECT_NEAR(top.pointers[0]->data_at(n, c), sum / 15, 1e-5);
+    }
+}
+
+// SetUp with `param` on a bottom of `shape` and `tops` tops must fail with a message naming the layer and
+// every one of `parts`.
+void ExpectSetUpError(const std::string& param, const std::vector<std::string>& parts,
+                      const std::vector<int>& shape = {2, 3, 6, 6}, int tops = 1) {
+  SCOPED_TRACE(param);
+  test::BlobList bottom, top;
+  bottom.Add(shape);
+  for (int t = 0; t < tops; ++t) top.Add({});
+  PoolingLayer layer(test::ParseLayer(PoolingText(param)));
+  const std::string message = ErrorMessage([&] { layer.SetUp(bottom.pointers, top.pointers); });
+  ASSERT_FALSE(message.empty()) << "no error";
+  EXPECT_EQ(message.find("layer 'pool' (Pooling)"), 0u) << message;
+  for (const std::string& part : parts) EXPECT_NE(message.find(part), std::string::npos) << message;
+}
+
+TEST(PoolingLayerTest, RejectsBadParameters) {
+  ExpectSetUpError("pool: STOCHASTIC kernel_size: 2", {"STOCHASTIC", "not supported"});
+  ExpectSetUpError("stride: 2", {"kernel_size"});
+  ExpectSetUpError("kernel_size: 0", {"kernel_size"});
+  ExpectSetUpError("kernel_size: 2 kernel_h: 2 kernel_w: 2", {"kernel_h/kernel_w"});
+  ExpectSetUpError("kernel_h: 2", {"kernel_w"});
+  ExpectSetUpError("kernel_size: 2 stride: 0", {"stride"});
+  ExpectSetUpError("kernel_size: 2 stride: 1 stride_h: 1 stride_w: 1", {"stride_h/stride_w"});
+  ExpectSetUpError("kernel_size: 2 stride_h: 2", {"stride_w"});
+  ExpectSetUpError("kernel_size: 3 pad: 1 pad_h: 1", {"pad_h/pad_w"});
+  ExpectSetUpError("kernel_size: 2 pad: 2", {"pad", "kernel_size"});
+  ExpectSetUpError("global_pooling: true kernel_size: 2", {"global_pooling", "kernel_size"});
+  ExpectSetUpError("global_pooling: true pad: 1", {"global_pooling", "pad"});
+  ExpectSetUpError("global_pooling: true stride: 2", {"global_pooling", "stride"});
+  ExpectSetUpError("kernel_size: 2", {"4-d", "2 3 6 (36)"}, {2, 3, 6});
+  ExpectSetUpError("kernel_size: 7 round_mode: FLOOR", {"kernel_size", "height"});
+  ExpectSetUpError("kernel_size: 9", {"kernel_size", "height"});
+  // Only MAX has a second (mask) top.
+  ExpectSetUpError("kernel_size: 2 pool: AVE", {"at most 1 top"}, {2, 3, 6, 6}, 2);
+  ExpectSetUpError("kernel_size: 2", {"at most 2 top"}, {2, 3, 6, 6}, 3);
+}
+
+}  // namespace
+}  // namespace crema

@@ -1,0 +1,39 @@
+// convert_mnist: turns an MNIST-format data set (IDX image and label files, gzipped or not; MNIST,
+// Fashion-MNIST) into an LMDB of Datum records that a Data layer reads.
+//
+//   convert_mnist IMAGES LABELS DB [--backend=lmdb]
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+
+#include <iostream>
+
+#include "core/common.hpp"
+#include "io/mnist.hpp"
+
+DEFINE_string(backend, "lmdb", "The database to write; only lmdb is supported");
+
+int main(int argc, char** argv) {
+  FLAGS_logtostderr = true;
+  gflags::SetUsageMessage(
+      "converts MNIST-format IDX files to an LMDB of Datum records\n"
+      "usage: convert_mnist IMAGES LABELS DB [--backend=lmdb]\n"
+      "  IMAGES, LABELS: IDX files such as train-images-idx3-ubyte(.gz), train-labels-idx1-ubyte(.gz)\n"
+      "  DB: the LMDB directory to create (it must not exist yet)");
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  google::InitGoogleLogging(argv[0]);
+
+  if (argc != 4) {
+    gflags::ShowUsageWithFlagsRestrict(argv[0], "convert_mnist");
+    return 1;
+  }
+  try {
+    CREMA_CHECK(FLAGS_backend == "lmdb") << "--backend=" << FLAGS_backend
+                                         << " is not supported; only lmdb is (LevelDB is not)";
+    const int64_t records = crema::ConvertMnistToLmdb(argv[1], argv[2], argv[3]);
+    std::cout << "convert_mnist: wrote " << records << " records to '" << argv[3] << "'" << std::endl;
+  } catch (const crema::Error& error) {
+    std::cerr << "convert_mnist: " << error.what() << std::endl;
+    return 1;
+  }
+  return 0;
+}
