@@ -34,25 +34,6 @@ std::vector<int> SpatialSetting(const std::string& layer, const char* field, con
   return result;
 }
 
-// Parameters that came with the LayerParameter (from a .caffemodel) must have the shapes this prototxt
-// implies. Legacy files store every blob as 4-d (num, channels, height, width), so the expected shape padded
-// with leading ones is accepted too, and the blob takes the expected shape.
-void AdoptLoadedParameters(const std::string& layer, const std::vector<std::vector<int>>& expected,
-                           const std::vector<const char*>& names, std::vector<std::shared_ptr<Blob>>* blobs) {
-  CREMA_CHECK(blobs->size() == expected.size())
-      << layer << ": the stored parameters hold " << blobs->size() << " blob(s), but the layer needs "
-      << expected.size() << " (bias_term is " << (expected.size() > 1 ? "true" : "false") << ")";
-  for (size_t i = 0; i < expected.size(); ++i) {
-    Blob& blob = *(*blobs)[i];
-    std::vector<int> legacy = expected[i];
-    while (legacy.size() < 4) legacy.insert(legacy.begin(), 1);
-    CREMA_CHECK(blob.shape() == expected[i] || blob.shape() == legacy)
-        << layer << ": the stored " << names[i] << " blob has shape " << blob.shape_string() << ", but the layer's "
-        << "parameters give " << ShapeString(expected[i]);
-    blob.Reshape(expected[i]);
-  }
-}
-
 }  // namespace
 
 void ConvolutionLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
@@ -101,7 +82,7 @@ void ConvolutionLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::v
   std::vector<std::vector<int>> shapes = {weight_shape};
   if (bias_term_) shapes.push_back({num_output_});
   if (!blobs_.empty()) {
-    AdoptLoadedParameters(me, shapes, {"weights", "bias"}, &blobs_);
+    AdoptStoredParameters(shapes, {"weights", "bias"});
     return;
   }
   blobs_.push_back(std::make_shared<Blob>(weight_shape));

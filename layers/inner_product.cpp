@@ -24,22 +24,10 @@ void InnerProductLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::
   transpose_ = param.transpose();
   const std::vector<int> weight_shape = transpose_ ? std::vector<int>{K_, N_} : std::vector<int>{N_, K_};
   if (!blobs_.empty()) {
-    // Parameters from a .caffemodel. Legacy files store every blob as 4-d (num, channels, height, width), so
-    // the expected shape padded with leading ones is accepted too, and the blob takes the expected shape.
-    const std::vector<std::vector<int>> shapes = {weight_shape, {N_}};
-    const int needed = bias_term_ ? 2 : 1;
-    CREMA_CHECK(static_cast<int>(blobs_.size()) == needed)
-        << me << ": the stored parameters hold " << blobs_.size() << " blob(s), but the layer needs " << needed
-        << " (bias_term is " << (bias_term_ ? "true" : "false") << ")";
-    for (int i = 0; i < needed; ++i) {
-      std::vector<int> legacy = shapes[i];
-      while (legacy.size() < 4) legacy.insert(legacy.begin(), 1);
-      CREMA_CHECK(blobs_[i]->shape() == shapes[i] || blobs_[i]->shape() == legacy)
-          << me << ": the stored " << (i == 0 ? "weights" : "bias") << " blob has shape " << blobs_[i]->shape_string()
-          << ", but the layer's parameters (num_output " << N_ << ", input size " << K_
-          << (transpose_ ? ", transpose" : "") << ") give " << ShapeString(shapes[i]);
-      blobs_[i]->Reshape(shapes[i]);
-    }
+    // Parameters from a .caffemodel.
+    std::vector<std::vector<int>> shapes = {weight_shape};
+    if (bias_term_) shapes.push_back({N_});
+    AdoptStoredParameters(shapes, {"weights", "bias"});
     return;
   }
   blobs_.push_back(std::make_shared<Blob>(weight_shape));

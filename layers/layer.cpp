@@ -56,6 +56,22 @@ void Layer::SetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& to
   if (param_propagate_down_.size() < blobs_.size()) param_propagate_down_.resize(blobs_.size(), true);
 }
 
+void Layer::AdoptStoredParameters(const std::vector<std::vector<int>>& expected,
+                                  const std::vector<const char*>& names) {
+  CREMA_CHECK(blobs_.size() == expected.size())
+      << describe() << ": the stored parameters hold " << blobs_.size() << " blob(s), but the layer needs "
+      << expected.size() << " (bias_term is " << (expected.size() > 1 ? "true" : "false") << ")";
+  for (size_t i = 0; i < expected.size(); ++i) {
+    Blob& blob = *blobs_[i];
+    std::vector<int> legacy = expected[i];
+    while (legacy.size() < 4) legacy.insert(legacy.begin(), 1);
+    CREMA_CHECK(blob.shape() == expected[i] || blob.shape() == legacy)
+        << describe() << ": the stored " << names[i] << " blob has shape " << blob.shape_string()
+        << ", but the layer's parameters give " << ShapeString(expected[i]);
+    blob.Reshape(expected[i]);
+  }
+}
+
 void Layer::set_loss(int top_index, float weight) {
   if (static_cast<int>(loss_.size()) <= top_index) loss_.resize(top_index + 1, 0.f);
   loss_[top_index] = weight;

@@ -90,6 +90,12 @@ class Layer {
   // This layer's own random stream, seeded from the context's seed and the layer's name on first use.
   RandomStream* random();
 
+  // Parameters that came with the LayerParameter (from a .caffemodel) must have the shapes this prototxt
+  // implies; names[i] says what blob i is in errors ("weights", "bias"). Legacy files store every blob as 4-d
+  // (num, channels, height, width), so the expected shape padded with leading ones is accepted too, and the
+  // blob then takes the expected shape.
+  void AdoptStoredParameters(const std::vector<std::vector<int>>& expected, const std::vector<const char*>& names);
+
   // "layer 'conv1' (Convolution)": the prefix of every error message about this layer.
   std::string describe() const;
 

@@ -11,16 +11,6 @@
 namespace crema {
 namespace {
 
-template <typename Body>
-std::string ErrorMessage(Body body) {
-  try {
-    body();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "";
-}
-
 void FillLabels(Blob* labels, int classes, uint64_t seed = 3) {
   RandomStream random(seed);
   for (int i = 0; i < labels->count(); ++i) labels->mutable_cpu_data()[i] = float(random.UniformInt(classes));
@@ -137,7 +127,7 @@ TEST_F(AccuracyLayerTest, ClassesAlongAnInnerAxis) {
 
 TEST_F(AccuracyLayerTest, RejectsTopKAboveClassCount) {
   AccuracyLayer layer(test::ParseLayer("name: 'acc' type: 'Accuracy' accuracy_param { top_k: 11 }"));
-  const std::string message = ErrorMessage([&] { layer.SetUp(bottom.pointers, top.pointers); });
+  const std::string message = test::ErrorMessage([&] { layer.SetUp(bottom.pointers, top.pointers); });
   EXPECT_NE(message.find("top_k"), std::string::npos) << message;
   EXPECT_NE(message.find("'acc'"), std::string::npos) << message;
 }
@@ -146,7 +136,7 @@ TEST_F(AccuracyLayerTest, RejectsBadLabel) {
   labels()->mutable_cpu_data()[7] = 10.f;
   AccuracyLayer layer(test::ParseLayer("name: 'acc' type: 'Accuracy'"));
   layer.SetUp(bottom.pointers, top.pointers);
-  const std::string message = ErrorMessage([&] { layer.Forward(bottom.pointers, top.pointers); });
+  const std::string message = test::ErrorMessage([&] { layer.Forward(bottom.pointers, top.pointers); });
   EXPECT_NE(message.find("label 10"), std::string::npos) << message;
   EXPECT_NE(message.find("index 7"), std::string::npos) << message;
 }
@@ -154,7 +144,7 @@ TEST_F(AccuracyLayerTest, RejectsBadLabel) {
 TEST_F(AccuracyLayerTest, RejectsLabelCountMismatch) {
   labels()->Reshape({99});
   AccuracyLayer layer(test::ParseLayer("name: 'acc' type: 'Accuracy'"));
-  const std::string message = ErrorMessage([&] { layer.SetUp(bottom.pointers, top.pointers); });
+  const std::string message = test::ErrorMessage([&] { layer.SetUp(bottom.pointers, top.pointers); });
   EXPECT_NE(message.find("99 (99)"), std::string::npos) << message;
   EXPECT_NE(message.find("100 10 (1000)"), std::string::npos) << message;
 }

@@ -9,17 +9,6 @@
 namespace crema {
 namespace {
 
-// The message of the crema::Error that `body` throws, or "" when it throws none.
-template <typename Body>
-std::string ErrorMessage(Body body) {
-  try {
-    body();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "";
-}
-
 // Geometry of a reference convolution, one value per spatial axis.
 struct Geometry {
   std::vector<int> pad, stride, dilation;
@@ -229,7 +218,7 @@ TEST(ConvolutionLayerTest, KeepsParametersLoadedWithTheLayer) {
   LayerParameter wrong = param;
   wrong.mutable_convolution_param()->set_kernel_size(0, 3);
   ConvolutionLayer mismatched(wrong);
-  const std::string message = ErrorMessage([&] { mismatched.SetUp(bottom.pointers, top.pointers); });
+  const std::string message = test::ErrorMessage([&] { mismatched.SetUp(bottom.pointers, top.pointers); });
   EXPECT_NE(message.find("layer 'conv' (Convolution)"), std::string::npos) << message;
   EXPECT_NE(message.find("weights"), std::string::npos) << message;
   EXPECT_NE(message.find("3 2 2 2 (24)"), std::string::npos) << message;
@@ -238,7 +227,8 @@ TEST(ConvolutionLayerTest, KeepsParametersLoadedWithTheLayer) {
   LayerParameter no_bias = param;
   no_bias.mutable_blobs()->RemoveLast();
   ConvolutionLayer missing(no_bias);
-  EXPECT_NE(ErrorMessage([&] { missing.SetUp(bottom.pointers, top.pointers); }).find("bias_term"), std::string::npos);
+  EXPECT_NE(test::ErrorMessage([&] { missing.SetUp(bottom.pointers, top.pointers); }).find("bias_term"),
+            std::string::npos);
 }
 
 TEST(ConvolutionLayerTest, Gradients) {
@@ -300,7 +290,7 @@ void ExpectSetUpError(const std::string& param, const std::vector<int>& shape, c
   bottom.Add(shape);
   top.Add({});
   ConvolutionLayer layer(test::ParseLayer("name: 'c' type: 'Convolution' convolution_param { " + param + " }"));
-  const std::string message = ErrorMessage([&] { layer.SetUp(bottom.pointers, top.pointers); });
+  const std::string message = test::ErrorMessage([&] { layer.SetUp(bottom.pointers, top.pointers); });
   ASSERT_FALSE(message.empty()) << "no error";
   EXPECT_EQ(message.find("layer 'c' (Convolution)"), 0u) << message;
   EXPECT_NE(message.find(field), std::string::npos) << message;
@@ -336,7 +326,8 @@ TEST(ConvolutionLayerTest, RejectsBadBottoms) {
   Fixture fixture("num_output: 2 kernel_size: 3", {{2, 3, 5, 5}});
   // A changed channel count no longer fits the weights.
   fixture.bottom.pointers[0]->Reshape({2, 4, 5, 5});
-  std::string message = ErrorMessage([&] { fixture.layer->Reshape(fixture.bottom.pointers, fixture.top.pointers); });
+  std::string message =
+      test::ErrorMessage([&] { fixture.layer->Reshape(fixture.bottom.pointers, fixture.top.pointers); });
   EXPECT_NE(message.find("channels"), std::string::npos) << message;
   // Several bottoms must share one shape.
   test::BlobList bottom, top;
@@ -347,7 +338,7 @@ TEST(ConvolutionLayerTest, RejectsBadBottoms) {
   ConvolutionLayer layer(
       test::ParseLayer("name: 'c' type: 'Convolution' convolution_param { num_output: 2 "
                        "kernel_size: 3 }"));
-  message = ErrorMessage([&] { layer.SetUp(bottom.pointers, top.pointers); });
+  message = test::ErrorMessage([&] { layer.SetUp(bottom.pointers, top.pointers); });
   EXPECT_NE(message.find("1 3 5 6 (90)"), std::string::npos) << message;
   // One top per bottom.
   top.owned.pop_back();

@@ -1,9 +1,6 @@
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <chrono>
-#include <cstdio>
-#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -15,39 +12,6 @@
 
 namespace crema {
 namespace {
-
-class TempDir {
- public:
-  TempDir() {
-    char pattern[] = "/tmp/crema_test_data_layer_XXXXXX";
-    const char* created = mkdtemp(pattern);
-    if (created == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = created;
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  std::string path(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
-
-template <typename Statement>
-void ExpectErrorContaining(Statement statement, const std::vector<std::string>& parts) {
-  try {
-    statement();
-    ADD_FAILURE() << "expected a crema::Error";
-  } catch (const Error& error) {
-    for (const auto& part : parts)
-      EXPECT_NE(std::string(error.what()).find(part), std::string::npos)
-          << "the error '" << error.what() << "' does not mention '" << part << "'";
-  }
-}
-
-std::string Key(int index) {
-  char key[16];
-  std::snprintf(key, sizeof(key), "%08d", index);
-  return key;
-}
 
 // The value of pixel p of record i in the data sets below.
 float Pixel(int record, int p) { return static_cast<float>((record * 16 + p) % 251); }
@@ -65,10 +29,11 @@ Datum MakeDatum(int record, int channels, int height, int width) {
 }
 
 // An LMDB of `count` records of shape C x H x W under Caffe's keys; record i has label 100 + i.
-std::string WriteDataSet(const TempDir& dir, int count, int channels, int height, int width) {
-  const std::string path = dir.path("lmdb");
+std::string WriteDataSet(const test::TempDir& dir, int count, int channels, int height, int width) {
+  const std::string path = dir.file("lmdb");
   LmdbWriter writer(path, 3);
-  for (int i = 0; i < count; ++i) writer.Put(Key(i), MakeDatum(i, channels, height, width).SerializeAsString());
+  for (int i = 0; i < count; ++i)
+    writer.Put(test::RecordKey(i), MakeDatum(i, channels, height, width).SerializeAsString());
   writer.Commit();
   return path;
 }
@@ -102,7 +67,7 @@ struct Fixture {
 };
 
 TEST(DataLayerTest, BatchesHoldTheRecordsInOrderAndWrapAround) {
-  TempDir dir;
+  test::TempDir dir;
   const std::string source = WriteDataSet(dir, 5, 1, 2, 3);
   Fixture fixture(DataLayerParam(source));
   Blob& data = *fixture.blobs.pointers[0];
@@ -121,14 +86,14 @@ TEST(DataLayerTest, BatchesHoldTheRecordsInOrderAndWrapAround) {
 }
 
 TEST(DataLayerTest, DataTopAlone) {
-  TempDir dir;
+  test::TempDir dir;
   const std::string source = WriteDataSet(dir, 3, 2, 1, 1);
   Fixture fixture(DataLayerParam(source, "batch_size: 3"), /*tops=*/1);
   EXPECT_EQ(fixture.Next(), (std::vector<float>{0, 1, 16, 17, 32, 33}));
 }
 
 TEST(DataLayerTest, AppliesTheTransformation) {
-  TempDir dir;
+  test::TempDir dir;
   const std::string source = WriteDataSet(dir, 2, 1, 3, 4);
   // TEST phase: centre crop at rows (3-2)/2 = 0, columns (4-2)/2 = 1; then (x - 1) * 0.5.
   Fixture fixture(
@@ -143,7 +108,7 @@ TEST(DataLayerTest, AppliesTheTransformation) {
 }
 
 TEST(DataLayerTest, DeprecatedDataParamFieldsApplyUnlessTransformParamSetsThem) {
-  TempDir dir;
+  test::TempDir dir;
   const std::string source = WriteDataSet(dir, 1, 1, 3, 3);
   Fixture old_style(DataLayerParam(source, "batch_size: 1 scale: 2 crop_size: 1"));
   EXPECT_EQ(old_style.Next(), (std::vector<float>{2 * Pixel(0, 4), 100}));
@@ -152,55 +117,58 @@ TEST(DataLayerTest, DeprecatedDataParamFieldsApplyUnlessTransformParamSetsThem) 
 }
 
 TEST(DataLayerTest, ConfigurationErrorsNameTheProblem) {
-  TempDir dir;
+  test::TempDir dir;
   const std::string source = WriteDataSet(dir, 2, 1, 3, 3);
-  const std::string missing = dir.path("no_such_lmdb");
-  ExpectErrorContaining([&] { Fixture f(DataLayerParam(missing)); },
-                        {"layer 'data'", missing, "No such file or directory"});
-  ExpectErrorContaining(
+  const std::string missing = dir.file("no_such_lmdb");
+  test::ExpectErrorContaining([&] { Fixture f(DataLayerParam(missing)); },
+                              {"layer 'data'", missing, "No such file or directory"});
+  test::ExpectErrorContaining(
       [&] {
         Fixture f(test::ParseLayer("name: 'data' type: 'Data' data_param { source: '" + source + "' batch_size: 2 }"));
       },
       {"LEVELDB", "LevelDB is not supported", "LMDB"});
-  ExpectErrorContaining([&] { Fixture f(DataLayerParam(source, "")); }, {"data_param.batch_size"});
-  ExpectErrorContaining([&] { Fixture f(test::ParseLayer("name: 'data' type: 'Data' data_param { batch_size: 2 }")); },
-                        {"data_param.source"});
-  ExpectErrorContaining([&] { Fixture f(DataLayerParam(source, "batch_size: 2", "transform_param { crop_size: 4 }")); },
-                        {"layer 'data'", "00000000", "crop_size 4", "3x3"});
-  ExpectErrorContaining([&] { Fixture f(DataLayerParam(source, "batch_size: 2 prefetch: 0")); }, {"prefetch"});
+  test::ExpectErrorContaining([&] { Fixture f(DataLayerParam(source, "")); }, {"data_param.batch_size"});
+  test::ExpectErrorContaining(
+      [&] { Fixture f(test::ParseLayer("name: 'data' type: 'Data' data_param { batch_size: 2 }")); },
+      {"data_param.source"});
+  test::ExpectErrorContaining(
+      [&] { Fixture f(DataLayerParam(source, "batch_size: 2", "transform_param { crop_size: 4 }")); },
+      {"layer 'data'", "00000000", "crop_size 4", "3x3"});
+  test::ExpectErrorContaining([&] { Fixture f(DataLayerParam(source, "batch_size: 2 prefetch: 0")); }, {"prefetch"});
   // Declared arity: one or two tops.
-  ExpectErrorContaining([&] { Fixture f(DataLayerParam(source), 0); }, {"at least 1"});
-  ExpectErrorContaining([&] { Fixture f(DataLayerParam(source), 3); }, {"at most 2"});
+  test::ExpectErrorContaining([&] { Fixture f(DataLayerParam(source), 0); }, {"at least 1"});
+  test::ExpectErrorContaining([&] { Fixture f(DataLayerParam(source), 3); }, {"at most 2"});
 }
 
 TEST(DataLayerTest, ErrorsInThePrefetchThreadReachForward) {
-  TempDir dir;
-  const std::string source = dir.path("lmdb");
+  test::TempDir dir;
+  const std::string source = dir.file("lmdb");
   {
     LmdbWriter writer(source);
     for (int i = 0; i < 6; ++i) {
-      writer.Put(Key(i), i == 3 ? std::string("not a datum \xff") : MakeDatum(i, 1, 2, 2).SerializeAsString());
+      writer.Put(test::RecordKey(i),
+                 i == 3 ? std::string("not a datum \xff") : MakeDatum(i, 1, 2, 2).SerializeAsString());
     }
   }
   Fixture fixture(DataLayerParam(source, "batch_size: 2 prefetch: 1"));
   EXPECT_EQ(fixture.Next().back(), 101);           // records 0 and 1 are fine
   for (int attempt = 0; attempt < 2; ++attempt) {  // the batch with record 3 fails, and keeps failing
-    ExpectErrorContaining([&] { fixture.Next(); }, {"layer 'data'", "'00000003'", source, "not a Datum"});
+    test::ExpectErrorContaining([&] { fixture.Next(); }, {"layer 'data'", "'00000003'", source, "not a Datum"});
   }
 
-  TempDir other;
-  const std::string mixed = other.path("lmdb");
+  test::TempDir other;
+  const std::string mixed = other.file("lmdb");
   {
     LmdbWriter writer(mixed);
-    writer.Put(Key(0), MakeDatum(0, 1, 2, 2).SerializeAsString());
-    writer.Put(Key(1), MakeDatum(1, 1, 3, 2).SerializeAsString());
+    writer.Put(test::RecordKey(0), MakeDatum(0, 1, 2, 2).SerializeAsString());
+    writer.Put(test::RecordKey(1), MakeDatum(1, 1, 3, 2).SerializeAsString());
   }
   Fixture shapes(DataLayerParam(mixed, "batch_size: 2"));
-  ExpectErrorContaining([&] { shapes.Next(); }, {"'00000001'", "1 3 2", "1 2 2"});
+  test::ExpectErrorContaining([&] { shapes.Next(); }, {"'00000001'", "1 3 2", "1 2 2"});
 }
 
 TEST(DataLayerTest, RandSkipSkipsWhatTheLayersStreamDraws) {
-  TempDir dir;
+  test::TempDir dir;
   const std::string source = WriteDataSet(dir, 10, 1, 1, 1);
   int skipped_somewhere = 0;
   for (uint64_t seed = 1; seed <= 8; ++seed) {
@@ -249,7 +217,7 @@ bool IsTransformOf(const float* item, int record, bool* mirrored) {
 }
 
 TEST(DataLayerTest, TrainBatchesAreRandomCropsAndMirrorsOfTheRightRecords) {
-  TempDir dir;
+  test::TempDir dir;
   const std::string source = WriteDataSet(dir, 7, 2, 4, 5);
   Context::set_random_seed(1701);
   Fixture fixture(RandomTrainParam(source, 2));
@@ -283,7 +251,7 @@ TEST(DataLayerTest, TrainBatchesAreRandomCropsAndMirrorsOfTheRightRecords) {
 // fresh layer returns after restoring that state, whatever the prefetch depth and however far ahead the
 // prefetch thread has read.
 TEST(DataLayerTest, RestoredLayerContinuesExactly) {
-  TempDir dir;
+  test::TempDir dir;
   const std::string source = WriteDataSet(dir, 7, 2, 4, 5);
   for (int prefetch : {1, 4}) {
     for (int k : {0, 1, 2, 3, 5, 9}) {
@@ -296,7 +264,7 @@ TEST(DataLayerTest, RestoredLayerContinuesExactly) {
       original.layer.SaveRuntimeState(&state);
       EXPECT_EQ(state.layer(), "data");
       EXPECT_EQ(state.records_read(), static_cast<uint64_t>(3 * k));
-      EXPECT_EQ(state.cursor_key(), Key(3 * k % 7));
+      EXPECT_EQ(state.cursor_key(), test::RecordKey(3 * k % 7));
       EXPECT_TRUE(state.has_random_stream());
       const auto expected = original.Next(6);
 
@@ -317,7 +285,7 @@ TEST(DataLayerTest, RestoredLayerContinuesExactly) {
 }
 
 TEST(DataLayerTest, RestoringAMissingKeyNamesItAndTheSource) {
-  TempDir dir;
+  test::TempDir dir;
   const std::string source = WriteDataSet(dir, 4, 1, 2, 2);
   Fixture fixture(DataLayerParam(source));
   LayerRuntimeState state;
@@ -325,17 +293,18 @@ TEST(DataLayerTest, RestoringAMissingKeyNamesItAndTheSource) {
   EXPECT_EQ(state.cursor_key(), "00000000");
   EXPECT_EQ(state.records_read(), 0u);
   state.set_cursor_key("00000099");
-  ExpectErrorContaining([&] { fixture.layer.RestoreRuntimeState(state); }, {"'00000099'", source, "layer 'data'"});
-  ExpectErrorContaining([&] { fixture.Next(); }, {"'00000099'"});
+  test::ExpectErrorContaining([&] { fixture.layer.RestoreRuntimeState(state); },
+                              {"'00000099'", source, "layer 'data'"});
+  test::ExpectErrorContaining([&] { fixture.Next(); }, {"'00000099'"});
   // A good state brings the layer back.
   state.set_cursor_key("00000002");
   fixture.layer.RestoreRuntimeState(state);
   EXPECT_EQ(fixture.Next().back(), 103);
   state.clear_cursor_key();
-  ExpectErrorContaining([&] { fixture.layer.RestoreRuntimeState(state); }, {"cursor_key"});
+  test::ExpectErrorContaining([&] { fixture.layer.RestoreRuntimeState(state); }, {"cursor_key"});
   state.set_cursor_key("00000002");
   state.set_layer("other_data");
-  ExpectErrorContaining([&] { fixture.layer.RestoreRuntimeState(state); }, {"'other_data'"});
+  test::ExpectErrorContaining([&] { fixture.layer.RestoreRuntimeState(state); }, {"'other_data'"});
 }
 
 }  // namespace

@@ -1,7 +1,5 @@
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
-#include <filesystem>
 #include <set>
 #include <string>
 #include <vector>
@@ -12,33 +10,6 @@
 
 namespace crema {
 namespace {
-
-class TempDir {
- public:
-  TempDir() {
-    char pattern[] = "/tmp/crema_test_transformer_XXXXXX";
-    const char* created = mkdtemp(pattern);
-    if (created == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = created;
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  std::string path(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
-
-template <typename Statement>
-void ExpectErrorContaining(Statement statement, const std::vector<std::string>& parts) {
-  try {
-    statement();
-    ADD_FAILURE() << "expected a crema::Error";
-  } catch (const Error& error) {
-    for (const auto& part : parts)
-      EXPECT_NE(std::string(error.what()).find(part), std::string::npos)
-          << "the error '" << error.what() << "' does not mention '" << part << "'";
-  }
-}
 
 // A C x H x W byte datum whose pixel at flat index i is first + i.
 Datum MakeDatum(int channels, int height, int width, int first = 0) {
@@ -100,12 +71,12 @@ TEST(DataTransformerTest, MeanValuePerChannel) {
   EXPECT_EQ(out, (std::vector<float>{199, 200, 192, 193, 104, 105}));
   // Two values for three channels fits neither rule.
   DataTransformer two(ParseTransform("mean_value: 1 mean_value: 2"), TEST);
-  ExpectErrorContaining([&] { two.InferBlobShape(MakeDatum(3, 1, 2)); }, {"mean_value", "2 times", "3 channel"});
+  test::ExpectErrorContaining([&] { two.InferBlobShape(MakeDatum(3, 1, 2)); }, {"mean_value", "2 times", "3 channel"});
 }
 
 TEST(DataTransformerTest, MeanFileIsSubtractedAndChecked) {
-  TempDir dir;
-  const std::string mean_path = dir.path("mean.binaryproto");
+  test::TempDir dir;
+  const std::string mean_path = dir.file("mean.binaryproto");
   BlobProto mean;
   for (int dim : {1, 1, 3, 3}) mean.mutable_shape()->add_dim(dim);
   for (int i = 0; i < 9; ++i) mean.add_data(0.5f * i);
@@ -120,12 +91,13 @@ TEST(DataTransformerTest, MeanFileIsSubtractedAndChecked) {
   EXPECT_EQ(TransformToVector(cropped, MakeDatum(1, 3, 3, 20)), (std::vector<float>{24 - 2.f}));
 
   // A datum of another shape: the error names the file and both shapes.
-  ExpectErrorContaining([&] { transformer.InferBlobShape(MakeDatum(2, 3, 3)); }, {mean_path, "1x1x3x3", "1x2x3x3"});
-  ExpectErrorContaining(
+  test::ExpectErrorContaining([&] { transformer.InferBlobShape(MakeDatum(2, 3, 3)); },
+                              {mean_path, "1x1x3x3", "1x2x3x3"});
+  test::ExpectErrorContaining(
       [&] { DataTransformer t(ParseTransform("mean_file: '" + mean_path + "' mean_value: 1"), TEST); },
       {"mean_file", "mean_value", "not both"});
-  ExpectErrorContaining([&] { DataTransformer t(ParseTransform("mean_file: '" + dir.path("none") + "'"), TEST); },
-                        {dir.path("none")});
+  test::ExpectErrorContaining([&] { DataTransformer t(ParseTransform("mean_file: '" + dir.file("none") + "'"), TEST); },
+                              {dir.file("none")});
 }
 
 TEST(DataTransformerTest, CentreCropInTest) {
@@ -185,20 +157,20 @@ TEST(DataTransformerTest, FloatDataAndBlobOutput) {
   EXPECT_FLOAT_EQ(blob.cpu_data()[1], -0.5f);
   EXPECT_FLOAT_EQ(blob.cpu_data()[2], 599.f);
   Blob wrong({1, 3});
-  ExpectErrorContaining([&] { transformer.Transform(datum, &wrong, nullptr); }, {"1 3", "1x1x3"});
+  test::ExpectErrorContaining([&] { transformer.Transform(datum, &wrong, nullptr); }, {"1 3", "1x1x3"});
 }
 
 TEST(DataTransformerTest, BadDatumsAndCropsAreErrors) {
   DataTransformer transformer(ParseTransform("crop_size: 5"), TEST);
-  ExpectErrorContaining([&] { transformer.InferBlobShape(MakeDatum(1, 4, 6)); }, {"crop_size 5", "4x6"});
+  test::ExpectErrorContaining([&] { transformer.InferBlobShape(MakeDatum(1, 4, 6)); }, {"crop_size 5", "4x6"});
   Datum encoded = MakeDatum(1, 5, 5);
   encoded.set_encoded(true);
-  ExpectErrorContaining([&] { transformer.InferBlobShape(encoded); }, {"encoded images are not supported yet"});
+  test::ExpectErrorContaining([&] { transformer.InferBlobShape(encoded); }, {"encoded images are not supported yet"});
   Datum short_data = MakeDatum(1, 5, 5);
   short_data.mutable_data()->resize(24);
-  ExpectErrorContaining([&] { transformer.InferBlobShape(short_data); }, {"24 bytes", "25"});
+  test::ExpectErrorContaining([&] { transformer.InferBlobShape(short_data); }, {"24 bytes", "25"});
   Datum no_shape;
-  ExpectErrorContaining([&] { transformer.InferBlobShape(no_shape); }, {"0x0x0"});
+  test::ExpectErrorContaining([&] { transformer.InferBlobShape(no_shape); }, {"0x0x0"});
 }
 
 }  // namespace

@@ -10,16 +10,6 @@
 namespace crema {
 namespace {
 
-template <typename Body>
-std::string ErrorMessage(Body body) {
-  try {
-    body();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "";
-}
-
 const char kTrainDropout[] = "name: 'drop' type: 'Dropout' phase: TRAIN dropout_param { dropout_ratio: 0.3 }";
 
 // A dropout layer whose every forward pass draws the same mask, by rewinding its random stream first, so the
@@ -198,7 +188,7 @@ TEST(DropoutLayerTest, RejectsRatioOutsideZeroToOne) {
     top.Add({});
     const std::string text = "name: 'drop' type: 'Dropout' dropout_param { dropout_ratio: ";
     DropoutLayer layer(test::ParseLayer(text + ratio + " }"));
-    const std::string message = ErrorMessage([&] { layer.SetUp(bottom.pointers, top.pointers); });
+    const std::string message = test::ErrorMessage([&] { layer.SetUp(bottom.pointers, top.pointers); });
     EXPECT_NE(message.find("dropout_param.dropout_ratio"), std::string::npos) << ratio << ": " << message;
     EXPECT_NE(message.find("'drop'"), std::string::npos) << message;
   }

@@ -64,9 +64,9 @@ TEST(FillerTest, GaussianHasItsMeanAndStd) {
 }
 
 TEST(FillerTest, SparseGaussianKeepsTheExpectedFraction) {
-  // Square, so that sparse / shape(0) (Caffe's rule: `sparse` non-zero outputs per input) and sparse / fan-in
-  // (crema's: `sparse` non-zero inputs per output) agree on keeping 10% of the weights.
-  Blob blob({400, 400});
+  // Caffe's rule: `sparse` non-zero output weights per input, so each weight is kept with probability
+  // sparse / shape(0) = 40 / 400 (not sparse / fan-in = 40 / 100, which would keep 40%).
+  Blob blob({400, 100});
   RandomStream random(4);
   Fill(ParseFiller("type: 'gaussian' sparse: 40"), &blob, &random);
   int nonzero = 0;

@@ -9,16 +9,6 @@
 namespace crema {
 namespace {
 
-template <typename Body>
-std::string ErrorMessage(Body body) {
-  try {
-    body();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "";
-}
-
 std::vector<int> FlattenedShape(const std::string& flatten_param, const std::vector<int>& shape) {
   test::BlobList bottom, top;
   bottom.Add(shape);
@@ -87,16 +77,16 @@ TEST(FlattenLayerTest, RejectsBadAxes) {
   bottom.Add({2, 3, 4});
   top.Add({});
   FlattenLayer out_of_range(test::ParseLayer("name: 'flat' type: 'Flatten' flatten_param { axis: 3 }"));
-  std::string message = ErrorMessage([&] { out_of_range.SetUp(bottom.pointers, top.pointers); });
+  std::string message = test::ErrorMessage([&] { out_of_range.SetUp(bottom.pointers, top.pointers); });
   EXPECT_NE(message.find("flatten_param.axis 3"), std::string::npos) << message;
   EXPECT_NE(message.find("'flat'"), std::string::npos) << message;
 
   FlattenLayer end_out_of_range(test::ParseLayer("name: 'flat' type: 'Flatten' flatten_param { end_axis: -4 }"));
-  message = ErrorMessage([&] { end_out_of_range.SetUp(bottom.pointers, top.pointers); });
+  message = test::ErrorMessage([&] { end_out_of_range.SetUp(bottom.pointers, top.pointers); });
   EXPECT_NE(message.find("flatten_param.end_axis -4"), std::string::npos) << message;
 
   FlattenLayer reversed(test::ParseLayer("name: 'flat' type: 'Flatten' flatten_param { axis: 2 end_axis: 1 }"));
-  message = ErrorMessage([&] { reversed.SetUp(bottom.pointers, top.pointers); });
+  message = test::ErrorMessage([&] { reversed.SetUp(bottom.pointers, top.pointers); });
   EXPECT_NE(message.find("end_axis"), std::string::npos) << message;
 }
 

@@ -9,17 +9,6 @@
 namespace crema {
 namespace {
 
-// The message of the crema::Error that `body` throws, or "" when it throws none.
-template <typename Body>
-std::string ErrorMessage(Body body) {
-  try {
-    body();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "";
-}
-
 std::string LayerText(const std::string& ip_param) {
   return "name: 'ip' type: 'InnerProduct' inner_product_param { " + ip_param + " }";
 }
@@ -137,7 +126,7 @@ TEST(InnerProductLayerTest, ReshapeChecksTheInputSize) {
   // Another K is not: the error names the layer, both sizes and the shapes.
   fixture.bottom.pointers[0]->Reshape({7, 3, 2});
   const std::string message =
-      ErrorMessage([&] { fixture.layer->Reshape(fixture.bottom.pointers, fixture.top.pointers); });
+      test::ErrorMessage([&] { fixture.layer->Reshape(fixture.bottom.pointers, fixture.top.pointers); });
   EXPECT_EQ(message.find("layer 'ip' (InnerProduct)"), 0u) << message;
   EXPECT_NE(message.find("7 3 2 (42)"), std::string::npos) << message;
   EXPECT_NE(message.find("2 8 (16)"), std::string::npos) << message;
@@ -164,7 +153,7 @@ TEST(InnerProductLayerTest, KeepsParametersLoadedWithTheLayer) {
   LayerParameter transposed = param;
   transposed.mutable_inner_product_param()->set_transpose(true);
   InnerProductLayer mismatched(transposed);
-  const std::string message = ErrorMessage([&] { mismatched.SetUp(bottom.pointers, top.pointers); });
+  const std::string message = test::ErrorMessage([&] { mismatched.SetUp(bottom.pointers, top.pointers); });
   EXPECT_EQ(message.find("layer 'ip' (InnerProduct)"), 0u) << message;
   EXPECT_NE(message.find("weights"), std::string::npos) << message;
   EXPECT_NE(message.find("1 1 4 3 (12)"), std::string::npos) << message;
@@ -173,7 +162,8 @@ TEST(InnerProductLayerTest, KeepsParametersLoadedWithTheLayer) {
   LayerParameter no_bias = param;
   no_bias.mutable_inner_product_param()->set_bias_term(false);
   InnerProductLayer extra(no_bias);
-  EXPECT_NE(ErrorMessage([&] { extra.SetUp(bottom.pointers, top.pointers); }).find("bias_term"), std::string::npos);
+  EXPECT_NE(test::ErrorMessage([&] { extra.SetUp(bottom.pointers, top.pointers); }).find("bias_term"),
+            std::string::npos);
 }
 
 TEST(InnerProductLayerTest, RejectsBadParameters) {
@@ -186,7 +176,7 @@ TEST(InnerProductLayerTest, RejectsBadParameters) {
     bottom.Add({2, 3, 4});
     top.Add({});
     InnerProductLayer layer(test::ParseLayer(LayerText(c.first)));
-    const std::string message = ErrorMessage([&] { layer.SetUp(bottom.pointers, top.pointers); });
+    const std::string message = test::ErrorMessage([&] { layer.SetUp(bottom.pointers, top.pointers); });
     EXPECT_EQ(message.find("layer 'ip' (InnerProduct)"), 0u) << message;
     EXPECT_NE(message.find(c.second), std::string::npos) << message;
   }

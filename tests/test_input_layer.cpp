@@ -9,16 +9,6 @@
 namespace crema {
 namespace {
 
-template <typename Body>
-std::string ErrorMessage(Body body) {
-  try {
-    body();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "";
-}
-
 TEST(InputLayerTest, OneShapePerTop) {
   test::BlobList top;
   top.Add({});
@@ -67,7 +57,7 @@ TEST(InputLayerTest, RejectsShapeCountThatMatchesNeitherRule) {
   test::BlobList top;
   for (int i = 0; i < 3; ++i) top.Add({});
   InputLayer layer(test::ParseLayer("name: 'data' type: 'Input' input_param { shape { dim: 1 } shape { dim: 2 } }"));
-  const std::string message = ErrorMessage([&] { layer.SetUp({}, top.pointers); });
+  const std::string message = test::ErrorMessage([&] { layer.SetUp({}, top.pointers); });
   EXPECT_NE(message.find("'data'"), std::string::npos) << message;
   EXPECT_NE(message.find("2 shapes"), std::string::npos) << message;
   EXPECT_NE(message.find("3 tops"), std::string::npos) << message;
@@ -77,7 +67,7 @@ TEST(InputLayerTest, RejectsNegativeDimensionAndBottoms) {
   test::BlobList top;
   top.Add({});
   InputLayer negative(test::ParseLayer("name: 'data' type: 'Input' input_param { shape { dim: 2 dim: -1 } }"));
-  const std::string message = ErrorMessage([&] { negative.SetUp({}, top.pointers); });
+  const std::string message = test::ErrorMessage([&] { negative.SetUp({}, top.pointers); });
   EXPECT_NE(message.find("input_param.shape"), std::string::npos) << message;
 
   Blob bottom({1});

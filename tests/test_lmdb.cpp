@@ -1,5 +1,4 @@
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <filesystem>
 #include <fstream>
@@ -8,38 +7,10 @@
 #include <vector>
 
 #include "io/lmdb.hpp"
+#include "test_util.hpp"
 
 namespace crema {
 namespace {
-
-// A fresh directory under /tmp, removed with everything in it at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    char pattern[] = "/tmp/crema_test_lmdb_XXXXXX";
-    const char* created = mkdtemp(pattern);
-    if (created == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = created;
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  std::string path(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
-
-// Expects `statement` to throw a crema::Error whose message contains every one of `parts`.
-template <typename Statement>
-void ExpectErrorContaining(Statement statement, const std::vector<std::string>& parts) {
-  try {
-    statement();
-    ADD_FAILURE() << "expected a crema::Error";
-  } catch (const Error& error) {
-    for (const auto& part : parts)
-      EXPECT_NE(std::string(error.what()).find(part), std::string::npos)
-          << "the error '" << error.what() << "' does not mention '" << part << "'";
-  }
-}
 
 std::vector<std::pair<std::string, std::string>> ReadAll(LmdbReader* reader) {
   std::vector<std::pair<std::string, std::string>> records;
@@ -48,8 +19,8 @@ std::vector<std::pair<std::string, std::string>> ReadAll(LmdbReader* reader) {
 }
 
 TEST(LmdbTest, WritesAcrossTransactionsAndReadsInKeyOrder) {
-  TempDir dir;
-  const std::string db = dir.path("db");
+  test::TempDir dir;
+  const std::string db = dir.file("db");
   {
     LmdbWriter writer(db, /*batch_size=*/2);  // three records: two commits
     writer.Put("c", "three");
@@ -72,8 +43,8 @@ TEST(LmdbTest, WritesAcrossTransactionsAndReadsInKeyOrder) {
 }
 
 TEST(LmdbTest, SeekFindsExactKeysAndNamesMissingOnes) {
-  TempDir dir;
-  const std::string db = dir.path("db");
+  test::TempDir dir;
+  const std::string db = dir.file("db");
   {
     LmdbWriter writer(db);
     for (int i = 0; i < 10; ++i) writer.Put("key" + std::to_string(i), "value" + std::to_string(i));
@@ -87,23 +58,23 @@ TEST(LmdbTest, SeekFindsExactKeysAndNamesMissingOnes) {
   reader.Next();
   EXPECT_EQ(reader.key(), "key8");
   // "key" is a prefix of every key but not one of them: Seek is exact, not "the first key at or after".
-  ExpectErrorContaining([&] { reader.Seek("key"); }, {"'key'", db});
+  test::ExpectErrorContaining([&] { reader.Seek("key"); }, {"'key'", db});
   EXPECT_FALSE(reader.Valid());
   reader.SeekToFirst();
   EXPECT_EQ(reader.key(), "key0");
 }
 
 TEST(LmdbTest, EmptyDatabaseHasNoRecords) {
-  TempDir dir;
-  { LmdbWriter writer(dir.path("db")); }
-  LmdbReader reader(dir.path("db"));
+  test::TempDir dir;
+  { LmdbWriter writer(dir.file("db")); }
+  LmdbReader reader(dir.file("db"));
   EXPECT_EQ(reader.size(), 0u);
   EXPECT_FALSE(reader.Valid());
 }
 
 TEST(LmdbTest, MapGrowsWhenFull) {
-  TempDir dir;
-  const std::string db = dir.path("db");
+  test::TempDir dir;
+  const std::string db = dir.file("db");
   // 80 MiB of values: more than the first map (64 MiB), so the writer must grow it.
   const std::string megabyte(1 << 20, 'x');
   {
@@ -117,31 +88,31 @@ TEST(LmdbTest, MapGrowsWhenFull) {
 }
 
 TEST(LmdbTest, BadPathsGiveErrorsNamingThem) {
-  TempDir dir;
-  const std::string missing = dir.path("no_such_db");
-  ExpectErrorContaining([&] { LmdbReader reader(missing); },
-                        {"cannot open LMDB '" + missing + "'", "No such file or directory"});
-  const std::string file = dir.path("a_file");
+  test::TempDir dir;
+  const std::string missing = dir.file("no_such_db");
+  test::ExpectErrorContaining([&] { LmdbReader reader(missing); },
+                              {"cannot open LMDB '" + missing + "'", "No such file or directory"});
+  const std::string file = dir.file("a_file");
   std::ofstream(file) << "not a database";
-  ExpectErrorContaining([&] { LmdbReader reader(file); }, {file, "not an LMDB directory"});
-  const std::string empty = dir.path("empty_dir");
+  test::ExpectErrorContaining([&] { LmdbReader reader(file); }, {file, "not an LMDB directory"});
+  const std::string empty = dir.file("empty_dir");
   std::filesystem::create_directory(empty);
-  ExpectErrorContaining([&] { LmdbReader reader(empty); }, {empty, "no data.mdb"});
-  const std::string garbage = dir.path("garbage");
+  test::ExpectErrorContaining([&] { LmdbReader reader(empty); }, {empty, "no data.mdb"});
+  const std::string garbage = dir.file("garbage");
   std::filesystem::create_directory(garbage);
   std::ofstream(garbage + "/data.mdb") << std::string(10000, 'g');
-  ExpectErrorContaining([&] { LmdbReader reader(garbage); }, {garbage, "not an LMDB file"});
+  test::ExpectErrorContaining([&] { LmdbReader reader(garbage); }, {garbage, "not an LMDB file"});
 }
 
 TEST(LmdbTest, WriterRefusesAnExistingPath) {
-  TempDir dir;
-  { LmdbWriter writer(dir.path("db")); }
-  ExpectErrorContaining([&] { LmdbWriter writer(dir.path("db")); }, {dir.path("db"), "already exists"});
+  test::TempDir dir;
+  { LmdbWriter writer(dir.file("db")); }
+  test::ExpectErrorContaining([&] { LmdbWriter writer(dir.file("db")); }, {dir.file("db"), "already exists"});
 }
 
 TEST(LmdbTest, SeveralReadersAndThreadsShareOneDatabase) {
-  TempDir dir;
-  const std::string db = dir.path("db");
+  test::TempDir dir;
+  const std::string db = dir.file("db");
   {
     LmdbWriter writer(db, 7);
     for (int i = 0; i < 100; ++i)

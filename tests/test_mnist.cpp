@@ -1,5 +1,4 @@
 #include <gtest/gtest.h>
-#include <stdlib.h>
 #include <zlib.h>
 
 #include <filesystem>
@@ -10,36 +9,10 @@
 #include "io/lmdb.hpp"
 #include "io/mnist.hpp"
 #include "io/proto_io.hpp"
+#include "test_util.hpp"
 
 namespace crema {
 namespace {
-
-class TempDir {
- public:
-  TempDir() {
-    char pattern[] = "/tmp/crema_test_mnist_XXXXXX";
-    const char* created = mkdtemp(pattern);
-    if (created == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = created;
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  std::string path(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
-
-template <typename Statement>
-void ExpectErrorContaining(Statement statement, const std::vector<std::string>& parts) {
-  try {
-    statement();
-    ADD_FAILURE() << "expected a crema::Error";
-  } catch (const Error& error) {
-    for (const auto& part : parts)
-      EXPECT_NE(std::string(error.what()).find(part), std::string::npos)
-          << "the error '" << error.what() << "' does not mention '" << part << "'";
-  }
-}
 
 std::string BigEndian(uint32_t value) {
   return {static_cast<char>(value >> 24), static_cast<char>(value >> 16), static_cast<char>(value >> 8),
@@ -77,47 +50,47 @@ void ExpectTinyDataSet(const MnistImages& images, const std::string& labels) {
 }
 
 TEST(MnistTest, ReadsPlainAndGzippedFiles) {
-  TempDir dir;
-  WritePlain(dir.path("images"), ImagesFile());
-  WritePlain(dir.path("labels"), LabelsFile());
-  ExpectTinyDataSet(ReadMnistImages(dir.path("images")), ReadMnistLabels(dir.path("labels")));
-  WriteGzipped(dir.path("images.gz"), ImagesFile());
-  WriteGzipped(dir.path("labels.gz"), LabelsFile());
-  ASSERT_NE(ReadFileToString(dir.path("images.gz")), ImagesFile());  // really compressed
-  ExpectTinyDataSet(ReadMnistImages(dir.path("images.gz")), ReadMnistLabels(dir.path("labels.gz")));
+  test::TempDir dir;
+  WritePlain(dir.file("images"), ImagesFile());
+  WritePlain(dir.file("labels"), LabelsFile());
+  ExpectTinyDataSet(ReadMnistImages(dir.file("images")), ReadMnistLabels(dir.file("labels")));
+  WriteGzipped(dir.file("images.gz"), ImagesFile());
+  WriteGzipped(dir.file("labels.gz"), LabelsFile());
+  ASSERT_NE(ReadFileToString(dir.file("images.gz")), ImagesFile());  // really compressed
+  ExpectTinyDataSet(ReadMnistImages(dir.file("images.gz")), ReadMnistLabels(dir.file("labels.gz")));
 }
 
 TEST(MnistTest, WrongMagicAndTruncationNameTheFile) {
-  TempDir dir;
-  WritePlain(dir.path("labels"), LabelsFile());
-  ExpectErrorContaining([&] { ReadMnistImages(dir.path("labels")); },
-                        {"'" + dir.path("labels") + "'", "2049", "expected 2051", "label file"});
-  ExpectErrorContaining([&] { ReadMnistLabels(dir.path("missing")); }, {dir.path("missing"), "No such file"});
+  test::TempDir dir;
+  WritePlain(dir.file("labels"), LabelsFile());
+  test::ExpectErrorContaining([&] { ReadMnistImages(dir.file("labels")); },
+                              {"'" + dir.file("labels") + "'", "2049", "expected 2051", "label file"});
+  test::ExpectErrorContaining([&] { ReadMnistLabels(dir.file("missing")); }, {dir.file("missing"), "No such file"});
 
   const std::string images = ImagesFile();
-  WritePlain(dir.path("short_pixels"), images.substr(0, images.size() - 1));
-  ExpectErrorContaining([&] { ReadMnistImages(dir.path("short_pixels")); },
-                        {dir.path("short_pixels"), "truncated", "18 bytes", "only 17"});
-  WritePlain(dir.path("short_header"), images.substr(0, 10));
-  ExpectErrorContaining([&] { ReadMnistImages(dir.path("short_header")); },
-                        {dir.path("short_header"), "truncated", "header"});
-  WriteGzipped(dir.path("short_labels.gz"), LabelsFile().substr(0, 9));
-  ExpectErrorContaining([&] { ReadMnistLabels(dir.path("short_labels.gz")); },
-                        {dir.path("short_labels.gz"), "truncated"});
+  WritePlain(dir.file("short_pixels"), images.substr(0, images.size() - 1));
+  test::ExpectErrorContaining([&] { ReadMnistImages(dir.file("short_pixels")); },
+                              {dir.file("short_pixels"), "truncated", "18 bytes", "only 17"});
+  WritePlain(dir.file("short_header"), images.substr(0, 10));
+  test::ExpectErrorContaining([&] { ReadMnistImages(dir.file("short_header")); },
+                              {dir.file("short_header"), "truncated", "header"});
+  WriteGzipped(dir.file("short_labels.gz"), LabelsFile().substr(0, 9));
+  test::ExpectErrorContaining([&] { ReadMnistLabels(dir.file("short_labels.gz")); },
+                              {dir.file("short_labels.gz"), "truncated"});
 
   // A gzip stream cut short: zlib reports it, or the data come out short; either way the file is named.
-  WriteGzipped(dir.path("cut.gz"), ImagesFile());
-  const std::string compressed = ReadFileToString(dir.path("cut.gz"));
-  WritePlain(dir.path("cut.gz"), compressed.substr(0, compressed.size() / 2));
-  ExpectErrorContaining([&] { ReadMnistImages(dir.path("cut.gz")); }, {dir.path("cut.gz")});
+  WriteGzipped(dir.file("cut.gz"), ImagesFile());
+  const std::string compressed = ReadFileToString(dir.file("cut.gz"));
+  WritePlain(dir.file("cut.gz"), compressed.substr(0, compressed.size() / 2));
+  test::ExpectErrorContaining([&] { ReadMnistImages(dir.file("cut.gz")); }, {dir.file("cut.gz")});
 }
 
 TEST(MnistTest, ConvertsToLmdbWithCaffeKeys) {
-  TempDir dir;
-  WriteGzipped(dir.path("images.gz"), ImagesFile());
-  WriteGzipped(dir.path("labels.gz"), LabelsFile());
-  const std::string db = dir.path("db");
-  EXPECT_EQ(ConvertMnistToLmdb(dir.path("images.gz"), dir.path("labels.gz"), db), 3);
+  test::TempDir dir;
+  WriteGzipped(dir.file("images.gz"), ImagesFile());
+  WriteGzipped(dir.file("labels.gz"), LabelsFile());
+  const std::string db = dir.file("db");
+  EXPECT_EQ(ConvertMnistToLmdb(dir.file("images.gz"), dir.file("labels.gz"), db), 3);
 
   LmdbReader reader(db);
   EXPECT_EQ(reader.size(), 3u);
@@ -138,17 +111,17 @@ TEST(MnistTest, ConvertsToLmdbWithCaffeKeys) {
   EXPECT_FALSE(reader.Valid());
 
   // Never over an existing data set.
-  ExpectErrorContaining([&] { ConvertMnistToLmdb(dir.path("images.gz"), dir.path("labels.gz"), db); },
-                        {db, "already exists"});
+  test::ExpectErrorContaining([&] { ConvertMnistToLmdb(dir.file("images.gz"), dir.file("labels.gz"), db); },
+                              {db, "already exists"});
 }
 
 TEST(MnistTest, CountMismatchNamesBothFiles) {
-  TempDir dir;
-  WritePlain(dir.path("images"), ImagesFile());
-  WritePlain(dir.path("labels"), BigEndian(2049) + BigEndian(2) + std::string("\x01\x02", 2));
-  ExpectErrorContaining([&] { ConvertMnistToLmdb(dir.path("images"), dir.path("labels"), dir.path("db")); },
-                        {dir.path("images"), "3 images", dir.path("labels"), "2 labels"});
-  EXPECT_FALSE(std::filesystem::exists(dir.path("db")));  // checked before anything is written
+  test::TempDir dir;
+  WritePlain(dir.file("images"), ImagesFile());
+  WritePlain(dir.file("labels"), BigEndian(2049) + BigEndian(2) + std::string("\x01\x02", 2));
+  test::ExpectErrorContaining([&] { ConvertMnistToLmdb(dir.file("images"), dir.file("labels"), dir.file("db")); },
+                              {dir.file("images"), "3 images", dir.file("labels"), "2 labels"});
+  EXPECT_FALSE(std::filesystem::exists(dir.file("db")));  // checked before anything is written
 }
 
 }  // namespace

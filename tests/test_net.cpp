@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
 
 #include "core/context.hpp"
 #include "io/proto_io.hpp"
@@ -16,15 +15,6 @@ NetParameter ParseNet(const std::string& text) {
   NetParameter param;
   ReadProtoFromText(text, "test net", &param);
   return param;
-}
-
-std::string ErrorOf(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "";
 }
 
 // data (4 x 5) -> ip1 (3) -> relu (in place) -> ip2 (2) -> loss with label; data also feeds ip3 -> a second
@@ -88,7 +78,7 @@ TEST(NetFilterTest, KeepsLayersByIncludeAndExclude) {
   for (const auto& layer : filtered.layer()) names.push_back(layer.name());
   EXPECT_EQ(names, (std::vector<std::string>{"test_only", "either", "always"}));
   param.mutable_layer(0)->add_exclude()->set_phase(TEST);
-  EXPECT_NE(ErrorOf([&] { Net::FilterNet(param); }).find("train_only"), std::string::npos);
+  EXPECT_NE(test::ErrorMessage([&] { Net::FilterNet(param); }).find("train_only"), std::string::npos);
 }
 
 TEST(NetSplitTest, InsertsSplitForSharedBlobAndRenamesReaders) {
@@ -109,9 +99,8 @@ TEST(NetSplitTest, InsertsSplitForSharedBlobAndRenamesReaders) {
 }
 
 TEST(NetSplitTest, MissingBottomNamesLayerAndBlob) {
-  const std::string message = ErrorOf([] {
-    Net::InsertSplits(ParseNet("layer { name: 'relu' type: 'ReLU' bottom: 'nothing' top: 'r' }"));
-  });
+  const std::string message = test::ErrorMessage(
+      [] { Net::InsertSplits(ParseNet("layer { name: 'relu' type: 'ReLU' bottom: 'nothing' top: 'r' }")); });
   EXPECT_NE(message.find("relu"), std::string::npos) << message;
   EXPECT_NE(message.find("nothing"), std::string::npos) << message;
 }
@@ -190,7 +179,7 @@ TEST(NetTest, SharedParametersAreOneBlobWithSummedGradient) {
   bad.mutable_layer(2)->mutable_inner_product_param()->set_num_output(3);
   bad.mutable_layer(2)->clear_bottom();
   bad.mutable_layer(2)->add_bottom("b");
-  const std::string message = ErrorOf([&] { Net net2(bad); });
+  const std::string message = test::ErrorMessage([&] { Net net2(bad); });
   EXPECT_NE(message.find("shared_w"), std::string::npos) << message;
 }
 
@@ -235,7 +224,7 @@ TEST(NetTest, WeightsRoundTripThroughProtoAndShapeMismatchIsNamed) {
   EXPECT_FLOAT_EQ(copy.Forward(), loss);
 
   weights.mutable_layer(1)->mutable_blobs(0)->mutable_shape()->set_dim(0, 7);
-  const std::string message = ErrorOf([&] { copy.CopyTrainedLayersFrom(weights); });
+  const std::string message = test::ErrorMessage([&] { copy.CopyTrainedLayersFrom(weights); });
   EXPECT_NE(message.find("ip1"), std::string::npos) << message;
   EXPECT_NE(message.find("7 5"), std::string::npos) << message;
   EXPECT_NE(message.find("3 5"), std::string::npos) << message;
@@ -243,14 +232,14 @@ TEST(NetTest, WeightsRoundTripThroughProtoAndShapeMismatchIsNamed) {
 
 TEST(NetErrorsTest, UnknownTypeListsKnownTypes) {
   const std::string message =
-      ErrorOf([] { Net net(ParseNet("layer { name: 'x' type: 'Convolutoin' top: 'y' }")); });
+      test::ErrorMessage([] { Net net(ParseNet("layer { name: 'x' type: 'Convolutoin' top: 'y' }")); });
   EXPECT_NE(message.find("Convolutoin"), std::string::npos) << message;
   EXPECT_NE(message.find("Convolution, "), std::string::npos) << message;
   EXPECT_NE(message.find("InnerProduct"), std::string::npos) << message;
 }
 
 TEST(NetErrorsTest, IncompatibleShapesNameLayerAndShapes) {
-  const std::string message = ErrorOf([] {
+  const std::string message = test::ErrorMessage([] {
     Net net(ParseNet(R"(
       layer { name: 'input' type: 'Input' top: 'scores' top: 'label'
               input_param { shape { dim: 4 dim: 10 } shape { dim: 3 } } }
@@ -262,20 +251,20 @@ TEST(NetErrorsTest, IncompatibleShapesNameLayerAndShapes) {
 }
 
 TEST(NetErrorsTest, TopWrittenTwiceAndBadInPlaceAreNamed) {
-  std::string message = ErrorOf([] {
+  std::string message = test::ErrorMessage([] {
     Net net(ParseNet(R"(
       layer { name: 'input' type: 'Input' top: 'data' input_param { shape { dim: 2 dim: 3 } } }
       layer { name: 'ip' type: 'InnerProduct' bottom: 'data' top: 'data' inner_product_param { num_output: 3 } })"));
   });
   EXPECT_NE(message.find("'ip'"), std::string::npos) << message;
   EXPECT_NE(message.find("in place"), std::string::npos) << message;
-  message = ErrorOf([] {
+  message = test::ErrorMessage([] {
     Net net(ParseNet(R"(
       layer { name: 'input' type: 'Input' top: 'data' input_param { shape { dim: 2 dim: 3 } } }
       layer { name: 'other' type: 'Input' top: 'data' input_param { shape { dim: 2 dim: 3 } } })"));
   });
   EXPECT_NE(message.find("other"), std::string::npos) << message;
-  message = ErrorOf([] {
+  message = test::ErrorMessage([] {
     Net net(ParseNet(R"(
       layer { name: 'a' type: 'Input' top: 'x' input_param { shape { dim: 1 } } }
       layer { name: 'a' type: 'Input' top: 'y' input_param { shape { dim: 1 } } })"));

@@ -12,17 +12,6 @@
 namespace crema {
 namespace {
 
-// The message of the crema::Error that `body` throws, or "" when it throws none.
-template <typename Body>
-std::string ErrorMessage(Body body) {
-  try {
-    body();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "";
-}
-
 // Distinct values 0.1 apart in random order, so no window has a near tie and the maximum's gradient is
 // well defined under the checker's perturbations.
 void FillDistinct(Blob* blob, uint64_t seed) {
@@ -255,7 +244,7 @@ void ExpectSetUpError(const std::string& param, const std::vector<std::string>& 
   bottom.Add(shape);
   for (int t = 0; t < tops; ++t) top.Add({});
   PoolingLayer layer(test::ParseLayer(PoolingText(param)));
-  const std::string message = ErrorMessage([&] { layer.SetUp(bottom.pointers, top.pointers); });
+  const std::string message = test::ErrorMessage([&] { layer.SetUp(bottom.pointers, top.pointers); });
   ASSERT_FALSE(message.empty()) << "no error";
   EXPECT_EQ(message.find("layer 'pool' (Pooling)"), 0u) << message;
   for (const std::string& part : parts) EXPECT_NE(message.find(part), std::string::npos) << message;

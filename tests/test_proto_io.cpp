@@ -1,67 +1,50 @@
 #include <gtest/gtest.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include <cstdlib>
 #include <fstream>
 
 #include "core/common.hpp"
 #include "io/proto_io.hpp"
+#include "test_util.hpp"
 
 namespace crema {
 namespace {
 
 class ProtoIoTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char pattern[] = "/tmp/crema_proto_io_XXXXXX";
-    ASSERT_NE(mkdtemp(pattern), nullptr);
-    dir_ = pattern;
-  }
-  void TearDown() override { std::system(("rm -rf " + dir_).c_str()); }
   std::string Write(const std::string& name, const std::string& text) {
-    const std::string path = dir_ + "/" + name;
+    const std::string path = dir_.file(name);
     std::ofstream(path) << text;
     return path;
   }
-  std::string dir_;
+  test::TempDir dir_;
 };
-
-std::string MessageOf(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "";
-}
 
 TEST_F(ProtoIoTest, SyntaxErrorNamesFileLineAndColumn) {
   const std::string path = Write("bad.prototxt", "name: 'x'\nlayer {\n  name: 'a'\n  type: 'ReLU'\n  bottom 'b'\n}\n");
   NetParameter net;
-  const std::string message = MessageOf([&] { ReadProtoFromTextFile(path, &net); });
+  const std::string message = test::ErrorMessage([&] { ReadProtoFromTextFile(path, &net); });
   EXPECT_NE(message.find(path + ":5:10:"), std::string::npos) << message;
 }
 
 TEST_F(ProtoIoTest, UnknownFieldNamesLine) {
   const std::string path = Write("bad.prototxt", "base_lr: 0.1\nlearning_rate: 0.2\n");
   SolverParameter solver;
-  const std::string message = MessageOf([&] { ReadProtoFromTextFile(path, &solver); });
+  const std::string message = test::ErrorMessage([&] { ReadProtoFromTextFile(path, &solver); });
   EXPECT_NE(message.find(path + ":2:"), std::string::npos) << message;
   EXPECT_NE(message.find("learning_rate"), std::string::npos) << message;
 }
 
 TEST_F(ProtoIoTest, MissingFileNamesPath) {
   NetParameter net;
-  const std::string path = dir_ + "/absent.caffemodel";
-  EXPECT_NE(MessageOf([&] { ReadProtoFromBinaryFile(path, &net); }).find(path), std::string::npos);
-  EXPECT_NE(MessageOf([&] { ReadProtoFromTextFile(path, &net); }).find(path), std::string::npos);
+  const std::string path = dir_.file("absent.caffemodel");
+  EXPECT_NE(test::ErrorMessage([&] { ReadProtoFromBinaryFile(path, &net); }).find(path), std::string::npos);
+  EXPECT_NE(test::ErrorMessage([&] { ReadProtoFromTextFile(path, &net); }).find(path), std::string::npos);
 }
 
 TEST_F(ProtoIoTest, GarbageBinaryIsRejectedNamingPath) {
   const std::string path = Write("garbage.caffemodel", std::string("\xff\xff\xff\xff not a proto", 17));
   NetParameter net;
-  EXPECT_NE(MessageOf([&] { ReadProtoFromBinaryFile(path, &net); }).find(path), std::string::npos);
+  EXPECT_NE(test::ErrorMessage([&] { ReadProtoFromBinaryFile(path, &net); }).find(path), std::string::npos);
 }
 
 TEST_F(ProtoIoTest, TextAndBinaryRoundTrips) {
@@ -76,8 +59,8 @@ TEST_F(ProtoIoTest, TextAndBinaryRoundTrips) {
   blob->mutable_shape()->add_dim(2);
   blob->add_data(1.5f);
   blob->add_data(-2.25f);
-  const std::string text_path = dir_ + "/net.prototxt";
-  const std::string binary_path = dir_ + "/net.caffemodel";
+  const std::string text_path = dir_.file("net.prototxt");
+  const std::string binary_path = dir_.file("net.caffemodel");
   WriteProtoToTextFile(net, text_path);
   WriteProtoToBinaryFile(net, binary_path);
   NetParameter from_text, from_binary;

@@ -10,17 +10,6 @@
 namespace crema {
 namespace {
 
-// The message of the crema::Error that `body` throws, or "" when it throws none.
-template <typename Body>
-std::string ErrorMessage(Body body) {
-  try {
-    body();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "";
-}
-
 float ReferenceReLU(float x, float slope) { return x > 0 ? x : slope * x; }
 
 TEST(ReLULayerTest, ForwardZeroesNegatives) {
@@ -119,7 +108,7 @@ TEST(ReLULayerTest, RejectsNegativeSlopeInPlace) {
   Blob shared({4});
   std::vector<Blob*> both{&shared};
   ReLULayer layer(test::ParseLayer("name: 'odd' type: 'ReLU' relu_param { negative_slope: -1 }"));
-  const std::string message = ErrorMessage([&] { layer.SetUp(both, both); });
+  const std::string message = test::ErrorMessage([&] { layer.SetUp(both, both); });
   EXPECT_NE(message.find("negative_slope"), std::string::npos) << message;
   EXPECT_NE(message.find("'odd'"), std::string::npos) << message;
 }

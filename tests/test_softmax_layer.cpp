@@ -11,16 +11,6 @@
 namespace crema {
 namespace {
 
-template <typename Body>
-std::string ErrorMessage(Body body) {
-  try {
-    body();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "";
-}
-
 // Softmax of `x` along `axis`, in double, straight from the definition (no max subtraction).
 std::vector<double> ReferenceSoftmax(const Blob& x, int axis) {
   const int outer = x.count(0, axis), channels = x.shape(axis), inner = x.count(axis + 1);
@@ -128,7 +118,7 @@ TEST(SoftmaxLayerTest, RejectsAxisOutsideBottom) {
   bottom.Add({2, 3});
   top.Add({});
   SoftmaxLayer layer(test::ParseLayer("name: 'prob' type: 'Softmax' softmax_param { axis: 2 }"));
-  const std::string message = ErrorMessage([&] { layer.SetUp(bottom.pointers, top.pointers); });
+  const std::string message = test::ErrorMessage([&] { layer.SetUp(bottom.pointers, top.pointers); });
   EXPECT_NE(message.find("softmax_param.axis"), std::string::npos) << message;
   EXPECT_NE(message.find("'prob'"), std::string::npos) << message;
 }

@@ -11,16 +11,6 @@
 namespace crema {
 namespace {
 
-template <typename Body>
-std::string ErrorMessage(Body body) {
-  try {
-    body();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "";
-}
-
 // Fills `labels` with integers in [0, classes), stored as floats.
 void FillLabels(Blob* labels, int classes, uint64_t seed = 3) {
   RandomStream random(seed);
@@ -182,20 +172,20 @@ TEST_F(SoftmaxWithLossLayerTest, RejectsLabelOutsideClasses) {
   labels()->mutable_cpu_data()[3] = 5.f;
   SoftmaxWithLossLayer layer(test::ParseLayer("name: 'my_loss' type: 'SoftmaxWithLoss'"));
   layer.SetUp(bottom.pointers, top.pointers);
-  std::string message = ErrorMessage([&] { layer.Forward(bottom.pointers, top.pointers); });
+  std::string message = test::ErrorMessage([&] { layer.Forward(bottom.pointers, top.pointers); });
   EXPECT_NE(message.find("'my_loss'"), std::string::npos) << message;
   EXPECT_NE(message.find("label 5"), std::string::npos) << message;
   EXPECT_NE(message.find("index 3"), std::string::npos) << message;
 
   labels()->mutable_cpu_data()[3] = -1.f;
-  message = ErrorMessage([&] { layer.Forward(bottom.pointers, top.pointers); });
+  message = test::ErrorMessage([&] { layer.Forward(bottom.pointers, top.pointers); });
   EXPECT_NE(message.find("label -1"), std::string::npos) << message;
 }
 
 TEST_F(SoftmaxWithLossLayerTest, RejectsLabelCountMismatch) {
   labels()->Reshape({4, 5});
   SoftmaxWithLossLayer layer(test::ParseLayer("name: 'my_loss' type: 'SoftmaxWithLoss'"));
-  const std::string message = ErrorMessage([&] { layer.SetUp(bottom.pointers, top.pointers); });
+  const std::string message = test::ErrorMessage([&] { layer.SetUp(bottom.pointers, top.pointers); });
   EXPECT_NE(message.find("'my_loss'"), std::string::npos) << message;
   EXPECT_NE(message.find("4 5 (20)"), std::string::npos) << message;
   EXPECT_NE(message.find("4 5 2 3 (120)"), std::string::npos) << message;
@@ -207,7 +197,7 @@ TEST_F(SoftmaxWithLossLayerTest, RefusesGradientToLabels) {
   EXPECT_TRUE(layer.AllowForceBackward(0));
   EXPECT_FALSE(layer.AllowForceBackward(1));
   layer.Forward(bottom.pointers, top.pointers);
-  const std::string message = ErrorMessage([&] { layer.Backward(top.pointers, {true, true}, bottom.pointers); });
+  const std::string message = test::ErrorMessage([&] { layer.Backward(top.pointers, {true, true}, bottom.pointers); });
   EXPECT_NE(message.find("'my_loss'"), std::string::npos) << message;
   EXPECT_NE(message.find("labels"), std::string::npos) << message;
 }

@@ -1,7 +1,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <functional>
 
 #include "core/context.hpp"
 #include "io/proto_io.hpp"
@@ -26,15 +25,6 @@ SolverParameter TinySolver(const std::string& extra) {
   ReadProtoFromText(extra, "solver", &param);
   ReadProtoFromText(kTinyNet, "net", param.mutable_net_param());
   return param;
-}
-
-std::string ErrorOf(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "";
 }
 
 // Sets every parameter's data and diff to fixed values: data[i] = 0.1 * (i + 1) * sign, diff[i] = 0.05 * i - 0.1.
@@ -104,21 +94,24 @@ TEST(SGDSolverTest, L1DecayIterSizeAndClipping) {
 }
 
 TEST(SolverTest, ConfigurationErrorsNameTheField) {
-  EXPECT_NE(ErrorOf([] { CreateSolver(TinySolver("base_lr: 0.1")); }).find("lr_policy"), std::string::npos);
-  EXPECT_NE(ErrorOf([] { CreateSolver(TinySolver("base_lr: 0.1 lr_policy: 'fixed' type: 'Adamax'")); })
-                .find("Adamax"),
+  EXPECT_NE(test::ErrorMessage([] { CreateSolver(TinySolver("base_lr: 0.1")); }).find("lr_policy"), std::string::npos);
+  EXPECT_NE(test::ErrorMessage([] {
+              CreateSolver(TinySolver("base_lr: 0.1 lr_policy: 'fixed' type: 'Adamax'"));
+            }).find("Adamax"),
             std::string::npos);
-  EXPECT_NE(ErrorOf([] { CreateSolver(TinySolver("base_lr: 0.1 lr_policy: 'fixed' snapshot: 10")); })
-                .find("snapshot_prefix"),
+  EXPECT_NE(test::ErrorMessage([] {
+              CreateSolver(TinySolver("base_lr: 0.1 lr_policy: 'fixed' snapshot: 10"));
+            }).find("snapshot_prefix"),
             std::string::npos);
-  EXPECT_NE(ErrorOf([] { CreateSolver(TinySolver("base_lr: 0.1 lr_policy: 'fixed' test_iter: 3")); })
-                .find("test_interval"),
+  EXPECT_NE(test::ErrorMessage([] {
+              CreateSolver(TinySolver("base_lr: 0.1 lr_policy: 'fixed' test_iter: 3"));
+            }).find("test_interval"),
             std::string::npos);
   SolverParameter no_net;
   no_net.set_lr_policy("fixed");
-  EXPECT_NE(ErrorOf([&] { CreateSolver(no_net); }).find("names no net"), std::string::npos);
+  EXPECT_NE(test::ErrorMessage([&] { CreateSolver(no_net); }).find("names no net"), std::string::npos);
   no_net.set_net("/nonexistent/net.prototxt");
-  EXPECT_NE(ErrorOf([&] { CreateSolver(no_net); }).find("/nonexistent/net.prototxt"), std::string::npos);
+  EXPECT_NE(test::ErrorMessage([&] { CreateSolver(no_net); }).find("/nonexistent/net.prototxt"), std::string::npos);
 }
 
 // A net that reads an LMDB with random crops and mirrors and has a Dropout layer: every source of randomness
@@ -202,13 +195,14 @@ TEST(SolverResumeTest, WithoutRestoredRuntimeStateTheRunDiffers) {
 TEST(SolverResumeTest, BadStateFilesAreNamed) {
   test::TempDir dir;
   auto solver = CreateSolver(TinySolver("base_lr: 0.1 lr_policy: 'fixed'"));
-  EXPECT_NE(ErrorOf([&] { solver->Restore(dir.file("absent.solverstate")); }).find("absent.solverstate"),
+  EXPECT_NE(test::ErrorMessage([&] { solver->Restore(dir.file("absent.solverstate")); }).find("absent.solverstate"),
             std::string::npos);
   SolverState state;
   state.set_iter(3);
   state.add_history();
   WriteProtoToBinaryFile(state, dir.file("short.solverstate"));
-  EXPECT_NE(ErrorOf([&] { solver->Restore(dir.file("short.solverstate")); }).find("history"), std::string::npos);
+  EXPECT_NE(test::ErrorMessage([&] { solver->Restore(dir.file("short.solverstate")); }).find("history"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -37,6 +37,27 @@ LayerParameter ParseLayer(const std::string& text) {
   return param;
 }
 
+std::string ErrorMessage(const std::function<void()>& action) {
+  try {
+    action();
+  } catch (const Error& error) {
+    return error.what();
+  }
+  ADD_FAILURE() << "expected a crema::Error, but nothing was thrown";
+  return "";
+}
+
+void ExpectErrorContaining(const std::function<void()>& statement, const std::vector<std::string>& parts) {
+  try {
+    statement();
+    ADD_FAILURE() << "expected a crema::Error";
+  } catch (const Error& error) {
+    for (const auto& part : parts)
+      EXPECT_NE(std::string(error.what()).find(part), std::string::npos)
+          << "the error '" << error.what() << "' does not mention '" << part << "'";
+  }
+}
+
 TempDir::TempDir() {
   char pattern[] = "/tmp/crema_test_XXXXXX";
   const char* made = mkdtemp(pattern);
@@ -49,13 +70,11 @@ TempDir::~TempDir() {
   if (std::system(command.c_str()) != 0) std::fprintf(stderr, "could not remove %s\n", path_.c_str());
 }
 
-namespace {
-std::string KeyOf(int index) {
+std::string RecordKey(int index) {
   char key[16];
   std::snprintf(key, sizeof(key), "%08d", index);
   return key;
 }
-}  // namespace
 
 void WriteMnistSlice(const std::string& images_path, const std::string& labels_path, const std::string& db_path,
                      int first, int count) {
@@ -71,7 +90,7 @@ void WriteMnistSlice(const std::string& images_path, const std::string& labels_p
     datum.set_width(images.columns);
     datum.set_data(images.pixels.substr(static_cast<size_t>(i) * size, size));
     datum.set_label(static_cast<unsigned char>(labels[i]));
-    writer.Put(KeyOf(i - first), datum.SerializeAsString());
+    writer.Put(RecordKey(i - first), datum.SerializeAsString());
   }
   writer.Commit();
 }
@@ -88,7 +107,7 @@ void WriteRandomDatums(const std::string& db_path, int count, int height, int wi
     for (auto& pixel : pixels) pixel = static_cast<char>(random.UniformInt(256));
     datum.set_data(pixels);
     datum.set_label(static_cast<int>(random.UniformInt(classes)));
-    writer.Put(KeyOf(i), datum.SerializeAsString());
+    writer.Put(RecordKey(i), datum.SerializeAsString());
   }
   writer.Commit();
 }

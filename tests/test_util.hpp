@@ -1,6 +1,8 @@
-// Shared test helpers: random blobs, and the one numeric gradient checker every layer test uses.
+// Shared test helpers: random blobs, error messages, temporary directories, LMDB data sets, and the one numeric
+// gradient checker every layer test uses.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,6 +21,12 @@ void FillUniform(Blob* blob, float low, float high, uint64_t seed = 1701);
 // Parses a LayerParameter (or any message) from prototxt text; fails the test on a syntax error.
 LayerParameter ParseLayer(const std::string& text);
 
+// The message of the crema::Error that `action` throws. When it throws none, records a test failure and returns "",
+// so a missing error is reported as such instead of only as a message that lacks every expected part.
+std::string ErrorMessage(const std::function<void()>& action);
+// Expects `statement` to throw a crema::Error whose message contains every one of `parts`.
+void ExpectErrorContaining(const std::function<void()>& statement, const std::vector<std::string>& parts);
+
 // A fresh directory under /tmp, removed with everything in it when the object goes away.
 class TempDir {
  public:
@@ -31,6 +39,8 @@ class TempDir {
   std::string path_;
 };
 
+// Caffe's LMDB key for record `index` ("%08d"), so that keys sort in record order.
+std::string RecordKey(int index);
 // Where Debian's dataset-fashion-mnist package puts the data set.
 constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
 // Writes records [first, first + count) of an MNIST-format data set to a new LMDB (Caffe's keys).

@@ -12,8 +12,9 @@ void fans(const Blob& blob, float* fan_in, float* fan_out) {
   CREMA_CHECK(blob.num_axes() >= 1 && blob.shape(0) > 0) << "cannot compute fan-in of a blob of shape "
                                                          << blob.shape_string();
   *fan_in = static_cast<float>(blob.count()) / blob.shape(0);
+  // A blob with one axis (a bias) has no input axis: its fan-out is its whole size.
   *fan_out = blob.num_axes() > 1 && blob.shape(1) > 0 ? static_cast<float>(blob.count()) / blob.shape(1)
-                                                      : *fan_in;
+                                                      : static_cast<float>(blob.count());
 }
 
 float variance_scale(const FillerParameter& param, const Blob& blob) {
@@ -48,10 +49,11 @@ void Fill(const FillerParameter& param, Blob* blob, RandomStream* random) {
   } else if (type == "gaussian") {
     for (int i = 0; i < n; ++i) data[i] = random->Gaussian(param.mean(), param.std());
     if (param.sparse() >= 0) {
-      // Keep each weight with probability sparse / fan-in, so each output sees about `sparse` inputs.
-      CREMA_CHECK(blob->num_axes() >= 1) << "sparse gaussian filler needs a blob with at least one axis";
-      const float fan_in = static_cast<float>(n) / blob->shape(0);
-      const float keep = param.sparse() / fan_in;
+      // Keep each weight with probability sparse / num_outputs (the first axis), so each input feeds about
+      // `sparse` outputs, as Caffe's schema defines the field.
+      CREMA_CHECK(blob->num_axes() >= 1 && blob->shape(0) > 0)
+          << "sparse gaussian filler needs a non-empty blob, got " << blob->shape_string();
+      const float keep = static_cast<float>(param.sparse()) / blob->shape(0);
       for (int i = 0; i < n; ++i)
         if (!random->Bernoulli(keep)) data[i] = 0.f;
     }
