@@ -208,6 +208,27 @@ TEST(NetTest, BackwardIsSkippedWhereNothingLearnsOrNeedsIt) {
   }
 }
 
+TEST(NetTest, PropagateDownFalseCutsTheLayersBelowOffTheLoss) {
+  NetParameter param = ParseNet(kBranchyNet);
+  param.mutable_layer(3)->add_propagate_down(false);  // ip2 sends no gradient to ip1
+  Net net(param);
+  for (const auto& step : net.plan()) {
+    const std::string& name = net.layer_names()[step.layer];
+    if (name == "ip1" || name == "relu") {
+      EXPECT_FALSE(step.needs_backward) << name;
+    }
+    if (name == "ip2" || name == "ip3") {
+      EXPECT_TRUE(step.needs_backward) << name;
+    }
+  }
+  FillInputs(&net);
+  net.ClearParamDiffs();
+  net.ForwardBackward();
+  EXPECT_EQ(net.layer_by_name("ip1")->blobs()[0]->asum_diff(), 0.0);
+  EXPECT_GT(net.layer_by_name("ip2")->blobs()[0]->asum_diff(), 0.0);
+  EXPECT_GT(net.layer_by_name("ip3")->blobs()[0]->asum_diff(), 0.0);
+}
+
 TEST(NetTest, WeightsRoundTripThroughProtoAndShapeMismatchIsNamed) {
   Net source(ParseNet(kBranchyNet));
   FillInputs(&source);

@@ -357,7 +357,10 @@ void Net::DecideBackward(const NetParameter& param) {
       std::fill(it->propagate_down.begin(), it->propagate_down.end(), false);
       continue;
     }
-    for (int id : it->bottoms) feeds_loss[id] = true;
+    // Gradient reaches a bottom only where this step propagates down to it (propagate_down: false cuts
+    // everything above that bottom off from the loss).
+    for (size_t b = 0; b < it->bottoms.size(); ++b)
+      if (it->propagate_down[b]) feeds_loss[it->bottoms[b]] = true;
   }
   for (const auto& step : plan_)
     VLOG(1) << layer_names_[step.layer] << (step.needs_backward ? " needs backward" : " does not need backward");
