@@ -50,7 +50,7 @@ class FashionMnistTest : public ::testing::Test {
     trainer->Solve();
     const auto results = trainer->TestAll();
     for (const auto& output : results[0])
-      if (output.first == "accuracy") accuracy_ = output.second;
+      if (output.blob == "accuracy") accuracy_ = output.value;
     weights_ = dir_->file("lenet_iter_400.caffemodel");
   }
   static void TearDownTestSuite() { delete dir_; }

@@ -17,6 +17,7 @@
 #include "core/context.hpp"
 #include "io/proto_io.hpp"
 #include "net/net.hpp"
+#include "net/output_scores.hpp"
 #include "solver/solver.hpp"
 
 DEFINE_string(solver, "", "train: the solver prototxt");
@@ -161,32 +162,19 @@ int Test() {
   std::unique_ptr<Net> net = LoadModel(ParsePhase(TEST));
   if (FLAGS_weights.empty()) LOG(WARNING) << "No --weights given: testing the net's initial (random) weights";
   LoadWeights(net.get());
-  std::vector<double> sums;
-  std::vector<std::pair<std::string, float>> names;  // (blob name, loss weight) per output element
+  OutputScores scores;
   double loss = 0;
   for (int i = 0; i < FLAGS_iterations; ++i) {
     loss += net->Forward();
-    size_t k = 0;
+    scores.Add(*net);
     for (int id : net->output_blob_indices()) {
       const Blob& blob = *net->blobs()[id];
-      for (int j = 0; j < blob.count(); ++j, ++k) {
-        if (sums.size() <= k) {
-          sums.push_back(0);
-          names.emplace_back(net->blob_names()[id], net->blob_loss_weight(id));
-        }
-        sums[k] += blob.cpu_data()[j];
+      for (int j = 0; j < blob.count(); ++j)
         LOG(INFO) << "Batch " << i << ", " << net->blob_names()[id] << " = " << blob.cpu_data()[j];
-      }
     }
   }
   LOG(INFO) << "Loss: " << loss / FLAGS_iterations;
-  for (size_t k = 0; k < sums.size(); ++k) {
-    const float mean = static_cast<float>(sums[k] / FLAGS_iterations);
-    std::ostringstream line;
-    line << names[k].first << " = " << mean;
-    if (names[k].second != 0.f) line << " (* " << names[k].second << " = " << names[k].second * mean << " loss)";
-    LOG(INFO) << line.str();
-  }
+  for (const auto& mean : scores.Means()) LOG(INFO) << OutputScores::Describe(mean);
   return 0;
 }
 
@@ -201,32 +189,22 @@ int Time() {
   net->Forward();
   net->Backward();
   const auto& plan = net->plan();
-  const auto& layers = net->layers();
   std::vector<double> forward_ms(plan.size(), 0), backward_ms(plan.size(), 0);
   double forward_total = 0, backward_total = 0;
-  std::vector<Blob*> bottoms, tops;
-  auto bind = [&](const PlanStep& step) {
-    bottoms.clear();
-    tops.clear();
-    for (int id : step.bottoms) bottoms.push_back(net->blobs()[id].get());
-    for (int id : step.tops) tops.push_back(net->blobs()[id].get());
-  };
   const auto start = Clock::now();
   for (int i = 0; i < FLAGS_iterations; ++i) {
     const auto forward_start = Clock::now();
     for (size_t s = 0; s < plan.size(); ++s) {
-      bind(plan[s]);
       const auto t0 = Clock::now();
-      layers[plan[s].layer]->Forward(bottoms, tops);
+      net->ForwardStep(s);
       forward_ms[s] += ms(Clock::now() - t0);
     }
     forward_total += ms(Clock::now() - forward_start);
     const auto backward_start = Clock::now();
     for (size_t s = plan.size(); s-- > 0;) {
       if (!plan[s].needs_backward) continue;
-      bind(plan[s]);
       const auto t0 = Clock::now();
-      layers[plan[s].layer]->Backward(tops, plan[s].propagate_down, bottoms);
+      net->BackwardStep(s);
       backward_ms[s] += ms(Clock::now() - t0);
     }
     backward_total += ms(Clock::now() - backward_start);

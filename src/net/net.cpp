@@ -188,6 +188,9 @@ int Net::AddTop(const LayerParameter& layer_param, int top_index, std::vector<in
 
 void Net::Build(const NetParameter& in_param) {
   const NetParameter param = InsertSplits(UpgradeInputs(FilterNet(in_param)));
+  // Layers the prototxt names; the Split layers InsertSplits adds are not among them.
+  std::set<std::string> user_layers;
+  for (const auto& layer : in_param.layer()) user_layers.insert(layer.name());
   name_ = param.name();
   phase_ = param.state().phase();
   force_backward_ = param.force_backward();
@@ -246,9 +249,7 @@ void Net::Build(const NetParameter& in_param) {
     }
     layer_names_.push_back(layer_param.name());
     layer_index_[layer_param.name()] = l;
-    inserted_split_.push_back(layer_param.type() == "Split" && !in_param.layer().empty() &&
-                              std::none_of(in_param.layer().begin(), in_param.layer().end(),
-                                           [&](const LayerParameter& p) { return p.name() == layer_param.name(); }));
+    inserted_split_.push_back(layer_param.type() == "Split" && !user_layers.count(layer_param.name()));
     if (layer_param.type() == "Input")
       for (Blob* top : tops) input_blobs_.push_back(top);
     layers_.push_back(std::move(layer));
@@ -270,7 +271,7 @@ void Net::Build(const NetParameter& in_param) {
   }
 
   CollectParams();
-  DecideBackward(param);
+  DecideBackward();
   LOG(INFO) << "Net '" << name_ << "' built: " << layers_.size() << " layers, " << blobs_.size()
             << " blobs, " << learnable_params_.size() << " learnable parameter blobs; activations take "
             << activation_bytes() << " bytes";
@@ -327,7 +328,7 @@ void Net::CollectParams() {
   }
 }
 
-void Net::DecideBackward(const NetParameter& param) {
+void Net::DecideBackward() {
   // Forward sweep: a blob needs a gradient when something upstream of it learns (or force_backward asks).
   std::vector<bool> blob_needs_gradient(blobs_.size(), false);
   for (auto& step : plan_) {
@@ -364,35 +365,36 @@ void Net::DecideBackward(const NetParameter& param) {
   }
   for (const auto& step : plan_)
     VLOG(1) << layer_names_[step.layer] << (step.needs_backward ? " needs backward" : " does not need backward");
-  (void)param;
 }
 
 // ---------------------------------------------------------------------------------------------------------
 // Running
 
+float Net::ForwardStep(size_t step) {
+  const PlanStep& s = plan_[step];
+  std::vector<Blob*> bottoms, tops;
+  for (int id : s.bottoms) bottoms.push_back(blobs_[id].get());
+  for (int id : s.tops) tops.push_back(blobs_[id].get());
+  return layers_[s.layer]->Forward(bottoms, tops);
+}
+
+void Net::BackwardStep(size_t step) {
+  const PlanStep& s = plan_[step];
+  if (!s.needs_backward) return;
+  std::vector<Blob*> bottoms, tops;
+  for (int id : s.bottoms) bottoms.push_back(blobs_[id].get());
+  for (int id : s.tops) tops.push_back(blobs_[id].get());
+  layers_[s.layer]->Backward(tops, s.propagate_down, bottoms);
+}
+
 float Net::Forward() {
   float loss = 0.f;
-  std::vector<Blob*> bottoms, tops;
-  for (const auto& step : plan_) {
-    bottoms.clear();
-    tops.clear();
-    for (int id : step.bottoms) bottoms.push_back(blobs_[id].get());
-    for (int id : step.tops) tops.push_back(blobs_[id].get());
-    loss += layers_[step.layer]->Forward(bottoms, tops);
-  }
+  for (size_t step = 0; step < plan_.size(); ++step) loss += ForwardStep(step);
   return loss;
 }
 
 void Net::Backward() {
-  std::vector<Blob*> bottoms, tops;
-  for (auto it = plan_.rbegin(); it != plan_.rend(); ++it) {
-    if (!it->needs_backward) continue;
-    bottoms.clear();
-    tops.clear();
-    for (int id : it->bottoms) bottoms.push_back(blobs_[id].get());
-    for (int id : it->tops) tops.push_back(blobs_[id].get());
-    layers_[it->layer]->Backward(tops, it->propagate_down, bottoms);
-  }
+  for (size_t step = plan_.size(); step-- > 0;) BackwardStep(step);
 }
 
 void Net::ClearParamDiffs() {

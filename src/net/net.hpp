@@ -38,6 +38,9 @@ class Net {
 
   // Runs the plan forward; returns the weighted sum of the loss tops.
   float Forward();
+  // Runs one step of the plan (tools that time or inspect single steps use these).
+  float ForwardStep(size_t step);
+  void BackwardStep(size_t step);
   // Runs the plan backward from the loss tops, accumulating into parameter gradients.
   void Backward();
   float ForwardBackward() {
@@ -103,7 +106,7 @@ class Net {
   void Build(const NetParameter& param);
   int AddTop(const LayerParameter& layer_param, int top_index, std::vector<int>* step_tops,
              const std::vector<int>& step_bottoms);
-  void DecideBackward(const NetParameter& param);
+  void DecideBackward();
   void CollectParams();
 
   std::string name_;

@@ -144,7 +144,6 @@ void Solver::Solve(const std::string& resume_file) {
 }
 
 void Solver::Step(int iterations) {
-  const int start_iter = iter_;
   const int stop_iter = iter_ + iterations;
   auto last_display = std::chrono::steady_clock::now();
   int last_display_iter = iter_;
@@ -164,7 +163,7 @@ void Solver::Step(int iterations) {
                    << (where.empty() ? std::string() : "; first non-finite value: " + where)
                    << ". Lower base_lr, or check the data and the weight fillers.";
     }
-    UpdateSmoothedLoss(loss, start_iter);
+    UpdateSmoothedLoss(loss);
     if (display) {
       const auto now = std::chrono::steady_clock::now();
       const double seconds = std::chrono::duration<double>(now - last_display).count();
@@ -174,18 +173,12 @@ void Solver::Step(int iterations) {
                   << " iter/s";
       last_display = now;
       last_display_iter = iter_;
-      int output_index = 0;
-      for (int id : net_->output_blob_indices()) {
-        const Blob& blob = *net_->blobs()[id];
-        const std::string& name = net_->blob_names()[id];
-        const float weight = net_->blob_loss_weight(id);
-        for (int j = 0; j < blob.count(); ++j) {
-          std::ostringstream line;
-          line << "    Train net output #" << output_index++ << ": " << name << " = " << blob.cpu_data()[j];
-          if (weight != 0.f) line << " (* " << weight << " = " << weight * blob.cpu_data()[j] << " loss)";
-          LOG(INFO) << line.str();
-        }
-      }
+      // The outputs of the last forward pass (the loss line above is smoothed; these are not).
+      OutputScores outputs;
+      outputs.Add(*net_);
+      const auto means = outputs.Means();
+      for (size_t k = 0; k < means.size(); ++k)
+        LOG(INFO) << "    Train net output #" << k << ": " << OutputScores::Describe(means[k]);
     }
     ApplyUpdate();
     ++iter_;
@@ -195,8 +188,7 @@ void Solver::Step(int iterations) {
   }
 }
 
-void Solver::UpdateSmoothedLoss(float loss, int start_iter) {
-  (void)start_iter;
+void Solver::UpdateSmoothedLoss(float loss) {
   losses_.push_back(loss);
   if (static_cast<int>(losses_.size()) > param_.average_loss()) losses_.pop_front();
   double sum = 0;
@@ -250,41 +242,22 @@ void Solver::ClipGradients() {
   }
 }
 
-std::vector<std::vector<std::pair<std::string, float>>> Solver::TestAll() {
-  std::vector<std::vector<std::pair<std::string, float>>> results;
+std::vector<std::vector<OutputScores::Mean>> Solver::TestAll() {
+  std::vector<std::vector<OutputScores::Mean>> results;
   for (size_t t = 0; t < test_nets_.size(); ++t) {
     LOG(INFO) << "Iteration " << iter_ << ", Testing net (#" << t << ")";
     Net& test_net = *test_nets_[t];
-    std::vector<double> sums;
+    OutputScores scores;
     double loss = 0;
     const int iterations = param_.test_iter(static_cast<int>(t));
     for (int i = 0; i < iterations; ++i) {
       loss += test_net.Forward();
-      size_t k = 0;
-      for (int id : test_net.output_blob_indices()) {
-        const Blob& blob = *test_net.blobs()[id];
-        for (int j = 0; j < blob.count(); ++j, ++k) {
-          if (sums.size() <= k) sums.push_back(0);
-          sums[k] += blob.cpu_data()[j];
-        }
-      }
+      scores.Add(test_net);
     }
     if (param_.test_compute_loss()) LOG(INFO) << "Test loss: " << loss / iterations;
-    std::vector<std::pair<std::string, float>> means;
-    size_t k = 0;
-    for (int id : test_net.output_blob_indices()) {
-      const Blob& blob = *test_net.blobs()[id];
-      const float weight = test_net.blob_loss_weight(id);
-      for (int j = 0; j < blob.count(); ++j, ++k) {
-        const float mean = static_cast<float>(sums[k] / iterations);
-        std::ostringstream line;
-        line << "    Test net output #" << k << ": " << test_net.blob_names()[id] << " = " << mean;
-        if (weight != 0.f) line << " (* " << weight << " = " << weight * mean << " loss)";
-        LOG(INFO) << line.str();
-        means.emplace_back(test_net.blob_names()[id], mean);
-      }
-    }
-    results.push_back(means);
+    results.push_back(scores.Means());
+    for (size_t k = 0; k < results.back().size(); ++k)
+      LOG(INFO) << "    Test net output #" << k << ": " << OutputScores::Describe(results.back()[k]);
   }
   return results;
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "net/net.hpp"
+#include "net/output_scores.hpp"
 
 namespace crema {
 
@@ -25,7 +26,7 @@ class Solver {
   // Runs `iterations` training iterations (tests and snapshots fall where the schedule puts them).
   void Step(int iterations);
   // Runs every test net once; returns the mean of each output of each test net, logged in Caffe's shapes.
-  std::vector<std::vector<std::pair<std::string, float>>> TestAll();
+  std::vector<std::vector<OutputScores::Mean>> TestAll();
 
   // Writes <prefix>_iter_<iter>.caffemodel and .solverstate, each atomically. Returns the state's path.
   std::string Snapshot();
@@ -61,7 +62,7 @@ class Solver {
   void Normalize(int param_index);
   void Regularize(int param_index);
   void ClipGradients();
-  void UpdateSmoothedLoss(float loss, int start_iter);
+  void UpdateSmoothedLoss(float loss);
   std::string SnapshotFilename(const std::string& extension) const;
 
   SolverParameter param_;
