@@ -59,9 +59,10 @@ int PoolingLayer::OutputSize(int in, int kernel, int pad, int stride, const char
     // Integer division truncates towards zero, which is the ceiling for a negative span: like Caffe, a kernel
     // slightly larger than the padded input still gives one window.
     out = (span >= 0 ? (span + stride - 1) / stride : span / stride) + 1;
-    // Rounding up may add a window that starts beyond the input; Caffe drops it when pad > 0. It is dropped
-    // here without padding too, where Caffe would pool an empty window.
-    if (out > 1 && (out - 1) * stride >= in + pad) --out;
+    // Rounding up may add a window that starts beyond the padded input; Caffe drops it only when pad > 0,
+    // and the output shape must be Caffe's (later layers' stored weights depend on it). A window that still
+    // covers no input pixel yields 0 (see Forward_cpu).
+    if (pad > 0 && (out - 1) * stride >= in + pad) --out;
   } else {
     out = span >= 0 ? span / stride + 1 : 0;
   }
@@ -111,6 +112,13 @@ void PoolingLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vect
       for (int pw = 0; pw < pooled_w_; ++pw) {
         const int index = plane * pooled_size + ph * pooled_w_ + pw;
         const Window win = WindowAt(ph, pw);
+        if (win.h_start >= win.h_end || win.w_start >= win.w_end) {
+          // A window entirely in the padding or past the input: Caffe gives -FLT_MAX (MAX) or a division by
+          // the padded area; 0, with no argmax, is a value later layers can use.
+          output[index] = 0.f;
+          if (max) argmax[index] = -1.f;
+          continue;
+        }
         if (max) {
           // Starting from the window's first value (not -inf) keeps the argmax inside the window even for NaNs.
           int best = win.h_start * width_ + win.w_start;
@@ -148,10 +156,12 @@ void PoolingLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector
       for (int pw = 0; pw < pooled_w_; ++pw) {
         const int index = plane * pooled_size + ph * pooled_w_ + pw;
         if (max) {
-          image_diff[static_cast<int>(argmax[index])] += top_diff[index];
+          const int source = static_cast<int>(argmax[index]);
+          if (source >= 0) image_diff[source] += top_diff[index];
           continue;
         }
         const Window win = WindowAt(ph, pw);
+        if (win.h_start >= win.h_end || win.w_start >= win.w_end) continue;
         const float share = top_diff[index] / win.area;
         for (int h = win.h_start; h < win.h_end; ++h)
           for (int w = win.w_start; w < win.w_end; ++w) image_diff[h * width_ + w] += share;

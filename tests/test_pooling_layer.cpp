@@ -27,11 +27,12 @@ struct Geometry {
 };
 
 // Output size by the formula, in floating point: ceil or floor of (in + 2 * pad - kernel) / stride, plus one,
-// less a last (ceil) window that would start beyond the input and its leading pad.
+// less, when padded, a last (ceil) window that would start beyond the input and its leading pad (Caffe's rule;
+// without padding Caffe keeps such a window, which then covers no input).
 int ReferenceSize(int in, int kernel, int stride, int pad, bool ceil) {
   const double steps = static_cast<double>(in + 2 * pad - kernel) / stride;
   int out = static_cast<int>(ceil ? std::ceil(steps) : std::floor(steps)) + 1;
-  if (ceil && (out - 1) * stride >= in + pad) --out;
+  if (ceil && pad > 0 && (out - 1) * stride >= in + pad) --out;
   return out;
 }
 
@@ -63,7 +64,8 @@ void ReferencePooling(const Blob& input, const Geometry& g, bool max, std::vecto
                 best_at = h * W + w;
               }
             }
-          output->push_back(max ? best : sum / taps);
+          // A window that covers no input pixel gives 0 and no argmax.
+          output->push_back(best_at < 0 ? 0.f : max ? best : sum / taps);
           argmax->push_back(static_cast<float>(best_at));
         }
 }
@@ -86,7 +88,8 @@ const Case kCases[] = {
     {"kernel_size: 2 stride: 2 pad: 1", {1, 2, 5, 5}, {2, 2, 2, 2, 1, 1}},  // drops a window in the padding
     {"kernel_h: 3 kernel_w: 2 stride_h: 2 stride_w: 1 pad_h: 1 pad_w: 0", {2, 2, 6, 5}, {3, 2, 2, 1, 1, 0}},
     {"kernel_size: 2", {1, 3, 4, 5}, {2, 2, 1, 1, 0, 0}},
-    {"kernel_size: 1 stride: 3", {1, 2, 5, 7}, {1, 1, 3, 3, 0, 0}},  // stride beyond the kernel
+    {"kernel_size: 1 stride: 3", {1, 2, 5, 7}, {1, 1, 3, 3, 0, 0}},  // stride beyond the kernel: the last row
+                                                                       // of windows covers no input (Caffe's shape)
     {"global_pooling: true", {2, 3, 5, 4}, {5, 4, 1, 1, 0, 0}},
     {"kernel_size: 4 stride: 2", {1, 2, 3, 3}, {4, 4, 2, 2, 0, 0}},  // CEIL: one window, larger than the input
 };
@@ -114,7 +117,8 @@ TEST(PoolingLayerTest, ForwardMatchesNaivePooling) {
 TEST(PoolingLayerTest, CeilAndFloorSizes) {
   // {in, kernel, stride, pad, ceil size, floor size}
   const int cases[][6] = {{6, 3, 2, 0, 3, 2},    {7, 3, 2, 0, 3, 3},  {6, 3, 2, 1, 4, 3}, {5, 2, 2, 1, 3, 3},
-                          {28, 2, 2, 0, 14, 14}, {13, 3, 2, 0, 6, 6}, {14, 3, 2, 0, 7, 6}};
+                          {28, 2, 2, 0, 14, 14}, {13, 3, 2, 0, 6, 6}, {14, 3, 2, 0, 7, 6},
+                          {4, 1, 2, 0, 3, 2},    {5, 1, 3, 0, 3, 2}};  // Caffe keeps an empty last window
   for (const auto& c : cases) {
     for (bool ceil : {true, false}) {
       test::BlobList bottom, top;
