@@ -61,7 +61,7 @@ void DataLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<B
   records_read_ = 0;
   if (data.rand_skip() > 0) {
     // Different runs (or solver instances) with different seeds then see the data in different phases.
-    const uint32_t skip = random_.UniformInt(data.rand_skip() + 1);
+    const uint32_t skip = random_.UniformInt(data.rand_skip());  // 0 to rand_skip - 1, as in Caffe
     LOG(INFO) << describe() << ": skipping the first " << skip << " records";
     for (uint32_t i = 0; i < skip; ++i) AdvanceCursor();
   }

@@ -4,7 +4,7 @@
 //
 // data_param: source (the LMDB directory), batch_size, backend (LMDB only; the schema's default is LEVELDB,
 // as in Caffe, so a prototxt must say `backend: LMDB`), rand_skip (skip a random number of records, 0 to
-// rand_skip, at the start), prefetch (batches read ahead). Its deprecated scale / mean_file / crop_size /
+// rand_skip - 1, at the start), prefetch (batches read ahead). Its deprecated scale / mean_file / crop_size /
 // mirror are used where transform_param leaves those fields unset. transform_param: see DataTransformer.
 //
 // A background thread reads up to `prefetch` batches ahead. An error there (a damaged record, a datum of the
