@@ -251,6 +251,19 @@ TEST(NetTest, WeightsRoundTripThroughProtoAndShapeMismatchIsNamed) {
   EXPECT_NE(message.find("3 5"), std::string::npos) << message;
 }
 
+TEST(NetErrorsTest, LegacyV1FilesAreNamedNotSilentlyIgnored) {
+  test::TempDir dir;
+  // A binary NetParameter whose only content is field 2 (Caffe's V1 `layers`), holding one empty layer.
+  const std::string path = dir.file("v1.caffemodel");
+  WriteStringToFileAtomically(std::string("\x12\x00", 2), path);
+  Net net(ParseNet(kBranchyNet));
+  std::string message = test::ErrorMessage([&] { net.CopyTrainedLayersFrom(path); });
+  EXPECT_NE(message.find(path), std::string::npos) << message;
+  EXPECT_NE(message.find("legacy V1"), std::string::npos) << message;
+  message = test::ErrorMessage([] { ParseNet("layers { name: 'conv1' type: CONVOLUTION }"); });
+  EXPECT_NE(message.find("legacy V1"), std::string::npos) << message;
+}
+
 TEST(NetErrorsTest, UnknownTypeListsKnownTypes) {
   const std::string message =
       test::ErrorMessage([] { Net net(ParseNet("layer { name: 'x' type: 'Convolutoin' top: 'y' }")); });

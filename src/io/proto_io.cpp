@@ -85,8 +85,12 @@ void ReadProtoFromText(const std::string& text, const std::string& origin, googl
   FirstErrorCollector errors;
   parser.RecordErrorsTo(&errors);
   if (!parser.ParseFromString(text, message)) {
-    CREMA_FAIL() << (errors.has_error() ? errors.Describe(origin) : origin + ": cannot parse as "
-                                                                        + message->GetTypeName());
+    std::string description =
+        errors.has_error() ? errors.Describe(origin) : origin + ": cannot parse as " + message->GetTypeName();
+    if (description.find("no field named \"layers\"") != std::string::npos)
+      description += " (this is Caffe's legacy V1 net format, `layers { }` with enum types, which crema cannot "
+                     "read yet; convert it with a current Caffe's upgrade_net_proto_text)";
+    CREMA_FAIL() << description;
   }
 }
 

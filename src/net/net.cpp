@@ -1,6 +1,7 @@
 #include "net/net.hpp"
 
 #include <glog/logging.h>
+#include <google/protobuf/unknown_field_set.h>
 
 #include <algorithm>
 #include <cmath>
@@ -445,8 +446,10 @@ Layer* Net::layer_by_name(const std::string& name) const {
 }
 
 void Net::CopyTrainedLayersFrom(const NetParameter& trained) {
+  int copied = 0, with_weights = 0;
   for (const auto& source : trained.layer()) {
     if (source.blobs_size() == 0) continue;
+    ++with_weights;
     auto found = layer_index_.find(source.name());
     if (found == layer_index_.end()) {
       LOG(INFO) << "Ignoring source layer " << source.name() << " (not in net '" << name_ << "')";
@@ -476,7 +479,11 @@ void Net::CopyTrainedLayersFrom(const NetParameter& trained) {
         targets[i]->Reshape(shape);
       }
     }
+    ++copied;
   }
+  if (with_weights > 0 && copied == 0)
+    LOG(WARNING) << "None of the " << with_weights << " layers with weights in '" << trained.name()
+                 << "' matches a layer of net '" << name_ << "' by name: nothing was copied";
 }
 
 void Net::CopyTrainedLayersFrom(const std::string& path) {
@@ -488,6 +495,12 @@ void Net::CopyTrainedLayersFrom(const std::string& path) {
   } else {
     ReadProtoFromBinaryFile(path, &trained);
   }
+  // Field 2 holds Caffe's legacy V1 layers, which crema does not read yet: say so rather than copy nothing.
+  const auto& unknown = trained.GetReflection()->GetUnknownFields(trained);
+  for (int i = 0; i < unknown.field_count(); ++i)
+    CREMA_CHECK(unknown.field(i).number() != 2)
+        << "weights file '" << path << "' stores its layers in Caffe's legacy V1 format (`layers`, not `layer`), "
+        << "which crema cannot read yet; convert it with a current Caffe's upgrade_net_proto_binary";
   CopyTrainedLayersFrom(trained);
 }
 
