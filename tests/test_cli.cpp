@@ -14,6 +14,9 @@ namespace {
 const std::string kCrema = std::string(CREMA_TOOLS_DIR) + "/crema";
 
 class CliTest : public ::testing::Test {
+ public:
+  std::string WriteFile(const std::string& name, const std::string& text) { return Write(name, text); }
+
  protected:
   std::string Write(const std::string& name, const std::string& text) {
     const std::string path = dir_.file(name);
@@ -93,13 +96,14 @@ TEST_F(CliTest, BadFlagsAreExplained) {
   EXPECT_CONTAINS(Crema("test --model=" + model + " --gpu=x", 1), "--gpu");
 }
 
-// Trains a small net from the command line, straight and with a resume, and checks the log shapes, the
-// snapshots, and crema test / crema time on the result.
-TEST_F(CliTest, TrainResumeTestAndTime) {
-  const std::string train_db = dir_.file("train_lmdb"), test_db = dir_.file("test_lmdb");
-  test::WriteRandomDatums(train_db, 50, 8, 8, 3, 21);
-  test::WriteRandomDatums(test_db, 20, 8, 8, 3, 22);
-  const std::string net = Write("net.prototxt", R"(
+// A small net over two random LMDBs (written on first use), with a Dropout layer.
+std::string SmallNet(CliTest* fixture, const test::TempDir& dir) {
+  const std::string train_db = dir.file("train_lmdb"), test_db = dir.file("test_lmdb");
+  if (!FileExists(train_db)) {
+    test::WriteRandomDatums(train_db, 50, 8, 8, 3, 21);
+    test::WriteRandomDatums(test_db, 20, 8, 8, 3, 22);
+  }
+  return fixture->WriteFile("net.prototxt", R"(
     name: 'cli'
     layer { name: 'data' type: 'Data' top: 'data' top: 'label' include { phase: TRAIN }
             data_param { source: ')" + train_db + R"(' batch_size: 8 backend: LMDB }
@@ -116,6 +120,12 @@ TEST_F(CliTest, TrainResumeTestAndTime) {
     layer { name: 'accuracy' type: 'Accuracy' bottom: 'ip' bottom: 'label' top: 'accuracy' include { phase: TEST } }
     layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip' bottom: 'label' top: 'loss' }
   )");
+}
+
+// Trains the small net from the command line, straight and with a resume, and checks the log shapes, the
+// snapshots, and crema test / crema time on the result.
+TEST_F(CliTest, TrainResumeTestAndTime) {
+  const std::string net = SmallNet(this, dir_);
   auto solver = [&](const std::string& prefix, int max_iter) {
     return Write(prefix + "_solver.prototxt", "net: '" + net + "' test_iter: 2 test_interval: 10 base_lr: 0.01 "
                  "momentum: 0.9 weight_decay: 0.0005 lr_policy: 'inv' gamma: 0.0001 power: 0.75 display: 5 "
@@ -153,6 +163,28 @@ TEST_F(CliTest, TrainResumeTestAndTime) {
   EXPECT_CONTAINS(Crema("train --solver=" + solver("tune", 5) + " --weights=" + dir_.file("straight_iter_30.caffemodel"), 0),
                   "Fine-tuning from");
   EXPECT_CONTAINS(Crema("train --solver=" + solver("tune", 5) + " --weights=a --snapshot=b", 1), "not both");
+}
+
+TEST_F(CliTest, InterruptSnapshotsThenStops) {
+  const std::string net = SmallNet(this, dir_);
+  const std::string solver = Write("long_solver.prototxt", "net: '" + net + "' base_lr: 0.01 lr_policy: 'fixed' "
+                                   "max_iter: 100000000 display: 0 snapshot_prefix: '" + dir_.file("stopped") +
+                                   "' solver_mode: CPU random_seed: 3\n");
+  // Wait until training runs (the first log line of the loop), then send Ctrl-C's signal.
+  const std::string log = dir_.file("interrupted.log");
+  std::string output;
+  const int status = test::RunCommand(
+      "(" + kCrema + " train --solver=" + solver + " > " + log + " 2>&1 & pid=$!; "
+      "for i in $(seq 100); do grep -q 'Solving' " + log + " && break; sleep 0.1; done; sleep 0.5; "
+      "kill -INT $pid; wait $pid)", &output);
+  EXPECT_EQ(status, 0) << test::FileBytes(log);
+  const std::string text = test::FileBytes(log);
+  EXPECT_CONTAINS(text, "Snapshotting solver state to binary proto file");
+  EXPECT_CONTAINS(text, "Optimization stopped early at iteration");
+  std::smatch iteration;
+  ASSERT_TRUE(std::regex_search(text, iteration, std::regex("stopped_iter_([0-9]+)\\.solverstate")));
+  EXPECT_TRUE(FileExists(dir_.file("stopped_iter_" + iteration[1].str() + ".caffemodel")));
+  EXPECT_TRUE(FileExists(dir_.file("stopped_iter_" + iteration[1].str() + ".solverstate")));
 }
 
 }  // namespace
