@@ -13,11 +13,7 @@ void AccuracyLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vect
 }
 
 void AccuracyLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  const int axis_param = param_.accuracy_param().axis();
-  CREMA_CHECK(axis_param >= -bottom[0]->num_axes() && axis_param < bottom[0]->num_axes())
-      << describe() << ": accuracy_param.axis " << axis_param << " is outside the scores of shape "
-      << bottom[0]->shape_string();
-  const int axis = bottom[0]->CanonicalAxisIndex(axis_param);
+  const int axis = CanonicalAxis(*bottom[0], param_.accuracy_param().axis(), "accuracy_param.axis");
   outer_ = bottom[0]->count(0, axis);
   channels_ = bottom[0]->shape(axis);
   inner_ = bottom[0]->count(axis + 1);

@@ -40,9 +40,7 @@ void ConvolutionLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::v
   const ConvolutionParameter& param = param_.convolution_param();
   const std::string me = describe();
   const Blob& input = *bottom[0];
-  CREMA_CHECK(param.axis() >= -input.num_axes() && param.axis() < input.num_axes())
-      << me << ": axis " << param.axis() << " is out of range for input of shape " << input.shape_string();
-  channel_axis_ = input.CanonicalAxisIndex(param.axis());
+  channel_axis_ = CanonicalAxis(input, param.axis(), "convolution_param.axis");
   num_spatial_axes_ = input.num_axes() - channel_axis_ - 1;
   CREMA_CHECK(num_spatial_axes_ >= 1) << me << ": needs at least one spatial axis after the channel axis "
                                       << channel_axis_ << ", but the input has shape " << input.shape_string();

@@ -6,16 +6,8 @@ void FlattenLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<B
   CREMA_CHECK(bottom[0] != top[0]) << describe() << " cannot run in place; give it a top of its own";
   const FlattenParameter& flatten_param = param_.flatten_param();
   const std::vector<int>& shape = bottom[0]->shape();
-  const int num_axes = bottom[0]->num_axes();
-  auto check_axis = [&](const char* field, int value) {
-    CREMA_CHECK(value >= -num_axes && value < num_axes)
-        << describe() << ": flatten_param." << field << " " << value << " is outside the bottom of shape "
-        << bottom[0]->shape_string();
-  };
-  check_axis("axis", flatten_param.axis());
-  check_axis("end_axis", flatten_param.end_axis());
-  const int start = bottom[0]->CanonicalAxisIndex(flatten_param.axis());
-  const int end = bottom[0]->CanonicalAxisIndex(flatten_param.end_axis());
+  const int start = CanonicalAxis(*bottom[0], flatten_param.axis(), "flatten_param.axis");
+  const int end = CanonicalAxis(*bottom[0], flatten_param.end_axis(), "flatten_param.end_axis");
   CREMA_CHECK(start <= end) << describe() << ": flatten_param.end_axis (" << flatten_param.end_axis() << ", axis "
                             << end << ") comes before flatten_param.axis (" << flatten_param.axis() << ", axis "
                             << start << ") for the bottom of shape " << bottom[0]->shape_string();

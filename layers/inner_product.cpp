@@ -8,10 +8,7 @@
 namespace crema {
 
 int InnerProductLayer::FlattenAxis(const Blob& bottom) const {
-  const int axis = param_.inner_product_param().axis();
-  CREMA_CHECK(axis >= -bottom.num_axes() && axis < bottom.num_axes())
-      << describe() << ": axis " << axis << " is out of range for input of shape " << bottom.shape_string();
-  return bottom.CanonicalAxisIndex(axis);
+  return CanonicalAxis(bottom, param_.inner_product_param().axis(), "inner_product_param.axis");
 }
 
 void InnerProductLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {

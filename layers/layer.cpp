@@ -72,6 +72,12 @@ void Layer::AdoptStoredParameters(const std::vector<std::vector<int>>& expected,
   }
 }
 
+int Layer::CanonicalAxis(const Blob& blob, int axis, const std::string& field) const {
+  CREMA_CHECK(axis >= -blob.num_axes() && axis < blob.num_axes())
+      << describe() << ": " << field << " " << axis << " is outside the input of shape " << blob.shape_string();
+  return blob.CanonicalAxisIndex(axis);
+}
+
 void Layer::set_loss(int top_index, float weight) {
   if (static_cast<int>(loss_.size()) <= top_index) loss_.resize(top_index + 1, 0.f);
   loss_[top_index] = weight;

@@ -96,6 +96,11 @@ class Layer {
   // blob then takes the expected shape.
   void AdoptStoredParameters(const std::vector<std::vector<int>>& expected, const std::vector<const char*>& names);
 
+  // The index in [0, num_axes) of `axis`, the value of this layer's parameter `field` (e.g.
+  // "softmax_param.axis"), for `blob`; negative axes count from the end. Throws naming the layer, the field
+  // and the blob's shape when the axis is out of range.
+  int CanonicalAxis(const Blob& blob, int axis, const std::string& field) const;
+
   // "layer 'conv1' (Convolution)": the prefix of every error message about this layer.
   std::string describe() const;
 

@@ -8,11 +8,7 @@
 namespace crema {
 
 void SoftmaxLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  const int axis_param = param_.softmax_param().axis();
-  CREMA_CHECK(axis_param >= -bottom[0]->num_axes() && axis_param < bottom[0]->num_axes())
-      << describe() << ": softmax_param.axis " << axis_param << " is outside the bottom of shape "
-      << bottom[0]->shape_string();
-  const int axis = bottom[0]->CanonicalAxisIndex(axis_param);
+  const int axis = CanonicalAxis(*bottom[0], param_.softmax_param().axis(), "softmax_param.axis");
   outer_ = bottom[0]->count(0, axis);
   channels_ = bottom[0]->shape(axis);
   inner_ = bottom[0]->count(axis + 1);

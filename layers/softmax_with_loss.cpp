@@ -32,7 +32,7 @@ void SoftmaxWithLossLayer::LayerSetUp(const std::vector<Blob*>& bottom, const st
 
 void SoftmaxWithLossLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   softmax_->Reshape({bottom[0]}, {probabilities(top)});
-  const int axis = bottom[0]->CanonicalAxisIndex(param_.softmax_param().axis());
+  const int axis = CanonicalAxis(*bottom[0], param_.softmax_param().axis(), "softmax_param.axis");
   outer_ = bottom[0]->count(0, axis);
   channels_ = bottom[0]->shape(axis);
   inner_ = bottom[0]->count(axis + 1);
