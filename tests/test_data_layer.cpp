@@ -33,7 +33,7 @@ std::string WriteDataSet(const test::TempDir& dir, int count, int channels, int 
   const std::string path = dir.file("lmdb");
   LmdbWriter writer(path, 3);
   for (int i = 0; i < count; ++i)
-    writer.Put(test::RecordKey(i), MakeDatum(i, channels, height, width).SerializeAsString());
+    writer.Put(RecordKey(i), MakeDatum(i, channels, height, width).SerializeAsString());
   writer.Commit();
   return path;
 }
@@ -146,7 +146,7 @@ TEST(DataLayerTest, ErrorsInThePrefetchThreadReachForward) {
   {
     LmdbWriter writer(source);
     for (int i = 0; i < 6; ++i) {
-      writer.Put(test::RecordKey(i),
+      writer.Put(RecordKey(i),
                  i == 3 ? std::string("not a datum \xff") : MakeDatum(i, 1, 2, 2).SerializeAsString());
     }
   }
@@ -160,8 +160,8 @@ TEST(DataLayerTest, ErrorsInThePrefetchThreadReachForward) {
   const std::string mixed = other.file("lmdb");
   {
     LmdbWriter writer(mixed);
-    writer.Put(test::RecordKey(0), MakeDatum(0, 1, 2, 2).SerializeAsString());
-    writer.Put(test::RecordKey(1), MakeDatum(1, 1, 3, 2).SerializeAsString());
+    writer.Put(RecordKey(0), MakeDatum(0, 1, 2, 2).SerializeAsString());
+    writer.Put(RecordKey(1), MakeDatum(1, 1, 3, 2).SerializeAsString());
   }
   Fixture shapes(DataLayerParam(mixed, "batch_size: 2"));
   test::ExpectErrorContaining([&] { shapes.Next(); }, {"'00000001'", "1 3 2", "1 2 2"});
@@ -264,7 +264,7 @@ TEST(DataLayerTest, RestoredLayerContinuesExactly) {
       original.layer.SaveRuntimeState(&state);
       EXPECT_EQ(state.layer(), "data");
       EXPECT_EQ(state.records_read(), static_cast<uint64_t>(3 * k));
-      EXPECT_EQ(state.cursor_key(), test::RecordKey(3 * k % 7));
+      EXPECT_EQ(state.cursor_key(), RecordKey(3 * k % 7));
       EXPECT_TRUE(state.has_random_stream());
       const auto expected = original.Next(6);
 

@@ -26,9 +26,9 @@ class FashionMnistTest : public ::testing::Test {
     ASSERT_TRUE(FileExists(data + "/train-images-idx3-ubyte.gz"))
         << "Fashion-MNIST is missing: install Debian's dataset-fashion-mnist package (scripts/install_deps.sh)";
     dir_ = new test::TempDir;
-    test::WriteMnistSlice(data + "/train-images-idx3-ubyte.gz", data + "/train-labels-idx1-ubyte.gz",
+    ConvertMnistToLmdb(data + "/train-images-idx3-ubyte.gz", data + "/train-labels-idx1-ubyte.gz",
                           dir_->file("train_lmdb"), 0, 6000);
-    test::WriteMnistSlice(data + "/t10k-images-idx3-ubyte.gz", data + "/t10k-labels-idx1-ubyte.gz",
+    ConvertMnistToLmdb(data + "/t10k-images-idx3-ubyte.gz", data + "/t10k-labels-idx1-ubyte.gz",
                           dir_->file("test_lmdb"), 0, 1000);
     // The example's own net, pointed at the slices.
     std::string net = ReadFileToString(kExampleDir + "/lenet_train_test.prototxt");

@@ -115,6 +115,27 @@ TEST(MnistTest, ConvertsToLmdbWithCaffeKeys) {
                               {db, "already exists"});
 }
 
+TEST(MnistTest, ConvertsASliceUnderKeysFromZero) {
+  test::TempDir dir;
+  WriteGzipped(dir.file("images.gz"), ImagesFile());
+  WriteGzipped(dir.file("labels.gz"), LabelsFile());
+  EXPECT_EQ(ConvertMnistToLmdb(dir.file("images.gz"), dir.file("labels.gz"), dir.file("db"), 1, 2), 2);
+  LmdbReader reader(dir.file("db"));
+  EXPECT_EQ(reader.size(), 2u);
+  for (int i = 0; i < 2; ++i, reader.Next()) {
+    ASSERT_TRUE(reader.Valid());
+    EXPECT_EQ(reader.key(), RecordKey(i));
+    Datum datum;
+    ASSERT_TRUE(datum.ParseFromString(reader.value()));
+    EXPECT_EQ(datum.label(), (std::vector<int>{0, 9})[i]);
+    EXPECT_EQ(datum.data(), ImagesFile().substr(16 + 6 * (i + 1), 6));
+  }
+  test::ExpectErrorContaining(
+      [&] { ConvertMnistToLmdb(dir.file("images.gz"), dir.file("labels.gz"), dir.file("db2"), 2, 2); },
+      {"records 2 to 3", dir.file("images.gz"), "3 images"});
+  EXPECT_EQ(RecordKey(42), "00000042");
+}
+
 TEST(MnistTest, CountMismatchNamesBothFiles) {
   test::TempDir dir;
   WritePlain(dir.file("images"), ImagesFile());

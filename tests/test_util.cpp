@@ -14,7 +14,6 @@
 #include <sstream>
 
 #include "io/lmdb.hpp"
-#include "io/mnist.hpp"
 
 namespace crema {
 namespace test {
@@ -70,30 +69,6 @@ TempDir::~TempDir() {
   if (std::system(command.c_str()) != 0) std::fprintf(stderr, "could not remove %s\n", path_.c_str());
 }
 
-std::string RecordKey(int index) {
-  char key[16];
-  std::snprintf(key, sizeof(key), "%08d", index);
-  return key;
-}
-
-void WriteMnistSlice(const std::string& images_path, const std::string& labels_path, const std::string& db_path,
-                     int first, int count) {
-  const MnistImages images = ReadMnistImages(images_path);
-  const std::string labels = ReadMnistLabels(labels_path);
-  if (first + count > images.count) throw Error("the data set has fewer records than the slice asks for");
-  LmdbWriter writer(db_path);
-  const int size = images.rows * images.columns;
-  for (int i = first; i < first + count; ++i) {
-    Datum datum;
-    datum.set_channels(1);
-    datum.set_height(images.rows);
-    datum.set_width(images.columns);
-    datum.set_data(images.pixels.substr(static_cast<size_t>(i) * size, size));
-    datum.set_label(static_cast<unsigned char>(labels[i]));
-    writer.Put(RecordKey(i - first), datum.SerializeAsString());
-  }
-  writer.Commit();
-}
 
 void WriteRandomDatums(const std::string& db_path, int count, int height, int width, int classes, uint64_t seed) {
   RandomStream random(seed);

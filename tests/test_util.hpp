@@ -39,13 +39,8 @@ class TempDir {
   std::string path_;
 };
 
-// Caffe's LMDB key for record `index` ("%08d"), so that keys sort in record order.
-std::string RecordKey(int index);
 // Where Debian's dataset-fashion-mnist package puts the data set.
 constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
-// Writes records [first, first + count) of an MNIST-format data set to a new LMDB (Caffe's keys).
-void WriteMnistSlice(const std::string& images_path, const std::string& labels_path, const std::string& db_path,
-                     int first, int count);
 // Writes `count` random single-channel Datums of size height x width with labels in [0, classes).
 void WriteRandomDatums(const std::string& db_path, int count, int height, int width, int classes, uint64_t seed);
 // Runs a shell command; returns its exit status, with stdout and stderr in *output.

@@ -53,6 +53,12 @@ std::string PrintableKey(const std::string& key) {
   return printable;
 }
 
+std::string RecordKey(int64_t index) {
+  char key[24];
+  std::snprintf(key, sizeof(key), "%08lld", static_cast<long long>(index));
+  return key;
+}
+
 // ---- reading ---------------------------------------------------------------------------------------------
 
 struct LmdbReader::Environment {

@@ -18,6 +18,10 @@ namespace crema {
 // A key as it may appear in an error message: printable bytes as they are, others as \xNN.
 std::string PrintableKey(const std::string& key);
 
+// Caffe's key for record `index` of a converted data set: the index as 8 zero-padded digits ("00000042"), so
+// that LMDB's key order is the record order.
+std::string RecordKey(int64_t index);
+
 // Reads a database with a cursor that walks the keys in order.
 //
 // Several readers may be open on one database in one process, each on its own thread or all on one: they

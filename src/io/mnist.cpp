@@ -118,13 +118,18 @@ std::string ReadMnistLabels(const std::string& path) {
   return input.ReadPayload(static_cast<uint64_t>(count), "labels");
 }
 
-int64_t ConvertMnistToLmdb(const std::string& images_path, const std::string& labels_path, const std::string& db_path) {
+int64_t ConvertMnistToLmdb(const std::string& images_path, const std::string& labels_path, const std::string& db_path,
+                           int first, int count) {
   CREMA_CHECK(!FileExists(db_path)) << "'" << db_path << "' already exists; remove it first or choose another path";
   const MnistImages images = ReadMnistImages(images_path);
   const std::string labels = ReadMnistLabels(labels_path);
   CREMA_CHECK(static_cast<size_t>(images.count) == labels.size())
       << "'" << images_path << "' holds " << images.count << " images but '" << labels_path << "' holds "
       << labels.size() << " labels";
+  if (count < 0) count = images.count - first;
+  CREMA_CHECK(first >= 0 && first + count <= images.count)
+      << "records " << first << " to " << first + count - 1 << " were asked for, but '" << images_path << "' holds "
+      << images.count << " images";
 
   LmdbWriter writer(db_path);
   Datum datum;
@@ -133,16 +138,14 @@ int64_t ConvertMnistToLmdb(const std::string& images_path, const std::string& la
   datum.set_width(images.columns);
   const size_t image_size = static_cast<size_t>(images.rows) * images.columns;
   std::string value;
-  for (int i = 0; i < images.count; ++i) {
+  for (int i = first; i < first + count; ++i) {
     datum.set_data(images.pixels.data() + i * image_size, image_size);
     datum.set_label(static_cast<unsigned char>(labels[i]));
     CREMA_CHECK(datum.SerializeToString(&value)) << "cannot serialise record " << i << " for '" << db_path << "'";
-    char key[16];
-    std::snprintf(key, sizeof(key), "%08d", i);
-    writer.Put(key, value);
+    writer.Put(RecordKey(i - first), value);
   }
   writer.Commit();
-  return images.count;
+  return count;
 }
 
 }  // namespace crema

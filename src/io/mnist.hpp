@@ -25,9 +25,11 @@ MnistImages ReadMnistImages(const std::string& path);
 std::string ReadMnistLabels(const std::string& path);
 
 // Writes one Datum per image (channels 1, the file's height and width, the raw pixels as `data`, its label)
-// to a new LMDB at `db_path`, under Caffe's keys: the record's index as 8 zero-padded digits ("00000000").
-// Refuses to write over an existing path, and checks that both files hold the same number of items. Returns
-// the number of records written.
-int64_t ConvertMnistToLmdb(const std::string& images_path, const std::string& labels_path, const std::string& db_path);
+// to a new LMDB at `db_path`, under Caffe's keys (RecordKey: "00000000", ...). Refuses to write over an
+// existing path, and checks that both files hold the same number of items. With `first` and `count` (-1: to
+// the end) only that slice of the data set is written, its first record under key 0. Returns the number of
+// records written.
+int64_t ConvertMnistToLmdb(const std::string& images_path, const std::string& labels_path, const std::string& db_path,
+                           int first = 0, int count = -1);
 
 }  // namespace crema
