@@ -13,42 +13,32 @@ void AccuracyLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vect
 }
 
 void AccuracyLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  const int axis = CanonicalAxis(*bottom[0], param_.accuracy_param().axis(), "accuracy_param.axis");
-  outer_ = bottom[0]->count(0, axis);
-  channels_ = bottom[0]->shape(axis);
-  inner_ = bottom[0]->count(axis + 1);
+  split_ = SplitAtClassAxis(*bottom[0], param_.accuracy_param().axis(), "accuracy_param.axis");
   // Compared as unsigned so that a huge top_k cannot wrap to a negative int and pass.
-  CREMA_CHECK(param_.accuracy_param().top_k() <= static_cast<unsigned>(channels_))
-      << describe() << ": accuracy_param.top_k " << param_.accuracy_param().top_k() << " exceeds the " << channels_
-      << " classes of the scores (shape " << bottom[0]->shape_string() << ")";
-  CREMA_CHECK(bottom[1]->count() == outer_ * inner_)
-      << describe() << ": the labels (shape " << bottom[1]->shape_string() << ") must hold one label per "
-      << "prediction, " << outer_ * inner_ << " for scores of shape " << bottom[0]->shape_string()
-      << " with the classes along axis " << axis;
+  CREMA_CHECK(param_.accuracy_param().top_k() <= static_cast<unsigned>(split_.classes))
+      << describe() << ": accuracy_param.top_k " << param_.accuracy_param().top_k() << " exceeds the "
+      << split_.classes << " classes of the scores (shape " << bottom[0]->shape_string() << ")";
+  CheckLabelCount(*bottom[1], *bottom[0], split_);
   top[0]->Reshape({});
-  if (top.size() > 1) top[1]->Reshape({channels_});
+  if (top.size() > 1) top[1]->Reshape({split_.classes});
 }
 
 void AccuracyLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const float* scores = bottom[0]->cpu_data();
   const float* labels = bottom[1]->cpu_data();
-  std::vector<int> per_class_total(channels_, 0), per_class_right(channels_, 0);
+  const int classes = split_.classes, inner = split_.inner;
+  std::vector<int> per_class_total(classes, 0), per_class_right(classes, 0);
   int total = 0, right = 0;
-  for (int n = 0; n < outer_; ++n) {
-    for (int j = 0; j < inner_; ++j) {
-      const int index = n * inner_ + j;
+  for (int n = 0; n < split_.outer; ++n) {
+    for (int j = 0; j < inner; ++j) {
+      const int index = n * inner + j;
       const float label_value = labels[index];
       if (has_ignore_label_ && label_value == static_cast<float>(ignore_label_)) continue;
-      // Written so that a NaN label fails too.
-      CREMA_CHECK(label_value >= 0.f && label_value < static_cast<float>(channels_))
-          << describe() << ": label " << label_value << " at index " << index << " of the labels (shape "
-          << bottom[1]->shape_string() << ") is outside [0, " << channels_ << ")"
-          << (has_ignore_label_ ? " and is not the ignore_label" : "");
-      const int label = static_cast<int>(label_value);
-      const float* column = scores + n * channels_ * inner_ + j;
-      const float label_score = column[label * inner_];
+      const int label = CheckedLabel(label_value, index, *bottom[1], classes, has_ignore_label_);
+      const float* column = scores + n * classes * inner + j;
+      const float label_score = column[label * inner];
       int higher = 0;
-      for (int c = 0; c < channels_ && higher < top_k_; ++c) higher += column[c * inner_] > label_score;
+      for (int c = 0; c < classes && higher < top_k_; ++c) higher += column[c * inner] > label_score;
       ++total;
       ++per_class_total[label];
       if (higher < top_k_) {
@@ -60,7 +50,7 @@ void AccuracyLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vec
   top[0]->mutable_cpu_data()[0] = total == 0 ? 0.f : static_cast<float>(right) / total;
   if (top.size() > 1) {
     float* per_class = top[1]->mutable_cpu_data();
-    for (int c = 0; c < channels_; ++c) {
+    for (int c = 0; c < classes; ++c) {
       per_class[c] = per_class_total[c] == 0 ? 0.f : static_cast<float>(per_class_right[c]) / per_class_total[c];
     }
   }

@@ -36,7 +36,7 @@ class AccuracyLayer : public Layer {
   int top_k_ = 1;
   bool has_ignore_label_ = false;
   int ignore_label_ = 0;
-  int outer_ = 0, channels_ = 0, inner_ = 0;
+  ClassAxis split_{};
 };
 
 }  // namespace crema

@@ -128,9 +128,7 @@ void ConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std::vect
   }
   for (Blob* output : top) output->Reshape(top_shape);
   kernel_dim_ = column_shape_[0] / group_;
-  if (!is_1x1_) columns_.Reshape({column_shape_[0] * output_spatial_size_});
-  bias_multiplier_.Reshape({output_spatial_size_});
-  bias_multiplier_.set_data(1.f);
+  RequestWorkspace(is_1x1_ ? 0 : static_cast<size_t>(column_shape_[0]) * output_spatial_size_);
 }
 
 void ConvolutionLayer::Unroll(const float* image, float* columns) const {
@@ -166,8 +164,9 @@ void ConvolutionLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::
     for (int n = 0; n < num_; ++n) {
       const float* columns = input + n * image_size_;
       if (!is_1x1_) {
-        Unroll(columns, columns_.mutable_cpu_data());
-        columns = columns_.cpu_data();
+        float* unrolled = workspace();
+        Unroll(columns, unrolled);
+        columns = unrolled;
       }
       float* out = output + n * top_image_size;
       for (int g = 0; g < group_; ++g) {
@@ -177,7 +176,7 @@ void ConvolutionLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::
       }
       if (bias_term_) {
         cpu_gemm(Transpose::kNo, Transpose::kNo, num_output_, output_spatial_size_, 1, 1.f, blobs_[1]->cpu_data(),
-                 bias_multiplier_.cpu_data(), 1.f, out);
+                 context().ones(output_spatial_size_), 1.f, out);
       }
     }
   }
@@ -196,14 +195,15 @@ void ConvolutionLayer::Backward_cpu(const std::vector<Blob*>& top, const std::ve
     for (int n = 0; n < num_; ++n) {
       const float* top_diff = top[b]->cpu_diff() + n * top_image_size;
       if (bias_grad) {
-        cpu_gemv(Transpose::kNo, num_output_, output_spatial_size_, 1.f, top_diff, bias_multiplier_.cpu_data(), 1.f,
-                 blobs_[1]->mutable_cpu_diff());
+        cpu_gemv(Transpose::kNo, num_output_, output_spatial_size_, 1.f, top_diff, context().ones(output_spatial_size_),
+                 1.f, blobs_[1]->mutable_cpu_diff());
       }
       if (weight_grad) {
         const float* columns = input + n * image_size_;
         if (!is_1x1_) {
-          Unroll(columns, columns_.mutable_cpu_data());
-          columns = columns_.cpu_data();
+          float* unrolled = workspace();
+          Unroll(columns, unrolled);
+          columns = unrolled;
         }
         float* weight_diff = blobs_[0]->mutable_cpu_diff();
         for (int g = 0; g < group_; ++g) {
@@ -216,13 +216,13 @@ void ConvolutionLayer::Backward_cpu(const std::vector<Blob*>& top, const std::ve
       if (propagate_down[b]) {
         float* input_diff = bottom[b]->mutable_cpu_diff() + n * image_size_;
         // For 1x1 kernels the column gradient is the image gradient itself.
-        float* column_diff = is_1x1_ ? input_diff : columns_.mutable_cpu_data();
+        float* column_diff = is_1x1_ ? input_diff : workspace();
         for (int g = 0; g < group_; ++g) {
           cpu_gemm(Transpose::kYes, Transpose::kNo, kernel_dim_, output_spatial_size_, group_outputs, 1.f,
                    weights + g * group_outputs * kernel_dim_, top_diff + g * group_outputs * output_spatial_size_, 0.f,
                    column_diff + g * kernel_dim_ * output_spatial_size_);
         }
-        if (!is_1x1_) Fold(columns_.cpu_data(), input_diff);
+        if (!is_1x1_) Fold(column_diff, input_diff);
       }
     }
   }

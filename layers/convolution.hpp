@@ -24,7 +24,7 @@ namespace crema {
 
 class ConvolutionLayer : public Layer {
  public:
-  explicit ConvolutionLayer(const LayerParameter& param) : Layer(param) {}
+  using Layer::Layer;
   const char* type() const override { return "Convolution"; }
   int MinBottomBlobs() const override { return 1; }
   int MinTopBlobs() const override { return 1; }
@@ -57,8 +57,7 @@ class ConvolutionLayer : public Layer {
   int image_size_ = 0;                           // bottom values per image
   int output_spatial_size_ = 0;                  // output positions per image
   int kernel_dim_ = 0;                           // rows of one group's column matrix: channels / group * kernel
-  Blob columns_;                                 // one image's column matrix, or its gradient
-  Blob bias_multiplier_;                         // output_spatial_size_ ones
+  // One image's column matrix (or its gradient) lives in the net's workspace.
 };
 
 }  // namespace crema

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 
-#include "core/context.hpp"
 
 namespace crema {
 
@@ -57,13 +56,14 @@ void DataLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<B
   }
   CREMA_CHECK(reader_->Valid()) << describe() << ": LMDB '" << data.source() << "' holds no records";
 
-  random_.Seed(RandomStream::DeriveSeed(Context::random_seed(), name()));
+  random_.Seed(RandomStream::DeriveSeed(context().random_seed(), name()));
+  replica_ = context().replica();
   records_read_ = 0;
   if (data.rand_skip() > 0) {
     // Different runs (or solver instances) with different seeds then see the data in different phases.
     const uint32_t skip = random_.UniformInt(data.rand_skip());  // 0 to rand_skip - 1, as in Caffe
     LOG(INFO) << describe() << ": skipping the first " << skip << " records";
-    for (uint32_t i = 0; i < skip; ++i) AdvanceCursor();
+    SkipRecords(skip);
   }
 
   // The first record fixes the top shapes (and finds configuration errors now rather than mid-run).
@@ -107,9 +107,15 @@ void DataLayer::AdvanceCursor() {
   }
 }
 
+void DataLayer::SkipRecords(uint64_t count) {
+  for (uint64_t i = 0; i < count; ++i) AdvanceCursor();
+}
+
 DataLayer::Batch DataLayer::ReadBatch() {
   Batch batch;
   batch.start = CurrentPosition();
+  // This replica's part of the global batch: the parts of the replicas before it come first.
+  SkipRecords(static_cast<uint64_t>(replica_.rank) * batch_size_);
   batch.labels.resize(batch_size_);
   size_t item_size = 0;
   for (int i = 0; i < batch_size_ && !stop_; ++i) {
@@ -134,6 +140,7 @@ DataLayer::Batch DataLayer::ReadBatch() {
     batch.labels[i] = static_cast<float>(datum.label());
     AdvanceCursor();
   }
+  SkipRecords(static_cast<uint64_t>(replica_.count - 1 - replica_.rank) * batch_size_);
   return batch;
 }
 

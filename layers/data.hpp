@@ -15,7 +15,11 @@
 // SaveRuntimeState saves that of the next batch Forward will return, not of the thread's cursor, which runs
 // ahead; RestoreRuntimeState discards what was read ahead and continues from there. So a layer restored from a
 // state saved after k batches returns the same batches as the one that saved it. The random stream is seeded
-// from Context::random_seed() and the layer's name, so runs are reproducible.
+// from the context's random seed and the layer's name, so runs are reproducible.
+//
+// Data parallelism: on a context that is replica r of N, each batch is part r of a global batch of
+// N * batch_size consecutive records (the records of replicas 0..N-1 together are what one unsharded layer with
+// batch size N * batch_size reads). Every replica skips the same rand_skip, so their parts stay aligned.
 #pragma once
 
 #include <atomic>
@@ -36,7 +40,7 @@ namespace crema {
 
 class DataLayer : public Layer {
  public:
-  explicit DataLayer(const LayerParameter& param) : Layer(param) {}
+  using Layer::Layer;
   // Stops the prefetch thread.
   ~DataLayer() override;
 
@@ -87,6 +91,7 @@ class DataLayer : public Layer {
   Position CurrentPosition() const;
   Datum CurrentDatum() const;
   void AdvanceCursor();
+  void SkipRecords(uint64_t count);
   Batch ReadBatch();
   void PrefetchLoop();
 
@@ -99,6 +104,7 @@ class DataLayer : public Layer {
   uint64_t records_read_ = 0;
   int batch_size_ = 0;
   size_t capacity_ = 1;
+  Replica replica_;
 
   // Shared between the prefetch thread and the consumer, under mutex_.
   std::thread thread_;

@@ -1,6 +1,5 @@
 #include "layers/dropout.hpp"
 
-#include "core/elementwise.hpp"
 #include "core/math_functions.hpp"
 
 namespace crema {
@@ -11,43 +10,37 @@ void DropoutLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vecto
   CREMA_CHECK(ratio_ >= 0.f && ratio_ < 1.f)
       << describe() << ": dropout_param.dropout_ratio is " << ratio_ << ", but must lie in [0, 1)";
   scale_ = 1.f / (1.f - ratio_);
+  if (phase() == TRAIN && mask_ == nullptr) mask_ = AddInternalBlob("mask");
 }
 
 void DropoutLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  top[0]->ReshapeLike(*bottom[0]);
-  mask_.resize(bottom[0]->count());
+  NeuronLayer::Reshape(bottom, top);
+  if (mask_ != nullptr) mask_->ReshapeLike(*bottom[0]);
 }
 
-void DropoutLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  const int count = bottom[0]->count();
-  const float* x = bottom[0]->cpu_data();
-  float* y = top[0]->mutable_cpu_data();
+void DropoutLayer::ForwardElements(const Blob& bottom, Blob* top) {
+  const Device d = device();
+  const int count = bottom.count();
   if (phase() != TRAIN) {
-    if (x != y) cpu_copy(count, x, y);
+    copy(context(), count, bottom.data_on(d), top->mutable_data_on(d));
     return;
   }
-  // Drawn serially: the order of draws is what makes the mask reproducible.
+  // Drawn serially on the host: the order of draws is what makes the mask reproducible.
   RandomStream* random = this->random();
   const float keep = 1.f - ratio_;
-  for (int i = 0; i < count; ++i) mask_[i] = random->Bernoulli(keep) ? 1u : 0u;
-  const unsigned* mask = mask_.data();
-  const float scale = scale_;
-  for_each_element(count, [=](int i) { y[i] = x[i] * static_cast<float>(mask[i]) * scale; });
+  float* mask = mask_->mutable_cpu_data();
+  for (int i = 0; i < count; ++i) mask[i] = random->Bernoulli(keep) ? 1.f : 0.f;
+  for_each_element(context(), count, DropoutApply{bottom.data_on(d), mask_->data_on(d), top->mutable_data_on(d), scale_});
 }
 
-void DropoutLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                                const std::vector<Blob*>& bottom) {
-  if (!propagate_down[0]) return;
-  const int count = bottom[0]->count();
-  const float* dy = top[0]->cpu_diff();
-  float* dx = bottom[0]->mutable_cpu_diff();
+void DropoutLayer::BackwardElements(const Blob& top, Blob* bottom) {
+  const Device d = device();
+  const int count = bottom->count();
   if (phase() != TRAIN) {
-    if (dx != dy) cpu_copy(count, dy, dx);
+    copy(context(), count, top.diff_on(d), bottom->mutable_diff_on(d));
     return;
   }
-  const unsigned* mask = mask_.data();
-  const float scale = scale_;
-  for_each_element(count, [=](int i) { dx[i] = dy[i] * static_cast<float>(mask[i]) * scale; });
+  for_each_element(context(), count, DropoutApply{top.diff_on(d), mask_->data_on(d), bottom->mutable_diff_on(d), scale_});
 }
 
 }  // namespace crema

@@ -3,7 +3,6 @@
 namespace crema {
 
 void FlattenLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  CREMA_CHECK(bottom[0] != top[0]) << describe() << " cannot run in place; give it a top of its own";
   const FlattenParameter& flatten_param = param_.flatten_param();
   const std::vector<int>& shape = bottom[0]->shape();
   const int start = CanonicalAxis(*bottom[0], flatten_param.axis(), "flatten_param.axis");
@@ -15,8 +14,6 @@ void FlattenLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<B
   top_shape.push_back(bottom[0]->count(start, end + 1));
   top_shape.insert(top_shape.end(), shape.begin() + end + 1, shape.end());
   top[0]->Reshape(top_shape);
-  top[0]->ShareData(*bottom[0]);
-  top[0]->ShareDiff(*bottom[0]);
 }
 
 }  // namespace crema

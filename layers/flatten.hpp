@@ -1,6 +1,6 @@
 // Flatten: merges axes axis..end_axis (inclusive) into one, e.g. N x C x H x W -> N x (C*H*W) with the
-// defaults. The top is a view of the bottom (it shares the bottom's data and diff), so forward and backward
-// move no values.
+// defaults. The top is a view of the bottom (its data and diff, declared in TopViews and made by the net), so
+// forward and backward move no values.
 //
 // Params (flatten_param): axis (default 1), end_axis (default -1); negative axes count from the end.
 #pragma once
@@ -17,12 +17,17 @@ class FlattenLayer : public Layer {
   const char* type() const override { return "Flatten"; }
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
+  std::vector<TopView> TopViews(int num_tops) const override { return {{0, 0, true}}; }
 
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
 
  protected:
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {}
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override {}
+  // Nothing moves on either device.
+  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {}
+  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override {}
 };
 

@@ -45,8 +45,6 @@ void InnerProductLayer::Reshape(const std::vector<Blob*>& bottom, const std::vec
   std::vector<int> top_shape(input.shape().begin(), input.shape().begin() + axis);
   top_shape.push_back(N_);
   top[0]->Reshape(top_shape);
-  bias_multiplier_.Reshape({M_});
-  bias_multiplier_.set_data(1.f);
 }
 
 void InnerProductLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
@@ -54,8 +52,7 @@ void InnerProductLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std:
   cpu_gemm(Transpose::kNo, transpose_ ? Transpose::kNo : Transpose::kYes, M_, N_, K_, 1.f, bottom[0]->cpu_data(),
            blobs_[0]->cpu_data(), 0.f, output);
   if (bias_term_) {
-    cpu_gemm(Transpose::kNo, Transpose::kNo, M_, N_, 1, 1.f, bias_multiplier_.cpu_data(), blobs_[1]->cpu_data(), 1.f,
-             output);
+    cpu_gemm(Transpose::kNo, Transpose::kNo, M_, N_, 1, 1.f, context().ones(M_), blobs_[1]->cpu_data(), 1.f, output);
   }
 }
 
@@ -72,7 +69,7 @@ void InnerProductLayer::Backward_cpu(const std::vector<Blob*>& top, const std::v
     }
   }
   if (bias_term_ && param_propagate_down(1)) {
-    cpu_gemv(Transpose::kYes, M_, N_, 1.f, top_diff, bias_multiplier_.cpu_data(), 1.f, blobs_[1]->mutable_cpu_diff());
+    cpu_gemv(Transpose::kYes, M_, N_, 1.f, top_diff, context().ones(M_), 1.f, blobs_[1]->mutable_cpu_diff());
   }
   if (propagate_down[0]) {
     cpu_gemm(Transpose::kNo, transpose_ ? Transpose::kYes : Transpose::kNo, M_, K_, N_, 1.f, top_diff,

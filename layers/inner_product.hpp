@@ -16,7 +16,7 @@ namespace crema {
 
 class InnerProductLayer : public Layer {
  public:
-  explicit InnerProductLayer(const LayerParameter& param) : Layer(param) {}
+  using Layer::Layer;
   const char* type() const override { return "InnerProduct"; }
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
@@ -36,7 +36,6 @@ class InnerProductLayer : public Layer {
   int M_ = 0, K_ = 0, N_ = 0;
   bool bias_term_ = true;
   bool transpose_ = false;
-  Blob bias_multiplier_;  // M ones
 };
 
 }  // namespace crema

@@ -16,6 +16,7 @@ class InputLayer : public Layer {
   const char* type() const override { return "Input"; }
   int ExactNumBottomBlobs() const override { return 0; }
   int MinTopBlobs() const override { return 1; }
+  bool TopsAreNetInputs() const override { return true; }
 
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {}
@@ -23,6 +24,10 @@ class InputLayer : public Layer {
  protected:
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {}
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override {}
+  // Nothing moves on either device.
+  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {}
+  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override {}
 };
 

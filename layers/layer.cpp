@@ -1,11 +1,11 @@
 #include "layers/layer.hpp"
 
-#include "core/context.hpp"
 #include "core/math_functions.hpp"
 
 namespace crema {
 
-Layer::Layer(const LayerParameter& param) : param_(param) {
+Layer::Layer(const LayerParameter& param, std::shared_ptr<Context> context)
+    : param_(param), context_(context ? std::move(context) : std::make_shared<Context>()) {
   // Parameters stored in the LayerParameter (a .caffemodel layer, or a net built from one) come in with it.
   for (int i = 0; i < param_.blobs_size(); ++i) {
     blobs_.push_back(std::make_shared<Blob>());
@@ -45,6 +45,7 @@ void Layer::CheckArity(const std::vector<Blob*>& bottom, const std::vector<Blob*
 void Layer::SetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   CheckArity(bottom, top);
   LayerSetUp(bottom, top);
+  MakeTopViews(bottom, top);
   Reshape(bottom, top);
   // Loss weights: explicit ones from the prototxt win; loss layers set their defaults in LayerSetUp.
   if (param_.loss_weight_size() > 0) {
@@ -78,6 +79,27 @@ int Layer::CanonicalAxis(const Blob& blob, int axis, const std::string& field) c
   return blob.CanonicalAxisIndex(axis);
 }
 
+Layer::ClassAxis Layer::SplitAtClassAxis(const Blob& blob, int axis, const std::string& field) const {
+  const int canonical = CanonicalAxis(blob, axis, field);
+  return ClassAxis{canonical, blob.count(0, canonical), blob.shape(canonical), blob.count(canonical + 1)};
+}
+
+void Layer::CheckLabelCount(const Blob& labels, const Blob& scores, const ClassAxis& split) const {
+  CREMA_CHECK(labels.count() == split.outer * split.inner)
+      << describe() << ": the labels (shape " << labels.shape_string() << ") must hold one label per prediction, "
+      << split.outer * split.inner << " for scores of shape " << scores.shape_string()
+      << " with the classes along axis " << split.axis;
+}
+
+int Layer::CheckedLabel(float label, int index, const Blob& labels, int classes, bool ignorable) const {
+  // Written so that a NaN label fails too.
+  CREMA_CHECK(label >= 0.f && label < static_cast<float>(classes))
+      << describe() << ": label " << label << " at index " << index << " of the labels (shape "
+      << labels.shape_string() << ") is outside [0, " << classes << ")"
+      << (ignorable ? " and is not the ignore_label" : "");
+  return static_cast<int>(label);
+}
+
 void Layer::set_loss(int top_index, float weight) {
   if (static_cast<int>(loss_.size()) <= top_index) loss_.resize(top_index + 1, 0.f);
   loss_[top_index] = weight;
@@ -89,47 +111,73 @@ void Layer::set_param_propagate_down(int index, bool value) {
 }
 
 float Layer::Forward(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  if (Context::device() == Device::kGPU) {
+  const Device device = this->device();
+  if (device == Device::kGPU) {
     Forward_gpu(bottom, top);
   } else {
     Forward_cpu(bottom, top);
   }
-  // A top with a loss weight contributes weight * sum(top) to the objective; its diff holds the weight so
-  // that backward starts from it.
-  float loss = 0.f;
+  // A top with a loss weight contributes weight * sum(top) to the objective: its diff is set to the weight (so
+  // that backward starts from it) and the loss is the dot product of data and diff, on the device.
+  double loss = 0;
   for (size_t i = 0; i < top.size(); ++i) {
     const float weight = this->loss(static_cast<int>(i));
     if (weight == 0.f) continue;
     const int n = top[i]->count();
-    const float* data = top[i]->cpu_data();
-    float* diff = top[i]->mutable_cpu_diff();
-    cpu_set(n, weight, diff);
-    loss += weight * static_cast<float>([&] {
-      double sum = 0;
-      for (int j = 0; j < n; ++j) sum += data[j];
-      return sum;
-    }());
+    set(context(), n, weight, top[i]->mutable_diff_on(device));
+    loss += dot(context(), n, top[i]->data_on(device), top[i]->diff_on(device));
   }
-  return loss;
+  return static_cast<float>(loss);
 }
 
 void Layer::Backward(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                      const std::vector<Blob*>& bottom) {
-  if (Context::device() == Device::kGPU) {
+  if (device() == Device::kGPU) {
     Backward_gpu(top, propagate_down, bottom);
   } else {
     Backward_cpu(top, propagate_down, bottom);
   }
 }
 
+void Layer::MakeTopViews(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) const {
+  for (const TopView& view : TopViews(static_cast<int>(top.size()))) {
+    CREMA_CHECK(top[view.top] != bottom[view.bottom])
+        << describe() << " cannot run in place (top " << view.top << " is its bottom " << view.bottom
+        << "); give the top a name of its own";
+    top[view.top]->ViewOf(*bottom[view.bottom], view.diff);
+  }
+}
+
+Blob* Layer::AddInternalBlob(const std::string& what) {
+  internal_blobs_.push_back(std::make_shared<Blob>());
+  internal_blob_names_.push_back(name() + "." + what);
+  return internal_blobs_.back().get();
+}
+
+void Layer::RequestWorkspace(size_t floats) {
+  workspace_floats_ = floats;
+  // A layer on its own sizes a buffer of its own here; a net's shared workspace is sized by the net after every
+  // Reshape.
+  if (workspace_is_shared_) return;
+  if (!workspace_) workspace_ = std::make_shared<Blob>();
+  if (static_cast<size_t>(workspace_->count()) < floats) workspace_->Reshape({static_cast<int>(floats)});
+}
+
+float* Layer::workspace() {
+  CREMA_CHECK(workspace_ && static_cast<size_t>(workspace_->count()) >= workspace_floats_)
+      << describe() << ": the workspace holds " << (workspace_ ? workspace_->count() : 0) << " values, but the layer "
+      << "asked for " << workspace_floats_ << " (the net sizes it after every Reshape)";
+  return workspace_->mutable_data_on(device());
+}
+
 void Layer::Forward_gpu(const std::vector<Blob*>&, const std::vector<Blob*>&) {
-  CREMA_FAIL() << describe() << ": forward is not implemented on GPU yet; run on the CPU (no --gpu flag, or "
-               << "solver_mode: CPU)";
+  CREMA_FAIL() << describe() << (engine_.empty() ? "" : " engine '" + engine_ + "'")
+               << ": forward is not implemented on the GPU yet; run on the CPU (no --gpu flag, or solver_mode: CPU)";
 }
 
 void Layer::Backward_gpu(const std::vector<Blob*>&, const std::vector<bool>&, const std::vector<Blob*>&) {
-  CREMA_FAIL() << describe() << ": backward is not implemented on GPU yet; run on the CPU (no --gpu flag, or "
-               << "solver_mode: CPU)";
+  CREMA_FAIL() << describe() << (engine_.empty() ? "" : " engine '" + engine_ + "'")
+               << ": backward is not implemented on the GPU yet; run on the CPU (no --gpu flag, or solver_mode: CPU)";
 }
 
 void Layer::ToProto(LayerParameter* param, bool write_diff) const {
@@ -140,7 +188,7 @@ void Layer::ToProto(LayerParameter* param, bool write_diff) const {
 
 RandomStream* Layer::random() {
   if (!random_) {
-    random_ = std::make_unique<RandomStream>(RandomStream::DeriveSeed(Context::random_seed(), name()));
+    random_ = std::make_unique<RandomStream>(RandomStream::DeriveSeed(context_->random_seed(), name()));
   }
   return random_.get();
 }

@@ -1,13 +1,19 @@
 // The layer contract. A layer reads its bottom blobs and writes its top blobs in Forward, and turns top
-// gradients into bottom (and parameter) gradients in Backward. It knows nothing of nets or solvers.
+// gradients into bottom (and parameter) gradients in Backward. It knows nothing of nets or solvers; what it
+// needs from its surroundings comes through its Context (device, random seed, replica, GPU handles).
 //
 // A concrete layer:
 //   - declares its arity (ExactNumBottomBlobs() etc.); the base class checks it once in SetUp;
 //   - checks its parameters in LayerSetUp (naming the layer and field in any error) and creates its
 //     parameter blobs there;
-//   - computes its top shapes in Reshape, which runs at set-up and whenever a bottom's shape changes;
-//   - implements Forward_cpu / Backward_cpu, and Forward_gpu / Backward_gpu when it has GPU code (until then
-//     the GPU slots fail with an error naming the layer).
+//   - computes its top shapes in Reshape, which runs at set-up and whenever a bottom's shape (or storage)
+//     changes: the net re-runs it before Forward then, and only then;
+//   - declares the memory it needs, so that the net's plan sees every buffer: TopViews (a top that is a view
+//     of a bottom: Flatten, Split), AddInternalBlob (kept from Forward to Backward: pooling's argmax) and
+//     RequestWorkspace (scratch for one call: im2col columns; one workspace serves every layer of a net);
+//   - implements Forward_cpu / Backward_cpu, and Forward_gpu / Backward_gpu when it has GPU code (the engine's
+//     registration says which devices it runs on, so a net never picks it for another).
+// Layers made of per-element rules derive from NeuronLayer and write their Forward and Backward once.
 #pragma once
 
 #include <memory>
@@ -16,13 +22,15 @@
 
 #include "core/blob.hpp"
 #include "core/common.hpp"
+#include "core/context.hpp"
 #include "core/random.hpp"
 
 namespace crema {
 
 class Layer {
  public:
-  explicit Layer(const LayerParameter& param);
+  // Without a context, the layer gets one of its own: the CPU, seed 1701 (tests, standalone use).
+  explicit Layer(const LayerParameter& param, std::shared_ptr<Context> context = nullptr);
   virtual ~Layer() = default;
   Layer(const Layer&) = delete;
   Layer& operator=(const Layer&) = delete;
@@ -32,13 +40,18 @@ class Layer {
   virtual void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {}
   virtual void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) = 0;
 
-  // Runs the forward pass on the current device and returns the weighted loss of the tops.
+  // Runs the forward pass on the context's device and returns the weighted loss of the tops.
   float Forward(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top);
   void Backward(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                 const std::vector<Blob*>& bottom);
 
   virtual const char* type() const = 0;
+  // The engine this layer is (LayerRegistry sets it; "" for a layer made directly).
+  const std::string& engine() const { return engine_; }
+  void set_engine(const std::string& engine) { engine_ = engine; }
   const std::string& name() const { return param_.name(); }
+  Context& context() const { return *context_; }
+  Device device() const { return context_->device(); }
   const LayerParameter& layer_param() const { return param_; }
   Phase phase() const { return param_.phase(); }
 
@@ -62,6 +75,33 @@ class Layer {
   virtual bool AllowForceBackward(int bottom_index) const { return true; }
   // Whether top i may be the same blob as bottom i (in-place execution).
   virtual bool AllowsInPlace() const { return false; }
+  // Whether the tops are the net's inputs, filled by the caller (Input).
+  virtual bool TopsAreNetInputs() const { return false; }
+
+  // A top that is a view of a bottom: the same data (and diff, when `diff`), moved by no one. The net (or
+  // SetUp, for a layer on its own) makes the view before Reshape, which then only sets the top's shape; the
+  // count must stay the bottom's.
+  struct TopView {
+    int top;
+    int bottom;
+    bool diff;
+  };
+  virtual std::vector<TopView> TopViews(int num_tops) const { return {}; }
+  // Makes the views TopViews declares.
+  void MakeTopViews(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) const;
+
+  // Blobs kept from Forward to Backward (pooling's argmax, dropout's mask), named "<layer>.<what>"; the net
+  // lists them in its plan beside the tops.
+  const std::vector<std::shared_ptr<Blob>>& internal_blobs() const { return internal_blobs_; }
+  const std::vector<std::string>& internal_blob_names() const { return internal_blob_names_; }
+
+  // Scratch memory: the floats this layer asked for in its last Reshape, and the buffer it uses. The net gives
+  // every layer one shared workspace sized to the largest request; a layer on its own uses a buffer of its own.
+  size_t workspace_floats() const { return workspace_floats_; }
+  void set_workspace(std::shared_ptr<Blob> workspace) {
+    workspace_ = std::move(workspace);
+    workspace_is_shared_ = true;
+  }
 
   float loss(int top_index) const { return top_index < static_cast<int>(loss_.size()) ? loss_[top_index] : 0.f; }
   void set_loss(int top_index, float weight);
@@ -89,6 +129,15 @@ class Layer {
 
   // This layer's own random stream, seeded from the context's seed and the layer's name on first use.
   RandomStream* random();
+  // For layers made of other layers (SoftmaxWithLoss runs a Softmax): they share this layer's context.
+  const std::shared_ptr<Context>& shared_context() const { return context_; }
+
+  // In LayerSetUp: a blob kept from Forward to Backward, described by `what` ("argmax").
+  Blob* AddInternalBlob(const std::string& what);
+  // In Reshape: this call's scratch needs `floats` values (the largest request of one Reshape counts).
+  void RequestWorkspace(size_t floats);
+  // In Forward or Backward: at least the requested floats, on the layer's device; contents undefined.
+  float* workspace();
 
   // Parameters that came with the LayerParameter (from a .caffemodel) must have the shapes this prototxt
   // implies; names[i] says what blob i is in errors ("weights", "bias"). Legacy files store every blob as 4-d
@@ -101,6 +150,18 @@ class Layer {
   // and the blob's shape when the axis is out of range.
   int CanonicalAxis(const Blob& blob, int axis, const std::string& field) const;
 
+  // `blob` seen as outer x classes x inner around its axis `axis` (this layer's parameter `field`): the view
+  // of softmax, losses and accuracy.
+  struct ClassAxis {
+    int axis, outer, classes, inner;
+  };
+  ClassAxis SplitAtClassAxis(const Blob& blob, int axis, const std::string& field) const;
+  // Labels must hold one value per position of the scores (outer * inner); throws naming both shapes.
+  void CheckLabelCount(const Blob& labels, const Blob& scores, const ClassAxis& split) const;
+  // The class of label value `label` found at `index` of `labels`; throws naming the layer, the value and the
+  // index unless it is an integer class in [0, classes) (NaN fails too). `ignorable` says an ignore_label is set.
+  int CheckedLabel(float label, int index, const Blob& labels, int classes, bool ignorable) const;
+
   // "layer 'conv1' (Convolution)": the prefix of every error message about this layer.
   std::string describe() const;
 
@@ -111,7 +172,49 @@ class Layer {
 
  private:
   void CheckArity(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) const;
+  std::shared_ptr<Context> context_;
+  std::string engine_;
   std::unique_ptr<RandomStream> random_;
+  std::vector<std::shared_ptr<Blob>> internal_blobs_;
+  std::vector<std::string> internal_blob_names_;
+  size_t workspace_floats_ = 0;
+  std::shared_ptr<Blob> workspace_;
+  bool workspace_is_shared_ = false;
+};
+
+// A layer of per-element rules: one bottom, one top of the bottom's shape, in place allowed (ReLU, Dropout,
+// and later Sigmoid, TanH, Power, ...). Its ForwardElements and BackwardElements are written once for both
+// devices: they read pointers with data_on(device()) and run their rules with for_each_element(context(), ...);
+// the layer's .cu file compiles the rules' GPU kernels (CREMA_GPU_ELEMENTWISE).
+class NeuronLayer : public Layer {
+ public:
+  using Layer::Layer;
+  int ExactNumBottomBlobs() const override { return 1; }
+  int ExactNumTopBlobs() const override { return 1; }
+  bool AllowsInPlace() const override { return true; }
+  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
+    top[0]->ReshapeLike(*bottom[0]);
+  }
+
+ protected:
+  virtual void ForwardElements(const Blob& bottom, Blob* top) = 0;
+  // Called only when the bottom's gradient is wanted.
+  virtual void BackwardElements(const Blob& top, Blob* bottom) = 0;
+
+  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) final {
+    ForwardElements(*bottom[0], top[0]);
+  }
+  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) final {
+    ForwardElements(*bottom[0], top[0]);
+  }
+  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) final {
+    if (propagate_down[0]) BackwardElements(*top[0], bottom[0]);
+  }
+  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) final {
+    if (propagate_down[0]) BackwardElements(*top[0], bottom[0]);
+  }
 };
 
 }  // namespace crema

@@ -1,4 +1,6 @@
-// The one list of built-in layers. Adding a layer: include its header and add one line here.
+// The one list of built-in layers and their engines. Adding a layer: include its header and add one line here;
+// adding an engine: one more line under its type, in the order engines are tried (most specialised first,
+// the reference last). See layers/layer_registry.hpp for how the engine of a layer is chosen.
 #include "layers/accuracy.hpp"
 #include "layers/convolution.hpp"
 #include "layers/data.hpp"
@@ -16,23 +18,23 @@
 namespace crema {
 
 void RegisterBuiltinLayers(LayerRegistry* registry) {
-  // Data
-  registry->Add<DataLayer>("Data");
-  registry->Add<InputLayer>("Input");
+  // Data (batches are assembled on the host; a GPU net's next layer copies them over)
+  registry->Add<DataLayer>("Data", {"native", kCpuAndGpu});
+  registry->Add<InputLayer>("Input", {"native", kCpuAndGpu});
   // Vision
-  registry->Add<ConvolutionLayer>("Convolution");
-  registry->Add<PoolingLayer>("Pooling");
+  registry->Add<ConvolutionLayer>("Convolution", {"im2col"});
+  registry->Add<PoolingLayer>("Pooling", {"native"});
   // Common
-  registry->Add<InnerProductLayer>("InnerProduct");
-  registry->Add<DropoutLayer>("Dropout");
-  registry->Add<FlattenLayer>("Flatten");
-  registry->Add<SplitLayer>("Split");
+  registry->Add<InnerProductLayer>("InnerProduct", {"native"});
+  registry->Add<DropoutLayer>("Dropout", {"native", kCpuAndGpu});
+  registry->Add<FlattenLayer>("Flatten", {"native", kCpuAndGpu});
+  registry->Add<SplitLayer>("Split", {"native"});
   // Activations and normalisation
-  registry->Add<ReLULayer>("ReLU");
-  registry->Add<SoftmaxLayer>("Softmax");
+  registry->Add<ReLULayer>("ReLU", {"native", kCpuAndGpu});
+  registry->Add<SoftmaxLayer>("Softmax", {"native"});
   // Losses and metrics
-  registry->Add<SoftmaxWithLossLayer>("SoftmaxWithLoss");
-  registry->Add<AccuracyLayer>("Accuracy");
+  registry->Add<SoftmaxWithLossLayer>("SoftmaxWithLoss", {"native"});
+  registry->Add<AccuracyLayer>("Accuracy", {"native"});
 }
 
 }  // namespace crema

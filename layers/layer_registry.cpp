@@ -1,6 +1,22 @@
 #include "layers/layer_registry.hpp"
 
+#include <glog/logging.h>
+
 namespace crema {
+
+namespace {
+bool RunsOn(const EngineSpec& spec, Device device) {
+  return (spec.devices & (device == Device::kGPU ? kGpuOnly : kCpuOnly)) != 0;
+}
+
+// "" when `engine` can serve `query`, else why not.
+std::string Refusal(const LayerRegistry::Engine& engine, const EngineQuery& query) {
+  if (!RunsOn(engine.spec, query.device)) return std::string("does not run on the ") + DeviceName(query.device);
+  return engine.spec.refusal ? engine.spec.refusal(query) : "";
+}
+
+std::string Describe(const LayerParameter& param) { return "layer '" + param.name() + "' (" + param.type() + ")"; }
+}  // namespace
 
 LayerRegistry& LayerRegistry::Global() {
   static LayerRegistry* registry = [] {
@@ -11,26 +27,106 @@ LayerRegistry& LayerRegistry::Global() {
   return *registry;
 }
 
-void LayerRegistry::Add(const std::string& type, Creator creator) {
-  CREMA_CHECK(!creators_.count(type)) << "layer type '" << type << "' is registered twice";
-  creators_[type] = std::move(creator);
+void LayerRegistry::Add(const std::string& type, EngineSpec spec, Creator creator) {
+  for (const Engine& engine : engines_[type])
+    CREMA_CHECK(engine.spec.name != spec.name) << "layer type '" << type << "' registers engine '" << spec.name
+                                               << "' twice";
+  engines_[type].push_back(Engine{std::move(spec), std::move(creator)});
 }
 
 std::vector<std::string> LayerRegistry::Types() const {
   std::vector<std::string> types;
-  for (const auto& entry : creators_) types.push_back(entry.first);
+  for (const auto& entry : engines_) types.push_back(entry.first);
   return types;
 }
 
-std::unique_ptr<Layer> LayerRegistry::Create(const LayerParameter& param) const {
-  auto found = creators_.find(param.type());
-  if (found == creators_.end()) {
+std::vector<std::string> LayerRegistry::Engines(const std::string& type) const {
+  std::vector<std::string> names;
+  auto found = engines_.find(type);
+  if (found != engines_.end())
+    for (const Engine& engine : found->second) names.push_back(engine.spec.name);
+  return names;
+}
+
+int CaffeEngineField(const LayerParameter& param) {
+  const auto* reflection = param.GetReflection();
+  std::vector<const google::protobuf::FieldDescriptor*> fields;
+  reflection->ListFields(param, &fields);
+  for (const auto* field : fields) {
+    if (field->type() != google::protobuf::FieldDescriptor::TYPE_MESSAGE || field->is_repeated()) continue;
+    const auto& message = reflection->GetMessage(param, field);
+    const auto* engine = message.GetDescriptor()->FindFieldByName("engine");
+    if (engine != nullptr && engine->type() == google::protobuf::FieldDescriptor::TYPE_ENUM &&
+        message.GetReflection()->HasField(message, engine))
+      return message.GetReflection()->GetEnumValue(message, engine);
+  }
+  return 0;
+}
+
+const LayerRegistry::Engine* LayerRegistry::Choose(const LayerParameter& param, const EngineQuery& query,
+                                                   const Context& context) const {
+  const std::vector<Engine>& engines = engines_.at(param.type());
+  auto named = [&](const std::string& name) -> const Engine* {
+    for (const Engine& engine : engines)
+      if (engine.spec.name == name) return &engine;
+    return nullptr;
+  };
+  // Forced for this type: that engine, or a clear error.
+  const auto& forced = context.forced_engines();
+  auto for_type = forced.find(param.type());
+  if (for_type != forced.end()) {
+    const Engine* engine = named(for_type->second);
+    if (engine == nullptr) {
+      std::string known;
+      for (const auto& name : Engines(param.type())) known += (known.empty() ? "" : ", ") + name;
+      CREMA_FAIL() << Describe(param) << ": engine '" << for_type->second << "' was forced (--engine), but "
+                   << param.type() << " has the engines " << known;
+    }
+    const std::string why = Refusal(*engine, query);
+    CREMA_CHECK(why.empty()) << Describe(param) << ": the forced engine '" << engine->spec.name
+                             << "' cannot run it: " << why;
+    return engine;
+  }
+  // Forced for every type that has an engine of that name, where it accepts.
+  auto for_all = forced.find("");
+  if (for_all != forced.end()) {
+    const Engine* engine = named(for_all->second);
+    if (engine != nullptr && Refusal(*engine, query).empty()) return engine;
+  }
+  // Caffe's engine field narrows the list to CAFFE's or CUDNN's engines.
+  const int caffe_engine = CaffeEngineField(param);
+  if (caffe_engine != 0) {
+    for (const Engine& engine : engines)
+      if (static_cast<int>(engine.spec.caffe_engine) == caffe_engine && Refusal(engine, query).empty()) return &engine;
+    if (caffe_engine == static_cast<int>(CaffeEngine::kCaffe)) {
+      CREMA_FAIL() << Describe(param) << ": engine: CAFFE was asked for, but none of crema's own engines can run it";
+    }
+    LOG(INFO) << Describe(param) << ": engine: CUDNN is not available on the " << DeviceName(query.device)
+              << "; using the default engine order";
+  }
+  for (const Engine& engine : engines)
+    if (Refusal(engine, query).empty()) return &engine;
+  std::string reasons;
+  for (const Engine& engine : engines) reasons += "; " + engine.spec.name + ": " + Refusal(engine, query);
+  CREMA_FAIL() << Describe(param) << ": no engine can run it on the " << DeviceName(query.device) << reasons;
+  return nullptr;
+}
+
+std::unique_ptr<Layer> LayerRegistry::Create(const LayerParameter& param,
+                                             const std::vector<std::vector<int>>& bottom_shapes,
+                                             std::shared_ptr<Context> context) const {
+  if (!engines_.count(param.type())) {
     std::string known;
     for (const auto& type : Types()) known += (known.empty() ? "" : ", ") + type;
     CREMA_FAIL() << "layer '" << param.name() << "' has unknown type '" << param.type()
                  << "'; known types: " << known;
   }
-  return found->second(param);
+  CREMA_CHECK(context != nullptr) << Describe(param) << ": created without a context";
+  const EngineQuery query{param, bottom_shapes, context->device()};
+  const Engine* engine = Choose(param, query, *context);
+  std::unique_ptr<Layer> layer = engine->create(param, std::move(context));
+  layer->set_engine(engine->spec.name);
+  return layer;
 }
 
 }  // namespace crema

@@ -50,6 +50,7 @@ void PoolingLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vecto
         << me << ": pad (" << pad_h_ << " x " << pad_w_ << ") must be smaller than kernel_size (" << kernel_h_ << " x "
         << kernel_w_ << ")";
   }
+  if (method_ == PoolingParameter::MAX && top.size() == 1 && argmax_ == nullptr) argmax_ = AddInternalBlob("argmax");
 }
 
 int PoolingLayer::OutputSize(int in, int kernel, int pad, int stride, const char* axis) const {
@@ -85,7 +86,7 @@ void PoolingLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<B
   pooled_w_ = OutputSize(width_, kernel_w_, pad_w_, stride_w_, "width");
   const std::vector<int> shape = {input.shape(0), input.shape(1), pooled_h_, pooled_w_};
   for (Blob* output : top) output->Reshape(shape);
-  if (method_ == PoolingParameter::MAX && top.size() == 1) argmax_.Reshape(shape);
+  if (argmax_ != nullptr) argmax_->Reshape(shape);
 }
 
 PoolingLayer::Window PoolingLayer::WindowAt(int ph, int pw) const {
@@ -100,7 +101,7 @@ void PoolingLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vect
   const float* input = bottom[0]->cpu_data();
   float* output = top[0]->mutable_cpu_data();
   const bool max = method_ == PoolingParameter::MAX;
-  float* argmax = !max ? nullptr : top.size() > 1 ? top[1]->mutable_cpu_data() : argmax_.mutable_cpu_data();
+  float* argmax = !max ? nullptr : top.size() > 1 ? top[1]->mutable_cpu_data() : argmax_->mutable_cpu_data();
   const int planes = bottom[0]->count(0, 2);
   const int plane_size = height_ * width_;
   const int pooled_size = pooled_h_ * pooled_w_;
@@ -145,7 +146,7 @@ void PoolingLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector
   float* input_diff = bottom[0]->mutable_cpu_diff();
   cpu_set(bottom[0]->count(), 0.f, input_diff);
   const bool max = method_ == PoolingParameter::MAX;
-  const float* argmax = !max ? nullptr : top.size() > 1 ? top[1]->cpu_data() : argmax_.cpu_data();
+  const float* argmax = !max ? nullptr : top.size() > 1 ? top[1]->cpu_data() : argmax_->cpu_data();
   const int planes = bottom[0]->count(0, 2);
   const int plane_size = height_ * width_;
   const int pooled_size = pooled_h_ * pooled_w_;

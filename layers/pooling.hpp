@@ -19,7 +19,7 @@ namespace crema {
 
 class PoolingLayer : public Layer {
  public:
-  explicit PoolingLayer(const LayerParameter& param) : Layer(param) {}
+  using Layer::Layer;
   const char* type() const override { return "Pooling"; }
   int ExactNumBottomBlobs() const override { return 1; }
   int MinTopBlobs() const override { return 1; }
@@ -47,7 +47,7 @@ class PoolingLayer : public Layer {
   bool global_ = false;
   int kernel_h_ = 0, kernel_w_ = 0, stride_h_ = 1, stride_w_ = 1, pad_h_ = 0, pad_w_ = 0;
   int height_ = 0, width_ = 0, pooled_h_ = 0, pooled_w_ = 0;
-  Blob argmax_;  // MAX without a mask top: where each maximum came from, for backward
+  Blob* argmax_ = nullptr;  // MAX without a mask top: where each maximum came from, for backward (internal)
 };
 
 }  // namespace crema

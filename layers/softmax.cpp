@@ -8,19 +8,16 @@
 namespace crema {
 
 void SoftmaxLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  const int axis = CanonicalAxis(*bottom[0], param_.softmax_param().axis(), "softmax_param.axis");
-  outer_ = bottom[0]->count(0, axis);
-  channels_ = bottom[0]->shape(axis);
-  inner_ = bottom[0]->count(axis + 1);
+  split_ = SplitAtClassAxis(*bottom[0], param_.softmax_param().axis(), "softmax_param.axis");
   top[0]->ReshapeLike(*bottom[0]);
 }
 
 void SoftmaxLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const float* x = bottom[0]->cpu_data();
   float* y = top[0]->mutable_cpu_data();
-  const int C = channels_, inner = inner_;
+  const int C = split_.classes, inner = split_.inner, outer = split_.outer;
 #pragma omp parallel for if (top[0]->count() >= kParallelElementThreshold) collapse(2)
-  for (int n = 0; n < outer_; ++n) {
+  for (int n = 0; n < outer; ++n) {
     for (int j = 0; j < inner; ++j) {
       // One softmax over the C values at stride `inner` starting here.
       const float* xs = x + n * C * inner + j;
@@ -43,9 +40,9 @@ void SoftmaxLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector
   const float* y = top[0]->cpu_data();
   const float* dy = top[0]->cpu_diff();
   float* dx = bottom[0]->mutable_cpu_diff();
-  const int C = channels_, inner = inner_;
+  const int C = split_.classes, inner = split_.inner, outer = split_.outer;
 #pragma omp parallel for if (top[0]->count() >= kParallelElementThreshold) collapse(2)
-  for (int n = 0; n < outer_; ++n) {
+  for (int n = 0; n < outer; ++n) {
     for (int j = 0; j < inner; ++j) {
       // dx = y * (dy - <dy, y>): the Jacobian diag(y) - y y^T applied to dy.
       const int start = n * C * inner + j;

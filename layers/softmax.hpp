@@ -26,7 +26,7 @@ class SoftmaxLayer : public Layer {
                     const std::vector<Blob*>& bottom) override;
 
  private:
-  int outer_ = 0, channels_ = 0, inner_ = 0;
+  ClassAxis split_{};
 };
 
 }  // namespace crema

@@ -13,7 +13,8 @@ void SoftmaxWithLossLayer::LayerSetUp(const std::vector<Blob*>& bottom, const st
   softmax_param.set_name(name() + "/softmax");
   softmax_param.set_type("Softmax");
   *softmax_param.mutable_softmax_param() = param_.softmax_param();
-  softmax_ = std::make_unique<SoftmaxLayer>(softmax_param);
+  softmax_ = std::make_unique<SoftmaxLayer>(softmax_param, shared_context());
+  if (top.size() == 1 && prob_ == nullptr) prob_ = AddInternalBlob("probabilities");
   softmax_->SetUp({bottom[0]}, {probabilities(top)});
 
   const LossParameter& loss_param = param_.loss_param();
@@ -32,14 +33,8 @@ void SoftmaxWithLossLayer::LayerSetUp(const std::vector<Blob*>& bottom, const st
 
 void SoftmaxWithLossLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   softmax_->Reshape({bottom[0]}, {probabilities(top)});
-  const int axis = CanonicalAxis(*bottom[0], param_.softmax_param().axis(), "softmax_param.axis");
-  outer_ = bottom[0]->count(0, axis);
-  channels_ = bottom[0]->shape(axis);
-  inner_ = bottom[0]->count(axis + 1);
-  CREMA_CHECK(bottom[1]->count() == outer_ * inner_)
-      << describe() << ": the labels (shape " << bottom[1]->shape_string() << ") must hold one label per "
-      << "prediction, " << outer_ * inner_ << " for scores of shape " << bottom[0]->shape_string()
-      << " with the classes along axis " << axis;
+  split_ = SplitAtClassAxis(*bottom[0], param_.softmax_param().axis(), "softmax_param.axis");
+  CheckLabelCount(*bottom[1], *bottom[0], split_);
   top[0]->Reshape({});
 }
 
@@ -47,13 +42,13 @@ float SoftmaxWithLossLayer::normalizer(int valid_count) const {
   float value = 1.f;
   switch (normalization_) {
     case LossParameter::FULL:
-      value = static_cast<float>(outer_ * inner_);
+      value = static_cast<float>(split_.outer * split_.inner);
       break;
     case LossParameter::VALID:
       value = static_cast<float>(valid_count);
       break;
     case LossParameter::BATCH_SIZE:
-      value = static_cast<float>(outer_);
+      value = static_cast<float>(split_.outer);
       break;
     case LossParameter::NONE:
       value = 1.f;
@@ -70,18 +65,14 @@ void SoftmaxWithLossLayer::Forward_cpu(const std::vector<Blob*>& bottom, const s
   const float* labels = bottom[1]->cpu_data();
   double loss = 0;
   int valid = 0;
-  for (int n = 0; n < outer_; ++n) {
-    for (int j = 0; j < inner_; ++j) {
-      const int index = n * inner_ + j;
+  const int classes = split_.classes, inner = split_.inner;
+  for (int n = 0; n < split_.outer; ++n) {
+    for (int j = 0; j < inner; ++j) {
+      const int index = n * inner + j;
       const float label = labels[index];
       if (ignored(label)) continue;
-      // Written so that a NaN label fails too.
-      CREMA_CHECK(label >= 0.f && label < static_cast<float>(channels_))
-          << describe() << ": label " << label << " at index " << index << " of the labels (shape "
-          << bottom[1]->shape_string() << ") is outside [0, " << channels_ << ")"
-          << (has_ignore_label_ ? " and is not the ignore_label" : "");
-      const int c = static_cast<int>(label);
-      loss -= std::log(std::max(prob[(n * channels_ + c) * inner_ + j], FLT_MIN));
+      const int c = CheckedLabel(label, index, *bottom[1], classes, has_ignore_label_);
+      loss -= std::log(std::max(prob[(n * classes + c) * inner + j], FLT_MIN));
       ++valid;
     }
   }
@@ -98,14 +89,15 @@ void SoftmaxWithLossLayer::Backward_cpu(const std::vector<Blob*>& top, const std
   const float* labels = bottom[1]->cpu_data();
   float* dx = bottom[0]->mutable_cpu_diff();
   cpu_copy(bottom[0]->count(), prob, dx);
-  for (int n = 0; n < outer_; ++n) {
-    for (int j = 0; j < inner_; ++j) {
-      const float label = labels[n * inner_ + j];
-      float* column = dx + n * channels_ * inner_ + j;
+  const int classes = split_.classes, inner = split_.inner;
+  for (int n = 0; n < split_.outer; ++n) {
+    for (int j = 0; j < inner; ++j) {
+      const float label = labels[n * inner + j];
+      float* column = dx + n * classes * inner + j;
       if (ignored(label)) {
-        for (int c = 0; c < channels_; ++c) column[c * inner_] = 0.f;
+        for (int c = 0; c < classes; ++c) column[c * inner] = 0.f;
       } else {
-        column[static_cast<int>(label) * inner_] -= 1.f;
+        column[static_cast<int>(label) * inner] -= 1.f;
       }
     }
   }

@@ -41,18 +41,18 @@ class SoftmaxWithLossLayer : public Layer {
                     const std::vector<Blob*>& bottom) override;
 
  private:
-  // The probabilities live in the second top when there is one, else in prob_.
-  Blob* probabilities(const std::vector<Blob*>& top) { return top.size() > 1 ? top[1] : &prob_; }
+  // The probabilities live in the second top when there is one, else in an internal blob (kept for backward).
+  Blob* probabilities(const std::vector<Blob*>& top) { return top.size() > 1 ? top[1] : prob_; }
   // Whether the label stored at this position is the ignored one.
   bool ignored(float label) const { return has_ignore_label_ && label == static_cast<float>(ignore_label_); }
   float normalizer(int valid_count) const;
 
   std::unique_ptr<SoftmaxLayer> softmax_;
-  Blob prob_;
+  Blob* prob_ = nullptr;
   LossParameter::NormalizationMode normalization_ = LossParameter::VALID;
   bool has_ignore_label_ = false;
   int ignore_label_ = 0;
-  int outer_ = 0, channels_ = 0, inner_ = 0;
+  ClassAxis split_{};
   // Non-ignored positions in the last forward pass, for the backward pass's normalizer.
   int valid_count_ = 0;
 };

@@ -4,14 +4,16 @@
 
 namespace crema {
 
+std::vector<Layer::TopView> SplitLayer::TopViews(int num_tops) const {
+  // Data only: each top's gradient is its own, summed into the bottom's in Backward. (Views also refuse in
+  // place, where backward would overwrite the sum with one top's share.)
+  std::vector<TopView> views;
+  for (int t = 0; t < num_tops; ++t) views.push_back({t, 0, false});
+  return views;
+}
+
 void SplitLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  for (size_t i = 0; i < top.size(); ++i) {
-    // In place, backward would overwrite the summed gradient with one top's share of it.
-    CREMA_CHECK(top[i] != bottom[0]) << describe() << " cannot run in place (top " << i
-                                     << " is its bottom); give each top a name of its own";
-    top[i]->ReshapeLike(*bottom[0]);
-    top[i]->ShareData(*bottom[0]);
-  }
+  for (Blob* copy : top) copy->ReshapeLike(*bottom[0]);
 }
 
 void SplitLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,

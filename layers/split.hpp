@@ -1,6 +1,6 @@
-// Split: hands one bottom to several consumers. Every top shares the bottom's data; backward sums the tops'
-// gradients into the bottom's. Nets insert it where one blob feeds several layers, so that each consumer
-// writes its gradient to a diff of its own.
+// Split: hands one bottom to several consumers. Every top is a view of the bottom's data (declared in
+// TopViews) with a diff of its own; backward sums the tops' gradients into the bottom's. Nets insert it where
+// one blob feeds several layers, so that each consumer writes its gradient to a diff of its own.
 #pragma once
 
 #include <vector>
@@ -15,6 +15,7 @@ class SplitLayer : public Layer {
   const char* type() const override { return "Split"; }
   int ExactNumBottomBlobs() const override { return 1; }
   int MinTopBlobs() const override { return 1; }
+  std::vector<TopView> TopViews(int num_tops) const override;
 
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
 

@@ -66,15 +66,36 @@ TEST(BlobTest, RejectsWrongValueCountAndShape) {
   EXPECT_THROW(fixed.FromProto(two, /*reshape=*/false), Error);
 }
 
-TEST(BlobTest, UpdateSubtractsDiff) {
-  Blob blob({4});
-  for (int i = 0; i < 4; ++i) {
-    blob.mutable_cpu_data()[i] = i;
-    blob.mutable_cpu_diff()[i] = 0.25f * i;
-  }
-  blob.Update();
-  for (int i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(blob.cpu_data()[i], 0.75f * i);
-  EXPECT_DOUBLE_EQ(blob.asum_data(), 0.75 * 6);
+// A view sees (and writes) another blob's memory, may shrink within it, and refuses to grow past it; the owner
+// still grows freely, into storage of its own.
+TEST(BlobTest, ViewsShareMemoryAndRefuseToGrow) {
+  Blob owner({2, 3});
+  for (int i = 0; i < 6; ++i) owner.mutable_cpu_data()[i] = static_cast<float>(i);
+  Blob view;
+  view.ViewOf(owner, /*with_diff=*/true);
+  EXPECT_EQ(view.shape(), owner.shape());
+  EXPECT_TRUE(view.data_is_view());
+  EXPECT_EQ(view.cpu_data(), owner.cpu_data());
+  view.Reshape({6});
+  view.mutable_cpu_diff()[5] = 7.f;
+  EXPECT_EQ(owner.cpu_diff()[5], 7.f);
+  view.Reshape({2});  // shrinking within the view is fine
+  test::ExpectErrorContaining([&] { view.Reshape({7}); }, {"cannot reshape", "view of 6 values"});
+  EXPECT_EQ(view.shape(), std::vector<int>{2});  // a refused reshape changes nothing
+  owner.Reshape({4, 4});
+  EXPECT_NE(owner.data(), view.data());  // the owner got new storage; the view keeps the old
+
+  // A view of part of a larger buffer, from an offset.
+  Blob part;
+  part.ViewData(owner.data(), 10, {2, 3});
+  owner.mutable_cpu_data()[12] = 42.f;
+  EXPECT_EQ(part.cpu_data()[2], 42.f);
+  EXPECT_EQ(part.data_offset(), 10u);
+  test::ExpectErrorContaining([&] { part.ViewData(owner.data(), 12, {5}); }, {"does not fit", "16 values"});
+
+  // Sharing needs the sharer's count to fit.
+  Blob big({20});
+  test::ExpectErrorContaining([&] { big.ShareData(part); }, {"cannot share data", "20"});
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -44,9 +45,11 @@ LayerParameter DataLayerParam(const std::string& source, const std::string& data
                           "' backend: LMDB " + data_extra + " }");
 }
 
-// A set-up layer with its data and label tops.
+// A set-up layer with its data and label tops, on a context with `seed`, as replica `rank` of `replicas`.
 struct Fixture {
-  explicit Fixture(const LayerParameter& param, int tops = 2) : layer(param) {
+  explicit Fixture(const LayerParameter& param, int tops = 2, uint64_t seed = Context::kDefaultSeed, int rank = 0,
+                   int replicas = 1)
+      : layer(param, MakeContext(seed, rank, replicas)) {
     for (int i = 0; i < tops; ++i) blobs.Add({});
     layer.SetUp({}, blobs.pointers);
   }
@@ -61,6 +64,11 @@ struct Fixture {
     std::vector<std::vector<float>> result;
     for (int i = 0; i < batches; ++i) result.push_back(Next());
     return result;
+  }
+  static std::shared_ptr<Context> MakeContext(uint64_t seed, int rank, int replicas) {
+    auto context = std::make_shared<Context>(Device::kCPU, 0, seed);
+    context->set_replica(rank, replicas);
+    return context;
   }
   DataLayer layer;
   test::BlobList blobs;
@@ -172,8 +180,7 @@ TEST(DataLayerTest, RandSkipSkipsWhatTheLayersStreamDraws) {
   const std::string source = WriteDataSet(dir, 10, 1, 1, 1);
   int skipped_somewhere = 0;
   for (uint64_t seed = 1; seed <= 8; ++seed) {
-    Context::set_random_seed(seed);
-    Fixture fixture(DataLayerParam(source, "batch_size: 1 rand_skip: 5"));
+    Fixture fixture(DataLayerParam(source, "batch_size: 1 rand_skip: 5"), 2, seed);
     RandomStream replay(RandomStream::DeriveSeed(seed, "data"));
     const int skip = static_cast<int>(replay.UniformInt(5));
     EXPECT_EQ(fixture.Next().back(), 100 + skip) << "seed " << seed;
@@ -183,6 +190,35 @@ TEST(DataLayerTest, RandSkipSkipsWhatTheLayersStreamDraws) {
     skipped_somewhere += skip > 0;
   }
   EXPECT_GT(skipped_somewhere, 0);
+}
+
+// Data parallelism: replica r of N reads part r of each global batch, so the batches of replicas 0..N-1, put
+// side by side, are the batches of one layer reading N times the batch size (across the wrap-around too).
+TEST(DataLayerTest, ReplicasReadTheirShareOfEachGlobalBatch) {
+  test::TempDir dir;
+  const std::string source = WriteDataSet(dir, 7, 1, 2, 3);
+  const int replicas = 3, batch = 2, batches = 5;  // 30 records from 7: wraps around four times
+  Fixture whole(DataLayerParam(source, "batch_size: " + std::to_string(replicas * batch)));
+  std::vector<std::unique_ptr<Fixture>> parts;
+  for (int rank = 0; rank < replicas; ++rank)
+    parts.push_back(std::make_unique<Fixture>(DataLayerParam(source, "batch_size: " + std::to_string(batch)), 2,
+                                              Context::kDefaultSeed, rank, replicas));
+  const int item = 1 * 2 * 3;
+  for (int b = 0; b < batches; ++b) {
+    const std::vector<float> expected = whole.Next();
+    std::vector<float> data, labels;
+    for (auto& part : parts) {
+      const std::vector<float> values = part->Next();
+      data.insert(data.end(), values.begin(), values.begin() + batch * item);
+      labels.insert(labels.end(), values.begin() + batch * item, values.end());
+    }
+    data.insert(data.end(), labels.begin(), labels.end());
+    EXPECT_EQ(data, expected) << "global batch " << b;
+  }
+  LayerRuntimeState state;
+  parts[1]->layer.SaveRuntimeState(&state);
+  EXPECT_EQ(state.records_read(), static_cast<uint64_t>(batches * replicas * batch));
+  test::ExpectErrorContaining([] { Context().set_replica(3, 3); }, {"replica 3 of 3"});
 }
 
 // The layer used by the resume tests: random crops and mirrors of 2 x 4 x 5 records, in TRAIN.
@@ -219,7 +255,6 @@ bool IsTransformOf(const float* item, int record, bool* mirrored) {
 TEST(DataLayerTest, TrainBatchesAreRandomCropsAndMirrorsOfTheRightRecords) {
   test::TempDir dir;
   const std::string source = WriteDataSet(dir, 7, 2, 4, 5);
-  Context::set_random_seed(1701);
   Fixture fixture(RandomTrainParam(source, 2));
   EXPECT_EQ(fixture.blobs.pointers[0]->shape(), (std::vector<int>{3, 2, 3, 3}));
   int mirrored_count = 0;
@@ -238,9 +273,7 @@ TEST(DataLayerTest, TrainBatchesAreRandomCropsAndMirrorsOfTheRightRecords) {
 
   // Same seed (whatever the prefetch depth), same batches; another seed, other crops and mirrors.
   Fixture same_seed(RandomTrainParam(source, 3));
-  Context::set_random_seed(1702);
-  Fixture other_seed(RandomTrainParam(source, 2));
-  Context::set_random_seed(1701);
+  Fixture other_seed(RandomTrainParam(source, 2), 2, 1702);
   Fixture reference(RandomTrainParam(source, 1));
   const auto reference_batches = reference.Next(5);
   EXPECT_EQ(same_seed.Next(5), reference_batches);
@@ -256,7 +289,6 @@ TEST(DataLayerTest, RestoredLayerContinuesExactly) {
   for (int prefetch : {1, 4}) {
     for (int k : {0, 1, 2, 3, 5, 9}) {
       SCOPED_TRACE("prefetch " + std::to_string(prefetch) + ", k " + std::to_string(k));
-      Context::set_random_seed(1701);
       Fixture original(RandomTrainParam(source, prefetch));
       original.Next(k);
       std::this_thread::sleep_for(std::chrono::milliseconds(20));  // let the thread fill its queue
@@ -269,8 +301,7 @@ TEST(DataLayerTest, RestoredLayerContinuesExactly) {
       const auto expected = original.Next(6);
 
       // A layer built under another seed, which has read (and prefetched) batches of its own.
-      Context::set_random_seed(4242);
-      Fixture resumed(RandomTrainParam(source, 4 - prefetch + 1));
+      Fixture resumed(RandomTrainParam(source, 4 - prefetch + 1), 2, 4242);
       resumed.Next(2);
       resumed.layer.RestoreRuntimeState(state);
       EXPECT_EQ(resumed.Next(6), expected);

@@ -23,9 +23,9 @@ class FixedMaskDropoutLayer : public DropoutLayer {
   }
 
  protected:
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
+  void ForwardElements(const Blob& bottom, Blob* top) override {
     if (state_.has_random_stream()) RestoreRuntimeState(state_);
-    DropoutLayer::Forward_cpu(bottom, top);
+    DropoutLayer::ForwardElements(bottom, top);
   }
 
  private:
@@ -39,14 +39,14 @@ TEST(DropoutLayerTest, TrainForwardAndBackwardFollowTheMask) {
   DropoutLayer layer(test::ParseLayer(kTrainDropout));
   layer.SetUp(bottom.pointers, top.pointers);
   layer.Forward(bottom.pointers, top.pointers);
-  const std::vector<unsigned>& mask = layer.mask();
+  const std::vector<float> mask = test::DataOf(layer.mask());
   ASSERT_EQ(static_cast<int>(mask.size()), bottom.pointers[0]->count());
   const float scale = 1.f / 0.7f;
   Blob dy({4, 5, 6});
   test::FillGaussian(&dy, 0.f, 1.f, 5);
   std::copy(dy.cpu_data(), dy.cpu_data() + dy.count(), top.pointers[0]->mutable_cpu_diff());
   layer.Backward(top.pointers, {true}, bottom.pointers);
-  int kept = 0;
+  float kept = 0;
   for (int i = 0; i < dy.count(); ++i) {
     ASSERT_TRUE(mask[i] == 0 || mask[i] == 1);
     kept += mask[i];
@@ -54,7 +54,7 @@ TEST(DropoutLayerTest, TrainForwardAndBackwardFollowTheMask) {
     EXPECT_FLOAT_EQ(bottom.pointers[0]->cpu_diff()[i], dy.cpu_data()[i] * mask[i] * scale);
   }
   EXPECT_GT(kept, 0);
-  EXPECT_LT(kept, dy.count());
+  EXPECT_LT(kept, static_cast<float>(dy.count()));
 }
 
 TEST(DropoutLayerTest, GradientWithAFixedMask) {
@@ -77,9 +77,10 @@ TEST(DropoutLayerTest, KeepsAboutOneMinusRatioOfTheUnits) {
   layer.Forward(bottom.pointers, top.pointers);
   // With ones in, the mean output is the kept fraction times the scale: about 1. The standard deviation of the
   // kept fraction over 1e5 units is about 0.0015.
-  const double kept = std::count(layer.mask().begin(), layer.mask().end(), 1u) / 1e5;
+  const std::vector<float> mask = test::DataOf(layer.mask());
+  const double kept = std::count(mask.begin(), mask.end(), 1.f) / 1e5;
   EXPECT_NEAR(kept, 0.7, 0.01);
-  EXPECT_NEAR(top.pointers[0]->asum_data() / 1e5, 1.0, 0.015);
+  EXPECT_NEAR(test::AbsSum(test::DataOf(*top.pointers[0])) / 1e5, 1.0, 0.015);
 }
 
 TEST(DropoutLayerTest, TestPhaseIsIdentity) {
@@ -121,7 +122,7 @@ TEST(DropoutLayerTest, InPlaceMatchesOutOfPlace) {
   DropoutLayer in_place(test::ParseLayer(kTrainDropout));
   in_place.SetUp(both, both);
   in_place.Forward(both, both);
-  EXPECT_EQ(in_place.mask(), separate.mask());
+  EXPECT_EQ(test::DataOf(in_place.mask()), test::DataOf(separate.mask()));
   std::copy(dy.cpu_data(), dy.cpu_data() + dy.count(), shared.mutable_cpu_diff());
   in_place.Backward(both, {true}, both);
   for (int i = 0; i < shared.count(); ++i) {
@@ -137,38 +138,38 @@ TEST(DropoutLayerTest, MasksAreReproducibleFromTheRandomStream) {
   DropoutLayer first(test::ParseLayer(kTrainDropout));
   first.SetUp(bottom.pointers, top.pointers);
   first.Forward(bottom.pointers, top.pointers);
-  const std::vector<unsigned> mask1 = first.mask();
+  const std::vector<float> mask1 = test::DataOf(first.mask());
   LayerRuntimeState saved;
   first.SaveRuntimeState(&saved);
   ASSERT_TRUE(saved.has_random_stream());
   EXPECT_EQ(saved.layer(), "drop");
   first.Forward(bottom.pointers, top.pointers);
-  const std::vector<unsigned> mask2 = first.mask();
+  const std::vector<float> mask2 = test::DataOf(first.mask());
   EXPECT_NE(mask1, mask2);  // a fresh mask every pass
 
   // Same name, same seed: the same sequence of masks.
   DropoutLayer twin(test::ParseLayer(kTrainDropout));
   twin.SetUp(bottom.pointers, top.pointers);
   twin.Forward(bottom.pointers, top.pointers);
-  EXPECT_EQ(twin.mask(), mask1);
+  EXPECT_EQ(test::DataOf(twin.mask()), mask1);
 
   // A different name draws from a different stream.
   DropoutLayer other(
       test::ParseLayer("name: 'drop2' type: 'Dropout' phase: TRAIN dropout_param { dropout_ratio: 0.3 }"));
   other.SetUp(bottom.pointers, top.pointers);
   other.Forward(bottom.pointers, top.pointers);
-  EXPECT_NE(other.mask(), mask1);
+  EXPECT_NE(test::DataOf(other.mask()), mask1);
 
   // Restoring the saved stream (as a resumed run does) repeats the second mask, in the same layer and in a
   // fresh one.
   first.RestoreRuntimeState(saved);
   first.Forward(bottom.pointers, top.pointers);
-  EXPECT_EQ(first.mask(), mask2);
+  EXPECT_EQ(test::DataOf(first.mask()), mask2);
   DropoutLayer resumed(test::ParseLayer(kTrainDropout));
   resumed.SetUp(bottom.pointers, top.pointers);
   resumed.RestoreRuntimeState(saved);
   resumed.Forward(bottom.pointers, top.pointers);
-  EXPECT_EQ(resumed.mask(), mask2);
+  EXPECT_EQ(test::DataOf(resumed.mask()), mask2);
 }
 
 TEST(DropoutLayerTest, ZeroRatioKeepsEverything) {

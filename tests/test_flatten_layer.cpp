@@ -63,8 +63,13 @@ TEST(FlattenLayerTest, FollowsTheBottomWhenItIsReshaped) {
   top.Add({});
   FlattenLayer layer(test::ParseLayer("name: 'flat' type: 'Flatten'"));
   layer.SetUp(bottom.pointers, top.pointers);
-  bottom.pointers[0]->Reshape({5, 3, 4});
+  bottom.pointers[0]->Reshape({5, 3, 4});  // grows: the bottom gets new storage
   test::FillGaussian(bottom.pointers[0]);
+  // The top still views the old storage, which it may not grow past: refused, not silently reallocated.
+  test::ExpectErrorContaining([&] { layer.Reshape(bottom.pointers, top.pointers); },
+                              {"5 12", "view of 24 values"});
+  // Whoever runs the layer re-makes its views first (a net does so for every step whose bottoms changed).
+  layer.MakeTopViews(bottom.pointers, top.pointers);
   layer.Reshape(bottom.pointers, top.pointers);
   EXPECT_EQ(top.pointers[0]->shape(), (std::vector<int>{5, 12}));
   layer.Forward(bottom.pointers, top.pointers);

@@ -1,11 +1,18 @@
-// The GPU foundation: device selection, SyncedMemory's device head and the elementwise CUDA helper. Tests
-// that need a CUDA device skip with a message where none is visible (CI and the developers' machines).
+// The GPU foundation: contexts on a device, SyncedMemory's device head, the device math, the rules written
+// once (ReLU, Dropout, the SGD update) against their CPU runs, and engine choice by device. Tests that need a
+// CUDA device skip with a message where none is visible (CI and the developers' machines).
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 #include "core/blob.hpp"
 #include "core/context.hpp"
 #include "core/gpu_math.hpp"
+#include "io/proto_io.hpp"
 #include "layers/layer_registry.hpp"
+#include "net/net.hpp"
+#include "core/math_functions.hpp"
+#include "solver/update_rules.hpp"
 #include "test_util.hpp"
 
 namespace crema {
@@ -17,58 +24,126 @@ namespace {
                                                 : "this build has no CUDA (CPU_ONLY)");             \
   }
 
-TEST(GpuTest, SelectingAMissingGpuIsAClearError) {
+TEST(GpuTest, AGpuContextWithoutAGpuIsAClearError) {
   if (Context::gpu_count() > 0) GTEST_SKIP() << "a CUDA device is present; the error path cannot be reached";
-  const std::string message = test::ErrorMessage([] { Context::set_device(Device::kGPU, 0); });
+  const std::string message = test::ErrorMessage([] { Context context(Device::kGPU, 0); });
   EXPECT_NE(message.find("--gpu"), std::string::npos) << message;
-  EXPECT_EQ(Context::device(), Device::kCPU);
 }
 
-TEST(GpuTest, SelectingAGpuOutOfRangeNamesTheCount) {
+TEST(GpuTest, AGpuOutOfRangeNamesTheCount) {
   SKIP_WITHOUT_GPU();
-  const std::string message = test::ErrorMessage([] { Context::set_device(Device::kGPU, Context::gpu_count()); });
+  const std::string message = test::ErrorMessage([] { Context context(Device::kGPU, Context::gpu_count()); });
   EXPECT_NE(message.find("does not exist"), std::string::npos) << message;
 }
 
 TEST(GpuTest, SyncedMemoryRoundTripsThroughTheDevice) {
   SKIP_WITHOUT_GPU();
+  Context context(Device::kGPU, 0);
   Blob blob({3, 1000});
   test::FillGaussian(&blob);
-  const std::vector<float> original(blob.cpu_data(), blob.cpu_data() + blob.count());
+  const std::vector<float> original = test::DataOf(blob);
   blob.mutable_gpu_data();  // the device copy is now the current one
   EXPECT_EQ(blob.data()->head(), SyncedMemory::Head::kAtDevice);
-  for (int i = 0; i < blob.count(); ++i) ASSERT_EQ(blob.cpu_data()[i], original[i]);
+  EXPECT_EQ(test::DataOf(blob), original);
   EXPECT_EQ(blob.data()->head(), SyncedMemory::Head::kSynced);
 }
 
 #ifdef CREMA_USE_CUDA
-TEST(GpuTest, ElementwiseKernelsMatchTheCpu) {
+TEST(GpuTest, DeviceMathMatchesTheCpu) {
   SKIP_WITHOUT_GPU();
+  Context gpu(Device::kGPU, 0);
   Blob x({5000}), y({5000});
   test::FillGaussian(&x, 0, 1, 1);
   test::FillGaussian(&y, 0, 1, 2);
   std::vector<float> expected(y.count());
   for (int i = 0; i < y.count(); ++i) expected[i] = 2.f * (y.cpu_data()[i] + 0.5f * x.cpu_data()[i]);
-  gpu_axpy(x.count(), 0.5f, x.gpu_data(), y.mutable_gpu_data());
-  gpu_scale(y.count(), 2.f, y.mutable_gpu_data());
-  for (int i = 0; i < y.count(); ++i) EXPECT_FLOAT_EQ(y.cpu_data()[i], expected[i]);
-  gpu_set(y.count(), 3.f, y.mutable_gpu_data());
+  gpu_axpy(gpu, x.count(), 0.5f, x.gpu_data(), y.mutable_gpu_data());
+  gpu_scale(gpu, y.count(), 2.f, y.mutable_gpu_data());
+  const std::vector<float> result = test::DataOf(y);
+  for (int i = 0; i < y.count(); ++i) EXPECT_FLOAT_EQ(result[i], expected[i]);
+  EXPECT_NEAR(gpu_dot(gpu, x.count(), x.gpu_data(), y.gpu_data()), cpu_dot(x.count(), x.cpu_data(), y.cpu_data()),
+              1e-2);
+  gpu_set(gpu, y.count(), 3.f, y.mutable_gpu_data());
   EXPECT_FLOAT_EQ(y.cpu_data()[4999], 3.f);
+  // Row-major GEMM through cuBLAS's column-major interface.
+  Blob a({3, 4}), b({4, 5}), c({3, 5});
+  test::FillGaussian(&a, 0, 1, 3);
+  test::FillGaussian(&b, 0, 1, 4);
+  std::vector<float> product(15);
+  cpu_gemm(Transpose::kNo, Transpose::kNo, 3, 5, 4, 1.f, a.cpu_data(), b.cpu_data(), 0.f, product.data());
+  gpu_gemm(gpu, Transpose::kNo, Transpose::kNo, 3, 5, 4, 1.f, a.gpu_data(), b.gpu_data(), 0.f, c.mutable_gpu_data());
+  const std::vector<float> on_gpu = test::DataOf(c);
+  for (int i = 0; i < 15; ++i) EXPECT_NEAR(on_gpu[i], product[i], 1e-5);
 }
 #endif
 
-TEST(GpuTest, LayersWithoutGpuCodeSayWhichLayer) {
-  SKIP_WITHOUT_GPU();
-  Context::set_device(Device::kGPU, 0);
-  auto layer = LayerRegistry::Global().Create(test::ParseLayer("name: 'act' type: 'ReLU'"));
+// Forward and backward of one layer on each device from the same inputs; returns top data then bottom diff.
+std::vector<float> RunLayer(const std::string& text, Device device) {
+  auto context = std::make_shared<Context>(device, 0);
   test::BlobList bottom, top;
-  bottom.Add({2, 3});
-  top.Add({2, 3});
+  test::FillGaussian(bottom.Add({4, 5, 6}), 0, 1, 3);
+  top.Add({});
+  auto layer = LayerRegistry::Global().Create(test::ParseLayer(text), {{4, 5, 6}}, context);
   layer->SetUp(bottom.pointers, top.pointers);
-  const std::string message = test::ErrorMessage([&] { layer->Forward(bottom.pointers, top.pointers); });
-  Context::set_device(Device::kCPU);
-  EXPECT_NE(message.find("layer 'act' (ReLU)"), std::string::npos) << message;
-  EXPECT_NE(message.find("not implemented on GPU yet"), std::string::npos) << message;
+  layer->Forward(bottom.pointers, top.pointers);
+  test::FillGaussian(top.pointers[0], 0, 1, 4);  // the top gradient (FillGaussian writes data; move it over)
+  std::vector<float> dy = test::DataOf(*top.pointers[0]);
+  layer->Forward(bottom.pointers, top.pointers);
+  std::copy(dy.begin(), dy.end(), top.pointers[0]->mutable_cpu_diff());
+  layer->Backward(top.pointers, {true}, bottom.pointers);
+  std::vector<float> result = test::DataOf(*top.pointers[0]);
+  const std::vector<float> dx = test::DiffOf(*bottom.pointers[0]);
+  result.insert(result.end(), dx.begin(), dx.end());
+  return result;
+}
+
+TEST(GpuTest, RulesWrittenOnceGiveTheCpusResultsOnTheGpu) {
+  SKIP_WITHOUT_GPU();
+  for (const char* text : {"name: 'relu' type: 'ReLU' relu_param { negative_slope: 0.1 }",
+                           "name: 'drop' type: 'Dropout' phase: TRAIN dropout_param { dropout_ratio: 0.4 }"}) {
+    SCOPED_TRACE(text);
+    const std::vector<float> cpu = RunLayer(text, Device::kCPU), gpu = RunLayer(text, Device::kGPU);
+    ASSERT_EQ(cpu.size(), gpu.size());
+    for (size_t i = 0; i < cpu.size(); ++i) EXPECT_FLOAT_EQ(gpu[i], cpu[i]) << i;
+  }
+}
+
+// The solver's update as Solver::ApplyUpdate runs it (decay, momentum, data -= step), on each device through
+// the same rules; nvcc may fuse multiply-adds, so the devices agree to rounding.
+std::vector<float> ThreeSgdSteps(Device device) {
+  Context context(device, 0);
+  Blob param({1000}), velocity({1000});
+  test::FillGaussian(&param, 0, 1, 5);
+  velocity.set_data(0.f);
+  for (int step = 0; step < 3; ++step) {
+    Blob gradient({1000});
+    test::FillGaussian(&gradient, 0, 1, 10 + step);
+    std::copy(gradient.cpu_data(), gradient.cpu_data() + 1000, param.mutable_cpu_diff());
+    for_each_element(context, 1000, L2Decay{param.data_on(device), param.mutable_diff_on(device), 0.01f});
+    for_each_element(context, 1000,
+                     SgdMomentum{velocity.mutable_data_on(device), param.mutable_diff_on(device), 0.9f, 0.1f});
+    axpy(context, 1000, -1.f, param.diff_on(device), param.mutable_data_on(device));
+  }
+  return test::DataOf(param);
+}
+
+TEST(GpuTest, SgdUpdateOnTheGpuMatchesTheCpu) {
+  SKIP_WITHOUT_GPU();
+  const std::vector<float> cpu = ThreeSgdSteps(Device::kCPU), gpu = ThreeSgdSteps(Device::kGPU);
+  for (size_t i = 0; i < cpu.size(); ++i) EXPECT_NEAR(gpu[i], cpu[i], 1e-5f * (1.f + std::fabs(cpu[i]))) << i;
+}
+
+TEST(GpuTest, ANetPicksOnlyEnginesThatRunOnItsDevice) {
+  SKIP_WITHOUT_GPU();
+  NetParameter param;
+  ReadProtoFromText(R"(
+    layer { name: 'input' type: 'Input' top: 'data' input_param { shape { dim: 2 dim: 1 dim: 5 dim: 5 } } }
+    layer { name: 'conv' type: 'Convolution' bottom: 'data' top: 'conv' convolution_param { num_output: 2 kernel_size: 3 } }
+  )", "net", &param);
+  const std::string message =
+      test::ErrorMessage([&] { Net net(param, std::make_shared<Context>(Device::kGPU, 0)); });
+  EXPECT_NE(message.find("layer 'conv' (Convolution)"), std::string::npos) << message;
+  EXPECT_NE(message.find("does not run on the GPU"), std::string::npos) << message;
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "core/context.hpp"
 #include "io/proto_io.hpp"
 #include "net/net.hpp"
+#include "net/passes.hpp"
 #include "test_util.hpp"
 
 namespace crema {
@@ -47,22 +48,22 @@ TEST(NetStateRuleTest, MatchesPhaseLevelAndStages) {
   state.set_level(2);
   state.add_stage("deploy");
   NetStateRule rule;
-  EXPECT_TRUE(Net::StateMeetsRule(state, rule));
+  EXPECT_TRUE(StateMeetsRule(state, rule));
   rule.set_phase(TEST);
-  EXPECT_FALSE(Net::StateMeetsRule(state, rule));
+  EXPECT_FALSE(StateMeetsRule(state, rule));
   rule.set_phase(TRAIN);
   rule.set_min_level(3);
-  EXPECT_FALSE(Net::StateMeetsRule(state, rule));
+  EXPECT_FALSE(StateMeetsRule(state, rule));
   rule.set_min_level(1);
   rule.set_max_level(2);
-  EXPECT_TRUE(Net::StateMeetsRule(state, rule));
+  EXPECT_TRUE(StateMeetsRule(state, rule));
   rule.add_stage("deploy");
-  EXPECT_TRUE(Net::StateMeetsRule(state, rule));
+  EXPECT_TRUE(StateMeetsRule(state, rule));
   rule.add_stage("extra");
-  EXPECT_FALSE(Net::StateMeetsRule(state, rule));
+  EXPECT_FALSE(StateMeetsRule(state, rule));
   rule.clear_stage();
   rule.add_not_stage("deploy");
-  EXPECT_FALSE(Net::StateMeetsRule(state, rule));
+  EXPECT_FALSE(StateMeetsRule(state, rule));
 }
 
 TEST(NetFilterTest, KeepsLayersByIncludeAndExclude) {
@@ -73,16 +74,16 @@ TEST(NetFilterTest, KeepsLayersByIncludeAndExclude) {
     layer { name: 'either' type: 'Input' include { phase: TRAIN } include { stage: 'val' } }
     layer { name: 'not_val' type: 'Input' exclude { stage: 'val' } }
     layer { name: 'always' type: 'Input' })");
-  NetParameter filtered = Net::FilterNet(param);
+  NetParameter filtered = FilterNet(param);
   std::vector<std::string> names;
   for (const auto& layer : filtered.layer()) names.push_back(layer.name());
   EXPECT_EQ(names, (std::vector<std::string>{"test_only", "either", "always"}));
   param.mutable_layer(0)->add_exclude()->set_phase(TEST);
-  EXPECT_NE(test::ErrorMessage([&] { Net::FilterNet(param); }).find("train_only"), std::string::npos);
+  EXPECT_NE(test::ErrorMessage([&] { FilterNet(param); }).find("train_only"), std::string::npos);
 }
 
 TEST(NetSplitTest, InsertsSplitForSharedBlobAndRenamesReaders) {
-  NetParameter split = Net::InsertSplits(ParseNet(kBranchyNet));
+  NetParameter split = InsertSplits(ParseNet(kBranchyNet));
   std::vector<std::string> names;
   for (const auto& layer : split.layer()) names.push_back(layer.name());
   // 'data' and 'label' each feed two layers.
@@ -100,7 +101,7 @@ TEST(NetSplitTest, InsertsSplitForSharedBlobAndRenamesReaders) {
 
 TEST(NetSplitTest, MissingBottomNamesLayerAndBlob) {
   const std::string message = test::ErrorMessage(
-      [] { Net::InsertSplits(ParseNet("layer { name: 'relu' type: 'ReLU' bottom: 'nothing' top: 'r' }")); });
+      [] { InsertSplits(ParseNet("layer { name: 'relu' type: 'ReLU' bottom: 'nothing' top: 'r' }")); });
   EXPECT_NE(message.find("relu"), std::string::npos) << message;
   EXPECT_NE(message.find("nothing"), std::string::npos) << message;
 }
@@ -224,9 +225,9 @@ TEST(NetTest, PropagateDownFalseCutsTheLayersBelowOffTheLoss) {
   FillInputs(&net);
   net.ClearParamDiffs();
   net.ForwardBackward();
-  EXPECT_EQ(net.layer_by_name("ip1")->blobs()[0]->asum_diff(), 0.0);
-  EXPECT_GT(net.layer_by_name("ip2")->blobs()[0]->asum_diff(), 0.0);
-  EXPECT_GT(net.layer_by_name("ip3")->blobs()[0]->asum_diff(), 0.0);
+  EXPECT_EQ(test::AbsSum(test::DiffOf(*net.layer_by_name("ip1")->blobs()[0])), 0.0);
+  EXPECT_GT(test::AbsSum(test::DiffOf(*net.layer_by_name("ip2")->blobs()[0])), 0.0);
+  EXPECT_GT(test::AbsSum(test::DiffOf(*net.layer_by_name("ip3")->blobs()[0])), 0.0);
 }
 
 TEST(NetTest, WeightsRoundTripThroughProtoAndShapeMismatchIsNamed) {
@@ -236,9 +237,8 @@ TEST(NetTest, WeightsRoundTripThroughProtoAndShapeMismatchIsNamed) {
   NetParameter weights;
   source.ToProto(&weights);
   for (const auto& layer : weights.layer()) EXPECT_EQ(layer.type() == "Split", false);
-  Context::set_random_seed(99);  // the copy starts from other random weights
-  Net copy(ParseNet(kBranchyNet));
-  Context::set_random_seed(1701);
+  // The copy starts from other random weights.
+  Net copy(ParseNet(kBranchyNet), std::make_shared<Context>(Device::kCPU, 0, 99));
   FillInputs(&copy);
   EXPECT_NE(copy.Forward(), loss);
   copy.CopyTrainedLayersFrom(weights);

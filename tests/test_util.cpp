@@ -30,6 +30,15 @@ void FillUniform(Blob* blob, float low, float high, uint64_t seed) {
   for (int i = 0; i < blob->count(); ++i) data[i] = random.Uniform(low, high);
 }
 
+std::vector<float> DataOf(const Blob& blob) { return {blob.cpu_data(), blob.cpu_data() + blob.count()}; }
+std::vector<float> DiffOf(const Blob& blob) { return {blob.cpu_diff(), blob.cpu_diff() + blob.count()}; }
+
+double AbsSum(const std::vector<float>& values) {
+  double sum = 0;
+  for (float value : values) sum += std::fabs(value);
+  return sum;
+}
+
 LayerParameter ParseLayer(const std::string& text) {
   LayerParameter param;
   EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &param)) << "bad test prototxt:\n" << text;

@@ -18,6 +18,11 @@ namespace test {
 void FillGaussian(Blob* blob, float mean = 0.f, float stddev = 1.f, uint64_t seed = 1701);
 void FillUniform(Blob* blob, float low, float high, uint64_t seed = 1701);
 
+// A blob's values (data or diff) read on the host, and the sum of their absolute values.
+std::vector<float> DataOf(const Blob& blob);
+std::vector<float> DiffOf(const Blob& blob);
+double AbsSum(const std::vector<float>& values);
+
 // Parses a LayerParameter (or any message) from prototxt text; fails the test on a syntax error.
 LayerParameter ParseLayer(const std::string& text);
 

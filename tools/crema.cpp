@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/context.hpp"
+#include "core/synced_memory.hpp"
 #include "io/proto_io.hpp"
 #include "net/net.hpp"
 #include "net/output_scores.hpp"
@@ -28,6 +29,8 @@ DEFINE_string(snapshot, "", "train: a .solverstate to resume from");
 DEFINE_int32(iterations, 50, "test, time: number of iterations (batches)");
 DEFINE_string(gpu, "", "run on these GPUs: an id such as 0, a list such as 0,1, or 'all'; empty: the CPU "
                        "(train: the solver's solver_mode decides)");
+DEFINE_string(engine, "", "force engines: NAME for every layer type that has such an engine (e.g. reference), or "
+                          "TYPE:NAME items, comma-separated (e.g. Convolution:reference)");
 DEFINE_string(phase, "", "test, time: the net's phase, TRAIN or TEST (test defaults to TEST, time to TRAIN)");
 DEFINE_int32(level, 0, "the net's level (matched against min_level/max_level rules)");
 DEFINE_string(stage, "", "the net's stages, comma-separated (matched against stage/not_stage rules)");
@@ -46,8 +49,8 @@ std::vector<std::string> SplitList(const std::string& text) {
   return items;
 }
 
-// Chooses the device from --gpu (or, when absent, from a solver's solver_mode). Returns the GPU ids used.
-std::vector<int> SelectDevice(const SolverParameter* solver) {
+// The GPUs --gpu names; empty: none named.
+std::vector<int> SelectGpus() {
   std::vector<int> gpus;
   if (FLAGS_gpu == "all") {
     const int count = Context::gpu_count();
@@ -62,23 +65,19 @@ std::vector<int> SelectDevice(const SolverParameter* solver) {
           << "--gpu='" << FLAGS_gpu << "': '" << id << "' is not a GPU id (use e.g. --gpu=0, --gpu=0,1 or --gpu=all)";
       gpus.push_back(static_cast<int>(value));
     }
-  } else if (solver != nullptr && solver->solver_mode() == SolverParameter::GPU) {
-    if (Context::gpu_count() > 0) {
-      gpus.push_back(solver->device_id());
-    } else {
-      LOG(WARNING) << "The solver asks for solver_mode: GPU, but no GPU is available; training on the CPU.";
-    }
   }
   CREMA_CHECK(gpus.size() <= 1) << "training on " << gpus.size()
                                 << " GPUs needs NCCL data parallelism, which is not available yet; give one id";
-  if (gpus.empty()) {
-    Context::set_device(Device::kCPU);
-    LOG(INFO) << "Using the CPU";
-  } else {
-    Context::set_device(Device::kGPU, gpus[0]);
-    LOG(INFO) << "Using GPU " << gpus[0];
-  }
   return gpus;
+}
+
+// The context of `crema test` and `crema time`: the device --gpu names, the engines --engine forces.
+std::shared_ptr<Context> ToolContext() {
+  const std::vector<int> gpus = SelectGpus();
+  auto context = std::make_shared<Context>(gpus.empty() ? Device::kCPU : Device::kGPU, gpus.empty() ? 0 : gpus[0]);
+  context->ForceEngines(FLAGS_engine);
+  LOG(INFO) << (gpus.empty() ? std::string("Using the CPU") : "Using GPU " + std::to_string(gpus[0]));
+  return context;
 }
 
 Phase ParsePhase(Phase fallback) {
@@ -124,13 +123,22 @@ int Train() {
   for (const auto& stage : SplitList(FLAGS_stage)) param.mutable_train_state()->add_stage(stage);
   for (const auto& weights : param.weights())
     if (FLAGS_weights.empty()) FLAGS_weights = weights;
-  SelectDevice(&param);
+  // The device is the solver's setting (solver_mode, device_id), overridden by --gpu (as in Caffe).
+  const std::vector<int> gpus = SelectGpus();
+  if (!gpus.empty()) {
+    param.set_solver_mode(SolverParameter::GPU);
+    param.set_device_id(gpus[0]);
+  }
   for (const auto& weights : SplitList(FLAGS_weights))
     CREMA_CHECK(FileExists(weights)) << "weights file '" << weights << "' does not exist";
   if (!FLAGS_snapshot.empty())
     CREMA_CHECK(FileExists(FLAGS_snapshot)) << "snapshot file '" << FLAGS_snapshot << "' does not exist";
 
-  std::unique_ptr<Solver> solver = CreateSolver(param, FLAGS_solver);
+  std::shared_ptr<Context> context = Solver::ContextFor(param);
+  context->ForceEngines(FLAGS_engine);
+  LOG(INFO) << "Using the " << DeviceName(context->device())
+            << (context->device() == Device::kGPU ? " " + std::to_string(context->gpu_id()) : std::string());
+  std::unique_ptr<Solver> solver = CreateSolver(param, FLAGS_solver, context);
   for (const auto& weights : SplitList(FLAGS_weights)) {
     LOG(INFO) << "Fine-tuning from " << weights;
     solver->net()->CopyTrainedLayersFrom(weights);
@@ -143,25 +151,23 @@ int Train() {
   return 0;
 }
 
-void LoadWeights(Net* net) {
+// Builds --model for `phase` on the tool's context, loads --weights, and runs the after-weights passes.
+std::unique_ptr<Net> LoadModel(Phase phase) {
+  CREMA_CHECK(!FLAGS_model.empty()) << "this command needs --model=NET.prototxt";
+  CREMA_CHECK(FileExists(FLAGS_model)) << "model file '" << FLAGS_model << "' does not exist";
+  auto net = std::make_unique<Net>(FLAGS_model, phase, FLAGS_level, SplitList(FLAGS_stage), ToolContext());
   for (const auto& weights : SplitList(FLAGS_weights)) {
     CREMA_CHECK(FileExists(weights)) << "weights file '" << weights << "' does not exist";
     net->CopyTrainedLayersFrom(weights);
   }
-}
-
-std::unique_ptr<Net> LoadModel(Phase phase) {
-  CREMA_CHECK(!FLAGS_model.empty()) << "this command needs --model=NET.prototxt";
-  CREMA_CHECK(FileExists(FLAGS_model)) << "model file '" << FLAGS_model << "' does not exist";
-  return std::make_unique<Net>(FLAGS_model, phase, FLAGS_level, SplitList(FLAGS_stage));
+  net->RunAfterWeightsPasses();
+  return net;
 }
 
 int Test() {
   CREMA_CHECK(FLAGS_iterations > 0) << "--iterations must be positive, got " << FLAGS_iterations;
-  SelectDevice(nullptr);
-  std::unique_ptr<Net> net = LoadModel(ParsePhase(TEST));
   if (FLAGS_weights.empty()) LOG(WARNING) << "No --weights given: testing the net's initial (random) weights";
-  LoadWeights(net.get());
+  std::unique_ptr<Net> net = LoadModel(ParsePhase(TEST));
   OutputScores scores;
   double loss = 0;
   for (int i = 0; i < FLAGS_iterations; ++i) {
@@ -180,9 +186,9 @@ int Test() {
 
 int Time() {
   CREMA_CHECK(FLAGS_iterations > 0) << "--iterations must be positive, got " << FLAGS_iterations;
-  SelectDevice(nullptr);
+  // The peak counts everything the run holds: the net's build, the untimed pass and the timed passes.
+  MemoryStats::ResetPeak();
   std::unique_ptr<Net> net = LoadModel(ParsePhase(TRAIN));
-  LoadWeights(net.get());
   using Clock = std::chrono::steady_clock;
   auto ms = [](Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
   // One untimed pass first: it allocates every buffer and warms the caches.
@@ -212,6 +218,11 @@ int Time() {
               << ms(Clock::now() - forward_start) << " ms.";
   }
   const double total = ms(Clock::now() - start);
+  LOG(INFO) << "Engines: ";
+  for (size_t s = 0; s < plan.size(); ++s) {
+    const Layer& layer = *net->layers()[plan[s].layer];
+    LOG(INFO) << std::setw(10) << layer.name() << "\t" << layer.type() << "\t" << layer.engine();
+  }
   LOG(INFO) << "Average time per layer: ";
   for (size_t s = 0; s < plan.size(); ++s) {
     const std::string& name = net->layer_names()[plan[s].layer];
@@ -224,8 +235,15 @@ int Time() {
   LOG(INFO) << "Average Backward pass: " << backward_total / FLAGS_iterations << " ms.";
   LOG(INFO) << "Average Forward-Backward: " << (forward_total + backward_total) / FLAGS_iterations << " ms.";
   LOG(INFO) << "Total Time: " << total << " ms.";
-  LOG(INFO) << "Memory: activations " << net->activation_bytes() / 1048576.0 << " MiB (data; gradients as much "
-            << "again), parameters " << param_bytes / 1048576.0 << " MiB";
+  const MemoryStats memory = MemoryStats::Now();
+  const double mib = 1048576.0;
+  LOG(INFO) << "Memory: peak " << memory.host_peak_bytes / mib << " MiB on the host"
+            << (net->context().device() == Device::kGPU
+                    ? ", " + std::to_string(memory.device_peak_bytes / mib) + " MiB on the GPU"
+                    : std::string())
+            << " (blob data and gradients, parameters, workspace, each buffer once); of which activation data "
+            << net->activation_bytes() / mib << " MiB, workspace " << net->workspace_bytes() / mib
+            << " MiB, parameters " << param_bytes / mib << " MiB";
   return 0;
 }
 
@@ -235,7 +253,8 @@ const char kUsage[] =
     "commands:\n"
     "  train   train or fine-tune a net (--solver, optionally --weights or --snapshot)\n"
     "  test    score a trained net (--model, --weights, --iterations)\n"
-    "  time    time a net's layers forward and backward (--model, --iterations)";
+    "  time    time a net's layers forward and backward, with each layer's engine and the peak memory\n"
+    "          (--model, --iterations)";
 
 }  // namespace
 }  // namespace crema

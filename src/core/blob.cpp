@@ -4,7 +4,6 @@
 #include <cmath>
 #include <sstream>
 
-#include "core/context.hpp"
 
 namespace crema {
 
@@ -28,13 +27,79 @@ void Blob::Reshape(const std::vector<int>& shape) {
     count *= shape[i];
     CREMA_CHECK(count <= INT_MAX) << "blob shape " << ShapeString(shape) << " has more than 2^31-1 elements";
   }
+  // A view is checked before anything changes, so a refused reshape leaves the blob as it was.
+  for (const Storage* storage : {&data_, &diff_}) {
+    CREMA_CHECK(!storage->is_view || static_cast<size_t>(count) <= storage->available())
+        << "cannot reshape a blob to " << ShapeString(shape) << ": its " << (storage == &data_ ? "data" : "diff")
+        << " is a view of " << storage->available() << " values of another blob's memory, which it may not grow";
+  }
   shape_ = shape;
   count_ = static_cast<int>(count);
-  // Memory may have been shared from a smaller blob (ShareData/ShareDiff), so the buffers themselves are
-  // measured, not a remembered capacity.
-  const size_t bytes = static_cast<size_t>(count_) * sizeof(float);
-  if (!data_ || data_->size() < bytes) data_ = std::make_shared<SyncedMemory>(bytes);
-  if (!diff_ || diff_->size() < bytes) diff_ = std::make_shared<SyncedMemory>(bytes);
+  Fit(&data_, "data");
+  Fit(&diff_, "diff");
+}
+
+size_t Blob::Storage::available() const {
+  if (!memory) return 0;
+  const size_t floats = memory->size() / sizeof(float);
+  return floats > offset ? floats - offset : 0;
+}
+
+const float* Blob::Storage::read(Device device) const {
+  if (!memory) return nullptr;
+  const void* base = device == Device::kGPU ? memory->gpu_data() : memory->cpu_data();
+  return static_cast<const float*>(base) + offset;
+}
+
+float* Blob::Storage::write(Device device) {
+  if (!memory) return nullptr;
+  void* base = device == Device::kGPU ? memory->mutable_gpu_data() : memory->mutable_cpu_data();
+  return static_cast<float*>(base) + offset;
+}
+
+void Blob::Fit(Storage* storage, const char* what) {
+  if (storage->memory && static_cast<size_t>(count_) <= storage->available()) return;
+  CREMA_CHECK(!storage->is_view) << "a blob of shape " << shape_string() << " views only " << storage->available()
+                                 << " values of another blob's " << what;
+  // An owner whose storage is too small (or shared by views the net will re-point) gets storage of its own.
+  storage->memory = std::make_shared<SyncedMemory>(static_cast<size_t>(count_) * sizeof(float));
+  storage->offset = 0;
+}
+
+void Blob::Share(Storage* mine, const Storage& theirs, const Blob& source, const char* what) {
+  CREMA_CHECK(static_cast<size_t>(count_) <= theirs.available())
+      << "cannot share " << what << ": a blob of shape " << shape_string() << " does not fit in the "
+      << theirs.available() << " values that the blob of shape " << source.shape_string() << " sees";
+  *mine = Storage{theirs.memory, theirs.offset, true};
+}
+
+void Blob::ShareData(const Blob& source) { Share(&data_, source.data_, source, "data"); }
+void Blob::ShareDiff(const Blob& source) { Share(&diff_, source.diff_, source, "diff"); }
+
+void Blob::ViewOf(const Blob& source, bool with_diff) {
+  shape_ = source.shape_;
+  count_ = source.count_;
+  data_ = Storage{source.data_.memory, source.data_.offset, true};
+  if (with_diff) {
+    diff_ = Storage{source.diff_.memory, source.diff_.offset, true};
+  } else {
+    if (diff_.is_view) diff_ = Storage{};
+    Fit(&diff_, "diff");
+  }
+}
+
+void Blob::ViewData(const std::shared_ptr<SyncedMemory>& memory, size_t offset, const std::vector<int>& shape) {
+  CREMA_CHECK(memory != nullptr) << "cannot view a missing buffer";
+  const Storage view{memory, offset, true};
+  int64_t count = 1;
+  for (int dim : shape) count *= dim;
+  CREMA_CHECK(count >= 0 && static_cast<size_t>(count) <= view.available())
+      << "a view of shape " << ShapeString(shape) << " from value " << offset << " does not fit in a buffer of "
+      << memory->size() / sizeof(float) << " values";
+  data_ = view;
+  shape_ = shape;
+  count_ = static_cast<int>(count);
+  Fit(&diff_, "diff");
 }
 
 std::vector<int> ShapeFromProto(const BlobShape& shape) {
@@ -81,58 +146,6 @@ int Blob::offset(const std::vector<int>& indices) const {
     if (i < static_cast<int>(indices.size())) result += indices[i];
   }
   return result;
-}
-
-const float* Blob::cpu_data() const { return static_cast<const float*>(data_->cpu_data()); }
-const float* Blob::cpu_diff() const { return static_cast<const float*>(diff_->cpu_data()); }
-float* Blob::mutable_cpu_data() { return static_cast<float*>(data_->mutable_cpu_data()); }
-float* Blob::mutable_cpu_diff() { return static_cast<float*>(diff_->mutable_cpu_data()); }
-const float* Blob::gpu_data() const { return static_cast<const float*>(data_->gpu_data()); }
-const float* Blob::gpu_diff() const { return static_cast<const float*>(diff_->gpu_data()); }
-float* Blob::mutable_gpu_data() { return static_cast<float*>(data_->mutable_gpu_data()); }
-float* Blob::mutable_gpu_diff() { return static_cast<float*>(diff_->mutable_gpu_data()); }
-
-void Blob::ShareData(const Blob& other) {
-  CREMA_CHECK(count_ == other.count()) << "cannot share data between blobs of shapes " << shape_string()
-                                       << " and " << other.shape_string();
-  data_ = other.data();
-}
-
-void Blob::ShareDiff(const Blob& other) {
-  CREMA_CHECK(count_ == other.count()) << "cannot share diff between blobs of shapes " << shape_string()
-                                       << " and " << other.shape_string();
-  diff_ = other.diff();
-}
-
-// The GPU paths of these helpers arrive with the CUDA kernels; until then they run on the host copy, which
-// SyncedMemory keeps correct either way.
-void Blob::Update() {
-  float* data = mutable_cpu_data();
-  const float* diff = cpu_diff();
-  for (int i = 0; i < count_; ++i) data[i] -= diff[i];
-}
-
-namespace {
-double sum_abs(const float* values, int n) {
-  double total = 0;
-  for (int i = 0; i < n; ++i) total += std::fabs(values[i]);
-  return total;
-}
-double sum_squares(const float* values, int n) {
-  double total = 0;
-  for (int i = 0; i < n; ++i) total += static_cast<double>(values[i]) * values[i];
-  return total;
-}
-}  // namespace
-
-double Blob::asum_data() const { return count_ ? sum_abs(cpu_data(), count_) : 0; }
-double Blob::asum_diff() const { return count_ ? sum_abs(cpu_diff(), count_) : 0; }
-double Blob::sumsq_data() const { return count_ ? sum_squares(cpu_data(), count_) : 0; }
-double Blob::sumsq_diff() const { return count_ ? sum_squares(cpu_diff(), count_) : 0; }
-
-void Blob::scale_diff(float factor) {
-  float* diff = mutable_cpu_diff();
-  for (int i = 0; i < count_; ++i) diff[i] *= factor;
 }
 
 void Blob::set_data(float value) {

@@ -6,10 +6,14 @@
 #include <vector>
 
 #include "core/common.hpp"
+#include "core/context.hpp"
 #include "core/synced_memory.hpp"
 
 namespace crema {
 
+// A blob owns its storage, or views part of another blob's (a Flatten top, a Split copy, a shared parameter,
+// later a slot of a planned arena). An owner grows its storage when a reshape needs more; a view never does:
+// reshaping a view beyond the memory it sees is an error, since the storage belongs to someone else.
 class Blob {
  public:
   // Caffe's limit on the number of axes, kept so BlobProto shapes mean the same thing.
@@ -20,8 +24,8 @@ class Blob {
   Blob(const Blob&) = delete;
   Blob& operator=(const Blob&) = delete;
 
-  // Changes the shape. Memory grows when needed and is kept when the blob shrinks; values are not kept
-  // meaningful across a reshape that changes the count.
+  // Changes the shape. An owner's memory grows when needed and is kept when the blob shrinks; values are not
+  // kept meaningful across a reshape that changes the count. A view throws when the shape does not fit.
   void Reshape(const std::vector<int>& shape);
   void ReshapeLike(const Blob& other) { Reshape(other.shape()); }
 
@@ -47,32 +51,41 @@ class Blob {
   int offset(int n, int c = 0, int h = 0, int w = 0) const;
   int offset(const std::vector<int>& indices) const;
 
-  const float* cpu_data() const;
-  const float* cpu_diff() const;
-  float* mutable_cpu_data();
-  float* mutable_cpu_diff();
-  const float* gpu_data() const;
-  const float* gpu_diff() const;
-  float* mutable_gpu_data();
-  float* mutable_gpu_diff();
+  const float* cpu_data() const { return data_.read(Device::kCPU); }
+  const float* cpu_diff() const { return diff_.read(Device::kCPU); }
+  float* mutable_cpu_data() { return data_.write(Device::kCPU); }
+  float* mutable_cpu_diff() { return diff_.write(Device::kCPU); }
+  const float* gpu_data() const { return data_.read(Device::kGPU); }
+  const float* gpu_diff() const { return diff_.read(Device::kGPU); }
+  float* mutable_gpu_data() { return data_.write(Device::kGPU); }
+  float* mutable_gpu_diff() { return diff_.write(Device::kGPU); }
+  // The same on the device a context names: code written once for both devices reads pointers this way.
+  const float* data_on(Device device) const { return data_.read(device); }
+  const float* diff_on(Device device) const { return diff_.read(device); }
+  float* mutable_data_on(Device device) { return data_.write(device); }
+  float* mutable_diff_on(Device device) { return diff_.write(device); }
   float data_at(int n, int c = 0, int h = 0, int w = 0) const { return cpu_data()[offset(n, c, h, w)]; }
-  float diff_at(int n, int c = 0, int h = 0, int w = 0) const { return cpu_diff()[offset(n, c, h, w)]; }
 
-  const std::shared_ptr<SyncedMemory>& data() const { return data_; }
-  const std::shared_ptr<SyncedMemory>& diff() const { return diff_; }
-  // Makes this blob use other's memory (shapes must have the same count). Used by in-place planning and
-  // parameter sharing.
-  void ShareData(const Blob& other);
-  void ShareDiff(const Blob& other);
+  // The storage behind data and diff, and where in it this blob starts (in floats).
+  const std::shared_ptr<SyncedMemory>& data() const { return data_.memory; }
+  const std::shared_ptr<SyncedMemory>& diff() const { return diff_.memory; }
+  size_t data_offset() const { return data_.offset; }
+  size_t diff_offset() const { return diff_.offset; }
+  bool data_is_view() const { return data_.is_view; }
+  bool diff_is_view() const { return diff_.is_view; }
 
-  // data -= diff, on the device where the data currently lives.
-  void Update();
-  // Sum of absolute values and of squares, of data and of diff.
-  double asum_data() const;
-  double asum_diff() const;
-  double sumsq_data() const;
-  double sumsq_diff() const;
-  void scale_diff(float factor);
+  // Makes this blob's data (diff) a view of `source`'s: the same memory from the same place. This blob's
+  // count must fit in what `source` sees. Used for parameter sharing, test nets' weights and the plan's views.
+  void ShareData(const Blob& source);
+  void ShareDiff(const Blob& source);
+  // Makes this blob a view of `source` as a whole: its data (and diff, when `with_diff`) and its shape. The
+  // net makes a layer's declared top views this way before the layer reshapes them.
+  void ViewOf(const Blob& source, bool with_diff);
+  // Makes this blob's data a view of `shape` floats of `memory` from float `offset` (a part of a larger
+  // buffer). Throws when they do not fit.
+  void ViewData(const std::shared_ptr<SyncedMemory>& memory, size_t offset, const std::vector<int>& shape);
+
+  // Host conveniences for tests and set-up code; running nets go through the device math (math_functions).
   void set_data(float value);
   void set_diff(float value);
 
@@ -81,13 +94,26 @@ class Blob {
   void ToProto(BlobProto* proto, bool write_diff = false) const;
   // The shape stored in a BlobProto (its `shape`, or the legacy 4-d fields).
   static std::vector<int> ShapeOf(const BlobProto& proto);
-  bool ShapeEquals(const BlobProto& proto) const { return ShapeOf(proto) == shape_; }
 
  private:
+  // One of data and diff: its storage, where this blob starts in it, and whether the storage is another's.
+  struct Storage {
+    std::shared_ptr<SyncedMemory> memory;
+    size_t offset = 0;
+    bool is_view = false;
+    // Floats available from the offset on.
+    size_t available() const;
+    const float* read(Device device) const;
+    float* write(Device device);
+  };
+  // Makes `storage` hold `count_` floats: an owner grows, a view must already fit (`what` names it in errors).
+  void Fit(Storage* storage, const char* what);
+  void Share(Storage* mine, const Storage& theirs, const Blob& source, const char* what);
+
   std::vector<int> shape_;
   int count_ = 0;
-  std::shared_ptr<SyncedMemory> data_;
-  std::shared_ptr<SyncedMemory> diff_;
+  Storage data_;
+  Storage diff_;
 };
 
 std::string ShapeString(const std::vector<int>& shape);

@@ -1,13 +1,34 @@
-// CUDA error checks that raise crema::Error with the failing call and CUDA's own words.
+// CUDA, cuBLAS and cuDNN error checks that raise crema::Error with the failing call and the library's own words.
 #pragma once
 
 #ifdef CREMA_USE_CUDA
+#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
+
+#include "core/common.hpp"
 
 #define CREMA_CUDA_CHECK(call)                                                                   \
   do {                                                                                           \
     cudaError_t crema_cuda_status = (call);                                                      \
     CREMA_CHECK(crema_cuda_status == cudaSuccess)                                                \
         << "CUDA call " #call " failed: " << cudaGetErrorString(crema_cuda_status);              \
+  } while (0)
+
+#define CREMA_CUBLAS_CHECK(call)                                                                 \
+  do {                                                                                           \
+    cublasStatus_t crema_cublas_status = (call);                                                 \
+    CREMA_CHECK(crema_cublas_status == CUBLAS_STATUS_SUCCESS)                                    \
+        << "cuBLAS call " #call " failed: " << cublasGetStatusString(crema_cublas_status);       \
+  } while (0)
+#endif
+
+#ifdef CREMA_USE_CUDNN
+#include <cudnn.h>
+
+#define CREMA_CUDNN_CHECK(call)                                                                  \
+  do {                                                                                           \
+    cudnnStatus_t crema_cudnn_status = (call);                                                   \
+    CREMA_CHECK(crema_cudnn_status == CUDNN_STATUS_SUCCESS)                                      \
+        << "cuDNN call " #call " failed: " << cudnnGetErrorString(crema_cudnn_status);           \
   } while (0)
 #endif

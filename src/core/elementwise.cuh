@@ -1,10 +1,11 @@
-// The CUDA twin of elementwise.hpp: runs a per-element rule (a __device__ lambda) as a grid-stride kernel.
+// The GPU half of elementwise.hpp: runs a per-element rule (a CREMA_HOST_DEVICE functor, or a __device__
+// lambda inside a .cu file) as a grid-stride kernel on the context's stream.
 #pragma once
 
 #include <cuda_runtime.h>
 
-#include "core/common.hpp"
 #include "core/cuda_check.hpp"
+#include "core/elementwise.hpp"
 
 namespace crema {
 
@@ -14,12 +15,16 @@ __global__ void elementwise_kernel(int n, Rule rule) {
 }
 
 template <typename Rule>
-inline void for_each_element_gpu(int n, Rule rule) {
+void for_each_element_gpu(Context& context, int n, const Rule& rule) {
   if (n <= 0) return;
   constexpr int kThreads = 256;
   const int blocks = (n + kThreads - 1) / kThreads < 65535 ? (n + kThreads - 1) / kThreads : 65535;
-  elementwise_kernel<<<blocks, kThreads>>>(n, rule);
+  elementwise_kernel<<<blocks, kThreads, 0, context.stream()>>>(n, rule);
   CREMA_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace crema
+
+// Compiles the GPU kernel of `Rule` (at namespace scope of a .cu file, outside namespace crema).
+#define CREMA_GPU_ELEMENTWISE(Rule) \
+  template void crema::for_each_element_gpu<Rule>(crema::Context&, int, const Rule&)

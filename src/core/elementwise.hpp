@@ -1,7 +1,27 @@
-// One place that runs a per-element rule over a range: layers and solvers state the rule once, as a small
-// lambda, and this helper runs it as an OpenMP loop on the host. Its CUDA twin (elementwise.cuh, with the
-// GPU kernels) launches the same rule as a kernel.
+// One place that runs a per-element rule over a range, on either device. A rule is written once, as a small
+// functor whose call operator is CREMA_HOST_DEVICE, in a header that both the C++ and the CUDA compiler read
+// (usually its layer's header):
+//
+//   struct ReLUForward {
+//     const float* x; float* y; float slope;
+//     CREMA_HOST_DEVICE void operator()(int i) const { y[i] = x[i] > 0.f ? x[i] : slope * x[i]; }
+//   };
+//   for_each_element(context(), n, ReLUForward{bottom->data_on(d), top->mutable_data_on(d), slope});
+//
+// On the CPU it runs as an OpenMP loop (threaded above kParallelElementThreshold); on the GPU as a grid-stride
+// kernel on the context's stream. The GPU kernel of a rule is compiled by nvcc where the layer's .cu file says
+// CREMA_GPU_ELEMENTWISE(ReLUForward); a CUDA build whose rule lacks that line fails to link, so no rule can
+// silently miss its GPU half.
 #pragma once
+
+#include "core/common.hpp"
+#include "core/context.hpp"
+
+#ifdef __CUDACC__
+#define CREMA_HOST_DEVICE __host__ __device__
+#else
+#define CREMA_HOST_DEVICE
+#endif
 
 namespace crema {
 
@@ -11,10 +31,31 @@ namespace crema {
 // threaded (docs/performance.md); only loops big enough to amortise that are worth splitting.
 constexpr int kParallelElementThreshold = 1 << 20;
 
+// On the host.
 template <typename Rule>
-inline void for_each_element(int n, Rule rule) {
+inline void for_each_element(int n, const Rule& rule) {
 #pragma omp parallel for if (n >= kParallelElementThreshold) schedule(static)
   for (int i = 0; i < n; ++i) rule(i);
+}
+
+#ifdef CREMA_USE_CUDA
+// On the context's GPU: defined in elementwise.cuh, instantiated per rule by CREMA_GPU_ELEMENTWISE.
+template <typename Rule>
+void for_each_element_gpu(Context& context, int n, const Rule& rule);
+#endif
+
+// On the context's device.
+template <typename Rule>
+inline void for_each_element(Context& context, int n, const Rule& rule) {
+  if (context.device() == Device::kGPU) {
+#ifdef CREMA_USE_CUDA
+    for_each_element_gpu(context, n, rule);
+    return;
+#else
+    CREMA_FAIL() << "this crema was built without CUDA (CPU_ONLY): no rule can run on a GPU";
+#endif
+  }
+  for_each_element(n, rule);
 }
 
 }  // namespace crema

@@ -1,18 +1,50 @@
+#include "core/cuda_check.hpp"
 #include "core/elementwise.cuh"
 #include "core/gpu_math.hpp"
 
 namespace crema {
 
-void gpu_set(int n, float value, float* x) {
-  for_each_element_gpu(n, [=] __device__(int i) { x[i] = value; });
+namespace {
+cublasOperation_t to_cublas(Transpose t) { return t == Transpose::kYes ? CUBLAS_OP_T : CUBLAS_OP_N; }
+}  // namespace
+
+// cuBLAS is column-major: a row-major C = op(A) op(B) is the column-major C^T = op(B)^T op(A)^T, so the
+// operands swap places.
+void gpu_gemm(Context& context, Transpose trans_a, Transpose trans_b, int M, int N, int K, float alpha,
+              const float* A, const float* B, float beta, float* C) {
+  const int lda = trans_a == Transpose::kNo ? K : M;
+  const int ldb = trans_b == Transpose::kNo ? N : K;
+  CREMA_CUBLAS_CHECK(cublasSgemm(context.cublas(), to_cublas(trans_b), to_cublas(trans_a), N, M, K, &alpha, B, ldb,
+                                 A, lda, &beta, C, N));
 }
 
-void gpu_scale(int n, float alpha, float* x) {
-  for_each_element_gpu(n, [=] __device__(int i) { x[i] *= alpha; });
+void gpu_gemv(Context& context, Transpose trans_a, int M, int N, float alpha, const float* A, const float* x,
+              float beta, float* y) {
+  // Row-major A (M x N) is column-major A^T (N x M): flip the transposition.
+  const cublasOperation_t op = trans_a == Transpose::kNo ? CUBLAS_OP_T : CUBLAS_OP_N;
+  CREMA_CUBLAS_CHECK(cublasSgemv(context.cublas(), op, N, M, &alpha, A, N, x, 1, &beta, y, 1));
 }
 
-void gpu_axpy(int n, float alpha, const float* x, float* y) {
-  for_each_element_gpu(n, [=] __device__(int i) { y[i] += alpha * x[i]; });
+void gpu_axpy(Context& context, int n, float alpha, const float* x, float* y) {
+  CREMA_CUBLAS_CHECK(cublasSaxpy(context.cublas(), n, &alpha, x, 1, y, 1));
+}
+
+void gpu_scale(Context& context, int n, float alpha, float* x) {
+  CREMA_CUBLAS_CHECK(cublasSscal(context.cublas(), n, &alpha, x, 1));
+}
+
+void gpu_set(Context& context, int n, float value, float* x) {
+  for_each_element_gpu(context, n, [=] __device__(int i) { x[i] = value; });
+}
+
+void gpu_copy(Context& context, int n, const float* x, float* y) {
+  if (x != y) CREMA_CUDA_CHECK(cudaMemcpyAsync(y, x, sizeof(float) * n, cudaMemcpyDeviceToDevice, context.stream()));
+}
+
+double gpu_dot(Context& context, int n, const float* x, const float* y) {
+  float result = 0.f;
+  CREMA_CUBLAS_CHECK(cublasSdot(context.cublas(), n, x, 1, y, 1, &result));
+  return result;
 }
 
 }  // namespace crema

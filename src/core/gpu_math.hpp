@@ -1,14 +1,22 @@
-// Vector helpers on device memory (CUDA builds only). Each one is the same per-element rule as its cpu_*
-// twin in math_functions.hpp.
+// Dense linear algebra and vector math on device memory (CUDA builds only), on the context's cuBLAS handle
+// and stream. Each one is the same operation as its cpu_* twin in math_functions.hpp.
 #pragma once
 
 #ifdef CREMA_USE_CUDA
+#include "core/context.hpp"
+#include "core/math_functions.hpp"
+
 namespace crema {
 
-void gpu_set(int n, float value, float* x);
-void gpu_scale(int n, float alpha, float* x);
-// y += alpha * x
-void gpu_axpy(int n, float alpha, const float* x, float* y);
+void gpu_gemm(Context& context, Transpose trans_a, Transpose trans_b, int M, int N, int K, float alpha,
+              const float* A, const float* B, float beta, float* C);
+void gpu_gemv(Context& context, Transpose trans_a, int M, int N, float alpha, const float* A, const float* x,
+              float beta, float* y);
+void gpu_axpy(Context& context, int n, float alpha, const float* x, float* y);
+void gpu_scale(Context& context, int n, float alpha, float* x);
+void gpu_set(Context& context, int n, float value, float* x);
+void gpu_copy(Context& context, int n, const float* x, float* y);
+double gpu_dot(Context& context, int n, const float* x, const float* y);
 
 }  // namespace crema
 #endif

@@ -4,10 +4,21 @@
 
 #include <cstring>
 
+#include "core/common.hpp"
+#include "core/gpu_math.hpp"
+
 namespace crema {
 
 namespace {
 CBLAS_TRANSPOSE to_cblas(Transpose t) { return t == Transpose::kYes ? CblasTrans : CblasNoTrans; }
+
+// True when `context` runs on the GPU; throws in a CPU-only build (no context can be made so, but the
+// branch must still compile).
+bool OnGpu(const Context& context) {
+  if (context.device() != Device::kGPU) return false;
+  CREMA_CHECK(Context::built_with_cuda()) << "this crema was built without CUDA (CPU_ONLY)";
+  return true;
+}
 }  // namespace
 
 void cpu_gemm(Transpose trans_a, Transpose trans_b, int M, int N, int K, float alpha, const float* A,
@@ -24,11 +35,6 @@ void cpu_gemv(Transpose trans_a, int M, int N, float alpha, const float* A, cons
 
 void cpu_axpy(int n, float alpha, const float* x, float* y) { cblas_saxpy(n, alpha, x, 1, y, 1); }
 
-void cpu_axpby(int n, float alpha, const float* x, float beta, float* y) {
-  cblas_sscal(n, beta, y, 1);
-  cblas_saxpy(n, alpha, x, 1, y, 1);
-}
-
 void cpu_scale(int n, float alpha, float* x) { cblas_sscal(n, alpha, x, 1); }
 
 void cpu_set(int n, float value, float* x) {
@@ -43,8 +49,32 @@ void cpu_copy(int n, const float* x, float* y) {
   if (x != y) std::memcpy(y, x, sizeof(float) * n);
 }
 
-float cpu_dot(int n, const float* x, const float* y) { return cblas_sdot(n, x, 1, y, 1); }
+double cpu_dot(int n, const float* x, const float* y) { return cblas_dsdot(n, x, 1, y, 1); }
 
-float cpu_asum(int n, const float* x) { return cblas_sasum(n, x, 1); }
+#ifdef CREMA_USE_CUDA
+#define CREMA_ON_DEVICE(gpu_call, cpu_call) \
+  if (OnGpu(context)) return gpu_call;      \
+  return cpu_call
+#else
+#define CREMA_ON_DEVICE(gpu_call, cpu_call) \
+  OnGpu(context);                           \
+  return cpu_call
+#endif
+
+void axpy(Context& context, int n, float alpha, const float* x, float* y) {
+  CREMA_ON_DEVICE(gpu_axpy(context, n, alpha, x, y), cpu_axpy(n, alpha, x, y));
+}
+void scale(Context& context, int n, float alpha, float* x) {
+  CREMA_ON_DEVICE(gpu_scale(context, n, alpha, x), cpu_scale(n, alpha, x));
+}
+void set(Context& context, int n, float value, float* x) {
+  CREMA_ON_DEVICE(gpu_set(context, n, value, x), cpu_set(n, value, x));
+}
+void copy(Context& context, int n, const float* x, float* y) {
+  CREMA_ON_DEVICE(gpu_copy(context, n, x, y), cpu_copy(n, x, y));
+}
+double dot(Context& context, int n, const float* x, const float* y) {
+  CREMA_ON_DEVICE(gpu_dot(context, n, x, y), cpu_dot(n, x, y));
+}
 
 }  // namespace crema

@@ -1,7 +1,11 @@
-// Dense linear algebra and vector helpers on host memory, over OpenBLAS's CBLAS. Row-major throughout.
+// Dense linear algebra and vector math. Row-major throughout.
+//   cpu_*   on host memory, over OpenBLAS's CBLAS (layers' CPU code);
+//   gpu_*   on device memory, over cuBLAS on the context's stream (gpu_math.hpp; layers' GPU code);
+//   plain   on whichever device the context names, for code written once for both devices (the loss
+//           weighting in Layer::Forward, the solver's update): pointers come from Blob::data_on(device).
 #pragma once
 
-#include <cstdint>
+#include "core/context.hpp"
 
 namespace crema {
 
@@ -15,12 +19,17 @@ void cpu_gemv(Transpose trans_a, int M, int N, float alpha, const float* A, cons
               float* y);
 // y += alpha * x
 void cpu_axpy(int n, float alpha, const float* x, float* y);
-// y = alpha * x + beta * y
-void cpu_axpby(int n, float alpha, const float* x, float beta, float* y);
 void cpu_scale(int n, float alpha, float* x);
 void cpu_set(int n, float value, float* x);
 void cpu_copy(int n, const float* x, float* y);
-float cpu_dot(int n, const float* x, const float* y);
-float cpu_asum(int n, const float* x);
+// Accumulated in double: losses and gradient norms are sums of many small terms.
+double cpu_dot(int n, const float* x, const float* y);
+
+// On the context's device.
+void axpy(Context& context, int n, float alpha, const float* x, float* y);
+void scale(Context& context, int n, float alpha, float* x);
+void set(Context& context, int n, float value, float* x);
+void copy(Context& context, int n, const float* x, float* y);
+double dot(Context& context, int n, const float* x, const float* y);
 
 }  // namespace crema

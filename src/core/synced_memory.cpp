@@ -1,5 +1,6 @@
 #include "core/synced_memory.hpp"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
@@ -11,18 +12,64 @@ namespace crema {
 namespace {
 constexpr size_t kHostAlignment = 64;  // a cache line, and enough for AVX-512 loads
 
+// Held and peak bytes; atomics, since nets on several threads allocate at once.
+struct Counter {
+  std::atomic<size_t> held{0}, peak{0};
+  void add(size_t bytes) {
+    const size_t now = held.fetch_add(bytes) + bytes;
+    size_t seen = peak.load();
+    while (now > seen && !peak.compare_exchange_weak(seen, now)) {
+    }
+  }
+  void remove(size_t bytes) { held.fetch_sub(bytes); }
+};
+Counter host_counter, device_counter;
+
 void* allocate_host(size_t bytes) {
   size_t rounded = (bytes + kHostAlignment - 1) / kHostAlignment * kHostAlignment;
   void* pointer = std::aligned_alloc(kHostAlignment, rounded == 0 ? kHostAlignment : rounded);
   CREMA_CHECK(pointer != nullptr) << "out of host memory allocating " << bytes << " bytes";
+  host_counter.add(bytes);
   return pointer;
 }
+
+#ifdef CREMA_USE_CUDA
+void* allocate_device(size_t bytes, int* device_id) {
+  void* pointer = nullptr;
+  CREMA_CUDA_CHECK(cudaGetDevice(device_id));
+  const cudaError_t status = cudaMalloc(&pointer, bytes == 0 ? 1 : bytes);
+  CREMA_CHECK(status == cudaSuccess) << "out of memory on GPU " << *device_id << " allocating " << bytes
+                                     << " bytes: " << cudaGetErrorString(status);
+  device_counter.add(bytes);
+  return pointer;
+}
+#endif
 }  // namespace
 
+MemoryStats MemoryStats::Now() {
+  MemoryStats stats;
+  stats.host_bytes = host_counter.held;
+  stats.host_peak_bytes = host_counter.peak;
+  stats.device_bytes = device_counter.held;
+  stats.device_peak_bytes = device_counter.peak;
+  return stats;
+}
+
+void MemoryStats::ResetPeak() {
+  host_counter.peak = host_counter.held.load();
+  device_counter.peak = device_counter.held.load();
+}
+
 SyncedMemory::~SyncedMemory() {
-  std::free(host_);
+  if (host_ != nullptr) {
+    std::free(host_);
+    host_counter.remove(bytes_);
+  }
 #ifdef CREMA_USE_CUDA
-  if (device_ != nullptr) cudaFree(device_);
+  if (device_ != nullptr) {
+    cudaFree(device_);
+    device_counter.remove(bytes_);
+  }
 #endif
 }
 
@@ -50,16 +97,12 @@ void SyncedMemory::to_gpu() {
 #ifdef CREMA_USE_CUDA
   switch (head_) {
     case Head::kUninitialized:
-      CREMA_CUDA_CHECK(cudaGetDevice(&device_id_));
-      CREMA_CUDA_CHECK(cudaMalloc(&device_, bytes_ == 0 ? 1 : bytes_));
+      device_ = allocate_device(bytes_, &device_id_);
       CREMA_CUDA_CHECK(cudaMemset(device_, 0, bytes_));
       head_ = Head::kAtDevice;
       break;
     case Head::kAtHost:
-      if (device_ == nullptr) {
-        CREMA_CUDA_CHECK(cudaGetDevice(&device_id_));
-        CREMA_CUDA_CHECK(cudaMalloc(&device_, bytes_ == 0 ? 1 : bytes_));
-      }
+      if (device_ == nullptr) device_ = allocate_device(bytes_, &device_id_);
       CREMA_CUDA_CHECK(cudaMemcpy(device_, host_, bytes_, cudaMemcpyHostToDevice));
       head_ = Head::kSynced;
       break;

@@ -6,6 +6,17 @@
 
 namespace crema {
 
+// Bytes held by every SyncedMemory of the process, on the host and on GPUs: now and at the peak since the
+// last ResetPeak. `crema time` reports the peak: what a run really needed, views and shared buffers counted
+// once, never-touched gradients not at all (memory is allocated on first use).
+struct MemoryStats {
+  size_t host_bytes = 0, host_peak_bytes = 0;
+  size_t device_bytes = 0, device_peak_bytes = 0;
+  static MemoryStats Now();
+  // Starts a new peak from what is held now.
+  static void ResetPeak();
+};
+
 class SyncedMemory {
  public:
   enum class Head { kUninitialized, kAtHost, kAtDevice, kSynced };

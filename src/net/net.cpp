@@ -5,162 +5,41 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <set>
 #include <sstream>
 
+#include "core/math_functions.hpp"
 #include "io/proto_io.hpp"
+#include "net/passes.hpp"
 #include "layers/layer_registry.hpp"
 
 namespace crema {
 
-// ---------------------------------------------------------------------------------------------------------
-// Passes over the NetParameter
-
-bool Net::StateMeetsRule(const NetState& state, const NetStateRule& rule) {
-  if (rule.has_phase() && rule.phase() != state.phase()) return false;
-  if (rule.has_min_level() && state.level() < rule.min_level()) return false;
-  if (rule.has_max_level() && state.level() > rule.max_level()) return false;
-  const std::set<std::string> stages(state.stage().begin(), state.stage().end());
-  for (const auto& stage : rule.stage())
-    if (!stages.count(stage)) return false;
-  for (const auto& stage : rule.not_stage())
-    if (stages.count(stage)) return false;
-  return true;
+bool BlobSignature::operator==(const BlobSignature& other) const {
+  return shape == other.shape && data == other.data && data_offset == other.data_offset && diff == other.diff &&
+         diff_offset == other.diff_offset;
 }
 
-NetParameter Net::FilterNet(const NetParameter& param) {
-  NetParameter filtered(param);
-  filtered.clear_layer();
-  for (const auto& layer : param.layer()) {
-    CREMA_CHECK(layer.include_size() == 0 || layer.exclude_size() == 0)
-        << "layer '" << layer.name() << "' has both include and exclude rules; give one kind only";
-    bool keep = layer.include_size() == 0;
-    for (const auto& rule : layer.exclude())
-      if (StateMeetsRule(param.state(), rule)) keep = false;
-    for (const auto& rule : layer.include())
-      if (StateMeetsRule(param.state(), rule)) keep = true;
-    if (keep) *filtered.add_layer() = layer;
-  }
-  return filtered;
+BlobSignature BlobSignature::Of(const Blob& blob) {
+  return BlobSignature{blob.shape(), blob.data().get(), blob.data_offset(), blob.diff().get(), blob.diff_offset()};
 }
 
-NetParameter Net::UpgradeInputs(const NetParameter& param) {
-  if (param.input_size() == 0) return param;
-  const bool by_shape = param.input_shape_size() > 0;
-  const bool by_dim = param.input_dim_size() > 0;
-  CREMA_CHECK(by_shape != by_dim) << "net '" << param.name() << "' declares inputs; give their shapes with "
-                                  << "either input_shape or input_dim (4 per input), not both or neither";
-  CREMA_CHECK(!by_shape || param.input_shape_size() == param.input_size() || param.input_shape_size() == 1)
-      << "net '" << param.name() << "': " << param.input_size() << " input(s) but " << param.input_shape_size()
-      << " input_shape(s)";
-  CREMA_CHECK(!by_dim || param.input_dim_size() == 4 * param.input_size())
-      << "net '" << param.name() << "': " << param.input_size() << " input(s) need "
-      << 4 * param.input_size() << " input_dim values, got " << param.input_dim_size();
-  NetParameter upgraded(param);
-  upgraded.clear_input();
-  upgraded.clear_input_shape();
-  upgraded.clear_input_dim();
-  upgraded.clear_layer();
-  LayerParameter* input = upgraded.add_layer();
-  input->set_name("input");
-  input->set_type("Input");
-  for (int i = 0; i < param.input_size(); ++i) {
-    input->add_top(param.input(i));
-    BlobShape* shape = input->mutable_input_param()->add_shape();
-    if (by_shape) {
-      *shape = param.input_shape(param.input_shape_size() == 1 ? 0 : i);
-    } else {
-      for (int d = 0; d < 4; ++d) shape->add_dim(param.input_dim(4 * i + d));
-    }
-  }
-  for (const auto& layer : param.layer()) *upgraded.add_layer() = layer;
-  return upgraded;
+Net::Net(const NetParameter& param, std::shared_ptr<Context> context, const NetPasses& passes)
+    : context_(context ? std::move(context) : std::make_shared<Context>()) {
+  Build(param, passes);
 }
 
-namespace {
-std::string SplitLayerName(const std::string& blob, const std::string& layer, int top_index) {
-  return blob + "_" + layer + "_" + std::to_string(top_index) + "_split";
-}
-std::string SplitTopName(const std::string& blob, const std::string& layer, int top_index, int copy) {
-  return SplitLayerName(blob, layer, top_index) + "_" + std::to_string(copy);
-}
-}  // namespace
-
-NetParameter Net::InsertSplits(const NetParameter& param) {
-  // Who produced the current version of each blob name, and how many layers read each version.
-  using Producer = std::pair<int, int>;  // (layer index, top index)
-  std::map<std::string, Producer> latest;
-  std::map<Producer, int> readers;
-  std::map<Producer, float> loss_weight;
-  std::vector<std::vector<Producer>> bottom_producer(param.layer_size());
-  for (int l = 0; l < param.layer_size(); ++l) {
-    const LayerParameter& layer = param.layer(l);
-    for (const auto& bottom : layer.bottom()) {
-      auto found = latest.find(bottom);
-      CREMA_CHECK(found != latest.end()) << "layer '" << layer.name() << "' (" << layer.type()
-                                         << ") reads bottom blob '" << bottom
-                                         << "', which no earlier layer produces";
-      bottom_producer[l].push_back(found->second);
-      ++readers[found->second];
-    }
-    for (int t = 0; t < layer.top_size(); ++t) {
-      latest[layer.top(t)] = {l, t};
-      if (t < layer.loss_weight_size() && layer.loss_weight(t) != 0) loss_weight[{l, t}] = layer.loss_weight(t);
-    }
-  }
-  // A blob read by several layers, or read once while also counted in the loss, gets a Split layer.
-  auto copies = [&](const Producer& p) {
-    int n = readers.count(p) ? readers[p] : 0;
-    if (loss_weight.count(p) && n > 0) ++n;
-    return n;
-  };
-  NetParameter result(param);
-  result.clear_layer();
-  std::map<Producer, int> next_copy;
-  for (int l = 0; l < param.layer_size(); ++l) {
-    LayerParameter* layer = result.add_layer();
-    *layer = param.layer(l);
-    for (int b = 0; b < layer->bottom_size(); ++b) {
-      const Producer& p = bottom_producer[l][b];
-      if (copies(p) <= 1) continue;
-      const std::string& producer_name = param.layer(p.first).name();
-      const std::string blob = param.layer(p.first).top(p.second);
-      layer->set_bottom(b, SplitTopName(blob, producer_name, p.second, next_copy[p]++));
-    }
-    for (int t = 0; t < layer->top_size(); ++t) {
-      const Producer p{l, t};
-      const int n = copies(p);
-      if (n <= 1) continue;
-      LayerParameter* split = result.add_layer();
-      split->set_name(SplitLayerName(layer->top(t), layer->name(), t));
-      split->set_type("Split");
-      split->add_bottom(layer->top(t));
-      for (int c = 0; c < n; ++c) split->add_top(SplitTopName(layer->top(t), layer->name(), t, c));
-      if (loss_weight.count(p)) {
-        // The loss now comes from the split's first copy; the producer's own top no longer counts.
-        split->add_loss_weight(loss_weight[p]);
-        for (int c = 1; c < n; ++c) split->add_loss_weight(0);
-        layer->set_loss_weight(t, 0);
-        next_copy[p] = 1;
-      }
-    }
-  }
-  return result;
-}
-
-// ---------------------------------------------------------------------------------------------------------
-// Building
-
-Net::Net(const NetParameter& param) { Build(param); }
-
-Net::Net(const std::string& path, Phase phase, int level, const std::vector<std::string>& stages) {
+Net::Net(const std::string& path, Phase phase, int level, const std::vector<std::string>& stages,
+         std::shared_ptr<Context> context)
+    : context_(context ? std::move(context) : std::make_shared<Context>()) {
   NetParameter param;
   ReadProtoFromTextFile(path, &param);
   param.mutable_state()->set_phase(phase);
   param.mutable_state()->set_level(level);
   param.mutable_state()->clear_stage();
   for (const auto& stage : stages) param.mutable_state()->add_stage(stage);
-  Build(param);
+  Build(param, NetPasses::Default());
 }
 
 int Net::AddTop(const LayerParameter& layer_param, int top_index, std::vector<int>* step_tops,
@@ -187,37 +66,48 @@ int Net::AddTop(const LayerParameter& layer_param, int top_index, std::vector<in
   return id;
 }
 
-void Net::Build(const NetParameter& in_param) {
-  const NetParameter param = InsertSplits(UpgradeInputs(FilterNet(in_param)));
-  // Layers the prototxt names; the Split layers InsertSplits adds are not among them.
+std::vector<Blob*> Net::Blobs(const std::vector<int>& ids) const {
+  std::vector<Blob*> result;
+  for (int id : ids) result.push_back(blobs_[id].get());
+  return result;
+}
+
+void Net::Build(const NetParameter& in_param, const NetPasses& passes) {
+  NetParameter param = in_param;
+  for (const ParameterPass& pass : passes.parameter) {
+    param = pass.run(param);
+    passes_run_.push_back(pass.name);
+  }
+  // Layers the prototxt names; those a pass added (Split layers, say) are not among them.
   std::set<std::string> user_layers;
   for (const auto& layer : in_param.layer()) user_layers.insert(layer.name());
   name_ = param.name();
   phase_ = param.state().phase();
   force_backward_ = param.force_backward();
-  LOG(INFO) << "Building net '" << name_ << "' for phase " << Phase_Name(phase_) << " (" << param.layer_size()
-            << " layers)";
+  workspace_ = std::make_shared<Blob>(std::vector<int>{0});
+  LOG(INFO) << "Building net '" << name_ << "' for phase " << Phase_Name(phase_) << " on the "
+            << DeviceName(context_->device()) << " (" << param.layer_size() << " layers)";
   for (int l = 0; l < param.layer_size(); ++l) {
     LayerParameter layer_param = param.layer(l);
     if (!layer_param.has_phase()) layer_param.set_phase(phase_);
-    CREMA_CHECK(!layer_param.name().empty()) << "layer " << l << " (type '" << layer_param.type()
-                                             << "') has no name; every layer needs a unique name";
     CREMA_CHECK(!layer_index_.count(layer_param.name()))
         << "two layers are named '" << layer_param.name() << "'; layer names must be unique";
     CREMA_CHECK(layer_param.propagate_down_size() == 0 ||
                 layer_param.propagate_down_size() == layer_param.bottom_size())
         << "layer '" << layer_param.name() << "': propagate_down is given " << layer_param.propagate_down_size()
         << " time(s) but the layer has " << layer_param.bottom_size() << " bottom(s)";
-    std::unique_ptr<Layer> layer = LayerRegistry::Global().Create(layer_param);
 
     PlanStep step;
     step.layer = l;
+    std::vector<std::vector<int>> bottom_shapes;
     for (const auto& bottom : layer_param.bottom()) {
       auto found = blob_index_.find(bottom);
       CREMA_CHECK(found != blob_index_.end())
           << "layer '" << layer_param.name() << "' reads bottom blob '" << bottom << "', which no layer produces";
       step.bottoms.push_back(found->second);
+      bottom_shapes.push_back(blobs_[found->second]->shape());
     }
+    std::unique_ptr<Layer> layer = LayerRegistry::Global().Create(layer_param, bottom_shapes, context_);
     int num_tops = layer_param.top_size();
     if (layer->AutoTopBlobs()) num_tops = std::max({num_tops, layer->MinTopBlobs(), layer->ExactNumTopBlobs()});
     for (int t = 0; t < num_tops; ++t) AddTop(layer_param, t, &step.tops, step.bottoms);
@@ -229,9 +119,7 @@ void Net::Build(const NetParameter& in_param) {
       }
     }
 
-    std::vector<Blob*> bottoms, tops;
-    for (int id : step.bottoms) bottoms.push_back(blobs_[id].get());
-    for (int id : step.tops) tops.push_back(blobs_[id].get());
+    const std::vector<Blob*> bottoms = Blobs(step.bottoms), tops = Blobs(step.tops);
     try {
       layer->SetUp(bottoms, tops);
     } catch (const Error& error) {
@@ -243,39 +131,43 @@ void Net::Build(const NetParameter& in_param) {
       CREMA_FAIL() << message
                    << (bottoms.empty() ? std::string() : " [bottom shapes: " + shapes.str() + "]");
     }
+    // The plan records what the layer declared: views of bottoms, and internal blobs beside the tops.
+    step.views = layer->TopViews(static_cast<int>(tops.size()));
+    for (size_t i = 0; i < layer->internal_blobs().size(); ++i) {
+      step.internals.push_back(static_cast<int>(blobs_.size()));
+      blobs_.push_back(layer->internal_blobs()[i]);
+      blob_names_.push_back(layer->internal_blob_names()[i]);
+      blob_index_[blob_names_.back()] = step.internals.back();
+      blob_loss_weights_.push_back(0.f);
+    }
+    for (Blob* bottom : bottoms) step.reshaped_for.push_back(BlobSignature::Of(*bottom));
+    layer->set_workspace(workspace_);
+    if (layer->workspace_floats() > static_cast<size_t>(workspace_->count()))
+      workspace_->Reshape({static_cast<int>(layer->workspace_floats())});
     for (size_t t = 0; t < step.tops.size(); ++t) {
-      LOG(INFO) << "  " << layer_param.name() << " -> " << blob_names_[step.tops[t]] << ": "
-                << tops[t]->shape_string();
+      LOG(INFO) << "  " << layer_param.name() << " [" << layer->engine() << "] -> " << blob_names_[step.tops[t]]
+                << ": " << tops[t]->shape_string();
       if (layer->loss(static_cast<int>(t)) != 0.f) blob_loss_weights_[step.tops[t]] = layer->loss(static_cast<int>(t));
     }
     layer_names_.push_back(layer_param.name());
     layer_index_[layer_param.name()] = l;
-    inserted_split_.push_back(layer_param.type() == "Split" && !user_layers.count(layer_param.name()));
-    if (layer_param.type() == "Input")
+    added_by_pass_.push_back(!user_layers.count(layer_param.name()));
+    if (layer->TopsAreNetInputs())
       for (Blob* top : tops) input_blobs_.push_back(top);
     layers_.push_back(std::move(layer));
     plan_.push_back(std::move(step));
   }
 
-  // Outputs: blobs whose last written version no later step reads (in-place steps rewrite a blob).
-  std::vector<int> last_write(blobs_.size(), -1), last_read(blobs_.size(), -1);
-  for (size_t s = 0; s < plan_.size(); ++s) {
-    for (int id : plan_[s].bottoms) last_read[id] = static_cast<int>(s);
-    for (int id : plan_[s].tops) last_write[id] = static_cast<int>(s);
-  }
-  for (size_t id = 0; id < blobs_.size(); ++id) {
-    const bool in_place_last = last_read[id] == last_write[id];  // read and rewritten by its last writer
-    if (last_read[id] < last_write[id] || (in_place_last && last_write[id] >= 0)) {
-      output_blobs_.push_back(blobs_[id].get());
-      output_blob_indices_.push_back(static_cast<int>(id));
-    }
-  }
-
+  FindOutputs();
   CollectParams();
-  DecideBackward();
+  for (const PlanPass& pass : passes.plan) {
+    pass.run(this);
+    passes_run_.push_back(pass.name);
+  }
+  after_weights_ = passes.after_weights;
   LOG(INFO) << "Net '" << name_ << "' built: " << layers_.size() << " layers, " << blobs_.size()
             << " blobs, " << learnable_params_.size() << " learnable parameter blobs; activations take "
-            << activation_bytes() << " bytes";
+            << activation_bytes() << " bytes, the workspace " << workspace_bytes() << " bytes";
 }
 
 void Net::CollectParams() {
@@ -286,6 +178,9 @@ void Net::CollectParams() {
     int index;
   };
   std::map<std::string, Owner> owners;
+  // Steps and layers share indices (one step per layer); a parameter is complete after the backward of the
+  // earliest step that uses it, which for a shared one is its owner's.
+  std::map<const Blob*, int> param_first_step;
   for (size_t l = 0; l < layers_.size(); ++l) {
     Layer* layer = layers_[l].get();
     const LayerParameter& lp = layer->layer_param();
@@ -318,74 +213,91 @@ void Net::CollectParams() {
             << params_weight_decay_[owner_index];
         blob->ShareData(*owner.blob);
         blob->ShareDiff(*owner.blob);
+        // Layers run in plan order, and backward in reverse: the owner's step is the earliest user.
         continue;
       }
       const int index = static_cast<int>(learnable_params_.size());
       if (!spec.name().empty()) owners[spec.name()] = {blob, lp.name(), index};
+      param_first_step[blob] = static_cast<int>(l);
       learnable_params_.push_back(blob);
       params_lr_.push_back(spec.lr_mult());
       params_weight_decay_.push_back(spec.decay_mult());
     }
   }
+  gradient_ready_step_.clear();
+  params_ready_after_.assign(plan_.size(), {});
+  for (size_t p = 0; p < learnable_params_.size(); ++p) {
+    const int step = param_first_step.at(learnable_params_[p]);
+    gradient_ready_step_.push_back(step);
+    params_ready_after_[step].push_back(static_cast<int>(p));
+  }
 }
 
-void Net::DecideBackward() {
-  // Forward sweep: a blob needs a gradient when something upstream of it learns (or force_backward asks).
-  std::vector<bool> blob_needs_gradient(blobs_.size(), false);
-  for (auto& step : plan_) {
-    Layer* layer = layers_[step.layer].get();
-    const LayerParameter& lp = layer->layer_param();
-    bool needs = false;
-    for (size_t i = 0; i < layer->blobs().size(); ++i) needs = needs || layer->param_propagate_down(static_cast<int>(i));
-    step.propagate_down.assign(step.bottoms.size(), false);
-    for (size_t b = 0; b < step.bottoms.size(); ++b) {
-      bool wanted = blob_needs_gradient[step.bottoms[b]] ||
-                    (force_backward_ && layer->AllowForceBackward(static_cast<int>(b)));
-      if (lp.propagate_down_size() > 0 && !lp.propagate_down(static_cast<int>(b))) wanted = false;
-      step.propagate_down[b] = wanted;
-      needs = needs || wanted;
-    }
-    step.needs_backward = needs;
-    for (int id : step.tops) blob_needs_gradient[id] = blob_needs_gradient[id] || needs;
+void Net::FindOutputs() {
+  // Outputs: blobs whose last written version no later step reads (in-place steps rewrite a blob). Internal
+  // blobs are neither read nor written by steps, so they are never outputs.
+  std::vector<int> last_write(blobs_.size(), -1), last_read(blobs_.size(), -1);
+  for (size_t s = 0; s < plan_.size(); ++s) {
+    for (int id : plan_[s].bottoms) last_read[id] = static_cast<int>(s);
+    for (int id : plan_[s].tops) last_write[id] = static_cast<int>(s);
   }
-  // Backward sweep: only steps that feed a loss run backward (unless force_backward).
-  std::vector<bool> feeds_loss(blobs_.size(), false);
-  for (size_t id = 0; id < blobs_.size(); ++id) feeds_loss[id] = blob_loss_weights_[id] != 0.f;
-  for (auto it = plan_.rbegin(); it != plan_.rend(); ++it) {
-    bool contributes = force_backward_;
-    for (int id : it->tops) contributes = contributes || feeds_loss[id];
-    if (!contributes) {
-      it->needs_backward = false;
-      std::fill(it->propagate_down.begin(), it->propagate_down.end(), false);
-      continue;
+  for (size_t id = 0; id < blobs_.size(); ++id) {
+    const bool in_place_last = last_read[id] == last_write[id];  // read and rewritten by its last writer
+    if (last_read[id] < last_write[id] || (in_place_last && last_write[id] >= 0)) {
+      output_blobs_.push_back(blobs_[id].get());
+      output_blob_indices_.push_back(static_cast<int>(id));
     }
-    // Gradient reaches a bottom only where this step propagates down to it (propagate_down: false cuts
-    // everything above that bottom off from the loss).
-    for (size_t b = 0; b < it->bottoms.size(); ++b)
-      if (it->propagate_down[b]) feeds_loss[it->bottoms[b]] = true;
   }
-  for (const auto& step : plan_)
-    VLOG(1) << layer_names_[step.layer] << (step.needs_backward ? " needs backward" : " does not need backward");
+}
+
+void Net::RunAfterWeightsPasses() {
+  for (const PlanPass& pass : after_weights_) {
+    pass.run(this);
+    passes_run_.push_back(pass.name);
+  }
+  after_weights_.clear();
 }
 
 // ---------------------------------------------------------------------------------------------------------
 // Running
 
+void Net::ReshapeStep(size_t step, bool force) {
+  PlanStep& s = plan_[step];
+  const std::vector<Blob*> bottoms = Blobs(s.bottoms);
+  bool changed = force;
+  for (size_t b = 0; b < bottoms.size() && !changed; ++b) changed = !(s.reshaped_for[b] == BlobSignature::Of(*bottoms[b]));
+  if (!changed) return;
+  Layer* layer = layers_[s.layer].get();
+  const std::vector<Blob*> tops = Blobs(s.tops);
+  try {
+    for (const Layer::TopView& view : s.views) tops[view.top]->ViewOf(*bottoms[view.bottom], view.diff);
+    layer->Reshape(bottoms, tops);
+  } catch (const Error& error) {
+    std::ostringstream shapes;
+    for (size_t b = 0; b < bottoms.size(); ++b)
+      shapes << (b ? ", " : "") << "'" << blob_names_[s.bottoms[b]] << "' " << bottoms[b]->shape_string();
+    CREMA_FAIL() << "reshaping net '" << name_ << "': " << error.what() << " [bottom shapes: " << shapes.str() << "]";
+  }
+  for (size_t b = 0; b < bottoms.size(); ++b) s.reshaped_for[b] = BlobSignature::Of(*bottoms[b]);
+  if (layer->workspace_floats() > static_cast<size_t>(workspace_->count()))
+    workspace_->Reshape({static_cast<int>(layer->workspace_floats())});
+}
+
+void Net::Reshape() {
+  for (size_t step = 0; step < plan_.size(); ++step) ReshapeStep(step, false);
+}
+
 float Net::ForwardStep(size_t step) {
+  ReshapeStep(step, false);
   const PlanStep& s = plan_[step];
-  std::vector<Blob*> bottoms, tops;
-  for (int id : s.bottoms) bottoms.push_back(blobs_[id].get());
-  for (int id : s.tops) tops.push_back(blobs_[id].get());
-  return layers_[s.layer]->Forward(bottoms, tops);
+  return layers_[s.layer]->Forward(Blobs(s.bottoms), Blobs(s.tops));
 }
 
 void Net::BackwardStep(size_t step) {
   const PlanStep& s = plan_[step];
-  if (!s.needs_backward) return;
-  std::vector<Blob*> bottoms, tops;
-  for (int id : s.bottoms) bottoms.push_back(blobs_[id].get());
-  for (int id : s.tops) tops.push_back(blobs_[id].get());
-  layers_[s.layer]->Backward(tops, s.propagate_down, bottoms);
+  if (s.needs_backward) layers_[s.layer]->Backward(Blobs(s.tops), s.propagate_down, Blobs(s.bottoms));
+  if (gradient_ready_)
+    for (int param : params_ready_after_[step]) gradient_ready_(param);
 }
 
 float Net::Forward() {
@@ -399,7 +311,8 @@ void Net::Backward() {
 }
 
 void Net::ClearParamDiffs() {
-  for (Blob* param : learnable_params_) param->set_diff(0.f);
+  const Device device = context_->device();
+  for (Blob* param : learnable_params_) set(*context_, param->count(), 0.f, param->mutable_diff_on(device));
 }
 
 std::string Net::DescribeFirstNonFinite() const {
@@ -488,8 +401,8 @@ void Net::CopyTrainedLayersFrom(const NetParameter& trained) {
 
 void Net::CopyTrainedLayersFrom(const std::string& path) {
   NetParameter trained;
-  const bool text = path.size() > 9 && (path.rfind(".prototxt") == path.size() - 9 ||
-                                        path.rfind(".txt") == path.size() - 4);
+  const std::string extension = std::filesystem::path(path).extension().string();
+  const bool text = extension == ".prototxt" || extension == ".txt";
   if (text) {
     ReadProtoFromTextFile(path, &trained);
   } else {
@@ -526,7 +439,7 @@ void Net::ToProto(NetParameter* param, bool write_diff) const {
   param->Clear();
   param->set_name(name_);
   for (size_t l = 0; l < layers_.size(); ++l) {
-    if (inserted_split_[l]) continue;
+    if (added_by_pass_[l]) continue;
     LayerParameter* layer = param->add_layer();
     layers_[l]->ToProto(layer, write_diff);
   }

@@ -1,16 +1,29 @@
 // Net: turns a NetParameter into a fixed execution plan over layers and blobs, and runs it.
 //
-// Building a net is a pipeline of passes over data, each a function of its own:
-//   FilterNet      keep the layers whose include/exclude rules match the net's phase, level and stages
-//   UpgradeInputs  turn the deprecated net-level `input` fields into an Input layer
-//   InsertSplits   give every consumer of a multiply-read blob its own copy (a Split layer)
-//   build          create layers, wire blobs by name (in place where top == bottom), set up shapes,
-//                  decide which steps need backward, collect and share learnable parameters
-// The result is `plan()`: an ordered list of steps, each naming the layer and the blobs it reads and writes.
-// Forward runs the steps in order, Backward in reverse. Later passes (memory planning, fusion) rewrite this
-// plan; layers never see the net.
+// A net is built by a list of named passes (NetPasses; see passes.hpp for the built-in ones):
+//   parameter passes   NetParameter -> NetParameter, before any layer exists: filter (phase, level, stages),
+//                      upgrade_inputs (net-level `input` fields -> an Input layer), insert_splits (a Split
+//                      layer for every blob read more than once)
+//   construction       create each layer with its engine (LayerRegistry), wire blobs by name (in place where
+//                      top == bottom), set it up (shapes flow from the inputs), record in its plan step the tops
+//                      that view bottoms and the layer's internal blobs, collect and share learnable parameters
+//   plan passes        over the built plan: decide_backward (which steps run backward, and to which bottoms)
+//   after-weights      over the plan once weights are loaded (RunAfterWeightsPasses; inference tools call it,
+//                      training never does): where BatchNorm folding will go
+// The result is `plan()`: an ordered list of steps, each naming the layer, the blobs it reads and writes, the
+// tops that are views of its bottoms, and its internal blobs. Forward runs the steps in order, Backward in
+// reverse. Layers never see the net; the net never sees a solver.
+//
+// Shapes flow: before a step runs forward, the net compares each bottom's shape and storage with those the
+// step was last reshaped for, and only when something changed re-makes the step's views and re-runs its
+// layer's Reshape. So reshaping an input (or a Data layer producing another batch shape) reshapes every
+// later step on the next Forward, and costs a comparison per step when nothing changed.
+//
+// Memory the plan sees: every blob (tops, internal blobs), the views between them, and one workspace (scratch
+// for one layer call at a time) sized to the largest request of any step.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -21,27 +34,70 @@
 
 namespace crema {
 
+// What a step was last reshaped for: one bottom's shape and storage.
+struct BlobSignature {
+  std::vector<int> shape;
+  const void* data;
+  size_t data_offset;
+  const void* diff;
+  size_t diff_offset;
+  bool operator==(const BlobSignature& other) const;
+  static BlobSignature Of(const Blob& blob);
+};
+
 struct PlanStep {
-  int layer = -1;                    // index into layers()
-  std::vector<int> bottoms;          // blob ids read
-  std::vector<int> tops;             // blob ids written
-  std::vector<bool> propagate_down;  // per bottom: compute its gradient
+  int layer = -1;                           // index into layers()
+  std::vector<int> bottoms;                 // blob ids read
+  std::vector<int> tops;                    // blob ids written
+  std::vector<Layer::TopView> views;        // tops that are views of bottoms (indices into tops / bottoms)
+  std::vector<int> internals;               // blob ids of the layer's internal blobs (kept for backward)
+  std::vector<bool> propagate_down;         // per bottom: compute its gradient
   bool needs_backward = false;
+  std::vector<BlobSignature> reshaped_for;  // the bottoms as the step was last reshaped for
+};
+
+class Net;
+
+// A pass over the NetParameter, before any layer exists.
+struct ParameterPass {
+  std::string name;
+  std::function<NetParameter(const NetParameter&)> run;
+};
+// A pass over a built net (its plan, layers and blobs).
+struct PlanPass {
+  std::string name;
+  std::function<void(Net*)> run;
+};
+// The passes a net is built with, in order. NetPasses::Default() is what every tool uses; tests build with
+// lists of their own to check one pass at a time.
+struct NetPasses {
+  std::vector<ParameterPass> parameter;
+  std::vector<PlanPass> plan;
+  std::vector<PlanPass> after_weights;
+  static NetPasses Default();
 };
 
 class Net {
  public:
-  // Builds the net for `param`'s own state (param.state()).
-  explicit Net(const NetParameter& param);
+  // Builds the net for `param`'s own state (param.state()) on `context` (without one: a CPU context of its
+  // own).
+  explicit Net(const NetParameter& param, std::shared_ptr<Context> context = nullptr,
+               const NetPasses& passes = NetPasses::Default());
   // Reads a prototxt and builds it for the given phase, level and stages (overriding the file's state).
-  Net(const std::string& path, Phase phase, int level = 0, const std::vector<std::string>& stages = {});
+  Net(const std::string& path, Phase phase, int level = 0, const std::vector<std::string>& stages = {},
+      std::shared_ptr<Context> context = nullptr);
 
-  // Runs the plan forward; returns the weighted sum of the loss tops.
+  // Runs the plan forward; returns the weighted sum of the loss tops. Steps whose bottoms changed shape are
+  // reshaped first.
   float Forward();
+  // Reshapes every step whose bottoms changed since it was last reshaped (Forward does this step by step;
+  // call it to see the new top shapes before running).
+  void Reshape();
   // Runs one step of the plan (tools that time or inspect single steps use these).
   float ForwardStep(size_t step);
   void BackwardStep(size_t step);
-  // Runs the plan backward from the loss tops, accumulating into parameter gradients.
+  // Runs the plan backward from the loss tops, accumulating into parameter gradients. Once every step that
+  // uses a learnable parameter has run backward, the gradient-ready callback gets that parameter's index.
   void Backward();
   float ForwardBackward() {
     float loss = Forward();
@@ -50,6 +106,15 @@ class Net {
   }
   // Sets every learnable parameter's gradient to zero.
   void ClearParamDiffs();
+
+  // Data parallelism: called during Backward with the index (into learnable_params()) of each parameter as
+  // soon as its gradient is complete, so an all-reduce can overlap the rest of backward. Empty: none.
+  void set_gradient_ready_callback(std::function<void(int)> callback) { gradient_ready_ = std::move(callback); }
+  // The step after whose backward learnable parameter `index` is complete.
+  int gradient_ready_step(int index) const { return gradient_ready_step_[index]; }
+
+  // Runs the after-weights passes (inference tools call this once the weights are loaded).
+  void RunAfterWeightsPasses();
 
   // Copies parameters from a trained net (by layer name; shapes must match). Layers absent from this net
   // are skipped with a log line.
@@ -68,7 +133,12 @@ class Net {
 
   const std::string& name() const { return name_; }
   Phase phase() const { return phase_; }
+  Context& context() const { return *context_; }
+  const std::shared_ptr<Context>& shared_context() const { return context_; }
+  bool force_backward() const { return force_backward_; }
   const std::vector<PlanStep>& plan() const { return plan_; }
+  // For plan passes.
+  std::vector<PlanStep>& mutable_plan() { return plan_; }
   const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
   const std::vector<std::string>& layer_names() const { return layer_names_; }
   const std::vector<std::shared_ptr<Blob>>& blobs() const { return blobs_; }
@@ -93,22 +163,25 @@ class Net {
   // infinity ("" when every top is finite).
   std::string DescribeFirstNonFinite() const;
 
-  // Bytes held by activation blobs (data only), as the plan stands.
+  // Bytes of the data of every blob of the plan (tops and internal blobs), each storage counted once.
   size_t activation_bytes() const;
+  // Bytes of the shared workspace.
+  size_t workspace_bytes() const { return static_cast<size_t>(workspace_->count()) * sizeof(float); }
 
-  // The passes (public for tests and tools).
-  static NetParameter FilterNet(const NetParameter& param);
-  static bool StateMeetsRule(const NetState& state, const NetStateRule& rule);
-  static NetParameter UpgradeInputs(const NetParameter& param);
-  static NetParameter InsertSplits(const NetParameter& param);
+  // The names of the passes this net was built with, in the order they ran.
+  const std::vector<std::string>& passes_run() const { return passes_run_; }
 
  private:
-  void Build(const NetParameter& param);
+  void Build(const NetParameter& param, const NetPasses& passes);
   int AddTop(const LayerParameter& layer_param, int top_index, std::vector<int>* step_tops,
              const std::vector<int>& step_bottoms);
-  void DecideBackward();
   void CollectParams();
+  void FindOutputs();
+  // Re-makes the step's views and re-runs its layer's Reshape when its bottoms changed (or `force`).
+  void ReshapeStep(size_t step, bool force);
+  std::vector<Blob*> Blobs(const std::vector<int>& ids) const;
 
+  std::shared_ptr<Context> context_;
   std::string name_;
   Phase phase_ = TEST;
   bool force_backward_ = false;
@@ -120,7 +193,13 @@ class Net {
   std::map<std::string, int> blob_index_;
   std::vector<float> blob_loss_weights_;
   std::vector<PlanStep> plan_;
-  std::vector<bool> inserted_split_;  // per layer: added by InsertSplits, not written to .caffemodel
+  std::vector<bool> added_by_pass_;  // per layer: not in the prototxt (a Split, say), not written to .caffemodel
+  std::shared_ptr<Blob> workspace_;
+  std::vector<PlanPass> after_weights_;
+  std::vector<std::string> passes_run_;
+  std::function<void(int)> gradient_ready_;
+  std::vector<int> gradient_ready_step_;                // per learnable parameter
+  std::vector<std::vector<int>> params_ready_after_;    // per step: learnable parameters complete after it
   std::vector<Blob*> input_blobs_;
   std::vector<Blob*> output_blobs_;
   std::vector<int> output_blob_indices_;

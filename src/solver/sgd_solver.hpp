@@ -7,7 +7,8 @@ namespace crema {
 
 class SGDSolver : public Solver {
  public:
-  explicit SGDSolver(const SolverParameter& param, const std::string& solver_path = "");
+  explicit SGDSolver(const SolverParameter& param, const std::string& solver_path = "",
+                     std::shared_ptr<Context> context = nullptr);
   const char* type() const override { return "SGD"; }
 
  protected:

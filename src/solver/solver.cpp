@@ -5,11 +5,12 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <iomanip>
 
-#include "core/context.hpp"
-#include "core/elementwise.hpp"
+#include "core/math_functions.hpp"
 #include "io/proto_io.hpp"
+#include "solver/update_rules.hpp"
 #include "solver/lr_policy.hpp"
 #include "solver/sgd_solver.hpp"
 
@@ -17,21 +18,11 @@ namespace crema {
 
 namespace {
 
-std::string Directory(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? std::string(".") : path.substr(0, slash);
-}
-
-std::string BaseName(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
 // A relative path from the solver file is tried from the working directory first (Caffe's rule), then
 // beside the solver file.
 std::string ResolveNetPath(const std::string& path, const std::string& solver_path) {
   if (path.empty() || path[0] == '/' || FileExists(path) || solver_path.empty()) return path;
-  const std::string beside = Directory(solver_path) + "/" + path;
+  const std::string beside = (std::filesystem::path(solver_path).parent_path() / path).string();
   return FileExists(beside) ? beside : path;
 }
 
@@ -54,7 +45,21 @@ void ApplyState(NetParameter* net, Phase phase, const NetState* solver_state) {
 
 }  // namespace
 
-Solver::Solver(const SolverParameter& param, const std::string& solver_path) : param_(param) {
+std::shared_ptr<Context> Solver::ContextFor(const SolverParameter& param) {
+  // Caffe's default solver_mode is GPU; where there is none, Caffe's users expect training on the CPU.
+  bool gpu = param.solver_mode() == SolverParameter::GPU;
+  if (gpu && Context::gpu_count() == 0) {
+    if (param.has_solver_mode())
+      LOG(WARNING) << "The solver asks for solver_mode: GPU, but no GPU is available; training on the CPU.";
+    gpu = false;
+  }
+  return std::make_shared<Context>(
+      gpu ? Device::kGPU : Device::kCPU, param.device_id(),
+      param.random_seed() >= 0 ? static_cast<uint64_t>(param.random_seed()) : Context::kDefaultSeed);
+}
+
+Solver::Solver(const SolverParameter& param, const std::string& solver_path, std::shared_ptr<Context> context)
+    : param_(param) {
   CheckLearningRatePolicy(param_);
   CREMA_CHECK(param_.max_iter() >= 0) << "solver max_iter must not be negative, got " << param_.max_iter();
   CREMA_CHECK(param_.iter_size() >= 1) << "solver iter_size must be at least 1, got " << param_.iter_size();
@@ -66,10 +71,15 @@ Solver::Solver(const SolverParameter& param, const std::string& solver_path) : p
       << "snapshot_format: HDF5 is not supported yet; use BINARYPROTO";
   CREMA_CHECK(param_.snapshot() == 0 || param_.has_snapshot_prefix())
       << "the solver snapshots every " << param_.snapshot() << " iterations but sets no snapshot_prefix";
-  if (param_.random_seed() >= 0) Context::set_random_seed(static_cast<uint64_t>(param_.random_seed()));
+  context_ = context ? std::move(context) : ContextFor(param_);
   InitTrainNet(solver_path);
   InitTestNets(solver_path);
   for (Blob* blob : net_->learnable_params()) history_.push_back(std::make_shared<Blob>(blob->shape()));
+  // Parameter gradients are complete only in the last of an iteration's iter_size backward passes.
+  net_->set_gradient_ready_callback([this](int index) {
+    if (last_backward_pass_)
+      for (SolverCallback* callback : callbacks_) callback->OnParameterGradientReady(iter_, index);
+  });
   LOG(INFO) << "Solver: learning rate policy " << param_.lr_policy() << ", base_lr "
             << param_.base_lr() << ", batch accumulation iter_size " << param_.iter_size();
 }
@@ -92,7 +102,7 @@ void Solver::InitTrainNet(const std::string& solver_path) {
     net_param = ReadNet(ResolveNetPath(param_.net(), solver_path));
   }
   ApplyState(&net_param, TRAIN, param_.has_train_state() ? &param_.train_state() : nullptr);
-  net_ = std::make_unique<Net>(net_param);
+  net_ = std::make_unique<Net>(net_param, context_);
 }
 
 void Solver::InitTestNets(const std::string& solver_path) {
@@ -115,7 +125,7 @@ void Solver::InitTestNets(const std::string& solver_path) {
       << "the solver has test nets but test_interval is " << param_.test_interval() << "; set it above 0";
   for (size_t i = 0; i < nets.size(); ++i) {
     ApplyState(&nets[i], TEST, param_.test_state_size() ? &param_.test_state(static_cast<int>(i)) : nullptr);
-    test_nets_.push_back(std::make_unique<Net>(nets[i]));
+    test_nets_.push_back(std::make_unique<Net>(nets[i], context_));
     test_nets_.back()->ShareTrainedLayersWith(*net_);
   }
 }
@@ -154,8 +164,12 @@ void Solver::Step(int iterations) {
       TestAll();
     const bool display = param_.display() && iter_ % param_.display() == 0;
 
+    for (SolverCallback* callback : callbacks_) callback->OnStart(iter_);
     float loss = 0.f;
-    for (int i = 0; i < param_.iter_size(); ++i) loss += net_->ForwardBackward();
+    for (int i = 0; i < param_.iter_size(); ++i) {
+      last_backward_pass_ = i + 1 == param_.iter_size();
+      loss += net_->ForwardBackward();
+    }
     loss /= param_.iter_size();
     if (!std::isfinite(loss)) {
       const std::string where = net_->DescribeFirstNonFinite();
@@ -180,6 +194,7 @@ void Solver::Step(int iterations) {
       for (size_t k = 0; k < means.size(); ++k)
         LOG(INFO) << "    Train net output #" << k << ": " << OutputScores::Describe(means[k]);
     }
+    for (SolverCallback* callback : callbacks_) callback->OnGradientsReady(iter_);
     ApplyUpdate();
     ++iter_;
     const bool scheduled = param_.snapshot() && iter_ % param_.snapshot() == 0;
@@ -205,40 +220,45 @@ void Solver::ApplyUpdate() {
     Regularize(static_cast<int>(i));
     ComputeUpdateValue(static_cast<int>(i), rate);
   }
-  for (Blob* param : net_->learnable_params()) param->Update();
+  // data -= diff, on the device.
+  const Device device = context_->device();
+  for (Blob* param : net_->learnable_params())
+    axpy(*context_, param->count(), -1.f, param->diff_on(device), param->mutable_data_on(device));
 }
 
 void Solver::Normalize(int param_index) {
   if (param_.iter_size() == 1) return;
-  net_->learnable_params()[param_index]->scale_diff(1.f / param_.iter_size());
+  Blob* param = net_->learnable_params()[param_index];
+  scale(*context_, param->count(), 1.f / param_.iter_size(), param->mutable_diff_on(context_->device()));
 }
 
 void Solver::Regularize(int param_index) {
   const float decay = param_.weight_decay() * net_->params_weight_decay()[param_index];
   if (decay == 0.f) return;
   Blob* param = net_->learnable_params()[param_index];
-  const float* data = param->cpu_data();
-  float* diff = param->mutable_cpu_diff();
+  const Device device = context_->device();
+  const float* data = param->data_on(device);
+  float* diff = param->mutable_diff_on(device);
   if (param_.regularization_type() == "L2") {
-    for_each_element(param->count(), [=](int i) { diff[i] += decay * data[i]; });
+    for_each_element(*context_, param->count(), L2Decay{data, diff, decay});
   } else {
-    for_each_element(param->count(), [=](int i) {
-      diff[i] += decay * static_cast<float>((data[i] > 0.f) - (data[i] < 0.f));
-    });
+    for_each_element(*context_, param->count(), L1Decay{data, diff, decay});
   }
 }
 
 void Solver::ClipGradients() {
   const float threshold = param_.clip_gradients();
   if (threshold < 0) return;
+  const Device device = context_->device();
   double sumsq = 0;
-  for (Blob* param : net_->learnable_params()) sumsq += param->sumsq_diff();
+  for (Blob* param : net_->learnable_params())
+    sumsq += dot(*context_, param->count(), param->diff_on(device), param->diff_on(device));
   const float norm = static_cast<float>(std::sqrt(sumsq));
   if (norm > threshold) {
-    const float scale = threshold / norm;
+    const float factor = threshold / norm;
     LOG(INFO) << "Gradient clipping: scaling down gradients (L2 norm " << norm << " > " << threshold
-              << ") by scale factor " << scale;
-    for (Blob* param : net_->learnable_params()) param->scale_diff(scale);
+              << ") by scale factor " << factor;
+    for (Blob* param : net_->learnable_params()) scale(*context_, param->count(), factor, param->mutable_diff_on(device));
   }
 }
 
@@ -297,7 +317,8 @@ void Solver::Restore(const std::string& state_file) {
     // moved), look for the weights beside the state file.
     std::string weights = state.learned_net();
     if (!FileExists(weights)) {
-      const std::string beside = Directory(state_file) + "/" + BaseName(weights);
+      const std::filesystem::path state_path(state_file);
+      const std::string beside = (state_path.parent_path() / std::filesystem::path(weights).filename()).string();
       CREMA_CHECK(FileExists(beside)) << "solver state '" << state_file << "' names weights '" << weights
                                       << "', which exist neither there nor at '" << beside << "'";
       weights = beside;
@@ -321,14 +342,15 @@ void Solver::Restore(const std::string& state_file) {
   losses_.assign(state.loss_window().begin(), state.loss_window().end());
 }
 
-std::unique_ptr<Solver> CreateSolver(const SolverParameter& param, const std::string& solver_path) {
+std::unique_ptr<Solver> CreateSolver(const SolverParameter& param, const std::string& solver_path,
+                                     std::shared_ptr<Context> context) {
   std::string type = param.type();
   if (!param.has_type() && param.has_solver_type()) {
     // The deprecated enum names the same rules.
     static const char* kNames[] = {"SGD", "Nesterov", "AdaGrad", "RMSProp", "AdaDelta", "Adam"};
     type = kNames[param.solver_type()];
   }
-  if (type == "SGD") return std::make_unique<SGDSolver>(param, solver_path);
+  if (type == "SGD") return std::make_unique<SGDSolver>(param, solver_path, std::move(context));
   CREMA_FAIL() << "solver type \"" << type << "\" is not available yet; known types: SGD";
   return nullptr;
 }

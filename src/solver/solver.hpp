@@ -14,11 +14,30 @@
 
 namespace crema {
 
+// Hooks for data parallelism (src/parallel/ will use them): a solver calls every callback it was given, in the
+// order given, at these points of each iteration.
+class SolverCallback {
+ public:
+  virtual ~SolverCallback() = default;
+  // Before the iteration's forward and backward passes (e.g. broadcast the parameters).
+  virtual void OnStart(int iteration) {}
+  // During the iteration's last backward pass, as soon as learnable parameter `index`'s gradient is complete
+  // (e.g. start its all-reduce while the rest of backward runs).
+  virtual void OnParameterGradientReady(int iteration, int index) {}
+  // After the iteration's backward passes, before the update (e.g. wait for the all-reduces).
+  virtual void OnGradientsReady(int iteration) {}
+};
+
 class Solver {
  public:
   // `solver_path` (may be empty) is where `param` was read from: relative net paths that do not exist from
-  // the working directory are looked up beside it.
-  explicit Solver(const SolverParameter& param, const std::string& solver_path = "");
+  // the working directory are looked up beside it. The solver's nets share `context`; without one, the solver
+  // makes ContextFor(param).
+  explicit Solver(const SolverParameter& param, const std::string& solver_path = "",
+                  std::shared_ptr<Context> context = nullptr);
+  // The context a solver runs on: the device solver_mode and device_id name, seeded by random_seed (1701 when
+  // unset).
+  static std::shared_ptr<Context> ContextFor(const SolverParameter& param);
   virtual ~Solver() = default;
 
   // Trains to max_iter, starting from a snapshot when `resume_file` is given.
@@ -37,12 +56,14 @@ class Solver {
   // from a signal handler.
   void RequestSnapshot() { snapshot_requested_ = true; }
   void RequestStop() { stop_requested_ = true; }
+  // Not owned; must outlive the solver's use of it.
+  void AddCallback(SolverCallback* callback) { callbacks_.push_back(callback); }
 
   int iter() const { return iter_; }
   const SolverParameter& param() const { return param_; }
   Net* net() { return net_.get(); }
+  Context& context() const { return *context_; }
   const std::vector<std::unique_ptr<Net>>& test_nets() const { return test_nets_; }
-  float smoothed_loss() const { return smoothed_loss_; }
   const std::vector<std::shared_ptr<Blob>>& history() const { return history_; }
   virtual const char* type() const = 0;
 
@@ -66,18 +87,22 @@ class Solver {
   std::string SnapshotFilename(const std::string& extension) const;
 
   SolverParameter param_;
+  std::shared_ptr<Context> context_;
+  std::vector<SolverCallback*> callbacks_;
   std::unique_ptr<Net> net_;
   std::vector<std::unique_ptr<Net>> test_nets_;
   int iter_ = 0;
   int current_step_ = 0;
   std::deque<float> losses_;
   float smoothed_loss_ = 0.f;
+  bool last_backward_pass_ = true;  // the current backward pass is the iteration's last (iter_size)
   std::atomic<bool> snapshot_requested_{false};
   std::atomic<bool> stop_requested_{false};
 };
 
 // Builds the solver named by param.type (or the deprecated solver_type); throws listing the known types.
-std::unique_ptr<Solver> CreateSolver(const SolverParameter& param, const std::string& solver_path = "");
+std::unique_ptr<Solver> CreateSolver(const SolverParameter& param, const std::string& solver_path = "",
+                                     std::shared_ptr<Context> context = nullptr);
 // Reads a solver prototxt (errors name file:line:column) and builds it.
 std::unique_ptr<Solver> CreateSolverFromFile(const std::string& path);
 

@@ -1,0 +1,5 @@
+// The GPU kernel of Dropout's rule (dropout.hpp); the layer's code is in dropout.cpp.
+#include "core/elementwise.cuh"
+#include "layers/dropout.hpp"
+
+CREMA_GPU_ELEMENTWISE(crema::DropoutApply);

@@ -1,0 +1,192 @@
+#include "net/passes.hpp"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <utility>
+
+namespace crema {
+
+NetPasses NetPasses::Default() {
+  NetPasses passes;
+  passes.parameter = {{"filter", FilterNet}, {"upgrade_inputs", UpgradeInputs}, {"insert_splits", InsertSplits}};
+  passes.plan = {{"decide_backward", DecideBackward}};
+  return passes;
+}
+
+bool StateMeetsRule(const NetState& state, const NetStateRule& rule) {
+  if (rule.has_phase() && rule.phase() != state.phase()) return false;
+  if (rule.has_min_level() && state.level() < rule.min_level()) return false;
+  if (rule.has_max_level() && state.level() > rule.max_level()) return false;
+  const std::set<std::string> stages(state.stage().begin(), state.stage().end());
+  for (const auto& stage : rule.stage())
+    if (!stages.count(stage)) return false;
+  for (const auto& stage : rule.not_stage())
+    if (stages.count(stage)) return false;
+  return true;
+}
+
+NetParameter FilterNet(const NetParameter& param) {
+  NetParameter filtered(param);
+  filtered.clear_layer();
+  for (const auto& layer : param.layer()) {
+    CREMA_CHECK(layer.include_size() == 0 || layer.exclude_size() == 0)
+        << "layer '" << layer.name() << "' has both include and exclude rules; give one kind only";
+    bool keep = layer.include_size() == 0;
+    for (const auto& rule : layer.exclude())
+      if (StateMeetsRule(param.state(), rule)) keep = false;
+    for (const auto& rule : layer.include())
+      if (StateMeetsRule(param.state(), rule)) keep = true;
+    if (keep) *filtered.add_layer() = layer;
+  }
+  return filtered;
+}
+
+NetParameter UpgradeInputs(const NetParameter& param) {
+  if (param.input_size() == 0) return param;
+  const bool by_shape = param.input_shape_size() > 0;
+  const bool by_dim = param.input_dim_size() > 0;
+  CREMA_CHECK(by_shape != by_dim) << "net '" << param.name() << "' declares inputs; give their shapes with "
+                                  << "either input_shape or input_dim (4 per input), not both or neither";
+  CREMA_CHECK(!by_shape || param.input_shape_size() == param.input_size() || param.input_shape_size() == 1)
+      << "net '" << param.name() << "': " << param.input_size() << " input(s) but " << param.input_shape_size()
+      << " input_shape(s)";
+  CREMA_CHECK(!by_dim || param.input_dim_size() == 4 * param.input_size())
+      << "net '" << param.name() << "': " << param.input_size() << " input(s) need "
+      << 4 * param.input_size() << " input_dim values, got " << param.input_dim_size();
+  NetParameter upgraded(param);
+  upgraded.clear_input();
+  upgraded.clear_input_shape();
+  upgraded.clear_input_dim();
+  upgraded.clear_layer();
+  LayerParameter* input = upgraded.add_layer();
+  input->set_name("input");
+  input->set_type("Input");
+  for (int i = 0; i < param.input_size(); ++i) {
+    input->add_top(param.input(i));
+    BlobShape* shape = input->mutable_input_param()->add_shape();
+    if (by_shape) {
+      *shape = param.input_shape(param.input_shape_size() == 1 ? 0 : i);
+    } else {
+      for (int d = 0; d < 4; ++d) shape->add_dim(param.input_dim(4 * i + d));
+    }
+  }
+  for (const auto& layer : param.layer()) *upgraded.add_layer() = layer;
+  return upgraded;
+}
+
+namespace {
+std::string SplitLayerName(const std::string& blob, const std::string& layer, int top_index) {
+  return blob + "_" + layer + "_" + std::to_string(top_index) + "_split";
+}
+std::string SplitTopName(const std::string& blob, const std::string& layer, int top_index, int copy) {
+  return SplitLayerName(blob, layer, top_index) + "_" + std::to_string(copy);
+}
+}  // namespace
+
+NetParameter InsertSplits(const NetParameter& param) {
+  // Who produced the current version of each blob name, and how many layers read each version.
+  using Producer = std::pair<int, int>;  // (layer index, top index)
+  std::map<std::string, Producer> latest;
+  std::map<Producer, int> readers;
+  std::map<Producer, float> loss_weight;
+  std::vector<std::vector<Producer>> bottom_producer(param.layer_size());
+  for (int l = 0; l < param.layer_size(); ++l) {
+    const LayerParameter& layer = param.layer(l);
+    for (const auto& bottom : layer.bottom()) {
+      auto found = latest.find(bottom);
+      CREMA_CHECK(found != latest.end()) << "layer '" << layer.name() << "' (" << layer.type()
+                                         << ") reads bottom blob '" << bottom
+                                         << "', which no earlier layer produces";
+      bottom_producer[l].push_back(found->second);
+      ++readers[found->second];
+    }
+    for (int t = 0; t < layer.top_size(); ++t) {
+      latest[layer.top(t)] = {l, t};
+      if (t < layer.loss_weight_size() && layer.loss_weight(t) != 0) loss_weight[{l, t}] = layer.loss_weight(t);
+    }
+  }
+  // A blob read by several layers, or read once while also counted in the loss, gets a Split layer.
+  auto copies = [&](const Producer& p) {
+    int n = readers.count(p) ? readers[p] : 0;
+    if (loss_weight.count(p) && n > 0) ++n;
+    return n;
+  };
+  NetParameter result(param);
+  result.clear_layer();
+  std::map<Producer, int> next_copy;
+  for (int l = 0; l < param.layer_size(); ++l) {
+    LayerParameter* layer = result.add_layer();
+    *layer = param.layer(l);
+    for (int b = 0; b < layer->bottom_size(); ++b) {
+      const Producer& p = bottom_producer[l][b];
+      if (copies(p) <= 1) continue;
+      const std::string& producer_name = param.layer(p.first).name();
+      const std::string blob = param.layer(p.first).top(p.second);
+      layer->set_bottom(b, SplitTopName(blob, producer_name, p.second, next_copy[p]++));
+    }
+    for (int t = 0; t < layer->top_size(); ++t) {
+      const Producer p{l, t};
+      const int n = copies(p);
+      if (n <= 1) continue;
+      LayerParameter* split = result.add_layer();
+      split->set_name(SplitLayerName(layer->top(t), layer->name(), t));
+      split->set_type("Split");
+      split->add_bottom(layer->top(t));
+      for (int c = 0; c < n; ++c) split->add_top(SplitTopName(layer->top(t), layer->name(), t, c));
+      if (loss_weight.count(p)) {
+        // The loss now comes from the split's first copy; the producer's own top no longer counts.
+        split->add_loss_weight(loss_weight[p]);
+        for (int c = 1; c < n; ++c) split->add_loss_weight(0);
+        layer->set_loss_weight(t, 0);
+        next_copy[p] = 1;
+      }
+    }
+  }
+  return result;
+}
+
+void DecideBackward(Net* net) {
+  std::vector<PlanStep>& plan = net->mutable_plan();
+  const size_t num_blobs = net->blobs().size();
+  // Forward sweep: a blob needs a gradient when something upstream of it learns (or force_backward asks).
+  std::vector<bool> blob_needs_gradient(num_blobs, false);
+  for (auto& step : plan) {
+    Layer* layer = net->layers()[step.layer].get();
+    const LayerParameter& lp = layer->layer_param();
+    bool needs = false;
+    for (size_t i = 0; i < layer->blobs().size(); ++i) needs = needs || layer->param_propagate_down(static_cast<int>(i));
+    step.propagate_down.assign(step.bottoms.size(), false);
+    for (size_t b = 0; b < step.bottoms.size(); ++b) {
+      bool wanted = blob_needs_gradient[step.bottoms[b]] ||
+                    (net->force_backward() && layer->AllowForceBackward(static_cast<int>(b)));
+      if (lp.propagate_down_size() > 0 && !lp.propagate_down(static_cast<int>(b))) wanted = false;
+      step.propagate_down[b] = wanted;
+      needs = needs || wanted;
+    }
+    step.needs_backward = needs;
+    for (int id : step.tops) blob_needs_gradient[id] = blob_needs_gradient[id] || needs;
+  }
+  // Backward sweep: only steps that feed a loss run backward (unless force_backward).
+  std::vector<bool> feeds_loss(num_blobs, false);
+  for (size_t id = 0; id < num_blobs; ++id) feeds_loss[id] = net->blob_loss_weight(static_cast<int>(id)) != 0.f;
+  for (auto it = plan.rbegin(); it != plan.rend(); ++it) {
+    bool contributes = net->force_backward();
+    for (int id : it->tops) contributes = contributes || feeds_loss[id];
+    if (!contributes) {
+      it->needs_backward = false;
+      std::fill(it->propagate_down.begin(), it->propagate_down.end(), false);
+      continue;
+    }
+    // Gradient reaches a bottom only where this step propagates down to it (propagate_down: false cuts
+    // everything above that bottom off from the loss).
+    for (size_t b = 0; b < it->bottoms.size(); ++b)
+      if (it->propagate_down[b]) feeds_loss[it->bottoms[b]] = true;
+  }
+  for (const auto& step : plan)
+    VLOG(1) << net->layer_names()[step.layer] << (step.needs_backward ? " needs backward" : " does not need backward");
+}
+
+}  // namespace crema

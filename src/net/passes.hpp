@@ -1,0 +1,28 @@
+// The built-in passes over a net, each a plain function that can be run and tested on its own.
+//
+// Parameter passes (NetParameter -> NetParameter, before any layer exists):
+//   filter          keep the layers whose include/exclude rules match the net's state (phase, level, stages)
+//   upgrade_inputs  turn the deprecated net-level input / input_shape / input_dim into an Input layer
+//   insert_splits   give every reader of a blob read more than once its own copy through a Split layer
+// Plan passes (over a built net):
+//   decide_backward which steps run backward, and to which bottoms they send gradients
+//
+// Adding a pass: write it here as a function, add it to NetPasses::Default() (passes.cpp) at the stage it
+// belongs to, and test it on its own (tests/test_net_passes.cpp). docs/architecture.md has a worked example.
+#pragma once
+
+#include "core/common.hpp"
+#include "net/net.hpp"
+
+namespace crema {
+
+bool StateMeetsRule(const NetState& state, const NetStateRule& rule);
+NetParameter FilterNet(const NetParameter& param);
+NetParameter UpgradeInputs(const NetParameter& param);
+NetParameter InsertSplits(const NetParameter& param);
+
+// Sets each step's needs_backward and propagate_down: a forward sweep finds the blobs that depend on something
+// learnable (or on a bottom force_backward asks for); a backward sweep keeps only the steps that feed a loss.
+void DecideBackward(Net* net);
+
+}  // namespace crema

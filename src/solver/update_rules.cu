@@ -1,0 +1,7 @@
+// The GPU kernels of the solvers' update rules (update_rules.hpp).
+#include "core/elementwise.cuh"
+#include "solver/update_rules.hpp"
+
+CREMA_GPU_ELEMENTWISE(crema::L2Decay);
+CREMA_GPU_ELEMENTWISE(crema::L1Decay);
+CREMA_GPU_ELEMENTWISE(crema::SgdMomentum);
