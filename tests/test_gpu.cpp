@@ -12,6 +12,7 @@
 #include "layers/layer_registry.hpp"
 #include "net/net.hpp"
 #include "core/math_functions.hpp"
+#include "solver/solver.hpp"
 #include "solver/update_rules.hpp"
 #include "test_util.hpp"
 
@@ -144,6 +145,86 @@ TEST(GpuTest, ANetPicksOnlyEnginesThatRunOnItsDevice) {
       test::ErrorMessage([&] { Net net(param, std::make_shared<Context>(Device::kGPU, 0)); });
   EXPECT_NE(message.find("layer 'conv' (Convolution)"), std::string::npos) << message;
   EXPECT_NE(message.find("does not run on the GPU"), std::string::npos) << message;
+}
+
+// A layer with a learnable parameter written only with the device math, so that it runs on either device:
+// top = bottom + bias (bias of the bottom's shape).
+class DeviceBiasLayer : public Layer {
+ public:
+  using Layer::Layer;
+  const char* type() const override { return "DeviceBias"; }
+  int ExactNumBottomBlobs() const override { return 1; }
+  int ExactNumTopBlobs() const override { return 1; }
+  void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
+    blobs_.push_back(std::make_shared<Blob>(bottom[0]->shape()));
+    test::FillGaussian(blobs_[0].get(), 0, 1, 8);
+  }
+  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
+    top[0]->ReshapeLike(*bottom[0]);
+  }
+
+ protected:
+  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override { Run(bottom, top); }
+  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override { Run(bottom, top); }
+  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>&, const std::vector<Blob*>&) override {
+    Gradient(top);
+  }
+  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>&, const std::vector<Blob*>&) override {
+    Gradient(top);
+  }
+
+ private:
+  void Run(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+    const Device d = device();
+    const int n = top[0]->count();
+    copy(context(), n, bottom[0]->data_on(d), top[0]->mutable_data_on(d));
+    axpy(context(), n, 1.f, blobs_[0]->data_on(d), top[0]->mutable_data_on(d));
+  }
+  void Gradient(const std::vector<Blob*>& top) {
+    const Device d = device();
+    axpy(context(), top[0]->count(), 1.f, top[0]->diff_on(d), blobs_[0]->mutable_diff_on(d));
+  }
+};
+
+// Trains a bias under a weighted sum of squares (a ReLU between keeps it honest) for 4 iterations; returns
+// the bias and whether its memory stayed on the device throughout.
+std::vector<float> TrainDeviceBias(const char* mode, bool* stayed_on_device) {
+  static bool registered = false;
+  if (!registered) LayerRegistry::Global().Add<DeviceBiasLayer>("DeviceBias", {"native", kCpuAndGpu});
+  registered = true;
+  SolverParameter param;
+  ReadProtoFromText(std::string("base_lr: 0.1 lr_policy: 'fixed' momentum: 0.9 weight_decay: 0.01 display: 0 "
+                                "clip_gradients: 100 solver_mode: ") + mode,
+                    "solver", &param);
+  ReadProtoFromText(R"(
+    layer { name: 'input' type: 'Input' top: 'data' input_param { shape { dim: 4 dim: 6 } } }
+    layer { name: 'bias' type: 'DeviceBias' bottom: 'data' top: 'biased' }
+    layer { name: 'relu' type: 'ReLU' bottom: 'biased' top: 'out' loss_weight: 1 }
+  )", "net", param.mutable_net_param());
+  auto solver = CreateSolver(param);
+  test::FillGaussian(solver->net()->blob_by_name("data"), 0, 1, 2);
+  Blob* bias = solver->net()->learnable_params()[0];
+  *stayed_on_device = true;
+  for (int i = 0; i < 4; ++i) {
+    solver->Step(1);
+    // Reading it on the host would make the head kSynced; the update must have left it at the device.
+    *stayed_on_device = *stayed_on_device && (mode == std::string("CPU") ||
+                                              (bias->data()->head() == SyncedMemory::Head::kAtDevice &&
+                                               bias->diff()->head() == SyncedMemory::Head::kAtDevice));
+  }
+  return test::DataOf(*bias);
+}
+
+// Item 8: a GPU net's parameters, gradients, regularisation, clipping and update stay on the device: no
+// iteration copies them to the host, and the result is the CPU's.
+TEST(GpuTest, TrainingOnTheGpuNeverCopiesParametersToTheHost) {
+  SKIP_WITHOUT_GPU();
+  bool cpu_flag = false, on_device = false;
+  const std::vector<float> cpu = TrainDeviceBias("CPU", &cpu_flag);
+  const std::vector<float> gpu = TrainDeviceBias("GPU", &on_device);
+  EXPECT_TRUE(on_device);
+  ASSERT_EQ(cpu.size(), gpu.size());
+  for (size_t i = 0; i < cpu.size(); ++i) EXPECT_NEAR(gpu[i], cpu[i], 1e-5f * (1.f + std::fabs(cpu[i]))) << i;
 }
 
 }  // namespace

@@ -1,6 +1,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "core/context.hpp"
 #include "io/proto_io.hpp"
@@ -214,6 +217,100 @@ TEST(SolverResumeTest, BadStateFilesAreNamed) {
   WriteProtoToBinaryFile(state, dir.file("short.solverstate"));
   EXPECT_NE(test::ErrorMessage([&] { solver->Restore(dir.file("short.solverstate")); }).find("history"),
             std::string::npos);
+}
+
+// Item 7's solver hooks: per iteration OnStart, then (in the last of iter_size passes only) each parameter's
+// gradient as soon as it is complete, then OnGradientsReady before the update changes any parameter.
+class RecordingCallback : public SolverCallback {
+ public:
+  explicit RecordingCallback(Solver* solver) : solver_(solver) {}
+  void OnStart(int iteration) override {
+    events.push_back("start " + std::to_string(iteration));
+    before_update = Parameters();
+  }
+  void OnParameterGradientReady(int iteration, int index) override {
+    events.push_back("gradient " + std::to_string(iteration) + " " + std::to_string(index));
+  }
+  void OnGradientsReady(int iteration) override {
+    events.push_back("ready " + std::to_string(iteration));
+    EXPECT_EQ(Parameters(), before_update) << "the update ran before OnGradientsReady";
+  }
+  std::vector<float> Parameters() const {
+    std::vector<float> values;
+    for (Blob* blob : solver_->net()->learnable_params()) {
+      const std::vector<float> data = test::DataOf(*blob);
+      values.insert(values.end(), data.begin(), data.end());
+    }
+    return values;
+  }
+  std::vector<std::string> events;
+  std::vector<float> before_update;
+
+ private:
+  Solver* solver_;
+};
+
+TEST(SolverCallbackTest, HooksComeInOrderOncePerIteration) {
+  auto solver = CreateSolver(TinySolver("base_lr: 0.1 lr_policy: 'fixed' iter_size: 2 display: 0 max_iter: 2"));
+  test::FillGaussian(solver->net()->blob_by_name("data"));
+  solver->net()->blob_by_name("label")->mutable_cpu_data()[1] = 1.f;
+  RecordingCallback callback(solver.get());
+  solver->AddCallback(&callback);
+  solver->Step(2);
+  // Backward runs the loss, then ip: ip's weights (0) and bias (1) are complete after ip's step.
+  EXPECT_EQ(callback.events, (std::vector<std::string>{"start 0", "gradient 0 0", "gradient 0 1", "ready 0", "start 1",
+                                                       "gradient 1 0", "gradient 1 1", "ready 1"}));
+  EXPECT_NE(callback.Parameters(), callback.before_update);  // and then the update did run
+}
+
+// Item 3: every net has its own context, so two solvers train at once in two threads (data prefetching, random
+// crops, dropout, convolution workspaces and all), and each ends with the weights it reaches alone.
+std::string ThreadNet(const std::string& source) {
+  return R"(
+    layer { name: 'data' type: 'Data' top: 'data' top: 'label'
+            data_param { source: ')" + source + R"(' batch_size: 8 backend: LMDB }
+            transform_param { scale: 0.00390625 crop_size: 6 mirror: true } }
+    layer { name: 'conv' type: 'Convolution' bottom: 'data' top: 'conv'
+            convolution_param { num_output: 4 kernel_size: 3 weight_filler { type: 'xavier' } } }
+    layer { name: 'relu' type: 'ReLU' bottom: 'conv' top: 'conv' }
+    layer { name: 'pool' type: 'Pooling' bottom: 'conv' top: 'pool' pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
+    layer { name: 'ip1' type: 'InnerProduct' bottom: 'pool' top: 'ip1'
+            inner_product_param { num_output: 12 weight_filler { type: 'xavier' } } }
+    layer { name: 'drop' type: 'Dropout' bottom: 'ip1' top: 'ip1' dropout_param { dropout_ratio: 0.3 } }
+    layer { name: 'ip2' type: 'InnerProduct' bottom: 'ip1' top: 'ip2'
+            inner_product_param { num_output: 4 weight_filler { type: 'xavier' } } }
+    layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip2' bottom: 'label' top: 'loss' }
+  )";
+}
+
+std::string TrainedWeights(const std::string& source, const std::string& settings) {
+  SolverParameter param;
+  ReadProtoFromText(settings + " lr_policy: 'fixed' momentum: 0.9 display: 0 max_iter: 150 solver_mode: CPU", "solver",
+                    &param);
+  ReadProtoFromText(ThreadNet(source), "net", param.mutable_net_param());
+  auto solver = CreateSolver(param);
+  solver->Step(150);
+  NetParameter weights;
+  solver->net()->ToProto(&weights);
+  return weights.SerializeAsString();
+}
+
+TEST(SolverThreadsTest, TwoSolversTrainAtOnceAsTheyWouldAlone) {
+  test::TempDir dir;
+  const std::string source = dir.file("lmdb");
+  test::WriteRandomDatums(source, 50, 8, 8, 4, 3);
+  const std::string first = "base_lr: 0.05 random_seed: 5 weight_decay: 0.001";
+  const std::string second = "base_lr: 0.02 random_seed: 9 weight_decay: 0.01 regularization_type: 'L1'";
+  const std::string alone_first = TrainedWeights(source, first), alone_second = TrainedWeights(source, second);
+  ASSERT_NE(alone_first, alone_second);
+  for (int round = 0; round < 2; ++round) {
+    std::string together_first, together_second;
+    std::thread other([&] { together_second = TrainedWeights(source, second); });
+    together_first = TrainedWeights(source, first);
+    other.join();
+    EXPECT_TRUE(together_first == alone_first) << "round " << round;
+    EXPECT_TRUE(together_second == alone_second) << "round " << round;
+  }
 }
 
 }  // namespace

@@ -1,0 +1,271 @@
+// The net's foundation: shapes that flow through a built net, buffers the plan sees (views, internal blobs,
+// one workspace), passes run and tested one at a time, and the hook that reports each finished gradient.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+
+#include "core/context.hpp"
+#include "io/proto_io.hpp"
+#include "layers/layer_registry.hpp"
+#include "net/net.hpp"
+#include "net/passes.hpp"
+#include "test_util.hpp"
+
+namespace crema {
+namespace {
+
+NetParameter ParseNet(const std::string& text) {
+  NetParameter param;
+  ReadProtoFromText(text, "test net", &param);
+  return param;
+}
+
+// conv (two channels) -> in-place ReLU -> max pool (internal argmax) -> flatten (a view) read twice (a Split:
+// views again) -> softmax (the loss) and a leaky ReLU; every layer's output shape follows the input's height
+// and width. force_backward gives the input a gradient too.
+std::string ConvNet(int n, int height, int width) {
+  return R"(
+    name: 'flowing' force_backward: true
+    layer { name: 'input' type: 'Input' top: 'data'
+            input_param { shape { dim: )" + std::to_string(n) + " dim: 1 dim: " + std::to_string(height) +
+         " dim: " + std::to_string(width) + R"( } } }
+    layer { name: 'conv' type: 'Convolution' bottom: 'data' top: 'conv'
+            convolution_param { num_output: 2 kernel_size: 3 pad: 1
+                                weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' } } }
+    layer { name: 'relu' type: 'ReLU' bottom: 'conv' top: 'conv' }
+    layer { name: 'pool' type: 'Pooling' bottom: 'conv' top: 'pool' pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
+    layer { name: 'flat' type: 'Flatten' bottom: 'pool' top: 'flat' flatten_param { axis: 2 } }
+    layer { name: 'soft' type: 'Softmax' bottom: 'flat' top: 'soft' softmax_param { axis: 2 } loss_weight: 1 }
+    layer { name: 'leaky' type: 'ReLU' bottom: 'flat' top: 'leaky' relu_param { negative_slope: 0.1 } }
+  )";
+}
+
+// Every blob of `net` by name: its shape, data and diff.
+struct Snapshot {
+  std::map<std::string, std::vector<int>> shapes;
+  std::map<std::string, std::vector<float>> data, diff;
+};
+Snapshot Take(const Net& net) {
+  Snapshot snapshot;
+  for (size_t id = 0; id < net.blobs().size(); ++id) {
+    const std::string& name = net.blob_names()[id];
+    snapshot.shapes[name] = net.blobs()[id]->shape();
+    snapshot.data[name] = test::DataOf(*net.blobs()[id]);
+  }
+  return snapshot;
+}
+
+// Item 1: reshaping the input reshapes every later step on the next Forward, and the results are those of a net
+// built for the new shape from the start (same weights); shrinking and growing again work too.
+TEST(NetReshapeTest, AChangedInputFlowsThroughEveryLaterLayer) {
+  Net net(ParseNet(ConvNet(2, 8, 8)));
+  NetParameter weights;
+  net.ToProto(&weights);
+  for (const std::vector<int>& shape : std::vector<std::vector<int>>{{4, 1, 10, 10}, {1, 1, 5, 7}, {3, 1, 12, 9}}) {
+    SCOPED_TRACE(ShapeString(shape));
+    Net fresh(ParseNet(ConvNet(shape[0], shape[2], shape[3])));
+    fresh.CopyTrainedLayersFrom(weights);
+    net.blob_by_name("data")->Reshape(shape);
+    test::FillGaussian(net.blob_by_name("data"), 0, 1, 42);
+    test::FillGaussian(fresh.blob_by_name("data"), 0, 1, 42);
+    const float loss = net.Forward();
+    net.Backward();
+    const float fresh_loss = fresh.Forward();
+    fresh.Backward();
+    EXPECT_FLOAT_EQ(loss, fresh_loss);
+    const Snapshot got = Take(net), want = Take(fresh);
+    ASSERT_EQ(got.shapes, want.shapes);
+    for (const auto& entry : want.data) EXPECT_EQ(got.data.at(entry.first), entry.second) << entry.first;
+    EXPECT_EQ(test::DiffOf(*net.blob_by_name("data")), test::DiffOf(*fresh.blob_by_name("data")));
+    for (size_t p = 0; p < net.learnable_params().size(); ++p)
+      EXPECT_EQ(test::DiffOf(*net.learnable_params()[p]), test::DiffOf(*fresh.learnable_params()[p])) << p;
+    net.ClearParamDiffs();
+  }
+}
+
+// Net::Reshape shows the new shapes before anything runs; a view that would have been left on the bottom's
+// old storage is re-made.
+TEST(NetReshapeTest, ReshapeAloneShapesTheTopsAndRemakesViews) {
+  Net net(ParseNet(ConvNet(2, 8, 8)));
+  net.blob_by_name("data")->Reshape({5, 1, 6, 4});
+  net.Reshape();
+  EXPECT_EQ(net.blob_by_name("conv")->shape(), (std::vector<int>{5, 2, 6, 4}));
+  EXPECT_EQ(net.blob_by_name("pool")->shape(), (std::vector<int>{5, 2, 3, 2}));
+  EXPECT_EQ(net.blob_by_name("flat")->shape(), (std::vector<int>{5, 2, 6}));
+  EXPECT_EQ(net.blob_by_name("soft")->shape(), (std::vector<int>{5, 2, 6}));
+  // The flatten top views the pool top's (new) storage, and the split copies view that in turn.
+  EXPECT_EQ(net.blob_by_name("flat")->data(), net.blob_by_name("pool")->data());
+  EXPECT_EQ(net.blob_by_name("flat")->diff(), net.blob_by_name("pool")->diff());
+}
+
+// A layer type that counts its Reshape calls, registered for this test only.
+int g_reshapes = 0;
+class CountingLayer : public NeuronLayer {
+ public:
+  using NeuronLayer::NeuronLayer;
+  const char* type() const override { return "CountingReshapes"; }
+  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
+    ++g_reshapes;
+    NeuronLayer::Reshape(bottom, top);
+  }
+
+ protected:
+  void ForwardElements(const Blob& bottom, Blob* top) override {
+    std::copy(bottom.cpu_data(), bottom.cpu_data() + bottom.count(), top->mutable_cpu_data());
+  }
+  void BackwardElements(const Blob& top, Blob* bottom) override {}
+};
+
+TEST(NetReshapeTest, StepsAreReshapedOnlyWhenTheirBottomsChanged) {
+  static bool registered = false;
+  if (!registered) LayerRegistry::Global().Add<CountingLayer>("CountingReshapes", {"native"});
+  registered = true;
+  Net net(ParseNet(R"(
+    layer { name: 'input' type: 'Input' top: 'x' input_param { shape { dim: 2 dim: 3 } } }
+    layer { name: 'count' type: 'CountingReshapes' bottom: 'x' top: 'y' })"));
+  g_reshapes = 0;
+  for (int i = 0; i < 5; ++i) net.Forward();
+  EXPECT_EQ(g_reshapes, 0);  // nothing changed: a comparison per step, no Reshape
+  net.blob_by_name("x")->Reshape({4, 3});
+  net.Forward();
+  net.Forward();
+  EXPECT_EQ(g_reshapes, 1);
+  EXPECT_EQ(net.blob_by_name("y")->shape(), (std::vector<int>{4, 3}));
+  net.blob_by_name("x")->Reshape({2, 3});  // smaller: same storage, other shape
+  net.Forward();
+  EXPECT_EQ(g_reshapes, 2);
+  EXPECT_EQ(net.blob_by_name("y")->shape(), (std::vector<int>{2, 3}));
+}
+
+TEST(NetReshapeTest, AShapeALaterLayerCannotTakeIsNamed) {
+  Net net(ParseNet(R"(
+    layer { name: 'input' type: 'Input' top: 'x' input_param { shape { dim: 2 dim: 3 } } }
+    layer { name: 'ip' type: 'InnerProduct' bottom: 'x' top: 'y' inner_product_param { num_output: 2 } })"));
+  net.blob_by_name("x")->Reshape({2, 4});
+  test::ExpectErrorContaining([&] { net.Forward(); }, {"layer 'ip' (InnerProduct)", "2 4", "expect 3"});
+}
+
+// Item 4: the plan records which tops view which bottoms, the layers' internal blobs, and sizes one workspace.
+TEST(NetPlanTest, ViewsInternalBlobsAndTheWorkspaceAreInThePlan) {
+  Net net(ParseNet(ConvNet(2, 8, 8)));
+  std::map<std::string, const PlanStep*> steps;
+  for (const PlanStep& step : net.plan()) steps[net.layer_names()[step.layer]] = &step;
+  ASSERT_EQ(steps.at("flat")->views.size(), 1u);
+  EXPECT_TRUE(steps.at("flat")->views[0].diff);  // Flatten: data and diff
+  const PlanStep* split = steps.at("flat_flat_0_split");
+  ASSERT_EQ(split->views.size(), 2u);
+  EXPECT_FALSE(split->views[0].diff);  // Split: data only; each copy's gradient is its own
+  EXPECT_EQ(net.blobs()[split->tops[1]]->data(), net.blob_by_name("flat")->data());
+  EXPECT_NE(net.blobs()[split->tops[1]]->diff(), net.blob_by_name("flat")->diff());
+  // Max pooling keeps its argmax between forward and backward: an internal blob, named, in the plan.
+  ASSERT_EQ(steps.at("pool")->internals.size(), 1u);
+  EXPECT_EQ(net.blob_names()[steps.at("pool")->internals[0]], "pool.argmax");
+  EXPECT_EQ(net.blob_by_name("pool.argmax")->shape(), net.blob_by_name("pool")->shape());
+  // The convolution's columns come from the one workspace: 1 channel * 3 * 3 kernel rows, 8 * 8 positions.
+  EXPECT_EQ(net.workspace_bytes(), 9u * 64u * sizeof(float));
+  net.blob_by_name("data")->Reshape({1, 1, 16, 16});
+  net.Forward();
+  EXPECT_EQ(net.workspace_bytes(), 9u * 256u * sizeof(float));  // grown for the larger input
+  // Activation bytes count each storage once: views add nothing.
+  std::set<const SyncedMemory*> storages;
+  size_t bytes = 0;
+  for (const auto& blob : net.blobs())
+    if (storages.insert(blob->data().get()).second) bytes += blob->data()->size();
+  EXPECT_EQ(net.activation_bytes(), bytes);
+}
+
+// Item 5: each pass runs on its own. A net built without decide_backward runs no step backward; running the
+// pass on it afterwards gives the default net's decisions.
+TEST(NetPassesTest, APlanPassRunsOnItsOwn) {
+  const NetParameter param = ParseNet(ConvNet(2, 8, 8));
+  NetPasses without = NetPasses::Default();
+  without.plan.clear();
+  Net bare(param, nullptr, without);
+  EXPECT_EQ(bare.passes_run(), (std::vector<std::string>{"filter", "upgrade_inputs", "insert_splits"}));
+  for (const PlanStep& step : bare.plan()) EXPECT_FALSE(step.needs_backward);
+  DecideBackward(&bare);
+  Net full(param);
+  EXPECT_EQ(full.passes_run(),
+            (std::vector<std::string>{"filter", "upgrade_inputs", "insert_splits", "decide_backward"}));
+  ASSERT_EQ(bare.plan().size(), full.plan().size());
+  for (size_t s = 0; s < full.plan().size(); ++s) {
+    EXPECT_EQ(bare.plan()[s].needs_backward, full.plan()[s].needs_backward) << s;
+    EXPECT_EQ(bare.plan()[s].propagate_down, full.plan()[s].propagate_down) << s;
+  }
+}
+
+// After-weights passes run when asked (the inference tools ask once the weights are loaded), see the loaded
+// weights, and run once.
+TEST(NetPassesTest, AfterWeightsPassesSeeTheLoadedWeights) {
+  const NetParameter param = ParseNet(ConvNet(2, 8, 8));
+  Net trained(param, std::make_shared<Context>(Device::kCPU, 0, 7));
+  NetParameter weights;
+  trained.ToProto(&weights);
+  NetPasses passes = NetPasses::Default();
+  std::vector<float> seen;
+  int runs = 0;
+  passes.after_weights.push_back({"record_conv_weights", [&](Net* net) {
+                                    seen = test::DataOf(*net->layer_by_name("conv")->blobs()[0]);
+                                    ++runs;
+                                  }});
+  Net net(param, nullptr, passes);
+  EXPECT_EQ(runs, 0);  // not at build time
+  net.CopyTrainedLayersFrom(weights);
+  net.RunAfterWeightsPasses();
+  net.RunAfterWeightsPasses();
+  EXPECT_EQ(runs, 1);
+  EXPECT_EQ(seen, test::DataOf(*trained.layer_by_name("conv")->blobs()[0]));
+  EXPECT_EQ(net.passes_run().back(), "record_conv_weights");
+}
+
+// Parameter passes can be replaced: a net built with a pass of the caller's own (renaming every layer) shows it.
+TEST(NetPassesTest, ParameterPassesAreAList) {
+  NetPasses passes = NetPasses::Default();
+  passes.parameter.push_back({"prefix_names", [](const NetParameter& in) {
+                                NetParameter out = in;
+                                for (auto& layer : *out.mutable_layer()) layer.set_name("x_" + layer.name());
+                                return out;
+                              }});
+  Net net(ParseNet(ConvNet(2, 8, 8)), nullptr, passes);
+  EXPECT_TRUE(net.has_layer("x_conv"));
+  EXPECT_TRUE(net.has_layer("x_flat_x_flat_0_split") || net.has_layer("x_flat_flat_0_split"));
+}
+
+// Item 7: each parameter's gradient is reported once per backward, as soon as no later step can add to it:
+// at that moment it already holds its final value. A shared parameter is reported after its earliest user.
+TEST(NetGradientHookTest, EachGradientIsReportedOnceWhenComplete) {
+  Net net(ParseNet(R"(
+    force_backward: true
+    layer { name: 'input' type: 'Input' top: 'a' top: 'label'
+            input_param { shape { dim: 4 dim: 3 } shape { dim: 4 } } }
+    layer { name: 'ip1' type: 'InnerProduct' bottom: 'a' top: 'h1' param { name: 'shared' }
+            inner_product_param { num_output: 3 bias_term: false weight_filler { type: 'gaussian' } } }
+    layer { name: 'ip2' type: 'InnerProduct' bottom: 'h1' top: 'h2'
+            inner_product_param { num_output: 3 weight_filler { type: 'gaussian' } } }
+    layer { name: 'ip3' type: 'InnerProduct' bottom: 'h2' top: 'h3' param { name: 'shared' }
+            inner_product_param { num_output: 3 bias_term: false weight_filler { type: 'gaussian' } } }
+    layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'h3' bottom: 'label' top: 'loss' })"));
+  ASSERT_EQ(net.learnable_params().size(), 3u);  // the shared weights, ip2's weights and bias
+  test::FillGaussian(net.blob_by_name("a"));
+  std::vector<int> order;
+  std::vector<std::vector<float>> at_report(3);
+  net.set_gradient_ready_callback([&](int index) {
+    order.push_back(index);
+    at_report[index] = test::DiffOf(*net.learnable_params()[index]);
+  });
+  net.ClearParamDiffs();
+  net.ForwardBackward();
+  // Backward runs ip3, ip2, ip1: ip2's parameters are complete first, the shared weights only after ip1.
+  EXPECT_EQ(order, (std::vector<int>{1, 2, 0}));
+  for (int p = 0; p < 3; ++p) {
+    EXPECT_EQ(at_report[p], test::DiffOf(*net.learnable_params()[p])) << p;
+    EXPECT_GT(test::AbsSum(at_report[p]), 0.0) << p;
+  }
+  EXPECT_EQ(net.gradient_ready_step(0), 1);  // the step of ip1 (after input)
+}
+
+}  // namespace
+}  // namespace crema
