@@ -12,11 +12,7 @@
 namespace crema {
 namespace {
 
-NetParameter ParseNet(const std::string& text) {
-  NetParameter param;
-  ReadProtoFromText(text, "test net", &param);
-  return param;
-}
+using test::ParseNet;
 
 // data (4 x 5) -> ip1 (3) -> relu (in place) -> ip2 (2) -> loss with label; data also feeds ip3 -> a second
 // loss, so `data` is read twice and gets a Split layer.

@@ -17,11 +17,7 @@
 namespace crema {
 namespace {
 
-NetParameter ParseNet(const std::string& text) {
-  NetParameter param;
-  ReadProtoFromText(text, "test net", &param);
-  return param;
-}
+using test::ParseNet;
 
 // conv (two channels) -> in-place ReLU -> max pool (internal argmax) -> flatten (a view) read twice (a Split:
 // views again) -> softmax (the loss) and a leaky ReLU; every layer's output shape follows the input's height

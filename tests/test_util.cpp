@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "io/lmdb.hpp"
+#include "io/proto_io.hpp"
 
 namespace crema {
 namespace test {
@@ -42,6 +43,12 @@ double AbsSum(const std::vector<float>& values) {
 LayerParameter ParseLayer(const std::string& text) {
   LayerParameter param;
   EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &param)) << "bad test prototxt:\n" << text;
+  return param;
+}
+
+NetParameter ParseNet(const std::string& text) {
+  NetParameter param;
+  ReadProtoFromText(text, "test net", &param);
   return param;
 }
 

@@ -25,6 +25,8 @@ double AbsSum(const std::vector<float>& values);
 
 // Parses a LayerParameter (or any message) from prototxt text; fails the test on a syntax error.
 LayerParameter ParseLayer(const std::string& text);
+// Parses a NetParameter from prototxt text; throws crema::Error (naming line and column) on a syntax error.
+NetParameter ParseNet(const std::string& text);
 
 // The message of the crema::Error that `action` throws. When it throws none, records a test failure and returns "",
 // so a missing error is reported as such instead of only as a message that lacks every expected part.

@@ -16,9 +16,9 @@
 
 namespace crema {
 
-bool BlobSignature::operator==(const BlobSignature& other) const {
-  return shape == other.shape && data == other.data && data_offset == other.data_offset && diff == other.diff &&
-         diff_offset == other.diff_offset;
+bool BlobSignature::Matches(const Blob& blob) const {
+  return shape == blob.shape() && data == blob.data().get() && data_offset == blob.data_offset() &&
+         diff == blob.diff().get() && diff_offset == blob.diff_offset();
 }
 
 BlobSignature BlobSignature::Of(const Blob& blob) {
@@ -261,12 +261,12 @@ void Net::RunAfterWeightsPasses() {
 // ---------------------------------------------------------------------------------------------------------
 // Running
 
-void Net::ReshapeStep(size_t step, bool force) {
+void Net::ReshapeStep(size_t step) {
   PlanStep& s = plan_[step];
-  const std::vector<Blob*> bottoms = Blobs(s.bottoms);
-  bool changed = force;
-  for (size_t b = 0; b < bottoms.size() && !changed; ++b) changed = !(s.reshaped_for[b] == BlobSignature::Of(*bottoms[b]));
+  bool changed = false;
+  for (size_t b = 0; b < s.bottoms.size() && !changed; ++b) changed = !s.reshaped_for[b].Matches(*blobs_[s.bottoms[b]]);
   if (!changed) return;
+  const std::vector<Blob*> bottoms = Blobs(s.bottoms);
   Layer* layer = layers_[s.layer].get();
   const std::vector<Blob*> tops = Blobs(s.tops);
   try {
@@ -284,11 +284,11 @@ void Net::ReshapeStep(size_t step, bool force) {
 }
 
 void Net::Reshape() {
-  for (size_t step = 0; step < plan_.size(); ++step) ReshapeStep(step, false);
+  for (size_t step = 0; step < plan_.size(); ++step) ReshapeStep(step);
 }
 
 float Net::ForwardStep(size_t step) {
-  ReshapeStep(step, false);
+  ReshapeStep(step);
   const PlanStep& s = plan_[step];
   return layers_[s.layer]->Forward(Blobs(s.bottoms), Blobs(s.tops));
 }

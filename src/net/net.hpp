@@ -41,7 +41,8 @@ struct BlobSignature {
   size_t data_offset;
   const void* diff;
   size_t diff_offset;
-  bool operator==(const BlobSignature& other) const;
+  // Whether `blob` still has this shape and storage (no copy: this runs before every step of every Forward).
+  bool Matches(const Blob& blob) const;
   static BlobSignature Of(const Blob& blob);
 };
 
@@ -177,8 +178,8 @@ class Net {
              const std::vector<int>& step_bottoms);
   void CollectParams();
   void FindOutputs();
-  // Re-makes the step's views and re-runs its layer's Reshape when its bottoms changed (or `force`).
-  void ReshapeStep(size_t step, bool force);
+  // Re-makes the step's views and re-runs its layer's Reshape when its bottoms changed.
+  void ReshapeStep(size_t step);
   std::vector<Blob*> Blobs(const std::vector<int>& ids) const;
 
   std::shared_ptr<Context> context_;
