@@ -10,6 +10,7 @@
 #include "layers/input.hpp"
 #include "layers/layer_registry.hpp"
 #include "layers/pooling.hpp"
+#include "layers/reference_convolution.hpp"
 #include "layers/relu.hpp"
 #include "layers/softmax.hpp"
 #include "layers/softmax_with_loss.hpp"
@@ -23,6 +24,7 @@ void RegisterBuiltinLayers(LayerRegistry* registry) {
   registry->Add<InputLayer>("Input", {"native", kCpuAndGpu});
   // Vision
   registry->Add<ConvolutionLayer>("Convolution", {"im2col"});
+  registry->Add<ReferenceConvolutionLayer>("Convolution", {"reference"});
   registry->Add<PoolingLayer>("Pooling", {"native"});
   // Common
   registry->Add<InnerProductLayer>("InnerProduct", {"native"});

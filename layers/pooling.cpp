@@ -5,6 +5,7 @@
 
 #include "core/elementwise.hpp"
 #include "core/math_functions.hpp"
+#include "layers/kernel_geometry.hpp"
 
 namespace crema {
 
@@ -15,31 +16,13 @@ void PoolingLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vecto
   CREMA_CHECK(method_ != PoolingParameter::STOCHASTIC)
       << me << ": pool: STOCHASTIC is not supported yet; use MAX or AVE";
   global_ = param.global_pooling();
-  const bool has_kernel_pair = param.has_kernel_h() || param.has_kernel_w();
-  if (global_) {
-    CREMA_CHECK(!param.has_kernel_size() && !has_kernel_pair)
-        << me << ": global_pooling takes the kernel from the input; do not give kernel_size or kernel_h/kernel_w";
-  } else {
-    CREMA_CHECK(!(param.has_kernel_size() && has_kernel_pair))
-        << me << ": give either kernel_size or kernel_h/kernel_w, not both";
-    CREMA_CHECK(param.has_kernel_size() || (param.has_kernel_h() && param.has_kernel_w()))
-        << me << ": kernel_size must be given (or both kernel_h and kernel_w, or global_pooling)";
-    kernel_h_ = static_cast<int>(param.has_kernel_size() ? param.kernel_size() : param.kernel_h());
-    kernel_w_ = static_cast<int>(param.has_kernel_size() ? param.kernel_size() : param.kernel_w());
-    CREMA_CHECK(kernel_h_ > 0 && kernel_w_ > 0)
-        << me << ": kernel_size must be positive, got " << kernel_h_ << " x " << kernel_w_;
-  }
-  const bool has_pad_pair = param.has_pad_h() || param.has_pad_w();
-  CREMA_CHECK(!(param.has_pad() && has_pad_pair)) << me << ": give either pad or pad_h/pad_w, not both";
-  pad_h_ = static_cast<int>(has_pad_pair ? param.pad_h() : param.pad());
-  pad_w_ = static_cast<int>(has_pad_pair ? param.pad_w() : param.pad());
-  const bool has_stride_pair = param.has_stride_h() || param.has_stride_w();
-  CREMA_CHECK(!(param.has_stride() && has_stride_pair)) << me << ": give either stride or stride_h/stride_w, not both";
-  CREMA_CHECK(param.has_stride_h() == param.has_stride_w()) << me << ": give both stride_h and stride_w (or stride)";
-  stride_h_ = static_cast<int>(has_stride_pair ? param.stride_h() : param.stride());
-  stride_w_ = static_cast<int>(has_stride_pair ? param.stride_w() : param.stride());
-  CREMA_CHECK(stride_h_ > 0 && stride_w_ > 0)
-      << me << ": stride must be positive, got " << stride_h_ << " x " << stride_w_;
+  const KernelGeometry window = PoolingGeometry(param, me);
+  kernel_h_ = window.kernel[0];
+  kernel_w_ = window.kernel[1];
+  stride_h_ = window.stride[0];
+  stride_w_ = window.stride[1];
+  pad_h_ = window.pad[0];
+  pad_w_ = window.pad[1];
   if (global_) {
     CREMA_CHECK(pad_h_ == 0 && pad_w_ == 0 && stride_h_ == 1 && stride_w_ == 1)
         << me << ": global_pooling needs pad 0 and stride 1, got pad " << pad_h_ << " x " << pad_w_ << " and stride "

@@ -158,6 +158,22 @@ TEST_F(CliTest, TrainResumeTestAndTime) {
   EXPECT_TRUE(std::regex_search(timed, std::regex("Average Backward pass: [0-9.e+-]+ ms")));
   EXPECT_TRUE(std::regex_search(timed, std::regex("Average Forward-Backward: [0-9.e+-]+ ms")));
   EXPECT_CONTAINS(timed, "conv\tforward:");
+  // Each layer's engine, and the peak memory the run held.
+  EXPECT_CONTAINS(timed, "Engines:");
+  EXPECT_CONTAINS(timed, "conv\tConvolution\tim2col");
+  EXPECT_CONTAINS(timed, "pool\tPooling\tnative");
+  EXPECT_TRUE(std::regex_search(timed, std::regex("Memory: peak [0-9.]+ MiB on the host")));
+  // --engine forces one; a bare name applies where a type has such an engine; bad items are explained.
+  const std::string forced = Crema("time --model=" + net + " --iterations=1 --engine=Convolution:reference", 0);
+  EXPECT_CONTAINS(forced, "conv\tConvolution\treference");
+  EXPECT_CONTAINS(Crema("time --model=" + net + " --iterations=1 --engine=reference", 0),
+                  "conv\tConvolution\treference");
+  EXPECT_CONTAINS(Crema("time --model=" + net + " --iterations=1 --engine=Convolution:fast", 1),
+                  "engine 'fast' was forced (--engine), but Convolution has the engines im2col, reference");
+  EXPECT_CONTAINS(Crema("time --model=" + net + " --iterations=1 --engine=Pooling:", 1), "--engine='Pooling:'");
+  // crema train takes --engine too; the net's build log names each layer's engine.
+  const std::string reference_log = Crema("train --solver=" + solver("reference", 30) + " --engine=reference", 0);
+  EXPECT_CONTAINS(reference_log, "conv [reference] -> conv");
 
   // Fine-tuning from the weights, and refusing --weights with --snapshot.
   EXPECT_CONTAINS(Crema("train --solver=" + solver("tune", 5) + " --weights=" + dir_.file("straight_iter_30.caffemodel"), 0),

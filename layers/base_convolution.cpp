@@ -1,0 +1,182 @@
+#include "layers/base_convolution.hpp"
+
+#include <string>
+
+#include "core/filler.hpp"
+#include "core/im2col.hpp"
+#include "core/math_functions.hpp"
+
+namespace crema {
+
+void BaseConvolutionLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const ConvolutionParameter& param = param_.convolution_param();
+  const std::string me = describe();
+  const Blob& input = *bottom[0];
+  channel_axis_ = CanonicalAxis(input, param.axis(), "convolution_param.axis");
+  num_spatial_axes_ = input.num_axes() - channel_axis_ - 1;
+  CREMA_CHECK(num_spatial_axes_ >= 1) << me << ": needs at least one spatial axis after the channel axis "
+                                      << channel_axis_ << ", but the input has shape " << input.shape_string();
+  geometry_ = ConvolutionGeometry(param, num_spatial_axes_, me);
+  use_2d_ = num_spatial_axes_ == 2 && !param.force_nd_im2col();
+
+  num_output_ = static_cast<int>(param.num_output());
+  CREMA_CHECK(num_output_ > 0) << me << ": num_output must be given and positive";
+  group_ = static_cast<int>(param.group());
+  channels_ = input.shape(channel_axis_);
+  CREMA_CHECK(group_ > 0) << me << ": group must be positive";
+  CREMA_CHECK(channels_ % group_ == 0) << me << ": group " << group_ << " must divide the input channels " << channels_
+                                       << " (input shape " << input.shape_string() << ")";
+  CREMA_CHECK(num_output_ % group_ == 0) << me << ": group " << group_ << " must divide num_output " << num_output_;
+  bias_term_ = param.bias_term();
+  conv_in_channels_ = reverse_dimensions() ? num_output_ : channels_;
+  conv_out_channels_ = reverse_dimensions() ? channels_ : num_output_;
+
+  std::vector<int> weight_shape = {conv_out_channels_, conv_in_channels_ / group_};
+  weight_shape.insert(weight_shape.end(), geometry_.kernel.begin(), geometry_.kernel.end());
+  std::vector<std::vector<int>> shapes = {weight_shape};
+  if (bias_term_) shapes.push_back({num_output_});
+  if (!blobs_.empty()) {
+    AdoptStoredParameters(shapes, {"weights", "bias"});
+    return;
+  }
+  blobs_.push_back(std::make_shared<Blob>(weight_shape));
+  Fill(param.weight_filler(), blobs_[0].get(), random());
+  if (bias_term_) {
+    blobs_.push_back(std::make_shared<Blob>(shapes[1]));
+    Fill(param.bias_filler(), blobs_[1].get(), random());
+  }
+}
+
+int BaseConvolutionLayer::OutputSize(int axis, int in, const Blob& input) const {
+  const int pad = geometry_.pad[axis], extent = geometry_.extent(axis);
+  CREMA_CHECK(in + 2 * pad >= extent)
+      << describe() << ": kernel_size " << geometry_.kernel[axis] << " with dilation " << geometry_.dilation[axis]
+      << " spans " << extent << " positions, more than the padded input along spatial axis " << axis << " (" << in
+      << " + 2 * pad " << pad << "); input shape " << input.shape_string() << ", so the output would be empty";
+  return (in + 2 * pad - extent) / geometry_.stride[axis] + 1;
+}
+
+void BaseConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const std::string me = describe();
+  const Blob& input = *bottom[0];
+  CREMA_CHECK(input.num_axes() == channel_axis_ + 1 + num_spatial_axes_)
+      << me << ": input shape " << input.shape_string() << " has " << input.num_axes() << " axes, but the "
+      << "layer was set up for " << channel_axis_ + 1 + num_spatial_axes_;
+  CREMA_CHECK(input.shape(channel_axis_) == channels_)
+      << me << ": input shape " << input.shape_string() << " has " << input.shape(channel_axis_)
+      << " channels, but the weights expect " << channels_;
+  for (size_t i = 1; i < bottom.size(); ++i) {
+    CREMA_CHECK(bottom[i]->shape() == input.shape())
+        << me << ": all bottoms must have the same shape, but bottom 0 is " << input.shape_string() << " and bottom "
+        << i << " is " << bottom[i]->shape_string();
+  }
+  num_ = input.count(0, channel_axis_);
+  bottom_dim_ = input.count(channel_axis_);
+  std::vector<int> top_shape(input.shape().begin(), input.shape().begin() + channel_axis_);
+  top_shape.push_back(num_output_);
+  std::vector<int> bottom_spatial, top_spatial;
+  for (int i = 0; i < num_spatial_axes_; ++i) {
+    const int in = input.shape(channel_axis_ + 1 + i);
+    bottom_spatial.push_back(in);
+    top_spatial.push_back(OutputSize(i, in, input));
+    top_shape.push_back(top_spatial.back());
+  }
+  for (Blob* output : top) output->Reshape(top_shape);
+  top_dim_ = top[0]->count(channel_axis_);
+  top_spatial_size_ = top[0]->count(channel_axis_ + 1);
+
+  // The convolution runs from its input (the bottom, or the top when reversed) to its output.
+  const std::vector<int>& input_spatial = reverse_dimensions() ? top_spatial : bottom_spatial;
+  conv_output_spatial_ = reverse_dimensions() ? bottom_spatial : top_spatial;
+  conv_input_shape_ = {conv_in_channels_};
+  conv_input_shape_.insert(conv_input_shape_.end(), input_spatial.begin(), input_spatial.end());
+  column_shape_ = {conv_in_channels_};
+  conv_output_spatial_size_ = 1;
+  for (int i = 0; i < num_spatial_axes_; ++i) {
+    column_shape_[0] *= geometry_.kernel[i];
+    column_shape_.push_back(conv_output_spatial_[i]);
+    conv_output_spatial_size_ *= conv_output_spatial_[i];
+  }
+  kernel_dim_ = column_shape_[0] / group_;
+}
+
+size_t BaseConvolutionLayer::column_floats() const {
+  return geometry_.pointwise() ? 0 : static_cast<size_t>(column_shape_[0]) * conv_output_spatial_size_;
+}
+
+void BaseConvolutionLayer::Unroll(const float* image, float* columns) const {
+  const KernelGeometry& g = geometry_;
+  if (use_2d_) {
+    im2col_cpu(image, conv_in_channels_, conv_input_shape_[1], conv_input_shape_[2], g.kernel[0], g.kernel[1],
+               g.pad[0], g.pad[1], g.stride[0], g.stride[1], g.dilation[0], g.dilation[1], columns);
+  } else {
+    im2col_nd_cpu(image, num_spatial_axes_, conv_input_shape_.data(), column_shape_.data(), g.kernel.data(),
+                  g.pad.data(), g.stride.data(), g.dilation.data(), columns);
+  }
+}
+
+void BaseConvolutionLayer::Fold(const float* columns, float* image) const {
+  const KernelGeometry& g = geometry_;
+  if (use_2d_) {
+    col2im_cpu(columns, conv_in_channels_, conv_input_shape_[1], conv_input_shape_[2], g.kernel[0], g.kernel[1],
+               g.pad[0], g.pad[1], g.stride[0], g.stride[1], g.dilation[0], g.dilation[1], image);
+  } else {
+    col2im_nd_cpu(columns, num_spatial_axes_, conv_input_shape_.data(), column_shape_.data(), g.kernel.data(),
+                  g.pad.data(), g.stride.data(), g.dilation.data(), image);
+  }
+}
+
+// Group g multiplies rows [g * out/group, (g+1) * out/group) of the weights with its slice of the columns.
+void BaseConvolutionLayer::ForwardGemm(const float* input, const float* weights, float* output) {
+  const float* columns = input;
+  if (!geometry_.pointwise()) {
+    float* unrolled = workspace();
+    Unroll(input, unrolled);
+    columns = unrolled;
+  }
+  const int group_outputs = conv_out_channels_ / group_;
+  for (int g = 0; g < group_; ++g) {
+    cpu_gemm(Transpose::kNo, Transpose::kNo, group_outputs, conv_output_spatial_size_, kernel_dim_, 1.f,
+             weights + g * group_outputs * kernel_dim_, columns + g * kernel_dim_ * conv_output_spatial_size_, 0.f,
+             output + g * group_outputs * conv_output_spatial_size_);
+  }
+}
+
+void BaseConvolutionLayer::BackwardData(const float* output_diff, const float* weights, float* input_diff) {
+  // For pointwise kernels the column gradient is the input gradient itself.
+  float* column_diff = geometry_.pointwise() ? input_diff : workspace();
+  const int group_outputs = conv_out_channels_ / group_;
+  for (int g = 0; g < group_; ++g) {
+    cpu_gemm(Transpose::kYes, Transpose::kNo, kernel_dim_, conv_output_spatial_size_, group_outputs, 1.f,
+             weights + g * group_outputs * kernel_dim_, output_diff + g * group_outputs * conv_output_spatial_size_,
+             0.f, column_diff + g * kernel_dim_ * conv_output_spatial_size_);
+  }
+  if (!geometry_.pointwise()) Fold(column_diff, input_diff);
+}
+
+void BaseConvolutionLayer::WeightGemm(const float* input, const float* output_diff, float* weight_diff) {
+  const float* columns = input;
+  if (!geometry_.pointwise()) {
+    float* unrolled = workspace();
+    Unroll(input, unrolled);
+    columns = unrolled;
+  }
+  const int group_outputs = conv_out_channels_ / group_;
+  for (int g = 0; g < group_; ++g) {
+    cpu_gemm(Transpose::kNo, Transpose::kYes, group_outputs, kernel_dim_, conv_output_spatial_size_, 1.f,
+             output_diff + g * group_outputs * conv_output_spatial_size_,
+             columns + g * kernel_dim_ * conv_output_spatial_size_, 1.f, weight_diff + g * group_outputs * kernel_dim_);
+  }
+}
+
+void BaseConvolutionLayer::AddBias(float* output, const float* bias) {
+  cpu_gemm(Transpose::kNo, Transpose::kNo, num_output_, top_spatial_size_, 1, 1.f, bias,
+           context().ones(top_spatial_size_), 1.f, output);
+}
+
+void BaseConvolutionLayer::BiasGradient(const float* output_diff, float* bias_diff) {
+  cpu_gemv(Transpose::kNo, num_output_, top_spatial_size_, 1.f, output_diff, context().ones(top_spatial_size_), 1.f,
+           bias_diff);
+}
+
+}  // namespace crema
