@@ -1,9 +1,12 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
 #include "layers/convolution.hpp"
+#include "layers/layer_registry.hpp"
 #include "test_util.hpp"
 
 namespace crema {
@@ -69,18 +72,28 @@ std::vector<float> ReferenceConvolution(const Blob& input, const Blob& weights, 
   return result;
 }
 
-// A layer under test with its blobs; weights and bias get random values.
+// Convolution's engines, in the registry's order; every behaviour below is checked for each.
+const char* const kEngines[] = {"im2col", "reference"};
+
+// A layer of engine `engine` (chosen through the registry, as a net would) with its blobs; weights and bias get
+// random values (the same for every engine).
 struct Fixture {
   test::BlobList bottom, top;
-  std::unique_ptr<ConvolutionLayer> layer;
+  std::unique_ptr<Layer> layer;
 
-  Fixture(const std::string& conv_param, const std::vector<std::vector<int>>& shapes) {
+  Fixture(const std::string& conv_param, const std::vector<std::vector<int>>& shapes,
+          const std::string& engine = "im2col") {
     for (size_t i = 0; i < shapes.size(); ++i) {
       test::FillGaussian(bottom.Add(shapes[i]), 0.f, 1.f, 100 + i);
       top.Add({});
     }
-    layer = std::make_unique<ConvolutionLayer>(
-        test::ParseLayer("name: 'conv' type: 'Convolution' convolution_param { " + conv_param + " }"));
+    auto context = std::make_shared<Context>();
+    context->force_engine("Convolution", engine);
+    LayerParameter param =
+        test::ParseLayer("name: 'conv' type: 'Convolution' convolution_param { " + conv_param + " }");
+    for (size_t i = 0; i < shapes.size(); ++i) param.add_bottom("in" + std::to_string(i));
+    layer = LayerRegistry::Global().Create(param, shapes, context);
+    EXPECT_EQ(layer->engine(), engine);
     layer->SetUp(bottom.pointers, top.pointers);
     for (size_t i = 0; i < layer->blobs().size(); ++i) test::FillGaussian(layer->blobs()[i].get(), 0.f, 1.f, 7 + i);
   }
@@ -137,42 +150,53 @@ TEST(ConvolutionLayerTest, ForwardMatchesDirectConvolution) {
       {"3-d grouped", "num_output: 4 kernel_size: 2 group: 2", {2, 4, 3, 4, 3}, {{0, 0, 0}, {1, 1, 1}, {1, 1, 1}, 2}},
       {"1-d", "num_output: 3 kernel_size: 3 stride: 2 pad: 1", {2, 2, 9}, {{1}, {2}, {1}}},
   };
-  for (const ForwardCase& c : cases) {
-    SCOPED_TRACE(c.name);
-    Fixture fixture(c.param, {c.shape});
-    fixture.ExpectMatchesReference(c.geometry);
+  for (const char* engine : kEngines) {
+    for (const ForwardCase& c : cases) {
+      SCOPED_TRACE(std::string(engine) + ": " + c.name);
+      Fixture fixture(c.param, {c.shape}, engine);
+      fixture.ExpectMatchesReference(c.geometry);
+    }
   }
 }
 
 TEST(ConvolutionLayerTest, SeveralBottomsShareTheWeights) {
-  Fixture fixture("num_output: 3 kernel_size: 3 stride: 2 pad: 1", {{2, 2, 5, 6}, {2, 2, 5, 6}});
-  fixture.ExpectMatchesReference({{1, 1}, {2, 2}, {1, 1}});
+  for (const char* engine : kEngines) {
+    SCOPED_TRACE(engine);
+    Fixture fixture("num_output: 3 kernel_size: 3 stride: 2 pad: 1", {{2, 2, 5, 6}, {2, 2, 5, 6}}, engine);
+    fixture.ExpectMatchesReference({{1, 1}, {2, 2}, {1, 1}});
+  }
 }
 
 TEST(ConvolutionLayerTest, ReshapeFollowsBatchAndSpatialSizeChanges) {
-  Fixture fixture("num_output: 3 kernel_size: 3 pad: 1", {{2, 2, 5, 5}});
-  fixture.ExpectMatchesReference({{1, 1}, {1, 1}, {1, 1}});
-  for (const std::vector<int>& shape : {std::vector<int>{5, 2, 5, 5}, {1, 2, 7, 4}, {3, 2, 4, 6}}) {
-    fixture.bottom.pointers[0]->Reshape(shape);
-    test::FillGaussian(fixture.bottom.pointers[0], 0.f, 1.f, shape[0]);
-    fixture.layer->Reshape(fixture.bottom.pointers, fixture.top.pointers);
+  for (const char* engine : kEngines) {
+    SCOPED_TRACE(engine);
+    Fixture fixture("num_output: 3 kernel_size: 3 pad: 1", {{2, 2, 5, 5}}, engine);
     fixture.ExpectMatchesReference({{1, 1}, {1, 1}, {1, 1}});
+    for (const std::vector<int>& shape : {std::vector<int>{5, 2, 5, 5}, {1, 2, 7, 4}, {3, 2, 4, 6}}) {
+      fixture.bottom.pointers[0]->Reshape(shape);
+      test::FillGaussian(fixture.bottom.pointers[0], 0.f, 1.f, shape[0]);
+      fixture.layer->Reshape(fixture.bottom.pointers, fixture.top.pointers);
+      fixture.ExpectMatchesReference({{1, 1}, {1, 1}, {1, 1}});
+    }
   }
 }
 
 TEST(ConvolutionLayerTest, ChannelAxisOtherThanOne) {
-  // With axis 2 the two leading axes are batch axes: the same as a batch of 2 * 3 images.
-  Fixture fixture("num_output: 2 kernel_size: 3 pad: 1 axis: 2", {{2, 3, 2, 4, 5}});
-  ASSERT_EQ(fixture.top.pointers[0]->shape(), (std::vector<int>{2, 3, 2, 4, 5}));
-  fixture.layer->Forward(fixture.bottom.pointers, fixture.top.pointers);
-  Blob flat({6, 2, 4, 5});
-  std::copy(fixture.bottom.pointers[0]->cpu_data(), fixture.bottom.pointers[0]->cpu_data() + flat.count(),
-            flat.mutable_cpu_data());
-  std::vector<int> shape;
-  const std::vector<float> expected =
-      ReferenceConvolution(flat, *fixture.layer->blobs()[0], fixture.bias(), {{1, 1}, {1, 1}, {1, 1}}, &shape);
-  for (int j = 0; j < fixture.top.pointers[0]->count(); ++j)
-    ASSERT_NEAR(fixture.top.pointers[0]->cpu_data()[j], expected[j], 1e-4f) << j;
+  for (const char* engine : kEngines) {
+    SCOPED_TRACE(engine);
+    // With axis 2 the two leading axes are batch axes: the same as a batch of 2 * 3 images.
+    Fixture fixture("num_output: 2 kernel_size: 3 pad: 1 axis: 2", {{2, 3, 2, 4, 5}}, engine);
+    ASSERT_EQ(fixture.top.pointers[0]->shape(), (std::vector<int>{2, 3, 2, 4, 5}));
+    fixture.layer->Forward(fixture.bottom.pointers, fixture.top.pointers);
+    Blob flat({6, 2, 4, 5});
+    std::copy(fixture.bottom.pointers[0]->cpu_data(), fixture.bottom.pointers[0]->cpu_data() + flat.count(),
+              flat.mutable_cpu_data());
+    std::vector<int> shape;
+    const std::vector<float> expected =
+        ReferenceConvolution(flat, *fixture.layer->blobs()[0], fixture.bias(), {{1, 1}, {1, 1}, {1, 1}}, &shape);
+    for (int j = 0; j < fixture.top.pointers[0]->count(); ++j)
+      ASSERT_NEAR(fixture.top.pointers[0]->cpu_data()[j], expected[j], 1e-4f) << j;
+  }
 }
 
 TEST(ConvolutionLayerTest, FillsParametersFromFillers) {
@@ -232,55 +256,112 @@ TEST(ConvolutionLayerTest, KeepsParametersLoadedWithTheLayer) {
 }
 
 TEST(ConvolutionLayerTest, Gradients) {
-  const std::pair<std::string, std::vector<std::vector<int>>> cases[] = {
-      {"num_output: 3 kernel_size: 3 stride: 2 pad: 1", {{2, 2, 5, 5}}},
-      {"num_output: 4 kernel_size: 3 dilation: 2 pad: 2 group: 2", {{2, 4, 5, 4}}},
-      {"num_output: 2 kernel_h: 3 kernel_w: 2 stride_h: 1 stride_w: 2 pad_h: 0 pad_w: 1", {{2, 2, 5, 5}}},
-      {"num_output: 4 kernel_size: 1 group: 2", {{2, 4, 3, 3}}},
-      {"num_output: 2 kernel_size: 2 bias_term: false", {{1, 3, 4, 4}, {1, 3, 4, 4}}},
-      {"num_output: 2 kernel_size: 2 stride: 2 pad: 1 dilation: 1 force_nd_im2col: true", {{2, 2, 4, 5}}},
-      {"num_output: 2 kernel_size: 2 kernel_size: 3 kernel_size: 2 pad: 1 stride: 2 stride: 1 stride: 1",
-       {{2, 2, 3, 4, 3}}},
-  };
-  for (const auto& c : cases) {
-    SCOPED_TRACE(c.first);
-    Fixture fixture(c.first, c.second);
-    test::GradientChecker checker(1e-2f, 1e-3f);
-    checker.CheckGradient(fixture.layer.get(), fixture.bottom.pointers, fixture.top.pointers);
+  for (const char* engine : kEngines) {
+    SCOPED_TRACE(engine);
+    const std::pair<std::string, std::vector<std::vector<int>>> cases[] = {
+        {"num_output: 3 kernel_size: 3 stride: 2 pad: 1", {{2, 2, 5, 5}}},
+        {"num_output: 4 kernel_size: 3 dilation: 2 pad: 2 group: 2", {{2, 4, 5, 4}}},
+        {"num_output: 2 kernel_h: 3 kernel_w: 2 stride_h: 1 stride_w: 2 pad_h: 0 pad_w: 1", {{2, 2, 5, 5}}},
+        {"num_output: 4 kernel_size: 1 group: 2", {{2, 4, 3, 3}}},
+        {"num_output: 2 kernel_size: 2 bias_term: false", {{1, 3, 4, 4}, {1, 3, 4, 4}}},
+        {"num_output: 2 kernel_size: 2 stride: 2 pad: 1 dilation: 1 force_nd_im2col: true", {{2, 2, 4, 5}}},
+        {"num_output: 2 kernel_size: 2 kernel_size: 3 kernel_size: 2 pad: 1 stride: 2 stride: 1 stride: 1",
+         {{2, 2, 3, 4, 3}}},
+    };
+    for (const auto& c : cases) {
+      SCOPED_TRACE(c.first);
+      Fixture fixture(c.first, c.second, engine);
+      test::GradientChecker checker(1e-2f, 1e-3f);
+      checker.CheckGradient(fixture.layer.get(), fixture.bottom.pointers, fixture.top.pointers);
+    }
   }
 }
 
 TEST(ConvolutionLayerTest, ParameterGradientsAccumulate) {
-  Fixture fixture("num_output: 3 kernel_size: 3 pad: 1", {{2, 2, 4, 4}});
-  fixture.layer->Forward(fixture.bottom.pointers, fixture.top.pointers);
-  test::FillGaussian(fixture.top.pointers[0], 0.f, 1.f, 99);
-  Blob* top = fixture.top.pointers[0];
-  std::copy(top->cpu_data(), top->cpu_data() + top->count(), top->mutable_cpu_diff());
-  for (auto& blob : fixture.layer->blobs()) blob->set_diff(0.f);
-  fixture.layer->Backward(fixture.top.pointers, {true}, fixture.bottom.pointers);
-  std::vector<std::vector<float>> once;
-  for (auto& blob : fixture.layer->blobs()) once.emplace_back(blob->cpu_diff(), blob->cpu_diff() + blob->count());
-  const std::vector<float> bottom_once(fixture.bottom.pointers[0]->cpu_diff(),
-                                       fixture.bottom.pointers[0]->cpu_diff() + fixture.bottom.pointers[0]->count());
-  fixture.layer->Backward(fixture.top.pointers, {true}, fixture.bottom.pointers);
-  for (size_t b = 0; b < once.size(); ++b)
-    for (size_t i = 0; i < once[b].size(); ++i)
-      EXPECT_NEAR(fixture.layer->blobs()[b]->cpu_diff()[i], 2 * once[b][i], 1e-4f) << "blob " << b << " at " << i;
-  // The bottom gradient is overwritten, not accumulated.
-  for (size_t i = 0; i < bottom_once.size(); ++i)
-    EXPECT_FLOAT_EQ(fixture.bottom.pointers[0]->cpu_diff()[i], bottom_once[i]) << i;
+  for (const char* engine : kEngines) {
+    SCOPED_TRACE(engine);
+    Fixture fixture("num_output: 3 kernel_size: 3 pad: 1", {{2, 2, 4, 4}}, engine);
+    fixture.layer->Forward(fixture.bottom.pointers, fixture.top.pointers);
+    test::FillGaussian(fixture.top.pointers[0], 0.f, 1.f, 99);
+    Blob* top = fixture.top.pointers[0];
+    std::copy(top->cpu_data(), top->cpu_data() + top->count(), top->mutable_cpu_diff());
+    for (auto& blob : fixture.layer->blobs()) blob->set_diff(0.f);
+    fixture.layer->Backward(fixture.top.pointers, {true}, fixture.bottom.pointers);
+    std::vector<std::vector<float>> once;
+    for (auto& blob : fixture.layer->blobs()) once.emplace_back(blob->cpu_diff(), blob->cpu_diff() + blob->count());
+    const std::vector<float> bottom_once(fixture.bottom.pointers[0]->cpu_diff(),
+                                         fixture.bottom.pointers[0]->cpu_diff() + fixture.bottom.pointers[0]->count());
+    fixture.layer->Backward(fixture.top.pointers, {true}, fixture.bottom.pointers);
+    for (size_t b = 0; b < once.size(); ++b)
+      for (size_t i = 0; i < once[b].size(); ++i)
+        EXPECT_NEAR(fixture.layer->blobs()[b]->cpu_diff()[i], 2 * once[b][i], 1e-4f) << "blob " << b << " at " << i;
+    // The bottom gradient is overwritten, not accumulated.
+    for (size_t i = 0; i < bottom_once.size(); ++i)
+      EXPECT_FLOAT_EQ(fixture.bottom.pointers[0]->cpu_diff()[i], bottom_once[i]) << i;
+  }
 }
 
 TEST(ConvolutionLayerTest, FrozenParametersGetNoGradient) {
-  Fixture fixture("num_output: 2 kernel_size: 2", {{1, 2, 3, 3}});
-  fixture.layer->set_param_propagate_down(0, false);
-  fixture.layer->set_param_propagate_down(1, false);
-  fixture.layer->Forward(fixture.bottom.pointers, fixture.top.pointers);
-  fixture.top.pointers[0]->set_diff(1.f);
-  for (auto& blob : fixture.layer->blobs()) blob->set_diff(0.f);
-  fixture.layer->Backward(fixture.top.pointers, {true}, fixture.bottom.pointers);
-  for (auto& blob : fixture.layer->blobs()) EXPECT_EQ(test::AbsSum(test::DiffOf(*blob)), 0.0);
-  EXPECT_GT(test::AbsSum(test::DiffOf(*fixture.bottom.pointers[0])), 0.0);
+  for (const char* engine : kEngines) {
+    SCOPED_TRACE(engine);
+    Fixture fixture("num_output: 2 kernel_size: 2", {{1, 2, 3, 3}}, engine);
+    fixture.layer->set_param_propagate_down(0, false);
+    fixture.layer->set_param_propagate_down(1, false);
+    fixture.layer->Forward(fixture.bottom.pointers, fixture.top.pointers);
+    fixture.top.pointers[0]->set_diff(1.f);
+    for (auto& blob : fixture.layer->blobs()) blob->set_diff(0.f);
+    fixture.layer->Backward(fixture.top.pointers, {true}, fixture.bottom.pointers);
+    for (auto& blob : fixture.layer->blobs()) EXPECT_EQ(test::AbsSum(test::DiffOf(*blob)), 0.0);
+    EXPECT_GT(test::AbsSum(test::DiffOf(*fixture.bottom.pointers[0])), 0.0);
+  }
+}
+
+// Every engine against the reference engine on the same random inputs, weights and top gradients: the tops,
+// the bottom gradients and the parameter gradients agree (the conformance check a new engine must pass).
+TEST(ConvolutionLayerTest, EveryEngineAgreesWithTheReferenceEngine) {
+  const std::pair<std::string, std::vector<std::vector<int>>> cases[] = {
+      {"num_output: 20 kernel_size: 5 stride: 1", {{4, 1, 12, 12}}},  // LeNet's first layer, smaller
+      {"num_output: 6 kernel_size: 3 stride: 2 pad: 1 dilation: 1 group: 3", {{2, 6, 9, 7}}},
+      {"num_output: 4 kernel_h: 3 kernel_w: 1 pad_h: 1 dilation: 2", {{2, 3, 6, 5}, {2, 3, 6, 5}}},
+      {"num_output: 5 kernel_size: 1", {{3, 4, 4, 4}}},
+      {"num_output: 2 kernel_size: 2 stride: 2 bias_term: false axis: 2", {{2, 2, 3, 6, 6}}},
+      {"num_output: 3 kernel_size: 3 kernel_size: 2 kernel_size: 2 pad: 1 force_nd_im2col: true", {{2, 2, 4, 3, 5}}},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.first);
+    Fixture reference(c.first, c.second, "reference");
+    for (const std::string& engine : LayerRegistry::Global().Engines("Convolution")) {
+      if (engine == "reference") continue;
+      SCOPED_TRACE(engine);
+      Fixture fixture(c.first, c.second, engine);
+      std::vector<bool> propagate_down(c.second.size(), true);
+      for (Fixture* f : {&reference, &fixture}) {
+        f->layer->Forward(f->bottom.pointers, f->top.pointers);
+        for (size_t t = 0; t < f->top.pointers.size(); ++t) {
+          Blob* top = f->top.pointers[t];
+          Blob gradient(top->shape());
+          test::FillGaussian(&gradient, 0.f, 1.f, 50 + t);
+          std::copy(gradient.cpu_data(), gradient.cpu_data() + gradient.count(), top->mutable_cpu_diff());
+        }
+        for (auto& blob : f->layer->blobs()) blob->set_diff(0.f);
+        f->layer->Backward(f->top.pointers, propagate_down, f->bottom.pointers);
+      }
+      const auto expect_close = [](const std::vector<float>& actual, const std::vector<float>& expected,
+                                   const std::string& what) {
+        ASSERT_EQ(actual.size(), expected.size()) << what;
+        for (size_t i = 0; i < actual.size(); ++i)
+          ASSERT_NEAR(actual[i], expected[i], 1e-4f * (1.f + std::abs(expected[i]))) << what << " at " << i;
+      };
+      for (size_t t = 0; t < fixture.top.pointers.size(); ++t) {
+        expect_close(test::DataOf(*fixture.top.pointers[t]), test::DataOf(*reference.top.pointers[t]), "top data");
+        expect_close(test::DiffOf(*fixture.bottom.pointers[t]), test::DiffOf(*reference.bottom.pointers[t]),
+                     "bottom diff");
+      }
+      for (size_t b = 0; b < fixture.layer->blobs().size(); ++b)
+        expect_close(test::DiffOf(*fixture.layer->blobs()[b]), test::DiffOf(*reference.layer->blobs()[b]),
+                     "parameter diff " + std::to_string(b));
+    }
+  }
 }
 
 // SetUp with `param` on one bottom of `shape` must fail with a message naming the layer and `field`.

@@ -1,0 +1,149 @@
+// Engine lists: for each layer, the first engine of its type that runs on the device and accepts the layer's
+// parameters and bottom shapes; a forced engine (per type or by name for every type) or Caffe's `engine` field
+// changes the choice; every refusal is explained.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/context.hpp"
+#include "layers/layer_registry.hpp"
+#include "net/net.hpp"
+#include "test_util.hpp"
+
+namespace crema {
+namespace {
+
+// A stand-in layer for the engines of a private registry: the identity.
+class ProbeLayer : public NeuronLayer {
+ public:
+  using NeuronLayer::NeuronLayer;
+  const char* type() const override { return "Probe"; }
+
+ protected:
+  void ForwardElements(const Blob& bottom, Blob* top) override {
+    std::copy(bottom.cpu_data(), bottom.cpu_data() + bottom.count(), top->mutable_cpu_data());
+  }
+  void BackwardElements(const Blob& top, Blob* bottom) override {
+    std::copy(top.cpu_diff(), top.cpu_diff() + top.count(), bottom->mutable_cpu_diff());
+  }
+};
+
+// Probe's engines, most specialised first: `fast` takes only 4-d input, `device` only runs on the GPU, `cudnn`
+// answers to Caffe's CUDNN (on the CPU too, for the test), and `plain` takes anything.
+LayerRegistry ProbeRegistry() {
+  LayerRegistry registry;
+  registry.Add<ProbeLayer>("Probe", {"fast", kCpuOnly, CaffeEngine::kCaffe, [](const EngineQuery& query) {
+                                       return query.bottom_shapes[0].size() == 4 ? "" : "needs 4-d input";
+                                     }});
+  registry.Add<ProbeLayer>("Probe", {"device", kGpuOnly});
+  registry.Add<ProbeLayer>("Probe", {"cudnn", kCpuOnly, CaffeEngine::kCudnn});
+  registry.Add<ProbeLayer>("Probe", {"plain"});
+  return registry;
+}
+
+std::string EngineFor(const LayerRegistry& registry, const std::string& layer_text,
+                      const std::vector<std::vector<int>>& shapes, const std::string& forced = "") {
+  auto context = std::make_shared<Context>();
+  if (!forced.empty()) context->ForceEngines(forced);
+  return registry.Create(test::ParseLayer(layer_text), shapes, context)->engine();
+}
+
+const char kProbe[] = "name: 'p' type: 'Probe'";
+
+TEST(LayerRegistryTest, TheFirstEngineThatRunsAndAcceptsWins) {
+  const LayerRegistry registry = ProbeRegistry();
+  EXPECT_EQ(registry.Engines("Probe"), (std::vector<std::string>{"fast", "device", "cudnn", "plain"}));
+  EXPECT_EQ(EngineFor(registry, kProbe, {{2, 3, 4, 5}}), "fast");
+  // 3-d input: `fast` refuses and `device` does not run on the CPU, so `cudnn` (a CPU engine here) is next.
+  EXPECT_EQ(EngineFor(registry, kProbe, {{2, 3, 4}}), "cudnn");
+}
+
+TEST(LayerRegistryTest, AForcedEngineWinsOrSaysWhyNot) {
+  const LayerRegistry registry = ProbeRegistry();
+  EXPECT_EQ(EngineFor(registry, kProbe, {{2, 3, 4, 5}}, "Probe:plain"), "plain");
+  // A bare name applies to every type that has such an engine, where it accepts; elsewhere the list decides.
+  EXPECT_EQ(EngineFor(registry, kProbe, {{2, 3, 4, 5}}, "plain"), "plain");
+  EXPECT_EQ(EngineFor(registry, kProbe, {{2, 3, 4, 5}}, "reference"), "fast");
+  EXPECT_EQ(EngineFor(registry, kProbe, {{2, 3}}, "fast"), "cudnn");
+  // Forced for the type: an engine it lacks, one that refuses the shapes, one for another device.
+  test::ExpectErrorContaining([&] { EngineFor(registry, kProbe, {{2, 3, 4, 5}}, "Probe:quick"); },
+                              {"layer 'p' (Probe)", "engine 'quick' was forced (--engine)",
+                               "Probe has the engines fast, device, cudnn, plain"});
+  test::ExpectErrorContaining([&] { EngineFor(registry, kProbe, {{2, 3}}, "Probe:fast"); },
+                              {"layer 'p' (Probe)", "forced engine 'fast' cannot run it", "needs 4-d input"});
+  test::ExpectErrorContaining([&] { EngineFor(registry, kProbe, {{2, 3, 4, 5}}, "Probe:device"); },
+                              {"forced engine 'device'", "does not run on the CPU"});
+}
+
+TEST(LayerRegistryTest, CaffesEngineFieldNarrowsTheList) {
+  LayerRegistry registry = ProbeRegistry();
+  // Probe has no parameter message of its own; Convolution's engine field is read through reflection, so a
+  // Probe layer carrying a convolution_param stands in for any layer with an `engine` field.
+  const std::string caffe = std::string(kProbe) + " convolution_param { engine: CAFFE }";
+  const std::string cudnn = std::string(kProbe) + " convolution_param { engine: CUDNN }";
+  EXPECT_EQ(EngineFor(registry, caffe, {{2, 3, 4, 5}}), "fast");
+  EXPECT_EQ(EngineFor(registry, caffe, {{2, 3}}), "plain");  // the CAFFE engines that accept: not cudnn
+  EXPECT_EQ(EngineFor(registry, cudnn, {{2, 3}}), "cudnn");
+  // Without a CUDNN engine for the device, CUDNN falls back to the default order (as Caffe's CPU mode does).
+  LayerRegistry plain;
+  plain.Add<ProbeLayer>("Probe", {"plain"});
+  EXPECT_EQ(EngineFor(plain, cudnn, {{2, 3}}), "plain");
+  // CAFFE with no CAFFE engine that can run the layer is an error.
+  LayerRegistry only_cudnn;
+  only_cudnn.Add<ProbeLayer>("Probe", {"cudnn", kCpuOnly, CaffeEngine::kCudnn});
+  test::ExpectErrorContaining([&] { EngineFor(only_cudnn, caffe, {{2, 3}}); }, {"layer 'p' (Probe)", "engine: CAFFE"});
+}
+
+TEST(LayerRegistryTest, WhenNoEngineCanRunTheLayerEachSaysWhy) {
+  LayerRegistry registry;
+  registry.Add<ProbeLayer>("Probe", {"fast", kCpuOnly, CaffeEngine::kCaffe, [](const EngineQuery& query) {
+                                       return query.bottom_shapes[0].size() == 4 ? "" : "needs 4-d input";
+                                     }});
+  registry.Add<ProbeLayer>("Probe", {"device", kGpuOnly});
+  test::ExpectErrorContaining([&] { EngineFor(registry, kProbe, {{2, 3}}); },
+                              {"layer 'p' (Probe)", "no engine can run it on the CPU", "fast: needs 4-d input",
+                               "device: does not run on the CPU"});
+  // Unknown types list the known ones; an engine registered twice is refused.
+  test::ExpectErrorContaining([&] { EngineFor(registry, "name: 'x' type: 'Nope'", {{2}}); },
+                              {"layer 'x' has unknown type 'Nope'", "known types: Probe"});
+  test::ExpectErrorContaining([&] { registry.Add<ProbeLayer>("Probe", {"fast"}); },
+                              {"'Probe'", "engine 'fast' twice"});
+}
+
+TEST(LayerRegistryTest, MalformedEngineFlagsAreNamed) {
+  Context context;
+  test::ExpectErrorContaining([&] { context.ForceEngines("Convolution:"); }, {"--engine='Convolution:'"});
+  test::ExpectErrorContaining([&] { context.ForceEngines(":im2col"); }, {"--engine=':im2col'"});
+  context.ForceEngines("Convolution:reference,Pooling:native");
+  EXPECT_EQ(context.forced_engines().at("Convolution"), "reference");
+  EXPECT_EQ(context.forced_engines().at("Pooling"), "native");
+}
+
+// The built-in list: Convolution has im2col first and the reference last; a net's layers know their engine,
+// and forcing the reference engine changes only the layers that have one.
+TEST(LayerRegistryTest, ConvolutionsEnginesInANet) {
+  EXPECT_EQ(LayerRegistry::Global().Engines("Convolution"), (std::vector<std::string>{"im2col", "reference"}));
+  const std::string text = R"(
+    layer { name: 'input' type: 'Input' top: 'data' input_param { shape { dim: 2 dim: 1 dim: 6 dim: 6 } } }
+    layer { name: 'conv' type: 'Convolution' bottom: 'data' top: 'conv' convolution_param { num_output: 2 kernel_size: 3 } }
+    layer { name: 'caffe' type: 'Convolution' bottom: 'conv' top: 'caffe'
+            convolution_param { num_output: 2 kernel_size: 3 engine: CAFFE } }
+    layer { name: 'pool' type: 'Pooling' bottom: 'caffe' top: 'pool' pooling_param { kernel_size: 2 } }
+  )";
+  const auto engines = [&](const std::string& forced) {
+    auto context = std::make_shared<Context>();
+    if (!forced.empty()) context->ForceEngines(forced);
+    Net net(test::ParseNet(text), context);
+    std::vector<std::string> names;
+    for (const auto& layer : net.layers()) names.push_back(layer->engine());
+    return names;
+  };
+  EXPECT_EQ(engines(""), (std::vector<std::string>{"native", "im2col", "im2col", "native"}));
+  EXPECT_EQ(engines("reference"), (std::vector<std::string>{"native", "reference", "reference", "native"}));
+  EXPECT_EQ(engines("Convolution:reference"), (std::vector<std::string>{"native", "reference", "reference", "native"}));
+}
+
+}  // namespace
+}  // namespace crema
