@@ -8,6 +8,8 @@
 #include <memory>
 
 #include "core/context.hpp"
+#include "core/random.hpp"
+#include "io/lmdb.hpp"
 #include "io/proto_io.hpp"
 #include "layers/layer_registry.hpp"
 #include "net/net.hpp"
@@ -22,12 +24,7 @@ using test::ParseNet;
 // conv (two channels) -> in-place ReLU -> max pool (internal argmax) -> flatten (a view) read twice (a Split:
 // views again) -> softmax (the loss) and a leaky ReLU; every layer's output shape follows the input's height
 // and width. force_backward gives the input a gradient too.
-std::string ConvNet(int n, int height, int width) {
-  return R"(
-    name: 'flowing' force_backward: true
-    layer { name: 'input' type: 'Input' top: 'data'
-            input_param { shape { dim: )" + std::to_string(n) + " dim: 1 dim: " + std::to_string(height) +
-         " dim: " + std::to_string(width) + R"( } } }
+const char kConvLayers[] = R"(
     layer { name: 'conv' type: 'Convolution' bottom: 'data' top: 'conv'
             convolution_param { num_output: 2 kernel_size: 3 pad: 1
                                 weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' } } }
@@ -37,6 +34,11 @@ std::string ConvNet(int n, int height, int width) {
     layer { name: 'soft' type: 'Softmax' bottom: 'flat' top: 'soft' softmax_param { axis: 2 } loss_weight: 1 }
     layer { name: 'leaky' type: 'ReLU' bottom: 'flat' top: 'leaky' relu_param { negative_slope: 0.1 } }
   )";
+std::string ConvNet(int n, int height, int width) {
+  return "name: 'flowing' force_backward: true\n"
+         "layer { name: 'input' type: 'Input' top: 'data' input_param { shape { dim: " +
+         std::to_string(n) + " dim: 1 dim: " + std::to_string(height) + " dim: " + std::to_string(width) + " } } }" +
+         kConvLayers;
 }
 
 // Every blob of `net` by name: its shape, data and diff.
@@ -79,6 +81,47 @@ TEST(NetReshapeTest, AChangedInputFlowsThroughEveryLaterLayer) {
     for (size_t p = 0; p < net.learnable_params().size(); ++p)
       EXPECT_EQ(test::DiffOf(*net.learnable_params()[p]), test::DiffOf(*fresh.learnable_params()[p])) << p;
     net.ClearParamDiffs();
+  }
+}
+
+// A Data layer whose records change size between batches: the second batch's shape flows through every later
+// layer, and the results are those of a net built for that shape and fed the same batch.
+TEST(NetReshapeTest, ADataLayerWhoseBatchShapeChangesReshapesTheNet) {
+  test::TempDir dir;
+  {
+    LmdbWriter writer(dir.file("db"));
+    RandomStream random(5);
+    for (int i = 0; i < 4; ++i) {
+      Datum datum;
+      datum.set_channels(1);
+      datum.set_height(i < 2 ? 6 : 8);
+      datum.set_width(i < 2 ? 6 : 7);
+      std::string pixels(static_cast<size_t>(datum.height()) * datum.width(), '\0');
+      for (auto& pixel : pixels) pixel = static_cast<char>(random.UniformInt(256));
+      datum.set_data(pixels);
+      writer.Put(RecordKey(i), datum.SerializeAsString());
+    }
+    writer.Commit();
+  }
+  Net net(
+      ParseNet("name: 'flowing' force_backward: true\n"
+               "layer { name: 'input' type: 'Data' top: 'data' transform_param { scale: 0.00390625 } "
+               "data_param { source: '" +
+               dir.file("db") + "' batch_size: 2 backend: LMDB } }" + kConvLayers));
+  NetParameter weights;
+  net.ToProto(&weights);
+  for (const std::vector<int>& shape : std::vector<std::vector<int>>{{2, 1, 6, 6}, {2, 1, 8, 7}}) {
+    SCOPED_TRACE(ShapeString(shape));
+    const float loss = net.Forward();
+    ASSERT_EQ(net.blob_by_name("data")->shape(), shape);
+    Net fresh(ParseNet(ConvNet(shape[0], shape[2], shape[3])));
+    fresh.CopyTrainedLayersFrom(weights);
+    const std::vector<float> batch = test::DataOf(*net.blob_by_name("data"));
+    std::copy(batch.begin(), batch.end(), fresh.blob_by_name("data")->mutable_cpu_data());
+    EXPECT_FLOAT_EQ(loss, fresh.Forward());
+    const Snapshot got = Take(net), want = Take(fresh);
+    ASSERT_EQ(got.shapes, want.shapes);
+    for (const auto& entry : want.data) EXPECT_EQ(got.data.at(entry.first), entry.second) << entry.first;
   }
 }
 
