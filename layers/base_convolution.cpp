@@ -49,10 +49,11 @@ void BaseConvolutionLayer::LayerSetUp(const std::vector<Blob*>& bottom, const st
 
 int BaseConvolutionLayer::OutputSize(int axis, int in, const Blob& input) const {
   const int pad = geometry_.pad[axis], extent = geometry_.extent(axis);
-  CREMA_CHECK(in + 2 * pad >= extent)
-      << describe() << ": kernel_size " << geometry_.kernel[axis] << " with dilation " << geometry_.dilation[axis]
-      << " spans " << extent << " positions, more than the padded input along spatial axis " << axis << " (" << in
-      << " + 2 * pad " << pad << "); input shape " << input.shape_string() << ", so the output would be empty";
+  CREMA_CHECK(in + 2 * pad >= extent) << describe() << ": kernel_size " << geometry_.kernel[axis] << " with dilation "
+                                      << geometry_.dilation[axis] << " spans " << extent
+                                      << " positions, more than the padded input along spatial axis " << axis << " ("
+                                      << in << " + 2 * pad " << pad << "); input shape " << input.shape_string()
+                                      << ", so the output would be empty";
   return (in + 2 * pad - extent) / geometry_.stride[axis] + 1;
 }
 
@@ -107,8 +108,8 @@ size_t BaseConvolutionLayer::column_floats() const {
 void BaseConvolutionLayer::Unroll(const float* image, float* columns) const {
   const KernelGeometry& g = geometry_;
   if (use_2d_) {
-    im2col_cpu(image, conv_in_channels_, conv_input_shape_[1], conv_input_shape_[2], g.kernel[0], g.kernel[1],
-               g.pad[0], g.pad[1], g.stride[0], g.stride[1], g.dilation[0], g.dilation[1], columns);
+    im2col_cpu(image, conv_in_channels_, conv_input_shape_[1], conv_input_shape_[2], g.kernel[0], g.kernel[1], g.pad[0],
+               g.pad[1], g.stride[0], g.stride[1], g.dilation[0], g.dilation[1], columns);
   } else {
     im2col_nd_cpu(image, num_spatial_axes_, conv_input_shape_.data(), column_shape_.data(), g.kernel.data(),
                   g.pad.data(), g.stride.data(), g.dilation.data(), columns);
@@ -126,14 +127,16 @@ void BaseConvolutionLayer::Fold(const float* columns, float* image) const {
   }
 }
 
+const float* BaseConvolutionLayer::ColumnsOf(const float* input) {
+  if (geometry_.pointwise()) return input;
+  float* columns = workspace();
+  Unroll(input, columns);
+  return columns;
+}
+
 // Group g multiplies rows [g * out/group, (g+1) * out/group) of the weights with its slice of the columns.
 void BaseConvolutionLayer::ForwardGemm(const float* input, const float* weights, float* output) {
-  const float* columns = input;
-  if (!geometry_.pointwise()) {
-    float* unrolled = workspace();
-    Unroll(input, unrolled);
-    columns = unrolled;
-  }
+  const float* columns = ColumnsOf(input);
   const int group_outputs = conv_out_channels_ / group_;
   for (int g = 0; g < group_; ++g) {
     cpu_gemm(Transpose::kNo, Transpose::kNo, group_outputs, conv_output_spatial_size_, kernel_dim_, 1.f,
@@ -155,12 +158,7 @@ void BaseConvolutionLayer::BackwardData(const float* output_diff, const float* w
 }
 
 void BaseConvolutionLayer::WeightGemm(const float* input, const float* output_diff, float* weight_diff) {
-  const float* columns = input;
-  if (!geometry_.pointwise()) {
-    float* unrolled = workspace();
-    Unroll(input, unrolled);
-    columns = unrolled;
-  }
+  const float* columns = ColumnsOf(input);
   const int group_outputs = conv_out_channels_ / group_;
   for (int g = 0; g < group_; ++g) {
     cpu_gemm(Transpose::kNo, Transpose::kYes, group_outputs, kernel_dim_, conv_output_spatial_size_, 1.f,

@@ -82,8 +82,10 @@ class BaseConvolutionLayer : public Layer {
   // One image (channels x spatial) <-> its column matrix (channels * kernel x output positions).
   void Unroll(const float* image, float* columns) const;
   void Fold(const float* columns, float* image) const;
+  // The column matrix of one input image: unrolled into the workspace, or the image itself when pointwise.
+  const float* ColumnsOf(const float* input);
 
-  bool use_2d_ = true;  // im2col_cpu rather than im2col_nd_cpu
+  bool use_2d_ = true;             // im2col_cpu rather than im2col_nd_cpu
   std::vector<int> column_shape_;  // rows (channels * kernel), then the output's spatial sizes
   int kernel_dim_ = 0;             // rows of one group's column matrix: conv_in_channels / group * kernel
 };

@@ -34,7 +34,8 @@ void ConvolutionLayer::Backward_cpu(const std::vector<Blob*>& top, const std::ve
     for (int n = 0; n < num_; ++n) {
       if (bias_grad) BiasGradient(top_diff + n * top_dim_, blobs_[1]->mutable_cpu_diff());
       if (weight_grad) WeightGemm(input + n * bottom_dim_, top_diff + n * top_dim_, blobs_[0]->mutable_cpu_diff());
-      if (propagate_down[b]) BackwardData(top_diff + n * top_dim_, weights, bottom[b]->mutable_cpu_diff() + n * bottom_dim_);
+      if (propagate_down[b])
+        BackwardData(top_diff + n * top_dim_, weights, bottom[b]->mutable_cpu_diff() + n * bottom_dim_);
     }
   }
 }

@@ -1,6 +1,5 @@
 #include "layers/kernel_geometry.hpp"
 
-
 namespace crema {
 
 namespace {
@@ -23,8 +22,8 @@ std::vector<int> Resolve(const std::string& layer, const SpatialField& field, in
     CREMA_CHECK(given == 0) << layer << ": give either " << field.name << " or " << field.pair_name << ", not both";
     CREMA_CHECK(!field.pair_needs_both || (field.has_h && field.has_w))
         << layer << ": give both halves of " << field.pair_name << " (or " << field.name << ")";
-    CREMA_CHECK(axes == 2) << layer << ": " << field.pair_name << " apply to 2-d input only, but the input has "
-                           << axes << " spatial axes; use the repeated " << field.name;
+    CREMA_CHECK(axes == 2) << layer << ": " << field.pair_name << " apply to 2-d input only, but the input has " << axes
+                           << " spatial axes; use the repeated " << field.name;
     return {field.h, field.w};
   }
   if (given == 0) {
@@ -70,12 +69,12 @@ KernelGeometry ConvolutionGeometry(const ConvolutionParameter& param, int axes, 
                       param.has_kernel_w(), to_int(param.kernel_h()), to_int(param.kernel_w()), true},
                      axes, -1);
   g.stride = Resolve(layer,
-                     {"stride", Values(param.stride()), "stride_h/stride_w", param.has_stride_h(),
-                      param.has_stride_w(), to_int(param.stride_h()), to_int(param.stride_w()), true},
+                     {"stride", Values(param.stride()), "stride_h/stride_w", param.has_stride_h(), param.has_stride_w(),
+                      to_int(param.stride_h()), to_int(param.stride_w()), true},
                      axes, 1);
   g.pad = Resolve(layer,
-                  {"pad", Values(param.pad()), "pad_h/pad_w", param.has_pad_h(), param.has_pad_w(), to_int(param.pad_h()),
-                   to_int(param.pad_w()), false},
+                  {"pad", Values(param.pad()), "pad_h/pad_w", param.has_pad_h(), param.has_pad_w(),
+                   to_int(param.pad_h()), to_int(param.pad_w()), false},
                   axes, 0);
   g.dilation = Resolve(layer, {"dilation", Values(param.dilation()), nullptr, false, false, 0, 0, false}, axes, 1);
   CheckPositive(layer, "kernel_size", g.kernel);
@@ -87,10 +86,14 @@ KernelGeometry ConvolutionGeometry(const ConvolutionParameter& param, int axes, 
 KernelGeometry PoolingGeometry(const PoolingParameter& param, const std::string& layer) {
   const auto to_int = [](uint32_t v) { return static_cast<int>(v); };
   KernelGeometry g;
-  const SpatialField kernel{"kernel_size", Optional(param.has_kernel_size(), param.kernel_size()),
-                            "kernel_h/kernel_w",   param.has_kernel_h(),
-                            param.has_kernel_w(),  to_int(param.kernel_h()),
-                            to_int(param.kernel_w()),   true};
+  const SpatialField kernel{"kernel_size",
+                            Optional(param.has_kernel_size(), param.kernel_size()),
+                            "kernel_h/kernel_w",
+                            param.has_kernel_h(),
+                            param.has_kernel_w(),
+                            to_int(param.kernel_h()),
+                            to_int(param.kernel_w()),
+                            true};
   if (param.global_pooling()) {
     CREMA_CHECK(kernel.given.empty() && !kernel.has_h && !kernel.has_w)
         << layer << ": global_pooling takes the kernel from the input; do not give kernel_size or kernel_h/kernel_w";
@@ -100,8 +103,8 @@ KernelGeometry PoolingGeometry(const PoolingParameter& param, const std::string&
     CheckPositive(layer, "kernel_size", g.kernel);
   }
   g.stride = Resolve(layer,
-                     {"stride", Optional(param.has_stride(), param.stride()), "stride_h/stride_w",
-                      param.has_stride_h(), param.has_stride_w(), to_int(param.stride_h()), to_int(param.stride_w()), true},
+                     {"stride", Optional(param.has_stride(), param.stride()), "stride_h/stride_w", param.has_stride_h(),
+                      param.has_stride_w(), to_int(param.stride_h()), to_int(param.stride_w()), true},
                      2, 1);
   g.pad = Resolve(layer,
                   {"pad", Optional(param.has_pad(), param.pad()), "pad_h/pad_w", param.has_pad_h(), param.has_pad_w(),

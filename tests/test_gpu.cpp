@@ -75,6 +75,19 @@ TEST(GpuTest, DeviceMathMatchesTheCpu) {
   gpu_gemm(gpu, Transpose::kNo, Transpose::kNo, 3, 5, 4, 1.f, a.gpu_data(), b.gpu_data(), 0.f, c.mutable_gpu_data());
   const std::vector<float> on_gpu = test::DataOf(c);
   for (int i = 0; i < 15; ++i) EXPECT_NEAR(on_gpu[i], product[i], 1e-5);
+  // GEMV both ways round, reading and writing gradients on the device: A * x (x of 4) and A^T * z (z of 3).
+  Blob x4({4}), z3({3}), out({4});
+  test::FillGaussian(&x4, 0, 1, 5);
+  test::FillGaussian(&z3, 0, 1, 6);
+  std::copy(x4.cpu_data(), x4.cpu_data() + 4, x4.mutable_cpu_diff());
+  std::vector<float> ax(3), atz(4);
+  cpu_gemv(Transpose::kNo, 3, 4, 1.f, a.cpu_data(), x4.cpu_data(), 0.f, ax.data());
+  cpu_gemv(Transpose::kYes, 3, 4, 1.f, a.cpu_data(), z3.cpu_data(), 0.f, atz.data());
+  gpu_gemv(gpu, Transpose::kNo, 3, 4, 1.f, a.gpu_data(), x4.gpu_diff(), 0.f, z3.mutable_gpu_diff());
+  gpu_gemv(gpu, Transpose::kYes, 3, 4, 1.f, a.gpu_data(), z3.gpu_data(), 0.f, out.mutable_gpu_diff());
+  const std::vector<float> ax_gpu = test::DiffOf(z3), atz_gpu = test::DiffOf(out);
+  for (int i = 0; i < 3; ++i) EXPECT_NEAR(ax_gpu[i], ax[i], 1e-5);
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(atz_gpu[i], atz[i], 1e-5);
 }
 #endif
 

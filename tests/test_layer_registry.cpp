@@ -68,13 +68,22 @@ TEST(LayerRegistryTest, AForcedEngineWinsOrSaysWhyNot) {
   EXPECT_EQ(EngineFor(registry, kProbe, {{2, 3, 4, 5}}, "reference"), "fast");
   EXPECT_EQ(EngineFor(registry, kProbe, {{2, 3}}, "fast"), "cudnn");
   // Forced for the type: an engine it lacks, one that refuses the shapes, one for another device.
-  test::ExpectErrorContaining([&] { EngineFor(registry, kProbe, {{2, 3, 4, 5}}, "Probe:quick"); },
-                              {"layer 'p' (Probe)", "engine 'quick' was forced (--engine)",
-                               "Probe has the engines fast, device, cudnn, plain"});
-  test::ExpectErrorContaining([&] { EngineFor(registry, kProbe, {{2, 3}}, "Probe:fast"); },
-                              {"layer 'p' (Probe)", "forced engine 'fast' cannot run it", "needs 4-d input"});
-  test::ExpectErrorContaining([&] { EngineFor(registry, kProbe, {{2, 3, 4, 5}}, "Probe:device"); },
-                              {"forced engine 'device'", "does not run on the CPU"});
+  test::ExpectErrorContaining(
+      [&] {
+        EngineFor(registry, kProbe, {{2, 3, 4, 5}}, "Probe:quick");
+      },
+      {"layer 'p' (Probe)", "engine 'quick' was forced (--engine)",
+       "Probe has the engines fast, device, cudnn, plain"});
+  test::ExpectErrorContaining(
+      [&] {
+        EngineFor(registry, kProbe, {{2, 3}}, "Probe:fast");
+      },
+      {"layer 'p' (Probe)", "forced engine 'fast' cannot run it", "needs 4-d input"});
+  test::ExpectErrorContaining(
+      [&] {
+        EngineFor(registry, kProbe, {{2, 3, 4, 5}}, "Probe:device");
+      },
+      {"forced engine 'device'", "does not run on the CPU"});
 }
 
 TEST(LayerRegistryTest, CaffesEngineFieldNarrowsTheList) {
@@ -102,14 +111,16 @@ TEST(LayerRegistryTest, WhenNoEngineCanRunTheLayerEachSaysWhy) {
                                        return query.bottom_shapes[0].size() == 4 ? "" : "needs 4-d input";
                                      }});
   registry.Add<ProbeLayer>("Probe", {"device", kGpuOnly});
-  test::ExpectErrorContaining([&] { EngineFor(registry, kProbe, {{2, 3}}); },
-                              {"layer 'p' (Probe)", "no engine can run it on the CPU", "fast: needs 4-d input",
-                               "device: does not run on the CPU"});
+  test::ExpectErrorContaining(
+      [&] {
+        EngineFor(registry, kProbe, {{2, 3}});
+      },
+      {"layer 'p' (Probe)", "no engine can run it on the CPU", "fast: needs 4-d input",
+       "device: does not run on the CPU"});
   // Unknown types list the known ones; an engine registered twice is refused.
   test::ExpectErrorContaining([&] { EngineFor(registry, "name: 'x' type: 'Nope'", {{2}}); },
                               {"layer 'x' has unknown type 'Nope'", "known types: Probe"});
-  test::ExpectErrorContaining([&] { registry.Add<ProbeLayer>("Probe", {"fast"}); },
-                              {"'Probe'", "engine 'fast' twice"});
+  test::ExpectErrorContaining([&] { registry.Add<ProbeLayer>("Probe", {"fast"}); }, {"'Probe'", "engine 'fast' twice"});
 }
 
 TEST(LayerRegistryTest, MalformedEngineFlagsAreNamed) {

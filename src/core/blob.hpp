@@ -72,7 +72,6 @@ class Blob {
   size_t data_offset() const { return data_.offset; }
   size_t diff_offset() const { return diff_.offset; }
   bool data_is_view() const { return data_.is_view; }
-  bool diff_is_view() const { return diff_.is_view; }
 
   // Makes this blob's data (diff) a view of `source`'s: the same memory from the same place. This blob's
   // count must fit in what `source` sees. Used for parameter sharing, test nets' weights and the plan's views.

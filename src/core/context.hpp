@@ -49,7 +49,6 @@ class Context {
 
   // The seed every random stream of the nets on this context derives from (see RandomStream::DeriveSeed).
   uint64_t random_seed() const { return random_seed_; }
-  void set_random_seed(uint64_t seed) { random_seed_ = seed; }
 
   const Replica& replica() const { return replica_; }
   void set_replica(int rank, int count);

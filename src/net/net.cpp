@@ -244,7 +244,6 @@ void Net::FindOutputs() {
   for (size_t id = 0; id < blobs_.size(); ++id) {
     const bool in_place_last = last_read[id] == last_write[id];  // read and rewritten by its last writer
     if (last_read[id] < last_write[id] || (in_place_last && last_write[id] >= 0)) {
-      output_blobs_.push_back(blobs_[id].get());
       output_blob_indices_.push_back(static_cast<int>(id));
     }
   }

@@ -144,14 +144,12 @@ class Net {
   const std::vector<std::string>& layer_names() const { return layer_names_; }
   const std::vector<std::shared_ptr<Blob>>& blobs() const { return blobs_; }
   const std::vector<std::string>& blob_names() const { return blob_names_; }
-  bool has_blob(const std::string& name) const { return blob_index_.count(name) > 0; }
   bool has_layer(const std::string& name) const { return layer_index_.count(name) > 0; }
   // Throw crema::Error naming the missing blob or layer.
   Blob* blob_by_name(const std::string& name) const;
   Layer* layer_by_name(const std::string& name) const;
   // Tops of Input layers, and blobs that no layer reads.
   const std::vector<Blob*>& input_blobs() const { return input_blobs_; }
-  const std::vector<Blob*>& output_blobs() const { return output_blobs_; }
   const std::vector<int>& output_blob_indices() const { return output_blob_indices_; }
   float blob_loss_weight(int blob_id) const { return blob_loss_weights_[blob_id]; }
 
@@ -202,7 +200,6 @@ class Net {
   std::vector<int> gradient_ready_step_;                // per learnable parameter
   std::vector<std::vector<int>> params_ready_after_;    // per step: learnable parameters complete after it
   std::vector<Blob*> input_blobs_;
-  std::vector<Blob*> output_blobs_;
   std::vector<int> output_blob_indices_;
   std::vector<Blob*> learnable_params_;
   std::vector<float> params_lr_;

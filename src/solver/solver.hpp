@@ -63,7 +63,6 @@ class Solver {
   const SolverParameter& param() const { return param_; }
   Net* net() { return net_.get(); }
   Context& context() const { return *context_; }
-  const std::vector<std::unique_ptr<Net>>& test_nets() const { return test_nets_; }
   const std::vector<std::shared_ptr<Blob>>& history() const { return history_; }
   virtual const char* type() const = 0;
 
