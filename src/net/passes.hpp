@@ -8,7 +8,7 @@
 //   decide_backward which steps run backward, and to which bottoms they send gradients
 //
 // Adding a pass: write it here as a function, add it to NetPasses::Default() (passes.cpp) at the stage it
-// belongs to, and test it on its own (tests/test_net_passes.cpp). docs/architecture.md has a worked example.
+// belongs to, and test it on its own (tests/test_net_foundation.cpp, NetPassesTest). docs/architecture.md has a worked example.
 #pragma once
 
 #include "core/common.hpp"
