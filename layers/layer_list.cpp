@@ -4,12 +4,14 @@
 #include "layers/accuracy.hpp"
 #include "layers/convolution.hpp"
 #include "layers/data.hpp"
+#include "layers/deconvolution.hpp"
 #include "layers/dropout.hpp"
 #include "layers/flatten.hpp"
 #include "layers/inner_product.hpp"
 #include "layers/input.hpp"
 #include "layers/layer_registry.hpp"
 #include "layers/pooling.hpp"
+#include "layers/python.hpp"
 #include "layers/reference_convolution.hpp"
 #include "layers/relu.hpp"
 #include "layers/softmax.hpp"
@@ -25,6 +27,7 @@ void RegisterBuiltinLayers(LayerRegistry* registry) {
   // Vision
   registry->Add<ConvolutionLayer>("Convolution", {"im2col"});
   registry->Add<ReferenceConvolutionLayer>("Convolution", {"reference"});
+  registry->Add<DeconvolutionLayer>("Deconvolution", {"im2col"});
   registry->Add<PoolingLayer>("Pooling", {"native"});
   // Common
   registry->Add<InnerProductLayer>("InnerProduct", {"native"});
@@ -37,6 +40,8 @@ void RegisterBuiltinLayers(LayerRegistry* registry) {
   // Losses and metrics
   registry->Add<SoftmaxWithLossLayer>("SoftmaxWithLoss", {"native"});
   registry->Add<AccuracyLayer>("Accuracy", {"native"});
+  // Layers written in Python: known, but they need the Python bindings (a later step).
+  registry->Add<PythonLayer>("Python", {"native", kCpuAndGpu});
 }
 
 }  // namespace crema

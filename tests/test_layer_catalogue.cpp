@@ -1,0 +1,55 @@
+// The catalogue is complete: every layer type registered in layers/layer_list.cpp has a test file of its own
+// and a row in docs/layers.md. A type added without either fails here, naming what is missing.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "layers/layer_registry.hpp"
+#include "test_util.hpp"
+
+namespace crema {
+namespace {
+
+// "InnerProduct" -> "innerproduct": type names and file names compared without case and underscores, so that
+// test_inner_product_layer.cpp, test_relu_layer.cpp and test_hdf5_data_layer.cpp all match their types.
+std::string Squashed(const std::string& name) {
+  std::string result;
+  for (char c : name)
+    if (c != '_') result += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return result;
+}
+
+TEST(LayerCatalogueTest, EveryRegisteredTypeHasATestFile) {
+  const std::filesystem::path tests = std::filesystem::path(CREMA_SOURCE_DIR) / "tests";
+  std::vector<std::string> test_files;  // squashed names of tests/test_<name>_layer.cpp
+  for (const auto& entry : std::filesystem::directory_iterator(tests)) {
+    const std::string file = entry.path().filename().string();
+    const std::string prefix = "test_", suffix = "_layer.cpp";
+    if (file.size() > prefix.size() + suffix.size() && file.rfind(prefix, 0) == 0 &&
+        file.compare(file.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      const std::string text = test::FileBytes(entry.path().string());
+      if (text.find("TEST(") != std::string::npos || text.find("TEST_F(") != std::string::npos)
+        test_files.push_back(Squashed(file.substr(prefix.size(), file.size() - prefix.size() - suffix.size())));
+    }
+  }
+  for (const std::string& type : LayerRegistry::Global().Types()) {
+    EXPECT_NE(std::find(test_files.begin(), test_files.end(), Squashed(type)), test_files.end())
+        << "layer type '" << type << "' is registered but has no tests/test_<name>_layer.cpp with tests in it";
+  }
+}
+
+TEST(LayerCatalogueTest, EveryRegisteredTypeHasARowInTheCatalogueDoc) {
+  const std::string doc = test::FileBytes(std::string(CREMA_SOURCE_DIR) + "/docs/layers.md");
+  ASSERT_FALSE(doc.empty()) << "docs/layers.md could not be read";
+  for (const std::string& type : LayerRegistry::Global().Types()) {
+    EXPECT_NE(doc.find("\n| `" + type + "` |"), std::string::npos)
+        << "layer type '" << type << "' is registered but docs/layers.md has no row '| `" << type << "` |'";
+  }
+}
+
+}  // namespace
+}  // namespace crema
