@@ -2,14 +2,19 @@
 // adding an engine: one more line under its type, in the order engines are tried (most specialised first,
 // the reference last). See layers/layer_registry.hpp for how the engine of a layer is chosen.
 #include "layers/accuracy.hpp"
+#include "layers/batch_reindex.hpp"
 #include "layers/convolution.hpp"
 #include "layers/data.hpp"
 #include "layers/deconvolution.hpp"
 #include "layers/dropout.hpp"
+#include "layers/dummy_data.hpp"
+#include "layers/embed.hpp"
 #include "layers/flatten.hpp"
 #include "layers/inner_product.hpp"
 #include "layers/input.hpp"
 #include "layers/layer_registry.hpp"
+#include "layers/mvn.hpp"
+#include "layers/parameter.hpp"
 #include "layers/pooling.hpp"
 #include "layers/python.hpp"
 #include "layers/reference_convolution.hpp"
@@ -24,6 +29,7 @@ void RegisterBuiltinLayers(LayerRegistry* registry) {
   // Data (batches are assembled on the host; a GPU net's next layer copies them over)
   registry->Add<DataLayer>("Data", {"native", kCpuAndGpu});
   registry->Add<InputLayer>("Input", {"native", kCpuAndGpu});
+  registry->Add<DummyDataLayer>("DummyData", {"native"});
   // Vision
   registry->Add<ConvolutionLayer>("Convolution", {"im2col"});
   registry->Add<ReferenceConvolutionLayer>("Convolution", {"reference"});
@@ -34,6 +40,10 @@ void RegisterBuiltinLayers(LayerRegistry* registry) {
   registry->Add<DropoutLayer>("Dropout", {"native", kCpuAndGpu});
   registry->Add<FlattenLayer>("Flatten", {"native", kCpuAndGpu});
   registry->Add<SplitLayer>("Split", {"native"});
+  registry->Add<BatchReindexLayer>("BatchReindex", {"native"});
+  registry->Add<EmbedLayer>("Embed", {"native"});
+  registry->Add<MVNLayer>("MVN", {"native"});
+  registry->Add<ParameterLayer>("Parameter", {"native"});
   // Activations and normalisation
   registry->Add<ReLULayer>("ReLU", {"native", kCpuAndGpu});
   registry->Add<SoftmaxLayer>("Softmax", {"native"});

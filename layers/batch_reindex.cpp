@@ -1,0 +1,51 @@
+#include "layers/batch_reindex.hpp"
+
+#include <cmath>
+
+#include "core/math_functions.hpp"
+
+namespace crema {
+
+void BatchReindexLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const Blob& data = *bottom[0];
+  const Blob& indices = *bottom[1];
+  CREMA_CHECK(data.num_axes() >= 1) << describe() << ": the data (bottom 0) needs a batch axis, but is a scalar";
+  CREMA_CHECK(indices.num_axes() == 1) << describe() << ": the indices (bottom 1) must be a vector, but have shape "
+                                       << indices.shape_string();
+  std::vector<int> shape = data.shape();
+  shape[0] = indices.count();
+  top[0]->Reshape(shape);
+}
+
+int BatchReindexLayer::Index(const Blob& data, const Blob& indices, int m) const {
+  const float value = indices.cpu_data()[m];
+  CREMA_CHECK(value >= 0 && value < data.shape(0) && std::floor(value) == value)
+      << describe() << ": index " << value << " at position " << m << " is not an item of the data (bottom 0, shape "
+      << data.shape_string() << "): it must be an integer in [0, " << data.shape(0) << ")";
+  return static_cast<int>(value);
+}
+
+void BatchReindexLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const int item = bottom[0]->count(1);
+  for (int m = 0; m < bottom[1]->count(); ++m) {
+    const int source = Index(*bottom[0], *bottom[1], m);
+    cpu_copy(item, bottom[0]->cpu_data() + static_cast<size_t>(source) * item,
+             top[0]->mutable_cpu_data() + static_cast<size_t>(m) * item);
+  }
+}
+
+void BatchReindexLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                                     const std::vector<Blob*>& bottom) {
+  CREMA_CHECK(!propagate_down[1]) << describe() << ": the indices (bottom 1) have no gradient";
+  if (!propagate_down[0]) return;
+  const int item = bottom[0]->count(1);
+  float* data_diff = bottom[0]->mutable_cpu_diff();
+  cpu_set(bottom[0]->count(), 0.f, data_diff);
+  for (int m = 0; m < bottom[1]->count(); ++m) {
+    const int target = Index(*bottom[0], *bottom[1], m);
+    cpu_axpy(item, 1.f, top[0]->cpu_diff() + static_cast<size_t>(m) * item,
+             data_diff + static_cast<size_t>(target) * item);
+  }
+}
+
+}  // namespace crema

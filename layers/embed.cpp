@@ -1,0 +1,76 @@
+#include "layers/embed.hpp"
+
+#include <cmath>
+#include <string>
+
+#include "core/filler.hpp"
+#include "core/math_functions.hpp"
+
+namespace crema {
+
+void EmbedLayer::LayerSetUp(const std::vector<Blob*>&, const std::vector<Blob*>&) {
+  const EmbedParameter& param = param_.embed_param();
+  const std::string me = describe();
+  num_output_ = static_cast<int>(param.num_output());
+  input_dim_ = static_cast<int>(param.input_dim());
+  CREMA_CHECK(num_output_ > 0) << me << ": embed_param.num_output must be given and positive";
+  CREMA_CHECK(input_dim_ > 0) << me << ": embed_param.input_dim (the number of distinct indices) must be given and "
+                              << "positive";
+  bias_term_ = param.bias_term();
+  std::vector<std::vector<int>> shapes = {{input_dim_, num_output_}};
+  if (bias_term_) shapes.push_back({num_output_});
+  if (!blobs_.empty()) {
+    AdoptStoredParameters(shapes, {"weights", "bias"});
+    return;
+  }
+  blobs_.push_back(std::make_shared<Blob>(shapes[0]));
+  Fill(param.weight_filler(), blobs_[0].get(), random());
+  if (bias_term_) {
+    blobs_.push_back(std::make_shared<Blob>(shapes[1]));
+    Fill(param.bias_filler(), blobs_[1].get(), random());
+  }
+}
+
+void EmbedLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  std::vector<int> shape = bottom[0]->shape();
+  shape.push_back(num_output_);
+  top[0]->Reshape(shape);
+}
+
+int EmbedLayer::Index(const Blob& indices, int position) const {
+  const float value = indices.cpu_data()[position];
+  CREMA_CHECK(value >= 0 && value < input_dim_ && std::floor(value) == value)
+      << describe() << ": index " << value << " at position " << position << " of the bottom (shape "
+      << indices.shape_string() << ") is not an integer in [0, " << input_dim_ << ") (embed_param.input_dim)";
+  return static_cast<int>(value);
+}
+
+void EmbedLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const float* weights = blobs_[0]->cpu_data();
+  float* output = top[0]->mutable_cpu_data();
+  for (int i = 0; i < bottom[0]->count(); ++i) {
+    float* row = output + static_cast<size_t>(i) * num_output_;
+    cpu_copy(num_output_, weights + static_cast<size_t>(Index(*bottom[0], i)) * num_output_, row);
+    if (bias_term_) cpu_axpy(num_output_, 1.f, blobs_[1]->cpu_data(), row);
+  }
+}
+
+void EmbedLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                              const std::vector<Blob*>& bottom) {
+  CREMA_CHECK(!propagate_down[0]) << describe() << ": the indices have no gradient; set propagate_down: false "
+                                  << "for them";
+  const float* top_diff = top[0]->cpu_diff();
+  const int items = bottom[0]->count();
+  if (param_propagate_down(0)) {
+    float* weight_diff = blobs_[0]->mutable_cpu_diff();
+    for (int i = 0; i < items; ++i)
+      cpu_axpy(num_output_, 1.f, top_diff + static_cast<size_t>(i) * num_output_,
+               weight_diff + static_cast<size_t>(Index(*bottom[0], i)) * num_output_);
+  }
+  if (bias_term_ && param_propagate_down(1)) {
+    cpu_gemv(Transpose::kYes, items, num_output_, 1.f, top_diff, context().ones(items), 1.f,
+             blobs_[1]->mutable_cpu_diff());
+  }
+}
+
+}  // namespace crema

@@ -1,0 +1,35 @@
+#include "layers/parameter.hpp"
+
+#include "core/math_functions.hpp"
+
+namespace crema {
+
+void ParameterLayer::LayerSetUp(const std::vector<Blob*>&, const std::vector<Blob*>&) {
+  CREMA_CHECK(param_.parameter_param().has_shape()) << describe() << ": parameter_param.shape must be given";
+  std::vector<int> shape;
+  try {
+    shape = ShapeFromProto(param_.parameter_param().shape());
+  } catch (const Error& error) {
+    CREMA_FAIL() << describe() << ": parameter_param.shape: " << error.what();
+  }
+  if (!blobs_.empty()) {
+    AdoptStoredParameters({shape}, {"parameter"});
+    return;
+  }
+  blobs_.push_back(std::make_shared<Blob>(shape));
+  blobs_[0]->set_data(0.f);
+}
+
+void ParameterLayer::Reshape(const std::vector<Blob*>&, const std::vector<Blob*>& top) {
+  top[0]->ReshapeLike(*blobs_[0]);
+}
+
+void ParameterLayer::Forward_cpu(const std::vector<Blob*>&, const std::vector<Blob*>& top) {
+  cpu_copy(top[0]->count(), blobs_[0]->cpu_data(), top[0]->mutable_cpu_data());
+}
+
+void ParameterLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>&, const std::vector<Blob*>&) {
+  if (param_propagate_down(0)) cpu_axpy(top[0]->count(), 1.f, top[0]->cpu_diff(), blobs_[0]->mutable_cpu_diff());
+}
+
+}  // namespace crema
