@@ -13,8 +13,6 @@ void PoolingLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vecto
   const PoolingParameter& param = param_.pooling_param();
   const std::string me = describe();
   method_ = param.pool();
-  CREMA_CHECK(method_ != PoolingParameter::STOCHASTIC)
-      << me << ": pool: STOCHASTIC is not supported yet; use MAX or AVE";
   global_ = param.global_pooling();
   const KernelGeometry window = PoolingGeometry(param, me);
   kernel_h_ = window.kernel[0];
@@ -33,7 +31,10 @@ void PoolingLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vecto
         << me << ": pad (" << pad_h_ << " x " << pad_w_ << ") must be smaller than kernel_size (" << kernel_h_ << " x "
         << kernel_w_ << ")";
   }
-  if (method_ == PoolingParameter::MAX && top.size() == 1 && argmax_ == nullptr) argmax_ = AddInternalBlob("argmax");
+  if (argmax_ == nullptr) {
+    if (method_ == PoolingParameter::MAX && top.size() == 1) argmax_ = AddInternalBlob("argmax");
+    if (method_ == PoolingParameter::STOCHASTIC) argmax_ = AddInternalBlob("sample");
+  }
 }
 
 int PoolingLayer::OutputSize(int in, int kernel, int pad, int stride, const char* axis) const {
@@ -80,16 +81,78 @@ PoolingLayer::Window PoolingLayer::WindowAt(int ph, int pw) const {
           (h_end - h_start) * (w_end - w_start)};
 }
 
+// STOCHASTIC pooling expects non-negative inputs (after a ReLU, say): the window's values, divided by their sum,
+// are the probabilities of picking each position.
+float PoolingLayer::Sample(const float* image, const Window& win, float* source) {
+  double sum = 0;
+  for (int h = win.h_start; h < win.h_end; ++h)
+    for (int w = win.w_start; w < win.w_end; ++w) sum += image[h * width_ + w];
+  *source = -1.f;
+  if (!(sum > 0)) return 0.f;  // nothing to pick from (also for NaN sums)
+  const double threshold = random()->Uniform(0.f, 1.f) * sum;
+  double running = 0;
+  int last = -1;
+  for (int h = win.h_start; h < win.h_end; ++h) {
+    for (int w = win.w_start; w < win.w_end; ++w) {
+      const int position = h * width_ + w;
+      if (image[position] <= 0) continue;
+      last = position;
+      running += image[position];
+      if (running > threshold) {
+        *source = static_cast<float>(position);
+        return image[position];
+      }
+    }
+  }
+  *source = static_cast<float>(last);  // rounding left the threshold at the very end
+  return image[last];
+}
+
+// At test time the expected value of the sample: sum(x^2) / sum(x) over the window (0 when the sum is not
+// positive).
+float PoolingLayer::ProbabilityWeighted(const float* image, const Window& win) const {
+  double sum = 0, squares = 0;
+  for (int h = win.h_start; h < win.h_end; ++h) {
+    for (int w = win.w_start; w < win.w_end; ++w) {
+      sum += image[h * width_ + w];
+      squares += static_cast<double>(image[h * width_ + w]) * image[h * width_ + w];
+    }
+  }
+  return sum > 0 ? static_cast<float>(squares / sum) : 0.f;
+}
+
+// d/dx_i of sum(x^2) / sum(x) = (2 x_i sum(x) - sum(x^2)) / sum(x)^2.
+void PoolingLayer::ProbabilityWeightedGradient(const float* image, const Window& win, float top_diff,
+                                               float* image_diff) const {
+  double sum = 0, squares = 0;
+  for (int h = win.h_start; h < win.h_end; ++h) {
+    for (int w = win.w_start; w < win.w_end; ++w) {
+      sum += image[h * width_ + w];
+      squares += static_cast<double>(image[h * width_ + w]) * image[h * width_ + w];
+    }
+  }
+  if (!(sum > 0)) return;
+  for (int h = win.h_start; h < win.h_end; ++h)
+    for (int w = win.w_start; w < win.w_end; ++w)
+      image_diff[h * width_ + w] +=
+          static_cast<float>(top_diff * (2 * image[h * width_ + w] * sum - squares) / (sum * sum));
+}
+
 void PoolingLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const float* input = bottom[0]->cpu_data();
   float* output = top[0]->mutable_cpu_data();
   const bool max = method_ == PoolingParameter::MAX;
-  float* argmax = !max ? nullptr : top.size() > 1 ? top[1]->mutable_cpu_data() : argmax_->mutable_cpu_data();
+  const bool stochastic = method_ == PoolingParameter::STOCHASTIC;
+  const bool sampled = stochastic && phase() == TRAIN;
+  // Where each output came from: MAX's argmax (a top or internal), STOCHASTIC's sample (internal).
+  float* argmax =
+      max || stochastic ? (top.size() > 1 ? top[1]->mutable_cpu_data() : argmax_->mutable_cpu_data()) : nullptr;
   const int planes = bottom[0]->count(0, 2);
   const int plane_size = height_ * width_;
   const int pooled_size = pooled_h_ * pooled_w_;
-  // Planes are independent: each thread writes only its own outputs.
-#pragma omp parallel for if (top[0]->count() >= kParallelElementThreshold) schedule(static)
+  // Planes are independent: each thread writes only its own outputs. Samples are drawn in order from the layer's
+  // one random stream, so that pass runs on one thread.
+#pragma omp parallel for if (top[0]->count() >= kParallelElementThreshold && !sampled) schedule(static)
   for (int plane = 0; plane < planes; ++plane) {
     const float* image = input + plane * plane_size;
     for (int ph = 0; ph < pooled_h_; ++ph) {
@@ -100,10 +163,13 @@ void PoolingLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vect
           // A window entirely in the padding or past the input: Caffe gives -FLT_MAX (MAX) or a division by
           // the padded area; 0, with no argmax, is a value later layers can use.
           output[index] = 0.f;
-          if (max) argmax[index] = -1.f;
+          if (argmax != nullptr) argmax[index] = -1.f;
           continue;
         }
-        if (max) {
+        if (stochastic) {
+          output[index] = sampled ? Sample(image, win, &argmax[index]) : ProbabilityWeighted(image, win);
+          if (!sampled) argmax[index] = -1.f;
+        } else if (max) {
           // Starting from the window's first value (not -inf) keeps the argmax inside the window even for NaNs.
           int best = win.h_start * width_ + win.w_start;
           for (int h = win.h_start; h < win.h_end; ++h)
@@ -129,7 +195,11 @@ void PoolingLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector
   float* input_diff = bottom[0]->mutable_cpu_diff();
   cpu_set(bottom[0]->count(), 0.f, input_diff);
   const bool max = method_ == PoolingParameter::MAX;
-  const float* argmax = !max ? nullptr : top.size() > 1 ? top[1]->cpu_data() : argmax_->cpu_data();
+  const bool stochastic = method_ == PoolingParameter::STOCHASTIC;
+  // MAX and STOCHASTIC in TRAIN send each output's gradient to its source; STOCHASTIC in TEST has a smooth
+  // output whose gradient goes to the whole window.
+  const bool routed = max || (stochastic && phase() == TRAIN);
+  const float* argmax = !routed ? nullptr : top.size() > 1 ? top[1]->cpu_data() : argmax_->cpu_data();
   const int planes = bottom[0]->count(0, 2);
   const int plane_size = height_ * width_;
   const int pooled_size = pooled_h_ * pooled_w_;
@@ -139,13 +209,17 @@ void PoolingLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector
     for (int ph = 0; ph < pooled_h_; ++ph) {
       for (int pw = 0; pw < pooled_w_; ++pw) {
         const int index = plane * pooled_size + ph * pooled_w_ + pw;
-        if (max) {
+        if (routed) {
           const int source = static_cast<int>(argmax[index]);
           if (source >= 0) image_diff[source] += top_diff[index];
           continue;
         }
         const Window win = WindowAt(ph, pw);
         if (win.h_start >= win.h_end || win.w_start >= win.w_end) continue;
+        if (stochastic) {
+          ProbabilityWeightedGradient(bottom[0]->cpu_data() + plane * plane_size, win, top_diff[index], image_diff);
+          continue;
+        }
         const float share = top_diff[index] / win.area;
         for (int h = win.h_start; h < win.h_end; ++h)
           for (int w = win.w_start; w < win.w_end; ++w) image_diff[h * width_ + w] += share;

@@ -2,7 +2,9 @@
 // input.
 //
 // pooling_param:
-//   pool                  MAX (default) or AVE; STOCHASTIC is not supported yet
+//   pool                  MAX (default), AVE, or STOCHASTIC (for non-negative inputs: in TRAIN a value drawn
+//                         from each window with probability proportional to it, from the layer's saved random
+//                         stream; in TEST the expectation sum(x^2) / sum(x); Caffe has it on the GPU only)
 //   kernel_size | kernel_h + kernel_w, stride | stride_h + stride_w, pad | pad_h + pad_w (pad < kernel)
 //   global_pooling        the kernel covers the whole plane (no pad, stride 1)
 //   round_mode            CEIL (default, Caffe's rule): out = ceil((in + 2 * pad - kernel) / stride) + 1,
@@ -42,12 +44,19 @@ class PoolingLayer : public Layer {
     int h_start, h_end, w_start, w_end, area;
   };
   Window WindowAt(int ph, int pw) const;
+  // STOCHASTIC: a value of the window drawn with probability proportional to it (its position in *source), the
+  // test-time expectation sum(x^2) / sum(x), and that expectation's gradient added to image_diff.
+  float Sample(const float* image, const Window& win, float* source);
+  float ProbabilityWeighted(const float* image, const Window& win) const;
+  void ProbabilityWeightedGradient(const float* image, const Window& win, float top_diff, float* image_diff) const;
 
   PoolingParameter::PoolMethod method_ = PoolingParameter::MAX;
   bool global_ = false;
   int kernel_h_ = 0, kernel_w_ = 0, stride_h_ = 1, stride_w_ = 1, pad_h_ = 0, pad_w_ = 0;
   int height_ = 0, width_ = 0, pooled_h_ = 0, pooled_w_ = 0;
-  Blob* argmax_ = nullptr;  // MAX without a mask top: where each maximum came from, for backward (internal)
+  // Where each output came from, for backward (internal): MAX without a mask top (the argmax), STOCHASTIC (the
+  // sampled position in TRAIN).
+  Blob* argmax_ = nullptr;
 };
 
 }  // namespace crema

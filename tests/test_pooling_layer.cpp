@@ -89,7 +89,7 @@ const Case kCases[] = {
     {"kernel_h: 3 kernel_w: 2 stride_h: 2 stride_w: 1 pad_h: 1 pad_w: 0", {2, 2, 6, 5}, {3, 2, 2, 1, 1, 0}},
     {"kernel_size: 2", {1, 3, 4, 5}, {2, 2, 1, 1, 0, 0}},
     {"kernel_size: 1 stride: 3", {1, 2, 5, 7}, {1, 1, 3, 3, 0, 0}},  // stride beyond the kernel: the last row
-                                                                       // of windows covers no input (Caffe's shape)
+                                                                     // of windows covers no input (Caffe's shape)
     {"global_pooling: true", {2, 3, 5, 4}, {5, 4, 1, 1, 0, 0}},
     {"kernel_size: 4 stride: 2", {1, 2, 3, 3}, {4, 4, 2, 2, 0, 0}},  // CEIL: one window, larger than the input
 };
@@ -116,9 +116,9 @@ TEST(PoolingLayerTest, ForwardMatchesNaivePooling) {
 
 TEST(PoolingLayerTest, CeilAndFloorSizes) {
   // {in, kernel, stride, pad, ceil size, floor size}
-  const int cases[][6] = {{6, 3, 2, 0, 3, 2},    {7, 3, 2, 0, 3, 3},  {6, 3, 2, 1, 4, 3}, {5, 2, 2, 1, 3, 3},
-                          {28, 2, 2, 0, 14, 14}, {13, 3, 2, 0, 6, 6}, {14, 3, 2, 0, 7, 6},
-                          {4, 1, 2, 0, 3, 2},    {5, 1, 3, 0, 3, 2}};  // Caffe keeps an empty last window
+  const int cases[][6] = {{6, 3, 2, 0, 3, 2},    {7, 3, 2, 0, 3, 3},  {6, 3, 2, 1, 4, 3},  {5, 2, 2, 1, 3, 3},
+                          {28, 2, 2, 0, 14, 14}, {13, 3, 2, 0, 6, 6}, {14, 3, 2, 0, 7, 6}, {4, 1, 2, 0, 3, 2},
+                          {5, 1, 3, 0, 3, 2}};  // Caffe keeps an empty last window
   for (const auto& c : cases) {
     for (bool ceil : {true, false}) {
       test::BlobList bottom, top;
@@ -239,6 +239,71 @@ TEST(PoolingLayerTest, ReshapeFollowsTheInput) {
     }
 }
 
+// STOCHASTIC in TRAIN: each output is one of its window's values, drawn with probability proportional to it,
+// and its gradient goes to the drawn position. Windows of (1, 3): 3 is drawn three times in four.
+TEST(PoolingLayerTest, StochasticTrainingDrawsInProportionAndRoutesTheGradient) {
+  test::BlobList bottom, top;
+  Blob* input = bottom.Add({1, 2, 50, 20});
+  for (int i = 0; i < input->count(); ++i) input->mutable_cpu_data()[i] = i % 2 == 0 ? 1.f : 3.f;
+  top.Add({});
+  LayerParameter param = test::ParseLayer(
+      "name: 'pool' type: 'Pooling' phase: TRAIN "
+      "pooling_param { pool: STOCHASTIC kernel_h: 1 kernel_w: 2 stride_h: 1 stride_w: 2 }");
+  PoolingLayer layer(param);
+  layer.SetUp(bottom.pointers, top.pointers);
+  layer.Forward(bottom.pointers, top.pointers);
+  ASSERT_EQ(top.pointers[0]->shape(), (std::vector<int>{1, 2, 50, 10}));
+  int threes = 0;
+  for (float v : test::DataOf(*top.pointers[0])) {
+    ASSERT_TRUE(v == 1.f || v == 3.f) << v;
+    threes += v == 3.f;
+  }
+  EXPECT_NEAR(threes / 1000.0, 0.75, 0.05);
+  top.pointers[0]->set_diff(1.f);
+  layer.Backward(top.pointers, {true}, bottom.pointers);
+  const std::vector<float> diff = test::DiffOf(*input);
+  for (int i = 0; i < input->count(); i += 2) {
+    // One of each pair got the gradient: the one whose value was drawn.
+    ASSERT_EQ(diff[i] + diff[i + 1], 1.f) << i;
+    ASSERT_EQ(diff[i + 1], top.pointers[0]->cpu_data()[i / 2] == 3.f ? 1.f : 0.f) << i;
+  }
+  // The draws come from the layer's random stream: the same seed draws the same outputs.
+  PoolingLayer again(param);
+  test::BlobList again_top;
+  again_top.Add({});
+  again.SetUp(bottom.pointers, again_top.pointers);
+  again.Forward(bottom.pointers, again_top.pointers);
+  EXPECT_EQ(test::DataOf(*again_top.pointers[0]), test::DataOf(*top.pointers[0]));
+}
+
+// STOCHASTIC in TEST: the expectation of the draw, sum(x^2) / sum(x) over each window, and its gradient.
+TEST(PoolingLayerTest, StochasticTestingGivesTheExpectation) {
+  test::BlobList bottom, top;
+  test::FillUniform(bottom.Add({2, 2, 5, 5}), 0.1f, 2.f, 3);
+  top.Add({});
+  PoolingLayer layer(test::ParseLayer(
+      "name: 'pool' type: 'Pooling' phase: TEST pooling_param { pool: STOCHASTIC kernel_size: 3 stride: 2 }"));
+  layer.SetUp(bottom.pointers, top.pointers);
+  layer.Forward(bottom.pointers, top.pointers);
+  ASSERT_EQ(top.pointers[0]->shape(), (std::vector<int>{2, 2, 2, 2}));
+  const float* x = bottom.pointers[0]->cpu_data();
+  for (int plane = 0; plane < 4; ++plane) {
+    for (int ph = 0; ph < 2; ++ph) {
+      for (int pw = 0; pw < 2; ++pw) {
+        double sum = 0, squares = 0;
+        for (int h = ph * 2; h < ph * 2 + 3; ++h)
+          for (int w = pw * 2; w < pw * 2 + 3; ++w) {
+            sum += x[plane * 25 + h * 5 + w];
+            squares += x[plane * 25 + h * 5 + w] * x[plane * 25 + h * 5 + w];
+          }
+        EXPECT_NEAR(top.pointers[0]->cpu_data()[plane * 4 + ph * 2 + pw], squares / sum, 1e-5);
+      }
+    }
+  }
+  test::GradientChecker checker(1e-3f, 1e-2f);
+  checker.CheckGradient(&layer, bottom.pointers, top.pointers);
+}
+
 // SetUp with `param` on a bottom of `shape` and `tops` tops must fail with a message naming the layer and
 // every one of `parts`.
 void ExpectSetUpError(const std::string& param, const std::vector<std::string>& parts,
@@ -255,7 +320,7 @@ void ExpectSetUpError(const std::string& param, const std::vector<std::string>& 
 }
 
 TEST(PoolingLayerTest, RejectsBadParameters) {
-  ExpectSetUpError("pool: STOCHASTIC kernel_size: 2", {"STOCHASTIC", "not supported"});
+  ExpectSetUpError("pool: STOCHASTIC kernel_size: 2", {"4-d"}, {2, 3, 6});
   ExpectSetUpError("stride: 2", {"kernel_size"});
   ExpectSetUpError("kernel_size: 0", {"kernel_size"});
   ExpectSetUpError("kernel_size: 2 kernel_h: 2 kernel_w: 2", {"kernel_h/kernel_w"});
