@@ -9,6 +9,7 @@
 #include "layers/dropout.hpp"
 #include "layers/dummy_data.hpp"
 #include "layers/embed.hpp"
+#include "layers/im2col.hpp"
 #include "layers/flatten.hpp"
 #include "layers/inner_product.hpp"
 #include "layers/input.hpp"
@@ -35,6 +36,7 @@ void RegisterBuiltinLayers(LayerRegistry* registry) {
   registry->Add<ReferenceConvolutionLayer>("Convolution", {"reference"});
   registry->Add<DeconvolutionLayer>("Deconvolution", {"im2col"});
   registry->Add<PoolingLayer>("Pooling", {"native"});
+  registry->Add<Im2colLayer>("Im2col", {"native"});
   // Common
   registry->Add<InnerProductLayer>("InnerProduct", {"native"});
   registry->Add<DropoutLayer>("Dropout", {"native", kCpuAndGpu});

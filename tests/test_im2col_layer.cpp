@@ -1,0 +1,82 @@
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "layers/im2col.hpp"
+#include "test_util.hpp"
+
+namespace crema {
+namespace {
+
+struct Fixture {
+  test::BlobList bottom, top;
+  std::unique_ptr<Im2colLayer> layer;
+  Fixture(const std::string& param, const std::vector<int>& shape) {
+    test::FillGaussian(bottom.Add(shape), 0.f, 1.f, 21);
+    top.Add({});
+    layer = std::make_unique<Im2colLayer>(
+        test::ParseLayer("name: 'cols' type: 'Im2col' convolution_param { " + param + " }"));
+    layer->SetUp(bottom.pointers, top.pointers);
+  }
+};
+
+// Row (c, kh, kw), column (oh, ow) holds input (c, oh * stride - pad + kh * dilation, ...), or 0 outside.
+TEST(Im2colLayerTest, ColumnsHoldWhatEachTapSees) {
+  const int stride = 2, pad = 1, dilation = 2, kernel = 2;
+  Fixture fixture("kernel_size: 2 stride: 2 pad: 1 dilation: 2", {2, 3, 5, 6});
+  fixture.layer->Forward(fixture.bottom.pointers, fixture.top.pointers);
+  const int out_h = (5 + 2 - 3) / 2 + 1, out_w = (6 + 2 - 3) / 2 + 1;
+  ASSERT_EQ(fixture.top.pointers[0]->shape(), (std::vector<int>{2, 12, out_h, out_w}));
+  const float* x = fixture.bottom.pointers[0]->cpu_data();
+  const float* y = fixture.top.pointers[0]->cpu_data();
+  for (int n = 0; n < 2; ++n)
+    for (int c = 0; c < 3; ++c)
+      for (int kh = 0; kh < kernel; ++kh)
+        for (int kw = 0; kw < kernel; ++kw)
+          for (int oh = 0; oh < out_h; ++oh)
+            for (int ow = 0; ow < out_w; ++ow) {
+              const int h = oh * stride - pad + kh * dilation, w = ow * stride - pad + kw * dilation;
+              const float expected = h >= 0 && h < 5 && w >= 0 && w < 6 ? x[((n * 3 + c) * 5 + h) * 6 + w] : 0.f;
+              const int row = (c * kernel + kh) * kernel + kw;
+              ASSERT_EQ(y[((n * 12 + row) * out_h + oh) * out_w + ow], expected);
+            }
+}
+
+// The N-d unrolling gives the same columns as the 2-d one, and a 1-d input works.
+TEST(Im2colLayerTest, NdUnrollingAgreesAndOneSpatialAxisWorks) {
+  Fixture plain("kernel_h: 3 kernel_w: 2 stride_h: 1 stride_w: 2 pad_h: 1", {1, 2, 4, 5});
+  Fixture nd("kernel_size: 3 kernel_size: 2 stride: 1 stride: 2 pad: 1 pad: 0 force_nd_im2col: true", {1, 2, 4, 5});
+  plain.layer->Forward(plain.bottom.pointers, plain.top.pointers);
+  nd.layer->Forward(nd.bottom.pointers, nd.top.pointers);
+  EXPECT_EQ(plain.top.pointers[0]->shape(), nd.top.pointers[0]->shape());
+  EXPECT_EQ(test::DataOf(*plain.top.pointers[0]), test::DataOf(*nd.top.pointers[0]));
+  Fixture line("kernel_size: 3 stride: 2", {2, 2, 7});
+  EXPECT_EQ(line.top.pointers[0]->shape(), (std::vector<int>{2, 6, 3}));
+}
+
+TEST(Im2colLayerTest, Gradients) {
+  for (const char* param : {"kernel_size: 3 stride: 2 pad: 1", "kernel_size: 2 dilation: 2 force_nd_im2col: true",
+                            "kernel_size: 2 kernel_size: 2 kernel_size: 1 stride: 1"}) {
+    SCOPED_TRACE(param);
+    Fixture fixture(param, std::string(param).find("kernel_size: 1") != std::string::npos
+                               ? std::vector<int>{1, 2, 3, 3, 2}
+                               : std::vector<int>{2, 2, 5, 4});
+    test::GradientChecker checker(1e-2f, 1e-3f);
+    checker.CheckGradient(fixture.layer.get(), fixture.bottom.pointers, fixture.top.pointers);
+  }
+}
+
+TEST(Im2colLayerTest, BadParametersAreNamed) {
+  test::BlobList bottom, top;
+  bottom.Add({1, 2, 4, 4});
+  top.Add({});
+  Im2colLayer no_kernel(test::ParseLayer("name: 'cols' type: 'Im2col' convolution_param { stride: 2 }"));
+  test::ExpectErrorContaining([&] { no_kernel.SetUp(bottom.pointers, top.pointers); },
+                              {"layer 'cols' (Im2col)", "kernel_size"});
+  Im2colLayer too_big(test::ParseLayer("name: 'cols' type: 'Im2col' convolution_param { kernel_size: 5 }"));
+  test::ExpectErrorContaining([&] { too_big.SetUp(bottom.pointers, top.pointers); },
+                              {"layer 'cols' (Im2col)", "kernel_size 5", "1 2 4 4 (32)"});
+}
+
+}  // namespace
+}  // namespace crema
