@@ -1,5 +1,7 @@
 #include "layers/layer.hpp"
 
+#include <cmath>
+
 #include "core/math_functions.hpp"
 
 namespace crema {
@@ -92,10 +94,11 @@ void Layer::CheckLabelCount(const Blob& labels, const Blob& scores, const ClassA
 }
 
 int Layer::CheckedLabel(float label, int index, const Blob& labels, int classes, bool ignorable) const {
-  // Written so that a NaN label fails too.
-  CREMA_CHECK(label >= 0.f && label < static_cast<float>(classes))
+  // Written so that a NaN label fails too. Caffe truncates a fractional label; here it is an error, since a
+  // label of 1.5 is a mistake in the data, not a class.
+  CREMA_CHECK(label >= 0.f && label < static_cast<float>(classes) && std::floor(label) == label)
       << describe() << ": label " << label << " at index " << index << " of the labels (shape "
-      << labels.shape_string() << ") is outside [0, " << classes << ")"
+      << labels.shape_string() << ") is not an integer class in [0, " << classes << ")"
       << (ignorable ? " and is not the ignore_label" : "");
   return static_cast<int>(label);
 }

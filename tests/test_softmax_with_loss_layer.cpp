@@ -180,6 +180,12 @@ TEST_F(SoftmaxWithLossLayerTest, RejectsLabelOutsideClasses) {
   labels()->mutable_cpu_data()[3] = -1.f;
   message = test::ErrorMessage([&] { layer.Forward(bottom.pointers, top.pointers); });
   EXPECT_NE(message.find("label -1"), std::string::npos) << message;
+
+  // A fractional label is no class (Caffe would truncate it to 1).
+  labels()->mutable_cpu_data()[3] = 1.5f;
+  message = test::ErrorMessage([&] { layer.Forward(bottom.pointers, top.pointers); });
+  EXPECT_NE(message.find("label 1.5"), std::string::npos) << message;
+  EXPECT_NE(message.find("not an integer class"), std::string::npos) << message;
 }
 
 TEST_F(SoftmaxWithLossLayerTest, RejectsLabelCountMismatch) {
