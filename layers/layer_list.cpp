@@ -5,13 +5,17 @@
 #include "layers/convolution.hpp"
 #include "layers/data.hpp"
 #include "layers/dropout.hpp"
+#include "layers/euclidean_loss.hpp"
 #include "layers/flatten.hpp"
+#include "layers/hinge_loss.hpp"
 #include "layers/inner_product.hpp"
 #include "layers/input.hpp"
 #include "layers/layer_registry.hpp"
+#include "layers/multinomial_logistic_loss.hpp"
 #include "layers/pooling.hpp"
 #include "layers/reference_convolution.hpp"
 #include "layers/relu.hpp"
+#include "layers/sigmoid_cross_entropy_loss.hpp"
 #include "layers/softmax.hpp"
 #include "layers/softmax_with_loss.hpp"
 #include "layers/split.hpp"
@@ -37,6 +41,11 @@ void RegisterBuiltinLayers(LayerRegistry* registry) {
   // Losses and metrics
   registry->Add<SoftmaxWithLossLayer>("SoftmaxWithLoss", {"native"});
   registry->Add<AccuracyLayer>("Accuracy", {"native"});
+  // More losses (CPU only): regression, binary and one-versus-all classification, given probabilities
+  registry->Add<EuclideanLossLayer>("EuclideanLoss", {"native"});
+  registry->Add<SigmoidCrossEntropyLossLayer>("SigmoidCrossEntropyLoss", {"native"});
+  registry->Add<HingeLossLayer>("HingeLoss", {"native"});
+  registry->Add<MultinomialLogisticLossLayer>("MultinomialLogisticLoss", {"native"});
 }
 
 }  // namespace crema
