@@ -2,12 +2,14 @@
 // adding an engine: one more line under its type, in the order engines are tried (most specialised first,
 // the reference last). See layers/layer_registry.hpp for how the engine of a layer is chosen.
 #include "layers/accuracy.hpp"
+#include "layers/contrastive_loss.hpp"
 #include "layers/convolution.hpp"
 #include "layers/data.hpp"
 #include "layers/dropout.hpp"
 #include "layers/euclidean_loss.hpp"
 #include "layers/flatten.hpp"
 #include "layers/hinge_loss.hpp"
+#include "layers/infogain_loss.hpp"
 #include "layers/inner_product.hpp"
 #include "layers/input.hpp"
 #include "layers/layer_registry.hpp"
@@ -41,11 +43,14 @@ void RegisterBuiltinLayers(LayerRegistry* registry) {
   // Losses and metrics
   registry->Add<SoftmaxWithLossLayer>("SoftmaxWithLoss", {"native"});
   registry->Add<AccuracyLayer>("Accuracy", {"native"});
-  // More losses (CPU only): regression, binary and one-versus-all classification, given probabilities
+  // More losses (CPU only): regression, binary and one-versus-all classification, given probabilities, weighted
+  // by an infogain matrix, siamese pairs
   registry->Add<EuclideanLossLayer>("EuclideanLoss", {"native"});
   registry->Add<SigmoidCrossEntropyLossLayer>("SigmoidCrossEntropyLoss", {"native"});
   registry->Add<HingeLossLayer>("HingeLoss", {"native"});
   registry->Add<MultinomialLogisticLossLayer>("MultinomialLogisticLoss", {"native"});
+  registry->Add<InfogainLossLayer>("InfogainLoss", {"native"});
+  registry->Add<ContrastiveLossLayer>("ContrastiveLoss", {"native"});
 }
 
 }  // namespace crema
