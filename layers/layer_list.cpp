@@ -3,23 +3,29 @@
 // the reference last). See layers/layer_registry.hpp for how the engine of a layer is chosen.
 #include "layers/accuracy.hpp"
 #include "layers/batch_reindex.hpp"
+#include "layers/contrastive_loss.hpp"
 #include "layers/convolution.hpp"
 #include "layers/data.hpp"
 #include "layers/deconvolution.hpp"
 #include "layers/dropout.hpp"
 #include "layers/dummy_data.hpp"
 #include "layers/embed.hpp"
-#include "layers/im2col.hpp"
+#include "layers/euclidean_loss.hpp"
 #include "layers/flatten.hpp"
+#include "layers/hinge_loss.hpp"
+#include "layers/im2col.hpp"
+#include "layers/infogain_loss.hpp"
 #include "layers/inner_product.hpp"
 #include "layers/input.hpp"
 #include "layers/layer_registry.hpp"
+#include "layers/multinomial_logistic_loss.hpp"
 #include "layers/mvn.hpp"
 #include "layers/parameter.hpp"
 #include "layers/pooling.hpp"
 #include "layers/python.hpp"
 #include "layers/reference_convolution.hpp"
 #include "layers/relu.hpp"
+#include "layers/sigmoid_cross_entropy_loss.hpp"
 #include "layers/softmax.hpp"
 #include "layers/softmax_with_loss.hpp"
 #include "layers/split.hpp"
@@ -54,6 +60,14 @@ void RegisterBuiltinLayers(LayerRegistry* registry) {
   registry->Add<AccuracyLayer>("Accuracy", {"native"});
   // Layers written in Python: known, but they need the Python bindings (a later step).
   registry->Add<PythonLayer>("Python", {"native", kCpuAndGpu});
+  // More losses (CPU only): regression, binary and one-versus-all classification, given probabilities, weighted
+  // by an infogain matrix, siamese pairs
+  registry->Add<EuclideanLossLayer>("EuclideanLoss", {"native"});
+  registry->Add<SigmoidCrossEntropyLossLayer>("SigmoidCrossEntropyLoss", {"native"});
+  registry->Add<HingeLossLayer>("HingeLoss", {"native"});
+  registry->Add<MultinomialLogisticLossLayer>("MultinomialLogisticLoss", {"native"});
+  registry->Add<InfogainLossLayer>("InfogainLoss", {"native"});
+  registry->Add<ContrastiveLossLayer>("ContrastiveLoss", {"native"});
 }
 
 }  // namespace crema

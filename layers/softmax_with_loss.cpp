@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/math_functions.hpp"
+#include "layers/loss_normalization.hpp"
 
 namespace crema {
 
@@ -20,13 +21,7 @@ void SoftmaxWithLossLayer::LayerSetUp(const std::vector<Blob*>& bottom, const st
   const LossParameter& loss_param = param_.loss_param();
   has_ignore_label_ = loss_param.has_ignore_label();
   ignore_label_ = loss_param.ignore_label();
-  if (loss_param.has_normalization()) {
-    normalization_ = loss_param.normalization();
-  } else if (loss_param.has_normalize()) {
-    normalization_ = loss_param.normalize() ? LossParameter::VALID : LossParameter::BATCH_SIZE;
-  } else {
-    normalization_ = LossParameter::VALID;
-  }
+  normalization_ = ChosenNormalization(loss_param, LossParameter::VALID);
   // The loss is the objective by default; the probabilities are an output, not a loss.
   if (param_.loss_weight_size() == 0) set_loss(0, 1.f);
 }
@@ -39,23 +34,7 @@ void SoftmaxWithLossLayer::Reshape(const std::vector<Blob*>& bottom, const std::
 }
 
 float SoftmaxWithLossLayer::normalizer(int valid_count) const {
-  float value = 1.f;
-  switch (normalization_) {
-    case LossParameter::FULL:
-      value = static_cast<float>(split_.outer * split_.inner);
-      break;
-    case LossParameter::VALID:
-      value = static_cast<float>(valid_count);
-      break;
-    case LossParameter::BATCH_SIZE:
-      value = static_cast<float>(split_.outer);
-      break;
-    case LossParameter::NONE:
-      value = 1.f;
-      break;
-  }
-  // An all-ignored batch must give a zero loss, not a division by zero.
-  return std::max(value, 1.f);
+  return LossNormalizer(normalization_, split_.outer, split_.inner, valid_count);
 }
 
 void SoftmaxWithLossLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {

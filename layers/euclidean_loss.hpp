@@ -1,0 +1,40 @@
+// The Euclidean (sum of squares) loss between two blobs of one size: loss = 1/(2N) * sum_n ||a_n - b_n||^2,
+// N the size of the first axis (the batch).
+//
+// Bottoms: a and b (the same first axis and the same count per item; the shapes may otherwise differ, as in
+// Caffe). Top: the loss (a scalar, loss weight 1 unless set). No parameters beyond loss_weight.
+//
+// Both bottoms are differentiable: dloss/da = (a - b) / N and dloss/db = -(a - b) / N (times the top's
+// gradient), so either may be a prediction and the other a target. The difference a - b is kept from forward
+// to backward in an internal blob (`<layer>.difference`). Same as Caffe.
+#pragma once
+
+#include <vector>
+
+#include "layers/layer.hpp"
+
+namespace crema {
+
+class EuclideanLossLayer : public Layer {
+ public:
+  using Layer::Layer;
+  const char* type() const override { return "EuclideanLoss"; }
+  int ExactNumBottomBlobs() const override { return 2; }
+  int ExactNumTopBlobs() const override { return 1; }
+  bool AutoTopBlobs() const override { return true; }
+  // Either bottom may receive a gradient.
+  bool AllowForceBackward(int) const override { return true; }
+
+  void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+
+ protected:
+  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+
+ private:
+  Blob* difference_ = nullptr;
+};
+
+}  // namespace crema

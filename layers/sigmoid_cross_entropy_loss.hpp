@@ -1,0 +1,55 @@
+// The cross-entropy between sigmoid(scores) and targets in [0, 1], fused with the sigmoid so that both the loss
+// and the gradient are stable for scores of any size.
+//
+// Bottoms: scores x and targets t (the same count; any shapes). Top: the loss (a scalar, loss weight 1 unless
+// set).
+//
+// Per element, -(t log sigmoid(x) + (1 - t) log(1 - sigmoid(x))), computed as max(x, 0) - x t + log(1 +
+// exp(-|x|)), summed over the elements whose target is not loss_param.ignore_label and divided by the
+// normalizer of loss_param.normalization: FULL = count, VALID = the non-ignored elements, BATCH_SIZE = the
+// first axis, NONE = 1 (at least 1). As in Caffe, when neither normalization nor the deprecated normalize is
+// set, the layer divides by the batch size (BATCH_SIZE), not VALID; normalize: true means VALID, false
+// BATCH_SIZE. Gradient: (sigmoid(x) - t) / normalizer, 0 where ignored; none to the targets.
+//
+// Params: loss_param (ignore_label, normalization, normalize).
+//
+// Differences from Caffe: a target outside [0, 1] (or NaN) that is not the ignore_label is an error naming
+// the value and its index (Caffe computes a meaningless loss); the ignore_label matches a target equal to it
+// as a float (Caffe truncates the target to an integer first, so a soft target 0.5 would match ignore_label 0).
+#pragma once
+
+#include <vector>
+
+#include "layers/layer.hpp"
+
+namespace crema {
+
+class SigmoidCrossEntropyLossLayer : public Layer {
+ public:
+  using Layer::Layer;
+  const char* type() const override { return "SigmoidCrossEntropyLoss"; }
+  int ExactNumBottomBlobs() const override { return 2; }
+  int ExactNumTopBlobs() const override { return 1; }
+  bool AutoTopBlobs() const override { return true; }
+  bool AllowForceBackward(int bottom_index) const override { return bottom_index != 1; }
+
+  void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+
+ protected:
+  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+
+ private:
+  bool ignored(float target) const { return has_ignore_label_ && target == static_cast<float>(ignore_label_); }
+  float normalizer(const Blob& scores, int valid) const;
+
+  LossParameter::NormalizationMode normalization_ = LossParameter::BATCH_SIZE;
+  bool has_ignore_label_ = false;
+  int ignore_label_ = 0;
+  // Non-ignored elements in the last forward pass, for the backward pass's normalizer.
+  int valid_count_ = 0;
+};
+
+}  // namespace crema
