@@ -22,9 +22,7 @@ struct AbsValBackward {
   const float* x;
   const float* dy;
   float* dx;
-  CREMA_HOST_DEVICE void operator()(int i) const {
-    dx[i] = x[i] > 0.f ? dy[i] : (x[i] < 0.f ? -dy[i] : 0.f);
-  }
+  CREMA_HOST_DEVICE void operator()(int i) const { dx[i] = x[i] > 0.f ? dy[i] : (x[i] < 0.f ? -dy[i] : 0.f); }
 };
 
 class AbsValLayer : public NeuronLayer {

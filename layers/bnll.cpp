@@ -9,7 +9,8 @@ void BNLLLayer::ForwardElements(const Blob& bottom, Blob* top) {
 
 void BNLLLayer::BackwardElements(const Blob& top, Blob* bottom) {
   const Device d = device();
-  for_each_element(context(), bottom->count(), BNLLBackward{top.data_on(d), top.diff_on(d), bottom->mutable_diff_on(d)});
+  for_each_element(context(), bottom->count(),
+                   BNLLBackward{top.data_on(d), top.diff_on(d), bottom->mutable_diff_on(d)});
 }
 
 }  // namespace crema

@@ -33,7 +33,8 @@ void DropoutLayer::ForwardElements(const Blob& bottom, Blob* top) {
   const float keep = 1.f - ratio_;
   float* mask = mask_->mutable_cpu_data();
   for (int i = 0; i < count; ++i) mask[i] = random->Bernoulli(keep) ? 1.f : 0.f;
-  for_each_element(context(), count, DropoutApply{bottom.data_on(d), mask_->data_on(d), top->mutable_data_on(d), scale_});
+  for_each_element(context(), count,
+                   DropoutApply{bottom.data_on(d), mask_->data_on(d), top->mutable_data_on(d), scale_});
 }
 
 void DropoutLayer::BackwardElements(const Blob& top, Blob* bottom) {
@@ -44,7 +45,8 @@ void DropoutLayer::BackwardElements(const Blob& top, Blob* bottom) {
     if (test_scale_ != 1.f) scale(context(), count, test_scale_, bottom->mutable_diff_on(d));
     return;
   }
-  for_each_element(context(), count, DropoutApply{top.diff_on(d), mask_->data_on(d), bottom->mutable_diff_on(d), scale_});
+  for_each_element(context(), count,
+                   DropoutApply{top.diff_on(d), mask_->data_on(d), bottom->mutable_diff_on(d), scale_});
 }
 
 }  // namespace crema

@@ -29,9 +29,9 @@ void LogLayer::BackwardElements(const Blob& top, Blob* bottom) {
   const Device d = device();
   const LogParameter& p = param_.log_param();
   const Blob& input = input_copy_ != nullptr ? *input_copy_ : *bottom;
-  for_each_element(context(), bottom->count(),
-                   LogBackward{input.data_on(d), top.diff_on(d), bottom->mutable_diff_on(d), p.scale(), p.shift(),
-                               inv_log_base_});
+  for_each_element(
+      context(), bottom->count(),
+      LogBackward{input.data_on(d), top.diff_on(d), bottom->mutable_diff_on(d), p.scale(), p.shift(), inv_log_base_});
 }
 
 }  // namespace crema

@@ -28,9 +28,7 @@ struct LogBackward {
   const float* dy;
   float* dx;
   float scale, shift, inv_log_base;
-  CREMA_HOST_DEVICE void operator()(int i) const {
-    dx[i] = dy[i] * scale * inv_log_base / (shift + scale * x[i]);
-  }
+  CREMA_HOST_DEVICE void operator()(int i) const { dx[i] = dy[i] * scale * inv_log_base / (shift + scale * x[i]); }
 };
 
 class LogLayer : public NeuronLayer {

@@ -6,12 +6,12 @@ namespace crema {
 
 void PowerLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const PowerParameter& param = param_.power_param();
-  CREMA_CHECK(std::isfinite(param.power())) << describe() << ": power_param.power is " << param.power()
-                                            << ", but must be finite";
-  CREMA_CHECK(std::isfinite(param.scale())) << describe() << ": power_param.scale is " << param.scale()
-                                            << ", but must be finite";
-  CREMA_CHECK(std::isfinite(param.shift())) << describe() << ": power_param.shift is " << param.shift()
-                                            << ", but must be finite";
+  CREMA_CHECK(std::isfinite(param.power()))
+      << describe() << ": power_param.power is " << param.power() << ", but must be finite";
+  CREMA_CHECK(std::isfinite(param.scale()))
+      << describe() << ": power_param.scale is " << param.scale() << ", but must be finite";
+  CREMA_CHECK(std::isfinite(param.shift()))
+      << describe() << ": power_param.shift is " << param.shift() << ", but must be finite";
   if (bottom[0] == top[0] && input_copy_ == nullptr) input_copy_ = AddInternalBlob("input");
 }
 
@@ -32,9 +32,9 @@ void PowerLayer::BackwardElements(const Blob& top, Blob* bottom) {
   const Device d = device();
   const PowerParameter& p = param_.power_param();
   const Blob& input = input_copy_ != nullptr ? *input_copy_ : *bottom;
-  for_each_element(context(), bottom->count(),
-                   PowerBackward{input.data_on(d), top.diff_on(d), bottom->mutable_diff_on(d), p.power(), p.scale(),
-                                 p.shift()});
+  for_each_element(
+      context(), bottom->count(),
+      PowerBackward{input.data_on(d), top.diff_on(d), bottom->mutable_diff_on(d), p.power(), p.scale(), p.shift()});
 }
 
 }  // namespace crema

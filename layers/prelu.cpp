@@ -17,9 +17,9 @@ void PReLULayer::CheckShape(const Blob& bottom) const {
 void PReLULayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const PReLUParameter& param = param_.prelu_param();
   channel_shared_ = param.channel_shared();
-  CREMA_CHECK(bottom[0]->num_axes() >= 2) << describe()
-                                          << ": the bottom must have at least 2 axes (channels on axis 1), but has "
-                                          << "shape " << bottom[0]->shape_string();
+  CREMA_CHECK(bottom[0]->num_axes() >= 2)
+      << describe() << ": the bottom must have at least 2 axes (channels on axis 1), but has "
+      << "shape " << bottom[0]->shape_string();
   channels_ = bottom[0]->shape(1);
   const std::vector<int> slope_shape{channel_shared_ ? 1 : channels_};
   if (!blobs_.empty()) {

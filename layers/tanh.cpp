@@ -9,7 +9,8 @@ void TanHLayer::ForwardElements(const Blob& bottom, Blob* top) {
 
 void TanHLayer::BackwardElements(const Blob& top, Blob* bottom) {
   const Device d = device();
-  for_each_element(context(), bottom->count(), TanHBackward{top.data_on(d), top.diff_on(d), bottom->mutable_diff_on(d)});
+  for_each_element(context(), bottom->count(),
+                   TanHBackward{top.data_on(d), top.diff_on(d), bottom->mutable_diff_on(d)});
 }
 
 }  // namespace crema

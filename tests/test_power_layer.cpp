@@ -121,8 +121,7 @@ TEST(PowerLayerTest, RejectsNonFiniteParameters) {
     test::BlobList bottom, top;
     bottom.Add({4});
     top.Add({});
-    PowerLayer layer(
-        test::ParseLayer(std::string("name: 'odd' type: 'Power' power_param { ") + field + ": nan }"));
+    PowerLayer layer(test::ParseLayer(std::string("name: 'odd' type: 'Power' power_param { ") + field + ": nan }"));
     test::ExpectErrorContaining([&] { layer.SetUp(bottom.pointers, top.pointers); },
                                 {"'odd'", std::string("power_param.") + field});
   }

@@ -148,7 +148,8 @@ TEST(PReLULayerTest, RejectsAChangeOfChannels) {
   PReLULayer layer(test::ParseLayer("name: 'odd' type: 'PReLU'"));
   layer.SetUp(bottom.pointers, top.pointers);
   bottom.pointers[0]->Reshape({2, 5, 4});
-  test::ExpectErrorContaining([&] { layer.Reshape(bottom.pointers, top.pointers); }, {"'odd'", "5 channels", "3 slopes"});
+  test::ExpectErrorContaining([&] { layer.Reshape(bottom.pointers, top.pointers); },
+                              {"'odd'", "5 channels", "3 slopes"});
 }
 
 TEST(PReLULayerTest, StoredSlopesMustMatchTheChannels) {
