@@ -9,7 +9,9 @@ void DropoutLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vecto
   // Written so that NaN fails too; a ratio of 1 would drop everything and divide by zero.
   CREMA_CHECK(ratio_ >= 0.f && ratio_ < 1.f)
       << describe() << ": dropout_param.dropout_ratio is " << ratio_ << ", but must lie in [0, 1)";
-  scale_ = 1.f / (1.f - ratio_);
+  const bool scale_train = param_.dropout_param().scale_train();
+  scale_ = scale_train ? 1.f / (1.f - ratio_) : 1.f;
+  test_scale_ = scale_train ? 1.f : 1.f - ratio_;
   if (phase() == TRAIN && mask_ == nullptr) mask_ = AddInternalBlob("mask");
 }
 
@@ -23,6 +25,7 @@ void DropoutLayer::ForwardElements(const Blob& bottom, Blob* top) {
   const int count = bottom.count();
   if (phase() != TRAIN) {
     copy(context(), count, bottom.data_on(d), top->mutable_data_on(d));
+    if (test_scale_ != 1.f) scale(context(), count, test_scale_, top->mutable_data_on(d));
     return;
   }
   // Drawn serially on the host: the order of draws is what makes the mask reproducible.
@@ -30,7 +33,8 @@ void DropoutLayer::ForwardElements(const Blob& bottom, Blob* top) {
   const float keep = 1.f - ratio_;
   float* mask = mask_->mutable_cpu_data();
   for (int i = 0; i < count; ++i) mask[i] = random->Bernoulli(keep) ? 1.f : 0.f;
-  for_each_element(context(), count, DropoutApply{bottom.data_on(d), mask_->data_on(d), top->mutable_data_on(d), scale_});
+  for_each_element(context(), count,
+                   DropoutApply{bottom.data_on(d), mask_->data_on(d), top->mutable_data_on(d), scale_});
 }
 
 void DropoutLayer::BackwardElements(const Blob& top, Blob* bottom) {
@@ -38,9 +42,11 @@ void DropoutLayer::BackwardElements(const Blob& top, Blob* bottom) {
   const int count = bottom->count();
   if (phase() != TRAIN) {
     copy(context(), count, top.diff_on(d), bottom->mutable_diff_on(d));
+    if (test_scale_ != 1.f) scale(context(), count, test_scale_, bottom->mutable_diff_on(d));
     return;
   }
-  for_each_element(context(), count, DropoutApply{top.diff_on(d), mask_->data_on(d), bottom->mutable_diff_on(d), scale_});
+  for_each_element(context(), count,
+                   DropoutApply{top.diff_on(d), mask_->data_on(d), bottom->mutable_diff_on(d), scale_});
 }
 
 }  // namespace crema

@@ -1,5 +1,7 @@
 // Dropout: in the TRAIN phase each unit is kept with probability 1 - dropout_ratio and scaled by
-// 1 / (1 - dropout_ratio), so the expected output equals the input and the TEST phase is the identity.
+// 1 / (1 - dropout_ratio), so the expected output equals the input and the TEST phase is the identity. With
+// scale_train false the scaling moves to the TEST phase: TRAIN multiplies by the mask only and TEST multiplies
+// every unit by 1 - dropout_ratio (the same expected output).
 // One bottom, one top of the same shape; may run in place. Runs on the CPU and the GPU from the same rule
 // (dropout.cu compiles its kernel).
 //
@@ -7,7 +9,8 @@
 // reproducible from the stream's state (a resumed run redraws the masks of the uninterrupted one) and the same
 // on either device. It is an internal blob ("<layer>.mask", 1 = kept), kept from forward to backward.
 //
-// Params (dropout_param): dropout_ratio in [0, 1) (default 0.5). The phase is the layer's `phase`.
+// Params (dropout_param): dropout_ratio in [0, 1) (default 0.5), scale_train (default true). The phase is the
+// layer's `phase`.
 #pragma once
 
 #include <vector>
@@ -43,7 +46,8 @@ class DropoutLayer : public NeuronLayer {
 
  private:
   float ratio_ = 0.5f;
-  float scale_ = 2.f;
+  float scale_ = 2.f;       // the TRAIN phase's factor on kept units
+  float test_scale_ = 1.f;  // the TEST phase's factor on every unit
   Blob* mask_ = nullptr;
 };
 

@@ -1,16 +1,21 @@
 // The one list of built-in layers and their engines. Adding a layer: include its header and add one line here;
 // adding an engine: one more line under its type, in the order engines are tried (most specialised first,
 // the reference last). See layers/layer_registry.hpp for how the engine of a layer is chosen.
+#include "layers/abs_val.hpp"
 #include "layers/accuracy.hpp"
 #include "layers/batch_reindex.hpp"
+#include "layers/bnll.hpp"
+#include "layers/clip.hpp"
 #include "layers/contrastive_loss.hpp"
 #include "layers/convolution.hpp"
 #include "layers/data.hpp"
 #include "layers/deconvolution.hpp"
 #include "layers/dropout.hpp"
 #include "layers/dummy_data.hpp"
+#include "layers/elu.hpp"
 #include "layers/embed.hpp"
 #include "layers/euclidean_loss.hpp"
+#include "layers/exp.hpp"
 #include "layers/flatten.hpp"
 #include "layers/hinge_loss.hpp"
 #include "layers/im2col.hpp"
@@ -18,17 +23,24 @@
 #include "layers/inner_product.hpp"
 #include "layers/input.hpp"
 #include "layers/layer_registry.hpp"
+#include "layers/log.hpp"
 #include "layers/multinomial_logistic_loss.hpp"
 #include "layers/mvn.hpp"
 #include "layers/parameter.hpp"
 #include "layers/pooling.hpp"
+#include "layers/power.hpp"
+#include "layers/prelu.hpp"
 #include "layers/python.hpp"
 #include "layers/reference_convolution.hpp"
 #include "layers/relu.hpp"
+#include "layers/sigmoid.hpp"
 #include "layers/sigmoid_cross_entropy_loss.hpp"
 #include "layers/softmax.hpp"
 #include "layers/softmax_with_loss.hpp"
 #include "layers/split.hpp"
+#include "layers/swish.hpp"
+#include "layers/tanh.hpp"
+#include "layers/threshold.hpp"
 
 namespace crema {
 
@@ -55,6 +67,19 @@ void RegisterBuiltinLayers(LayerRegistry* registry) {
   // Activations and normalisation
   registry->Add<ReLULayer>("ReLU", {"native", kCpuAndGpu});
   registry->Add<SoftmaxLayer>("Softmax", {"native"});
+  // Neuron (per-element) layers: rules written once for both devices (PReLU's slope gradient is a host reduction)
+  registry->Add<ELULayer>("ELU", {"native", kCpuAndGpu});
+  registry->Add<SigmoidLayer>("Sigmoid", {"native", kCpuAndGpu});
+  registry->Add<TanHLayer>("TanH", {"native", kCpuAndGpu});
+  registry->Add<AbsValLayer>("AbsVal", {"native", kCpuAndGpu});
+  registry->Add<BNLLLayer>("BNLL", {"native", kCpuAndGpu});
+  registry->Add<PowerLayer>("Power", {"native", kCpuAndGpu});
+  registry->Add<ExpLayer>("Exp", {"native", kCpuAndGpu});
+  registry->Add<LogLayer>("Log", {"native", kCpuAndGpu});
+  registry->Add<ThresholdLayer>("Threshold", {"native", kCpuAndGpu});
+  registry->Add<ClipLayer>("Clip", {"native", kCpuAndGpu});
+  registry->Add<SwishLayer>("Swish", {"native", kCpuAndGpu});
+  registry->Add<PReLULayer>("PReLU", {"native", kCpuOnly});
   // Losses and metrics
   registry->Add<SoftmaxWithLossLayer>("SoftmaxWithLoss", {"native"});
   registry->Add<AccuracyLayer>("Accuracy", {"native"});

@@ -172,6 +172,65 @@ TEST(DropoutLayerTest, MasksAreReproducibleFromTheRandomStream) {
   EXPECT_EQ(test::DataOf(resumed.mask()), mask2);
 }
 
+// scale_train: false moves the scaling to the TEST phase: TRAIN keeps the mask's units unscaled, TEST multiplies
+// every unit (and its gradient) by 1 - ratio.
+TEST(DropoutLayerTest, WithoutScaleTrainTrainAppliesTheMaskOnly) {
+  test::BlobList bottom, top;
+  test::FillGaussian(bottom.Add({4, 5, 6}));
+  top.Add({});
+  DropoutLayer layer(test::ParseLayer(
+      "name: 'drop' type: 'Dropout' phase: TRAIN dropout_param { dropout_ratio: 0.3 scale_train: false }"));
+  layer.SetUp(bottom.pointers, top.pointers);
+  layer.Forward(bottom.pointers, top.pointers);
+  const std::vector<float> mask = test::DataOf(layer.mask());
+  Blob dy({4, 5, 6});
+  test::FillGaussian(&dy, 0.f, 1.f, 5);
+  std::copy(dy.cpu_data(), dy.cpu_data() + dy.count(), top.pointers[0]->mutable_cpu_diff());
+  layer.Backward(top.pointers, {true}, bottom.pointers);
+  float kept = 0;
+  for (int i = 0; i < dy.count(); ++i) {
+    kept += mask[i];
+    EXPECT_EQ(top.pointers[0]->cpu_data()[i], mask[i] != 0 ? bottom.pointers[0]->cpu_data()[i] : 0.f) << i;
+    EXPECT_EQ(bottom.pointers[0]->cpu_diff()[i], mask[i] != 0 ? dy.cpu_data()[i] : 0.f) << i;
+  }
+  EXPECT_GT(kept, 0);
+  EXPECT_LT(kept, static_cast<float>(dy.count()));
+}
+
+TEST(DropoutLayerTest, WithoutScaleTrainTestScalesByOneMinusRatio) {
+  for (bool in_place : {false, true}) {
+    test::BlobList bottom, top;
+    test::FillGaussian(bottom.Add({4, 5}));
+    const std::vector<float> x = test::DataOf(*bottom.pointers[0]);
+    top.Add({});
+    std::vector<Blob*> tops = in_place ? bottom.pointers : top.pointers;
+    DropoutLayer layer(test::ParseLayer(
+        "name: 'drop' type: 'Dropout' phase: TEST dropout_param { dropout_ratio: 0.3 scale_train: false }"));
+    layer.SetUp(bottom.pointers, tops);
+    layer.Forward(bottom.pointers, tops);
+    Blob dy({4, 5});
+    test::FillGaussian(&dy, 0.f, 1.f, 9);
+    std::copy(dy.cpu_data(), dy.cpu_data() + dy.count(), tops[0]->mutable_cpu_diff());
+    layer.Backward(tops, {true}, bottom.pointers);
+    for (int i = 0; i < 20; ++i) {
+      EXPECT_FLOAT_EQ(tops[0]->cpu_data()[i], x[i] * 0.7f) << i;
+      EXPECT_FLOAT_EQ(bottom.pointers[0]->cpu_diff()[i], dy.cpu_data()[i] * 0.7f) << i;
+    }
+  }
+}
+
+TEST(DropoutLayerTest, WithoutScaleTrainGradientWithAFixedMask) {
+  test::BlobList bottom, top;
+  test::FillGaussian(bottom.Add({3, 4, 5}));
+  top.Add({});
+  FixedMaskDropoutLayer layer(test::ParseLayer(
+      "name: 'drop' type: 'Dropout' phase: TRAIN dropout_param { dropout_ratio: 0.4 scale_train: false }"));
+  layer.SetUp(bottom.pointers, top.pointers);
+  layer.FixMask(bottom.pointers, top.pointers);
+  test::GradientChecker checker(1e-2f, 1e-3f);
+  checker.CheckGradient(&layer, bottom.pointers, top.pointers);
+}
+
 TEST(DropoutLayerTest, ZeroRatioKeepsEverything) {
   test::BlobList bottom, top;
   test::FillGaussian(bottom.Add({10, 10}));
