@@ -2,6 +2,7 @@
 // adding an engine: one more line under its type, in the order engines are tried (most specialised first,
 // the reference last). See layers/layer_registry.hpp for how the engine of a layer is chosen.
 #include "layers/accuracy.hpp"
+#include "layers/batch_norm.hpp"
 #include "layers/convolution.hpp"
 #include "layers/data.hpp"
 #include "layers/dropout.hpp"
@@ -37,6 +38,8 @@ void RegisterBuiltinLayers(LayerRegistry* registry) {
   // Losses and metrics
   registry->Add<SoftmaxWithLossLayer>("SoftmaxWithLoss", {"native"});
   registry->Add<AccuracyLayer>("Accuracy", {"native"});
+  // Vision layers for model-zoo nets: normalisation, per-channel affine, LRN, crop (CPU only)
+  registry->Add<BatchNormLayer>("BatchNorm", {"native"});
 }
 
 }  // namespace crema
