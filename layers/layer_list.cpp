@@ -3,6 +3,7 @@
 // the reference last). See layers/layer_registry.hpp for how the engine of a layer is chosen.
 #include "layers/accuracy.hpp"
 #include "layers/batch_norm.hpp"
+#include "layers/bias.hpp"
 #include "layers/convolution.hpp"
 #include "layers/data.hpp"
 #include "layers/dropout.hpp"
@@ -13,6 +14,7 @@
 #include "layers/pooling.hpp"
 #include "layers/reference_convolution.hpp"
 #include "layers/relu.hpp"
+#include "layers/scale.hpp"
 #include "layers/softmax.hpp"
 #include "layers/softmax_with_loss.hpp"
 #include "layers/split.hpp"
@@ -40,6 +42,8 @@ void RegisterBuiltinLayers(LayerRegistry* registry) {
   registry->Add<AccuracyLayer>("Accuracy", {"native"});
   // Vision layers for model-zoo nets: normalisation, per-channel affine, LRN, crop (CPU only)
   registry->Add<BatchNormLayer>("BatchNorm", {"native"});
+  registry->Add<ScaleLayer>("Scale", {"native"});
+  registry->Add<BiasLayer>("Bias", {"native"});
 }
 
 }  // namespace crema
