@@ -11,6 +11,7 @@
 #include "layers/inner_product.hpp"
 #include "layers/input.hpp"
 #include "layers/layer_registry.hpp"
+#include "layers/lrn.hpp"
 #include "layers/pooling.hpp"
 #include "layers/reference_convolution.hpp"
 #include "layers/relu.hpp"
@@ -44,6 +45,7 @@ void RegisterBuiltinLayers(LayerRegistry* registry) {
   registry->Add<BatchNormLayer>("BatchNorm", {"native"});
   registry->Add<ScaleLayer>("Scale", {"native"});
   registry->Add<BiasLayer>("Bias", {"native"});
+  registry->Add<LRNLayer>("LRN", {"native"});
 }
 
 }  // namespace crema
