@@ -5,6 +5,7 @@
 #include "layers/batch_norm.hpp"
 #include "layers/bias.hpp"
 #include "layers/convolution.hpp"
+#include "layers/crop.hpp"
 #include "layers/data.hpp"
 #include "layers/dropout.hpp"
 #include "layers/flatten.hpp"
@@ -46,6 +47,7 @@ void RegisterBuiltinLayers(LayerRegistry* registry) {
   registry->Add<ScaleLayer>("Scale", {"native"});
   registry->Add<BiasLayer>("Bias", {"native"});
   registry->Add<LRNLayer>("LRN", {"native"});
+  registry->Add<CropLayer>("Crop", {"native"});
 }
 
 }  // namespace crema
