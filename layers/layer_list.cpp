@@ -3,11 +3,14 @@
 // the reference last). See layers/layer_registry.hpp for how the engine of a layer is chosen.
 #include "layers/abs_val.hpp"
 #include "layers/accuracy.hpp"
+#include "layers/batch_norm.hpp"
 #include "layers/batch_reindex.hpp"
+#include "layers/bias.hpp"
 #include "layers/bnll.hpp"
 #include "layers/clip.hpp"
 #include "layers/contrastive_loss.hpp"
 #include "layers/convolution.hpp"
+#include "layers/crop.hpp"
 #include "layers/data.hpp"
 #include "layers/deconvolution.hpp"
 #include "layers/dropout.hpp"
@@ -24,6 +27,7 @@
 #include "layers/input.hpp"
 #include "layers/layer_registry.hpp"
 #include "layers/log.hpp"
+#include "layers/lrn.hpp"
 #include "layers/multinomial_logistic_loss.hpp"
 #include "layers/mvn.hpp"
 #include "layers/parameter.hpp"
@@ -33,6 +37,7 @@
 #include "layers/python.hpp"
 #include "layers/reference_convolution.hpp"
 #include "layers/relu.hpp"
+#include "layers/scale.hpp"
 #include "layers/sigmoid.hpp"
 #include "layers/sigmoid_cross_entropy_loss.hpp"
 #include "layers/softmax.hpp"
@@ -93,6 +98,12 @@ void RegisterBuiltinLayers(LayerRegistry* registry) {
   registry->Add<MultinomialLogisticLossLayer>("MultinomialLogisticLoss", {"native"});
   registry->Add<InfogainLossLayer>("InfogainLoss", {"native"});
   registry->Add<ContrastiveLossLayer>("ContrastiveLoss", {"native"});
+  // Vision layers for model-zoo nets: normalisation, per-channel affine, LRN, crop (CPU only)
+  registry->Add<BatchNormLayer>("BatchNorm", {"native"});
+  registry->Add<ScaleLayer>("Scale", {"native"});
+  registry->Add<BiasLayer>("Bias", {"native"});
+  registry->Add<LRNLayer>("LRN", {"native"});
+  registry->Add<CropLayer>("Crop", {"native"});
 }
 
 }  // namespace crema

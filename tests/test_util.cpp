@@ -2,7 +2,6 @@
 
 #include <google/protobuf/text_format.h>
 #include <gtest/gtest.h>
-
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -85,7 +84,6 @@ TempDir::~TempDir() {
   if (std::system(command.c_str()) != 0) std::fprintf(stderr, "could not remove %s\n", path_.c_str());
 }
 
-
 void WriteRandomDatums(const std::string& db_path, int count, int height, int width, int classes, uint64_t seed) {
   RandomStream random(seed);
   LmdbWriter writer(db_path);
@@ -149,7 +147,9 @@ void GradientChecker::CheckGradient(Layer* layer, const std::vector<Blob*>& bott
   } else if (check_bottom == -1) {
     checked.insert(checked.end(), bottom.begin(), bottom.end());
   }
-  for (auto& param : layer->blobs()) checked.push_back(param.get());
+  // Parameters the layer is told to give no gradient (BatchNorm's statistics) are not checked.
+  for (size_t i = 0; i < layer->blobs().size(); ++i)
+    if (layer->param_propagate_down(static_cast<int>(i))) checked.push_back(layer->blobs()[i].get());
 
   // Analytic gradients: one forward, the random projection as top diff, one backward.
   layer->Forward(bottom, top);
@@ -183,8 +183,8 @@ void GradientChecker::CheckGradient(Layer* layer, const std::vector<Blob*>& bott
       const double computed = analytic[b][i];
       const double scale = std::max({std::fabs(numeric), std::fabs(computed), 1.0});
       EXPECT_NEAR(computed, numeric, threshold_ * scale)
-          << "gradient mismatch in checked blob " << b << " (shape " << blob->shape_string() << ") at element "
-          << i << " of layer " << layer->name() << " (" << layer->type() << ")";
+          << "gradient mismatch in checked blob " << b << " (shape " << blob->shape_string() << ") at element " << i
+          << " of layer " << layer->name() << " (" << layer->type() << ")";
     }
   }
 }

@@ -75,7 +75,7 @@ class GradientChecker {
       : stepsize_(stepsize), threshold_(threshold), seed_(seed), kink_(kink), kink_range_(kink_range) {}
 
   // Checks the gradient of every bottom (or only `check_bottom` when >= 0; -2 checks parameters only) and of
-  // every parameter blob. The layer must be set up already.
+  // every parameter blob the layer computes a gradient for (param_propagate_down). The layer must be set up already.
   void CheckGradient(Layer* layer, const std::vector<Blob*>& bottom, const std::vector<Blob*>& top,
                      int check_bottom = -1);
 

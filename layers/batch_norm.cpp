@@ -1,0 +1,148 @@
+#include "layers/batch_norm.hpp"
+
+#include <cmath>
+#include <string>
+
+namespace crema {
+
+void BatchNormLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const BatchNormParameter& param = param_.batch_norm_param();
+  const std::string me = describe();
+  use_global_stats_ = param.has_use_global_stats() ? param.use_global_stats() : phase() == TEST;
+  fraction_ = param.moving_average_fraction();
+  eps_ = param.eps();
+  CREMA_CHECK(fraction_ >= 0.f && fraction_ <= 1.f)
+      << me << ": batch_norm_param.moving_average_fraction " << fraction_ << " must lie in [0, 1]";
+  CREMA_CHECK(eps_ >= 0.f) << me << ": batch_norm_param.eps " << eps_ << " must not be negative";
+  CREMA_CHECK(bottom[0]->num_axes() >= 1)
+      << me << ": the input of shape " << bottom[0]->shape_string() << " has no channel axis";
+  const int channels = Channels(*bottom[0]);
+  const std::vector<std::vector<int>> shapes = {{channels}, {channels}, {1}};
+  if (!blobs_.empty()) {
+    CREMA_CHECK(blobs_.size() == 3) << me << ": the stored parameters hold " << blobs_.size()
+                                    << " blob(s), but BatchNorm keeps 3 (mean sum, variance sum, scale factor)";
+    AdoptStoredParameters(shapes, {"running mean sum", "running variance sum", "scale factor"});
+  } else {
+    for (const auto& shape : shapes) {
+      blobs_.push_back(std::make_shared<Blob>(shape));
+      blobs_.back()->set_data(0.f);
+    }
+  }
+  // The statistics are not learned: ParamSpecs with lr_mult 0 keep every solver away from them.
+  for (int i = 0; i < 3; ++i) {
+    if (i < param_.param_size()) {
+      CREMA_CHECK(param_.param(i).lr_mult() == 0.f)
+          << me << ": param " << i << " sets lr_mult " << param_.param(i).lr_mult()
+          << ", but BatchNorm's blobs are running statistics, not learned parameters; give lr_mult 0 or no param";
+    } else {
+      ParamSpec* spec = param_.add_param();
+      spec->set_lr_mult(0.f);
+      spec->set_decay_mult(0.f);
+    }
+    set_param_propagate_down(i, false);
+  }
+  normalized_ = AddInternalBlob("normalized");
+  inv_std_ = AddInternalBlob("inv_std");
+}
+
+void BatchNormLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const Blob& input = *bottom[0];
+  CREMA_CHECK(input.num_axes() >= 1) << describe() << ": the input of shape " << input.shape_string()
+                                     << " has no channel axis";
+  channels_ = Channels(input);
+  CREMA_CHECK(channels_ == blobs_[0]->count())
+      << describe() << ": the input of shape " << input.shape_string() << " has " << channels_
+      << " channel(s) (axis 1), but the statistics (shape " << blobs_[0]->shape_string() << ") have "
+      << blobs_[0]->count();
+  num_ = input.shape(0);
+  spatial_ = channels_ == 0 || num_ == 0 ? 0 : input.count() / (num_ * channels_);
+  if (top[0] != bottom[0]) top[0]->ReshapeLike(input);
+  normalized_->ReshapeLike(input);
+  inv_std_->Reshape({channels_});
+}
+
+void BatchNormLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const float* x = bottom[0]->cpu_data();
+  float* xhat = normalized_->mutable_cpu_data();
+  float* inv_std = inv_std_->mutable_cpu_data();
+  const int m = num_ * spatial_;
+  std::vector<float> mean(channels_), variance(channels_);
+  if (use_global_stats_) {
+    const float stored = blobs_[2]->cpu_data()[0];
+    const float factor = stored == 0.f ? 0.f : 1.f / stored;
+    for (int c = 0; c < channels_; ++c) {
+      mean[c] = blobs_[0]->cpu_data()[c] * factor;
+      variance[c] = blobs_[1]->cpu_data()[c] * factor;
+    }
+  } else {
+    for (int c = 0; c < channels_; ++c) {
+      double sum = 0, sumsq = 0;
+      for (int n = 0; n < num_; ++n) {
+        const float* p = x + (n * channels_ + c) * spatial_;
+        for (int i = 0; i < spatial_; ++i) sum += p[i];
+      }
+      const double mu = m > 0 ? sum / m : 0.0;
+      for (int n = 0; n < num_; ++n) {
+        const float* p = x + (n * channels_ + c) * spatial_;
+        for (int i = 0; i < spatial_; ++i) sumsq += (p[i] - mu) * (p[i] - mu);
+      }
+      mean[c] = static_cast<float>(mu);
+      variance[c] = static_cast<float>(m > 0 ? sumsq / m : 0.0);
+    }
+    // Running sums: the variance with the unbiased correction.
+    const float correction = m > 1 ? static_cast<float>(m) / (m - 1) : 1.f;
+    float* mean_sum = blobs_[0]->mutable_cpu_data();
+    float* variance_sum = blobs_[1]->mutable_cpu_data();
+    for (int c = 0; c < channels_; ++c) {
+      mean_sum[c] = mean_sum[c] * fraction_ + mean[c];
+      variance_sum[c] = variance_sum[c] * fraction_ + correction * variance[c];
+    }
+    float* factor = blobs_[2]->mutable_cpu_data();
+    factor[0] = factor[0] * fraction_ + 1.f;
+  }
+  for (int c = 0; c < channels_; ++c) inv_std[c] = 1.f / std::sqrt(variance[c] + eps_);
+  float* y = top[0]->mutable_cpu_data();  // may be x (in place): each element is read before it is written
+  for (int n = 0; n < num_; ++n)
+    for (int c = 0; c < channels_; ++c) {
+      const int offset = (n * channels_ + c) * spatial_;
+      for (int i = 0; i < spatial_; ++i) {
+        xhat[offset + i] = (x[offset + i] - mean[c]) * inv_std[c];
+        y[offset + i] = xhat[offset + i];
+      }
+    }
+}
+
+void BatchNormLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                                  const std::vector<Blob*>& bottom) {
+  // The blobs get no gradient: they are statistics, not parameters.
+  if (!propagate_down[0]) return;
+  const float* dy = top[0]->cpu_diff();
+  float* dx = bottom[0]->mutable_cpu_diff();  // may be dy (in place)
+  const float* xhat = normalized_->cpu_data();
+  const float* inv_std = inv_std_->cpu_data();
+  const int m = num_ * spatial_;
+  for (int c = 0; c < channels_; ++c) {
+    // With batch statistics: dx = inv_std * (dy - mean(dy) - xhat * mean(dy * xhat)).
+    double mean_dy = 0, mean_dy_xhat = 0;
+    if (!use_global_stats_ && m > 0) {
+      for (int n = 0; n < num_; ++n) {
+        const int offset = (n * channels_ + c) * spatial_;
+        for (int i = 0; i < spatial_; ++i) {
+          mean_dy += dy[offset + i];
+          mean_dy_xhat += static_cast<double>(dy[offset + i]) * xhat[offset + i];
+        }
+      }
+      mean_dy /= m;
+      mean_dy_xhat /= m;
+    }
+    for (int n = 0; n < num_; ++n) {
+      const int offset = (n * channels_ + c) * spatial_;
+      for (int i = 0; i < spatial_; ++i) {
+        const int j = offset + i;
+        dx[j] = static_cast<float>(inv_std[c] * (dy[j] - mean_dy - xhat[j] * mean_dy_xhat));
+      }
+    }
+  }
+}
+
+}  // namespace crema

@@ -1,0 +1,56 @@
+// BatchNorm: normalises each channel (axis 1) of the bottom to zero mean and unit variance,
+//   y = (x - mean_c) / sqrt(var_c + eps),
+// with the statistics taken over every axis but the channel one (all items and positions).
+//
+// batch_norm_param:
+//   use_global_stats         normalise with the stored statistics instead of the batch's (default: true in the
+//                            TEST phase, false in TRAIN)
+//   moving_average_fraction  decay of the running sums (default 0.999)
+//   eps                      added to the variance before the square root (default 1e-5)
+// Bottoms -> tops: 1 -> 1 (in place allowed), the top of the bottom's shape. A 1-axis bottom is one channel.
+// Blobs (Caffe's order and shapes, so stored models load): running mean sum (C), running variance sum (C), and
+// a scale factor (1). The stored statistics are the sums divided by the factor (a 0 factor gives 0).
+// Every forward with batch statistics updates them: sum = sum * fraction + batch statistic (the variance with
+// the unbiased m / (m - 1) correction, m values per channel), factor = factor * fraction + 1.
+// The blobs are not learned: like Caffe, the layer gives them ParamSpecs with lr_mult 0 (and, where it adds
+// them, decay_mult 0), refuses an lr_mult other than 0, never writes their gradient, and sets
+// param_propagate_down false for them, so no solver moves them.
+// Backward goes through the batch statistics when they are used, and through the fixed affine transform
+// otherwise. The normalised values and 1 / sqrt(var + eps) are internal blobs (`<layer>.normalized`,
+// `<layer>.inv_std`), so a later in-place layer may overwrite the top.
+#pragma once
+
+#include <vector>
+
+#include "layers/layer.hpp"
+
+namespace crema {
+
+class BatchNormLayer : public Layer {
+ public:
+  using Layer::Layer;
+  const char* type() const override { return "BatchNorm"; }
+  int ExactNumBottomBlobs() const override { return 1; }
+  int ExactNumTopBlobs() const override { return 1; }
+  bool AllowsInPlace() const override { return true; }
+
+  void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+
+ protected:
+  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+
+ private:
+  int Channels(const Blob& bottom) const { return bottom.num_axes() == 1 ? 1 : bottom.shape(1); }
+
+  bool use_global_stats_ = false;
+  float fraction_ = 0.999f;
+  float eps_ = 1e-5f;
+  int num_ = 0, channels_ = 0, spatial_ = 0;
+  Blob* normalized_ = nullptr;  // x_hat, kept for backward
+  Blob* inv_std_ = nullptr;     // 1 / sqrt(var + eps) per channel
+};
+
+}  // namespace crema

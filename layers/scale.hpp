@@ -1,0 +1,51 @@
+// Scale: multiplies the first bottom by a scale broadcast along some of its axes, optionally adding a bias:
+//   top[o, d, i] = bottom[o, d, i] * scale[d] (+ bias[d]),
+// where the scale's shape equals the bottom's shape over axes [axis, axis + scale axes) (see layers/bias.hpp).
+//
+// scale_param:
+//   axis         the bottom's axis where the scale's shape starts (default 1); negative counts from the end;
+//                ignored (taken as 0) for a scale of no axes
+//   num_axes     how many axes a learned scale spans (default 1; -1: to the end; 0: a scalar)
+//   filler       initialises a learned scale (default constant 1)
+//   bias_term    also add a learned bias of the scale's shape (default false)
+//   bias_filler  initialises the bias (default constant 0)
+// Bottoms -> tops: 1 or 2 -> 1 (in place allowed). Blobs, in Caffe's order: with one bottom, the learned scale
+// (bottom.shape[axis : axis + num_axes]) then the bias if bias_term; with two, the second bottom is the scale
+// (not learned, num_axes ignored; it gets a gradient when asked) and the only blob is the bias if bias_term.
+// In place, forward keeps a copy of the input (internal blob `<layer>.input`) for the scale's gradient.
+#pragma once
+
+#include <vector>
+
+#include "layers/bias.hpp"
+#include "layers/layer.hpp"
+
+namespace crema {
+
+class ScaleLayer : public Layer {
+ public:
+  using Layer::Layer;
+  const char* type() const override { return "Scale"; }
+  int MinBottomBlobs() const override { return 1; }
+  int MaxBottomBlobs() const override { return 2; }
+  int ExactNumTopBlobs() const override { return 1; }
+  bool AllowsInPlace() const override { return true; }
+
+  void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+
+ protected:
+  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+
+ private:
+  const Blob& ScaleOf(const std::vector<Blob*>& bottom) const { return bottom.size() > 1 ? *bottom[1] : *blobs_[0]; }
+
+  Broadcast geometry_;
+  bool bias_term_ = false;
+  int bias_index_ = -1;    // index of the bias in blobs_, -1 without one
+  Blob* input_ = nullptr;  // copy of the input when running in place
+};
+
+}  // namespace crema

@@ -1,0 +1,106 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "layers/lrn.hpp"
+#include "test_util.hpp"
+
+namespace crema {
+namespace {
+
+LayerParameter LrnParam(const std::string& lrn_param) {
+  return test::ParseLayer("name: 'norm' type: 'LRN' lrn_param { " + lrn_param + " }");
+}
+
+// y = x * scale^-beta with the scale summed directly over the neighbourhood, in double.
+std::vector<double> Reference(const Blob& x, int size, double alpha, double beta, double k, bool across) {
+  const int N = x.shape(0), C = x.shape(1), H = x.shape(2), W = x.shape(3);
+  const auto at = [&](int n, int c, int h, int w) -> double {
+    if (c < 0 || c >= C || h < 0 || h >= H || w < 0 || w >= W) return 0.0;  // zero padding
+    return x.cpu_data()[((n * C + c) * H + h) * W + w];
+  };
+  const int half = size / 2;
+  std::vector<double> out;
+  for (int n = 0; n < N; ++n)
+    for (int c = 0; c < C; ++c)
+      for (int h = 0; h < H; ++h)
+        for (int w = 0; w < W; ++w) {
+          double sum = 0;
+          if (across) {
+            for (int d = -half; d <= half; ++d) sum += at(n, c + d, h, w) * at(n, c + d, h, w);
+          } else {
+            for (int dh = -half; dh <= half; ++dh)
+              for (int dw = -half; dw <= half; ++dw) sum += at(n, c, h + dh, w + dw) * at(n, c, h + dh, w + dw);
+          }
+          const double scale = across ? k + alpha / size * sum : 1.0 + alpha / (size * size) * sum;
+          out.push_back(at(n, c, h, w) * std::pow(scale, -beta));
+        }
+  return out;
+}
+
+struct Case {
+  std::string param;
+  int size;
+  double alpha, beta, k;
+  bool across;
+};
+
+const Case kCases[] = {
+    {"", 5, 1.0, 0.75, 1.0, true},
+    {"local_size: 3 alpha: 0.5 beta: 0.6 k: 2", 3, 0.5, 0.6, 2.0, true},
+    {"norm_region: WITHIN_CHANNEL local_size: 3 alpha: 0.8 beta: 0.7", 3, 0.8, 0.7, 1.0, false},
+    // k is ignored within a channel, as in Caffe.
+    {"norm_region: WITHIN_CHANNEL k: 5", 5, 1.0, 0.75, 1.0, false},
+};
+
+TEST(LRNLayerTest, ForwardMatchesDirectSums) {
+  for (const Case& c : kCases) {
+    SCOPED_TRACE(c.param);
+    test::BlobList bottom, top;
+    test::FillGaussian(bottom.Add({2, 7, 3, 4}), 0.f, 1.5f, 81);
+    top.Add({});
+    LRNLayer layer(LrnParam(c.param));
+    layer.SetUp(bottom.pointers, top.pointers);
+    layer.Forward(bottom.pointers, top.pointers);
+    ASSERT_EQ(top.pointers[0]->shape(), bottom.pointers[0]->shape());
+    const auto expected = Reference(*bottom.pointers[0], c.size, c.alpha, c.beta, c.k, c.across);
+    for (int i = 0; i < top.pointers[0]->count(); ++i) EXPECT_NEAR(top.pointers[0]->cpu_data()[i], expected[i], 1e-5);
+  }
+}
+
+TEST(LRNLayerTest, Gradients) {
+  for (const Case& c : kCases) {
+    SCOPED_TRACE(c.param);
+    test::BlobList bottom, top;
+    test::FillGaussian(bottom.Add({2, 5, 3, 3}), 0.f, 1.f, 82);
+    top.Add({});
+    LRNLayer layer(LrnParam(c.param));
+    layer.SetUp(bottom.pointers, top.pointers);
+    ASSERT_EQ(layer.internal_blobs().size(), 1u);
+    EXPECT_EQ(layer.internal_blob_names()[0], "norm.scale");
+    test::GradientChecker(1e-2f, 1e-3f).CheckGradient(&layer, bottom.pointers, top.pointers);
+  }
+}
+
+TEST(LRNLayerTest, RejectsBadParametersAndShapes) {
+  const auto expect_error = [](const std::string& param, const std::vector<int>& shape,
+                               const std::vector<std::string>& parts) {
+    test::BlobList bottom, top;
+    bottom.Add(shape);
+    top.Add({});
+    test::ExpectErrorContaining(
+        [&] {
+          LRNLayer layer(LrnParam(param));
+          layer.SetUp(bottom.pointers, top.pointers);
+        },
+        parts);
+  };
+  expect_error("local_size: 4", {1, 3, 2, 2}, {"layer 'norm' (LRN)", "lrn_param.local_size 4", "odd"});
+  expect_error("local_size: 0", {1, 3, 2, 2}, {"layer 'norm' (LRN)", "lrn_param.local_size 0"});
+  expect_error("", {2, 3, 4}, {"layer 'norm' (LRN)", "4-d", "2 3 4 (24)"});
+}
+
+}  // namespace
+}  // namespace crema
