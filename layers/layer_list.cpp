@@ -3,11 +3,13 @@
 // the reference last). See layers/layer_registry.hpp for how the engine of a layer is chosen.
 #include "layers/abs_val.hpp"
 #include "layers/accuracy.hpp"
+#include "layers/argmax.hpp"
 #include "layers/batch_norm.hpp"
 #include "layers/batch_reindex.hpp"
 #include "layers/bias.hpp"
 #include "layers/bnll.hpp"
 #include "layers/clip.hpp"
+#include "layers/concat.hpp"
 #include "layers/contrastive_loss.hpp"
 #include "layers/convolution.hpp"
 #include "layers/crop.hpp"
@@ -15,6 +17,7 @@
 #include "layers/deconvolution.hpp"
 #include "layers/dropout.hpp"
 #include "layers/dummy_data.hpp"
+#include "layers/eltwise.hpp"
 #include "layers/elu.hpp"
 #include "layers/embed.hpp"
 #include "layers/euclidean_loss.hpp"
@@ -35,17 +38,22 @@
 #include "layers/power.hpp"
 #include "layers/prelu.hpp"
 #include "layers/python.hpp"
+#include "layers/reduction.hpp"
 #include "layers/reference_convolution.hpp"
 #include "layers/relu.hpp"
+#include "layers/reshape.hpp"
 #include "layers/scale.hpp"
 #include "layers/sigmoid.hpp"
 #include "layers/sigmoid_cross_entropy_loss.hpp"
+#include "layers/silence.hpp"
+#include "layers/slice.hpp"
 #include "layers/softmax.hpp"
 #include "layers/softmax_with_loss.hpp"
 #include "layers/split.hpp"
 #include "layers/swish.hpp"
 #include "layers/tanh.hpp"
 #include "layers/threshold.hpp"
+#include "layers/tile.hpp"
 
 namespace crema {
 
@@ -69,6 +77,15 @@ void RegisterBuiltinLayers(LayerRegistry* registry) {
   registry->Add<EmbedLayer>("Embed", {"native"});
   registry->Add<MVNLayer>("MVN", {"native"});
   registry->Add<ParameterLayer>("Parameter", {"native"});
+  // Common: joining, cutting, combining and reshaping blobs (CPU only)
+  registry->Add<ConcatLayer>("Concat", {"native"});
+  registry->Add<SliceLayer>("Slice", {"native"});
+  registry->Add<EltwiseLayer>("Eltwise", {"native"});
+  registry->Add<ReshapeLayer>("Reshape", {"native"});
+  registry->Add<TileLayer>("Tile", {"native"});
+  registry->Add<SilenceLayer>("Silence", {"native"});
+  registry->Add<ReductionLayer>("Reduction", {"native"});
+  registry->Add<ArgMaxLayer>("ArgMax", {"native"});
   // Activations and normalisation
   registry->Add<ReLULayer>("ReLU", {"native", kCpuAndGpu});
   registry->Add<SoftmaxLayer>("Softmax", {"native"});

@@ -1,0 +1,29 @@
+// Silence: takes any number of bottoms and produces nothing, so that blobs no one reads are not reported as
+// net outputs. Forward does nothing; backward writes zero gradients to the bottoms that want one.
+//
+// Params: none.
+// Bottoms -> tops: 1..n -> 0.
+#pragma once
+
+#include <vector>
+
+#include "layers/layer.hpp"
+
+namespace crema {
+
+class SilenceLayer : public Layer {
+ public:
+  using Layer::Layer;
+  const char* type() const override { return "Silence"; }
+  int MinBottomBlobs() const override { return 1; }
+  int ExactNumTopBlobs() const override { return 0; }
+
+  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {}
+
+ protected:
+  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {}
+  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+};
+
+}  // namespace crema

@@ -1,0 +1,35 @@
+// Tile: repeats the bottom `tiles` times along one axis. Seen as outer x inner around the axis (inner = the
+// axis and everything after it), each of the outer blocks of the bottom is written `tiles` times in a row,
+// so the top's size along the axis is tiles times the bottom's. Backward sums the gradients of the copies.
+//
+// Params (tile_param): axis (default 1; negative counts from the end), tiles (required, at least 1).
+// Bottoms -> tops: 1 -> 1.
+#pragma once
+
+#include <vector>
+
+#include "layers/layer.hpp"
+
+namespace crema {
+
+class TileLayer : public Layer {
+ public:
+  using Layer::Layer;
+  const char* type() const override { return "Tile"; }
+  int ExactNumBottomBlobs() const override { return 1; }
+  int ExactNumTopBlobs() const override { return 1; }
+
+  void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+
+ protected:
+  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+
+ private:
+  int outer_ = 1;  // product of the axes before the tiled axis
+  int inner_ = 1;  // product of the tiled axis and those after it
+};
+
+}  // namespace crema
