@@ -68,28 +68,14 @@ void RegisterBuiltinLayers(LayerRegistry* registry) {
   registry->Add<DeconvolutionLayer>("Deconvolution", {"im2col"});
   registry->Add<PoolingLayer>("Pooling", {"native"});
   registry->Add<Im2colLayer>("Im2col", {"native"});
-  // Common
-  registry->Add<InnerProductLayer>("InnerProduct", {"native"});
-  registry->Add<DropoutLayer>("Dropout", {"native", kCpuAndGpu});
-  registry->Add<FlattenLayer>("Flatten", {"native", kCpuAndGpu});
-  registry->Add<SplitLayer>("Split", {"native"});
-  registry->Add<BatchReindexLayer>("BatchReindex", {"native"});
-  registry->Add<EmbedLayer>("Embed", {"native"});
-  registry->Add<MVNLayer>("MVN", {"native"});
-  registry->Add<ParameterLayer>("Parameter", {"native"});
-  // Common: joining, cutting, combining and reshaping blobs (CPU only)
-  registry->Add<ConcatLayer>("Concat", {"native"});
-  registry->Add<SliceLayer>("Slice", {"native"});
-  registry->Add<EltwiseLayer>("Eltwise", {"native"});
-  registry->Add<ReshapeLayer>("Reshape", {"native"});
-  registry->Add<TileLayer>("Tile", {"native"});
-  registry->Add<SilenceLayer>("Silence", {"native"});
-  registry->Add<ReductionLayer>("Reduction", {"native"});
-  registry->Add<ArgMaxLayer>("ArgMax", {"native"});
-  // Activations and normalisation
-  registry->Add<ReLULayer>("ReLU", {"native", kCpuAndGpu});
-  registry->Add<SoftmaxLayer>("Softmax", {"native"});
+  registry->Add<LRNLayer>("LRN", {"native"});
+  registry->Add<BatchNormLayer>("BatchNorm", {"native"});
+  registry->Add<ScaleLayer>("Scale", {"native"});
+  registry->Add<BiasLayer>("Bias", {"native"});
+  registry->Add<CropLayer>("Crop", {"native"});
   // Neuron (per-element) layers: rules written once for both devices (PReLU's slope gradient is a host reduction)
+  registry->Add<ReLULayer>("ReLU", {"native", kCpuAndGpu});
+  registry->Add<PReLULayer>("PReLU", {"native", kCpuOnly});
   registry->Add<ELULayer>("ELU", {"native", kCpuAndGpu});
   registry->Add<SigmoidLayer>("Sigmoid", {"native", kCpuAndGpu});
   registry->Add<TanHLayer>("TanH", {"native", kCpuAndGpu});
@@ -101,26 +87,35 @@ void RegisterBuiltinLayers(LayerRegistry* registry) {
   registry->Add<ThresholdLayer>("Threshold", {"native", kCpuAndGpu});
   registry->Add<ClipLayer>("Clip", {"native", kCpuAndGpu});
   registry->Add<SwishLayer>("Swish", {"native", kCpuAndGpu});
-  registry->Add<PReLULayer>("PReLU", {"native", kCpuOnly});
+  registry->Add<DropoutLayer>("Dropout", {"native", kCpuAndGpu});
+  // Common: products, joining, cutting, combining and reshaping blobs
+  registry->Add<InnerProductLayer>("InnerProduct", {"native"});
+  registry->Add<FlattenLayer>("Flatten", {"native", kCpuAndGpu});
+  registry->Add<ReshapeLayer>("Reshape", {"native"});
+  registry->Add<SplitLayer>("Split", {"native"});
+  registry->Add<ConcatLayer>("Concat", {"native"});
+  registry->Add<SliceLayer>("Slice", {"native"});
+  registry->Add<EltwiseLayer>("Eltwise", {"native"});
+  registry->Add<TileLayer>("Tile", {"native"});
+  registry->Add<SilenceLayer>("Silence", {"native"});
+  registry->Add<ReductionLayer>("Reduction", {"native"});
+  registry->Add<ArgMaxLayer>("ArgMax", {"native"});
+  registry->Add<BatchReindexLayer>("BatchReindex", {"native"});
+  registry->Add<EmbedLayer>("Embed", {"native"});
+  registry->Add<MVNLayer>("MVN", {"native"});
+  registry->Add<ParameterLayer>("Parameter", {"native"});
+  registry->Add<SoftmaxLayer>("Softmax", {"native"});
   // Losses and metrics
   registry->Add<SoftmaxWithLossLayer>("SoftmaxWithLoss", {"native"});
-  registry->Add<AccuracyLayer>("Accuracy", {"native"});
-  // Layers written in Python: known, but they need the Python bindings (a later step).
-  registry->Add<PythonLayer>("Python", {"native", kCpuAndGpu});
-  // More losses (CPU only): regression, binary and one-versus-all classification, given probabilities, weighted
-  // by an infogain matrix, siamese pairs
   registry->Add<EuclideanLossLayer>("EuclideanLoss", {"native"});
   registry->Add<SigmoidCrossEntropyLossLayer>("SigmoidCrossEntropyLoss", {"native"});
   registry->Add<HingeLossLayer>("HingeLoss", {"native"});
   registry->Add<MultinomialLogisticLossLayer>("MultinomialLogisticLoss", {"native"});
   registry->Add<InfogainLossLayer>("InfogainLoss", {"native"});
   registry->Add<ContrastiveLossLayer>("ContrastiveLoss", {"native"});
-  // Vision layers for model-zoo nets: normalisation, per-channel affine, LRN, crop (CPU only)
-  registry->Add<BatchNormLayer>("BatchNorm", {"native"});
-  registry->Add<ScaleLayer>("Scale", {"native"});
-  registry->Add<BiasLayer>("Bias", {"native"});
-  registry->Add<LRNLayer>("LRN", {"native"});
-  registry->Add<CropLayer>("Crop", {"native"});
+  registry->Add<AccuracyLayer>("Accuracy", {"native"});
+  // Layers written in Python: known, but they need the Python bindings (a later step).
+  registry->Add<PythonLayer>("Python", {"native", kCpuAndGpu});
 }
 
 }  // namespace crema
