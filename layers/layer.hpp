@@ -77,6 +77,9 @@ class Layer {
   virtual bool AllowsInPlace() const { return false; }
   // Whether the tops are the net's inputs, filled by the caller (Input).
   virtual bool TopsAreNetInputs() const { return false; }
+  // Whether the tops' shapes depend on the bottoms' values, not only on their shapes (Filter keeps the items its
+  // selector picks): the net then re-runs Reshape before every forward pass of the layer.
+  virtual bool ReshapesOnData() const { return false; }
 
   // A top that is a view of a bottom: the same data (and diff, when `diff`), moved by no one. The net (or
   // SetUp, for a layer on its own) makes the view before Reshape, which then only sets the top's shape; the

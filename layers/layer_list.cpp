@@ -22,6 +22,7 @@
 #include "layers/embed.hpp"
 #include "layers/euclidean_loss.hpp"
 #include "layers/exp.hpp"
+#include "layers/filter.hpp"
 #include "layers/flatten.hpp"
 #include "layers/hinge_loss.hpp"
 #include "layers/im2col.hpp"
@@ -101,6 +102,7 @@ void RegisterBuiltinLayers(LayerRegistry* registry) {
   registry->Add<ReductionLayer>("Reduction", {"native"});
   registry->Add<ArgMaxLayer>("ArgMax", {"native"});
   registry->Add<BatchReindexLayer>("BatchReindex", {"native"});
+  registry->Add<FilterLayer>("Filter", {"native"});
   registry->Add<EmbedLayer>("Embed", {"native"});
   registry->Add<MVNLayer>("MVN", {"native"});
   registry->Add<ParameterLayer>("Parameter", {"native"});

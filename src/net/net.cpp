@@ -262,11 +262,11 @@ void Net::RunAfterWeightsPasses() {
 
 void Net::ReshapeStep(size_t step) {
   PlanStep& s = plan_[step];
-  bool changed = false;
+  Layer* layer = layers_[s.layer].get();
+  bool changed = layer->ReshapesOnData();
   for (size_t b = 0; b < s.bottoms.size() && !changed; ++b) changed = !s.reshaped_for[b].Matches(*blobs_[s.bottoms[b]]);
   if (!changed) return;
   const std::vector<Blob*> bottoms = Blobs(s.bottoms);
-  Layer* layer = layers_[s.layer].get();
   const std::vector<Blob*> tops = Blobs(s.tops);
   try {
     for (const Layer::TopView& view : s.views) tops[view.top]->ViewOf(*bottoms[view.bottom], view.diff);
