@@ -17,14 +17,14 @@ const char kTrainDropout[] = "name: 'drop' type: 'Dropout' phase: TRAIN dropout_
 class FixedMaskDropoutLayer : public DropoutLayer {
  public:
   using DropoutLayer::DropoutLayer;
-  void FixMask(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-    Forward(bottom, top);  // creates the random stream, so that its state can be saved
-    SaveRuntimeState(&state_);
-  }
 
  protected:
   void ForwardElements(const Blob& bottom, Blob* top) override {
-    if (state_.has_random_stream()) RestoreRuntimeState(state_);
+    if (!state_.has_random_stream()) {
+      random();  // creates the random stream, so that its state can be saved
+      SaveRuntimeState(&state_);
+    }
+    RestoreRuntimeState(state_);
     DropoutLayer::ForwardElements(bottom, top);
   }
 
@@ -32,40 +32,55 @@ class FixedMaskDropoutLayer : public DropoutLayer {
   LayerRuntimeState state_;
 };
 
-TEST(DropoutLayerTest, TrainForwardAndBackwardFollowTheMask) {
+// One forward and backward pass of a dropout layer on a Gaussian bottom of `shape`, in place or not, with a
+// Gaussian top gradient: the input, the top, the top gradient, the bottom gradient and (TRAIN only) the mask.
+struct DropoutRun {
+  std::vector<float> x, y, dy, dx, mask;
+};
+DropoutRun RunDropout(const std::string& text, const std::vector<int>& shape, bool in_place = false) {
   test::BlobList bottom, top;
-  test::FillGaussian(bottom.Add({4, 5, 6}));
+  test::FillGaussian(bottom.Add(shape));
   top.Add({});
-  DropoutLayer layer(test::ParseLayer(kTrainDropout));
-  layer.SetUp(bottom.pointers, top.pointers);
-  layer.Forward(bottom.pointers, top.pointers);
-  const std::vector<float> mask = test::DataOf(layer.mask());
-  ASSERT_EQ(static_cast<int>(mask.size()), bottom.pointers[0]->count());
-  const float scale = 1.f / 0.7f;
-  Blob dy({4, 5, 6});
+  const std::vector<Blob*>& tops = in_place ? bottom.pointers : top.pointers;
+  DropoutRun run;
+  run.x = test::DataOf(*bottom.pointers[0]);
+  DropoutLayer layer(test::ParseLayer(text));
+  layer.SetUp(bottom.pointers, tops);
+  if (!in_place) top.pointers[0]->set_data(123.f);  // so that a forward pass that wrote nothing would show
+  layer.Forward(bottom.pointers, tops);
+  run.y = test::DataOf(*tops[0]);
+  if (layer.phase() == TRAIN) run.mask = test::DataOf(layer.mask());
+  Blob dy(shape);
   test::FillGaussian(&dy, 0.f, 1.f, 5);
-  std::copy(dy.cpu_data(), dy.cpu_data() + dy.count(), top.pointers[0]->mutable_cpu_diff());
-  layer.Backward(top.pointers, {true}, bottom.pointers);
-  float kept = 0;
-  for (int i = 0; i < dy.count(); ++i) {
-    ASSERT_TRUE(mask[i] == 0 || mask[i] == 1);
-    kept += mask[i];
-    EXPECT_FLOAT_EQ(top.pointers[0]->cpu_data()[i], bottom.pointers[0]->cpu_data()[i] * mask[i] * scale);
-    EXPECT_FLOAT_EQ(bottom.pointers[0]->cpu_diff()[i], dy.cpu_data()[i] * mask[i] * scale);
-  }
+  run.dy = test::DataOf(dy);
+  std::copy(run.dy.begin(), run.dy.end(), tops[0]->mutable_cpu_diff());
+  layer.Backward(tops, {true}, bottom.pointers);
+  run.dx = test::DiffOf(*bottom.pointers[0]);
+  return run;
+}
+
+// Expects some units kept and some dropped.
+void ExpectSomeKeptSomeDropped(const std::vector<float>& mask) {
+  const auto kept = std::count(mask.begin(), mask.end(), 1.f);
   EXPECT_GT(kept, 0);
-  EXPECT_LT(kept, static_cast<float>(dy.count()));
+  EXPECT_LT(kept, static_cast<long>(mask.size()));
+}
+
+TEST(DropoutLayerTest, TrainForwardAndBackwardFollowTheMask) {
+  const DropoutRun run = RunDropout(kTrainDropout, {4, 5, 6});
+  ASSERT_EQ(run.mask.size(), run.x.size());
+  const float scale = 1.f / 0.7f;
+  for (size_t i = 0; i < run.x.size(); ++i) {
+    ASSERT_TRUE(run.mask[i] == 0 || run.mask[i] == 1);
+    EXPECT_FLOAT_EQ(run.y[i], run.x[i] * run.mask[i] * scale);
+    EXPECT_FLOAT_EQ(run.dx[i], run.dy[i] * run.mask[i] * scale);
+  }
+  ExpectSomeKeptSomeDropped(run.mask);
 }
 
 TEST(DropoutLayerTest, GradientWithAFixedMask) {
-  test::BlobList bottom, top;
-  test::FillGaussian(bottom.Add({3, 4, 5}));
-  top.Add({});
   FixedMaskDropoutLayer layer(test::ParseLayer(kTrainDropout));
-  layer.SetUp(bottom.pointers, top.pointers);
-  layer.FixMask(bottom.pointers, top.pointers);
-  test::GradientChecker checker(1e-2f, 1e-3f);
-  checker.CheckGradient(&layer, bottom.pointers, top.pointers);
+  test::CheckLayerGradient(&layer, test::Gaussian(), {}, {3, 4, 5});
 }
 
 TEST(DropoutLayerTest, KeepsAboutOneMinusRatioOfTheUnits) {
@@ -84,51 +99,16 @@ TEST(DropoutLayerTest, KeepsAboutOneMinusRatioOfTheUnits) {
 }
 
 TEST(DropoutLayerTest, TestPhaseIsIdentity) {
-  test::BlobList bottom, top;
-  test::FillGaussian(bottom.Add({4, 5}));
-  top.Add({});
-  DropoutLayer layer(test::ParseLayer("name: 'drop' type: 'Dropout' phase: TEST"));
-  layer.SetUp(bottom.pointers, top.pointers);
-  top.pointers[0]->set_data(123.f);  // so that a forward pass that wrote nothing would show
-  layer.Forward(bottom.pointers, top.pointers);
-  Blob dy({4, 5});
-  test::FillGaussian(&dy, 0.f, 1.f, 9);
-  std::copy(dy.cpu_data(), dy.cpu_data() + dy.count(), top.pointers[0]->mutable_cpu_diff());
-  layer.Backward(top.pointers, {true}, bottom.pointers);
-  for (int i = 0; i < 20; ++i) {
-    EXPECT_EQ(top.pointers[0]->cpu_data()[i], bottom.pointers[0]->cpu_data()[i]);
-    EXPECT_EQ(bottom.pointers[0]->cpu_diff()[i], dy.cpu_data()[i]);
-  }
+  const DropoutRun run = RunDropout("name: 'drop' type: 'Dropout' phase: TEST", {4, 5});
+  EXPECT_EQ(run.y, run.x);
+  EXPECT_EQ(run.dx, run.dy);
 }
 
 // Layers with the same name (and seed) draw the same masks, so one may run in place and the other not.
 TEST(DropoutLayerTest, InPlaceMatchesOutOfPlace) {
-  const std::vector<int> shape{6, 7};
-  Blob dy(shape);
-  test::FillGaussian(&dy, 0.f, 1.f, 11);
-
-  test::BlobList bottom, top;
-  test::FillGaussian(bottom.Add(shape));
-  top.Add({});
-  DropoutLayer separate(test::ParseLayer(kTrainDropout));
-  separate.SetUp(bottom.pointers, top.pointers);
-  separate.Forward(bottom.pointers, top.pointers);
-  std::copy(dy.cpu_data(), dy.cpu_data() + dy.count(), top.pointers[0]->mutable_cpu_diff());
-  separate.Backward(top.pointers, {true}, bottom.pointers);
-
-  Blob shared(shape);
-  test::FillGaussian(&shared);
-  std::vector<Blob*> both{&shared};
-  DropoutLayer in_place(test::ParseLayer(kTrainDropout));
-  in_place.SetUp(both, both);
-  in_place.Forward(both, both);
+  DropoutLayer separate(test::ParseLayer(kTrainDropout)), in_place(test::ParseLayer(kTrainDropout));
+  test::ExpectInPlaceMatchesOutOfPlace(&separate, &in_place, test::Gaussian(), {6, 7});
   EXPECT_EQ(test::DataOf(in_place.mask()), test::DataOf(separate.mask()));
-  std::copy(dy.cpu_data(), dy.cpu_data() + dy.count(), shared.mutable_cpu_diff());
-  in_place.Backward(both, {true}, both);
-  for (int i = 0; i < shared.count(); ++i) {
-    EXPECT_EQ(shared.cpu_data()[i], top.pointers[0]->cpu_data()[i]);
-    EXPECT_EQ(shared.cpu_diff()[i], bottom.pointers[0]->cpu_diff()[i]);
-  }
 }
 
 TEST(DropoutLayerTest, MasksAreReproducibleFromTheRandomStream) {
@@ -175,82 +155,44 @@ TEST(DropoutLayerTest, MasksAreReproducibleFromTheRandomStream) {
 // scale_train: false moves the scaling to the TEST phase: TRAIN keeps the mask's units unscaled, TEST multiplies
 // every unit (and its gradient) by 1 - ratio.
 TEST(DropoutLayerTest, WithoutScaleTrainTrainAppliesTheMaskOnly) {
-  test::BlobList bottom, top;
-  test::FillGaussian(bottom.Add({4, 5, 6}));
-  top.Add({});
-  DropoutLayer layer(test::ParseLayer(
-      "name: 'drop' type: 'Dropout' phase: TRAIN dropout_param { dropout_ratio: 0.3 scale_train: false }"));
-  layer.SetUp(bottom.pointers, top.pointers);
-  layer.Forward(bottom.pointers, top.pointers);
-  const std::vector<float> mask = test::DataOf(layer.mask());
-  Blob dy({4, 5, 6});
-  test::FillGaussian(&dy, 0.f, 1.f, 5);
-  std::copy(dy.cpu_data(), dy.cpu_data() + dy.count(), top.pointers[0]->mutable_cpu_diff());
-  layer.Backward(top.pointers, {true}, bottom.pointers);
-  float kept = 0;
-  for (int i = 0; i < dy.count(); ++i) {
-    kept += mask[i];
-    EXPECT_EQ(top.pointers[0]->cpu_data()[i], mask[i] != 0 ? bottom.pointers[0]->cpu_data()[i] : 0.f) << i;
-    EXPECT_EQ(bottom.pointers[0]->cpu_diff()[i], mask[i] != 0 ? dy.cpu_data()[i] : 0.f) << i;
+  const DropoutRun run = RunDropout(
+      "name: 'drop' type: 'Dropout' phase: TRAIN dropout_param { dropout_ratio: 0.3 scale_train: false }", {4, 5, 6});
+  ASSERT_EQ(run.mask.size(), run.x.size());
+  for (size_t i = 0; i < run.x.size(); ++i) {
+    EXPECT_EQ(run.y[i], run.mask[i] != 0 ? run.x[i] : 0.f) << i;
+    EXPECT_EQ(run.dx[i], run.mask[i] != 0 ? run.dy[i] : 0.f) << i;
   }
-  EXPECT_GT(kept, 0);
-  EXPECT_LT(kept, static_cast<float>(dy.count()));
+  ExpectSomeKeptSomeDropped(run.mask);
 }
 
 TEST(DropoutLayerTest, WithoutScaleTrainTestScalesByOneMinusRatio) {
   for (bool in_place : {false, true}) {
-    test::BlobList bottom, top;
-    test::FillGaussian(bottom.Add({4, 5}));
-    const std::vector<float> x = test::DataOf(*bottom.pointers[0]);
-    top.Add({});
-    std::vector<Blob*> tops = in_place ? bottom.pointers : top.pointers;
-    DropoutLayer layer(test::ParseLayer(
-        "name: 'drop' type: 'Dropout' phase: TEST dropout_param { dropout_ratio: 0.3 scale_train: false }"));
-    layer.SetUp(bottom.pointers, tops);
-    layer.Forward(bottom.pointers, tops);
-    Blob dy({4, 5});
-    test::FillGaussian(&dy, 0.f, 1.f, 9);
-    std::copy(dy.cpu_data(), dy.cpu_data() + dy.count(), tops[0]->mutable_cpu_diff());
-    layer.Backward(tops, {true}, bottom.pointers);
-    for (int i = 0; i < 20; ++i) {
-      EXPECT_FLOAT_EQ(tops[0]->cpu_data()[i], x[i] * 0.7f) << i;
-      EXPECT_FLOAT_EQ(bottom.pointers[0]->cpu_diff()[i], dy.cpu_data()[i] * 0.7f) << i;
+    const DropoutRun run =
+        RunDropout("name: 'drop' type: 'Dropout' phase: TEST dropout_param { dropout_ratio: 0.3 scale_train: false }",
+                   {4, 5}, in_place);
+    for (size_t i = 0; i < run.x.size(); ++i) {
+      EXPECT_FLOAT_EQ(run.y[i], run.x[i] * 0.7f) << "in place " << in_place << " at " << i;
+      EXPECT_FLOAT_EQ(run.dx[i], run.dy[i] * 0.7f) << "in place " << in_place << " at " << i;
     }
   }
 }
 
 TEST(DropoutLayerTest, WithoutScaleTrainGradientWithAFixedMask) {
-  test::BlobList bottom, top;
-  test::FillGaussian(bottom.Add({3, 4, 5}));
-  top.Add({});
   FixedMaskDropoutLayer layer(test::ParseLayer(
       "name: 'drop' type: 'Dropout' phase: TRAIN dropout_param { dropout_ratio: 0.4 scale_train: false }"));
-  layer.SetUp(bottom.pointers, top.pointers);
-  layer.FixMask(bottom.pointers, top.pointers);
-  test::GradientChecker checker(1e-2f, 1e-3f);
-  checker.CheckGradient(&layer, bottom.pointers, top.pointers);
+  test::CheckLayerGradient(&layer, test::Gaussian(), {}, {3, 4, 5});
 }
 
 TEST(DropoutLayerTest, ZeroRatioKeepsEverything) {
-  test::BlobList bottom, top;
-  test::FillGaussian(bottom.Add({10, 10}));
-  top.Add({});
-  DropoutLayer layer(test::ParseLayer("name: 'drop' type: 'Dropout' phase: TRAIN dropout_param { dropout_ratio: 0 }"));
-  layer.SetUp(bottom.pointers, top.pointers);
-  layer.Forward(bottom.pointers, top.pointers);
-  for (int i = 0; i < 100; ++i) EXPECT_EQ(top.pointers[0]->cpu_data()[i], bottom.pointers[0]->cpu_data()[i]);
+  test::ExpectForwardMatches("name: 'drop' type: 'Dropout' phase: TRAIN dropout_param { dropout_ratio: 0 }",
+                             [](double x) { return x; }, {}, test::Gaussian(), {10, 10});
 }
 
 TEST(DropoutLayerTest, RejectsRatioOutsideZeroToOne) {
   for (const char* ratio : {"1", "1.5", "-0.1"}) {
-    test::BlobList bottom, top;
-    bottom.Add({2});
-    top.Add({});
-    const std::string text = "name: 'drop' type: 'Dropout' dropout_param { dropout_ratio: ";
-    DropoutLayer layer(test::ParseLayer(text + ratio + " }"));
-    const std::string message = test::ErrorMessage([&] { layer.SetUp(bottom.pointers, top.pointers); });
-    EXPECT_NE(message.find("dropout_param.dropout_ratio"), std::string::npos) << ratio << ": " << message;
-    EXPECT_NE(message.find("'drop'"), std::string::npos) << message;
+    SCOPED_TRACE(ratio);
+    test::ExpectSetUpError(std::string("name: 'drop' type: 'Dropout' dropout_param { dropout_ratio: ") + ratio + " }",
+                           {"dropout_param.dropout_ratio", "'drop'"}, false, {2});
   }
 }
 

@@ -1,10 +1,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <vector>
 
-#include "layers/prelu.hpp"
 #include "test_util.hpp"
 
 namespace crema {
@@ -20,80 +20,70 @@ float ReferencePReLU(float x, const std::vector<float>& slopes, int i, int chann
   return x > 0 ? x : a * x;
 }
 
-TEST(PReLULayerTest, DefaultSlopesAreAQuarterPerChannel) {
+// A PReLU layer set up on a Gaussian bottom of `shape`, with its slopes as its filler drew them.
+struct Fixture {
   test::BlobList bottom, top;
-  test::FillGaussian(bottom.Add({2, 3, 4, 5}));
-  top.Add({});
-  PReLULayer layer(test::ParseLayer("name: 'prelu' type: 'PReLU'"));
-  layer.SetUp(bottom.pointers, top.pointers);
-  ASSERT_EQ(layer.blobs().size(), 1u);
-  EXPECT_EQ(layer.blobs()[0]->shape(), std::vector<int>{3});
-  for (float a : test::DataOf(*layer.blobs()[0])) EXPECT_EQ(a, 0.25f);
-  layer.Forward(bottom.pointers, top.pointers);
-  const float* x = bottom.pointers[0]->cpu_data();
-  const float* y = top.pointers[0]->cpu_data();
-  for (int i = 0; i < bottom.pointers[0]->count(); ++i) EXPECT_EQ(y[i], x[i] > 0 ? x[i] : 0.25f * x[i]) << i;
+  std::unique_ptr<Layer> layer;
+  std::vector<float> slopes;
+
+  Fixture(const std::string& text, const std::vector<int>& shape) : layer(test::MakeLayer(text, shape)) {
+    test::FillGaussian(bottom.Add(shape));
+    top.Add({});
+    layer->SetUp(bottom.pointers, top.pointers);
+    slopes = test::DataOf(*layer->blobs()[0]);
+  }
+  // Runs forward and expects every top element to be ReferencePReLU of its bottom element.
+  void ExpectForwardMatchesReference(int channels, int inner) {
+    layer->Forward(bottom.pointers, top.pointers);
+    const float* x = bottom.pointers[0]->cpu_data();
+    const float* y = top.pointers[0]->cpu_data();
+    for (int i = 0; i < bottom.pointers[0]->count(); ++i) {
+      EXPECT_EQ(y[i], ReferencePReLU(x[i], slopes, i, channels, inner)) << layer->name() << " at " << i;
+    }
+  }
+};
+
+TEST(PReLULayerTest, DefaultSlopesAreAQuarterPerChannel) {
+  auto layer = test::MakeLayer("name: 'prelu' type: 'PReLU'");
+  test::ExpectForwardMatches(layer.get(), [](double x) { return x > 0 ? x : 0.25 * x; });
+  ASSERT_EQ(layer->blobs().size(), 1u);
+  EXPECT_EQ(layer->blobs()[0]->shape(), std::vector<int>{3});
+  for (float a : test::DataOf(*layer->blobs()[0])) EXPECT_EQ(a, 0.25f);
 }
 
 TEST(PReLULayerTest, ForwardUsesEachChannelsSlope) {
   for (const char* text : {kPReLU, kSharedPReLU}) {
-    test::BlobList bottom, top;
-    test::FillGaussian(bottom.Add({2, 3, 4, 5}));
-    top.Add({});
-    PReLULayer layer(test::ParseLayer(text));
-    layer.SetUp(bottom.pointers, top.pointers);
+    SCOPED_TRACE(text);
+    Fixture fixture(text, {2, 3, 4, 5});
     const bool shared = text == kSharedPReLU;
-    EXPECT_EQ(layer.blobs()[0]->shape(), std::vector<int>{shared ? 1 : 3});
-    const std::vector<float> slopes = test::DataOf(*layer.blobs()[0]);
-    layer.Forward(bottom.pointers, top.pointers);
-    const float* x = bottom.pointers[0]->cpu_data();
-    const float* y = top.pointers[0]->cpu_data();
-    for (int i = 0; i < bottom.pointers[0]->count(); ++i) {
-      EXPECT_EQ(y[i], ReferencePReLU(x[i], slopes, i, 3, 20)) << text << " at " << i;
-    }
+    EXPECT_EQ(fixture.layer->blobs()[0]->shape(), std::vector<int>{shared ? 1 : 3});
+    fixture.ExpectForwardMatchesReference(3, 20);
   }
 }
 
-TEST(PReLULayerTest, TwoAxisBottom) {
-  test::BlobList bottom, top;
-  test::FillGaussian(bottom.Add({4, 3}));
-  top.Add({});
-  PReLULayer layer(test::ParseLayer(kPReLU));
-  layer.SetUp(bottom.pointers, top.pointers);
-  const std::vector<float> slopes = test::DataOf(*layer.blobs()[0]);
-  layer.Forward(bottom.pointers, top.pointers);
-  for (int i = 0; i < 12; ++i) {
-    EXPECT_EQ(top.pointers[0]->cpu_data()[i], ReferencePReLU(bottom.pointers[0]->cpu_data()[i], slopes, i, 3, 1));
-  }
-}
+TEST(PReLULayerTest, TwoAxisBottom) { Fixture(kPReLU, {4, 3}).ExpectForwardMatchesReference(3, 1); }
 
 // The bottom's and the slopes' gradients.
 TEST(PReLULayerTest, Gradient) {
   for (const char* text : {kPReLU, kSharedPReLU}) {
-    test::BlobList bottom, top;
-    test::FillGaussian(bottom.Add({2, 3, 2, 3}));
-    top.Add({});
-    PReLULayer layer(test::ParseLayer(text));
-    layer.SetUp(bottom.pointers, top.pointers);
-    test::GradientChecker checker(1e-2f, 1e-3f, 1701, /*kink=*/0.f, /*kink_range=*/0.02f);
-    checker.CheckGradient(&layer, bottom.pointers, top.pointers);
+    SCOPED_TRACE(text);
+    test::CheckLayerGradient(text, test::Gaussian(),
+                             test::GradientChecker(1e-2f, 1e-3f, 1701, /*kink=*/0.f, /*kink_range=*/0.02f),
+                             {2, 3, 2, 3});
   }
 }
 
 TEST(PReLULayerTest, SlopeGradientMatchesReferenceAndAccumulates) {
-  test::BlobList bottom, top;
-  test::FillGaussian(bottom.Add({2, 3, 4}));
-  top.Add({});
-  PReLULayer layer(test::ParseLayer(kPReLU));
-  layer.SetUp(bottom.pointers, top.pointers);
-  layer.Forward(bottom.pointers, top.pointers);
-  Blob* y = top.pointers[0];
+  Fixture fixture(kPReLU, {2, 3, 4});
+  Layer& layer = *fixture.layer;
+  layer.Forward(fixture.bottom.pointers, fixture.top.pointers);
+  Blob* y = fixture.top.pointers[0];
   test::FillGaussian(y, 0.f, 1.f, 7);
   std::copy(y->cpu_data(), y->cpu_data() + y->count(), y->mutable_cpu_diff());
   layer.blobs()[0]->set_diff(1.f);
-  layer.Backward(top.pointers, {false}, bottom.pointers);
+  layer.Backward(fixture.top.pointers, {false}, fixture.bottom.pointers);
   std::vector<double> expected(3, 1.0);
-  const float* x = bottom.pointers[0]->cpu_data();
+  const float* x = fixture.bottom.pointers[0]->cpu_data();
   for (int i = 0; i < 24; ++i) {
     if (x[i] <= 0) expected[(i / 4) % 3] += y->cpu_diff()[i] * x[i];
   }
@@ -102,53 +92,23 @@ TEST(PReLULayerTest, SlopeGradientMatchesReferenceAndAccumulates) {
 
 // In place, the input is kept in an internal blob for the backward pass.
 TEST(PReLULayerTest, InPlaceMatchesOutOfPlace) {
-  const LayerParameter param = test::ParseLayer(kPReLU);
-  const std::vector<int> shape{2, 3, 4};
-  Blob top_diff(shape);
-  test::FillGaussian(&top_diff, 0.f, 1.f, 99);
-
-  test::BlobList bottom, top;
-  test::FillGaussian(bottom.Add(shape));
-  top.Add({});
-  PReLULayer separate(param);
-  separate.SetUp(bottom.pointers, top.pointers);
-  separate.Forward(bottom.pointers, top.pointers);
-  std::copy(top_diff.cpu_data(), top_diff.cpu_data() + top_diff.count(), top.pointers[0]->mutable_cpu_diff());
-  separate.blobs()[0]->set_diff(0.f);
-  separate.Backward(top.pointers, {true}, bottom.pointers);
-
-  Blob shared(shape);
-  test::FillGaussian(&shared);
-  std::vector<Blob*> both{&shared};
-  PReLULayer in_place(param);
-  in_place.SetUp(both, both);
-  ASSERT_EQ(in_place.internal_blob_names(), std::vector<std::string>{"prelu.input"});
-  EXPECT_EQ(test::DataOf(*in_place.blobs()[0]), test::DataOf(*separate.blobs()[0]));
-  in_place.Forward(both, both);
-  EXPECT_EQ(test::DataOf(shared), test::DataOf(*top.pointers[0]));
-  std::copy(top_diff.cpu_data(), top_diff.cpu_data() + top_diff.count(), shared.mutable_cpu_diff());
-  in_place.blobs()[0]->set_diff(0.f);
-  in_place.Backward(both, {true}, both);
-  EXPECT_EQ(test::DiffOf(shared), test::DiffOf(*bottom.pointers[0]));
-  EXPECT_EQ(test::DiffOf(*in_place.blobs()[0]), test::DiffOf(*separate.blobs()[0]));
+  auto separate = test::MakeLayer(kPReLU), in_place = test::MakeLayer(kPReLU);
+  test::ExpectInPlaceMatchesOutOfPlace(separate.get(), in_place.get(), test::Gaussian(), {2, 3, 4});
+  EXPECT_EQ(in_place->internal_blob_names(), std::vector<std::string>{"prelu.input"});
 }
 
 TEST(PReLULayerTest, RejectsOneAxisBottom) {
-  test::BlobList bottom, top;
-  bottom.Add({5});
-  top.Add({});
-  PReLULayer layer(test::ParseLayer("name: 'odd' type: 'PReLU'"));
-  test::ExpectErrorContaining([&] { layer.SetUp(bottom.pointers, top.pointers); }, {"'odd'", "PReLU", "2 axes"});
+  test::ExpectSetUpError("name: 'odd' type: 'PReLU'", {"'odd'", "PReLU", "2 axes"}, false, {5});
 }
 
 TEST(PReLULayerTest, RejectsAChangeOfChannels) {
   test::BlobList bottom, top;
   bottom.Add({2, 3, 4});
   top.Add({});
-  PReLULayer layer(test::ParseLayer("name: 'odd' type: 'PReLU'"));
-  layer.SetUp(bottom.pointers, top.pointers);
+  auto layer = test::MakeLayer("name: 'odd' type: 'PReLU'");
+  layer->SetUp(bottom.pointers, top.pointers);
   bottom.pointers[0]->Reshape({2, 5, 4});
-  test::ExpectErrorContaining([&] { layer.Reshape(bottom.pointers, top.pointers); },
+  test::ExpectErrorContaining([&] { layer->Reshape(bottom.pointers, top.pointers); },
                               {"'odd'", "5 channels", "3 slopes"});
 }
 
@@ -157,11 +117,7 @@ TEST(PReLULayerTest, StoredSlopesMustMatchTheChannels) {
   BlobProto* stored = param.add_blobs();
   stored->mutable_shape()->add_dim(4);
   for (int i = 0; i < 4; ++i) stored->add_data(0.1f);
-  test::BlobList bottom, top;
-  bottom.Add({2, 3, 4});
-  top.Add({});
-  PReLULayer layer(param);
-  test::ExpectErrorContaining([&] { layer.SetUp(bottom.pointers, top.pointers); }, {"'odd'", "slopes"});
+  test::ExpectSetUpError(param, {"'odd'", "slopes"}, false, {2, 3, 4});
 }
 
 }  // namespace

@@ -1,87 +1,34 @@
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cmath>
 #include <vector>
 
-#include "layers/sigmoid.hpp"
 #include "test_util.hpp"
 
 namespace crema {
 namespace {
 
+const char kSigmoid[] = "name: 'sig' type: 'Sigmoid'";
+
 TEST(SigmoidLayerTest, ForwardMatchesReference) {
-  test::BlobList bottom, top;
-  test::FillGaussian(bottom.Add({2, 3, 4, 5}), 0.f, 3.f);
-  top.Add({});
-  SigmoidLayer layer(test::ParseLayer("name: 'sig' type: 'Sigmoid'"));
-  layer.SetUp(bottom.pointers, top.pointers);
-  ASSERT_EQ(top.pointers[0]->shape(), bottom.pointers[0]->shape());
-  layer.Forward(bottom.pointers, top.pointers);
-  const float* x = bottom.pointers[0]->cpu_data();
-  const float* y = top.pointers[0]->cpu_data();
-  for (int i = 0; i < bottom.pointers[0]->count(); ++i) {
-    EXPECT_NEAR(y[i], 1.0 / (1.0 + std::exp(-static_cast<double>(x[i]))), 1e-6) << i;
-  }
+  test::ExpectForwardMatches(
+      kSigmoid, [](double x) { return 1.0 / (1.0 + std::exp(-x)); }, test::Tolerance{1e-6}, test::Gaussian(3.f));
 }
 
 TEST(SigmoidLayerTest, SaturatesWithoutNaN) {
-  test::BlobList bottom, top;
-  Blob* x = bottom.Add({2});
-  x->mutable_cpu_data()[0] = -200.f;
-  x->mutable_cpu_data()[1] = 200.f;
-  top.Add({});
-  SigmoidLayer layer(test::ParseLayer("name: 'sig' type: 'Sigmoid'"));
-  layer.SetUp(bottom.pointers, top.pointers);
-  layer.Forward(bottom.pointers, top.pointers);
-  EXPECT_EQ(top.pointers[0]->cpu_data()[0], 0.f);
-  EXPECT_EQ(top.pointers[0]->cpu_data()[1], 1.f);
+  EXPECT_EQ(test::RunOnValues(test::MakeLayer(kSigmoid).get(), {-200.f, 200.f}).y, (std::vector<float>{0.f, 1.f}));
 }
 
-TEST(SigmoidLayerTest, Gradient) {
-  test::BlobList bottom, top;
-  test::FillGaussian(bottom.Add({2, 3, 4}));
-  top.Add({});
-  SigmoidLayer layer(test::ParseLayer("name: 'sig' type: 'Sigmoid'"));
-  layer.SetUp(bottom.pointers, top.pointers);
-  test::GradientChecker checker(1e-2f, 1e-3f);
-  checker.CheckGradient(&layer, bottom.pointers, top.pointers);
-}
+TEST(SigmoidLayerTest, Gradient) { test::CheckLayerGradient(kSigmoid); }
 
-TEST(SigmoidLayerTest, InPlaceMatchesOutOfPlace) {
-  const LayerParameter param = test::ParseLayer("name: 'sig' type: 'Sigmoid'");
-  const std::vector<int> shape{3, 4, 5};
-  Blob top_diff(shape);
-  test::FillGaussian(&top_diff, 0.f, 1.f, 99);
-
-  test::BlobList bottom, top;
-  test::FillGaussian(bottom.Add(shape));
-  top.Add({});
-  SigmoidLayer separate(param);
-  separate.SetUp(bottom.pointers, top.pointers);
-  separate.Forward(bottom.pointers, top.pointers);
-  std::copy(top_diff.cpu_data(), top_diff.cpu_data() + top_diff.count(), top.pointers[0]->mutable_cpu_diff());
-  separate.Backward(top.pointers, {true}, bottom.pointers);
-
-  Blob shared(shape);
-  test::FillGaussian(&shared);
-  std::vector<Blob*> both{&shared};
-  SigmoidLayer in_place(param);
-  in_place.SetUp(both, both);
-  in_place.Forward(both, both);
-  for (int i = 0; i < shared.count(); ++i) EXPECT_EQ(shared.cpu_data()[i], top.pointers[0]->cpu_data()[i]) << i;
-  std::copy(top_diff.cpu_data(), top_diff.cpu_data() + top_diff.count(), shared.mutable_cpu_diff());
-  in_place.Backward(both, {true}, both);
-  for (int i = 0; i < shared.count(); ++i) EXPECT_EQ(shared.cpu_diff()[i], bottom.pointers[0]->cpu_diff()[i]) << i;
-}
+TEST(SigmoidLayerTest, InPlaceMatchesOutOfPlace) { test::ExpectInPlaceMatchesOutOfPlace(kSigmoid); }
 
 TEST(SigmoidLayerTest, RejectsWrongArity) {
   test::BlobList bottom, top;
   bottom.Add({2});
   top.Add({});
   top.Add({});
-  SigmoidLayer layer(test::ParseLayer("name: 'sig' type: 'Sigmoid'"));
-  EXPECT_THROW(layer.SetUp(bottom.pointers, top.pointers), Error);
+  EXPECT_THROW(test::MakeLayer(kSigmoid)->SetUp(bottom.pointers, top.pointers), Error);
 }
 
 }  // namespace

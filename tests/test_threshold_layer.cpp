@@ -2,37 +2,25 @@
 
 #include <vector>
 
-#include "layers/threshold.hpp"
 #include "test_util.hpp"
 
 namespace crema {
 namespace {
 
 TEST(ThresholdLayerTest, ForwardDefaultThresholdIsZero) {
-  test::BlobList bottom, top;
-  test::FillGaussian(bottom.Add({2, 3, 4, 5}));
-  top.Add({});
-  ThresholdLayer layer(test::ParseLayer("name: 'thr' type: 'Threshold'"));
-  layer.SetUp(bottom.pointers, top.pointers);
-  ASSERT_EQ(top.pointers[0]->shape(), bottom.pointers[0]->shape());
-  layer.Forward(bottom.pointers, top.pointers);
-  const float* x = bottom.pointers[0]->cpu_data();
-  const float* y = top.pointers[0]->cpu_data();
-  for (int i = 0; i < bottom.pointers[0]->count(); ++i) EXPECT_EQ(y[i], x[i] > 0.f ? 1.f : 0.f) << i;
+  test::ExpectForwardMatches("name: 'thr' type: 'Threshold'", [](double x) { return x > 0 ? 1.0 : 0.0; });
 }
 
 TEST(ThresholdLayerTest, ForwardStrictlyAboveTheThreshold) {
-  test::BlobList bottom, top;
-  Blob* x = bottom.Add({3, 4});
-  test::FillUniform(x, -1.f, 1.f);
-  x->mutable_cpu_data()[0] = 0.3f;  // equal to the threshold: 0
-  top.Add({});
-  ThresholdLayer layer(test::ParseLayer("name: 'thr' type: 'Threshold' threshold_param { threshold: 0.3 }"));
-  layer.SetUp(bottom.pointers, top.pointers);
-  layer.Forward(bottom.pointers, top.pointers);
-  const float* y = top.pointers[0]->cpu_data();
+  const auto fill = [](Blob* x) {
+    test::FillUniform(x, -1.f, 1.f);
+    x->mutable_cpu_data()[0] = 0.3f;  // equal to the threshold: 0
+  };
+  const std::vector<float> y =
+      test::ExpectForwardMatches("name: 'thr' type: 'Threshold' threshold_param { threshold: 0.3 }",
+                                 [](double x) { return x > 0.3f ? 1.0 : 0.0; }, {}, fill, {3, 4});
+  ASSERT_FALSE(y.empty());
   EXPECT_EQ(y[0], 0.f);
-  for (int i = 0; i < x->count(); ++i) EXPECT_EQ(y[i], x->cpu_data()[i] > 0.3f ? 1.f : 0.f) << i;
 }
 
 TEST(ThresholdLayerTest, InPlace) {
@@ -40,9 +28,9 @@ TEST(ThresholdLayerTest, InPlace) {
   test::FillGaussian(&shared);
   const std::vector<float> x = test::DataOf(shared);
   std::vector<Blob*> both{&shared};
-  ThresholdLayer layer(test::ParseLayer("name: 'thr' type: 'Threshold' threshold_param { threshold: -0.2 }"));
-  layer.SetUp(both, both);
-  layer.Forward(both, both);
+  auto layer = test::MakeLayer("name: 'thr' type: 'Threshold' threshold_param { threshold: -0.2 }");
+  layer->SetUp(both, both);
+  layer->Forward(both, both);
   for (int i = 0; i < shared.count(); ++i) EXPECT_EQ(shared.cpu_data()[i], x[i] > -0.2f ? 1.f : 0.f) << i;
 }
 
@@ -50,12 +38,12 @@ TEST(ThresholdLayerTest, BackwardIsAnErrorNamingTheLayer) {
   test::BlobList bottom, top;
   test::FillGaussian(bottom.Add({2, 3}));
   top.Add({});
-  ThresholdLayer layer(test::ParseLayer("name: 'thr' type: 'Threshold'"));
-  layer.SetUp(bottom.pointers, top.pointers);
-  layer.Forward(bottom.pointers, top.pointers);
+  auto layer = test::MakeLayer("name: 'thr' type: 'Threshold'");
+  layer->SetUp(bottom.pointers, top.pointers);
+  layer->Forward(bottom.pointers, top.pointers);
   // Not asking for the bottom's gradient is fine.
-  layer.Backward(top.pointers, {false}, bottom.pointers);
-  test::ExpectErrorContaining([&] { layer.Backward(top.pointers, {true}, bottom.pointers); },
+  layer->Backward(top.pointers, {false}, bottom.pointers);
+  test::ExpectErrorContaining([&] { layer->Backward(top.pointers, {true}, bottom.pointers); },
                               {"'thr'", "Threshold", "backward"});
 }
 

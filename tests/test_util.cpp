@@ -12,8 +12,10 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/context.hpp"
 #include "io/lmdb.hpp"
 #include "io/proto_io.hpp"
+#include "layers/layer_registry.hpp"
 
 namespace crema {
 namespace test {
@@ -187,6 +189,139 @@ void GradientChecker::CheckGradient(Layer* layer, const std::vector<Blob*>& bott
           << " of layer " << layer->name() << " (" << layer->type() << ")";
     }
   }
+}
+
+BlobFiller Gaussian(float stddev) {
+  return [stddev](Blob* blob) { FillGaussian(blob, 0.f, stddev); };
+}
+
+BlobFiller Uniform(float low, float high) {
+  return [low, high](Blob* blob) { FillUniform(blob, low, high); };
+}
+
+std::unique_ptr<Layer> MakeLayer(const LayerParameter& param, const std::vector<int>& bottom_shape) {
+  return LayerRegistry::Global().Create(param, {bottom_shape}, std::make_shared<Context>(Device::kCPU));
+}
+
+std::unique_ptr<Layer> MakeLayer(const std::string& text, const std::vector<int>& bottom_shape) {
+  return MakeLayer(ParseLayer(text), bottom_shape);
+}
+
+namespace {
+
+// "'name' (Type)", for failure messages.
+std::string Describe(const Layer& layer) { return "'" + layer.name() + "' (" + layer.type() + ")"; }
+
+}  // namespace
+
+std::vector<float> ExpectForwardMatches(Layer* layer, const std::function<double(double)>& reference,
+                                        Tolerance tolerance, const BlobFiller& fill, const std::vector<int>& shape) {
+  BlobList bottom, top;
+  fill(bottom.Add(shape));
+  top.Add({});
+  layer->SetUp(bottom.pointers, top.pointers);
+  EXPECT_EQ(top.pointers[0]->shape(), shape) << Describe(*layer);
+  if (top.pointers[0]->shape() != shape) return {};
+  layer->Forward(bottom.pointers, top.pointers);
+  const std::vector<float> x = DataOf(*bottom.pointers[0]), y = DataOf(*top.pointers[0]);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double expected = reference(x[i]);
+    const double allowed = std::max(
+        {tolerance.absolute, tolerance.relative * std::fabs(expected), tolerance.relative_to_input * std::fabs(x[i])});
+    if (allowed == 0) {
+      EXPECT_EQ(y[i], expected) << Describe(*layer) << " at element " << i << ", x = " << x[i];
+    } else {
+      EXPECT_NEAR(y[i], expected, allowed) << Describe(*layer) << " at element " << i << ", x = " << x[i];
+    }
+  }
+  return y;
+}
+
+std::vector<float> ExpectForwardMatches(const std::string& text, const std::function<double(double)>& reference,
+                                        Tolerance tolerance, const BlobFiller& fill, const std::vector<int>& shape) {
+  return ExpectForwardMatches(MakeLayer(text, shape).get(), reference, tolerance, fill, shape);
+}
+
+void CheckLayerGradient(Layer* layer, const BlobFiller& fill, GradientChecker checker, const std::vector<int>& shape) {
+  BlobList bottom, top;
+  fill(bottom.Add(shape));
+  top.Add({});
+  layer->SetUp(bottom.pointers, top.pointers);
+  checker.CheckGradient(layer, bottom.pointers, top.pointers);
+}
+
+void CheckLayerGradient(const std::string& text, const BlobFiller& fill, GradientChecker checker,
+                        const std::vector<int>& shape) {
+  CheckLayerGradient(MakeLayer(text, shape).get(), fill, checker, shape);
+}
+
+void ExpectInPlaceMatchesOutOfPlace(Layer* separate, Layer* in_place, const BlobFiller& fill,
+                                    const std::vector<int>& shape) {
+  Blob top_diff(shape);
+  FillGaussian(&top_diff, 0.f, 1.f, 99);
+  const auto zero_parameter_diffs = [](Layer* layer) {
+    for (const auto& blob : layer->blobs()) blob->set_diff(0.f);
+  };
+
+  BlobList bottom, top;
+  fill(bottom.Add(shape));
+  top.Add({});
+  separate->SetUp(bottom.pointers, top.pointers);
+  separate->Forward(bottom.pointers, top.pointers);
+  std::copy(top_diff.cpu_data(), top_diff.cpu_data() + top_diff.count(), top.pointers[0]->mutable_cpu_diff());
+  zero_parameter_diffs(separate);
+  separate->Backward(top.pointers, {true}, bottom.pointers);
+
+  Blob shared(shape);
+  fill(&shared);
+  std::vector<Blob*> both{&shared};
+  in_place->SetUp(both, both);
+  ASSERT_EQ(in_place->blobs().size(), separate->blobs().size()) << Describe(*in_place);
+  for (size_t i = 0; i < in_place->blobs().size(); ++i)
+    EXPECT_EQ(DataOf(*in_place->blobs()[i]), DataOf(*separate->blobs()[i])) << Describe(*in_place) << " param " << i;
+  in_place->Forward(both, both);
+  EXPECT_EQ(DataOf(shared), DataOf(*top.pointers[0])) << Describe(*in_place) << ": top";
+  std::copy(top_diff.cpu_data(), top_diff.cpu_data() + top_diff.count(), shared.mutable_cpu_diff());
+  zero_parameter_diffs(in_place);
+  in_place->Backward(both, {true}, both);
+  EXPECT_EQ(DiffOf(shared), DiffOf(*bottom.pointers[0])) << Describe(*in_place) << ": bottom gradient";
+  for (size_t i = 0; i < in_place->blobs().size(); ++i)
+    EXPECT_EQ(DiffOf(*in_place->blobs()[i]), DiffOf(*separate->blobs()[i])) << Describe(*in_place) << " param " << i;
+}
+
+void ExpectInPlaceMatchesOutOfPlace(const std::string& text, const BlobFiller& fill, const std::vector<int>& shape) {
+  ExpectInPlaceMatchesOutOfPlace(MakeLayer(text, shape).get(), MakeLayer(text, shape).get(), fill, shape);
+}
+
+ElementRun RunOnValues(Layer* layer, const std::vector<float>& x, std::optional<float> dy) {
+  BlobList bottom, top;
+  Blob* in = bottom.Add({static_cast<int>(x.size())});
+  std::copy(x.begin(), x.end(), in->mutable_cpu_data());
+  top.Add({});
+  layer->SetUp(bottom.pointers, top.pointers);
+  layer->Forward(bottom.pointers, top.pointers);
+  ElementRun run{DataOf(*top.pointers[0]), {}};
+  if (dy) {
+    top.pointers[0]->set_diff(*dy);
+    layer->Backward(top.pointers, {true}, bottom.pointers);
+    run.dx = DiffOf(*in);
+  }
+  return run;
+}
+
+void ExpectSetUpError(const LayerParameter& param, const std::vector<std::string>& parts, bool in_place,
+                      const std::vector<int>& shape) {
+  BlobList bottom, top;
+  bottom.Add(shape);
+  top.Add({});
+  const std::vector<Blob*>& tops = in_place ? bottom.pointers : top.pointers;
+  std::unique_ptr<Layer> layer = MakeLayer(param, shape);
+  ExpectErrorContaining([&] { layer->SetUp(bottom.pointers, tops); }, parts);
+}
+
+void ExpectSetUpError(const std::string& text, const std::vector<std::string>& parts, bool in_place,
+                      const std::vector<int>& shape) {
+  ExpectSetUpError(ParseLayer(text), parts, in_place, shape);
 }
 
 }  // namespace test

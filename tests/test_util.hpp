@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -86,6 +87,65 @@ class GradientChecker {
   float kink_, kink_range_;
   std::vector<std::vector<float>> weights_;
 };
+
+// Per-element ("neuron") layers: one bottom, one top of the bottom's shape, in place allowed.
+
+// Fills a blob's data: FillGaussian or FillUniform with their fixed seed, or anything a test needs.
+using BlobFiller = std::function<void(Blob*)>;
+BlobFiller Gaussian(float stddev = 1.f);
+BlobFiller Uniform(float low, float high);
+
+// A layer made from prototxt text (or a parsed parameter) by LayerRegistry::Global() on a fresh CPU context,
+// as a net makes it; not set up.
+std::unique_ptr<Layer> MakeLayer(const LayerParameter& param, const std::vector<int>& bottom_shape = {1});
+std::unique_ptr<Layer> MakeLayer(const std::string& text, const std::vector<int>& bottom_shape = {1});
+
+// How far a top element y may be from its reference r = reference(x): |y - r| may be up to the largest of
+// `absolute`, `relative` * |r| and `relative_to_input` * |x|. All 0 (the default) asks for equality.
+struct Tolerance {
+  double absolute = 0, relative = 0, relative_to_input = 0;
+};
+
+// Sets `layer` up on a bottom of `shape` filled by `fill`, expects a top of the same shape, runs forward and
+// expects every top element within `tolerance` of reference(its bottom element), computed in double. Returns
+// the top's values.
+std::vector<float> ExpectForwardMatches(Layer* layer, const std::function<double(double)>& reference,
+                                        Tolerance tolerance = {}, const BlobFiller& fill = Gaussian(),
+                                        const std::vector<int>& shape = {2, 3, 4, 5});
+std::vector<float> ExpectForwardMatches(const std::string& text, const std::function<double(double)>& reference,
+                                        Tolerance tolerance = {}, const BlobFiller& fill = Gaussian(),
+                                        const std::vector<int>& shape = {2, 3, 4, 5});
+
+// Sets `layer` up on a fresh bottom of `shape` filled by `fill` and checks the gradients of the bottom and of
+// every parameter with `checker`.
+void CheckLayerGradient(Layer* layer, const BlobFiller& fill = Gaussian(), GradientChecker checker = {},
+                        const std::vector<int>& shape = {2, 3, 4});
+void CheckLayerGradient(const std::string& text, const BlobFiller& fill = Gaussian(), GradientChecker checker = {},
+                        const std::vector<int>& shape = {2, 3, 4});
+
+// Runs `separate` out of place and `in_place` in place (two fresh layers of the same parameters) on the same
+// input (`fill` on `shape`) and the same top gradient. In place the bottom's data is overwritten by the forward
+// pass and its diff by the backward pass; expects the same parameters after SetUp, the same top, and the same
+// bottom and parameter gradients (parameter diffs are zeroed before the backward passes).
+void ExpectInPlaceMatchesOutOfPlace(Layer* separate, Layer* in_place, const BlobFiller& fill = Gaussian(),
+                                    const std::vector<int>& shape = {3, 4, 5});
+void ExpectInPlaceMatchesOutOfPlace(const std::string& text, const BlobFiller& fill = Gaussian(),
+                                    const std::vector<int>& shape = {3, 4, 5});
+
+// The top's data and the bottom's gradient (empty without a backward pass) of one run of a layer.
+struct ElementRun {
+  std::vector<float> y, dx;
+};
+// Sets `layer` up on a bottom of shape {x.size()} holding `x`, runs forward and, when `dy` is given, backward
+// with every element of the top's gradient set to `dy`.
+ElementRun RunOnValues(Layer* layer, const std::vector<float>& x, std::optional<float> dy = std::nullopt);
+
+// Expects setting up the layer of `text` on a bottom of `shape` (out of place, or in place when `in_place`) to
+// throw a crema::Error whose message contains every one of `parts`.
+void ExpectSetUpError(const std::string& text, const std::vector<std::string>& parts, bool in_place = false,
+                      const std::vector<int>& shape = {4});
+void ExpectSetUpError(const LayerParameter& param, const std::vector<std::string>& parts, bool in_place = false,
+                      const std::vector<int>& shape = {4});
 
 }  // namespace test
 }  // namespace crema
