@@ -21,8 +21,8 @@ void LSTMUnitLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<
   const Blob& c_prev = *bottom[0];
   const Blob& x = *bottom[1];
   const Blob& cont = *bottom[2];
-  const std::string shapes = "c_prev " + c_prev.shape_string() + ", x " + x.shape_string() + ", cont " +
-                             cont.shape_string();
+  const std::string shapes =
+      "c_prev " + c_prev.shape_string() + ", x " + x.shape_string() + ", cont " + cont.shape_string();
   CREMA_CHECK(c_prev.num_axes() == 3 && c_prev.shape(0) == 1)
       << describe() << ": c_prev must have shape (1, N, H), but the bottoms are " << shapes;
   num_ = c_prev.shape(1);

@@ -69,7 +69,9 @@ TEST(LSTMUnitLayerTest, ContHasNoGradient) {
   EXPECT_FALSE(fixture.layer->AllowForceBackward(2));
   fixture.layer->Forward(fixture.bottom.pointers, fixture.top.pointers);
   test::ExpectErrorContaining(
-      [&] { fixture.layer->Backward(fixture.top.pointers, {true, true, true}, fixture.bottom.pointers); },
+      [&] {
+        fixture.layer->Backward(fixture.top.pointers, {true, true, true}, fixture.bottom.pointers);
+      },
       {"layer 'unit' (LSTMUnit)", "cont", "propagate_down"});
 }
 
