@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "layers/lstm.hpp"
+#include "net/net.hpp"
 #include "test_util.hpp"
 
 namespace crema {
@@ -257,6 +258,31 @@ TEST(LSTMLayerTest, BadParametersAndShapesAreNamed) {
   fixture.bottom.pointers[0]->Reshape({kT, kN, kD + 1});
   test::ExpectErrorContaining([&] { fixture.layer->Reshape(fixture.bottom.pointers, fixture.top.pointers); },
                               {"layer 'lstm' (LSTM)", "W_xc", "expect 4"});
+}
+
+}  // namespace
+}  // namespace crema
+
+namespace crema {
+namespace {
+
+TEST(LSTMLayerTest, TrainsInANetWithoutAGradientForCont) {
+  Net net(test::ParseNet(R"(
+    layer { name: 'input' type: 'Input' top: 'x' top: 'cont' top: 'target'
+            input_param { shape { dim: 3 dim: 2 dim: 4 } shape { dim: 3 dim: 2 } shape { dim: 3 dim: 2 dim: 3 } } }
+    layer { name: 'lstm' type: 'LSTM' bottom: 'x' bottom: 'cont' top: 'h'
+            recurrent_param { num_output: 3 weight_filler { type: 'uniform' min: -0.5 max: 0.5 } } }
+    layer { name: 'loss' type: 'EuclideanLoss' bottom: 'h' bottom: 'target' top: 'loss' }
+  )"));
+  EXPECT_EQ(net.layer_by_name("lstm")->engine(), "native");
+  test::FillGaussian(net.blob_by_name("x"), 0.f, 1.f, 81);
+  test::FillGaussian(net.blob_by_name("target"), 0.f, 0.5f, 82);
+  const float cont[] = {0, 0, 1, 0, 1, 1};
+  std::copy(cont, cont + 6, net.blob_by_name("cont")->mutable_cpu_data());
+  const float loss = net.ForwardBackward();
+  EXPECT_GT(loss, 0.f);
+  EXPECT_EQ(net.blob_by_name("h")->shape(), (std::vector<int>{3, 2, 3}));
+  EXPECT_GT(test::AbsSum(test::DiffOf(*net.layer_by_name("lstm")->blobs()[2])), 0.0);  // W_hc
 }
 
 }  // namespace
