@@ -32,6 +32,8 @@
 #include "layers/layer_registry.hpp"
 #include "layers/log.hpp"
 #include "layers/lrn.hpp"
+#include "layers/lstm.hpp"
+#include "layers/lstm_unit.hpp"
 #include "layers/multinomial_logistic_loss.hpp"
 #include "layers/mvn.hpp"
 #include "layers/parameter.hpp"
@@ -43,6 +45,7 @@
 #include "layers/reference_convolution.hpp"
 #include "layers/relu.hpp"
 #include "layers/reshape.hpp"
+#include "layers/rnn.hpp"
 #include "layers/scale.hpp"
 #include "layers/sigmoid.hpp"
 #include "layers/sigmoid_cross_entropy_loss.hpp"
@@ -107,6 +110,10 @@ void RegisterBuiltinLayers(LayerRegistry* registry) {
   registry->Add<MVNLayer>("MVN", {"native"});
   registry->Add<ParameterLayer>("Parameter", {"native"});
   registry->Add<SoftmaxLayer>("Softmax", {"native"});
+  // Recurrent: loops over time on the host (Caffe unrolls them into a net; the learned blobs are the same)
+  registry->Add<RNNLayer>("RNN", {"native", kCpuOnly});
+  registry->Add<LSTMLayer>("LSTM", {"native", kCpuOnly});
+  registry->Add<LSTMUnitLayer>("LSTMUnit", {"native", kCpuOnly});
   // Losses and metrics
   registry->Add<SoftmaxWithLossLayer>("SoftmaxWithLoss", {"native"});
   registry->Add<EuclideanLossLayer>("EuclideanLoss", {"native"});
