@@ -31,6 +31,7 @@
 #include "layers/layer_registry.hpp"
 #include "layers/log.hpp"
 #include "layers/lrn.hpp"
+#include "layers/memory_data.hpp"
 #include "layers/multinomial_logistic_loss.hpp"
 #include "layers/mvn.hpp"
 #include "layers/parameter.hpp"
@@ -62,6 +63,7 @@ void RegisterBuiltinLayers(LayerRegistry* registry) {
   registry->Add<DataLayer>("Data", {"native", kCpuAndGpu});
   registry->Add<InputLayer>("Input", {"native", kCpuAndGpu});
   registry->Add<DummyDataLayer>("DummyData", {"native"});
+  registry->Add<MemoryDataLayer>("MemoryData", {"native", kCpuAndGpu});
   // Vision
   registry->Add<ConvolutionLayer>("Convolution", {"im2col"});
   registry->Add<ReferenceConvolutionLayer>("Convolution", {"reference"});
