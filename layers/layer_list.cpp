@@ -23,6 +23,8 @@
 #include "layers/euclidean_loss.hpp"
 #include "layers/exp.hpp"
 #include "layers/flatten.hpp"
+#include "layers/hdf5_data.hpp"
+#include "layers/hdf5_output.hpp"
 #include "layers/hinge_loss.hpp"
 #include "layers/im2col.hpp"
 #include "layers/infogain_loss.hpp"
@@ -64,6 +66,8 @@ void RegisterBuiltinLayers(LayerRegistry* registry) {
   registry->Add<InputLayer>("Input", {"native", kCpuAndGpu});
   registry->Add<DummyDataLayer>("DummyData", {"native"});
   registry->Add<MemoryDataLayer>("MemoryData", {"native", kCpuAndGpu});
+  registry->Add<HDF5DataLayer>("HDF5Data", {"native", kCpuAndGpu});
+  registry->Add<HDF5OutputLayer>("HDF5Output", {"native", kCpuAndGpu});
   // Vision
   registry->Add<ConvolutionLayer>("Convolution", {"im2col"});
   registry->Add<ReferenceConvolutionLayer>("Convolution", {"reference"});
