@@ -27,6 +27,7 @@
 #include "layers/hdf5_output.hpp"
 #include "layers/hinge_loss.hpp"
 #include "layers/im2col.hpp"
+#include "layers/image_data.hpp"
 #include "layers/infogain_loss.hpp"
 #include "layers/inner_product.hpp"
 #include "layers/input.hpp"
@@ -68,6 +69,7 @@ void RegisterBuiltinLayers(LayerRegistry* registry) {
   registry->Add<MemoryDataLayer>("MemoryData", {"native", kCpuAndGpu});
   registry->Add<HDF5DataLayer>("HDF5Data", {"native", kCpuAndGpu});
   registry->Add<HDF5OutputLayer>("HDF5Output", {"native", kCpuAndGpu});
+  registry->Add<ImageDataLayer>("ImageData", {"native", kCpuAndGpu});
   // Vision
   registry->Add<ConvolutionLayer>("Convolution", {"im2col"});
   registry->Add<ReferenceConvolutionLayer>("Convolution", {"reference"});
