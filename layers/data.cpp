@@ -4,7 +4,6 @@
 
 #include <algorithm>
 
-
 namespace crema {
 
 DataLayer::~DataLayer() { StopPrefetching(); }
@@ -32,6 +31,8 @@ TransformationParameter DataLayer::MergedTransformParam() const {
     deprecated("mirror");
     transform.set_mirror(data.mirror());
   }
+  // The older field for decoding encoded records to colour.
+  if (data.force_encoded_color() && !transform.has_force_color()) transform.set_force_color(true);
   return transform;
 }
 
@@ -67,10 +68,9 @@ void DataLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<B
   }
 
   // The first record fixes the top shapes (and finds configuration errors now rather than mid-run).
-  const Datum datum = CurrentDatum();
   std::vector<int> data_shape;
   try {
-    data_shape = transformer_->InferBlobShape(datum);
+    data_shape = transformer_->InferBlobShape(CurrentDatum());
   } catch (const Error& error) {
     CREMA_FAIL() << describe() << ": record '" << PrintableKey(reader_->key()) << "' of '" << data.source()
                  << "': " << error.what();
@@ -119,8 +119,9 @@ DataLayer::Batch DataLayer::ReadBatch() {
   batch.labels.resize(batch_size_);
   size_t item_size = 0;
   for (int i = 0; i < batch_size_ && !stop_; ++i) {
-    const Datum datum = CurrentDatum();
+    Datum datum = CurrentDatum();
     try {
+      if (datum.encoded()) datum = transformer_->Decode(datum);  // once, for the shape and the values
       const std::vector<int> shape = transformer_->InferBlobShape(datum);
       if (i == 0) {
         batch.data_shape = {batch_size_, shape[0], shape[1], shape[2]};

@@ -5,7 +5,11 @@
 // data_param: source (the LMDB directory), batch_size, backend (LMDB only; the schema's default is LEVELDB,
 // as in Caffe, so a prototxt must say `backend: LMDB`), rand_skip (skip a random number of records, 0 to
 // rand_skip - 1, at the start), prefetch (batches read ahead). Its deprecated scale / mean_file / crop_size /
-// mirror are used where transform_param leaves those fields unset. transform_param: see DataTransformer.
+// mirror are used where transform_param leaves those fields unset, and force_encoded_color stands for
+// transform_param.force_color when that is unset. transform_param: see DataTransformer.
+//
+// Records may be encoded Datums (encoded: true, a PNG or JPEG file): they are decoded with OpenCV, as stored or
+// as transform_param.force_color / force_gray say; the records of one batch must decode to the same size.
 //
 // A background thread reads up to `prefetch` batches ahead. An error there (a damaged record, a datum of the
 // wrong shape) is handed to the consumer and raised from Forward as a crema::Error.

@@ -24,8 +24,11 @@
 #include "layers/exp.hpp"
 #include "layers/filter.hpp"
 #include "layers/flatten.hpp"
+#include "layers/hdf5_data.hpp"
+#include "layers/hdf5_output.hpp"
 #include "layers/hinge_loss.hpp"
 #include "layers/im2col.hpp"
+#include "layers/image_data.hpp"
 #include "layers/infogain_loss.hpp"
 #include "layers/inner_product.hpp"
 #include "layers/input.hpp"
@@ -34,6 +37,7 @@
 #include "layers/lrn.hpp"
 #include "layers/lstm.hpp"
 #include "layers/lstm_unit.hpp"
+#include "layers/memory_data.hpp"
 #include "layers/multinomial_logistic_loss.hpp"
 #include "layers/mvn.hpp"
 #include "layers/parameter.hpp"
@@ -66,6 +70,10 @@ void RegisterBuiltinLayers(LayerRegistry* registry) {
   registry->Add<DataLayer>("Data", {"native", kCpuAndGpu});
   registry->Add<InputLayer>("Input", {"native", kCpuAndGpu});
   registry->Add<DummyDataLayer>("DummyData", {"native"});
+  registry->Add<MemoryDataLayer>("MemoryData", {"native", kCpuAndGpu});
+  registry->Add<HDF5DataLayer>("HDF5Data", {"native", kCpuAndGpu});
+  registry->Add<HDF5OutputLayer>("HDF5Output", {"native", kCpuAndGpu});
+  registry->Add<ImageDataLayer>("ImageData", {"native", kCpuAndGpu});
   // Vision
   registry->Add<ConvolutionLayer>("Convolution", {"im2col"});
   registry->Add<ReferenceConvolutionLayer>("Convolution", {"reference"});

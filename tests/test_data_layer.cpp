@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/context.hpp"
+#include "io/image_io.hpp"
 #include "io/lmdb.hpp"
 #include "layers/data.hpp"
 #include "test_util.hpp"
@@ -33,8 +34,7 @@ Datum MakeDatum(int record, int channels, int height, int width) {
 std::string WriteDataSet(const test::TempDir& dir, int count, int channels, int height, int width) {
   const std::string path = dir.file("lmdb");
   LmdbWriter writer(path, 3);
-  for (int i = 0; i < count; ++i)
-    writer.Put(RecordKey(i), MakeDatum(i, channels, height, width).SerializeAsString());
+  for (int i = 0; i < count; ++i) writer.Put(RecordKey(i), MakeDatum(i, channels, height, width).SerializeAsString());
   writer.Commit();
   return path;
 }
@@ -154,8 +154,7 @@ TEST(DataLayerTest, ErrorsInThePrefetchThreadReachForward) {
   {
     LmdbWriter writer(source);
     for (int i = 0; i < 6; ++i) {
-      writer.Put(RecordKey(i),
-                 i == 3 ? std::string("not a datum \xff") : MakeDatum(i, 1, 2, 2).SerializeAsString());
+      writer.Put(RecordKey(i), i == 3 ? std::string("not a datum \xff") : MakeDatum(i, 1, 2, 2).SerializeAsString());
     }
   }
   Fixture fixture(DataLayerParam(source, "batch_size: 2 prefetch: 1"));
@@ -336,6 +335,48 @@ TEST(DataLayerTest, RestoringAMissingKeyNamesItAndTheSource) {
   state.set_cursor_key("00000002");
   state.set_layer("other_data");
   test::ExpectErrorContaining([&] { fixture.layer.RestoreRuntimeState(state); }, {"'other_data'"});
+}
+
+// Record i of an encoded data set: a 2 x 3 PNG with `channels` channels; channel c of pixel p is 20 i + 6 c + p.
+Datum EncodedRecord(int record, int channels) {
+  std::vector<unsigned char> pixels;
+  for (int p = 0; p < 6; ++p)
+    for (int c = 0; c < channels; ++c) pixels.push_back(static_cast<unsigned char>(20 * record + 6 * c + p));
+  Datum datum;
+  datum.set_data(EncodeImage(".png", pixels.data(), 2, 3, channels));
+  datum.set_encoded(true);
+  datum.set_label(100 + record);
+  return datum;
+}
+
+TEST(DataLayerTest, EncodedRecordsAreDecoded) {
+  test::TempDir dir;
+  const std::string colour = dir.file("colour"), grey = dir.file("grey");
+  {
+    LmdbWriter writer(colour, 3);
+    for (int i = 0; i < 3; ++i) writer.Put(RecordKey(i), EncodedRecord(i, 3).SerializeAsString());
+    writer.Commit();
+    LmdbWriter grey_writer(grey, 3);
+    for (int i = 0; i < 2; ++i) grey_writer.Put(RecordKey(i), EncodedRecord(i, 1).SerializeAsString());
+    grey_writer.Commit();
+  }
+  Fixture fixture(DataLayerParam(colour));
+  EXPECT_EQ(fixture.blobs.pointers[0]->shape(), (std::vector<int>{2, 3, 2, 3}));
+  for (const std::vector<int>& records : {std::vector<int>{0, 1}, {2, 0}}) {
+    std::vector<float> expected;
+    for (int r : records)
+      for (int c = 0; c < 3; ++c)
+        for (int p = 0; p < 6; ++p) expected.push_back(static_cast<float>(20 * r + 6 * c + p));
+    expected.push_back(static_cast<float>(100 + records[0]));
+    expected.push_back(static_cast<float>(100 + records[1]));
+    EXPECT_EQ(fixture.Next(), expected);
+  }
+  // Grey records as colour (the older data_param field) and colour records as grey.
+  Fixture as_colour(DataLayerParam(grey, "batch_size: 1 force_encoded_color: true"));
+  EXPECT_EQ(as_colour.blobs.pointers[0]->shape(), (std::vector<int>{1, 3, 2, 3}));
+  EXPECT_EQ(as_colour.Next(), (std::vector<float>{0, 1, 2, 3, 4, 5, 0, 1, 2, 3, 4, 5, 0, 1, 2, 3, 4, 5, 100}));
+  Fixture as_grey(DataLayerParam(colour, "batch_size: 1", "phase: TEST transform_param { force_gray: true }"));
+  EXPECT_EQ(as_grey.blobs.pointers[0]->shape(), (std::vector<int>{1, 1, 2, 3}));
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "io/data_transformer.hpp"
+#include "io/image_io.hpp"
 #include "io/proto_io.hpp"
 #include "test_util.hpp"
 
@@ -165,12 +166,55 @@ TEST(DataTransformerTest, BadDatumsAndCropsAreErrors) {
   test::ExpectErrorContaining([&] { transformer.InferBlobShape(MakeDatum(1, 4, 6)); }, {"crop_size 5", "4x6"});
   Datum encoded = MakeDatum(1, 5, 5);
   encoded.set_encoded(true);
-  test::ExpectErrorContaining([&] { transformer.InferBlobShape(encoded); }, {"encoded images are not supported yet"});
+  test::ExpectErrorContaining([&] { transformer.InferBlobShape(encoded); }, {"encoded datum", "not an image"});
   Datum short_data = MakeDatum(1, 5, 5);
   short_data.mutable_data()->resize(24);
   test::ExpectErrorContaining([&] { transformer.InferBlobShape(short_data); }, {"24 bytes", "25"});
   Datum no_shape;
   test::ExpectErrorContaining([&] { transformer.InferBlobShape(no_shape); }, {"0x0x0"});
+}
+
+// Encoded Datums: an image file in `data`, decoded as stored or as force_color / force_gray say.
+Datum EncodedDatum(int channels) {
+  // A 2 x 3 image; channel c of pixel (h, w) is 10 c + 3 h + w (interleaved, as OpenCV holds it).
+  std::vector<unsigned char> pixels;
+  for (int h = 0; h < 2; ++h)
+    for (int w = 0; w < 3; ++w)
+      for (int c = 0; c < channels; ++c) pixels.push_back(static_cast<unsigned char>(10 * c + 3 * h + w));
+  Datum datum;
+  datum.set_data(EncodeImage(".png", pixels.data(), 2, 3, channels));
+  datum.set_encoded(true);
+  datum.set_label(4);
+  return datum;
+}
+
+TEST(DataTransformerTest, EncodedDatumsAreDecoded) {
+  DataTransformer plain(ParseTransform(""), TEST);
+  const Datum colour = EncodedDatum(3);
+  EXPECT_EQ(plain.InferBlobShape(colour), (std::vector<int>{3, 2, 3}));
+  std::vector<float> out(18);
+  plain.Transform(colour, out.data(), nullptr);
+  for (int c = 0; c < 3; ++c)
+    for (int p = 0; p < 6; ++p) EXPECT_EQ(out[c * 6 + p], 10 * c + 3 * (p / 3) + p % 3) << c << " " << p;
+  const Datum decoded = plain.Decode(colour);
+  EXPECT_FALSE(decoded.encoded());
+  EXPECT_EQ(decoded.label(), 4);
+  EXPECT_EQ(decoded.channels(), 3);
+
+  const Datum grey = EncodedDatum(1);
+  EXPECT_EQ(plain.InferBlobShape(grey), (std::vector<int>{1, 2, 3}));
+  DataTransformer to_colour(ParseTransform("force_color: true crop_size: 2"), TEST);
+  EXPECT_EQ(to_colour.InferBlobShape(grey), (std::vector<int>{3, 2, 2}));
+  std::vector<float> cropped(12);
+  to_colour.Transform(grey, cropped.data(), nullptr);
+  // Centre crop: rows 0-1, columns 0-1; the three channels are the grey values.
+  for (int c = 0; c < 3; ++c)
+    EXPECT_EQ(std::vector<float>(cropped.begin() + 4 * c, cropped.begin() + 4 * c + 4),
+              (std::vector<float>{0, 1, 3, 4}));
+  DataTransformer to_grey(ParseTransform("force_gray: true"), TEST);
+  EXPECT_EQ(to_grey.InferBlobShape(colour), (std::vector<int>{1, 2, 3}));
+  test::ExpectErrorContaining([] { DataTransformer both(ParseTransform("force_color: true force_gray: true"), TEST); },
+                              {"force_color", "force_gray"});
 }
 
 }  // namespace

@@ -1,7 +1,10 @@
 #include "io/data_transformer.hpp"
 
+#include <glog/logging.h>
+
 #include <cstdint>
 
+#include "io/image_io.hpp"
 #include "io/proto_io.hpp"
 
 namespace crema {
@@ -17,6 +20,8 @@ std::string DimsString(const std::vector<int>& dims) {
 }  // namespace
 
 DataTransformer::DataTransformer(const TransformationParameter& param, Phase phase) : param_(param), phase_(phase) {
+  CREMA_CHECK(!(param_.force_color() && param_.force_gray()))
+      << "transform_param: force_color and force_gray cannot both be set";
   CREMA_CHECK(!(param_.has_mean_file() && param_.mean_value_size() > 0))
       << "transform_param: give mean_file or mean_value, not both";
   if (!param_.has_mean_file()) return;
@@ -40,9 +45,15 @@ DataTransformer::DataTransformer(const TransformationParameter& param, Phase pha
   }
 }
 
+Datum DataTransformer::Decode(const Datum& datum) const {
+  if (!datum.encoded()) return datum;
+  const ImageColor color =
+      param_.force_color() ? ImageColor::kColor : (param_.force_gray() ? ImageColor::kGray : ImageColor::kAsStored);
+  return DecodeDatum(datum, color);
+}
+
 std::vector<int> DataTransformer::CheckDatum(const Datum& datum) const {
-  CREMA_CHECK(!datum.encoded()) << "encoded images are not supported yet: convert the data set to raw pixels "
-                                << "(a Datum with encoded: false)";
+  CHECK(!datum.encoded()) << "DataTransformer: an encoded datum must be decoded first";
   const std::vector<int> dims = {datum.channels(), datum.height(), datum.width()};
   CREMA_CHECK(dims[0] > 0 && dims[1] > 0 && dims[2] > 0)
       << "a datum has shape " << DimsString(dims) << " (channels x height x width); each must be positive";
@@ -70,12 +81,14 @@ std::vector<int> DataTransformer::CheckDatum(const Datum& datum) const {
 }
 
 std::vector<int> DataTransformer::InferBlobShape(const Datum& datum) const {
+  if (datum.encoded()) return InferBlobShape(Decode(datum));
   std::vector<int> dims = CheckDatum(datum);
   if (param_.crop_size() > 0) dims[1] = dims[2] = static_cast<int>(param_.crop_size());
   return dims;
 }
 
 void DataTransformer::Transform(const Datum& datum, float* out, RandomStream* random) const {
+  if (datum.encoded()) return Transform(Decode(datum), out, random);
   const std::vector<int> dims = CheckDatum(datum);
   const int channels = dims[0], height = dims[1], width = dims[2];
   const int crop = static_cast<int>(param_.crop_size());

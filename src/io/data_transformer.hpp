@@ -6,6 +6,10 @@
 //      datum, so the crop's own part of it is subtracted) or mean_value (one for every channel, or one per
 //      channel);
 //   4. multiply by scale.
+// An encoded Datum (encoded: true, `data` holding a PNG or JPEG file) is decoded first with OpenCV
+// (src/io/image_io): to 3 channels with force_color, to 1 with force_gray, else as stored; the decoded image's
+// size is the datum's (its channels/height/width fields are not read). force_color and force_gray do not
+// change raw Datums.
 // Random draws come from the RandomStream passed in, so the caller decides whose stream it is and can save
 // and restore it for an exact resume. Per datum in TRAIN, the stream is drawn from in a fixed order: the crop
 // rows offset, the crop columns offset (both only when cropping), then the mirror coin (only with mirror).
@@ -24,6 +28,10 @@ class DataTransformer {
  public:
   // Loads mean_file now (once) and checks the parameter's own consistency; errors name the field or file.
   DataTransformer(const TransformationParameter& param, Phase phase);
+
+  // The raw Datum of `datum`: decoded when it is encoded (see above), else `datum` itself. A caller that needs
+  // both the shape and the values decodes once with this and passes the result to both.
+  Datum Decode(const Datum& datum) const;
 
   // The shape {C, H', W'} that Transform writes for `datum` (H' = W' = crop_size when cropping). Checks the
   // datum against the parameter (crop larger than the image, mean shape or mean_value count), so calling it

@@ -1,0 +1,91 @@
+// ImageDataLayer ("ImageData"): reads image files named in a list and produces batches: top 0 the transformed
+// images {batch_size, C, H', W'}, top 1 the labels {batch_size}. At the end of the list it starts again from
+// the first line.
+//
+// image_data_param: source (a text file of lines "path label": the label is the last field, an integer, and
+// the path everything before it, so paths may hold spaces; blank lines are skipped), root_folder (prepended
+// to every path as it is), batch_size (1), rand_skip (skip a random number of lines, 0 to rand_skip - 1, at
+// the start), shuffle (false: the order of the lines, drawn from the layer's random stream at set-up and
+// again at every pass over the list), new_height / new_width (both 0, or both positive: every image is resized
+// to that size, bilinearly), is_color (true: 3 channels B, G, R; false: 1 grey channel). Its deprecated scale /
+// mean_file / crop_size / mirror are used where transform_param leaves those fields unset. transform_param:
+// crop, mirror, mean and scale through DataTransformer (crops and mirrors drawn from the layer's stream).
+//
+// Images are decoded with OpenCV (src/io/image_io). The images of one batch must have the same size (resize
+// them, or use batch_size 1); the tops take the shape of each batch's first image.
+//
+// Runtime state (exact resume): the line order (when shuffling) and the position of the next line
+// (cursor_key, as text), the lines read (records_read) and the random stream (shuffles, crops, mirrors).
+//
+// Data parallelism: on replica r of N, each batch is part r of a global batch of N * batch_size consecutive
+// lines, as for Data.
+//
+// Differences from Caffe: images are read in Forward, without a prefetch thread; mirroring happens only in
+// TRAIN (as in Data); lines whose label is not an integer are errors.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "io/data_transformer.hpp"
+#include "layers/layer.hpp"
+
+namespace crema {
+
+class ImageDataLayer : public Layer {
+ public:
+  using Layer::Layer;
+
+  // Checks the parameters, reads the list, shuffles and skips, and shapes the tops from the first image.
+  void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  // The tops are shaped in LayerSetUp and, should a batch's shape differ, in Forward.
+  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {}
+
+  const char* type() const override { return "ImageData"; }
+  int ExactNumBottomBlobs() const override { return 0; }
+  int MinTopBlobs() const override { return 1; }
+  int MaxTopBlobs() const override { return 2; }
+
+  void SaveRuntimeState(LayerRuntimeState* state) const override;
+  // Throws naming the layer and the list when the state does not fit the list.
+  void RestoreRuntimeState(const LayerRuntimeState& state) override;
+  bool HasRuntimeState() const override { return true; }
+
+ protected:
+  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override {}
+  // Batches are assembled on the host; the next layer's gpu_data() copies them over.
+  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
+    Forward_cpu(bottom, top);
+  }
+  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override {}
+
+ private:
+  struct Line {
+    std::string path;  // as written in the list
+    int label = 0;
+    int number = 0;  // its line number in the list
+  };
+
+  TransformationParameter MergedTransformParam() const;
+  // The image of the line at the cursor; errors name the file and the list line.
+  Datum CurrentDatum() const;
+  void Advance();
+
+  std::vector<Line> lines_;
+  std::unique_ptr<DataTransformer> transformer_;
+  int batch_size_ = 0;
+  bool shuffle_ = false;
+  Replica replica_;
+
+  // The next line is lines_[order_[position_]] (lines_[position_] when not shuffling).
+  std::vector<int> order_;
+  int position_ = 0;
+  uint64_t records_read_ = 0;
+};
+
+}  // namespace crema

@@ -1,0 +1,29 @@
+// Images to Datums, with OpenCV kept inside src/io: reading an image file (ImageData) and decoding an encoded
+// Datum (a Data set whose records hold PNG or JPEG bytes). The result is a raw Datum: `data` holds
+// channels x height x width bytes, channel-major, channels in OpenCV's order (B, G, R for colour images, as in
+// Caffe), ready for DataTransformer.
+#pragma once
+
+#include <string>
+
+#include "core/common.hpp"
+
+namespace crema {
+
+// How to decode: as stored (1 or 3 channels, whichever the file has), always 3 channels, or always 1.
+enum class ImageColor { kAsStored, kColor, kGray };
+
+// Reads the image at `path` into a Datum with `label`; when new_height and new_width are both positive the image
+// is first resized to that size (bilinear). Throws naming the path when the file is missing or not an image
+// OpenCV can decode.
+Datum ReadImageToDatum(const std::string& path, int label, int new_height, int new_width, ImageColor color);
+
+// The raw Datum of an encoded one (its label kept); a raw Datum is returned unchanged. Throws when the bytes
+// are not an image OpenCV can decode.
+Datum DecodeDatum(const Datum& datum, ImageColor color);
+
+// Encodes an 8-bit image of height x width x channels bytes (interleaved, B G R for 3 channels) as a file of
+// the format `extension` names (".png", ".jpg"); for tests and converters.
+std::string EncodeImage(const std::string& extension, const unsigned char* pixels, int height, int width, int channels);
+
+}  // namespace crema
