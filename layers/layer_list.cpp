@@ -58,6 +58,7 @@
 #include "layers/softmax.hpp"
 #include "layers/softmax_with_loss.hpp"
 #include "layers/split.hpp"
+#include "layers/spp.hpp"
 #include "layers/swish.hpp"
 #include "layers/tanh.hpp"
 #include "layers/threshold.hpp"
@@ -80,6 +81,7 @@ void RegisterBuiltinLayers(LayerRegistry* registry) {
   registry->Add<DeconvolutionLayer>("Deconvolution", {"im2col"});
   registry->Add<PoolingLayer>("Pooling", {"native"});
   registry->Add<Im2colLayer>("Im2col", {"native"});
+  registry->Add<SPPLayer>("SPP", {"native"});
   registry->Add<LRNLayer>("LRN", {"native"});
   registry->Add<BatchNormLayer>("BatchNorm", {"native"});
   registry->Add<ScaleLayer>("Scale", {"native"});
