@@ -63,6 +63,7 @@
 #include "layers/tanh.hpp"
 #include "layers/threshold.hpp"
 #include "layers/tile.hpp"
+#include "layers/window_data.hpp"
 
 namespace crema {
 
@@ -75,6 +76,7 @@ void RegisterBuiltinLayers(LayerRegistry* registry) {
   registry->Add<HDF5DataLayer>("HDF5Data", {"native", kCpuAndGpu});
   registry->Add<HDF5OutputLayer>("HDF5Output", {"native", kCpuAndGpu});
   registry->Add<ImageDataLayer>("ImageData", {"native", kCpuAndGpu});
+  registry->Add<WindowDataLayer>("WindowData", {"native", kCpuAndGpu});
   // Vision
   registry->Add<ConvolutionLayer>("Convolution", {"im2col"});
   registry->Add<ReferenceConvolutionLayer>("Convolution", {"reference"});

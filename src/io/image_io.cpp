@@ -1,5 +1,6 @@
 #include "io/image_io.hpp"
 
+#include <cstdint>
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
@@ -62,6 +63,33 @@ Datum DecodeDatum(const Datum& datum, ImageColor color) {
   cv::Mat image = cv::imdecode(buffer, ReadFlag(color));
   CREMA_CHECK(!image.empty()) << "an encoded datum (" << bytes.size() << " bytes) is not an image OpenCV can decode";
   return MatToDatum(image, datum.label());
+}
+
+Datum CropResizeDatum(const Datum& image, int x1, int y1, int x2, int y2, int out_height, int out_width, bool mirror) {
+  CREMA_CHECK(!image.encoded()) << "CropResizeDatum: the datum must be decoded first";
+  const int channels = image.channels(), height = image.height(), width = image.width();
+  CREMA_CHECK(channels > 0 && static_cast<int64_t>(image.data().size()) == int64_t{channels} * height * width)
+      << "CropResizeDatum: a datum of " << channels << "x" << height << "x" << width << " holds " << image.data().size()
+      << " bytes";
+  CREMA_CHECK(0 <= x1 && x1 <= x2 && x2 < width && 0 <= y1 && y1 <= y2 && y2 < height)
+      << "the region x " << x1 << ".." << x2 << ", y " << y1 << ".." << y2 << " is empty or leaves the image (" << width
+      << " wide, " << height << " high)";
+  CREMA_CHECK(out_height > 0 && out_width > 0)
+      << "cannot resize a region to " << out_height << "x" << out_width << " (height x width)";
+  const int region_height = y2 - y1 + 1, region_width = x2 - x1 + 1;
+  cv::Mat region(region_height, region_width, CV_8UC(channels));
+  const std::string& bytes = image.data();
+  for (int h = 0; h < region_height; ++h) {
+    unsigned char* row = region.ptr<unsigned char>(h);
+    for (int w = 0; w < region_width; ++w)
+      for (int c = 0; c < channels; ++c)
+        row[w * channels + c] =
+            static_cast<unsigned char>(bytes[(static_cast<size_t>(c) * height + y1 + h) * width + x1 + w]);
+  }
+  cv::Mat resized;
+  cv::resize(region, resized, cv::Size(out_width, out_height), 0, 0, cv::INTER_LINEAR);
+  if (mirror) cv::flip(resized, resized, 1);
+  return MatToDatum(resized, image.label());
 }
 
 std::string EncodeImage(const std::string& extension, const unsigned char* pixels, int height, int width,

@@ -22,6 +22,12 @@ Datum ReadImageToDatum(const std::string& path, int label, int new_height, int n
 // are not an image OpenCV can decode.
 Datum DecodeDatum(const Datum& datum, ImageColor color);
 
+// The region of rows y1..y2 and columns x1..x2 (inclusive) of a raw 8-bit Datum, resized to out_height x
+// out_width with OpenCV's bilinear interpolation (INTER_LINEAR, the region taken as an image of its own) and,
+// when `mirror`, flipped left-right; a raw Datum of that size, its label kept. Throws when the region is empty
+// or leaves the image, or the output size is not positive.
+Datum CropResizeDatum(const Datum& image, int x1, int y1, int x2, int y2, int out_height, int out_width, bool mirror);
+
 // Encodes an 8-bit image of height x width x channels bytes (interleaved, B G R for 3 channels) as a file of
 // the format `extension` names (".png", ".jpg"); for tests and converters.
 std::string EncodeImage(const std::string& extension, const unsigned char* pixels, int height, int width, int channels);
