@@ -23,6 +23,80 @@ std::string Squashed(const std::string& name) {
   return result;
 }
 
+// Every layer type of Caffe's catalogue is known (the unknown-type error lists them all), so a Caffe prototxt
+// never stops at "unknown type" for one of Caffe's own layers.
+TEST(LayerCatalogueTest, EveryCaffeTypeIsKnownAndListedInTheUnknownTypeError) {
+  const std::vector<std::string> caffe_types = {"AbsVal",
+                                                "Accuracy",
+                                                "ArgMax",
+                                                "BNLL",
+                                                "BatchNorm",
+                                                "BatchReindex",
+                                                "Bias",
+                                                "Clip",
+                                                "Concat",
+                                                "ContrastiveLoss",
+                                                "Convolution",
+                                                "Crop",
+                                                "Data",
+                                                "Deconvolution",
+                                                "Dropout",
+                                                "DummyData",
+                                                "ELU",
+                                                "Eltwise",
+                                                "Embed",
+                                                "EuclideanLoss",
+                                                "Exp",
+                                                "Filter",
+                                                "Flatten",
+                                                "HDF5Data",
+                                                "HDF5Output",
+                                                "HingeLoss",
+                                                "Im2col",
+                                                "ImageData",
+                                                "InfogainLoss",
+                                                "InnerProduct",
+                                                "Input",
+                                                "LRN",
+                                                "LSTM",
+                                                "LSTMUnit",
+                                                "Log",
+                                                "MVN",
+                                                "MemoryData",
+                                                "MultinomialLogisticLoss",
+                                                "PReLU",
+                                                "Parameter",
+                                                "Pooling",
+                                                "Power",
+                                                "Python",
+                                                "RNN",
+                                                "ReLU",
+                                                "Reduction",
+                                                "Reshape",
+                                                "SPP",
+                                                "Scale",
+                                                "Sigmoid",
+                                                "SigmoidCrossEntropyLoss",
+                                                "Silence",
+                                                "Slice",
+                                                "Softmax",
+                                                "SoftmaxWithLoss",
+                                                "Split",
+                                                "Swish",
+                                                "TanH",
+                                                "Threshold",
+                                                "Tile",
+                                                "WindowData"};
+  ASSERT_EQ(caffe_types.size(), 61u);
+  const std::vector<std::string> registered = LayerRegistry::Global().Types();
+  for (const std::string& type : caffe_types)
+    EXPECT_NE(std::find(registered.begin(), registered.end(), type), registered.end()) << type;
+  const std::string message = test::ErrorMessage([] {
+    LayerRegistry::Global().Create(test::ParseLayer("name: 'x' type: 'Convolutoin'"), {}, std::make_shared<Context>());
+  });
+  for (const std::string& type : caffe_types) EXPECT_NE(message.find(type), std::string::npos) << type;
+}
+
 TEST(LayerCatalogueTest, EveryRegisteredTypeHasATestFile) {
   const std::filesystem::path tests = std::filesystem::path(CREMA_SOURCE_DIR) / "tests";
   std::vector<std::string> test_files;  // squashed names of tests/test_<name>_layer.cpp
