@@ -42,9 +42,9 @@
 
 namespace crema {
 
-class DataLayer : public Layer {
+class DataLayer : public HostDataLayer {
  public:
-  using Layer::Layer;
+  using HostDataLayer::HostDataLayer;
   // Stops the prefetch thread.
   ~DataLayer() override;
 
@@ -55,25 +55,15 @@ class DataLayer : public Layer {
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {}
 
   const char* type() const override { return "Data"; }
-  int ExactNumBottomBlobs() const override { return 0; }
   int MinTopBlobs() const override { return 1; }
   int MaxTopBlobs() const override { return 2; }
 
   void SaveRuntimeState(LayerRuntimeState* state) const override;
   // Throws naming the key and the source when the saved record is not in the database.
   void RestoreRuntimeState(const LayerRuntimeState& state) override;
-  bool HasRuntimeState() const override { return true; }
 
  protected:
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override {}
-  // Batches are assembled on the host; the next layer's gpu_data() copies them over.
-  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
-    Forward_cpu(bottom, top);
-  }
-  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override {}
 
  private:
   // Where a batch starts: everything needed to read it again.

@@ -33,32 +33,22 @@
 
 namespace crema {
 
-class HDF5DataLayer : public Layer {
+class HDF5DataLayer : public HostDataLayer {
  public:
-  using Layer::Layer;
+  using HostDataLayer::HostDataLayer;
 
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
 
   const char* type() const override { return "HDF5Data"; }
-  int ExactNumBottomBlobs() const override { return 0; }
   int MinTopBlobs() const override { return 1; }
 
   void SaveRuntimeState(LayerRuntimeState* state) const override;
   // Throws naming the layer when the state does not fit the files of the list.
   void RestoreRuntimeState(const LayerRuntimeState& state) override;
-  bool HasRuntimeState() const override { return true; }
 
  protected:
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override {}
-  // Batches are assembled on the host; the next layer's gpu_data() copies them over.
-  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
-    Forward_cpu(bottom, top);
-  }
-  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override {}
 
  private:
   // Starts reading the file at file_position_ (row 0, a fresh row order when shuffling).

@@ -34,9 +34,9 @@
 
 namespace crema {
 
-class ImageDataLayer : public Layer {
+class ImageDataLayer : public HostDataLayer {
  public:
-  using Layer::Layer;
+  using HostDataLayer::HostDataLayer;
 
   // Checks the parameters, reads the list, shuffles and skips, and shapes the tops from the first image.
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
@@ -44,25 +44,15 @@ class ImageDataLayer : public Layer {
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {}
 
   const char* type() const override { return "ImageData"; }
-  int ExactNumBottomBlobs() const override { return 0; }
   int MinTopBlobs() const override { return 1; }
   int MaxTopBlobs() const override { return 2; }
 
   void SaveRuntimeState(LayerRuntimeState* state) const override;
   // Throws naming the layer and the list when the state does not fit the list.
   void RestoreRuntimeState(const LayerRuntimeState& state) override;
-  bool HasRuntimeState() const override { return true; }
 
  protected:
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override {}
-  // Batches are assembled on the host; the next layer's gpu_data() copies them over.
-  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
-    Forward_cpu(bottom, top);
-  }
-  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override {}
 
  private:
   struct Line {

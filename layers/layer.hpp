@@ -185,6 +185,21 @@ class Layer {
   bool workspace_is_shared_ = false;
 };
 
+// A layer that reads a data set into its tops on the host (Data, ImageData, WindowData, HDF5Data, MemoryData):
+// no bottoms, no gradient, and a cursor and random stream saved with the solver state. On a GPU context it
+// builds its batch the same way; the next layer's gpu_data() copies it over.
+class HostDataLayer : public Layer {
+ public:
+  using Layer::Layer;
+  int ExactNumBottomBlobs() const override { return 0; }
+  bool HasRuntimeState() const override { return true; }
+
+ protected:
+  void Backward_cpu(const std::vector<Blob*>&, const std::vector<bool>&, const std::vector<Blob*>&) final {}
+  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) final { Forward_cpu(bottom, top); }
+  void Backward_gpu(const std::vector<Blob*>&, const std::vector<bool>&, const std::vector<Blob*>&) final {}
+};
+
 // A layer of per-element rules: one bottom, one top of the bottom's shape, in place allowed (ReLU, Dropout,
 // and later Sigmoid, TanH, Power, ...). Its ForwardElements and BackwardElements are written once for both
 // devices: they read pointers with data_on(device()) and run their rules with for_each_element(context(), ...);

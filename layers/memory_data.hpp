@@ -24,15 +24,14 @@
 
 namespace crema {
 
-class MemoryDataLayer : public Layer {
+class MemoryDataLayer : public HostDataLayer {
  public:
-  using Layer::Layer;
+  using HostDataLayer::HostDataLayer;
 
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
 
   const char* type() const override { return "MemoryData"; }
-  int ExactNumBottomBlobs() const override { return 0; }
   int ExactNumTopBlobs() const override { return 2; }
 
   // Copies n items: data holds n * channels * height * width floats, labels n floats. Throws (naming the layer)
@@ -50,18 +49,10 @@ class MemoryDataLayer : public Layer {
 
   void SaveRuntimeState(LayerRuntimeState* state) const override;
   void RestoreRuntimeState(const LayerRuntimeState& state) override;
-  bool HasRuntimeState() const override { return true; }
 
  protected:
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override {}
   // Batches are copied on the host; the next layer's gpu_data() copies them over.
-  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
-    Forward_cpu(bottom, top);
-  }
-  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override {}
 
  private:
   int batch_size_ = 0, channels_ = 0, height_ = 0, width_ = 0;

@@ -50,9 +50,9 @@
 
 namespace crema {
 
-class WindowDataLayer : public Layer {
+class WindowDataLayer : public HostDataLayer {
  public:
-  using Layer::Layer;
+  using HostDataLayer::HostDataLayer;
 
   // Checks the parameters, reads the window file (and, with cache_images, the images) and the mean, and
   // shapes the tops.
@@ -60,28 +60,18 @@ class WindowDataLayer : public Layer {
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {}
 
   const char* type() const override { return "WindowData"; }
-  int ExactNumBottomBlobs() const override { return 0; }
   int MinTopBlobs() const override { return 1; }
   int MaxTopBlobs() const override { return 2; }
 
   void SaveRuntimeState(LayerRuntimeState* state) const override;
   // Throws naming the layer when the state belongs to another layer or has no random stream.
   void RestoreRuntimeState(const LayerRuntimeState& state) override;
-  bool HasRuntimeState() const override { return true; }
 
   size_t num_foreground() const { return foreground_.size(); }
   size_t num_background() const { return background_.size(); }
 
  protected:
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override {}
-  // Batches are assembled on the host; the next layer's gpu_data() copies them over.
-  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
-    Forward_cpu(bottom, top);
-  }
-  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override {}
 
  private:
   struct Image {
