@@ -6,7 +6,6 @@
 #include <opencv2/dnn.hpp>
 
 #include <cmath>
-#include <regex>
 
 #include "io/mnist.hpp"
 #include "io/proto_io.hpp"
@@ -22,45 +21,29 @@ const std::string kExampleDir = std::string(CREMA_SOURCE_DIR) + "/examples/fashi
 class FashionMnistTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    const std::string data = test::kFashionMnistDir;
-    ASSERT_TRUE(FileExists(data + "/train-images-idx3-ubyte.gz"))
-        << "Fashion-MNIST is missing: install Debian's dataset-fashion-mnist package (scripts/install_deps.sh)";
-    dir_ = new test::TempDir;
-    ConvertMnistToLmdb(data + "/train-images-idx3-ubyte.gz", data + "/train-labels-idx1-ubyte.gz",
-                          dir_->file("train_lmdb"), 0, 6000);
-    ConvertMnistToLmdb(data + "/t10k-images-idx3-ubyte.gz", data + "/t10k-labels-idx1-ubyte.gz",
-                          dir_->file("test_lmdb"), 0, 1000);
-    // The example's own net, pointed at the slices.
-    std::string net = ReadFileToString(kExampleDir + "/lenet_train_test.prototxt");
-    net = std::regex_replace(net, std::regex("data/fashion_mnist/fashion_mnist_train_lmdb"), dir_->file("train_lmdb"));
-    net = std::regex_replace(net, std::regex("data/fashion_mnist/fashion_mnist_test_lmdb"), dir_->file("test_lmdb"));
-    SolverParameter solver;
-    ReadProtoFromTextFile(kExampleDir + "/lenet_solver.prototxt", &solver);
-    solver.clear_net();
-    ReadProtoFromText(net, "lenet_train_test.prototxt", solver.mutable_net_param());
+    slices_ = new test::FashionMnistSlices(6000, 1000);
+    SolverParameter solver = slices_->ExampleSolver("fashion_mnist/lenet_solver.prototxt");
     solver.set_max_iter(400);
     solver.clear_test_iter();
     solver.add_test_iter(10);  // 10 batches of 100: the whole test slice
     solver.set_test_interval(400);
     solver.set_test_initialization(false);
-    solver.set_snapshot(0);
-    solver.set_snapshot_prefix(dir_->file("lenet"));
-    solver.set_solver_mode(SolverParameter::CPU);
+    solver.set_snapshot_after_train(true);
     auto trainer = CreateSolver(solver);
     trainer->Solve();
     const auto results = trainer->TestAll();
     for (const auto& output : results[0])
       if (output.blob == "accuracy") accuracy_ = output.value;
-    weights_ = dir_->file("lenet_iter_400.caffemodel");
+    weights_ = solver.snapshot_prefix() + "_iter_400.caffemodel";
   }
-  static void TearDownTestSuite() { delete dir_; }
+  static void TearDownTestSuite() { delete slices_; }
 
-  static test::TempDir* dir_;
+  static test::FashionMnistSlices* slices_;
   static float accuracy_;
   static std::string weights_;
 };
 
-test::TempDir* FashionMnistTest::dir_ = nullptr;
+test::FashionMnistSlices* FashionMnistTest::slices_ = nullptr;
 float FashionMnistTest::accuracy_ = 0.f;
 std::string FashionMnistTest::weights_;
 

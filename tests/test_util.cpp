@@ -10,10 +10,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <regex>
 #include <sstream>
 
 #include "core/context.hpp"
 #include "io/lmdb.hpp"
+#include "io/mnist.hpp"
 #include "io/proto_io.hpp"
 #include "layers/layer_registry.hpp"
 
@@ -322,6 +324,36 @@ void ExpectSetUpError(const LayerParameter& param, const std::vector<std::string
 void ExpectSetUpError(const std::string& text, const std::vector<std::string>& parts, bool in_place,
                       const std::vector<int>& shape) {
   ExpectSetUpError(ParseLayer(text), parts, in_place, shape);
+}
+
+FashionMnistSlices::FashionMnistSlices(int train_count, int test_count) {
+  const std::string data = kFashionMnistDir;
+  CREMA_CHECK(FileExists(data + "/train-images-idx3-ubyte.gz"))
+      << "Fashion-MNIST is missing from " << data
+      << ": install Debian's dataset-fashion-mnist package (scripts/install_deps.sh)";
+  ConvertMnistToLmdb(data + "/train-images-idx3-ubyte.gz", data + "/train-labels-idx1-ubyte.gz", train_db(), 0,
+                     train_count);
+  ConvertMnistToLmdb(data + "/t10k-images-idx3-ubyte.gz", data + "/t10k-labels-idx1-ubyte.gz", test_db(), 0,
+                     test_count);
+}
+
+std::string FashionMnistSlices::PointAt(const std::string& text) const {
+  std::string pointed = std::regex_replace(text, std::regex("data/fashion_mnist/fashion_mnist_train_lmdb"), train_db());
+  return std::regex_replace(pointed, std::regex("data/fashion_mnist/fashion_mnist_test_lmdb"), test_db());
+}
+
+SolverParameter FashionMnistSlices::ExampleSolver(const std::string& solver_path) const {
+  const std::string root = CREMA_SOURCE_DIR;
+  SolverParameter solver;
+  ReadProtoFromTextFile(root + "/examples/" + solver_path, &solver);
+  const std::string net_file = solver.net();
+  solver.clear_net();
+  ReadProtoFromText(PointAt(ReadFileToString(root + "/" + net_file)), net_file, solver.mutable_net_param());
+  solver.set_snapshot(0);
+  solver.set_snapshot_after_train(false);
+  solver.set_snapshot_prefix(dir_.file("snapshot"));
+  solver.set_solver_mode(SolverParameter::CPU);
+  return solver;
 }
 
 }  // namespace test

@@ -56,6 +56,25 @@ int RunCommand(const std::string& command, std::string* output);
 // The bytes of a file ("" when it cannot be read).
 std::string FileBytes(const std::string& path);
 
+// Slices of Debian's Fashion-MNIST in LMDBs under a temporary directory (the first `train_count` training and
+// `test_count` test images), and example files pointed at them, for tests that train on real data quickly.
+class FashionMnistSlices {
+ public:
+  // Fails the test (naming the package to install) when the data set is missing.
+  FashionMnistSlices(int train_count, int test_count);
+  std::string train_db() const { return dir_.file("train_lmdb"); }
+  std::string test_db() const { return dir_.file("test_lmdb"); }
+  // Prototxt text with the examples' data paths (data/fashion_mnist/fashion_mnist_{train,test}_lmdb) replaced
+  // by the slices.
+  std::string PointAt(const std::string& text) const;
+  // The solver examples/<solver_path> with its net (read from the file it names) pointed at the slices, on the
+  // CPU, with no snapshots (snapshot_prefix in the temporary directory).
+  SolverParameter ExampleSolver(const std::string& solver_path) const;
+
+ private:
+  TempDir dir_;
+};
+
 // Owns a list of blobs and exposes them as the raw-pointer vectors layers take.
 struct BlobList {
   std::vector<std::unique_ptr<Blob>> owned;

@@ -1,0 +1,91 @@
+// Caffe's published solver examples, with their own hyperparameters, converge on Fashion-MNIST: each runs a few
+// hundred iterations on a slice of the data set and must clearly improve on where it started. (The full runs'
+// figures are in docs/solvers.md.)
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "io/proto_io.hpp"
+#include "solver/solver.hpp"
+#include "test_util.hpp"
+
+namespace crema {
+namespace {
+
+// The mean of output `blob` of test net `net` in a TestAll result.
+float Output(const std::vector<std::vector<OutputScores::Mean>>& results, size_t net, const std::string& blob) {
+  for (const auto& output : results.at(net))
+    if (output.blob == blob) return output.value;
+  ADD_FAILURE() << "test net " << net << " has no output " << blob;
+  return 0.f;
+}
+
+class SolverExamplesTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { slices_ = new test::FashionMnistSlices(4000, 500); }
+  static void TearDownTestSuite() { delete slices_; }
+
+  static test::FashionMnistSlices* slices_;
+};
+
+test::FashionMnistSlices* SolverExamplesTest::slices_ = nullptr;
+
+// The MNIST autoencoder solvers: after `iterations` the test set's reconstruction cross-entropy must have fallen
+// to below `fraction` of the untrained net's.
+void ExpectAutoencoderConverges(const test::FashionMnistSlices& slices, const std::string& solver_file,
+                                const char* expected_type, int iterations, float fraction) {
+  SolverParameter param = slices.ExampleSolver("mnist/" + solver_file);
+  EXPECT_EQ(param.type(), expected_type);
+  param.set_max_iter(iterations);
+  param.set_test_iter(0, 5);  // test-on-train: 500 training images
+  param.set_test_iter(1, 5);  // test-on-test: the whole test slice
+  param.set_test_interval(iterations);
+  param.set_display(0);
+  auto solver = CreateSolver(param);
+  ASSERT_STREQ(solver->type(), expected_type);
+  const auto before = solver->TestAll();
+  solver->Step(iterations);
+  const auto after = solver->TestAll();
+  for (size_t net : {0u, 1u}) {
+    const float start = Output(before, net, "cross_entropy_loss"), end = Output(after, net, "cross_entropy_loss");
+    EXPECT_LT(end, fraction * start) << solver_file << ", test net " << net << ": cross-entropy " << start
+                                     << " before, " << end << " after " << iterations << " iterations";
+  }
+}
+
+TEST_F(SolverExamplesTest, AutoencoderSgd) {
+  ExpectAutoencoderConverges(*slices_, "mnist_autoencoder_solver.prototxt", "SGD", 150, 0.5f);
+}
+TEST_F(SolverExamplesTest, AutoencoderNesterov) {
+  ExpectAutoencoderConverges(*slices_, "mnist_autoencoder_solver_nesterov.prototxt", "Nesterov", 150, 0.5f);
+}
+TEST_F(SolverExamplesTest, AutoencoderAdaGrad) {
+  ExpectAutoencoderConverges(*slices_, "mnist_autoencoder_solver_adagrad.prototxt", "AdaGrad", 150, 0.5f);
+}
+TEST_F(SolverExamplesTest, AutoencoderAdaDelta) {
+  ExpectAutoencoderConverges(*slices_, "mnist_autoencoder_solver_adadelta.prototxt", "AdaDelta", 150, 0.5f);
+}
+
+// The LeNet solvers: test accuracy far above chance (0.1) after `iterations`.
+void ExpectLenetLearns(const test::FashionMnistSlices& slices, const std::string& solver_file,
+                       const char* expected_type, int iterations, float accuracy) {
+  SolverParameter param = slices.ExampleSolver("fashion_mnist/" + solver_file);
+  EXPECT_EQ(param.type(), expected_type);
+  param.set_max_iter(iterations);
+  param.set_test_iter(0, 5);  // the whole test slice, 5 batches of 100
+  param.set_test_interval(iterations);
+  param.set_display(0);
+  auto solver = CreateSolver(param);
+  ASSERT_STREQ(solver->type(), expected_type);
+  solver->Step(iterations);
+  const float reached = Output(solver->TestAll(), 0, "accuracy");
+  EXPECT_GT(reached, accuracy) << solver_file << " after " << iterations << " iterations";
+}
+
+TEST_F(SolverExamplesTest, LenetAdam) { ExpectLenetLearns(*slices_, "lenet_solver_adam.prototxt", "Adam", 200, 0.65f); }
+TEST_F(SolverExamplesTest, LenetRmsProp) {
+  ExpectLenetLearns(*slices_, "lenet_solver_rmsprop.prototxt", "RMSProp", 200, 0.65f);
+}
+
+}  // namespace
+}  // namespace crema
