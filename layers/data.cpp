@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <optional>
 
 namespace crema {
 
@@ -36,26 +37,37 @@ TransformationParameter DataLayer::MergedTransformParam() const {
   return transform;
 }
 
+void DataLayer::CheckBackendMatchesSource() const {
+  const DataParameter& data = param_.data_param();
+  const std::optional<DataParameter::DB> on_disk = DetectDbBackend(data.source());
+  // Caffe's prototxts often leave backend unset (LEVELDB) next to an LMDB source, or the other way round; the
+  // store's own error would only say that a file is missing, so say which field to change.
+  if (!on_disk || *on_disk == data.backend()) return;
+  CREMA_FAIL() << describe() << ": data_param.backend is " << DataParameter::DB_Name(data.backend())
+               << (data.has_backend() ? "" : " (Caffe's default when backend is unset)") << ", but '" << data.source()
+               << "' holds " << (*on_disk == DataParameter::LMDB ? "an LMDB" : "a LevelDB")
+               << " database; set `backend: " << DataParameter::DB_Name(*on_disk) << "`";
+}
+
 void DataLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   StopPrefetching();
   const DataParameter& data = param_.data_param();
-  CREMA_CHECK(!data.source().empty()) << describe() << ": data_param.source is not set (the LMDB to read)";
-  CREMA_CHECK(data.backend() == DataParameter::LMDB)
-      << describe() << ": data_param.backend is LEVELDB (the default when none is given), but LevelDB is not "
-      << "supported; convert the data set to LMDB and set `backend: LMDB`";
+  CREMA_CHECK(!data.source().empty()) << describe() << ": data_param.source is not set (the database to read)";
   CREMA_CHECK(data.batch_size() > 0) << describe() << ": data_param.batch_size must be positive (it is "
                                      << data.batch_size() << ")";
   CREMA_CHECK(data.prefetch() > 0) << describe() << ": data_param.prefetch must be at least 1";
   batch_size_ = static_cast<int>(data.batch_size());
   capacity_ = data.prefetch();
 
+  CheckBackendMatchesSource();
   try {
     transformer_ = std::make_unique<DataTransformer>(MergedTransformParam(), phase());
-    reader_ = std::make_unique<LmdbReader>(data.source());
+    reader_ = OpenDbReader(data.backend(), data.source());
   } catch (const Error& error) {
     CREMA_FAIL() << describe() << ": " << error.what();
   }
-  CREMA_CHECK(reader_->Valid()) << describe() << ": LMDB '" << data.source() << "' holds no records";
+  CREMA_CHECK(reader_->Valid()) << describe() << ": " << DbBackendName(data.backend()) << " '" << data.source()
+                                << "' holds no records";
 
   random_.Seed(RandomStream::DeriveSeed(context().random_seed(), name()));
   replica_ = context().replica();

@@ -1,12 +1,13 @@
-// DataLayer ("Data"): reads Datum records from an LMDB in key order and produces batches: top 0 the
-// transformed images {batch_size, C, H', W'}, optional top 1 the labels {batch_size}. At the end of the
+// DataLayer ("Data"): reads Datum records from an LMDB or a LevelDB in key order and produces batches: top 0
+// the transformed images {batch_size, C, H', W'}, optional top 1 the labels {batch_size}. At the end of the
 // database it starts again from the first record.
 //
-// data_param: source (the LMDB directory), batch_size, backend (LMDB only; the schema's default is LEVELDB,
-// as in Caffe, so a prototxt must say `backend: LMDB`), rand_skip (skip a random number of records, 0 to
-// rand_skip - 1, at the start), prefetch (batches read ahead). Its deprecated scale / mean_file / crop_size /
-// mirror are used where transform_param leaves those fields unset, and force_encoded_color stands for
-// transform_param.force_color when that is unset. transform_param: see DataTransformer.
+// data_param: source (the database directory), batch_size, backend (LMDB or LEVELDB; LEVELDB when unset, as
+// in Caffe; a backend that does not match what the directory holds is an error that says which to set),
+// rand_skip (skip a random number of records, 0 to rand_skip - 1, at the start), prefetch (batches read
+// ahead). Its deprecated scale / mean_file / crop_size / mirror are used where transform_param leaves those
+// fields unset, and force_encoded_color stands for transform_param.force_color when that is unset.
+// transform_param: see DataTransformer.
 //
 // Records may be encoded Datums (encoded: true, a PNG or JPEG file): they are decoded with OpenCV, as stored or
 // as transform_param.force_color / force_gray say; the records of one batch must decode to the same size.
@@ -37,7 +38,7 @@
 #include <vector>
 
 #include "io/data_transformer.hpp"
-#include "io/lmdb.hpp"
+#include "io/db.hpp"
 #include "layers/layer.hpp"
 
 namespace crema {
@@ -81,6 +82,8 @@ class DataLayer : public HostDataLayer {
 
   // The transformation: transform_param, completed by data_param's deprecated fields.
   TransformationParameter MergedTransformParam() const;
+  // Throws, naming the field to set, when data_param.backend is not the store that data_param.source holds.
+  void CheckBackendMatchesSource() const;
   // These touch the cursor and the random stream, which belong to the prefetch thread while it runs.
   Position CurrentPosition() const;
   Datum CurrentDatum() const;
@@ -92,7 +95,7 @@ class DataLayer : public HostDataLayer {
   void StartPrefetching();
   void StopPrefetching();
 
-  std::unique_ptr<LmdbReader> reader_;
+  std::unique_ptr<DbReader> reader_;
   std::unique_ptr<DataTransformer> transformer_;
   RandomStream random_;
   uint64_t records_read_ = 0;

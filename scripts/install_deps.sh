@@ -9,7 +9,7 @@ packages=(
   libgoogle-glog-dev libgflags-dev
   libopenblas-dev
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev libopencv-dnn-dev
-  liblmdb-dev libhdf5-dev zlib1g-dev
+  liblmdb-dev libleveldb-dev libhdf5-dev zlib1g-dev
   libgtest-dev libgmock-dev
   dataset-fashion-mnist
 )

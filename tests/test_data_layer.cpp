@@ -1,12 +1,14 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "core/context.hpp"
+#include "io/db.hpp"
 #include "io/image_io.hpp"
 #include "io/lmdb.hpp"
 #include "layers/data.hpp"
@@ -30,19 +32,21 @@ Datum MakeDatum(int record, int channels, int height, int width) {
   return datum;
 }
 
-// An LMDB of `count` records of shape C x H x W under Caffe's keys; record i has label 100 + i.
-std::string WriteDataSet(const test::TempDir& dir, int count, int channels, int height, int width) {
-  const std::string path = dir.file("lmdb");
-  LmdbWriter writer(path, 3);
-  for (int i = 0; i < count; ++i) writer.Put(RecordKey(i), MakeDatum(i, channels, height, width).SerializeAsString());
-  writer.Commit();
+// A database (an LMDB unless told) of `count` records of shape C x H x W under Caffe's keys; record i has
+// label 100 + i.
+std::string WriteDataSet(const test::TempDir& dir, int count, int channels, int height, int width,
+                         DataParameter::DB backend = DataParameter::LMDB) {
+  const std::string path = dir.file(backend == DataParameter::LMDB ? "lmdb" : "leveldb");
+  const std::unique_ptr<DbWriter> writer = CreateDbWriter(backend, path, 3);
+  for (int i = 0; i < count; ++i) writer->Put(RecordKey(i), MakeDatum(i, channels, height, width).SerializeAsString());
+  writer->Commit();
   return path;
 }
 
 LayerParameter DataLayerParam(const std::string& source, const std::string& data_extra = "batch_size: 2",
-                              const std::string& rest = "phase: TEST") {
+                              const std::string& rest = "phase: TEST", const std::string& backend = "LMDB") {
   return test::ParseLayer("name: 'data' type: 'Data' " + rest + " data_param { source: '" + source +
-                          "' backend: LMDB " + data_extra + " }");
+                          "' backend: " + backend + " " + data_extra + " }");
 }
 
 // A set-up layer with its data and label tops, on a context with `seed`, as replica `rank` of `replicas`.
@@ -130,11 +134,6 @@ TEST(DataLayerTest, ConfigurationErrorsNameTheProblem) {
   const std::string missing = dir.file("no_such_lmdb");
   test::ExpectErrorContaining([&] { Fixture f(DataLayerParam(missing)); },
                               {"layer 'data'", missing, "No such file or directory"});
-  test::ExpectErrorContaining(
-      [&] {
-        Fixture f(test::ParseLayer("name: 'data' type: 'Data' data_param { source: '" + source + "' batch_size: 2 }"));
-      },
-      {"LEVELDB", "LevelDB is not supported", "LMDB"});
   test::ExpectErrorContaining([&] { Fixture f(DataLayerParam(source, "")); }, {"data_param.batch_size"});
   test::ExpectErrorContaining(
       [&] { Fixture f(test::ParseLayer("name: 'data' type: 'Data' data_param { batch_size: 2 }")); },
@@ -221,9 +220,9 @@ TEST(DataLayerTest, ReplicasReadTheirShareOfEachGlobalBatch) {
 }
 
 // The layer used by the resume tests: random crops and mirrors of 2 x 4 x 5 records, in TRAIN.
-LayerParameter RandomTrainParam(const std::string& source, int prefetch) {
+LayerParameter RandomTrainParam(const std::string& source, int prefetch, const std::string& backend = "LMDB") {
   return DataLayerParam(source, "batch_size: 3 prefetch: " + std::to_string(prefetch),
-                        "phase: TRAIN transform_param { crop_size: 3 mirror: true scale: 0.5 }");
+                        "phase: TRAIN transform_param { crop_size: 3 mirror: true scale: 0.5 }", backend);
 }
 
 // Whether `item` (2 x 3 x 3 values) is a crop of record `record`, mirrored or not; sets *mirrored.
@@ -282,13 +281,11 @@ TEST(DataLayerTest, TrainBatchesAreRandomCropsAndMirrorsOfTheRightRecords) {
 // The exact-resume property: for every k, the batches after a state saved after k batches are the batches a
 // fresh layer returns after restoring that state, whatever the prefetch depth and however far ahead the
 // prefetch thread has read.
-TEST(DataLayerTest, RestoredLayerContinuesExactly) {
-  test::TempDir dir;
-  const std::string source = WriteDataSet(dir, 7, 2, 4, 5);
+void ExpectRestoredLayerContinuesExactly(const std::string& source, const std::string& backend) {
   for (int prefetch : {1, 4}) {
     for (int k : {0, 1, 2, 3, 5, 9}) {
       SCOPED_TRACE("prefetch " + std::to_string(prefetch) + ", k " + std::to_string(k));
-      Fixture original(RandomTrainParam(source, prefetch));
+      Fixture original(RandomTrainParam(source, prefetch, backend));
       original.Next(k);
       std::this_thread::sleep_for(std::chrono::milliseconds(20));  // let the thread fill its queue
       LayerRuntimeState state;
@@ -300,7 +297,7 @@ TEST(DataLayerTest, RestoredLayerContinuesExactly) {
       const auto expected = original.Next(6);
 
       // A layer built under another seed, which has read (and prefetched) batches of its own.
-      Fixture resumed(RandomTrainParam(source, 4 - prefetch + 1), 2, 4242);
+      Fixture resumed(RandomTrainParam(source, 4 - prefetch + 1, backend), 2, 4242);
       resumed.Next(2);
       resumed.layer.RestoreRuntimeState(state);
       EXPECT_EQ(resumed.Next(6), expected);
@@ -314,27 +311,91 @@ TEST(DataLayerTest, RestoredLayerContinuesExactly) {
   }
 }
 
+// The cursor is a key, which both stores seek to.
+TEST(DataLayerTest, RestoredLayerContinuesExactly) {
+  for (const DataParameter::DB backend : {DataParameter::LMDB, DataParameter::LEVELDB}) {
+    SCOPED_TRACE(DbBackendName(backend));
+    test::TempDir dir;
+    ExpectRestoredLayerContinuesExactly(WriteDataSet(dir, 7, 2, 4, 5, backend), DataParameter::DB_Name(backend));
+  }
+}
+
 TEST(DataLayerTest, RestoringAMissingKeyNamesItAndTheSource) {
+  for (const DataParameter::DB backend : {DataParameter::LMDB, DataParameter::LEVELDB}) {
+    SCOPED_TRACE(DbBackendName(backend));
+    test::TempDir dir;
+    const std::string source = WriteDataSet(dir, 4, 1, 2, 2, backend);
+    Fixture fixture(DataLayerParam(source, "batch_size: 2", "phase: TEST", DataParameter::DB_Name(backend)));
+    LayerRuntimeState state;
+    fixture.layer.SaveRuntimeState(&state);
+    EXPECT_EQ(state.cursor_key(), "00000000");
+    EXPECT_EQ(state.records_read(), 0u);
+    state.set_cursor_key("00000099");
+    test::ExpectErrorContaining([&] { fixture.layer.RestoreRuntimeState(state); },
+                                {"'00000099'", source, "layer 'data'", DbBackendName(backend)});
+    test::ExpectErrorContaining([&] { fixture.Next(); }, {"'00000099'"});
+    // A good state brings the layer back.
+    state.set_cursor_key("00000002");
+    fixture.layer.RestoreRuntimeState(state);
+    EXPECT_EQ(fixture.Next().back(), 103);
+    state.clear_cursor_key();
+    test::ExpectErrorContaining([&] { fixture.layer.RestoreRuntimeState(state); }, {"cursor_key"});
+    state.set_cursor_key("00000002");
+    state.set_layer("other_data");
+    test::ExpectErrorContaining([&] { fixture.layer.RestoreRuntimeState(state); }, {"'other_data'"});
+  }
+}
+
+// The same records in a LevelDB and an LMDB make the same batches: in order and across the wrap-around, with
+// random crops and mirrors in TRAIN, and as the parts of data-parallel replicas.
+TEST(DataLayerTest, LevelDbGivesTheBatchesOfTheSameRecordsInLmdb) {
   test::TempDir dir;
-  const std::string source = WriteDataSet(dir, 4, 1, 2, 2);
-  Fixture fixture(DataLayerParam(source));
-  LayerRuntimeState state;
-  fixture.layer.SaveRuntimeState(&state);
-  EXPECT_EQ(state.cursor_key(), "00000000");
-  EXPECT_EQ(state.records_read(), 0u);
-  state.set_cursor_key("00000099");
-  test::ExpectErrorContaining([&] { fixture.layer.RestoreRuntimeState(state); },
-                              {"'00000099'", source, "layer 'data'"});
-  test::ExpectErrorContaining([&] { fixture.Next(); }, {"'00000099'"});
-  // A good state brings the layer back.
-  state.set_cursor_key("00000002");
-  fixture.layer.RestoreRuntimeState(state);
-  EXPECT_EQ(fixture.Next().back(), 103);
-  state.clear_cursor_key();
-  test::ExpectErrorContaining([&] { fixture.layer.RestoreRuntimeState(state); }, {"cursor_key"});
-  state.set_cursor_key("00000002");
-  state.set_layer("other_data");
-  test::ExpectErrorContaining([&] { fixture.layer.RestoreRuntimeState(state); }, {"'other_data'"});
+  const std::string lmdb = WriteDataSet(dir, 7, 2, 4, 5, DataParameter::LMDB);
+  const std::string leveldb = WriteDataSet(dir, 7, 2, 4, 5, DataParameter::LEVELDB);
+  Fixture from_lmdb(DataLayerParam(lmdb, "batch_size: 3"));
+  Fixture from_leveldb(DataLayerParam(leveldb, "batch_size: 3", "phase: TEST", "LEVELDB"));
+  const auto expected = from_lmdb.Next(6);  // 18 records from 7: wraps around twice
+  EXPECT_EQ(from_leveldb.Next(6), expected);
+  EXPECT_EQ(expected[3].back(), 100 + (3 * 3 + 2) % 7);
+
+  Fixture random_lmdb(RandomTrainParam(lmdb, 2, "LMDB"));
+  Fixture random_leveldb(RandomTrainParam(leveldb, 3, "LEVELDB"));
+  EXPECT_EQ(random_leveldb.Next(8), random_lmdb.Next(8));
+
+  for (int rank = 0; rank < 2; ++rank) {
+    Fixture part_lmdb(DataLayerParam(lmdb, "batch_size: 2"), 2, Context::kDefaultSeed, rank, 2);
+    Fixture part_leveldb(DataLayerParam(leveldb, "batch_size: 2", "phase: TEST", "LEVELDB"), 2, Context::kDefaultSeed,
+                         rank, 2);
+    EXPECT_EQ(part_leveldb.Next(4), part_lmdb.Next(4)) << "replica " << rank;
+  }
+}
+
+// A backend that does not match the source is named with the field to set, whichever way round (LEVELDB is
+// what a prototxt without `backend` says, as in Caffe).
+TEST(DataLayerTest, BackendThatDoesNotMatchTheSourceSaysWhatToSet) {
+  test::TempDir dir;
+  const std::string lmdb = WriteDataSet(dir, 2, 1, 2, 2, DataParameter::LMDB);
+  const std::string leveldb = WriteDataSet(dir, 2, 1, 2, 2, DataParameter::LEVELDB);
+  test::ExpectErrorContaining(
+      [&] {
+        Fixture f(test::ParseLayer("name: 'data' type: 'Data' data_param { source: '" + lmdb + "' batch_size: 2 }"));
+      },
+      {"layer 'data'", "data_param.backend is LEVELDB (Caffe's default when backend is unset), but '" + lmdb +
+                           "' holds an LMDB database; set `backend: LMDB`"});
+  test::ExpectErrorContaining([&] { Fixture f(DataLayerParam(lmdb, "batch_size: 2", "phase: TEST", "LEVELDB")); },
+                              {"layer 'data'", "data_param.backend is LEVELDB, but '" + lmdb + "' holds an LMDB"});
+  test::ExpectErrorContaining([&] { Fixture f(DataLayerParam(leveldb, "batch_size: 2", "phase: TEST", "LMDB")); },
+                              {"layer 'data'", "data_param.backend is LMDB, but '" + leveldb +
+                                                   "' holds a LevelDB database; set `backend: LEVELDB`"});
+  // Left unset, LEVELDB is right for a LevelDB.
+  Fixture unset(test::ParseLayer("name: 'data' type: 'Data' data_param { source: '" + leveldb + "' batch_size: 2 }"));
+  EXPECT_EQ(unset.Next().back(), 101);
+  // A directory that is neither store is reported by the declared store, naming the file it lacks.
+  const std::string neither = dir.file("neither");
+  std::filesystem::create_directory(neither);
+  test::ExpectErrorContaining([&] { Fixture f(DataLayerParam(neither, "batch_size: 2", "phase: TEST", "LEVELDB")); },
+                              {"layer 'data'", neither, "no CURRENT"});
+  test::ExpectErrorContaining([&] { Fixture f(DataLayerParam(neither)); }, {"layer 'data'", neither, "no data.mdb"});
 }
 
 // Record i of an encoded data set: a 2 x 3 PNG with `channels` channels; channel c of pixel p is 20 i + 6 c + p.

@@ -3,9 +3,12 @@
 
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "io/db.hpp"
 #include "io/lmdb.hpp"
 #include "io/mnist.hpp"
 #include "io/proto_io.hpp"
@@ -143,6 +146,51 @@ TEST(MnistTest, CountMismatchNamesBothFiles) {
   test::ExpectErrorContaining([&] { ConvertMnistToLmdb(dir.file("images"), dir.file("labels"), dir.file("db")); },
                               {dir.file("images"), "3 images", dir.file("labels"), "2 labels"});
   EXPECT_FALSE(std::filesystem::exists(dir.file("db")));  // checked before anything is written
+}
+
+// The records of a converted data set, key and Datum, in key order.
+std::vector<std::pair<std::string, std::string>> ReadRecords(DataParameter::DB backend, const std::string& path) {
+  std::vector<std::pair<std::string, std::string>> records;
+  const std::unique_ptr<DbReader> reader = OpenDbReader(backend, path);
+  for (; reader->Valid(); reader->Next()) records.emplace_back(reader->key(), reader->value());
+  return records;
+}
+
+TEST(MnistTest, ConvertsToLevelDbTheRecordsItWritesToLmdb) {
+  test::TempDir dir;
+  WriteGzipped(dir.file("images.gz"), ImagesFile());
+  WriteGzipped(dir.file("labels.gz"), LabelsFile());
+  EXPECT_EQ(ConvertMnist(dir.file("images.gz"), dir.file("labels.gz"), dir.file("lmdb"), DataParameter::LMDB), 3);
+  EXPECT_EQ(ConvertMnist(dir.file("images.gz"), dir.file("labels.gz"), dir.file("leveldb"), DataParameter::LEVELDB), 3);
+  EXPECT_EQ(DetectDbBackend(dir.file("leveldb")), DataParameter::LEVELDB);
+  const auto records = ReadRecords(DataParameter::LEVELDB, dir.file("leveldb"));
+  ASSERT_EQ(records.size(), 3u);
+  EXPECT_EQ(records[2].first, "00000002");
+  EXPECT_EQ(records, ReadRecords(DataParameter::LMDB, dir.file("lmdb")));
+  test::ExpectErrorContaining(
+      [&] { ConvertMnist(dir.file("images.gz"), dir.file("labels.gz"), dir.file("leveldb"), DataParameter::LEVELDB); },
+      {dir.file("leveldb"), "already exists"});
+}
+
+// The command-line converter: --backend picks the store, lmdb when not given.
+TEST(MnistTest, ConvertMnistToolWritesTheBackendItIsGiven) {
+  test::TempDir dir;
+  WriteGzipped(dir.file("images.gz"), ImagesFile());
+  WriteGzipped(dir.file("labels.gz"), LabelsFile());
+  const std::string tool =
+      std::string(CREMA_TOOLS_DIR) + "/convert_mnist " + dir.file("images.gz") + " " + dir.file("labels.gz") + " ";
+  std::string output;
+  ASSERT_EQ(test::RunCommand(tool + dir.file("default"), &output), 0) << output;
+  EXPECT_NE(output.find("wrote 3 records to LMDB"), std::string::npos) << output;
+  EXPECT_EQ(DetectDbBackend(dir.file("default")), DataParameter::LMDB);
+  ASSERT_EQ(test::RunCommand(tool + dir.file("leveldb") + " --backend=leveldb", &output), 0) << output;
+  EXPECT_NE(output.find("wrote 3 records to LevelDB"), std::string::npos) << output;
+  EXPECT_EQ(ReadRecords(DataParameter::LEVELDB, dir.file("leveldb")).size(), 3u);
+  ASSERT_EQ(test::RunCommand(tool + dir.file("lmdb") + " --backend=lmdb", &output), 0) << output;
+  EXPECT_EQ(DetectDbBackend(dir.file("lmdb")), DataParameter::LMDB);
+  EXPECT_EQ(test::RunCommand(tool + dir.file("other") + " --backend=rocksdb", &output), 1);
+  EXPECT_NE(output.find("unknown database backend 'rocksdb'; use lmdb or leveldb"), std::string::npos) << output;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("other")));
 }
 
 }  // namespace

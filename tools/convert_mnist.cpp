@@ -1,24 +1,26 @@
 // convert_mnist: turns an MNIST-format data set (IDX image and label files, gzipped or not; MNIST,
-// Fashion-MNIST) into an LMDB of Datum records that a Data layer reads.
+// Fashion-MNIST) into an LMDB or a LevelDB of Datum records that a Data layer reads.
 //
-//   convert_mnist IMAGES LABELS DB [--backend=lmdb]
+//   convert_mnist IMAGES LABELS DB [--backend=lmdb|leveldb]
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
 #include <iostream>
 
 #include "core/common.hpp"
+#include "io/db.hpp"
 #include "io/mnist.hpp"
 
-DEFINE_string(backend, "lmdb", "The database to write; only lmdb is supported");
+// LMDB by default, unlike Caffe's converter (LevelDB): crema's example nets read LMDBs.
+DEFINE_string(backend, "lmdb", "The database to write: lmdb or leveldb");
 
 int main(int argc, char** argv) {
   FLAGS_logtostderr = true;
   gflags::SetUsageMessage(
-      "converts MNIST-format IDX files to an LMDB of Datum records\n"
-      "usage: convert_mnist IMAGES LABELS DB [--backend=lmdb]\n"
+      "converts MNIST-format IDX files to an LMDB or a LevelDB of Datum records\n"
+      "usage: convert_mnist IMAGES LABELS DB [--backend=lmdb|leveldb]\n"
       "  IMAGES, LABELS: IDX files such as train-images-idx3-ubyte(.gz), train-labels-idx1-ubyte(.gz)\n"
-      "  DB: the LMDB directory to create (it must not exist yet)");
+      "  DB: the database directory to create (it must not exist yet)");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   google::InitGoogleLogging(argv[0]);
 
@@ -27,10 +29,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   try {
-    CREMA_CHECK(FLAGS_backend == "lmdb") << "--backend=" << FLAGS_backend
-                                         << " is not supported; only lmdb is (LevelDB is not)";
-    const int64_t records = crema::ConvertMnistToLmdb(argv[1], argv[2], argv[3]);
-    std::cout << "convert_mnist: wrote " << records << " records to '" << argv[3] << "'" << std::endl;
+    const crema::DataParameter::DB backend = crema::ParseDbBackend(FLAGS_backend);
+    const int64_t records = crema::ConvertMnist(argv[1], argv[2], argv[3], backend);
+    std::cout << "convert_mnist: wrote " << records << " records to " << crema::DbBackendName(backend) << " '"
+              << argv[3] << "'" << std::endl;
   } catch (const crema::Error& error) {
     std::cerr << "convert_mnist: " << error.what() << std::endl;
     return 1;

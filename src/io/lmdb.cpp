@@ -5,9 +5,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
-#include <cctype>
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -38,26 +36,6 @@ void CheckIsDatabaseDirectory(const std::string& path) {
 }
 
 }  // namespace
-
-std::string PrintableKey(const std::string& key) {
-  std::string printable;
-  for (unsigned char c : key) {
-    if (std::isprint(c) && c != '\\') {
-      printable += static_cast<char>(c);
-    } else {
-      char escaped[5];
-      std::snprintf(escaped, sizeof(escaped), "\\x%02x", c);
-      printable += escaped;
-    }
-  }
-  return printable;
-}
-
-std::string RecordKey(int64_t index) {
-  char key[24];
-  std::snprintf(key, sizeof(key), "%08lld", static_cast<long long>(index));
-  return key;
-}
 
 // ---- reading ---------------------------------------------------------------------------------------------
 

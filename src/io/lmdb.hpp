@@ -1,6 +1,7 @@
 // A small wrapper over LMDB, the key-value store that holds crema's (and Caffe's) data sets: one record per
-// key, read in key order by data layers and written by the converters. Every failure raises a crema::Error
-// naming the database path (and the key, where one is involved).
+// key, read in key order by data layers and written by the converters. The classes implement io/db.hpp's
+// DbReader and DbWriter, and may also be used directly. Every failure raises a crema::Error naming the
+// database path (and the key, where one is involved).
 #pragma once
 
 #include <lmdb.h>
@@ -12,15 +13,9 @@
 #include <vector>
 
 #include "core/common.hpp"
+#include "io/db.hpp"
 
 namespace crema {
-
-// A key as it may appear in an error message: printable bytes as they are, others as \xNN.
-std::string PrintableKey(const std::string& key);
-
-// Caffe's key for record `index` of a converted data set: the index as 8 zero-padded digits ("00000042"), so
-// that LMDB's key order is the record order.
-std::string RecordKey(int64_t index);
 
 // Reads a database with a cursor that walks the keys in order.
 //
@@ -29,28 +24,28 @@ std::string RecordKey(int64_t index);
 // closing one copy would drop the other's file locks) and each holds its own read-only transaction, which is
 // not tied to the thread that began it (MDB_NOTLS). So a reader may be created on one thread and used on
 // another, e.g. by a prefetch thread. A reader itself is not meant for concurrent use.
-class LmdbReader {
+class LmdbReader : public DbReader {
  public:
   // Opens `path` (the directory holding data.mdb) and places the cursor on the first record.
   explicit LmdbReader(const std::string& path);
-  ~LmdbReader();
+  ~LmdbReader() override;
   LmdbReader(const LmdbReader&) = delete;
   LmdbReader& operator=(const LmdbReader&) = delete;
 
-  const std::string& path() const { return path_; }
+  const std::string& path() const override { return path_; }
   // The number of records.
-  size_t size() const;
+  size_t size() const override;
 
-  void SeekToFirst();
+  void SeekToFirst() override;
   // Moves to the next record; past the last one the cursor is no longer Valid().
-  void Next();
+  void Next() override;
   // Moves to the record with exactly this key; throws naming the key and the path when there is none.
-  void Seek(const std::string& key);
+  void Seek(const std::string& key) override;
   // Whether the cursor points at a record (false for an empty database, or after the last record).
-  bool Valid() const { return valid_; }
+  bool Valid() const override { return valid_; }
   // The current record's key and value; only while Valid().
-  std::string key() const;
-  std::string value() const;
+  std::string key() const override;
+  std::string value() const override;
 
  private:
   struct Environment;
@@ -71,20 +66,20 @@ class LmdbReader {
 // Writes a new database. Records are buffered and written in transactions of `batch_size` records; the map
 // (LMDB's fixed upper bound on the database size) starts small and is doubled whenever it fills up, so no
 // size needs to be guessed and no huge sparse file is created.
-class LmdbWriter {
+class LmdbWriter : public DbWriter {
  public:
   // Creates the directory `path`; throws when it already exists (a converter never overwrites a data set).
   explicit LmdbWriter(const std::string& path, size_t batch_size = 1000);
   // Commits what is still buffered (logging, not throwing, on failure; call Commit to see errors).
-  ~LmdbWriter();
+  ~LmdbWriter() override;
   LmdbWriter(const LmdbWriter&) = delete;
   LmdbWriter& operator=(const LmdbWriter&) = delete;
 
-  void Put(const std::string& key, const std::string& value);
+  void Put(const std::string& key, const std::string& value) override;
   // Writes every buffered record in one transaction.
-  void Commit();
+  void Commit() override;
   // Records written so far (committed or still buffered).
-  size_t records() const { return records_; }
+  size_t records() const override { return records_; }
 
  private:
   std::string path_;

@@ -6,10 +6,11 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "core/common.hpp"
-#include "io/lmdb.hpp"
+#include "io/db.hpp"
 #include "io/proto_io.hpp"
 
 namespace crema {
@@ -117,8 +118,8 @@ std::string ReadMnistLabels(const std::string& path) {
   return input.ReadPayload(static_cast<uint64_t>(count), "labels");
 }
 
-int64_t ConvertMnistToLmdb(const std::string& images_path, const std::string& labels_path, const std::string& db_path,
-                           int first, int count) {
+int64_t ConvertMnist(const std::string& images_path, const std::string& labels_path, const std::string& db_path,
+                     DataParameter::DB backend, int first, int count) {
   CREMA_CHECK(!FileExists(db_path)) << "'" << db_path << "' already exists; remove it first or choose another path";
   const MnistImages images = ReadMnistImages(images_path);
   const std::string labels = ReadMnistLabels(labels_path);
@@ -130,7 +131,7 @@ int64_t ConvertMnistToLmdb(const std::string& images_path, const std::string& la
       << "records " << first << " to " << first + count - 1 << " were asked for, but '" << images_path << "' holds "
       << images.count << " images";
 
-  LmdbWriter writer(db_path);
+  const std::unique_ptr<DbWriter> writer = CreateDbWriter(backend, db_path);
   Datum datum;
   datum.set_channels(1);
   datum.set_height(images.rows);
@@ -141,9 +142,9 @@ int64_t ConvertMnistToLmdb(const std::string& images_path, const std::string& la
     datum.set_data(images.pixels.data() + i * image_size, image_size);
     datum.set_label(static_cast<unsigned char>(labels[i]));
     CREMA_CHECK(datum.SerializeToString(&value)) << "cannot serialise record " << i << " for '" << db_path << "'";
-    writer.Put(RecordKey(i - first), value);
+    writer->Put(RecordKey(i - first), value);
   }
-  writer.Commit();
+  writer->Commit();
   return count;
 }
 
