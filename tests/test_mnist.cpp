@@ -193,5 +193,38 @@ TEST(MnistTest, ConvertMnistToolWritesTheBackendItIsGiven) {
   EXPECT_FALSE(std::filesystem::exists(dir.file("other")));
 }
 
+// A label map keeps only the images of the labels it names, relabelled, under consecutive keys; a limit stops early.
+TEST(MnistTest, LabelMapSelectsAndRelabelsImagesAndLimitStopsEarly) {
+  test::TempDir dir;
+  WriteGzipped(dir.file("images.gz"), ImagesFile());  // labels 7, 0, 9
+  WriteGzipped(dir.file("labels.gz"), LabelsFile());
+  MnistSelection selection;
+  selection.relabel = ParseLabelMap("9:1,7:0");
+  EXPECT_EQ(ConvertMnist(dir.file("images.gz"), dir.file("labels.gz"), dir.file("mapped"), DataParameter::LMDB,
+                         selection),
+            2);
+  const auto records = ReadRecords(DataParameter::LMDB, dir.file("mapped"));
+  ASSERT_EQ(records.size(), 2u);
+  Datum first, second;
+  ASSERT_TRUE(first.ParseFromString(records[0].second));
+  ASSERT_TRUE(second.ParseFromString(records[1].second));
+  EXPECT_EQ(records[0].first, "00000000");
+  EXPECT_EQ(records[1].first, "00000001");
+  EXPECT_EQ(first.label(), 0);   // image 0, label 7
+  EXPECT_EQ(second.label(), 1);  // image 2, label 9
+  EXPECT_EQ(static_cast<unsigned char>(second.data()[0]), 250);
+  selection.limit = 1;
+  EXPECT_EQ(ConvertMnist(dir.file("images.gz"), dir.file("labels.gz"), dir.file("limited"), DataParameter::LMDB,
+                         selection),
+            1);
+  test::ExpectErrorContaining([] { ParseLabelMap("0:0,x:1"); }, {"'x:1'", "OLD:NEW"});
+  test::ExpectErrorContaining([] { ParseLabelMap("3:0,3:1"); }, {"label 3 twice"});
+  std::string output;
+  const std::string tool = std::string(CREMA_TOOLS_DIR) + "/convert_mnist " + dir.file("images.gz") + " " +
+                           dir.file("labels.gz") + " " + dir.file("tool") + " --label_map=0:5 --limit=10";
+  ASSERT_EQ(test::RunCommand(tool, &output), 0) << output;
+  EXPECT_NE(output.find("wrote 1 records"), std::string::npos) << output;
+}
+
 }  // namespace
 }  // namespace crema

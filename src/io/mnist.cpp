@@ -7,6 +7,7 @@
 #include <climits>
 #include <cstring>
 #include <memory>
+#include <sstream>
 #include <vector>
 
 #include "core/common.hpp"
@@ -118,15 +119,34 @@ std::string ReadMnistLabels(const std::string& path) {
   return input.ReadPayload(static_cast<uint64_t>(count), "labels");
 }
 
+std::map<int, int> ParseLabelMap(const std::string& text) {
+  std::map<int, int> map;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (item.empty()) continue;
+    int from = -1, to = -1;
+    char colon = 0, extra = 0;
+    std::istringstream pair(item);
+    const bool parsed = static_cast<bool>(pair >> from >> colon >> to) && colon == ':' && !(pair >> extra);
+    CREMA_CHECK(parsed && from >= 0 && from <= 255 && to >= 0)
+        << "label map item '" << item << "' is not OLD:NEW with OLD in 0..255 and NEW >= 0 (e.g. 0:0,2:0,5:1)";
+    CREMA_CHECK(map.emplace(from, to).second) << "label map names label " << from << " twice";
+  }
+  CREMA_CHECK(!map.empty() || text.empty()) << "label map '" << text << "' holds no OLD:NEW pair";
+  return map;
+}
+
 int64_t ConvertMnist(const std::string& images_path, const std::string& labels_path, const std::string& db_path,
-                     DataParameter::DB backend, int first, int count) {
+                     DataParameter::DB backend, const MnistSelection& selection) {
   CREMA_CHECK(!FileExists(db_path)) << "'" << db_path << "' already exists; remove it first or choose another path";
   const MnistImages images = ReadMnistImages(images_path);
   const std::string labels = ReadMnistLabels(labels_path);
   CREMA_CHECK(static_cast<size_t>(images.count) == labels.size())
       << "'" << images_path << "' holds " << images.count << " images but '" << labels_path << "' holds "
       << labels.size() << " labels";
-  if (count < 0) count = images.count - first;
+  const int first = selection.first;
+  const int count = selection.count < 0 ? images.count - first : selection.count;
   CREMA_CHECK(first >= 0 && first + count <= images.count)
       << "records " << first << " to " << first + count - 1 << " were asked for, but '" << images_path << "' holds "
       << images.count << " images";
@@ -138,14 +158,21 @@ int64_t ConvertMnist(const std::string& images_path, const std::string& labels_p
   datum.set_width(images.columns);
   const size_t image_size = static_cast<size_t>(images.rows) * images.columns;
   std::string value;
-  for (int i = first; i < first + count; ++i) {
+  int64_t written = 0;
+  for (int i = first; i < first + count && (selection.limit < 0 || written < selection.limit); ++i) {
+    int label = static_cast<unsigned char>(labels[i]);
+    if (!selection.relabel.empty()) {
+      const auto mapped = selection.relabel.find(label);
+      if (mapped == selection.relabel.end()) continue;
+      label = mapped->second;
+    }
     datum.set_data(images.pixels.data() + i * image_size, image_size);
-    datum.set_label(static_cast<unsigned char>(labels[i]));
+    datum.set_label(label);
     CREMA_CHECK(datum.SerializeToString(&value)) << "cannot serialise record " << i << " for '" << db_path << "'";
-    writer->Put(RecordKey(i - first), value);
+    writer->Put(RecordKey(written++), value);
   }
   writer->Commit();
-  return count;
+  return written;
 }
 
 }  // namespace crema
