@@ -13,6 +13,7 @@
 #include <cctype>
 #include <cmath>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -90,7 +91,7 @@ void WriteMean(const std::string& path, int channels, int height, int width) {
 std::string WriteWindows(const test::TempDir& dir, const Example& example) {
   RandomStream random(7);
   const std::vector<std::pair<int, int>> sizes = {{90, 120}, {120, 100}, {80, 80}};  // height, width
-  std::string windows;
+  std::ostringstream windows;
   for (size_t i = 0; i < sizes.size(); ++i) {
     const auto [height, width] = sizes[i];
     std::vector<unsigned char> pixels(static_cast<size_t>(height) * width * example.channels);
@@ -98,19 +99,15 @@ std::string WriteWindows(const test::TempDir& dir, const Example& example) {
     const std::string extension = i == 1 ? ".png" : ".jpg";
     const std::string path = dir.file("image" + std::to_string(i) + extension);
     std::ofstream(path, std::ios::binary) << EncodeImage(extension, pixels.data(), height, width, example.channels);
-    windows += "# " + std::to_string(i) + "\n" + path + "\n" + std::to_string(example.channels) + "\n" +
-               std::to_string(height) + "\n" + std::to_string(width) + "\n4\n";
     const int label = 1 + static_cast<int>(random.UniformInt(example.classes - 1));
-    windows += std::to_string(label) + " 0.8 10 5 " + std::to_string(width - 20) + " " + std::to_string(height - 10) +
-               "\n";
-    windows += std::to_string(label) + " 0.6 0 0 " + std::to_string(width / 2) + " " + std::to_string(height / 2) +
-               "\n";
-    windows += "0 0.1 " + std::to_string(width / 2) + " " + std::to_string(height / 3) + " " +
-               std::to_string(width - 1) + " " + std::to_string(height - 1) + "\n";
-    windows += "0 0.0 3 3 13 13\n";
+    windows << "# " << i << "\n" << path << "\n" << example.channels << "\n" << height << "\n" << width << "\n4\n";
+    windows << label << " 0.8 10 5 " << width - 20 << " " << height - 10 << "\n";
+    windows << label << " 0.6 0 0 " << width / 2 << " " << height / 2 << "\n";
+    windows << "0 0.1 " << width / 2 << " " << height / 3 << " " << width - 1 << " " << height - 1 << "\n";
+    windows << "0 0 3 3 13 13\n";
   }
   const std::string source = dir.file("windows.txt");
-  std::ofstream(source) << windows;
+  std::ofstream(source) << windows.str();
   return source;
 }
 
@@ -261,30 +258,29 @@ std::string ExampleName(const ::testing::TestParamInfo<Example>& info) {
   return name;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Caffe, ExamplesTest,
-    ::testing::Values(Lmdb("fashion_mnist/lenet_train_test.prototxt", 1, 28, 10),
-                      Lmdb("fashion_mnist/resnet_train_test.prototxt", 1, 28, 10),
-                      Deploy("fashion_mnist/lenet_deploy.prototxt"),
-                      Lmdb("mnist/mnist_autoencoder.prototxt", 1, 28, 10),
-                      Lmdb("cifar10/cifar10_quick_train_test.prototxt", 3, 32, 10),
-                      Lmdb("cifar10/cifar10_full_train_test.prototxt", 3, 32, 10),
-                      Lmdb("cifar10/cifar10_full_sigmoid_train_test.prototxt", 3, 32, 10),
-                      Lmdb("cifar10/cifar10_full_sigmoid_train_test_bn.prototxt", 3, 32, 10),
-                      Lmdb("siamese/mnist_siamese_train_test.prototxt", 2, 28, 2),
-                      Lmdb("imagenet/caffenet_train_val.prototxt", 3, 256, 1000),
-                      Deploy("imagenet/caffenet_deploy.prototxt"),
-                      Lmdb("imagenet/alexnet_train_val.prototxt", 3, 256, 1000),
-                      Deploy("imagenet/alexnet_deploy.prototxt"),
-                      Lmdb("imagenet/googlenet_train_val.prototxt", 3, 256, 1000),
-                      Deploy("imagenet/googlenet_deploy.prototxt"),
-                      Deploy("imagenet/caffenet_full_conv_deploy.prototxt"),
-                      Window("rcnn/pascal_finetune_trainval_test.prototxt", 21),
-                      Deploy("rcnn/rcnn_ilsvrc13_deploy.prototxt"),
-                      Hdf5("hdf5_classification/logreg_train_test.prototxt", 4, 2),
-                      Hdf5("hdf5_classification/nonlinear_train_test.prototxt", 4, 2),
-                      Sequence("lstm_sequence/lstm_train_test.prototxt")),
-    ExampleName);
+INSTANTIATE_TEST_SUITE_P(Caffe, ExamplesTest,
+                         ::testing::Values(Lmdb("fashion_mnist/lenet_train_test.prototxt", 1, 28, 10),
+                                           Lmdb("fashion_mnist/resnet_train_test.prototxt", 1, 28, 10),
+                                           Deploy("fashion_mnist/lenet_deploy.prototxt"),
+                                           Lmdb("mnist/mnist_autoencoder.prototxt", 1, 28, 10),
+                                           Lmdb("cifar10/cifar10_quick_train_test.prototxt", 3, 32, 10),
+                                           Lmdb("cifar10/cifar10_full_train_test.prototxt", 3, 32, 10),
+                                           Lmdb("cifar10/cifar10_full_sigmoid_train_test.prototxt", 3, 32, 10),
+                                           Lmdb("cifar10/cifar10_full_sigmoid_train_test_bn.prototxt", 3, 32, 10),
+                                           Lmdb("siamese/mnist_siamese_train_test.prototxt", 2, 28, 2),
+                                           Lmdb("imagenet/caffenet_train_val.prototxt", 3, 256, 1000),
+                                           Deploy("imagenet/caffenet_deploy.prototxt"),
+                                           Lmdb("imagenet/alexnet_train_val.prototxt", 3, 256, 1000),
+                                           Deploy("imagenet/alexnet_deploy.prototxt"),
+                                           Lmdb("imagenet/googlenet_train_val.prototxt", 3, 256, 1000),
+                                           Deploy("imagenet/googlenet_deploy.prototxt"),
+                                           Deploy("imagenet/caffenet_full_conv_deploy.prototxt"),
+                                           Window("rcnn/pascal_finetune_trainval_test.prototxt", 21),
+                                           Deploy("rcnn/rcnn_ilsvrc13_deploy.prototxt"),
+                                           Hdf5("hdf5_classification/logreg_train_test.prototxt", 4, 2),
+                                           Hdf5("hdf5_classification/nonlinear_train_test.prototxt", 4, 2),
+                                           Sequence("lstm_sequence/lstm_train_test.prototxt")),
+                         ExampleName);
 
 }  // namespace
 }  // namespace crema
