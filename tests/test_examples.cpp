@@ -1,12 +1,25 @@
-// The example nets under examples/ build and run forward and backward in both phases, on data the test makes
-// (random images of the example's size in an LMDB standing in for its data set), with a finite loss and finite
-// gradients.
+// The example nets under examples/ build and run forward and backward on data the test makes, standing in for
+// the data sets they were written for: random images in an LMDB (and a mean image where the net subtracts one),
+// random images and a window file for R-CNN's WindowData, HDF5 files for the HDF5Data nets, random values for
+// the Input blobs of deploy nets. Batches are cut to a few items in the parsed parameter (the files keep the
+// published sizes), so that the whole suite stays quick on one core.
+//
+// Training nets run in TRAIN and in TEST and must give a finite, positive loss and finite gradients. Deploy nets
+// (no loss) run once with force_backward: their parameters get random values (a .caffemodel's stand-in), their
+// outputs random gradients, and every output, input gradient and parameter gradient must be finite and the
+// gradients not all zero.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cmath>
+#include <fstream>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "core/random.hpp"
+#include "io/hdf5.hpp"
+#include "io/image_io.hpp"
 #include "io/lmdb.hpp"
 #include "io/proto_io.hpp"
 #include "net/net.hpp"
@@ -15,10 +28,35 @@
 namespace crema {
 namespace {
 
+// What feeds a net.
+enum class Feed {
+  kLmdb,      // Data layers: an LMDB of `channels` x `size` x `size` images labelled in [0, classes)
+  kWindow,    // WindowData: `channels`-channel images and a window file with classes in [1, classes)
+  kHdf5,      // HDF5Data with tops data (`channels` features per item) and label (in [0, classes))
+  kSequence,  // HDF5Data with tops data (T x N x `channels`), cont (T x N) and target (as data), one row a step
+  kDeploy,    // Input layers only, no loss
+};
+
 struct Example {
   const char* prototxt;  // under examples/
-  int channels, size, classes;
+  Feed feed;
+  int channels = 0, size = 0, classes = 0;
 };
+
+Example Lmdb(const char* prototxt, int channels, int size, int classes) {
+  return {prototxt, Feed::kLmdb, channels, size, classes};
+}
+Example Window(const char* prototxt, int classes) { return {prototxt, Feed::kWindow, 3, 0, classes}; }
+Example Hdf5(const char* prototxt, int features, int classes) { return {prototxt, Feed::kHdf5, features, 0, classes}; }
+Example Sequence(const char* prototxt) { return {prototxt, Feed::kSequence, 1}; }
+Example Deploy(const char* prototxt) { return {prototxt, Feed::kDeploy}; }
+
+// Every data layer's batch (and every Input blob's first axis) in the tests.
+constexpr int kBatch = 2;
+// Window batches need room for a foreground window (a quarter of the batch in R-CNN's fine-tuning).
+constexpr int kWindowBatch = 4;
+// LMDB records: a few batches.
+constexpr int kRecords = 8;
 
 // `count` random channels x size x size Datums with labels in [0, classes).
 void WriteImages(const std::string& path, int count, const Example& example) {
@@ -38,22 +76,121 @@ void WriteImages(const std::string& path, int count, const Example& example) {
   writer.Commit();
 }
 
-class ExamplesTest : public ::testing::TestWithParam<Example> {};
+// A 1 x channels x height x width mean image of values around 128.
+void WriteMean(const std::string& path, int channels, int height, int width) {
+  BlobProto mean;
+  for (int d : {1, channels, height, width}) mean.mutable_shape()->add_dim(d);
+  RandomStream random(6);
+  for (int i = 0; i < channels * height * width; ++i) mean.add_data(static_cast<float>(112 + random.UniformInt(32)));
+  WriteProtoToBinaryFile(mean, path);
+}
 
-TEST_P(ExamplesTest, BuildsAndRunsForwardAndBackward) {
-  test::TempDir dir;
-  const std::string db = dir.file("images_lmdb");
-  WriteImages(db, 120, GetParam());
-  NetParameter param;
-  ReadProtoFromTextFile(std::string(CREMA_SOURCE_DIR) + "/examples/" + GetParam().prototxt, &param);
-  for (LayerParameter& layer : *param.mutable_layer())
-    if (layer.has_data_param()) layer.mutable_data_param()->set_source(db);
+// Three random colour images (JPEG, PNG, JPEG) and a window file in R-CNN's format naming them: per image a
+// "# index" line, the path, channels, height, width, the number of windows, then one "class overlap x1 y1 x2 y2"
+// line per window: foreground windows (overlap >= 0.5) of classes in [1, classes) and background ones.
+std::string WriteWindows(const test::TempDir& dir, const Example& example) {
+  RandomStream random(7);
+  const std::vector<std::pair<int, int>> sizes = {{90, 120}, {120, 100}, {80, 80}};  // height, width
+  std::ostringstream windows;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const auto [height, width] = sizes[i];
+    std::vector<unsigned char> pixels(static_cast<size_t>(height) * width * example.channels);
+    for (auto& pixel : pixels) pixel = static_cast<unsigned char>(random.UniformInt(256));
+    const std::string extension = i == 1 ? ".png" : ".jpg";
+    const std::string path = dir.file("image" + std::to_string(i) + extension);
+    std::ofstream(path, std::ios::binary) << EncodeImage(extension, pixels.data(), height, width, example.channels);
+    const int label = 1 + static_cast<int>(random.UniformInt(example.classes - 1));
+    windows << "# " << i << "\n" << path << "\n" << example.channels << "\n" << height << "\n" << width << "\n4\n";
+    windows << label << " 0.8 10 5 " << width - 20 << " " << height - 10 << "\n";
+    windows << label << " 0.6 0 0 " << width / 2 << " " << height / 2 << "\n";
+    windows << "0 0.1 " << width / 2 << " " << height / 3 << " " << width - 1 << " " << height - 1 << "\n";
+    windows << "0 0 3 3 13 13\n";
+  }
+  const std::string source = dir.file("windows.txt");
+  std::ofstream(source) << windows.str();
+  return source;
+}
+
+// HDF5 files for the HDF5Data nets and the list naming them. kHdf5: data (rows x channels), label (rows);
+// kSequence: 3 streams of rows time steps: data and target (rows x 3 x channels), cont (rows x 3), 0 where a
+// sequence starts.
+std::string WriteHdf5(const test::TempDir& dir, const Example& example) {
+  RandomStream random(8);
+  const int rows = 12, streams = 3;
+  auto values = [&](size_t count) {
+    std::vector<float> v(count);
+    for (float& x : v) x = static_cast<float>(random.UniformInt(2001)) / 1000.f - 1.f;
+    return v;
+  };
+  const std::string path = dir.file("data.h5");
+  Hdf5File file(path, Hdf5File::Mode::kCreate);
+  if (example.feed == Feed::kHdf5) {
+    file.AppendFloats("data", {rows, example.channels}, values(static_cast<size_t>(rows) * example.channels).data());
+    std::vector<float> labels(rows);
+    for (float& label : labels) label = static_cast<float>(random.UniformInt(example.classes));
+    file.AppendFloats("label", {rows}, labels.data());
+  } else {
+    const size_t count = static_cast<size_t>(rows) * streams * example.channels;
+    file.AppendFloats("data", {rows, streams, example.channels}, values(count).data());
+    file.AppendFloats("target", {rows, streams, example.channels}, values(count).data());
+    std::vector<float> cont(static_cast<size_t>(rows) * streams, 1.f);
+    for (int s = 0; s < streams; ++s) cont[s] = cont[static_cast<size_t>(7) * streams + s] = 0.f;
+    file.AppendFloats("cont", {rows, streams}, cont.data());
+  }
+  file.Flush();
+  const std::string list = dir.file("list.txt");
+  std::ofstream(list) << path << "\n";
+  return list;
+}
+
+// Points every data layer of `param` at the test's data (made here) and cuts its batch.
+void FeedTestData(const test::TempDir& dir, const Example& example, NetParameter* param) {
+  std::string source, mean;
+  if (example.feed == Feed::kLmdb) {
+    source = dir.file("images_lmdb");
+    WriteImages(source, kRecords, example);
+    mean = dir.file("mean.binaryproto");
+    WriteMean(mean, example.channels, example.size, example.size);
+  } else if (example.feed == Feed::kWindow) {
+    source = WriteWindows(dir, example);
+    mean = dir.file("mean.binaryproto");
+    WriteMean(mean, example.channels, 256, 256);  // an ImageNet mean, as R-CNN subtracts
+  } else if (example.feed == Feed::kHdf5 || example.feed == Feed::kSequence) {
+    source = WriteHdf5(dir, example);
+  }
+  for (LayerParameter& layer : *param->mutable_layer()) {
+    if (layer.has_transform_param() && layer.transform_param().has_mean_file())
+      layer.mutable_transform_param()->set_mean_file(mean);
+    if (layer.has_data_param()) {
+      layer.mutable_data_param()->set_source(source);
+      layer.mutable_data_param()->set_batch_size(kBatch);
+    }
+    if (layer.has_window_data_param()) {
+      layer.mutable_window_data_param()->set_source(source);
+      layer.mutable_window_data_param()->set_batch_size(kWindowBatch);
+    }
+    if (layer.has_hdf5_data_param()) {
+      layer.mutable_hdf5_data_param()->set_source(source);
+      layer.mutable_hdf5_data_param()->set_batch_size(kBatch);
+    }
+    for (BlobShape& shape : *layer.mutable_input_param()->mutable_shape()) shape.set_dim(0, kBatch);
+  }
+}
+
+// Fills a blob's data with uniform values of mean 0 and standard deviation `stddev` (uniform rather than Gaussian
+// values: the fully connected layers of the CaffeNet family hold 60 million, and Gaussian ones take seconds).
+void Randomize(Blob* blob, float stddev, uint64_t seed) {
+  const float half_width = stddev * std::sqrt(3.f);
+  test::FillUniform(blob, -half_width, half_width, seed);
+}
+
+void RunTrainingNet(NetParameter param) {
   for (Phase phase : {TRAIN, TEST}) {
     SCOPED_TRACE(phase == TRAIN ? "TRAIN" : "TEST");
     param.mutable_state()->set_phase(phase);
     Net net(param);
     const float loss = net.Forward();
-    EXPECT_TRUE(std::isfinite(loss)) << loss;
+    EXPECT_TRUE(std::isfinite(loss)) << loss << ": " << net.DescribeFirstNonFinite();
     EXPECT_GT(loss, 0.f);
     net.Backward();
     for (size_t p = 0; p < net.learnable_params().size(); ++p) {
@@ -63,13 +200,87 @@ TEST_P(ExamplesTest, BuildsAndRunsForwardAndBackward) {
   }
 }
 
+void RunDeployNet(NetParameter param) {
+  param.set_force_backward(true);
+  Net net(param);
+  ASSERT_FALSE(net.input_blobs().empty());
+  // Weights scaled to each layer's fan-in keep the activations of deep nets in range (He et al.'s rule).
+  uint64_t seed = 100;
+  for (Blob* blob : net.learnable_params()) {
+    const int fan_in = blob->num_axes() > 1 ? blob->count() / blob->shape(0) : 0;
+    Randomize(blob, fan_in > 0 ? std::sqrt(2.f / static_cast<float>(fan_in)) : 0.1f, seed++);
+  }
+  for (Blob* input : net.input_blobs()) Randomize(input, 50.f, seed++);
+  net.Forward();
+  ASSERT_FALSE(net.output_blob_indices().empty());
+  for (int id : net.output_blob_indices()) {
+    Blob& output = *net.blobs()[id];
+    const double size = test::AbsSum(test::DataOf(output));
+    EXPECT_TRUE(std::isfinite(size)) << "output '" << net.blob_names()[id] << "': " << net.DescribeFirstNonFinite();
+    // Random gradients on the outputs, in place of a loss.
+    std::vector<float> gradient(static_cast<size_t>(output.count()));
+    RandomStream random(seed++);
+    for (float& g : gradient) g = static_cast<float>(random.UniformInt(2001)) / 1000.f - 1.f;
+    std::copy(gradient.begin(), gradient.end(), output.mutable_cpu_diff());
+  }
+  net.Backward();
+  for (Blob* input : net.input_blobs()) {
+    const double size = test::AbsSum(test::DiffOf(*input));
+    EXPECT_TRUE(std::isfinite(size) && size > 0) << "input gradient " << size;
+  }
+  for (size_t p = 0; p < net.learnable_params().size(); ++p) {
+    const double size = test::AbsSum(test::DiffOf(*net.learnable_params()[p]));
+    EXPECT_TRUE(std::isfinite(size) && size > 0) << "parameter " << p << " gradient " << size;
+  }
+}
+
+class ExamplesTest : public ::testing::TestWithParam<Example> {};
+
+TEST_P(ExamplesTest, BuildsAndRunsForwardAndBackward) {
+  const Example& example = GetParam();
+  test::TempDir dir;
+  NetParameter param;
+  ReadProtoFromTextFile(std::string(CREMA_SOURCE_DIR) + "/examples/" + example.prototxt, &param);
+  FeedTestData(dir, example, &param);
+  if (example.feed == Feed::kDeploy) {
+    RunDeployNet(param);
+  } else {
+    RunTrainingNet(param);
+  }
+}
+
+// Test names from the file names: "imagenet/googlenet_deploy.prototxt" -> imagenet_googlenet_deploy.
+std::string ExampleName(const ::testing::TestParamInfo<Example>& info) {
+  std::string name = info.param.prototxt;
+  name = name.substr(0, name.rfind(".prototxt"));
+  for (char& c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return name;
+}
+
 INSTANTIATE_TEST_SUITE_P(Caffe, ExamplesTest,
-                         ::testing::Values(Example{"fashion_mnist/lenet_train_test.prototxt", 1, 28, 10},
-                                           Example{"fashion_mnist/resnet_train_test.prototxt", 1, 28, 10},
-                                           Example{"mnist/mnist_autoencoder.prototxt", 1, 28, 10},
-                                           Example{"cifar10/cifar10_quick_train_test.prototxt", 3, 32, 10},
-                                           Example{"cifar10/cifar10_full_train_test.prototxt", 3, 32, 10},
-                                           Example{"siamese/mnist_siamese_train_test.prototxt", 2, 28, 2}));
+                         ::testing::Values(Lmdb("fashion_mnist/lenet_train_test.prototxt", 1, 28, 10),
+                                           Lmdb("fashion_mnist/resnet_train_test.prototxt", 1, 28, 10),
+                                           Deploy("fashion_mnist/lenet_deploy.prototxt"),
+                                           Lmdb("mnist/mnist_autoencoder.prototxt", 1, 28, 10),
+                                           Lmdb("cifar10/cifar10_quick_train_test.prototxt", 3, 32, 10),
+                                           Lmdb("cifar10/cifar10_full_train_test.prototxt", 3, 32, 10),
+                                           Lmdb("cifar10/cifar10_full_sigmoid_train_test.prototxt", 3, 32, 10),
+                                           Lmdb("cifar10/cifar10_full_sigmoid_train_test_bn.prototxt", 3, 32, 10),
+                                           Lmdb("siamese/mnist_siamese_train_test.prototxt", 2, 28, 2),
+                                           Lmdb("imagenet/caffenet_train_val.prototxt", 3, 256, 1000),
+                                           Deploy("imagenet/caffenet_deploy.prototxt"),
+                                           Lmdb("imagenet/alexnet_train_val.prototxt", 3, 256, 1000),
+                                           Deploy("imagenet/alexnet_deploy.prototxt"),
+                                           Lmdb("imagenet/googlenet_train_val.prototxt", 3, 256, 1000),
+                                           Deploy("imagenet/googlenet_deploy.prototxt"),
+                                           Deploy("imagenet/caffenet_full_conv_deploy.prototxt"),
+                                           Window("rcnn/pascal_finetune_trainval_test.prototxt", 21),
+                                           Deploy("rcnn/rcnn_ilsvrc13_deploy.prototxt"),
+                                           Hdf5("hdf5_classification/logreg_train_test.prototxt", 4, 2),
+                                           Hdf5("hdf5_classification/nonlinear_train_test.prototxt", 4, 2),
+                                           Sequence("lstm_sequence/lstm_train_test.prototxt")),
+                         ExampleName);
 
 }  // namespace
 }  // namespace crema
