@@ -184,10 +184,22 @@ void Randomize(Blob* blob, float stddev, uint64_t seed) {
   test::FillUniform(blob, -half_width, half_width, seed);
 }
 
+// The first stage that an include rule of a TEST-phase layer names ("" when none does): nets such as Caffe's
+// autoencoder pick their test data by stage ("test-on-train", "test-on-test"), as their solvers' test_state does.
+std::string FirstTestStage(const NetParameter& param) {
+  for (const LayerParameter& layer : param.layer())
+    for (const NetStateRule& rule : layer.include())
+      if (rule.has_phase() && rule.phase() == TEST && rule.stage_size() > 0) return rule.stage(0);
+  return "";
+}
+
 void RunTrainingNet(NetParameter param) {
+  const std::string test_stage = FirstTestStage(param);
   for (Phase phase : {TRAIN, TEST}) {
-    SCOPED_TRACE(phase == TRAIN ? "TRAIN" : "TEST");
+    SCOPED_TRACE(phase == TRAIN ? "TRAIN" : "TEST " + test_stage);
     param.mutable_state()->set_phase(phase);
+    param.mutable_state()->clear_stage();
+    if (phase == TEST && !test_stage.empty()) param.mutable_state()->add_stage(test_stage);
     Net net(param);
     const float loss = net.Forward();
     EXPECT_TRUE(std::isfinite(loss)) << loss << ": " << net.DescribeFirstNonFinite();
