@@ -84,7 +84,7 @@ $(CMAKE_CACHE): $(wildcard $(CONFIG_FILE)) $(RECONFIGURE)
 DEMO_LOG := $(BUILD_DIR)/demo_train.log
 LENET_SOLVER := examples/fashion_mnist/lenet_solver.prototxt
 
-.PHONY: all deps test data demo clean format help force-configure
+.PHONY: all deps test data demo finetune clean format help force-configure
 
 # cmake --build runs its own make (or ninja) with JOBS workers. This make's flags are not handed down, so a
 # top-level `make -j` neither shares its job slots with it nor warns about them.
@@ -108,6 +108,10 @@ demo: deps all data
 	           printf "LeNet on Fashion-MNIST: test accuracy %s after %s iterations\n", accuracy, tested_at }' \
 	     $(DEMO_LOG)
 
+# The fine-tuning example (examples/finetune/README.md): LeNet's Fashion-MNIST layers reused for tops vs shoes.
+finetune: deps all data
+	CREMA_BUILD_DIR=$(abspath $(BUILD_DIR)) bash examples/finetune/run_finetune.sh
+
 clean:
 	$(if $(filter-out . .. / ./,$(strip $(BUILD_DIR))),,$(error refusing to remove BUILD_DIR = '$(BUILD_DIR)'))
 	rm -rf $(BUILD_DIR)
@@ -128,6 +132,7 @@ help:
 	@echo '  make deps         install the Debian 12 packages crema needs (scripts/install_deps.sh; root or sudo)'
 	@echo '  make test         deps + all, then run every test: ctest --output-on-failure'
 	@echo '  make data         convert Fashion-MNIST to data/fashion_mnist/*_lmdb'
+	@echo '  make finetune     the fine-tuning example: LeNet reused for tops vs shoes (examples/finetune/)'
 	@echo '  make demo         deps + all + data, then train LeNet for 10,000 iterations on the CPU and'
 	@echo '                    print its test accuracy (log: $(DEMO_LOG))'
 	@echo '  make clean        remove the build directory ($(BUILD_DIR))'
