@@ -10,9 +10,10 @@
 
 #include "core/math_functions.hpp"
 #include "io/proto_io.hpp"
-#include "solver/update_rules.hpp"
+#include "solver/adaptive_solvers.hpp"
 #include "solver/lr_policy.hpp"
 #include "solver/sgd_solver.hpp"
+#include "solver/update_rules.hpp"
 
 namespace crema {
 
@@ -58,8 +59,9 @@ std::shared_ptr<Context> Solver::ContextFor(const SolverParameter& param) {
       param.random_seed() >= 0 ? static_cast<uint64_t>(param.random_seed()) : Context::kDefaultSeed);
 }
 
-Solver::Solver(const SolverParameter& param, const std::string& solver_path, std::shared_ptr<Context> context)
-    : param_(param) {
+Solver::Solver(const SolverParameter& param, const std::string& solver_path, std::shared_ptr<Context> context,
+               int history_sets)
+    : param_(param), history_sets_(history_sets) {
   CheckLearningRatePolicy(param_);
   CREMA_CHECK(param_.max_iter() >= 0) << "solver max_iter must not be negative, got " << param_.max_iter();
   CREMA_CHECK(param_.iter_size() >= 1) << "solver iter_size must be at least 1, got " << param_.iter_size();
@@ -74,7 +76,8 @@ Solver::Solver(const SolverParameter& param, const std::string& solver_path, std
   context_ = context ? std::move(context) : ContextFor(param_);
   InitTrainNet(solver_path);
   InitTestNets(solver_path);
-  for (Blob* blob : net_->learnable_params()) history_.push_back(std::make_shared<Blob>(blob->shape()));
+  for (int set = 0; set < history_sets_; ++set)
+    for (Blob* blob : net_->learnable_params()) history_.push_back(std::make_shared<Blob>(blob->shape()));
   // Parameter gradients are complete only in the last of an iteration's iter_size backward passes.
   net_->set_gradient_ready_callback([this](int index) {
     if (last_backward_pass_)
@@ -226,6 +229,15 @@ void Solver::ApplyUpdate() {
     axpy(*context_, param->count(), -1.f, param->diff_on(device), param->mutable_data_on(device));
 }
 
+Solver::UpdateOperands Solver::OperandsFor(int param_index, float rate) {
+  Blob* param = net_->learnable_params()[param_index];
+  const Device device = context_->device();
+  const size_t params = net_->learnable_params().size();
+  return UpdateOperands{param->count(), param->mutable_diff_on(device), history_[param_index]->mutable_data_on(device),
+                        history_sets_ > 1 ? history_[params + param_index]->mutable_data_on(device) : nullptr,
+                        rate * net_->params_lr()[param_index]};
+}
+
 void Solver::Normalize(int param_index) {
   if (param_.iter_size() == 1) return;
   Blob* param = net_->learnable_params()[param_index];
@@ -298,6 +310,7 @@ std::string Solver::Snapshot() {
   state.set_iter(iter_);
   state.set_learned_net(model_file);
   state.set_current_step(current_step_);
+  state.set_type(type());
   for (const auto& blob : history_) blob->ToProto(state.add_history());
   net_->SaveRuntimeState("train", &state);
   for (size_t t = 0; t < test_nets_.size(); ++t) test_nets_[t]->SaveRuntimeState("test" + std::to_string(t), &state);
@@ -312,6 +325,7 @@ void Solver::Restore(const std::string& state_file) {
   CREMA_CHECK(FileExists(state_file)) << "solver state file '" << state_file << "' does not exist";
   SolverState state;
   ReadProtoFromBinaryFile(state_file, &state);
+  CheckStateFits(state.type(), state.history_size(), state_file);
   if (state.has_learned_net()) {
     // The state names its weights by the path used when it was written; when that is gone (the files were
     // moved), look for the weights beside the state file.
@@ -325,9 +339,6 @@ void Solver::Restore(const std::string& state_file) {
     }
     net_->CopyTrainedLayersFrom(weights);
   }
-  CREMA_CHECK(state.history_size() == static_cast<int>(history_.size()))
-      << "solver state '" << state_file << "' holds " << state.history_size()
-      << " history blob(s), but the net has " << history_.size() << " learnable parameter blob(s)";
   for (int i = 0; i < state.history_size(); ++i) {
     try {
       history_[i]->FromProto(state.history(i), /*reshape=*/false);
@@ -342,16 +353,56 @@ void Solver::Restore(const std::string& state_file) {
   losses_.assign(state.loss_window().begin(), state.loss_window().end());
 }
 
+void Solver::CheckStateFits(const std::string& state_type, int history_count, const std::string& state_file) const {
+  // The histories of two rules mean different things (a velocity, a sum of squares, ...): continuing one rule
+  // from another's would silently train with nonsense.
+  CREMA_CHECK(state_type.empty() || state_type == type())
+      << "solver state '" << state_file << "' was written by solver type " << state_type
+      << ", but this solver's type is " << type() << "; resume with type: \"" << state_type
+      << "\" or start without the state";
+  CREMA_CHECK(history_count == static_cast<int>(history_.size()))
+      << "solver state '" << state_file << "' holds " << history_count << " history blob(s), but the " << type()
+      << " solver keeps " << history_.size() << " (" << history_sets_
+      << " per learnable parameter blob, of which the net has " << net_->learnable_params().size() << ")";
+}
+
+namespace {
+
+template <typename Rule>
+std::unique_ptr<Solver> Make(const SolverParameter& param, const std::string& solver_path,
+                             std::shared_ptr<Context> context) {
+  return std::make_unique<Rule>(param, solver_path, std::move(context));
+}
+
+// Caffe's type names, in the order of the deprecated SolverType enum.
+const struct {
+  const char* name;
+  std::unique_ptr<Solver> (*make)(const SolverParameter&, const std::string&, std::shared_ptr<Context>);
+} kSolverTypes[] = {{"SGD", Make<SGDSolver>},           {"Nesterov", Make<NesterovSolver>},
+                    {"AdaGrad", Make<AdaGradSolver>},   {"RMSProp", Make<RMSPropSolver>},
+                    {"AdaDelta", Make<AdaDeltaSolver>}, {"Adam", Make<AdamSolver>}};
+
+}  // namespace
+
 std::unique_ptr<Solver> CreateSolver(const SolverParameter& param, const std::string& solver_path,
                                      std::shared_ptr<Context> context) {
   std::string type = param.type();
-  if (!param.has_type() && param.has_solver_type()) {
-    // The deprecated enum names the same rules.
-    static const char* kNames[] = {"SGD", "Nesterov", "AdaGrad", "RMSProp", "AdaDelta", "Adam"};
-    type = kNames[param.solver_type()];
+  if (param.has_solver_type()) {
+    // The deprecated enum names the same rules. Caffe refuses a file that sets both; one whose two fields
+    // agree is harmless, so only a contradiction is an error here.
+    const std::string legacy = kSolverTypes[param.solver_type()].name;
+    CREMA_CHECK(!param.has_type() || param.type() == legacy)
+        << "the solver sets type: \"" << param.type()
+        << "\" and the deprecated solver_type: " << SolverParameter::SolverType_Name(param.solver_type())
+        << ", which disagree; keep only type";
+    type = legacy;
   }
-  if (type == "SGD") return std::make_unique<SGDSolver>(param, solver_path, std::move(context));
-  CREMA_FAIL() << "solver type \"" << type << "\" is not available yet; known types: SGD";
+  std::string known;
+  for (const auto& candidate : kSolverTypes) {
+    if (type == candidate.name) return candidate.make(param, solver_path, std::move(context));
+    known += std::string(known.empty() ? "" : ", ") + candidate.name;
+  }
+  CREMA_FAIL() << "unknown solver type \"" << type << "\"; known types: " << known;
   return nullptr;
 }
 

@@ -1,6 +1,6 @@
 // Solver: the training loop (iterations, tests, display, snapshots, signals) over one training net and its
-// test nets. An update rule (SGD, later Nesterov, Adam, ...) is a subclass that turns each parameter's
-// gradient into the step to subtract; the loop, the regularisation and the snapshots are shared.
+// test nets. An update rule (SGD, Nesterov, AdaGrad, RMSProp, AdaDelta, Adam) is a subclass that turns each
+// parameter's gradient into the step to subtract; the loop, the regularisation and the snapshots are shared.
 #pragma once
 
 #include <atomic>
@@ -32,9 +32,9 @@ class Solver {
  public:
   // `solver_path` (may be empty) is where `param` was read from: relative net paths that do not exist from
   // the working directory are looked up beside it. The solver's nets share `context`; without one, the solver
-  // makes ContextFor(param).
+  // makes ContextFor(param). The update rule keeps `history_sets` (1 or 2) history blobs per learnable parameter.
   explicit Solver(const SolverParameter& param, const std::string& solver_path = "",
-                  std::shared_ptr<Context> context = nullptr);
+                  std::shared_ptr<Context> context = nullptr, int history_sets = 1);
   // The context a solver runs on: the device solver_mode and device_id name, seeded by random_seed (1701 when
   // unset).
   static std::shared_ptr<Context> ContextFor(const SolverParameter& param);
@@ -63,7 +63,10 @@ class Solver {
   const SolverParameter& param() const { return param_; }
   Net* net() { return net_.get(); }
   Context& context() const { return *context_; }
+  // Caffe's layout, so that Caffe's .solverstate files load: one blob per learnable parameter, in parameter
+  // order; a rule with two histories (AdaDelta, Adam) has a second such set after the first.
   const std::vector<std::shared_ptr<Blob>>& history() const { return history_; }
+  // Caffe's name of the update rule ("SGD", "Adam", ...), as in SolverParameter.type.
   virtual const char* type() const = 0;
 
   // The rate of the current iteration.
@@ -74,6 +77,21 @@ class Solver {
  protected:
   // Turns params[index]'s diff into the step to subtract, given the parameter's own rate.
   virtual void ComputeUpdateValue(int param_index, float rate) = 0;
+
+  // What an update rule reads and writes for one learnable parameter, on the solver's device.
+  struct UpdateOperands {
+    int count;
+    float* diff;       // the regularised gradient in, the step to subtract out
+    float* history;    // the parameter's blob in the first history set
+    float* history2;   // and in the second (nullptr for a rule with one set)
+    float local_rate;  // the solver's rate times the parameter's lr_mult
+  };
+  UpdateOperands OperandsFor(int param_index, float rate);
+
+  // A state written by another update rule, or holding another number of history blobs, cannot continue this
+  // run: throws naming the file. `state_type` is empty for a state that does not record it (Caffe's).
+  void CheckStateFits(const std::string& state_type, int history_count, const std::string& state_file) const;
+
   std::vector<std::shared_ptr<Blob>> history_;
 
  private:
@@ -90,6 +108,7 @@ class Solver {
   std::vector<SolverCallback*> callbacks_;
   std::unique_ptr<Net> net_;
   std::vector<std::unique_ptr<Net>> test_nets_;
+  int history_sets_ = 1;
   int iter_ = 0;
   int current_step_ = 0;
   std::deque<float> losses_;

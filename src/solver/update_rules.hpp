@@ -1,7 +1,13 @@
 // The per-element rules of the solvers' updates, each written once as a functor that runs on the host
 // (OpenMP) and on the GPU (update_rules.cu compiles their kernels): for_each_element(context, n, rule).
-// A new update rule (Nesterov, Adam, ...) adds its functor here and one line in update_rules.cu.
+// A new update rule adds its functor here and one line in update_rules.cu.
+//
+// Each rule reads the regularised gradient from `diff`, advances its history and leaves in `diff` the step the
+// solver subtracts; `rate` is the parameter's own rate (the solver's rate times its lr_mult). The arithmetic
+// follows Caffe's order of operations, so float results stay close to Caffe's own.
 #pragma once
+
+#include <cmath>
 
 #include "core/elementwise.hpp"
 
@@ -34,6 +40,86 @@ struct SgdMomentum {
   CREMA_HOST_DEVICE void operator()(int i) const {
     velocity[i] = momentum * velocity[i] + rate * diff[i];
     diff[i] = velocity[i];
+  }
+};
+
+// Nesterov's accelerated gradient in Caffe's form: the velocity advances as in SGD, and the step looks ahead
+// along it: step = (1 + momentum) * velocity - momentum * previous velocity.
+struct NesterovUpdate {
+  float* velocity;
+  float* diff;
+  float momentum;
+  float rate;
+  CREMA_HOST_DEVICE void operator()(int i) const {
+    const float previous = velocity[i];
+    velocity[i] = momentum * previous + rate * diff[i];
+    diff[i] = (1.f + momentum) * velocity[i] - momentum * previous;
+  }
+};
+
+// AdaGrad: the history sums every squared gradient; step = rate * g / (sqrt(history) + delta).
+struct AdaGradUpdate {
+  float* history;
+  float* diff;
+  float delta;
+  float rate;
+  CREMA_HOST_DEVICE void operator()(int i) const {
+    const float gradient = diff[i];
+    history[i] += gradient * gradient;
+    diff[i] = rate * (gradient / (sqrtf(history[i]) + delta));
+  }
+};
+
+// RMSProp: the history is a decaying mean of squared gradients,
+// history = decay * history + (1 - decay) * g^2; step = rate * g / (sqrt(history) + delta).
+struct RMSPropUpdate {
+  float* history;
+  float* diff;
+  float decay;
+  float delta;
+  float rate;
+  CREMA_HOST_DEVICE void operator()(int i) const {
+    const float gradient = diff[i];
+    history[i] = (1.f - decay) * (gradient * gradient) + decay * history[i];
+    diff[i] = rate * (gradient / (sqrtf(history[i]) + delta));
+  }
+};
+
+// AdaDelta: decaying means of squared gradients and of squared updates (decay = the solver's momentum); the
+// update is the gradient scaled by the ratio of their roots, so its unit is the weights' own:
+// update = g * sqrt((update_history + delta) / (gradient_history + delta)); step = rate * update.
+struct AdaDeltaUpdate {
+  float* gradient_history;
+  float* update_history;
+  float* diff;
+  float decay;
+  float delta;
+  float rate;
+  CREMA_HOST_DEVICE void operator()(int i) const {
+    const float gradient = diff[i];
+    gradient_history[i] = (1.f - decay) * (gradient * gradient) + decay * gradient_history[i];
+    const float update = gradient * sqrtf((update_history[i] + delta) / (gradient_history[i] + delta));
+    update_history[i] = (1.f - decay) * (update * update) + decay * update_history[i];
+    diff[i] = rate * update;
+  }
+};
+
+// Adam: decaying means of the gradient (beta1) and of its square (beta2);
+// step = corrected_rate * mean / (sqrt(mean_square) + delta), where the caller folds Adam's bias correction
+// sqrt(1 - beta2^t) / (1 - beta1^t), t = iteration + 1, into corrected_rate.
+struct AdamUpdate {
+  float* mean;
+  float* mean_square;
+  float* diff;
+  float beta1;
+  float beta2;
+  float delta;
+  float corrected_rate;
+  CREMA_HOST_DEVICE void operator()(int i) const {
+    const float gradient = diff[i];
+    mean[i] = (1.f - beta1) * gradient + beta1 * mean[i];
+    mean_square[i] = (1.f - beta2) * (gradient * gradient) + beta2 * mean_square[i];
+    diff[i] = corrected_rate * (mean[i] / (sqrtf(mean_square[i]) + delta));
   }
 };
 

@@ -1,0 +1,113 @@
+#include "solver/adaptive_solvers.hpp"
+
+#include <cmath>
+
+#include "solver/update_rules.hpp"
+
+namespace crema {
+
+namespace {
+
+// AdaGrad and RMSProp have no momentum term; Caffe refuses one rather than ignore it, and so do we.
+void RequireNoMomentum(const SolverParameter& param, const char* type) {
+  CREMA_CHECK(param.momentum() == 0.f) << "the " << type << " solver has no momentum term, but the solver sets "
+                                       << "momentum: " << param.momentum() << "; remove it";
+}
+
+// A decay rate outside [0, 1) makes a running mean grow without bound or turn negative (then its square root
+// is NaN); Adam's bias correction also divides by 1 - decay^t.
+void RequireDecay(const char* type, const char* field, float value) {
+  CREMA_CHECK(value >= 0.f && value < 1.f)
+      << "the " << type << " solver needs " << field << " in [0, 1), got " << value;
+}
+
+// delta keeps the denominator away from zero: with delta 0, a parameter whose gradient has always been zero
+// would be updated by 0 / 0.
+void RequirePositiveDelta(const SolverParameter& param, const char* type) {
+  CREMA_CHECK(param.delta() > 0.f) << "the " << type << " solver needs delta above 0, got " << param.delta();
+}
+
+// Each rule's checks return the parameters, so that its constructor runs them in the initialiser list before
+// Solver builds the nets: a wrong setting is reported at once, not after a data set was opened.
+const SolverParameter& CheckedForAdaGrad(const SolverParameter& param) {
+  RequireNoMomentum(param, "AdaGrad");
+  RequirePositiveDelta(param, "AdaGrad");
+  return param;
+}
+
+const SolverParameter& CheckedForRMSProp(const SolverParameter& param) {
+  RequireNoMomentum(param, "RMSProp");
+  RequireDecay("RMSProp", "rms_decay", param.rms_decay());
+  RequirePositiveDelta(param, "RMSProp");
+  return param;
+}
+
+const SolverParameter& CheckedForAdaDelta(const SolverParameter& param) {
+  RequireDecay("AdaDelta", "momentum", param.momentum());
+  RequirePositiveDelta(param, "AdaDelta");
+  return param;
+}
+
+const SolverParameter& CheckedForAdam(const SolverParameter& param) {
+  RequireDecay("Adam", "momentum", param.momentum());
+  RequireDecay("Adam", "momentum2", param.momentum2());
+  RequirePositiveDelta(param, "Adam");
+  return param;
+}
+
+}  // namespace
+
+NesterovSolver::NesterovSolver(const SolverParameter& param, const std::string& solver_path,
+                               std::shared_ptr<Context> context)
+    : Solver(param, solver_path, std::move(context)) {}
+
+void NesterovSolver::ComputeUpdateValue(int param_index, float rate) {
+  const UpdateOperands op = OperandsFor(param_index, rate);
+  for_each_element(context(), op.count, NesterovUpdate{op.history, op.diff, param().momentum(), op.local_rate});
+}
+
+AdaGradSolver::AdaGradSolver(const SolverParameter& param, const std::string& solver_path,
+                             std::shared_ptr<Context> context)
+    : Solver(CheckedForAdaGrad(param), solver_path, std::move(context)) {}
+
+void AdaGradSolver::ComputeUpdateValue(int param_index, float rate) {
+  const UpdateOperands op = OperandsFor(param_index, rate);
+  for_each_element(context(), op.count, AdaGradUpdate{op.history, op.diff, param().delta(), op.local_rate});
+}
+
+RMSPropSolver::RMSPropSolver(const SolverParameter& param, const std::string& solver_path,
+                             std::shared_ptr<Context> context)
+    : Solver(CheckedForRMSProp(param), solver_path, std::move(context)) {}
+
+void RMSPropSolver::ComputeUpdateValue(int param_index, float rate) {
+  const UpdateOperands op = OperandsFor(param_index, rate);
+  for_each_element(context(), op.count,
+                   RMSPropUpdate{op.history, op.diff, param().rms_decay(), param().delta(), op.local_rate});
+}
+
+AdaDeltaSolver::AdaDeltaSolver(const SolverParameter& param, const std::string& solver_path,
+                               std::shared_ptr<Context> context)
+    : Solver(CheckedForAdaDelta(param), solver_path, std::move(context), /*history_sets=*/2) {}
+
+void AdaDeltaSolver::ComputeUpdateValue(int param_index, float rate) {
+  const UpdateOperands op = OperandsFor(param_index, rate);
+  for_each_element(
+      context(), op.count,
+      AdaDeltaUpdate{op.history, op.history2, op.diff, param().momentum(), param().delta(), op.local_rate});
+}
+
+AdamSolver::AdamSolver(const SolverParameter& param, const std::string& solver_path, std::shared_ptr<Context> context)
+    : Solver(CheckedForAdam(param), solver_path, std::move(context), /*history_sets=*/2) {}
+
+void AdamSolver::ComputeUpdateValue(int param_index, float rate) {
+  const UpdateOperands op = OperandsFor(param_index, rate);
+  const float beta1 = param().momentum(), beta2 = param().momentum2();
+  // Both running means start at zero and so are biased towards it early on; t counts from 1.
+  const double t = iter() + 1.0;
+  const double correction = std::sqrt(1.0 - std::pow(double{beta2}, t)) / (1.0 - std::pow(double{beta1}, t));
+  for_each_element(context(), op.count,
+                   AdamUpdate{op.history, op.history2, op.diff, beta1, beta2, param().delta(),
+                              static_cast<float>(op.local_rate * correction)});
+}
+
+}  // namespace crema
