@@ -67,6 +67,9 @@ TEST(Hdf5SnapshotTest, WeightsRoundTripKeepsShapesValuesAndGradients) {
   LayerParameter* nested = weights.add_layer();
   nested->set_name("inception_3a/1x1");  // '/' makes nested groups
   *nested->add_blobs() = MakeBlob({2, 5}, 3.f, true);
+  LayerParameter* empty = weights.add_layer();
+  empty->set_name("empty");
+  *empty->add_blobs() = MakeBlob({0, 3}, 0.f, true);
   LayerParameter* scalar = weights.add_layer();
   scalar->set_name("scale");
   *scalar->add_blobs() = MakeBlob({}, 7.f, true);

@@ -212,6 +212,7 @@ void WriteDataset(hid_t file, const std::string& path, const std::string& name, 
   Handle dataset(H5Dcreate2(file, name.c_str(), file_type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose);
   CREMA_CHECK(dataset.ok()) << "cannot create dataset '" << name << "' in HDF5 file '" << path
                             << "' (does it exist already?)";
+  if (H5Sget_simple_extent_npoints(space) == 0) return;  // an empty blob: the shape is all there is to store
   CREMA_CHECK(H5Dwrite(dataset.get(), memory_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, values) >= 0)
       << "cannot write dataset '" << name << "' of HDF5 file '" << path << "'";
 }
