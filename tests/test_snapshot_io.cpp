@@ -387,8 +387,11 @@ TEST(SnapshotFolderTest, AMissingFolderOrAFileInItsPlaceIsAnErrorBeforeTraining)
   std::ofstream(dir.file("plain_file")) << "x";
   test::ExpectErrorContaining([&] { CreateSolver(TinySolver(dir.file("plain_file/run"))); },
                               {dir.file("plain_file"), "is not a folder"});
-  // A prefix without a folder part means the working directory, which the tests can write.
+  // A prefix without a folder part means the working directory.
+  const std::filesystem::path previous = std::filesystem::current_path();
+  std::filesystem::current_path(dir.path());
   EXPECT_NO_THROW(CreateSolver(TinySolver("run_in_working_directory")));
+  std::filesystem::current_path(previous);
   // Without a prefix, training that would snapshot at its end stops before the first iteration.
   SolverParameter no_prefix = TinySolver("x");
   no_prefix.clear_snapshot_prefix();
