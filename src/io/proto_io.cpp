@@ -88,7 +88,8 @@ void WriteStringToFileAtomically(const std::string& contents, const std::string&
   if (error != 0) {
     unlink(temporary.c_str());
     CREMA_FAIL() << "cannot write '" << path << "': " << std::strerror(error)
-                 << " (nothing was written under that name; an earlier file of that name is unchanged)";
+                 << (FileExists(path) ? " (the earlier file of that name is unchanged)"
+                                      : " (nothing was left under that name)");
   }
   // Make the rename itself durable: without this a power loss could bring back the folder without the new name.
   const int folder_fd = open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
