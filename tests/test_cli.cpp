@@ -181,6 +181,67 @@ TEST_F(CliTest, TrainResumeTestAndTime) {
   EXPECT_CONTAINS(Crema("train --solver=" + solver("tune", 5) + " --weights=a --snapshot=b", 1), "not both");
 }
 
+// snapshot_format: HDF5 end to end (snapshots, resume, test, fine-tuning from .h5 weights), the fine-tuning log
+// of layers no weights file covers, debug_info's lines in Caffe's shapes, and the snapshot folder checked first.
+TEST_F(CliTest, Hdf5SnapshotsFineTuningAndDebugInfo) {
+  const std::string net = SmallNet(this, dir_);
+  auto solver = [&](const std::string& prefix, int max_iter, const std::string& net_path, const std::string& extra) {
+    return Write(prefix + "_solver.prototxt", "net: '" + net_path + "' base_lr: 0.01 momentum: 0.9 lr_policy: 'fixed' "
+                 "display: 5 max_iter: " + std::to_string(max_iter) + " snapshot: 5 snapshot_prefix: '" +
+                 dir_.file(prefix) + "' solver_mode: CPU random_seed: 3 snapshot_format: HDF5 " + extra + "\n");
+  };
+  const std::string log = Crema("train --solver=" + solver("h5", 10, net, "debug_info: true"), 0);
+  EXPECT_CONTAINS(log, "Snapshotting to HDF5 file " + dir_.file("h5_iter_5.caffemodel.h5"));
+  EXPECT_CONTAINS(log, "Snapshotting solver state to HDF5 file " + dir_.file("h5_iter_5.solverstate.h5"));
+  const std::string number = "[0-9.e+-]+(nan|inf)?\n";
+  for (const std::string line :
+       {"    \\[Forward\\] Layer conv, top blob conv data: ", "    \\[Forward\\] Layer conv, param blob 0 data: ",
+        "    \\[Forward\\] Layer ip, param blob 1 data: ", "    \\[Backward\\] Layer ip, bottom blob pool diff: ",
+        "    \\[Backward\\] Layer conv, param blob 1 diff: "})
+    EXPECT_TRUE(std::regex_search(log, std::regex(line + number))) << "no line " << line << " in:\n" << log;
+  EXPECT_TRUE(std::regex_search(log, std::regex("    \\[Update\\] Layer ip, param 0 data: [0-9.e+-]+; diff: " + number)));
+  EXPECT_TRUE(std::regex_search(
+      log, std::regex("    \\[Backward\\] All net params \\(data, diff\\): L1 norm = \\([0-9.e+-]+, [0-9.e+-]+\\); "
+                      "L2 norm = \\([0-9.e+-]+, [0-9.e+-]+\\)\n")));
+  // Only the iterations that display (0 and 5 of 10) log them, as in Caffe.
+  const std::regex update_line("\\[Update\\] Layer ip, param 0");
+  EXPECT_EQ(std::distance(std::sregex_iterator(log.begin(), log.end(), update_line), std::sregex_iterator()), 2);
+
+  // Resume from the HDF5 state; test with the HDF5 weights.
+  EXPECT_CONTAINS(Crema("train --solver=" + solver("h5", 15, net, "") + " --snapshot=" +
+                            dir_.file("h5_iter_10.solverstate.h5"), 0),
+                  "Snapshotting solver state to HDF5 file " + dir_.file("h5_iter_15.solverstate.h5"));
+  const std::string tested =
+      Crema("test --model=" + net + " --weights=" + dir_.file("h5_iter_15.caffemodel.h5") + " --iterations=2", 0);
+  EXPECT_TRUE(std::regex_search(tested, std::regex("\\] accuracy = [0-9.e+-]+\n")));
+
+  // Fine-tuning a net whose classifier was renamed: that layer, and only it, starts from its fillers.
+  std::string renamed = test::FileBytes(net);
+  renamed = std::regex_replace(renamed, std::regex("name: 'ip'"), "name: 'ip_new'");
+  const std::string tuned_net = Write("tuned.prototxt", renamed);
+  const std::string tuned = Crema("train --solver=" + solver("tuned", 5, tuned_net, "") + " --weights=" +
+                                      dir_.file("h5_iter_15.caffemodel.h5") + "," + dir_.file("h5_iter_5.caffemodel.h5"), 0);
+  EXPECT_CONTAINS(tuned, "Layer ip_new: not in the weights files; starting from its fillers");
+  EXPECT_EQ(tuned.find("Layer conv: not in the weights files"), std::string::npos) << tuned;
+  EXPECT_CONTAINS(tuned, "Ignoring source layer ip");
+
+  // A weights file whose shapes differ from the net's names the layer and both shapes.
+  const std::string wider = Write("wider.prototxt", std::regex_replace(test::FileBytes(net), std::regex("num_output: 3"),
+                                                                       "num_output: 5"));
+  const std::string mismatch = Crema("test --model=" + wider + " --weights=" + dir_.file("h5_iter_5.caffemodel.h5") +
+                                     " --iterations=1", 1);
+  EXPECT_CONTAINS(mismatch, "layer 'ip'");
+  EXPECT_CONTAINS(mismatch, "3 36 (108)");
+  EXPECT_CONTAINS(mismatch, "5 36 (180)");
+
+  // A snapshot folder that does not exist stops training before the first iteration.
+  const std::string nowhere = Write("nowhere_solver.prototxt", "net: '" + net + "' base_lr: 0.01 lr_policy: 'fixed' "
+                                    "max_iter: 5 snapshot: 5 snapshot_prefix: '" + dir_.file("absent/run") + "'\n");
+  const std::string refused = Crema("train --solver=" + nowhere, 1);
+  EXPECT_CONTAINS(refused, "the folder '" + dir_.file("absent") + "' does not exist");
+  EXPECT_EQ(refused.find("Iteration 0"), std::string::npos) << refused;
+}
+
 TEST_F(CliTest, InterruptSnapshotsThenStops) {
   const std::string net = SmallNet(this, dir_);
   const std::string solver = Write("long_solver.prototxt", "net: '" + net + "' base_lr: 0.01 lr_policy: 'fixed' "

@@ -23,9 +23,9 @@
 
 DEFINE_string(solver, "", "train: the solver prototxt");
 DEFINE_string(model, "", "test, time: the net prototxt");
-DEFINE_string(weights, "", "train: weights to fine-tune from (comma-separated .caffemodel files); test: the "
-                           "trained weights");
-DEFINE_string(snapshot, "", "train: a .solverstate to resume from");
+DEFINE_string(weights, "", "train: weights to fine-tune from (comma-separated .caffemodel or .caffemodel.h5 "
+                           "files, copied in order); test, time: the trained weights");
+DEFINE_string(snapshot, "", "train: a .solverstate or .solverstate.h5 to resume from");
 DEFINE_int32(iterations, 50, "test, time: number of iterations (batches)");
 DEFINE_string(gpu, "", "run on these GPUs: an id such as 0, a list such as 0,1, or 'all'; empty: the CPU "
                        "(train: the solver's solver_mode decides)");
@@ -88,6 +88,21 @@ Phase ParsePhase(Phase fallback) {
   return fallback;
 }
 
+// Copies the weights files in order (later files win where they share layers), then names every layer with
+// parameters that none of them provided: fine-tuning's new layers, or a misspelt layer name.
+void CopyWeightsFiles(Net* net, const std::vector<std::string>& files) {
+  if (files.empty()) return;
+  std::vector<std::string> copied;
+  for (const auto& file : files) {
+    CREMA_CHECK(FileExists(file)) << "weights file '" << file << "' does not exist";
+    LOG(INFO) << "Copying weights from " << file;
+    const std::vector<std::string> layers = net->CopyTrainedLayersFrom(file);
+    copied.insert(copied.end(), layers.begin(), layers.end());
+  }
+  for (const auto& layer : net->LayersNotCopied(copied))
+    LOG(INFO) << "Layer " << layer << ": not in the weights files; starting from its fillers";
+}
+
 Solver* g_solver = nullptr;
 
 void ApplySignalEffect(const std::string& effect) {
@@ -139,10 +154,8 @@ int Train() {
   LOG(INFO) << "Using the " << DeviceName(context->device())
             << (context->device() == Device::kGPU ? " " + std::to_string(context->gpu_id()) : std::string());
   std::unique_ptr<Solver> solver = CreateSolver(param, FLAGS_solver, context);
-  for (const auto& weights : SplitList(FLAGS_weights)) {
-    LOG(INFO) << "Fine-tuning from " << weights;
-    solver->net()->CopyTrainedLayersFrom(weights);
-  }
+  if (!FLAGS_weights.empty()) LOG(INFO) << "Fine-tuning from " << FLAGS_weights;
+  CopyWeightsFiles(solver->net(), SplitList(FLAGS_weights));
   g_solver = solver.get();
   std::signal(SIGINT, HandleSignal);
   std::signal(SIGHUP, HandleSignal);
@@ -156,10 +169,7 @@ std::unique_ptr<Net> LoadModel(Phase phase) {
   CREMA_CHECK(!FLAGS_model.empty()) << "this command needs --model=NET.prototxt";
   CREMA_CHECK(FileExists(FLAGS_model)) << "model file '" << FLAGS_model << "' does not exist";
   auto net = std::make_unique<Net>(FLAGS_model, phase, FLAGS_level, SplitList(FLAGS_stage), ToolContext());
-  for (const auto& weights : SplitList(FLAGS_weights)) {
-    CREMA_CHECK(FileExists(weights)) << "weights file '" << weights << "' does not exist";
-    net->CopyTrainedLayersFrom(weights);
-  }
+  CopyWeightsFiles(net.get(), SplitList(FLAGS_weights));
   net->RunAfterWeightsPasses();
   return net;
 }

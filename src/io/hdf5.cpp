@@ -3,6 +3,8 @@
 #include <hdf5.h>
 
 #include <algorithm>
+#include <cstring>
+#include <fstream>
 #include <mutex>
 
 namespace crema {
@@ -59,9 +61,17 @@ Hdf5File::Hdf5File(const std::string& path, Mode mode) : path_(path) {
     case Mode::kCreate:
       file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
       break;
+    case Mode::kInMemory: {
+      // The core driver without a backing store: nothing reaches the disk until the caller writes Image().
+      Handle access(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+      if (access.ok() && H5Pset_fapl_core(access.get(), 1 << 20, 0) >= 0)
+        file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access.get());
+      break;
+    }
   }
-  CREMA_CHECK(file >= 0) << "cannot " << (mode == Mode::kCreate ? "create" : "open") << " HDF5 file '" << path << "'"
-                         << (mode == Mode::kCreate ? "" : " (missing, unreadable or not an HDF5 file)");
+  const bool creating = mode == Mode::kCreate || mode == Mode::kInMemory;
+  CREMA_CHECK(file >= 0) << "cannot " << (creating ? "create" : "open") << " HDF5 file '" << path << "'"
+                         << (creating ? "" : " (missing, unreadable or not an HDF5 file)");
   file_ = file;
 }
 
@@ -155,6 +165,167 @@ void Hdf5File::CheckAppendable(const std::string& name, const std::vector<int>& 
 void Hdf5File::Flush() {
   CREMA_CHECK(H5Fflush(static_cast<hid_t>(file_), H5F_SCOPE_GLOBAL) >= 0)
       << "cannot write HDF5 file '" << path_ << "' to disk";
+}
+
+bool Hdf5File::HasGroup(const std::string& name) const {
+  const hid_t file = static_cast<hid_t>(file_);
+  if (name == "/") return true;
+  if (H5Lexists(file, name.c_str(), H5P_DEFAULT) <= 0) return false;
+  H5O_info_t info;
+  if (H5Oget_info_by_name(file, name.c_str(), &info, H5P_DEFAULT) < 0) return false;
+  return info.type == H5O_TYPE_GROUP;
+}
+
+void Hdf5File::CreateGroup(const std::string& name) {
+  Handle links(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
+  CREMA_CHECK(links.ok() && H5Pset_create_intermediate_group(links.get(), 1) >= 0)
+      << "cannot create group '" << name << "' in HDF5 file '" << path_ << "'";
+  Handle group(H5Gcreate2(static_cast<hid_t>(file_), name.c_str(), links.get(), H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+  CREMA_CHECK(group.ok()) << "cannot create group '" << name << "' in HDF5 file '" << path_
+                          << "' (does it exist already?)";
+}
+
+std::vector<std::string> Hdf5File::Members(const std::string& group_name) const {
+  CREMA_CHECK(HasGroup(group_name)) << "HDF5 file '" << path_ << "' has no group '" << group_name << "'";
+  Handle group(H5Gopen2(static_cast<hid_t>(file_), group_name.c_str(), H5P_DEFAULT), H5Gclose);
+  H5G_info_t info;
+  CREMA_CHECK(group.ok() && H5Gget_info(group.get(), &info) >= 0)
+      << "cannot list group '" << group_name << "' of HDF5 file '" << path_ << "'";
+  std::vector<std::string> names;
+  for (hsize_t i = 0; i < info.nlinks; ++i) {
+    const ssize_t size = H5Lget_name_by_idx(group.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
+    CREMA_CHECK(size >= 0) << "cannot list group '" << group_name << "' of HDF5 file '" << path_ << "'";
+    std::string name(static_cast<size_t>(size) + 1, '\0');
+    H5Lget_name_by_idx(group.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(), name.size(), H5P_DEFAULT);
+    name.resize(static_cast<size_t>(size));
+    names.push_back(name);
+  }
+  return names;
+}
+
+namespace {
+
+// Creates dataset `name` of `file_type` over `space` and writes `values` (of `memory_type`) to it.
+void WriteDataset(hid_t file, const std::string& path, const std::string& name, hid_t file_type, hid_t memory_type,
+                  hid_t space, const void* values) {
+  CREMA_CHECK(space >= 0) << "cannot lay out dataset '" << name << "' in HDF5 file '" << path << "'";
+  Handle dataset(H5Dcreate2(file, name.c_str(), file_type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose);
+  CREMA_CHECK(dataset.ok()) << "cannot create dataset '" << name << "' in HDF5 file '" << path
+                            << "' (does it exist already?)";
+  if (H5Sget_simple_extent_npoints(space) == 0) return;  // an empty blob: the shape is all there is to store
+  CREMA_CHECK(H5Dwrite(dataset.get(), memory_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, values) >= 0)
+      << "cannot write dataset '" << name << "' of HDF5 file '" << path << "'";
+}
+
+}  // namespace
+
+void Hdf5File::WriteFloats(const std::string& name, const std::vector<int>& shape, const float* values) {
+  const std::vector<hsize_t> dims(shape.begin(), shape.end());
+  Handle space(shape.empty() ? H5Screate(H5S_SCALAR) : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
+               H5Sclose);
+  WriteDataset(static_cast<hid_t>(file_), path_, name, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, space.get(), values);
+}
+
+void Hdf5File::WriteInt(const std::string& name, int value) {
+  const hsize_t one = 1;
+  Handle space(H5Screate_simple(1, &one, nullptr), H5Sclose);
+  WriteDataset(static_cast<hid_t>(file_), path_, name, H5T_STD_I32LE, H5T_NATIVE_INT, space.get(), &value);
+}
+
+void Hdf5File::WriteString(const std::string& name, const std::string& value) {
+  CREMA_CHECK(value.find('\0') == std::string::npos)
+      << "cannot store a string with a NUL character as dataset '" << name << "' of HDF5 file '" << path_ << "'";
+  Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
+  CREMA_CHECK(type.ok() && H5Tset_size(type.get(), value.size() + 1) >= 0 &&
+              H5Tset_strpad(type.get(), H5T_STR_NULLTERM) >= 0)
+      << "cannot lay out dataset '" << name << "' in HDF5 file '" << path_ << "'";
+  Handle space(H5Screate(H5S_SCALAR), H5Sclose);
+  WriteDataset(static_cast<hid_t>(file_), path_, name, type.get(), type.get(), space.get(), value.c_str());
+}
+
+void Hdf5File::WriteBytes(const std::string& name, const std::string& bytes) {
+  const hsize_t size = bytes.size();
+  Handle space(H5Screate_simple(1, &size, nullptr), H5Sclose);
+  WriteDataset(static_cast<hid_t>(file_), path_, name, H5T_STD_U8LE, H5T_NATIVE_UCHAR, space.get(), bytes.data());
+}
+
+int Hdf5File::ReadInt(const std::string& name) const {
+  CREMA_CHECK(HasDataset(name)) << "HDF5 file '" << path_ << "' has no dataset '" << name << "'";
+  Handle dataset(H5Dopen2(static_cast<hid_t>(file_), name.c_str(), H5P_DEFAULT), H5Dclose);
+  Handle type(dataset.ok() ? H5Dget_type(dataset.get()) : -1, H5Tclose);
+  Handle space(dataset.ok() ? H5Dget_space(dataset.get()) : -1, H5Sclose);
+  CREMA_CHECK(type.ok() && space.ok() && H5Tget_class(type.get()) == H5T_INTEGER &&
+              H5Sget_simple_extent_npoints(space.get()) == 1)
+      << "dataset '" << name << "' of HDF5 file '" << path_ << "' is not one integer";
+  int value = 0;
+  CREMA_CHECK(H5Dread(dataset.get(), H5T_NATIVE_INT, H5S_ALL, H5S_ALL, H5P_DEFAULT, &value) >= 0)
+      << "cannot read dataset '" << name << "' of HDF5 file '" << path_ << "'";
+  return value;
+}
+
+std::string Hdf5File::ReadString(const std::string& name) const {
+  CREMA_CHECK(HasDataset(name)) << "HDF5 file '" << path_ << "' has no dataset '" << name << "'";
+  Handle dataset(H5Dopen2(static_cast<hid_t>(file_), name.c_str(), H5P_DEFAULT), H5Dclose);
+  Handle type(dataset.ok() ? H5Dget_type(dataset.get()) : -1, H5Tclose);
+  Handle space(dataset.ok() ? H5Dget_space(dataset.get()) : -1, H5Sclose);
+  CREMA_CHECK(type.ok() && space.ok() && H5Tget_class(type.get()) == H5T_STRING &&
+              H5Sget_simple_extent_npoints(space.get()) == 1)
+      << "dataset '" << name << "' of HDF5 file '" << path_ << "' is not one string";
+  std::string value;
+  if (H5Tis_variable_str(type.get()) > 0) {
+    // Written by h5py and others: the library allocates the characters, and must free them.
+    Handle memory_type(H5Tcopy(H5T_C_S1), H5Tclose);
+    H5Tset_size(memory_type.get(), H5T_VARIABLE);
+    char* characters = nullptr;
+    CREMA_CHECK(H5Dread(dataset.get(), memory_type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, &characters) >= 0)
+        << "cannot read dataset '" << name << "' of HDF5 file '" << path_ << "'";
+    if (characters != nullptr) value = characters;
+    H5Dvlen_reclaim(memory_type.get(), space.get(), H5P_DEFAULT, &characters);
+  } else {
+    std::string buffer(H5Tget_size(type.get()), '\0');
+    CREMA_CHECK(H5Dread(dataset.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, buffer.data()) >= 0)
+        << "cannot read dataset '" << name << "' of HDF5 file '" << path_ << "'";
+    value = buffer.substr(0, buffer.find('\0'));
+  }
+  return value;
+}
+
+std::string Hdf5File::ReadBytes(const std::string& name) const {
+  const std::vector<int64_t> dims = DatasetShape(name);
+  CREMA_CHECK(dims.size() == 1) << "dataset '" << name << "' of HDF5 file '" << path_ << "' is not a list of bytes";
+  std::string bytes(static_cast<size_t>(dims[0]), '\0');
+  if (bytes.empty()) return bytes;
+  Handle dataset(H5Dopen2(static_cast<hid_t>(file_), name.c_str(), H5P_DEFAULT), H5Dclose);
+  CREMA_CHECK(dataset.ok() &&
+              H5Dread(dataset.get(), H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes.data()) >= 0)
+      << "cannot read dataset '" << name << "' of HDF5 file '" << path_ << "'";
+  return bytes;
+}
+
+std::string Hdf5File::Image() {
+  const hid_t file = static_cast<hid_t>(file_);
+  const ssize_t size = H5Fflush(file, H5F_SCOPE_GLOBAL) >= 0 ? H5Fget_file_image(file, nullptr, 0) : -1;
+  CREMA_CHECK(size >= 0) << "cannot assemble HDF5 file '" << path_ << "' in memory";
+  std::string image(static_cast<size_t>(size), '\0');
+  CREMA_CHECK(H5Fget_file_image(file, image.data(), image.size()) == size)
+      << "cannot assemble HDF5 file '" << path_ << "' in memory";
+  return image;
+}
+
+bool IsHdf5File(const std::string& path) {
+  // HDF5 looks for its superblock at 0 and at every power of two from 512 (after a user block).
+  static const char kSignature[8] = {'\211', 'H', 'D', 'F', '\r', '\n', '\032', '\n'};
+  std::ifstream in(path, std::ios::binary);
+  if (!in.good()) return false;
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  for (std::streamoff offset = 0; offset + 8 <= size; offset = offset == 0 ? 512 : offset * 2) {
+    char head[8];
+    in.seekg(offset);
+    if (!in.read(head, sizeof(head))) return false;
+    if (std::memcmp(head, kSignature, sizeof(head)) == 0) return true;
+  }
+  return false;
 }
 
 }  // namespace crema

@@ -1,8 +1,10 @@
-// A small wrapper over the HDF5 C library for the HDF5Data and HDF5Output layers: open or create a file, read
-// the shape and the values of a numeric dataset (as floats, converted from the stored type), and append rows
-// to a float dataset whose first axis grows. Every failure raises a crema::Error naming the file (and the
-// dataset, where one is involved). HDF5's own printing of its error stack is turned off (for the process) the
-// first time a file is opened, since crema reports the errors itself.
+// A small wrapper over the HDF5 C library for the HDF5Data and HDF5Output layers and for Caffe's HDF5 snapshots:
+// open or create a file (on disk, or in memory to be written atomically later), read the shape and the values
+// of a numeric dataset (as floats, converted from the stored type), append rows to a float dataset whose first
+// axis grows, write whole float, int, string and byte datasets, and make and list groups. Names may be paths
+// ("data/conv1/0"). Every failure raises a crema::Error naming the file (and the dataset or group, where one is
+// involved). HDF5's own printing of its error stack is turned off (for the process) the first time a file is
+// opened, since crema reports the errors itself.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +21,7 @@ class Hdf5File {
     kRead,       // an existing file, read-only
     kReadWrite,  // an existing file
     kCreate,     // a new file, replacing any file of that name
+    kInMemory,   // a new file held in memory; `path` only names it in errors. Image() gives its bytes.
   };
   Hdf5File(const std::string& path, Mode mode);
   ~Hdf5File();
@@ -41,9 +44,37 @@ class Hdf5File {
   // Writes everything to disk.
   void Flush();
 
+  bool HasGroup(const std::string& name) const;
+  // Creates group `name` and any missing groups on its path (so a layer named "inception/1x1" is a group
+  // "1x1" inside a group "inception").
+  void CreateGroup(const std::string& name);
+  // The names of the links in group `name` ("/" for the root), in name order.
+  std::vector<std::string> Members(const std::string& group) const;
+
+  // Whole datasets, written once (a dataset of that name must not exist yet). Floats are stored as 32-bit IEEE
+  // values in `shape` (no axes: a scalar); an int as a 32-bit integer of shape (1), as Caffe's solver states
+  // hold "iter"; a string as a scalar, fixed-length, NUL-terminated string, as Caffe's "learned_net"; bytes as
+  // unsigned 8-bit integers of shape (size).
+  void WriteFloats(const std::string& name, const std::vector<int>& shape, const float* values);
+  void WriteInt(const std::string& name, int value);
+  void WriteString(const std::string& name, const std::string& value);
+  void WriteBytes(const std::string& name, const std::string& bytes);
+  // Reads what the writers above write; ReadInt takes any integer dataset of one element, ReadString fixed- and
+  // variable-length strings. Each throws naming the file and the dataset when it is missing or of another kind.
+  int ReadInt(const std::string& name) const;
+  std::string ReadString(const std::string& name) const;
+  std::string ReadBytes(const std::string& name) const;
+
+  // The bytes of a kInMemory file, complete as a file on disk would be after closing it.
+  std::string Image();
+
  private:
   std::string path_;
   int64_t file_ = -1;  // hid_t
 };
+
+// Whether the file at `path` starts with HDF5's signature (at offset 0, or 512, 1024, 2048... where a user block
+// precedes it), whatever its name. False when it cannot be read.
+bool IsHdf5File(const std::string& path);
 
 }  // namespace crema

@@ -4,6 +4,7 @@
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/text_format.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -62,21 +63,39 @@ std::string ReadFileToString(const std::string& path) {
 }
 
 void WriteStringToFileAtomically(const std::string& contents, const std::string& path) {
-  const std::string temporary = path + ".tmp." + std::to_string(getpid());
-  FILE* file = std::fopen(temporary.c_str(), "wb");
-  CREMA_CHECK(file != nullptr) << "cannot write '" << temporary << "': " << std::strerror(errno);
-  const bool written = std::fwrite(contents.data(), 1, contents.size(), file) == contents.size();
-  const bool flushed = std::fflush(file) == 0 && fsync(fileno(file)) == 0;
-  const bool closed = std::fclose(file) == 0;
-  if (!written || !flushed || !closed) {
-    const std::string reason = std::strerror(errno);
-    std::remove(temporary.c_str());
-    CREMA_FAIL() << "cannot write '" << path << "': " << reason;
+  // The temporary file is hidden (a leading dot) and does not start with the target's name, so that a crash
+  // mid-write leaves nothing a glob for snapshots (prefix_iter_*) would pick up.
+  const std::filesystem::path target(path);
+  const std::filesystem::path folder = target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
+  const std::string temporary =
+      (folder / ("." + target.filename().string() + "." + std::to_string(getpid()) + ".tmp")).string();
+  const int fd = open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  CREMA_CHECK(fd >= 0) << "cannot write '" << path << "': cannot create '" << temporary << "': " << std::strerror(errno);
+  // The first failure's errno is the reason (ENOSPC from write, fsync or close on a full disk).
+  int error = 0;
+  size_t written = 0;
+  while (written < contents.size() && error == 0) {
+    const ssize_t n = write(fd, contents.data() + written, contents.size() - written);
+    if (n > 0) {
+      written += static_cast<size_t>(n);
+    } else if (n < 0 && errno != EINTR) {
+      error = errno;
+    }
   }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    const std::string reason = std::strerror(errno);
-    std::remove(temporary.c_str());
-    CREMA_FAIL() << "cannot move '" << temporary << "' to '" << path << "': " << reason;
+  if (error == 0 && fsync(fd) != 0) error = errno;
+  if (close(fd) != 0 && error == 0) error = errno;
+  if (error == 0 && std::rename(temporary.c_str(), path.c_str()) != 0) error = errno;
+  if (error != 0) {
+    unlink(temporary.c_str());
+    CREMA_FAIL() << "cannot write '" << path << "': " << std::strerror(error)
+                 << (FileExists(path) ? " (the earlier file of that name is unchanged)"
+                                      : " (nothing was left under that name)");
+  }
+  // Make the rename itself durable: without this a power loss could bring back the folder without the new name.
+  const int folder_fd = open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (folder_fd >= 0) {
+    fsync(folder_fd);
+    close(folder_fd);
   }
 }
 

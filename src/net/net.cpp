@@ -11,6 +11,7 @@
 
 #include "core/math_functions.hpp"
 #include "io/proto_io.hpp"
+#include "io/snapshot_io.hpp"
 #include "net/passes.hpp"
 #include "layers/layer_registry.hpp"
 
@@ -220,6 +221,7 @@ void Net::CollectParams() {
       if (!spec.name().empty()) owners[spec.name()] = {blob, lp.name(), index};
       param_first_step[blob] = static_cast<int>(l);
       learnable_params_.push_back(blob);
+      learnable_param_owner_.emplace_back(static_cast<int>(l), static_cast<int>(i));
       params_lr_.push_back(spec.lr_mult());
       params_weight_decay_.push_back(spec.decay_mult());
     }
@@ -289,12 +291,17 @@ void Net::Reshape() {
 float Net::ForwardStep(size_t step) {
   ReshapeStep(step);
   const PlanStep& s = plan_[step];
-  return layers_[s.layer]->Forward(Blobs(s.bottoms), Blobs(s.tops));
+  const float loss = layers_[s.layer]->Forward(Blobs(s.bottoms), Blobs(s.tops));
+  if (debug_info_) ForwardDebugInfo(step);
+  return loss;
 }
 
 void Net::BackwardStep(size_t step) {
   const PlanStep& s = plan_[step];
-  if (s.needs_backward) layers_[s.layer]->Backward(Blobs(s.tops), s.propagate_down, Blobs(s.bottoms));
+  if (s.needs_backward) {
+    layers_[s.layer]->Backward(Blobs(s.tops), s.propagate_down, Blobs(s.bottoms));
+    if (debug_info_) BackwardDebugInfo(step);
+  }
   if (gradient_ready_)
     for (int param : params_ready_after_[step]) gradient_ready_(param);
 }
@@ -307,6 +314,74 @@ float Net::Forward() {
 
 void Net::Backward() {
   for (size_t step = plan_.size(); step-- > 0;) BackwardStep(step);
+  if (debug_info_) {
+    double asum_data = 0, asum_diff = 0, sumsq_data = 0, sumsq_diff = 0;
+    for (Blob* param : learnable_params_) {
+      const float* data = param->cpu_data();
+      const float* diff = param->cpu_diff();
+      for (int i = 0; i < param->count(); ++i) {
+        asum_data += std::fabs(data[i]);
+        asum_diff += std::fabs(diff[i]);
+        sumsq_data += static_cast<double>(data[i]) * data[i];
+        sumsq_diff += static_cast<double>(diff[i]) * diff[i];
+      }
+    }
+    LOG(INFO) << "    [Backward] All net params (data, diff): L1 norm = (" << asum_data << ", " << asum_diff
+              << "); L2 norm = (" << std::sqrt(sumsq_data) << ", " << std::sqrt(sumsq_diff) << ")";
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Debug information (Caffe's debug_info lines: people's scripts parse them, so the shapes are Caffe's)
+
+namespace {
+
+// The mean absolute value of a blob's data or diff, read on the host (debugging only; 0 for an empty blob).
+double MeanAbs(const Blob& blob, bool diff) {
+  if (blob.count() == 0) return 0;
+  const float* values = diff ? blob.cpu_diff() : blob.cpu_data();
+  double sum = 0;
+  for (int i = 0; i < blob.count(); ++i) sum += std::fabs(values[i]);
+  return sum / blob.count();
+}
+
+}  // namespace
+
+std::string Net::ParamDisplayName(int layer, int param) const {
+  const LayerParameter& spec = layers_[layer]->layer_param();
+  if (param < spec.param_size() && !spec.param(param).name().empty()) return spec.param(param).name();
+  return std::to_string(param);
+}
+
+std::string Net::learnable_param_display_name(int index) const {
+  return ParamDisplayName(learnable_param_owner_[index].first, learnable_param_owner_[index].second);
+}
+
+void Net::ForwardDebugInfo(size_t step) const {
+  const PlanStep& s = plan_[step];
+  const std::string& layer = layer_names_[s.layer];
+  for (int id : s.tops)
+    LOG(INFO) << "    [Forward] Layer " << layer << ", top blob " << blob_names_[id]
+              << " data: " << MeanAbs(*blobs_[id], false);
+  const auto& params = layers_[s.layer]->blobs();
+  for (size_t i = 0; i < params.size(); ++i)
+    LOG(INFO) << "    [Forward] Layer " << layer << ", param blob " << ParamDisplayName(s.layer, static_cast<int>(i))
+              << " data: " << MeanAbs(*params[i], false);
+}
+
+void Net::BackwardDebugInfo(size_t step) const {
+  const PlanStep& s = plan_[step];
+  const std::string& layer = layer_names_[s.layer];
+  for (size_t b = 0; b < s.bottoms.size(); ++b) {
+    if (!s.propagate_down[b]) continue;
+    LOG(INFO) << "    [Backward] Layer " << layer << ", bottom blob " << blob_names_[s.bottoms[b]]
+              << " diff: " << MeanAbs(*blobs_[s.bottoms[b]], true);
+  }
+  Layer& owner = *layers_[s.layer];
+  for (size_t i = 0; i < owner.blobs().size(); ++i) {
+    if (!owner.param_propagate_down(static_cast<int>(i))) continue;
+    LOG(INFO) << "    [Backward] Layer " << layer << ", param blob " << i << " diff: " << MeanAbs(*owner.blobs()[i], true);
+  }
 }
 
 void Net::ClearParamDiffs() {
@@ -357,8 +432,11 @@ Layer* Net::layer_by_name(const std::string& name) const {
   return layers_[found->second].get();
 }
 
-void Net::CopyTrainedLayersFrom(const NetParameter& trained) {
-  int copied = 0, with_weights = 0;
+std::vector<std::string> Net::CopyTrainedLayersFrom(const NetParameter& trained) {
+  // Parameters shared by name are learnable only through their owner; the others are views of it.
+  const std::set<const Blob*> owned(learnable_params_.begin(), learnable_params_.end());
+  std::vector<std::string> copied;
+  int with_weights = 0;
   for (const auto& source : trained.layer()) {
     if (source.blobs_size() == 0) continue;
     ++with_weights;
@@ -373,39 +451,49 @@ void Net::CopyTrainedLayersFrom(const NetParameter& trained) {
         << "cannot copy weights into layer '" << source.name() << "' (" << layer->type() << "): the weights file has "
         << source.blobs_size() << " parameter blob(s), the net has " << targets.size();
     for (int i = 0; i < source.blobs_size(); ++i) {
-      const std::vector<int> stored = Blob::ShapeOf(source.blobs(i));
+      const BlobProto& blob = source.blobs(i);
+      const bool absent = !blob.has_shape() && !blob.has_num() && !blob.has_channels() && !blob.has_height() &&
+                          !blob.has_width() && blob.data_size() == 0 && blob.double_data_size() == 0;
+      if (absent) {
+        CREMA_CHECK(!owned.count(targets[i].get()))
+            << "cannot copy weights into layer '" << source.name() << "' (" << layer->type()
+            << "): the weights file has no values for its parameter blob " << i;
+        continue;
+      }
+      const std::vector<int> stored = Blob::ShapeOf(blob);
       const bool same = stored == targets[i]->shape();
       // Old files store 4-d legacy shapes (1 x 1 x N x K for inner products); accept equal counts there.
       int64_t stored_count = 1;
       for (int d : stored) stored_count *= d;
-      const bool legacy_match = !source.blobs(i).has_shape() && stored_count == targets[i]->count();
+      const bool legacy_match = !blob.has_shape() && stored_count == targets[i]->count();
       CREMA_CHECK(same || legacy_match)
           << "cannot copy weights into layer '" << source.name() << "' (" << layer->type() << "): parameter blob " << i
           << " has shape " << ShapeString(stored) << " in the weights file but " << targets[i]->shape_string()
           << " in the net";
       if (same) {
-        targets[i]->FromProto(source.blobs(i), /*reshape=*/false);
+        targets[i]->FromProto(blob, /*reshape=*/false);
       } else {
         const std::vector<int> shape = targets[i]->shape();
-        targets[i]->FromProto(source.blobs(i), /*reshape=*/true);
+        targets[i]->FromProto(blob, /*reshape=*/true);
         targets[i]->Reshape(shape);
       }
     }
-    ++copied;
+    copied.push_back(source.name());
   }
-  if (with_weights > 0 && copied == 0)
+  if (with_weights > 0 && copied.empty())
     LOG(WARNING) << "None of the " << with_weights << " layers with weights in '" << trained.name()
                  << "' matches a layer of net '" << name_ << "' by name: nothing was copied";
+  return copied;
 }
 
-void Net::CopyTrainedLayersFrom(const std::string& path) {
+std::vector<std::string> Net::CopyTrainedLayersFrom(const std::string& path) {
   NetParameter trained;
   const std::string extension = std::filesystem::path(path).extension().string();
   const bool text = extension == ".prototxt" || extension == ".txt";
   if (text) {
     ReadProtoFromTextFile(path, &trained);
   } else {
-    ReadProtoFromBinaryFile(path, &trained);
+    ReadWeightsFile(path, &trained);
   }
   // Field 2 holds Caffe's legacy V1 layers, which crema does not read yet: say so rather than copy nothing.
   const auto& unknown = trained.GetReflection()->GetUnknownFields(trained);
@@ -413,7 +501,32 @@ void Net::CopyTrainedLayersFrom(const std::string& path) {
     CREMA_CHECK(unknown.field(i).number() != 2)
         << "weights file '" << path << "' stores its layers in Caffe's legacy V1 format (`layers`, not `layer`), "
         << "which crema cannot read yet; convert it with a current Caffe's upgrade_net_proto_binary";
-  CopyTrainedLayersFrom(trained);
+  try {
+    return CopyTrainedLayersFrom(trained);
+  } catch (const Error& error) {
+    CREMA_FAIL() << "weights file '" << path << "': " << error.what();
+  }
+  return {};
+}
+
+std::vector<std::string> Net::LayersNotCopied(const std::vector<std::string>& copied_layers) const {
+  // A parameter is covered when its storage is that of a copied layer's parameter (shared parameters included).
+  std::set<const SyncedMemory*> covered;
+  for (const auto& name : copied_layers) {
+    auto found = layer_index_.find(name);
+    if (found == layer_index_.end()) continue;
+    for (const auto& blob : layers_[found->second]->blobs()) covered.insert(blob->data().get());
+  }
+  std::vector<std::string> missing;
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    for (const auto& blob : layers_[l]->blobs()) {
+      if (!covered.count(blob->data().get())) {
+        missing.push_back(layer_names_[l]);
+        break;
+      }
+    }
+  }
+  return missing;
 }
 
 void Net::ShareTrainedLayersWith(const Net& other) {

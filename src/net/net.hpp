@@ -118,10 +118,16 @@ class Net {
   void RunAfterWeightsPasses();
 
   // Copies parameters from a trained net (by layer name; shapes must match). Layers absent from this net
-  // are skipped with a log line.
-  void CopyTrainedLayersFrom(const NetParameter& trained);
-  // From a .caffemodel (binary) or, if the name ends in .prototxt/.txt, a text NetParameter.
-  void CopyTrainedLayersFrom(const std::string& path);
+  // are skipped with a log line. An empty BlobProto (no shape, no values) stands for a parameter the file left
+  // to its owner (Caffe's HDF5 files store a parameter shared by name once); it is accepted where this net
+  // shares that parameter too. Returns the names of this net's layers that received parameters.
+  std::vector<std::string> CopyTrainedLayersFrom(const NetParameter& trained);
+  // From a .caffemodel (binary), a .caffemodel.h5 (Caffe's HDF5 layout; any HDF5 file is read as one, whatever
+  // its name) or, if the name ends in .prototxt/.txt, a text NetParameter.
+  std::vector<std::string> CopyTrainedLayersFrom(const std::string& path);
+  // The layers with parameters that none of `copied_layers` provided (fine-tuning: the layers that start from
+  // their fillers). A layer whose parameters are all shared with a copied layer is not among them.
+  std::vector<std::string> LayersNotCopied(const std::vector<std::string>& copied_layers) const;
   // Makes this net use `other`'s parameter memory for every layer present in both (test nets share the
   // training net's weights this way).
   void ShareTrainedLayersWith(const Net& other);
@@ -158,6 +164,16 @@ class Net {
   const std::vector<float>& params_lr() const { return params_lr_; }
   const std::vector<float>& params_weight_decay() const { return params_weight_decay_; }
 
+  // Debugging aid (the solver's debug_info): while on, Forward logs each step's mean absolute top values and
+  // parameter values, Backward each step's mean absolute bottom and parameter gradients and then the norms of
+  // all parameters, in Caffe's line shapes ("    [Forward] Layer conv1, top blob conv1 data: 0.0123").
+  void set_debug_info(bool on) { debug_info_ = on; }
+  bool debug_info() const { return debug_info_; }
+  // Learnable parameter `index`'s layer (the one that owns it) and its name there: the ParamSpec's name, or its
+  // position in the layer ("0", "1"), as Caffe's logs show it.
+  const std::string& learnable_param_layer(int index) const { return layer_names_[learnable_param_owner_[index].first]; }
+  std::string learnable_param_display_name(int index) const;
+
   // After a forward that produced a non-finite loss: names the first layer and top that hold a NaN or an
   // infinity ("" when every top is finite).
   std::string DescribeFirstNonFinite() const;
@@ -179,6 +195,9 @@ class Net {
   // Re-makes the step's views and re-runs its layer's Reshape when its bottoms changed.
   void ReshapeStep(size_t step);
   std::vector<Blob*> Blobs(const std::vector<int>& ids) const;
+  std::string ParamDisplayName(int layer, int param) const;
+  void ForwardDebugInfo(size_t step) const;
+  void BackwardDebugInfo(size_t step) const;
 
   std::shared_ptr<Context> context_;
   std::string name_;
@@ -204,6 +223,8 @@ class Net {
   std::vector<Blob*> learnable_params_;
   std::vector<float> params_lr_;
   std::vector<float> params_weight_decay_;
+  std::vector<std::pair<int, int>> learnable_param_owner_;  // per learnable parameter: (layer, index in the layer)
+  bool debug_info_ = false;
 };
 
 }  // namespace crema

@@ -1,15 +1,21 @@
 #include "solver/solver.hpp"
 
+#include <fcntl.h>
 #include <glog/logging.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <iomanip>
 
 #include "core/math_functions.hpp"
 #include "io/proto_io.hpp"
+#include "io/snapshot_io.hpp"
 #include "solver/adaptive_solvers.hpp"
 #include "solver/lr_policy.hpp"
 #include "solver/sgd_solver.hpp"
@@ -69,10 +75,11 @@ Solver::Solver(const SolverParameter& param, const std::string& solver_path, std
                                           << param_.average_loss();
   CREMA_CHECK(param_.regularization_type() == "L2" || param_.regularization_type() == "L1")
       << "unknown regularization_type \"" << param_.regularization_type() << "\"; use L2 or L1";
-  CREMA_CHECK(param_.snapshot_format() == SolverParameter::BINARYPROTO)
-      << "snapshot_format: HDF5 is not supported yet; use BINARYPROTO";
+  CREMA_CHECK(param_.snapshot() >= 0) << "solver snapshot must not be negative, got " << param_.snapshot();
   CREMA_CHECK(param_.snapshot() == 0 || param_.has_snapshot_prefix())
       << "the solver snapshots every " << param_.snapshot() << " iterations but sets no snapshot_prefix";
+  // Hours of training must not end in a snapshot that cannot be written: check the folder now.
+  if (param_.has_snapshot_prefix()) CheckSnapshotFolder(param_.snapshot_prefix());
   context_ = context ? std::move(context) : ContextFor(param_);
   InitTrainNet(solver_path);
   InitTestNets(solver_path);
@@ -136,6 +143,9 @@ void Solver::InitTestNets(const std::string& solver_path) {
 float Solver::CurrentLearningRate() { return LearningRate(param_, iter_, &current_step_); }
 
 void Solver::Solve(const std::string& resume_file) {
+  CREMA_CHECK(!param_.snapshot_after_train() || param_.has_snapshot_prefix())
+      << "the solver snapshots after training (snapshot_after_train, true by default) but sets no "
+         "snapshot_prefix; set one, or snapshot_after_train: false";
   LOG(INFO) << "Solving " << net_->name();
   if (!resume_file.empty()) {
     LOG(INFO) << "Restoring previous solver status from " << resume_file;
@@ -166,6 +176,8 @@ void Solver::Step(int iterations) {
         (iter_ > 0 || param_.test_initialization()))
       TestAll();
     const bool display = param_.display() && iter_ % param_.display() == 0;
+    // As in Caffe, debug_info logs the iterations that display.
+    net_->set_debug_info(display && param_.debug_info());
 
     for (SolverCallback* callback : callbacks_) callback->OnStart(iter_);
     float loss = 0.f;
@@ -199,6 +211,7 @@ void Solver::Step(int iterations) {
     }
     for (SolverCallback* callback : callbacks_) callback->OnGradientsReady(iter_);
     ApplyUpdate();
+    net_->set_debug_info(false);
     ++iter_;
     const bool scheduled = param_.snapshot() && iter_ % param_.snapshot() == 0;
     if (scheduled || snapshot_requested_.exchange(false)) Snapshot();
@@ -222,6 +235,23 @@ void Solver::ApplyUpdate() {
     Normalize(static_cast<int>(i));
     Regularize(static_cast<int>(i));
     ComputeUpdateValue(static_cast<int>(i), rate);
+  }
+  if (net_->debug_info()) {
+    // Each parameter before its update, and the step about to be subtracted.
+    const auto& params = net_->learnable_params();
+    for (size_t i = 0; i < params.size(); ++i) {
+      const int index = static_cast<int>(i);
+      double data = 0, diff = 0;
+      const float* data_values = params[i]->cpu_data();
+      const float* diff_values = params[i]->cpu_diff();
+      for (int k = 0; k < params[i]->count(); ++k) {
+        data += std::fabs(data_values[k]);
+        diff += std::fabs(diff_values[k]);
+      }
+      const double count = std::max(1, params[i]->count());
+      LOG(INFO) << "    [Update] Layer " << net_->learnable_param_layer(index) << ", param "
+                << net_->learnable_param_display_name(index) << " data: " << data / count << "; diff: " << diff / count;
+    }
   }
   // data -= diff, on the device.
   const Device device = context_->device();
@@ -298,33 +328,62 @@ std::string Solver::SnapshotFilename(const std::string& extension) const {
   return param_.snapshot_prefix() + "_iter_" + std::to_string(iter_) + extension;
 }
 
+void Solver::CheckSnapshotFolder(const std::string& prefix) {
+  const std::filesystem::path folder = std::filesystem::path(prefix).has_parent_path()
+                                           ? std::filesystem::path(prefix).parent_path()
+                                           : std::filesystem::path(".");
+  std::error_code error;
+  CREMA_CHECK(std::filesystem::is_directory(folder, error))
+      << "snapshot_prefix '" << prefix << "': the folder '" << folder.string() << "' "
+      << (std::filesystem::exists(folder, error) ? "is not a folder" : "does not exist")
+      << "; create it before training, or change snapshot_prefix";
+  // Try it: permissions alone do not tell (root ignores them; a read-only mount does not).
+  const std::string probe = (folder / (".crema_write_probe." + std::to_string(getpid()))).string();
+  const int fd = open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  const int reason = errno;
+  if (fd >= 0) {
+    close(fd);
+    unlink(probe.c_str());
+  }
+  CREMA_CHECK(fd >= 0 || reason == EEXIST) << "snapshot_prefix '" << prefix << "': cannot write in the folder '"
+                                           << folder.string() << "': " << std::strerror(reason);
+}
+
+void Solver::MakeSnapshotState(const std::string& weights_file, SolverState* state) const {
+  state->Clear();
+  state->set_iter(iter_);
+  state->set_learned_net(weights_file);
+  state->set_current_step(current_step_);
+  state->set_type(type());
+  for (const auto& blob : history_) blob->ToProto(state->add_history());
+  net_->SaveRuntimeState("train", state);
+  for (size_t t = 0; t < test_nets_.size(); ++t) test_nets_[t]->SaveRuntimeState("test" + std::to_string(t), state);
+  for (float loss : losses_) state->add_loss_window(loss);
+}
+
 std::string Solver::Snapshot() {
   CREMA_CHECK(param_.has_snapshot_prefix()) << "cannot snapshot: the solver sets no snapshot_prefix";
-  const std::string model_file = SnapshotFilename(".caffemodel");
+  const SolverParameter::SnapshotFormat format = param_.snapshot_format();
+  const char* kind = format == SolverParameter::HDF5 ? "HDF5 file" : "binary proto file";
+  // The weights first: a state on disk always names weights that are complete on disk.
+  const std::string model_file = SnapshotFilename(WeightsExtension(format));
   NetParameter weights;
   net_->ToProto(&weights, param_.snapshot_diff());
-  LOG(INFO) << "Snapshotting to binary proto file " << model_file;
-  WriteProtoToBinaryFile(weights, model_file);
+  LOG(INFO) << "Snapshotting to " << kind << " " << model_file;
+  WriteWeightsFile(weights, model_file, format);
 
   SolverState state;
-  state.set_iter(iter_);
-  state.set_learned_net(model_file);
-  state.set_current_step(current_step_);
-  state.set_type(type());
-  for (const auto& blob : history_) blob->ToProto(state.add_history());
-  net_->SaveRuntimeState("train", &state);
-  for (size_t t = 0; t < test_nets_.size(); ++t) test_nets_[t]->SaveRuntimeState("test" + std::to_string(t), &state);
-  for (float loss : losses_) state.add_loss_window(loss);
-  const std::string state_file = SnapshotFilename(".solverstate");
-  LOG(INFO) << "Snapshotting solver state to binary proto file " << state_file;
-  WriteProtoToBinaryFile(state, state_file);
+  MakeSnapshotState(model_file, &state);
+  const std::string state_file = SnapshotFilename(SolverStateExtension(format));
+  LOG(INFO) << "Snapshotting solver state to " << kind << " " << state_file;
+  WriteSolverStateFile(state, state_file, format);
   return state_file;
 }
 
 void Solver::Restore(const std::string& state_file) {
   CREMA_CHECK(FileExists(state_file)) << "solver state file '" << state_file << "' does not exist";
   SolverState state;
-  ReadProtoFromBinaryFile(state_file, &state);
+  ReadSolverStateFile(state_file, &state);
   CheckStateFits(state.type(), state.history_size(), state_file);
   if (state.has_learned_net()) {
     // The state names its weights by the path used when it was written; when that is gone (the files were

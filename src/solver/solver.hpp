@@ -47,10 +47,16 @@ class Solver {
   // Runs every test net once; returns the mean of each output of each test net, logged in Caffe's shapes.
   std::vector<std::vector<OutputScores::Mean>> TestAll();
 
-  // Writes <prefix>_iter_<iter>.caffemodel and .solverstate, each atomically. Returns the state's path.
+  // Writes <prefix>_iter_<iter>.caffemodel and .solverstate (snapshot_format: HDF5: .caffemodel.h5 and
+  // .solverstate.h5, in Caffe's HDF5 layout; see io/snapshot_io.hpp), each atomically, the weights first.
+  // Returns the state's path.
   std::string Snapshot();
-  // Loads a .solverstate (and the .caffemodel it names).
+  // Loads a .solverstate or .solverstate.h5 (and the weights it names; when they are no longer where the state
+  // says, the file of that name beside the state).
   void Restore(const std::string& state_file);
+  // Throws naming the folder when the folder of snapshot prefix `prefix` does not exist or cannot be written
+  // (the constructor checks snapshot_prefix with it, before any iteration).
+  static void CheckSnapshotFolder(const std::string& prefix);
 
   // Ask the loop to snapshot (and, for stop, then end) at the end of the current iteration; safe to call
   // from a signal handler.
@@ -102,6 +108,8 @@ class Solver {
   void ClipGradients();
   void UpdateSmoothedLoss(float loss);
   std::string SnapshotFilename(const std::string& extension) const;
+  // Everything Snapshot stores about the solver, whatever the file format.
+  void MakeSnapshotState(const std::string& weights_file, SolverState* state) const;
 
   SolverParameter param_;
   std::shared_ptr<Context> context_;
