@@ -362,7 +362,7 @@ std::string RuleAndFormatName(
 
 INSTANTIATE_TEST_SUITE_P(EveryRuleAndFormat, UpdateRuleResumeTest,
                          ::testing::Combine(::testing::ValuesIn(kRules),
-                                            ::testing::Values(SolverParameter::BINARYPROTO)),
+                                            ::testing::Values(SolverParameter::BINARYPROTO, SolverParameter::HDF5)),
                          RuleAndFormatName);
 
 // Each rule's GPU kernel (update_rules.cu) gives the CPU's result.
