@@ -224,6 +224,13 @@ TEST_F(CliTest, Hdf5SnapshotsFineTuningAndDebugInfo) {
   EXPECT_CONTAINS(tuned, "Layer ip_new: not in the weights files; starting from its fillers");
   EXPECT_EQ(tuned.find("Layer conv: not in the weights files"), std::string::npos) << tuned;
   EXPECT_CONTAINS(tuned, "Ignoring source layer ip");
+  // The solver's own `weights` entries, all of them in order, when the command line names none.
+  const std::string from_solver =
+      Crema("train --solver=" + solver("listed", 5, tuned_net, "weights: '" + dir_.file("h5_iter_15.caffemodel.h5") +
+                                                                   "' weights: '" + dir_.file("h5_iter_5.caffemodel.h5") + "'"),
+            0);
+  EXPECT_CONTAINS(from_solver, "Copying weights from " + dir_.file("h5_iter_15.caffemodel.h5"));
+  EXPECT_CONTAINS(from_solver, "Copying weights from " + dir_.file("h5_iter_5.caffemodel.h5"));
 
   // A weights file whose shapes differ from the net's names the layer and both shapes.
   const std::string wider = Write("wider.prototxt", std::regex_replace(test::FileBytes(net), std::regex("num_output: 3"),

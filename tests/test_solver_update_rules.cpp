@@ -224,6 +224,22 @@ TEST_P(UpdateRuleTest, FiveIterationsMatchTheFormulaInDoublePrecision) {
 
 std::string RuleName(const ::testing::TestParamInfo<RuleCase>& info) { return info.param.type; }
 
+// lr_mult: 0 freezes a parameter under every rule (fine-tuning keeps copied layers so), weight decay or not;
+// the other parameter still learns.
+TEST_P(UpdateRuleTest, LrMultZeroFreezesTheParameter) {
+  SolverParameter param = RegressionSolver(GetParam());
+  param.mutable_net_param()->mutable_layer(1)->mutable_param(0)->set_lr_mult(0.f);
+  auto solver = MakeRegression(param);
+  solver->Step(4);
+  const std::vector<float> weights = test::DataOf(*solver->net()->learnable_params()[0]);
+  const std::vector<float> bias = test::DataOf(*solver->net()->learnable_params()[1]);
+  for (size_t i = 0; i < weights.size(); ++i)
+    EXPECT_EQ(weights[i], static_cast<float>(kInitialParams[0][i])) << "frozen weight " << i << " moved";
+  double moved = 0;
+  for (size_t i = 0; i < bias.size(); ++i) moved += std::fabs(bias[i] - kInitialParams[1][i]);
+  EXPECT_GT(moved, 1e-4) << "the bias (lr_mult 2) did not learn";
+}
+
 INSTANTIATE_TEST_SUITE_P(EveryRule, UpdateRuleTest, ::testing::ValuesIn(kRules), RuleName);
 
 TEST(SolverTypeTest, TheDeprecatedEnumPicksEachRule) {

@@ -136,8 +136,10 @@ int Train() {
   // --level and --stage set the training net's state, as in Caffe.
   param.mutable_train_state()->set_level(FLAGS_level);
   for (const auto& stage : SplitList(FLAGS_stage)) param.mutable_train_state()->add_stage(stage);
-  for (const auto& weights : param.weights())
-    if (FLAGS_weights.empty()) FLAGS_weights = weights;
+  // The solver's own `weights` (repeated) are the files to start from when the command line names none, as in
+  // Caffe; a resumed run takes its weights from the snapshot instead.
+  if (FLAGS_weights.empty() && FLAGS_snapshot.empty())
+    for (const auto& weights : param.weights()) FLAGS_weights += (FLAGS_weights.empty() ? "" : ",") + weights;
   // The device is the solver's setting (solver_mode, device_id), overridden by --gpu (as in Caffe).
   const std::vector<int> gpus = SelectGpus();
   if (!gpus.empty()) {
