@@ -314,19 +314,7 @@ SolverParameter ResumeSolver(const std::string& source, const std::string& prefi
   ReadProtoFromText("base_lr: 0.05 lr_policy: 'inv' gamma: 0.01 power: 0.75 momentum: 0.9 weight_decay: 0.0005 "
                     "display: 0 snapshot: 10 random_seed: 5 solver_mode: CPU",
                     "solver", &param);
-  ReadProtoFromText(R"(
-    name: 'resume'
-    layer { name: 'data' type: 'Data' top: 'data' top: 'label' include { phase: TRAIN }
-            data_param { source: ')" + source + R"(' batch_size: 16 backend: LMDB }
-            transform_param { scale: 0.00390625 crop_size: 6 mirror: true } }
-    layer { name: 'ip1' type: 'InnerProduct' bottom: 'data' top: 'ip1'
-            inner_product_param { num_output: 24 weight_filler { type: 'xavier' } } }
-    layer { name: 'relu1' type: 'ReLU' bottom: 'ip1' top: 'ip1' }
-    layer { name: 'drop1' type: 'Dropout' bottom: 'ip1' top: 'ip1' dropout_param { dropout_ratio: 0.3 } }
-    layer { name: 'ip2' type: 'InnerProduct' bottom: 'ip1' top: 'ip2'
-            inner_product_param { num_output: 4 weight_filler { type: 'xavier' } } }
-    layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip2' bottom: 'label' top: 'loss' }
-  )", "net", param.mutable_net_param());
+  ReadProtoFromText(test::ResumeNet(source), "net", param.mutable_net_param());
   param.set_snapshot_prefix(prefix);
   param.set_max_iter(max_iter);
   param.set_snapshot_format(format);

@@ -356,5 +356,21 @@ SolverParameter FashionMnistSlices::ExampleSolver(const std::string& solver_path
   return solver;
 }
 
+std::string ResumeNet(const std::string& source) {
+  return R"(
+    name: 'resume'
+    layer { name: 'data' type: 'Data' top: 'data' top: 'label' include { phase: TRAIN }
+            data_param { source: ')" + source + R"(' batch_size: 16 backend: LMDB }
+            transform_param { scale: 0.00390625 crop_size: 6 mirror: true } }
+    layer { name: 'ip1' type: 'InnerProduct' bottom: 'data' top: 'ip1'
+            inner_product_param { num_output: 24 weight_filler { type: 'xavier' } } }
+    layer { name: 'relu1' type: 'ReLU' bottom: 'ip1' top: 'ip1' }
+    layer { name: 'drop1' type: 'Dropout' bottom: 'ip1' top: 'ip1' dropout_param { dropout_ratio: 0.3 } }
+    layer { name: 'ip2' type: 'InnerProduct' bottom: 'ip1' top: 'ip2'
+            inner_product_param { num_output: 4 weight_filler { type: 'xavier' } } }
+    layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip2' bottom: 'label' top: 'loss' }
+  )";
+}
+
 }  // namespace test
 }  // namespace crema

@@ -75,6 +75,10 @@ class FashionMnistSlices {
   TempDir dir_;
 };
 
+// A net that reads the LMDB `source` (1-channel 8 x 8 Datums, labels in [0, 4)) with random crops and mirrors
+// and has a Dropout layer: every source of randomness and every cursor a resume must restore.
+std::string ResumeNet(const std::string& source);
+
 // Owns a list of blobs and exposes them as the raw-pointer vectors layers take.
 struct BlobList {
   std::vector<std::unique_ptr<Blob>> owned;
