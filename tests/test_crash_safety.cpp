@@ -192,14 +192,17 @@ TEST_P(CrashSafetyTest, SnapshotsSurviveSigkillAtAnyMoment) {
     if (newest < 0) continue;  // killed while writing the first snapshot
     ++rounds_with_state;
     const std::string state = prefix + "_iter_" + std::to_string(newest) + SolverStateExtension(GetParam());
-    // The newest state restores a solver, weights included (written before the state, so they are complete).
+    // The newest state restores a solver, weights included (written before the state, so they are complete),
+    // and a solver starting on the same prefix removes what the kill left half-written.
     try {
-      auto restored = CreateSolver(Solver(prefix + "_check", newest + 2));
+      auto restored = CreateSolver(Solver(prefix, newest + 2));
       restored->Restore(state);
       EXPECT_EQ(restored->iter(), newest);
     } catch (const Error& error) {
       ADD_FAILURE() << "the newest state " << state << " does not restore: " << error.what();
     }
+    for (const auto& entry : std::filesystem::directory_iterator(folder))
+      EXPECT_NE(entry.path().filename().string()[0], '.') << "a temporary file outlived the next start: " << entry.path();
     // And the command line resumes from it.
     if (round % 6 == 5) {
       SolverParameter resume = Solver(prefix + "_resumed", newest + 2);

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -387,6 +388,59 @@ TEST(SnapshotFolderTest, AMissingFolderOrAFileInItsPlaceIsAnErrorBeforeTraining)
   auto solver = CreateSolver(no_prefix);
   test::ExpectErrorContaining([&] { solver->Solve(); }, {"snapshot_after_train", "snapshot_prefix"});
   EXPECT_EQ(solver->iter(), 0);
+}
+
+TEST(SnapshotFolderTest, ASolverFileWithoutAPrefixSnapshotsBesideItselfAndAFolderPrefixGetsItsName) {
+  test::TempDir dir;
+  SolverParameter param = TinySolver("unused");
+  param.clear_snapshot_prefix();
+  WriteProtoToTextFile(param, dir.file("tiny_solver.prototxt"));
+  auto beside = CreateSolverFromFile(dir.file("tiny_solver.prototxt"));
+  EXPECT_EQ(beside->param().snapshot_prefix(), dir.file("tiny_solver"));
+  beside->Solve();
+  EXPECT_TRUE(FileExists(dir.file("tiny_solver_iter_2.caffemodel")));
+  EXPECT_TRUE(FileExists(dir.file("tiny_solver_iter_1.solverstate")));
+
+  std::filesystem::create_directory(dir.file("snapshots"));
+  param.set_snapshot_prefix(dir.file("snapshots"));
+  WriteProtoToTextFile(param, dir.file("tiny_solver.prototxt"));
+  auto in_folder = CreateSolverFromFile(dir.file("tiny_solver.prototxt"));
+  EXPECT_EQ(in_folder->param().snapshot_prefix(), dir.file("snapshots/tiny_solver"));
+  in_folder->Solve();
+  EXPECT_TRUE(FileExists(dir.file("snapshots/tiny_solver_iter_2.caffemodel")));
+  // A prefix that is not a folder stays as it is.
+  param.set_snapshot_prefix(dir.file("snapshots/run"));
+  WriteProtoToTextFile(param, dir.file("tiny_solver.prototxt"));
+  EXPECT_EQ(CreateSolverFromFile(dir.file("tiny_solver.prototxt"))->param().snapshot_prefix(),
+            dir.file("snapshots/run"));
+}
+
+// A pid that no process has: a child's, once it has exited and been reaped.
+pid_t DeadPid() {
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  int status = 0;
+  waitpid(child, &status, 0);
+  return child;
+}
+
+TEST(SnapshotFolderTest, TheNextStartRemovesTheTemporaryFilesOfAKilledRunAndNothingElse) {
+  test::TempDir dir;
+  const std::string dead = std::to_string(DeadPid());
+  const std::string alive = std::to_string(getpid());
+  const std::vector<std::string> abandoned = {".run_iter_5.caffemodel." + dead + ".tmp",
+                                              ".run_iter_5.solverstate.h5." + dead + ".tmp"};
+  const std::vector<std::string> kept = {
+      ".run_iter_6.caffemodel." + alive + ".tmp",   // its writer is alive
+      ".other_iter_5.caffemodel." + dead + ".tmp",  // another prefix's
+      ".run_iter_5.caffemodel." + dead + ".bak",    // not a temporary
+      ".run_iter_5.caffemodel.12x4.tmp",            // no pid
+      "run_iter_5.caffemodel"};                     // a snapshot
+  for (const auto& name : abandoned) std::ofstream(dir.file(name)) << "partial";
+  for (const auto& name : kept) std::ofstream(dir.file(name)) << "kept";
+  CreateSolver(TinySolver(dir.file("run")));
+  for (const auto& name : abandoned) EXPECT_FALSE(FileExists(dir.file(name))) << name;
+  for (const auto& name : kept) EXPECT_TRUE(FileExists(dir.file(name))) << name;
 }
 
 TEST(SnapshotFolderTest, AReadOnlyFolderIsAnErrorBeforeTraining) {

@@ -5,6 +5,7 @@
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/text_format.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -62,13 +63,54 @@ std::string ReadFileToString(const std::string& path) {
   return contents.str();
 }
 
+namespace {
+
+// The temporary file of an atomic write: hidden (a leading dot) and not starting with the target's name, so
+// that a crash mid-write leaves nothing a glob for snapshots (prefix_iter_*) would pick up; the writer's pid
+// tells whether its writer is still alive: .<target name>.<pid>.tmp
+constexpr char kTemporarySuffix[] = ".tmp";
+
+std::string TemporaryName(const std::string& target_name, pid_t writer) {
+  return "." + target_name + "." + std::to_string(writer) + kTemporarySuffix;
+}
+
+// The writer's pid of a temporary file's name, or -1 when the name is not one of ours.
+pid_t TemporaryWriter(const std::string& name) {
+  const size_t suffix = sizeof(kTemporarySuffix) - 1;
+  if (name.size() < 1 + suffix || name[0] != '.' || name.compare(name.size() - suffix, suffix, kTemporarySuffix) != 0)
+    return -1;
+  const std::string stem = name.substr(0, name.size() - suffix);
+  const size_t dot = stem.rfind('.');
+  if (dot == std::string::npos || dot + 1 == stem.size()) return -1;
+  pid_t pid = 0;
+  for (size_t i = dot + 1; i < stem.size(); ++i) {
+    if (stem[i] < '0' || stem[i] > '9' || pid > 100000000) return -1;
+    pid = pid * 10 + (stem[i] - '0');
+  }
+  return pid;
+}
+
+}  // namespace
+
+std::vector<std::string> RemoveAbandonedTemporaries(const std::string& folder, const std::string& name_prefix) {
+  std::vector<std::string> removed;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(folder, error)) {
+    const std::string name = entry.path().filename().string();
+    const pid_t writer = TemporaryWriter(name);
+    if (writer <= 0 || name.compare(1, name_prefix.size(), name_prefix) != 0) continue;
+    // kill(pid, 0) probes without signalling: ESRCH means no such process, so nobody will finish this file.
+    if (kill(writer, 0) == 0 || errno != ESRCH) continue;
+    std::error_code remove_error;
+    if (std::filesystem::remove(entry.path(), remove_error)) removed.push_back(entry.path().string());
+  }
+  return removed;
+}
+
 void WriteStringToFileAtomically(const std::string& contents, const std::string& path) {
-  // The temporary file is hidden (a leading dot) and does not start with the target's name, so that a crash
-  // mid-write leaves nothing a glob for snapshots (prefix_iter_*) would pick up.
   const std::filesystem::path target(path);
   const std::filesystem::path folder = target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
-  const std::string temporary =
-      (folder / ("." + target.filename().string() + "." + std::to_string(getpid()) + ".tmp")).string();
+  const std::string temporary = (folder / TemporaryName(target.filename().string(), getpid())).string();
   const int fd = open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   CREMA_CHECK(fd >= 0) << "cannot write '" << path << "': cannot create '" << temporary << "': " << std::strerror(errno);
   // The first failure's errno is the reason (ENOSPC from write, fsync or close on a full disk).

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <google/protobuf/message.h>
 
@@ -24,6 +25,10 @@ void WriteProtoToBinaryFile(const google::protobuf::Message& message, const std:
 std::string ReadFileToString(const std::string& path);
 // Atomic write (see above).
 void WriteStringToFileAtomically(const std::string& contents, const std::string& path);
+// Removes, from `folder`, the temporary files that atomic writes of targets whose names start with
+// `name_prefix` left behind when their process was killed mid-write (the writing process is gone); returns
+// their paths. Temporaries of live processes are left alone.
+std::vector<std::string> RemoveAbandonedTemporaries(const std::string& folder, const std::string& name_prefix);
 bool FileExists(const std::string& path);
 
 }  // namespace crema

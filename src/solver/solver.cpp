@@ -76,10 +76,14 @@ Solver::Solver(const SolverParameter& param, const std::string& solver_path, std
   CREMA_CHECK(param_.regularization_type() == "L2" || param_.regularization_type() == "L1")
       << "unknown regularization_type \"" << param_.regularization_type() << "\"; use L2 or L1";
   CREMA_CHECK(param_.snapshot() >= 0) << "solver snapshot must not be negative, got " << param_.snapshot();
+  if (!solver_path.empty()) SnapshotBesideSolverFile(solver_path, &param_);
   CREMA_CHECK(param_.snapshot() == 0 || param_.has_snapshot_prefix())
       << "the solver snapshots every " << param_.snapshot() << " iterations but sets no snapshot_prefix";
-  // Hours of training must not end in a snapshot that cannot be written: check the folder now.
-  if (param_.has_snapshot_prefix()) CheckSnapshotFolder(param_.snapshot_prefix());
+  if (param_.has_snapshot_prefix()) {
+    // Hours of training must not end in a snapshot that cannot be written: check the folder now.
+    CheckSnapshotFolder(param_.snapshot_prefix());
+    RemovePartialSnapshots(param_.snapshot_prefix());
+  }
   context_ = context ? std::move(context) : ContextFor(param_);
   InitTrainNet(solver_path);
   InitTestNets(solver_path);
@@ -347,6 +351,27 @@ void Solver::CheckSnapshotFolder(const std::string& prefix) {
   }
   CREMA_CHECK(fd >= 0 || reason == EEXIST) << "snapshot_prefix '" << prefix << "': cannot write in the folder '"
                                            << folder.string() << "': " << std::strerror(reason);
+}
+
+void Solver::SnapshotBesideSolverFile(const std::string& solver_path, SolverParameter* param) {
+  const std::filesystem::path solver_file(solver_path);
+  std::error_code error;
+  if (!param->has_snapshot_prefix()) {
+    param->set_snapshot_prefix(std::filesystem::path(solver_file).replace_extension().string());
+    LOG(INFO) << "The solver sets no snapshot_prefix; snapshots go beside it: " << param->snapshot_prefix();
+  } else if (std::filesystem::is_directory(param->snapshot_prefix(), error)) {
+    param->set_snapshot_prefix((std::filesystem::path(param->snapshot_prefix()) / solver_file.stem()).string());
+    LOG(INFO) << "snapshot_prefix names a folder; snapshots go there, named after the solver file: "
+              << param->snapshot_prefix();
+  }
+}
+
+void Solver::RemovePartialSnapshots(const std::string& prefix) {
+  const std::filesystem::path path(prefix);
+  const std::string folder = path.has_parent_path() ? path.parent_path().string() : std::string(".");
+  for (const std::string& file : RemoveAbandonedTemporaries(folder, path.filename().string() + "_iter_"))
+    LOG(WARNING) << "Removed " << file << ": part of a snapshot whose writing was interrupted (the process was "
+                 << "killed); the snapshots under their own names are complete";
 }
 
 void Solver::MakeSnapshotState(const std::string& weights_file, SolverState* state) const {

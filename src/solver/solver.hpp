@@ -57,6 +57,12 @@ class Solver {
   // Throws naming the folder when the folder of snapshot prefix `prefix` does not exist or cannot be written
   // (the constructor checks snapshot_prefix with it, before any iteration).
   static void CheckSnapshotFolder(const std::string& prefix);
+  // Caffe's rule for a solver read from a file: with no snapshot_prefix the snapshots go beside the solver
+  // file, named after it (lenet_solver.prototxt: lenet_solver_iter_N.caffemodel); a snapshot_prefix that
+  // names an existing folder gets the solver file's name appended.
+  static void SnapshotBesideSolverFile(const std::string& solver_path, SolverParameter* param);
+  // Removes the hidden temporary files of snapshot writes under `prefix` that a killed run left behind.
+  static void RemovePartialSnapshots(const std::string& prefix);
 
   // Ask the loop to snapshot (and, for stop, then end) at the end of the current iteration; safe to call
   // from a signal handler.
