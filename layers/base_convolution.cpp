@@ -72,6 +72,7 @@ void BaseConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std::
         << i << " is " << bottom[i]->shape_string();
   }
   num_ = input.count(0, channel_axis_);
+  num_bottoms_ = static_cast<int>(bottom.size());
   bottom_dim_ = input.count(channel_axis_);
   std::vector<int> top_shape(input.shape().begin(), input.shape().begin() + channel_axis_);
   top_shape.push_back(num_output_);
@@ -105,26 +106,45 @@ size_t BaseConvolutionLayer::column_floats() const {
   return geometry_.pointwise() ? 0 : static_cast<size_t>(column_shape_[0]) * conv_output_spatial_size_;
 }
 
-void BaseConvolutionLayer::Unroll(const float* image, float* columns) const {
+void BaseConvolutionLayer::Unroll(const float* image, float* columns, size_t row_stride) const {
   const KernelGeometry& g = geometry_;
   if (use_2d_) {
     im2col_cpu(image, conv_in_channels_, conv_input_shape_[1], conv_input_shape_[2], g.kernel[0], g.kernel[1], g.pad[0],
-               g.pad[1], g.stride[0], g.stride[1], g.dilation[0], g.dilation[1], columns);
+               g.pad[1], g.stride[0], g.stride[1], g.dilation[0], g.dilation[1], columns, row_stride);
   } else {
     im2col_nd_cpu(image, num_spatial_axes_, conv_input_shape_.data(), column_shape_.data(), g.kernel.data(),
-                  g.pad.data(), g.stride.data(), g.dilation.data(), columns);
+                  g.pad.data(), g.stride.data(), g.dilation.data(), columns, row_stride);
   }
 }
 
-void BaseConvolutionLayer::Fold(const float* columns, float* image) const {
+void BaseConvolutionLayer::Fold(const float* columns, float* image, size_t row_stride) const {
   const KernelGeometry& g = geometry_;
   if (use_2d_) {
     col2im_cpu(columns, conv_in_channels_, conv_input_shape_[1], conv_input_shape_[2], g.kernel[0], g.kernel[1],
-               g.pad[0], g.pad[1], g.stride[0], g.stride[1], g.dilation[0], g.dilation[1], image);
+               g.pad[0], g.pad[1], g.stride[0], g.stride[1], g.dilation[0], g.dilation[1], image, row_stride);
   } else {
     col2im_nd_cpu(columns, num_spatial_axes_, conv_input_shape_.data(), column_shape_.data(), g.kernel.data(),
-                  g.pad.data(), g.stride.data(), g.dilation.data(), image);
+                  g.pad.data(), g.stride.data(), g.dilation.data(), image, row_stride);
   }
+}
+
+// One product of the weights with one image's columns: 2 * outputs * (rows per group) * positions.
+double BaseConvolutionLayer::ForwardFlops() const {
+  const double product = 2.0 * conv_out_channels_ * kernel_dim_ * conv_output_spatial_size_;
+  const double bias = bias_term_ ? static_cast<double>(num_output_) * top_spatial_size_ : 0.0;
+  return static_cast<double>(num_bottoms_) * num_ * (product + bias);
+}
+
+// The weight gradient is one such product, each input gradient another; the bias gradient a sum.
+double BaseConvolutionLayer::BackwardFlops(const std::vector<bool>& propagate_down) const {
+  const double product = 2.0 * conv_out_channels_ * kernel_dim_ * conv_output_spatial_size_;
+  double flops = 0;
+  for (size_t b = 0; b < propagate_down.size(); ++b) {
+    if (param_propagate_down(0)) flops += product;
+    if (bias_term_ && param_propagate_down(1)) flops += static_cast<double>(num_output_) * top_spatial_size_;
+    if (propagate_down[b]) flops += product;
+  }
+  return flops * num_;
 }
 
 const float* BaseConvolutionLayer::ColumnsOf(const float* input) {

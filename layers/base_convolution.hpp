@@ -61,6 +61,16 @@ class BaseConvolutionLayer : public Layer {
   void BiasGradient(const float* output_diff, float* bias_diff);
   // Floats of workspace the steps above need: one image's column matrix (0 for pointwise kernels).
   size_t column_floats() const;
+  // Rows of the column matrix of one image: conv_in_channels * kernel size.
+  int column_rows() const { return column_shape_[0]; }
+
+  // One image (channels x spatial) <-> its column matrix (channels * kernel x output positions), whose rows
+  // lie `row_stride` floats apart (0: packed), so that several images' matrices can share one wide matrix.
+  void Unroll(const float* image, float* columns, size_t row_stride = 0) const;
+  void Fold(const float* columns, float* image, size_t row_stride = 0) const;
+
+  double ForwardFlops() const override;
+  double BackwardFlops(const std::vector<bool>& propagate_down) const override;
 
   // Set up once.
   int channel_axis_ = 1;
@@ -70,24 +80,22 @@ class BaseConvolutionLayer : public Layer {
   bool bias_term_ = true;
   int conv_in_channels_ = 0, conv_out_channels_ = 0;  // of the convolution: channels_ and num_output_, or reversed
   // Per reshape.
-  int num_ = 0;         // images: the product of the axes before the channel axis
+  int num_ = 0;  // images: the product of the axes before the channel axis
+  int num_bottoms_ = 0;
   int bottom_dim_ = 0;  // values per image of a bottom
   int top_dim_ = 0;     // values per image of a top
   int top_spatial_size_ = 0;
   std::vector<int> conv_input_shape_;  // the convolution's input image: channels, then spatial sizes
   std::vector<int> conv_output_spatial_;
   int conv_output_spatial_size_ = 0;  // output positions per image of the convolution
+  int kernel_dim_ = 0;                // rows of one group's column matrix: conv_in_channels / group * kernel
 
  private:
-  // One image (channels x spatial) <-> its column matrix (channels * kernel x output positions).
-  void Unroll(const float* image, float* columns) const;
-  void Fold(const float* columns, float* image) const;
   // The column matrix of one input image: unrolled into the workspace, or the image itself when pointwise.
   const float* ColumnsOf(const float* input);
 
   bool use_2d_ = true;             // im2col_cpu rather than im2col_nd_cpu
   std::vector<int> column_shape_;  // rows (channels * kernel), then the output's spatial sizes
-  int kernel_dim_ = 0;             // rows of one group's column matrix: conv_in_channels / group * kernel
 };
 
 }  // namespace crema

@@ -35,6 +35,17 @@ void InnerProductLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::
   }
 }
 
+// M x K inputs times the K x N weights; the bias adds M x N.
+double InnerProductLayer::ForwardFlops() const {
+  return 2.0 * M_ * K_ * N_ + (bias_term_ ? static_cast<double>(M_) * N_ : 0.0);
+}
+
+double InnerProductLayer::BackwardFlops(const std::vector<bool>& propagate_down) const {
+  const double product = 2.0 * M_ * K_ * N_;
+  return (param_propagate_down(0) ? product : 0.0) + (bias_term_ && param_propagate_down(1) ? double(M_) * N_ : 0.0) +
+         (!propagate_down.empty() && propagate_down[0] ? product : 0.0);
+}
+
 void InnerProductLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const Blob& input = *bottom[0];
   const int axis = FlattenAxis(input);

@@ -58,6 +58,13 @@ class Layer {
   // Learned parameters (weights, biases).
   std::vector<std::shared_ptr<Blob>>& blobs() { return blobs_; }
 
+  // Floating-point operations (a multiply-add counts two) of one Forward, and of one Backward that computes
+  // the parameter gradients the layer learns and the bottom gradients `propagate_down` asks for, at the
+  // current shapes. Layers whose work is matrix products count it (crema time reports GFLOP/s and the share of
+  // the machine's GEMM peak from it); 0 for the others.
+  virtual double ForwardFlops() const { return 0; }
+  virtual double BackwardFlops(const std::vector<bool>& propagate_down) const { return 0; }
+
   // Writes the layer's parameter and its blobs (with diffs if asked) for a .caffemodel.
   virtual void ToProto(LayerParameter* param, bool write_diff = false) const;
 

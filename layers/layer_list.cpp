@@ -5,6 +5,7 @@
 #include "layers/accuracy.hpp"
 #include "layers/argmax.hpp"
 #include "layers/batch_norm.hpp"
+#include "layers/batched_convolution.hpp"
 #include "layers/batch_reindex.hpp"
 #include "layers/bias.hpp"
 #include "layers/bnll.hpp"
@@ -78,6 +79,7 @@ void RegisterBuiltinLayers(LayerRegistry* registry) {
   registry->Add<ImageDataLayer>("ImageData", {"native", kCpuAndGpu});
   registry->Add<WindowDataLayer>("WindowData", {"native", kCpuAndGpu});
   // Vision
+  registry->Add<BatchedConvolutionLayer>("Convolution", {"im2col_batched"});
   registry->Add<ConvolutionLayer>("Convolution", {"im2col"});
   registry->Add<ReferenceConvolutionLayer>("Convolution", {"reference"});
   registry->Add<DeconvolutionLayer>("Deconvolution", {"im2col"});

@@ -73,12 +73,34 @@ void PoolingLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<B
   if (argmax_ != nullptr) argmax_->Reshape(shape);
 }
 
-PoolingLayer::Window PoolingLayer::WindowAt(int ph, int pw) const {
-  const int h_start = ph * stride_h_ - pad_h_, w_start = pw * stride_w_ - pad_w_;
-  const int h_end = std::min(h_start + kernel_h_, height_ + pad_h_);
-  const int w_end = std::min(w_start + kernel_w_, width_ + pad_w_);
-  return {std::max(h_start, 0), std::min(h_end, height_), std::max(w_start, 0), std::min(w_end, width_),
-          (h_end - h_start) * (w_end - w_start)};
+void PoolingLayer::MaxPlane(const float* image, float* output, float* argmax) const {
+  for (int ph = 0; ph < pooled_h_; ++ph) {
+    for (int pw = 0; pw < pooled_w_; ++pw) {
+      const Window win = WindowAt(ph, pw);
+      const int index = ph * pooled_w_ + pw;
+      if (win.h_start >= win.h_end || win.w_start >= win.w_end) {
+        // A window entirely in the padding or past the input: Caffe gives -FLT_MAX; 0, with no argmax, is a
+        // value later layers can use.
+        output[index] = 0.f;
+        argmax[index] = -1.f;
+        continue;
+      }
+      // Starting from the window's first value (not -inf) keeps the argmax inside the window even for NaNs.
+      int best = win.h_start * width_ + win.w_start;
+      float value = image[best];
+      for (int h = win.h_start; h < win.h_end; ++h) {
+        const float* line = image + h * width_;
+        for (int w = win.w_start; w < win.w_end; ++w) {
+          if (line[w] > value) {
+            value = line[w];
+            best = h * width_ + w;
+          }
+        }
+      }
+      output[index] = value;
+      argmax[index] = static_cast<float>(best);
+    }
+  }
 }
 
 // STOCHASTIC pooling expects non-negative inputs (after a ReLU, say): the window's values, divided by their sum,
@@ -155,6 +177,10 @@ void PoolingLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vect
 #pragma omp parallel for if (top[0]->count() >= kParallelElementThreshold && !sampled) schedule(static)
   for (int plane = 0; plane < planes; ++plane) {
     const float* image = input + plane * plane_size;
+    if (max) {
+      MaxPlane(image, output + plane * pooled_size, argmax + plane * pooled_size);
+      continue;
+    }
     for (int ph = 0; ph < pooled_h_; ++ph) {
       for (int pw = 0; pw < pooled_w_; ++pw) {
         const int index = plane * pooled_size + ph * pooled_w_ + pw;
@@ -169,14 +195,6 @@ void PoolingLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vect
         if (stochastic) {
           output[index] = sampled ? Sample(image, win, &argmax[index]) : ProbabilityWeighted(image, win);
           if (!sampled) argmax[index] = -1.f;
-        } else if (max) {
-          // Starting from the window's first value (not -inf) keeps the argmax inside the window even for NaNs.
-          int best = win.h_start * width_ + win.w_start;
-          for (int h = win.h_start; h < win.h_end; ++h)
-            for (int w = win.w_start; w < win.w_end; ++w)
-              if (image[h * width_ + w] > image[best]) best = h * width_ + w;
-          output[index] = image[best];
-          argmax[index] = static_cast<float>(best);
         } else {
           float sum = 0.f;
           for (int h = win.h_start; h < win.h_end; ++h)

@@ -13,6 +13,7 @@
 // second top: the argmax of each window, as an index into its H * W plane.
 #pragma once
 
+#include <algorithm>
 #include <vector>
 
 #include "layers/layer.hpp"
@@ -43,7 +44,15 @@ class PoolingLayer : public Layer {
   struct Window {
     int h_start, h_end, w_start, w_end, area;
   };
-  Window WindowAt(int ph, int pw) const;
+  Window WindowAt(int ph, int pw) const {
+    const int h_start = ph * stride_h_ - pad_h_, w_start = pw * stride_w_ - pad_w_;
+    const int h_end = std::min(h_start + kernel_h_, height_ + pad_h_);
+    const int w_end = std::min(w_start + kernel_w_, width_ + pad_w_);
+    return {std::max(h_start, 0), std::min(h_end, height_), std::max(w_start, 0), std::min(w_end, width_),
+            (h_end - h_start) * (w_end - w_start)};
+  }
+  // MAX over one plane: every output's window maximum and its position (the first of equal maxima).
+  void MaxPlane(const float* image, float* output, float* argmax) const;
   // STOCHASTIC: a value of the window drawn with probability proportional to it (its position in *source), the
   // test-time expectation sum(x^2) / sum(x), and that expectation's gradient added to image_diff.
   float Sample(const float* image, const Window& win, float* source);

@@ -160,16 +160,26 @@ TEST_F(CliTest, TrainResumeTestAndTime) {
   EXPECT_CONTAINS(timed, "conv\tforward:");
   // Each layer's engine, and the peak memory the run held.
   EXPECT_CONTAINS(timed, "Engines:");
-  EXPECT_CONTAINS(timed, "conv\tConvolution\tim2col");
+  EXPECT_CONTAINS(timed, "conv\tConvolution\tim2col_batched");
   EXPECT_CONTAINS(timed, "pool\tPooling\tnative");
   EXPECT_TRUE(std::regex_search(timed, std::regex("Memory: peak [0-9.]+ MiB on the host")));
+  // The machine and its measured GEMM peak; each matrix-product layer's arithmetic against it. conv: 8 images,
+  // 4 outputs of 3x3x1 taps at 6x6 positions: 8 x (2 x 4 x 9 x 36 + 4 x 36 for the bias) = 21,888 FLOP forward;
+  // backward the weight and bias gradients only (the data gets none), as many.
+  EXPECT_CONTAINS(timed, "CPU: ");
+  EXPECT_CONTAINS(timed, "BLAS: ");
+  EXPECT_TRUE(std::regex_search(timed, std::regex("GEMM peak: [0-9.]+ GFLOP/s")));
+  EXPECT_TRUE(std::regex_search(
+      timed, std::regex("conv\tforward: 0\\.02189 MFLOP, [0-9.]+ GFLOP/s \\([0-9]+% of the GEMM peak\\)")));
+  EXPECT_TRUE(std::regex_search(timed, std::regex("conv\tbackward: 0\\.02189 MFLOP, [0-9.]+ GFLOP/s")));
+  EXPECT_TRUE(std::regex_search(timed, std::regex("Arithmetic of the net, forward-backward: [0-9.]+ [MG]FLOP")));
   // --engine forces one; a bare name applies where a type has such an engine; bad items are explained.
   const std::string forced = Crema("time --model=" + net + " --iterations=1 --engine=Convolution:reference", 0);
   EXPECT_CONTAINS(forced, "conv\tConvolution\treference");
   EXPECT_CONTAINS(Crema("time --model=" + net + " --iterations=1 --engine=reference", 0),
                   "conv\tConvolution\treference");
   EXPECT_CONTAINS(Crema("time --model=" + net + " --iterations=1 --engine=Convolution:fast", 1),
-                  "engine 'fast' was forced (--engine), but Convolution has the engines im2col, reference");
+                  "engine 'fast' was forced (--engine), but Convolution has the engines im2col_batched, im2col, reference");
   EXPECT_CONTAINS(Crema("time --model=" + net + " --iterations=1 --engine=Pooling:", 1), "--engine='Pooling:'");
   // crema train takes --engine too; the net's build log names each layer's engine.
   const std::string reference_log = Crema("train --solver=" + solver("reference", 30) + " --engine=reference", 0);

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "layers/batched_convolution.hpp"
 #include "layers/convolution.hpp"
 #include "layers/layer_registry.hpp"
 #include "test_util.hpp"
@@ -73,7 +74,7 @@ std::vector<float> ReferenceConvolution(const Blob& input, const Blob& weights, 
 }
 
 // Convolution's engines, in the registry's order; every behaviour below is checked for each.
-const char* const kEngines[] = {"im2col", "reference"};
+const char* const kEngines[] = {"im2col_batched", "im2col", "reference"};
 
 // A layer of engine `engine` (chosen through the registry, as a net would) with its blobs; weights and bias get
 // random values (the same for every engine).
@@ -316,8 +317,45 @@ TEST(ConvolutionLayerTest, FrozenParametersGetNoGradient) {
   }
 }
 
-// Every engine against the reference engine on the same random inputs, weights and top gradients: the tops,
-// the bottom gradients and the parameter gradients agree (the conformance check a new engine must pass).
+// Runs `engine` and the reference engine on the same random inputs, weights and top gradients, and expects
+// the tops, the bottom gradients and the parameter gradients to agree (the conformance check a new engine must
+// pass).
+// The parameter gradients sum a product over every image and position; `gradient_terms_scale` (the typical
+// size of such a sum of random terms, about the square root of their number) scales their tolerance, since
+// both engines sum in float, in different orders.
+void ExpectAgreesWithTheReferenceEngine(const std::string& param, const std::vector<std::vector<int>>& shapes,
+                                        const std::string& engine, float gradient_terms_scale = 1.f) {
+  SCOPED_TRACE(engine + ": " + param);
+  Fixture reference(param, shapes, "reference");
+  Fixture fixture(param, shapes, engine);
+  std::vector<bool> propagate_down(shapes.size(), true);
+  for (Fixture* f : {&reference, &fixture}) {
+    f->layer->Forward(f->bottom.pointers, f->top.pointers);
+    for (size_t t = 0; t < f->top.pointers.size(); ++t) {
+      Blob* top = f->top.pointers[t];
+      Blob gradient(top->shape());
+      test::FillGaussian(&gradient, 0.f, 1.f, 50 + t);
+      std::copy(gradient.cpu_data(), gradient.cpu_data() + gradient.count(), top->mutable_cpu_diff());
+    }
+    for (auto& blob : f->layer->blobs()) blob->set_diff(0.f);
+    f->layer->Backward(f->top.pointers, propagate_down, f->bottom.pointers);
+  }
+  const auto expect_close = [](const std::vector<float>& actual, const std::vector<float>& expected,
+                               const std::string& what, float scale = 1.f) {
+    ASSERT_EQ(actual.size(), expected.size()) << what;
+    for (size_t i = 0; i < actual.size(); ++i)
+      ASSERT_NEAR(actual[i], expected[i], 1e-4f * (scale + std::abs(expected[i]))) << what << " at " << i;
+  };
+  for (size_t t = 0; t < fixture.top.pointers.size(); ++t) {
+    expect_close(test::DataOf(*fixture.top.pointers[t]), test::DataOf(*reference.top.pointers[t]), "top data");
+    expect_close(test::DiffOf(*fixture.bottom.pointers[t]), test::DiffOf(*reference.bottom.pointers[t]),
+                 "bottom diff");
+  }
+  for (size_t b = 0; b < fixture.layer->blobs().size(); ++b)
+    expect_close(test::DiffOf(*fixture.layer->blobs()[b]), test::DiffOf(*reference.layer->blobs()[b]),
+                 "parameter diff " + std::to_string(b), gradient_terms_scale);
+}
+
 TEST(ConvolutionLayerTest, EveryEngineAgreesWithTheReferenceEngine) {
   const std::pair<std::string, std::vector<std::vector<int>>> cases[] = {
       {"num_output: 20 kernel_size: 5 stride: 1", {{4, 1, 12, 12}}},  // LeNet's first layer, smaller
@@ -327,41 +365,22 @@ TEST(ConvolutionLayerTest, EveryEngineAgreesWithTheReferenceEngine) {
       {"num_output: 2 kernel_size: 2 stride: 2 bias_term: false axis: 2", {{2, 2, 3, 6, 6}}},
       {"num_output: 3 kernel_size: 3 kernel_size: 2 kernel_size: 2 pad: 1 force_nd_im2col: true", {{2, 2, 4, 3, 5}}},
   };
-  for (const auto& c : cases) {
-    SCOPED_TRACE(c.first);
-    Fixture reference(c.first, c.second, "reference");
-    for (const std::string& engine : LayerRegistry::Global().Engines("Convolution")) {
-      if (engine == "reference") continue;
-      SCOPED_TRACE(engine);
-      Fixture fixture(c.first, c.second, engine);
-      std::vector<bool> propagate_down(c.second.size(), true);
-      for (Fixture* f : {&reference, &fixture}) {
-        f->layer->Forward(f->bottom.pointers, f->top.pointers);
-        for (size_t t = 0; t < f->top.pointers.size(); ++t) {
-          Blob* top = f->top.pointers[t];
-          Blob gradient(top->shape());
-          test::FillGaussian(&gradient, 0.f, 1.f, 50 + t);
-          std::copy(gradient.cpu_data(), gradient.cpu_data() + gradient.count(), top->mutable_cpu_diff());
-        }
-        for (auto& blob : f->layer->blobs()) blob->set_diff(0.f);
-        f->layer->Backward(f->top.pointers, propagate_down, f->bottom.pointers);
-      }
-      const auto expect_close = [](const std::vector<float>& actual, const std::vector<float>& expected,
-                                   const std::string& what) {
-        ASSERT_EQ(actual.size(), expected.size()) << what;
-        for (size_t i = 0; i < actual.size(); ++i)
-          ASSERT_NEAR(actual[i], expected[i], 1e-4f * (1.f + std::abs(expected[i]))) << what << " at " << i;
-      };
-      for (size_t t = 0; t < fixture.top.pointers.size(); ++t) {
-        expect_close(test::DataOf(*fixture.top.pointers[t]), test::DataOf(*reference.top.pointers[t]), "top data");
-        expect_close(test::DiffOf(*fixture.bottom.pointers[t]), test::DiffOf(*reference.bottom.pointers[t]),
-                     "bottom diff");
-      }
-      for (size_t b = 0; b < fixture.layer->blobs().size(); ++b)
-        expect_close(test::DiffOf(*fixture.layer->blobs()[b]), test::DiffOf(*reference.layer->blobs()[b]),
-                     "parameter diff " + std::to_string(b));
-    }
-  }
+  for (const auto& c : cases)
+    for (const std::string& engine : LayerRegistry::Global().Engines("Convolution"))
+      if (engine != "reference") ExpectAgreesWithTheReferenceEngine(c.first, c.second, engine);
+}
+
+// A batch too large for one block of the batched engine's workspace runs as several even blocks (here
+// 5 images of 2 x 300 x 300 at 1.95 M floats each: blocks of 2, 2 and 1), and still agrees.
+TEST(ConvolutionLayerTest, BatchedEngineRunsALargeBatchInSeveralBlocks) {
+  const std::string param = "num_output: 4 kernel_size: 3 group: 2 stride: 1";
+  const std::vector<std::vector<int>> shapes = {{5, 2, 300, 300}};
+  Fixture fixture(param, shapes, "im2col_batched");
+  const auto* batched = dynamic_cast<const BatchedConvolutionLayer*>(fixture.layer.get());
+  ASSERT_NE(batched, nullptr);
+  EXPECT_EQ(batched->block(), 2);
+  // Each weight's gradient sums 5 x 298 x 298 = 444,020 random products: sqrt is about 666.
+  ExpectAgreesWithTheReferenceEngine(param, shapes, "im2col_batched", 666.f);
 }
 
 // SetUp with `param` on one bottom of `shape` must fail with a message naming the layer and `field`.

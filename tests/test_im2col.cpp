@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "core/im2col.hpp"
@@ -62,6 +63,8 @@ const Case2d kCases2d[] = {
     {2, 7, 8, 3, 2, 1, 0, 2, 1, 2, 3},  // rectangular, dilated, different per axis
     {1, 4, 4, 1, 1, 0, 0, 1, 1, 1, 1},  // 1x1
     {2, 5, 5, 5, 5, 2, 2, 3, 3, 1, 1},  // kernel as large as the image
+    {2, 4, 3, 2, 2, 3, 3, 1, 1, 1, 1},  // pad wider than the kernel: whole rows of padding
+    {1, 9, 10, 3, 3, 2, 2, 3, 3, 2, 2}, // stride 3 with pad and dilation: partly inside lines
 };
 
 TEST(Im2colTest, TwoDimensionalMatchesReference) {
@@ -96,6 +99,40 @@ TEST(Im2colTest, Col2imIsTheAdjointOfIm2col) {
     col2im_cpu(y.data(), p.channels, p.height, p.width, p.kernel_h, p.kernel_w, p.pad_h, p.pad_w, p.stride_h,
                p.stride_w, p.dilation_h, p.dilation_w, folded.data());
     EXPECT_NEAR(Dot(unrolled, y), Dot(x, folded), 1e-4);
+  }
+}
+
+// Two images unrolled side by side into one matrix (row_stride = twice the positions) give each image's packed
+// column matrix in their halves of every row, and fold back from there to the same images.
+TEST(Im2colTest, ARowStrideLaysImagesSideBySide) {
+  for (const Case2d& p : kCases2d) {
+    const int positions = p.out_h() * p.out_w(), rows = p.column_count() / positions;
+    const std::vector<float> first = RandomValues(p.image_count(), 10), second = RandomValues(p.image_count(), 11);
+    std::vector<float> packed_first(p.column_count()), packed_second(p.column_count());
+    std::vector<float> wide(2 * p.column_count(), -7.f);
+    const auto unroll = [&](const std::vector<float>& image, float* columns, size_t row_stride) {
+      im2col_cpu(image.data(), p.channels, p.height, p.width, p.kernel_h, p.kernel_w, p.pad_h, p.pad_w, p.stride_h,
+                 p.stride_w, p.dilation_h, p.dilation_w, columns, row_stride);
+    };
+    unroll(first, packed_first.data(), 0);
+    unroll(second, packed_second.data(), 0);
+    unroll(first, wide.data(), 2 * positions);
+    unroll(second, wide.data() + positions, 2 * positions);
+    for (int row = 0; row < rows; ++row)
+      for (int i = 0; i < positions; ++i) {
+        ASSERT_EQ(wide[2 * row * positions + i], packed_first[row * positions + i]) << row << " " << i;
+        ASSERT_EQ(wide[(2 * row + 1) * positions + i], packed_second[row * positions + i]) << row << " " << i;
+      }
+    std::vector<float> folded(p.image_count()), expected(p.image_count());
+    const std::vector<float> gradient = RandomValues(2 * p.column_count(), 12);
+    std::vector<float> second_half(p.column_count());
+    for (int row = 0; row < rows; ++row)
+      std::copy_n(gradient.begin() + (2 * row + 1) * positions, positions, second_half.begin() + row * positions);
+    col2im_cpu(gradient.data() + positions, p.channels, p.height, p.width, p.kernel_h, p.kernel_w, p.pad_h, p.pad_w,
+               p.stride_h, p.stride_w, p.dilation_h, p.dilation_w, folded.data(), 2 * positions);
+    col2im_cpu(second_half.data(), p.channels, p.height, p.width, p.kernel_h, p.kernel_w, p.pad_h, p.pad_w,
+               p.stride_h, p.stride_w, p.dilation_h, p.dilation_w, expected.data());
+    EXPECT_EQ(folded, expected);
   }
 }
 

@@ -132,10 +132,11 @@ TEST(LayerRegistryTest, MalformedEngineFlagsAreNamed) {
   EXPECT_EQ(context.forced_engines().at("Pooling"), "native");
 }
 
-// The built-in list: Convolution has im2col first and the reference last; a net's layers know their engine,
+// The built-in list: Convolution has the batched im2col engine first, the per-image one next and the reference
+// last; a net's layers know their engine,
 // and forcing the reference engine changes only the layers that have one.
 TEST(LayerRegistryTest, ConvolutionsEnginesInANet) {
-  EXPECT_EQ(LayerRegistry::Global().Engines("Convolution"), (std::vector<std::string>{"im2col", "reference"}));
+  EXPECT_EQ(LayerRegistry::Global().Engines("Convolution"), (std::vector<std::string>{"im2col_batched", "im2col", "reference"}));
   const std::string text = R"(
     layer { name: 'input' type: 'Input' top: 'data' input_param { shape { dim: 2 dim: 1 dim: 6 dim: 6 } } }
     layer { name: 'conv' type: 'Convolution' bottom: 'data' top: 'conv' convolution_param { num_output: 2 kernel_size: 3 } }
@@ -151,7 +152,8 @@ TEST(LayerRegistryTest, ConvolutionsEnginesInANet) {
     for (const auto& layer : net.layers()) names.push_back(layer->engine());
     return names;
   };
-  EXPECT_EQ(engines(""), (std::vector<std::string>{"native", "im2col", "im2col", "native"}));
+  EXPECT_EQ(engines(""), (std::vector<std::string>{"native", "im2col_batched", "im2col_batched", "native"}));
+  EXPECT_EQ(engines("im2col"), (std::vector<std::string>{"native", "im2col", "im2col", "native"}));
   EXPECT_EQ(engines("reference"), (std::vector<std::string>{"native", "reference", "reference", "native"}));
   EXPECT_EQ(engines("Convolution:reference"), (std::vector<std::string>{"native", "reference", "reference", "native"}));
 }

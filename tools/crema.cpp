@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/context.hpp"
+#include "core/cpu_info.hpp"
 #include "core/synced_memory.hpp"
 #include "io/proto_io.hpp"
 #include "net/net.hpp"
@@ -23,14 +24,17 @@
 
 DEFINE_string(solver, "", "train: the solver prototxt");
 DEFINE_string(model, "", "test, time: the net prototxt");
-DEFINE_string(weights, "", "train: weights to fine-tune from (comma-separated .caffemodel or .caffemodel.h5 "
-                           "files, copied in order); test, time: the trained weights");
+DEFINE_string(weights, "",
+              "train: weights to fine-tune from (comma-separated .caffemodel or .caffemodel.h5 "
+              "files, copied in order); test, time: the trained weights");
 DEFINE_string(snapshot, "", "train: a .solverstate or .solverstate.h5 to resume from");
 DEFINE_int32(iterations, 50, "test, time: number of iterations (batches)");
-DEFINE_string(gpu, "", "run on these GPUs: an id such as 0, a list such as 0,1, or 'all'; empty: the CPU "
-                       "(train: the solver's solver_mode decides)");
-DEFINE_string(engine, "", "force engines: NAME for every layer type that has such an engine (e.g. reference), or "
-                          "TYPE:NAME items, comma-separated (e.g. Convolution:reference)");
+DEFINE_string(gpu, "",
+              "run on these GPUs: an id such as 0, a list such as 0,1, or 'all'; empty: the CPU "
+              "(train: the solver's solver_mode decides)");
+DEFINE_string(engine, "",
+              "force engines: NAME for every layer type that has such an engine (e.g. reference), or "
+              "TYPE:NAME items, comma-separated (e.g. Convolution:reference)");
 DEFINE_string(phase, "", "test, time: the net's phase, TRAIN or TEST (test defaults to TEST, time to TRAIN)");
 DEFINE_int32(level, 0, "the net's level (matched against min_level/max_level rules)");
 DEFINE_string(stage, "", "the net's stages, comma-separated (matched against stage/not_stage rules)");
@@ -201,6 +205,16 @@ int Time() {
   // The peak counts everything the run holds: the net's build, the untimed pass and the timed passes.
   MemoryStats::ResetPeak();
   std::unique_ptr<Net> net = LoadModel(ParsePhase(TRAIN));
+  const bool on_cpu = net->context().device() == Device::kCPU;
+  // The machine, and what its matrix product reaches: each layer's GFLOP/s below is compared with it.
+  const double peak_gflops = on_cpu ? MeasureGemmPeakGflops() : 0.0;
+  if (on_cpu) {
+    LOG(INFO) << "CPU: " << CpuDescription();
+    LOG(INFO) << "BLAS: " << BlasDescription();
+    LOG(INFO) << "GEMM peak: " << std::fixed << std::setprecision(1) << peak_gflops
+              << " GFLOP/s (best of 5 single-precision 1024 x 1024 x 1024 products)" << std::defaultfloat
+              << std::setprecision(6);
+  }
   using Clock = std::chrono::steady_clock;
   auto ms = [](Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
   // One untimed pass first: it allocates every buffer and warms the caches.
@@ -226,8 +240,7 @@ int Time() {
       backward_ms[s] += ms(Clock::now() - t0);
     }
     backward_total += ms(Clock::now() - backward_start);
-    LOG(INFO) << "Iteration: " << i + 1 << " forward-backward time: "
-              << ms(Clock::now() - forward_start) << " ms.";
+    LOG(INFO) << "Iteration: " << i + 1 << " forward-backward time: " << ms(Clock::now() - forward_start) << " ms.";
   }
   const double total = ms(Clock::now() - start);
   LOG(INFO) << "Engines: ";
@@ -241,12 +254,37 @@ int Time() {
     LOG(INFO) << std::setw(10) << name << "\tforward: " << forward_ms[s] / FLAGS_iterations << " ms.";
     LOG(INFO) << std::setw(10) << name << "\tbackward: " << backward_ms[s] / FLAGS_iterations << " ms.";
   }
+  // Arithmetic: the layers that count their floating-point operations (the matrix-product layers).
+  double forward_flops = 0, backward_flops = 0;
+  const auto rate = [&](double flops, double milliseconds) {
+    std::ostringstream out;
+    const double gflops = milliseconds > 0 ? flops / milliseconds / 1e6 : 0.0;
+    out << std::setprecision(4) << (flops >= 1e9 ? flops / 1e9 : flops / 1e6)
+        << (flops >= 1e9 ? " GFLOP, " : " MFLOP, ") << std::fixed << std::setprecision(1) << gflops << " GFLOP/s";
+    if (peak_gflops > 0) out << " (" << std::setprecision(0) << 100 * gflops / peak_gflops << "% of the GEMM peak)";
+    return out.str();
+  };
+  LOG(INFO) << "Arithmetic per layer:";
+  for (size_t s = 0; s < plan.size(); ++s) {
+    const Layer& layer = *net->layers()[plan[s].layer];
+    const double forward = layer.ForwardFlops();
+    const double backward = plan[s].needs_backward ? layer.BackwardFlops(plan[s].propagate_down) : 0.0;
+    if (forward == 0 && backward == 0) continue;
+    forward_flops += forward;
+    backward_flops += backward;
+    LOG(INFO) << std::setw(10) << layer.name() << "\tforward: " << rate(forward, forward_ms[s] / FLAGS_iterations);
+    if (backward > 0)
+      LOG(INFO) << std::setw(10) << layer.name() << "\tbackward: " << rate(backward, backward_ms[s] / FLAGS_iterations);
+  }
   size_t param_bytes = 0;
   for (Blob* param : net->learnable_params()) param_bytes += param->count() * sizeof(float);
   LOG(INFO) << "Average Forward pass: " << forward_total / FLAGS_iterations << " ms.";
   LOG(INFO) << "Average Backward pass: " << backward_total / FLAGS_iterations << " ms.";
   LOG(INFO) << "Average Forward-Backward: " << (forward_total + backward_total) / FLAGS_iterations << " ms.";
   LOG(INFO) << "Total Time: " << total << " ms.";
+  LOG(INFO) << "Arithmetic of the net, forward-backward: "
+            << rate(forward_flops + backward_flops, (forward_total + backward_total) / FLAGS_iterations)
+            << "; forward: " << rate(forward_flops, forward_total / FLAGS_iterations);
   const MemoryStats memory = MemoryStats::Now();
   const double mib = 1048576.0;
   LOG(INFO) << "Memory: peak " << memory.host_peak_bytes / mib << " MiB on the host"

@@ -1,5 +1,7 @@
 #include "core/im2col.hpp"
 
+#include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <vector>
 
@@ -9,10 +11,21 @@ namespace {
 inline int output_size(int in, int kernel, int pad, int stride, int dilation) {
   return (in + 2 * pad - (dilation * (kernel - 1) + 1)) / stride + 1;
 }
-}  // namespace
 
-void im2col_cpu(const float* image, int channels, int height, int width, int kernel_h, int kernel_w, int pad_h,
-                int pad_w, int stride_h, int stride_w, int dilation_h, int dilation_w, float* columns) {
+// The output positions ox in [first, last) whose input column x = ox * stride + offset lies inside [0, width).
+inline void inside_range(int offset, int stride, int width, int out_w, int* first, int* last) {
+  // ceil(-offset / stride) and floor((width - 1 - offset) / stride) + 1, for a positive stride.
+  const int lo = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
+  const int hi = width - 1 - offset < 0 ? 0 : (width - 1 - offset) / stride + 1;
+  *first = std::min(lo, out_w);
+  *last = std::max(*first, std::min(hi, out_w));
+}
+
+// Visits every row of a 2-d unrolling (channel, kernel offset) and every output line oy of it:
+// line(out_row_offset, input_plane_line or nullptr for a padding line, x_offset).
+template <typename Line>
+void for_each_2d_line(int channels, int height, int width, int kernel_h, int kernel_w, int pad_h, int pad_w,
+                      int stride_h, int stride_w, int dilation_h, int dilation_w, size_t row_stride, Line line) {
   const int out_h = output_size(height, kernel_h, pad_h, stride_h, dilation_h);
   const int out_w = output_size(width, kernel_w, pad_w, stride_w, dilation_w);
   const int rows = channels * kernel_h * kernel_w;
@@ -20,63 +33,77 @@ void im2col_cpu(const float* image, int channels, int height, int width, int ker
     const int c = row / (kernel_h * kernel_w);
     const int ky = (row / kernel_w) % kernel_h;
     const int kx = row % kernel_w;
-    const float* plane = image + static_cast<size_t>(c) * height * width;
-    float* out = columns + static_cast<size_t>(row) * out_h * out_w;
+    const int x_offset = kx * dilation_w - pad_w;
+    int first = 0, last = 0;
+    inside_range(x_offset, stride_w, width, out_w, &first, &last);
+    const size_t plane = static_cast<size_t>(c) * height * width;
     for (int oy = 0; oy < out_h; ++oy) {
       const int y = oy * stride_h - pad_h + ky * dilation_h;
-      if (y < 0 || y >= height) {
-        std::memset(out, 0, sizeof(float) * out_w);
-        out += out_w;
-        continue;
-      }
-      const float* line = plane + static_cast<size_t>(y) * width;
-      for (int ox = 0; ox < out_w; ++ox) {
-        const int x = ox * stride_w - pad_w + kx * dilation_w;
-        *out++ = (x >= 0 && x < width) ? line[x] : 0.f;
-      }
+      const bool inside = y >= 0 && y < height;
+      line(row * row_stride + static_cast<size_t>(oy) * out_w, inside ? plane + static_cast<size_t>(y) * width : plane,
+           inside, x_offset, first, last, out_w);
     }
   }
 }
+}  // namespace
+
+void im2col_cpu(const float* image, int channels, int height, int width, int kernel_h, int kernel_w, int pad_h,
+                int pad_w, int stride_h, int stride_w, int dilation_h, int dilation_w, float* columns,
+                size_t row_stride) {
+  if (row_stride == 0)
+    row_stride = static_cast<size_t>(output_size(height, kernel_h, pad_h, stride_h, dilation_h)) *
+                 output_size(width, kernel_w, pad_w, stride_w, dilation_w);
+  for_each_2d_line(channels, height, width, kernel_h, kernel_w, pad_h, pad_w, stride_h, stride_w, dilation_h,
+                   dilation_w, row_stride,
+                   [&](size_t out_offset, size_t in_offset, bool inside, int x_offset, int first, int last, int out_w) {
+                     float* out = columns + out_offset;
+                     if (!inside) {
+                       for (int ox = 0; ox < out_w; ++ox) out[ox] = 0.f;
+                       return;
+                     }
+                     // Input column x = ox * stride_w + x_offset, which is inside the line for ox in [first, last).
+                     // Lines are short (8 to 60 floats in the usual nets): plain loops, not a library call each.
+                     const float* in = image + in_offset;
+                     for (int ox = 0; ox < first; ++ox) out[ox] = 0.f;
+                     if (stride_w == 1) {
+                       const float* from = in + x_offset;
+                       for (int ox = first; ox < last; ++ox) out[ox] = from[ox];
+                     } else {
+                       for (int ox = first; ox < last; ++ox) out[ox] = in[ox * stride_w + x_offset];
+                     }
+                     for (int ox = last; ox < out_w; ++ox) out[ox] = 0.f;
+                   });
+}
 
 void col2im_cpu(const float* columns, int channels, int height, int width, int kernel_h, int kernel_w, int pad_h,
-                int pad_w, int stride_h, int stride_w, int dilation_h, int dilation_w, float* image) {
+                int pad_w, int stride_h, int stride_w, int dilation_h, int dilation_w, float* image,
+                size_t row_stride) {
   std::memset(image, 0, sizeof(float) * channels * height * width);
-  const int out_h = output_size(height, kernel_h, pad_h, stride_h, dilation_h);
-  const int out_w = output_size(width, kernel_w, pad_w, stride_w, dilation_w);
-  const int rows = channels * kernel_h * kernel_w;
-  for (int row = 0; row < rows; ++row) {
-    const int c = row / (kernel_h * kernel_w);
-    const int ky = (row / kernel_w) % kernel_h;
-    const int kx = row % kernel_w;
-    float* plane = image + static_cast<size_t>(c) * height * width;
-    const float* in = columns + static_cast<size_t>(row) * out_h * out_w;
-    for (int oy = 0; oy < out_h; ++oy) {
-      const int y = oy * stride_h - pad_h + ky * dilation_h;
-      if (y < 0 || y >= height) {
-        in += out_w;
-        continue;
-      }
-      float* line = plane + static_cast<size_t>(y) * width;
-      for (int ox = 0; ox < out_w; ++ox) {
-        const int x = ox * stride_w - pad_w + kx * dilation_w;
-        if (x >= 0 && x < width) line[x] += *in;
-        ++in;
-      }
-    }
-  }
+  if (row_stride == 0)
+    row_stride = static_cast<size_t>(output_size(height, kernel_h, pad_h, stride_h, dilation_h)) *
+                 output_size(width, kernel_w, pad_w, stride_w, dilation_w);
+  for_each_2d_line(channels, height, width, kernel_h, kernel_w, pad_h, pad_w, stride_h, stride_w, dilation_h,
+                   dilation_w, row_stride,
+                   [&](size_t in_offset, size_t out_offset, bool inside, int x_offset, int first, int last, int) {
+                     if (!inside) return;
+                     const float* in = columns + in_offset;
+                     float* out = image + out_offset;
+                     for (int ox = first; ox < last; ++ox) out[ox * stride_w + x_offset] += in[ox];
+                   });
 }
 
 namespace {
 // Walks every (column row, output position) pair of an N-d unrolling and calls visit(column_index,
-// image_index) for positions inside the image (image_index < 0 for padding).
+// image_index), image_index < 0 for padding.
 template <typename Visit>
 void for_each_nd_pair(int num_axes, const int* image_shape, const int* column_shape, const int* kernel_shape,
-                      const int* pad, const int* stride, const int* dilation, Visit visit) {
+                      const int* pad, const int* stride, const int* dilation, size_t row_stride, Visit visit) {
   int kernel_size = 1;
   for (int i = 0; i < num_axes; ++i) kernel_size *= kernel_shape[i];
   const int rows = column_shape[0];
   int positions = 1;
   for (int i = 0; i < num_axes; ++i) positions *= column_shape[i + 1];
+  if (row_stride == 0) row_stride = positions;
   std::vector<int> kernel_index(num_axes), out_index(num_axes);
   for (int row = 0; row < rows; ++row) {
     int remainder = row % kernel_size;
@@ -94,37 +121,36 @@ void for_each_nd_pair(int num_axes, const int* image_shape, const int* column_sh
       int image_index = channel;
       bool inside = true;
       for (int axis = 0; axis < num_axes; ++axis) {
-        const int coordinate =
-            out_index[axis] * stride[axis] - pad[axis] + kernel_index[axis] * dilation[axis];
+        const int coordinate = out_index[axis] * stride[axis] - pad[axis] + kernel_index[axis] * dilation[axis];
         if (coordinate < 0 || coordinate >= image_shape[axis + 1]) {
           inside = false;
           break;
         }
         image_index = image_index * image_shape[axis + 1] + coordinate;
       }
-      visit(row * positions + position, inside ? image_index : -1);
+      visit(row * row_stride + position, inside ? image_index : -1);
     }
   }
 }
 }  // namespace
 
 void im2col_nd_cpu(const float* image, int num_spatial_axes, const int* image_shape, const int* column_shape,
-                   const int* kernel_shape, const int* pad, const int* stride, const int* dilation,
-                   float* columns) {
-  for_each_nd_pair(num_spatial_axes, image_shape, column_shape, kernel_shape, pad, stride, dilation,
-                   [&](int column_index, int image_index) {
+                   const int* kernel_shape, const int* pad, const int* stride, const int* dilation, float* columns,
+                   size_t row_stride) {
+  for_each_nd_pair(num_spatial_axes, image_shape, column_shape, kernel_shape, pad, stride, dilation, row_stride,
+                   [&](size_t column_index, int image_index) {
                      columns[column_index] = image_index >= 0 ? image[image_index] : 0.f;
                    });
 }
 
 void col2im_nd_cpu(const float* columns, int num_spatial_axes, const int* image_shape, const int* column_shape,
-                   const int* kernel_shape, const int* pad, const int* stride, const int* dilation,
-                   float* image) {
+                   const int* kernel_shape, const int* pad, const int* stride, const int* dilation, float* image,
+                   size_t row_stride) {
   int image_count = 1;
   for (int i = 0; i <= num_spatial_axes; ++i) image_count *= image_shape[i];
   std::memset(image, 0, sizeof(float) * image_count);
-  for_each_nd_pair(num_spatial_axes, image_shape, column_shape, kernel_shape, pad, stride, dilation,
-                   [&](int column_index, int image_index) {
+  for_each_nd_pair(num_spatial_axes, image_shape, column_shape, kernel_shape, pad, stride, dilation, row_stride,
+                   [&](size_t column_index, int image_index) {
                      if (image_index >= 0) image[image_index] += columns[column_index];
                    });
 }
