@@ -18,6 +18,7 @@ CPU_ONLY ?= 0
 USE_CUDNN ?= 1
 USE_NCCL ?= 1
 USE_MPI ?= 0
+USE_ONEDNN ?= 1
 BLAS ?= openblas
 CUDA_ARCH ?=
 DEBUG ?= 0
@@ -50,6 +51,7 @@ CMAKE_OPTIONS := $(strip -DCMAKE_BUILD_TYPE=$(if $(filter 1,$(strip $(DEBUG))),D
   -DCREMA_USE_CUDNN=$(call on_off,$(USE_CUDNN)) \
   -DCREMA_USE_NCCL=$(call on_off,$(USE_NCCL)) \
   -DCREMA_USE_MPI=$(call on_off,$(USE_MPI)) \
+  -DCREMA_USE_ONEDNN=$(call on_off,$(USE_ONEDNN)) \
   -DCREMA_BLAS=$(CMAKE_BLAS) \
   -DCREMA_WARNINGS_AS_ERRORS=$(call on_off,$(WERROR)) \
   $(CMAKE_ARCH_OPTION))

@@ -41,6 +41,7 @@
 #include "layers/memory_data.hpp"
 #include "layers/multinomial_logistic_loss.hpp"
 #include "layers/mvn.hpp"
+#include "layers/onednn_convolution.hpp"
 #include "layers/parameter.hpp"
 #include "layers/pooling.hpp"
 #include "layers/power.hpp"
@@ -79,6 +80,10 @@ void RegisterBuiltinLayers(LayerRegistry* registry) {
   registry->Add<ImageDataLayer>("ImageData", {"native", kCpuAndGpu});
   registry->Add<WindowDataLayer>("WindowData", {"native", kCpuAndGpu});
   // Vision
+#ifdef CREMA_USE_ONEDNN
+  registry->Add<OneDnnConvolutionLayer>("Convolution",
+                                        {"onednn", kCpuOnly, CaffeEngine::kCaffe, OneDnnConvolutionLayer::Refusal});
+#endif
   registry->Add<BatchedConvolutionLayer>("Convolution", {"im2col_batched"});
   registry->Add<ConvolutionLayer>("Convolution", {"im2col"});
   registry->Add<ReferenceConvolutionLayer>("Convolution", {"reference"});

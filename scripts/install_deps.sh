@@ -7,7 +7,7 @@ packages=(
   build-essential cmake pkg-config
   protobuf-compiler libprotobuf-dev
   libgoogle-glog-dev libgflags-dev
-  libopenblas-dev
+  libopenblas-dev libdnnl-dev
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev libopencv-dnn-dev
   liblmdb-dev libleveldb-dev libhdf5-dev zlib1g-dev
   libgtest-dev libgmock-dev

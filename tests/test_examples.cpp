@@ -41,6 +41,7 @@ struct Example {
   const char* prototxt;  // under examples/
   Feed feed;
   int channels = 0, size = 0, classes = 0;
+  float input_scale = 50.f;  // deploy nets: the spread of the random inputs (raw or mean-subtracted pixels)
 };
 
 Example Lmdb(const char* prototxt, int channels, int size, int classes) {
@@ -49,7 +50,9 @@ Example Lmdb(const char* prototxt, int channels, int size, int classes) {
 Example Window(const char* prototxt, int classes) { return {prototxt, Feed::kWindow, 3, 0, classes}; }
 Example Hdf5(const char* prototxt, int features, int classes) { return {prototxt, Feed::kHdf5, features, 0, classes}; }
 Example Sequence(const char* prototxt) { return {prototxt, Feed::kSequence, 1}; }
-Example Deploy(const char* prototxt) { return {prototxt, Feed::kDeploy}; }
+Example Deploy(const char* prototxt, float input_scale = 50.f) {
+  return {prototxt, Feed::kDeploy, 0, 0, 0, input_scale};
+}
 
 // Every data layer's batch (and every Input blob's first axis) in the tests.
 constexpr int kBatch = 2;
@@ -212,7 +215,7 @@ void RunTrainingNet(NetParameter param) {
   }
 }
 
-void RunDeployNet(NetParameter param) {
+void RunDeployNet(NetParameter param, float input_scale) {
   param.set_force_backward(true);
   Net net(param);
   ASSERT_FALSE(net.input_blobs().empty());
@@ -222,7 +225,7 @@ void RunDeployNet(NetParameter param) {
     const int fan_in = blob->num_axes() > 1 ? blob->count() / blob->shape(0) : 0;
     Randomize(blob, fan_in > 0 ? std::sqrt(2.f / static_cast<float>(fan_in)) : 0.1f, seed++);
   }
-  for (Blob* input : net.input_blobs()) Randomize(input, 50.f, seed++);
+  for (Blob* input : net.input_blobs()) Randomize(input, input_scale, seed++);
   net.Forward();
   ASSERT_FALSE(net.output_blob_indices().empty());
   for (int id : net.output_blob_indices()) {
@@ -255,7 +258,7 @@ TEST_P(ExamplesTest, BuildsAndRunsForwardAndBackward) {
   ReadProtoFromTextFile(std::string(CREMA_SOURCE_DIR) + "/examples/" + example.prototxt, &param);
   FeedTestData(dir, example, &param);
   if (example.feed == Feed::kDeploy) {
-    RunDeployNet(param);
+    RunDeployNet(param, example.input_scale);
   } else {
     RunTrainingNet(param);
   }
@@ -276,7 +279,7 @@ INSTANTIATE_TEST_SUITE_P(Caffe, ExamplesTest,
                                            Deploy("fashion_mnist/lenet_deploy.prototxt"),
                                            Lmdb("mnist/mnist_autoencoder.prototxt", 1, 28, 10),
                                            Lmdb("cifar10/cifar10_quick_train_test.prototxt", 3, 32, 10),
-                                           Deploy("cifar10/cifar10_quick_deploy.prototxt"),
+                                           Deploy("cifar10/cifar10_quick_deploy.prototxt", 1.f),  // pixels in 0..1
                                            Lmdb("cifar10/cifar10_full_train_test.prototxt", 3, 32, 10),
                                            Lmdb("cifar10/cifar10_full_sigmoid_train_test.prototxt", 3, 32, 10),
                                            Lmdb("cifar10/cifar10_full_sigmoid_train_test_bn.prototxt", 3, 32, 10),

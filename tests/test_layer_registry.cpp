@@ -132,11 +132,19 @@ TEST(LayerRegistryTest, MalformedEngineFlagsAreNamed) {
   EXPECT_EQ(context.forced_engines().at("Pooling"), "native");
 }
 
-// The built-in list: Convolution has the batched im2col engine first, the per-image one next and the reference
-// last; a net's layers know their engine,
+// The built-in list: Convolution has oneDNN's engine first (in builds with it), then the batched im2col engine,
+// the per-image one and the reference last; a net's layers know their engine,
 // and forcing the reference engine changes only the layers that have one.
 TEST(LayerRegistryTest, ConvolutionsEnginesInANet) {
-  EXPECT_EQ(LayerRegistry::Global().Engines("Convolution"), (std::vector<std::string>{"im2col_batched", "im2col", "reference"}));
+#ifdef CREMA_USE_ONEDNN
+  const std::string first = "onednn";
+  EXPECT_EQ(LayerRegistry::Global().Engines("Convolution"),
+            (std::vector<std::string>{"onednn", "im2col_batched", "im2col", "reference"}));
+#else
+  const std::string first = "im2col_batched";
+  EXPECT_EQ(LayerRegistry::Global().Engines("Convolution"),
+            (std::vector<std::string>{"im2col_batched", "im2col", "reference"}));
+#endif
   const std::string text = R"(
     layer { name: 'input' type: 'Input' top: 'data' input_param { shape { dim: 2 dim: 1 dim: 6 dim: 6 } } }
     layer { name: 'conv' type: 'Convolution' bottom: 'data' top: 'conv' convolution_param { num_output: 2 kernel_size: 3 } }
@@ -152,7 +160,7 @@ TEST(LayerRegistryTest, ConvolutionsEnginesInANet) {
     for (const auto& layer : net.layers()) names.push_back(layer->engine());
     return names;
   };
-  EXPECT_EQ(engines(""), (std::vector<std::string>{"native", "im2col_batched", "im2col_batched", "native"}));
+  EXPECT_EQ(engines(""), (std::vector<std::string>{"native", first, first, "native"}));
   EXPECT_EQ(engines("im2col"), (std::vector<std::string>{"native", "im2col", "im2col", "native"}));
   EXPECT_EQ(engines("reference"), (std::vector<std::string>{"native", "reference", "reference", "native"}));
   EXPECT_EQ(engines("Convolution:reference"), (std::vector<std::string>{"native", "reference", "reference", "native"}));

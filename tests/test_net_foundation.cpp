@@ -189,7 +189,9 @@ TEST(NetReshapeTest, AShapeALaterLayerCannotTakeIsNamed) {
 
 // Item 4: the plan records which tops view which bottoms, the layers' internal blobs, and sizes one workspace.
 TEST(NetPlanTest, ViewsInternalBlobsAndTheWorkspaceAreInThePlan) {
-  Net net(ParseNet(ConvNet(2, 8, 8)));
+  auto context = std::make_shared<Context>();
+  context->ForceEngines("Convolution:im2col_batched");  // whose workspace is computed below
+  Net net(ParseNet(ConvNet(2, 8, 8)), context);
   std::map<std::string, const PlanStep*> steps;
   for (const PlanStep& step : net.plan()) steps[net.layer_names()[step.layer]] = &step;
   ASSERT_EQ(steps.at("flat")->views.size(), 1u);

@@ -1,0 +1,49 @@
+// Convolution, engine `onednn` (in builds with oneDNN, Debian's libdnnl-dev): oneDNN's convolution primitives
+// forward, backward-data and backward-weights, which choose their own blocked memory layouts and kernels for the
+// CPU they run on (AVX2 or AVX-512, found at run time). crema's blobs stay NCHW: the engine reorders the input,
+// weights and gradients into the layouts the primitives chose and the results back, in the net's workspace (so
+// the plan sees every buffer, oneDNN's scratchpad included). Parameter gradients are computed into the
+// workspace and added to the blobs' diffs, which accumulate as with every engine.
+//
+// Takes 2-d convolutions over channel axis 1 on the CPU, whose output size oneDNN's arithmetic reproduces (a
+// stride that leaves more than its own width of input unused is refused; the `im2col_batched` engine then
+// serves). Parameters and shapes: layers/base_convolution.hpp.
+//
+// First step of issue 9: the reorders happen around each layer; keeping a run of oneDNN layers in blocked
+// layouts is the next one.
+#pragma once
+
+#ifdef CREMA_USE_ONEDNN
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "layers/base_convolution.hpp"
+#include "layers/layer_registry.hpp"
+
+namespace crema {
+
+class OneDnnConvolutionLayer : public BaseConvolutionLayer {
+ public:
+  explicit OneDnnConvolutionLayer(const LayerParameter& param, std::shared_ptr<Context> context = nullptr);
+  ~OneDnnConvolutionLayer() override;
+  const char* type() const override { return "Convolution"; }
+  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+
+  // "" when the engine takes the query, else why not (the registry's refusal).
+  static std::string Refusal(const EngineQuery& query);
+
+ protected:
+  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+
+ private:
+  struct Primitives;  // the oneDNN objects (dnnl.hpp stays out of this header)
+  std::unique_ptr<Primitives> primitives_;
+};
+
+}  // namespace crema
+
+#endif  // CREMA_USE_ONEDNN
