@@ -5,7 +5,9 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
+#include <cstdint>
 #include <sstream>
+#include <unordered_map>
 
 #include "core/math_functions.hpp"
 
