@@ -92,6 +92,11 @@ pid_t TemporaryWriter(const std::string& name) {
 
 }  // namespace
 
+std::string FolderOf(const std::string& path) {
+  const std::filesystem::path file(path);
+  return file.has_parent_path() ? file.parent_path().string() : std::string(".");
+}
+
 std::vector<std::string> RemoveAbandonedTemporaries(const std::string& folder, const std::string& name_prefix) {
   std::vector<std::string> removed;
   std::error_code error;
@@ -109,7 +114,7 @@ std::vector<std::string> RemoveAbandonedTemporaries(const std::string& folder, c
 
 void WriteStringToFileAtomically(const std::string& contents, const std::string& path) {
   const std::filesystem::path target(path);
-  const std::filesystem::path folder = target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
+  const std::filesystem::path folder = FolderOf(path);
   const std::string temporary = (folder / TemporaryName(target.filename().string(), getpid())).string();
   const int fd = open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   CREMA_CHECK(fd >= 0) << "cannot write '" << path << "': cannot create '" << temporary << "': " << std::strerror(errno);

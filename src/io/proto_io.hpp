@@ -30,5 +30,7 @@ void WriteStringToFileAtomically(const std::string& contents, const std::string&
 // their paths. Temporaries of live processes are left alone.
 std::vector<std::string> RemoveAbandonedTemporaries(const std::string& folder, const std::string& name_prefix);
 bool FileExists(const std::string& path);
+// The folder a file path lies in: its parent, or "." for a bare name.
+std::string FolderOf(const std::string& path);
 
 }  // namespace crema

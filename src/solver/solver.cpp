@@ -333,9 +333,7 @@ std::string Solver::SnapshotFilename(const std::string& extension) const {
 }
 
 void Solver::CheckSnapshotFolder(const std::string& prefix) {
-  const std::filesystem::path folder = std::filesystem::path(prefix).has_parent_path()
-                                           ? std::filesystem::path(prefix).parent_path()
-                                           : std::filesystem::path(".");
+  const std::filesystem::path folder = FolderOf(prefix);
   std::error_code error;
   CREMA_CHECK(std::filesystem::is_directory(folder, error))
       << "snapshot_prefix '" << prefix << "': the folder '" << folder.string() << "' "
@@ -367,9 +365,8 @@ void Solver::SnapshotBesideSolverFile(const std::string& solver_path, SolverPara
 }
 
 void Solver::RemovePartialSnapshots(const std::string& prefix) {
-  const std::filesystem::path path(prefix);
-  const std::string folder = path.has_parent_path() ? path.parent_path().string() : std::string(".");
-  for (const std::string& file : RemoveAbandonedTemporaries(folder, path.filename().string() + "_iter_"))
+  const std::string name = std::filesystem::path(prefix).filename().string();
+  for (const std::string& file : RemoveAbandonedTemporaries(FolderOf(prefix), name + "_iter_"))
     LOG(WARNING) << "Removed " << file << ": part of a snapshot whose writing was interrupted (the process was "
                  << "killed); the snapshots under their own names are complete";
 }
