@@ -1,4 +1,6 @@
-// Convolution, engine `im2col_batched` (the default on the CPU): the images of a block of the batch are unrolled
+// Convolution, engine `im2col_batched` (after `im2col` in the list: on the developers' Zen 4 machine it did
+// not beat the per-image engine, see docs/performance.md; force it with --engine=Convolution:im2col_batched):
+// the images of a block of the batch are unrolled
 // side by side into one column matrix of (channels * kernel) rows and (images * output positions) columns, and
 // each group's weights multiply it in one GEMM, instead of one small GEMM per image as the `im2col` engine
 // (and Caffe) does. A small layer's products (LeNet's conv2: 50 x 500 x 64 per image) are too thin for the BLAS

@@ -84,8 +84,8 @@ void RegisterBuiltinLayers(LayerRegistry* registry) {
   registry->Add<OneDnnConvolutionLayer>("Convolution",
                                         {"onednn", kCpuOnly, CaffeEngine::kCaffe, OneDnnConvolutionLayer::Refusal});
 #endif
-  registry->Add<BatchedConvolutionLayer>("Convolution", {"im2col_batched"});
   registry->Add<ConvolutionLayer>("Convolution", {"im2col"});
+  registry->Add<BatchedConvolutionLayer>("Convolution", {"im2col_batched"});
   registry->Add<ReferenceConvolutionLayer>("Convolution", {"reference"});
   registry->Add<DeconvolutionLayer>("Deconvolution", {"im2col"});
   registry->Add<PoolingLayer>("Pooling", {"native"});

@@ -78,7 +78,7 @@ const char* const kEngines[] = {
 #ifdef CREMA_USE_ONEDNN
     "onednn",
 #endif
-    "im2col_batched", "im2col", "reference"};
+    "im2col", "im2col_batched", "reference"};
 
 // Whether `engine` takes this convolution. Only oneDNN's engine refuses any (all but 2-d convolutions over
 // channel axis 1); any other refusal fails the test.

@@ -132,18 +132,18 @@ TEST(LayerRegistryTest, MalformedEngineFlagsAreNamed) {
   EXPECT_EQ(context.forced_engines().at("Pooling"), "native");
 }
 
-// The built-in list: Convolution has oneDNN's engine first (in builds with it), then the batched im2col engine,
-// the per-image one and the reference last; a net's layers know their engine,
+// The built-in list: Convolution has oneDNN's engine first (in builds with it), then the per-image im2col
+// engine, the batched one and the reference last; a net's layers know their engine,
 // and forcing the reference engine changes only the layers that have one.
 TEST(LayerRegistryTest, ConvolutionsEnginesInANet) {
 #ifdef CREMA_USE_ONEDNN
   const std::string first = "onednn";
   EXPECT_EQ(LayerRegistry::Global().Engines("Convolution"),
-            (std::vector<std::string>{"onednn", "im2col_batched", "im2col", "reference"}));
+            (std::vector<std::string>{"onednn", "im2col", "im2col_batched", "reference"}));
 #else
-  const std::string first = "im2col_batched";
+  const std::string first = "im2col";
   EXPECT_EQ(LayerRegistry::Global().Engines("Convolution"),
-            (std::vector<std::string>{"im2col_batched", "im2col", "reference"}));
+            (std::vector<std::string>{"im2col", "im2col_batched", "reference"}));
 #endif
   const std::string text = R"(
     layer { name: 'input' type: 'Input' top: 'data' input_param { shape { dim: 2 dim: 1 dim: 6 dim: 6 } } }
@@ -161,7 +161,8 @@ TEST(LayerRegistryTest, ConvolutionsEnginesInANet) {
     return names;
   };
   EXPECT_EQ(engines(""), (std::vector<std::string>{"native", first, first, "native"}));
-  EXPECT_EQ(engines("im2col"), (std::vector<std::string>{"native", "im2col", "im2col", "native"}));
+  EXPECT_EQ(engines("im2col_batched"),
+            (std::vector<std::string>{"native", "im2col_batched", "im2col_batched", "native"}));
   EXPECT_EQ(engines("reference"), (std::vector<std::string>{"native", "reference", "reference", "native"}));
   EXPECT_EQ(engines("Convolution:reference"), (std::vector<std::string>{"native", "reference", "reference", "native"}));
 }
