@@ -42,6 +42,7 @@
 #include "layers/multinomial_logistic_loss.hpp"
 #include "layers/mvn.hpp"
 #include "layers/onednn_convolution.hpp"
+#include "layers/onednn_pooling.hpp"
 #include "layers/parameter.hpp"
 #include "layers/pooling.hpp"
 #include "layers/power.hpp"
@@ -88,6 +89,9 @@ void RegisterBuiltinLayers(LayerRegistry* registry) {
   registry->Add<BatchedConvolutionLayer>("Convolution", {"im2col_batched"});
   registry->Add<ReferenceConvolutionLayer>("Convolution", {"reference"});
   registry->Add<DeconvolutionLayer>("Deconvolution", {"im2col"});
+#ifdef CREMA_USE_ONEDNN
+  registry->Add<OneDnnPoolingLayer>("Pooling", {"onednn", kCpuOnly, CaffeEngine::kCaffe, OneDnnPoolingLayer::Refusal});
+#endif
   registry->Add<PoolingLayer>("Pooling", {"native"});
   registry->Add<Im2colLayer>("Im2col", {"native"});
   registry->Add<SPPLayer>("SPP", {"native"});

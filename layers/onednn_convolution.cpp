@@ -2,38 +2,20 @@
 
 #ifdef CREMA_USE_ONEDNN
 
-#include <oneapi/dnnl/dnnl.hpp>
-
 #include <algorithm>
-#include <cstdint>
 #include <sstream>
 #include <unordered_map>
 
 #include "core/math_functions.hpp"
+#include "layers/onednn_util.hpp"
 
 namespace crema {
 
-namespace {
-
 using dnnl::memory;
 using Tag = memory::format_tag;
-
-// One engine for the process: oneDNN's CPU engine is stateless apart from its kernel caches.
-const dnnl::engine& CpuEngine() {
-  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  return engine;
-}
-
-// oneDNN computes out = (in + pad_left + pad_right - extent) / stride + 1 exactly, where Caffe rounds down with
-// the same pad on both sides; the right pad that gives Caffe's size, or -1 when none does.
-int RightPadding(int in, int out, int pad, int extent, int stride) {
-  const int right = std::max((out - 1) * stride + extent - in - pad, 0);
-  return (in + pad + right - extent) / stride + 1 == out ? right : -1;
-}
-
-memory::dims Dims(std::initializer_list<int> values) { return memory::dims(values.begin(), values.end()); }
-
-}  // namespace
+using onednn::CpuEngine;
+using onednn::Dims;
+using onednn::RightPadding;
 
 // The primitives for the current shapes, the plain (crema) layouts, the reorders between them and the
 // workspace regions each buffer takes.
@@ -46,13 +28,7 @@ struct OneDnnConvolutionLayer::Primitives {
   dnnl::convolution_backward_data backward_data_primitive;
   dnnl::convolution_backward_weights backward_weights_primitive;
 
-  // Workspace regions, in bytes from a 64-byte aligned start.
-  size_t bytes = 0;
-  size_t Region(const memory::desc& desc) {
-    const size_t offset = bytes;
-    bytes += (desc.get_size() + 63) / 64 * 64;
-    return offset;
-  }
+  onednn::Regions regions;  // where each buffer lies in the workspace
   size_t src = 0, weights = 0, dst = 0, forward_scratch = 0;
   size_t backward_src = 0, backward_diff_dst = 0, computed_diff_weights = 0, diff_weights = 0, diff_bias = 0;
   size_t weights_scratch = 0;
@@ -145,62 +121,29 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
   p->backward_weights_primitive = dnnl::convolution_backward_weights(p->backward_weights);
   p->backward_data_primitive = dnnl::convolution_backward_data(p->backward_data);
 
-  p->src = p->Region(p->forward.src_desc());
-  p->weights = p->Region(p->forward.weights_desc());
-  p->dst = p->Region(p->forward.dst_desc());
-  p->forward_scratch = p->Region(p->forward.scratchpad_desc());
-  p->backward_src = p->Region(p->backward_weights.src_desc());
-  p->backward_diff_dst = p->Region(p->backward_weights.diff_dst_desc());
-  p->computed_diff_weights = p->Region(p->backward_weights.diff_weights_desc());
-  p->diff_weights = p->Region(p->user_weights);
-  p->diff_bias = p->Region(p->user_bias);
-  p->weights_scratch = p->Region(p->backward_weights.scratchpad_desc());
-  p->data_weights = p->Region(p->backward_data.weights_desc());
-  p->data_diff_dst = p->Region(p->backward_data.diff_dst_desc());
-  p->diff_src = p->Region(p->backward_data.diff_src_desc());
-  p->data_scratch = p->Region(p->backward_data.scratchpad_desc());
-  RequestWorkspace((p->bytes + 64) / sizeof(float));
+  // The forward pass, the weight gradient and the input gradient run one after another and each uses the
+  // workspace afresh, so their regions overlap: the workspace is the largest phase, not their sum.
+  p->src = p->regions.Add(p->forward.src_desc());
+  p->weights = p->regions.Add(p->forward.weights_desc());
+  p->dst = p->regions.Add(p->forward.dst_desc());
+  p->forward_scratch = p->regions.Add(p->forward.scratchpad_desc());
+  p->regions.Restart();
+  p->backward_src = p->regions.Add(p->backward_weights.src_desc());
+  p->backward_diff_dst = p->regions.Add(p->backward_weights.diff_dst_desc());
+  p->computed_diff_weights = p->regions.Add(p->backward_weights.diff_weights_desc());
+  p->diff_weights = p->regions.Add(p->user_weights);
+  p->diff_bias = p->regions.Add(p->user_bias);
+  p->weights_scratch = p->regions.Add(p->backward_weights.scratchpad_desc());
+  p->regions.Restart();
+  p->data_weights = p->regions.Add(p->backward_data.weights_desc());
+  p->data_diff_dst = p->regions.Add(p->backward_data.diff_dst_desc());
+  p->diff_src = p->regions.Add(p->backward_data.diff_src_desc());
+  p->data_scratch = p->regions.Add(p->backward_data.scratchpad_desc());
+  RequestWorkspace(p->regions.Floats());
   primitives_ = std::move(p);
 }
 
-namespace {
-
-// Binds crema's buffers and the workspace to oneDNN memories, reordering between layouts where they differ.
-class Binder {
- public:
-  Binder(float* workspace) : stream_(CpuEngine()) {
-    const auto address = reinterpret_cast<uintptr_t>(workspace);
-    base_ = reinterpret_cast<char*>((address + 63) / 64 * 64);
-  }
-  // `data` in layout `user`, as the primitive wants it (`wanted`): itself, or a reordered copy in the workspace.
-  memory In(const memory::desc& user, const float* data, const memory::desc& wanted, size_t region) {
-    memory plain(user, CpuEngine(), const_cast<float*>(data));
-    if (wanted == user) return plain;
-    memory copy(wanted, CpuEngine(), base_ + region);
-    dnnl::reorder(plain, copy).execute(stream_, plain, copy);
-    return copy;
-  }
-  // Where the primitive writes a result destined for `data` (layout `user`): `data` itself, or a workspace
-  // buffer that Out() reorders into it afterwards.
-  memory Result(const memory::desc& user, float* data, const memory::desc& wanted, size_t region) {
-    if (wanted == user) return memory(user, CpuEngine(), data);
-    return memory(wanted, CpuEngine(), base_ + region);
-  }
-  void Out(const memory& result, const memory::desc& user, float* data) {
-    if (result.get_desc() == user) return;
-    memory plain(user, CpuEngine(), data);
-    dnnl::reorder(result, plain).execute(stream_, const_cast<memory&>(result), plain);
-  }
-  memory Scratch(const memory::desc& desc, size_t region) { return memory(desc, CpuEngine(), base_ + region); }
-  float* At(size_t region) { return reinterpret_cast<float*>(base_ + region); }
-  dnnl::stream& stream() { return stream_; }
-
- private:
-  dnnl::stream stream_;
-  char* base_ = nullptr;
-};
-
-}  // namespace
+using onednn::Binder;
 
 void OneDnnConvolutionLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   Primitives& p = *primitives_;
@@ -216,7 +159,7 @@ void OneDnnConvolutionLayer::Forward_cpu(const std::vector<Blob*>& bottom, const
                                             {DNNL_ARG_SCRATCHPAD, bind.Scratch(p.forward.scratchpad_desc(),
                                                                                p.forward_scratch)}};
     if (bias_term_)
-      args[DNNL_ARG_BIAS] = memory(p.user_bias, CpuEngine(), const_cast<float*>(blobs_[1]->cpu_data()));
+      args[DNNL_ARG_BIAS] = bind.Plain(p.user_bias, blobs_[1]->cpu_data());
     p.forward_primitive.execute(bind.stream(), args);
     bind.Out(dst, p.user_dst, output);
   }

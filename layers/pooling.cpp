@@ -10,6 +10,14 @@
 namespace crema {
 
 void PoolingLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  ReadWindow();
+  if (argmax_ == nullptr) {
+    if (method_ == PoolingParameter::MAX && top.size() == 1) argmax_ = AddInternalBlob("argmax");
+    if (method_ == PoolingParameter::STOCHASTIC) argmax_ = AddInternalBlob("sample");
+  }
+}
+
+void PoolingLayer::ReadWindow() {
   const PoolingParameter& param = param_.pooling_param();
   const std::string me = describe();
   method_ = param.pool();
@@ -31,26 +39,24 @@ void PoolingLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vecto
         << me << ": pad (" << pad_h_ << " x " << pad_w_ << ") must be smaller than kernel_size (" << kernel_h_ << " x "
         << kernel_w_ << ")";
   }
-  if (argmax_ == nullptr) {
-    if (method_ == PoolingParameter::MAX && top.size() == 1) argmax_ = AddInternalBlob("argmax");
-    if (method_ == PoolingParameter::STOCHASTIC) argmax_ = AddInternalBlob("sample");
-  }
+}
+
+int PoolingLayer::PooledSize(int in, int kernel, int pad, int stride, bool ceil) {
+  const int span = in + 2 * pad - kernel;
+  if (!ceil) return span >= 0 ? span / stride + 1 : 0;
+  // Integer division truncates towards zero, which is the ceiling for a negative span: like Caffe, a kernel
+  // slightly larger than the padded input still gives one window.
+  int out = (span >= 0 ? (span + stride - 1) / stride : span / stride) + 1;
+  // Rounding up may add a window that starts beyond the padded input; Caffe drops it only when pad > 0,
+  // and the output shape must be Caffe's (later layers' stored weights depend on it). A window that still
+  // covers no input pixel yields 0 (see Forward_cpu).
+  if (pad > 0 && (out - 1) * stride >= in + pad) --out;
+  return out;
 }
 
 int PoolingLayer::OutputSize(int in, int kernel, int pad, int stride, const char* axis) const {
-  const int span = in + 2 * pad - kernel;
-  int out;
-  if (param_.pooling_param().round_mode() == PoolingParameter::CEIL) {
-    // Integer division truncates towards zero, which is the ceiling for a negative span: like Caffe, a kernel
-    // slightly larger than the padded input still gives one window.
-    out = (span >= 0 ? (span + stride - 1) / stride : span / stride) + 1;
-    // Rounding up may add a window that starts beyond the padded input; Caffe drops it only when pad > 0,
-    // and the output shape must be Caffe's (later layers' stored weights depend on it). A window that still
-    // covers no input pixel yields 0 (see Forward_cpu).
-    if (pad > 0 && (out - 1) * stride >= in + pad) --out;
-  } else {
-    out = span >= 0 ? span / stride + 1 : 0;
-  }
+  const int out =
+      PooledSize(in, kernel, pad, stride, param_.pooling_param().round_mode() == PoolingParameter::CEIL);
   CREMA_CHECK(out >= 1) << describe() << ": kernel_size " << kernel << " is larger than the " << axis
                         << " of the padded input (" << in << " + 2 * pad " << pad << "), so the output would be empty";
   return out;

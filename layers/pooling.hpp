@@ -31,12 +31,15 @@ class PoolingLayer : public Layer {
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
 
+  // Caffe's output size along one axis (CEIL or FLOOR rounding; below 1 when the kernel does not fit).
+  static int PooledSize(int in, int kernel, int pad, int stride, bool ceil);
+
  protected:
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
-
- private:
+  // Reads and checks pooling_param's window (LayerSetUp without the argmax blob; other engines share it).
+  void ReadWindow();
   // Output size along one axis under round_mode.
   int OutputSize(int in, int kernel, int pad, int stride, const char* axis) const;
   // The input rows/columns [start, end) pooled by output (ph, pw), and the area AVE divides by: the window
@@ -59,6 +62,7 @@ class PoolingLayer : public Layer {
   float ProbabilityWeighted(const float* image, const Window& win) const;
   void ProbabilityWeightedGradient(const float* image, const Window& win, float top_diff, float* image_diff) const;
 
+ protected:
   PoolingParameter::PoolMethod method_ = PoolingParameter::MAX;
   bool global_ = false;
   int kernel_h_ = 0, kernel_w_ = 0, stride_h_ = 1, stride_w_ = 1, pad_h_ = 0, pad_w_ = 0;

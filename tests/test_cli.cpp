@@ -162,12 +162,13 @@ TEST_F(CliTest, TrainResumeTestAndTime) {
   EXPECT_CONTAINS(timed, "Engines:");
 #ifdef CREMA_USE_ONEDNN
   EXPECT_CONTAINS(timed, "conv\tConvolution\tonednn");
+  EXPECT_CONTAINS(timed, "pool\tPooling\tonednn");
   const std::string convolution_engines = "onednn, im2col, im2col_batched, reference";
 #else
   EXPECT_CONTAINS(timed, "conv\tConvolution\tim2col");
+  EXPECT_CONTAINS(timed, "pool\tPooling\tnative");
   const std::string convolution_engines = "im2col, im2col_batched, reference";
 #endif
-  EXPECT_CONTAINS(timed, "pool\tPooling\tnative");
   EXPECT_TRUE(std::regex_search(timed, std::regex("Memory: peak [0-9.]+ MiB on the host")));
   // The machine and its measured GEMM peak; each matrix-product layer's arithmetic against it. conv: 8 images,
   // 4 outputs of 3x3x1 taps at 6x6 positions: 8 x (2 x 4 x 9 x 36 + 4 x 36 for the bias) = 21,888 FLOP forward;

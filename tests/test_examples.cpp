@@ -22,6 +22,8 @@
 #include "io/image_io.hpp"
 #include "io/lmdb.hpp"
 #include "io/proto_io.hpp"
+#include "layers/kernel_geometry.hpp"
+#include "layers/layer_registry.hpp"
 #include "net/net.hpp"
 #include "test_util.hpp"
 
@@ -261,6 +263,121 @@ TEST_P(ExamplesTest, BuildsAndRunsForwardAndBackward) {
     RunDeployNet(param, example.input_scale);
   } else {
     RunTrainingNet(param);
+  }
+}
+
+// Runs the layer `param` as engine `engine` on `bottoms` (copies), with `parameters` and top gradients drawn
+// from `seed`; returns its tops' data, then its bottoms' and parameters' gradients.
+std::vector<std::vector<float>> RunEngine(const LayerParameter& param, const std::string& engine,
+                                          const std::vector<const Blob*>& bottoms,
+                                          const std::vector<std::shared_ptr<Blob>>& parameters, uint64_t seed,
+                                          std::string* chosen) {
+  auto context = std::make_shared<Context>();
+  context->force_engine(param.type(), engine);
+  std::vector<std::vector<int>> shapes;
+  test::BlobList bottom, top;
+  for (const Blob* b : bottoms) {
+    shapes.push_back(b->shape());
+    Blob* copy = bottom.Add(b->shape());
+    std::copy(b->cpu_data(), b->cpu_data() + b->count(), copy->mutable_cpu_data());
+  }
+  for (int t = 0; t < param.top_size(); ++t) top.Add({});
+  std::unique_ptr<Layer> layer = LayerRegistry::Global().Create(param, shapes, context);
+  *chosen = layer->engine();
+  layer->SetUp(bottom.pointers, top.pointers);
+  for (size_t i = 0; i < parameters.size() && i < layer->blobs().size(); ++i) {
+    const Blob& from = *parameters[i];
+    std::copy(from.cpu_data(), from.cpu_data() + from.count(), layer->blobs()[i]->mutable_cpu_data());
+    layer->blobs()[i]->set_diff(0.f);
+  }
+  layer->Forward(bottom.pointers, top.pointers);
+  std::vector<std::vector<float>> results;
+  for (Blob* t : top.pointers) {
+    results.push_back(test::DataOf(*t));
+    Blob gradient(t->shape());
+    test::FillGaussian(&gradient, 0.f, 1.f, seed++);
+    std::copy(gradient.cpu_data(), gradient.cpu_data() + gradient.count(), t->mutable_cpu_diff());
+  }
+  layer->Backward(top.pointers, std::vector<bool>(bottoms.size(), true), bottom.pointers);
+  for (Blob* b : bottom.pointers) results.push_back(test::DiffOf(*b));
+  for (auto& blob : layer->blobs()) results.push_back(test::DiffOf(*blob));
+  return results;
+}
+
+// The shape a layer's bottom of `shape` in the net gets in the conformance test: one item, and for a
+// convolution whose reference engine (plain loops over every product) would take more than a million
+// multiply-adds, the spatial axes halved (no smaller than the kernel) until it does not. Channels, kernel,
+// stride, pad, dilation and group stay the net's.
+std::vector<int> ConformanceShape(const Layer& layer, std::vector<int> shape) {
+  shape[0] = 1;
+  if (std::string(layer.type()) != "Convolution" || shape.size() != 4) return shape;
+  const ConvolutionParameter& conv = layer.layer_param().convolution_param();
+  const KernelGeometry g = ConvolutionGeometry(conv, 2, layer.name());
+  const auto products = [&](const std::vector<int>& s) {
+    double outputs = conv.num_output();
+    for (int a = 0; a < 2; ++a) outputs *= (s[2 + a] + 2 * g.pad[a] - g.extent(a)) / g.stride[a] + 1;
+    return outputs * s[1] / std::max<int>(1, conv.group()) * g.kernel[0] * g.kernel[1];
+  };
+  while (products(shape) > 1e6 && (shape[2] / 2 >= g.extent(0) || shape[3] / 2 >= g.extent(1))) {
+    for (int a = 0; a < 2; ++a) shape[2 + a] = std::max(shape[2 + a] / 2, std::min(shape[2 + a], g.extent(a)));
+  }
+  return shape;
+}
+
+// The conformance of the engines on the example nets: every layer whose type has several engines runs, on
+// random inputs of its shapes in the net (see ConformanceShape) and with its parameters, as the engine the net
+// chose and as the type's reference (the last of its list), and the outputs, input gradients and parameter
+// gradients agree within a thousandth of each result's largest magnitude (the engines sum in different orders;
+// a wrong index or a missed term is off by the size of the values themselves).
+TEST_P(ExamplesTest, EveryEngineAgreesWithTheReferenceEngineOnTheNetsLayers) {
+  const Example& example = GetParam();
+  test::TempDir dir;
+  NetParameter param;
+  ReadProtoFromTextFile(std::string(CREMA_SOURCE_DIR) + "/examples/" + example.prototxt, &param);
+  FeedTestData(dir, example, &param);
+  param.mutable_state()->set_phase(TRAIN);
+  Net net(param);
+  uint64_t seed = 300;
+  int compared = 0;
+  for (size_t i = 0; i < net.layers().size(); ++i) {
+    const Layer& layer = *net.layers()[i];
+    const std::vector<std::string> engines = LayerRegistry::Global().Engines(layer.type());
+    if (engines.size() < 2 || layer.engine() == engines.back()) continue;
+    SCOPED_TRACE("layer '" + layer.name() + "', engine " + layer.engine());
+    const PlanStep* step = nullptr;
+    for (const PlanStep& s : net.plan())
+      if (s.layer == static_cast<int>(i)) step = &s;
+    ASSERT_NE(step, nullptr);
+    std::vector<Blob> inputs(step->bottoms.size());
+    std::vector<const Blob*> bottoms;
+    for (size_t b = 0; b < step->bottoms.size(); ++b) {
+      inputs[b].Reshape(ConformanceShape(layer, net.blobs()[step->bottoms[b]]->shape()));
+      test::FillGaussian(&inputs[b], 0.f, 1.f, seed++);
+      bottoms.push_back(&inputs[b]);
+    }
+    std::string chosen, reference;
+    const auto fast = RunEngine(layer.layer_param(), layer.engine(), bottoms,
+                                const_cast<Layer&>(layer).blobs(), seed, &chosen);
+    const auto expected = RunEngine(layer.layer_param(), engines.back(), bottoms,
+                                    const_cast<Layer&>(layer).blobs(), seed, &reference);
+    seed += 10;
+    ASSERT_EQ(chosen, layer.engine());
+    ASSERT_EQ(reference, engines.back());
+    ASSERT_EQ(fast.size(), expected.size());
+    for (size_t r = 0; r < fast.size(); ++r) {
+      ASSERT_EQ(fast[r].size(), expected[r].size()) << "result " << r;
+      float largest = 0.f;
+      for (float v : expected[r]) largest = std::max(largest, std::abs(v));
+      for (size_t k = 0; k < fast[r].size(); ++k)
+        ASSERT_NEAR(fast[r][k], expected[r][k], 1e-3f * largest + 1e-6f) << "result " << r << " at " << k;
+    }
+    ++compared;
+  }
+  // Every example net but the recurrent and fully connected ones has a convolution or a pooling layer.
+  const std::string name = example.prototxt;
+  if (name.find("lstm") == std::string::npos && name.find("hdf5") == std::string::npos &&
+      name.find("autoencoder") == std::string::npos) {
+    EXPECT_GT(compared, 0);
   }
 }
 

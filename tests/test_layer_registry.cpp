@@ -132,18 +132,20 @@ TEST(LayerRegistryTest, MalformedEngineFlagsAreNamed) {
   EXPECT_EQ(context.forced_engines().at("Pooling"), "native");
 }
 
-// The built-in list: Convolution has oneDNN's engine first (in builds with it), then the per-image im2col
-// engine, the batched one and the reference last; a net's layers know their engine,
-// and forcing the reference engine changes only the layers that have one.
+// The built-in lists: Convolution has oneDNN's engine first (in builds with it), then the per-image im2col
+// engine, the batched one and the reference last; Pooling has oneDNN's, then the native one. A net's layers
+// know their engine, and forcing an engine by its bare name changes only the layers whose type has it.
 TEST(LayerRegistryTest, ConvolutionsEnginesInANet) {
 #ifdef CREMA_USE_ONEDNN
-  const std::string first = "onednn";
+  const std::string first = "onednn", pool = "onednn";
   EXPECT_EQ(LayerRegistry::Global().Engines("Convolution"),
             (std::vector<std::string>{"onednn", "im2col", "im2col_batched", "reference"}));
+  EXPECT_EQ(LayerRegistry::Global().Engines("Pooling"), (std::vector<std::string>{"onednn", "native"}));
 #else
-  const std::string first = "im2col";
+  const std::string first = "im2col", pool = "native";
   EXPECT_EQ(LayerRegistry::Global().Engines("Convolution"),
             (std::vector<std::string>{"im2col", "im2col_batched", "reference"}));
+  EXPECT_EQ(LayerRegistry::Global().Engines("Pooling"), (std::vector<std::string>{"native"}));
 #endif
   const std::string text = R"(
     layer { name: 'input' type: 'Input' top: 'data' input_param { shape { dim: 2 dim: 1 dim: 6 dim: 6 } } }
@@ -160,11 +162,13 @@ TEST(LayerRegistryTest, ConvolutionsEnginesInANet) {
     for (const auto& layer : net.layers()) names.push_back(layer->engine());
     return names;
   };
-  EXPECT_EQ(engines(""), (std::vector<std::string>{"native", first, first, "native"}));
+  EXPECT_EQ(engines(""), (std::vector<std::string>{"native", first, first, pool}));
   EXPECT_EQ(engines("im2col_batched"),
-            (std::vector<std::string>{"native", "im2col_batched", "im2col_batched", "native"}));
-  EXPECT_EQ(engines("reference"), (std::vector<std::string>{"native", "reference", "reference", "native"}));
-  EXPECT_EQ(engines("Convolution:reference"), (std::vector<std::string>{"native", "reference", "reference", "native"}));
+            (std::vector<std::string>{"native", "im2col_batched", "im2col_batched", pool}));
+  EXPECT_EQ(engines("reference"), (std::vector<std::string>{"native", "reference", "reference", pool}));
+  EXPECT_EQ(engines("Convolution:reference"), (std::vector<std::string>{"native", "reference", "reference", pool}));
+  EXPECT_EQ(engines("Convolution:reference,Pooling:native"),
+            (std::vector<std::string>{"native", "reference", "reference", "native"}));
 }
 
 }  // namespace

@@ -190,7 +190,8 @@ TEST(NetReshapeTest, AShapeALaterLayerCannotTakeIsNamed) {
 // Item 4: the plan records which tops view which bottoms, the layers' internal blobs, and sizes one workspace.
 TEST(NetPlanTest, ViewsInternalBlobsAndTheWorkspaceAreInThePlan) {
   auto context = std::make_shared<Context>();
-  context->ForceEngines("Convolution:im2col_batched");  // whose workspace is computed below
+  // The batched convolution, whose workspace is computed below, and the native pooling, whose argmax is checked.
+  context->ForceEngines("Convolution:im2col_batched,Pooling:native");
   Net net(ParseNet(ConvNet(2, 8, 8)), context);
   std::map<std::string, const PlanStep*> steps;
   for (const PlanStep& step : net.plan()) steps[net.layer_names()[step.layer]] = &step;

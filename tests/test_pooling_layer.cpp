@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "layers/layer_registry.hpp"
 #include "layers/pooling.hpp"
 #include "test_util.hpp"
 
@@ -111,6 +112,50 @@ TEST(PoolingLayerTest, ForwardMatchesNaivePooling) {
       for (int i = 0; i < top.pointers[0]->count(); ++i)
         EXPECT_NEAR(top.pointers[0]->cpu_data()[i], expected[i], 1e-5f) << i;
     }
+  }
+}
+
+// Pooling's engines through the registry, as a net would choose them: each forward matches the naive
+// pooling and each gradient the numeric one, on every case the engine takes. Only oneDNN's engine refuses
+// cases (STOCHASTIC, an argmax top, a window over no input, and AVE whose last window passes the padding).
+TEST(PoolingLayerTest, EveryEngineMatchesNaivePoolingAndItsGradient) {
+  for (const std::string& engine : LayerRegistry::Global().Engines("Pooling")) {
+    int taken = 0;
+    for (const char* method : {"MAX", "AVE"}) {
+      for (const Case& c : kCases) {
+        SCOPED_TRACE(engine + " " + method + " " + c.param);
+        auto context = std::make_shared<Context>();
+        context->force_engine("Pooling", engine);
+        LayerParameter param = test::ParseLayer(PoolingText(c.param + " pool: " + method));
+        param.add_bottom("in");
+        param.add_top("out");
+        std::unique_ptr<Layer> layer;
+        try {
+          layer = LayerRegistry::Global().Create(param, {c.shape}, context);
+        } catch (const Error& error) {
+          EXPECT_EQ(engine, "onednn") << error.what();
+          continue;
+        }
+        ++taken;
+        test::BlobList bottom, top;
+        Blob* input = bottom.Add(c.shape);
+        FillDistinct(input, 17);
+        top.Add({});
+        layer->SetUp(bottom.pointers, top.pointers);
+        layer->Forward(bottom.pointers, top.pointers);
+        std::vector<int> shape;
+        std::vector<float> expected, argmax;
+        ReferencePooling(*input, c.geometry, std::string(method) == "MAX", &shape, &expected, &argmax);
+        ASSERT_EQ(top.pointers[0]->shape(), shape);
+        for (int i = 0; i < top.pointers[0]->count(); ++i)
+          EXPECT_NEAR(top.pointers[0]->cpu_data()[i], expected[i], 1e-5f) << i;
+        test::GradientChecker checker(1e-2f, 1e-2f);
+        checker.CheckGradient(layer.get(), bottom.pointers, top.pointers);
+      }
+    }
+    // The native engine takes all 20; oneDNN's all but the window over no input (both methods) and the two
+    // AVE cases whose last window passes the padding.
+    EXPECT_EQ(taken, engine == "native" ? 20 : 16) << engine;
   }
 }
 

@@ -1,0 +1,68 @@
+// What crema's oneDNN engines share (builds with oneDNN only; this header includes dnnl.hpp, so only the
+// engines' .cpp files include it): the process's CPU engine, the padding arithmetic that reproduces Caffe's
+// output sizes, and the binding of crema's plain NCHW buffers and the net's workspace to oneDNN memories.
+#pragma once
+
+#ifdef CREMA_USE_ONEDNN
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <cstddef>
+#include <initializer_list>
+
+namespace crema {
+namespace onednn {
+
+// One engine for the process: oneDNN's CPU engine is stateless apart from its kernel caches.
+const dnnl::engine& CpuEngine();
+
+// oneDNN computes out = (in + pad_left + pad_right - extent) / stride + 1 exactly, where Caffe rounds (down
+// for convolution, up for pooling) with the same pad on both sides: the right pad that gives Caffe's size
+// `out`, or -1 when none does.
+int RightPadding(int in, int out, int pad, int extent, int stride);
+
+inline dnnl::memory::dims Dims(std::initializer_list<int> values) {
+  return dnnl::memory::dims(values.begin(), values.end());
+}
+
+// Workspace regions for one layer's buffers, in bytes from a 64-byte aligned start. Phases that run one
+// after another (forward, each gradient) reuse the same bytes: Restart() begins a new phase.
+class Regions {
+ public:
+  size_t Add(const dnnl::memory::desc& desc);
+  void Restart();
+  // The bytes of the largest phase so far, plus the alignment slack: what to RequestWorkspace (in floats).
+  size_t Floats();
+
+ private:
+  size_t bytes_ = 0, largest_ = 0;
+};
+
+// Binds crema's buffers and the workspace to oneDNN memories, reordering between layouts where they differ.
+class Binder {
+ public:
+  explicit Binder(float* workspace);
+  // `data` in layout `user`, as the primitive wants it (`wanted`): itself, or a reordered copy in the workspace.
+  dnnl::memory In(const dnnl::memory::desc& user, const float* data, const dnnl::memory::desc& wanted,
+                  size_t region);
+  // Where the primitive writes a result destined for `data` (layout `user`): `data` itself, or a workspace
+  // buffer that Out() reorders into it afterwards.
+  dnnl::memory Result(const dnnl::memory::desc& user, float* data, const dnnl::memory::desc& wanted,
+                      size_t region);
+  void Out(const dnnl::memory& result, const dnnl::memory::desc& user, float* data);
+  // A buffer of layout `desc` in the workspace (scratchpads, intermediate results).
+  dnnl::memory Scratch(const dnnl::memory::desc& desc, size_t region);
+  // A memory over crema's own buffer, in its layout.
+  dnnl::memory Plain(const dnnl::memory::desc& user, const float* data);
+  float* At(size_t region) { return reinterpret_cast<float*>(base_ + region); }
+  dnnl::stream& stream() { return stream_; }
+
+ private:
+  dnnl::stream stream_;
+  char* base_ = nullptr;
+};
+
+}  // namespace onednn
+}  // namespace crema
+
+#endif  // CREMA_USE_ONEDNN
