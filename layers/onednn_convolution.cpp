@@ -3,6 +3,7 @@
 #ifdef CREMA_USE_ONEDNN
 
 #include <algorithm>
+#include <cstdlib>
 #include <sstream>
 #include <unordered_map>
 
@@ -92,31 +93,44 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
           ? memory::desc(Dims({num_output_, c, g.kernel[0], g.kernel[1]}), f32, Tag::oihw)
           : memory::desc(Dims({group_, num_output_ / group_, c / group_, g.kernel[0], g.kernel[1]}), f32, Tag::goihw);
   p->user_bias = memory::desc(Dims({num_output_}), f32, Tag::x);
-  const memory::desc any_src(p->user_src.dims(), f32, Tag::any), any_dst(p->user_dst.dims(), f32, Tag::any);
   const memory::desc any_weights(p->user_weights.dims(), f32, Tag::any);
   const memory::desc no_bias;
-
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // the scratchpad comes from the workspace
   const auto algorithm = dnnl::algorithm::convolution_direct;
   const dnnl::engine& engine = CpuEngine();
-  p->forward = dnnl::convolution_forward::primitive_desc(
-      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algorithm, any_src, any_weights,
-                                      bias_term_ ? p->user_bias : no_bias, any_dst, strides, dilates, pad_left,
-                                      pad_right),
-      attr, engine);
-  // The weight gradient in the primitive's own layout (asking for crema's plain one picks a GEMM-based
-  // implementation, measured 3-6x slower), reordered to crema's before it is added to the blob's diff.
-  p->backward_weights = dnnl::convolution_backward_weights::primitive_desc(
-      bias_term_ ? dnnl::convolution_backward_weights::desc(algorithm, any_src, any_weights, p->user_bias, any_dst,
-                                                            strides, dilates, pad_left, pad_right)
-                 : dnnl::convolution_backward_weights::desc(algorithm, any_src, any_weights, any_dst, strides,
-                                                            dilates, pad_left, pad_right),
-      attr, engine, p->forward);
-  p->backward_data = dnnl::convolution_backward_data::primitive_desc(
-      dnnl::convolution_backward_data::desc(algorithm, any_src, any_weights, any_dst, strides, dilates, pad_left,
-                                            pad_right),
-      attr, engine, p->forward);
+  // The three primitives with the activations (input, output and their gradients) in layout `activations`.
+  const auto describe = [&](Tag activations) {
+    const memory::desc src(p->user_src.dims(), f32, activations), dst(p->user_dst.dims(), f32, activations);
+    p->forward = dnnl::convolution_forward::primitive_desc(
+        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algorithm, src, any_weights,
+                                        bias_term_ ? p->user_bias : no_bias, dst, strides, dilates, pad_left,
+                                        pad_right),
+        attr, engine);
+    // The weight gradient in the primitive's own layout (asking for crema's plain one picks a GEMM-based
+    // implementation, measured 3-6x slower), reordered to crema's before it is added to the blob's diff.
+    p->backward_weights = dnnl::convolution_backward_weights::primitive_desc(
+        bias_term_ ? dnnl::convolution_backward_weights::desc(algorithm, src, any_weights, p->user_bias, dst,
+                                                              strides, dilates, pad_left, pad_right)
+                   : dnnl::convolution_backward_weights::desc(algorithm, src, any_weights, dst, strides, dilates,
+                                                              pad_left, pad_right),
+        attr, engine, p->forward);
+    p->backward_data = dnnl::convolution_backward_data::primitive_desc(
+        dnnl::convolution_backward_data::desc(algorithm, src, any_weights, dst, strides, dilates, pad_left,
+                                              pad_right),
+        attr, engine, p->forward);
+  };
+  // oneDNN's own choice is a channel-blocked layout (16 channels a block with AVX-512, 8 with AVX2). Where the
+  // channels do not fill whole blocks, the padding is computed too (LeNet's conv2: 20 inputs in 32, 50
+  // outputs in 64, twice the arithmetic), and channels-last (NHWC) kernels, which have no padding, ran its
+  // forward and backward 1.3-2x faster (docs/performance.md). CREMA_ONEDNN_ACTIVATIONS=blocked|nhwc forces one
+  // layout, for such comparisons.
+  const char* forced = std::getenv("CREMA_ONEDNN_ACTIVATIONS");
+  const std::string layout = forced == nullptr ? "" : forced;
+  describe(layout == "nhwc" ? Tag::nhwc : Tag::any);
+  const bool padded = p->forward.src_desc().get_size() > p->user_src.get_size() ||
+                      p->forward.dst_desc().get_size() > p->user_dst.get_size();
+  if (layout.empty() && padded) describe(Tag::nhwc);
   p->forward_primitive = dnnl::convolution_forward(p->forward);
   p->backward_weights_primitive = dnnl::convolution_backward_weights(p->backward_weights);
   p->backward_data_primitive = dnnl::convolution_backward_data(p->backward_data);
