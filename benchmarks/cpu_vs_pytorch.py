@@ -1,16 +1,18 @@
 #!/usr/bin/python3
-"""crema against PyTorch on the CPU, side by side in one run.
+"""crema against PyTorch and OpenCV's dnn module on the CPU, side by side in one run.
 
 For each benchmark net, the same architecture runs forward+backward and forward only in crema (`crema time`
-on the net's deploy prototxt with force_backward) and in PyTorch (the same layers written as a torch module,
-the input requiring a gradient as crema's forced backward computes one). Rounds alternate between the peers so
-both see the same load from other tenants; each peer runs at each of its thread settings, and the best setting
-of each is compared. Prints the CPU, the settings and a Markdown table of per-net times and ratios.
+on the net's deploy prototxt with force_backward) and in PyTorch (the prototxt's layers translated to a torch
+module by benchmarks/caffe_nets.py, the input requiring a gradient as crema's forced backward computes one),
+and forward only in OpenCV's dnn module (the same prototxt, with a .caffemodel of the torch module's weights).
+Rounds alternate between the peers so all see the same load from other tenants; each peer runs at each of its
+thread settings, and the best setting of each is compared. Prints the CPU, the settings and a Markdown table
+of per-net times and ratios.
 
-  benchmarks/cpu_vs_pytorch.py [--rounds 5] [--iterations 20] [--nets lenet,cifar10_quick,caffenet]
-                               [--crema build/tools/crema]
+  benchmarks/cpu_vs_pytorch.py [--rounds 5] [--iterations 20] [--nets lenet,cifar10_quick,caffenet,googlenet]
+                               [--crema build/tools/crema] [--no-opencv]
 
-Needs Debian's python3-torch (apt-get install python3-torch); run with /usr/bin/python3.
+Needs Debian's python3-torch, python3-opencv and python3-protobuf; run with /usr/bin/python3.
 """
 
 import argparse
@@ -23,42 +25,16 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import caffe_nets  # noqa: E402
 
-# name -> (deploy prototxt, batch, input shape without the batch)
+# name -> (deploy prototxt, batch)
 NETS = {
-    "lenet": ("examples/fashion_mnist/lenet_deploy.prototxt", 64, (1, 28, 28)),
-    "cifar10_quick": ("examples/cifar10/cifar10_quick_deploy.prototxt", 100, (3, 32, 32)),
-    "caffenet": ("examples/imagenet/caffenet_deploy.prototxt", 10, (3, 227, 227)),
+    "lenet": ("examples/fashion_mnist/lenet_deploy.prototxt", 64),
+    "cifar10_quick": ("examples/cifar10/cifar10_quick_deploy.prototxt", 100),
+    "caffenet": ("examples/imagenet/caffenet_deploy.prototxt", 10),
+    "googlenet": ("examples/imagenet/googlenet_deploy.prototxt", 10),
 }
-
-
-def torch_model(name):
-    """The benchmark net as a torch module, layer for layer as in its prototxt (Caffe pools round up)."""
-    import torch.nn as nn
-
-    if name == "lenet":
-        return nn.Sequential(
-            nn.Conv2d(1, 20, 5), nn.MaxPool2d(2, 2, ceil_mode=True),
-            nn.Conv2d(20, 50, 5), nn.MaxPool2d(2, 2, ceil_mode=True),
-            nn.Flatten(), nn.Linear(800, 500), nn.ReLU(inplace=True), nn.Linear(500, 10), nn.Softmax(dim=1))
-    if name == "cifar10_quick":
-        return nn.Sequential(
-            nn.Conv2d(3, 32, 5, padding=2), nn.MaxPool2d(3, 2, ceil_mode=True), nn.ReLU(inplace=True),
-            nn.Conv2d(32, 32, 5, padding=2), nn.ReLU(inplace=True), nn.AvgPool2d(3, 2, ceil_mode=True),
-            nn.Conv2d(32, 64, 5, padding=2), nn.ReLU(inplace=True), nn.AvgPool2d(3, 2, ceil_mode=True),
-            nn.Flatten(), nn.Linear(64 * 4 * 4, 64), nn.Linear(64, 10), nn.Softmax(dim=1))
-    if name == "caffenet":
-        lrn = lambda: nn.LocalResponseNorm(5, alpha=1e-4, beta=0.75, k=1.0)
-        return nn.Sequential(
-            nn.Conv2d(3, 96, 11, stride=4), nn.ReLU(inplace=True), nn.MaxPool2d(3, 2, ceil_mode=True), lrn(),
-            nn.Conv2d(96, 256, 5, padding=2, groups=2), nn.ReLU(inplace=True), nn.MaxPool2d(3, 2, ceil_mode=True),
-            lrn(),
-            nn.Conv2d(256, 384, 3, padding=1), nn.ReLU(inplace=True),
-            nn.Conv2d(384, 384, 3, padding=1, groups=2), nn.ReLU(inplace=True),
-            nn.Conv2d(384, 256, 3, padding=1, groups=2), nn.ReLU(inplace=True), nn.MaxPool2d(3, 2, ceil_mode=True),
-            nn.Flatten(), nn.Linear(256 * 6 * 6, 4096), nn.ReLU(inplace=True), nn.Dropout(),
-            nn.Linear(4096, 4096), nn.ReLU(inplace=True), nn.Dropout(), nn.Linear(4096, 1000), nn.Softmax(dim=1))
-    raise ValueError(name)
 
 
 def torch_worker(name, threads, iterations):
@@ -68,16 +44,18 @@ def torch_worker(name, threads, iterations):
     import torch
 
     torch.set_num_threads(threads)
-    _, batch, shape = NETS[name]
-    model = torch_model(name).train()  # crema time runs the TRAIN phase (Dropout active)
-    x = torch.randn(batch, *shape, requires_grad=True)
+    prototxt, batch = NETS[name]
+    net = caffe_nets.read_net(os.path.join(ROOT, prototxt), batch)
+    model = caffe_nets.torch_net(net).train()  # crema time runs the TRAIN phase (Dropout active)
+    inputs = {blob: torch.randn(*shape, requires_grad=True) for blob, shape in caffe_nets.input_shapes(net).items()}
 
     def step(backward):
-        out = model(x)
+        outs = model(**inputs)
         if backward:
             model.zero_grad(set_to_none=False)
-            x.grad = None
-            out.backward(torch.ones_like(out))
+            for x in inputs.values():
+                x.grad = None
+            torch.autograd.backward(outs, [torch.ones_like(o) for o in outs])
 
     for backward in (True, False):
         step(backward)  # untimed, as crema time's first pass
@@ -90,18 +68,55 @@ def torch_worker(name, threads, iterations):
     print(json.dumps(times))
 
 
-def run_torch(name, setting, iterations):
-    threads, openblas = setting
+def opencv_worker(name, threads, iterations, caffemodel):
+    """OpenCV's dnn module (its default backend, on the CPU) forward over the prototxt and `caffemodel`."""
+    import time
+
+    import cv2
+    import numpy
+
+    cv2.setNumThreads(threads)
+    prototxt, batch = NETS[name]
+    net = caffe_nets.read_net(os.path.join(ROOT, prototxt), batch)
+    dnn = cv2.dnn.readNetFromCaffe(os.path.join(ROOT, prototxt), caffemodel)
+    for blob, shape in caffe_nets.input_shapes(net).items():
+        dnn.setInput(numpy.random.default_rng(1).standard_normal(shape, dtype=numpy.float32), blob)
+    dnn.forward()  # untimed: OpenCV sets its layers up on the first pass
+    start = time.perf_counter()
+    for _ in range(iterations):
+        dnn.forward()
+    print(json.dumps({"forward": (time.perf_counter() - start) * 1000 / iterations}))
+
+
+def write_weights(name, workdir):
+    """A .caffemodel of the net with PyTorch's initial weights, for OpenCV."""
+    prototxt, batch = NETS[name]
+    net = caffe_nets.read_net(os.path.join(ROOT, prototxt), batch)
+    path = os.path.join(workdir, name + ".caffemodel")
+    caffe_nets.write_caffemodel(net, caffe_nets.torch_net(net), path)
+    return path
+
+
+def run_worker(args, env_threads):
     env = dict(os.environ)
-    if openblas:
-        env["OPENBLAS_NUM_THREADS"] = str(openblas)
-    out = subprocess.run([sys.executable, __file__, "--torch-worker", name, str(threads), str(iterations)],
-                         env=env, capture_output=True, text=True, check=True).stdout
+    if env_threads:
+        env["OPENBLAS_NUM_THREADS"] = str(env_threads)
+    out = subprocess.run([sys.executable, os.path.abspath(__file__)] + args, env=env, capture_output=True,
+                         text=True, check=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
+def run_torch(name, setting, iterations):
+    threads, openblas = setting
+    return run_worker(["--torch-worker", name, str(threads), str(iterations)], openblas)
+
+
+def run_opencv(name, threads, iterations, caffemodel):
+    return run_worker(["--opencv-worker", name, str(threads), str(iterations), caffemodel], None)
+
+
 def run_crema(crema, name, openblas, iterations, workdir):
-    prototxt, batch, _ = NETS[name]
+    prototxt, batch = NETS[name]
     text = open(os.path.join(ROOT, prototxt)).read()
     text = re.sub(r"dim: \d+", "dim: %d" % batch, text, count=1)
     model = os.path.join(workdir, name + ".prototxt")
@@ -109,7 +124,7 @@ def run_crema(crema, name, openblas, iterations, workdir):
         f.write("force_backward: true\n" + text)
     env = dict(os.environ, GLOG_logtostderr="1")
     if openblas:
-        env["OPENBLAS_NUM_THREADS"] = str(openblas)
+        env["OPENBLAS_NUM_THREADS"] = env["OMP_NUM_THREADS"] = str(openblas)
     log = subprocess.run([crema, "time", "--model=" + model, "--iterations=%d" % iterations], env=env,
                          capture_output=True, text=True, check=True).stderr
     value = lambda label: float(re.search(label + r": ([0-9.e+-]+) ms", log).group(1))
@@ -123,30 +138,44 @@ def main():
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--nets", default=",".join(NETS))
     parser.add_argument("--crema", default=os.path.join(ROOT, "build", "tools", "crema"))
+    parser.add_argument("--no-opencv", action="store_true", help="leave OpenCV's dnn module out")
     parser.add_argument("--torch-worker", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--opencv-worker", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.torch_worker:
         torch_worker(args.torch_worker[0], int(args.torch_worker[1]), int(args.torch_worker[2]))
         return
+    if args.opencv_worker:
+        opencv_worker(args.opencv_worker[0], int(args.opencv_worker[1]), int(args.opencv_worker[2]),
+                      args.opencv_worker[3])
+        return
 
     cores = os.cpu_count()
-    # Each peer's settings: crema with OpenBLAS's default threads (one per core) and with one; PyTorch with
-    # one thread per core, one thread, and one thread per core but a single-threaded OpenBLAS.
+    nets = args.nets.split(",")
+    # Each peer's settings: crema with its libraries' default threads (one per core) and with one thread
+    # (OpenBLAS and OpenMP, which oneDNN uses); PyTorch with one thread per core, one thread, and one thread per
+    # core but a single-threaded OpenBLAS; OpenCV with one thread per core and one thread.
     crema_settings = [None, 1]
     torch_settings = [(cores, None), (1, None), (cores, 1)]
+    opencv_settings = [] if args.no_opencv else [cores, 1]
     results = {}  # (peer, net, setting) -> {"forward_backward": [...], "forward": [...]}
+
+    def record(peer, name, setting, times):
+        for key, ms in times.items():
+            results.setdefault((peer, name, setting), {}).setdefault(key, []).append(ms)
+
     info = None
     with tempfile.TemporaryDirectory() as workdir:
+        weights = {name: write_weights(name, workdir) for name in nets} if opencv_settings else {}
         for round_index in range(args.rounds):
-            for name in args.nets.split(","):
+            for name in nets:
                 for setting in crema_settings:
                     times, info = run_crema(args.crema, name, setting, args.iterations, workdir)
-                    for key, ms in times.items():
-                        results.setdefault(("crema", name, setting), {}).setdefault(key, []).append(ms)
+                    record("crema", name, setting, times)
                 for setting in torch_settings:
-                    times = run_torch(name, setting, args.iterations)
-                    for key, ms in times.items():
-                        results.setdefault(("pytorch", name, setting), {}).setdefault(key, []).append(ms)
+                    record("pytorch", name, setting, run_torch(name, setting, args.iterations))
+                for setting in opencv_settings:
+                    record("opencv", name, setting, run_opencv(name, setting, args.iterations, weights[name]))
             print("round %d of %d done" % (round_index + 1, args.rounds), file=sys.stderr)
 
     import torch
@@ -154,23 +183,35 @@ def main():
     print("CPU: %s" % info["CPU"])
     print("crema: %s; BLAS %s; GEMM peak %s" % (args.crema, info["BLAS"], info["GEMM peak"]))
     print("PyTorch %s (%s)" % (torch.__version__, "oneDNN" if torch.backends.mkldnn.is_available() else "no oneDNN"))
+    if opencv_settings:
+        import cv2
+        print("OpenCV %s (dnn, default backend, CPU)" % cv2.__version__)
     print("%d rounds of %d iterations each, alternating; per setting the median of the rounds, ms per batch\n"
           % (args.rounds, args.iterations))
-    describe = {None: "default threads", 1: "OPENBLAS_NUM_THREADS=1"}
+    describe = {None: "default threads", 1: "1 thread"}
     describe_torch = lambda s: "%d threads%s" % (s[0], ", OPENBLAS_NUM_THREADS=1" if s[1] else "")
-    print("| net (batch) | pass | crema, each setting | PyTorch, each setting | crema best | PyTorch best | "
-          "crema's speed |")
-    print("|---|---|---|---|---|---|---|")
-    for name in args.nets.split(","):
+    describe_opencv = lambda s: "%d thread%s" % (s, "s" if s > 1 else "")
+
+    def medians(peer, name, settings, key):
+        return {s: statistics.median(results[(peer, name, s)][key]) for s in settings}
+
+    print("| net (batch) | pass | crema, each setting | PyTorch, each setting | OpenCV, each setting | crema best | "
+          "PyTorch best | OpenCV best | crema's speed vs PyTorch | vs OpenCV |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for name in nets:
         for key, label in (("forward_backward", "forward+backward"), ("forward", "forward")):
-            crema_ms = {s: statistics.median(results[("crema", name, s)][key]) for s in crema_settings}
-            torch_ms = {s: statistics.median(results[("pytorch", name, s)][key]) for s in torch_settings}
+            crema_ms = medians("crema", name, crema_settings, key)
+            torch_ms = medians("pytorch", name, torch_settings, key)
+            opencv_ms = medians("opencv", name, opencv_settings, key) if key == "forward" else {}
             best_crema, best_torch = min(crema_ms.values()), min(torch_ms.values())
-            print("| %s (%d) | %s | %s | %s | %.2f | %.2f | %.2fx |" % (
+            best_opencv = min(opencv_ms.values()) if opencv_ms else None
+            print("| %s (%d) | %s | %s | %s | %s | %.2f | %.2f | %s | %.2fx | %s |" % (
                 name, NETS[name][1], label,
                 " / ".join("%.2f (%s)" % (ms, describe[s]) for s, ms in crema_ms.items()),
                 " / ".join("%.2f (%s)" % (ms, describe_torch(s)) for s, ms in torch_ms.items()),
-                best_crema, best_torch, best_torch / best_crema))
+                " / ".join("%.2f (%s)" % (ms, describe_opencv(s)) for s, ms in opencv_ms.items()) or "-",
+                best_crema, best_torch, "%.2f" % best_opencv if best_opencv else "-", best_torch / best_crema,
+                "%.2fx" % (best_opencv / best_crema) if best_opencv else "-"))
 
 
 if __name__ == "__main__":
