@@ -18,9 +18,13 @@ using onednn::CpuEngine;
 using onednn::Dims;
 using onednn::RightPadding;
 
+// Input channels (per group) below which the input gradient takes the GEMM steps rather than oneDNN's.
+constexpr int kFewChannels = 8;
+
 // The primitives for the current shapes, the plain (crema) layouts, the reorders between them and the
 // workspace regions each buffer takes.
 struct OneDnnConvolutionLayer::Primitives {
+  bool gemm_backward_data = false;
   memory::desc user_src, user_weights, user_bias, user_dst;
   dnnl::convolution_forward::primitive_desc forward;
   dnnl::convolution_backward_data::primitive_desc backward_data;
@@ -133,7 +137,11 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
   if (layout.empty() && padded) describe(Tag::nhwc);
   p->forward_primitive = dnnl::convolution_forward(p->forward);
   p->backward_weights_primitive = dnnl::convolution_backward_weights(p->backward_weights);
-  p->backward_data_primitive = dnnl::convolution_backward_data(p->backward_data);
+  // The input gradient of a convolution over a few channels (an RGB or grey image: CaffeNet's and CIFAR-10's
+  // conv1) comes out of oneDNN padded to a whole channel block, 16 channels computed for 3, in either layout;
+  // Caffe's GEMM and col2im steps ran CaffeNet's conv1 input gradient 2-3x faster (docs/performance.md).
+  p->gemm_backward_data = c / group_ < kFewChannels;
+  if (!p->gemm_backward_data) p->backward_data_primitive = dnnl::convolution_backward_data(p->backward_data);
 
   // The forward pass, the weight gradient and the input gradient run one after another and each uses the
   // workspace afresh, so their regions overlap: the workspace is the largest phase, not their sum.
@@ -149,11 +157,13 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
   p->diff_bias = p->regions.Add(p->user_bias);
   p->weights_scratch = p->regions.Add(p->backward_weights.scratchpad_desc());
   p->regions.Restart();
-  p->data_weights = p->regions.Add(p->backward_data.weights_desc());
-  p->data_diff_dst = p->regions.Add(p->backward_data.diff_dst_desc());
-  p->diff_src = p->regions.Add(p->backward_data.diff_src_desc());
-  p->data_scratch = p->regions.Add(p->backward_data.scratchpad_desc());
-  RequestWorkspace(p->regions.Floats());
+  if (!p->gemm_backward_data) {
+    p->data_weights = p->regions.Add(p->backward_data.weights_desc());
+    p->data_diff_dst = p->regions.Add(p->backward_data.diff_dst_desc());
+    p->diff_src = p->regions.Add(p->backward_data.diff_src_desc());
+    p->data_scratch = p->regions.Add(p->backward_data.scratchpad_desc());
+  }
+  RequestWorkspace(std::max(p->regions.Floats(), p->gemm_backward_data ? column_floats() : 0));
   primitives_ = std::move(p);
 }
 
@@ -207,7 +217,11 @@ void OneDnnConvolutionLayer::Backward_cpu(const std::vector<Blob*>& top, const s
       if (weight_grad) cpu_axpy(blobs_[0]->count(), 1.f, bind.At(p.diff_weights), blobs_[0]->mutable_cpu_diff());
       if (bias_grad) cpu_axpy(blobs_[1]->count(), 1.f, bind.At(p.diff_bias), blobs_[1]->mutable_cpu_diff());
     }
-    if (propagate_down[b]) {
+    if (propagate_down[b] && p.gemm_backward_data) {
+      const float* weights = blobs_[0]->cpu_data();
+      float* input_diff = bottom[b]->mutable_cpu_diff();
+      for (int n = 0; n < num_; ++n) BackwardData(top_diff + n * top_dim_, weights, input_diff + n * bottom_dim_);
+    } else if (propagate_down[b]) {
       const memory weights =
           bind.In(p.user_weights, blobs_[0]->cpu_data(), p.backward_data.weights_desc(), p.data_weights);
       const memory diff_dst = bind.In(p.user_dst, top_diff, p.backward_data.diff_dst_desc(), p.data_diff_dst);

@@ -5,6 +5,10 @@
 // the plan sees every buffer, oneDNN's scratchpad included). Parameter gradients are computed into the
 // workspace and added to the blobs' diffs, which accumulate as with every engine.
 //
+// Layouts: oneDNN's channel-blocked one, or channels-last where blocks would pad the channels. The input
+// gradient of a convolution over fewer than 8 channels per group (an image's) takes BaseConvolutionLayer's GEMM
+// and col2im steps instead, since oneDNN computes it for a whole padded block.
+//
 // Takes 2-d convolutions over channel axis 1 on the CPU, whose output size oneDNN's arithmetic reproduces (a
 // stride that leaves more than its own width of input unused is refused; the `im2col_batched` engine then
 // serves). Parameters and shapes: layers/base_convolution.hpp.
