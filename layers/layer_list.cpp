@@ -42,6 +42,7 @@
 #include "layers/multinomial_logistic_loss.hpp"
 #include "layers/mvn.hpp"
 #include "layers/onednn_convolution.hpp"
+#include "layers/onednn_lrn.hpp"
 #include "layers/onednn_pooling.hpp"
 #include "layers/parameter.hpp"
 #include "layers/pooling.hpp"
@@ -95,6 +96,9 @@ void RegisterBuiltinLayers(LayerRegistry* registry) {
   registry->Add<PoolingLayer>("Pooling", {"native"});
   registry->Add<Im2colLayer>("Im2col", {"native"});
   registry->Add<SPPLayer>("SPP", {"native"});
+#ifdef CREMA_USE_ONEDNN
+  registry->Add<OneDnnLRNLayer>("LRN", {"onednn", kCpuOnly, CaffeEngine::kCaffe, OneDnnLRNLayer::Refusal});
+#endif
   registry->Add<LRNLayer>("LRN", {"native"});
   registry->Add<BatchNormLayer>("BatchNorm", {"native"});
   registry->Add<ScaleLayer>("Scale", {"native"});

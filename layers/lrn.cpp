@@ -7,6 +7,11 @@
 namespace crema {
 
 void LRNLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  ReadParameters();
+  scale_ = AddInternalBlob("scale");
+}
+
+void LRNLayer::ReadParameters() {
   const LRNParameter& param = param_.lrn_param();
   const std::string me = describe();
   CREMA_CHECK(param.local_size() % 2 == 1)
@@ -17,17 +22,20 @@ void LRNLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Bl
   beta_ = param.beta();
   k_ = param.k();
   across_ = param.norm_region() == LRNParameter::ACROSS_CHANNELS;
-  scale_ = AddInternalBlob("scale");
 }
 
-void LRNLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  const Blob& input = *bottom[0];
+void LRNLayer::ReadShape(const Blob& input) {
   CREMA_CHECK(input.num_axes() == 4) << describe() << ": the input must be 4-d (num, channels, height, width), but "
                                      << "has shape " << input.shape_string();
   num_ = input.shape(0);
   channels_ = input.shape(1);
   height_ = input.shape(2);
   width_ = input.shape(3);
+}
+
+void LRNLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const Blob& input = *bottom[0];
+  ReadShape(input);
   top[0]->ReshapeLike(input);
   scale_->ReshapeLike(input);
   RequestWorkspace(input.count());  // backward's dy * y / scale

@@ -33,12 +33,17 @@ class LRNLayer : public Layer {
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
+  // Reads and checks lrn_param (LayerSetUp without the scale blob; other engines share it).
+  void ReadParameters();
+  // Checks the bottom's shape and records it.
+  void ReadShape(const Blob& input);
 
  private:
   // Calls f(j) for the flat index j of every neighbour of the value at (n, c, h, w) (itself included).
   template <typename F>
   void ForEachNeighbour(int n, int c, int h, int w, F f) const;
 
+ protected:
   int size_ = 5, pre_ = 2;
   float alpha_ = 1.f, beta_ = 0.75f, k_ = 1.f;
   bool across_ = true;

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "layers/layer_registry.hpp"
 #include "layers/lrn.hpp"
 #include "test_util.hpp"
 
@@ -81,6 +82,32 @@ TEST(LRNLayerTest, Gradients) {
     ASSERT_EQ(layer.internal_blobs().size(), 1u);
     EXPECT_EQ(layer.internal_blob_names()[0], "norm.scale");
     test::GradientChecker(1e-2f, 1e-3f).CheckGradient(&layer, bottom.pointers, top.pointers);
+  }
+}
+
+// LRN's engines through the registry, as a net chooses them: every engine takes every case (oneDNN's too, on
+// this shape) and matches the direct sums and the numeric gradient.
+TEST(LRNLayerTest, EveryEngineMatchesDirectSumsAndItsGradient) {
+  for (const std::string& engine : LayerRegistry::Global().Engines("LRN")) {
+    for (const Case& c : kCases) {
+      SCOPED_TRACE(engine + ": " + c.param);
+      auto context = std::make_shared<Context>();
+      context->force_engine("LRN", engine);
+      LayerParameter param = LrnParam(c.param);
+      param.add_bottom("in");
+      param.add_top("out");
+      const std::vector<int> shape = {2, 7, 5, 4};
+      std::unique_ptr<Layer> layer = LayerRegistry::Global().Create(param, {shape}, context);
+      test::BlobList bottom, top;
+      test::FillGaussian(bottom.Add(shape), 0.f, 1.5f, 83);
+      top.Add({});
+      layer->SetUp(bottom.pointers, top.pointers);
+      layer->Forward(bottom.pointers, top.pointers);
+      const auto expected = Reference(*bottom.pointers[0], c.size, c.alpha, c.beta, c.k, c.across);
+      for (int i = 0; i < top.pointers[0]->count(); ++i)
+        ASSERT_NEAR(top.pointers[0]->cpu_data()[i], expected[i], 1e-5) << i;
+      test::GradientChecker(1e-2f, 1e-3f).CheckGradient(layer.get(), bottom.pointers, top.pointers);
+    }
   }
 }
 

@@ -1,0 +1,42 @@
+// LRN, engine `onednn` (in builds with oneDNN): oneDNN's LRN primitives forward and backward, with the native
+// engine's parameters (layers/lrn.hpp): ACROSS_CHANNELS with k, and WITHIN_CHANNEL with 1 in k's place, as
+// Caffe computes it. oneDNN keeps what its backward needs in its own workspace (the internal blob
+// `<layer>.workspace`) instead of the native engine's scale. It reads crema's NCHW blobs directly; a shape or
+// window oneDNN has no primitive for is refused and falls to the native engine.
+#pragma once
+
+#ifdef CREMA_USE_ONEDNN
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "layers/layer_registry.hpp"
+#include "layers/lrn.hpp"
+
+namespace crema {
+
+class OneDnnLRNLayer : public LRNLayer {
+ public:
+  explicit OneDnnLRNLayer(const LayerParameter& param, std::shared_ptr<Context> context = nullptr);
+  ~OneDnnLRNLayer() override;
+  void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+
+  // "" when the engine takes the query, else why not (the registry's refusal).
+  static std::string Refusal(const EngineQuery& query);
+
+ protected:
+  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+
+ private:
+  struct Primitives;  // the oneDNN objects (dnnl.hpp stays out of this header)
+  std::unique_ptr<Primitives> primitives_;
+  Blob* saved_ = nullptr;  // oneDNN's workspace, kept from Forward to Backward
+};
+
+}  // namespace crema
+
+#endif  // CREMA_USE_ONEDNN
