@@ -3,7 +3,6 @@
 #ifdef CREMA_USE_ONEDNN
 
 #include <string>
-#include <unordered_map>
 
 #include "layers/onednn_util.hpp"
 
@@ -36,16 +35,6 @@ dnnl::lrn_forward::primitive_desc ForwardFor(const LRNParameter& param, const st
 
 }  // namespace
 
-struct OneDnnLRNLayer::Primitives {
-  memory::desc user;
-  dnnl::lrn_forward::primitive_desc forward;
-  dnnl::lrn_backward::primitive_desc backward;
-  dnnl::lrn_forward forward_primitive;
-  dnnl::lrn_backward backward_primitive;
-  onednn::Regions regions;
-  size_t src = 0, dst = 0, forward_scratch = 0, backward_src = 0, diff_dst = 0, diff_src = 0, backward_scratch = 0;
-};
-
 OneDnnLRNLayer::OneDnnLRNLayer(const LayerParameter& param, std::shared_ptr<Context> context)
     : LRNLayer(param, std::move(context)) {}
 
@@ -71,8 +60,9 @@ void OneDnnLRNLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vec
 void OneDnnLRNLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   ReadShape(*bottom[0]);
   top[0]->ReshapeLike(*bottom[0]);
-  auto p = std::make_unique<Primitives>();
-  p->user = PlainDesc(bottom[0]->shape());
+  const memory::desc user = PlainDesc(bottom[0]->shape());
+  dnnl::lrn_forward::primitive_desc forward;
+  dnnl::lrn_backward::primitive_desc backward;
   // oneDNN's jit kernels take channel-blocked layouts (16 channels a block with AVX-512, 8 with AVX2); on
   // NCHW its backward is the reference implementation, 10-50x slower than the native engine (a CaffeNet norm
   // layer: 44-116 ms against 6-19). The first layout whose forward and backward are both not reference
@@ -86,66 +76,32 @@ void OneDnnLRNLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   for (memory::format_tag layout : layouts) {
     try {
-      p->forward = ForwardFor(param_.lrn_param(), bottom[0]->shape(), layout);
-      p->backward = dnnl::lrn_backward::primitive_desc(
+      forward = ForwardFor(param_.lrn_param(), bottom[0]->shape(), layout);
+      backward = dnnl::lrn_backward::primitive_desc(
           dnnl::lrn_backward::desc(
               across_ ? dnnl::algorithm::lrn_across_channels : dnnl::algorithm::lrn_within_channel,
-              p->forward.src_desc(), p->forward.src_desc(), size_, alpha_, beta_, across_ ? k_ : 1.f),
-          attr, CpuEngine(), p->forward);
+              forward.src_desc(), forward.src_desc(), size_, alpha_, beta_, across_ ? k_ : 1.f),
+          attr, CpuEngine(), forward);
     } catch (const dnnl::error&) {
       continue;  // no primitive in this layout
     }
-    if (!reference(p->forward) && !reference(p->backward)) break;
+    if (!reference(forward) && !reference(backward)) break;
   }
-  p->forward_primitive = dnnl::lrn_forward(p->forward);
-  p->backward_primitive = dnnl::lrn_backward(p->backward);
-  p->src = p->regions.Add(p->forward.src_desc());
-  p->dst = p->regions.Add(p->forward.dst_desc());
-  p->forward_scratch = p->regions.Add(p->forward.scratchpad_desc());
-  p->regions.Restart();
-  p->backward_src = p->regions.Add(p->forward.src_desc());
-  p->diff_dst = p->regions.Add(p->backward.diff_dst_desc());
-  p->diff_src = p->regions.Add(p->backward.diff_src_desc());
-  p->backward_scratch = p->regions.Add(p->backward.scratchpad_desc());
-  RequestWorkspace(p->regions.Floats());
-  const size_t bytes = p->forward.workspace_desc().get_size();
-  saved_->Reshape({static_cast<int>((bytes + sizeof(float) - 1) / sizeof(float))});
-  primitives_ = std::move(p);
+  passes_ = std::make_unique<onednn::Passes>(user, user, forward, backward, true);
+  RequestWorkspace(passes_->workspace_floats());
+  saved_->Reshape({static_cast<int>(passes_->saved_floats())});
 }
 
 void OneDnnLRNLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  Primitives& p = *primitives_;
-  onednn::Binder bind(workspace());
-  float* output = top[0]->mutable_cpu_data();
-  const memory dst = bind.Result(p.user, output, p.forward.dst_desc(), p.dst);
-  std::unordered_map<int, memory> args = {
-      {DNNL_ARG_SRC, bind.In(p.user, bottom[0]->cpu_data(), p.forward.src_desc(), p.src)},
-      {DNNL_ARG_DST, dst},
-      {DNNL_ARG_SCRATCHPAD, bind.Scratch(p.forward.scratchpad_desc(), p.forward_scratch)}};
-  if (saved_->count() > 0)
-    args[DNNL_ARG_WORKSPACE] = memory(p.forward.workspace_desc(), CpuEngine(), saved_->mutable_cpu_data());
-  p.forward_primitive.execute(bind.stream(), args);
-  bind.Out(dst, p.user, output);
-  bind.stream().wait();
+  passes_->Forward(workspace(), bottom[0]->cpu_data(), top[0]->mutable_cpu_data(),
+                               saved_->mutable_cpu_data());
 }
 
 void OneDnnLRNLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                   const std::vector<Blob*>& bottom) {
   if (!propagate_down[0]) return;
-  Primitives& p = *primitives_;
-  onednn::Binder bind(workspace());
-  float* input_diff = bottom[0]->mutable_cpu_diff();
-  const memory diff_src = bind.Result(p.user, input_diff, p.backward.diff_src_desc(), p.diff_src);
-  std::unordered_map<int, memory> args = {
-      {DNNL_ARG_SRC, bind.In(p.user, bottom[0]->cpu_data(), p.forward.src_desc(), p.backward_src)},
-      {DNNL_ARG_DIFF_DST, bind.In(p.user, top[0]->cpu_diff(), p.backward.diff_dst_desc(), p.diff_dst)},
-      {DNNL_ARG_DIFF_SRC, diff_src},
-      {DNNL_ARG_SCRATCHPAD, bind.Scratch(p.backward.scratchpad_desc(), p.backward_scratch)}};
-  if (saved_->count() > 0)
-    args[DNNL_ARG_WORKSPACE] = memory(p.forward.workspace_desc(), CpuEngine(), saved_->mutable_cpu_data());
-  p.backward_primitive.execute(bind.stream(), args);
-  bind.Out(diff_src, p.user, input_diff);
-  bind.stream().wait();
+  passes_->Backward(workspace(), bottom[0]->cpu_data(), top[0]->cpu_diff(),
+                                bottom[0]->mutable_cpu_diff(), saved_->mutable_cpu_data());
 }
 
 }  // namespace crema

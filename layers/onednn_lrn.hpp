@@ -16,6 +16,10 @@
 
 namespace crema {
 
+namespace onednn {
+class Passes;  // layers/onednn_util.hpp (dnnl.hpp stays out of this header)
+}
+
 class OneDnnLRNLayer : public LRNLayer {
  public:
   explicit OneDnnLRNLayer(const LayerParameter& param, std::shared_ptr<Context> context = nullptr);
@@ -32,8 +36,7 @@ class OneDnnLRNLayer : public LRNLayer {
                     const std::vector<Blob*>& bottom) override;
 
  private:
-  struct Primitives;  // the oneDNN objects (dnnl.hpp stays out of this header)
-  std::unique_ptr<Primitives> primitives_;
+  std::unique_ptr<onednn::Passes> passes_;  // the primitives for the current shapes
   Blob* saved_ = nullptr;  // oneDNN's workspace, kept from Forward to Backward
 };
 

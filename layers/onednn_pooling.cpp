@@ -3,7 +3,6 @@
 #ifdef CREMA_USE_ONEDNN
 
 #include <sstream>
-#include <unordered_map>
 
 #include "layers/kernel_geometry.hpp"
 #include "layers/onednn_util.hpp"
@@ -87,16 +86,6 @@ memory::desc PlainDesc(const std::vector<int>& shape) {
 
 }  // namespace
 
-struct OneDnnPoolingLayer::Primitives {
-  memory::desc user_src, user_dst;
-  dnnl::pooling_forward::primitive_desc forward;
-  dnnl::pooling_backward::primitive_desc backward;
-  dnnl::pooling_forward forward_primitive;
-  dnnl::pooling_backward backward_primitive;
-  onednn::Regions regions;
-  size_t dst = 0, forward_scratch = 0, diff_dst = 0, diff_src = 0, backward_scratch = 0;
-};
-
 OneDnnPoolingLayer::OneDnnPoolingLayer(const LayerParameter& param, std::shared_ptr<Context> context)
     : PoolingLayer(param, std::move(context)) {}
 
@@ -127,68 +116,30 @@ void OneDnnPoolingLayer::Reshape(const std::vector<Blob*>& bottom, const std::ve
       << describe() << ": the onednn engine cannot pool a bottom of shape " << bottom[0]->shape_string() << ": "
       << why;
   CREMA_CHECK(plan.out_h == pooled_h_ && plan.out_w == pooled_w_) << describe() << ": output size mismatch";
-  auto p = std::make_unique<Primitives>();
-  p->user_src = PlainDesc(bottom[0]->shape());
-  p->user_dst = PlainDesc(top[0]->shape());
-  p->forward = ForwardFor(plan, p->user_src);
+  const memory::desc user_src = PlainDesc(bottom[0]->shape()), user_dst = PlainDesc(top[0]->shape());
+  const auto forward = ForwardFor(plan, user_src);
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  const memory::desc any_src(p->user_src.dims(), memory::data_type::f32, Tag::any);
-  p->backward = dnnl::pooling_backward::primitive_desc(
-      dnnl::pooling_backward::desc(plan.algorithm, any_src, p->forward.dst_desc(), plan.strides, plan.kernel,
+  const memory::desc any_src(user_src.dims(), memory::data_type::f32, Tag::any);
+  const auto backward = dnnl::pooling_backward::primitive_desc(
+      dnnl::pooling_backward::desc(plan.algorithm, any_src, forward.dst_desc(), plan.strides, plan.kernel,
                                    plan.pad_left, plan.pad_right),
-      attr, CpuEngine(), p->forward);
-  p->forward_primitive = dnnl::pooling_forward(p->forward);
-  p->backward_primitive = dnnl::pooling_backward(p->backward);
-  p->dst = p->regions.Add(p->forward.dst_desc());
-  p->forward_scratch = p->regions.Add(p->forward.scratchpad_desc());
-  p->regions.Restart();
-  p->diff_dst = p->regions.Add(p->backward.diff_dst_desc());
-  p->diff_src = p->regions.Add(p->backward.diff_src_desc());
-  p->backward_scratch = p->regions.Add(p->backward.scratchpad_desc());
-  RequestWorkspace(p->regions.Floats());
-  if (maxima_ != nullptr) {
-    const size_t bytes = p->forward.workspace_desc().get_size();
-    maxima_->Reshape({static_cast<int>((bytes + sizeof(float) - 1) / sizeof(float))});
-  }
-  primitives_ = std::move(p);
+      attr, CpuEngine(), forward);
+  passes_ = std::make_unique<onednn::Passes>(user_src, user_dst, forward, backward, false);
+  RequestWorkspace(passes_->workspace_floats());
+  if (maxima_ != nullptr) maxima_->Reshape({static_cast<int>(passes_->saved_floats())});
 }
 
 void OneDnnPoolingLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  Primitives& p = *primitives_;
-  onednn::Binder bind(workspace());
-  // The source's layout is crema's, so the primitive reads the bottom directly.
-  const memory src = bind.Plain(p.user_src, bottom[0]->cpu_data());
-  float* output = top[0]->mutable_cpu_data();
-  const memory dst = bind.Result(p.user_dst, output, p.forward.dst_desc(), p.dst);
-  std::unordered_map<int, memory> args = {
-      {DNNL_ARG_SRC, src},
-      {DNNL_ARG_DST, dst},
-      {DNNL_ARG_SCRATCHPAD, bind.Scratch(p.forward.scratchpad_desc(), p.forward_scratch)}};
-  if (maxima_ != nullptr)
-    args[DNNL_ARG_WORKSPACE] = memory(p.forward.workspace_desc(), CpuEngine(), maxima_->mutable_cpu_data());
-  p.forward_primitive.execute(bind.stream(), args);
-  bind.Out(dst, p.user_dst, output);
-  bind.stream().wait();
+  passes_->Forward(workspace(), bottom[0]->cpu_data(), top[0]->mutable_cpu_data(),
+                               maxima_ != nullptr ? maxima_->mutable_cpu_data() : nullptr);
 }
 
 void OneDnnPoolingLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                       const std::vector<Blob*>& bottom) {
   if (!propagate_down[0]) return;
-  Primitives& p = *primitives_;
-  onednn::Binder bind(workspace());
-  const memory diff_dst = bind.In(p.user_dst, top[0]->cpu_diff(), p.backward.diff_dst_desc(), p.diff_dst);
-  float* input_diff = bottom[0]->mutable_cpu_diff();
-  const memory diff_src = bind.Result(p.user_src, input_diff, p.backward.diff_src_desc(), p.diff_src);
-  std::unordered_map<int, memory> args = {
-      {DNNL_ARG_DIFF_DST, diff_dst},
-      {DNNL_ARG_DIFF_SRC, diff_src},
-      {DNNL_ARG_SCRATCHPAD, bind.Scratch(p.backward.scratchpad_desc(), p.backward_scratch)}};
-  if (maxima_ != nullptr)
-    args[DNNL_ARG_WORKSPACE] = memory(p.forward.workspace_desc(), CpuEngine(), maxima_->mutable_cpu_data());
-  p.backward_primitive.execute(bind.stream(), args);
-  bind.Out(diff_src, p.user_src, input_diff);
-  bind.stream().wait();
+  passes_->Backward(workspace(), nullptr, top[0]->cpu_diff(), bottom[0]->mutable_cpu_diff(),
+                                maxima_ != nullptr ? maxima_->mutable_cpu_data() : nullptr);
 }
 
 }  // namespace crema

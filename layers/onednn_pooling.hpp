@@ -20,6 +20,10 @@
 
 namespace crema {
 
+namespace onednn {
+class Passes;  // layers/onednn_util.hpp (dnnl.hpp stays out of this header)
+}
+
 class OneDnnPoolingLayer : public PoolingLayer {
  public:
   explicit OneDnnPoolingLayer(const LayerParameter& param, std::shared_ptr<Context> context = nullptr);
@@ -37,8 +41,7 @@ class OneDnnPoolingLayer : public PoolingLayer {
                     const std::vector<Blob*>& bottom) override;
 
  private:
-  struct Primitives;  // the oneDNN objects (dnnl.hpp stays out of this header)
-  std::unique_ptr<Primitives> primitives_;
+  std::unique_ptr<onednn::Passes> passes_;  // the primitives for the current shapes
   Blob* maxima_ = nullptr;  // MAX: oneDNN's workspace, where each window's maximum was
 };
 

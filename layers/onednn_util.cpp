@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <unordered_map>
 
 namespace crema {
 namespace onednn {
@@ -60,6 +61,56 @@ void Binder::Out(const memory& result, const memory::desc& user, float* data) {
 }
 
 memory Binder::Scratch(const memory::desc& desc, size_t region) { return memory(desc, CpuEngine(), base_ + region); }
+
+Passes::Passes(const memory::desc& user_src, const memory::desc& user_dst, const dnnl::primitive_desc_base& forward,
+               const dnnl::primitive_desc_base& backward, bool backward_reads_src)
+    : user_src_(user_src),
+      user_dst_(user_dst),
+      forward_pd_(forward),
+      backward_pd_(backward),
+      forward_(forward.get()),
+      backward_(backward.get()),
+      backward_reads_src_(backward_reads_src) {
+  src_ = regions_.Add(forward.src_desc());
+  dst_ = regions_.Add(forward.dst_desc());
+  forward_scratch_ = regions_.Add(forward.scratchpad_desc());
+  regions_.Restart();
+  if (backward_reads_src_) backward_src_ = regions_.Add(forward.src_desc());
+  diff_dst_ = regions_.Add(backward.diff_dst_desc());
+  diff_src_ = regions_.Add(backward.diff_src_desc());
+  backward_scratch_ = regions_.Add(backward.scratchpad_desc());
+}
+
+size_t Passes::saved_floats() const {
+  return (forward_pd_.workspace_desc().get_size() + sizeof(float) - 1) / sizeof(float);
+}
+
+void Passes::Forward(float* workspace, const float* src, float* dst, float* saved) {
+  Binder bind(workspace);
+  const memory result = bind.Result(user_dst_, dst, forward_pd_.dst_desc(), dst_);
+  std::unordered_map<int, memory> args = {
+      {DNNL_ARG_SRC, bind.In(user_src_, src, forward_pd_.src_desc(), src_)},
+      {DNNL_ARG_DST, result},
+      {DNNL_ARG_SCRATCHPAD, bind.Scratch(forward_pd_.scratchpad_desc(), forward_scratch_)}};
+  if (saved_floats() > 0) args[DNNL_ARG_WORKSPACE] = bind.Plain(forward_pd_.workspace_desc(), saved);
+  forward_.execute(bind.stream(), args);
+  bind.Out(result, user_dst_, dst);
+  bind.stream().wait();
+}
+
+void Passes::Backward(float* workspace, const float* src, const float* diff_dst, float* diff_src, float* saved) {
+  Binder bind(workspace);
+  const memory result = bind.Result(user_src_, diff_src, backward_pd_.diff_src_desc(), diff_src_);
+  std::unordered_map<int, memory> args = {
+      {DNNL_ARG_DIFF_DST, bind.In(user_dst_, diff_dst, backward_pd_.diff_dst_desc(), diff_dst_)},
+      {DNNL_ARG_DIFF_SRC, result},
+      {DNNL_ARG_SCRATCHPAD, bind.Scratch(backward_pd_.scratchpad_desc(), backward_scratch_)}};
+  if (backward_reads_src_) args[DNNL_ARG_SRC] = bind.In(user_src_, src, forward_pd_.src_desc(), backward_src_);
+  if (saved_floats() > 0) args[DNNL_ARG_WORKSPACE] = bind.Plain(forward_pd_.workspace_desc(), saved);
+  backward_.execute(bind.stream(), args);
+  bind.Out(result, user_src_, diff_src);
+  bind.stream().wait();
+}
 
 }  // namespace onednn
 }  // namespace crema

@@ -62,6 +62,33 @@ class Binder {
   char* base_ = nullptr;
 };
 
+// A forward and a backward primitive between one NCHW bottom and one NCHW top, in whatever layouts the
+// primitives chose (Pooling, LRN): the workspace regions of their reordered buffers and scratchpads, oneDNN's
+// own workspace kept from forward to backward (`saved`: an internal blob of the layer), and the two passes.
+class Passes {
+ public:
+  // `user_src` and `user_dst` are crema's layouts of the bottom and the top; `backward_reads_src`: the backward
+  // primitive takes the forward's input too (LRN), not only the top's gradient (pooling).
+  Passes(const dnnl::memory::desc& user_src, const dnnl::memory::desc& user_dst,
+         const dnnl::primitive_desc_base& forward, const dnnl::primitive_desc_base& backward,
+         bool backward_reads_src);
+  // What the layer requests: workspace floats, and the floats of oneDNN's workspace for its `saved` blob.
+  size_t workspace_floats() { return regions_.Floats(); }
+  size_t saved_floats() const;
+
+  void Forward(float* workspace, const float* src, float* dst, float* saved);
+  void Backward(float* workspace, const float* src, const float* diff_dst, float* diff_src, float* saved);
+
+ private:
+  dnnl::memory::desc user_src_, user_dst_;
+  dnnl::primitive_desc_base forward_pd_, backward_pd_;
+  dnnl::primitive forward_, backward_;
+  bool backward_reads_src_;
+  Regions regions_;
+  size_t src_ = 0, dst_ = 0, forward_scratch_ = 0, backward_src_ = 0, diff_dst_ = 0, diff_src_ = 0,
+         backward_scratch_ = 0;
+};
+
 }  // namespace onednn
 }  // namespace crema
 
