@@ -115,7 +115,15 @@ def run_opencv(name, threads, iterations, caffemodel):
     return run_worker(["--opencv-worker", name, str(threads), str(iterations), caffemodel], None)
 
 
-def run_crema(crema, name, openblas, iterations, workdir):
+# crema's thread settings: the environment each adds.
+CREMA_SETTINGS = {
+    "default threads": {},
+    "OPENBLAS_NUM_THREADS=1": {"OPENBLAS_NUM_THREADS": "1"},
+    "1 thread": {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"},
+}
+
+
+def run_crema(crema, name, setting, iterations, workdir):
     prototxt, batch = NETS[name]
     text = open(os.path.join(ROOT, prototxt)).read()
     text = re.sub(r"dim: \d+", "dim: %d" % batch, text, count=1)
@@ -123,8 +131,7 @@ def run_crema(crema, name, openblas, iterations, workdir):
     with open(model, "w") as f:
         f.write("force_backward: true\n" + text)
     env = dict(os.environ, GLOG_logtostderr="1")
-    if openblas:
-        env["OPENBLAS_NUM_THREADS"] = env["OMP_NUM_THREADS"] = str(openblas)
+    env.update(CREMA_SETTINGS[setting])
     log = subprocess.run([crema, "time", "--model=" + model, "--iterations=%d" % iterations], env=env,
                          capture_output=True, text=True, check=True).stderr
     value = lambda label: float(re.search(label + r": ([0-9.e+-]+) ms", log).group(1))
@@ -152,10 +159,10 @@ def main():
 
     cores = os.cpu_count()
     nets = args.nets.split(",")
-    # Each peer's settings: crema with its libraries' default threads (one per core) and with one thread
-    # (OpenBLAS and OpenMP, which oneDNN uses); PyTorch with one thread per core, one thread, and one thread per
+    # Each peer's settings: crema with its libraries' default threads (one per core), with a single-threaded
+    # OpenBLAS (oneDNN and crema's loops on OpenMP's threads), and with one thread; PyTorch with one thread per core, one thread, and one thread per
     # core but a single-threaded OpenBLAS; OpenCV with one thread per core and one thread.
-    crema_settings = [None, 1]
+    crema_settings = list(CREMA_SETTINGS)
     torch_settings = [(cores, None), (1, None), (cores, 1)]
     opencv_settings = [] if args.no_opencv else [cores, 1]
     results = {}  # (peer, net, setting) -> {"forward_backward": [...], "forward": [...]}
@@ -188,7 +195,6 @@ def main():
         print("OpenCV %s (dnn, default backend, CPU)" % cv2.__version__)
     print("%d rounds of %d iterations each, alternating; per setting the median of the rounds, ms per batch\n"
           % (args.rounds, args.iterations))
-    describe = {None: "default threads", 1: "1 thread"}
     describe_torch = lambda s: "%d threads%s" % (s[0], ", OPENBLAS_NUM_THREADS=1" if s[1] else "")
     describe_opencv = lambda s: "%d thread%s" % (s, "s" if s > 1 else "")
 
@@ -207,7 +213,7 @@ def main():
             best_opencv = min(opencv_ms.values()) if opencv_ms else None
             print("| %s (%d) | %s | %s | %s | %s | %.2f | %.2f | %s | %.2fx | %s |" % (
                 name, NETS[name][1], label,
-                " / ".join("%.2f (%s)" % (ms, describe[s]) for s, ms in crema_ms.items()),
+                " / ".join("%.2f (%s)" % (ms, s) for s, ms in crema_ms.items()),
                 " / ".join("%.2f (%s)" % (ms, describe_torch(s)) for s, ms in torch_ms.items()),
                 " / ".join("%.2f (%s)" % (ms, describe_opencv(s)) for s, ms in opencv_ms.items()) or "-",
                 best_crema, best_torch, "%.2f" % best_opencv if best_opencv else "-", best_torch / best_crema,

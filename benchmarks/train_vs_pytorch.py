@@ -119,7 +119,15 @@ def run_torch(setting, iterations):
     return seconds, json.loads(out.strip().splitlines()[-1])["accuracy"]
 
 
-def run_crema(crema, openblas, iterations, workdir):
+# crema's thread settings: the environment each adds.
+CREMA_SETTINGS = {
+    "default threads": {},
+    "OPENBLAS_NUM_THREADS=1": {"OPENBLAS_NUM_THREADS": "1"},
+    "1 thread": {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"},
+}
+
+
+def run_crema(crema, setting, iterations, workdir):
     text = open(os.path.join(ROOT, SOLVER)).read()
     text = re.sub(r"(?m)^max_iter:.*$", "max_iter: %d" % iterations, text)
     text = re.sub(r"(?m)^snapshot:.*$", "snapshot: 0", text)
@@ -128,9 +136,7 @@ def run_crema(crema, openblas, iterations, workdir):
     with open(solver, "w") as f:
         f.write(text + "\nsnapshot_after_train: false\n")
     env = dict(os.environ, GLOG_logtostderr="1")
-    if openblas:
-        env["OPENBLAS_NUM_THREADS"] = str(openblas)
-        env["OMP_NUM_THREADS"] = str(openblas)
+    env.update(CREMA_SETTINGS[setting])
     start = time.perf_counter()
     log = subprocess.run([crema, "train", "--solver=" + solver], cwd=ROOT, env=env, capture_output=True, text=True,
                          check=True).stderr
@@ -159,7 +165,7 @@ def main():
         return
 
     cores = os.cpu_count()
-    crema_settings = [None, 1]
+    crema_settings = list(CREMA_SETTINGS)
     torch_settings = [(cores, None), (1, None), (cores, 1)]
     results = {}  # (peer, setting) -> [(seconds, accuracy)]
     with tempfile.TemporaryDirectory() as workdir:
@@ -180,14 +186,13 @@ def main():
     print("LeNet on Fashion-MNIST, %d iterations of batch 64 with %d test passes of %d x %d images; %d rounds, "
           "alternating; per setting the median wall time of the rounds (s) and the last round's final test "
           "accuracy\n" % (args.iterations, args.iterations // TEST_INTERVAL + 1, TEST_ITER, TEST_BATCH, args.rounds))
-    describe = lambda s: "default threads" if s is None else "OPENBLAS_NUM_THREADS=OMP_NUM_THREADS=1"
     describe_torch = lambda s: "%d threads%s" % (s[0], ", OPENBLAS_NUM_THREADS=1" if s[1] else "")
     crema_s = {s: statistics.median(r[0] for r in results[("crema", s)]) for s in crema_settings}
     torch_s = {s: statistics.median(r[0] for r in results[("pytorch", s)]) for s in torch_settings}
     accuracy = lambda peer, s: results[(peer, s)][-1][1]
     print("| peer | each setting: wall time (final test accuracy) | best |")
     print("|---|---|---|")
-    print("| crema | %s | %.1f s |" % (" / ".join("%.1f s (%.4f) %s" % (t, accuracy("crema", s), describe(s))
+    print("| crema | %s | %.1f s |" % (" / ".join("%.1f s (%.4f) %s" % (t, accuracy("crema", s), s)
                                                  for s, t in crema_s.items()), min(crema_s.values())))
     print("| PyTorch | %s | %.1f s |" % (" / ".join("%.1f s (%.4f) %s" % (t, accuracy("pytorch", s), describe_torch(s))
                                                    for s, t in torch_s.items()), min(torch_s.values())))
