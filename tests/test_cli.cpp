@@ -174,6 +174,7 @@ TEST_F(CliTest, TrainResumeTestAndTime) {
   // 4 outputs of 3x3x1 taps at 6x6 positions: 8 x (2 x 4 x 9 x 36 + 4 x 36 for the bias) = 21,888 FLOP forward;
   // backward the weight and bias gradients only (the data gets none), as many.
   EXPECT_CONTAINS(timed, "CPU: ");
+  EXPECT_CONTAINS(timed, "Threads: matrix products on ");
   EXPECT_CONTAINS(timed, "BLAS: ");
   EXPECT_TRUE(std::regex_search(timed, std::regex("GEMM peak: [0-9.]+ GFLOP/s")));
   EXPECT_TRUE(std::regex_search(

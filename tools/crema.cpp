@@ -16,6 +16,7 @@
 
 #include "core/context.hpp"
 #include "core/cpu_info.hpp"
+#include "core/threads.hpp"
 #include "core/synced_memory.hpp"
 #include "io/proto_io.hpp"
 #include "net/net.hpp"
@@ -211,6 +212,7 @@ int Time() {
   if (on_cpu) {
     LOG(INFO) << "CPU: " << CpuDescription();
     LOG(INFO) << "BLAS: " << BlasDescription();
+    LOG(INFO) << "Threads: " << ThreadPolicyDescription();
     LOG(INFO) << "GEMM peak: " << std::fixed << std::setprecision(1) << peak_gflops
               << " GFLOP/s (best of 5 single-precision 1024 x 1024 x 1024 products)" << std::defaultfloat
               << std::setprecision(6);

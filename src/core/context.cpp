@@ -6,6 +6,7 @@
 #include "core/common.hpp"
 #include "core/cuda_check.hpp"
 #include "core/synced_memory.hpp"
+#include "core/threads.hpp"
 
 namespace crema {
 
@@ -34,6 +35,7 @@ int Context::gpu_count() {
 
 Context::Context(Device device, int gpu_id, uint64_t random_seed)
     : device_(device), gpu_id_(gpu_id), random_seed_(random_seed) {
+  ApplyThreadPolicy();
   if (device != Device::kGPU) return;
   CREMA_CHECK(built_with_cuda()) << "a GPU was asked for (--gpu or solver_mode: GPU), but this crema was built "
                                     "with CPU_ONLY; rebuild with CUDA (see Makefile.config.example) or run on the CPU";

@@ -4,8 +4,13 @@
 
 #include <cstring>
 
+#ifdef CREMA_USE_ONEDNN
+#include <oneapi/dnnl/dnnl.h>
+#endif
+
 #include "core/common.hpp"
 #include "core/gpu_math.hpp"
+#include "core/threads.hpp"
 
 namespace crema {
 
@@ -25,6 +30,16 @@ void cpu_gemm(Transpose trans_a, Transpose trans_b, int M, int N, int K, float a
               const float* B, float beta, float* C) {
   const int lda = trans_a == Transpose::kNo ? K : M;
   const int ldb = trans_b == Transpose::kNo ? N : K;
+#ifdef CREMA_USE_ONEDNN
+  // On OpenMP's threads with everything else (core/threads.hpp). oneDNN's sgemm is row-major, as here.
+  if (GemmOnOneDnn() && M > 0 && N > 0 && K > 0) {
+    const dnnl_status_t status = dnnl_sgemm(trans_a == Transpose::kNo ? 'N' : 'T', trans_b == Transpose::kNo ? 'N' : 'T',
+                                            M, N, K, alpha, A, lda, B, ldb, beta, C, N);
+    CREMA_CHECK(status == dnnl_success) << "oneDNN's sgemm failed (status " << status << ") on a " << M << " x " << K
+                                        << " by " << K << " x " << N << " product";
+    return;
+  }
+#endif
   cblas_sgemm(CblasRowMajor, to_cblas(trans_a), to_cblas(trans_b), M, N, K, alpha, A, lda, B, ldb, beta, C, N);
 }
 

@@ -1,0 +1,70 @@
+#include "core/threads.hpp"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <sstream>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace crema {
+
+namespace {
+
+template <typename Function>
+Function* OpenBlasSymbol(const char* name) {
+  return reinterpret_cast<Function*>(dlsym(RTLD_DEFAULT, name));
+}
+
+int OpenMpThreads() {
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
+}  // namespace
+
+bool GemmOnOneDnn() {
+#ifdef CREMA_USE_ONEDNN
+  static const bool on_onednn = [] {
+    const char* choice = std::getenv("CREMA_GEMM");
+    return choice == nullptr || std::strcmp(choice, "openblas") != 0;
+  }();
+  return on_onednn;
+#else
+  return false;
+#endif
+}
+
+void ApplyThreadPolicy() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (!GemmOnOneDnn() || std::getenv("OPENBLAS_NUM_THREADS") != nullptr) return;
+    if (auto* set_threads = OpenBlasSymbol<void(int)>("openblas_set_num_threads")) set_threads(1);
+  });
+}
+
+std::string ThreadPolicyDescription() {
+  std::ostringstream out;
+  if (GemmOnOneDnn()) {
+    out << "matrix products on oneDNN's sgemm, " << OpenMpThreads()
+        << " OpenMP threads (also oneDNN's primitives and crema's loops)";
+  } else {
+    out << "matrix products on the BLAS's threads, " << OpenMpThreads() << " OpenMP threads for crema's loops"
+#ifdef CREMA_USE_ONEDNN
+        << " and oneDNN's primitives"
+#endif
+        ;
+  }
+  if (auto* threads = OpenBlasSymbol<int()>("openblas_get_num_threads"))
+    out << "; OpenBLAS " << threads() << (threads() == 1 ? " thread" : " threads");
+  return out.str();
+}
+
+}  // namespace crema

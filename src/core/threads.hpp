@@ -1,0 +1,26 @@
+// crema's one threading policy on the CPU (docs/architecture.md, "Threads"). Two thread pools on the same
+// cores fight: a pool's threads spin for a while after their work (OpenBLAS's for up to about 0.1 s, OpenMP's
+// for a shorter while), stealing the cores from the other pool's next piece of work. So in builds with oneDNN,
+// every parallel region runs on OpenMP's threads: oneDNN's primitives, every matrix product (oneDNN's sgemm,
+// called by cpu_gemm) and crema's threaded loops; OpenBLAS keeps the vector operations, on one thread.
+// Measured side by side on a 2-core Zen 4, this made LeNet, CIFAR-10 quick and CaffeNet 1.2-1.8x faster than
+// OpenBLAS's and OpenMP's threads side by side (docs/performance.md). Without oneDNN, products run on
+// OpenBLAS's threads as before.
+//
+// CREMA_GEMM=openblas puts the products back on OpenBLAS, whose threads then follow OPENBLAS_NUM_THREADS (for
+// comparisons); an OPENBLAS_NUM_THREADS the user set is always kept. OMP_NUM_THREADS sets OpenMP's threads.
+#pragma once
+
+#include <string>
+
+namespace crema {
+
+// Applies the policy once per process (Context's constructor calls it, before any net runs).
+void ApplyThreadPolicy();
+// Whether cpu_gemm runs on oneDNN's sgemm (fixed for the process).
+bool GemmOnOneDnn();
+// What runs where: "matrix products on oneDNN's sgemm, 2 OpenMP threads (also oneDNN's primitives and
+// crema's loops); OpenBLAS 1 thread", for crema time.
+std::string ThreadPolicyDescription();
+
+}  // namespace crema

@@ -1,0 +1,81 @@
+// cpu_gemm against a product computed in double precision here, for every transpose, alpha and beta, and the
+// threading policy that decides where it runs (core/threads.hpp). ctest runs this file twice in builds with
+// oneDNN: as built (products on oneDNN's sgemm) and with CREMA_GEMM=openblas (products on OpenBLAS).
+#include <gtest/gtest.h>
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "core/context.hpp"
+#include "core/math_functions.hpp"
+#include "core/random.hpp"
+#include "core/threads.hpp"
+
+namespace crema {
+namespace {
+
+std::vector<float> Random(size_t count, uint64_t seed) {
+  RandomStream random(seed);
+  std::vector<float> values(count);
+  for (float& v : values) v = random.Uniform(-1.f, 1.f);
+  return values;
+}
+
+TEST(CpuGemmTest, MatchesADoubleProductForEveryTransposeAndScale) {
+  struct Shape {
+    int M, N, K;
+  };
+  // Odd sizes, vectors, and products large enough for the libraries' blocked and threaded paths.
+  const Shape shapes[] = {{1, 1, 1}, {3, 5, 4}, {7, 1, 9}, {1, 13, 6}, {64, 50, 500}, {130, 97, 65}};
+  const Transpose both[] = {Transpose::kNo, Transpose::kYes};
+  uint64_t seed = 1;
+  for (const Shape& s : shapes)
+    for (Transpose ta : both)
+      for (Transpose tb : both)
+        for (const auto& [alpha, beta] : {std::pair<float, float>{1.f, 0.f}, {0.5f, 1.f}, {-2.f, 0.25f}}) {
+          SCOPED_TRACE(std::to_string(s.M) + "x" + std::to_string(s.N) + "x" + std::to_string(s.K) + " ta " +
+                       std::to_string(ta == Transpose::kYes) + " tb " + std::to_string(tb == Transpose::kYes) +
+                       " alpha " + std::to_string(alpha) + " beta " + std::to_string(beta));
+          const std::vector<float> a = Random(static_cast<size_t>(s.M) * s.K, seed++);
+          const std::vector<float> b = Random(static_cast<size_t>(s.K) * s.N, seed++);
+          std::vector<float> c = Random(static_cast<size_t>(s.M) * s.N, seed++);
+          const std::vector<float> c0 = c;
+          cpu_gemm(ta, tb, s.M, s.N, s.K, alpha, a.data(), b.data(), beta, c.data());
+          for (int i = 0; i < s.M; ++i)
+            for (int j = 0; j < s.N; ++j) {
+              double sum = 0;
+              for (int k = 0; k < s.K; ++k) {
+                const double x = ta == Transpose::kNo ? a[i * s.K + k] : a[k * s.M + i];
+                const double y = tb == Transpose::kNo ? b[k * s.N + j] : b[j * s.K + k];
+                sum += x * y;
+              }
+              const double expected = alpha * sum + beta * c0[i * s.N + j];
+              ASSERT_NEAR(c[i * s.N + j], expected, 1e-5 * (s.K + 1)) << "at " << i << ", " << j;
+            }
+        }
+}
+
+TEST(CpuGemmTest, ProductsRunWhereThePolicySays) {
+  Context context;  // applies the policy
+  const char* choice = std::getenv("CREMA_GEMM");
+#ifdef CREMA_USE_ONEDNN
+  EXPECT_EQ(GemmOnOneDnn(), choice == nullptr || std::string(choice) != "openblas");
+#else
+  EXPECT_FALSE(GemmOnOneDnn());
+#endif
+  const std::string description = ThreadPolicyDescription();
+  EXPECT_NE(description.find(GemmOnOneDnn() ? "oneDNN's sgemm" : "the BLAS's threads"), std::string::npos)
+      << description;
+  // With products on oneDNN, OpenBLAS keeps one thread unless the user set its count.
+  auto* threads = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+  if (GemmOnOneDnn() && threads != nullptr && std::getenv("OPENBLAS_NUM_THREADS") == nullptr) {
+    EXPECT_EQ(threads(), 1);
+    EXPECT_NE(description.find("OpenBLAS 1 thread"), std::string::npos) << description;
+  }
+}
+
+}  // namespace
+}  // namespace crema
