@@ -137,7 +137,7 @@ def torch_net(net):
                 self.learned[layer.name] = linear
                 return (lambda x, linear=linear: linear(torch.flatten(x, 1))), (shape[0], p.num_output)
             if kind == "Dropout":
-                return nn.Dropout(layer.dropout_param.dropout_ratio, inplace=in_place), shape
+                return nn.Dropout(layer.dropout_param.dropout_ratio), shape  # in place would break the ReLU before
             if kind == "Concat":
                 axis = layer.concat_param.axis
                 total = sum(s[axis] for s in all_shapes)
