@@ -251,14 +251,23 @@ void RunDeployNet(NetParameter param, float input_scale) {
   }
 }
 
-class ExamplesTest : public ::testing::TestWithParam<Example> {};
+class ExamplesTest : public ::testing::TestWithParam<Example> {
+ protected:
+  // The example's net, its data layers pointed at data made in a folder of the test's.
+  NetParameter FedNet() {
+    NetParameter param;
+    ReadProtoFromTextFile(std::string(CREMA_SOURCE_DIR) + "/examples/" + GetParam().prototxt, &param);
+    FeedTestData(dir_, GetParam(), &param);
+    return param;
+  }
+
+ private:
+  test::TempDir dir_;
+};
 
 TEST_P(ExamplesTest, BuildsAndRunsForwardAndBackward) {
   const Example& example = GetParam();
-  test::TempDir dir;
-  NetParameter param;
-  ReadProtoFromTextFile(std::string(CREMA_SOURCE_DIR) + "/examples/" + example.prototxt, &param);
-  FeedTestData(dir, example, &param);
+  const NetParameter param = FedNet();
   if (example.feed == Feed::kDeploy) {
     RunDeployNet(param, example.input_scale);
   } else {
@@ -331,10 +340,7 @@ std::vector<int> ConformanceShape(const Layer& layer, std::vector<int> shape) {
 // a wrong index or a missed term is off by the size of the values themselves).
 TEST_P(ExamplesTest, EveryEngineAgreesWithTheReferenceEngineOnTheNetsLayers) {
   const Example& example = GetParam();
-  test::TempDir dir;
-  NetParameter param;
-  ReadProtoFromTextFile(std::string(CREMA_SOURCE_DIR) + "/examples/" + example.prototxt, &param);
-  FeedTestData(dir, example, &param);
+  NetParameter param = FedNet();
   param.mutable_state()->set_phase(TRAIN);
   Net net(param);
   uint64_t seed = 300;
