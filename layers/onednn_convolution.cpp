@@ -51,8 +51,8 @@ std::string OneDnnConvolutionLayer::Refusal(const EngineQuery& query) {
   const int axis = conv.axis() < 0 ? conv.axis() + static_cast<int>(shape.size()) : conv.axis();
   std::ostringstream why;
   if (shape.size() != 4 || axis != 1) {
-    why << "oneDNN's engine takes 2-d convolutions of N x C x H x W bottoms over axis 1; this one has "
-        << shape.size() << " axes and channel axis " << conv.axis();
+    why << "oneDNN's engine takes 2-d convolutions of N x C x H x W bottoms over axis 1; this one has " << shape.size()
+        << " axes and channel axis " << conv.axis();
     return why.str();
   }
   KernelGeometry g;
@@ -77,7 +77,7 @@ std::string OneDnnConvolutionLayer::Refusal(const EngineQuery& query) {
 void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   BaseConvolutionLayer::Reshape(bottom, top);
   const Blob& input = *bottom[0];
-  const int n = input.shape(0), c = input.shape(1), h = input.shape(2), w = input.shape(3);
+  const int c = input.shape(1), h = input.shape(2), w = input.shape(3);
   const int oh = top[0]->shape(2), ow = top[0]->shape(3);
   const KernelGeometry& g = geometry_;
   const memory::dims strides = Dims({g.stride[0], g.stride[1]});
@@ -90,8 +90,8 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
 
   auto p = std::make_unique<Primitives>();
   const auto f32 = memory::data_type::f32;
-  p->user_src = memory::desc(Dims({n, c, h, w}), f32, Tag::nchw);
-  p->user_dst = memory::desc(Dims({n, num_output_, oh, ow}), f32, Tag::nchw);
+  p->user_src = onednn::PlainDesc(input.shape());
+  p->user_dst = onednn::PlainDesc(top[0]->shape());
   p->user_weights =
       group_ == 1
           ? memory::desc(Dims({num_output_, c, g.kernel[0], g.kernel[1]}), f32, Tag::oihw)
@@ -99,8 +99,7 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
   p->user_bias = memory::desc(Dims({num_output_}), f32, Tag::x);
   const memory::desc any_weights(p->user_weights.dims(), f32, Tag::any);
   const memory::desc no_bias;
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // the scratchpad comes from the workspace
+  const dnnl::primitive_attr attr = onednn::UserScratchpad();  // the scratchpad comes from the workspace
   const auto algorithm = dnnl::algorithm::convolution_direct;
   const dnnl::engine& engine = CpuEngine();
   // The three primitives with the activations (input, output and their gradients) in layout `activations`.
@@ -114,14 +113,13 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
     // The weight gradient in the primitive's own layout (asking for crema's plain one picks a GEMM-based
     // implementation, measured 3-6x slower), reordered to crema's before it is added to the blob's diff.
     p->backward_weights = dnnl::convolution_backward_weights::primitive_desc(
-        bias_term_ ? dnnl::convolution_backward_weights::desc(algorithm, src, any_weights, p->user_bias, dst,
-                                                              strides, dilates, pad_left, pad_right)
+        bias_term_ ? dnnl::convolution_backward_weights::desc(algorithm, src, any_weights, p->user_bias, dst, strides,
+                                                              dilates, pad_left, pad_right)
                    : dnnl::convolution_backward_weights::desc(algorithm, src, any_weights, dst, strides, dilates,
                                                               pad_left, pad_right),
         attr, engine, p->forward);
     p->backward_data = dnnl::convolution_backward_data::primitive_desc(
-        dnnl::convolution_backward_data::desc(algorithm, src, any_weights, dst, strides, dilates, pad_left,
-                                              pad_right),
+        dnnl::convolution_backward_data::desc(algorithm, src, any_weights, dst, strides, dilates, pad_left, pad_right),
         attr, engine, p->forward);
   };
   // oneDNN's own choice is a channel-blocked layout (16 channels a block with AVX-512, 8 with AVX2). Where the
@@ -177,13 +175,12 @@ void OneDnnConvolutionLayer::Forward_cpu(const std::vector<Blob*>& bottom, const
     const memory src = bind.In(p.user_src, bottom[b]->cpu_data(), p.forward.src_desc(), p.src);
     float* output = top[b]->mutable_cpu_data();
     const memory dst = bind.Result(p.user_dst, output, p.forward.dst_desc(), p.dst);
-    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, src},
-                                            {DNNL_ARG_WEIGHTS, weights},
-                                            {DNNL_ARG_DST, dst},
-                                            {DNNL_ARG_SCRATCHPAD, bind.Scratch(p.forward.scratchpad_desc(),
-                                                                               p.forward_scratch)}};
-    if (bias_term_)
-      args[DNNL_ARG_BIAS] = bind.Plain(p.user_bias, blobs_[1]->cpu_data());
+    std::unordered_map<int, memory> args = {
+        {DNNL_ARG_SRC, src},
+        {DNNL_ARG_WEIGHTS, weights},
+        {DNNL_ARG_DST, dst},
+        {DNNL_ARG_SCRATCHPAD, bind.Scratch(p.forward.scratchpad_desc(), p.forward_scratch)}};
+    if (bias_term_) args[DNNL_ARG_BIAS] = bind.Plain(p.user_bias, blobs_[1]->cpu_data());
     p.forward_primitive.execute(bind.stream(), args);
     bind.Out(dst, p.user_dst, output);
   }
@@ -200,8 +197,7 @@ void OneDnnConvolutionLayer::Backward_cpu(const std::vector<Blob*>& top, const s
     const float* top_diff = top[b]->cpu_diff();
     if (weight_grad || bias_grad) {
       const memory src = bind.In(p.user_src, bottom[b]->cpu_data(), p.backward_weights.src_desc(), p.backward_src);
-      const memory diff_dst =
-          bind.In(p.user_dst, top_diff, p.backward_weights.diff_dst_desc(), p.backward_diff_dst);
+      const memory diff_dst = bind.In(p.user_dst, top_diff, p.backward_weights.diff_dst_desc(), p.backward_diff_dst);
       const memory diff_weights = bind.Result(p.user_weights, bind.At(p.diff_weights),
                                               p.backward_weights.diff_weights_desc(), p.computed_diff_weights);
       std::unordered_map<int, memory> args = {

@@ -10,27 +10,21 @@ namespace crema {
 
 using dnnl::memory;
 using onednn::CpuEngine;
-using onednn::Dims;
+using onednn::PlainDesc;
 
 namespace {
-
-memory::desc PlainDesc(const std::vector<int>& shape, memory::format_tag tag = memory::format_tag::nchw) {
-  return memory::desc(Dims({shape[0], shape[1], shape[2], shape[3]}), memory::data_type::f32, tag);
-}
 
 // oneDNN's LRN for `param` over a bottom of `shape` (4-d). Caffe's WITHIN_CHANNEL adds 1 where ACROSS_CHANNELS
 // adds k; both divide alpha by the window's size, as oneDNN does.
 dnnl::lrn_forward::primitive_desc ForwardFor(const LRNParameter& param, const std::vector<int>& shape,
                                              memory::format_tag layout = memory::format_tag::nchw) {
   const bool across = param.norm_region() == LRNParameter::ACROSS_CHANNELS;
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   return dnnl::lrn_forward::primitive_desc(
       dnnl::lrn_forward::desc(dnnl::prop_kind::forward_training,
                               across ? dnnl::algorithm::lrn_across_channels : dnnl::algorithm::lrn_within_channel,
                               PlainDesc(shape, layout), static_cast<memory::dim>(param.local_size()), param.alpha(),
                               param.beta(), across ? param.k() : 1.f),
-      attr, CpuEngine());
+      onednn::UserScratchpad(), CpuEngine());
 }
 
 }  // namespace
@@ -72,16 +66,13 @@ void OneDnnLRNLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector
   const auto reference = [](const dnnl::primitive_desc_base& pd) {
     return std::string(pd.impl_info_str()).find("ref") != std::string::npos;
   };
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   for (memory::format_tag layout : layouts) {
     try {
       forward = ForwardFor(param_.lrn_param(), bottom[0]->shape(), layout);
       backward = dnnl::lrn_backward::primitive_desc(
-          dnnl::lrn_backward::desc(
-              across_ ? dnnl::algorithm::lrn_across_channels : dnnl::algorithm::lrn_within_channel,
-              forward.src_desc(), forward.src_desc(), size_, alpha_, beta_, across_ ? k_ : 1.f),
-          attr, CpuEngine(), forward);
+          dnnl::lrn_backward::desc(across_ ? dnnl::algorithm::lrn_across_channels : dnnl::algorithm::lrn_within_channel,
+                                   forward.src_desc(), forward.src_desc(), size_, alpha_, beta_, across_ ? k_ : 1.f),
+          onednn::UserScratchpad(), CpuEngine(), forward);
     } catch (const dnnl::error&) {
       continue;  // no primitive in this layout
     }
@@ -93,15 +84,14 @@ void OneDnnLRNLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector
 }
 
 void OneDnnLRNLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  passes_->Forward(workspace(), bottom[0]->cpu_data(), top[0]->mutable_cpu_data(),
-                               saved_->mutable_cpu_data());
+  passes_->Forward(workspace(), bottom[0]->cpu_data(), top[0]->mutable_cpu_data(), saved_->mutable_cpu_data());
 }
 
 void OneDnnLRNLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                   const std::vector<Blob*>& bottom) {
   if (!propagate_down[0]) return;
-  passes_->Backward(workspace(), bottom[0]->cpu_data(), top[0]->cpu_diff(),
-                                bottom[0]->mutable_cpu_diff(), saved_->mutable_cpu_data());
+  passes_->Backward(workspace(), bottom[0]->cpu_data(), top[0]->cpu_diff(), bottom[0]->mutable_cpu_diff(),
+                    saved_->mutable_cpu_data());
 }
 
 }  // namespace crema

@@ -37,7 +37,7 @@ class OneDnnLRNLayer : public LRNLayer {
 
  private:
   std::unique_ptr<onednn::Passes> passes_;  // the primitives for the current shapes
-  Blob* saved_ = nullptr;  // oneDNN's workspace, kept from Forward to Backward
+  Blob* saved_ = nullptr;                   // oneDNN's workspace, kept from Forward to Backward
 };
 
 }  // namespace crema

@@ -13,6 +13,7 @@ using dnnl::memory;
 using Tag = memory::format_tag;
 using onednn::CpuEngine;
 using onednn::Dims;
+using onednn::PlainDesc;
 
 namespace {
 
@@ -69,19 +70,13 @@ std::string PlanFor(const LayerParameter& layer, const std::vector<int>& shape, 
 }
 
 dnnl::pooling_forward::primitive_desc ForwardFor(const Plan& plan, const memory::desc& src) {
-  const memory::desc dst(Dims({static_cast<int>(src.dims()[0]), static_cast<int>(src.dims()[1]), plan.out_h,
-                               plan.out_w}),
-                         memory::data_type::f32, Tag::any);
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  const memory::desc dst(
+      Dims({static_cast<int>(src.dims()[0]), static_cast<int>(src.dims()[1]), plan.out_h, plan.out_w}),
+      memory::data_type::f32, Tag::any);
   return dnnl::pooling_forward::primitive_desc(
       dnnl::pooling_forward::desc(dnnl::prop_kind::forward_training, plan.algorithm, src, dst, plan.strides,
                                   plan.kernel, plan.pad_left, plan.pad_right),
-      attr, CpuEngine());
-}
-
-memory::desc PlainDesc(const std::vector<int>& shape) {
-  return memory::desc(Dims({shape[0], shape[1], shape[2], shape[3]}), memory::data_type::f32, Tag::nchw);
+      onednn::UserScratchpad(), CpuEngine());
 }
 
 }  // namespace
@@ -113,18 +108,15 @@ void OneDnnPoolingLayer::Reshape(const std::vector<Blob*>& bottom, const std::ve
   Plan plan;
   const std::string why = PlanFor(param_, bottom[0]->shape(), static_cast<int>(top.size()), &plan);
   CREMA_CHECK(why.empty() && !plan.kernel.empty())
-      << describe() << ": the onednn engine cannot pool a bottom of shape " << bottom[0]->shape_string() << ": "
-      << why;
+      << describe() << ": the onednn engine cannot pool a bottom of shape " << bottom[0]->shape_string() << ": " << why;
   CREMA_CHECK(plan.out_h == pooled_h_ && plan.out_w == pooled_w_) << describe() << ": output size mismatch";
   const memory::desc user_src = PlainDesc(bottom[0]->shape()), user_dst = PlainDesc(top[0]->shape());
   const auto forward = ForwardFor(plan, user_src);
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   const memory::desc any_src(user_src.dims(), memory::data_type::f32, Tag::any);
   const auto backward = dnnl::pooling_backward::primitive_desc(
       dnnl::pooling_backward::desc(plan.algorithm, any_src, forward.dst_desc(), plan.strides, plan.kernel,
                                    plan.pad_left, plan.pad_right),
-      attr, CpuEngine(), forward);
+      onednn::UserScratchpad(), CpuEngine(), forward);
   passes_ = std::make_unique<onednn::Passes>(user_src, user_dst, forward, backward, false);
   RequestWorkspace(passes_->workspace_floats());
   if (maxima_ != nullptr) maxima_->Reshape({static_cast<int>(passes_->saved_floats())});
@@ -132,14 +124,14 @@ void OneDnnPoolingLayer::Reshape(const std::vector<Blob*>& bottom, const std::ve
 
 void OneDnnPoolingLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   passes_->Forward(workspace(), bottom[0]->cpu_data(), top[0]->mutable_cpu_data(),
-                               maxima_ != nullptr ? maxima_->mutable_cpu_data() : nullptr);
+                   maxima_ != nullptr ? maxima_->mutable_cpu_data() : nullptr);
 }
 
 void OneDnnPoolingLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                       const std::vector<Blob*>& bottom) {
   if (!propagate_down[0]) return;
   passes_->Backward(workspace(), nullptr, top[0]->cpu_diff(), bottom[0]->mutable_cpu_diff(),
-                                maxima_ != nullptr ? maxima_->mutable_cpu_data() : nullptr);
+                    maxima_ != nullptr ? maxima_->mutable_cpu_data() : nullptr);
 }
 
 }  // namespace crema

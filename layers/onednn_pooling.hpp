@@ -42,7 +42,7 @@ class OneDnnPoolingLayer : public PoolingLayer {
 
  private:
   std::unique_ptr<onednn::Passes> passes_;  // the primitives for the current shapes
-  Blob* maxima_ = nullptr;  // MAX: oneDNN's workspace, where each window's maximum was
+  Blob* maxima_ = nullptr;                  // MAX: oneDNN's workspace, where each window's maximum was
 };
 
 }  // namespace crema

@@ -21,6 +21,16 @@ int RightPadding(int in, int out, int pad, int extent, int stride) {
   return (in + pad + right - extent) / stride + 1 == out ? right : -1;
 }
 
+memory::desc PlainDesc(const std::vector<int>& shape, memory::format_tag tag) {
+  return memory::desc(Dims({shape[0], shape[1], shape[2], shape[3]}), memory::data_type::f32, tag);
+}
+
+dnnl::primitive_attr UserScratchpad() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
 size_t Regions::Add(const memory::desc& desc) {
   const size_t offset = bytes_;
   bytes_ += (desc.get_size() + 63) / 64 * 64;
@@ -30,7 +40,7 @@ size_t Regions::Add(const memory::desc& desc) {
 
 void Regions::Restart() { bytes_ = 0; }
 
-size_t Regions::Floats() { return largest_ == 0 ? 0 : (largest_ + 64) / sizeof(float); }
+size_t Regions::Floats() const { return largest_ == 0 ? 0 : (largest_ + 64) / sizeof(float); }
 
 Binder::Binder(float* workspace) : stream_(CpuEngine()) {
   const auto address = reinterpret_cast<uintptr_t>(workspace);
@@ -70,7 +80,8 @@ Passes::Passes(const memory::desc& user_src, const memory::desc& user_dst, const
       backward_pd_(backward),
       forward_(forward.get()),
       backward_(backward.get()),
-      backward_reads_src_(backward_reads_src) {
+      backward_reads_src_(backward_reads_src),
+      saved_floats_((forward.workspace_desc().get_size() + sizeof(float) - 1) / sizeof(float)) {
   src_ = regions_.Add(forward.src_desc());
   dst_ = regions_.Add(forward.dst_desc());
   forward_scratch_ = regions_.Add(forward.scratchpad_desc());
@@ -81,10 +92,6 @@ Passes::Passes(const memory::desc& user_src, const memory::desc& user_dst, const
   backward_scratch_ = regions_.Add(backward.scratchpad_desc());
 }
 
-size_t Passes::saved_floats() const {
-  return (forward_pd_.workspace_desc().get_size() + sizeof(float) - 1) / sizeof(float);
-}
-
 void Passes::Forward(float* workspace, const float* src, float* dst, float* saved) {
   Binder bind(workspace);
   const memory result = bind.Result(user_dst_, dst, forward_pd_.dst_desc(), dst_);
@@ -92,7 +99,7 @@ void Passes::Forward(float* workspace, const float* src, float* dst, float* save
       {DNNL_ARG_SRC, bind.In(user_src_, src, forward_pd_.src_desc(), src_)},
       {DNNL_ARG_DST, result},
       {DNNL_ARG_SCRATCHPAD, bind.Scratch(forward_pd_.scratchpad_desc(), forward_scratch_)}};
-  if (saved_floats() > 0) args[DNNL_ARG_WORKSPACE] = bind.Plain(forward_pd_.workspace_desc(), saved);
+  if (saved_floats_ > 0) args[DNNL_ARG_WORKSPACE] = bind.Plain(forward_pd_.workspace_desc(), saved);
   forward_.execute(bind.stream(), args);
   bind.Out(result, user_dst_, dst);
   bind.stream().wait();
@@ -106,7 +113,7 @@ void Passes::Backward(float* workspace, const float* src, const float* diff_dst,
       {DNNL_ARG_DIFF_SRC, result},
       {DNNL_ARG_SCRATCHPAD, bind.Scratch(backward_pd_.scratchpad_desc(), backward_scratch_)}};
   if (backward_reads_src_) args[DNNL_ARG_SRC] = bind.In(user_src_, src, forward_pd_.src_desc(), backward_src_);
-  if (saved_floats() > 0) args[DNNL_ARG_WORKSPACE] = bind.Plain(forward_pd_.workspace_desc(), saved);
+  if (saved_floats_ > 0) args[DNNL_ARG_WORKSPACE] = bind.Plain(forward_pd_.workspace_desc(), saved);
   backward_.execute(bind.stream(), args);
   bind.Out(result, user_src_, diff_src);
   bind.stream().wait();

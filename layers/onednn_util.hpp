@@ -5,10 +5,10 @@
 
 #ifdef CREMA_USE_ONEDNN
 
-#include <oneapi/dnnl/dnnl.hpp>
-
 #include <cstddef>
 #include <initializer_list>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <vector>
 
 namespace crema {
 namespace onednn {
@@ -25,6 +25,13 @@ inline dnnl::memory::dims Dims(std::initializer_list<int> values) {
   return dnnl::memory::dims(values.begin(), values.end());
 }
 
+// The descriptor of a 4-d f32 blob of `shape` (N, C, H, W) in layout `tag` (crema's own: NCHW).
+dnnl::memory::desc PlainDesc(const std::vector<int>& shape,
+                             dnnl::memory::format_tag tag = dnnl::memory::format_tag::nchw);
+
+// Primitive attributes with the scratchpad in the caller's hands (the net's workspace), as every engine has it.
+dnnl::primitive_attr UserScratchpad();
+
 // Workspace regions for one layer's buffers, in bytes from a 64-byte aligned start. Phases that run one
 // after another (forward, each gradient) reuse the same bytes: Restart() begins a new phase.
 class Regions {
@@ -32,7 +39,7 @@ class Regions {
   size_t Add(const dnnl::memory::desc& desc);
   void Restart();
   // The bytes of the largest phase so far, plus the alignment slack: what to RequestWorkspace (in floats).
-  size_t Floats();
+  size_t Floats() const;
 
  private:
   size_t bytes_ = 0, largest_ = 0;
@@ -43,12 +50,10 @@ class Binder {
  public:
   explicit Binder(float* workspace);
   // `data` in layout `user`, as the primitive wants it (`wanted`): itself, or a reordered copy in the workspace.
-  dnnl::memory In(const dnnl::memory::desc& user, const float* data, const dnnl::memory::desc& wanted,
-                  size_t region);
+  dnnl::memory In(const dnnl::memory::desc& user, const float* data, const dnnl::memory::desc& wanted, size_t region);
   // Where the primitive writes a result destined for `data` (layout `user`): `data` itself, or a workspace
   // buffer that Out() reorders into it afterwards.
-  dnnl::memory Result(const dnnl::memory::desc& user, float* data, const dnnl::memory::desc& wanted,
-                      size_t region);
+  dnnl::memory Result(const dnnl::memory::desc& user, float* data, const dnnl::memory::desc& wanted, size_t region);
   void Out(const dnnl::memory& result, const dnnl::memory::desc& user, float* data);
   // A buffer of layout `desc` in the workspace (scratchpads, intermediate results).
   dnnl::memory Scratch(const dnnl::memory::desc& desc, size_t region);
@@ -70,11 +75,10 @@ class Passes {
   // `user_src` and `user_dst` are crema's layouts of the bottom and the top; `backward_reads_src`: the backward
   // primitive takes the forward's input too (LRN), not only the top's gradient (pooling).
   Passes(const dnnl::memory::desc& user_src, const dnnl::memory::desc& user_dst,
-         const dnnl::primitive_desc_base& forward, const dnnl::primitive_desc_base& backward,
-         bool backward_reads_src);
+         const dnnl::primitive_desc_base& forward, const dnnl::primitive_desc_base& backward, bool backward_reads_src);
   // What the layer requests: workspace floats, and the floats of oneDNN's workspace for its `saved` blob.
-  size_t workspace_floats() { return regions_.Floats(); }
-  size_t saved_floats() const;
+  size_t workspace_floats() const { return regions_.Floats(); }
+  size_t saved_floats() const { return saved_floats_; }
 
   void Forward(float* workspace, const float* src, float* dst, float* saved);
   void Backward(float* workspace, const float* src, const float* diff_dst, float* diff_src, float* saved);
@@ -85,6 +89,7 @@ class Passes {
   dnnl::primitive forward_, backward_;
   bool backward_reads_src_;
   Regions regions_;
+  size_t saved_floats_ = 0;  // of oneDNN's workspace (0: the primitives keep none)
   size_t src_ = 0, dst_ = 0, forward_scratch_ = 0, backward_src_ = 0, diff_dst_ = 0, diff_src_ = 0,
          backward_scratch_ = 0;
 };

@@ -1,9 +1,8 @@
 // cpu_gemm against a product computed in double precision here, for every transpose, alpha and beta, and the
 // threading policy that decides where it runs (core/threads.hpp). ctest runs this file twice in builds with
 // oneDNN: as built (products on oneDNN's sgemm) and with CREMA_GEMM=openblas (products on OpenBLAS).
-#include <gtest/gtest.h>
-
 #include <dlfcn.h>
+#include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <string>

@@ -33,8 +33,8 @@ void cpu_gemm(Transpose trans_a, Transpose trans_b, int M, int N, int K, float a
 #ifdef CREMA_USE_ONEDNN
   // On OpenMP's threads with everything else (core/threads.hpp). oneDNN's sgemm is row-major, as here.
   if (GemmOnOneDnn() && M > 0 && N > 0 && K > 0) {
-    const dnnl_status_t status = dnnl_sgemm(trans_a == Transpose::kNo ? 'N' : 'T', trans_b == Transpose::kNo ? 'N' : 'T',
-                                            M, N, K, alpha, A, lda, B, ldb, beta, C, N);
+    const char op_a = trans_a == Transpose::kNo ? 'N' : 'T', op_b = trans_b == Transpose::kNo ? 'N' : 'T';
+    const dnnl_status_t status = dnnl_sgemm(op_a, op_b, M, N, K, alpha, A, lda, B, ldb, beta, C, N);
     CREMA_CHECK(status == dnnl_success) << "oneDNN's sgemm failed (status " << status << ") on a " << M << " x " << K
                                         << " by " << K << " x " << N << " product";
     return;
