@@ -88,6 +88,15 @@ class Layer {
   // selector picks): the net then re-runs Reshape before every forward pass of the layer.
   virtual bool ReshapesOnData() const { return false; }
 
+  // Layouts (core/layout.hpp). The net's plan_layouts pass keeps a blob in a layout other than plain only when its
+  // writer offers that layout and every layer that reads it takes it; the layers then find the layouts on their
+  // blobs (Blob::layout()) when the net reshapes them, and read and write data and gradients in them.
+  // Whether bottom `bottom` may come in `layout` (data read, gradient written in it): plain only, by default.
+  virtual bool ReadsLayout(int bottom, Layout layout) const { return layout == Layout::kPlain; }
+  // The layout this layer would write top `top` in, given its bottoms' layouts, where the readers take it: plain
+  // by default; the arrangement its engine works in (oneDNN's convolution), or the bottom's (pooling, ReLU).
+  virtual Layout OffersLayout(int top, const std::vector<Layout>& bottom_layouts) const { return Layout::kPlain; }
+
   // A top that is a view of a bottom: the same data (and diff, when `diff`), moved by no one. The net (or
   // SetUp, for a layer on its own) makes the view before Reshape, which then only sets the top's shape; the
   // count must stay the bottom's.

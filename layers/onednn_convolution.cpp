@@ -25,6 +25,7 @@ constexpr int kFewChannels = 8;
 // workspace regions each buffer takes.
 struct OneDnnConvolutionLayer::Primitives {
   bool gemm_backward_data = false;
+  Layout offered = Layout::kPlain;  // the layout the forward primitive writes its output in, as crema names it
   memory::desc user_src, user_weights, user_bias, user_dst;
   dnnl::convolution_forward::primitive_desc forward;
   dnnl::convolution_backward_data::primitive_desc backward_data;
@@ -38,6 +39,7 @@ struct OneDnnConvolutionLayer::Primitives {
   size_t backward_src = 0, backward_diff_dst = 0, computed_diff_weights = 0, diff_weights = 0, diff_bias = 0;
   size_t weights_scratch = 0;
   size_t data_weights = 0, data_diff_dst = 0, diff_src = 0, data_scratch = 0;
+  size_t plain_diff_dst = 0;  // the GEMM input gradient's output gradient, plain, after its columns
 };
 
 OneDnnConvolutionLayer::OneDnnConvolutionLayer(const LayerParameter& param, std::shared_ptr<Context> context)
@@ -90,8 +92,10 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
 
   auto p = std::make_unique<Primitives>();
   const auto f32 = memory::data_type::f32;
-  p->user_src = onednn::PlainDesc(input.shape());
-  p->user_dst = onednn::PlainDesc(top[0]->shape());
+  // The blobs' layouts: plain, or those of a run of oneDNN layers (the net's plan_layouts pass). With several
+  // bottoms, each pair is plain (ReadsLayout, OffersLayout).
+  p->user_src = onednn::BlobDesc(input);
+  p->user_dst = onednn::BlobDesc(*top[0]);
   p->user_weights =
       group_ == 1
           ? memory::desc(Dims({num_output_, c, g.kernel[0], g.kernel[1]}), f32, Tag::oihw)
@@ -140,6 +144,7 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
   // Caffe's GEMM and col2im steps ran CaffeNet's conv1 input gradient 2-3x faster (docs/performance.md).
   p->gemm_backward_data = c / group_ < kFewChannels;
   if (!p->gemm_backward_data) p->backward_data_primitive = dnnl::convolution_backward_data(p->backward_data);
+  p->offered = onednn::LayoutOf(p->forward.dst_desc(), top[0]->shape());
 
   // The forward pass, the weight gradient and the input gradient run one after another and each uses the
   // workspace afresh, so their regions overlap: the workspace is the largest phase, not their sum.
@@ -161,8 +166,26 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
     p->diff_src = p->regions.Add(p->backward_data.diff_src_desc());
     p->data_scratch = p->regions.Add(p->backward_data.scratchpad_desc());
   }
-  RequestWorkspace(std::max(p->regions.Floats(), p->gemm_backward_data ? column_floats() : 0));
+  size_t gemm_floats = 0;
+  if (p->gemm_backward_data) {
+    // The GEMM steps read the output gradient plain: from a top in a run's layout, a plain copy after the columns.
+    gemm_floats = column_floats();
+    if (top[0]->layout() != Layout::kPlain) {
+      p->plain_diff_dst = (column_floats() * sizeof(float) + 64 + 63) / 64 * 64;  // bytes past Binder's aligned start
+      gemm_floats = (p->plain_diff_dst + 64) / sizeof(float) + top[0]->count();
+    }
+  }
+  RequestWorkspace(std::max(p->regions.Floats(), gemm_floats));
   primitives_ = std::move(p);
+}
+
+bool OneDnnConvolutionLayer::ReadsLayout(int bottom, Layout layout) const {
+  // Any layout, reordered to the primitives' where it differs; but the GEMM steps write a plain input gradient.
+  return layout == Layout::kPlain || (layer_param().bottom_size() == 1 && !primitives_->gemm_backward_data);
+}
+
+Layout OneDnnConvolutionLayer::OffersLayout(int top, const std::vector<Layout>&) const {
+  return layer_param().bottom_size() == 1 ? primitives_->offered : Layout::kPlain;
 }
 
 using onednn::Binder;
@@ -214,6 +237,11 @@ void OneDnnConvolutionLayer::Backward_cpu(const std::vector<Blob*>& top, const s
       if (bias_grad) cpu_axpy(blobs_[1]->count(), 1.f, bind.At(p.diff_bias), blobs_[1]->mutable_cpu_diff());
     }
     if (propagate_down[b] && p.gemm_backward_data) {
+      if (top[b]->layout() != Layout::kPlain) {
+        const memory plain = bind.In(p.user_dst, top_diff, onednn::PlainDesc(top[b]->shape()), p.plain_diff_dst);
+        bind.stream().wait();
+        top_diff = static_cast<const float*>(plain.get_data_handle());
+      }
       const float* weights = blobs_[0]->cpu_data();
       float* input_diff = bottom[b]->mutable_cpu_diff();
       for (int n = 0; n < num_; ++n) BackwardData(top_diff + n * top_dim_, weights, input_diff + n * bottom_dim_);

@@ -1,8 +1,9 @@
 // Convolution, engine `onednn` (in builds with oneDNN, Debian's libdnnl-dev): oneDNN's convolution primitives
 // forward, backward-data and backward-weights, which choose their own blocked memory layouts and kernels for the
-// CPU they run on (AVX2 or AVX-512, found at run time). crema's blobs stay NCHW: the engine reorders the input,
-// weights and gradients into the layouts the primitives chose and the results back, in the net's workspace (so
-// the plan sees every buffer, oneDNN's scratchpad included). Parameter gradients are computed into the
+// CPU they run on (AVX2 or AVX-512, found at run time). The engine reorders the weights, and the input, output
+// and gradients where their blobs' layouts are not the primitives' (plain blobs; see below for runs), into the
+// layouts the primitives chose and the results back, in the net's workspace (so the plan sees every buffer,
+// oneDNN's scratchpad included). Parameter gradients are computed into the
 // workspace and added to the blobs' diffs, which accumulate as with every engine.
 //
 // Layouts: oneDNN's channel-blocked one, or channels-last where blocks would pad the channels. The input
@@ -13,8 +14,8 @@
 // stride that leaves more than its own width of input unused is refused; the `im2col_batched` engine then
 // serves). Parameters and shapes: layers/base_convolution.hpp.
 //
-// First step of issue 9: the reorders happen around each layer; keeping a run of oneDNN layers in blocked
-// layouts is the next one.
+// Between this layer and the next oneDNN (or elementwise) layers, the net keeps the blobs in the primitives'
+// layout (core/layout.hpp, the plan_layouts pass): the reorders happen only at the edges of such a run.
 #pragma once
 
 #ifdef CREMA_USE_ONEDNN
@@ -34,6 +35,10 @@ class OneDnnConvolutionLayer : public BaseConvolutionLayer {
   ~OneDnnConvolutionLayer() override;
   const char* type() const override { return "Convolution"; }
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  // Offers its top in the layout its forward primitive writes (channel blocks or channels-last), and reads a
+  // bottom in any layout (reordered where it is not the primitives').
+  bool ReadsLayout(int bottom, Layout layout) const override;
+  Layout OffersLayout(int top, const std::vector<Layout>& bottom_layouts) const override;
 
   // "" when the engine takes the query, else why not (the registry's refusal).
   static std::string Refusal(const EngineQuery& query);

@@ -54,15 +54,17 @@ void OneDnnLRNLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vec
 void OneDnnLRNLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   ReadShape(*bottom[0]);
   top[0]->ReshapeLike(*bottom[0]);
-  const memory::desc user = PlainDesc(bottom[0]->shape());
+  const memory::desc user_src = onednn::BlobDesc(*bottom[0]), user_dst = onednn::BlobDesc(*top[0]);
   dnnl::lrn_forward::primitive_desc forward;
   dnnl::lrn_backward::primitive_desc backward;
   // oneDNN's jit kernels take channel-blocked layouts (16 channels a block with AVX-512, 8 with AVX2); on
   // NCHW its backward is the reference implementation, 10-50x slower than the native engine (a CaffeNet norm
   // layer: 44-116 ms against 6-19). The first layout whose forward and backward are both not reference
   // implementations is taken, with reorders from and to crema's NCHW around each pass (docs/performance.md).
-  const memory::format_tag layouts[] = {memory::format_tag::nChw16c, memory::format_tag::nChw8c,
-                                        memory::format_tag::nhwc, memory::format_tag::nchw};
+  // A bottom that comes in a run's layout is tried in that layout first: no reorder then.
+  std::vector<memory::format_tag> layouts = {memory::format_tag::nChw16c, memory::format_tag::nChw8c,
+                                             memory::format_tag::nhwc, memory::format_tag::nchw};
+  if (bottom[0]->layout() != Layout::kPlain) layouts.insert(layouts.begin(), onednn::TagOf(bottom[0]->layout()));
   const auto reference = [](const dnnl::primitive_desc_base& pd) {
     return std::string(pd.impl_info_str()).find("ref") != std::string::npos;
   };
@@ -78,7 +80,7 @@ void OneDnnLRNLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector
     }
     if (!reference(forward) && !reference(backward)) break;
   }
-  passes_ = std::make_unique<onednn::Passes>(user, user, forward, backward, true);
+  passes_ = std::make_unique<onednn::Passes>(user_src, user_dst, forward, backward, true);
   RequestWorkspace(passes_->workspace_floats());
   saved_->Reshape({static_cast<int>(passes_->saved_floats())});
 }

@@ -26,6 +26,10 @@ class OneDnnLRNLayer : public LRNLayer {
   ~OneDnnLRNLayer() override;
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  // Takes its bottom in any layout (and works in it when oneDNN's kernels for it are not the reference ones),
+  // and offers that layout to the top.
+  bool ReadsLayout(int, Layout) const override { return true; }
+  Layout OffersLayout(int, const std::vector<Layout>& bottom_layouts) const override { return bottom_layouts[0]; }
 
   // "" when the engine takes the query, else why not (the registry's refusal).
   static std::string Refusal(const EngineQuery& query);

@@ -110,7 +110,8 @@ void OneDnnPoolingLayer::Reshape(const std::vector<Blob*>& bottom, const std::ve
   CREMA_CHECK(why.empty() && !plan.kernel.empty())
       << describe() << ": the onednn engine cannot pool a bottom of shape " << bottom[0]->shape_string() << ": " << why;
   CREMA_CHECK(plan.out_h == pooled_h_ && plan.out_w == pooled_w_) << describe() << ": output size mismatch";
-  const memory::desc user_src = PlainDesc(bottom[0]->shape()), user_dst = PlainDesc(top[0]->shape());
+  // The primitive works in the bottom's layout (plain, or a run's); the top gets the layout the net gave it.
+  const memory::desc user_src = onednn::BlobDesc(*bottom[0]), user_dst = onednn::BlobDesc(*top[0]);
   const auto forward = ForwardFor(plan, user_src);
   const memory::desc any_src(user_src.dims(), memory::data_type::f32, Tag::any);
   const auto backward = dnnl::pooling_backward::primitive_desc(

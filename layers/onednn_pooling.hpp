@@ -31,6 +31,9 @@ class OneDnnPoolingLayer : public PoolingLayer {
   int MaxTopBlobs() const override { return 1; }
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  // Pools in whatever layout its bottom comes in (oneDNN's kernels take them all), and offers it to the top.
+  bool ReadsLayout(int, Layout) const override { return true; }
+  Layout OffersLayout(int, const std::vector<Layout>& bottom_layouts) const override { return bottom_layouts[0]; }
 
   // "" when the engine takes the query, else why not (the registry's refusal).
   static std::string Refusal(const EngineQuery& query);

@@ -25,6 +25,33 @@ memory::desc PlainDesc(const std::vector<int>& shape, memory::format_tag tag) {
   return memory::desc(Dims({shape[0], shape[1], shape[2], shape[3]}), memory::data_type::f32, tag);
 }
 
+memory::format_tag TagOf(Layout layout) {
+  switch (layout) {
+    case Layout::kChannelsLast:
+      return memory::format_tag::nhwc;
+    case Layout::kChannelBlocks8:
+      return memory::format_tag::nChw8c;
+    case Layout::kChannelBlocks16:
+      return memory::format_tag::nChw16c;
+    case Layout::kPlain:
+      break;
+  }
+  return memory::format_tag::nchw;
+}
+
+memory::desc LayoutDesc(const std::vector<int>& shape, Layout layout) { return PlainDesc(shape, TagOf(layout)); }
+
+memory::desc BlobDesc(const Blob& blob) { return LayoutDesc(blob.shape(), blob.layout()); }
+
+Layout LayoutOf(const memory::desc& desc, const std::vector<int>& shape) {
+  if (shape.size() != 4) return Layout::kPlain;
+  const int channels = shape[1];
+  if (desc == LayoutDesc(shape, Layout::kChannelsLast)) return Layout::kChannelsLast;
+  if (channels % 16 == 0 && desc == LayoutDesc(shape, Layout::kChannelBlocks16)) return Layout::kChannelBlocks16;
+  if (channels % 8 == 0 && desc == LayoutDesc(shape, Layout::kChannelBlocks8)) return Layout::kChannelBlocks8;
+  return Layout::kPlain;
+}
+
 dnnl::primitive_attr UserScratchpad() {
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);

@@ -10,6 +10,8 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <vector>
 
+#include "core/blob.hpp"
+
 namespace crema {
 namespace onednn {
 
@@ -28,6 +30,15 @@ inline dnnl::memory::dims Dims(std::initializer_list<int> values) {
 // The descriptor of a 4-d f32 blob of `shape` (N, C, H, W) in layout `tag` (crema's own: NCHW).
 dnnl::memory::desc PlainDesc(const std::vector<int>& shape,
                              dnnl::memory::format_tag tag = dnnl::memory::format_tag::nchw);
+
+// oneDNN's name for one of crema's layouts (core/layout.hpp) of a 4-d blob.
+dnnl::memory::format_tag TagOf(Layout layout);
+// The descriptor of a 4-d blob of `shape` in crema's `layout`, and of a blob as it is now.
+dnnl::memory::desc LayoutDesc(const std::vector<int>& shape, Layout layout);
+dnnl::memory::desc BlobDesc(const Blob& blob);
+// The layout of crema's that `desc` (a primitive's choice for a blob of `shape`) is, or kPlain when it is none
+// of them (or pads the channels).
+Layout LayoutOf(const dnnl::memory::desc& desc, const std::vector<int>& shape);
 
 // Primitive attributes with the scratchpad in the caller's hands (the net's workspace), as every engine has it.
 dnnl::primitive_attr UserScratchpad();

@@ -55,8 +55,7 @@ int PoolingLayer::PooledSize(int in, int kernel, int pad, int stride, bool ceil)
 }
 
 int PoolingLayer::OutputSize(int in, int kernel, int pad, int stride, const char* axis) const {
-  const int out =
-      PooledSize(in, kernel, pad, stride, param_.pooling_param().round_mode() == PoolingParameter::CEIL);
+  const int out = PooledSize(in, kernel, pad, stride, param_.pooling_param().round_mode() == PoolingParameter::CEIL);
   CREMA_CHECK(out >= 1) << describe() << ": kernel_size " << kernel << " is larger than the " << axis
                         << " of the padded input (" << in << " + 2 * pad " << pad << "), so the output would be empty";
   return out;
@@ -180,7 +179,7 @@ void PoolingLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vect
   const int pooled_size = pooled_h_ * pooled_w_;
   // Planes are independent: each thread writes only its own outputs. Samples are drawn in order from the layer's
   // one random stream, so that pass runs on one thread.
-#pragma omp parallel for if (top[0]->count() >= kParallelElementThreshold && !sampled) schedule(static)
+#pragma omp parallel for if (top[0]->count() >= ParallelElementThreshold() && !sampled) schedule(static)
   for (int plane = 0; plane < planes; ++plane) {
     const float* image = input + plane * plane_size;
     if (max) {
@@ -227,7 +226,7 @@ void PoolingLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector
   const int planes = bottom[0]->count(0, 2);
   const int plane_size = height_ * width_;
   const int pooled_size = pooled_h_ * pooled_w_;
-#pragma omp parallel for if (top[0]->count() >= kParallelElementThreshold) schedule(static)
+#pragma omp parallel for if (top[0]->count() >= ParallelElementThreshold()) schedule(static)
   for (int plane = 0; plane < planes; ++plane) {
     float* image_diff = input_diff + plane * plane_size;
     for (int ph = 0; ph < pooled_h_; ++ph) {

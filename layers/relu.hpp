@@ -14,7 +14,11 @@ struct ReLUForward {
   const float* x;
   float* y;
   float slope;
-  CREMA_HOST_DEVICE void operator()(int i) const { y[i] = x[i] > 0.f ? x[i] : slope * x[i]; }
+  // Both sides computed, then one chosen: a select the compiler vectorizes, not a branch (the same values).
+  CREMA_HOST_DEVICE void operator()(int i) const {
+    const float v = x[i], leaked = slope * v;
+    y[i] = v > 0.f ? v : leaked;
+  }
 };
 
 // `sign_source` is the input, or the output when in place (same sign, as the slope is then non-negative).
@@ -23,7 +27,10 @@ struct ReLUBackward {
   const float* dy;
   float* dx;
   float slope;
-  CREMA_HOST_DEVICE void operator()(int i) const { dx[i] = dy[i] * (sign_source[i] > 0.f ? 1.f : slope); }
+  CREMA_HOST_DEVICE void operator()(int i) const {
+    const float g = dy[i], leaked = slope * g;
+    dx[i] = sign_source[i] > 0.f ? g : leaked;
+  }
 };
 
 class ReLULayer : public NeuronLayer {
@@ -31,6 +38,9 @@ class ReLULayer : public NeuronLayer {
   using NeuronLayer::NeuronLayer;
   const char* type() const override { return "ReLU"; }
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  // Each value on its own: any layout, kept from bottom to top (a run of oneDNN layers goes through ReLU).
+  bool ReadsLayout(int, Layout) const override { return true; }
+  Layout OffersLayout(int, const std::vector<Layout>& bottom_layouts) const override { return bottom_layouts[0]; }
 
  protected:
   void ForwardElements(const Blob& bottom, Blob* top) override;

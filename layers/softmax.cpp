@@ -16,7 +16,7 @@ void SoftmaxLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vect
   const float* x = bottom[0]->cpu_data();
   float* y = top[0]->mutable_cpu_data();
   const int C = split_.classes, inner = split_.inner, outer = split_.outer;
-#pragma omp parallel for if (top[0]->count() >= kParallelElementThreshold) collapse(2)
+#pragma omp parallel for if (top[0]->count() >= ParallelElementThreshold()) collapse(2)
   for (int n = 0; n < outer; ++n) {
     for (int j = 0; j < inner; ++j) {
       // One softmax over the C values at stride `inner` starting here.
@@ -41,7 +41,7 @@ void SoftmaxLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector
   const float* dy = top[0]->cpu_diff();
   float* dx = bottom[0]->mutable_cpu_diff();
   const int C = split_.classes, inner = split_.inner, outer = split_.outer;
-#pragma omp parallel for if (top[0]->count() >= kParallelElementThreshold) collapse(2)
+#pragma omp parallel for if (top[0]->count() >= ParallelElementThreshold()) collapse(2)
   for (int n = 0; n < outer; ++n) {
     for (int j = 0; j < inner; ++j) {
       // dx = y * (dy - <dy, y>): the Jacobian diag(y) - y y^T applied to dy.

@@ -10,6 +10,7 @@
 // gradients not all zero.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <fstream>
@@ -25,6 +26,7 @@
 #include "layers/kernel_geometry.hpp"
 #include "layers/layer_registry.hpp"
 #include "net/net.hpp"
+#include "net/passes.hpp"
 #include "test_util.hpp"
 
 namespace crema {
@@ -217,29 +219,40 @@ void RunTrainingNet(NetParameter param) {
   }
 }
 
+// Gives a deploy net's parameters random values scaled to each layer's fan-in (He et al.'s rule keeps the
+// activations of deep nets in range) and its inputs random values of spread `input_scale`.
+void RandomizeDeployNet(Net* net, float input_scale) {
+  uint64_t seed = 100;
+  for (Blob* blob : net->learnable_params()) {
+    const int fan_in = blob->num_axes() > 1 ? blob->count() / blob->shape(0) : 0;
+    Randomize(blob, fan_in > 0 ? std::sqrt(2.f / static_cast<float>(fan_in)) : 0.1f, seed++);
+  }
+  for (Blob* input : net->input_blobs()) Randomize(input, input_scale, seed++);
+}
+
+// Random gradients on a net's outputs, in place of a loss.
+void SetRandomOutputGradients(Net* net) {
+  uint64_t seed = 200;
+  for (int id : net->output_blob_indices()) {
+    Blob& output = *net->blobs()[id];
+    RandomStream random(seed++);
+    float* gradient = output.mutable_cpu_diff();
+    for (int i = 0; i < output.count(); ++i) gradient[i] = static_cast<float>(random.UniformInt(2001)) / 1000.f - 1.f;
+  }
+}
+
 void RunDeployNet(NetParameter param, float input_scale) {
   param.set_force_backward(true);
   Net net(param);
   ASSERT_FALSE(net.input_blobs().empty());
-  // Weights scaled to each layer's fan-in keep the activations of deep nets in range (He et al.'s rule).
-  uint64_t seed = 100;
-  for (Blob* blob : net.learnable_params()) {
-    const int fan_in = blob->num_axes() > 1 ? blob->count() / blob->shape(0) : 0;
-    Randomize(blob, fan_in > 0 ? std::sqrt(2.f / static_cast<float>(fan_in)) : 0.1f, seed++);
-  }
-  for (Blob* input : net.input_blobs()) Randomize(input, input_scale, seed++);
+  RandomizeDeployNet(&net, input_scale);
   net.Forward();
   ASSERT_FALSE(net.output_blob_indices().empty());
   for (int id : net.output_blob_indices()) {
-    Blob& output = *net.blobs()[id];
-    const double size = test::AbsSum(test::DataOf(output));
+    const double size = test::AbsSum(test::DataOf(*net.blobs()[id]));
     EXPECT_TRUE(std::isfinite(size)) << "output '" << net.blob_names()[id] << "': " << net.DescribeFirstNonFinite();
-    // Random gradients on the outputs, in place of a loss.
-    std::vector<float> gradient(static_cast<size_t>(output.count()));
-    RandomStream random(seed++);
-    for (float& g : gradient) g = static_cast<float>(random.UniformInt(2001)) / 1000.f - 1.f;
-    std::copy(gradient.begin(), gradient.end(), output.mutable_cpu_diff());
   }
+  SetRandomOutputGradients(&net);
   net.Backward();
   for (Blob* input : net.input_blobs()) {
     const double size = test::AbsSum(test::DiffOf(*input));
@@ -249,6 +262,29 @@ void RunDeployNet(NetParameter param, float input_scale) {
     const double size = test::AbsSum(test::DiffOf(*net.learnable_params()[p]));
     EXPECT_TRUE(std::isfinite(size) && size > 0) << "parameter " << p << " gradient " << size;
   }
+}
+
+// One forward and backward pass of an example net built with `passes`, in TRAIN (a deploy net with force_backward,
+// random parameters, inputs and output gradients): the outputs, then each parameter's and each input's gradient,
+// named. `kept` counts the blobs the plan keeps in a layout other than plain.
+std::vector<std::pair<std::string, std::vector<float>>> RunOnce(NetParameter param, bool deploy, float input_scale,
+                                                                const NetPasses& passes, int* kept) {
+  if (deploy) param.set_force_backward(true);
+  param.mutable_state()->set_phase(TRAIN);
+  Net net(param, std::make_shared<Context>(Device::kCPU, 0, 1234), passes);
+  *kept = 0;
+  for (const auto& blob : net.blobs()) *kept += blob->layout() != Layout::kPlain;
+  if (deploy) RandomizeDeployNet(&net, input_scale);
+  net.Forward();
+  if (deploy) SetRandomOutputGradients(&net);
+  net.Backward();
+  std::vector<std::pair<std::string, std::vector<float>>> results;
+  for (int id : net.output_blob_indices())
+    results.push_back({"output " + net.blob_names()[id], test::DataOf(*net.blobs()[id])});
+  for (size_t p = 0; p < net.learnable_params().size(); ++p)
+    results.push_back({"parameter " + std::to_string(p) + " gradient", test::DiffOf(*net.learnable_params()[p])});
+  for (Blob* input : net.input_blobs()) results.push_back({"input gradient", test::DiffOf(*input)});
+  return results;
 }
 
 class ExamplesTest : public ::testing::TestWithParam<Example> {
@@ -272,6 +308,40 @@ TEST_P(ExamplesTest, BuildsAndRunsForwardAndBackward) {
     RunDeployNet(param, example.input_scale);
   } else {
     RunTrainingNet(param);
+  }
+}
+
+// The plan keeps runs of oneDNN layers in their own layouts (the plan_layouts pass); the net must compute what it
+// computes with every blob plain: the same outputs, parameter gradients and input gradients.
+TEST_P(ExamplesTest, LayoutRunsGiveThePlainNetsOutputsAndGradients) {
+  const Example& example = GetParam();
+  const bool deploy = example.feed == Feed::kDeploy;
+  NetPasses plain = NetPasses::Default();
+  plain.plan.erase(std::remove_if(plain.plan.begin(), plain.plan.end(),
+                                  [](const PlanPass& pass) { return pass.name == "plan_layouts"; }),
+                   plain.plan.end());
+  ASSERT_EQ(plain.plan.size() + 1, NetPasses::Default().plan.size());
+  int kept = 0, kept_plain = 0;
+  const NetParameter param = FedNet();
+  const auto expected = RunOnce(param, deploy, example.input_scale, plain, &kept_plain);
+  const auto actual = RunOnce(param, deploy, example.input_scale, NetPasses::Default(), &kept);
+  EXPECT_EQ(kept_plain, 0);
+#ifdef CREMA_USE_ONEDNN
+  // Every deploy example convolves and pools through oneDNN: some blob must stay in oneDNN's layout.
+  if (deploy) {
+    EXPECT_GT(kept, 0);
+  }
+#endif
+  ASSERT_EQ(actual.size(), expected.size());
+  for (size_t i = 0; i < actual.size(); ++i) {
+    const std::vector<float>& want = expected[i].second;
+    ASSERT_EQ(actual[i].second.size(), want.size()) << expected[i].first;
+    float largest = 0.f, worst = 0.f;
+    for (size_t j = 0; j < want.size(); ++j) {
+      largest = std::max(largest, std::fabs(want[j]));
+      worst = std::max(worst, std::fabs(actual[i].second[j] - want[j]));
+    }
+    EXPECT_LE(worst, 1e-4f * largest + 1e-6f) << expected[i].first << " (largest value " << largest << ")";
   }
 }
 
@@ -362,10 +432,10 @@ TEST_P(ExamplesTest, EveryEngineAgreesWithTheReferenceEngineOnTheNetsLayers) {
       bottoms.push_back(&inputs[b]);
     }
     std::string chosen, reference;
-    const auto fast = RunEngine(layer.layer_param(), layer.engine(), bottoms,
-                                const_cast<Layer&>(layer).blobs(), seed, &chosen);
-    const auto expected = RunEngine(layer.layer_param(), engines.back(), bottoms,
-                                    const_cast<Layer&>(layer).blobs(), seed, &reference);
+    const auto fast =
+        RunEngine(layer.layer_param(), layer.engine(), bottoms, const_cast<Layer&>(layer).blobs(), seed, &chosen);
+    const auto expected =
+        RunEngine(layer.layer_param(), engines.back(), bottoms, const_cast<Layer&>(layer).blobs(), seed, &reference);
     seed += 10;
     ASSERT_EQ(chosen, layer.engine());
     ASSERT_EQ(reference, engines.back());

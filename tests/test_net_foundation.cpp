@@ -232,12 +232,52 @@ TEST(NetPassesTest, APlanPassRunsOnItsOwn) {
   DecideBackward(&bare);
   Net full(param);
   EXPECT_EQ(full.passes_run(),
-            (std::vector<std::string>{"filter", "upgrade_inputs", "insert_splits", "decide_backward"}));
+            (std::vector<std::string>{"filter", "upgrade_inputs", "insert_splits", "decide_backward", "plan_layouts"}));
   ASSERT_EQ(bare.plan().size(), full.plan().size());
   for (size_t s = 0; s < full.plan().size(); ++s) {
     EXPECT_EQ(bare.plan()[s].needs_backward, full.plan()[s].needs_backward) << s;
     EXPECT_EQ(bare.plan()[s].propagate_down, full.plan()[s].propagate_down) << s;
   }
+}
+
+// plan_layouts keeps a blob in its writer's layout only where every reader takes it: through an in-place ReLU
+// into a oneDNN pooling, and from there into a oneDNN convolution; not into a Split (the second convolution's
+// output, read twice), nor into an InnerProduct, nor for a net output.
+TEST(NetPassesTest, PlanLayoutsKeepsABlobInItsWritersLayoutOnlyWhereEveryReaderTakesIt) {
+#ifndef CREMA_USE_ONEDNN
+  GTEST_SKIP() << "no engine offers a layout other than plain in a build without oneDNN";
+#endif
+  const std::string conv =
+      " type: 'Convolution' convolution_param { num_output: 16 kernel_size: 3 pad: 1"
+      " weight_filler { type: 'gaussian' std: 0.1 } } }";
+  const std::string pool = " type: 'Pooling' pooling_param { pool: MAX kernel_size: 2 stride: 2 } }";
+  Net net(ParseNet(
+      "name: 'runs' force_backward: true\n"
+      "layer { name: 'input' type: 'Input' top: 'data' input_param { shape { dim: 2 dim: 3 dim: 12 dim: 12 } } }"
+      "layer { name: 'conv1' bottom: 'data' top: 'conv1'" +
+      conv +
+      "layer { name: 'relu1' type: 'ReLU' bottom: 'conv1' top: 'conv1' }"
+      "layer { name: 'pool1' bottom: 'conv1' top: 'pool1'" +
+      pool + "layer { name: 'conv2' bottom: 'pool1' top: 'conv2'" + conv +
+      "layer { name: 'pool2' bottom: 'conv2' top: 'pool2'" + pool +
+      "layer { name: 'power' type: 'Power' bottom: 'conv2' top: 'power' }"
+      "layer { name: 'ip' type: 'InnerProduct' bottom: 'pool2' top: 'ip' inner_product_param { num_output: 4"
+      " weight_filler { type: 'gaussian' std: 0.1 } } }"));
+  ASSERT_EQ(net.layer_by_name("conv1")->engine(), "onednn");
+  ASSERT_EQ(net.layer_by_name("pool1")->engine(), "onednn");
+  EXPECT_NE(net.blob_by_name("conv1")->layout(), Layout::kPlain);
+  EXPECT_EQ(net.blob_by_name("pool1")->layout(), net.blob_by_name("conv1")->layout());
+  for (const char* plain : {"data", "conv2", "pool2", "ip", "power"})
+    EXPECT_EQ(net.blob_by_name(plain)->layout(), Layout::kPlain) << plain;
+  // The net runs, and a blob of another layout is never written to a file.
+  test::FillUniform(net.input_blobs()[0], -1.f, 1.f, 3);
+  net.Forward();
+  net.blob_by_name("ip")->set_diff(1.f);
+  net.blob_by_name("power")->set_diff(1.f);
+  net.Backward();
+  EXPECT_GT(test::AbsSum(test::DiffOf(*net.input_blobs()[0])), 0.0);
+  BlobProto proto;
+  EXPECT_THROW(net.blob_by_name("conv1")->ToProto(&proto), Error);
 }
 
 // After-weights passes run when asked (the inference tools ask once the weights are loaded), see the loaded

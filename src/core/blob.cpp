@@ -4,8 +4,21 @@
 #include <cmath>
 #include <sstream>
 
-
 namespace crema {
+
+std::string LayoutName(Layout layout) {
+  switch (layout) {
+    case Layout::kPlain:
+      return "plain";
+    case Layout::kChannelsLast:
+      return "channels-last";
+    case Layout::kChannelBlocks8:
+      return "8-channel blocks";
+    case Layout::kChannelBlocks16:
+      return "16-channel blocks";
+  }
+  return "unknown";
+}
 
 std::string ShapeString(const std::vector<int>& shape) {
   std::ostringstream out;
@@ -105,8 +118,8 @@ void Blob::ViewData(const std::shared_ptr<SyncedMemory>& memory, size_t offset, 
 std::vector<int> ShapeFromProto(const BlobShape& shape) {
   std::vector<int> dims;
   for (int i = 0; i < shape.dim_size(); ++i) {
-    CREMA_CHECK(shape.dim(i) >= 0 && shape.dim(i) <= INT_MAX) << "blob dimension " << shape.dim(i)
-                                                               << " is out of range";
+    CREMA_CHECK(shape.dim(i) >= 0 && shape.dim(i) <= INT_MAX)
+        << "blob dimension " << shape.dim(i) << " is out of range";
     dims.push_back(static_cast<int>(shape.dim(i)));
   }
   return dims;
@@ -122,8 +135,7 @@ int Blob::count(int start_axis, int end_axis) const {
 
 int Blob::CanonicalAxisIndex(int axis) const {
   CREMA_CHECK(axis >= -num_axes() && axis < num_axes())
-      << "axis " << axis << " is out of range for a blob of shape " << shape_string() << " ("
-      << num_axes() << " axes)";
+      << "axis " << axis << " is out of range for a blob of shape " << shape_string() << " (" << num_axes() << " axes)";
   return axis < 0 ? axis + num_axes() : axis;
 }
 
@@ -135,9 +147,7 @@ int Blob::LegacyShape(int index) const {
   return shape_[index];
 }
 
-int Blob::offset(int n, int c, int h, int w) const {
-  return ((n * channels() + c) * height() + h) * width() + w;
-}
+int Blob::offset(int n, int c, int h, int w) const { return ((n * channels() + c) * height() + h) * width() + w; }
 
 int Blob::offset(const std::vector<int>& indices) const {
   int result = 0;
@@ -173,13 +183,13 @@ void Blob::FromProto(const BlobProto& proto, bool reshape) {
   if (reshape) {
     Reshape(stored);
   } else {
-    CREMA_CHECK(stored == shape_) << "stored blob has shape " << ShapeString(stored) << " but "
-                                  << shape_string() << " is expected";
+    CREMA_CHECK(stored == shape_) << "stored blob has shape " << ShapeString(stored) << " but " << shape_string()
+                                  << " is expected";
   }
   float* data = mutable_cpu_data();
   if (proto.double_data_size() > 0) {
-    CREMA_CHECK(proto.double_data_size() == count_) << "stored blob of shape " << shape_string() << " holds "
-                                                    << proto.double_data_size() << " values";
+    CREMA_CHECK(proto.double_data_size() == count_)
+        << "stored blob of shape " << shape_string() << " holds " << proto.double_data_size() << " values";
     for (int i = 0; i < count_; ++i) data[i] = static_cast<float>(proto.double_data(i));
   } else {
     CREMA_CHECK(proto.data_size() == count_)
@@ -198,6 +208,9 @@ void Blob::FromProto(const BlobProto& proto, bool reshape) {
 }
 
 void Blob::ToProto(BlobProto* proto, bool write_diff) const {
+  // Files hold plain values only; a blob in an engine's layout lives between two layers and is never written.
+  CREMA_CHECK(layout_ == Layout::kPlain) << "a blob of shape " << shape_string() << " in the " << LayoutName(layout_)
+                                         << " layout cannot be written to a file; only plain blobs are";
   proto->Clear();
   for (int dim : shape_) proto->mutable_shape()->add_dim(dim);
   if (count_ == 0) return;

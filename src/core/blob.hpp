@@ -7,6 +7,7 @@
 
 #include "core/common.hpp"
 #include "core/context.hpp"
+#include "core/layout.hpp"
 #include "core/synced_memory.hpp"
 
 namespace crema {
@@ -41,6 +42,11 @@ class Blob {
   int CanonicalAxisIndex(int axis) const;
   // "64 1 28 28 (50176)"
   std::string shape_string() const;
+
+  // How the values lie in memory (core/layout.hpp): plain unless the net's plan keeps this blob, between two
+  // engines that prefer it, in another layout. Data and diff share it; a reshape keeps it.
+  Layout layout() const { return layout_; }
+  void set_layout(Layout layout) { layout_ = layout; }
 
   // The legacy 4-d view (missing axes read as 1).
   int num() const { return LegacyShape(0); }
@@ -111,6 +117,7 @@ class Blob {
 
   std::vector<int> shape_;
   int count_ = 0;
+  Layout layout_ = Layout::kPlain;
   Storage data_;
   Storage diff_;
 };

@@ -8,7 +8,7 @@
 //   };
 //   for_each_element(context(), n, ReLUForward{bottom->data_on(d), top->mutable_data_on(d), slope});
 //
-// On the CPU it runs as an OpenMP loop (threaded above kParallelElementThreshold); on the GPU as a grid-stride
+// On the CPU it runs as an OpenMP loop (threaded from ParallelElementThreshold() elements); on the GPU as a grid-stride
 // kernel on the context's stream. The GPU kernel of a rule is compiled by nvcc where the layer's .cu file says
 // CREMA_GPU_ELEMENTWISE(ReLUForward); a CUDA build whose rule lacks that line fails to link, so no rule can
 // silently miss its GPU half.
@@ -16,6 +16,7 @@
 
 #include "core/common.hpp"
 #include "core/context.hpp"
+#include "core/threads.hpp"
 
 #ifdef __CUDACC__
 #define CREMA_HOST_DEVICE __host__ __device__
@@ -25,16 +26,12 @@
 
 namespace crema {
 
-// Below this many elements a loop runs on one thread. The bound is high on purpose: OpenMP's threads spin for
-// a while after a parallel loop, and on a small machine they then compete with OpenBLAS's own threads for the
-// next GEMM. On 2 cores, LeNet's forward-backward took 44-52 ms with 2^15 here and 17 ms with no loop
-// threaded (docs/performance.md); only loops big enough to amortise that are worth splitting.
-constexpr int kParallelElementThreshold = 1 << 20;
+// Below ParallelElementThreshold() elements (src/core/threads.hpp) a loop runs on one thread.
 
 // On the host.
 template <typename Rule>
 inline void for_each_element(int n, const Rule& rule) {
-#pragma omp parallel for if (n >= kParallelElementThreshold) schedule(static)
+#pragma omp parallel for if (n >= ParallelElementThreshold()) schedule(static)
   for (int i = 0; i < n; ++i) rule(i);
 }
 

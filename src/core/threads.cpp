@@ -7,6 +7,8 @@
 #include <mutex>
 #include <sstream>
 
+#include "core/common.hpp"
+
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -48,6 +50,20 @@ void ApplyThreadPolicy() {
     if (!GemmOnOneDnn() || std::getenv("OPENBLAS_NUM_THREADS") != nullptr) return;
     if (auto* set_threads = OpenBlasSymbol<void(int)>("openblas_set_num_threads")) set_threads(1);
   });
+}
+
+int ParallelElementThreshold() {
+  static const int threshold = [] {
+    if (const char* value = std::getenv("CREMA_PARALLEL_ELEMENTS")) {
+      char* end = nullptr;
+      const long elements = std::strtol(value, &end, 10);
+      CREMA_CHECK(end != value && *end == '\0' && elements > 0 && elements <= (1L << 30))
+          << "CREMA_PARALLEL_ELEMENTS=" << value << " is not a number of elements from 1 to 2^30";
+      return static_cast<int>(elements);
+    }
+    return GemmOnOneDnn() ? 1 << 16 : 1 << 20;
+  }();
+  return threshold;
 }
 
 std::string ThreadPolicyDescription() {

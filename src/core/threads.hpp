@@ -19,6 +19,13 @@ namespace crema {
 void ApplyThreadPolicy();
 // Whether cpu_gemm runs on oneDNN's sgemm (fixed for the process).
 bool GemmOnOneDnn();
+// From how many elements crema's own loops (elementwise rules, pooling, softmax) split over OpenMP's threads.
+// OpenMP's threads spin for a while after a parallel loop; where products run on OpenBLAS's threads (builds
+// without oneDNN, or CREMA_GEMM=openblas), they then compete with OpenBLAS's for the next product, so only
+// loops of 2^20 elements or more are threaded (LeNet took 44-52 ms per pass with 2^15 and 17 ms with no loop
+// threaded, docs/performance.md). With every parallel region on OpenMP's one pool nothing competes, and loops
+// from THRESHOLD elements on are split (measured, docs/performance.md). CREMA_PARALLEL_ELEMENTS=N overrides it.
+int ParallelElementThreshold();
 // What runs where: "matrix products on oneDNN's sgemm, 2 OpenMP threads (also oneDNN's primitives and
 // crema's loops); OpenBLAS 1 thread", for crema time.
 std::string ThreadPolicyDescription();

@@ -12,8 +12,8 @@
 #include "core/math_functions.hpp"
 #include "io/proto_io.hpp"
 #include "io/snapshot_io.hpp"
-#include "net/passes.hpp"
 #include "layers/layer_registry.hpp"
+#include "net/passes.hpp"
 
 namespace crema {
 
@@ -45,16 +45,16 @@ Net::Net(const std::string& path, Phase phase, int level, const std::vector<std:
 
 int Net::AddTop(const LayerParameter& layer_param, int top_index, std::vector<int>* step_tops,
                 const std::vector<int>& step_bottoms) {
-  const std::string name =
-      top_index < layer_param.top_size() ? layer_param.top(top_index) : "(automatic top " + std::to_string(top_index) + ")";
+  const std::string name = top_index < layer_param.top_size() ? layer_param.top(top_index)
+                                                              : "(automatic top " + std::to_string(top_index) + ")";
   auto existing = blob_index_.find(name);
   if (existing != blob_index_.end() && top_index < layer_param.top_size()) {
     // Writing a blob that already exists is in-place execution, allowed only over this layer's own bottom.
     const int id = existing->second;
     CREMA_CHECK(top_index < static_cast<int>(step_bottoms.size()) && step_bottoms[top_index] == id)
         << "layer '" << layer_param.name() << "' (" << layer_param.type() << ") writes top blob '" << name
-        << "', which an earlier layer already produced; in-place use needs the same name as bottom "
-        << top_index << " of this layer";
+        << "', which an earlier layer already produced; in-place use needs the same name as bottom " << top_index
+        << " of this layer";
     step_tops->push_back(id);
     return id;
   }
@@ -114,9 +114,9 @@ void Net::Build(const NetParameter& in_param, const NetPasses& passes) {
     for (int t = 0; t < num_tops; ++t) AddTop(layer_param, t, &step.tops, step.bottoms);
     for (size_t t = 0; t < step.tops.size(); ++t) {
       if (t < step.bottoms.size() && step.tops[t] == step.bottoms[t]) {
-        CREMA_CHECK(layer->AllowsInPlace()) << "layer '" << layer_param.name() << "' (" << layer_param.type()
-                                            << ") cannot run in place: give top '"
-                                            << blob_names_[step.tops[t]] << "' a name of its own";
+        CREMA_CHECK(layer->AllowsInPlace())
+            << "layer '" << layer_param.name() << "' (" << layer_param.type() << ") cannot run in place: give top '"
+            << blob_names_[step.tops[t]] << "' a name of its own";
       }
     }
 
@@ -129,8 +129,7 @@ void Net::Build(const NetParameter& in_param, const NetPasses& passes) {
         shapes << (b ? ", " : "") << "'" << layer_param.bottom(b) << "' " << bottoms[b]->shape_string();
       const std::string message = error.what();
       // Layer errors already name the layer; add what it was given, which is where shape mistakes come from.
-      CREMA_FAIL() << message
-                   << (bottoms.empty() ? std::string() : " [bottom shapes: " + shapes.str() + "]");
+      CREMA_FAIL() << message << (bottoms.empty() ? std::string() : " [bottom shapes: " + shapes.str() + "]");
     }
     // The plan records what the layer declared: views of bottoms, and internal blobs beside the tops.
     step.views = layer->TopViews(static_cast<int>(tops.size()));
@@ -146,8 +145,8 @@ void Net::Build(const NetParameter& in_param, const NetPasses& passes) {
     if (layer->workspace_floats() > static_cast<size_t>(workspace_->count()))
       workspace_->Reshape({static_cast<int>(layer->workspace_floats())});
     for (size_t t = 0; t < step.tops.size(); ++t) {
-      LOG(INFO) << "  " << layer_param.name() << " [" << layer->engine() << "] -> " << blob_names_[step.tops[t]]
-                << ": " << tops[t]->shape_string();
+      LOG(INFO) << "  " << layer_param.name() << " [" << layer->engine() << "] -> " << blob_names_[step.tops[t]] << ": "
+                << tops[t]->shape_string();
       if (layer->loss(static_cast<int>(t)) != 0.f) blob_loss_weights_[step.tops[t]] = layer->loss(static_cast<int>(t));
     }
     layer_names_.push_back(layer_param.name());
@@ -166,9 +165,9 @@ void Net::Build(const NetParameter& in_param, const NetPasses& passes) {
     passes_run_.push_back(pass.name);
   }
   after_weights_ = passes.after_weights;
-  LOG(INFO) << "Net '" << name_ << "' built: " << layers_.size() << " layers, " << blobs_.size()
-            << " blobs, " << learnable_params_.size() << " learnable parameter blobs; activations take "
-            << activation_bytes() << " bytes, the workspace " << workspace_bytes() << " bytes";
+  LOG(INFO) << "Net '" << name_ << "' built: " << layers_.size() << " layers, " << blobs_.size() << " blobs, "
+            << learnable_params_.size() << " learnable parameter blobs; activations take " << activation_bytes()
+            << " bytes, the workspace " << workspace_bytes() << " bytes";
 }
 
 void Net::CollectParams() {
@@ -265,7 +264,7 @@ void Net::RunAfterWeightsPasses() {
 void Net::ReshapeStep(size_t step) {
   PlanStep& s = plan_[step];
   Layer* layer = layers_[s.layer].get();
-  bool changed = layer->ReshapesOnData();
+  bool changed = layer->ReshapesOnData() || s.reshape_pending;
   for (size_t b = 0; b < s.bottoms.size() && !changed; ++b) changed = !s.reshaped_for[b].Matches(*blobs_[s.bottoms[b]]);
   if (!changed) return;
   const std::vector<Blob*> bottoms = Blobs(s.bottoms);
@@ -280,6 +279,7 @@ void Net::ReshapeStep(size_t step) {
     CREMA_FAIL() << "reshaping net '" << name_ << "': " << error.what() << " [bottom shapes: " << shapes.str() << "]";
   }
   for (size_t b = 0; b < bottoms.size(); ++b) s.reshaped_for[b] = BlobSignature::Of(*bottoms[b]);
+  s.reshape_pending = false;
   if (layer->workspace_floats() > static_cast<size_t>(workspace_->count()))
     workspace_->Reshape({static_cast<int>(layer->workspace_floats())});
 }
@@ -380,7 +380,8 @@ void Net::BackwardDebugInfo(size_t step) const {
   Layer& owner = *layers_[s.layer];
   for (size_t i = 0; i < owner.blobs().size(); ++i) {
     if (!owner.param_propagate_down(static_cast<int>(i))) continue;
-    LOG(INFO) << "    [Backward] Layer " << layer << ", param blob " << i << " diff: " << MeanAbs(*owner.blobs()[i], true);
+    LOG(INFO) << "    [Backward] Layer " << layer << ", param blob " << i
+              << " diff: " << MeanAbs(*owner.blobs()[i], true);
   }
 }
 
@@ -397,9 +398,8 @@ std::string Net::DescribeFirstNonFinite() const {
       for (int i = 0; i < blob.count(); ++i) {
         if (!std::isfinite(data[i])) {
           std::ostringstream out;
-          out << "layer '" << layer_names_[step.layer] << "' (" << layers_[step.layer]->type()
-              << ") produced " << data[i] << " in top '" << blob_names_[id] << "' " << blob.shape_string()
-              << " at element " << i;
+          out << "layer '" << layer_names_[step.layer] << "' (" << layers_[step.layer]->type() << ") produced "
+              << data[i] << " in top '" << blob_names_[id] << "' " << blob.shape_string() << " at element " << i;
           return out.str();
         }
       }
@@ -466,10 +466,9 @@ std::vector<std::string> Net::CopyTrainedLayersFrom(const NetParameter& trained)
       int64_t stored_count = 1;
       for (int d : stored) stored_count *= d;
       const bool legacy_match = !blob.has_shape() && stored_count == targets[i]->count();
-      CREMA_CHECK(same || legacy_match)
-          << "cannot copy weights into layer '" << source.name() << "' (" << layer->type() << "): parameter blob " << i
-          << " has shape " << ShapeString(stored) << " in the weights file but " << targets[i]->shape_string()
-          << " in the net";
+      CREMA_CHECK(same || legacy_match) << "cannot copy weights into layer '" << source.name() << "' (" << layer->type()
+                                        << "): parameter blob " << i << " has shape " << ShapeString(stored)
+                                        << " in the weights file but " << targets[i]->shape_string() << " in the net";
       if (same) {
         targets[i]->FromProto(blob, /*reshape=*/false);
       } else {

@@ -47,14 +47,15 @@ struct BlobSignature {
 };
 
 struct PlanStep {
-  int layer = -1;                           // index into layers()
-  std::vector<int> bottoms;                 // blob ids read
-  std::vector<int> tops;                    // blob ids written
-  std::vector<Layer::TopView> views;        // tops that are views of bottoms (indices into tops / bottoms)
-  std::vector<int> internals;               // blob ids of the layer's internal blobs (kept for backward)
-  std::vector<bool> propagate_down;         // per bottom: compute its gradient
+  int layer = -1;                     // index into layers()
+  std::vector<int> bottoms;           // blob ids read
+  std::vector<int> tops;              // blob ids written
+  std::vector<Layer::TopView> views;  // tops that are views of bottoms (indices into tops / bottoms)
+  std::vector<int> internals;         // blob ids of the layer's internal blobs (kept for backward)
+  std::vector<bool> propagate_down;   // per bottom: compute its gradient
   bool needs_backward = false;
   std::vector<BlobSignature> reshaped_for;  // the bottoms as the step was last reshaped for
+  bool reshape_pending = false;             // a pass changed what the layer was reshaped for (layouts)
 };
 
 class Net;
@@ -171,7 +172,9 @@ class Net {
   bool debug_info() const { return debug_info_; }
   // Learnable parameter `index`'s layer (the one that owns it) and its name there: the ParamSpec's name, or its
   // position in the layer ("0", "1"), as Caffe's logs show it.
-  const std::string& learnable_param_layer(int index) const { return layer_names_[learnable_param_owner_[index].first]; }
+  const std::string& learnable_param_layer(int index) const {
+    return layer_names_[learnable_param_owner_[index].first];
+  }
   std::string learnable_param_display_name(int index) const;
 
   // After a forward that produced a non-finite loss: names the first layer and top that hold a NaN or an
@@ -216,8 +219,8 @@ class Net {
   std::vector<PlanPass> after_weights_;
   std::vector<std::string> passes_run_;
   std::function<void(int)> gradient_ready_;
-  std::vector<int> gradient_ready_step_;                // per learnable parameter
-  std::vector<std::vector<int>> params_ready_after_;    // per step: learnable parameters complete after it
+  std::vector<int> gradient_ready_step_;              // per learnable parameter
+  std::vector<std::vector<int>> params_ready_after_;  // per step: learnable parameters complete after it
   std::vector<Blob*> input_blobs_;
   std::vector<int> output_blob_indices_;
   std::vector<Blob*> learnable_params_;

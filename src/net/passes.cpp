@@ -3,8 +3,11 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <set>
+#include <sstream>
 #include <utility>
 
 namespace crema {
@@ -12,7 +15,7 @@ namespace crema {
 NetPasses NetPasses::Default() {
   NetPasses passes;
   passes.parameter = {{"filter", FilterNet}, {"upgrade_inputs", UpgradeInputs}, {"insert_splits", InsertSplits}};
-  passes.plan = {{"decide_backward", DecideBackward}};
+  passes.plan = {{"decide_backward", DecideBackward}, {"plan_layouts", PlanLayouts}};
   return passes;
 }
 
@@ -54,8 +57,8 @@ NetParameter UpgradeInputs(const NetParameter& param) {
       << "net '" << param.name() << "': " << param.input_size() << " input(s) but " << param.input_shape_size()
       << " input_shape(s)";
   CREMA_CHECK(!by_dim || param.input_dim_size() == 4 * param.input_size())
-      << "net '" << param.name() << "': " << param.input_size() << " input(s) need "
-      << 4 * param.input_size() << " input_dim values, got " << param.input_dim_size();
+      << "net '" << param.name() << "': " << param.input_size() << " input(s) need " << 4 * param.input_size()
+      << " input_dim values, got " << param.input_dim_size();
   NetParameter upgraded(param);
   upgraded.clear_input();
   upgraded.clear_input_shape();
@@ -98,8 +101,7 @@ NetParameter InsertSplits(const NetParameter& param) {
     for (const auto& bottom : layer.bottom()) {
       auto found = latest.find(bottom);
       CREMA_CHECK(found != latest.end()) << "layer '" << layer.name() << "' (" << layer.type()
-                                         << ") reads bottom blob '" << bottom
-                                         << "', which no earlier layer produces";
+                                         << ") reads bottom blob '" << bottom << "', which no earlier layer produces";
       bottom_producer[l].push_back(found->second);
       ++readers[found->second];
     }
@@ -157,7 +159,8 @@ void DecideBackward(Net* net) {
     Layer* layer = net->layers()[step.layer].get();
     const LayerParameter& lp = layer->layer_param();
     bool needs = false;
-    for (size_t i = 0; i < layer->blobs().size(); ++i) needs = needs || layer->param_propagate_down(static_cast<int>(i));
+    for (size_t i = 0; i < layer->blobs().size(); ++i)
+      needs = needs || layer->param_propagate_down(static_cast<int>(i));
     step.propagate_down.assign(step.bottoms.size(), false);
     for (size_t b = 0; b < step.bottoms.size(); ++b) {
       bool wanted = blob_needs_gradient[step.bottoms[b]] ||
@@ -187,6 +190,64 @@ void DecideBackward(Net* net) {
   }
   for (const auto& step : plan)
     VLOG(1) << net->layer_names()[step.layer] << (step.needs_backward ? " needs backward" : " does not need backward");
+}
+
+void PlanLayouts(Net* net) {
+  const char* choice = std::getenv("CREMA_LAYOUTS");
+  if (choice != nullptr && std::strcmp(choice, "plain") == 0) return;
+  std::vector<PlanStep>& plan = net->mutable_plan();
+  const auto& layers = net->layers();
+  const auto& blobs = net->blobs();
+  const std::set<int> outputs(net->output_blob_indices().begin(), net->output_blob_indices().end());
+  const auto layouts_of = [&](const PlanStep& step) {
+    std::vector<Layout> layouts;
+    for (int id : step.bottoms) layouts.push_back(blobs[id]->layout());
+    return layouts;
+  };
+  for (size_t s = 0; s < plan.size(); ++s) {
+    const Layer& writer = *layers[plan[s].layer];
+    const std::vector<Layout> bottom_layouts = layouts_of(plan[s]);
+    for (size_t t = 0; t < plan[s].tops.size(); ++t) {
+      const int id = plan[s].tops[t];
+      // In place, the blob keeps the layout its first writer gave it (checked there, for every later step).
+      if (t < plan[s].bottoms.size() && plan[s].bottoms[t] == id) continue;
+      const Layout offered = writer.OffersLayout(static_cast<int>(t), bottom_layouts);
+      if (offered == Layout::kPlain || outputs.count(id)) continue;
+      // Every later step that reads this version of the blob must take the layout (read its data, write its
+      // gradient in it); one that rewrites it in place must also keep it.
+      bool taken = true;
+      std::vector<size_t> readers;
+      for (size_t r = s + 1; r < plan.size() && taken; ++r) {
+        const PlanStep& later = plan[r];
+        const Layer& reader = *layers[later.layer];
+        bool rewritten = false;
+        for (size_t b = 0; b < later.bottoms.size(); ++b) {
+          if (later.bottoms[b] != id) continue;
+          taken = taken && reader.ReadsLayout(static_cast<int>(b), offered);
+          if (b < later.tops.size() && later.tops[b] == id) {
+            std::vector<Layout> layouts = layouts_of(later);
+            layouts[b] = offered;
+            taken = taken && reader.OffersLayout(static_cast<int>(b), layouts) == offered;
+          }
+          readers.push_back(r);
+        }
+        for (size_t w = 0; w < later.tops.size(); ++w)
+          rewritten = rewritten || (later.tops[w] == id && (w >= later.bottoms.size() || later.bottoms[w] != id));
+        if (rewritten) break;  // a new version of the blob from here on (not an in-place rewrite)
+      }
+      if (!taken || readers.empty()) continue;
+      blobs[id]->set_layout(offered);
+      plan[s].reshape_pending = true;
+      std::ostringstream names;
+      for (size_t r : readers) {
+        plan[r].reshape_pending = true;
+        names << (names.tellp() > 0 ? ", " : "") << net->layer_names()[plan[r].layer];
+      }
+      LOG(INFO) << "  '" << net->blob_names()[id] << "' stays in " << LayoutName(offered) << " from "
+                << net->layer_names()[plan[s].layer] << " to " << names.str();
+    }
+  }
+  net->Reshape();  // the layers whose blobs changed layout build their primitives anew
 }
 
 }  // namespace crema

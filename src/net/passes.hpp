@@ -6,9 +6,11 @@
 //   insert_splits   give every reader of a blob read more than once its own copy through a Split layer
 // Plan passes (over a built net):
 //   decide_backward which steps run backward, and to which bottoms they send gradients
+//   plan_layouts    keep a blob in its writer's layout where every reader takes it (core/layout.hpp)
 //
 // Adding a pass: write it here as a function, add it to NetPasses::Default() (passes.cpp) at the stage it
-// belongs to, and test it on its own (tests/test_net_foundation.cpp, NetPassesTest). docs/architecture.md has a worked example.
+// belongs to, and test it on its own (tests/test_net_foundation.cpp, NetPassesTest). docs/architecture.md has a worked
+// example.
 #pragma once
 
 #include "core/common.hpp"
@@ -24,5 +26,11 @@ NetParameter InsertSplits(const NetParameter& param);
 // Sets each step's needs_backward and propagate_down: a forward sweep finds the blobs that depend on something
 // learnable (or on a bottom force_backward asks for); a backward sweep keeps only the steps that feed a loss.
 void DecideBackward(Net* net);
+
+// Keeps each blob that is not a net output in the layout its writer offers (Layer::OffersLayout) when every
+// layer reading it takes that layout (Layer::ReadsLayout): a run of oneDNN layers then passes its own layouts
+// along, and reorders happen only where the run meets other layers. The changed steps are reshaped at once.
+// CREMA_LAYOUTS=plain skips it (every blob plain, for comparisons).
+void PlanLayouts(Net* net);
 
 }  // namespace crema
