@@ -29,7 +29,7 @@ class ConcatLayer : public Layer {
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
 
- private:
+ protected:
   int axis_ = 1;
   int outer_ = 1;  // product of the axes before the concatenation axis
   int inner_ = 1;  // product of the axes after it

@@ -5,8 +5,8 @@
 #include "layers/accuracy.hpp"
 #include "layers/argmax.hpp"
 #include "layers/batch_norm.hpp"
-#include "layers/batched_convolution.hpp"
 #include "layers/batch_reindex.hpp"
+#include "layers/batched_convolution.hpp"
 #include "layers/bias.hpp"
 #include "layers/bnll.hpp"
 #include "layers/clip.hpp"
@@ -41,6 +41,7 @@
 #include "layers/memory_data.hpp"
 #include "layers/multinomial_logistic_loss.hpp"
 #include "layers/mvn.hpp"
+#include "layers/onednn_concat.hpp"
 #include "layers/onednn_convolution.hpp"
 #include "layers/onednn_lrn.hpp"
 #include "layers/onednn_pooling.hpp"
@@ -124,6 +125,9 @@ void RegisterBuiltinLayers(LayerRegistry* registry) {
   registry->Add<FlattenLayer>("Flatten", {"native", kCpuAndGpu});
   registry->Add<ReshapeLayer>("Reshape", {"native"});
   registry->Add<SplitLayer>("Split", {"native"});
+#ifdef CREMA_USE_ONEDNN
+  registry->Add<OneDnnConcatLayer>("Concat", {"onednn", kCpuOnly, CaffeEngine::kCaffe, OneDnnConcatLayer::Refusal});
+#endif
   registry->Add<ConcatLayer>("Concat", {"native"});
   registry->Add<SliceLayer>("Slice", {"native"});
   registry->Add<EltwiseLayer>("Eltwise", {"native"});

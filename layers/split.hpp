@@ -18,6 +18,10 @@ class SplitLayer : public Layer {
   std::vector<TopView> TopViews(int num_tops) const override;
 
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  // The tops see the bottom's memory, so they share its layout, whatever it is (backward sums gradients value
+  // by value); the plan_layouts pass asks the tops' readers too.
+  bool ReadsLayout(int, Layout) const override { return true; }
+  Layout OffersLayout(int, const std::vector<Layout>& bottom_layouts) const override { return bottom_layouts[0]; }
 
  protected:
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {}

@@ -241,8 +241,9 @@ TEST(NetPassesTest, APlanPassRunsOnItsOwn) {
 }
 
 // plan_layouts keeps a blob in its writer's layout only where every reader takes it: through an in-place ReLU
-// into a oneDNN pooling, and from there into a oneDNN convolution; not into a Split (the second convolution's
-// output, read twice), nor into an InnerProduct, nor for a net output.
+// into a oneDNN pooling, and from there through a Split into two oneDNN convolutions; not through a Split one of
+// whose readers does not take it (the second convolution's output, read by Power), nor into an InnerProduct,
+// nor for a net output.
 TEST(NetPassesTest, PlanLayoutsKeepsABlobInItsWritersLayoutOnlyWhereEveryReaderTakesIt) {
 #ifndef CREMA_USE_ONEDNN
   GTEST_SKIP() << "no engine offers a layout other than plain in a build without oneDNN";
@@ -260,6 +261,7 @@ TEST(NetPassesTest, PlanLayoutsKeepsABlobInItsWritersLayoutOnlyWhereEveryReaderT
       "layer { name: 'pool1' bottom: 'conv1' top: 'pool1'" +
       pool + "layer { name: 'conv2' bottom: 'pool1' top: 'conv2'" + conv +
       "layer { name: 'pool2' bottom: 'conv2' top: 'pool2'" + pool +
+      "layer { name: 'conv3' bottom: 'pool1' top: 'conv3'" + conv +
       "layer { name: 'power' type: 'Power' bottom: 'conv2' top: 'power' }"
       "layer { name: 'ip' type: 'InnerProduct' bottom: 'pool2' top: 'ip' inner_product_param { num_output: 4"
       " weight_filler { type: 'gaussian' std: 0.1 } } }"));
@@ -267,13 +269,16 @@ TEST(NetPassesTest, PlanLayoutsKeepsABlobInItsWritersLayoutOnlyWhereEveryReaderT
   ASSERT_EQ(net.layer_by_name("pool1")->engine(), "onednn");
   EXPECT_NE(net.blob_by_name("conv1")->layout(), Layout::kPlain);
   EXPECT_EQ(net.blob_by_name("pool1")->layout(), net.blob_by_name("conv1")->layout());
-  for (const char* plain : {"data", "conv2", "pool2", "ip", "power"})
+  for (const char* copy : {"pool1_pool1_0_split_0", "pool1_pool1_0_split_1"})
+    EXPECT_EQ(net.blob_by_name(copy)->layout(), net.blob_by_name("conv1")->layout()) << copy;
+  for (const char* plain : {"data", "conv2", "conv2_conv2_0_split_0", "pool2", "ip", "power", "conv3"})
     EXPECT_EQ(net.blob_by_name(plain)->layout(), Layout::kPlain) << plain;
   // The net runs, and a blob of another layout is never written to a file.
   test::FillUniform(net.input_blobs()[0], -1.f, 1.f, 3);
   net.Forward();
   net.blob_by_name("ip")->set_diff(1.f);
   net.blob_by_name("power")->set_diff(1.f);
+  net.blob_by_name("conv3")->set_diff(1.f);
   net.Backward();
   EXPECT_GT(test::AbsSum(test::DiffOf(*net.input_blobs()[0])), 0.0);
   BlobProto proto;

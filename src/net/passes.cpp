@@ -192,51 +192,75 @@ void DecideBackward(Net* net) {
     VLOG(1) << net->layer_names()[step.layer] << (step.needs_backward ? " needs backward" : " does not need backward");
 }
 
+namespace {
+
+// For plan_layouts: whether every step after `writer` that reads this version of blob `id` takes `layout` (reads
+// its data and writes its gradient in it), every step that rewrites it in place keeps it, and, where a reader
+// makes a top that views the blob's memory (a Split), that top's readers take it too. Collects the readers
+// and the viewing tops.
+struct LayoutCheck {
+  const Net& net;
+  const std::set<int>& outputs;
+
+  std::vector<Layout> BottomLayouts(const PlanStep& step, int id, Layout layout) const {
+    std::vector<Layout> layouts;
+    for (int bottom : step.bottoms) layouts.push_back(bottom == id ? layout : net.blobs()[bottom]->layout());
+    return layouts;
+  }
+
+  bool EveryReaderTakes(size_t writer, int id, Layout layout, std::vector<size_t>* readers,
+                        std::vector<int>* views) const {
+    const std::vector<PlanStep>& plan = net.plan();
+    for (size_t r = writer + 1; r < plan.size(); ++r) {
+      const PlanStep& later = plan[r];
+      const Layer& reader = *net.layers()[later.layer];
+      for (size_t b = 0; b < later.bottoms.size(); ++b) {
+        if (later.bottoms[b] != id) continue;
+        readers->push_back(r);
+        if (!reader.ReadsLayout(static_cast<int>(b), layout)) return false;
+        const bool in_place = b < later.tops.size() && later.tops[b] == id;
+        if (in_place && reader.OffersLayout(static_cast<int>(b), BottomLayouts(later, id, layout)) != layout)
+          return false;
+        for (const Layer::TopView& view : later.views) {
+          if (view.bottom != static_cast<int>(b)) continue;
+          const int top = later.tops[view.top];
+          if (outputs.count(top) || reader.OffersLayout(view.top, BottomLayouts(later, id, layout)) != layout)
+            return false;
+          views->push_back(top);
+          if (!EveryReaderTakes(r, top, layout, readers, views)) return false;
+        }
+      }
+      for (size_t w = 0; w < later.tops.size(); ++w)
+        if (later.tops[w] == id && (w >= later.bottoms.size() || later.bottoms[w] != id)) return true;  // a new version
+    }
+    return true;
+  }
+};
+
+}  // namespace
+
 void PlanLayouts(Net* net) {
   const char* choice = std::getenv("CREMA_LAYOUTS");
   if (choice != nullptr && std::strcmp(choice, "plain") == 0) return;
   std::vector<PlanStep>& plan = net->mutable_plan();
-  const auto& layers = net->layers();
   const auto& blobs = net->blobs();
   const std::set<int> outputs(net->output_blob_indices().begin(), net->output_blob_indices().end());
-  const auto layouts_of = [&](const PlanStep& step) {
-    std::vector<Layout> layouts;
-    for (int id : step.bottoms) layouts.push_back(blobs[id]->layout());
-    return layouts;
-  };
+  const LayoutCheck check{*net, outputs};
   for (size_t s = 0; s < plan.size(); ++s) {
-    const Layer& writer = *layers[plan[s].layer];
-    const std::vector<Layout> bottom_layouts = layouts_of(plan[s]);
+    const Layer& writer = *net->layers()[plan[s].layer];
     for (size_t t = 0; t < plan[s].tops.size(); ++t) {
       const int id = plan[s].tops[t];
-      // In place, the blob keeps the layout its first writer gave it (checked there, for every later step).
+      // In place, the blob keeps the layout its first writer gave it (checked there, for every later step); a
+      // view (a Split's top) got its bottom's with it.
       if (t < plan[s].bottoms.size() && plan[s].bottoms[t] == id) continue;
-      const Layout offered = writer.OffersLayout(static_cast<int>(t), bottom_layouts);
+      if (blobs[id]->layout() != Layout::kPlain) continue;
+      const Layout offered = writer.OffersLayout(static_cast<int>(t), check.BottomLayouts(plan[s], -1, Layout::kPlain));
       if (offered == Layout::kPlain || outputs.count(id)) continue;
-      // Every later step that reads this version of the blob must take the layout (read its data, write its
-      // gradient in it); one that rewrites it in place must also keep it.
-      bool taken = true;
       std::vector<size_t> readers;
-      for (size_t r = s + 1; r < plan.size() && taken; ++r) {
-        const PlanStep& later = plan[r];
-        const Layer& reader = *layers[later.layer];
-        bool rewritten = false;
-        for (size_t b = 0; b < later.bottoms.size(); ++b) {
-          if (later.bottoms[b] != id) continue;
-          taken = taken && reader.ReadsLayout(static_cast<int>(b), offered);
-          if (b < later.tops.size() && later.tops[b] == id) {
-            std::vector<Layout> layouts = layouts_of(later);
-            layouts[b] = offered;
-            taken = taken && reader.OffersLayout(static_cast<int>(b), layouts) == offered;
-          }
-          readers.push_back(r);
-        }
-        for (size_t w = 0; w < later.tops.size(); ++w)
-          rewritten = rewritten || (later.tops[w] == id && (w >= later.bottoms.size() || later.bottoms[w] != id));
-        if (rewritten) break;  // a new version of the blob from here on (not an in-place rewrite)
-      }
-      if (!taken || readers.empty()) continue;
+      std::vector<int> views;
+      if (!check.EveryReaderTakes(s, id, offered, &readers, &views) || readers.empty()) continue;
       blobs[id]->set_layout(offered);
+      for (int view : views) blobs[view]->set_layout(offered);
       plan[s].reshape_pending = true;
       std::ostringstream names;
       for (size_t r : readers) {
