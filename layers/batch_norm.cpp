@@ -3,6 +3,8 @@
 #include <cmath>
 #include <string>
 
+#include "core/threads.hpp"
+
 namespace crema {
 
 void BatchNormLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
@@ -75,6 +77,8 @@ void BatchNormLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::ve
       variance[c] = blobs_[1]->cpu_data()[c] * factor;
     }
   } else {
+    // Channels are independent: each thread takes whole channels, so every sum runs in the one-thread order.
+#pragma omp parallel for if (bottom[0]->count() >= ParallelElementThreshold()) schedule(static)
     for (int c = 0; c < channels_; ++c) {
       double sum = 0, sumsq = 0;
       for (int n = 0; n < num_; ++n) {
@@ -102,6 +106,7 @@ void BatchNormLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::ve
   }
   for (int c = 0; c < channels_; ++c) inv_std[c] = 1.f / std::sqrt(variance[c] + eps_);
   float* y = top[0]->mutable_cpu_data();  // may be x (in place): each element is read before it is written
+#pragma omp parallel for collapse(2) if (bottom[0]->count() >= ParallelElementThreshold()) schedule(static)
   for (int n = 0; n < num_; ++n)
     for (int c = 0; c < channels_; ++c) {
       const int offset = (n * channels_ + c) * spatial_;
@@ -121,6 +126,7 @@ void BatchNormLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vect
   const float* xhat = normalized_->cpu_data();
   const float* inv_std = inv_std_->cpu_data();
   const int m = num_ * spatial_;
+#pragma omp parallel for if (bottom[0]->count() >= ParallelElementThreshold()) schedule(static)
   for (int c = 0; c < channels_; ++c) {
     // With batch statistics: dx = inv_std * (dy - mean(dy) - xhat * mean(dy * xhat)).
     double mean_dy = 0, mean_dy_xhat = 0;

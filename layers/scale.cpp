@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/filler.hpp"
+#include "core/threads.hpp"
 
 namespace crema {
 
@@ -65,6 +66,8 @@ void ScaleLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector
   const float* bias = bias_term_ ? blobs_[bias_index_]->cpu_data() : nullptr;
   float* y = top[0]->mutable_cpu_data();
   const Broadcast& g = geometry_;
+  const bool threaded = bottom[0]->count() >= ParallelElementThreshold();
+#pragma omp parallel for collapse(2) if (threaded) schedule(static)
   for (int o = 0; o < g.outer; ++o)
     for (int d = 0; d < g.dim; ++d) {
       const int offset = (o * g.dim + d) * g.inner;
@@ -78,9 +81,12 @@ void ScaleLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<b
   const float* dy = top[0]->cpu_diff();
   const Broadcast& g = geometry_;
   const bool learned = bottom.size() == 1;
+  // Each thread takes whole channels (d), so every sum runs in the one-thread order.
+  const bool threaded = bottom[0]->count() >= ParallelElementThreshold();
   // Parameter gradients first: in place, the bottom's gradient overwrites the top's.
   if (bias_term_ && param_propagate_down(bias_index_)) {
     float* db = blobs_[bias_index_]->mutable_cpu_diff();
+#pragma omp parallel for if (threaded) schedule(static)
     for (int d = 0; d < g.dim; ++d) {
       double sum = 0;
       for (int o = 0; o < g.outer; ++o) {
@@ -95,6 +101,7 @@ void ScaleLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<b
     float* ds = (learned ? blobs_[0].get() : bottom[1])->mutable_cpu_diff();
     // A learned parameter's gradient accumulates (the net zeroes it); a bottom's is overwritten.
     if (!learned) std::fill(ds, ds + g.dim, 0.f);
+#pragma omp parallel for if (threaded) schedule(static)
     for (int d = 0; d < g.dim; ++d) {
       double sum = 0;
       for (int o = 0; o < g.outer; ++o) {
@@ -107,6 +114,7 @@ void ScaleLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<b
   if (propagate_down[0]) {
     const float* scale = ScaleOf(bottom).cpu_data();
     float* dx = bottom[0]->mutable_cpu_diff();
+#pragma omp parallel for collapse(2) if (threaded) schedule(static)
     for (int o = 0; o < g.outer; ++o)
       for (int d = 0; d < g.dim; ++d) {
         const int offset = (o * g.dim + d) * g.inner;
