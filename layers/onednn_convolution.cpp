@@ -148,22 +148,22 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
 
   // The forward pass, the weight gradient and the input gradient run one after another and each uses the
   // workspace afresh, so their regions overlap: the workspace is the largest phase, not their sum.
-  p->src = p->regions.Add(p->forward.src_desc());
-  p->weights = p->regions.Add(p->forward.weights_desc());
-  p->dst = p->regions.Add(p->forward.dst_desc());
+  p->src = p->regions.AddCopy(p->forward.src_desc(), p->user_src);
+  p->weights = p->regions.AddCopy(p->forward.weights_desc(), p->user_weights);
+  p->dst = p->regions.AddCopy(p->forward.dst_desc(), p->user_dst);
   p->forward_scratch = p->regions.Add(p->forward.scratchpad_desc());
   p->regions.Restart();
-  p->backward_src = p->regions.Add(p->backward_weights.src_desc());
-  p->backward_diff_dst = p->regions.Add(p->backward_weights.diff_dst_desc());
-  p->computed_diff_weights = p->regions.Add(p->backward_weights.diff_weights_desc());
+  p->backward_src = p->regions.AddCopy(p->backward_weights.src_desc(), p->user_src);
+  p->backward_diff_dst = p->regions.AddCopy(p->backward_weights.diff_dst_desc(), p->user_dst);
+  p->computed_diff_weights = p->regions.AddCopy(p->backward_weights.diff_weights_desc(), p->user_weights);
   p->diff_weights = p->regions.Add(p->user_weights);
   p->diff_bias = p->regions.Add(p->user_bias);
   p->weights_scratch = p->regions.Add(p->backward_weights.scratchpad_desc());
   p->regions.Restart();
   if (!p->gemm_backward_data) {
-    p->data_weights = p->regions.Add(p->backward_data.weights_desc());
-    p->data_diff_dst = p->regions.Add(p->backward_data.diff_dst_desc());
-    p->diff_src = p->regions.Add(p->backward_data.diff_src_desc());
+    p->data_weights = p->regions.AddCopy(p->backward_data.weights_desc(), p->user_weights);
+    p->data_diff_dst = p->regions.AddCopy(p->backward_data.diff_dst_desc(), p->user_dst);
+    p->diff_src = p->regions.AddCopy(p->backward_data.diff_src_desc(), p->user_src);
     p->data_scratch = p->regions.Add(p->backward_data.scratchpad_desc());
   }
   size_t gemm_floats = 0;

@@ -65,6 +65,10 @@ size_t Regions::Add(const memory::desc& desc) {
   return offset;
 }
 
+size_t Regions::AddCopy(const memory::desc& wanted, const memory::desc& user) {
+  return wanted == user ? 0 : Add(wanted);
+}
+
 void Regions::Restart() { bytes_ = 0; }
 
 size_t Regions::Floats() const { return largest_ == 0 ? 0 : (largest_ + 64) / sizeof(float); }
@@ -109,13 +113,13 @@ Passes::Passes(const memory::desc& user_src, const memory::desc& user_dst, const
       backward_(backward.get()),
       backward_reads_src_(backward_reads_src),
       saved_floats_((forward.workspace_desc().get_size() + sizeof(float) - 1) / sizeof(float)) {
-  src_ = regions_.Add(forward.src_desc());
-  dst_ = regions_.Add(forward.dst_desc());
+  src_ = regions_.AddCopy(forward.src_desc(), user_src);
+  dst_ = regions_.AddCopy(forward.dst_desc(), user_dst);
   forward_scratch_ = regions_.Add(forward.scratchpad_desc());
   regions_.Restart();
-  if (backward_reads_src_) backward_src_ = regions_.Add(forward.src_desc());
-  diff_dst_ = regions_.Add(backward.diff_dst_desc());
-  diff_src_ = regions_.Add(backward.diff_src_desc());
+  if (backward_reads_src_) backward_src_ = regions_.AddCopy(forward.src_desc(), user_src);
+  diff_dst_ = regions_.AddCopy(backward.diff_dst_desc(), user_dst);
+  diff_src_ = regions_.AddCopy(backward.diff_src_desc(), user_src);
   backward_scratch_ = regions_.Add(backward.scratchpad_desc());
 }
 

@@ -48,6 +48,9 @@ dnnl::primitive_attr UserScratchpad();
 class Regions {
  public:
   size_t Add(const dnnl::memory::desc& desc);
+  // A region for a copy of a buffer of layout `user` reordered to `wanted` (Binder::In, Result): none where the
+  // two are the same (the Binder then uses the buffer itself; the offset returned is never read).
+  size_t AddCopy(const dnnl::memory::desc& wanted, const dnnl::memory::desc& user);
   void Restart();
   // The bytes of the largest phase so far, plus the alignment slack: what to RequestWorkspace (in floats).
   size_t Floats() const;
