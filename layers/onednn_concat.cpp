@@ -16,6 +16,7 @@ struct OneDnnConcatLayer::Primitives {
   std::vector<memory::desc> parts;    // each bottom's part of the top (sub-memories of the top's layout)
   dnnl::concat::primitive_desc forward;
   dnnl::concat forward_primitive;
+  size_t scratch = 0;  // oneDNN's scratchpad, in the workspace
 };
 
 OneDnnConcatLayer::OneDnnConcatLayer(const LayerParameter& param, std::shared_ptr<Context> context)
@@ -54,7 +55,9 @@ void OneDnnConcatLayer::Reshape(const std::vector<Blob*>& bottom, const std::vec
   }
   p->forward = dnnl::concat::primitive_desc(whole, 1, p->bottoms, CpuEngine(), onednn::UserScratchpad());
   p->forward_primitive = dnnl::concat(p->forward);
-  RequestWorkspace((p->forward.scratchpad_desc().get_size() + 64) / sizeof(float) + 1);
+  onednn::Regions regions;
+  p->scratch = regions.Add(p->forward.scratchpad_desc());
+  RequestWorkspace(regions.Floats());
   primitives_ = std::move(p);
 }
 
@@ -63,7 +66,7 @@ void OneDnnConcatLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std:
   onednn::Binder bind(workspace());
   std::unordered_map<int, memory> args = {
       {DNNL_ARG_DST, memory(p.forward.dst_desc(), CpuEngine(), top[0]->mutable_cpu_data())},
-      {DNNL_ARG_SCRATCHPAD, bind.Scratch(p.forward.scratchpad_desc(), 0)}};
+      {DNNL_ARG_SCRATCHPAD, bind.Scratch(p.forward.scratchpad_desc(), p.scratch)}};
   for (size_t b = 0; b < bottom.size(); ++b)
     args[DNNL_ARG_MULTIPLE_SRC + static_cast<int>(b)] = bind.Plain(p.bottoms[b], bottom[b]->cpu_data());
   p.forward_primitive.execute(bind.stream(), args);

@@ -168,12 +168,12 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
   }
   size_t gemm_floats = 0;
   if (p->gemm_backward_data) {
-    // The GEMM steps read the output gradient plain: from a top in a run's layout, a plain copy after the columns.
-    gemm_floats = column_floats();
-    if (top[0]->layout() != Layout::kPlain) {
-      p->plain_diff_dst = (column_floats() * sizeof(float) + 64 + 63) / 64 * 64;  // bytes past Binder's aligned start
-      gemm_floats = (p->plain_diff_dst + 64) / sizeof(float) + top[0]->count();
-    }
+    // The GEMM steps unroll into the workspace's start and read the output gradient plain: from a top in a run's
+    // layout, a plain copy placed after the columns.
+    onednn::Regions gemm;
+    if (column_floats() > 0) gemm.Add(memory::desc(Dims({static_cast<int>(column_floats())}), f32, Tag::x));
+    if (top[0]->layout() != Layout::kPlain) p->plain_diff_dst = gemm.Add(onednn::PlainDesc(top[0]->shape()));
+    gemm_floats = gemm.Floats();
   }
   RequestWorkspace(std::max(p->regions.Floats(), gemm_floats));
   primitives_ = std::move(p);

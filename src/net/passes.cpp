@@ -202,7 +202,8 @@ struct LayoutCheck {
   const Net& net;
   const std::set<int>& outputs;
 
-  std::vector<Layout> BottomLayouts(const PlanStep& step, int id, Layout layout) const {
+  // The layouts of `step`'s bottoms, blob `id` (if given) taken as `layout`.
+  std::vector<Layout> BottomLayouts(const PlanStep& step, int id = -1, Layout layout = Layout::kPlain) const {
     std::vector<Layout> layouts;
     for (int bottom : step.bottoms) layouts.push_back(bottom == id ? layout : net.blobs()[bottom]->layout());
     return layouts;
@@ -254,7 +255,7 @@ void PlanLayouts(Net* net) {
       // view (a Split's top) got its bottom's with it.
       if (t < plan[s].bottoms.size() && plan[s].bottoms[t] == id) continue;
       if (blobs[id]->layout() != Layout::kPlain) continue;
-      const Layout offered = writer.OffersLayout(static_cast<int>(t), check.BottomLayouts(plan[s], -1, Layout::kPlain));
+      const Layout offered = writer.OffersLayout(static_cast<int>(t), check.BottomLayouts(plan[s]));
       if (offered == Layout::kPlain || outputs.count(id)) continue;
       std::vector<size_t> readers;
       std::vector<int> views;
