@@ -96,6 +96,10 @@ class Layer {
   // The layout this layer would write top `top` in, given its bottoms' layouts, where the readers take it: plain
   // by default; the arrangement its engine works in (oneDNN's convolution), or the bottom's (pooling, ReLU).
   virtual Layout OffersLayout(int top, const std::vector<Layout>& bottom_layouts) const { return Layout::kPlain; }
+  // Whether the layer writes its top in its bottom's layout and cannot reorder (native loops that take any
+  // layout: ReLU, Scale). Out of place, such a layer takes a layout only where its top can stay in it too; the
+  // pass then keeps both (oneDNN's engines reorder a top that stays plain themselves).
+  virtual bool PassesLayoutThrough() const { return false; }
 
   // A top that is a view of a bottom: the same data (and diff, when `diff`), moved by no one. The net (or
   // SetUp, for a layer on its own) makes the view before Reshape, which then only sets the top's shape; the

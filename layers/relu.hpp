@@ -41,6 +41,7 @@ class ReLULayer : public NeuronLayer {
   // Each value on its own: any layout, kept from bottom to top (a run of oneDNN layers goes through ReLU).
   bool ReadsLayout(int, Layout) const override { return true; }
   Layout OffersLayout(int, const std::vector<Layout>& bottom_layouts) const override { return bottom_layouts[0]; }
+  bool PassesLayoutThrough() const override { return true; }
 
  protected:
   void ForwardElements(const Blob& bottom, Blob* top) override;

@@ -285,6 +285,51 @@ TEST(NetPassesTest, PlanLayoutsKeepsABlobInItsWritersLayoutOnlyWhereEveryReaderT
   EXPECT_THROW(net.blob_by_name("conv1")->ToProto(&proto), Error);
 }
 
+// A layer that writes its top in its bottom's layout and cannot reorder (ReLU, Scale: not in place here) takes a
+// layout only where its top can stay in it too: not where the top is a net output or goes to a layer that
+// reads plain only. The outputs are then those of the net with every blob plain.
+TEST(NetPassesTest, PlanLayoutsKeepsAPassThroughLayersTopWithItsBottom) {
+#ifndef CREMA_USE_ONEDNN
+  GTEST_SKIP() << "no engine offers a layout other than plain in a build without oneDNN";
+#endif
+  const std::string conv =
+      " type: 'Convolution' convolution_param { num_output: 16 kernel_size: 3 pad: 1"
+      " weight_filler { type: 'gaussian' std: 0.1 } bias_filler { type: 'gaussian' std: 0.1 } } }";
+  const NetParameter param = ParseNet(
+      "name: 'pass_through' force_backward: true\n"
+      "layer { name: 'input' type: 'Input' top: 'data' input_param { shape { dim: 2 dim: 3 dim: 8 dim: 8 } } }"
+      "layer { name: 'conv1' bottom: 'data' top: 'conv1'" + conv +
+      "layer { name: 'relu1' type: 'ReLU' bottom: 'conv1' top: 'relu1' }"
+      "layer { name: 'conv2' bottom: 'data' top: 'conv2'" + conv +
+      "layer { name: 'relu2' type: 'ReLU' bottom: 'conv2' top: 'relu2' }"
+      "layer { name: 'power' type: 'Power' bottom: 'relu2' top: 'power' }"
+      "layer { name: 'conv3' bottom: 'data' top: 'conv3'" + conv +
+      "layer { name: 'relu3' type: 'ReLU' bottom: 'conv3' top: 'relu3' }"
+      "layer { name: 'pool3' type: 'Pooling' bottom: 'relu3' top: 'pool3'"
+      " pooling_param { pool: MAX kernel_size: 2 stride: 2 } }");
+  NetPasses plain = NetPasses::Default();
+  plain.plan.erase(std::remove_if(plain.plan.begin(), plain.plan.end(),
+                                  [](const PlanPass& pass) { return pass.name == "plan_layouts"; }),
+                   plain.plan.end());
+  Net expected(param, std::make_shared<Context>(Device::kCPU, 0, 5), plain);
+  Net net(param, std::make_shared<Context>(Device::kCPU, 0, 5));
+  for (const char* stays_plain : {"conv1", "relu1", "conv2", "relu2", "power"})
+    EXPECT_EQ(net.blob_by_name(stays_plain)->layout(), Layout::kPlain) << stays_plain;
+  // conv3 -> relu3 -> pool3: the run goes through the ReLU.
+  EXPECT_NE(net.blob_by_name("conv3")->layout(), Layout::kPlain);
+  EXPECT_EQ(net.blob_by_name("relu3")->layout(), net.blob_by_name("conv3")->layout());
+  test::FillUniform(net.input_blobs()[0], -1.f, 1.f, 3);
+  test::FillUniform(expected.input_blobs()[0], -1.f, 1.f, 3);
+  net.Forward();
+  expected.Forward();
+  for (const char* output : {"relu1", "power", "pool3"}) {
+    const std::vector<float> want = test::DataOf(*expected.blob_by_name(output));
+    const std::vector<float> got = test::DataOf(*net.blob_by_name(output));
+    ASSERT_EQ(got.size(), want.size()) << output;
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-5f) << output << " at " << i;
+  }
+}
+
 // After-weights passes run when asked (the inference tools ask once the weights are loaded), see the loaded
 // weights, and run once.
 TEST(NetPassesTest, AfterWeightsPassesSeeTheLoadedWeights) {

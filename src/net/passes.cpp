@@ -196,8 +196,8 @@ namespace {
 
 // For plan_layouts: whether every step after `writer` that reads this version of blob `id` takes `layout` (reads
 // its data and writes its gradient in it), every step that rewrites it in place keeps it, and, where a reader
-// makes a top that views the blob's memory (a Split), that top's readers take it too. Collects the readers
-// and the viewing tops.
+// makes a top that views the blob's memory (a Split) or writes a top in the blob's layout without reordering
+// (Layer::PassesLayoutThrough), that top's readers take it too. Collects the readers and those following tops.
 struct LayoutCheck {
   const Net& net;
   const std::set<int>& outputs;
@@ -210,7 +210,7 @@ struct LayoutCheck {
   }
 
   bool EveryReaderTakes(size_t writer, int id, Layout layout, std::vector<size_t>* readers,
-                        std::vector<int>* views) const {
+                        std::vector<int>* following) const {
     const std::vector<PlanStep>& plan = net.plan();
     for (size_t r = writer + 1; r < plan.size(); ++r) {
       const PlanStep& later = plan[r];
@@ -222,13 +222,18 @@ struct LayoutCheck {
         const bool in_place = b < later.tops.size() && later.tops[b] == id;
         if (in_place && reader.OffersLayout(static_cast<int>(b), BottomLayouts(later, id, layout)) != layout)
           return false;
-        for (const Layer::TopView& view : later.views) {
-          if (view.bottom != static_cast<int>(b)) continue;
-          const int top = later.tops[view.top];
-          if (outputs.count(top) || reader.OffersLayout(view.top, BottomLayouts(later, id, layout)) != layout)
-            return false;
-          views->push_back(top);
-          if (!EveryReaderTakes(r, top, layout, readers, views)) return false;
+        // Tops that must follow the blob into the layout: views of it (a Split's), and the tops of a layer
+        // that writes them in its bottom's layout (ReLU out of place).
+        std::vector<int> followers;
+        for (const Layer::TopView& view : later.views)
+          if (view.bottom == static_cast<int>(b)) followers.push_back(view.top);
+        if (!in_place && reader.PassesLayoutThrough())
+          for (size_t t = 0; t < later.tops.size(); ++t) followers.push_back(static_cast<int>(t));
+        for (int t : followers) {
+          const int top = later.tops[t];
+          if (outputs.count(top) || reader.OffersLayout(t, BottomLayouts(later, id, layout)) != layout) return false;
+          following->push_back(top);
+          if (!EveryReaderTakes(r, top, layout, readers, following)) return false;
         }
       }
       for (size_t w = 0; w < later.tops.size(); ++w)
@@ -252,16 +257,16 @@ void PlanLayouts(Net* net) {
     for (size_t t = 0; t < plan[s].tops.size(); ++t) {
       const int id = plan[s].tops[t];
       // In place, the blob keeps the layout its first writer gave it (checked there, for every later step); a
-      // view (a Split's top) got its bottom's with it.
+      // following top (a Split's view, an out-of-place ReLU's top) got its bottom's with it.
       if (t < plan[s].bottoms.size() && plan[s].bottoms[t] == id) continue;
       if (blobs[id]->layout() != Layout::kPlain) continue;
       const Layout offered = writer.OffersLayout(static_cast<int>(t), check.BottomLayouts(plan[s]));
       if (offered == Layout::kPlain || outputs.count(id)) continue;
       std::vector<size_t> readers;
-      std::vector<int> views;
-      if (!check.EveryReaderTakes(s, id, offered, &readers, &views) || readers.empty()) continue;
+      std::vector<int> following;
+      if (!check.EveryReaderTakes(s, id, offered, &readers, &following) || readers.empty()) continue;
       blobs[id]->set_layout(offered);
-      for (int view : views) blobs[view]->set_layout(offered);
+      for (int top : following) blobs[top]->set_layout(offered);
       plan[s].reshape_pending = true;
       std::ostringstream names;
       for (size_t r : readers) {
