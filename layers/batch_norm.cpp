@@ -8,6 +8,12 @@
 namespace crema {
 
 void BatchNormLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  SetUpStatistics(bottom);
+  normalized_ = AddInternalBlob("normalized");
+  inv_std_ = AddInternalBlob("inv_std");
+}
+
+void BatchNormLayer::SetUpStatistics(const std::vector<Blob*>& bottom) {
   const BatchNormParameter& param = param_.batch_norm_param();
   const std::string me = describe();
   use_global_stats_ = param.has_use_global_stats() ? param.use_global_stats() : phase() == TEST;
@@ -43,11 +49,15 @@ void BatchNormLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vec
     }
     set_param_propagate_down(i, false);
   }
-  normalized_ = AddInternalBlob("normalized");
-  inv_std_ = AddInternalBlob("inv_std");
 }
 
 void BatchNormLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  ReadShape(bottom, top);
+  normalized_->ReshapeLike(*bottom[0]);
+  inv_std_->Reshape({channels_});
+}
+
+void BatchNormLayer::ReadShape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const Blob& input = *bottom[0];
   CREMA_CHECK(input.num_axes() >= 1) << describe() << ": the input of shape " << input.shape_string()
                                      << " has no channel axis";
@@ -59,8 +69,29 @@ void BatchNormLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector
   num_ = input.shape(0);
   spatial_ = channels_ == 0 || num_ == 0 ? 0 : input.count() / (num_ * channels_);
   if (top[0] != bottom[0]) top[0]->ReshapeLike(input);
-  normalized_->ReshapeLike(input);
-  inv_std_->Reshape({channels_});
+}
+
+void BatchNormLayer::StoredStatistics(float* mean, float* variance) const {
+  const float stored = blobs_[2]->cpu_data()[0];
+  const float factor = stored == 0.f ? 0.f : 1.f / stored;
+  for (int c = 0; c < channels_; ++c) {
+    mean[c] = blobs_[0]->cpu_data()[c] * factor;
+    variance[c] = blobs_[1]->cpu_data()[c] * factor;
+  }
+}
+
+void BatchNormLayer::UpdateStatistics(const float* mean, const float* variance) {
+  // Running sums: the variance with the unbiased correction.
+  const int m = num_ * spatial_;
+  const float correction = m > 1 ? static_cast<float>(m) / (m - 1) : 1.f;
+  float* mean_sum = blobs_[0]->mutable_cpu_data();
+  float* variance_sum = blobs_[1]->mutable_cpu_data();
+  for (int c = 0; c < channels_; ++c) {
+    mean_sum[c] = mean_sum[c] * fraction_ + mean[c];
+    variance_sum[c] = variance_sum[c] * fraction_ + correction * variance[c];
+  }
+  float* factor = blobs_[2]->mutable_cpu_data();
+  factor[0] = factor[0] * fraction_ + 1.f;
 }
 
 void BatchNormLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
@@ -70,12 +101,7 @@ void BatchNormLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::ve
   const int m = num_ * spatial_;
   std::vector<float> mean(channels_), variance(channels_);
   if (use_global_stats_) {
-    const float stored = blobs_[2]->cpu_data()[0];
-    const float factor = stored == 0.f ? 0.f : 1.f / stored;
-    for (int c = 0; c < channels_; ++c) {
-      mean[c] = blobs_[0]->cpu_data()[c] * factor;
-      variance[c] = blobs_[1]->cpu_data()[c] * factor;
-    }
+    StoredStatistics(mean.data(), variance.data());
   } else {
     // Channels are independent: each thread takes whole channels, so every sum runs in the one-thread order.
 #pragma omp parallel for if (bottom[0]->count() >= ParallelElementThreshold()) schedule(static)
@@ -93,16 +119,7 @@ void BatchNormLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::ve
       mean[c] = static_cast<float>(mu);
       variance[c] = static_cast<float>(m > 0 ? sumsq / m : 0.0);
     }
-    // Running sums: the variance with the unbiased correction.
-    const float correction = m > 1 ? static_cast<float>(m) / (m - 1) : 1.f;
-    float* mean_sum = blobs_[0]->mutable_cpu_data();
-    float* variance_sum = blobs_[1]->mutable_cpu_data();
-    for (int c = 0; c < channels_; ++c) {
-      mean_sum[c] = mean_sum[c] * fraction_ + mean[c];
-      variance_sum[c] = variance_sum[c] * fraction_ + correction * variance[c];
-    }
-    float* factor = blobs_[2]->mutable_cpu_data();
-    factor[0] = factor[0] * fraction_ + 1.f;
+    UpdateStatistics(mean.data(), variance.data());
   }
   for (int c = 0; c < channels_; ++c) inv_std[c] = 1.f / std::sqrt(variance[c] + eps_);
   float* y = top[0]->mutable_cpu_data();  // may be x (in place): each element is read before it is written

@@ -42,7 +42,14 @@ class BatchNormLayer : public Layer {
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
 
- private:
+  // What every engine shares. SetUpStatistics: LayerSetUp without the internal blobs (parameters, the three
+  // statistics blobs and their ParamSpecs). ReadShape: Reshape's checks, the sizes below and the top's shape.
+  void SetUpStatistics(const std::vector<Blob*>& bottom);
+  void ReadShape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top);
+  // The stored statistics: the sums divided by the scale factor (0 where the factor is 0).
+  void StoredStatistics(float* mean, float* variance) const;
+  // Adds a batch's statistics (its mean and biased variance per channel) to the running sums.
+  void UpdateStatistics(const float* mean, const float* variance);
   int Channels(const Blob& bottom) const { return bottom.num_axes() == 1 ? 1 : bottom.shape(1); }
 
   bool use_global_stats_ = false;

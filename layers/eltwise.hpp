@@ -33,9 +33,11 @@ class EltwiseLayer : public Layer {
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
 
- private:
+ protected:
   EltwiseParameter::EltwiseOp op_ = EltwiseParameter::SUM;
   std::vector<float> coeffs_;
+
+ private:
   Blob* argmax_ = nullptr;  // MAX only: the winning bottom of each element
 };
 

@@ -41,8 +41,10 @@
 #include "layers/memory_data.hpp"
 #include "layers/multinomial_logistic_loss.hpp"
 #include "layers/mvn.hpp"
+#include "layers/onednn_batch_norm.hpp"
 #include "layers/onednn_concat.hpp"
 #include "layers/onednn_convolution.hpp"
+#include "layers/onednn_eltwise.hpp"
 #include "layers/onednn_lrn.hpp"
 #include "layers/onednn_pooling.hpp"
 #include "layers/parameter.hpp"
@@ -101,6 +103,10 @@ void RegisterBuiltinLayers(LayerRegistry* registry) {
   registry->Add<OneDnnLRNLayer>("LRN", {"onednn", kCpuOnly, CaffeEngine::kCaffe, OneDnnLRNLayer::Refusal});
 #endif
   registry->Add<LRNLayer>("LRN", {"native"});
+#ifdef CREMA_USE_ONEDNN
+  registry->Add<OneDnnBatchNormLayer>("BatchNorm",
+                                      {"onednn", kCpuOnly, CaffeEngine::kCaffe, OneDnnBatchNormLayer::Refusal});
+#endif
   registry->Add<BatchNormLayer>("BatchNorm", {"native"});
   registry->Add<ScaleLayer>("Scale", {"native"});
   registry->Add<BiasLayer>("Bias", {"native"});
@@ -130,6 +136,9 @@ void RegisterBuiltinLayers(LayerRegistry* registry) {
 #endif
   registry->Add<ConcatLayer>("Concat", {"native"});
   registry->Add<SliceLayer>("Slice", {"native"});
+#ifdef CREMA_USE_ONEDNN
+  registry->Add<OneDnnEltwiseLayer>("Eltwise", {"onednn", kCpuOnly, CaffeEngine::kCaffe, OneDnnEltwiseLayer::Refusal});
+#endif
   registry->Add<EltwiseLayer>("Eltwise", {"native"});
   registry->Add<TileLayer>("Tile", {"native"});
   registry->Add<SilenceLayer>("Silence", {"native"});

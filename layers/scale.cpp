@@ -57,69 +57,103 @@ void ScaleLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blo
   }
   if (top[0] != bottom[0]) top[0]->ReshapeLike(*bottom[0]);
   if (input_) input_->ReshapeLike(*bottom[0]);
+  const Blob& x = *bottom[0];
+  per_channel_ = bottom.size() == 1 && x.num_axes() == 4 && geometry_.axis == 1 && geometry_.dim == x.shape(1);
+  block_ = ChannelBlock(x.layout(), x.num_axes() == 4 ? x.shape(1) : 1);
+  CREMA_CHECK(x.layout() == Layout::kPlain || (per_channel_ && top[0]->layout() == x.layout()))
+      << describe() << ": the input is in the " << LayoutName(x.layout()) << " layout, which only a learned "
+      << "per-channel scale of a 4-d input writing its output in the same layout takes";
 }
+
+namespace {
+
+// Calls rule(j, d) for every value j of the bottom and its channel (or broadcast index) d, in the bottom's
+// layout: `block` 1 is the plain order (outer, dim, inner), a larger one channel blocks (core/layout.hpp).
+// kBlock is the block when known at compile time (1, 8, 16), else 0.
+template <int kBlock, typename Rule>
+void ForEachValueIn(const Broadcast& g, int block, bool threaded, Rule rule) {
+  const int b = kBlock > 0 ? kBlock : block, blocks = g.dim / b;
+#pragma omp parallel for collapse(2) if (threaded) schedule(static)
+  for (int o = 0; o < g.outer; ++o)
+    for (int k = 0; k < blocks; ++k) {
+      const int offset = (o * blocks + k) * g.inner * b;
+      for (int i = 0; i < g.inner; ++i)
+        for (int l = 0; l < b; ++l) rule(offset + i * b + l, k * b + l);
+    }
+}
+
+template <typename Rule>
+void ForEachValue(const Broadcast& g, int block, bool threaded, Rule rule) {
+  if (block == 1) return ForEachValueIn<1>(g, block, threaded, rule);
+  if (block == 8) return ForEachValueIn<8>(g, block, threaded, rule);
+  if (block == 16) return ForEachValueIn<16>(g, block, threaded, rule);
+  ForEachValueIn<0>(g, block, threaded, rule);
+}
+
+// Adds to out[d] the sum of term(j) over the values j of channel d. Each thread takes whole channels (blocks),
+// and every sum runs over items then positions, the plain layout's order, in every layout.
+template <int kBlock, typename Term>
+void SumPerChannelIn(const Broadcast& g, int block, bool threaded, float* out, Term term) {
+  const int b = kBlock > 0 ? kBlock : block, blocks = g.dim / b;
+#pragma omp parallel for if (threaded) schedule(static)
+  for (int k = 0; k < blocks; ++k) {
+    double fixed[kBlock > 0 ? kBlock : 1] = {};
+    std::vector<double> dynamic(kBlock > 0 ? 0 : b, 0.0);
+    double* sums = kBlock > 0 ? fixed : dynamic.data();
+    for (int o = 0; o < g.outer; ++o) {
+      const int offset = (o * blocks + k) * g.inner * b;
+      for (int i = 0; i < g.inner; ++i)
+        for (int l = 0; l < b; ++l) sums[l] += term(offset + i * b + l);
+    }
+    for (int l = 0; l < b; ++l) out[k * b + l] += static_cast<float>(sums[l]);
+  }
+}
+
+template <typename Term>
+void SumPerChannel(const Broadcast& g, int block, bool threaded, float* out, Term term) {
+  if (block == 1) return SumPerChannelIn<1>(g, block, threaded, out, term);
+  if (block == 8) return SumPerChannelIn<8>(g, block, threaded, out, term);
+  if (block == 16) return SumPerChannelIn<16>(g, block, threaded, out, term);
+  SumPerChannelIn<0>(g, block, threaded, out, term);
+}
+
+}  // namespace
 
 void ScaleLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const float* x = bottom[0]->cpu_data();
   if (input_ && top[0] == bottom[0]) std::copy(x, x + bottom[0]->count(), input_->mutable_cpu_data());
   const float* scale = ScaleOf(bottom).cpu_data();
-  const float* bias = bias_term_ ? blobs_[bias_index_]->cpu_data() : nullptr;
   float* y = top[0]->mutable_cpu_data();
-  const Broadcast& g = geometry_;
   const bool threaded = bottom[0]->count() >= ParallelElementThreshold();
-#pragma omp parallel for collapse(2) if (threaded) schedule(static)
-  for (int o = 0; o < g.outer; ++o)
-    for (int d = 0; d < g.dim; ++d) {
-      const int offset = (o * g.dim + d) * g.inner;
-      const float s = scale[d], b = bias ? bias[d] : 0.f;
-      for (int i = 0; i < g.inner; ++i) y[offset + i] = x[offset + i] * s + b;
-    }
+  if (bias_term_) {
+    const float* bias = blobs_[bias_index_]->cpu_data();
+    ForEachValue(geometry_, block_, threaded, [&](int j, int d) { y[j] = x[j] * scale[d] + bias[d]; });
+  } else {
+    ForEachValue(geometry_, block_, threaded, [&](int j, int d) { y[j] = x[j] * scale[d]; });
+  }
 }
 
 void ScaleLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                               const std::vector<Blob*>& bottom) {
   const float* dy = top[0]->cpu_diff();
-  const Broadcast& g = geometry_;
   const bool learned = bottom.size() == 1;
-  // Each thread takes whole channels (d), so every sum runs in the one-thread order.
   const bool threaded = bottom[0]->count() >= ParallelElementThreshold();
   // Parameter gradients first: in place, the bottom's gradient overwrites the top's.
   if (bias_term_ && param_propagate_down(bias_index_)) {
-    float* db = blobs_[bias_index_]->mutable_cpu_diff();
-#pragma omp parallel for if (threaded) schedule(static)
-    for (int d = 0; d < g.dim; ++d) {
-      double sum = 0;
-      for (int o = 0; o < g.outer; ++o) {
-        const float* p = dy + (o * g.dim + d) * g.inner;
-        for (int i = 0; i < g.inner; ++i) sum += p[i];
-      }
-      db[d] += static_cast<float>(sum);
-    }
+    SumPerChannel(geometry_, block_, threaded, blobs_[bias_index_]->mutable_cpu_diff(),
+                  [&](int j) { return static_cast<double>(dy[j]); });
   }
   if (learned ? param_propagate_down(0) : propagate_down[1]) {
     const float* x = input_ && top[0] == bottom[0] ? input_->cpu_data() : bottom[0]->cpu_data();
     float* ds = (learned ? blobs_[0].get() : bottom[1])->mutable_cpu_diff();
     // A learned parameter's gradient accumulates (the net zeroes it); a bottom's is overwritten.
-    if (!learned) std::fill(ds, ds + g.dim, 0.f);
-#pragma omp parallel for if (threaded) schedule(static)
-    for (int d = 0; d < g.dim; ++d) {
-      double sum = 0;
-      for (int o = 0; o < g.outer; ++o) {
-        const int offset = (o * g.dim + d) * g.inner;
-        for (int i = 0; i < g.inner; ++i) sum += static_cast<double>(dy[offset + i]) * x[offset + i];
-      }
-      ds[d] += static_cast<float>(sum);
-    }
+    if (!learned) std::fill(ds, ds + geometry_.dim, 0.f);
+    SumPerChannel(geometry_, block_, threaded, ds, [&](int j) { return static_cast<double>(dy[j]) * x[j]; });
   }
   if (propagate_down[0]) {
     const float* scale = ScaleOf(bottom).cpu_data();
     float* dx = bottom[0]->mutable_cpu_diff();
-#pragma omp parallel for collapse(2) if (threaded) schedule(static)
-    for (int o = 0; o < g.outer; ++o)
-      for (int d = 0; d < g.dim; ++d) {
-        const int offset = (o * g.dim + d) * g.inner;
-        for (int i = 0; i < g.inner; ++i) dx[offset + i] = dy[offset + i] * scale[d];
-      }
+    ForEachValue(geometry_, block_, threaded, [&](int j, int d) { dx[j] = dy[j] * scale[d]; });
   }
 }
 

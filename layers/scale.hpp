@@ -13,6 +13,9 @@
 // (bottom.shape[axis : axis + num_axes]) then the bias if bias_term; with two, the second bottom is the scale
 // (not learned, num_axes ignored; it gets a gradient when asked) and the only blob is the bias if bias_term.
 // In place, forward keeps a copy of the input (internal blob `<layer>.input`) for the scale's gradient.
+// A learned per-channel scale of a 4-d bottom (axis 1, one axis: a ResNet's Scale after BatchNorm) reads the
+// bottom in any layout (core/layout.hpp) and writes the top in it, so a run of oneDNN layers goes through it;
+// every sum runs in the order of the plain layout, so results do not depend on the layout.
 #pragma once
 
 #include <vector>
@@ -30,6 +33,13 @@ class ScaleLayer : public Layer {
   int MaxBottomBlobs() const override { return 2; }
   int ExactNumTopBlobs() const override { return 1; }
   bool AllowsInPlace() const override { return true; }
+  bool ReadsLayout(int bottom, Layout layout) const override {
+    return layout == Layout::kPlain || (bottom == 0 && per_channel_);
+  }
+  Layout OffersLayout(int, const std::vector<Layout>& bottom_layouts) const override {
+    return per_channel_ ? bottom_layouts[0] : Layout::kPlain;
+  }
+  bool PassesLayoutThrough() const override { return true; }
 
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
@@ -43,6 +53,8 @@ class ScaleLayer : public Layer {
   const Blob& ScaleOf(const std::vector<Blob*>& bottom) const { return bottom.size() > 1 ? *bottom[1] : *blobs_[0]; }
 
   Broadcast geometry_;
+  bool per_channel_ = false;  // a learned scale over axis 1 of a 4-d bottom (any layout)
+  int block_ = 1;             // the bottom's channel block (core/layout.hpp): 1 when plain
   bool bias_term_ = false;
   int bias_index_ = -1;    // index of the bias in blobs_, -1 without one
   Blob* input_ = nullptr;  // copy of the input when running in place

@@ -20,4 +20,21 @@ enum class Layout {
 // "plain", "channels-last", "8-channel blocks", "16-channel blocks"
 std::string LayoutName(Layout layout);
 
+// Every layout of a 4-d blob of C channels and S = H x W positions is N x C/b x S x b: the value of item n,
+// channel c, position s lies at ((n * C/b + c / b) * S + s) * b + c % b, with b, the channel block, 1 when plain,
+// C when channels-last, and 8 or 16 for the blocks. Per-channel loops (Scale, Bias) use this to read any layout.
+inline int ChannelBlock(Layout layout, int channels) {
+  switch (layout) {
+    case Layout::kChannelsLast:
+      return channels;
+    case Layout::kChannelBlocks8:
+      return 8;
+    case Layout::kChannelBlocks16:
+      return 16;
+    case Layout::kPlain:
+      break;
+  }
+  return 1;
+}
+
 }  // namespace crema
