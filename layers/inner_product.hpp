@@ -31,13 +31,13 @@ class InnerProductLayer : public Layer {
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
 
-  int M_ = 0, K_ = 0, N_ = 0;
-  bool bias_term_ = true;
-  bool transpose_ = false;
-
  private:
   // The canonical `axis` for this bottom; throws naming the layer when it is out of range.
   int FlattenAxis(const Blob& bottom) const;
+
+  int M_ = 0, K_ = 0, N_ = 0;
+  bool bias_term_ = true;
+  bool transpose_ = false;
 };
 
 }  // namespace crema

@@ -45,7 +45,6 @@
 #include "layers/onednn_concat.hpp"
 #include "layers/onednn_convolution.hpp"
 #include "layers/onednn_eltwise.hpp"
-#include "layers/onednn_inner_product.hpp"
 #include "layers/onednn_lrn.hpp"
 #include "layers/onednn_pooling.hpp"
 #include "layers/parameter.hpp"
@@ -128,9 +127,6 @@ void RegisterBuiltinLayers(LayerRegistry* registry) {
   registry->Add<SwishLayer>("Swish", {"native", kCpuAndGpu});
   registry->Add<DropoutLayer>("Dropout", {"native", kCpuAndGpu});
   // Common: products, joining, cutting, combining and reshaping blobs
-#ifdef CREMA_USE_ONEDNN
-  registry->Add<OneDnnInnerProductLayer>("InnerProduct", {"onednn", kCpuOnly});
-#endif
   registry->Add<InnerProductLayer>("InnerProduct", {"native"});
   registry->Add<FlattenLayer>("Flatten", {"native", kCpuAndGpu});
   registry->Add<ReshapeLayer>("Reshape", {"native"});
