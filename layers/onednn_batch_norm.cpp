@@ -2,10 +2,9 @@
 
 #ifdef CREMA_USE_ONEDNN
 
-#include <algorithm>
 #include <unordered_map>
 
-#include "core/threads.hpp"
+#include "core/math_functions.hpp"
 #include "layers/onednn_util.hpp"
 
 namespace crema {
@@ -87,11 +86,8 @@ void OneDnnBatchNormLayer::Forward_cpu(const std::vector<Blob*>& bottom, const s
   const float* x = bottom[0]->cpu_data();
   if (input_ != nullptr && top[0] == bottom[0]) {
     // In place, the top overwrites the input that backward reads: keep a copy.
-    float* kept = input_->mutable_cpu_data();
-    const int count = bottom[0]->count();
-#pragma omp parallel for if (count >= ParallelElementThreshold()) schedule(static)
-    for (int i = 0; i < count; ++i) kept[i] = x[i];
-    x = kept;
+    cpu_copy(bottom[0]->count(), x, input_->mutable_cpu_data());
+    x = input_->cpu_data();
   }
   if (use_global_stats_) StoredStatistics(mean_->mutable_cpu_data(), variance_->mutable_cpu_data());
   onednn::Binder bind(workspace());

@@ -2,8 +2,6 @@
 
 #ifdef CREMA_USE_ONEDNN
 
-#include <unordered_map>
-
 #include "layers/onednn_util.hpp"
 
 namespace crema {
@@ -61,14 +59,8 @@ void OneDnnEltwiseLayer::Reshape(const std::vector<Blob*>& bottom, const std::ve
 
 void OneDnnEltwiseLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   Primitives& p = *primitives_;
-  onednn::Binder bind(workspace());
-  std::unordered_map<int, memory> args = {
-      {DNNL_ARG_DST, memory(p.top, CpuEngine(), top[0]->mutable_cpu_data())},
-      {DNNL_ARG_SCRATCHPAD, bind.Scratch(p.forward.scratchpad_desc(), p.scratch)}};
-  for (size_t b = 0; b < bottom.size(); ++b)
-    args[DNNL_ARG_MULTIPLE_SRC + static_cast<int>(b)] = bind.Plain(p.bottoms[b], bottom[b]->cpu_data());
-  p.forward_primitive.execute(bind.stream(), args);
-  bind.stream().wait();
+  onednn::RunOnSources(p.forward_primitive, p.forward, p.bottoms, bottom, p.top, top[0]->mutable_cpu_data(),
+                       workspace(), p.scratch);
 }
 
 void OneDnnEltwiseLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,

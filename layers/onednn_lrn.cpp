@@ -65,9 +65,6 @@ void OneDnnLRNLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector
   std::vector<memory::format_tag> layouts = {memory::format_tag::nChw16c, memory::format_tag::nChw8c,
                                              memory::format_tag::nhwc, memory::format_tag::nchw};
   if (bottom[0]->layout() != Layout::kPlain) layouts.insert(layouts.begin(), onednn::TagOf(bottom[0]->layout()));
-  const auto reference = [](const dnnl::primitive_desc_base& pd) {
-    return std::string(pd.impl_info_str()).find("ref") != std::string::npos;
-  };
   for (memory::format_tag layout : layouts) {
     try {
       forward = ForwardFor(param_.lrn_param(), bottom[0]->shape(), layout);
@@ -78,7 +75,7 @@ void OneDnnLRNLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector
     } catch (const dnnl::error&) {
       continue;  // no primitive in this layout
     }
-    if (!reference(forward) && !reference(backward)) break;
+    if (!onednn::IsReference(forward) && !onednn::IsReference(backward)) break;
   }
   passes_ = std::make_unique<onednn::Passes>(user_src, user_dst, forward, backward, true);
   RequestWorkspace(passes_->workspace_floats());

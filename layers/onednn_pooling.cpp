@@ -123,7 +123,7 @@ void OneDnnPoolingLayer::Reshape(const std::vector<Blob*>& bottom, const std::ve
         dnnl::pooling_backward::desc(plan.algorithm, src, forward.dst_desc(), plan.strides, plan.kernel,
                                      plan.pad_left, plan.pad_right),
         onednn::UserScratchpad(), CpuEngine(), forward);
-    if (std::string(backward.impl_info_str()).find("ref") == std::string::npos) break;
+    if (!onednn::IsReference(backward)) break;
   }
   passes_ = std::make_unique<onednn::Passes>(user_src, user_dst, forward, backward, false);
   RequestWorkspace(passes_->workspace_floats());

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 #include <unordered_map>
 
 namespace crema {
@@ -56,6 +57,22 @@ dnnl::primitive_attr UserScratchpad() {
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   return attr;
+}
+
+bool IsReference(const dnnl::primitive_desc_base& pd) {
+  return std::string(pd.impl_info_str()).find("ref") != std::string::npos;
+}
+
+void RunOnSources(const dnnl::primitive& primitive, const dnnl::primitive_desc_base& pd,
+                  const std::vector<memory::desc>& sources, const std::vector<Blob*>& bottom,
+                  const memory::desc& dst_desc, float* dst, float* workspace, size_t scratch) {
+  Binder bind(workspace);
+  std::unordered_map<int, memory> args = {{DNNL_ARG_DST, memory(dst_desc, CpuEngine(), dst)},
+                                          {DNNL_ARG_SCRATCHPAD, bind.Scratch(pd.scratchpad_desc(), scratch)}};
+  for (size_t b = 0; b < bottom.size(); ++b)
+    args[DNNL_ARG_MULTIPLE_SRC + static_cast<int>(b)] = bind.Plain(sources[b], bottom[b]->cpu_data());
+  primitive.execute(bind.stream(), args);
+  bind.stream().wait();
 }
 
 size_t Regions::Add(const memory::desc& desc) {

@@ -43,6 +43,16 @@ Layout LayoutOf(const dnnl::memory::desc& desc, const std::vector<int>& shape);
 // Primitive attributes with the scratchpad in the caller's hands (the net's workspace), as every engine has it.
 dnnl::primitive_attr UserScratchpad();
 
+// Whether oneDNN implements `pd` with its reference kernel (plain loops: 10-100x slower than its jit ones),
+// which engines avoid by trying another layout (LRN, pooling's gradient).
+bool IsReference(const dnnl::primitive_desc_base& pd);
+
+// Runs `primitive` (a concat or a sum: `pd`) over several bottoms, each in its layout `sources[b]`, into the
+// top `dst` (layout `dst_desc`), with its scratchpad in `workspace` at region `scratch`.
+void RunOnSources(const dnnl::primitive& primitive, const dnnl::primitive_desc_base& pd,
+                  const std::vector<dnnl::memory::desc>& sources, const std::vector<Blob*>& bottom,
+                  const dnnl::memory::desc& dst_desc, float* dst, float* workspace, size_t scratch);
+
 // Workspace regions for one layer's buffers, in bytes from a 64-byte aligned start. Phases that run one
 // after another (forward, each gradient) reuse the same bytes: Restart() begins a new phase.
 class Regions {

@@ -22,7 +22,7 @@ std::string LayoutName(Layout layout);
 
 // Every layout of a 4-d blob of C channels and S = H x W positions is N x C/b x S x b: the value of item n,
 // channel c, position s lies at ((n * C/b + c / b) * S + s) * b + c % b, with b, the channel block, 1 when plain,
-// C when channels-last, and 8 or 16 for the blocks. Per-channel loops (Scale, Bias) use this to read any layout.
+// C when channels-last, and 8 or 16 for the blocks. Scale's per-channel loops use this to read any layout.
 inline int ChannelBlock(Layout layout, int channels) {
   switch (layout) {
     case Layout::kChannelsLast:
