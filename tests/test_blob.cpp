@@ -98,5 +98,30 @@ TEST(BlobTest, ViewsShareMemoryAndRefuseToGrow) {
   test::ExpectErrorContaining([&] { big.ShareData(part); }, {"cannot share data", "20"});
 }
 
+// The data's version changes on every request for a mutable pointer (through the blob or a view of the same
+// storage), not on reads, and never repeats across storages: what the oneDNN engines' weight caches rely on.
+TEST(BlobTest, DataVersionChangesOnWritesOnly) {
+  Blob blob({3});
+  const uint64_t fresh = blob.data_version();
+  EXPECT_NE(fresh, 0u);
+  blob.cpu_data();
+  EXPECT_EQ(blob.data_version(), fresh);
+  blob.mutable_cpu_data()[0] = 1.f;
+  const uint64_t written = blob.data_version();
+  EXPECT_NE(written, fresh);
+  blob.mutable_cpu_diff()[0] = 2.f;  // the diff is other storage
+  EXPECT_EQ(blob.data_version(), written);
+  Blob view;
+  view.ViewOf(blob, /*with_diff=*/false);
+  EXPECT_EQ(view.data_version(), written);
+  view.mutable_cpu_data()[1] = 3.f;
+  EXPECT_NE(blob.data_version(), written);
+  EXPECT_EQ(blob.data_version(), view.data_version());
+  Blob other({3});
+  EXPECT_NE(other.data_version(), blob.data_version());
+  other.mutable_cpu_data();
+  EXPECT_NE(other.data_version(), blob.data_version());
+}
+
 }  // namespace
 }  // namespace crema

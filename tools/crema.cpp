@@ -37,6 +37,10 @@ DEFINE_string(engine, "",
               "force engines: NAME for every layer type that has such an engine (e.g. reference), or "
               "TYPE:NAME items, comma-separated (e.g. Convolution:reference)");
 DEFINE_string(phase, "", "test, time: the net's phase, TRAIN or TEST (test defaults to TEST, time to TRAIN)");
+DEFINE_bool(forward_only, false,
+            "time: forward passes only, the parameters unchanged between them, as in inference. Without it each "
+            "iteration runs forward and backward and then marks the parameters written, as the solver's update "
+            "does, so that what engines keep derived from the weights is made again as in training");
 DEFINE_int32(level, 0, "the net's level (matched against min_level/max_level rules)");
 DEFINE_string(stage, "", "the net's stages, comma-separated (matched against stage/not_stage rules)");
 DEFINE_string(sigint_effect, "stop", "train: what Ctrl-C does: stop (snapshot, then stop), snapshot, none");
@@ -220,8 +224,9 @@ int Time() {
   using Clock = std::chrono::steady_clock;
   auto ms = [](Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
   // One untimed pass first: it allocates every buffer and warms the caches.
+  const bool backward = !FLAGS_forward_only;
   net->Forward();
-  net->Backward();
+  if (backward) net->Backward();
   const auto& plan = net->plan();
   std::vector<double> forward_ms(plan.size(), 0), backward_ms(plan.size(), 0);
   double forward_total = 0, backward_total = 0;
@@ -234,6 +239,10 @@ int Time() {
       forward_ms[s] += ms(Clock::now() - t0);
     }
     forward_total += ms(Clock::now() - forward_start);
+    if (!backward) {
+      LOG(INFO) << "Iteration: " << i + 1 << " forward time: " << ms(Clock::now() - forward_start) << " ms.";
+      continue;
+    }
     const auto backward_start = Clock::now();
     for (size_t s = plan.size(); s-- > 0;) {
       if (!plan[s].needs_backward) continue;
@@ -243,6 +252,8 @@ int Time() {
     }
     backward_total += ms(Clock::now() - backward_start);
     LOG(INFO) << "Iteration: " << i + 1 << " forward-backward time: " << ms(Clock::now() - forward_start) << " ms.";
+    // Untimed: the weights count as updated (SyncedMemory::version), as after a solver step.
+    for (Blob* param : net->learnable_params()) param->mutable_data_on(net->context().device());
   }
   const double total = ms(Clock::now() - start);
   LOG(INFO) << "Engines: ";
@@ -254,7 +265,8 @@ int Time() {
   for (size_t s = 0; s < plan.size(); ++s) {
     const std::string& name = net->layer_names()[plan[s].layer];
     LOG(INFO) << std::setw(10) << name << "\tforward: " << forward_ms[s] / FLAGS_iterations << " ms.";
-    LOG(INFO) << std::setw(10) << name << "\tbackward: " << backward_ms[s] / FLAGS_iterations << " ms.";
+    if (backward)
+      LOG(INFO) << std::setw(10) << name << "\tbackward: " << backward_ms[s] / FLAGS_iterations << " ms.";
   }
   // Arithmetic: the layers that count their floating-point operations (the matrix-product layers).
   double forward_flops = 0, backward_flops = 0;
@@ -270,23 +282,30 @@ int Time() {
   for (size_t s = 0; s < plan.size(); ++s) {
     const Layer& layer = *net->layers()[plan[s].layer];
     const double forward = layer.ForwardFlops();
-    const double backward = plan[s].needs_backward ? layer.BackwardFlops(plan[s].propagate_down) : 0.0;
-    if (forward == 0 && backward == 0) continue;
+    const double backward_layer =
+        backward && plan[s].needs_backward ? layer.BackwardFlops(plan[s].propagate_down) : 0.0;
+    if (forward == 0 && backward_layer == 0) continue;
     forward_flops += forward;
-    backward_flops += backward;
+    backward_flops += backward_layer;
     LOG(INFO) << std::setw(10) << layer.name() << "\tforward: " << rate(forward, forward_ms[s] / FLAGS_iterations);
-    if (backward > 0)
-      LOG(INFO) << std::setw(10) << layer.name() << "\tbackward: " << rate(backward, backward_ms[s] / FLAGS_iterations);
+    if (backward_layer > 0)
+      LOG(INFO) << std::setw(10) << layer.name()
+                << "\tbackward: " << rate(backward_layer, backward_ms[s] / FLAGS_iterations);
   }
   size_t param_bytes = 0;
   for (Blob* param : net->learnable_params()) param_bytes += param->count() * sizeof(float);
   LOG(INFO) << "Average Forward pass: " << forward_total / FLAGS_iterations << " ms.";
-  LOG(INFO) << "Average Backward pass: " << backward_total / FLAGS_iterations << " ms.";
-  LOG(INFO) << "Average Forward-Backward: " << (forward_total + backward_total) / FLAGS_iterations << " ms.";
+  if (backward) {
+    LOG(INFO) << "Average Backward pass: " << backward_total / FLAGS_iterations << " ms.";
+    LOG(INFO) << "Average Forward-Backward: " << (forward_total + backward_total) / FLAGS_iterations << " ms.";
+  }
   LOG(INFO) << "Total Time: " << total << " ms.";
-  LOG(INFO) << "Arithmetic of the net, forward-backward: "
-            << rate(forward_flops + backward_flops, (forward_total + backward_total) / FLAGS_iterations)
-            << "; forward: " << rate(forward_flops, forward_total / FLAGS_iterations);
+  if (backward)
+    LOG(INFO) << "Arithmetic of the net, forward-backward: "
+              << rate(forward_flops + backward_flops, (forward_total + backward_total) / FLAGS_iterations)
+              << "; forward: " << rate(forward_flops, forward_total / FLAGS_iterations);
+  else
+    LOG(INFO) << "Arithmetic of the net, forward: " << rate(forward_flops, forward_total / FLAGS_iterations);
   const MemoryStats memory = MemoryStats::Now();
   const double mib = 1048576.0;
   LOG(INFO) << "Memory: peak " << memory.host_peak_bytes / mib << " MiB on the host"
@@ -306,7 +325,7 @@ const char kUsage[] =
     "  train   train or fine-tune a net (--solver, optionally --weights or --snapshot)\n"
     "  test    score a trained net (--model, --weights, --iterations)\n"
     "  time    time a net's layers forward and backward, with each layer's engine and the peak memory\n"
-    "          (--model, --iterations)";
+    "          (--model, --iterations, --forward_only)";
 
 }  // namespace
 }  // namespace crema

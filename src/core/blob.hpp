@@ -78,6 +78,9 @@ class Blob {
   size_t data_offset() const { return data_.offset; }
   size_t diff_offset() const { return diff_.offset; }
   bool data_is_view() const { return data_.is_view; }
+  // Changes whenever the data may have been written (SyncedMemory::version; any write to the storage it views
+  // counts, and a fresh storage never repeats a stamp); 0 before the data has storage.
+  uint64_t data_version() const { return data_.memory ? data_.memory->version() : 0; }
 
   // Makes this blob's data (diff) a view of `source`'s: the same memory from the same place. This blob's
   // count must fit in what `source` sees. Used for parameter sharing, test nets' weights and the plan's views.

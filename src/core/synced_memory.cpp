@@ -25,6 +25,8 @@ struct Counter {
 };
 Counter host_counter, device_counter;
 
+std::atomic<uint64_t> next_version{1};
+
 void* allocate_host(size_t bytes) {
   size_t rounded = (bytes + kHostAlignment - 1) / kHostAlignment * kHostAlignment;
   void* pointer = std::aligned_alloc(kHostAlignment, rounded == 0 ? kHostAlignment : rounded);
@@ -59,6 +61,8 @@ void MemoryStats::ResetPeak() {
   host_counter.peak = host_counter.held.load();
   device_counter.peak = device_counter.held.load();
 }
+
+SyncedMemory::SyncedMemory(size_t bytes) : bytes_(bytes), version_(next_version++) {}
 
 SyncedMemory::~SyncedMemory() {
   if (host_ != nullptr) {
@@ -123,6 +127,7 @@ const void* SyncedMemory::cpu_data() {
 void* SyncedMemory::mutable_cpu_data() {
   to_cpu();
   head_ = Head::kAtHost;
+  version_ = next_version++;
   return host_;
 }
 
@@ -134,6 +139,7 @@ const void* SyncedMemory::gpu_data() {
 void* SyncedMemory::mutable_gpu_data() {
   to_gpu();
   head_ = Head::kAtDevice;
+  version_ = next_version++;
   return device_;
 }
 

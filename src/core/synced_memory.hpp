@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace crema {
 
@@ -21,7 +22,7 @@ class SyncedMemory {
  public:
   enum class Head { kUninitialized, kAtHost, kAtDevice, kSynced };
 
-  explicit SyncedMemory(size_t bytes = 0) : bytes_(bytes) {}
+  explicit SyncedMemory(size_t bytes = 0);
   ~SyncedMemory();
   SyncedMemory(const SyncedMemory&) = delete;
   SyncedMemory& operator=(const SyncedMemory&) = delete;
@@ -34,6 +35,11 @@ class SyncedMemory {
 
   size_t size() const { return bytes_; }
   Head head() const { return head_; }
+  // A stamp that changes whenever the contents may have changed: taken from one process-wide counter at
+  // construction and at every request for a mutable pointer, so that (memory, stamp) never repeats. Caches
+  // derived from the contents (an engine's weights reordered into its own layout) stay valid while it holds.
+  // Writers ask for a mutable pointer for each round of writes, as the host/device sync already requires.
+  uint64_t version() const { return version_; }
 
  private:
   void to_cpu();
@@ -44,6 +50,7 @@ class SyncedMemory {
   void* device_ = nullptr;
   int device_id_ = -1;
   Head head_ = Head::kUninitialized;
+  uint64_t version_;
 };
 
 }  // namespace crema
