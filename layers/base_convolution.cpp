@@ -49,6 +49,14 @@ void BaseConvolutionLayer::LayerSetUp(const std::vector<Blob*>& bottom, const st
 
 int BaseConvolutionLayer::OutputSize(int axis, int in, const Blob& input) const {
   const int pad = geometry_.pad[axis], extent = geometry_.extent(axis);
+  if (reverse_dimensions()) {
+    const int out = geometry_.stride[axis] * (in - 1) + extent - 2 * pad;
+    CREMA_CHECK(out >= 1) << describe() << ": pad " << pad << " along spatial axis " << axis
+                          << " removes the whole output (stride " << geometry_.stride[axis] << " x (" << in
+                          << " - 1) + kernel extent " << extent << " - 2 * pad = " << out << "); input shape "
+                          << input.shape_string();
+    return out;
+  }
   CREMA_CHECK(in + 2 * pad >= extent) << describe() << ": kernel_size " << geometry_.kernel[axis] << " with dilation "
                                       << geometry_.dilation[axis] << " spans " << extent
                                       << " positions, more than the padded input along spatial axis " << axis << " ("

@@ -43,9 +43,9 @@ class BaseConvolutionLayer : public Layer {
  protected:
   // Deconvolution answers true: its top is the side the kernel slides over.
   virtual bool reverse_dimensions() const { return false; }
-  // The top's size along spatial axis `axis` for a bottom of size `in` (Convolution's rule here; it throws,
-  // naming the field and `input`'s shape, when the output would be empty).
-  virtual int OutputSize(int axis, int in, const Blob& input) const;
+  // The top's size along spatial axis `axis` for a bottom of size `in`: Convolution's rule, or Deconvolution's
+  // where reverse_dimensions(). Throws, naming the field and `input`'s shape, when the output would be empty.
+  int OutputSize(int axis, int in, const Blob& input) const;
 
   // The per-image steps (pointers to one image of each blob; `input` and `output` are the convolution's,
   // see above). Those that unroll patches use the layer's workspace, which the engine must request in its

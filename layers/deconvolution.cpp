@@ -2,15 +2,6 @@
 
 namespace crema {
 
-int DeconvolutionLayer::OutputSize(int axis, int in, const Blob& input) const {
-  const int out = geometry_.stride[axis] * (in - 1) + geometry_.extent(axis) - 2 * geometry_.pad[axis];
-  CREMA_CHECK(out >= 1) << describe() << ": pad " << geometry_.pad[axis] << " along spatial axis " << axis
-                        << " removes the whole output (stride " << geometry_.stride[axis] << " x (" << in
-                        << " - 1) + kernel extent " << geometry_.extent(axis) << " - 2 * pad = " << out
-                        << "); input shape " << input.shape_string();
-  return out;
-}
-
 void DeconvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   BaseConvolutionLayer::Reshape(bottom, top);
   RequestWorkspace(column_floats());

@@ -28,7 +28,6 @@ class DeconvolutionLayer : public BaseConvolutionLayer {
 
  protected:
   bool reverse_dimensions() const override { return true; }
-  int OutputSize(int axis, int in, const Blob& input) const override;
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;

@@ -92,6 +92,10 @@ void RegisterBuiltinLayers(LayerRegistry* registry) {
   registry->Add<ConvolutionLayer>("Convolution", {"im2col"});
   registry->Add<BatchedConvolutionLayer>("Convolution", {"im2col_batched"});
   registry->Add<ReferenceConvolutionLayer>("Convolution", {"reference"});
+#ifdef CREMA_USE_ONEDNN
+  registry->Add<OneDnnDeconvolutionLayer>("Deconvolution",
+                                          {"onednn", kCpuOnly, CaffeEngine::kCaffe, OneDnnConvolutionLayer::Refusal});
+#endif
   registry->Add<DeconvolutionLayer>("Deconvolution", {"im2col"});
 #ifdef CREMA_USE_ONEDNN
   registry->Add<OneDnnPoolingLayer>("Pooling", {"onednn", kCpuOnly, CaffeEngine::kCaffe, OneDnnPoolingLayer::Refusal});

@@ -120,6 +120,28 @@ void Binder::Out(const memory& result, const memory::desc& user, float* data) {
 
 memory Binder::Scratch(const memory::desc& desc, size_t region) { return memory(desc, CpuEngine(), base_ + region); }
 
+void WeightCache::Describe(const memory::desc& wanted, const memory::desc& user) {
+  if (wanted == wanted_ && user == user_) return;
+  wanted_ = wanted;
+  user_ = user;
+  copy_.reset();
+  version_ = 0;
+}
+
+memory WeightCache::Get(const Blob& blob, dnnl::stream& stream) {
+  const float* data = blob.cpu_data();
+  memory source(user_, CpuEngine(), const_cast<float*>(data));
+  if (plain()) return source;
+  if (!copy_) copy_ = std::make_shared<SyncedMemory>(wanted_.get_size());
+  memory copy(wanted_, CpuEngine(), copy_->mutable_cpu_data());
+  if (blob.data_version() != version_ || data != source_) {
+    dnnl::reorder(source, copy).execute(stream, source, copy);
+    version_ = blob.data_version();
+    source_ = data;
+  }
+  return copy;
+}
+
 Passes::Passes(const memory::desc& user_src, const memory::desc& user_dst, const dnnl::primitive_desc_base& forward,
                const dnnl::primitive_desc_base& backward, bool backward_reads_src)
     : user_src_(user_src),

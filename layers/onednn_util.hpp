@@ -6,7 +6,9 @@
 #ifdef CREMA_USE_ONEDNN
 
 #include <cstddef>
+#include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <vector>
 
@@ -89,6 +91,28 @@ class Binder {
  private:
   dnnl::stream stream_;
   char* base_ = nullptr;
+};
+
+// Weights reordered into a primitive's layout, kept from one pass to the next while the blob's data is
+// unchanged (Blob::data_version): a net that runs forward over and over without an update between (a test
+// pass, inference) reorders each layer's weights once. The copy is the layer's own memory, not the workspace,
+// which other layers overwrite. Training updates the weights every iteration, so there it reorders each time,
+// as it would without the cache.
+class WeightCache {
+ public:
+  // Sets the layout the primitive wants and crema's (`user`); a new layout empties the cache.
+  void Describe(const dnnl::memory::desc& wanted, const dnnl::memory::desc& user);
+  // Whether the primitive reads the weights in crema's own layout (then nothing is cached).
+  bool plain() const { return wanted_ == user_; }
+  const dnnl::memory::desc& wanted() const { return wanted_; }
+  // The weights of `blob` in the wanted layout: the blob's own data, the copy kept, or a new copy.
+  dnnl::memory Get(const Blob& blob, dnnl::stream& stream);
+
+ private:
+  dnnl::memory::desc wanted_, user_;
+  std::shared_ptr<SyncedMemory> copy_;
+  uint64_t version_ = 0;           // the blob's data_version when the copy was made (0: none made)
+  const float* source_ = nullptr;  // and its data
 };
 
 // A forward and a backward primitive between one NCHW bottom and one NCHW top, in whatever layouts the

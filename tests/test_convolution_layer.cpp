@@ -190,6 +190,20 @@ TEST(ConvolutionLayerTest, SeveralBottomsShareTheWeights) {
   }
 }
 
+// Engines may keep the weights in their own layout from pass to pass (onednn::WeightCache): new weights
+// written between passes, as an update or a weights file writes them, must give the new result. 16 channels
+// in and 32 out, so that oneDNN reorders them into channel blocks.
+TEST(ConvolutionLayerTest, NewWeightsBetweenPassesAreUsed) {
+  for (const char* engine : kEngines) {
+    SCOPED_TRACE(engine);
+    Fixture fixture("num_output: 32 kernel_size: 3 pad: 1", {{2, 16, 5, 4}}, engine);
+    for (int round = 0; round < 3; ++round) {
+      fixture.ExpectMatchesReference({{1, 1}, {1, 1}, {1, 1}});
+      test::FillGaussian(fixture.layer->blobs()[round % 2].get(), 0.f, 1.f, 77 + round);
+    }
+  }
+}
+
 TEST(ConvolutionLayerTest, ReshapeFollowsBatchAndSpatialSizeChanges) {
   for (const char* engine : kEngines) {
     SCOPED_TRACE(engine);

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "layers/deconvolution.hpp"
+#include "layers/layer_registry.hpp"
 #include "test_util.hpp"
 
 namespace crema {
@@ -74,17 +75,50 @@ std::vector<float> ScatterDeconvolution(const Blob& input, const Blob& weights, 
   return std::vector<float>(top.begin(), top.end());
 }
 
+// Deconvolution's engines, in the registry's order; every behaviour below is checked for each.
+const char* const kEngines[] = {
+#ifdef CREMA_USE_ONEDNN
+    "onednn",
+#endif
+    "im2col"};
+
+// Whether `engine` takes this deconvolution: oneDNN's refuses all but 2-d ones over channel axis 1, and any
+// other refusal fails the test.
+bool Takes(const std::string& engine, const std::string& conv_param, const std::vector<int>& shape) {
+  auto context = std::make_shared<Context>();
+  context->force_engine("Deconvolution", engine);
+  LayerParameter param =
+      test::ParseLayer("name: 'up' type: 'Deconvolution' bottom: 'in' convolution_param { " + conv_param + " }");
+  try {
+    LayerRegistry::Global().Create(param, {shape}, context);
+    return true;
+  } catch (const Error& error) {
+    EXPECT_EQ(engine, "onednn") << error.what();
+    EXPECT_NE(shape.size(), 4u) << "a 2-d deconvolution refused: " << error.what();
+    return false;
+  }
+}
+
+
+// A layer of engine `engine`, chosen through the registry as a net would, with random weights and bias (the
+// same for every engine).
 struct Fixture {
   test::BlobList bottom, top;
-  std::unique_ptr<DeconvolutionLayer> layer;
+  std::unique_ptr<Layer> layer;
 
-  Fixture(const std::string& conv_param, const std::vector<std::vector<int>>& shapes) {
+  Fixture(const std::string& conv_param, const std::vector<std::vector<int>>& shapes,
+          const std::string& engine = "im2col") {
     for (size_t i = 0; i < shapes.size(); ++i) {
       test::FillGaussian(bottom.Add(shapes[i]), 0.f, 1.f, 200 + i);
       top.Add({});
     }
-    layer = std::make_unique<DeconvolutionLayer>(
-        test::ParseLayer("name: 'up' type: 'Deconvolution' convolution_param { " + conv_param + " }"));
+    auto context = std::make_shared<Context>();
+    context->force_engine("Deconvolution", engine);
+    LayerParameter param =
+        test::ParseLayer("name: 'up' type: 'Deconvolution' convolution_param { " + conv_param + " }");
+    for (size_t i = 0; i < shapes.size(); ++i) param.add_bottom("in" + std::to_string(i));
+    layer = LayerRegistry::Global().Create(param, shapes, context);
+    EXPECT_EQ(layer->engine(), engine);
     layer->SetUp(bottom.pointers, top.pointers);
     for (size_t i = 0; i < layer->blobs().size(); ++i) test::FillGaussian(layer->blobs()[i].get(), 0.f, 1.f, 9 + i);
   }
@@ -122,23 +156,52 @@ TEST(DeconvolutionLayerTest, ForwardMatchesTheScatterForm) {
        {1, 2, 2, 3, 2},
        {{2, 1, 2}, {0, 0, 0}, {1, 1, 1}}},
   };
-  for (const auto& c : cases) {
-    SCOPED_TRACE(c.param);
-    Fixture fixture(c.param, {c.shape});
-    fixture.ExpectMatchesScatter(c.geometry);
+  for (const char* engine : kEngines) {
+    for (const auto& c : cases) {
+      SCOPED_TRACE(std::string(engine) + ": " + c.param);
+      if (!Takes(engine, c.param, c.shape)) continue;
+      Fixture fixture(c.param, {c.shape}, engine);
+      fixture.ExpectMatchesScatter(c.geometry);
+    }
+  }
+}
+
+TEST(DeconvolutionLayerTest, SeveralBottomsShareTheWeights) {
+  for (const char* engine : kEngines) {
+    SCOPED_TRACE(engine);
+    Fixture fixture("num_output: 3 kernel_size: 3 stride: 2 pad: 1", {{2, 2, 3, 4}, {2, 2, 3, 4}}, engine);
+    fixture.ExpectMatchesScatter({{2, 2}, {1, 1}, {1, 1}});
   }
 }
 
 TEST(DeconvolutionLayerTest, WeightsHaveCaffesShapeAndTheShapeFollowsTheBottom) {
-  Fixture fixture("num_output: 6 kernel_size: 3 stride: 2 group: 2", {{2, 4, 3, 3}});
-  // (input channels, num_output / group, kernel...): Caffe's layout, so model-zoo weights load.
-  EXPECT_EQ(fixture.layer->blobs()[0]->shape(), (std::vector<int>{4, 3, 3, 3}));
-  EXPECT_EQ(fixture.layer->blobs()[1]->shape(), (std::vector<int>{6}));
-  EXPECT_EQ(fixture.top.pointers[0]->shape(), (std::vector<int>{2, 6, 7, 7}));
-  fixture.bottom.pointers[0]->Reshape({1, 4, 5, 2});
-  test::FillGaussian(fixture.bottom.pointers[0], 0.f, 1.f, 3);
-  fixture.layer->Reshape(fixture.bottom.pointers, fixture.top.pointers);
-  fixture.ExpectMatchesScatter({{2, 2}, {0, 0}, {1, 1}, 2});
+  for (const char* engine : kEngines) {
+    SCOPED_TRACE(engine);
+    Fixture fixture("num_output: 6 kernel_size: 3 stride: 2 group: 2", {{2, 4, 3, 3}}, engine);
+    // (input channels, num_output / group, kernel...): Caffe's layout, so model-zoo weights load.
+    EXPECT_EQ(fixture.layer->blobs()[0]->shape(), (std::vector<int>{4, 3, 3, 3}));
+    EXPECT_EQ(fixture.layer->blobs()[1]->shape(), (std::vector<int>{6}));
+    EXPECT_EQ(fixture.top.pointers[0]->shape(), (std::vector<int>{2, 6, 7, 7}));
+    fixture.ExpectMatchesScatter({{2, 2}, {0, 0}, {1, 1}, 2});
+    fixture.bottom.pointers[0]->Reshape({1, 4, 5, 2});
+    test::FillGaussian(fixture.bottom.pointers[0], 0.f, 1.f, 3);
+    fixture.layer->Reshape(fixture.bottom.pointers, fixture.top.pointers);
+    fixture.ExpectMatchesScatter({{2, 2}, {0, 0}, {1, 1}, 2});
+  }
+}
+
+// Engines may keep the weights in their own layout from pass to pass (onednn::WeightCache): new weights
+// written between passes, as an update or a weights file writes them, must give the new result. 16 channels
+// in and 32 out, so that oneDNN reorders them into channel blocks.
+TEST(DeconvolutionLayerTest, NewWeightsBetweenPassesAreUsed) {
+  for (const char* engine : kEngines) {
+    SCOPED_TRACE(engine);
+    Fixture fixture("num_output: 32 kernel_size: 3 stride: 2 pad: 1", {{2, 16, 4, 3}}, engine);
+    for (int round = 0; round < 3; ++round) {
+      fixture.ExpectMatchesScatter({{2, 2}, {1, 1}, {1, 1}});
+      test::FillGaussian(fixture.layer->blobs()[round % 2].get(), 0.f, 1.f, 77 + round);
+    }
+  }
 }
 
 // A bilinear-filled 4x4 kernel with stride 2 and pad 1 (FCN's upsampling) doubles the size, and a constant
@@ -164,11 +227,13 @@ TEST(DeconvolutionLayerTest, Gradients) {
       {"num_output: 2 kernel_size: 1", {{2, 3, 2, 3}, {2, 3, 2, 3}}},
       {"num_output: 2 kernel_size: 2 stride: 2 bias_term: false force_nd_im2col: true", {{1, 2, 2, 3}}},
   };
-  for (const auto& c : cases) {
-    SCOPED_TRACE(c.first);
-    Fixture fixture(c.first, c.second);
-    test::GradientChecker checker(1e-2f, 1e-3f);
-    checker.CheckGradient(fixture.layer.get(), fixture.bottom.pointers, fixture.top.pointers);
+  for (const char* engine : kEngines) {
+    for (const auto& c : cases) {
+      SCOPED_TRACE(std::string(engine) + ": " + c.first);
+      Fixture fixture(c.first, c.second, engine);
+      test::GradientChecker checker(1e-2f, 1e-3f);
+      checker.CheckGradient(fixture.layer.get(), fixture.bottom.pointers, fixture.top.pointers);
+    }
   }
 }
 
@@ -187,6 +252,22 @@ TEST(DeconvolutionLayerTest, RejectsBadParametersAndShapes) {
   EXPECT_NE(set_up_error("num_output: 3 kernel_size: 2 group: 2", {1, 4, 3, 3}).find("num_output"), std::string::npos);
   EXPECT_NE(set_up_error("num_output: 2", {1, 4, 3, 3}).find("kernel_size"), std::string::npos);
 }
+
+#ifdef CREMA_USE_ONEDNN
+// oneDNN's engine refuses strides above 8 (measured slower there); the registry then picks im2col.
+TEST(DeconvolutionLayerTest, LargeStridesGoToTheIm2colEngine) {
+  const auto engine_for = [](const std::string& conv_param) {
+    LayerParameter param =
+        test::ParseLayer("name: 'up' type: 'Deconvolution' bottom: 'in' convolution_param { " + conv_param + " }");
+    return LayerRegistry::Global().Create(param, {{1, 21, 16, 16}}, std::make_shared<Context>())->engine();
+  };
+  EXPECT_EQ(engine_for("num_output: 21 kernel_size: 64 stride: 32"), "im2col");
+  EXPECT_EQ(engine_for("num_output: 21 kernel_h: 4 kernel_w: 32 stride_h: 2 stride_w: 16"), "im2col");
+  EXPECT_EQ(engine_for("num_output: 21 kernel_size: 16 stride: 8"), "onednn");
+  test::ExpectErrorContaining([] { Fixture("num_output: 2 kernel_size: 32 stride: 16", {{1, 2, 3, 3}}, "onednn"); },
+                              {"stride 16 is above 8", "slower"});
+}
+#endif
 
 }  // namespace
 }  // namespace crema
