@@ -11,7 +11,7 @@
 namespace crema {
 namespace {
 
-const std::string kCrema = std::string(CREMA_TOOLS_DIR) + "/crema";
+const std::string kCrema = test::ToolsDir() + "/crema";
 
 class CliTest : public ::testing::Test {
  public:

@@ -28,7 +28,7 @@ extern char** environ;
 namespace crema {
 namespace {
 
-const std::string kCrema = std::string(CREMA_TOOLS_DIR) + "/crema";
+const std::string kCrema = test::ToolsDir() + "/crema";
 constexpr int kRounds = 24;                // per format
 constexpr int kLongestWaitMs = 200;        // the most a round lets training run before the kill
 

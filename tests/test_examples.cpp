@@ -292,7 +292,7 @@ class ExamplesTest : public ::testing::TestWithParam<Example> {
   // The example's net, its data layers pointed at data made in a folder of the test's.
   NetParameter FedNet() {
     NetParameter param;
-    ReadProtoFromTextFile(std::string(CREMA_SOURCE_DIR) + "/examples/" + GetParam().prototxt, &param);
+    ReadProtoFromTextFile(test::SourceDir() + "/examples/" + GetParam().prototxt, &param);
     FeedTestData(dir_, GetParam(), &param);
     return param;
   }

@@ -16,7 +16,7 @@
 namespace crema {
 namespace {
 
-const std::string kExampleDir = std::string(CREMA_SOURCE_DIR) + "/examples/fashion_mnist";
+const std::string kExampleDir = test::SourceDir() + "/examples/fashion_mnist";
 
 class FashionMnistTest : public ::testing::Test {
  protected:

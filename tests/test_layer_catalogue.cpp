@@ -98,7 +98,7 @@ TEST(LayerCatalogueTest, EveryCaffeTypeIsKnownAndListedInTheUnknownTypeError) {
 }
 
 TEST(LayerCatalogueTest, EveryRegisteredTypeHasATestFile) {
-  const std::filesystem::path tests = std::filesystem::path(CREMA_SOURCE_DIR) / "tests";
+  const std::filesystem::path tests = std::filesystem::path(test::SourceDir()) / "tests";
   std::vector<std::string> test_files;  // squashed names of tests/test_<name>_layer.cpp
   for (const auto& entry : std::filesystem::directory_iterator(tests)) {
     const std::string file = entry.path().filename().string();
@@ -117,7 +117,7 @@ TEST(LayerCatalogueTest, EveryRegisteredTypeHasATestFile) {
 }
 
 TEST(LayerCatalogueTest, EveryRegisteredTypeHasARowInTheCatalogueDoc) {
-  const std::string doc = test::FileBytes(std::string(CREMA_SOURCE_DIR) + "/docs/layers.md");
+  const std::string doc = test::FileBytes(test::SourceDir() + "/docs/layers.md");
   ASSERT_FALSE(doc.empty()) << "docs/layers.md could not be read";
   for (const std::string& type : LayerRegistry::Global().Types()) {
     EXPECT_NE(doc.find("\n| `" + type + "` |"), std::string::npos)

@@ -178,7 +178,7 @@ TEST(MnistTest, ConvertMnistToolWritesTheBackendItIsGiven) {
   WriteGzipped(dir.file("images.gz"), ImagesFile());
   WriteGzipped(dir.file("labels.gz"), LabelsFile());
   const std::string tool =
-      std::string(CREMA_TOOLS_DIR) + "/convert_mnist " + dir.file("images.gz") + " " + dir.file("labels.gz") + " ";
+      test::ToolsDir() + "/convert_mnist " + dir.file("images.gz") + " " + dir.file("labels.gz") + " ";
   std::string output;
   ASSERT_EQ(test::RunCommand(tool + dir.file("default"), &output), 0) << output;
   EXPECT_NE(output.find("wrote 3 records to LMDB"), std::string::npos) << output;
@@ -220,7 +220,7 @@ TEST(MnistTest, LabelMapSelectsAndRelabelsImagesAndLimitStopsEarly) {
   test::ExpectErrorContaining([] { ParseLabelMap("0:0,x:1"); }, {"'x:1'", "OLD:NEW"});
   test::ExpectErrorContaining([] { ParseLabelMap("3:0,3:1"); }, {"label 3 twice"});
   std::string output;
-  const std::string tool = std::string(CREMA_TOOLS_DIR) + "/convert_mnist " + dir.file("images.gz") + " " +
+  const std::string tool = test::ToolsDir() + "/convert_mnist " + dir.file("images.gz") + " " +
                            dir.file("labels.gz") + " " + dir.file("tool") + " --label_map=0:5 --limit=10";
   ASSERT_EQ(test::RunCommand(tool, &output), 0) << output;
   EXPECT_NE(output.find("wrote 1 records"), std::string::npos) << output;

@@ -6,12 +6,13 @@
 
 #include "io/proto_io.hpp"
 #include "core/common.hpp"
+#include "test_util.hpp"
 
 namespace crema {
 namespace {
 
 TEST(SolverSettingsTest, EveryFieldIsInTheDocumentedTable) {
-  const std::string docs = ReadFileToString(std::string(CREMA_SOURCE_DIR) + "/docs/solvers.md");
+  const std::string docs = ReadFileToString(test::SourceDir() + "/docs/solvers.md");
   const auto section = docs.find("## Every setting of SolverParameter");
   ASSERT_NE(section, std::string::npos) << "docs/solvers.md has no settings table";
   const std::string table = docs.substr(section);

@@ -22,6 +22,16 @@
 namespace crema {
 namespace test {
 
+namespace {
+std::string FromEnvironment(const char* name, const char* built) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0' ? value : built;
+}
+}  // namespace
+
+std::string SourceDir() { return FromEnvironment("CREMA_SOURCE_DIR", CREMA_SOURCE_DIR); }
+std::string ToolsDir() { return FromEnvironment("CREMA_TOOLS_DIR", CREMA_TOOLS_DIR); }
+
 void FillGaussian(Blob* blob, float mean, float stddev, uint64_t seed) {
   RandomStream random(seed);
   float* data = blob->mutable_cpu_data();
@@ -343,7 +353,7 @@ std::string FashionMnistSlices::PointAt(const std::string& text) const {
 }
 
 SolverParameter FashionMnistSlices::ExampleSolver(const std::string& solver_path) const {
-  const std::string root = CREMA_SOURCE_DIR;
+  const std::string root = SourceDir();
   SolverParameter solver;
   ReadProtoFromTextFile(root + "/examples/" + solver_path, &solver);
   const std::string net_file = solver.net();

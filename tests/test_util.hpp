@@ -15,6 +15,12 @@
 namespace crema {
 namespace test {
 
+// The source tree (examples, docs) and the folder of the built tools: the build's own paths, or the
+// environment's CREMA_SOURCE_DIR and CREMA_TOOLS_DIR where set, so that the tests run from a copy of the build
+// on another machine (a bundle unpacked beside another checkout).
+std::string SourceDir();
+std::string ToolsDir();
+
 // Fills data with N(mean, stddev) values from a fixed-seed stream.
 void FillGaussian(Blob* blob, float mean = 0.f, float stddev = 1.f, uint64_t seed = 1701);
 void FillUniform(Blob* blob, float low, float high, uint64_t seed = 1701);

@@ -310,7 +310,8 @@ int Time() {
   const double mib = 1048576.0;
   LOG(INFO) << "Memory: peak " << memory.host_peak_bytes / mib << " MiB on the host"
             << (net->context().device() == Device::kGPU
-                    ? ", " + std::to_string(memory.device_peak_bytes / mib) + " MiB on the GPU"
+                    ? ", " + std::to_string(memory.device_peak_bytes / mib) + " MiB on the GPU (" +
+                          std::to_string(memory.device_reserved_peak_bytes / mib) + " MiB taken from the device)"
                     : std::string())
             << " (blob data and gradients, parameters, workspace, each buffer once); of which activation data "
             << net->activation_bytes() / mib << " MiB, workspace " << net->workspace_bytes() / mib

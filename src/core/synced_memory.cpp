@@ -3,7 +3,10 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 
+#include "core/caching_allocator.hpp"
 #include "core/common.hpp"
 #include "core/cuda_check.hpp"
 
@@ -36,12 +39,44 @@ void* allocate_host(size_t bytes) {
 }
 
 #ifdef CREMA_USE_CUDA
+// One cache of device blocks per GPU (core/caching_allocator.hpp), never destroyed: blocks may be freed by
+// static destructors after the CUDA runtime has begun to shut down, when giving them back is moot.
+std::mutex device_caches_mutex;
+std::map<int, CachingAllocator*>& DeviceCaches() {
+  static auto* caches = new std::map<int, CachingAllocator*>();
+  return *caches;
+}
+
+CachingAllocator& DeviceCache(int device) {
+  std::lock_guard<std::mutex> lock(device_caches_mutex);
+  CachingAllocator*& cache = DeviceCaches()[device];
+  if (cache == nullptr) {
+    CachingAllocator::Backend backend;
+    backend.allocate = [device](size_t bytes) -> void* {
+      int current = 0;
+      if (cudaGetDevice(&current) != cudaSuccess || current != device) return nullptr;
+      void* pointer = nullptr;
+      if (cudaMalloc(&pointer, bytes) != cudaSuccess) {
+        cudaGetLastError();  // clears the error, so the retry after emptying the cache starts clean
+        return nullptr;
+      }
+      return pointer;
+    };
+    backend.release = [](void* pointer) { cudaFree(pointer); };
+    cache = new CachingAllocator(std::move(backend));
+  }
+  return *cache;
+}
+
 void* allocate_device(size_t bytes, int* device_id) {
-  void* pointer = nullptr;
   CREMA_CUDA_CHECK(cudaGetDevice(device_id));
-  const cudaError_t status = cudaMalloc(&pointer, bytes == 0 ? 1 : bytes);
-  CREMA_CHECK(status == cudaSuccess) << "out of memory on GPU " << *device_id << " allocating " << bytes
-                                     << " bytes: " << cudaGetErrorString(status);
+  void* pointer = DeviceCache(*device_id).Allocate(bytes);
+  if (pointer == nullptr) {
+    size_t free_bytes = 0, total_bytes = 0;
+    cudaMemGetInfo(&free_bytes, &total_bytes);
+    CREMA_FAIL() << "out of memory on GPU " << *device_id << " allocating " << bytes << " bytes (" << free_bytes
+                 << " of " << total_bytes << " bytes free on the device)";
+  }
   device_counter.add(bytes);
   return pointer;
 }
@@ -54,12 +89,24 @@ MemoryStats MemoryStats::Now() {
   stats.host_peak_bytes = host_counter.peak;
   stats.device_bytes = device_counter.held;
   stats.device_peak_bytes = device_counter.peak;
+#ifdef CREMA_USE_CUDA
+  std::lock_guard<std::mutex> lock(device_caches_mutex);
+  for (const auto& [device, cache] : DeviceCaches()) {
+    const CachingAllocator::Stats cached = cache->stats();
+    stats.device_reserved_bytes += cached.reserved;
+    stats.device_reserved_peak_bytes += cached.peak_reserved;
+  }
+#endif
   return stats;
 }
 
 void MemoryStats::ResetPeak() {
   host_counter.peak = host_counter.held.load();
   device_counter.peak = device_counter.held.load();
+#ifdef CREMA_USE_CUDA
+  std::lock_guard<std::mutex> lock(device_caches_mutex);
+  for (const auto& [device, cache] : DeviceCaches()) cache->ResetPeaks();
+#endif
 }
 
 SyncedMemory::SyncedMemory(size_t bytes) : bytes_(bytes), version_(next_version++) {}
@@ -71,7 +118,7 @@ SyncedMemory::~SyncedMemory() {
   }
 #ifdef CREMA_USE_CUDA
   if (device_ != nullptr) {
-    cudaFree(device_);
+    DeviceCache(device_id_).Free(device_);
     device_counter.remove(bytes_);
   }
 #endif

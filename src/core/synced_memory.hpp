@@ -13,6 +13,9 @@ namespace crema {
 struct MemoryStats {
   size_t host_bytes = 0, host_peak_bytes = 0;
   size_t device_bytes = 0, device_peak_bytes = 0;
+  // What the GPUs' block caches (core/caching_allocator.hpp) hold from the devices: the blocks in use, rounded
+  // to their size classes, and the freed ones kept for reuse.
+  size_t device_reserved_bytes = 0, device_reserved_peak_bytes = 0;
   static MemoryStats Now();
   // Starts a new peak from what is held now.
   static void ResetPeak();
