@@ -73,22 +73,17 @@ std::vector<float> ReferenceConvolution(const Blob& input, const Blob& weights, 
   return result;
 }
 
-// Convolution's engines, in the registry's order; every behaviour below is checked for each.
-const char* const kEngines[] = {
-#ifdef CREMA_USE_ONEDNN
-    "onednn",
-#endif
-    "im2col", "im2col_batched", "reference"};
+// Convolution's engines, in the registry's order (LayerRegistryTest.ConvolutionsEnginesInANet checks the list);
+// every behaviour below is checked for each.
+std::vector<std::string> Engines() { return LayerRegistry::Global().Engines("Convolution"); }
 
 // Whether `engine` takes this convolution. Only oneDNN's engine refuses any (all but 2-d convolutions over
 // channel axis 1); any other refusal fails the test.
 bool Takes(const std::string& engine, const std::string& conv_param, const std::vector<std::vector<int>>& shapes) {
-  auto context = std::make_shared<Context>();
-  context->force_engine("Convolution", engine);
   LayerParameter param = test::ParseLayer("name: 'conv' type: 'Convolution' convolution_param { " + conv_param + " }");
   for (size_t i = 0; i < shapes.size(); ++i) param.add_bottom("in" + std::to_string(i));
   try {
-    LayerRegistry::Global().Create(param, shapes, context);
+    test::CreateWithEngine(param, shapes, engine);
     return true;
   } catch (const Error& error) {
     EXPECT_EQ(engine, "onednn") << error.what();
@@ -109,12 +104,10 @@ struct Fixture {
       test::FillGaussian(bottom.Add(shapes[i]), 0.f, 1.f, 100 + i);
       top.Add({});
     }
-    auto context = std::make_shared<Context>();
-    context->force_engine("Convolution", engine);
     LayerParameter param =
         test::ParseLayer("name: 'conv' type: 'Convolution' convolution_param { " + conv_param + " }");
     for (size_t i = 0; i < shapes.size(); ++i) param.add_bottom("in" + std::to_string(i));
-    layer = LayerRegistry::Global().Create(param, shapes, context);
+    layer = test::CreateWithEngine(param, shapes, engine);
     EXPECT_EQ(layer->engine(), engine);
     layer->SetUp(bottom.pointers, top.pointers);
     for (size_t i = 0; i < layer->blobs().size(); ++i) test::FillGaussian(layer->blobs()[i].get(), 0.f, 1.f, 7 + i);
@@ -172,9 +165,9 @@ TEST(ConvolutionLayerTest, ForwardMatchesDirectConvolution) {
       {"3-d grouped", "num_output: 4 kernel_size: 2 group: 2", {2, 4, 3, 4, 3}, {{0, 0, 0}, {1, 1, 1}, {1, 1, 1}, 2}},
       {"1-d", "num_output: 3 kernel_size: 3 stride: 2 pad: 1", {2, 2, 9}, {{1}, {2}, {1}}},
   };
-  for (const char* engine : kEngines) {
+  for (const std::string& engine : Engines()) {
     for (const ForwardCase& c : cases) {
-      SCOPED_TRACE(std::string(engine) + ": " + c.name);
+      SCOPED_TRACE(engine + ": " + c.name);
       if (!Takes(engine, c.param, {c.shape})) continue;
       Fixture fixture(c.param, {c.shape}, engine);
       fixture.ExpectMatchesReference(c.geometry);
@@ -183,7 +176,7 @@ TEST(ConvolutionLayerTest, ForwardMatchesDirectConvolution) {
 }
 
 TEST(ConvolutionLayerTest, SeveralBottomsShareTheWeights) {
-  for (const char* engine : kEngines) {
+  for (const std::string& engine : Engines()) {
     SCOPED_TRACE(engine);
     Fixture fixture("num_output: 3 kernel_size: 3 stride: 2 pad: 1", {{2, 2, 5, 6}, {2, 2, 5, 6}}, engine);
     fixture.ExpectMatchesReference({{1, 1}, {2, 2}, {1, 1}});
@@ -194,7 +187,7 @@ TEST(ConvolutionLayerTest, SeveralBottomsShareTheWeights) {
 // written between passes, as an update or a weights file writes them, must give the new result. 16 channels
 // in and 32 out, so that oneDNN reorders them into channel blocks.
 TEST(ConvolutionLayerTest, NewWeightsBetweenPassesAreUsed) {
-  for (const char* engine : kEngines) {
+  for (const std::string& engine : Engines()) {
     SCOPED_TRACE(engine);
     Fixture fixture("num_output: 32 kernel_size: 3 pad: 1", {{2, 16, 5, 4}}, engine);
     for (int round = 0; round < 3; ++round) {
@@ -205,7 +198,7 @@ TEST(ConvolutionLayerTest, NewWeightsBetweenPassesAreUsed) {
 }
 
 TEST(ConvolutionLayerTest, ReshapeFollowsBatchAndSpatialSizeChanges) {
-  for (const char* engine : kEngines) {
+  for (const std::string& engine : Engines()) {
     SCOPED_TRACE(engine);
     Fixture fixture("num_output: 3 kernel_size: 3 pad: 1", {{2, 2, 5, 5}}, engine);
     fixture.ExpectMatchesReference({{1, 1}, {1, 1}, {1, 1}});
@@ -219,9 +212,9 @@ TEST(ConvolutionLayerTest, ReshapeFollowsBatchAndSpatialSizeChanges) {
 }
 
 TEST(ConvolutionLayerTest, ChannelAxisOtherThanOne) {
-  for (const char* engine : kEngines) {
+  for (const std::string& engine : Engines()) {
     SCOPED_TRACE(engine);
-    if (std::string(engine) == "onednn") {
+    if (engine == "onednn") {
       // oneDNN's engine takes NCHW only: it refuses, and a net's layer falls to the next engine.
       test::ExpectErrorContaining([] { Fixture("num_output: 2 kernel_size: 3 axis: 2", {{2, 3, 2, 4, 5}}, "onednn"); },
                                   {"cannot run it", "channel axis 2"});
@@ -299,7 +292,7 @@ TEST(ConvolutionLayerTest, KeepsParametersLoadedWithTheLayer) {
 }
 
 TEST(ConvolutionLayerTest, Gradients) {
-  for (const char* engine : kEngines) {
+  for (const std::string& engine : Engines()) {
     SCOPED_TRACE(engine);
     const std::pair<std::string, std::vector<std::vector<int>>> cases[] = {
         {"num_output: 3 kernel_size: 3 stride: 2 pad: 1", {{2, 2, 5, 5}}},
@@ -322,7 +315,7 @@ TEST(ConvolutionLayerTest, Gradients) {
 }
 
 TEST(ConvolutionLayerTest, ParameterGradientsAccumulate) {
-  for (const char* engine : kEngines) {
+  for (const std::string& engine : Engines()) {
     SCOPED_TRACE(engine);
     Fixture fixture("num_output: 3 kernel_size: 3 pad: 1", {{2, 2, 4, 4}}, engine);
     fixture.layer->Forward(fixture.bottom.pointers, fixture.top.pointers);
@@ -346,7 +339,7 @@ TEST(ConvolutionLayerTest, ParameterGradientsAccumulate) {
 }
 
 TEST(ConvolutionLayerTest, FrozenParametersGetNoGradient) {
-  for (const char* engine : kEngines) {
+  for (const std::string& engine : Engines()) {
     SCOPED_TRACE(engine);
     Fixture fixture("num_output: 2 kernel_size: 2", {{1, 2, 3, 3}}, engine);
     fixture.layer->set_param_propagate_down(0, false);

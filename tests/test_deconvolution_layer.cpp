@@ -75,22 +75,17 @@ std::vector<float> ScatterDeconvolution(const Blob& input, const Blob& weights, 
   return std::vector<float>(top.begin(), top.end());
 }
 
-// Deconvolution's engines, in the registry's order; every behaviour below is checked for each.
-const char* const kEngines[] = {
-#ifdef CREMA_USE_ONEDNN
-    "onednn",
-#endif
-    "im2col"};
+// Deconvolution's engines, in the registry's order (LayerRegistryTest.ConvolutionsEnginesInANet checks the
+// list); every behaviour below is checked for each.
+std::vector<std::string> Engines() { return LayerRegistry::Global().Engines("Deconvolution"); }
 
 // Whether `engine` takes this deconvolution: oneDNN's refuses all but 2-d ones over channel axis 1, and any
 // other refusal fails the test.
 bool Takes(const std::string& engine, const std::string& conv_param, const std::vector<int>& shape) {
-  auto context = std::make_shared<Context>();
-  context->force_engine("Deconvolution", engine);
   LayerParameter param =
       test::ParseLayer("name: 'up' type: 'Deconvolution' bottom: 'in' convolution_param { " + conv_param + " }");
   try {
-    LayerRegistry::Global().Create(param, {shape}, context);
+    test::CreateWithEngine(param, {shape}, engine);
     return true;
   } catch (const Error& error) {
     EXPECT_EQ(engine, "onednn") << error.what();
@@ -112,12 +107,10 @@ struct Fixture {
       test::FillGaussian(bottom.Add(shapes[i]), 0.f, 1.f, 200 + i);
       top.Add({});
     }
-    auto context = std::make_shared<Context>();
-    context->force_engine("Deconvolution", engine);
     LayerParameter param =
         test::ParseLayer("name: 'up' type: 'Deconvolution' convolution_param { " + conv_param + " }");
     for (size_t i = 0; i < shapes.size(); ++i) param.add_bottom("in" + std::to_string(i));
-    layer = LayerRegistry::Global().Create(param, shapes, context);
+    layer = test::CreateWithEngine(param, shapes, engine);
     EXPECT_EQ(layer->engine(), engine);
     layer->SetUp(bottom.pointers, top.pointers);
     for (size_t i = 0; i < layer->blobs().size(); ++i) test::FillGaussian(layer->blobs()[i].get(), 0.f, 1.f, 9 + i);
@@ -156,9 +149,9 @@ TEST(DeconvolutionLayerTest, ForwardMatchesTheScatterForm) {
        {1, 2, 2, 3, 2},
        {{2, 1, 2}, {0, 0, 0}, {1, 1, 1}}},
   };
-  for (const char* engine : kEngines) {
+  for (const std::string& engine : Engines()) {
     for (const auto& c : cases) {
-      SCOPED_TRACE(std::string(engine) + ": " + c.param);
+      SCOPED_TRACE(engine + ": " + c.param);
       if (!Takes(engine, c.param, c.shape)) continue;
       Fixture fixture(c.param, {c.shape}, engine);
       fixture.ExpectMatchesScatter(c.geometry);
@@ -167,7 +160,7 @@ TEST(DeconvolutionLayerTest, ForwardMatchesTheScatterForm) {
 }
 
 TEST(DeconvolutionLayerTest, SeveralBottomsShareTheWeights) {
-  for (const char* engine : kEngines) {
+  for (const std::string& engine : Engines()) {
     SCOPED_TRACE(engine);
     Fixture fixture("num_output: 3 kernel_size: 3 stride: 2 pad: 1", {{2, 2, 3, 4}, {2, 2, 3, 4}}, engine);
     fixture.ExpectMatchesScatter({{2, 2}, {1, 1}, {1, 1}});
@@ -175,7 +168,7 @@ TEST(DeconvolutionLayerTest, SeveralBottomsShareTheWeights) {
 }
 
 TEST(DeconvolutionLayerTest, WeightsHaveCaffesShapeAndTheShapeFollowsTheBottom) {
-  for (const char* engine : kEngines) {
+  for (const std::string& engine : Engines()) {
     SCOPED_TRACE(engine);
     Fixture fixture("num_output: 6 kernel_size: 3 stride: 2 group: 2", {{2, 4, 3, 3}}, engine);
     // (input channels, num_output / group, kernel...): Caffe's layout, so model-zoo weights load.
@@ -194,7 +187,7 @@ TEST(DeconvolutionLayerTest, WeightsHaveCaffesShapeAndTheShapeFollowsTheBottom) 
 // written between passes, as an update or a weights file writes them, must give the new result. 16 channels
 // in and 32 out, so that oneDNN reorders them into channel blocks.
 TEST(DeconvolutionLayerTest, NewWeightsBetweenPassesAreUsed) {
-  for (const char* engine : kEngines) {
+  for (const std::string& engine : Engines()) {
     SCOPED_TRACE(engine);
     Fixture fixture("num_output: 32 kernel_size: 3 stride: 2 pad: 1", {{2, 16, 4, 3}}, engine);
     for (int round = 0; round < 3; ++round) {
@@ -227,9 +220,9 @@ TEST(DeconvolutionLayerTest, Gradients) {
       {"num_output: 2 kernel_size: 1", {{2, 3, 2, 3}, {2, 3, 2, 3}}},
       {"num_output: 2 kernel_size: 2 stride: 2 bias_term: false force_nd_im2col: true", {{1, 2, 2, 3}}},
   };
-  for (const char* engine : kEngines) {
+  for (const std::string& engine : Engines()) {
     for (const auto& c : cases) {
-      SCOPED_TRACE(std::string(engine) + ": " + c.first);
+      SCOPED_TRACE(engine + ": " + c.first);
       Fixture fixture(c.first, c.second, engine);
       test::GradientChecker checker(1e-2f, 1e-3f);
       checker.CheckGradient(fixture.layer.get(), fixture.bottom.pointers, fixture.top.pointers);

@@ -141,11 +141,13 @@ TEST(LayerRegistryTest, ConvolutionsEnginesInANet) {
   EXPECT_EQ(LayerRegistry::Global().Engines("Convolution"),
             (std::vector<std::string>{"onednn", "im2col", "im2col_batched", "reference"}));
   EXPECT_EQ(LayerRegistry::Global().Engines("Pooling"), (std::vector<std::string>{"onednn", "native"}));
+  EXPECT_EQ(LayerRegistry::Global().Engines("Deconvolution"), (std::vector<std::string>{"onednn", "im2col"}));
 #else
   const std::string first = "im2col", pool = "native";
   EXPECT_EQ(LayerRegistry::Global().Engines("Convolution"),
             (std::vector<std::string>{"im2col", "im2col_batched", "reference"}));
   EXPECT_EQ(LayerRegistry::Global().Engines("Pooling"), (std::vector<std::string>{"native"}));
+  EXPECT_EQ(LayerRegistry::Global().Engines("Deconvolution"), (std::vector<std::string>{"im2col"}));
 #endif
   const std::string text = R"(
     layer { name: 'input' type: 'Input' top: 'data' input_param { shape { dim: 2 dim: 1 dim: 6 dim: 6 } } }

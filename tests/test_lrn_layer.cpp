@@ -91,13 +91,11 @@ TEST(LRNLayerTest, EveryEngineMatchesDirectSumsAndItsGradient) {
   for (const std::string& engine : LayerRegistry::Global().Engines("LRN")) {
     for (const Case& c : kCases) {
       SCOPED_TRACE(engine + ": " + c.param);
-      auto context = std::make_shared<Context>();
-      context->force_engine("LRN", engine);
       LayerParameter param = LrnParam(c.param);
       param.add_bottom("in");
       param.add_top("out");
       const std::vector<int> shape = {2, 7, 5, 4};
-      std::unique_ptr<Layer> layer = LayerRegistry::Global().Create(param, {shape}, context);
+      std::unique_ptr<Layer> layer = test::CreateWithEngine(param, {shape}, engine);
       test::BlobList bottom, top;
       test::FillGaussian(bottom.Add(shape), 0.f, 1.5f, 83);
       top.Add({});

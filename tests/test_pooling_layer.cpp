@@ -124,14 +124,12 @@ TEST(PoolingLayerTest, EveryEngineMatchesNaivePoolingAndItsGradient) {
     for (const char* method : {"MAX", "AVE"}) {
       for (const Case& c : kCases) {
         SCOPED_TRACE(engine + " " + method + " " + c.param);
-        auto context = std::make_shared<Context>();
-        context->force_engine("Pooling", engine);
         LayerParameter param = test::ParseLayer(PoolingText(c.param + " pool: " + method));
         param.add_bottom("in");
         param.add_top("out");
         std::unique_ptr<Layer> layer;
         try {
-          layer = LayerRegistry::Global().Create(param, {c.shape}, context);
+          layer = test::CreateWithEngine(param, {c.shape}, engine);
         } catch (const Error& error) {
           EXPECT_EQ(engine, "onednn") << error.what();
           continue;

@@ -32,6 +32,13 @@ std::string FromEnvironment(const char* name, const char* built) {
 std::string SourceDir() { return FromEnvironment("CREMA_SOURCE_DIR", CREMA_SOURCE_DIR); }
 std::string ToolsDir() { return FromEnvironment("CREMA_TOOLS_DIR", CREMA_TOOLS_DIR); }
 
+std::unique_ptr<Layer> CreateWithEngine(const LayerParameter& param, const std::vector<std::vector<int>>& shapes,
+                                        const std::string& engine) {
+  auto context = std::make_shared<Context>();
+  context->force_engine(param.type(), engine);
+  return LayerRegistry::Global().Create(param, shapes, context);
+}
+
 void FillGaussian(Blob* blob, float mean, float stddev, uint64_t seed) {
   RandomStream random(seed);
   float* data = blob->mutable_cpu_data();

@@ -30,6 +30,11 @@ std::vector<float> DataOf(const Blob& blob);
 std::vector<float> DiffOf(const Blob& blob);
 double AbsSum(const std::vector<float>& values);
 
+// A layer made through the registry as a net makes it, for bottoms of `shapes`, with the engine forced to
+// `engine` (the registry's refusal, an Error, when that engine does not take the layer).
+std::unique_ptr<Layer> CreateWithEngine(const LayerParameter& param, const std::vector<std::vector<int>>& shapes,
+                                        const std::string& engine);
+
 // Parses a LayerParameter (or any message) from prototxt text; fails the test on a syntax error.
 LayerParameter ParseLayer(const std::string& text);
 // Parses a NetParameter from prototxt text; throws crema::Error (naming line and column) on a syntax error.

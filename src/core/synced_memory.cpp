@@ -52,9 +52,8 @@ CachingAllocator& DeviceCache(int device) {
   CachingAllocator*& cache = DeviceCaches()[device];
   if (cache == nullptr) {
     CachingAllocator::Backend backend;
-    backend.allocate = [device](size_t bytes) -> void* {
-      int current = 0;
-      if (cudaGetDevice(&current) != cudaSuccess || current != device) return nullptr;
+    // Called from allocate_device, which found `device` current on this thread.
+    backend.allocate = [](size_t bytes) -> void* {
       void* pointer = nullptr;
       if (cudaMalloc(&pointer, bytes) != cudaSuccess) {
         cudaGetLastError();  // clears the error, so the retry after emptying the cache starts clean
