@@ -19,12 +19,6 @@
 namespace crema {
 namespace {
 
-#define SKIP_WITHOUT_GPU()                                                                          \
-  if (Context::gpu_count() == 0) {                                                                  \
-    GTEST_SKIP() << (Context::built_with_cuda() ? "no CUDA device is visible on this machine"       \
-                                                : "this build has no CUDA (CPU_ONLY)");             \
-  }
-
 TEST(GpuTest, AGpuContextWithoutAGpuIsAClearError) {
   if (Context::gpu_count() > 0) GTEST_SKIP() << "a CUDA device is present; the error path cannot be reached";
   const std::string message = test::ErrorMessage([] { Context context(Device::kGPU, 0); });
@@ -32,13 +26,13 @@ TEST(GpuTest, AGpuContextWithoutAGpuIsAClearError) {
 }
 
 TEST(GpuTest, AGpuOutOfRangeNamesTheCount) {
-  SKIP_WITHOUT_GPU();
+  CREMA_SKIP_WITHOUT_GPU();
   const std::string message = test::ErrorMessage([] { Context context(Device::kGPU, Context::gpu_count()); });
   EXPECT_NE(message.find("does not exist"), std::string::npos) << message;
 }
 
 TEST(GpuTest, SyncedMemoryRoundTripsThroughTheDevice) {
-  SKIP_WITHOUT_GPU();
+  CREMA_SKIP_WITHOUT_GPU();
   Context context(Device::kGPU, 0);
   Blob blob({3, 1000});
   test::FillGaussian(&blob);
@@ -51,7 +45,7 @@ TEST(GpuTest, SyncedMemoryRoundTripsThroughTheDevice) {
 
 #ifdef CREMA_USE_CUDA
 TEST(GpuTest, DeviceMathMatchesTheCpu) {
-  SKIP_WITHOUT_GPU();
+  CREMA_SKIP_WITHOUT_GPU();
   Context gpu(Device::kGPU, 0);
   Blob x({5000}), y({5000});
   test::FillGaussian(&x, 0, 1, 1);
@@ -112,7 +106,7 @@ std::vector<float> RunLayer(const std::string& text, Device device) {
 }
 
 TEST(GpuTest, RulesWrittenOnceGiveTheCpusResultsOnTheGpu) {
-  SKIP_WITHOUT_GPU();
+  CREMA_SKIP_WITHOUT_GPU();
   for (const char* text : {"name: 'relu' type: 'ReLU' relu_param { negative_slope: 0.1 }",
                            "name: 'drop' type: 'Dropout' phase: TRAIN dropout_param { dropout_ratio: 0.4 }"}) {
     SCOPED_TRACE(text);
@@ -142,13 +136,13 @@ std::vector<float> ThreeSgdSteps(Device device) {
 }
 
 TEST(GpuTest, SgdUpdateOnTheGpuMatchesTheCpu) {
-  SKIP_WITHOUT_GPU();
+  CREMA_SKIP_WITHOUT_GPU();
   const std::vector<float> cpu = ThreeSgdSteps(Device::kCPU), gpu = ThreeSgdSteps(Device::kGPU);
   for (size_t i = 0; i < cpu.size(); ++i) EXPECT_NEAR(gpu[i], cpu[i], 1e-5f * (1.f + std::fabs(cpu[i]))) << i;
 }
 
 TEST(GpuTest, ANetPicksOnlyEnginesThatRunOnItsDevice) {
-  SKIP_WITHOUT_GPU();
+  CREMA_SKIP_WITHOUT_GPU();
   NetParameter param;
   ReadProtoFromText(R"(
     layer { name: 'input' type: 'Input' top: 'data' input_param { shape { dim: 2 dim: 1 dim: 5 dim: 5 } } }
@@ -231,7 +225,7 @@ std::vector<float> TrainDeviceBias(const char* mode, bool* stayed_on_device) {
 // Item 8: a GPU net's parameters, gradients, regularisation, clipping and update stay on the device: no
 // iteration copies them to the host, and the result is the CPU's.
 TEST(GpuTest, TrainingOnTheGpuNeverCopiesParametersToTheHost) {
-  SKIP_WITHOUT_GPU();
+  CREMA_SKIP_WITHOUT_GPU();
   bool cpu_flag = false, on_device = false;
   const std::vector<float> cpu = TrainDeviceBias("CPU", &cpu_flag);
   const std::vector<float> gpu = TrainDeviceBias("GPU", &on_device);

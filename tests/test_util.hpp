@@ -183,3 +183,10 @@ void ExpectSetUpError(const LayerParameter& param, const std::vector<std::string
 
 }  // namespace test
 }  // namespace crema
+
+// Skips the current test with a message where no CUDA device can run it (CI, the developers' machines).
+#define CREMA_SKIP_WITHOUT_GPU()                                                                     \
+  if (::crema::Context::gpu_count() == 0) {                                                          \
+    GTEST_SKIP() << (::crema::Context::built_with_cuda() ? "no CUDA device is visible on this machine" \
+                                                         : "this build has no CUDA (CPU_ONLY)");      \
+  }
