@@ -11,13 +11,36 @@
 
 #include <vector>
 
+#include "core/elementwise.hpp"
 #include "layers/layer.hpp"
 
 namespace crema {
 
-class AccuracyLayer : public Layer {
+// hit[position] = 1 when fewer than top_k classes score strictly higher than the label's (ties count for the
+// label), else 0; 0 where the label is ignored. Labels were checked on the host. accuracy.cu compiles it.
+struct AccuracyHitRule {
+  const float* scores;
+  const float* labels;
+  float* hit;
+  int classes, inner, top_k;
+  bool has_ignore_label;
+  float ignore_label;
+  CREMA_HOST_DEVICE void operator()(int position) const {
+    if (has_ignore_label && labels[position] == ignore_label) {
+      hit[position] = 0.f;
+      return;
+    }
+    const float* column = scores + static_cast<long long>(position / inner) * classes * inner + position % inner;
+    const float label_score = column[static_cast<int>(labels[position]) * inner];
+    int higher = 0;
+    for (int c = 0; c < classes && higher < top_k; ++c) higher += column[c * inner] > label_score;
+    hit[position] = higher < top_k ? 1.f : 0.f;
+  }
+};
+
+class AccuracyLayer : public BothDevices<Layer> {
  public:
-  using Layer::Layer;
+  using BothDevices<Layer>::BothDevices;
   const char* type() const override { return "Accuracy"; }
   int ExactNumBottomBlobs() const override { return 2; }
   int MinTopBlobs() const override { return 1; }
@@ -28,8 +51,8 @@ class AccuracyLayer : public Layer {
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
 
  protected:
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+  void Forward_any(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_any(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
 
  private:
@@ -37,6 +60,7 @@ class AccuracyLayer : public Layer {
   bool has_ignore_label_ = false;
   int ignore_label_ = 0;
   ClassAxis split_{};
+  Blob* hits_ = nullptr;  // AccuracyHitRule's output, one value per position
 };
 
 }  // namespace crema

@@ -114,26 +114,18 @@ size_t BaseConvolutionLayer::column_floats() const {
   return geometry_.pointwise() ? 0 : static_cast<size_t>(column_shape_[0]) * conv_output_spatial_size_;
 }
 
-void BaseConvolutionLayer::Unroll(const float* image, float* columns, size_t row_stride) const {
+UnrollGeometry BaseConvolutionLayer::unroll_geometry(size_t row_stride) const {
   const KernelGeometry& g = geometry_;
-  if (use_2d_) {
-    im2col_cpu(image, conv_in_channels_, conv_input_shape_[1], conv_input_shape_[2], g.kernel[0], g.kernel[1], g.pad[0],
-               g.pad[1], g.stride[0], g.stride[1], g.dilation[0], g.dilation[1], columns, row_stride);
-  } else {
-    im2col_nd_cpu(image, num_spatial_axes_, conv_input_shape_.data(), column_shape_.data(), g.kernel.data(),
-                  g.pad.data(), g.stride.data(), g.dilation.data(), columns, row_stride);
-  }
+  return MakeUnrollGeometry(num_spatial_axes_, conv_input_shape_.data(), column_shape_.data(), g.kernel.data(),
+                            g.pad.data(), g.stride.data(), g.dilation.data(), row_stride, use_2d_);
+}
+
+void BaseConvolutionLayer::Unroll(const float* image, float* columns, size_t row_stride) const {
+  im2col(context(), image, unroll_geometry(row_stride), columns);
 }
 
 void BaseConvolutionLayer::Fold(const float* columns, float* image, size_t row_stride) const {
-  const KernelGeometry& g = geometry_;
-  if (use_2d_) {
-    col2im_cpu(columns, conv_in_channels_, conv_input_shape_[1], conv_input_shape_[2], g.kernel[0], g.kernel[1],
-               g.pad[0], g.pad[1], g.stride[0], g.stride[1], g.dilation[0], g.dilation[1], image, row_stride);
-  } else {
-    col2im_nd_cpu(columns, num_spatial_axes_, conv_input_shape_.data(), column_shape_.data(), g.kernel.data(),
-                  g.pad.data(), g.stride.data(), g.dilation.data(), image, row_stride);
-  }
+  col2im(context(), columns, unroll_geometry(row_stride), image);
 }
 
 // One product of the weights with one image's columns: 2 * outputs * (rows per group) * positions.
@@ -167,9 +159,9 @@ void BaseConvolutionLayer::ForwardGemm(const float* input, const float* weights,
   const float* columns = ColumnsOf(input);
   const int group_outputs = conv_out_channels_ / group_;
   for (int g = 0; g < group_; ++g) {
-    cpu_gemm(Transpose::kNo, Transpose::kNo, group_outputs, conv_output_spatial_size_, kernel_dim_, 1.f,
-             weights + g * group_outputs * kernel_dim_, columns + g * kernel_dim_ * conv_output_spatial_size_, 0.f,
-             output + g * group_outputs * conv_output_spatial_size_);
+    gemm(context(), Transpose::kNo, Transpose::kNo, group_outputs, conv_output_spatial_size_, kernel_dim_, 1.f,
+         weights + g * group_outputs * kernel_dim_, columns + g * kernel_dim_ * conv_output_spatial_size_, 0.f,
+         output + g * group_outputs * conv_output_spatial_size_);
   }
 }
 
@@ -178,9 +170,9 @@ void BaseConvolutionLayer::BackwardData(const float* output_diff, const float* w
   float* column_diff = geometry_.pointwise() ? input_diff : workspace();
   const int group_outputs = conv_out_channels_ / group_;
   for (int g = 0; g < group_; ++g) {
-    cpu_gemm(Transpose::kYes, Transpose::kNo, kernel_dim_, conv_output_spatial_size_, group_outputs, 1.f,
-             weights + g * group_outputs * kernel_dim_, output_diff + g * group_outputs * conv_output_spatial_size_,
-             0.f, column_diff + g * kernel_dim_ * conv_output_spatial_size_);
+    gemm(context(), Transpose::kYes, Transpose::kNo, kernel_dim_, conv_output_spatial_size_, group_outputs, 1.f,
+         weights + g * group_outputs * kernel_dim_, output_diff + g * group_outputs * conv_output_spatial_size_, 0.f,
+         column_diff + g * kernel_dim_ * conv_output_spatial_size_);
   }
   if (!geometry_.pointwise()) Fold(column_diff, input_diff);
 }
@@ -189,20 +181,20 @@ void BaseConvolutionLayer::WeightGemm(const float* input, const float* output_di
   const float* columns = ColumnsOf(input);
   const int group_outputs = conv_out_channels_ / group_;
   for (int g = 0; g < group_; ++g) {
-    cpu_gemm(Transpose::kNo, Transpose::kYes, group_outputs, kernel_dim_, conv_output_spatial_size_, 1.f,
-             output_diff + g * group_outputs * conv_output_spatial_size_,
-             columns + g * kernel_dim_ * conv_output_spatial_size_, 1.f, weight_diff + g * group_outputs * kernel_dim_);
+    gemm(context(), Transpose::kNo, Transpose::kYes, group_outputs, kernel_dim_, conv_output_spatial_size_, 1.f,
+         output_diff + g * group_outputs * conv_output_spatial_size_,
+         columns + g * kernel_dim_ * conv_output_spatial_size_, 1.f, weight_diff + g * group_outputs * kernel_dim_);
   }
 }
 
 void BaseConvolutionLayer::AddBias(float* output, const float* bias) {
-  cpu_gemm(Transpose::kNo, Transpose::kNo, num_output_, top_spatial_size_, 1, 1.f, bias,
-           context().ones(top_spatial_size_), 1.f, output);
+  gemm(context(), Transpose::kNo, Transpose::kNo, num_output_, top_spatial_size_, 1, 1.f, bias,
+       context().ones(top_spatial_size_), 1.f, output);
 }
 
 void BaseConvolutionLayer::BiasGradient(const float* output_diff, float* bias_diff) {
-  cpu_gemv(Transpose::kNo, num_output_, top_spatial_size_, 1.f, output_diff, context().ones(top_spatial_size_), 1.f,
-           bias_diff);
+  gemv(context(), Transpose::kNo, num_output_, top_spatial_size_, 1.f, output_diff, context().ones(top_spatial_size_),
+       1.f, bias_diff);
 }
 
 }  // namespace crema

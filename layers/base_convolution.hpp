@@ -25,6 +25,7 @@
 
 #include <vector>
 
+#include "core/im2col.hpp"
 #include "layers/kernel_geometry.hpp"
 #include "layers/layer.hpp"
 
@@ -67,6 +68,8 @@ class BaseConvolutionLayer : public Layer {
   // One image (channels x spatial) <-> its column matrix (channels * kernel x output positions), whose rows
   // lie `row_stride` floats apart (0: packed), so that several images' matrices can share one wide matrix.
   void Unroll(const float* image, float* columns, size_t row_stride = 0) const;
+  // The geometry of Unroll and Fold (core/im2col.hpp), on the layer's device.
+  UnrollGeometry unroll_geometry(size_t row_stride) const;
   void Fold(const float* columns, float* image, size_t row_stride = 0) const;
 
   double ForwardFlops() const override;

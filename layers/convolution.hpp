@@ -10,15 +10,15 @@
 
 namespace crema {
 
-class ConvolutionLayer : public BaseConvolutionLayer {
+class ConvolutionLayer : public BothDevices<BaseConvolutionLayer> {
  public:
-  using BaseConvolutionLayer::BaseConvolutionLayer;
+  using BothDevices<BaseConvolutionLayer>::BothDevices;
   const char* type() const override { return "Convolution"; }
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
 
  protected:
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+  void Forward_any(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_any(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
 };
 

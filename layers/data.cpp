@@ -5,6 +5,13 @@
 #include <algorithm>
 #include <optional>
 
+#ifdef CREMA_USE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "core/cuda_check.hpp"
+#endif
+#include "core/math_functions.hpp"
+
 namespace crema {
 
 DataLayer::~DataLayer() { StopPrefetching(); }
@@ -157,10 +164,54 @@ DataLayer::Batch DataLayer::ReadBatch() {
   return batch;
 }
 
+void DataLayer::Upload(Batch* batch, void* stream) {
+#ifdef CREMA_USE_CUDA
+  // A buffer of the pool that no queued or consumed batch holds any more (Forward_gpu drops its reference only
+  // after its copy ran), else a new one.
+  for (const auto& buffer : upload_buffers_) {
+    if (buffer.use_count() == 1 && buffer->shape() == batch->data_shape) {
+      batch->device_data = buffer;
+      break;
+    }
+  }
+  if (batch->device_data == nullptr) {
+    batch->device_data = std::make_shared<Blob>(batch->data_shape);
+    upload_buffers_.push_back(batch->device_data);
+    // A new device block may be one the net freed while its kernels still ran on the compute stream, which
+    // this thread's stream does not wait for: wait for the whole device once, when the buffer is made.
+    batch->device_data->mutable_gpu_data();
+    CREMA_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  std::copy(batch->data.begin(), batch->data.end(), batch->device_data->mutable_cpu_data());
+  batch->device_data->data()->async_gpu_push(stream);
+  CREMA_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
+  batch->data = {};
+#endif
+}
+
 void DataLayer::PrefetchLoop() {
+#ifdef CREMA_USE_CUDA
+  // On a GPU net the thread uploads each batch on a stream of its own, which never waits for the compute
+  // stream, so the copy overlaps the net's work on the previous batch.
+  struct StreamOwner {
+    cudaStream_t stream = nullptr;
+    ~StreamOwner() {
+      if (stream != nullptr) cudaStreamDestroy(stream);
+    }
+  } upload;
+#endif
   try {
+#ifdef CREMA_USE_CUDA
+    if (device() == Device::kGPU) {
+      context().MakeCurrent();
+      CREMA_CUDA_CHECK(cudaStreamCreateWithFlags(&upload.stream, cudaStreamNonBlocking));
+    }
+#endif
     for (;;) {
       Batch batch = ReadBatch();
+#ifdef CREMA_USE_CUDA
+      if (upload.stream != nullptr) Upload(&batch, upload.stream);
+#endif
       Position next = CurrentPosition();
       std::unique_lock<std::mutex> lock(mutex_);
       changed_.wait(lock, [this] { return stop_ || queue_.size() < capacity_; });
@@ -198,7 +249,7 @@ void DataLayer::StopPrefetching() {
   running_ = false;
 }
 
-void DataLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+DataLayer::Batch DataLayer::NextBatch() {
   Batch batch;
   {
     std::unique_lock<std::mutex> lock(mutex_);
@@ -212,10 +263,29 @@ void DataLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<
     queue_.pop_front();
   }
   changed_.notify_all();
+  return batch;
+}
 
+void DataLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  Batch batch = NextBatch();
   if (top[0]->shape() != batch.data_shape) top[0]->Reshape(batch.data_shape);
   std::copy(batch.data.begin(), batch.data.end(), top[0]->mutable_cpu_data());
   if (top.size() > 1) {
+    if (top[1]->shape() != std::vector<int>{batch_size_}) top[1]->Reshape({batch_size_});
+    std::copy(batch.labels.begin(), batch.labels.end(), top[1]->mutable_cpu_data());
+  }
+}
+
+void DataLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  Batch batch = NextBatch();
+  if (top[0]->shape() != batch.data_shape) top[0]->Reshape(batch.data_shape);
+  copy(context(), top[0]->count(), batch.device_data->gpu_data(), top[0]->mutable_gpu_data());
+#ifdef CREMA_USE_CUDA
+  // The batch's device block goes back to the cache when `batch` ends; the copy must have read it by then.
+  CREMA_CUDA_CHECK(cudaStreamSynchronize(context().stream()));
+#endif
+  if (top.size() > 1) {
+    // Labels stay on the host, where the losses check them; a GPU reader copies them over.
     if (top[1]->shape() != std::vector<int>{batch_size_}) top[1]->Reshape({batch_size_});
     std::copy(batch.labels.begin(), batch.labels.end(), top[1]->mutable_cpu_data());
   }

@@ -65,6 +65,9 @@ class DataLayer : public HostDataLayer {
 
  protected:
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  // On a GPU the prefetch thread has uploaded the batch already (on its own stream); this copies it into the top
+  // on the device.
+  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
 
  private:
   // Where a batch starts: everything needed to read it again.
@@ -78,7 +81,11 @@ class DataLayer : public HostDataLayer {
     std::vector<int> data_shape;
     std::vector<float> data;
     std::vector<float> labels;
+    // On a GPU net: the data, uploaded by the prefetch thread (then `data` is empty).
+    std::shared_ptr<Blob> device_data;
   };
+  // The next batch from the prefetch queue (waiting for it), or the thread's error.
+  Batch NextBatch();
 
   // The transformation: transform_param, completed by data_param's deprecated fields.
   TransformationParameter MergedTransformParam() const;
@@ -90,6 +97,8 @@ class DataLayer : public HostDataLayer {
   void AdvanceCursor();
   void SkipRecords(uint64_t count);
   Batch ReadBatch();
+  // On a GPU context: moves the batch's data to the device on the prefetch thread's stream and waits for it.
+  void Upload(Batch* batch, void* stream);
   void PrefetchLoop();
 
   void StartPrefetching();
@@ -112,6 +121,8 @@ class DataLayer : public HostDataLayer {
   Position next_unqueued_;
   // Also read without the lock between records, so a stop request need not wait for a whole batch.
   std::atomic<bool> stop_{false};
+  // The device buffers batches are uploaded into, reused (the prefetch thread's own).
+  std::vector<std::shared_ptr<Blob>> upload_buffers_;
   bool running_ = false;
   bool failed_ = false;
   std::string error_;

@@ -20,16 +20,16 @@
 
 namespace crema {
 
-class DeconvolutionLayer : public BaseConvolutionLayer {
+class DeconvolutionLayer : public BothDevices<BaseConvolutionLayer> {
  public:
-  using BaseConvolutionLayer::BaseConvolutionLayer;
+  using BothDevices<BaseConvolutionLayer>::BothDevices;
   const char* type() const override { return "Deconvolution"; }
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
 
  protected:
   bool reverse_dimensions() const override { return true; }
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+  void Forward_any(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_any(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
 };
 

@@ -28,11 +28,9 @@ void DropoutLayer::ForwardElements(const Blob& bottom, Blob* top) {
     if (test_scale_ != 1.f) scale(context(), count, test_scale_, top->mutable_data_on(d));
     return;
   }
-  // Drawn serially on the host: the order of draws is what makes the mask reproducible.
   RandomStream* random = this->random();
-  const float keep = 1.f - ratio_;
-  float* mask = mask_->mutable_cpu_data();
-  for (int i = 0; i < count; ++i) mask[i] = random->Bernoulli(keep) ? 1.f : 0.f;
+  const uint64_t key = static_cast<uint64_t>(random->NextUint32()) << 32 | random->NextUint32();
+  for_each_element(context(), count, DropoutMaskRule{key, 1.f - ratio_, mask_->mutable_data_on(d)});
   for_each_element(context(), count,
                    DropoutApply{bottom.data_on(d), mask_->data_on(d), top->mutable_data_on(d), scale_});
 }

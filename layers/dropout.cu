@@ -1,5 +1,6 @@
-// The GPU kernel of Dropout's rule (dropout.hpp); the layer's code is in dropout.cpp.
+// The GPU kernels of Dropout's rules (dropout.hpp); the layer's code is in dropout.cpp.
 #include "core/elementwise.cuh"
 #include "layers/dropout.hpp"
 
+CREMA_GPU_ELEMENTWISE(crema::DropoutMaskRule);
 CREMA_GPU_ELEMENTWISE(crema::DropoutApply);

@@ -5,9 +5,11 @@
 // One bottom, one top of the same shape; may run in place. Runs on the CPU and the GPU from the same rule
 // (dropout.cu compiles its kernel).
 //
-// The mask is drawn from the layer's own random stream, one draw per unit in order, on the host, so it is
-// reproducible from the stream's state (a resumed run redraws the masks of the uninterrupted one) and the same
-// on either device. It is an internal blob ("<layer>.mask", 1 = kept), kept from forward to backward.
+// The mask is drawn on the layer's device by a counter-based generator (core/philox.hpp): each pass takes one
+// 64-bit key from the layer's own random stream, and unit i is kept when value i of that key's Philox stream
+// lies below 1 - dropout_ratio. So the mask is reproducible from the stream's state (a resumed run redraws the
+// masks of the uninterrupted one), the same on the CPU and the GPU, and drawn in parallel on both. It is an
+// internal blob ("<layer>.mask", 1 = kept), kept from forward to backward.
 //
 // Params (dropout_param): dropout_ratio in [0, 1) (default 0.5), scale_train (default true). The phase is the
 // layer's `phase`.
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "core/elementwise.hpp"
+#include "core/philox.hpp"
 #include "layers/layer.hpp"
 
 namespace crema {
@@ -27,6 +30,16 @@ struct DropoutApply {
   float* out;
   float scale;
   CREMA_HOST_DEVICE void operator()(int i) const { out[i] = in[i] * mask[i] * scale; }
+};
+
+// mask[i] = 1 when value i of the key's stream is below `keep`, else 0.
+struct DropoutMaskRule {
+  uint64_t key;
+  float keep;
+  float* mask;
+  CREMA_HOST_DEVICE void operator()(int i) const {
+    mask[i] = PhiloxUniform(key, static_cast<uint32_t>(i)) < keep ? 1.f : 0.f;
+  }
 };
 
 class DropoutLayer : public NeuronLayer {

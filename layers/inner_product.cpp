@@ -58,33 +58,38 @@ void InnerProductLayer::Reshape(const std::vector<Blob*>& bottom, const std::vec
   top[0]->Reshape(top_shape);
 }
 
-void InnerProductLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  float* output = top[0]->mutable_cpu_data();
-  cpu_gemm(Transpose::kNo, transpose_ ? Transpose::kNo : Transpose::kYes, M_, N_, K_, 1.f, bottom[0]->cpu_data(),
-           blobs_[0]->cpu_data(), 0.f, output);
+void InnerProductLayer::Forward_any(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const Device d = device();
+  float* output = top[0]->mutable_data_on(d);
+  gemm(context(), Transpose::kNo, transpose_ ? Transpose::kNo : Transpose::kYes, M_, N_, K_, 1.f, bottom[0]->data_on(d),
+       blobs_[0]->data_on(d), 0.f, output);
   if (bias_term_) {
-    cpu_gemm(Transpose::kNo, Transpose::kNo, M_, N_, 1, 1.f, context().ones(M_), blobs_[1]->cpu_data(), 1.f, output);
+    gemm(context(), Transpose::kNo, Transpose::kNo, M_, N_, 1, 1.f, context().ones(M_), blobs_[1]->data_on(d), 1.f,
+         output);
   }
 }
 
-void InnerProductLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+void InnerProductLayer::Backward_any(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                      const std::vector<Blob*>& bottom) {
-  const float* top_diff = top[0]->cpu_diff();
-  const float* input = bottom[0]->cpu_data();
+  const Device d = device();
+  const float* top_diff = top[0]->diff_on(d);
+  const float* input = bottom[0]->data_on(d);
   // Parameter gradients accumulate: the net zeroes them before a backward.
   if (param_propagate_down(0)) {
     if (transpose_) {
-      cpu_gemm(Transpose::kYes, Transpose::kNo, K_, N_, M_, 1.f, input, top_diff, 1.f, blobs_[0]->mutable_cpu_diff());
+      gemm(context(), Transpose::kYes, Transpose::kNo, K_, N_, M_, 1.f, input, top_diff, 1.f,
+           blobs_[0]->mutable_diff_on(d));
     } else {
-      cpu_gemm(Transpose::kYes, Transpose::kNo, N_, K_, M_, 1.f, top_diff, input, 1.f, blobs_[0]->mutable_cpu_diff());
+      gemm(context(), Transpose::kYes, Transpose::kNo, N_, K_, M_, 1.f, top_diff, input, 1.f,
+           blobs_[0]->mutable_diff_on(d));
     }
   }
   if (bias_term_ && param_propagate_down(1)) {
-    cpu_gemv(Transpose::kYes, M_, N_, 1.f, top_diff, context().ones(M_), 1.f, blobs_[1]->mutable_cpu_diff());
+    gemv(context(), Transpose::kYes, M_, N_, 1.f, top_diff, context().ones(M_), 1.f, blobs_[1]->mutable_diff_on(d));
   }
   if (propagate_down[0]) {
-    cpu_gemm(Transpose::kNo, transpose_ ? Transpose::kYes : Transpose::kNo, M_, K_, N_, 1.f, top_diff,
-             blobs_[0]->cpu_data(), 0.f, bottom[0]->mutable_cpu_diff());
+    gemm(context(), Transpose::kNo, transpose_ ? Transpose::kYes : Transpose::kNo, M_, K_, N_, 1.f, top_diff,
+         blobs_[0]->data_on(d), 0.f, bottom[0]->mutable_diff_on(d));
   }
 }
 

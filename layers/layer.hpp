@@ -12,7 +12,8 @@
 //     of a bottom: Flatten, Split), AddInternalBlob (kept from Forward to Backward: pooling's argmax) and
 //     RequestWorkspace (scratch for one call: im2col columns; one workspace serves every layer of a net);
 //   - implements Forward_cpu / Backward_cpu, and Forward_gpu / Backward_gpu when it has GPU code (the engine's
-//     registration says which devices it runs on, so a net never picks it for another).
+//     registration says which devices it runs on, so a net never picks it for another); or, when the same
+//     code serves both devices, derives from BothDevices<Base> and implements Forward_any / Backward_any.
 // Layers made of per-element rules derive from NeuronLayer and write their Forward and Backward once.
 #pragma once
 
@@ -216,17 +217,45 @@ class HostDataLayer : public Layer {
 
  protected:
   void Backward_cpu(const std::vector<Blob*>&, const std::vector<bool>&, const std::vector<Blob*>&) final {}
-  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) final { Forward_cpu(bottom, top); }
+  // Builds the batch on the host; a layer that uploads it itself (Data's prefetch thread) overrides this.
+  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
+    Forward_cpu(bottom, top);
+  }
   void Backward_gpu(const std::vector<Blob*>&, const std::vector<bool>&, const std::vector<Blob*>&) final {}
 };
 
-// A layer of per-element rules: one bottom, one top of the bottom's shape, in place allowed (ReLU, Dropout,
-// and later Sigmoid, TanH, Power, ...). Its ForwardElements and BackwardElements are written once for both
-// devices: they read pointers with data_on(device()) and run their rules with for_each_element(context(), ...);
-// the layer's .cu file compiles the rules' GPU kernels (CREMA_GPU_ELEMENTWISE).
-class NeuronLayer : public Layer {
+// A layer written once for both devices: Forward_any and Backward_any read pointers with data_on(device())
+// and compute with the context's math (gemm(context(), ...), for_each_element(context(), ...)), and the four
+// device slots run them. Base is Layer or a shared base such as BaseConvolutionLayer.
+template <typename Base>
+class BothDevices : public Base {
  public:
-  using Layer::Layer;
+  using Base::Base;
+
+ protected:
+  virtual void Forward_any(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) = 0;
+  virtual void Backward_any(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                            const std::vector<Blob*>& bottom) = 0;
+
+  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) final { Forward_any(bottom, top); }
+  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) final { Forward_any(bottom, top); }
+  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) final {
+    Backward_any(top, propagate_down, bottom);
+  }
+  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) final {
+    Backward_any(top, propagate_down, bottom);
+  }
+};
+
+// A layer of per-element rules: one bottom, one top of the bottom's shape, in place allowed (ReLU, Dropout,
+// Sigmoid, TanH, Power, ...). Its ForwardElements and BackwardElements are written once for both devices:
+// they read pointers with data_on(device()) and run their rules with for_each_element(context(), ...); the
+// layer's .cu file compiles the rules' GPU kernels (CREMA_GPU_ELEMENTWISE).
+class NeuronLayer : public BothDevices<Layer> {
+ public:
+  using BothDevices<Layer>::BothDevices;
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
   bool AllowsInPlace() const override { return true; }
@@ -239,17 +268,10 @@ class NeuronLayer : public Layer {
   // Called only when the bottom's gradient is wanted.
   virtual void BackwardElements(const Blob& top, Blob* bottom) = 0;
 
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) final {
+  void Forward_any(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) final {
     ForwardElements(*bottom[0], top[0]);
   }
-  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) final {
-    ForwardElements(*bottom[0], top[0]);
-  }
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) final {
-    if (propagate_down[0]) BackwardElements(*top[0], bottom[0]);
-  }
-  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+  void Backward_any(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) final {
     if (propagate_down[0]) BackwardElements(*top[0], bottom[0]);
   }

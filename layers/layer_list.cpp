@@ -14,6 +14,10 @@
 #include "layers/contrastive_loss.hpp"
 #include "layers/convolution.hpp"
 #include "layers/crop.hpp"
+#include "layers/cudnn_convolution.hpp"
+#include "layers/cudnn_pooling.hpp"
+#include "layers/cudnn_relu.hpp"
+#include "layers/cudnn_softmax.hpp"
 #include "layers/data.hpp"
 #include "layers/deconvolution.hpp"
 #include "layers/dropout.hpp"
@@ -85,22 +89,33 @@ void RegisterBuiltinLayers(LayerRegistry* registry) {
   registry->Add<ImageDataLayer>("ImageData", {"native", kCpuAndGpu});
   registry->Add<WindowDataLayer>("WindowData", {"native", kCpuAndGpu});
   // Vision
+#ifdef CREMA_USE_CUDNN
+  registry->Add<CudnnConvolutionLayer>("Convolution",
+                                       {"cudnn", kGpuOnly, CaffeEngine::kCudnn, CudnnConvolutionLayer::Refusal});
+#endif
 #ifdef CREMA_USE_ONEDNN
   registry->Add<OneDnnConvolutionLayer>("Convolution",
                                         {"onednn", kCpuOnly, CaffeEngine::kCaffe, OneDnnConvolutionLayer::Refusal});
 #endif
-  registry->Add<ConvolutionLayer>("Convolution", {"im2col"});
+  registry->Add<ConvolutionLayer>("Convolution", {"im2col", kCpuAndGpu});
   registry->Add<BatchedConvolutionLayer>("Convolution", {"im2col_batched"});
   registry->Add<ReferenceConvolutionLayer>("Convolution", {"reference"});
+#ifdef CREMA_USE_CUDNN
+  registry->Add<CudnnDeconvolutionLayer>("Deconvolution",
+                                         {"cudnn", kGpuOnly, CaffeEngine::kCudnn, CudnnConvolutionLayer::Refusal});
+#endif
 #ifdef CREMA_USE_ONEDNN
   registry->Add<OneDnnDeconvolutionLayer>("Deconvolution",
                                           {"onednn", kCpuOnly, CaffeEngine::kCaffe, OneDnnConvolutionLayer::Refusal});
 #endif
-  registry->Add<DeconvolutionLayer>("Deconvolution", {"im2col"});
+  registry->Add<DeconvolutionLayer>("Deconvolution", {"im2col", kCpuAndGpu});
+#ifdef CREMA_USE_CUDNN
+  registry->Add<CudnnPoolingLayer>("Pooling", {"cudnn", kGpuOnly, CaffeEngine::kCudnn, CudnnPoolingLayer::Refusal});
+#endif
 #ifdef CREMA_USE_ONEDNN
   registry->Add<OneDnnPoolingLayer>("Pooling", {"onednn", kCpuOnly, CaffeEngine::kCaffe, OneDnnPoolingLayer::Refusal});
 #endif
-  registry->Add<PoolingLayer>("Pooling", {"native"});
+  registry->Add<PoolingLayer>("Pooling", {"native", kCpuAndGpu, CaffeEngine::kCaffe, PoolingLayer::Refusal});
   registry->Add<Im2colLayer>("Im2col", {"native"});
   registry->Add<SPPLayer>("SPP", {"native"});
 #ifdef CREMA_USE_ONEDNN
@@ -116,6 +131,9 @@ void RegisterBuiltinLayers(LayerRegistry* registry) {
   registry->Add<BiasLayer>("Bias", {"native"});
   registry->Add<CropLayer>("Crop", {"native"});
   // Neuron (per-element) layers: rules written once for both devices (PReLU's slope gradient is a host reduction)
+#ifdef CREMA_USE_CUDNN
+  registry->Add<CudnnReLULayer>("ReLU", {"cudnn", kGpuOnly, CaffeEngine::kCudnn, CudnnReLULayer::Refusal});
+#endif
   registry->Add<ReLULayer>("ReLU", {"native", kCpuAndGpu});
   registry->Add<PReLULayer>("PReLU", {"native", kCpuOnly});
   registry->Add<ELULayer>("ELU", {"native", kCpuAndGpu});
@@ -131,10 +149,10 @@ void RegisterBuiltinLayers(LayerRegistry* registry) {
   registry->Add<SwishLayer>("Swish", {"native", kCpuAndGpu});
   registry->Add<DropoutLayer>("Dropout", {"native", kCpuAndGpu});
   // Common: products, joining, cutting, combining and reshaping blobs
-  registry->Add<InnerProductLayer>("InnerProduct", {"native"});
+  registry->Add<InnerProductLayer>("InnerProduct", {"native", kCpuAndGpu});
   registry->Add<FlattenLayer>("Flatten", {"native", kCpuAndGpu});
   registry->Add<ReshapeLayer>("Reshape", {"native"});
-  registry->Add<SplitLayer>("Split", {"native"});
+  registry->Add<SplitLayer>("Split", {"native", kCpuAndGpu});
 #ifdef CREMA_USE_ONEDNN
   registry->Add<OneDnnConcatLayer>("Concat", {"onednn", kCpuOnly, CaffeEngine::kCaffe, OneDnnConcatLayer::Refusal});
 #endif
@@ -153,20 +171,23 @@ void RegisterBuiltinLayers(LayerRegistry* registry) {
   registry->Add<EmbedLayer>("Embed", {"native"});
   registry->Add<MVNLayer>("MVN", {"native"});
   registry->Add<ParameterLayer>("Parameter", {"native"});
-  registry->Add<SoftmaxLayer>("Softmax", {"native"});
+#ifdef CREMA_USE_CUDNN
+  registry->Add<CudnnSoftmaxLayer>("Softmax", {"cudnn", kGpuOnly, CaffeEngine::kCudnn, CudnnSoftmaxLayer::Refusal});
+#endif
+  registry->Add<SoftmaxLayer>("Softmax", {"native", kCpuAndGpu});
   // Recurrent: loops over time on the host (Caffe unrolls them into a net; the learned blobs are the same)
   registry->Add<RNNLayer>("RNN", {"native", kCpuOnly});
   registry->Add<LSTMLayer>("LSTM", {"native", kCpuOnly});
   registry->Add<LSTMUnitLayer>("LSTMUnit", {"native", kCpuOnly});
   // Losses and metrics
-  registry->Add<SoftmaxWithLossLayer>("SoftmaxWithLoss", {"native"});
+  registry->Add<SoftmaxWithLossLayer>("SoftmaxWithLoss", {"native", kCpuAndGpu});
   registry->Add<EuclideanLossLayer>("EuclideanLoss", {"native"});
   registry->Add<SigmoidCrossEntropyLossLayer>("SigmoidCrossEntropyLoss", {"native"});
   registry->Add<HingeLossLayer>("HingeLoss", {"native"});
   registry->Add<MultinomialLogisticLossLayer>("MultinomialLogisticLoss", {"native"});
   registry->Add<InfogainLossLayer>("InfogainLoss", {"native"});
   registry->Add<ContrastiveLossLayer>("ContrastiveLoss", {"native"});
-  registry->Add<AccuracyLayer>("Accuracy", {"native"});
+  registry->Add<AccuracyLayer>("Accuracy", {"native", kCpuAndGpu});
   // Layers written in Python: known, but they need the Python bindings (a later step).
   registry->Add<PythonLayer>("Python", {"native", kCpuAndGpu});
 }

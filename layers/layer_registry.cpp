@@ -29,8 +29,8 @@ LayerRegistry& LayerRegistry::Global() {
 
 void LayerRegistry::Add(const std::string& type, EngineSpec spec, Creator creator) {
   for (const Engine& engine : engines_[type])
-    CREMA_CHECK(engine.spec.name != spec.name) << "layer type '" << type << "' registers engine '" << spec.name
-                                               << "' twice";
+    CREMA_CHECK(engine.spec.name != spec.name)
+        << "layer type '" << type << "' registers engine '" << spec.name << "' twice";
   engines_[type].push_back(Engine{std::move(spec), std::move(creator)});
 }
 
@@ -45,6 +45,15 @@ std::vector<std::string> LayerRegistry::Engines(const std::string& type) const {
   auto found = engines_.find(type);
   if (found != engines_.end())
     for (const Engine& engine : found->second) names.push_back(engine.spec.name);
+  return names;
+}
+
+std::vector<std::string> LayerRegistry::Engines(const std::string& type, Device device) const {
+  std::vector<std::string> names;
+  auto found = engines_.find(type);
+  if (found != engines_.end())
+    for (const Engine& engine : found->second)
+      if (RunsOn(engine.spec, device)) names.push_back(engine.spec.name);
   return names;
 }
 
@@ -106,6 +115,13 @@ const LayerRegistry::Engine* LayerRegistry::Choose(const LayerParameter& param, 
   }
   for (const Engine& engine : engines)
     if (Refusal(engine, query).empty()) return &engine;
+  if (query.device == Device::kGPU) {
+    // No GPU engine: the first CPU engine that accepts runs it on the host (Create gives it a CPU context), as
+    // Caffe runs a layer without GPU code on the CPU; its blobs move between host and device where they meet.
+    const EngineQuery on_host{query.param, query.bottom_shapes, Device::kCPU};
+    for (const Engine& engine : engines)
+      if (Refusal(engine, on_host).empty()) return &engine;
+  }
   std::string reasons;
   for (const Engine& engine : engines) reasons += "; " + engine.spec.name + ": " + Refusal(engine, query);
   CREMA_FAIL() << Describe(param) << ": no engine can run it on the " << DeviceName(query.device) << reasons;
@@ -118,12 +134,21 @@ std::unique_ptr<Layer> LayerRegistry::Create(const LayerParameter& param,
   if (!engines_.count(param.type())) {
     std::string known;
     for (const auto& type : Types()) known += (known.empty() ? "" : ", ") + type;
-    CREMA_FAIL() << "layer '" << param.name() << "' has unknown type '" << param.type()
-                 << "'; known types: " << known;
+    CREMA_FAIL() << "layer '" << param.name() << "' has unknown type '" << param.type() << "'; known types: " << known;
   }
   CREMA_CHECK(context != nullptr) << Describe(param) << ": created without a context";
   const EngineQuery query{param, bottom_shapes, context->device()};
   const Engine* engine = Choose(param, query, *context);
+  if (!RunsOn(engine->spec, context->device())) {
+    std::string why;
+    for (const Engine& other : engines_.at(param.type()))
+      if (RunsOn(other.spec, Device::kGPU)) why += "; " + other.spec.name + ": " + Refusal(other, query);
+    LOG(WARNING) << Describe(param) << " has no GPU engine that can run it" << (why.empty() ? "" : " (")
+                 << (why.empty() ? "" : why.substr(2) + ")") << "; its engine '" << engine->spec.name
+                 << "' runs it on the CPU, and its blobs are copied between "
+                 << "host and device";
+    context = context->HostTwin();
+  }
   std::unique_ptr<Layer> layer = engine->create(param, std::move(context));
   layer->set_engine(engine->spec.name);
   return layer;

@@ -73,6 +73,8 @@ class LayerRegistry {
   std::vector<std::string> Types() const;
   // The engine names of `type`, in order ({} for an unknown type).
   std::vector<std::string> Engines(const std::string& type) const;
+  // Those of them that run on `device`, in order.
+  std::vector<std::string> Engines(const std::string& type, Device device) const;
 
  private:
   const Engine* Choose(const LayerParameter& param, const EngineQuery& query, const Context& context) const;

@@ -78,36 +78,6 @@ void PoolingLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<B
   if (argmax_ != nullptr) argmax_->Reshape(shape);
 }
 
-void PoolingLayer::MaxPlane(const float* image, float* output, float* argmax) const {
-  for (int ph = 0; ph < pooled_h_; ++ph) {
-    for (int pw = 0; pw < pooled_w_; ++pw) {
-      const Window win = WindowAt(ph, pw);
-      const int index = ph * pooled_w_ + pw;
-      if (win.h_start >= win.h_end || win.w_start >= win.w_end) {
-        // A window entirely in the padding or past the input: Caffe gives -FLT_MAX; 0, with no argmax, is a
-        // value later layers can use.
-        output[index] = 0.f;
-        argmax[index] = -1.f;
-        continue;
-      }
-      // Starting from the window's first value (not -inf) keeps the argmax inside the window even for NaNs.
-      int best = win.h_start * width_ + win.w_start;
-      float value = image[best];
-      for (int h = win.h_start; h < win.h_end; ++h) {
-        const float* line = image + h * width_;
-        for (int w = win.w_start; w < win.w_end; ++w) {
-          if (line[w] > value) {
-            value = line[w];
-            best = h * width_ + w;
-          }
-        }
-      }
-      output[index] = value;
-      argmax[index] = static_cast<float>(best);
-    }
-  }
-}
-
 // STOCHASTIC pooling expects non-negative inputs (after a ReLU, say): the window's values, divided by their sum,
 // are the probabilities of picking each position.
 float PoolingLayer::Sample(const float* image, const Window& win, float* source) {
@@ -165,15 +135,51 @@ void PoolingLayer::ProbabilityWeightedGradient(const float* image, const Window&
           static_cast<float>(top_diff * (2 * image[h * width_ + w] * sum - squares) / (sum * sum));
 }
 
+std::string PoolingLayer::Refusal(const EngineQuery& query) {
+  if (query.device == Device::kGPU && query.param.pooling_param().pool() == PoolingParameter::STOCHASTIC)
+    return "STOCHASTIC pooling draws its samples in order on the host";
+  return "";
+}
+
+void PoolingLayer::ForwardByRules(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const Device d = device();
+  const float* input = bottom[0]->data_on(d);
+  float* output = top[0]->mutable_data_on(d);
+  const int count = top[0]->count();
+  if (method_ == PoolingParameter::MAX) {
+    float* argmax = (top.size() > 1 ? top[1] : argmax_)->mutable_data_on(d);
+    for_each_element(context(), count, MaxPoolForwardRule{input, output, argmax, windows()});
+  } else {
+    for_each_element(context(), count, AvePoolForwardRule{input, output, windows()});
+  }
+}
+
+void PoolingLayer::BackwardByRules(const std::vector<Blob*>& top, const std::vector<Blob*>& bottom) {
+  const Device d = device();
+  const float* argmax = method_ == PoolingParameter::MAX ? (top.size() > 1 ? top[1] : argmax_)->data_on(d) : nullptr;
+  for_each_element(context(), bottom[0]->count(),
+                   PoolBackwardRule{top[0]->diff_on(d), argmax, bottom[0]->mutable_diff_on(d), windows()});
+}
+
+void PoolingLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  ForwardByRules(bottom, top);
+}
+
+void PoolingLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                                const std::vector<Blob*>& bottom) {
+  if (propagate_down[0]) BackwardByRules(top, bottom);
+}
+
 void PoolingLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  if (method_ != PoolingParameter::STOCHASTIC) {
+    ForwardByRules(bottom, top);
+    return;
+  }
+  // STOCHASTIC: the source of each output is kept (internal) for backward.
   const float* input = bottom[0]->cpu_data();
   float* output = top[0]->mutable_cpu_data();
-  const bool max = method_ == PoolingParameter::MAX;
-  const bool stochastic = method_ == PoolingParameter::STOCHASTIC;
-  const bool sampled = stochastic && phase() == TRAIN;
-  // Where each output came from: MAX's argmax (a top or internal), STOCHASTIC's sample (internal).
-  float* argmax =
-      max || stochastic ? (top.size() > 1 ? top[1]->mutable_cpu_data() : argmax_->mutable_cpu_data()) : nullptr;
+  float* source = argmax_->mutable_cpu_data();
+  const bool sampled = phase() == TRAIN;
   const int planes = bottom[0]->count(0, 2);
   const int plane_size = height_ * width_;
   const int pooled_size = pooled_h_ * pooled_w_;
@@ -182,30 +188,16 @@ void PoolingLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vect
 #pragma omp parallel for if (top[0]->count() >= ParallelElementThreshold() && !sampled) schedule(static)
   for (int plane = 0; plane < planes; ++plane) {
     const float* image = input + plane * plane_size;
-    if (max) {
-      MaxPlane(image, output + plane * pooled_size, argmax + plane * pooled_size);
-      continue;
-    }
     for (int ph = 0; ph < pooled_h_; ++ph) {
       for (int pw = 0; pw < pooled_w_; ++pw) {
         const int index = plane * pooled_size + ph * pooled_w_ + pw;
         const Window win = WindowAt(ph, pw);
-        if (win.h_start >= win.h_end || win.w_start >= win.w_end) {
-          // A window entirely in the padding or past the input: Caffe gives -FLT_MAX (MAX) or a division by
-          // the padded area; 0, with no argmax, is a value later layers can use.
-          output[index] = 0.f;
-          if (argmax != nullptr) argmax[index] = -1.f;
+        source[index] = -1.f;
+        if (win.empty()) {
+          output[index] = 0.f;  // as MAX and AVE: no input pixel, a usable 0
           continue;
         }
-        if (stochastic) {
-          output[index] = sampled ? Sample(image, win, &argmax[index]) : ProbabilityWeighted(image, win);
-          if (!sampled) argmax[index] = -1.f;
-        } else {
-          float sum = 0.f;
-          for (int h = win.h_start; h < win.h_end; ++h)
-            for (int w = win.w_start; w < win.w_end; ++w) sum += image[h * width_ + w];
-          output[index] = sum / win.area;
-        }
+        output[index] = sampled ? Sample(image, win, &source[index]) : ProbabilityWeighted(image, win);
       }
     }
   }
@@ -214,15 +206,16 @@ void PoolingLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vect
 void PoolingLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                 const std::vector<Blob*>& bottom) {
   if (!propagate_down[0]) return;
+  if (method_ != PoolingParameter::STOCHASTIC) {
+    BackwardByRules(top, bottom);
+    return;
+  }
   const float* top_diff = top[0]->cpu_diff();
   float* input_diff = bottom[0]->mutable_cpu_diff();
   cpu_set(bottom[0]->count(), 0.f, input_diff);
-  const bool max = method_ == PoolingParameter::MAX;
-  const bool stochastic = method_ == PoolingParameter::STOCHASTIC;
-  // MAX and STOCHASTIC in TRAIN send each output's gradient to its source; STOCHASTIC in TEST has a smooth
-  // output whose gradient goes to the whole window.
-  const bool routed = max || (stochastic && phase() == TRAIN);
-  const float* argmax = !routed ? nullptr : top.size() > 1 ? top[1]->cpu_data() : argmax_->cpu_data();
+  // In TRAIN each output's gradient goes to its sampled source; in TEST the output is smooth and its gradient
+  // goes to the whole window.
+  const float* source = phase() == TRAIN ? argmax_->cpu_data() : nullptr;
   const int planes = bottom[0]->count(0, 2);
   const int plane_size = height_ * width_;
   const int pooled_size = pooled_h_ * pooled_w_;
@@ -232,20 +225,14 @@ void PoolingLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector
     for (int ph = 0; ph < pooled_h_; ++ph) {
       for (int pw = 0; pw < pooled_w_; ++pw) {
         const int index = plane * pooled_size + ph * pooled_w_ + pw;
-        if (routed) {
-          const int source = static_cast<int>(argmax[index]);
-          if (source >= 0) image_diff[source] += top_diff[index];
+        if (source != nullptr) {
+          const int position = static_cast<int>(source[index]);
+          if (position >= 0) image_diff[position] += top_diff[index];
           continue;
         }
         const Window win = WindowAt(ph, pw);
-        if (win.h_start >= win.h_end || win.w_start >= win.w_end) continue;
-        if (stochastic) {
-          ProbabilityWeightedGradient(bottom[0]->cpu_data() + plane * plane_size, win, top_diff[index], image_diff);
-          continue;
-        }
-        const float share = top_diff[index] / win.area;
-        for (int h = win.h_start; h < win.h_end; ++h)
-          for (int w = win.w_start; w < win.w_end; ++w) image_diff[h * width_ + w] += share;
+        if (win.empty()) continue;
+        ProbabilityWeightedGradient(bottom[0]->cpu_data() + plane * plane_size, win, top_diff[index], image_diff);
       }
     }
   }

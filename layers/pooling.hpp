@@ -13,12 +13,126 @@
 // second top: the argmax of each window, as an index into its H * W plane.
 #pragma once
 
-#include <algorithm>
+#include <string>
 #include <vector>
 
+#include "core/elementwise.hpp"
 #include "layers/layer.hpp"
+#include "layers/layer_registry.hpp"
 
 namespace crema {
+
+// The windows of 2-d pooling over one plane, by value (a kernel argument).
+struct PoolingWindows {
+  int height, width, pooled_h, pooled_w, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w;
+  // The input rows/columns [start, end) pooled by output (ph, pw), and the area AVE divides by: the window
+  // clipped to the padded input (padding counts as zeros), before it is clipped to the input itself.
+  struct Window {
+    int h_start, h_end, w_start, w_end, area;
+    CREMA_HOST_DEVICE bool empty() const { return h_start >= h_end || w_start >= w_end; }
+    CREMA_HOST_DEVICE bool contains(int h, int w) const {
+      return h >= h_start && h < h_end && w >= w_start && w < w_end;
+    }
+  };
+  CREMA_HOST_DEVICE Window At(int ph, int pw) const {
+    const int h_start = ph * stride_h - pad_h, w_start = pw * stride_w - pad_w;
+    const int h_end = h_start + kernel_h < height + pad_h ? h_start + kernel_h : height + pad_h;
+    const int w_end = w_start + kernel_w < width + pad_w ? w_start + kernel_w : width + pad_w;
+    return {h_start > 0 ? h_start : 0, h_end < height ? h_end : height, w_start > 0 ? w_start : 0,
+            w_end < width ? w_end : width, (h_end - h_start) * (w_end - w_start)};
+  }
+  // The outputs along one axis whose (unclipped) windows cover input coordinate x: [*first, *last).
+  CREMA_HOST_DEVICE static void Covering(int x, int pad, int kernel, int stride, int pooled, int* first, int* last) {
+    *first = x + pad < kernel ? 0 : (x + pad - kernel) / stride + 1;
+    const int end = (x + pad) / stride + 1;
+    *last = end < pooled ? end : pooled;
+  }
+};
+
+// The rules of MAX and AVE pooling on both devices (pooling.cu compiles them): forward one output value per
+// call (plane, ph, pw), backward one input value per call, gathering from the outputs whose windows hold it in
+// the order the outputs lie, so that both devices add the same floats in the same order.
+struct MaxPoolForwardRule {
+  const float* input;
+  float* output;
+  float* argmax;
+  PoolingWindows w;
+  CREMA_HOST_DEVICE void operator()(int i) const {
+    const int pooled = w.pooled_h * w.pooled_w;
+    const float* image = input + static_cast<long long>(i / pooled) * w.height * w.width;
+    const PoolingWindows::Window win = w.At(i % pooled / w.pooled_w, i % w.pooled_w);
+    if (win.empty()) {
+      // A window entirely in the padding or past the input: Caffe gives -FLT_MAX; 0, with no argmax, is a
+      // value later layers can use.
+      output[i] = 0.f;
+      argmax[i] = -1.f;
+      return;
+    }
+    // Starting from the window's first value (not -inf) keeps the argmax inside the window even for NaNs; the
+    // first of equal maxima wins.
+    int best = win.h_start * w.width + win.w_start;
+    float value = image[best];
+    for (int h = win.h_start; h < win.h_end; ++h) {
+      for (int x = win.w_start; x < win.w_end; ++x) {
+        if (image[h * w.width + x] > value) {
+          value = image[h * w.width + x];
+          best = h * w.width + x;
+        }
+      }
+    }
+    output[i] = value;
+    argmax[i] = static_cast<float>(best);
+  }
+};
+
+struct AvePoolForwardRule {
+  const float* input;
+  float* output;
+  PoolingWindows w;
+  CREMA_HOST_DEVICE void operator()(int i) const {
+    const int pooled = w.pooled_h * w.pooled_w;
+    const float* image = input + static_cast<long long>(i / pooled) * w.height * w.width;
+    const PoolingWindows::Window win = w.At(i % pooled / w.pooled_w, i % w.pooled_w);
+    if (win.empty()) {
+      output[i] = 0.f;  // as MAX: no input pixel, a usable 0
+      return;
+    }
+    float total = 0.f;
+    for (int h = win.h_start; h < win.h_end; ++h)
+      for (int x = win.w_start; x < win.w_end; ++x) total += image[h * w.width + x];
+    output[i] = total / win.area;
+  }
+};
+
+// argmax == nullptr: AVE (each covering window's share, top_diff / area); else MAX (the outputs whose argmax
+// is this input value).
+struct PoolBackwardRule {
+  const float* top_diff;
+  const float* argmax;
+  float* bottom_diff;
+  PoolingWindows w;
+  CREMA_HOST_DEVICE void operator()(int i) const {
+    const int plane_size = w.height * w.width;
+    const int within = i % plane_size, h = within / w.width, x = within % w.width;
+    const long long plane_outputs = static_cast<long long>(i / plane_size) * w.pooled_h * w.pooled_w;
+    int ph_first, ph_last, pw_first, pw_last;
+    PoolingWindows::Covering(h, w.pad_h, w.kernel_h, w.stride_h, w.pooled_h, &ph_first, &ph_last);
+    PoolingWindows::Covering(x, w.pad_w, w.kernel_w, w.stride_w, w.pooled_w, &pw_first, &pw_last);
+    float total = 0.f;
+    for (int ph = ph_first; ph < ph_last; ++ph) {
+      for (int pw = pw_first; pw < pw_last; ++pw) {
+        const long long index = plane_outputs + ph * w.pooled_w + pw;
+        if (argmax != nullptr) {
+          if (static_cast<int>(argmax[index]) == within) total += top_diff[index];
+        } else {
+          const PoolingWindows::Window win = w.At(ph, pw);
+          if (win.contains(h, x)) total += top_diff[index] / win.area;
+        }
+      }
+    }
+    bottom_diff[i] = total;
+  }
+};
 
 class PoolingLayer : public Layer {
  public:
@@ -33,32 +147,34 @@ class PoolingLayer : public Layer {
 
   // Caffe's output size along one axis (CEIL or FLOOR rounding; below 1 when the kernel does not fit).
   static int PooledSize(int in, int kernel, int pad, int stride, bool ceil);
+  // The native engine's refusal: STOCHASTIC pooling does not run on the GPU.
+  static std::string Refusal(const EngineQuery& query);
 
  protected:
+  // MAX and AVE run their rules on the layer's device; STOCHASTIC runs on the CPU only (its samples come in
+  // order from the layer's random stream; a GPU net runs it on the host).
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
+  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+
   // Reads and checks pooling_param's window (LayerSetUp without the argmax blob; other engines share it).
   void ReadWindow();
   // Output size along one axis under round_mode.
   int OutputSize(int in, int kernel, int pad, int stride, const char* axis) const;
-  // The input rows/columns [start, end) pooled by output (ph, pw), and the area AVE divides by: the window
-  // clipped to the padded input (padding counts as zeros), before it is clipped to the input itself.
-  struct Window {
-    int h_start, h_end, w_start, w_end, area;
-  };
-  Window WindowAt(int ph, int pw) const {
-    const int h_start = ph * stride_h_ - pad_h_, w_start = pw * stride_w_ - pad_w_;
-    const int h_end = std::min(h_start + kernel_h_, height_ + pad_h_);
-    const int w_end = std::min(w_start + kernel_w_, width_ + pad_w_);
-    return {std::max(h_start, 0), std::min(h_end, height_), std::max(w_start, 0), std::min(w_end, width_),
-            (h_end - h_start) * (w_end - w_start)};
+  using Window = PoolingWindows::Window;
+  PoolingWindows windows() const {
+    return {height_, width_, pooled_h_, pooled_w_, kernel_h_, kernel_w_, stride_h_, stride_w_, pad_h_, pad_w_};
   }
-  // MAX over one plane: every output's window maximum and its position (the first of equal maxima).
-  void MaxPlane(const float* image, float* output, float* argmax) const;
+  Window WindowAt(int ph, int pw) const { return windows().At(ph, pw); }
   // STOCHASTIC: a value of the window drawn with probability proportional to it (its position in *source), the
   // test-time expectation sum(x^2) / sum(x), and that expectation's gradient added to image_diff.
   float Sample(const float* image, const Window& win, float* source);
+  // MAX and AVE on the layer's device, through the rules above.
+  void ForwardByRules(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top);
+  void BackwardByRules(const std::vector<Blob*>& top, const std::vector<Blob*>& bottom);
   float ProbabilityWeighted(const float* image, const Window& win) const;
   void ProbabilityWeightedGradient(const float* image, const Window& win, float top_diff, float* image_diff) const;
 

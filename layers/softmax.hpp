@@ -3,17 +3,54 @@
 // the top has the bottom's shape.
 //
 // Params (softmax_param): axis (default 1; negative counts from the end).
+// Runs on the CPU and the GPU from the same rules, one softmax per position (softmax.cu compiles them).
 #pragma once
 
+#include <cmath>
 #include <vector>
 
+#include "core/elementwise.hpp"
 #include "layers/layer.hpp"
 
 namespace crema {
 
-class SoftmaxLayer : public Layer {
+// The softmax over the `classes` values of one position (outer index n, inner index j), which lie `inner` apart.
+struct SoftmaxForwardRule {
+  const float* x;
+  float* y;
+  int classes, inner;
+  CREMA_HOST_DEVICE void operator()(int position) const {
+    const long long start = static_cast<long long>(position / inner) * classes * inner + position % inner;
+    const float* xs = x + start;
+    float* ys = y + start;
+    float max_value = xs[0];
+    for (int c = 1; c < classes; ++c) max_value = max_value < xs[c * inner] ? xs[c * inner] : max_value;
+    float total = 0.f;
+    for (int c = 0; c < classes; ++c) {
+      ys[c * inner] = expf(xs[c * inner] - max_value);
+      total += ys[c * inner];
+    }
+    for (int c = 0; c < classes; ++c) ys[c * inner] /= total;
+  }
+};
+
+// dx = y * (dy - <dy, y>) at one position: the Jacobian diag(y) - y y^T applied to dy.
+struct SoftmaxBackwardRule {
+  const float* y;
+  const float* dy;
+  float* dx;
+  int classes, inner;
+  CREMA_HOST_DEVICE void operator()(int position) const {
+    const long long start = static_cast<long long>(position / inner) * classes * inner + position % inner;
+    float dot = 0.f;
+    for (int c = 0; c < classes; ++c) dot += dy[start + c * inner] * y[start + c * inner];
+    for (int c = 0; c < classes; ++c) dx[start + c * inner] = y[start + c * inner] * (dy[start + c * inner] - dot);
+  }
+};
+
+class SoftmaxLayer : public BothDevices<Layer> {
  public:
-  using Layer::Layer;
+  using BothDevices<Layer>::BothDevices;
   const char* type() const override { return "Softmax"; }
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
@@ -21,8 +58,8 @@ class SoftmaxLayer : public Layer {
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
 
  protected:
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+  void Forward_any(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_any(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
 
  private:

@@ -1,9 +1,5 @@
 #include "layers/softmax_with_loss.hpp"
 
-#include <algorithm>
-#include <cfloat>
-#include <cmath>
-
 #include "core/math_functions.hpp"
 #include "layers/loss_normalization.hpp"
 
@@ -31,56 +27,49 @@ void SoftmaxWithLossLayer::Reshape(const std::vector<Blob*>& bottom, const std::
   split_ = SplitAtClassAxis(*bottom[0], param_.softmax_param().axis(), "softmax_param.axis");
   CheckLabelCount(*bottom[1], *bottom[0], split_);
   top[0]->Reshape({});
+  RequestWorkspace(static_cast<size_t>(split_.outer) * split_.inner);  // the per-position loss terms
 }
 
 float SoftmaxWithLossLayer::normalizer(int valid_count) const {
   return LossNormalizer(normalization_, split_.outer, split_.inner, valid_count);
 }
 
-void SoftmaxWithLossLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  Blob* prob_blob = probabilities(top);
-  softmax_->Forward({bottom[0]}, {prob_blob});
-  const float* prob = prob_blob->cpu_data();
-  const float* labels = bottom[1]->cpu_data();
-  double loss = 0;
-  int valid = 0;
-  const int classes = split_.classes, inner = split_.inner;
-  for (int n = 0; n < split_.outer; ++n) {
-    for (int j = 0; j < inner; ++j) {
-      const int index = n * inner + j;
-      const float label = labels[index];
-      if (ignored(label)) continue;
-      const int c = CheckedLabel(label, index, *bottom[1], classes, has_ignore_label_);
-      loss -= std::log(std::max(prob[(n * classes + c) * inner + j], FLT_MIN));
-      ++valid;
-    }
-  }
-  valid_count_ = valid;
-  top[0]->mutable_cpu_data()[0] = static_cast<float>(loss / normalizer(valid));
+SoftmaxLossLabels SoftmaxWithLossLayer::LabelsOn(const Blob& labels) const {
+  return {labels.data_on(device()), split_.classes, split_.inner, has_ignore_label_, static_cast<float>(ignore_label_)};
 }
 
-void SoftmaxWithLossLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+void SoftmaxWithLossLayer::Forward_any(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const Device d = device();
+  Blob* prob_blob = probabilities(top);
+  softmax_->Forward({bottom[0]}, {prob_blob});
+  // The labels are checked on the host, where a data layer wrote them: a bad one is named before any rule
+  // indexes with it.
+  const float* labels = bottom[1]->cpu_data();
+  const int positions = split_.outer * split_.inner;
+  int valid = 0;
+  for (int index = 0; index < positions; ++index) {
+    if (ignored(labels[index])) continue;
+    CheckedLabel(labels[index], index, *bottom[1], split_.classes, has_ignore_label_);
+    ++valid;
+  }
+  valid_count_ = valid;
+  float* terms = workspace();
+  for_each_element(context(), positions, SoftmaxLossTermRule{LabelsOn(*bottom[1]), prob_blob->data_on(d), terms});
+  const double loss = sum(context(), positions, terms);
+  set(context(), 1, static_cast<float>(loss / normalizer(valid)), top[0]->mutable_data_on(d));
+}
+
+void SoftmaxWithLossLayer::Backward_any(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                         const std::vector<Blob*>& bottom) {
   CREMA_CHECK(!propagate_down[1]) << describe() << ": cannot backpropagate to the labels (bottom 1); set "
                                   << "propagate_down: false for it";
   if (!propagate_down[0]) return;
-  const float* prob = probabilities(top)->cpu_data();
-  const float* labels = bottom[1]->cpu_data();
-  float* dx = bottom[0]->mutable_cpu_diff();
-  cpu_copy(bottom[0]->count(), prob, dx);
-  const int classes = split_.classes, inner = split_.inner;
-  for (int n = 0; n < split_.outer; ++n) {
-    for (int j = 0; j < inner; ++j) {
-      const float label = labels[n * inner + j];
-      float* column = dx + n * classes * inner + j;
-      if (ignored(label)) {
-        for (int c = 0; c < classes; ++c) column[c * inner] = 0.f;
-      } else {
-        column[static_cast<int>(label) * inner] -= 1.f;
-      }
-    }
-  }
-  cpu_scale(bottom[0]->count(), top[0]->cpu_diff()[0] / normalizer(valid_count_), dx);
+  const Device d = device();
+  float* dx = bottom[0]->mutable_diff_on(d);
+  copy(context(), bottom[0]->count(), probabilities(top)->data_on(d), dx);
+  for_each_element(context(), split_.outer * split_.inner, SoftmaxLossGradientRule{LabelsOn(*bottom[1]), dx});
+  // The loss weight (the top's gradient) is one value; reading it on the host costs one small copy on a GPU.
+  scale(context(), bottom[0]->count(), top[0]->cpu_diff()[0] / normalizer(valid_count_), dx);
 }
 
 }  // namespace crema

@@ -14,17 +14,63 @@
 // labels.
 #pragma once
 
+#include <cfloat>
+#include <cmath>
 #include <memory>
 #include <vector>
 
+#include "core/elementwise.hpp"
 #include "layers/layer.hpp"
 #include "layers/softmax.hpp"
 
 namespace crema {
 
-class SoftmaxWithLossLayer : public Layer {
+// The rules of both devices (softmax_with_loss.cu compiles their kernels), one position (outer n, inner j)
+// each. Labels were checked on the host before they run.
+struct SoftmaxLossLabels {
+  const float* labels;
+  int classes, inner;
+  bool has_ignore_label;
+  float ignore_label;
+  CREMA_HOST_DEVICE bool ignored(int position) const { return has_ignore_label && labels[position] == ignore_label; }
+  // Offset of class c's value at `position` in an outer x classes x inner blob.
+  CREMA_HOST_DEVICE long long at(int position, int c) const {
+    return (static_cast<long long>(position / inner) * classes + c) * inner + position % inner;
+  }
+};
+
+// term[position] = -log(p[label]) (p raised to FLT_MIN so that the loss stays finite; a NaN stays NaN, so a
+// diverged net is caught), 0 where ignored.
+struct SoftmaxLossTermRule {
+  SoftmaxLossLabels labels;
+  const float* prob;
+  float* term;
+  CREMA_HOST_DEVICE void operator()(int position) const {
+    if (labels.ignored(position)) {
+      term[position] = 0.f;
+      return;
+    }
+    const float p = prob[labels.at(position, static_cast<int>(labels.labels[position]))];
+    term[position] = -logf(p < FLT_MIN ? FLT_MIN : p);
+  }
+};
+
+// dx (holding the probabilities) minus the one-hot label; 0 for the whole column where the label is ignored.
+struct SoftmaxLossGradientRule {
+  SoftmaxLossLabels labels;
+  float* dx;
+  CREMA_HOST_DEVICE void operator()(int position) const {
+    if (labels.ignored(position)) {
+      for (int c = 0; c < labels.classes; ++c) dx[labels.at(position, c)] = 0.f;
+    } else {
+      dx[labels.at(position, static_cast<int>(labels.labels[position]))] -= 1.f;
+    }
+  }
+};
+
+class SoftmaxWithLossLayer : public BothDevices<Layer> {
  public:
-  using Layer::Layer;
+  using BothDevices<Layer>::BothDevices;
   const char* type() const override { return "SoftmaxWithLoss"; }
   int ExactNumBottomBlobs() const override { return 2; }
   int MinTopBlobs() const override { return 1; }
@@ -36,8 +82,8 @@ class SoftmaxWithLossLayer : public Layer {
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
 
  protected:
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+  void Forward_any(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_any(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
 
  private:
@@ -46,6 +92,8 @@ class SoftmaxWithLossLayer : public Layer {
   // Whether the label stored at this position is the ignored one.
   bool ignored(float label) const { return has_ignore_label_ && label == static_cast<float>(ignore_label_); }
   float normalizer(int valid_count) const;
+  // The labels' view for the rules, on the layer's device.
+  SoftmaxLossLabels LabelsOn(const Blob& labels) const;
 
   std::unique_ptr<SoftmaxLayer> softmax_;
   Blob* prob_ = nullptr;

@@ -16,13 +16,14 @@ void SplitLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blo
   for (Blob* copy : top) copy->ReshapeLike(*bottom[0]);
 }
 
-void SplitLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+void SplitLayer::Backward_any(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                               const std::vector<Blob*>& bottom) {
   if (!propagate_down[0]) return;
   const int count = bottom[0]->count();
-  float* dx = bottom[0]->mutable_cpu_diff();
-  cpu_copy(count, top[0]->cpu_diff(), dx);
-  for (size_t i = 1; i < top.size(); ++i) cpu_axpy(count, 1.f, top[i]->cpu_diff(), dx);
+  const Device d = device();
+  float* dx = bottom[0]->mutable_diff_on(d);
+  copy(context(), count, top[0]->diff_on(d), dx);
+  for (size_t i = 1; i < top.size(); ++i) axpy(context(), count, 1.f, top[i]->diff_on(d), dx);
 }
 
 }  // namespace crema

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <regex>
 
+#include "core/context.hpp"
 #include "io/proto_io.hpp"
 #include "test_util.hpp"
 
@@ -40,15 +41,16 @@ const char kInput[] =
     "layer { name: 'input' type: 'Input' top: 'data' input_param { shape { dim: 2 dim: 1 dim: 4 dim: 4 } } }\n";
 
 TEST_F(CliTest, SyntaxErrorReportsFileLineAndColumn) {
-  const std::string model = Write("syntax.prototxt", std::string(kInput) + "layer {\n  name: 'relu'\n  type 'ReLU'\n}\n");
+  const std::string model =
+      Write("syntax.prototxt", std::string(kInput) + "layer {\n  name: 'relu'\n  type 'ReLU'\n}\n");
   const std::string output = Crema("test --model=" + model + " --iterations=1", 1);
   EXPECT_CONTAINS(output, model + ":4:8:");
   EXPECT_CONTAINS(output, "crema: error:");
 }
 
 TEST_F(CliTest, UnknownLayerTypeListsKnownTypes) {
-  const std::string model = Write("unknown.prototxt", std::string(kInput) +
-                                                          "layer { name: 'act' type: 'Relu' bottom: 'data' top: 'a' }\n");
+  const std::string model =
+      Write("unknown.prototxt", std::string(kInput) + "layer { name: 'act' type: 'Relu' bottom: 'data' top: 'a' }\n");
   const std::string output = Crema("test --model=" + model + " --iterations=1", 1);
   EXPECT_CONTAINS(output, "layer 'act' has unknown type 'Relu'");
   EXPECT_CONTAINS(output, "ReLU");
@@ -56,8 +58,8 @@ TEST_F(CliTest, UnknownLayerTypeListsKnownTypes) {
 }
 
 TEST_F(CliTest, MissingBottomNamesLayerAndBlob) {
-  const std::string model = Write("bottom.prototxt", std::string(kInput) +
-                                                         "layer { name: 'act' type: 'ReLU' bottom: 'dta' top: 'a' }\n");
+  const std::string model =
+      Write("bottom.prototxt", std::string(kInput) + "layer { name: 'act' type: 'ReLU' bottom: 'dta' top: 'a' }\n");
   const std::string output = Crema("test --model=" + model + " --iterations=1", 1);
   EXPECT_CONTAINS(output, "'act'");
   EXPECT_CONTAINS(output, "'dta'");
@@ -78,10 +80,10 @@ TEST_F(CliTest, MissingFilesAreNamed) {
   EXPECT_CONTAINS(Crema("train --solver=/no/such/solver.prototxt", 1), "/no/such/solver.prototxt");
   const std::string model = Write("ok.prototxt", kInput);
   EXPECT_CONTAINS(Crema("test --model=" + model + " --weights=/no/such/w.caffemodel", 1), "/no/such/w.caffemodel");
-  const std::string lmdb_net = Write(
-      "lmdb.prototxt",
-      "layer { name: 'data' type: 'Data' top: 'data' data_param { source: '/no/such/lmdb' batch_size: 2 "
-      "backend: LMDB } }\n");
+  const std::string lmdb_net =
+      Write("lmdb.prototxt",
+            "layer { name: 'data' type: 'Data' top: 'data' data_param { source: '/no/such/lmdb' batch_size: 2 "
+            "backend: LMDB } }\n");
   EXPECT_CONTAINS(Crema("test --model=" + lmdb_net + " --iterations=1", 1), "/no/such/lmdb");
   const std::string solver = Write("solver.prototxt", "net: '/no/such/train.prototxt' lr_policy: 'fixed'\n");
   EXPECT_CONTAINS(Crema("train --solver=" + solver, 1), "/no/such/train.prototxt");
@@ -96,6 +98,20 @@ TEST_F(CliTest, BadFlagsAreExplained) {
   EXPECT_CONTAINS(Crema("test --model=" + model + " --gpu=x", 1), "--gpu");
 }
 
+// device_query lists each GPU's properties, or says clearly why there is none to list.
+TEST_F(CliTest, DeviceQueryDescribesTheGpusOrSaysWhyThereAreNone) {
+  if (Context::gpu_count() == 0) {
+    const std::string output = Crema("device_query", 1);
+    EXPECT_CONTAINS(output, "crema: error:");
+    EXPECT_CONTAINS(output, Context::built_with_cuda() ? "no CUDA device is visible" : "built without CUDA");
+    return;
+  }
+  const std::string output = Crema("device_query --gpu=0", 0);
+  EXPECT_CONTAINS(output, "Name: ");
+  EXPECT_CONTAINS(output, "Total global memory: ");
+  EXPECT_CONTAINS(Crema("device_query --gpu=" + std::to_string(Context::gpu_count()), 1), "does not exist");
+}
+
 // A small net over two random LMDBs (written on first use), with a Dropout layer.
 std::string SmallNet(CliTest* fixture, const test::TempDir& dir) {
   const std::string train_db = dir.file("train_lmdb"), test_db = dir.file("test_lmdb");
@@ -106,7 +122,8 @@ std::string SmallNet(CliTest* fixture, const test::TempDir& dir) {
   return fixture->WriteFile("net.prototxt", R"(
     name: 'cli'
     layer { name: 'data' type: 'Data' top: 'data' top: 'label' include { phase: TRAIN }
-            data_param { source: ')" + train_db + R"(' batch_size: 8 backend: LMDB }
+            data_param { source: ')" + train_db +
+                                                R"(' batch_size: 8 backend: LMDB }
             transform_param { scale: 0.00390625 mirror: true } }
     layer { name: 'data' type: 'Data' top: 'data' top: 'label' include { phase: TEST }
             data_param { source: ')" + test_db + R"(' batch_size: 10 backend: LMDB }
@@ -127,18 +144,23 @@ std::string SmallNet(CliTest* fixture, const test::TempDir& dir) {
 TEST_F(CliTest, TrainResumeTestAndTime) {
   const std::string net = SmallNet(this, dir_);
   auto solver = [&](const std::string& prefix, int max_iter) {
-    return Write(prefix + "_solver.prototxt", "net: '" + net + "' test_iter: 2 test_interval: 10 base_lr: 0.01 "
-                 "momentum: 0.9 weight_decay: 0.0005 lr_policy: 'inv' gamma: 0.0001 power: 0.75 display: 5 "
-                 "max_iter: " + std::to_string(max_iter) + " snapshot: 15 snapshot_prefix: '" + dir_.file(prefix) +
-                 "' solver_mode: CPU random_seed: 3\n");
+    return Write(prefix + "_solver.prototxt",
+                 "net: '" + net +
+                     "' test_iter: 2 test_interval: 10 base_lr: 0.01 "
+                     "momentum: 0.9 weight_decay: 0.0005 lr_policy: 'inv' gamma: 0.0001 power: 0.75 display: 5 "
+                     "max_iter: " +
+                     std::to_string(max_iter) + " snapshot: 15 snapshot_prefix: '" + dir_.file(prefix) +
+                     "' solver_mode: CPU random_seed: 3\n");
   };
   const std::string log = Crema("train --solver=" + solver("straight", 30), 0);
   EXPECT_TRUE(std::regex_search(log, std::regex("Iteration 5, loss = [0-9.e+-]+\n")));
   EXPECT_TRUE(std::regex_search(log, std::regex("Iteration 5, lr = [0-9.e+-]+\n")));
-  EXPECT_TRUE(std::regex_search(log, std::regex("Train net output #0: loss = [0-9.e+-]+ \\(\\* 1 = [0-9.e+-]+ loss\\)")));
+  EXPECT_TRUE(
+      std::regex_search(log, std::regex("Train net output #0: loss = [0-9.e+-]+ \\(\\* 1 = [0-9.e+-]+ loss\\)")));
   EXPECT_TRUE(std::regex_search(log, std::regex("Iteration 10, Testing net \\(#0\\)")));
   EXPECT_TRUE(std::regex_search(log, std::regex("Test net output #0: accuracy = [0-9.e+-]+\n")));
-  EXPECT_TRUE(std::regex_search(log, std::regex("Test net output #1: loss = [0-9.e+-]+ \\(\\* 1 = [0-9.e+-]+ loss\\)")));
+  EXPECT_TRUE(
+      std::regex_search(log, std::regex("Test net output #1: loss = [0-9.e+-]+ \\(\\* 1 = [0-9.e+-]+ loss\\)")));
   EXPECT_CONTAINS(log, "Optimization Done.");
 
   Crema("train --solver=" + solver("split", 15), 0);
@@ -163,11 +185,14 @@ TEST_F(CliTest, TrainResumeTestAndTime) {
 #ifdef CREMA_USE_ONEDNN
   EXPECT_CONTAINS(timed, "conv\tConvolution\tonednn");
   EXPECT_CONTAINS(timed, "pool\tPooling\tonednn");
-  const std::string convolution_engines = "onednn, im2col, im2col_batched, reference";
+  std::string convolution_engines = "onednn, im2col, im2col_batched, reference";
 #else
   EXPECT_CONTAINS(timed, "conv\tConvolution\tim2col");
   EXPECT_CONTAINS(timed, "pool\tPooling\tnative");
-  const std::string convolution_engines = "im2col, im2col_batched, reference";
+  std::string convolution_engines = "im2col, im2col_batched, reference";
+#endif
+#ifdef CREMA_USE_CUDNN
+  convolution_engines = "cudnn, " + convolution_engines;  // the GPU's, listed first
 #endif
   EXPECT_TRUE(std::regex_search(timed, std::regex("Memory: peak [0-9.]+ MiB on the host")));
   // The machine and its measured GEMM peak; each matrix-product layer's arithmetic against it. conv: 8 images,
@@ -194,8 +219,9 @@ TEST_F(CliTest, TrainResumeTestAndTime) {
   EXPECT_CONTAINS(reference_log, "conv [reference] -> conv");
 
   // Fine-tuning from the weights, and refusing --weights with --snapshot.
-  EXPECT_CONTAINS(Crema("train --solver=" + solver("tune", 5) + " --weights=" + dir_.file("straight_iter_30.caffemodel"), 0),
-                  "Fine-tuning from");
+  EXPECT_CONTAINS(
+      Crema("train --solver=" + solver("tune", 5) + " --weights=" + dir_.file("straight_iter_30.caffemodel"), 0),
+      "Fine-tuning from");
   EXPECT_CONTAINS(Crema("train --solver=" + solver("tune", 5) + " --weights=a --snapshot=b", 1), "not both");
 }
 
@@ -204,9 +230,12 @@ TEST_F(CliTest, TrainResumeTestAndTime) {
 TEST_F(CliTest, Hdf5SnapshotsFineTuningAndDebugInfo) {
   const std::string net = SmallNet(this, dir_);
   auto solver = [&](const std::string& prefix, int max_iter, const std::string& net_path, const std::string& extra) {
-    return Write(prefix + "_solver.prototxt", "net: '" + net_path + "' base_lr: 0.01 momentum: 0.9 lr_policy: 'fixed' "
-                 "display: 5 max_iter: " + std::to_string(max_iter) + " snapshot: 5 snapshot_prefix: '" +
-                 dir_.file(prefix) + "' solver_mode: CPU random_seed: 3 snapshot_format: HDF5 " + extra + "\n");
+    return Write(prefix + "_solver.prototxt",
+                 "net: '" + net_path +
+                     "' base_lr: 0.01 momentum: 0.9 lr_policy: 'fixed' "
+                     "display: 5 max_iter: " +
+                     std::to_string(max_iter) + " snapshot: 5 snapshot_prefix: '" + dir_.file(prefix) +
+                     "' solver_mode: CPU random_seed: 3 snapshot_format: HDF5 " + extra + "\n");
   };
   const std::string log = Crema("train --solver=" + solver("h5", 10, net, "debug_info: true"), 0);
   EXPECT_CONTAINS(log, "Snapshotting to HDF5 file " + dir_.file("h5_iter_5.caffemodel.h5"));
@@ -217,7 +246,8 @@ TEST_F(CliTest, Hdf5SnapshotsFineTuningAndDebugInfo) {
         "    \\[Forward\\] Layer ip, param blob 1 data: ", "    \\[Backward\\] Layer ip, bottom blob pool diff: ",
         "    \\[Backward\\] Layer conv, param blob 1 diff: "})
     EXPECT_TRUE(std::regex_search(log, std::regex(line + number))) << "no line " << line << " in:\n" << log;
-  EXPECT_TRUE(std::regex_search(log, std::regex("    \\[Update\\] Layer ip, param 0 data: [0-9.e+-]+; diff: " + number)));
+  EXPECT_TRUE(
+      std::regex_search(log, std::regex("    \\[Update\\] Layer ip, param 0 data: [0-9.e+-]+; diff: " + number)));
   EXPECT_TRUE(std::regex_search(
       log, std::regex("    \\[Backward\\] All net params \\(data, diff\\): L1 norm = \\([0-9.e+-]+, [0-9.e+-]+\\); "
                       "L2 norm = \\([0-9.e+-]+, [0-9.e+-]+\\)\n")));
@@ -226,9 +256,9 @@ TEST_F(CliTest, Hdf5SnapshotsFineTuningAndDebugInfo) {
   EXPECT_EQ(std::distance(std::sregex_iterator(log.begin(), log.end(), update_line), std::sregex_iterator()), 2);
 
   // Resume from the HDF5 state; test with the HDF5 weights.
-  EXPECT_CONTAINS(Crema("train --solver=" + solver("h5", 15, net, "") + " --snapshot=" +
-                            dir_.file("h5_iter_10.solverstate.h5"), 0),
-                  "Snapshotting solver state to HDF5 file " + dir_.file("h5_iter_15.solverstate.h5"));
+  EXPECT_CONTAINS(
+      Crema("train --solver=" + solver("h5", 15, net, "") + " --snapshot=" + dir_.file("h5_iter_10.solverstate.h5"), 0),
+      "Snapshotting solver state to HDF5 file " + dir_.file("h5_iter_15.solverstate.h5"));
   const std::string tested =
       Crema("test --model=" + net + " --weights=" + dir_.file("h5_iter_15.caffemodel.h5") + " --iterations=2", 0);
   EXPECT_TRUE(std::regex_search(tested, std::regex("\\] accuracy = [0-9.e+-]+\n")));
@@ -237,31 +267,36 @@ TEST_F(CliTest, Hdf5SnapshotsFineTuningAndDebugInfo) {
   std::string renamed = test::FileBytes(net);
   renamed = std::regex_replace(renamed, std::regex("name: 'ip'"), "name: 'ip_new'");
   const std::string tuned_net = Write("tuned.prototxt", renamed);
-  const std::string tuned = Crema("train --solver=" + solver("tuned", 5, tuned_net, "") + " --weights=" +
-                                      dir_.file("h5_iter_15.caffemodel.h5") + "," + dir_.file("h5_iter_5.caffemodel.h5"), 0);
+  const std::string tuned =
+      Crema("train --solver=" + solver("tuned", 5, tuned_net, "") +
+                " --weights=" + dir_.file("h5_iter_15.caffemodel.h5") + "," + dir_.file("h5_iter_5.caffemodel.h5"),
+            0);
   EXPECT_CONTAINS(tuned, "Layer ip_new: not in the weights files; starting from its fillers");
   EXPECT_EQ(tuned.find("Layer conv: not in the weights files"), std::string::npos) << tuned;
   EXPECT_CONTAINS(tuned, "Ignoring source layer ip");
   // The solver's own `weights` entries, all of them in order, when the command line names none.
   const std::string from_solver =
-      Crema("train --solver=" + solver("listed", 5, tuned_net, "weights: '" + dir_.file("h5_iter_15.caffemodel.h5") +
-                                                                   "' weights: '" + dir_.file("h5_iter_5.caffemodel.h5") + "'"),
+      Crema("train --solver=" + solver("listed", 5, tuned_net,
+                                       "weights: '" + dir_.file("h5_iter_15.caffemodel.h5") + "' weights: '" +
+                                           dir_.file("h5_iter_5.caffemodel.h5") + "'"),
             0);
   EXPECT_CONTAINS(from_solver, "Copying weights from " + dir_.file("h5_iter_15.caffemodel.h5"));
   EXPECT_CONTAINS(from_solver, "Copying weights from " + dir_.file("h5_iter_5.caffemodel.h5"));
 
   // A weights file whose shapes differ from the net's names the layer and both shapes.
-  const std::string wider = Write("wider.prototxt", std::regex_replace(test::FileBytes(net), std::regex("num_output: 3"),
-                                                                       "num_output: 5"));
-  const std::string mismatch = Crema("test --model=" + wider + " --weights=" + dir_.file("h5_iter_5.caffemodel.h5") +
-                                     " --iterations=1", 1);
+  const std::string wider =
+      Write("wider.prototxt", std::regex_replace(test::FileBytes(net), std::regex("num_output: 3"), "num_output: 5"));
+  const std::string mismatch =
+      Crema("test --model=" + wider + " --weights=" + dir_.file("h5_iter_5.caffemodel.h5") + " --iterations=1", 1);
   EXPECT_CONTAINS(mismatch, "layer 'ip'");
   EXPECT_CONTAINS(mismatch, "3 36 (108)");
   EXPECT_CONTAINS(mismatch, "5 36 (180)");
 
   // A snapshot folder that does not exist stops training before the first iteration.
-  const std::string nowhere = Write("nowhere_solver.prototxt", "net: '" + net + "' base_lr: 0.01 lr_policy: 'fixed' "
-                                    "max_iter: 5 snapshot: 5 snapshot_prefix: '" + dir_.file("absent/run") + "'\n");
+  const std::string nowhere = Write("nowhere_solver.prototxt", "net: '" + net +
+                                                                   "' base_lr: 0.01 lr_policy: 'fixed' "
+                                                                   "max_iter: 5 snapshot: 5 snapshot_prefix: '" +
+                                                                   dir_.file("absent/run") + "'\n");
   const std::string refused = Crema("train --solver=" + nowhere, 1);
   EXPECT_CONTAINS(refused, "the folder '" + dir_.file("absent") + "' does not exist");
   EXPECT_EQ(refused.find("Iteration 0"), std::string::npos) << refused;
@@ -269,16 +304,21 @@ TEST_F(CliTest, Hdf5SnapshotsFineTuningAndDebugInfo) {
 
 TEST_F(CliTest, InterruptSnapshotsThenStops) {
   const std::string net = SmallNet(this, dir_);
-  const std::string solver = Write("long_solver.prototxt", "net: '" + net + "' base_lr: 0.01 lr_policy: 'fixed' "
-                                   "max_iter: 100000000 display: 0 snapshot_prefix: '" + dir_.file("stopped") +
-                                   "' solver_mode: CPU random_seed: 3\n");
+  const std::string solver =
+      Write("long_solver.prototxt", "net: '" + net +
+                                        "' base_lr: 0.01 lr_policy: 'fixed' "
+                                        "max_iter: 100000000 display: 0 snapshot_prefix: '" +
+                                        dir_.file("stopped") + "' solver_mode: CPU random_seed: 3\n");
   // Wait until training runs (the first log line of the loop), then send Ctrl-C's signal.
   const std::string log = dir_.file("interrupted.log");
   std::string output;
-  const int status = test::RunCommand(
-      "(" + kCrema + " train --solver=" + solver + " > " + log + " 2>&1 & pid=$!; "
-      "for i in $(seq 100); do grep -q 'Solving' " + log + " && break; sleep 0.1; done; sleep 0.5; "
-      "kill -INT $pid; wait $pid)", &output);
+  const int status = test::RunCommand("(" + kCrema + " train --solver=" + solver + " > " + log +
+                                          " 2>&1 & pid=$!; "
+                                          "for i in $(seq 100); do grep -q 'Solving' " +
+                                          log +
+                                          " && break; sleep 0.1; done; sleep 0.5; "
+                                          "kill -INT $pid; wait $pid)",
+                                      &output);
   EXPECT_EQ(status, 0) << test::FileBytes(log);
   const std::string text = test::FileBytes(log);
   EXPECT_CONTAINS(text, "Snapshotting solver state to binary proto file");

@@ -75,7 +75,7 @@ std::vector<float> ReferenceConvolution(const Blob& input, const Blob& weights, 
 
 // Convolution's engines, in the registry's order (LayerRegistryTest.ConvolutionsEnginesInANet checks the list);
 // every behaviour below is checked for each.
-std::vector<std::string> Engines() { return LayerRegistry::Global().Engines("Convolution"); }
+std::vector<std::string> Engines() { return LayerRegistry::Global().Engines("Convolution", Device::kCPU); }
 
 // Whether `engine` takes this convolution. Only oneDNN's engine refuses any (all but 2-d convolutions over
 // channel axis 1); any other refusal fails the test.
@@ -407,7 +407,7 @@ TEST(ConvolutionLayerTest, EveryEngineAgreesWithTheReferenceEngine) {
   };
   // An engine may refuse a case (oneDNN's takes 2-d convolutions over axis 1 only), but every engine takes the
   // six 2-d cases.
-  for (const std::string& engine : LayerRegistry::Global().Engines("Convolution")) {
+  for (const std::string& engine : LayerRegistry::Global().Engines("Convolution", Device::kCPU)) {
     if (engine == "reference") continue;
     int taken = 0;
     for (const auto& c : cases) {

@@ -77,7 +77,7 @@ std::vector<float> ScatterDeconvolution(const Blob& input, const Blob& weights, 
 
 // Deconvolution's engines, in the registry's order (LayerRegistryTest.ConvolutionsEnginesInANet checks the
 // list); every behaviour below is checked for each.
-std::vector<std::string> Engines() { return LayerRegistry::Global().Engines("Deconvolution"); }
+std::vector<std::string> Engines() { return LayerRegistry::Global().Engines("Deconvolution", Device::kCPU); }
 
 // Whether `engine` takes this deconvolution: oneDNN's refuses all but 2-d ones over channel axis 1, and any
 // other refusal fails the test.

@@ -8,10 +8,10 @@
 #include "core/blob.hpp"
 #include "core/context.hpp"
 #include "core/gpu_math.hpp"
+#include "core/math_functions.hpp"
 #include "io/proto_io.hpp"
 #include "layers/layer_registry.hpp"
 #include "net/net.hpp"
-#include "core/math_functions.hpp"
 #include "solver/solver.hpp"
 #include "solver/update_rules.hpp"
 #include "test_util.hpp"
@@ -141,15 +141,37 @@ TEST(GpuTest, SgdUpdateOnTheGpuMatchesTheCpu) {
   for (size_t i = 0; i < cpu.size(); ++i) EXPECT_NEAR(gpu[i], cpu[i], 1e-5f * (1.f + std::fabs(cpu[i]))) << i;
 }
 
-TEST(GpuTest, ANetPicksOnlyEnginesThatRunOnItsDevice) {
+// A layer type with no GPU engine runs on the host of a GPU net (as Caffe runs a layer without GPU code), and
+// gives the CPU's result; an engine forced onto the GPU that does not run there is a clear error.
+TEST(GpuTest, ALayerWithoutAGpuEngineRunsOnTheHost) {
   CREMA_SKIP_WITHOUT_GPU();
   NetParameter param;
   ReadProtoFromText(R"(
-    layer { name: 'input' type: 'Input' top: 'data' input_param { shape { dim: 2 dim: 1 dim: 5 dim: 5 } } }
-    layer { name: 'conv' type: 'Convolution' bottom: 'data' top: 'conv' convolution_param { num_output: 2 kernel_size: 3 } }
-  )", "net", &param);
-  const std::string message =
-      test::ErrorMessage([&] { Net net(param, std::make_shared<Context>(Device::kGPU, 0)); });
+    layer { name: 'input' type: 'Input' top: 'data' input_param { shape { dim: 2 dim: 3 dim: 5 dim: 5 } } }
+    layer { name: 'conv' type: 'Convolution' bottom: 'data' top: 'conv'
+            convolution_param { num_output: 4 kernel_size: 3 weight_filler { type: 'gaussian' } } }
+    layer { name: 'norm' type: 'LRN' bottom: 'conv' top: 'norm' }
+    layer { name: 'relu' type: 'ReLU' bottom: 'norm' top: 'out' }
+  )",
+                    "net", &param);
+  std::vector<float> outputs[2];
+  for (const Device device : {Device::kCPU, Device::kGPU}) {
+    Net net(param, std::make_shared<Context>(device, 0));
+    test::FillGaussian(net.blob_by_name("data"), 0, 1, 4);
+    net.Forward();
+    outputs[device == Device::kGPU] = test::DataOf(*net.blob_by_name("out"));
+    if (device == Device::kGPU) {
+      EXPECT_EQ(net.layer_by_name("conv")->device(), Device::kGPU);
+      EXPECT_EQ(net.layer_by_name("norm")->device(), Device::kCPU);
+    }
+  }
+  ASSERT_EQ(outputs[0].size(), outputs[1].size());
+  for (size_t i = 0; i < outputs[0].size(); ++i)
+    EXPECT_NEAR(outputs[1][i], outputs[0][i], 1e-4f * (1.f + std::fabs(outputs[0][i]))) << i;
+
+  auto context = std::make_shared<Context>(Device::kGPU, 0);
+  context->ForceEngines("Convolution:reference");
+  const std::string message = test::ErrorMessage([&] { Net net(param, context); });
   EXPECT_NE(message.find("layer 'conv' (Convolution)"), std::string::npos) << message;
   EXPECT_NE(message.find("does not run on the GPU"), std::string::npos) << message;
 }
@@ -201,13 +223,15 @@ std::vector<float> TrainDeviceBias(const char* mode, bool* stayed_on_device) {
   registered = true;
   SolverParameter param;
   ReadProtoFromText(std::string("base_lr: 0.1 lr_policy: 'fixed' momentum: 0.9 weight_decay: 0.01 display: 0 "
-                                "clip_gradients: 100 solver_mode: ") + mode,
+                                "clip_gradients: 100 solver_mode: ") +
+                        mode,
                     "solver", &param);
   ReadProtoFromText(R"(
     layer { name: 'input' type: 'Input' top: 'data' input_param { shape { dim: 4 dim: 6 } } }
     layer { name: 'bias' type: 'DeviceBias' bottom: 'data' top: 'biased' }
     layer { name: 'relu' type: 'ReLU' bottom: 'biased' top: 'out' loss_weight: 1 }
-  )", "net", param.mutable_net_param());
+  )",
+                    "net", param.mutable_net_param());
   auto solver = CreateSolver(param);
   test::FillGaussian(solver->net()->blob_by_name("data"), 0, 1, 2);
   Blob* bias = solver->net()->learnable_params()[0];
@@ -215,9 +239,9 @@ std::vector<float> TrainDeviceBias(const char* mode, bool* stayed_on_device) {
   for (int i = 0; i < 4; ++i) {
     solver->Step(1);
     // Reading it on the host would make the head kSynced; the update must have left it at the device.
-    *stayed_on_device = *stayed_on_device && (mode == std::string("CPU") ||
-                                              (bias->data()->head() == SyncedMemory::Head::kAtDevice &&
-                                               bias->diff()->head() == SyncedMemory::Head::kAtDevice));
+    *stayed_on_device =
+        *stayed_on_device && (mode == std::string("CPU") || (bias->data()->head() == SyncedMemory::Head::kAtDevice &&
+                                                             bias->diff()->head() == SyncedMemory::Head::kAtDevice));
   }
   return test::DataOf(*bias);
 }
@@ -232,6 +256,53 @@ TEST(GpuTest, TrainingOnTheGpuNeverCopiesParametersToTheHost) {
   EXPECT_TRUE(on_device);
   ASSERT_EQ(cpu.size(), gpu.size());
   for (size_t i = 0; i < cpu.size(); ++i) EXPECT_NEAR(gpu[i], cpu[i], 1e-5f * (1.f + std::fabs(cpu[i]))) << i;
+}
+
+// Training end to end on the GPU: the skeleton's layers (Data, Convolution, Pooling, InnerProduct, ReLU,
+// Dropout, SoftmaxWithLoss) and the SGD update, from an LMDB, for 20 iterations, give the CPU's weights to
+// rounding. (The Fashion-MNIST example's accuracy on the GPU is checked in test_fashion_mnist.cpp.)
+std::vector<std::vector<float>> TrainSmallConvNet(const std::string& source, const char* mode) {
+  SolverParameter param;
+  ReadProtoFromText(std::string("base_lr: 0.05 lr_policy: 'step' gamma: 0.5 stepsize: 10 momentum: 0.9 "
+                                "weight_decay: 0.001 display: 0 max_iter: 20 random_seed: 7 solver_mode: ") +
+                        mode,
+                    "solver", &param);
+  ReadProtoFromText(R"(
+    layer { name: 'data' type: 'Data' top: 'data' top: 'label'
+            data_param { source: ')" +
+                        source + R"(' batch_size: 16 backend: LMDB }
+            transform_param { scale: 0.00390625 crop_size: 7 mirror: true } }
+    layer { name: 'conv' type: 'Convolution' bottom: 'data' top: 'conv'
+            convolution_param { num_output: 6 kernel_size: 3 pad: 1 weight_filler { type: 'xavier' } } }
+    layer { name: 'pool' type: 'Pooling' bottom: 'conv' top: 'pool' pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
+    layer { name: 'ip1' type: 'InnerProduct' bottom: 'pool' top: 'ip1'
+            inner_product_param { num_output: 16 weight_filler { type: 'xavier' } } }
+    layer { name: 'relu' type: 'ReLU' bottom: 'ip1' top: 'ip1' }
+    layer { name: 'drop' type: 'Dropout' bottom: 'ip1' top: 'ip1' dropout_param { dropout_ratio: 0.25 } }
+    layer { name: 'ip2' type: 'InnerProduct' bottom: 'ip1' top: 'ip2'
+            inner_product_param { num_output: 4 weight_filler { type: 'xavier' } } }
+    layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip2' bottom: 'label' top: 'loss' }
+  )",
+                    "net", param.mutable_net_param());
+  auto solver = CreateSolver(param);
+  solver->Solve();
+  std::vector<std::vector<float>> weights;
+  for (Blob* blob : solver->net()->learnable_params()) weights.push_back(test::DataOf(*blob));
+  return weights;
+}
+
+TEST(GpuTest, TrainingASmallConvNetGivesTheCpusWeights) {
+  CREMA_SKIP_WITHOUT_GPU();
+  test::TempDir dir;
+  test::WriteRandomDatums(dir.file("train_lmdb"), 64, 8, 8, 4, 3);
+  const auto cpu = TrainSmallConvNet(dir.file("train_lmdb"), "CPU");
+  const auto gpu = TrainSmallConvNet(dir.file("train_lmdb"), "GPU");
+  ASSERT_EQ(cpu.size(), gpu.size());
+  for (size_t b = 0; b < cpu.size(); ++b) {
+    ASSERT_EQ(cpu[b].size(), gpu[b].size());
+    for (size_t i = 0; i < cpu[b].size(); ++i)
+      EXPECT_NEAR(gpu[b][i], cpu[b][i], 2e-3f * (1.f + std::fabs(cpu[b][i]))) << "parameter " << b << "[" << i << "]";
+  }
 }
 
 }  // namespace

@@ -1,8 +1,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
+#include "core/common.hpp"
+#include "core/elementwise.hpp"
 #include "core/im2col.hpp"
 #include "core/random.hpp"
 
@@ -58,13 +61,13 @@ void Reference2d(const Case2d& p, std::vector<float>* image, std::vector<float>*
 }
 
 const Case2d kCases2d[] = {
-    {2, 5, 6, 3, 3, 0, 0, 1, 1, 1, 1},  // plain
-    {3, 7, 6, 3, 3, 1, 1, 2, 2, 1, 1},  // pad and stride
-    {2, 7, 8, 3, 2, 1, 0, 2, 1, 2, 3},  // rectangular, dilated, different per axis
-    {1, 4, 4, 1, 1, 0, 0, 1, 1, 1, 1},  // 1x1
-    {2, 5, 5, 5, 5, 2, 2, 3, 3, 1, 1},  // kernel as large as the image
-    {2, 4, 3, 2, 2, 3, 3, 1, 1, 1, 1},  // pad wider than the kernel: whole rows of padding
-    {1, 9, 10, 3, 3, 2, 2, 3, 3, 2, 2}, // stride 3 with pad and dilation: partly inside lines
+    {2, 5, 6, 3, 3, 0, 0, 1, 1, 1, 1},   // plain
+    {3, 7, 6, 3, 3, 1, 1, 2, 2, 1, 1},   // pad and stride
+    {2, 7, 8, 3, 2, 1, 0, 2, 1, 2, 3},   // rectangular, dilated, different per axis
+    {1, 4, 4, 1, 1, 0, 0, 1, 1, 1, 1},   // 1x1
+    {2, 5, 5, 5, 5, 2, 2, 3, 3, 1, 1},   // kernel as large as the image
+    {2, 4, 3, 2, 2, 3, 3, 1, 1, 1, 1},   // pad wider than the kernel: whole rows of padding
+    {1, 9, 10, 3, 3, 2, 2, 3, 3, 2, 2},  // stride 3 with pad and dilation: partly inside lines
 };
 
 TEST(Im2colTest, TwoDimensionalMatchesReference) {
@@ -130,8 +133,8 @@ TEST(Im2colTest, ARowStrideLaysImagesSideBySide) {
       std::copy_n(gradient.begin() + (2 * row + 1) * positions, positions, second_half.begin() + row * positions);
     col2im_cpu(gradient.data() + positions, p.channels, p.height, p.width, p.kernel_h, p.kernel_w, p.pad_h, p.pad_w,
                p.stride_h, p.stride_w, p.dilation_h, p.dilation_w, folded.data(), 2 * positions);
-    col2im_cpu(second_half.data(), p.channels, p.height, p.width, p.kernel_h, p.kernel_w, p.pad_h, p.pad_w,
-               p.stride_h, p.stride_w, p.dilation_h, p.dilation_w, expected.data());
+    col2im_cpu(second_half.data(), p.channels, p.height, p.width, p.kernel_h, p.kernel_w, p.pad_h, p.pad_w, p.stride_h,
+               p.stride_w, p.dilation_h, p.dilation_w, expected.data());
     EXPECT_EQ(folded, expected);
   }
 }
@@ -235,6 +238,69 @@ TEST(Im2colTest, NdAgreesWithTwoDimensionalPath) {
                p.stride_w, p.dilation_h, p.dilation_w, folded_2d.data());
     nd.Fold(columns.data(), folded_nd.data());
     for (int i = 0; i < p.image_count(); ++i) EXPECT_NEAR(folded_2d[i], folded_nd[i], 1e-5f) << i;
+  }
+}
+
+// The GPU's unrolling rules (one thread per value) run here on the host, one call per index, against the host
+// loops: their index arithmetic is checked on every machine, a GPU or not. Col2imRule adds in row order as the
+// 2-d loop does, so it matches that one exactly.
+TEST(Im2colTest, TheGpuRulesMatchTheHostLoops) {
+  std::vector<CaseNd> cases(std::begin(kCases3d), std::end(kCases3d));
+  for (const Case2d& p : kCases2d)
+    cases.push_back({{p.channels, p.height, p.width},
+                     {p.kernel_h, p.kernel_w},
+                     {p.pad_h, p.pad_w},
+                     {p.stride_h, p.stride_w},
+                     {p.dilation_h, p.dilation_w}});
+  cases.push_back({{2, 9}, {3}, {1}, {2}, {2}});                                               // 1-d
+  cases.push_back({{2, 3, 4, 3, 2}, {2, 1, 2, 1}, {1, 0, 0, 1}, {1, 2, 1, 1}, {1, 1, 1, 2}});  // 4-d
+  for (const CaseNd& p : cases) {
+    SCOPED_TRACE(std::to_string(p.axes()) + "-d case, kernel " + std::to_string(p.kernel[0]));
+    for (const size_t row_stride : {size_t{0}, size_t{1}}) {
+      // row_stride 1 stands for "the positions plus a gap": rows then lie wider apart than packed.
+      const std::vector<int> column_shape = p.column_shape();
+      const int positions = p.column_count() / column_shape[0];
+      const size_t stride = row_stride == 0 ? 0 : static_cast<size_t>(positions) + 3;
+      const UnrollGeometry g = MakeUnrollGeometry(p.axes(), p.image_shape.data(), column_shape.data(), p.kernel.data(),
+                                                  p.pad.data(), p.stride.data(), p.dilation.data(), stride, true);
+      const size_t column_floats = static_cast<size_t>(column_shape[0]) * (stride == 0 ? positions : stride);
+      const std::vector<float> image = RandomValues(p.image_count(), 10);
+      std::vector<float> by_rule(column_floats, -7.f), by_loop(column_floats, -7.f);
+      for_each_element(p.column_count(), Im2colRule{image.data(), by_rule.data(), g});
+      if (p.axes() == 2) {
+        im2col_cpu(image.data(), p.image_shape[0], p.image_shape[1], p.image_shape[2], p.kernel[0], p.kernel[1],
+                   p.pad[0], p.pad[1], p.stride[0], p.stride[1], p.dilation[0], p.dilation[1], by_loop.data(), stride);
+      } else {
+        im2col_nd_cpu(image.data(), p.axes(), p.image_shape.data(), column_shape.data(), p.kernel.data(), p.pad.data(),
+                      p.stride.data(), p.dilation.data(), by_loop.data(), stride);
+      }
+      EXPECT_EQ(by_rule, by_loop) << "row stride " << stride;
+
+      const std::vector<float> columns = RandomValues(static_cast<int>(column_floats), 11);
+      std::vector<float> folded_rule(p.image_count(), 5.f), folded_loop(p.image_count(), 5.f);
+      for_each_element(p.image_count(), Col2imRule{columns.data(), folded_rule.data(), g});
+      if (p.axes() == 2) {
+        col2im_cpu(columns.data(), p.image_shape[0], p.image_shape[1], p.image_shape[2], p.kernel[0], p.kernel[1],
+                   p.pad[0], p.pad[1], p.stride[0], p.stride[1], p.dilation[0], p.dilation[1], folded_loop.data(),
+                   stride);
+        EXPECT_EQ(folded_rule, folded_loop) << "row stride " << stride;
+      } else {
+        col2im_nd_cpu(columns.data(), p.axes(), p.image_shape.data(), column_shape.data(), p.kernel.data(),
+                      p.pad.data(), p.stride.data(), p.dilation.data(), folded_loop.data(), stride);
+        for (int i = 0; i < p.image_count(); ++i) EXPECT_NEAR(folded_rule[i], folded_loop[i], 1e-5f) << i;
+      }
+    }
+  }
+}
+
+TEST(Im2colTest, MoreAxesThanTheRulesTakeIsAClearError) {
+  const std::vector<int> shape(kMaxUnrollAxes + 2, 2), ones(kMaxUnrollAxes + 1, 1), zeros(kMaxUnrollAxes + 1, 0);
+  try {
+    MakeUnrollGeometry(kMaxUnrollAxes + 1, shape.data(), shape.data(), ones.data(), zeros.data(), ones.data(),
+                       ones.data(), 0, false);
+    FAIL() << "no error";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("spatial axes"), std::string::npos) << error.what();
   }
 }
 

@@ -136,18 +136,23 @@ TEST(LayerRegistryTest, MalformedEngineFlagsAreNamed) {
 // engine, the batched one and the reference last; Pooling has oneDNN's, then the native one. A net's layers
 // know their engine, and forcing an engine by its bare name changes only the layers whose type has it.
 TEST(LayerRegistryTest, ConvolutionsEnginesInANet) {
+  // On the GPU: the CUDA kernels (after cuDNN's engine where built with it).
+  EXPECT_EQ(LayerRegistry::Global().Engines("Convolution", Device::kGPU).back(), "im2col");
+  EXPECT_EQ(LayerRegistry::Global().Engines("Pooling", Device::kGPU).back(), "native");
+  EXPECT_EQ(LayerRegistry::Global().Engines("Deconvolution", Device::kGPU).back(), "im2col");
 #ifdef CREMA_USE_ONEDNN
   const std::string first = "onednn", pool = "onednn";
-  EXPECT_EQ(LayerRegistry::Global().Engines("Convolution"),
+  EXPECT_EQ(LayerRegistry::Global().Engines("Convolution", Device::kCPU),
             (std::vector<std::string>{"onednn", "im2col", "im2col_batched", "reference"}));
-  EXPECT_EQ(LayerRegistry::Global().Engines("Pooling"), (std::vector<std::string>{"onednn", "native"}));
-  EXPECT_EQ(LayerRegistry::Global().Engines("Deconvolution"), (std::vector<std::string>{"onednn", "im2col"}));
+  EXPECT_EQ(LayerRegistry::Global().Engines("Pooling", Device::kCPU), (std::vector<std::string>{"onednn", "native"}));
+  EXPECT_EQ(LayerRegistry::Global().Engines("Deconvolution", Device::kCPU),
+            (std::vector<std::string>{"onednn", "im2col"}));
 #else
   const std::string first = "im2col", pool = "native";
-  EXPECT_EQ(LayerRegistry::Global().Engines("Convolution"),
+  EXPECT_EQ(LayerRegistry::Global().Engines("Convolution", Device::kCPU),
             (std::vector<std::string>{"im2col", "im2col_batched", "reference"}));
-  EXPECT_EQ(LayerRegistry::Global().Engines("Pooling"), (std::vector<std::string>{"native"}));
-  EXPECT_EQ(LayerRegistry::Global().Engines("Deconvolution"), (std::vector<std::string>{"im2col"}));
+  EXPECT_EQ(LayerRegistry::Global().Engines("Pooling", Device::kCPU), (std::vector<std::string>{"native"}));
+  EXPECT_EQ(LayerRegistry::Global().Engines("Deconvolution", Device::kCPU), (std::vector<std::string>{"im2col"}));
 #endif
   const std::string text = R"(
     layer { name: 'input' type: 'Input' top: 'data' input_param { shape { dim: 2 dim: 1 dim: 6 dim: 6 } } }
@@ -165,8 +170,7 @@ TEST(LayerRegistryTest, ConvolutionsEnginesInANet) {
     return names;
   };
   EXPECT_EQ(engines(""), (std::vector<std::string>{"native", first, first, pool}));
-  EXPECT_EQ(engines("im2col_batched"),
-            (std::vector<std::string>{"native", "im2col_batched", "im2col_batched", pool}));
+  EXPECT_EQ(engines("im2col_batched"), (std::vector<std::string>{"native", "im2col_batched", "im2col_batched", pool}));
   EXPECT_EQ(engines("reference"), (std::vector<std::string>{"native", "reference", "reference", pool}));
   EXPECT_EQ(engines("Convolution:reference"), (std::vector<std::string>{"native", "reference", "reference", pool}));
   EXPECT_EQ(engines("Convolution:reference,Pooling:native"),

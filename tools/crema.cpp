@@ -2,6 +2,7 @@
 //   crema train --solver=S [--weights=W1,W2 | --snapshot=STATE] [--gpu=0]
 //   crema test  --model=M --weights=W [--iterations=50] [--gpu=0]
 //   crema time  --model=M [--iterations=50] [--gpu=0]
+//   crema device_query [--gpu=0]
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
@@ -16,8 +17,9 @@
 
 #include "core/context.hpp"
 #include "core/cpu_info.hpp"
-#include "core/threads.hpp"
+#include "core/device_query.hpp"
 #include "core/synced_memory.hpp"
+#include "core/threads.hpp"
 #include "io/proto_io.hpp"
 #include "net/net.hpp"
 #include "net/output_scores.hpp"
@@ -227,6 +229,9 @@ int Time() {
   const bool backward = !FLAGS_forward_only;
   net->Forward();
   if (backward) net->Backward();
+  // On a GPU the kernels run after their launch returns: each step is timed to the end of its work.
+  Context& context = net->context();
+  context.Synchronize();
   const auto& plan = net->plan();
   std::vector<double> forward_ms(plan.size(), 0), backward_ms(plan.size(), 0);
   double forward_total = 0, backward_total = 0;
@@ -236,6 +241,7 @@ int Time() {
     for (size_t s = 0; s < plan.size(); ++s) {
       const auto t0 = Clock::now();
       net->ForwardStep(s);
+      context.Synchronize();
       forward_ms[s] += ms(Clock::now() - t0);
     }
     forward_total += ms(Clock::now() - forward_start);
@@ -248,12 +254,13 @@ int Time() {
       if (!plan[s].needs_backward) continue;
       const auto t0 = Clock::now();
       net->BackwardStep(s);
+      context.Synchronize();
       backward_ms[s] += ms(Clock::now() - t0);
     }
     backward_total += ms(Clock::now() - backward_start);
     LOG(INFO) << "Iteration: " << i + 1 << " forward-backward time: " << ms(Clock::now() - forward_start) << " ms.";
     // Untimed: the weights count as updated (SyncedMemory::version), as after a solver step.
-    for (Blob* param : net->learnable_params()) param->mutable_data_on(net->context().device());
+    for (Blob* param : net->learnable_params()) param->mutable_data_on(context.device());
   }
   const double total = ms(Clock::now() - start);
   LOG(INFO) << "Engines: ";
@@ -265,8 +272,7 @@ int Time() {
   for (size_t s = 0; s < plan.size(); ++s) {
     const std::string& name = net->layer_names()[plan[s].layer];
     LOG(INFO) << std::setw(10) << name << "\tforward: " << forward_ms[s] / FLAGS_iterations << " ms.";
-    if (backward)
-      LOG(INFO) << std::setw(10) << name << "\tbackward: " << backward_ms[s] / FLAGS_iterations << " ms.";
+    if (backward) LOG(INFO) << std::setw(10) << name << "\tbackward: " << backward_ms[s] / FLAGS_iterations << " ms.";
   }
   // Arithmetic: the layers that count their floating-point operations (the matrix-product layers).
   double forward_flops = 0, backward_flops = 0;
@@ -319,6 +325,21 @@ int Time() {
   return 0;
 }
 
+// Caffe's device_query: every property of the --gpu devices (all of them for --gpu=all or no --gpu).
+int DeviceQuery() {
+  std::vector<int> gpus;
+  if (FLAGS_gpu.empty() || FLAGS_gpu == "all") {
+    for (int i = 0; i < Context::gpu_count(); ++i) gpus.push_back(i);
+    if (gpus.empty()) QueryGpu(0);  // throws, saying why there is none
+  } else {
+    gpus = SelectGpus();
+  }
+  for (const int gpu : gpus) {
+    for (const auto& fact : QueryGpu(gpu)) LOG(INFO) << fact.first << ": " << fact.second;
+  }
+  return 0;
+}
+
 const char kUsage[] =
     "command line for crema, a Caffe-compatible deep-learning framework.\n"
     "usage: crema <command> <flags>\n\n"
@@ -326,7 +347,8 @@ const char kUsage[] =
     "  train   train or fine-tune a net (--solver, optionally --weights or --snapshot)\n"
     "  test    score a trained net (--model, --weights, --iterations)\n"
     "  time    time a net's layers forward and backward, with each layer's engine and the peak memory\n"
-    "          (--model, --iterations, --forward_only)";
+    "          (--model, --iterations, --forward_only)\n"
+    "  device_query  show the properties of the GPUs (--gpu; default all of them)";
 
 }  // namespace
 }  // namespace crema
@@ -347,7 +369,8 @@ int main(int argc, char** argv) {
     if (command == "train") return crema::Train();
     if (command == "test") return crema::Test();
     if (command == "time") return crema::Time();
-    std::fprintf(stderr, "crema: unknown command '%s'; use train, test or time\n", command.c_str());
+    if (command == "device_query") return crema::DeviceQuery();
+    std::fprintf(stderr, "crema: unknown command '%s'; use train, test, time or device_query\n", command.c_str());
     return 1;
   } catch (const crema::Error& error) {
     std::fprintf(stderr, "crema: error: %s\n", error.what());

@@ -1,10 +1,13 @@
 #include "core/context.hpp"
 
+#include <cerrno>
+#include <cstdlib>
 #include <sstream>
 #include <vector>
 
 #include "core/common.hpp"
 #include "core/cuda_check.hpp"
+#include "core/cudnn.hpp"
 #include "core/synced_memory.hpp"
 #include "core/threads.hpp"
 
@@ -33,9 +36,36 @@ int Context::gpu_count() {
 #endif
 }
 
+namespace {
+
+// CREMA_DETERMINISTIC: "1" switches deterministic mode on, "0" or unset leaves it off.
+bool DeterministicFromEnvironment() {
+  const char* text = std::getenv("CREMA_DETERMINISTIC");
+  if (text == nullptr || std::string(text).empty() || std::string(text) == "0") return false;
+  CREMA_CHECK(std::string(text) == "1") << "CREMA_DETERMINISTIC='" << text << "' must be 1 (on) or 0 (off)";
+  return true;
+}
+
+// CREMA_CUDNN_WORKSPACE_LIMIT_MB: a whole number of MiB (0 allows only algorithms that need no workspace).
+size_t WorkspaceLimitFromEnvironment(size_t default_bytes) {
+  const char* text = std::getenv("CREMA_CUDNN_WORKSPACE_LIMIT_MB");
+  if (text == nullptr || *text == '\0') return default_bytes;
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long mib = std::strtoull(text, &end, 10);
+  // strtoull accepts a sign and wraps "-1" around; a limit is digits only, and must fit in bytes.
+  CREMA_CHECK(errno == 0 && *end == '\0' && text[0] >= '0' && text[0] <= '9' && mib <= (~size_t{0} >> 20))
+      << "CREMA_CUDNN_WORKSPACE_LIMIT_MB='" << text << "' is not a whole number of MiB (e.g. 512)";
+  return static_cast<size_t>(mib) << 20;
+}
+
+}  // namespace
+
 Context::Context(Device device, int gpu_id, uint64_t random_seed)
     : device_(device), gpu_id_(gpu_id), random_seed_(random_seed) {
   ApplyThreadPolicy();
+  deterministic_ = DeterministicFromEnvironment();
+  cudnn_workspace_limit_ = WorkspaceLimitFromEnvironment(cudnn_workspace_limit_);
   if (device != Device::kGPU) return;
   CREMA_CHECK(built_with_cuda()) << "a GPU was asked for (--gpu or solver_mode: GPU), but this crema was built "
                                     "with CPU_ONLY; rebuild with CUDA (see Makefile.config.example) or run on the CPU";
@@ -51,7 +81,7 @@ Context::Context(Device device, int gpu_id, uint64_t random_seed)
 
 Context::~Context() {
 #ifdef CREMA_USE_CUDNN
-  if (cudnn_ != nullptr) cudnnDestroy(cudnn_);
+  if (cudnn_ != nullptr) cudnn::DestroyHandle(cudnn_);
 #endif
 #ifdef CREMA_USE_CUDA
   if (cublas_ != nullptr) cublasDestroy(cublas_);
@@ -79,6 +109,24 @@ void Context::ForceEngines(const std::string& spec) {
         << "TYPE:ENGINE (e.g. Convolution:reference)";
     force_engine(type, engine);
   }
+}
+
+std::shared_ptr<Context> Context::HostTwin() {
+  CREMA_CHECK(device_ == Device::kGPU) << "a host twin is asked of a CPU context";
+  if (!host_twin_) {
+    host_twin_ = std::make_shared<Context>(Device::kCPU, 0, random_seed_);
+    host_twin_->replica_ = replica_;
+    host_twin_->forced_engines_ = forced_engines_;
+    host_twin_->deterministic_ = deterministic_;
+    host_twin_->cudnn_workspace_limit_ = cudnn_workspace_limit_;
+  }
+  return host_twin_;
+}
+
+void Context::Synchronize() {
+#ifdef CREMA_USE_CUDA
+  if (device_ == Device::kGPU) CREMA_CUDA_CHECK(cudaStreamSynchronize(stream()));
+#endif
 }
 
 const float* Context::ones(int count) {
@@ -120,8 +168,7 @@ cublasHandle_t Context::cublas() {
 cudnnHandle_t Context::cudnn() {
   if (cudnn_ == nullptr) {
     MakeCurrent();
-    CREMA_CUDNN_CHECK(cudnnCreate(&cudnn_));
-    CREMA_CUDNN_CHECK(cudnnSetStream(cudnn_, stream()));
+    cudnn_ = cudnn::CreateHandle(stream());
   }
   return cudnn_;
 }

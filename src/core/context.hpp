@@ -1,12 +1,14 @@
 // The execution context of a net (a solver's nets share the solver's): the device they run on, the base seed
-// of their random streams, which data-parallel replica they are, the engines the user forces, and, in CUDA
-// builds, the CUDA stream and the cuBLAS / cuDNN handles, each created on first use.
+// of their random streams, which data-parallel replica they are, the engines the user forces, whether results
+// must be reproducible bit for bit (deterministic mode), the scratch memory cuDNN's convolutions may ask for,
+// and, in CUDA builds, the CUDA stream and the cuBLAS / cuDNN handles, each created on first use.
 //
 // Nothing here is process-wide: every layer reaches its own context through Layer::context(), so two nets
 // with two contexts train side by side in one process (one solver per GPU; concurrent branches later). A
 // context is used by one thread at a time.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -60,8 +62,28 @@ class Context {
   // Parses "NAME" or "TYPE:NAME" items, comma separated (the --engine flag); throws naming a malformed item.
   void ForceEngines(const std::string& spec);
 
+  // A CPU context with this (GPU) context's seed, replica and forced engines, made once: where a layer of a GPU
+  // net has no GPU engine, it runs on the host with it (LayerRegistry::Create).
+  std::shared_ptr<Context> HostTwin();
+
+  // Waits until the work queued on this context's GPU stream has run (nothing to wait for on the CPU): timings
+  // of GPU work take it before reading the clock.
+  void Synchronize();
+
   // `count` ones on this context's device; bias terms broadcast and sum with it. Grows as asked.
   const float* ones(int count);
+
+  // Deterministic mode: engines use only algorithms whose results do not depend on the order of parallel
+  // work (cuDNN's atomics-free convolution algorithms), so two runs give the same bits. Off by default, on where
+  // the environment says CREMA_DETERMINISTIC=1. Engines read it when they reshape.
+  bool deterministic() const { return deterministic_; }
+  void set_deterministic(bool deterministic) { deterministic_ = deterministic; }
+  // The most scratch memory, in bytes, one cuDNN convolution call may ask of the net's shared workspace: its
+  // algorithms are chosen within it. 512 MiB by default (kDefaultCudnnWorkspaceLimitMiB), or
+  // CREMA_CUDNN_WORKSPACE_LIMIT_MB from the environment. Engines read it when they reshape.
+  static constexpr size_t kDefaultCudnnWorkspaceLimitMiB = 512;
+  size_t cudnn_workspace_limit() const { return cudnn_workspace_limit_; }
+  void set_cudnn_workspace_limit(size_t bytes) { cudnn_workspace_limit_ = bytes; }
 
 #ifdef CREMA_USE_CUDA
   // Makes this context's GPU the calling thread's current device (for worker threads).
@@ -85,6 +107,9 @@ class Context {
   std::map<std::string, std::string> forced_engines_;
   std::unique_ptr<SyncedMemory> ones_;
   int ones_count_ = 0;
+  std::shared_ptr<Context> host_twin_;
+  bool deterministic_ = false;
+  size_t cudnn_workspace_limit_ = kDefaultCudnnWorkspaceLimitMiB << 20;
 #ifdef CREMA_USE_CUDA
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;

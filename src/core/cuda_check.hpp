@@ -1,4 +1,4 @@
-// CUDA, cuBLAS and cuDNN error checks that raise crema::Error with the failing call and the library's own words.
+// CUDA and cuBLAS error checks that raise crema::Error with the failing call and the library's own words.
 #pragma once
 
 #ifdef CREMA_USE_CUDA
@@ -22,13 +22,4 @@
   } while (0)
 #endif
 
-#ifdef CREMA_USE_CUDNN
-#include <cudnn.h>
-
-#define CREMA_CUDNN_CHECK(call)                                                                  \
-  do {                                                                                           \
-    cudnnStatus_t crema_cudnn_status = (call);                                                   \
-    CREMA_CHECK(crema_cudnn_status == CUDNN_STATUS_SUCCESS)                                      \
-        << "cuDNN call " #call " failed: " << cudnnGetErrorString(crema_cudnn_status);           \
-  } while (0)
-#endif
+// cuDNN's check is cudnn::Check, in the adapter (core/cudnn.hpp), where every cuDNN call lives.

@@ -10,12 +10,12 @@ cublasOperation_t to_cublas(Transpose t) { return t == Transpose::kYes ? CUBLAS_
 
 // cuBLAS is column-major: a row-major C = op(A) op(B) is the column-major C^T = op(B)^T op(A)^T, so the
 // operands swap places.
-void gpu_gemm(Context& context, Transpose trans_a, Transpose trans_b, int M, int N, int K, float alpha,
-              const float* A, const float* B, float beta, float* C) {
+void gpu_gemm(Context& context, Transpose trans_a, Transpose trans_b, int M, int N, int K, float alpha, const float* A,
+              const float* B, float beta, float* C) {
   const int lda = trans_a == Transpose::kNo ? K : M;
   const int ldb = trans_b == Transpose::kNo ? N : K;
-  CREMA_CUBLAS_CHECK(cublasSgemm(context.cublas(), to_cublas(trans_b), to_cublas(trans_a), N, M, K, &alpha, B, ldb,
-                                 A, lda, &beta, C, N));
+  CREMA_CUBLAS_CHECK(cublasSgemm(context.cublas(), to_cublas(trans_b), to_cublas(trans_a), N, M, K, &alpha, B, ldb, A,
+                                 lda, &beta, C, N));
 }
 
 void gpu_gemv(Context& context, Transpose trans_a, int M, int N, float alpha, const float* A, const float* x,
@@ -45,6 +45,18 @@ double gpu_dot(Context& context, int n, const float* x, const float* y) {
   float result = 0.f;
   CREMA_CUBLAS_CHECK(cublasSdot(context.cublas(), n, x, 1, y, 1, &result));
   return result;
+}
+
+double gpu_asum(Context& context, int n, const float* x) {
+  float result = 0.f;
+  CREMA_CUBLAS_CHECK(cublasSasum(context.cublas(), n, x, 1, &result));
+  return result;
+}
+
+// A dot product with the context's ones: cuBLAS has no plain sum.
+double gpu_sum(Context& context, int n, const float* x) {
+  if (n <= 0) return 0;
+  return gpu_dot(context, n, x, context.ones(n));
 }
 
 }  // namespace crema

@@ -8,8 +8,8 @@
 
 namespace crema {
 
-void gpu_gemm(Context& context, Transpose trans_a, Transpose trans_b, int M, int N, int K, float alpha,
-              const float* A, const float* B, float beta, float* C);
+void gpu_gemm(Context& context, Transpose trans_a, Transpose trans_b, int M, int N, int K, float alpha, const float* A,
+              const float* B, float beta, float* C);
 void gpu_gemv(Context& context, Transpose trans_a, int M, int N, float alpha, const float* A, const float* x,
               float beta, float* y);
 void gpu_axpy(Context& context, int n, float alpha, const float* x, float* y);
@@ -17,6 +17,8 @@ void gpu_scale(Context& context, int n, float alpha, float* x);
 void gpu_set(Context& context, int n, float value, float* x);
 void gpu_copy(Context& context, int n, const float* x, float* y);
 double gpu_dot(Context& context, int n, const float* x, const float* y);
+double gpu_asum(Context& context, int n, const float* x);
+double gpu_sum(Context& context, int n, const float* x);
 
 }  // namespace crema
 #endif

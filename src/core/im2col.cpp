@@ -156,3 +156,72 @@ void col2im_nd_cpu(const float* columns, int num_spatial_axes, const int* image_
 }
 
 }  // namespace crema
+
+namespace crema {
+
+UnrollGeometry MakeUnrollGeometry(int num_spatial_axes, const int* image_shape, const int* column_shape,
+                                  const int* kernel_shape, const int* pad, const int* stride, const int* dilation,
+                                  size_t row_stride, bool host_2d) {
+  CREMA_CHECK(num_spatial_axes >= 1 && num_spatial_axes <= kMaxUnrollAxes)
+      << "im2col handles 1 to " << kMaxUnrollAxes << " spatial axes, not " << num_spatial_axes;
+  UnrollGeometry g;
+  g.num_axes = num_spatial_axes;
+  g.channels = image_shape[0];
+  for (int a = 0; a < num_spatial_axes; ++a) {
+    g.image[a] = image_shape[a + 1];
+    g.output[a] = column_shape[a + 1];
+    g.kernel[a] = kernel_shape[a];
+    g.pad[a] = pad[a];
+    g.stride[a] = stride[a];
+    g.dilation[a] = dilation[a];
+    g.image_size *= g.image[a];
+    g.output_size *= g.output[a];
+    g.kernel_size *= g.kernel[a];
+  }
+  g.row_stride = row_stride == 0 ? g.output_size : static_cast<long long>(row_stride);
+  g.host_2d = host_2d && num_spatial_axes == 2;
+  return g;
+}
+
+namespace {
+// The host loops' arguments back from a geometry.
+struct HostShapes {
+  int image_shape[kMaxUnrollAxes + 1], column_shape[kMaxUnrollAxes + 1];
+  explicit HostShapes(const UnrollGeometry& g) {
+    image_shape[0] = g.channels;
+    column_shape[0] = g.channels * g.kernel_size;
+    for (int a = 0; a < g.num_axes; ++a) {
+      image_shape[a + 1] = g.image[a];
+      column_shape[a + 1] = g.output[a];
+    }
+  }
+};
+}  // namespace
+
+void im2col(Context& context, const float* image, const UnrollGeometry& g, float* columns) {
+  if (context.device() == Device::kGPU) {
+    for_each_element(context, g.channels * g.kernel_size * g.output_size, Im2colRule{image, columns, g});
+  } else if (g.host_2d) {
+    im2col_cpu(image, g.channels, g.image[0], g.image[1], g.kernel[0], g.kernel[1], g.pad[0], g.pad[1], g.stride[0],
+               g.stride[1], g.dilation[0], g.dilation[1], columns, g.row_stride);
+  } else {
+    const HostShapes shapes(g);
+    im2col_nd_cpu(image, g.num_axes, shapes.image_shape, shapes.column_shape, g.kernel, g.pad, g.stride, g.dilation,
+                  columns, g.row_stride);
+  }
+}
+
+void col2im(Context& context, const float* columns, const UnrollGeometry& g, float* image) {
+  if (context.device() == Device::kGPU) {
+    for_each_element(context, g.channels * g.image_size, Col2imRule{columns, image, g});
+  } else if (g.host_2d) {
+    col2im_cpu(columns, g.channels, g.image[0], g.image[1], g.kernel[0], g.kernel[1], g.pad[0], g.pad[1], g.stride[0],
+               g.stride[1], g.dilation[0], g.dilation[1], image, g.row_stride);
+  } else {
+    const HostShapes shapes(g);
+    col2im_nd_cpu(columns, g.num_axes, shapes.image_shape, shapes.column_shape, g.kernel, g.pad, g.stride, g.dilation,
+                  image, g.row_stride);
+  }
+}
+
+}  // namespace crema

@@ -2,6 +2,7 @@
 
 #include <cblas.h>
 
+#include <cmath>
 #include <cstring>
 
 #ifdef CREMA_USE_ONEDNN
@@ -26,8 +27,8 @@ bool OnGpu(const Context& context) {
 }
 }  // namespace
 
-void cpu_gemm(Transpose trans_a, Transpose trans_b, int M, int N, int K, float alpha, const float* A,
-              const float* B, float beta, float* C) {
+void cpu_gemm(Transpose trans_a, Transpose trans_b, int M, int N, int K, float alpha, const float* A, const float* B,
+              float beta, float* C) {
   const int lda = trans_a == Transpose::kNo ? K : M;
   const int ldb = trans_b == Transpose::kNo ? N : K;
 #ifdef CREMA_USE_ONEDNN
@@ -43,8 +44,7 @@ void cpu_gemm(Transpose trans_a, Transpose trans_b, int M, int N, int K, float a
   cblas_sgemm(CblasRowMajor, to_cblas(trans_a), to_cblas(trans_b), M, N, K, alpha, A, lda, B, ldb, beta, C, N);
 }
 
-void cpu_gemv(Transpose trans_a, int M, int N, float alpha, const float* A, const float* x, float beta,
-              float* y) {
+void cpu_gemv(Transpose trans_a, int M, int N, float alpha, const float* A, const float* x, float beta, float* y) {
   cblas_sgemv(CblasRowMajor, to_cblas(trans_a), M, N, alpha, A, N, x, 1, beta, y, 1);
 }
 
@@ -65,6 +65,18 @@ void cpu_copy(int n, const float* x, float* y) {
 }
 
 double cpu_dot(int n, const float* x, const float* y) { return cblas_dsdot(n, x, 1, y, 1); }
+
+double cpu_asum(int n, const float* x) {
+  double total = 0;
+  for (int i = 0; i < n; ++i) total += std::fabs(x[i]);
+  return total;
+}
+
+double cpu_sum(int n, const float* x) {
+  double total = 0;
+  for (int i = 0; i < n; ++i) total += x[i];
+  return total;
+}
 
 #ifdef CREMA_USE_CUDA
 #define CREMA_ON_DEVICE(gpu_call, cpu_call) \
@@ -91,5 +103,18 @@ void copy(Context& context, int n, const float* x, float* y) {
 double dot(Context& context, int n, const float* x, const float* y) {
   CREMA_ON_DEVICE(gpu_dot(context, n, x, y), cpu_dot(n, x, y));
 }
+void gemm(Context& context, Transpose trans_a, Transpose trans_b, int M, int N, int K, float alpha, const float* A,
+          const float* B, float beta, float* C) {
+  CREMA_ON_DEVICE(gpu_gemm(context, trans_a, trans_b, M, N, K, alpha, A, B, beta, C),
+                  cpu_gemm(trans_a, trans_b, M, N, K, alpha, A, B, beta, C));
+}
+void gemv(Context& context, Transpose trans_a, int M, int N, float alpha, const float* A, const float* x, float beta,
+          float* y) {
+  CREMA_ON_DEVICE(gpu_gemv(context, trans_a, M, N, alpha, A, x, beta, y),
+                  cpu_gemv(trans_a, M, N, alpha, A, x, beta, y));
+}
+double asum(Context& context, int n, const float* x) { CREMA_ON_DEVICE(gpu_asum(context, n, x), cpu_asum(n, x)); }
+double sum(Context& context, int n, const float* x) { CREMA_ON_DEVICE(gpu_sum(context, n, x), cpu_sum(n, x)); }
+double sumsq(Context& context, int n, const float* x) { CREMA_ON_DEVICE(gpu_dot(context, n, x, x), cpu_dot(n, x, x)); }
 
 }  // namespace crema

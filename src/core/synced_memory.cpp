@@ -165,6 +165,17 @@ void SyncedMemory::to_gpu() {
 #endif
 }
 
+void SyncedMemory::async_gpu_push(void* stream) {
+#ifdef CREMA_USE_CUDA
+  CREMA_CHECK(head_ == Head::kAtHost) << "async_gpu_push needs data written on the host";
+  if (device_ == nullptr) device_ = allocate_device(bytes_, &device_id_);
+  CREMA_CUDA_CHECK(cudaMemcpyAsync(device_, host_, bytes_, cudaMemcpyHostToDevice, static_cast<cudaStream_t>(stream)));
+  head_ = Head::kSynced;
+#else
+  CREMA_FAIL() << "this crema was built without CUDA (CPU_ONLY): no GPU memory can be used";
+#endif
+}
+
 const void* SyncedMemory::cpu_data() {
   to_cpu();
   return host_;

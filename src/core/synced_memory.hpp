@@ -37,6 +37,10 @@ class SyncedMemory {
   void* mutable_gpu_data();
 
   size_t size() const { return bytes_; }
+  // Starts copying the host copy (which must be current) to the device on `stream` (a cudaStream_t) and marks
+  // both current: the caller synchronizes `stream` before anyone reads the device copy. The data prefetch
+  // thread uploads batches so, on a stream of its own, while the compute stream runs. CUDA builds only.
+  void async_gpu_push(void* stream);
   Head head() const { return head_; }
   // A stamp that changes whenever the contents may have changed: taken from one process-wide counter at
   // construction and at every request for a mutable pointer, so that (memory, stamp) never repeats. Caches

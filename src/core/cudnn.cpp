@@ -1,0 +1,476 @@
+// The cuDNN adapter's calls (see cudnn.hpp): the only file of crema that calls cuDNN.
+#include "core/cudnn.hpp"
+
+#ifdef CREMA_USE_CUDNN
+
+#include <algorithm>
+#include <limits>
+#include <sstream>
+#include <tuple>
+
+#include "core/common.hpp"
+#include "core/context.hpp"
+
+// Every cuDNN call goes through this, so an error names the call as written here.
+#define CREMA_CUDNN_CALL(call) ::crema::cudnn::Check((call), #call)
+
+namespace crema {
+namespace cudnn {
+
+void Check(cudnnStatus_t status, const char* call) {
+  if (status == CUDNN_STATUS_SUCCESS) return;
+  // cuDNN 9 keeps a more specific message than the status's name for the calling thread.
+  char detail[512] = {0};
+  cudnnGetLastErrorString(detail, sizeof(detail));
+  CREMA_FAIL() << "cuDNN call " << call << " failed: " << cudnnGetErrorString(status)
+               << (detail[0] != '\0' ? std::string(" (") + detail + ")" : std::string());
+}
+
+cudnnHandle_t CreateHandle(cudaStream_t stream) {
+  cudnnHandle_t handle = nullptr;
+  CREMA_CUDNN_CALL(cudnnCreate(&handle));
+  const cudnnStatus_t bound = cudnnSetStream(handle, stream);
+  if (bound != CUDNN_STATUS_SUCCESS) {
+    cudnnDestroy(handle);
+    Check(bound, "cudnnSetStream(handle, stream)");
+  }
+  return handle;
+}
+
+void DestroyHandle(cudnnHandle_t handle) noexcept { cudnnDestroy(handle); }
+
+size_t Version() { return cudnnGetVersion(); }
+
+namespace {
+
+std::string Joined(const std::vector<int>& values) {
+  std::ostringstream out;
+  for (size_t i = 0; i < values.size(); ++i) out << (i == 0 ? "" : "x") << values[i];
+  return out.str();
+}
+
+std::string Mib(size_t bytes) {
+  std::ostringstream out;
+  out << static_cast<double>(bytes) / (1 << 20) << " MiB";
+  return out.str();
+}
+
+}  // namespace
+
+// ---- descriptors -----------------------------------------------------------------------------------------------
+
+TensorDescriptor::TensorDescriptor() { CREMA_CUDNN_CALL(cudnnCreateTensorDescriptor(&descriptor_)); }
+TensorDescriptor::~TensorDescriptor() { cudnnDestroyTensorDescriptor(descriptor_); }
+
+void TensorDescriptor::SetPacked(const std::vector<int>& shape) {
+  CREMA_CHECK(!shape.empty() && shape.size() <= CUDNN_DIM_MAX)
+      << "cuDNN tensors have 1 to " << CUDNN_DIM_MAX << " axes; this one has the shape " << Joined(shape);
+  std::vector<int> dims = shape;
+  while (dims.size() < 4) dims.push_back(1);
+  for (int dim : dims) CREMA_CHECK(dim >= 1) << "cuDNN cannot describe the empty tensor " << Joined(shape);
+  if (dims.size() == 4) {
+    CREMA_CUDNN_CALL(cudnnSetTensor4dDescriptor(descriptor_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, dims[0], dims[1],
+                                                dims[2], dims[3]));
+    return;
+  }
+  std::vector<int> strides(dims.size(), 1);
+  for (int i = static_cast<int>(dims.size()) - 2; i >= 0; --i) strides[i] = strides[i + 1] * dims[i + 1];
+  CREMA_CUDNN_CALL(cudnnSetTensorNdDescriptor(descriptor_, CUDNN_DATA_FLOAT, static_cast<int>(dims.size()), dims.data(),
+                                              strides.data()));
+}
+
+FilterDescriptor::FilterDescriptor() { CREMA_CUDNN_CALL(cudnnCreateFilterDescriptor(&descriptor_)); }
+FilterDescriptor::~FilterDescriptor() { cudnnDestroyFilterDescriptor(descriptor_); }
+
+void FilterDescriptor::Set(const std::vector<int>& shape) {
+  CREMA_CHECK(shape.size() >= 3 && shape.size() <= CUDNN_DIM_MAX)
+      << "cuDNN filters have 3 to " << CUDNN_DIM_MAX << " axes; this one has the shape " << Joined(shape);
+  CREMA_CUDNN_CALL(cudnnSetFilterNdDescriptor(descriptor_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
+                                              static_cast<int>(shape.size()), shape.data()));
+}
+
+ConvolutionDescriptor::ConvolutionDescriptor() { CREMA_CUDNN_CALL(cudnnCreateConvolutionDescriptor(&descriptor_)); }
+ConvolutionDescriptor::~ConvolutionDescriptor() { cudnnDestroyConvolutionDescriptor(descriptor_); }
+
+void ConvolutionDescriptor::Set(const std::vector<int>& pad, const std::vector<int>& stride,
+                                const std::vector<int>& dilation, int groups) {
+  CREMA_CHECK(!pad.empty() && pad.size() == stride.size() && pad.size() == dilation.size())
+      << "a cuDNN convolution needs one pad, stride and dilation per spatial axis";
+  // Caffe's convolution does not flip the kernel: cuDNN's cross-correlation.
+  CREMA_CUDNN_CALL(cudnnSetConvolutionNdDescriptor(descriptor_, static_cast<int>(pad.size()), pad.data(), stride.data(),
+                                                   dilation.data(), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+  CREMA_CUDNN_CALL(cudnnSetConvolutionGroupCount(descriptor_, groups));
+  // With CUDNN_DEFAULT_MATH, cuDNN 8 and later run float convolutions on Ampere's and Hopper's tensor cores in TF32
+  // (10-bit mantissas): results a thousandth apart from the other engines', beyond float rounding. FMA math keeps
+  // cuDNN on float arithmetic, so the engine gives the native engine's results.
+  CREMA_CUDNN_CALL(cudnnSetConvolutionMathType(descriptor_, CUDNN_FMA_MATH));
+}
+
+PoolingDescriptor::PoolingDescriptor() { CREMA_CUDNN_CALL(cudnnCreatePoolingDescriptor(&descriptor_)); }
+PoolingDescriptor::~PoolingDescriptor() { cudnnDestroyPoolingDescriptor(descriptor_); }
+
+void PoolingDescriptor::Set2d(PoolingMode mode, bool deterministic, int window_h, int window_w, int pad_h, int pad_w,
+                              int stride_h, int stride_w) {
+  const cudnnPoolingMode_t cudnn_mode = mode == PoolingMode::kAverageIncludingPadding
+                                            ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
+                                        : deterministic ? CUDNN_POOLING_MAX_DETERMINISTIC
+                                                        : CUDNN_POOLING_MAX;
+  // A NaN in a window makes its output NaN, so that a net's check for non-finite values finds the layer.
+  CREMA_CUDNN_CALL(cudnnSetPooling2dDescriptor(descriptor_, cudnn_mode, CUDNN_PROPAGATE_NAN, window_h, window_w, pad_h,
+                                               pad_w, stride_h, stride_w));
+}
+
+std::vector<int> PoolingDescriptor::OutputShape(const TensorDescriptor& input) const {
+  std::vector<int> shape(4);
+  CREMA_CUDNN_CALL(
+      cudnnGetPooling2dForwardOutputDim(descriptor_, input.get(), &shape[0], &shape[1], &shape[2], &shape[3]));
+  return shape;
+}
+
+ActivationDescriptor::ActivationDescriptor() { CREMA_CUDNN_CALL(cudnnCreateActivationDescriptor(&descriptor_)); }
+ActivationDescriptor::~ActivationDescriptor() { cudnnDestroyActivationDescriptor(descriptor_); }
+
+void ActivationDescriptor::SetReLU() {
+  // The coefficient is the ceiling of clipped ReLU and ELU's alpha; plain ReLU ignores it. NaNs pass through as
+  // in the native engine.
+  CREMA_CUDNN_CALL(cudnnSetActivationDescriptor(descriptor_, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0));
+}
+
+// ---- convolution algorithms --------------------------------------------------------------------------------------
+
+const char* DirectionName(Direction direction) {
+  switch (direction) {
+    case Direction::kForward:
+      return "forward";
+    case Direction::kBackwardData:
+      return "backward-data";
+    case Direction::kBackwardFilter:
+      return "backward-filter";
+  }
+  return "?";
+}
+
+bool ConvolutionKey::operator<(const ConvolutionKey& other) const {
+  return std::tie(device, input, filter, pad, stride, dilation, groups, data_type) <
+         std::tie(other.device, other.input, other.filter, other.pad, other.stride, other.dilation, other.groups,
+                  other.data_type);
+}
+
+bool ConvolutionKey::operator==(const ConvolutionKey& other) const { return !(*this < other) && !(other < *this); }
+
+std::string ConvolutionKey::ToString() const {
+  std::ostringstream out;
+  out << "GPU " << device << ", input " << Joined(input) << ", filter " << Joined(filter) << ", pad " << Joined(pad)
+      << ", stride " << Joined(stride) << ", dilation " << Joined(dilation) << ", groups " << groups << ", "
+      << (data_type == CUDNN_DATA_FLOAT ? std::string("float") : "data type " + std::to_string(data_type));
+  return out.str();
+}
+
+const AlgorithmCandidate* ChooseAlgorithm(const AlgorithmRanking& ranking, size_t limit, bool deterministic) {
+  for (const AlgorithmCandidate& candidate : ranking)
+    if (candidate.workspace_bytes <= limit && (!deterministic || candidate.deterministic)) return &candidate;
+  return nullptr;
+}
+
+AlgorithmRanking AlgorithmCache::Find(const ConvolutionKey& key, Direction direction,
+                                      const std::function<AlgorithmRanking()>& rank) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto entry = std::make_pair(key, direction);
+  auto found = rankings_.find(entry);
+  if (found == rankings_.end()) found = rankings_.emplace(entry, rank()).first;
+  return found->second;
+}
+
+size_t AlgorithmCache::size() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return rankings_.size();
+}
+
+void AlgorithmCache::Clear() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  rankings_.clear();
+}
+
+AlgorithmCache& AlgorithmCache::Global() {
+  static AlgorithmCache* cache = new AlgorithmCache;  // never destroyed: contexts may outlive static destruction
+  return *cache;
+}
+
+namespace {
+
+// How the algorithms are ranked: cuDNN's heuristics (cudnnGet*Algorithm_v7), not its benchmarks
+// (cudnnFind*Algorithm[Ex]). The engines choose in Reshape, when the net has not yet sized its shared workspace
+// (it does so from the layers' requests, which depend on the choice) and the blobs hold no data worth timing;
+// benchmarking there would need memory of its own, up to the limit, outside the net's plan. Heuristics cost
+// microseconds and no device memory, and they give the same choice on every run, where timings give
+// one that changes with the noise of the machine (so two runs could take different algorithms, and different
+// bits). The ranking lists every algorithm with a status; each that cuDNN supports here is kept with the
+// workspace its own query reports for the descriptors as they are (FMA math: the ranking's mathType is not used
+// for running, see ConvolutionDescriptor::Set).
+//
+// Left out: WINOGRAD_NONFUSED, in every direction. NVIDIA's engineers say its numerical precision is sometimes
+// not very good (TensorFlow skipped it for that reason); the engine must give the native engine's results to float
+// rounding.
+// Marked non-deterministic whatever the perf result says: the algorithms cuDNN's header documents as summing with
+// atomics (backward-data ALGO_0, backward-filter ALGO_0 and ALGO_3).
+
+template <typename Perf>
+bool Listed(const AlgorithmRanking& ranking, const Perf& perf) {
+  return std::any_of(ranking.begin(), ranking.end(),
+                     [&](const AlgorithmCandidate& c) { return c.algorithm == static_cast<int>(perf.algo); });
+}
+
+AlgorithmRanking RankForward(cudnnHandle_t handle, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w,
+                             cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t y) {
+  int most = 0;
+  CREMA_CUDNN_CALL(cudnnGetConvolutionForwardAlgorithmMaxCount(handle, &most));
+  std::vector<cudnnConvolutionFwdAlgoPerf_t> perfs(std::max(most, 1));
+  int returned = 0;
+  CREMA_CUDNN_CALL(cudnnGetConvolutionForwardAlgorithm_v7(handle, x, w, conv, y, static_cast<int>(perfs.size()),
+                                                          &returned, perfs.data()));
+  AlgorithmRanking ranking;
+  for (int i = 0; i < returned; ++i) {
+    const cudnnConvolutionFwdAlgoPerf_t& perf = perfs[i];
+    if (perf.status != CUDNN_STATUS_SUCCESS || perf.algo == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED ||
+        Listed(ranking, perf))
+      continue;
+    size_t bytes = 0;
+    if (cudnnGetConvolutionForwardWorkspaceSize(handle, x, w, conv, y, perf.algo, &bytes) != CUDNN_STATUS_SUCCESS)
+      continue;
+    ranking.push_back({static_cast<int>(perf.algo), bytes, perf.determinism == CUDNN_DETERMINISTIC});
+  }
+  return ranking;
+}
+
+AlgorithmRanking RankBackwardData(cudnnHandle_t handle, cudnnFilterDescriptor_t w, cudnnTensorDescriptor_t dy,
+                                  cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t dx) {
+  int most = 0;
+  CREMA_CUDNN_CALL(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(handle, &most));
+  std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perfs(std::max(most, 1));
+  int returned = 0;
+  CREMA_CUDNN_CALL(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, w, dy, conv, dx, static_cast<int>(perfs.size()),
+                                                               &returned, perfs.data()));
+  AlgorithmRanking ranking;
+  for (int i = 0; i < returned; ++i) {
+    const cudnnConvolutionBwdDataAlgoPerf_t& perf = perfs[i];
+    if (perf.status != CUDNN_STATUS_SUCCESS || perf.algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED ||
+        Listed(ranking, perf))
+      continue;
+    size_t bytes = 0;
+    if (cudnnGetConvolutionBackwardDataWorkspaceSize(handle, w, dy, conv, dx, perf.algo, &bytes) !=
+        CUDNN_STATUS_SUCCESS)
+      continue;
+    const bool atomics = perf.algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_0;
+    ranking.push_back({static_cast<int>(perf.algo), bytes, perf.determinism == CUDNN_DETERMINISTIC && !atomics});
+  }
+  return ranking;
+}
+
+AlgorithmRanking RankBackwardFilter(cudnnHandle_t handle, cudnnTensorDescriptor_t x, cudnnTensorDescriptor_t dy,
+                                    cudnnConvolutionDescriptor_t conv, cudnnFilterDescriptor_t dw) {
+  int most = 0;
+  CREMA_CUDNN_CALL(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(handle, &most));
+  std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perfs(std::max(most, 1));
+  int returned = 0;
+  CREMA_CUDNN_CALL(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+      handle, x, dy, conv, dw, static_cast<int>(perfs.size()), &returned, perfs.data()));
+  AlgorithmRanking ranking;
+  for (int i = 0; i < returned; ++i) {
+    const cudnnConvolutionBwdFilterAlgoPerf_t& perf = perfs[i];
+    if (perf.status != CUDNN_STATUS_SUCCESS || perf.algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED ||
+        Listed(ranking, perf))
+      continue;
+    size_t bytes = 0;
+    if (cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, x, dy, conv, dw, perf.algo, &bytes) !=
+        CUDNN_STATUS_SUCCESS)
+      continue;
+    const bool atomics =
+        perf.algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0 || perf.algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3;
+    ranking.push_back({static_cast<int>(perf.algo), bytes, perf.determinism == CUDNN_DETERMINISTIC && !atomics});
+  }
+  return ranking;
+}
+
+}  // namespace
+
+void ConvolutionPlan::Describe(const ConvolutionKey& key, const std::vector<int>& output_shape,
+                               const std::string& who) {
+  const size_t axes = key.input.size();
+  CREMA_CHECK(axes >= 4 && key.filter.size() == axes && key.pad.size() == axes - 2 && key.stride.size() == axes - 2 &&
+              key.dilation.size() == axes - 2 && output_shape.size() == axes)
+      << who << ": a cuDNN convolution needs matching input, filter and output shapes and one pad, stride and "
+      << "dilation per spatial axis (" << key.ToString() << ", output " << Joined(output_shape) << ")";
+  key_ = key;
+  input_.SetPacked(key.input);
+  output_.SetPacked(output_shape);
+  filter_.Set(key.filter);
+  convolution_.Set(key.pad, key.stride, key.dilation, key.groups);
+  // cuDNN's output size is Caffe's formula too; a mismatch would be a description error here, so it is checked
+  // once rather than trusted.
+  std::vector<int> cudnn_shape(axes);
+  CREMA_CUDNN_CALL(cudnnGetConvolutionNdForwardOutputDim(convolution_.get(), input_.get(), filter_.get(),
+                                                         static_cast<int>(axes), cudnn_shape.data()));
+  CREMA_CHECK(cudnn_shape == output_shape)
+      << who << ": cuDNN computes the output shape " << Joined(cudnn_shape) << " for " << key.ToString()
+      << ", where Caffe's is " << Joined(output_shape);
+}
+
+void ConvolutionPlan::ChooseAlgorithms(Context& context, const std::string& who) {
+  cudnnHandle_t handle = context.cudnn();
+  // The workspace the layer requests is a blob, of at most 2^31 - 1 floats, whatever the limit allows.
+  const size_t blob_bytes = static_cast<size_t>(std::numeric_limits<int>::max()) * sizeof(float);
+  const size_t limit = std::min(context.cudnn_workspace_limit(), blob_bytes);
+  const bool deterministic = context.deterministic();
+  const auto choose = [&](Direction direction, const std::function<AlgorithmRanking()>& rank) {
+    const AlgorithmRanking ranking = AlgorithmCache::Global().Find(key_, direction, rank);
+    const AlgorithmCandidate* chosen = ChooseAlgorithm(ranking, limit, deterministic);
+    if (chosen != nullptr) return *chosen;
+    std::ostringstream why;
+    why << who << ": no cuDNN " << DirectionName(direction) << " algorithm for " << key_.ToString();
+    if (ranking.empty()) {
+      why << ": cuDNN supports none for these shapes; run this layer with another engine (--engine=TYPE:im2col)";
+    } else {
+      size_t smallest = ~size_t{0};
+      for (const AlgorithmCandidate& c : ranking)
+        if (!deterministic || c.deterministic) smallest = std::min(smallest, c.workspace_bytes);
+      if (smallest == ~size_t{0}) {
+        why << " is deterministic (deterministic mode: CREMA_DETERMINISTIC=1 or Context::set_deterministic); "
+            << "run this layer with another engine (--engine=TYPE:im2col)";
+      } else {
+        why << " fits the workspace limit of " << Mib(limit) << " (the smallest"
+            << (deterministic ? " deterministic" : "") << " one needs " << Mib(smallest)
+            << "); raise CREMA_CUDNN_WORKSPACE_LIMIT_MB or Context::set_cudnn_workspace_limit";
+      }
+    }
+    CREMA_FAIL() << why.str();
+    return AlgorithmCandidate{};
+  };
+  const AlgorithmCandidate forward = choose(Direction::kForward, [&] {
+    return RankForward(handle, input_.get(), filter_.get(), convolution_.get(), output_.get());
+  });
+  const AlgorithmCandidate backward_data = choose(Direction::kBackwardData, [&] {
+    return RankBackwardData(handle, filter_.get(), output_.get(), convolution_.get(), input_.get());
+  });
+  const AlgorithmCandidate backward_filter = choose(Direction::kBackwardFilter, [&] {
+    return RankBackwardFilter(handle, input_.get(), output_.get(), convolution_.get(), filter_.get());
+  });
+  forward_ = static_cast<cudnnConvolutionFwdAlgo_t>(forward.algorithm);
+  forward_bytes_ = forward.workspace_bytes;
+  backward_data_ = static_cast<cudnnConvolutionBwdDataAlgo_t>(backward_data.algorithm);
+  backward_data_bytes_ = backward_data.workspace_bytes;
+  backward_filter_ = static_cast<cudnnConvolutionBwdFilterAlgo_t>(backward_filter.algorithm);
+  backward_filter_bytes_ = backward_filter.workspace_bytes;
+}
+
+size_t ConvolutionPlan::workspace_bytes(Direction direction) const {
+  switch (direction) {
+    case Direction::kForward:
+      return forward_bytes_;
+    case Direction::kBackwardData:
+      return backward_data_bytes_;
+    case Direction::kBackwardFilter:
+      return backward_filter_bytes_;
+  }
+  return 0;
+}
+
+size_t ConvolutionPlan::largest_workspace_bytes() const {
+  return std::max({forward_bytes_, backward_data_bytes_, backward_filter_bytes_});
+}
+
+int ConvolutionPlan::algorithm(Direction direction) const {
+  switch (direction) {
+    case Direction::kForward:
+      return static_cast<int>(forward_);
+    case Direction::kBackwardData:
+      return static_cast<int>(backward_data_);
+    case Direction::kBackwardFilter:
+      return static_cast<int>(backward_filter_);
+  }
+  return -1;
+}
+
+void ConvolutionPlan::Forward(Context& context, const float* input, const float* filter, float* output, void* workspace,
+                              float beta) const {
+  const float alpha = 1.f;
+  CREMA_CUDNN_CALL(cudnnConvolutionForward(context.cudnn(), &alpha, input_.get(), input, filter_.get(), filter,
+                                           convolution_.get(), forward_, workspace, forward_bytes_, &beta,
+                                           output_.get(), output));
+}
+
+void ConvolutionPlan::BackwardData(Context& context, const float* output_diff, const float* filter, float* input_diff,
+                                   void* workspace, float beta) const {
+  const float alpha = 1.f;
+  CREMA_CUDNN_CALL(cudnnConvolutionBackwardData(context.cudnn(), &alpha, filter_.get(), filter, output_.get(),
+                                                output_diff, convolution_.get(), backward_data_, workspace,
+                                                backward_data_bytes_, &beta, input_.get(), input_diff));
+}
+
+void ConvolutionPlan::BackwardFilter(Context& context, const float* input, const float* output_diff, float* filter_diff,
+                                     void* workspace, float beta) const {
+  const float alpha = 1.f;
+  CREMA_CUDNN_CALL(cudnnConvolutionBackwardFilter(context.cudnn(), &alpha, input_.get(), input, output_.get(),
+                                                  output_diff, convolution_.get(), backward_filter_, workspace,
+                                                  backward_filter_bytes_, &beta, filter_.get(), filter_diff));
+}
+
+// ---- thin calls ------------------------------------------------------------------------------------------------
+
+void AddBias(Context& context, const TensorDescriptor& bias_desc, const float* bias, const TensorDescriptor& y_desc,
+             float* y) {
+  const float alpha = 1.f, beta = 1.f;
+  CREMA_CUDNN_CALL(cudnnAddTensor(context.cudnn(), &alpha, bias_desc.get(), bias, &beta, y_desc.get(), y));
+}
+
+void BiasGradient(Context& context, const TensorDescriptor& dy_desc, const float* dy, const TensorDescriptor& bias_desc,
+                  float* bias_diff) {
+  // beta = 1: parameter gradients accumulate, as in every engine (the net zeroes them before a backward pass).
+  const float alpha = 1.f, beta = 1.f;
+  CREMA_CUDNN_CALL(
+      cudnnConvolutionBackwardBias(context.cudnn(), &alpha, dy_desc.get(), dy, &beta, bias_desc.get(), bias_diff));
+}
+
+void PoolingForward(Context& context, const PoolingDescriptor& pooling, const TensorDescriptor& x_desc, const float* x,
+                    const TensorDescriptor& y_desc, float* y) {
+  const float alpha = 1.f, beta = 0.f;
+  CREMA_CUDNN_CALL(
+      cudnnPoolingForward(context.cudnn(), pooling.get(), &alpha, x_desc.get(), x, &beta, y_desc.get(), y));
+}
+
+void PoolingBackward(Context& context, const PoolingDescriptor& pooling, const TensorDescriptor& y_desc, const float* y,
+                     const float* dy, const TensorDescriptor& x_desc, const float* x, float* dx) {
+  const float alpha = 1.f, beta = 0.f;
+  CREMA_CUDNN_CALL(cudnnPoolingBackward(context.cudnn(), pooling.get(), &alpha, y_desc.get(), y, y_desc.get(), dy,
+                                        x_desc.get(), x, &beta, x_desc.get(), dx));
+}
+
+void SoftmaxForward(Context& context, const TensorDescriptor& desc, const float* x, float* y) {
+  const float alpha = 1.f, beta = 0.f;
+  CREMA_CUDNN_CALL(cudnnSoftmaxForward(context.cudnn(), CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_CHANNEL, &alpha,
+                                       desc.get(), x, &beta, desc.get(), y));
+}
+
+void SoftmaxBackward(Context& context, const TensorDescriptor& desc, const float* y, const float* dy, float* dx) {
+  const float alpha = 1.f, beta = 0.f;
+  CREMA_CUDNN_CALL(cudnnSoftmaxBackward(context.cudnn(), CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_CHANNEL, &alpha,
+                                        desc.get(), y, desc.get(), dy, &beta, desc.get(), dx));
+}
+
+void ActivationForward(Context& context, const ActivationDescriptor& activation, const TensorDescriptor& desc,
+                       const float* x, float* y) {
+  const float alpha = 1.f, beta = 0.f;
+  CREMA_CUDNN_CALL(
+      cudnnActivationForward(context.cudnn(), activation.get(), &alpha, desc.get(), x, &beta, desc.get(), y));
+}
+
+void ActivationBackward(Context& context, const ActivationDescriptor& activation, const TensorDescriptor& desc,
+                        const float* y, const float* dy, const float* x, float* dx) {
+  const float alpha = 1.f, beta = 0.f;
+  CREMA_CUDNN_CALL(cudnnActivationBackward(context.cudnn(), activation.get(), &alpha, desc.get(), y, desc.get(), dy,
+                                           desc.get(), x, &beta, desc.get(), dx));
+}
+
+}  // namespace cudnn
+}  // namespace crema
+
+#endif  // CREMA_USE_CUDNN

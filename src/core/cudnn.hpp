@@ -1,0 +1,262 @@
+// The cuDNN adapter: every call crema makes into cuDNN is in this file's source (cudnn.cpp), so that cuDNN's next
+// change of API touches one place (cuDNN 8 removed the cudnnGet*Algorithm calls Caffe was built on, and Caffe
+// stopped building for years). It is written against cuDNN 9's legacy descriptor API (cudnn_ops.h, cudnn_cnn.h),
+// which cuDNN 9 marks deprecated in favour of its graph API; moving to the graph API later means rewriting
+// cudnn.cpp, not the engines.
+//
+// What it offers: the status check; RAII descriptors (tensor, filter, convolution, pooling, activation);
+// convolution algorithm choice, cached per shape and made under the context's workspace limit and deterministic
+// mode (ConvolutionPlan); and thin forward/backward calls for convolution, bias, pooling, softmax and activation,
+// all on the context's cuDNN handle, which is bound to the context's CUDA stream.
+//
+// Everything here is float (CUDNN_DATA_FLOAT): tensors are crema's plain blobs, packed, the last axis varying
+// fastest (cuDNN's NCHW and its N-d generalisation).
+#pragma once
+
+#ifdef CREMA_USE_CUDNN
+
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace crema {
+
+class Context;
+
+namespace cudnn {
+
+// Throws crema::Error "cuDNN call <call> failed: <cuDNN's name for the status> (<cuDNN's last message>)" unless
+// `status` is success.
+void Check(cudnnStatus_t status, const char* call);
+
+// A handle bound to `stream` (Context::cudnn() makes one per context), and its release.
+cudnnHandle_t CreateHandle(cudaStream_t stream);
+void DestroyHandle(cudnnHandle_t handle) noexcept;
+
+// cuDNN's version at run time, as MAJOR * 10000 + MINOR * 100 + PATCH (cudnnGetVersion).
+size_t Version();
+
+// ---- descriptors ---------------------------------------------------------------------------------------------
+// Each owns one cuDNN descriptor, created with the object and destroyed with it; Set* (re)describes it.
+
+class TensorDescriptor {
+ public:
+  TensorDescriptor();
+  ~TensorDescriptor();
+  TensorDescriptor(const TensorDescriptor&) = delete;
+  TensorDescriptor& operator=(const TensorDescriptor&) = delete;
+  // A packed float tensor of `shape`, 1 to 8 axes, each at least 1: shapes of fewer than 4 axes are padded with
+  // trailing 1s (cuDNN's smallest tensors are 4-d).
+  void SetPacked(const std::vector<int>& shape);
+  cudnnTensorDescriptor_t get() const { return descriptor_; }
+
+ private:
+  cudnnTensorDescriptor_t descriptor_ = nullptr;
+};
+
+class FilterDescriptor {
+ public:
+  FilterDescriptor();
+  ~FilterDescriptor();
+  FilterDescriptor(const FilterDescriptor&) = delete;
+  FilterDescriptor& operator=(const FilterDescriptor&) = delete;
+  // Float weights of `shape`: (outputs, inputs per group, kernel...), packed (Caffe's weight blobs).
+  void Set(const std::vector<int>& shape);
+  cudnnFilterDescriptor_t get() const { return descriptor_; }
+
+ private:
+  cudnnFilterDescriptor_t descriptor_ = nullptr;
+};
+
+class ConvolutionDescriptor {
+ public:
+  ConvolutionDescriptor();
+  ~ConvolutionDescriptor();
+  ConvolutionDescriptor(const ConvolutionDescriptor&) = delete;
+  ConvolutionDescriptor& operator=(const ConvolutionDescriptor&) = delete;
+  // Caffe's convolution: cross-correlation (the kernel is not flipped), one pad, stride and dilation per spatial
+  // axis, `groups` independent groups, float arithmetic on the FMA units (see cudnn.cpp: no TF32).
+  void Set(const std::vector<int>& pad, const std::vector<int>& stride, const std::vector<int>& dilation, int groups);
+  cudnnConvolutionDescriptor_t get() const { return descriptor_; }
+
+ private:
+  cudnnConvolutionDescriptor_t descriptor_ = nullptr;
+};
+
+enum class PoolingMode {
+  kMax,
+  // The window's sum divided by its whole area, padding included (Caffe's AVE where no window overhangs the
+  // padded input).
+  kAverageIncludingPadding,
+};
+
+class PoolingDescriptor {
+ public:
+  PoolingDescriptor();
+  ~PoolingDescriptor();
+  PoolingDescriptor(const PoolingDescriptor&) = delete;
+  PoolingDescriptor& operator=(const PoolingDescriptor&) = delete;
+  // 2-d pooling. `deterministic` picks cuDNN's deterministic MAX backward (no atomics).
+  void Set2d(PoolingMode mode, bool deterministic, int window_h, int window_w, int pad_h, int pad_w, int stride_h,
+             int stride_w);
+  // The output shape cuDNN computes for a 4-d `input` (N, C, pooled H, pooled W).
+  std::vector<int> OutputShape(const TensorDescriptor& input) const;
+  cudnnPoolingDescriptor_t get() const { return descriptor_; }
+
+ private:
+  cudnnPoolingDescriptor_t descriptor_ = nullptr;
+};
+
+class ActivationDescriptor {
+ public:
+  ActivationDescriptor();
+  ~ActivationDescriptor();
+  ActivationDescriptor(const ActivationDescriptor&) = delete;
+  ActivationDescriptor& operator=(const ActivationDescriptor&) = delete;
+  // y = max(x, 0), NaNs passed on.
+  void SetReLU();
+  cudnnActivationDescriptor_t get() const { return descriptor_; }
+
+ private:
+  cudnnActivationDescriptor_t descriptor_ = nullptr;
+};
+
+// ---- convolution algorithms ------------------------------------------------------------------------------------
+
+// The three computations of one convolution: output from input (forward), input gradient from output gradient
+// (backward data; a Deconvolution's forward), filter gradient.
+enum class Direction { kForward, kBackwardData, kBackwardFilter };
+const char* DirectionName(Direction direction);
+
+// What cuDNN's choice of algorithm depends on: the GPU (heuristics differ between models; the ordinal stands for
+// the model within a process), the convolution's input shape (N, C, spatial...), its filter shape (K, C / groups,
+// kernel...), pads, strides, dilations, groups and the data type. (The math type is always FMA; a TF32 option
+// would have to join the key.)
+struct ConvolutionKey {
+  int device = 0;
+  std::vector<int> input, filter, pad, stride, dilation;
+  int groups = 1;
+  cudnnDataType_t data_type = CUDNN_DATA_FLOAT;
+
+  bool operator<(const ConvolutionKey& other) const;
+  bool operator==(const ConvolutionKey& other) const;
+  // "GPU 0, input 2x3x8x8, filter 4x3x3x3, pad 1x1, stride 1x1, dilation 1x1, groups 1, float"
+  std::string ToString() const;
+};
+
+// One algorithm of one direction as the heuristics rank it: cuDNN's enum value, the workspace it needs for the
+// key's shapes, and whether cuDNN's perf result says CUDNN_DETERMINISTIC.
+struct AlgorithmCandidate {
+  int algorithm = 0;
+  size_t workspace_bytes = 0;
+  bool deterministic = true;
+};
+using AlgorithmRanking = std::vector<AlgorithmCandidate>;
+
+// The policy: the first of `ranking` (fastest expected first) whose workspace is within `limit` bytes and, where
+// `deterministic`, that is deterministic; nullptr when none is. Falling down the list rather than failing is what
+// keeps a net running under a small limit (implicit-GEMM algorithms need little or no workspace).
+const AlgorithmCandidate* ChooseAlgorithm(const AlgorithmRanking& ranking, size_t limit, bool deterministic);
+
+// Rankings per (key, direction), computed once per shape and kept for the process: the heuristics' answer is a
+// property of the GPU and the shapes, not of a net, so every net and context on a GPU shares it. The ranking is
+// cached rather than the choice, so that contexts with other limits or determinism choose from the same entry.
+// Thread-safe: contexts on several threads share one cache.
+class AlgorithmCache {
+ public:
+  // The ranking for (key, direction): made by `rank` on the first request, from the cache afterwards. `rank` runs
+  // under the cache's lock (it takes microseconds), so it is never run twice for one entry.
+  AlgorithmRanking Find(const ConvolutionKey& key, Direction direction, const std::function<AlgorithmRanking()>& rank);
+  size_t size() const;
+  void Clear();
+  // The process's cache, used by ConvolutionPlan.
+  static AlgorithmCache& Global();
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<std::pair<ConvolutionKey, Direction>, AlgorithmRanking> rankings_;
+};
+
+// One convolution at one shape: its descriptors and its three algorithms, chosen under the context's workspace
+// limit and deterministic mode. The convolution runs from `input` to `output` (for a Deconvolution, from its top
+// to its bottom: its forward is BackwardData).
+class ConvolutionPlan {
+ public:
+  ConvolutionPlan() = default;
+  ConvolutionPlan(const ConvolutionPlan&) = delete;
+  ConvolutionPlan& operator=(const ConvolutionPlan&) = delete;
+
+  // Describes the convolution of `key` and checks that cuDNN's output shape is `output_shape` (Caffe's); errors
+  // begin with `who` ("layer 'conv1' (Convolution)").
+  void Describe(const ConvolutionKey& key, const std::vector<int>& output_shape, const std::string& who);
+  // Chooses the three algorithms (AlgorithmCache::Global(), ChooseAlgorithm) under `context`'s
+  // cudnn_workspace_limit() and deterministic(); throws naming the direction, the key and the limit when no
+  // algorithm fits.
+  void ChooseAlgorithms(Context& context, const std::string& who);
+  // Bytes of workspace each direction's algorithm needs, and the most of them (what the layer requests).
+  size_t workspace_bytes(Direction direction) const;
+  size_t largest_workspace_bytes() const;
+  // The chosen algorithm of `direction` (cuDNN's enum value), for logs and tests.
+  int algorithm(Direction direction) const;
+
+  const TensorDescriptor& input() const { return input_; }
+  const TensorDescriptor& output() const { return output_; }
+
+  // output = conv(input, filter) + beta * output
+  void Forward(Context& context, const float* input, const float* filter, float* output, void* workspace,
+               float beta) const;
+  // input_diff = conv^T(output_diff, filter) + beta * input_diff
+  void BackwardData(Context& context, const float* output_diff, const float* filter, float* input_diff, void* workspace,
+                    float beta) const;
+  // filter_diff = dconv/dfilter(input, output_diff) + beta * filter_diff
+  void BackwardFilter(Context& context, const float* input, const float* output_diff, float* filter_diff,
+                      void* workspace, float beta) const;
+
+ private:
+  ConvolutionKey key_;
+  TensorDescriptor input_, output_;
+  FilterDescriptor filter_;
+  ConvolutionDescriptor convolution_;
+  cudnnConvolutionFwdAlgo_t forward_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+  cudnnConvolutionBwdDataAlgo_t backward_data_ = CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
+  cudnnConvolutionBwdFilterAlgo_t backward_filter_ = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
+  size_t forward_bytes_ = 0, backward_data_bytes_ = 0, backward_filter_bytes_ = 0;
+};
+
+// ---- thin calls, each on the context's handle and stream ---------------------------------------------------------
+
+// y += bias, `bias` a (1, C, 1, ...) tensor broadcast over y's other axes (cudnnAddTensor).
+void AddBias(Context& context, const TensorDescriptor& bias_desc, const float* bias, const TensorDescriptor& y_desc,
+             float* y);
+// bias_diff += dy summed over every axis but the channels (cudnnConvolutionBackwardBias).
+void BiasGradient(Context& context, const TensorDescriptor& dy_desc, const float* dy, const TensorDescriptor& bias_desc,
+                  float* bias_diff);
+
+// y = pool(x); dx = pool'(x, y, dy) (dx overwritten; dy has y's shape).
+void PoolingForward(Context& context, const PoolingDescriptor& pooling, const TensorDescriptor& x_desc, const float* x,
+                    const TensorDescriptor& y_desc, float* y);
+void PoolingBackward(Context& context, const PoolingDescriptor& pooling, const TensorDescriptor& y_desc, const float* y,
+                     const float* dy, const TensorDescriptor& x_desc, const float* x, float* dx);
+
+// Softmax over axis 1 of `desc` (shaped outer x classes x inner x 1) at every other position, the maximum
+// subtracted first (CUDNN_SOFTMAX_ACCURATE); backward overwrites dx with y * (dy - <dy, y>).
+void SoftmaxForward(Context& context, const TensorDescriptor& desc, const float* x, float* y);
+void SoftmaxBackward(Context& context, const TensorDescriptor& desc, const float* y, const float* dy, float* dx);
+
+// y = act(x); dx = act'(x) * dy (dx overwritten). y == x and dx == dy are allowed (in place).
+void ActivationForward(Context& context, const ActivationDescriptor& activation, const TensorDescriptor& desc,
+                       const float* x, float* y);
+void ActivationBackward(Context& context, const ActivationDescriptor& activation, const TensorDescriptor& desc,
+                        const float* y, const float* dy, const float* x, float* dx);
+
+}  // namespace cudnn
+}  // namespace crema
+
+#endif  // CREMA_USE_CUDNN

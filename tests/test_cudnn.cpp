@@ -1,0 +1,890 @@
+// The cuDNN adapter and engines. On every machine: the context's deterministic mode and workspace limit (and their
+// environment variables); in builds with cuDNN, also the engines' places in the registry, their refusals, the
+// algorithm policy and cache, the adapter's status check. With a GPU: each cuDNN engine (Convolution,
+// Deconvolution, Pooling, Softmax, ReLU) against a CPU engine on random inputs of several shapes, forward and
+// backward (bottom and parameter gradients), the gradient checker on the GPU, deterministic mode, the workspace
+// limit, and a net of cuDNN layers against the same net on the CPU. GPU tests skip where no device is visible.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/context.hpp"
+#include "layers/layer_registry.hpp"
+#include "net/net.hpp"
+#include "test_util.hpp"
+
+#ifdef CREMA_USE_CUDNN
+#include "core/cudnn.hpp"
+#include "layers/cudnn_convolution.hpp"
+#include "layers/cudnn_pooling.hpp"
+#include "layers/cudnn_relu.hpp"
+#include "layers/cudnn_softmax.hpp"
+#endif
+
+namespace crema {
+namespace {
+
+// Sets (or, with nullptr, removes) an environment variable for the life of the object.
+class ScopedEnvironment {
+ public:
+  ScopedEnvironment(const char* name, const char* value) : name_(name) {
+    const char* old = std::getenv(name);
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    if (value == nullptr)
+      unsetenv(name);
+    else
+      setenv(name, value, 1);
+  }
+  ~ScopedEnvironment() {
+    if (had_)
+      setenv(name_.c_str(), old_.c_str(), 1);
+    else
+      unsetenv(name_.c_str());
+  }
+
+ private:
+  std::string name_, old_;
+  bool had_ = false;
+};
+
+TEST(CudnnContextTest, DeterminismAndWorkspaceLimitDefaultToOffAnd512MiB) {
+  ScopedEnvironment deterministic("CREMA_DETERMINISTIC", nullptr), limit("CREMA_CUDNN_WORKSPACE_LIMIT_MB", nullptr);
+  Context context;
+  EXPECT_FALSE(context.deterministic());
+  EXPECT_EQ(context.cudnn_workspace_limit(), size_t{512} << 20);
+  context.set_deterministic(true);
+  context.set_cudnn_workspace_limit(1000);
+  EXPECT_TRUE(context.deterministic());
+  EXPECT_EQ(context.cudnn_workspace_limit(), 1000u);
+}
+
+TEST(CudnnContextTest, TheEnvironmentSetsTheDefaults) {
+  {
+    ScopedEnvironment deterministic("CREMA_DETERMINISTIC", "1"), limit("CREMA_CUDNN_WORKSPACE_LIMIT_MB", "64");
+    Context context;
+    EXPECT_TRUE(context.deterministic());
+    EXPECT_EQ(context.cudnn_workspace_limit(), size_t{64} << 20);
+  }
+  {
+    ScopedEnvironment deterministic("CREMA_DETERMINISTIC", "0"), limit("CREMA_CUDNN_WORKSPACE_LIMIT_MB", "0");
+    Context context;
+    EXPECT_FALSE(context.deterministic());
+    EXPECT_EQ(context.cudnn_workspace_limit(), 0u);
+  }
+}
+
+TEST(CudnnContextTest, MalformedSettingsNameTheVariable) {
+  for (const char* bad : {"lots", "-1", "12MB", " 5"}) {
+    ScopedEnvironment limit("CREMA_CUDNN_WORKSPACE_LIMIT_MB", bad);
+    test::ExpectErrorContaining([] { Context context; }, {"CREMA_CUDNN_WORKSPACE_LIMIT_MB", bad});
+  }
+  ScopedEnvironment deterministic("CREMA_DETERMINISTIC", "yes");
+  test::ExpectErrorContaining([] { Context context; }, {"CREMA_DETERMINISTIC", "yes"});
+}
+
+#ifdef CREMA_USE_CUDNN
+
+// ---- host tests: registry, refusals, policy, cache ---------------------------------------------------------------
+
+// A layer parameter of `type` with `body` (the rest of the prototxt) and `tops` tops.
+LayerParameter Param(const std::string& type, const std::string& body, int tops = 1) {
+  LayerParameter param = test::ParseLayer("name: 'l' type: '" + type + "' " + body);
+  param.add_bottom("in");
+  for (int t = 0; t < tops; ++t) param.add_top("out" + std::to_string(t));
+  return param;
+}
+
+std::string ConvolutionRefusal(const std::string& type, const std::string& conv, const std::vector<int>& shape) {
+  const LayerParameter param = Param(type, "convolution_param { " + conv + " }");
+  const std::vector<std::vector<int>> shapes = {shape};
+  return CudnnConvolutionLayer::Refusal(EngineQuery{param, shapes, Device::kGPU});
+}
+
+std::string PoolingRefusal(const std::string& pooling, const std::vector<int>& shape, int tops = 1) {
+  const LayerParameter param = Param("Pooling", "pooling_param { " + pooling + " }", tops);
+  const std::vector<std::vector<int>> shapes = {shape};
+  return CudnnPoolingLayer::Refusal(EngineQuery{param, shapes, Device::kGPU});
+}
+
+const char* const kCudnnTypes[] = {"Convolution", "Deconvolution", "Pooling", "Softmax", "ReLU"};
+
+// The registry takes, on a GPU, the first engine that runs there and accepts: cudnn, being first, wherever its
+// refusal is empty. So the refusal tests below say what a GPU net picks.
+TEST(CudnnRegistryTest, CudnnIsTheFirstEngineOfItsTypes) {
+  for (const char* type : kCudnnTypes) {
+    const std::vector<std::string> engines = LayerRegistry::Global().Engines(type);
+    ASSERT_FALSE(engines.empty()) << type;
+    EXPECT_EQ(engines.front(), "cudnn") << type;
+  }
+}
+
+// A CPU net never gets a cuDNN engine, and forcing one there is a clear error.
+TEST(CudnnRegistryTest, ACpuQueryNeverPicksCudnn) {
+  const std::vector<std::pair<LayerParameter, std::vector<int>>> layers = {
+      {Param("Convolution", "convolution_param { num_output: 2 kernel_size: 3 }"), {2, 3, 6, 6}},
+      {Param("Deconvolution", "convolution_param { num_output: 2 kernel_size: 3 stride: 2 }"), {2, 3, 4, 4}},
+      {Param("Pooling", "pooling_param { pool: MAX kernel_size: 2 stride: 2 }"), {2, 3, 6, 6}},
+      {Param("Softmax", ""), {2, 5}},
+      {Param("ReLU", ""), {2, 5}},
+  };
+  for (const auto& [param, shape] : layers) {
+    SCOPED_TRACE(param.type());
+    auto context = std::make_shared<Context>();
+    EXPECT_NE(LayerRegistry::Global().Create(param, {shape}, context)->engine(), "cudnn");
+    // Caffe's engine: CUDNN falls back to the default order on the CPU.
+    LayerParameter asks_cudnn = param;
+    if (param.type() == "Convolution" || param.type() == "Deconvolution")
+      asks_cudnn.mutable_convolution_param()->set_engine(ConvolutionParameter::CUDNN);
+    if (param.type() == "Pooling") asks_cudnn.mutable_pooling_param()->set_engine(PoolingParameter::CUDNN);
+    if (param.type() == "Softmax") asks_cudnn.mutable_softmax_param()->set_engine(SoftmaxParameter::CUDNN);
+    if (param.type() == "ReLU") asks_cudnn.mutable_relu_param()->set_engine(ReLUParameter::CUDNN);
+    EXPECT_NE(LayerRegistry::Global().Create(asks_cudnn, {shape}, context)->engine(), "cudnn");
+    context->force_engine(param.type(), "cudnn");
+    test::ExpectErrorContaining([&] { LayerRegistry::Global().Create(param, {shape}, context); },
+                                {"'cudnn'", "does not run on the CPU"});
+  }
+}
+
+TEST(CudnnRefusalTest, ConvolutionTakes2dAnd3dOverAxisOne) {
+  EXPECT_EQ(ConvolutionRefusal("Convolution", "num_output: 4 kernel_size: 3 pad: 1", {2, 3, 8, 8}), "");
+  EXPECT_EQ(ConvolutionRefusal("Convolution", "num_output: 6 kernel_size: 3 group: 3 dilation: 2", {2, 6, 9, 9}), "");
+  EXPECT_EQ(
+      ConvolutionRefusal("Convolution", "num_output: 4 kernel_h: 3 kernel_w: 1 stride_h: 2 stride_w: 1", {1, 3, 9, 5}),
+      "");
+  EXPECT_EQ(ConvolutionRefusal("Convolution", "num_output: 4 kernel_size: 3", {2, 3, 5, 6, 7}), "");
+  EXPECT_EQ(ConvolutionRefusal("Convolution", "num_output: 4 kernel_size: 3 axis: -3", {2, 3, 8, 8}), "");
+  EXPECT_EQ(ConvolutionRefusal("Deconvolution", "num_output: 4 kernel_size: 4 stride: 16", {2, 3, 8, 8}), "");
+  EXPECT_EQ(ConvolutionRefusal("Deconvolution", "num_output: 4 kernel_size: 2 stride: 2", {1, 2, 3, 3, 3}), "");
+
+  std::string why = ConvolutionRefusal("Convolution", "num_output: 4 kernel_size: 3", {2, 3, 8});
+  EXPECT_NE(why.find("2-d and 3-d"), std::string::npos) << why;
+  why = ConvolutionRefusal("Deconvolution", "num_output: 4 kernel_size: 2", {1, 2, 3, 3, 3, 3});
+  EXPECT_NE(why.find("deconvolutions"), std::string::npos) << why;
+  why = ConvolutionRefusal("Convolution", "num_output: 4 kernel_size: 3 axis: 2", {2, 2, 3, 8, 8});
+  EXPECT_NE(why.find("axis 1"), std::string::npos) << why;
+  // A channel axis out of range is the layer's own error, not a refusal.
+  EXPECT_EQ(ConvolutionRefusal("Convolution", "num_output: 4 kernel_size: 3 axis: 7", {2, 3, 8, 8}), "");
+}
+
+TEST(CudnnRefusalTest, PoolingTakesOnlyWhatCudnnComputesAsCaffeDoes) {
+  // Output sizes where ceil and floor agree, FLOOR mode, global pooling, padded windows.
+  EXPECT_EQ(PoolingRefusal("pool: MAX kernel_size: 2 stride: 2", {2, 3, 8, 8}), "");
+  EXPECT_EQ(PoolingRefusal("pool: AVE kernel_size: 3 stride: 2", {2, 3, 7, 9}), "");
+  EXPECT_EQ(PoolingRefusal("pool: MAX kernel_size: 3 stride: 1 pad: 1", {2, 3, 5, 5}), "");
+  EXPECT_EQ(PoolingRefusal("pool: AVE kernel_size: 3 stride: 2 pad: 1", {2, 3, 9, 9}), "");
+  EXPECT_EQ(PoolingRefusal("pool: AVE global_pooling: true", {2, 3, 5, 7}), "");
+  EXPECT_EQ(PoolingRefusal("pool: MAX kernel_size: 3 stride: 2 round_mode: FLOOR", {2, 3, 8, 8}), "");
+  EXPECT_EQ(PoolingRefusal("pool: AVE kernel_h: 3 kernel_w: 2 stride_h: 2 stride_w: 2", {1, 1, 7, 6}), "");
+
+  // Caffe's ceiling adds a last window that overhangs the input: 4 outputs where cuDNN has 3.
+  std::string why = PoolingRefusal("pool: MAX kernel_size: 3 stride: 2", {2, 3, 8, 8});
+  EXPECT_NE(why.find("round_mode"), std::string::npos) << why;
+  EXPECT_NE(why.find("is 4"), std::string::npos) << why;
+  EXPECT_NE(why.find("is 3"), std::string::npos) << why;
+  why = PoolingRefusal("pool: AVE kernel_size: 3 stride: 2 pad: 1", {2, 3, 8, 8});
+  EXPECT_NE(why.find("round_mode"), std::string::npos) << why;
+  why = PoolingRefusal("pool: MAX kernel_size: 2 stride: 2", {2, 3, 8, 7});
+  EXPECT_NE(why.find("width"), std::string::npos) << why;
+  why = PoolingRefusal("pool: STOCHASTIC kernel_size: 2 stride: 2", {2, 3, 8, 8});
+  EXPECT_NE(why.find("STOCHASTIC"), std::string::npos) << why;
+  why = PoolingRefusal("pool: MAX kernel_size: 2 stride: 2", {2, 3, 8, 8}, 2);
+  EXPECT_NE(why.find("mask"), std::string::npos) << why;
+  // A window wider than the padded input: Caffe pools one clipped window, cuDNN none.
+  why = PoolingRefusal("pool: MAX kernel_size: 5 stride: 2", {1, 1, 4, 4});
+  EXPECT_NE(why.find("larger than the padded input"), std::string::npos) << why;
+  // What the layer itself rejects is left to its own error.
+  EXPECT_EQ(PoolingRefusal("pool: MAX kernel_size: 2 pad: 2", {2, 3, 8, 8}), "");
+  EXPECT_EQ(PoolingRefusal("pool: MAX kernel_size: 2", {2, 8, 8}), "");
+}
+
+TEST(CudnnRefusalTest, ReLUTakesNoNegativeSlopeAndSoftmaxTakesEveryAxis) {
+  const std::vector<std::vector<int>> shapes = {{2, 3, 4}};
+  const LayerParameter plain = Param("ReLU", "");
+  EXPECT_EQ(CudnnReLULayer::Refusal(EngineQuery{plain, shapes, Device::kGPU}), "");
+  const LayerParameter leaky = Param("ReLU", "relu_param { negative_slope: 0.1 }");
+  const std::string why = CudnnReLULayer::Refusal(EngineQuery{leaky, shapes, Device::kGPU});
+  EXPECT_NE(why.find("leaky"), std::string::npos) << why;
+  for (const char* axis : {"0", "1", "2", "-1"}) {
+    const LayerParameter softmax = Param("Softmax", std::string("softmax_param { axis: ") + axis + " }");
+    EXPECT_EQ(CudnnSoftmaxLayer::Refusal(EngineQuery{softmax, shapes, Device::kGPU}), "") << axis;
+  }
+}
+
+// The policy: cuDNN's order, within the limit, deterministic where asked; nothing when nothing qualifies.
+TEST(CudnnAlgorithmTest, ChoiceFallsDownTheRankingToWhatFits) {
+  const cudnn::AlgorithmRanking ranking = {{5, 1000, false}, {2, 300, true}, {0, 0, true}, {1, 10, false}};
+  const auto chosen = [&](size_t limit, bool deterministic) {
+    const cudnn::AlgorithmCandidate* c = cudnn::ChooseAlgorithm(ranking, limit, deterministic);
+    return c == nullptr ? -1 : c->algorithm;
+  };
+  EXPECT_EQ(chosen(1000, false), 5);
+  EXPECT_EQ(chosen(999, false), 2);
+  EXPECT_EQ(chosen(299, false), 0);
+  EXPECT_EQ(chosen(0, false), 0);
+  EXPECT_EQ(chosen(1000, true), 2);
+  EXPECT_EQ(chosen(100, true), 0);
+  const cudnn::AlgorithmRanking big = {{5, 1000, true}, {1, 500, false}};
+  EXPECT_EQ(cudnn::ChooseAlgorithm(big, 400, false), nullptr);
+  EXPECT_EQ(cudnn::ChooseAlgorithm(big, 800, true), nullptr);
+  EXPECT_EQ(cudnn::ChooseAlgorithm({}, 1u << 30, false), nullptr);
+}
+
+cudnn::ConvolutionKey SomeKey() {
+  cudnn::ConvolutionKey key;
+  key.device = 0;
+  key.input = {2, 3, 8, 8};
+  key.filter = {4, 3, 3, 3};
+  key.pad = {1, 1};
+  key.stride = {1, 1};
+  key.dilation = {1, 1};
+  key.groups = 1;
+  return key;
+}
+
+// Each field of the key tells shapes apart; the direction is part of the entry; an entry is ranked once.
+TEST(CudnnAlgorithmTest, TheCacheRanksEachShapeAndDirectionOnce) {
+  cudnn::AlgorithmCache cache;
+  int ranked = 0;
+  const auto rank = [&] {
+    ++ranked;
+    return cudnn::AlgorithmRanking{{ranked, 0, true}};
+  };
+  const cudnn::ConvolutionKey base = SomeKey();
+  EXPECT_EQ(cache.Find(base, cudnn::Direction::kForward, rank)[0].algorithm, 1);
+  EXPECT_EQ(cache.Find(base, cudnn::Direction::kForward, rank)[0].algorithm, 1);
+  EXPECT_EQ(ranked, 1);
+  EXPECT_EQ(cache.Find(base, cudnn::Direction::kBackwardData, rank)[0].algorithm, 2);
+  EXPECT_EQ(cache.Find(base, cudnn::Direction::kBackwardFilter, rank)[0].algorithm, 3);
+  std::vector<cudnn::ConvolutionKey> variants(8, base);
+  variants[0].device = 1;
+  variants[1].input[0] = 3;
+  variants[2].filter[0] = 5;
+  variants[3].pad = {0, 1};
+  variants[4].stride = {2, 1};
+  variants[5].dilation = {1, 2};
+  variants[6].groups = 3;
+  variants[7].data_type = CUDNN_DATA_HALF;
+  for (const cudnn::ConvolutionKey& key : variants) {
+    EXPECT_FALSE(key == base) << key.ToString();
+    cache.Find(key, cudnn::Direction::kForward, rank);
+  }
+  EXPECT_EQ(ranked, 3 + 8);
+  EXPECT_EQ(cache.size(), 3u + 8u);
+  for (const cudnn::ConvolutionKey& key : variants) cache.Find(key, cudnn::Direction::kForward, rank);
+  EXPECT_EQ(ranked, 3 + 8);
+  cache.Clear();
+  EXPECT_EQ(cache.size(), 0u);
+  EXPECT_EQ(base.ToString(),
+            "GPU 0, input 2x3x8x8, filter 4x3x3x3, pad 1x1, stride 1x1, dilation 1x1, groups 1, float");
+}
+
+TEST(CudnnAlgorithmTest, ThreadsSharingTheCacheRankAnEntryOnce) {
+  cudnn::AlgorithmCache cache;
+  std::atomic<int> ranked{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 200; ++i) {
+        cudnn::ConvolutionKey key = SomeKey();
+        key.input[0] = i % 10;
+        const auto ranking = cache.Find(key, static_cast<cudnn::Direction>(t % 3), [&] {
+          ++ranked;
+          return cudnn::AlgorithmRanking{{i % 10, 0, true}};
+        });
+        EXPECT_EQ(ranking.size(), 1u);
+        EXPECT_EQ(ranking[0].algorithm, i % 10);
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(ranked.load(), 30);  // 10 shapes x 3 directions
+}
+
+TEST(CudnnAdapterTest, AFailedCallIsAnErrorNamingTheCallAndTheStatus) {
+  EXPECT_NO_THROW(cudnn::Check(CUDNN_STATUS_SUCCESS, "cudnnSomething()"));
+  test::ExpectErrorContaining([] { cudnn::Check(CUDNN_STATUS_BAD_PARAM, "cudnnSetSomething(descriptor, 3)"); },
+                              {"cuDNN call cudnnSetSomething(descriptor, 3) failed", "CUDNN_STATUS_BAD_PARAM"});
+  EXPECT_GE(cudnn::Version(), 90000u);  // written against cuDNN 9's API
+}
+
+// Describing needs no device; an output shape that is not cuDNN's is an error naming both.
+TEST(CudnnAdapterTest, APlanChecksCudnnsOutputShapeAgainstCaffes) {
+  cudnn::ConvolutionPlan plan;
+  cudnn::ConvolutionKey key = SomeKey();
+  key.stride = {2, 2};
+  EXPECT_NO_THROW(plan.Describe(key, {2, 4, 4, 4}, "layer 'c' (Convolution)"));
+  const auto wrong = [&] { plan.Describe(key, {2, 4, 5, 5}, "layer 'c' (Convolution)"); };
+  test::ExpectErrorContaining(wrong, {"layer 'c' (Convolution)", "cuDNN computes the output shape 2x4x4x4", "2x4x5x5"});
+  cudnn::TensorDescriptor empty;
+  test::ExpectErrorContaining([&] { empty.SetPacked({2, 0, 3}); }, {"empty tensor"});
+}
+
+// ---- host tests: the engines' shapes against cuDNN's own arithmetic -----------------------------------------------
+// cuDNN's descriptors need no device: an engine sets up on the CPU (describing itself, checking cuDNN's output
+// shape against Caffe's) and only refuses to run there.
+
+// The top shapes of `param` on `shape` set up by `layer`, or {} when its set-up throws.
+std::vector<int> TopShapeOf(Layer* layer, const std::vector<int>& shape, std::string* error = nullptr) {
+  test::BlobList bottom, top;
+  bottom.Add(shape);
+  top.Add({});
+  try {
+    layer->SetUp(bottom.pointers, top.pointers);
+  } catch (const Error& e) {
+    if (error != nullptr) *error = e.what();
+    return {};
+  }
+  return top.pointers[0]->shape();
+}
+
+// Every (de)convolution the native engine sets up, the cuDNN engine describes to cuDNN with Caffe's output shape
+// (ConvolutionPlan::Describe checks cuDNN's arithmetic against it).
+TEST(CudnnShapeTest, EveryConvolutionIsDescribedWithCaffesOutputShape) {
+  int described = 0;
+  for (const char* type : {"Convolution", "Deconvolution"}) {
+    for (int axes : {2, 3}) {
+      for (int in : {1, 4, 7}) {
+        for (int kernel : {1, 2, 3}) {
+          for (int pad : {0, 1, 2}) {
+            for (int stride : {1, 3}) {
+              for (int dilation : {1, 2}) {
+                for (int group : {1, 2}) {
+                  if (axes == 3 && (in == 7 || group == 2)) continue;  // fewer 3-d cases
+                  std::vector<int> shape = {2, 2 * group};
+                  for (int a = 0; a < axes; ++a) shape.push_back(in + a);
+                  const std::string conv =
+                      "num_output: " + std::to_string(2 * group) + " kernel_size: " + std::to_string(kernel) +
+                      " pad: " + std::to_string(pad) + " stride: " + std::to_string(stride) +
+                      " dilation: " + std::to_string(dilation) + " group: " + std::to_string(group);
+                  SCOPED_TRACE(std::string(type) + " " + conv + " on " + ShapeString(shape));
+                  const LayerParameter param = Param(type, "convolution_param { " + conv + " }");
+                  auto native = test::CreateWithEngine(param, {shape}, "im2col");
+                  const std::vector<int> expected = TopShapeOf(native.get(), shape);
+                  if (expected.empty()) continue;  // the layer's own checks refuse it
+                  ASSERT_EQ(CudnnConvolutionLayer::Refusal(EngineQuery{param, {shape}, Device::kGPU}), "");
+                  std::unique_ptr<Layer> cudnn;
+                  if (std::string(type) == "Convolution")
+                    cudnn = std::make_unique<CudnnConvolutionLayer>(param);
+                  else
+                    cudnn = std::make_unique<CudnnDeconvolutionLayer>(param);
+                  std::string error;
+                  EXPECT_EQ(TopShapeOf(cudnn.get(), shape, &error), expected) << error;
+                  ++described;
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(described, 200);
+}
+
+// Over a sweep of windows and input sizes: where the refusal accepts, cuDNN's own output size is Caffe's (the
+// engine checks it when it sets up); where it refuses for the rounding, cuDNN's size is indeed another.
+TEST(CudnnShapeTest, PoolingRefusesExactlyWhereCudnnsOutputSizeDiffers) {
+  int accepted = 0, refused = 0;
+  for (const char* round : {"CEIL", "FLOOR"}) {
+    for (int in = 1; in <= 9; ++in) {
+      for (int kernel = 1; kernel <= 4; ++kernel) {
+        for (int pad = 0; pad < kernel; ++pad) {
+          for (int stride = 1; stride <= 3; ++stride) {
+            const std::string window = "kernel_size: " + std::to_string(kernel) + " pad: " + std::to_string(pad) +
+                                       " stride: " + std::to_string(stride) + " round_mode: " + round;
+            const std::vector<int> shape = {2, 3, in, in + 1};
+            SCOPED_TRACE(window + " on " + ShapeString(shape));
+            for (const char* method : {"MAX", "AVE"}) {
+              const LayerParameter param =
+                  Param("Pooling", std::string("pooling_param { pool: ") + method + " " + window + " }");
+              auto native = test::CreateWithEngine(param, {shape}, "native");
+              const std::vector<int> expected = TopShapeOf(native.get(), shape);
+              if (expected.empty()) continue;  // the layer's own checks refuse it
+              const std::string why = CudnnPoolingLayer::Refusal(EngineQuery{param, {shape}, Device::kGPU});
+              if (why.empty()) {
+                CudnnPoolingLayer cudnn(param);
+                std::string error;
+                EXPECT_EQ(TopShapeOf(&cudnn, shape, &error), expected) << error;
+                ++accepted;
+              } else if (why.find("round_mode") != std::string::npos) {
+                cudnn::TensorDescriptor input;
+                input.SetPacked(shape);
+                cudnn::PoolingDescriptor pooling;
+                pooling.Set2d(cudnn::PoolingMode::kMax, false, kernel, kernel, pad, pad, stride, stride);
+                EXPECT_NE(pooling.OutputShape(input), expected) << why;
+                ++refused;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(accepted, 100);
+  EXPECT_GT(refused, 50);
+  const LayerParameter global = Param("Pooling", "pooling_param { pool: AVE global_pooling: true }");
+  CudnnPoolingLayer cudnn(global);
+  EXPECT_EQ(TopShapeOf(&cudnn, {2, 3, 5, 7}), (std::vector<int>{2, 3, 1, 1}));
+}
+
+// Set up on the CPU, each engine refuses to run there, with a message saying why.
+TEST(CudnnShapeTest, TheEnginesSetUpAnywhereButRunOnlyOnTheGpu) {
+  std::vector<std::unique_ptr<Layer>> layers;
+  layers.push_back(std::make_unique<CudnnConvolutionLayer>(
+      Param("Convolution", "convolution_param { num_output: 2 kernel_size: 3 }")));
+  layers.push_back(std::make_unique<CudnnPoolingLayer>(Param("Pooling", "pooling_param { kernel_size: 2 stride: 2 }")));
+  layers.push_back(std::make_unique<CudnnSoftmaxLayer>(Param("Softmax", "")));
+  layers.push_back(std::make_unique<CudnnReLULayer>(Param("ReLU", "")));
+  for (const auto& layer : layers) {
+    SCOPED_TRACE(layer->type());
+    test::BlobList bottom, top;
+    test::FillGaussian(bottom.Add({2, 3, 6, 6}));
+    top.Add({});
+    layer->SetUp(bottom.pointers, top.pointers);
+    EXPECT_EQ(layer->workspace_floats(), 0u);
+    test::ExpectErrorContaining([&] { layer->Forward(bottom.pointers, top.pointers); }, {"'l'", "GPU only"});
+  }
+}
+
+// ---- GPU tests: each engine against a CPU engine -----------------------------------------------------------------
+
+// The values a run produced: each top's data, each bottom's gradient, each parameter's gradient.
+struct Outcome {
+  std::string engine;
+  std::vector<std::vector<float>> tops, bottom_diffs, param_diffs;
+};
+
+// One forward and backward of the layer of `text` (one top per bottom) on bottoms of `shapes` (Gaussian, fixed
+// seeds), its engine forced to `engine` on `device`, from Gaussian top gradients. The parameters start from the
+// layer's fillers and are returned in *params when it is empty, else take its values; their gradients start at 0.
+Outcome RunEngine(const std::string& text, const std::vector<std::vector<int>>& shapes, Device device,
+                  const std::string& engine, std::vector<std::vector<float>>* params) {
+  auto context = std::make_shared<Context>(device, 0);
+  LayerParameter param = test::ParseLayer(text);
+  for (size_t b = 0; b < shapes.size(); ++b) {
+    param.add_bottom("in" + std::to_string(b));
+    param.add_top("out" + std::to_string(b));
+  }
+  context->force_engine(param.type(), engine);
+  std::unique_ptr<Layer> layer = LayerRegistry::Global().Create(param, shapes, context);
+  Outcome outcome;
+  outcome.engine = layer->engine();
+  test::BlobList bottom, top;
+  for (size_t b = 0; b < shapes.size(); ++b) {
+    test::FillGaussian(bottom.Add(shapes[b]), 0.f, 1.f, 100 + b);
+    top.Add({});
+  }
+  layer->SetUp(bottom.pointers, top.pointers);
+  for (size_t i = 0; i < layer->blobs().size(); ++i) {
+    Blob& blob = *layer->blobs()[i];
+    if (params->size() <= i) {
+      params->push_back(test::DataOf(blob));
+    } else {
+      std::copy((*params)[i].begin(), (*params)[i].end(), blob.mutable_cpu_data());
+    }
+    blob.set_diff(0.f);
+  }
+  layer->Forward(bottom.pointers, top.pointers);
+  for (size_t t = 0; t < top.pointers.size(); ++t) {
+    Blob gradient(top.pointers[t]->shape());
+    test::FillGaussian(&gradient, 0.f, 1.f, 200 + t);
+    std::copy(gradient.cpu_data(), gradient.cpu_data() + gradient.count(), top.pointers[t]->mutable_cpu_diff());
+    outcome.tops.push_back(test::DataOf(*top.pointers[t]));
+  }
+  layer->Backward(top.pointers, std::vector<bool>(shapes.size(), true), bottom.pointers);
+  for (Blob* blob : bottom.pointers) outcome.bottom_diffs.push_back(test::DiffOf(*blob));
+  for (const auto& blob : layer->blobs()) outcome.param_diffs.push_back(test::DiffOf(*blob));
+  return outcome;
+}
+
+// Expects `actual` within `relative` of `expected`'s largest magnitude (plus a floor for all-zero results): the
+// engines sum in other orders, while a wrong index or a missed term is off by the size of the values.
+void ExpectClose(const std::vector<std::vector<float>>& actual, const std::vector<std::vector<float>>& expected,
+                 double relative, const std::string& what) {
+  ASSERT_EQ(actual.size(), expected.size()) << what;
+  for (size_t k = 0; k < actual.size(); ++k) {
+    ASSERT_EQ(actual[k].size(), expected[k].size()) << what << " " << k;
+    double scale = 0;
+    for (float v : expected[k]) scale = std::max(scale, static_cast<double>(std::fabs(v)));
+    const double tolerance = relative * scale + 1e-6;
+    int wrong = 0;
+    for (size_t i = 0; i < actual[k].size(); ++i) {
+      if (std::fabs(actual[k][i] - expected[k][i]) > tolerance && ++wrong <= 5)
+        ADD_FAILURE() << what << " " << k << "[" << i << "]: " << actual[k][i] << " vs " << expected[k][i]
+                      << " (tolerance " << tolerance << ")";
+    }
+    EXPECT_EQ(wrong, 0) << what << " " << k << ": " << wrong << " of " << actual[k].size() << " values differ";
+  }
+}
+
+// The cuDNN engine on the GPU against `cpu_engine` on the CPU, for the layer of `text` on `shapes`.
+void ExpectCudnnMatchesTheCpu(const std::string& text, const std::vector<std::vector<int>>& shapes,
+                              const std::string& cpu_engine, double relative) {
+  SCOPED_TRACE(text);
+  std::vector<std::vector<float>> params;
+  const Outcome cpu = RunEngine(text, shapes, Device::kCPU, cpu_engine, &params);
+  const Outcome gpu = RunEngine(text, shapes, Device::kGPU, "cudnn", &params);
+  EXPECT_EQ(gpu.engine, "cudnn");
+  ExpectClose(gpu.tops, cpu.tops, relative, "top");
+  ExpectClose(gpu.bottom_diffs, cpu.bottom_diffs, relative, "bottom gradient");
+  ExpectClose(gpu.param_diffs, cpu.param_diffs, relative, "parameter gradient");
+}
+
+const char* const kFillers = " weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 }";
+
+std::string ConvolutionText(const std::string& type, const std::string& conv) {
+  return "name: 'c' type: '" + type + "' convolution_param { " + conv + kFillers + " }";
+}
+
+TEST(CudnnEngineTest, ConvolutionMatchesTheReferenceEngine) {
+  CREMA_SKIP_WITHOUT_GPU();
+  const std::vector<std::pair<std::string, std::vector<std::vector<int>>>> cases = {
+      {"num_output: 4 kernel_size: 3 pad: 1", {{2, 3, 9, 9}}},
+      {"num_output: 6 kernel_size: 3 stride: 2 group: 2", {{2, 4, 10, 8}}},
+      {"num_output: 3 kernel_h: 5 kernel_w: 3 stride_h: 2 stride_w: 1 pad_h: 2 pad_w: 1", {{1, 3, 11, 7}}},
+      {"num_output: 4 kernel_size: 3 dilation: 2 pad: 2", {{2, 2, 9, 9}}},
+      {"num_output: 5 kernel_size: 1 bias_term: false", {{3, 8, 5, 5}}},
+      {"num_output: 4 kernel_size: 3 group: 4 pad: 1", {{2, 4, 6, 6}}},
+      {"num_output: 3 kernel_size: 3 pad: 1", {{2, 3, 6, 6}, {2, 3, 6, 6}}},
+      {"num_output: 3 kernel_size: 3 pad: 1", {{2, 2, 5, 6, 7}}},
+      {"num_output: 2 kernel_size: 2 stride: 2 pad: 1", {{1, 3, 5, 4, 6}}},
+      {"num_output: 16 kernel_size: 5", {{4, 8, 16, 16}}},
+  };
+  for (const auto& [conv, shapes] : cases)
+    ExpectCudnnMatchesTheCpu(ConvolutionText("Convolution", conv), shapes, "reference", 1e-4);
+}
+
+TEST(CudnnEngineTest, DeconvolutionMatchesTheIm2colEngine) {
+  CREMA_SKIP_WITHOUT_GPU();
+  const std::vector<std::pair<std::string, std::vector<std::vector<int>>>> cases = {
+      {"num_output: 4 kernel_size: 3 stride: 2 pad: 1", {{2, 3, 5, 5}}},
+      {"num_output: 2 kernel_size: 4 stride: 2 pad: 1 group: 2", {{1, 4, 4, 4}}},
+      {"num_output: 3 kernel_size: 1 bias_term: false", {{2, 2, 3, 3}}},
+      {"num_output: 2 kernel_size: 2 stride: 2", {{1, 2, 3, 3, 3}}},
+      {"num_output: 3 kernel_size: 3", {{2, 2, 4, 4}, {2, 2, 4, 4}}},
+  };
+  for (const auto& [conv, shapes] : cases)
+    ExpectCudnnMatchesTheCpu(ConvolutionText("Deconvolution", conv), shapes, "im2col", 1e-4);
+}
+
+TEST(CudnnEngineTest, PoolingMatchesTheNativeEngine) {
+  CREMA_SKIP_WITHOUT_GPU();
+  const std::vector<std::pair<std::string, std::vector<int>>> cases = {
+      {"kernel_size: 2 stride: 2", {2, 3, 8, 8}},
+      {"kernel_size: 3 stride: 2", {2, 3, 7, 9}},
+      // Padded windows over Gaussian values (negative ones at the borders): the maximum ignores the padding,
+      // the average counts it.
+      {"kernel_size: 3 stride: 1 pad: 1", {2, 2, 6, 6}},
+      {"kernel_size: 3 stride: 2 pad: 1", {2, 2, 9, 9}},
+      {"kernel_size: 3 stride: 2 round_mode: FLOOR", {2, 2, 8, 8}},
+      {"kernel_h: 3 kernel_w: 2 stride_h: 2 stride_w: 2 pad_h: 1 pad_w: 0", {1, 3, 7, 6}},
+      {"global_pooling: true", {2, 3, 5, 7}},
+  };
+  for (const char* method : {"MAX", "AVE"}) {
+    for (const auto& [window, shape] : cases) {
+      const std::string text =
+          std::string("name: 'p' type: 'Pooling' pooling_param { pool: ") + method + " " + window + " }";
+      ExpectCudnnMatchesTheCpu(text, {shape}, "native", 1e-5);
+    }
+  }
+}
+
+// Where a MAX window holds equal maxima, cuDNN's gradient may take another of them than the native engine's; it
+// must still be a gradient of the maximum: each window's whole gradient on one position that holds the maximum.
+TEST(CudnnEngineTest, MaxPoolingTiesSendEachWindowsGradientToOneMaximum) {
+  CREMA_SKIP_WITHOUT_GPU();
+  auto context = std::make_shared<Context>(Device::kGPU, 0);
+  LayerParameter param = Param("Pooling", "pooling_param { pool: MAX kernel_size: 2 stride: 2 }");
+  auto layer = LayerRegistry::Global().Create(param, {{1, 2, 4, 4}}, context);
+  ASSERT_EQ(layer->engine(), "cudnn");
+  test::BlobList bottom, top;
+  Blob* input = bottom.Add({1, 2, 4, 4});
+  input->set_data(0.f);
+  top.Add({});
+  layer->SetUp(bottom.pointers, top.pointers);
+  layer->Forward(bottom.pointers, top.pointers);
+  top.pointers[0]->set_diff(1.f);
+  layer->Backward(top.pointers, {true}, bottom.pointers);
+  const std::vector<float> dx = test::DiffOf(*input);
+  for (int plane = 0; plane < 2; ++plane) {
+    for (int window = 0; window < 4; ++window) {
+      const int h0 = window / 2 * 2, w0 = window % 2 * 2;
+      float sum = 0;
+      int touched = 0;
+      for (int h = h0; h < h0 + 2; ++h) {
+        for (int w = w0; w < w0 + 2; ++w) {
+          const float g = dx[plane * 16 + h * 4 + w];
+          sum += g;
+          touched += g != 0.f;
+        }
+      }
+      EXPECT_FLOAT_EQ(sum, 1.f) << "plane " << plane << " window " << window;
+      EXPECT_EQ(touched, 1) << "plane " << plane << " window " << window;
+    }
+  }
+}
+
+TEST(CudnnEngineTest, SoftmaxMatchesTheNativeEngineAlongAnyAxis) {
+  CREMA_SKIP_WITHOUT_GPU();
+  const std::vector<std::pair<std::string, std::vector<int>>> cases = {
+      {"", {2, 5, 3, 4}},     {"axis: 1", {4, 10}},    {"axis: 2", {2, 3, 7}},
+      {"axis: 0", {6, 2, 2}}, {"axis: -1", {3, 4, 9}}, {"", {2, 1000}},
+  };
+  for (const auto& [axis, shape] : cases) {
+    const std::string text = "name: 's' type: 'Softmax' softmax_param { " + axis + " }";
+    ExpectCudnnMatchesTheCpu(text, {shape}, "native", 1e-5);
+  }
+}
+
+TEST(CudnnEngineTest, ReLUMatchesTheNativeEngineInAndOutOfPlace) {
+  CREMA_SKIP_WITHOUT_GPU();
+  ExpectCudnnMatchesTheCpu("name: 'r' type: 'ReLU'", {{2, 3, 4, 5}}, "native", 0);
+  ExpectCudnnMatchesTheCpu("name: 'r' type: 'ReLU'", {{7}}, "native", 0);
+  // Exact zeros among the inputs: no gradient passes there in either engine; in place, too.
+  const auto run = [](Device device, const std::string& engine, bool in_place) {
+    auto context = std::make_shared<Context>(device, 0);
+    context->force_engine("ReLU", engine);
+    auto layer = LayerRegistry::Global().Create(Param("ReLU", ""), {{3, 40}}, context);
+    test::BlobList bottom, top;
+    Blob* x = bottom.Add({3, 40});
+    test::FillGaussian(x, 0.f, 1.f, 5);
+    for (int i = 0; i < x->count(); i += 4) x->mutable_cpu_data()[i] = 0.f;
+    Blob* y = in_place ? x : top.Add({});
+    layer->SetUp({x}, {y});
+    layer->Forward({x}, {y});
+    Blob gradient({3, 40});
+    test::FillGaussian(&gradient, 0.f, 1.f, 6);
+    std::copy(gradient.cpu_data(), gradient.cpu_data() + gradient.count(), y->mutable_cpu_diff());
+    std::vector<float> result = test::DataOf(*y);
+    layer->Backward({y}, {true}, {x});
+    const std::vector<float> dx = test::DiffOf(*x);
+    result.insert(result.end(), dx.begin(), dx.end());
+    return result;
+  };
+  for (bool in_place : {false, true}) {
+    SCOPED_TRACE(in_place ? "in place" : "out of place");
+    EXPECT_EQ(run(Device::kGPU, "cudnn", in_place), run(Device::kCPU, "native", in_place));
+  }
+}
+
+// The registry on a GPU: cudnn where its refusal is empty, another engine where it refuses.
+TEST(CudnnEngineTest, AGpuContextPicksCudnnExactlyWhereItAccepts) {
+  CREMA_SKIP_WITHOUT_GPU();
+  auto context = std::make_shared<Context>(Device::kGPU, 0);
+  const auto engine = [&](const LayerParameter& param, const std::vector<int>& shape) {
+    return LayerRegistry::Global().Create(param, {shape}, context)->engine();
+  };
+  EXPECT_EQ(engine(Param("Convolution", "convolution_param { num_output: 2 kernel_size: 3 }"), {2, 3, 6, 6}), "cudnn");
+  EXPECT_NE(engine(Param("Convolution", "convolution_param { num_output: 2 kernel_size: 3 }"), {2, 3, 6}), "cudnn");
+  EXPECT_EQ(engine(Param("Pooling", "pooling_param { kernel_size: 2 stride: 2 }"), {2, 3, 6, 6}), "cudnn");
+  EXPECT_NE(engine(Param("Pooling", "pooling_param { kernel_size: 3 stride: 2 }"), {2, 3, 8, 8}), "cudnn");
+  EXPECT_NE(engine(Param("Pooling", "pooling_param { kernel_size: 2 stride: 2 }", 2), {2, 3, 6, 6}), "cudnn");
+  EXPECT_EQ(engine(Param("ReLU", ""), {2, 3}), "cudnn");
+  EXPECT_NE(engine(Param("ReLU", "relu_param { negative_slope: 0.2 }"), {2, 3}), "cudnn");
+  EXPECT_EQ(engine(Param("Softmax", ""), {2, 3}), "cudnn");
+}
+
+// Parameter gradients accumulate over backward passes (beta 1); the bottom gradient is overwritten (beta 0).
+TEST(CudnnEngineTest, ParameterGradientsAccumulateAndBottomGradientsAreOverwritten) {
+  CREMA_SKIP_WITHOUT_GPU();
+  for (const char* type : {"Convolution", "Deconvolution"}) {
+    SCOPED_TRACE(type);
+    auto context = std::make_shared<Context>(Device::kGPU, 0);
+    const LayerParameter param =
+        Param(type, std::string("convolution_param { num_output: 3 kernel_size: 3 ") + kFillers + " }");
+    auto layer = LayerRegistry::Global().Create(param, {{2, 2, 6, 6}}, context);
+    ASSERT_EQ(layer->engine(), "cudnn");
+    test::BlobList bottom, top;
+    test::FillGaussian(bottom.Add({2, 2, 6, 6}), 0.f, 1.f, 3);
+    top.Add({});
+    layer->SetUp(bottom.pointers, top.pointers);
+    layer->Forward(bottom.pointers, top.pointers);
+    test::FillGaussian(top.pointers[0], 0.f, 1.f, 4);
+    const std::vector<float> dy = test::DataOf(*top.pointers[0]);
+    std::copy(dy.begin(), dy.end(), top.pointers[0]->mutable_cpu_diff());
+    for (const auto& blob : layer->blobs()) blob->set_diff(0.f);
+    layer->Backward(top.pointers, {true}, bottom.pointers);
+    std::vector<std::vector<float>> once;
+    for (const auto& blob : layer->blobs()) once.push_back(test::DiffOf(*blob));
+    const std::vector<float> dx_once = test::DiffOf(*bottom.pointers[0]);
+    layer->Backward(top.pointers, {true}, bottom.pointers);
+    for (size_t i = 0; i < layer->blobs().size(); ++i) {
+      std::vector<float> doubled = once[i];
+      for (float& v : doubled) v *= 2;
+      ExpectClose({test::DiffOf(*layer->blobs()[i])}, {doubled}, 1e-5, "parameter " + std::to_string(i));
+    }
+    ExpectClose({test::DiffOf(*bottom.pointers[0])}, {dx_once}, 1e-6, "bottom gradient");
+  }
+}
+
+TEST(CudnnEngineTest, GradientsCheckOnTheGpu) {
+  CREMA_SKIP_WITHOUT_GPU();
+  const std::vector<std::pair<std::string, std::vector<int>>> cases = {
+      {ConvolutionText("Convolution", "num_output: 2 kernel_size: 3 pad: 1 stride: 2"), {2, 2, 5, 5}},
+      {ConvolutionText("Deconvolution", "num_output: 2 kernel_size: 3 stride: 2"), {1, 2, 3, 3}},
+      {"name: 'p' type: 'Pooling' pooling_param { pool: AVE kernel_size: 3 stride: 1 pad: 1 }", {1, 2, 4, 4}},
+      {"name: 'p' type: 'Pooling' pooling_param { pool: MAX kernel_size: 2 stride: 2 }", {1, 2, 4, 4}},
+      {"name: 's' type: 'Softmax'", {2, 4, 3}},
+  };
+  for (const auto& [text, shape] : cases) {
+    SCOPED_TRACE(text);
+    auto context = std::make_shared<Context>(Device::kGPU, 0);
+    LayerParameter param = test::ParseLayer(text);
+    param.add_bottom("in");
+    param.add_top("out");
+    auto layer = LayerRegistry::Global().Create(param, {shape}, context);
+    ASSERT_EQ(layer->engine(), "cudnn");
+    test::BlobList bottom, top;
+    // Values 0.1 apart, scattered (7919 is prime, so i * 7919 mod count visits every index once): no two
+    // inputs of a MAX window come within the checker's step of each other.
+    Blob* input = bottom.Add(shape);
+    for (int i = 0; i < input->count(); ++i)
+      input->mutable_cpu_data()[i] = 0.1f * static_cast<float>(i * 7919 % input->count() - input->count() / 2);
+    top.Add({});
+    layer->SetUp(bottom.pointers, top.pointers);
+    test::GradientChecker(1e-2f, 1e-2f).CheckGradient(layer.get(), bottom.pointers, top.pointers);
+  }
+  // ReLU away from its kink.
+  auto context = std::make_shared<Context>(Device::kGPU, 0);
+  auto relu = LayerRegistry::Global().Create(Param("ReLU", ""), {{3, 5}}, context);
+  ASSERT_EQ(relu->engine(), "cudnn");
+  test::BlobList bottom, top;
+  test::FillGaussian(bottom.Add({3, 5}), 0.f, 1.f, 10);
+  top.Add({});
+  relu->SetUp(bottom.pointers, top.pointers);
+  test::GradientChecker(1e-2f, 1e-3f, 1701, 0.f, 0.02f).CheckGradient(relu.get(), bottom.pointers, top.pointers);
+}
+
+// Deterministic mode: only deterministic algorithms, and two backward passes give the same bits.
+TEST(CudnnEngineTest, DeterministicModeRepeatsGradientsBitForBit) {
+  CREMA_SKIP_WITHOUT_GPU();
+  auto context = std::make_shared<Context>(Device::kGPU, 0);
+  context->set_deterministic(true);
+  const std::string conv = std::string("num_output: 8 kernel_size: 3 pad: 1") + kFillers;
+  const LayerParameter param = Param("Convolution", "convolution_param { " + conv + " }");
+  auto layer = LayerRegistry::Global().Create(param, {{8, 16, 12, 12}}, context);
+  ASSERT_EQ(layer->engine(), "cudnn");
+  test::BlobList bottom, top;
+  test::FillGaussian(bottom.Add({8, 16, 12, 12}), 0.f, 1.f, 11);
+  top.Add({});
+  layer->SetUp(bottom.pointers, top.pointers);
+  const auto& plan = static_cast<const CudnnConvolutionLayer&>(*layer).plan();
+  EXPECT_NE(plan.algorithm(cudnn::Direction::kBackwardData), CUDNN_CONVOLUTION_BWD_DATA_ALGO_0);
+  EXPECT_NE(plan.algorithm(cudnn::Direction::kBackwardFilter), CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0);
+  EXPECT_NE(plan.algorithm(cudnn::Direction::kBackwardFilter), CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3);
+  layer->Forward(bottom.pointers, top.pointers);
+  test::FillGaussian(top.pointers[0], 0.f, 1.f, 12);
+  const std::vector<float> dy = test::DataOf(*top.pointers[0]);
+  std::vector<std::vector<float>> runs;
+  for (int run = 0; run < 2; ++run) {
+    std::copy(dy.begin(), dy.end(), top.pointers[0]->mutable_cpu_diff());
+    for (const auto& blob : layer->blobs()) blob->set_diff(0.f);
+    layer->Backward(top.pointers, {true}, bottom.pointers);
+    std::vector<float> all = test::DiffOf(*bottom.pointers[0]);
+    for (const auto& blob : layer->blobs()) {
+      const std::vector<float> diff = test::DiffOf(*blob);
+      all.insert(all.end(), diff.begin(), diff.end());
+    }
+    runs.push_back(all);
+  }
+  EXPECT_EQ(runs[0], runs[1]);
+}
+
+// A limit of 0 bytes leaves the algorithms that need no workspace, or a clear error naming the limit.
+TEST(CudnnEngineTest, TheWorkspaceLimitBoundsTheChoice) {
+  CREMA_SKIP_WITHOUT_GPU();
+  const std::string text = ConvolutionText("Convolution", "num_output: 8 kernel_size: 3 pad: 1");
+  std::vector<std::vector<float>> params;
+  const Outcome cpu = RunEngine(text, {{2, 4, 10, 10}}, Device::kCPU, "reference", &params);
+  auto context = std::make_shared<Context>(Device::kGPU, 0);
+  context->set_cudnn_workspace_limit(0);
+  LayerParameter param = test::ParseLayer(text);
+  param.add_bottom("in0");
+  param.add_top("out0");
+  auto layer = LayerRegistry::Global().Create(param, {{2, 4, 10, 10}}, context);
+  test::BlobList bottom, top;
+  test::FillGaussian(bottom.Add({2, 4, 10, 10}), 0.f, 1.f, 100);
+  top.Add({});
+  try {
+    layer->SetUp(bottom.pointers, top.pointers);
+  } catch (const Error& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("CREMA_CUDNN_WORKSPACE_LIMIT_MB"), std::string::npos) << message;
+    return;
+  }
+  const auto& plan = static_cast<const CudnnConvolutionLayer&>(*layer).plan();
+  EXPECT_EQ(plan.largest_workspace_bytes(), 0u);
+  EXPECT_EQ(layer->workspace_floats(), 0u);
+  for (size_t i = 0; i < params.size(); ++i)
+    std::copy(params[i].begin(), params[i].end(), layer->blobs()[i]->mutable_cpu_data());
+  layer->Forward(bottom.pointers, top.pointers);
+  ExpectClose({test::DataOf(*top.pointers[0])}, cpu.tops, 1e-4, "top");
+}
+
+// The ranking of a shape is kept for the process: a second layer of the same shape adds no entry.
+TEST(CudnnEngineTest, AShapeIsRankedOncePerProcess) {
+  CREMA_SKIP_WITHOUT_GPU();
+  auto context = std::make_shared<Context>(Device::kGPU, 0);
+  const LayerParameter param = Param("Convolution", "convolution_param { num_output: 7 kernel_size: 5 pad: 2 }");
+  const auto set_up = [&] {
+    auto layer = LayerRegistry::Global().Create(param, {{3, 5, 13, 11}}, context);
+    test::BlobList bottom, top;
+    bottom.Add({3, 5, 13, 11});
+    top.Add({});
+    layer->SetUp(bottom.pointers, top.pointers);
+  };
+  const size_t before = cudnn::AlgorithmCache::Global().size();
+  set_up();
+  const size_t after = cudnn::AlgorithmCache::Global().size();
+  EXPECT_GE(after, before);
+  EXPECT_LE(after, before + 3);  // forward, backward data, backward filter (none if a repeat of this test ranked it)
+  set_up();
+  EXPECT_EQ(cudnn::AlgorithmCache::Global().size(), after);
+}
+
+// In a net: every layer on its cuDNN engine, the workspace shared, the outputs those of the net on the CPU.
+TEST(CudnnEngineTest, ANetOfCudnnLayersGivesTheCpuNetsOutputs) {
+  CREMA_SKIP_WITHOUT_GPU();
+  const std::string text = R"(
+    layer { name: 'input' type: 'Input' top: 'data' input_param { shape { dim: 2 dim: 3 dim: 12 dim: 12 } } }
+    layer { name: 'conv1' type: 'Convolution' bottom: 'data' top: 'conv1'
+            convolution_param { num_output: 8 kernel_size: 5 pad: 2
+                                weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 } } }
+    layer { name: 'relu1' type: 'ReLU' bottom: 'conv1' top: 'conv1' }
+    layer { name: 'pool1' type: 'Pooling' bottom: 'conv1' top: 'pool1' pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
+    layer { name: 'conv2' type: 'Convolution' bottom: 'pool1' top: 'conv2'
+            convolution_param { num_output: 5 kernel_size: 3
+                                weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 } } }
+    layer { name: 'pool2' type: 'Pooling' bottom: 'conv2' top: 'pool2' pooling_param { pool: AVE global_pooling: true } }
+    layer { name: 'prob' type: 'Softmax' bottom: 'pool2' top: 'prob' }
+  )";
+  Net cpu(test::ParseNet(text), std::make_shared<Context>());
+  Net gpu(test::ParseNet(text), std::make_shared<Context>(Device::kGPU, 0));
+  for (const auto& layer : gpu.layers()) {
+    if (layer->type() != std::string("Input")) {
+      EXPECT_EQ(layer->engine(), "cudnn") << layer->name();
+    }
+  }
+  NetParameter weights;
+  cpu.ToProto(&weights);
+  gpu.CopyTrainedLayersFrom(weights);
+  test::FillGaussian(cpu.blob_by_name("data"), 0.f, 1.f, 13);
+  test::FillGaussian(gpu.blob_by_name("data"), 0.f, 1.f, 13);
+  cpu.Forward();
+  gpu.Forward();
+  for (const char* blob : {"pool1", "conv2", "prob"})
+    ExpectClose({test::DataOf(*gpu.blob_by_name(blob))}, {test::DataOf(*cpu.blob_by_name(blob))}, 1e-4, blob);
+}
+
+#endif  // CREMA_USE_CUDNN
+
+}  // namespace
+}  // namespace crema
