@@ -1,31 +1,251 @@
 """Caffe prototxt nets for the benchmarks' peers: the net read with crema's own schema (proto/crema.proto,
-compiled by protoc for Python on first use), the same layers as a PyTorch module, and a .caffemodel of that
-module's weights for OpenCV's dnn module, so that every peer runs exactly the architecture of the prototxt.
+compiled for Python on first use by protoc, else by grpc_tools' protoc, else read by the small proto2 reader
+below where neither is installed), the same layers as a PyTorch module, and a .caffemodel of that module's
+weights for OpenCV's dnn module, so that every peer runs exactly the architecture of the prototxt.
 
 Layer types: Input, Convolution, Pooling, ReLU, LRN, InnerProduct, Dropout, Concat, Softmax, Flatten, Sigmoid,
 TanH (what the benchmark nets use); another type is an error naming it. Needs python3-protobuf and, for
 TorchNet, python3-torch.
 """
 
+import ast
 import functools
 import importlib
 import os
+import re
 import struct
 import subprocess
 import sys
 import tempfile
+import types
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @functools.lru_cache(maxsize=None)
 def schema():
-    """crema.proto compiled for Python (package caffe), imported from a temporary folder."""
-    out = tempfile.mkdtemp(prefix="crema_pb2_")
-    subprocess.run(["protoc", "--proto_path=" + os.path.join(ROOT, "proto"), "--python_out=" + out, "crema.proto"],
-                   check=True)
-    sys.path.insert(0, out)
-    return importlib.import_module("crema_pb2")
+    """crema.proto for Python (package caffe): compiled by protoc, or by grpc_tools' protoc, and imported from a
+    temporary folder; where neither is installed (a machine that got crema's binaries built elsewhere), or what
+    it wrote does not import with this protobuf, the message classes built from read_proto's descriptor."""
+    proto_dir = os.path.join(ROOT, "proto")
+    for compiler in (["protoc"], [sys.executable, "-m", "grpc_tools.protoc"]):
+        out = tempfile.mkdtemp(prefix="crema_pb2_")
+        try:
+            subprocess.run(compiler + ["--proto_path=" + proto_dir, "--python_out=" + out, "crema.proto"],
+                           check=True, capture_output=True)
+        except (OSError, subprocess.CalledProcessError):
+            continue
+        sys.path.insert(0, out)
+        try:
+            return importlib.import_module("crema_pb2")
+        except Exception as error:  # generated code of another protobuf version than the one installed
+            sys.path.remove(out)
+            print("caffe_nets: %s's crema_pb2 does not import (%s)" % (compiler[-1], error), file=sys.stderr)
+    return _classes(read_proto(os.path.join(proto_dir, "crema.proto")))
+
+
+# The proto2 reader: tokens are strings, numbers (1, -1, 1., .999, 1e-8, -inf), names and single characters;
+# whitespace and comments fall out.
+_TOKEN = re.compile(r"""\s+|//[^\n]*|/\*.*?\*/|("(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'"""
+                    r"|[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[A-Za-z_][\w.]*|[-+]?(?:inf|nan)|\S)", re.S)
+
+
+def read_proto(path):
+    """The FileDescriptorProto of a proto2 file in the subset crema.proto uses (package, messages with nested
+    messages and enums, enums, optional/required/repeated fields with [default = ...] and [packed = ...],
+    reserved numbers and names; options are skipped), built without protoc; any other construct is an error
+    naming it."""
+    from google.protobuf import descriptor_pb2
+
+    Field = descriptor_pb2.FieldDescriptorProto
+    labels = {"optional": Field.LABEL_OPTIONAL, "required": Field.LABEL_REQUIRED, "repeated": Field.LABEL_REPEATED}
+    scalars = {name: getattr(Field, "TYPE_" + name.upper()) for name in (
+        "double", "float", "int64", "uint64", "int32", "fixed64", "fixed32", "bool", "string", "bytes", "uint32",
+        "sfixed32", "sfixed64", "sint32", "sint64")}
+    with open(path) as f:
+        tokens = [m.group(1) for m in _TOKEN.finditer(f.read()) if m.group(1)]
+    pos = 0
+    where = os.path.basename(path)
+
+    def peek():
+        return tokens[pos] if pos < len(tokens) else None
+
+    def take(expected=None):
+        nonlocal pos
+        if pos >= len(tokens):
+            raise ValueError("%s: ends early" % where)
+        token = tokens[pos]
+        pos += 1
+        if expected is not None and token != expected:
+            raise ValueError("%s: '%s' where '%s' was expected (token %d)" % (where, token, expected, pos))
+        return token
+
+    def skip_statement():
+        while take() != ";":
+            pass
+
+    def skip_options():
+        if peek() == "[":
+            while take() != "]":
+                pass
+
+    def reserved(message):
+        take("reserved")
+        while True:
+            token = take()
+            if token[0] in "\"'":
+                message.reserved_name.append(ast.literal_eval(token))
+            else:
+                start = end = int(token, 0)
+                if peek() == "to":
+                    take()
+                    last = take()
+                    end = 536870911 if last == "max" else int(last, 0)
+                message.reserved_range.add(start=start, end=end + 1)  # the descriptor's end is exclusive
+            if take() == ";":
+                return
+
+    def enum(proto):
+        take("enum")
+        proto.name = take()
+        take("{")
+        while peek() != "}":
+            if peek() in ("option", "reserved"):
+                skip_statement()
+                continue
+            value = proto.value.add(name=take())
+            take("=")
+            value.number = int(take(), 0)
+            skip_options()
+            take(";")
+        take("}")
+
+    fields = []  # (FieldDescriptorProto, type name as written, scope) for the types named by messages and enums
+
+    def field(proto, scope):
+        proto.label = labels[take()]
+        kind = take()
+        proto.name = take()
+        take("=")
+        proto.number = int(take(), 0)
+        if kind in scalars:
+            proto.type = scalars[kind]
+        else:
+            fields.append((proto, kind, scope))
+        if peek() == "[":
+            take()
+            while True:
+                key = take()
+                take("=")
+                value = take()
+                if key == "default":
+                    if value[0] in "\"'":
+                        value = ast.literal_eval(value)
+                    elif kind in ("float", "double"):
+                        value = repr(float(value))
+                    proto.default_value = value
+                elif key == "packed":
+                    proto.options.packed = value == "true"
+                elif key == "deprecated":
+                    proto.options.deprecated = value == "true"
+                if take() == "]":
+                    break
+        take(";")
+
+    def message(proto, scope):
+        take("message")
+        proto.name = take()
+        scope = scope + "." + proto.name
+        take("{")
+        while peek() != "}":
+            token = peek()
+            if token == "message":
+                message(proto.nested_type.add(), scope)
+            elif token == "enum":
+                enum(proto.enum_type.add())
+            elif token == "reserved":
+                reserved(proto)
+            elif token in labels:
+                field(proto.field.add(), scope)
+            elif token == "option":
+                skip_statement()
+            elif token == ";":
+                take()
+            else:
+                raise ValueError("%s: '%s' in message %s is not read by caffe_nets' proto reader"
+                                 % (where, token, scope[1:]))
+        take("}")
+
+    result = descriptor_pb2.FileDescriptorProto(name=os.path.basename(path))
+    while peek() is not None:
+        token = peek()
+        if token == "syntax":
+            take()
+            take("=")
+            if ast.literal_eval(take()) != "proto2":
+                raise ValueError("%s: only proto2 is read by caffe_nets' proto reader" % where)
+            take(";")
+        elif token == "package":
+            take()
+            result.package = take()
+            take(";")
+        elif token == "option":
+            skip_statement()
+        elif token == "message":
+            message(result.message_type.add(), "." + result.package if result.package else "")
+        elif token == "enum":
+            enum(result.enum_type.add())
+        elif token == ";":
+            take()
+        else:
+            raise ValueError("%s: '%s' is not read by caffe_nets' proto reader" % (where, token))
+
+    # Every message and enum by its full name, then each field's type looked up from its message outwards, as
+    # protoc does.
+    kinds = {}
+
+    def collect(scope, messages, enums):
+        for proto in enums:
+            kinds[scope + "." + proto.name] = Field.TYPE_ENUM
+        for proto in messages:
+            kinds[scope + "." + proto.name] = Field.TYPE_MESSAGE
+            collect(scope + "." + proto.name, proto.nested_type, proto.enum_type)
+
+    collect("." + result.package if result.package else "", result.message_type, result.enum_type)
+    for proto, kind, scope in fields:
+        if kind.startswith("."):
+            candidates = [kind]
+        else:
+            parts = scope.split(".")
+            candidates = [".".join(parts[:i] + [kind]) for i in range(len(parts), 0, -1)]
+        found = next((c for c in candidates if c in kinds), None)
+        if found is None:
+            raise ValueError("%s: field %s has the unknown type %s" % (where, proto.name, kind))
+        proto.type, proto.type_name = kinds[found], found
+    return result
+
+
+def _classes(file_proto):
+    """A module like protoc's _pb2 of `file_proto`: its messages' classes, its enums and their values."""
+    from google.protobuf import descriptor_pool, message_factory
+    from google.protobuf.internal import enum_type_wrapper
+
+    pool = descriptor_pool.DescriptorPool()
+    pool.AddSerializedFile(file_proto.SerializeToString())
+    descriptor = pool.FindFileByName(file_proto.name)
+    if hasattr(message_factory, "GetMessageClass"):  # protobuf 4.22 on
+        make = message_factory.GetMessageClass
+    else:
+        make = message_factory.MessageFactory(pool).GetPrototype
+    module = types.ModuleType(os.path.splitext(file_proto.name)[0] + "_pb2")
+    module.DESCRIPTOR = descriptor
+    for name, message in descriptor.message_types_by_name.items():
+        setattr(module, name, make(message))
+    for name, enum in descriptor.enum_types_by_name.items():
+        setattr(module, name, enum_type_wrapper.EnumTypeWrapper(enum))
+        for value in enum.values:
+            setattr(module, value.name, value.number)
+    return module
 
 
 def read_net(path, batch=None):

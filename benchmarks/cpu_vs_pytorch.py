@@ -37,6 +37,32 @@ NETS = {
 }
 
 
+def torch_model(name, device="cpu"):
+    """The net as a PyTorch module on `device` in the TRAIN phase, as crema time runs it (Dropout active), and its
+    inputs by blob name: random, each requiring a gradient as crema's forced backward computes one."""
+    import torch
+
+    prototxt, batch = NETS[name]
+    net = caffe_nets.read_net(os.path.join(ROOT, prototxt), batch)
+    model = caffe_nets.torch_net(net).to(device).train()
+    inputs = {blob: torch.randn(*shape, device=device, requires_grad=True)
+              for blob, shape in caffe_nets.input_shapes(net).items()}
+    return model, inputs
+
+
+def torch_step(model, inputs, backward):
+    """One forward pass of torch_model's module, and with `backward` the backward pass from all-ones output
+    gradients (the parameters' gradients zeroed first, the inputs' dropped)."""
+    import torch
+
+    outs = model(**inputs)
+    if backward:
+        model.zero_grad(set_to_none=False)
+        for x in inputs.values():
+            x.grad = None
+        torch.autograd.backward(outs, [torch.ones_like(o) for o in outs])
+
+
 def torch_worker(name, threads, iterations):
     """Runs in its own process (thread settings are fixed at import): prints mean ms forward+backward, forward."""
     import time
@@ -44,18 +70,8 @@ def torch_worker(name, threads, iterations):
     import torch
 
     torch.set_num_threads(threads)
-    prototxt, batch = NETS[name]
-    net = caffe_nets.read_net(os.path.join(ROOT, prototxt), batch)
-    model = caffe_nets.torch_net(net).train()  # crema time runs the TRAIN phase (Dropout active)
-    inputs = {blob: torch.randn(*shape, requires_grad=True) for blob, shape in caffe_nets.input_shapes(net).items()}
-
-    def step(backward):
-        outs = model(**inputs)
-        if backward:
-            model.zero_grad(set_to_none=False)
-            for x in inputs.values():
-                x.grad = None
-            torch.autograd.backward(outs, [torch.ones_like(o) for o in outs])
+    model, inputs = torch_model(name)
+    step = lambda backward: torch_step(model, inputs, backward)
 
     for backward in (True, False):
         step(backward)  # untimed, as crema time's first pass
@@ -123,20 +139,32 @@ CREMA_SETTINGS = {
 }
 
 
-def run_crema(crema, name, setting, iterations, workdir):
+def write_deploy(name, workdir):
+    """The net's deploy prototxt at its benchmark batch with force_backward, written to `workdir`: its path."""
     prototxt, batch = NETS[name]
     text = open(os.path.join(ROOT, prototxt)).read()
     text = re.sub(r"dim: \d+", "dim: %d" % batch, text, count=1)
     model = os.path.join(workdir, name + ".prototxt")
     with open(model, "w") as f:
         f.write("force_backward: true\n" + text)
+    return model
+
+
+def crema_ms(log, label):
+    """The milliseconds of a `crema time` log line `LABEL: X ms.` (Average Forward pass, Average
+    Forward-Backward)."""
+    return float(re.search(label + r": ([0-9.e+-]+) ms", log).group(1))
+
+
+def run_crema(crema, name, setting, iterations, workdir):
+    model = write_deploy(name, workdir)
     env = dict(os.environ, GLOG_logtostderr="1")
     env.update(CREMA_SETTINGS[setting])
     log = subprocess.run([crema, "time", "--model=" + model, "--iterations=%d" % iterations], env=env,
                          capture_output=True, text=True, check=True).stderr
-    value = lambda label: float(re.search(label + r": ([0-9.e+-]+) ms", log).group(1))
     info = {k: re.search(k + r": (.*)", log).group(1).strip() for k in ("CPU", "BLAS", "GEMM peak")}
-    return {"forward_backward": value("Average Forward-Backward"), "forward": value("Average Forward pass")}, info
+    return {"forward_backward": crema_ms(log, "Average Forward-Backward"),
+            "forward": crema_ms(log, "Average Forward pass")}, info
 
 
 def main():
