@@ -11,7 +11,7 @@ using cudnn::Direction;
 
 CudnnConvolutionLayer::CudnnConvolutionLayer(const LayerParameter& param, std::shared_ptr<Context> context,
                                              bool transposed)
-    : BaseConvolutionLayer(param, std::move(context)), transposed_(transposed) {}
+    : GpuOnly<BaseConvolutionLayer>(param, std::move(context)), transposed_(transposed) {}
 
 std::string CudnnConvolutionLayer::Refusal(const EngineQuery& query) {
   const ConvolutionParameter& conv = query.param.convolution_param();
@@ -74,17 +74,6 @@ void CudnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std:
 
 void* CudnnConvolutionLayer::WorkspaceFor(Direction direction) {
   return plan_.workspace_bytes(direction) > 0 ? workspace() : nullptr;
-}
-
-void CudnnConvolutionLayer::Forward_cpu(const std::vector<Blob*>&, const std::vector<Blob*>&) {
-  CREMA_FAIL() << describe() << ": the cudnn engine runs on the GPU only (the registry picks another engine on the "
-               << "CPU)";
-}
-
-void CudnnConvolutionLayer::Backward_cpu(const std::vector<Blob*>&, const std::vector<bool>&,
-                                         const std::vector<Blob*>&) {
-  CREMA_FAIL() << describe() << ": the cudnn engine runs on the GPU only (the registry picks another engine on the "
-               << "CPU)";
 }
 
 void CudnnConvolutionLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {

@@ -32,7 +32,7 @@
 namespace crema {
 
 // Both layers: `transposed` makes it the Deconvolution.
-class CudnnConvolutionLayer : public BaseConvolutionLayer {
+class CudnnConvolutionLayer : public GpuOnly<BaseConvolutionLayer> {
  public:
   explicit CudnnConvolutionLayer(const LayerParameter& param, std::shared_ptr<Context> context = nullptr,
                                  bool transposed = false);
@@ -45,10 +45,6 @@ class CudnnConvolutionLayer : public BaseConvolutionLayer {
   const cudnn::ConvolutionPlan& plan() const { return plan_; }
 
  protected:
-  // GPU only: the CPU slots fail (the registry never picks this engine for the CPU).
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
   void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;

@@ -87,16 +87,6 @@ void CudnnPoolingLayer::Reshape(const std::vector<Blob*>& bottom, const std::vec
       << " for the input " << input.shape_string() << ", where Caffe's is " << top[0]->shape_string();
 }
 
-void CudnnPoolingLayer::Forward_cpu(const std::vector<Blob*>&, const std::vector<Blob*>&) {
-  CREMA_FAIL() << describe() << ": the cudnn engine runs on the GPU only (the registry picks another engine on the "
-               << "CPU)";
-}
-
-void CudnnPoolingLayer::Backward_cpu(const std::vector<Blob*>&, const std::vector<bool>&, const std::vector<Blob*>&) {
-  CREMA_FAIL() << describe() << ": the cudnn engine runs on the GPU only (the registry picks another engine on the "
-               << "CPU)";
-}
-
 void CudnnPoolingLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   if (empty_) return;
   cudnn::PoolingForward(context(), pooling_, bottom_desc_, bottom[0]->gpu_data(), top_desc_,

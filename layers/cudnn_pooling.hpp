@@ -33,9 +33,9 @@
 
 namespace crema {
 
-class CudnnPoolingLayer : public PoolingLayer {
+class CudnnPoolingLayer : public GpuOnly<PoolingLayer> {
  public:
-  using PoolingLayer::PoolingLayer;
+  using GpuOnly<PoolingLayer>::GpuOnly;
   // No mask top (see above).
   int MaxTopBlobs() const override { return 1; }
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
@@ -45,10 +45,6 @@ class CudnnPoolingLayer : public PoolingLayer {
   static std::string Refusal(const EngineQuery& query);
 
  protected:
-  // GPU only: the CPU slots fail (the registry never picks this engine for the CPU).
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
   void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;

@@ -18,16 +18,6 @@ void CudnnSoftmaxLayer::Reshape(const std::vector<Blob*>& bottom, const std::vec
   if (!empty_) desc_.SetPacked({split.outer, split.classes, split.inner, 1});
 }
 
-void CudnnSoftmaxLayer::Forward_cpu(const std::vector<Blob*>&, const std::vector<Blob*>&) {
-  CREMA_FAIL() << describe() << ": the cudnn engine runs on the GPU only (the registry picks another engine on the "
-               << "CPU)";
-}
-
-void CudnnSoftmaxLayer::Backward_cpu(const std::vector<Blob*>&, const std::vector<bool>&, const std::vector<Blob*>&) {
-  CREMA_FAIL() << describe() << ": the cudnn engine runs on the GPU only (the registry picks another engine on the "
-               << "CPU)";
-}
-
 void CudnnSoftmaxLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   if (empty_) return;
   cudnn::SoftmaxForward(context(), desc_, bottom[0]->gpu_data(), top[0]->mutable_gpu_data());

@@ -18,9 +18,9 @@
 
 namespace crema {
 
-class CudnnSoftmaxLayer : public Layer {
+class CudnnSoftmaxLayer : public GpuOnly<Layer> {
  public:
-  using Layer::Layer;
+  using GpuOnly<Layer>::GpuOnly;
   const char* type() const override { return "Softmax"; }
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
@@ -30,10 +30,6 @@ class CudnnSoftmaxLayer : public Layer {
   static std::string Refusal(const EngineQuery& query);
 
  protected:
-  // GPU only: the CPU slots fail (the registry never picks this engine for the CPU).
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override;
   void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;

@@ -249,6 +249,25 @@ class BothDevices : public Base {
   }
 };
 
+// A GPU-only engine (cuDNN's): its CPU slots fail clearly. The registry never picks it for a CPU context.
+template <typename Base>
+class GpuOnly : public Base {
+ public:
+  using Base::Base;
+
+ protected:
+  void Forward_cpu(const std::vector<Blob*>&, const std::vector<Blob*>&) final { FailOnTheCpu(); }
+  void Backward_cpu(const std::vector<Blob*>&, const std::vector<bool>&, const std::vector<Blob*>&) final {
+    FailOnTheCpu();
+  }
+
+ private:
+  void FailOnTheCpu() const {
+    CREMA_FAIL() << this->describe() << ": engine '" << this->engine()
+                 << "' runs on the GPU only (the registry picks another engine on the CPU)";
+  }
+};
+
 // A layer of per-element rules: one bottom, one top of the bottom's shape, in place allowed (ReLU, Dropout,
 // Sigmoid, TanH, Power, ...). Its ForwardElements and BackwardElements are written once for both devices:
 // they read pointers with data_on(device()) and run their rules with for_each_element(context(), ...); the

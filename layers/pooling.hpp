@@ -41,6 +41,11 @@ struct PoolingWindows {
     return {h_start > 0 ? h_start : 0, h_end < height ? h_end : height, w_start > 0 ? w_start : 0,
             w_end < width ? w_end : width, (h_end - h_start) * (w_end - w_start)};
   }
+  // Output value i (plane, then ph, pw): where its plane's input starts, and its window.
+  CREMA_HOST_DEVICE long long InputPlaneOf(int i) const {
+    return static_cast<long long>(i / (pooled_h * pooled_w)) * height * width;
+  }
+  CREMA_HOST_DEVICE Window WindowOf(int i) const { return At(i % (pooled_h * pooled_w) / pooled_w, i % pooled_w); }
   // The outputs along one axis whose (unclipped) windows cover input coordinate x: [*first, *last).
   CREMA_HOST_DEVICE static void Covering(int x, int pad, int kernel, int stride, int pooled, int* first, int* last) {
     *first = x + pad < kernel ? 0 : (x + pad - kernel) / stride + 1;
@@ -58,9 +63,8 @@ struct MaxPoolForwardRule {
   float* argmax;
   PoolingWindows w;
   CREMA_HOST_DEVICE void operator()(int i) const {
-    const int pooled = w.pooled_h * w.pooled_w;
-    const float* image = input + static_cast<long long>(i / pooled) * w.height * w.width;
-    const PoolingWindows::Window win = w.At(i % pooled / w.pooled_w, i % w.pooled_w);
+    const float* image = input + w.InputPlaneOf(i);
+    const PoolingWindows::Window win = w.WindowOf(i);
     if (win.empty()) {
       // A window entirely in the padding or past the input: Caffe gives -FLT_MAX; 0, with no argmax, is a
       // value later layers can use.
@@ -90,9 +94,8 @@ struct AvePoolForwardRule {
   float* output;
   PoolingWindows w;
   CREMA_HOST_DEVICE void operator()(int i) const {
-    const int pooled = w.pooled_h * w.pooled_w;
-    const float* image = input + static_cast<long long>(i / pooled) * w.height * w.width;
-    const PoolingWindows::Window win = w.At(i % pooled / w.pooled_w, i % w.pooled_w);
+    const float* image = input + w.InputPlaneOf(i);
+    const PoolingWindows::Window win = w.WindowOf(i);
     if (win.empty()) {
       output[i] = 0.f;  // as MAX: no input pixel, a usable 0
       return;
