@@ -82,11 +82,23 @@ $(CMAKE_CACHE): $(wildcard $(CONFIG_FILE)) $(RECONFIGURE)
 	@printf '%s\n' '$(CMAKE_OPTIONS)' > $(OPTIONS_RECORD)
 	@touch $@
 
+# ---- the relocatable bundle (docs/bundle.md) ------------------------------------------------------------------
+# A second, fixed configuration in its own build tree, whatever the settings above: libcrema.so shared by the
+# tools and tests, no OpenCV (its image codecs pull in some 200 MB of libraries), CUDA for one architecture.
+BUNDLE_DIR ?= build-bundle
+BUNDLE_CUDA_ARCH ?= 90
+BUNDLE_ONEDNN ?= 1
+BUNDLE_FASHION_MNIST ?= 0
+BUNDLE_OPTIONS := -DCMAKE_BUILD_TYPE=Release -DCREMA_SHARED_CORE=ON -DCREMA_USE_OPENCV=OFF -DCREMA_CPU_ONLY=OFF \
+  -DCREMA_USE_CUDNN=ON -DCREMA_USE_NCCL=ON -DCREMA_USE_MPI=OFF -DCREMA_USE_ONEDNN=$(call on_off,$(BUNDLE_ONEDNN)) \
+  -DCREMA_BLAS=openblas -DCREMA_WARNINGS_AS_ERRORS=OFF \
+  -DCMAKE_CUDA_ARCHITECTURES="$(subst $(space),;,$(strip $(BUNDLE_CUDA_ARCH)))"
+
 # ---- targets -----------------------------------------------------------------------------------------------
 DEMO_LOG := $(BUILD_DIR)/demo_train.log
 LENET_SOLVER := examples/fashion_mnist/lenet_solver.prototxt
 
-.PHONY: all deps test data demo finetune clean format help force-configure
+.PHONY: all deps test data demo finetune bundle clean format help force-configure
 
 # cmake --build runs its own make (or ninja) with JOBS workers. This make's flags are not handed down, so a
 # top-level `make -j` neither shares its job slots with it nor warns about them.
@@ -114,6 +126,15 @@ demo: deps all data
 finetune: deps all data
 	CREMA_BUILD_DIR=$(abspath $(BUILD_DIR)) bash examples/finetune/run_finetune.sh
 
+# Configuring again each time is cheap and keeps the bundle's options whatever the tree held before.
+bundle: deps
+	$(if $(filter-out . .. / ./,$(strip $(BUNDLE_DIR))),,$(error refusing to build in BUNDLE_DIR = '$(BUNDLE_DIR)'))
+	@test -x /usr/local/cuda/bin/nvcc || { echo "bundle: needs the CUDA toolkit (/usr/local/cuda/bin/nvcc)" >&2; \
+	  exit 1; }
+	cmake -S . -B $(BUNDLE_DIR) $(BUNDLE_OPTIONS)
+	env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake --build $(BUNDLE_DIR) -j $(JOBS)
+	BUNDLE_FASHION_MNIST=$(call on_off,$(BUNDLE_FASHION_MNIST)) scripts/make_bundle.sh $(BUNDLE_DIR)
+
 clean:
 	$(if $(filter-out . .. / ./,$(strip $(BUILD_DIR))),,$(error refusing to remove BUILD_DIR = '$(BUILD_DIR)'))
 	rm -rf $(BUILD_DIR)
@@ -137,6 +158,9 @@ help:
 	@echo '  make finetune     the fine-tuning example: LeNet reused for tops vs shoes (examples/finetune/)'
 	@echo '  make demo         deps + all + data, then train LeNet for 10,000 iterations on the CPU and'
 	@echo '                    print its test accuracy (log: $(DEMO_LOG))'
+	@echo '  make bundle       build the relocatable bundle for a GPU machine (tools, tests, libraries) in'
+	@echo '                    $(BUNDLE_DIR)/ and pack $(BUNDLE_DIR)/crema-bundle.tar.xz (docs/bundle.md);'
+	@echo '                    BUNDLE_CUDA_ARCH=90, BUNDLE_ONEDNN=1, BUNDLE_FASHION_MNIST=0 (1: carry the data set)'
 	@echo '  make clean        remove the build directory ($(BUILD_DIR))'
 	@echo '  make format       clang-format -i over src layers tools tests'
 	@echo '  make help         this text'

@@ -3,9 +3,11 @@
 // weights crema wrote and compute the same class probabilities as crema.
 #include <gtest/gtest.h>
 
-#include <opencv2/dnn.hpp>
-
 #include <cmath>
+
+#ifdef CREMA_USE_OPENCV
+#include <opencv2/dnn.hpp>
+#endif
 
 #include "io/mnist.hpp"
 #include "io/proto_io.hpp"
@@ -20,7 +22,9 @@ const std::string kExampleDir = test::SourceDir() + "/examples/fashion_mnist";
 
 class FashionMnistTest : public ::testing::Test {
  protected:
+  // Without the data set every test skips (SetUp), and nothing is trained.
   static void SetUpTestSuite() {
+    if (!test::FashionMnistAvailable()) return;
     slices_ = new test::FashionMnistSlices(6000, 1000);
     SolverParameter solver = slices_->ExampleSolver("fashion_mnist/lenet_solver.prototxt");
     solver.set_max_iter(400);
@@ -36,7 +40,11 @@ class FashionMnistTest : public ::testing::Test {
       if (output.blob == "accuracy") accuracy_ = output.value;
     weights_ = solver.snapshot_prefix() + "_iter_400.caffemodel";
   }
-  static void TearDownTestSuite() { delete slices_; }
+  static void TearDownTestSuite() {
+    delete slices_;
+    slices_ = nullptr;
+  }
+  void SetUp() override { CREMA_SKIP_WITHOUT_FASHION_MNIST(); }
 
   static test::FashionMnistSlices* slices_;
   static float accuracy_;
@@ -53,11 +61,33 @@ TEST_F(FashionMnistTest, FewHundredIterationsLiftAccuracyFarAboveChance) {
   EXPECT_TRUE(FileExists(weights_));
 }
 
+// The same training with solver_mode: GPU reaches the CPU's accuracy (the same data in the same order, the same
+// initial weights and dropout masks; only the rounding differs).
+TEST_F(FashionMnistTest, TheGpuTrainsToTheCpusAccuracy) {
+  CREMA_SKIP_WITHOUT_GPU();
+  SolverParameter solver = slices_->ExampleSolver("fashion_mnist/lenet_solver.prototxt");
+  solver.set_max_iter(400);
+  solver.clear_test_iter();
+  solver.add_test_iter(10);
+  solver.set_test_interval(400);
+  solver.set_test_initialization(false);
+  solver.set_solver_mode(SolverParameter::GPU);
+  auto trainer = CreateSolver(solver);
+  trainer->Solve();
+  float accuracy = 0.f;
+  for (const auto& output : trainer->TestAll()[0])
+    if (output.blob == "accuracy") accuracy = output.value;
+  EXPECT_NEAR(accuracy, accuracy_, 0.02f);
+}
+
 TEST_F(FashionMnistTest, OpenCvReadsOurDeployNetAndWeightsAndAgrees) {
+#ifndef CREMA_USE_OPENCV
+  GTEST_SKIP() << "built without OpenCV (CREMA_USE_OPENCV=OFF): its Caffe importer cannot be compared";
+#else
   const std::string deploy = kExampleDir + "/lenet_deploy.prototxt";
   Net net(deploy, TEST);
   net.CopyTrainedLayersFrom(weights_);
-  const MnistImages images = ReadMnistImages(std::string(test::kFashionMnistDir) + "/t10k-images-idx3-ubyte.gz");
+  const MnistImages images = ReadMnistImages(test::FashionMnistDir() + "/t10k-images-idx3-ubyte.gz");
   Blob* input = net.input_blobs()[0];
   const int batch = input->shape(0);
   float* data = input->mutable_cpu_data();
@@ -87,6 +117,7 @@ TEST_F(FashionMnistTest, OpenCvReadsOurDeployNetAndWeightsAndAgrees) {
   }
   EXPECT_LT(max_diff, 1e-4f);
   EXPECT_EQ(agreeing, batch);
+#endif
 }
 
 }  // namespace

@@ -4,18 +4,25 @@
 #include <fstream>
 #include <memory>
 #include <numeric>
-#include <opencv2/core.hpp>
-#include <opencv2/imgcodecs.hpp>
-#include <opencv2/imgproc.hpp>
 #include <string>
 #include <vector>
 
+#ifdef CREMA_USE_OPENCV
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+#endif
+
 #include "core/context.hpp"
+#include "io/image_io.hpp"
 #include "layers/image_data.hpp"
 #include "test_util.hpp"
 
 namespace crema {
 namespace {
+
+// Every test here writes its images with OpenCV and reads them back through the layer.
+#ifdef CREMA_USE_OPENCV
 
 // Channel c (B, G, R) of pixel (h, w) of colour image `id` (2 x 3 pixels).
 int Pixel(int id, int c, int h, int w) { return id * 40 + c * 12 + h * 3 + w; }
@@ -285,6 +292,21 @@ TEST(ImageDataLayerTest, ErrorsNameTheFileAndTheLine) {
   EXPECT_EQ(spaced.data(),
             std::vector<float>({1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3, 3}));
 }
+
+#else  // !CREMA_USE_OPENCV
+
+TEST(ImageDataLayerTest, NeedsOpenCv) {
+  GTEST_SKIP() << "built without OpenCV (CREMA_USE_OPENCV=OFF): the ImageData layer cannot read images";
+}
+
+// What such a build can check: reading an image fails saying why, naming the file.
+TEST(ImageDataLayerTest, WithoutOpenCvReadingAnImageSaysWhy) {
+  EXPECT_FALSE(ImageCodecsAvailable());
+  test::ExpectErrorContaining([] { ReadImageToDatum("/tmp/image.png", 0, 0, 0, ImageColor::kColor); },
+                              {"built without OpenCV", "/tmp/image.png"});
+}
+
+#endif  // CREMA_USE_OPENCV
 
 }  // namespace
 }  // namespace crema

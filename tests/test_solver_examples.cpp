@@ -22,8 +22,15 @@ float Output(const std::vector<std::vector<OutputScores::Mean>>& results, size_t
 
 class SolverExamplesTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() { slices_ = new test::FashionMnistSlices(4000, 500); }
-  static void TearDownTestSuite() { delete slices_; }
+  // Without the data set every test skips (SetUp), and no slices are made.
+  static void SetUpTestSuite() {
+    if (test::FashionMnistAvailable()) slices_ = new test::FashionMnistSlices(4000, 500);
+  }
+  static void TearDownTestSuite() {
+    delete slices_;
+    slices_ = nullptr;
+  }
+  void SetUp() override { CREMA_SKIP_WITHOUT_FASHION_MNIST(); }
 
   static test::FashionMnistSlices* slices_;
 };

@@ -60,6 +60,12 @@ class TempDir {
 
 // Where Debian's dataset-fashion-mnist package puts the data set.
 constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
+// The folder the tests read Fashion-MNIST from: FASHION_MNIST_DIR where set (as
+// examples/fashion_mnist/create_fashion_mnist.sh reads it; a machine without the package, such as one the
+// bundle of docs/bundle.md runs on), else kFashionMnistDir.
+std::string FashionMnistDir();
+// Whether its four gzipped IDX files are there. Tests that need them skip without (CREMA_SKIP_WITHOUT_FASHION_MNIST).
+bool FashionMnistAvailable();
 // Writes `count` random single-channel Datums of size height x width with labels in [0, classes).
 void WriteRandomDatums(const std::string& db_path, int count, int height, int width, int classes, uint64_t seed);
 // Runs a shell command; returns its exit status, with stdout and stderr in *output.
@@ -183,6 +189,13 @@ void ExpectSetUpError(const LayerParameter& param, const std::vector<std::string
 
 }  // namespace test
 }  // namespace crema
+
+// Skips the current test with a message where Fashion-MNIST is missing.
+#define CREMA_SKIP_WITHOUT_FASHION_MNIST()                                                                     \
+  if (!::crema::test::FashionMnistAvailable()) {                                                               \
+    GTEST_SKIP() << "Fashion-MNIST is missing from " << ::crema::test::FashionMnistDir()                       \
+                 << ": install Debian's dataset-fashion-mnist package, or set FASHION_MNIST_DIR to its files"; \
+  }
 
 // Skips the current test with a message where no CUDA device can run it (CI, the developers' machines).
 #define CREMA_SKIP_WITHOUT_GPU()                                                                     \

@@ -4,14 +4,18 @@
 #include <fstream>
 #include <functional>
 #include <memory>
-#include <opencv2/core.hpp>
-#include <opencv2/imgcodecs.hpp>
-#include <opencv2/imgproc.hpp>
 #include <set>
 #include <string>
 #include <vector>
 
+#ifdef CREMA_USE_OPENCV
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+#endif
+
 #include "core/context.hpp"
+#include "io/image_io.hpp"
 #include "io/proto_io.hpp"
 #include "layers/layer_registry.hpp"
 #include "layers/window_data.hpp"
@@ -19,6 +23,9 @@
 
 namespace crema {
 namespace {
+
+// Every test here writes its images with OpenCV and reads them back through the layer.
+#ifdef CREMA_USE_OPENCV
 
 constexpr int kHeight = 8, kWidth = 10;
 
@@ -323,6 +330,26 @@ TEST(WindowDataLayerTest, ErrorsNameTheFileTheLineAndTheImage) {
   test::ExpectErrorContaining([&] { with_file(good, "batch_size: 4 crop_size: 4 crop_mode: 'round'"); }, {"crop_mode"});
   test::ExpectErrorContaining([&] { with_file(good, "crop_size: 4"); }, {"batch_size"});
 }
+
+#else  // !CREMA_USE_OPENCV
+
+TEST(WindowDataLayerTest, NeedsOpenCv) {
+  GTEST_SKIP() << "built without OpenCV (CREMA_USE_OPENCV=OFF): the WindowData layer cannot read images";
+}
+
+// What such a build can check: resizing a window (OpenCV's bilinear resize) fails saying why.
+TEST(WindowDataLayerTest, WithoutOpenCvResizingAWindowSaysWhy) {
+  EXPECT_FALSE(ImageCodecsAvailable());
+  Datum image;
+  image.set_channels(1);
+  image.set_height(2);
+  image.set_width(2);
+  image.set_data(std::string(4, '\0'));
+  test::ExpectErrorContaining([&] { CropResizeDatum(image, 0, 0, 1, 1, 3, 3, false); },
+                              {"built without OpenCV", "3x3"});
+}
+
+#endif  // CREMA_USE_OPENCV
 
 }  // namespace
 }  // namespace crema

@@ -1,12 +1,19 @@
 #include "io/image_io.hpp"
 
 #include <cstdint>
+#include <vector>
+
+#ifdef CREMA_USE_OPENCV
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
-#include <vector>
+#endif
 
 namespace crema {
+
+#ifdef CREMA_USE_OPENCV
+
+bool ImageCodecsAvailable() { return true; }
 
 namespace {
 
@@ -99,5 +106,39 @@ std::string EncodeImage(const std::string& extension, const unsigned char* pixel
   CREMA_CHECK(cv::imencode(extension, image, encoded)) << "cannot encode an image as '" << extension << "'";
   return std::string(encoded.begin(), encoded.end());
 }
+
+#else  // !CREMA_USE_OPENCV
+
+// A build without OpenCV keeps every caller (ImageData, WindowData, encoded Data records) and fails where an
+// image would have to be read, naming what was asked, so that a net that needs no images still runs.
+namespace {
+constexpr const char* kWithoutOpenCv = "this crema was built without OpenCV (CREMA_USE_OPENCV=OFF): ";
+}
+
+bool ImageCodecsAvailable() { return false; }
+
+Datum ReadImageToDatum(const std::string& path, int label, int new_height, int new_width, ImageColor color) {
+  CREMA_FAIL() << kWithoutOpenCv << "cannot decode '" << path << "'";
+  return {};  // not reached: the line above throws
+}
+
+Datum DecodeDatum(const Datum& datum, ImageColor color) {
+  if (!datum.encoded()) return datum;
+  CREMA_FAIL() << kWithoutOpenCv << "cannot decode an encoded datum (" << datum.data().size() << " bytes)";
+  return {};  // not reached
+}
+
+Datum CropResizeDatum(const Datum& image, int x1, int y1, int x2, int y2, int out_height, int out_width, bool mirror) {
+  CREMA_FAIL() << kWithoutOpenCv << "cannot resize an image region to " << out_height << "x" << out_width;
+  return {};  // not reached
+}
+
+std::string EncodeImage(const std::string& extension, const unsigned char* pixels, int height, int width,
+                        int channels) {
+  CREMA_FAIL() << kWithoutOpenCv << "cannot encode an image as '" << extension << "'";
+  return {};  // not reached
+}
+
+#endif  // CREMA_USE_OPENCV
 
 }  // namespace crema

@@ -10,6 +10,11 @@
 
 namespace crema {
 
+// Whether this crema can decode and encode images: false in a build without OpenCV (CMake option
+// CREMA_USE_OPENCV=OFF, as the relocatable bundle is built), where every function below except a raw Datum's
+// DecodeDatum throws a crema::Error saying so.
+bool ImageCodecsAvailable();
+
 // How to decode: as stored (1 or 3 channels, whichever the file has), always 3 channels, or always 1.
 enum class ImageColor { kAsStored, kColor, kGray };
 
