@@ -30,15 +30,9 @@ void AccuracyLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<
 void AccuracyLayer::Forward_any(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const Device d = device();
   // Labels are checked on the host, where a data layer wrote them, before a rule indexes with them.
-  const float* labels = bottom[1]->cpu_data();
   const int classes = split_.classes, positions = split_.outer * split_.inner;
   std::vector<int> per_class_total(classes, 0);
-  int total = 0;
-  for (int index = 0; index < positions; ++index) {
-    if (has_ignore_label_ && labels[index] == static_cast<float>(ignore_label_)) continue;
-    ++per_class_total[CheckedLabel(labels[index], index, *bottom[1], classes, has_ignore_label_)];
-    ++total;
-  }
+  const int total = CheckLabels(*bottom[1], classes, has_ignore_label_ ? &ignore_label_ : nullptr, &per_class_total);
   float* hits = hits_->mutable_data_on(d);
   for_each_element(context(), positions,
                    AccuracyHitRule{bottom[0]->data_on(d), bottom[1]->data_on(d), hits, classes, split_.inner, top_k_,
@@ -47,6 +41,7 @@ void AccuracyLayer::Forward_any(const std::vector<Blob*>& bottom, const std::vec
   set(context(), 1, total == 0 ? 0.f : static_cast<float>(right / total), top[0]->mutable_data_on(d));
   if (top.size() > 1) {
     // Per class: the hits counted on the host (one value per position).
+    const float* labels = bottom[1]->cpu_data();
     const float* hit_values = hits_->cpu_data();
     std::vector<int> per_class_right(classes, 0);
     for (int index = 0; index < positions; ++index)

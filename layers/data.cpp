@@ -270,10 +270,14 @@ void DataLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<
   Batch batch = NextBatch();
   if (top[0]->shape() != batch.data_shape) top[0]->Reshape(batch.data_shape);
   std::copy(batch.data.begin(), batch.data.end(), top[0]->mutable_cpu_data());
-  if (top.size() > 1) {
-    if (top[1]->shape() != std::vector<int>{batch_size_}) top[1]->Reshape({batch_size_});
-    std::copy(batch.labels.begin(), batch.labels.end(), top[1]->mutable_cpu_data());
-  }
+  WriteLabels(batch, top);
+}
+
+// Labels stay on the host on either device, where the losses check them; a GPU reader copies them over.
+void DataLayer::WriteLabels(const Batch& batch, const std::vector<Blob*>& top) {
+  if (top.size() < 2) return;
+  if (top[1]->shape() != std::vector<int>{batch_size_}) top[1]->Reshape({batch_size_});
+  std::copy(batch.labels.begin(), batch.labels.end(), top[1]->mutable_cpu_data());
 }
 
 void DataLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
@@ -284,11 +288,7 @@ void DataLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<
   // The batch's device block goes back to the cache when `batch` ends; the copy must have read it by then.
   CREMA_CUDA_CHECK(cudaStreamSynchronize(context().stream()));
 #endif
-  if (top.size() > 1) {
-    // Labels stay on the host, where the losses check them; a GPU reader copies them over.
-    if (top[1]->shape() != std::vector<int>{batch_size_}) top[1]->Reshape({batch_size_});
-    std::copy(batch.labels.begin(), batch.labels.end(), top[1]->mutable_cpu_data());
-  }
+  WriteLabels(batch, top);
 }
 
 void DataLayer::SaveRuntimeState(LayerRuntimeState* state) const {

@@ -86,6 +86,8 @@ class DataLayer : public HostDataLayer {
   };
   // The next batch from the prefetch queue (waiting for it), or the thread's error.
   Batch NextBatch();
+  // The batch's labels into the label top, when there is one.
+  void WriteLabels(const Batch& batch, const std::vector<Blob*>& top);
 
   // The transformation: transform_param, completed by data_param's deprecated fields.
   TransformationParameter MergedTransformParam() const;

@@ -22,8 +22,8 @@ void Layer::CheckArity(const std::vector<Blob*>& bottom, const std::vector<Blob*
   const int nb = static_cast<int>(bottom.size());
   const int nt = static_cast<int>(top.size());
   if (ExactNumBottomBlobs() >= 0)
-    CREMA_CHECK(nb == ExactNumBottomBlobs()) << describe() << " takes " << ExactNumBottomBlobs()
-                                             << " bottom blob(s), but " << nb << " are given";
+    CREMA_CHECK(nb == ExactNumBottomBlobs())
+        << describe() << " takes " << ExactNumBottomBlobs() << " bottom blob(s), but " << nb << " are given";
   if (MinBottomBlobs() >= 0)
     CREMA_CHECK(nb >= MinBottomBlobs()) << describe() << " takes at least " << MinBottomBlobs()
                                         << " bottom blob(s), but " << nb << " are given";
@@ -31,17 +31,17 @@ void Layer::CheckArity(const std::vector<Blob*>& bottom, const std::vector<Blob*
     CREMA_CHECK(nb <= MaxBottomBlobs()) << describe() << " takes at most " << MaxBottomBlobs()
                                         << " bottom blob(s), but " << nb << " are given";
   if (ExactNumTopBlobs() >= 0)
-    CREMA_CHECK(nt == ExactNumTopBlobs()) << describe() << " produces " << ExactNumTopBlobs()
-                                          << " top blob(s), but " << nt << " are named";
+    CREMA_CHECK(nt == ExactNumTopBlobs())
+        << describe() << " produces " << ExactNumTopBlobs() << " top blob(s), but " << nt << " are named";
   if (MinTopBlobs() >= 0)
-    CREMA_CHECK(nt >= MinTopBlobs()) << describe() << " produces at least " << MinTopBlobs()
-                                     << " top blob(s), but " << nt << " are named";
+    CREMA_CHECK(nt >= MinTopBlobs()) << describe() << " produces at least " << MinTopBlobs() << " top blob(s), but "
+                                     << nt << " are named";
   if (MaxTopBlobs() >= 0)
-    CREMA_CHECK(nt <= MaxTopBlobs()) << describe() << " produces at most " << MaxTopBlobs()
-                                     << " top blob(s), but " << nt << " are named";
+    CREMA_CHECK(nt <= MaxTopBlobs()) << describe() << " produces at most " << MaxTopBlobs() << " top blob(s), but "
+                                     << nt << " are named";
   if (EqualNumBottomTopBlobs())
-    CREMA_CHECK(nb == nt) << describe() << " needs as many tops as bottoms, but has " << nb << " bottom(s) and "
-                          << nt << " top(s)";
+    CREMA_CHECK(nb == nt) << describe() << " needs as many tops as bottoms, but has " << nb << " bottom(s) and " << nt
+                          << " top(s)";
 }
 
 void Layer::SetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
@@ -97,10 +97,21 @@ int Layer::CheckedLabel(float label, int index, const Blob& labels, int classes,
   // Written so that a NaN label fails too. Caffe truncates a fractional label; here it is an error, since a
   // label of 1.5 is a mistake in the data, not a class.
   CREMA_CHECK(label >= 0.f && label < static_cast<float>(classes) && std::floor(label) == label)
-      << describe() << ": label " << label << " at index " << index << " of the labels (shape "
-      << labels.shape_string() << ") is not an integer class in [0, " << classes << ")"
-      << (ignorable ? " and is not the ignore_label" : "");
+      << describe() << ": label " << label << " at index " << index << " of the labels (shape " << labels.shape_string()
+      << ") is not an integer class in [0, " << classes << ")" << (ignorable ? " and is not the ignore_label" : "");
   return static_cast<int>(label);
+}
+
+int Layer::CheckLabels(const Blob& labels, int classes, const int* ignore_label, std::vector<int>* per_class) const {
+  const float* values = labels.cpu_data();
+  int valid = 0;
+  for (int index = 0; index < labels.count(); ++index) {
+    if (ignore_label != nullptr && values[index] == static_cast<float>(*ignore_label)) continue;
+    const int label = CheckedLabel(values[index], index, labels, classes, ignore_label != nullptr);
+    if (per_class != nullptr) ++(*per_class)[label];
+    ++valid;
+  }
+  return valid;
 }
 
 void Layer::set_loss(int top_index, float weight) {

@@ -185,6 +185,11 @@ class Layer {
   // The class of label value `label` found at `index` of `labels`; throws naming the layer, the value and the
   // index unless it is an integer class in [0, classes) (NaN fails too). `ignorable` says an ignore_label is set.
   int CheckedLabel(float label, int index, const Blob& labels, int classes, bool ignorable) const;
+  // CheckedLabel on every label of `labels` (read on the host, where data layers write them) but those equal to
+  // *ignore_label (when given); returns how many were not ignored, and counts them by class in *per_class when
+  // given (sized `classes`).
+  int CheckLabels(const Blob& labels, int classes, const int* ignore_label,
+                  std::vector<int>* per_class = nullptr) const;
 
   // "layer 'conv1' (Convolution)": the prefix of every error message about this layer.
   std::string describe() const;

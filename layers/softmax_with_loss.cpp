@@ -44,14 +44,8 @@ void SoftmaxWithLossLayer::Forward_any(const std::vector<Blob*>& bottom, const s
   softmax_->Forward({bottom[0]}, {prob_blob});
   // The labels are checked on the host, where a data layer wrote them: a bad one is named before any rule
   // indexes with it.
-  const float* labels = bottom[1]->cpu_data();
   const int positions = split_.outer * split_.inner;
-  int valid = 0;
-  for (int index = 0; index < positions; ++index) {
-    if (ignored(labels[index])) continue;
-    CheckedLabel(labels[index], index, *bottom[1], split_.classes, has_ignore_label_);
-    ++valid;
-  }
+  const int valid = CheckLabels(*bottom[1], split_.classes, has_ignore_label_ ? &ignore_label_ : nullptr);
   valid_count_ = valid;
   float* terms = workspace();
   for_each_element(context(), positions, SoftmaxLossTermRule{LabelsOn(*bottom[1]), prob_blob->data_on(d), terms});

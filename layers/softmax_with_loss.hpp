@@ -89,8 +89,6 @@ class SoftmaxWithLossLayer : public BothDevices<Layer> {
  private:
   // The probabilities live in the second top when there is one, else in an internal blob (kept for backward).
   Blob* probabilities(const std::vector<Blob*>& top) { return top.size() > 1 ? top[1] : prob_; }
-  // Whether the label stored at this position is the ignored one.
-  bool ignored(float label) const { return has_ignore_label_ && label == static_cast<float>(ignore_label_); }
   float normalizer(int valid_count) const;
   // The labels' view for the rules, on the layer's device.
   SoftmaxLossLabels LabelsOn(const Blob& labels) const;

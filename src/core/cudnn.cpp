@@ -220,6 +220,24 @@ bool Listed(const AlgorithmRanking& ranking, const Perf& perf) {
                      [&](const AlgorithmCandidate& c) { return c.algorithm == static_cast<int>(perf.algo); });
 }
 
+// cuDNN's ranked results of one direction, kept where they ran and are not `excluded`, each algorithm once,
+// with its workspace (`workspace(algo, &bytes)`, a cuDNN status) and whether it is deterministic (never for
+// `uses_atomics(algo)`, whatever the result says).
+template <typename Perf, typename Algo, typename Workspace, typename UsesAtomics>
+AlgorithmRanking Ranking(const std::vector<Perf>& perfs, int returned, Algo excluded, Workspace workspace,
+                         UsesAtomics uses_atomics) {
+  AlgorithmRanking ranking;
+  for (int i = 0; i < returned; ++i) {
+    const Perf& perf = perfs[i];
+    if (perf.status != CUDNN_STATUS_SUCCESS || perf.algo == excluded || Listed(ranking, perf)) continue;
+    size_t bytes = 0;
+    if (workspace(perf.algo, &bytes) != CUDNN_STATUS_SUCCESS) continue;
+    ranking.push_back(
+        {static_cast<int>(perf.algo), bytes, perf.determinism == CUDNN_DETERMINISTIC && !uses_atomics(perf.algo)});
+  }
+  return ranking;
+}
+
 AlgorithmRanking RankForward(cudnnHandle_t handle, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w,
                              cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t y) {
   int most = 0;
@@ -228,18 +246,12 @@ AlgorithmRanking RankForward(cudnnHandle_t handle, cudnnTensorDescriptor_t x, cu
   int returned = 0;
   CREMA_CUDNN_CALL(cudnnGetConvolutionForwardAlgorithm_v7(handle, x, w, conv, y, static_cast<int>(perfs.size()),
                                                           &returned, perfs.data()));
-  AlgorithmRanking ranking;
-  for (int i = 0; i < returned; ++i) {
-    const cudnnConvolutionFwdAlgoPerf_t& perf = perfs[i];
-    if (perf.status != CUDNN_STATUS_SUCCESS || perf.algo == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED ||
-        Listed(ranking, perf))
-      continue;
-    size_t bytes = 0;
-    if (cudnnGetConvolutionForwardWorkspaceSize(handle, x, w, conv, y, perf.algo, &bytes) != CUDNN_STATUS_SUCCESS)
-      continue;
-    ranking.push_back({static_cast<int>(perf.algo), bytes, perf.determinism == CUDNN_DETERMINISTIC});
-  }
-  return ranking;
+  return Ranking(
+      perfs, returned, CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED,
+      [&](cudnnConvolutionFwdAlgo_t algo, size_t* bytes) {
+        return cudnnGetConvolutionForwardWorkspaceSize(handle, x, w, conv, y, algo, bytes);
+      },
+      [](cudnnConvolutionFwdAlgo_t) { return false; });
 }
 
 AlgorithmRanking RankBackwardData(cudnnHandle_t handle, cudnnFilterDescriptor_t w, cudnnTensorDescriptor_t dy,
@@ -250,20 +262,12 @@ AlgorithmRanking RankBackwardData(cudnnHandle_t handle, cudnnFilterDescriptor_t 
   int returned = 0;
   CREMA_CUDNN_CALL(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, w, dy, conv, dx, static_cast<int>(perfs.size()),
                                                                &returned, perfs.data()));
-  AlgorithmRanking ranking;
-  for (int i = 0; i < returned; ++i) {
-    const cudnnConvolutionBwdDataAlgoPerf_t& perf = perfs[i];
-    if (perf.status != CUDNN_STATUS_SUCCESS || perf.algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED ||
-        Listed(ranking, perf))
-      continue;
-    size_t bytes = 0;
-    if (cudnnGetConvolutionBackwardDataWorkspaceSize(handle, w, dy, conv, dx, perf.algo, &bytes) !=
-        CUDNN_STATUS_SUCCESS)
-      continue;
-    const bool atomics = perf.algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_0;
-    ranking.push_back({static_cast<int>(perf.algo), bytes, perf.determinism == CUDNN_DETERMINISTIC && !atomics});
-  }
-  return ranking;
+  return Ranking(
+      perfs, returned, CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED,
+      [&](cudnnConvolutionBwdDataAlgo_t algo, size_t* bytes) {
+        return cudnnGetConvolutionBackwardDataWorkspaceSize(handle, w, dy, conv, dx, algo, bytes);
+      },
+      [](cudnnConvolutionBwdDataAlgo_t algo) { return algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_0; });
 }
 
 AlgorithmRanking RankBackwardFilter(cudnnHandle_t handle, cudnnTensorDescriptor_t x, cudnnTensorDescriptor_t dy,
@@ -274,21 +278,14 @@ AlgorithmRanking RankBackwardFilter(cudnnHandle_t handle, cudnnTensorDescriptor_
   int returned = 0;
   CREMA_CUDNN_CALL(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
       handle, x, dy, conv, dw, static_cast<int>(perfs.size()), &returned, perfs.data()));
-  AlgorithmRanking ranking;
-  for (int i = 0; i < returned; ++i) {
-    const cudnnConvolutionBwdFilterAlgoPerf_t& perf = perfs[i];
-    if (perf.status != CUDNN_STATUS_SUCCESS || perf.algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED ||
-        Listed(ranking, perf))
-      continue;
-    size_t bytes = 0;
-    if (cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, x, dy, conv, dw, perf.algo, &bytes) !=
-        CUDNN_STATUS_SUCCESS)
-      continue;
-    const bool atomics =
-        perf.algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0 || perf.algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3;
-    ranking.push_back({static_cast<int>(perf.algo), bytes, perf.determinism == CUDNN_DETERMINISTIC && !atomics});
-  }
-  return ranking;
+  return Ranking(
+      perfs, returned, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED,
+      [&](cudnnConvolutionBwdFilterAlgo_t algo, size_t* bytes) {
+        return cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, x, dy, conv, dw, algo, bytes);
+      },
+      [](cudnnConvolutionBwdFilterAlgo_t algo) {
+        return algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0 || algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3;
+      });
 }
 
 }  // namespace

@@ -155,10 +155,6 @@ void col2im_nd_cpu(const float* columns, int num_spatial_axes, const int* image_
                    });
 }
 
-}  // namespace crema
-
-namespace crema {
-
 UnrollGeometry MakeUnrollGeometry(int num_spatial_axes, const int* image_shape, const int* column_shape,
                                   const int* kernel_shape, const int* pad, const int* stride, const int* dilation,
                                   size_t row_stride, bool host_2d) {
