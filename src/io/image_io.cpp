@@ -1,6 +1,10 @@
 #include "io/image_io.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <cstdint>
+#include <fstream>
+#include <iterator>
 #include <vector>
 
 #ifdef CREMA_USE_OPENCV
@@ -99,6 +103,89 @@ Datum CropResizeDatum(const Datum& image, int x1, int y1, int x2, int y2, int ou
   return MatToDatum(resized, image.label());
 }
 
+namespace {
+
+// A format's name as OpenCV's encoders know it: lower case, without the dot, "jpeg" as "jpg".
+std::string NormalizedFormat(const std::string& format) {
+  std::string name = !format.empty() && format[0] == '.' ? format.substr(1) : format;
+  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+  return name == "jpeg" ? "jpg" : name;
+}
+
+// The format a file's extension names ("" when its name has none).
+std::string FormatOfFileName(const std::string& path) {
+  const size_t dot = path.find_last_of('.'), slash = path.find_last_of('/');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) return "";
+  return NormalizedFormat(path.substr(dot + 1));
+}
+
+}  // namespace
+
+bool CanEncodeImageFormat(const std::string& format) {
+  const std::string name = NormalizedFormat(format);
+  if (name.empty()) return false;
+  try {
+    return cv::haveImageWriter("image." + name);
+  } catch (const cv::Exception&) {
+    return false;
+  }
+}
+
+Datum ReadImageToEncodedDatum(const std::string& path, int label, int new_height, int new_width, ImageColor color,
+                              const std::string& format, ImageShape* shape) {
+  // The file is read once: its bytes are what is stored when the image needs no change.
+  std::ifstream file(path, std::ios::binary);
+  CREMA_CHECK(file) << "cannot read image '" << path << "' (missing or unreadable)";
+  std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  CREMA_CHECK(!file.bad()) << "cannot read image '" << path << "' (a read error)";
+  CREMA_CHECK(!bytes.empty()) << "cannot read image '" << path << "' (an empty file)";
+  const cv::Mat buffer(1, static_cast<int>(bytes.size()), CV_8UC1, bytes.data());
+  auto decode = [&](int flag) {
+    cv::Mat image;
+    try {
+      image = cv::imdecode(buffer, flag);
+    } catch (const cv::Exception&) {
+      image.release();  // OpenCV throws on some damaged files; they are reported below like the others
+    }
+    CREMA_CHECK(!image.empty()) << "cannot read image '" << path << "' (not an image OpenCV can decode)";
+    return image;
+  };
+  // Decoded as stored first: when the file already has the channels asked for, this is the image ReadImageToDatum
+  // gives, and the file's bytes may be kept.
+  cv::Mat image = decode(cv::IMREAD_ANYCOLOR);
+  bool changed = false;
+  if ((color == ImageColor::kColor && image.channels() != 3) || (color == ImageColor::kGray && image.channels() != 1)) {
+    image = decode(ReadFlag(color));
+    changed = true;
+  }
+  if (new_height > 0 && new_width > 0 && (image.rows != new_height || image.cols != new_width)) {
+    cv::resize(image, image, cv::Size(new_width, new_height), 0, 0, cv::INTER_LINEAR);
+    changed = true;
+  }
+  if (shape != nullptr) *shape = ImageShape{image.channels(), image.rows, image.cols};
+  const std::string own_format = FormatOfFileName(path), wanted_format = NormalizedFormat(format);
+  Datum datum;
+  datum.set_label(label);
+  datum.set_encoded(true);
+  if (!changed && (wanted_format.empty() || wanted_format == own_format)) {
+    datum.set_data(std::move(bytes));
+    return datum;
+  }
+  const std::string target = wanted_format.empty() ? own_format : wanted_format;
+  CREMA_CHECK(!target.empty()) << "cannot re-encode image '" << path
+                               << "': its name has no extension to take the format from; name a format (e.g. png)";
+  std::vector<unsigned char> encoded;
+  bool written = false;
+  try {
+    written = cv::imencode("." + target, image, encoded);
+  } catch (const cv::Exception&) {
+    written = false;
+  }
+  CREMA_CHECK(written) << "cannot encode image '" << path << "' as '" << target << "' (not a format OpenCV can write)";
+  datum.set_data(std::string(encoded.begin(), encoded.end()));
+  return datum;
+}
+
 std::string EncodeImage(const std::string& extension, const unsigned char* pixels, int height, int width,
                         int channels) {
   const cv::Mat image(height, width, CV_8UC(channels), const_cast<unsigned char*>(pixels));
@@ -132,6 +219,14 @@ Datum CropResizeDatum(const Datum& image, int x1, int y1, int x2, int y2, int ou
   CREMA_FAIL() << kWithoutOpenCv << "cannot resize an image region to " << out_height << "x" << out_width;
   return {};  // not reached
 }
+
+Datum ReadImageToEncodedDatum(const std::string& path, int label, int new_height, int new_width, ImageColor color,
+                              const std::string& format, ImageShape* shape) {
+  CREMA_FAIL() << kWithoutOpenCv << "cannot decode '" << path << "'";
+  return {};  // not reached
+}
+
+bool CanEncodeImageFormat(const std::string& format) { return false; }
 
 std::string EncodeImage(const std::string& extension, const unsigned char* pixels, int height, int width,
                         int channels) {
