@@ -2,14 +2,20 @@
 //   crema train --solver=S [--weights=W1,W2 | --snapshot=STATE] [--gpu=0]
 //   crema test  --model=M --weights=W [--iterations=50] [--gpu=0]
 //   crema time  --model=M [--iterations=50] [--gpu=0]
+//   crema classify --model=DEPLOY --weights=W --input=PATH [--output=preds.csv] [--mean_file=F | --mean_value=v,..]
+//                  [--scale=S] [--labels=FILE] [--top_k=5] [--batch_size=N] [--gpu=0] [--backend=lmdb|leveldb]
 //   crema device_query [--gpu=0]
 #include <gflags/gflags.h>
 #include <glog/logging.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <iomanip>
+#include <iostream>
 #include <map>
 #include <sstream>
 #include <string>
@@ -20,13 +26,16 @@
 #include "core/device_query.hpp"
 #include "core/synced_memory.hpp"
 #include "core/threads.hpp"
+#include "io/db.hpp"
+#include "io/input_source.hpp"
 #include "io/proto_io.hpp"
+#include "net/classifier.hpp"
 #include "net/net.hpp"
 #include "net/output_scores.hpp"
 #include "solver/solver.hpp"
 
 DEFINE_string(solver, "", "train: the solver prototxt");
-DEFINE_string(model, "", "test, time: the net prototxt");
+DEFINE_string(model, "", "test, time: the net prototxt; classify: the deploy net prototxt");
 DEFINE_string(weights, "",
               "train: weights to fine-tune from (comma-separated .caffemodel or .caffemodel.h5 "
               "files, copied in order); test, time: the trained weights");
@@ -47,6 +56,19 @@ DEFINE_int32(level, 0, "the net's level (matched against min_level/max_level rul
 DEFINE_string(stage, "", "the net's stages, comma-separated (matched against stage/not_stage rules)");
 DEFINE_string(sigint_effect, "stop", "train: what Ctrl-C does: stop (snapshot, then stop), snapshot, none");
 DEFINE_string(sighup_effect, "snapshot", "train: what SIGHUP does: stop, snapshot, none");
+DEFINE_string(input, "",
+              "classify: what to classify: an image file, a folder of images (subfolders included), a list file of "
+              "'path label' lines, or an LMDB/LevelDB of Datum records");
+DEFINE_string(output, "", "classify: the CSV file of predictions to write; empty: standard output");
+DEFINE_string(mean_file, "", "classify: a mean image (.binaryproto, C x H x W of the net's input) to subtract");
+DEFINE_string(mean_value, "", "classify: a mean to subtract: one value, or one per channel (comma-separated)");
+DEFINE_double(scale, 1.0, "classify: what the pixels are multiplied by after the mean is subtracted");
+DEFINE_string(labels, "", "classify: the class names, one a line (class 0 first); without it classes are indices");
+DEFINE_int32(top_k, 5, "classify: how many of the best classes to report per image");
+DEFINE_int32(batch_size, 0, "classify: images per forward pass; 0: the batch of the net's input");
+DEFINE_string(backend, "", "classify: the database --input holds, lmdb or leveldb; empty: judged from its files");
+DEFINE_string(root_folder, "", "classify: the folder a list file's relative paths start from");
+DEFINE_int32(log_every, 50, "classify: when stderr is not a terminal, a progress line every this many batches");
 
 namespace crema {
 namespace {
@@ -325,6 +347,71 @@ int Time() {
   return 0;
 }
 
+std::vector<float> ParseMeanValues() {
+  std::vector<float> values;
+  for (const auto& item : SplitList(FLAGS_mean_value)) {
+    char* end = nullptr;
+    const float value = std::strtof(item.c_str(), &end);
+    CREMA_CHECK(end != item.c_str() && *end == '\0')
+        << "--mean_value='" << FLAGS_mean_value << "': '" << item << "' is not a number";
+    values.push_back(value);
+  }
+  return values;
+}
+
+int Classify() {
+  CREMA_CHECK(!FLAGS_weights.empty()) << "classify needs --weights=TRAINED.caffemodel";
+  CREMA_CHECK(!FLAGS_input.empty())
+      << "classify needs --input=PATH: an image, a folder of images, a list file or a database";
+  CREMA_CHECK(FLAGS_mean_file.empty() || FLAGS_mean_value.empty()) << "give --mean_file or --mean_value, not both";
+  CREMA_CHECK(FLAGS_top_k > 0) << "--top_k must be positive, got " << FLAGS_top_k;
+  CREMA_CHECK(FLAGS_batch_size >= 0) << "--batch_size must be positive (or 0: the net's own), got " << FLAGS_batch_size;
+  CREMA_CHECK(FLAGS_log_every > 0) << "--log_every must be positive, got " << FLAGS_log_every;
+  ClassifierOptions options;
+  if (!FLAGS_mean_file.empty()) {
+    CREMA_CHECK(FileExists(FLAGS_mean_file)) << "mean file '" << FLAGS_mean_file << "' does not exist";
+    options.transform.set_mean_file(FLAGS_mean_file);
+  }
+  for (const float value : ParseMeanValues()) options.transform.add_mean_value(value);
+  options.transform.set_scale(static_cast<float>(FLAGS_scale));
+  options.batch_size = FLAGS_batch_size;
+  options.top_k = FLAGS_top_k;
+  if (!FLAGS_labels.empty()) {
+    options.class_names = ReadLabelsFile(FLAGS_labels);
+    options.class_names_origin = FLAGS_labels;
+  }
+  InputSourceOptions source_options;
+  if (!FLAGS_backend.empty()) source_options.backend = ParseDbBackend(FLAGS_backend);
+  source_options.root_folder = FLAGS_root_folder;
+  std::unique_ptr<InputSource> source = OpenInputSource(FLAGS_input, source_options);
+
+  std::unique_ptr<Net> net = LoadModel(ParsePhase(TEST));
+  Classifier classifier(net.get(), options);
+  LOG(INFO) << "Classifying " << source->Describe() << " in batches of " << classifier.batch_size();
+  LOG(INFO) << "Scores: " << classifier.Describe();
+  std::ofstream file;
+  std::ostream* out = &std::cout;
+  if (!FLAGS_output.empty()) {
+    file.open(FLAGS_output);
+    CREMA_CHECK(file) << "cannot write the predictions to '" << FLAGS_output << "'";
+    out = &file;
+  }
+  *out << classifier.CsvHeader() << "\n";
+  ClassificationProgressDisplay display(isatty(STDERR_FILENO) == 1, FLAGS_log_every);
+  const ClassificationSummary summary = classifier.Run(
+      source.get(), [&](const Prediction& prediction) { *out << classifier.CsvRow(prediction) << "\n"; },
+      [&](const ClassificationProgress& progress) { display.Update(progress); });
+  display.Finish();
+  out->flush();
+  CREMA_CHECK(*out) << "writing the predictions to '" << (FLAGS_output.empty() ? "standard output" : FLAGS_output)
+                    << "' failed";
+  for (const auto& line : summary.Describe()) LOG(INFO) << line;
+  CREMA_CHECK(summary.classified > 0) << "none of the " << summary.skipped << " images of " << source->Describe()
+                                      << " could be read (see the warnings above)";
+  if (!FLAGS_output.empty()) LOG(INFO) << "Predictions written to " << FLAGS_output;
+  return 0;
+}
+
 // Caffe's device_query: every property of the --gpu devices (all of them for --gpu=all or no --gpu).
 int DeviceQuery() {
   std::vector<int> gpus;
@@ -369,8 +456,10 @@ int main(int argc, char** argv) {
     if (command == "train") return crema::Train();
     if (command == "test") return crema::Test();
     if (command == "time") return crema::Time();
+    if (command == "classify") return crema::Classify();
     if (command == "device_query") return crema::DeviceQuery();
-    std::fprintf(stderr, "crema: unknown command '%s'; use train, test, time or device_query\n", command.c_str());
+    std::fprintf(stderr, "crema: unknown command '%s'; use train, test, time, classify or device_query\n",
+                 command.c_str());
     return 1;
   } catch (const crema::Error& error) {
     std::fprintf(stderr, "crema: error: %s\n", error.what());
