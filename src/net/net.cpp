@@ -1,7 +1,6 @@
 #include "net/net.hpp"
 
 #include <glog/logging.h>
-#include <google/protobuf/unknown_field_set.h>
 
 #include <algorithm>
 #include <cmath>
@@ -14,6 +13,7 @@
 #include "io/snapshot_io.hpp"
 #include "layers/layer_registry.hpp"
 #include "net/passes.hpp"
+#include "net/upgrade.hpp"
 
 namespace crema {
 
@@ -36,6 +36,8 @@ Net::Net(const std::string& path, Phase phase, int level, const std::vector<std:
     : context_(context ? std::move(context) : std::make_shared<Context>()) {
   NetParameter param;
   ReadProtoFromTextFile(path, &param);
+  // Here rather than in the pass, so that the notices name the file.
+  UpgradeLegacyNetAndLog(&param, path);
   param.mutable_state()->set_phase(phase);
   param.mutable_state()->set_level(level);
   param.mutable_state()->clear_stage();
@@ -79,9 +81,12 @@ void Net::Build(const NetParameter& in_param, const NetPasses& passes) {
     param = pass.run(param);
     passes_run_.push_back(pass.name);
   }
-  // Layers the prototxt names; those a pass added (Split layers, say) are not among them.
+  // Layers the prototxt names (in today's form or a legacy one); those a pass added (Split layers, say) are not
+  // among them.
   std::set<std::string> user_layers;
   for (const auto& layer : in_param.layer()) user_layers.insert(layer.name());
+  for (const auto& legacy : in_param.layers())
+    user_layers.insert(legacy.has_layer() ? legacy.layer().name() : legacy.name());
   name_ = param.name();
   phase_ = param.state().phase();
   force_backward_ = param.force_backward();
@@ -433,6 +438,12 @@ Layer* Net::layer_by_name(const std::string& name) const {
 }
 
 std::vector<std::string> Net::CopyTrainedLayersFrom(const NetParameter& trained) {
+  // Only V1 and V0 files keep weights where this cannot find them; other deprecated fields do not matter here.
+  if (trained.layers_size() > 0) {
+    NetParameter upgraded(trained);
+    UpgradeLegacyNetAndLog(&upgraded, "weights '" + trained.name() + "'");
+    return CopyTrainedLayersFrom(upgraded);
+  }
   // Parameters shared by name are learnable only through their owner; the others are views of it.
   const std::set<const Blob*> owned(learnable_params_.begin(), learnable_params_.end());
   std::vector<std::string> copied;
@@ -494,12 +505,8 @@ std::vector<std::string> Net::CopyTrainedLayersFrom(const std::string& path) {
   } else {
     ReadWeightsFile(path, &trained);
   }
-  // Field 2 holds Caffe's legacy V1 layers, which crema does not read yet: say so rather than copy nothing.
-  const auto& unknown = trained.GetReflection()->GetUnknownFields(trained);
-  for (int i = 0; i < unknown.field_count(); ++i)
-    CREMA_CHECK(unknown.field(i).number() != 2)
-        << "weights file '" << path << "' stores its layers in Caffe's legacy V1 format (`layers`, not `layer`), "
-        << "which crema cannot read yet; convert it with a current Caffe's upgrade_net_proto_binary";
+  // V1 and V0 files keep their weights in `layers`: upgraded here, the notices name the file.
+  if (trained.layers_size() > 0) UpgradeLegacyNetAndLog(&trained, path);
   try {
     return CopyTrainedLayersFrom(trained);
   } catch (const Error& error) {

@@ -1,7 +1,8 @@
 // Net: turns a NetParameter into a fixed execution plan over layers and blobs, and runs it.
 //
 // A net is built by a list of named passes (NetPasses; see passes.hpp for the built-in ones):
-//   parameter passes   NetParameter -> NetParameter, before any layer exists: filter (phase, level, stages),
+//   parameter passes   NetParameter -> NetParameter, before any layer exists: upgrade_legacy (Caffe's V0 and
+//                      V1 nets, deprecated fields; net/upgrade.hpp), filter (phase, level, stages),
 //                      upgrade_inputs (net-level `input` fields -> an Input layer), insert_splits (a Split
 //                      layer for every blob read more than once)
 //   construction       create each layer with its engine (LayerRegistry), wire blobs by name (in place where

@@ -10,11 +10,17 @@
 #include <sstream>
 #include <utility>
 
+#include "net/upgrade.hpp"
+
 namespace crema {
 
 NetPasses NetPasses::Default() {
   NetPasses passes;
-  passes.parameter = {{"filter", FilterNet}, {"upgrade_inputs", UpgradeInputs}, {"insert_splits", InsertSplits}};
+  // upgrade_legacy comes first: V1 nets carry their include/exclude rules in `layers`, which filter cannot read.
+  passes.parameter = {{"upgrade_legacy", UpgradeLegacyNetPass},
+                      {"filter", FilterNet},
+                      {"upgrade_inputs", UpgradeInputs},
+                      {"insert_splits", InsertSplits}};
   passes.plan = {{"decide_backward", DecideBackward}, {"plan_layouts", PlanLayouts}};
   return passes;
 }

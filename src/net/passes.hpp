@@ -1,6 +1,7 @@
 // The built-in passes over a net, each a plain function that can be run and tested on its own.
 //
 // Parameter passes (NetParameter -> NetParameter, before any layer exists):
+//   upgrade_legacy  Caffe's V0 and V1 nets and deprecated fields in today's form (net/upgrade.hpp)
 //   filter          keep the layers whose include/exclude rules match the net's state (phase, level, stages)
 //   upgrade_inputs  turn the deprecated net-level input / input_shape / input_dim into an Input layer
 //   insert_splits   give every reader of a blob read more than once its own copy through a Split layer

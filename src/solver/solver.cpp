@@ -16,6 +16,7 @@
 #include "core/math_functions.hpp"
 #include "io/proto_io.hpp"
 #include "io/snapshot_io.hpp"
+#include "net/upgrade.hpp"
 #include "solver/adaptive_solvers.hpp"
 #include "solver/lr_policy.hpp"
 #include "solver/sgd_solver.hpp"
@@ -37,6 +38,7 @@ NetParameter ReadNet(const std::string& path) {
   CREMA_CHECK(FileExists(path)) << "net file '" << path << "' does not exist";
   NetParameter net;
   ReadProtoFromTextFile(path, &net);
+  UpgradeLegacyNetAndLog(&net, path);  // here, so that a legacy net's notice names its file
   return net;
 }
 
