@@ -11,6 +11,7 @@ packages=(
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev libopencv-dnn-dev
   liblmdb-dev libleveldb-dev libhdf5-dev zlib1g-dev
   libgtest-dev libgmock-dev
+  graphviz
   dataset-fashion-mnist
 )
 
