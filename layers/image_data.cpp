@@ -82,33 +82,12 @@ void ImageDataLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vec
     CREMA_FAIL() << describe() << ": " << error.what();
   }
 
-  std::ifstream list(source);
-  CREMA_CHECK(list) << describe() << ": cannot open image_data_param.source '" << source << "'";
-  lines_.clear();
-  std::string text;
-  for (int number = 1; std::getline(list, text); ++number) {
-    const size_t end = text.find_last_not_of(" \t\r\n");
-    if (end == std::string::npos) continue;  // a blank line
-    text.erase(end + 1);
-    const size_t begin = text.find_first_not_of(" \t");
-    const size_t split = text.find_last_of(" \t");
-    CREMA_CHECK(split != std::string::npos && split > begin)
-        << describe() << ": line " << number << " of '" << source << "' (\"" << text << "\") is not \"path label\"";
-    const std::string label = text.substr(split + 1);
-    Line line;
-    line.path = text.substr(begin, text.find_last_not_of(" \t", split) - begin + 1);
-    line.number = number;
-    try {
-      size_t used = 0;
-      line.label = std::stoi(label, &used);
-      if (used != label.size()) throw std::invalid_argument(label);
-    } catch (const std::exception&) {
-      CREMA_FAIL() << describe() << ": line " << number << " of '" << source << "' (\"" << text << "\"): the label '"
-                   << label << "' is not an integer";
-    }
-    lines_.push_back(line);
+  // The list is read as convert_imageset reads it (io/image_set.hpp).
+  try {
+    lines_ = ReadImageList(source);
+  } catch (const Error& error) {
+    CREMA_FAIL() << describe() << ": image_data_param.source: " << error.what();
   }
-  CREMA_CHECK(!lines_.empty()) << describe() << ": the list '" << source << "' names no images";
   LOG(INFO) << describe() << ": " << lines_.size() << " images listed in '" << source << "'";
 
   order_.resize(lines_.size());
@@ -128,8 +107,8 @@ void ImageDataLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vec
   try {
     shape = transformer_->InferBlobShape(datum);
   } catch (const Error& error) {
-    const Line& line = lines_[order_[position_]];
-    CREMA_FAIL() << describe() << ": image '" << p.root_folder() + line.path << "' (line " << line.number << " of '"
+    const ImageListEntry& line = lines_[order_[position_]];
+    CREMA_FAIL() << describe() << ": image '" << p.root_folder() + line.path << "' (line " << line.line << " of '"
                  << source << "'): " << error.what();
   }
   shape.insert(shape.begin(), batch_size_);
@@ -140,12 +119,12 @@ void ImageDataLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vec
 
 Datum ImageDataLayer::CurrentDatum() const {
   const ImageDataParameter& p = param_.image_data_param();
-  const Line& line = lines_[order_[position_]];
+  const ImageListEntry& line = lines_[order_[position_]];
   try {
     return ReadImageToDatum(p.root_folder() + line.path, line.label, static_cast<int>(p.new_height()),
                             static_cast<int>(p.new_width()), p.is_color() ? ImageColor::kColor : ImageColor::kGray);
   } catch (const Error& error) {
-    CREMA_FAIL() << describe() << ": line " << line.number << " of '" << p.source() << "': " << error.what();
+    CREMA_FAIL() << describe() << ": line " << line.line << " of '" << p.source() << "': " << error.what();
   }
   return Datum();
 }
@@ -169,7 +148,7 @@ void ImageDataLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::ve
   }
   for (int i = 0; i < batch_size_; ++i) {
     const Datum datum = CurrentDatum();
-    const Line& line = lines_[order_[position_]];
+    const ImageListEntry& line = lines_[order_[position_]];
     try {
       const std::vector<int> shape = transformer_->InferBlobShape(datum);
       if (i == 0) {
@@ -187,7 +166,7 @@ void ImageDataLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::ve
       transformer_->Transform(datum, top[0]->mutable_cpu_data() + i * item_size, random());
     } catch (const Error& error) {
       CREMA_FAIL() << describe() << ": image '" << param_.image_data_param().root_folder() + line.path << "' (line "
-                   << line.number << " of '" << param_.image_data_param().source() << "'): " << error.what();
+                   << line.line << " of '" << param_.image_data_param().source() << "'): " << error.what();
     }
     if (labels != nullptr) labels[i] = static_cast<float>(line.label);
     Advance();

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "io/data_transformer.hpp"
+#include "io/image_set.hpp"
 #include "layers/layer.hpp"
 
 namespace crema {
@@ -55,18 +56,12 @@ class ImageDataLayer : public HostDataLayer {
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
 
  private:
-  struct Line {
-    std::string path;  // as written in the list
-    int label = 0;
-    int number = 0;  // its line number in the list
-  };
-
   TransformationParameter MergedTransformParam() const;
   // The image of the line at the cursor; errors name the file and the list line.
   Datum CurrentDatum() const;
   void Advance();
 
-  std::vector<Line> lines_;
+  std::vector<ImageListEntry> lines_;
   std::unique_ptr<DataTransformer> transformer_;
   int batch_size_ = 0;
   bool shuffle_ = false;

@@ -7,9 +7,11 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "io/db.hpp"
 #include "io/image_set.hpp"
+#include "tools/tool_main.hpp"
 
 DEFINE_bool(gray, false, "Read the images as one grey channel (else three, B G R, also for grey files)");
 DEFINE_bool(shuffle, false, "Shuffle the list before converting (reproducibly: see --shuffle_seed)");
@@ -24,41 +26,34 @@ DEFINE_string(encode_type, "",
               "where nothing changes them (else re-encode in the file's own format). Setting it implies --encoded");
 
 int main(int argc, char** argv) {
-  FLAGS_logtostderr = true;
-  gflags::SetUsageMessage(
-      "converts a set of images to an LMDB or a LevelDB of Datum records\n"
-      "usage: convert_imageset [FLAGS] ROOTFOLDER/ LISTFILE DB_NAME\n"
-      "  LISTFILE: lines \"path label\", each path relative to ROOTFOLDER/ (prepended as it is)\n"
-      "  DB_NAME: the database directory to create (it must not exist yet)");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
-  google::InitGoogleLogging(argv[0]);
-  if (argc != 4) {
-    gflags::ShowUsageWithFlagsRestrict(argv[0], "convert_imageset");
-    return 1;
-  }
-  try {
-    crema::ImageSetOptions options;
-    options.backend = crema::ParseDbBackend(FLAGS_backend);
-    options.gray = FLAGS_gray;
-    options.shuffle = FLAGS_shuffle;
-    options.shuffle_seed = FLAGS_shuffle_seed;
-    options.resize_height = FLAGS_resize_height;
-    options.resize_width = FLAGS_resize_width;
-    options.check_size = FLAGS_check_size;
-    options.encoded = FLAGS_encoded;
-    options.encode_type = FLAGS_encode_type;
-    const crema::ImageSetResult result = crema::ConvertImageSet(argv[1], argv[2], argv[3], options);
-    // Every skipped file was named in a warning as it was met; the count closes the log.
-    const std::string skipped = "Skipped " + std::to_string(result.skipped.size()) + " of " +
-                                std::to_string(result.listed) + " files (missing, unreadable or not images).";
-    if (result.skipped.empty()) {
-      LOG(INFO) << skipped;
-    } else {
-      LOG(WARNING) << skipped;
-    }
-    return 0;
-  } catch (const crema::Error& error) {
-    std::fprintf(stderr, "convert_imageset: error: %s\n", error.what());
-    return 1;
-  }
+  return crema::RunTool(
+      argc, argv,
+      {"convert_imageset",
+       "converts a set of images to an LMDB or a LevelDB of Datum records\n"
+       "usage: convert_imageset [FLAGS] ROOTFOLDER/ LISTFILE DB_NAME\n"
+       "  LISTFILE: lines \"path label\", each path relative to ROOTFOLDER/ (prepended as it is)\n"
+       "  DB_NAME: the database directory to create (it must not exist yet)",
+       3, 3},
+      [](const std::vector<std::string>& arguments) {
+        crema::ImageSetOptions options;
+        options.backend = crema::ParseDbBackend(FLAGS_backend);
+        options.gray = FLAGS_gray;
+        options.shuffle = FLAGS_shuffle;
+        options.shuffle_seed = FLAGS_shuffle_seed;
+        options.resize_height = FLAGS_resize_height;
+        options.resize_width = FLAGS_resize_width;
+        options.check_size = FLAGS_check_size;
+        options.encoded = FLAGS_encoded;
+        options.encode_type = FLAGS_encode_type;
+        const crema::ImageSetResult result = crema::ConvertImageSet(arguments[0], arguments[1], arguments[2], options);
+        // Every skipped file was named in a warning as it was met; the count closes the log.
+        const std::string skipped = "Skipped " + std::to_string(result.skipped.size()) + " of " +
+                                    std::to_string(result.listed) + " files (missing, unreadable or not images).";
+        if (result.skipped.empty()) {
+          LOG(INFO) << skipped;
+        } else {
+          LOG(WARNING) << skipped;
+        }
+        return 0;
+      });
 }

@@ -8,10 +8,12 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "io/proto_io.hpp"
 #include "net/net_graph.hpp"
 #include "net/upgrade.hpp"
+#include "tools/tool_main.hpp"
 
 DEFINE_string(rankdir, "LR", "The direction the graph runs: LR (left to right), TB, BT or RL");
 DEFINE_string(phase, "ALL", "The layers to draw: TRAIN's, TEST's (by their include/exclude rules), or ALL");
@@ -30,31 +32,22 @@ crema::NetParameter ReadNet(const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  FLAGS_logtostderr = true;
-  // Building the net for its shapes would log every layer; warnings still show.
-  FLAGS_minloglevel = google::GLOG_WARNING;
-  gflags::SetUsageMessage(
-      "draws a net's layers and blobs as a graph\n"
-      "usage: draw_net [--rankdir=LR|TB|BT|RL] [--phase=TRAIN|TEST|ALL] NET.prototxt OUT.{svg,png,pdf,dot}\n"
-      "  .dot writes Graphviz's text; other formats are rendered by Graphviz's dot (Debian package graphviz)");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
-  google::InitGoogleLogging(argv[0]);
-  if (argc != 3) {
-    gflags::ShowUsageWithFlagsRestrict(argv[0], "draw_net");
-    return 1;
-  }
-  try {
-    crema::NetGraphOptions options;
-    options.phase = crema::ParseGraphPhase(FLAGS_phase);
-    const crema::NetGraph graph = crema::BuildNetGraph(ReadNet(argv[1]), options);
-    if (!graph.shapes_unavailable.empty())
-      std::fprintf(stderr, "draw_net: blobs drawn without shapes: %s\n", graph.shapes_unavailable.c_str());
-    std::printf("Drawing net to %s\n", argv[2]);
-    std::fflush(stdout);
-    crema::WriteNetGraph(crema::NetGraphToDot(graph, FLAGS_rankdir), argv[2]);
-    return 0;
-  } catch (const crema::Error& error) {
-    std::fprintf(stderr, "draw_net: error: %s\n", error.what());
-    return 1;
-  }
+  return crema::RunTool(
+      argc, argv,
+      {"draw_net",
+       "draws a net's layers and blobs as a graph\n"
+       "usage: draw_net [--rankdir=LR|TB|BT|RL] [--phase=TRAIN|TEST|ALL] NET.prototxt OUT.{svg,png,pdf,dot}\n"
+       "  .dot writes Graphviz's text; other formats are rendered by Graphviz's dot (Debian package graphviz)",
+       2, 2, google::GLOG_WARNING},  // building the net for its shapes would log every layer; warnings still show
+      [](const std::vector<std::string>& arguments) {
+        crema::NetGraphOptions options;
+        options.phase = crema::ParseGraphPhase(FLAGS_phase);
+        const crema::NetGraph graph = crema::BuildNetGraph(ReadNet(arguments[0]), options);
+        if (!graph.shapes_unavailable.empty())
+          std::fprintf(stderr, "draw_net: blobs drawn without shapes: %s\n", graph.shapes_unavailable.c_str());
+        std::printf("Drawing net to %s\n", arguments[1].c_str());
+        std::fflush(stdout);
+        crema::WriteNetGraph(crema::NetGraphToDot(graph, FLAGS_rankdir), arguments[1]);
+        return 0;
+      });
 }

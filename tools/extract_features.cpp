@@ -19,6 +19,7 @@
 #include "io/proto_io.hpp"
 #include "net/feature_extractor.hpp"
 #include "net/net.hpp"
+#include "tools/tool_main.hpp"
 
 DEFINE_string(gpu, "", "run on this GPU (an id such as 0); empty: the CPU");
 
@@ -47,30 +48,30 @@ int ParseCount(const std::string& text, const char* what, int minimum) {
   return static_cast<int>(value);
 }
 
-int Run(int argc, char** argv) {
-  // argv: the tool, WEIGHTS, NET, BLOBS, OUTPUTS, NUM_MINI_BATCHES, then optionally the format and CPU/GPU [ID].
+int Run(const std::vector<std::string>& arguments) {
+  // WEIGHTS, NET, BLOBS, OUTPUTS, NUM_MINI_BATCHES, then optionally the format and CPU/GPU [ID].
   FeatureExtraction job;
-  job.blob_names = SplitNames(argv[3], "blob name");
-  job.outputs = SplitNames(argv[4], "output");
-  job.mini_batches = ParseCount(argv[5], "NUM_MINI_BATCHES", 1);
-  int position = 6;
-  if (position < argc && std::string(argv[position]) != "CPU" && std::string(argv[position]) != "GPU")
-    job.format = ParseFeatureFormat(argv[position++]);
+  job.blob_names = SplitNames(arguments[2], "blob name");
+  job.outputs = SplitNames(arguments[3], "output");
+  job.mini_batches = ParseCount(arguments[4], "NUM_MINI_BATCHES", 1);
+  size_t position = 5;
+  if (position < arguments.size() && arguments[position] != "CPU" && arguments[position] != "GPU")
+    job.format = ParseFeatureFormat(arguments[position++]);
   int gpu = FLAGS_gpu.empty() ? -1 : ParseCount(FLAGS_gpu, "--gpu", 0);
-  if (position < argc) {
-    const std::string device = argv[position++];
+  if (position < arguments.size()) {
+    const std::string device = arguments[position++];
     CREMA_CHECK(device == "CPU" || device == "GPU") << "'" << device << "': expected CPU or GPU after the format";
     if (device == "GPU") {
-      const int id = position < argc ? ParseCount(argv[position++], "DEVICE_ID", 0) : 0;
+      const int id = position < arguments.size() ? ParseCount(arguments[position++], "DEVICE_ID", 0) : 0;
       CREMA_CHECK(gpu < 0 || gpu == id) << "--gpu=" << gpu << " and GPU " << id << " name two devices";
       gpu = id;
     } else {
       CREMA_CHECK(gpu < 0) << "--gpu=" << gpu << " and CPU name two devices";
     }
   }
-  CREMA_CHECK(position == argc) << "unexpected argument '" << argv[position] << "'";
+  CREMA_CHECK(position == arguments.size()) << "unexpected argument '" << arguments[position] << "'";
 
-  const std::string weights = argv[1], model = argv[2];
+  const std::string weights = arguments[0], model = arguments[1];
   CREMA_CHECK(FileExists(weights)) << "weights file '" << weights << "' does not exist";
   CREMA_CHECK(FileExists(model)) << "net file '" << model << "' does not exist";
   auto context = std::make_shared<Context>(gpu < 0 ? Device::kCPU : Device::kGPU, gpu < 0 ? 0 : gpu);
@@ -88,25 +89,16 @@ int Run(int argc, char** argv) {
 }  // namespace crema
 
 int main(int argc, char** argv) {
-  FLAGS_logtostderr = true;
-  gflags::SetUsageMessage(
-      "saves the values of blobs of a trained net, item by item, to databases or HDF5 files\n"
-      "usage: extract_features [--gpu=ID] PRETRAINED_WEIGHTS NET_PROTOTXT BLOB_NAME1[,NAME2,...] "
-      "SAVE_DB1[,DB2,...] NUM_MINI_BATCHES [lmdb|leveldb|hdf5] [CPU|GPU [DEVICE_ID]]\n"
-      "  The net runs in the TEST phase with its own data layer, NUM_MINI_BATCHES forward passes. Each blob goes to\n"
-      "  its own database (default lmdb): one Datum of float_data per item, keys 0000000000, 0000000001, ...;\n"
-      "  or with hdf5 to an HDF5 file, a dataset named after the blob (items x the blob's other dims), with the\n"
-      "  net's `label` blob beside it when there is one.");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
-  google::InitGoogleLogging(argv[0]);
-  if (argc < 6 || argc > 9) {
-    gflags::ShowUsageWithFlagsRestrict(argv[0], "extract_features");
-    return 1;
-  }
-  try {
-    return crema::Run(argc, argv);
-  } catch (const crema::Error& error) {
-    std::fprintf(stderr, "extract_features: error: %s\n", error.what());
-    return 1;
-  }
+  return crema::RunTool(
+      argc, argv,
+      {"extract_features",
+       "saves the values of blobs of a trained net, item by item, to databases or HDF5 files\n"
+       "usage: extract_features [--gpu=ID] PRETRAINED_WEIGHTS NET_PROTOTXT BLOB_NAME1[,NAME2,...] "
+       "SAVE_DB1[,DB2,...] NUM_MINI_BATCHES [lmdb|leveldb|hdf5] [CPU|GPU [DEVICE_ID]]\n"
+       "  The net runs in the TEST phase with its own data layer, NUM_MINI_BATCHES forward passes. Each blob goes to\n"
+       "  its own database (default lmdb): one Datum of float_data per item, keys 0000000000, 0000000001, ...;\n"
+       "  or with hdf5 to an HDF5 file, a dataset named after the blob (items x the blob's other dims), with the\n"
+       "  net's `label` blob beside it when there is one.",
+       5, 8},
+      [](const std::vector<std::string>& arguments) { return crema::Run(arguments); });
 }

@@ -11,37 +11,32 @@
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "io/training_log.hpp"
+#include "tools/tool_main.hpp"
 
 DEFINE_string(delimiter, ",", "The column delimiter: one character, or 'tab'");
 
 int main(int argc, char** argv) {
-  FLAGS_logtostderr = true;
-  gflags::SetUsageMessage(
-      "parses a training log into CSV tables of its training and test outputs\n"
-      "usage: parse_log [--delimiter=,] LOG OUTDIR\n"
-      "  writes OUTDIR/<LOG's name>.train and OUTDIR/<LOG's name>.test (.test1 ... for further test nets)");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
-  google::InitGoogleLogging(argv[0]);
-  if (argc != 3) {
-    gflags::ShowUsageWithFlagsRestrict(argv[0], "parse_log");
-    return 1;
-  }
-  try {
-    const std::string delimiter = FLAGS_delimiter == "tab" ? "\t" : FLAGS_delimiter;
-    CREMA_CHECK(delimiter.size() == 1 && delimiter != "\n" && delimiter != "\"")
-        << "--delimiter must be one character (or 'tab'), got '" << FLAGS_delimiter << "'";
-    const crema::TrainingLog log = crema::ReadTrainingLog(argv[1]);
-    const std::string name = std::filesystem::path(argv[1]).filename().string();
-    const auto written = crema::WriteLogTables(log, name, argv[2], delimiter[0]);
-    std::printf("Wrote %s (%zu rows)\n", written[0].c_str(), log.train.rows.size());
-    for (size_t t = 1; t < written.size(); ++t)
-      std::printf("Wrote %s (%zu rows)\n", written[t].c_str(),
-                  t - 1 < log.tests.size() ? log.tests[t - 1].rows.size() : 0);
-    return 0;
-  } catch (const crema::Error& error) {
-    std::fprintf(stderr, "parse_log: error: %s\n", error.what());
-    return 1;
-  }
+  return crema::RunTool(
+      argc, argv,
+      {"parse_log",
+       "parses a training log into CSV tables of its training and test outputs\n"
+       "usage: parse_log [--delimiter=,] LOG OUTDIR\n"
+       "  writes OUTDIR/<LOG's name>.train and OUTDIR/<LOG's name>.test (.test1 ... for further test nets)",
+       2, 2},
+      [](const std::vector<std::string>& arguments) {
+        const std::string delimiter = FLAGS_delimiter == "tab" ? "\t" : FLAGS_delimiter;
+        CREMA_CHECK(delimiter.size() == 1 && delimiter != "\n" && delimiter != "\"")
+            << "--delimiter must be one character (or 'tab'), got '" << FLAGS_delimiter << "'";
+        const crema::TrainingLog log = crema::ReadTrainingLog(arguments[0]);
+        const std::string name = std::filesystem::path(arguments[0]).filename().string();
+        const auto written = crema::WriteLogTables(log, name, arguments[1], delimiter[0]);
+        std::printf("Wrote %s (%zu rows)\n", written[0].c_str(), log.train.rows.size());
+        for (size_t t = 1; t < written.size(); ++t)
+          std::printf("Wrote %s (%zu rows)\n", written[t].c_str(),
+                      t - 1 < log.tests.size() ? log.tests[t - 1].rows.size() : 0);
+        return 0;
+      });
 }

@@ -14,48 +14,44 @@
 #include "io/chart.hpp"
 #include "io/proto_io.hpp"
 #include "io/training_log.hpp"
+#include "tools/tool_main.hpp"
 
 DEFINE_string(x, "iters", "What the x axis shows: iters, or seconds (since the log's first line)");
 
 int main(int argc, char** argv) {
-  FLAGS_logtostderr = true;
-  gflags::SetUsageMessage(
-      "plots training logs: the training loss, the test outputs and the learning rate\n"
-      "usage: plot_training_log [--x=iters|seconds] LOG [LOG ...] OUT.{svg,png,csv}\n"
-      "  several logs share one chart (to compare runs); .csv writes their values as one table");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
-  google::InitGoogleLogging(argv[0]);
-  if (argc < 3) {
-    gflags::ShowUsageWithFlagsRestrict(argv[0], "plot_training_log");
-    return 1;
-  }
-  try {
-    CREMA_CHECK(FLAGS_x == "iters" || FLAGS_x == "seconds") << "--x must be iters or seconds, got '" << FLAGS_x << "'";
-    const std::string output = argv[argc - 1];
-    // Logs are named by their file names, or by their paths where two share a name (run1/log, run2/log).
-    std::vector<std::string> paths(argv + 1, argv + argc - 1);
-    std::set<std::string> names, repeated;
-    for (const auto& path : paths) {
-      const std::string name = std::filesystem::path(path).filename().string();
-      if (!names.insert(name).second) repeated.insert(name);
-    }
-    std::vector<crema::NamedTrainingLog> logs;
-    for (const auto& path : paths) {
-      const std::string name = std::filesystem::path(path).filename().string();
-      logs.push_back({repeated.count(name) ? path : name, crema::ReadTrainingLog(path)});
-    }
-    const std::string extension = std::filesystem::path(output).extension().string();
-    if (extension == ".csv") {
-      crema::WriteStringToFileAtomically(crema::MergedLogCsv(logs), output);
-    } else {
-      crema::WriteChart(
-          crema::TrainingLogChart(logs, FLAGS_x == "iters" ? crema::LogAxis::kIterations : crema::LogAxis::kSeconds),
-          output);
-    }
-    std::printf("Wrote %s\n", output.c_str());
-    return 0;
-  } catch (const crema::Error& error) {
-    std::fprintf(stderr, "plot_training_log: error: %s\n", error.what());
-    return 1;
-  }
+  return crema::RunTool(argc, argv,
+                        {"plot_training_log",
+                         "plots training logs: the training loss, the test outputs and the learning rate\n"
+                         "usage: plot_training_log [--x=iters|seconds] LOG [LOG ...] OUT.{svg,png,csv}\n"
+                         "  several logs share one chart (to compare runs); .csv writes their values as one table",
+                         2, 1000000},
+                        [](const std::vector<std::string>& arguments) {
+                          CREMA_CHECK(FLAGS_x == "iters" || FLAGS_x == "seconds")
+                              << "--x must be iters or seconds, got '" << FLAGS_x << "'";
+                          const std::string output = arguments.back();
+                          // Logs are named by their file names, or by their paths where two share a name (run1/log,
+                          // run2/log).
+                          std::vector<std::string> paths(arguments.begin(), arguments.end() - 1);
+                          std::set<std::string> names, repeated;
+                          for (const auto& path : paths) {
+                            const std::string name = std::filesystem::path(path).filename().string();
+                            if (!names.insert(name).second) repeated.insert(name);
+                          }
+                          std::vector<crema::NamedTrainingLog> logs;
+                          for (const auto& path : paths) {
+                            const std::string name = std::filesystem::path(path).filename().string();
+                            logs.push_back({repeated.count(name) ? path : name, crema::ReadTrainingLog(path)});
+                          }
+                          const std::string extension = std::filesystem::path(output).extension().string();
+                          if (extension == ".csv") {
+                            crema::WriteStringToFileAtomically(crema::MergedLogCsv(logs), output);
+                          } else {
+                            crema::WriteChart(
+                                crema::TrainingLogChart(
+                                    logs, FLAGS_x == "iters" ? crema::LogAxis::kIterations : crema::LogAxis::kSeconds),
+                                output);
+                          }
+                          std::printf("Wrote %s\n", output.c_str());
+                          return 0;
+                        });
 }

@@ -6,34 +6,29 @@
 #include <glog/logging.h>
 
 #include <cstdio>
+#include <vector>
 
 #include "io/proto_io.hpp"
 #include "net/upgrade.hpp"
+#include "tools/tool_main.hpp"
 
 int main(int argc, char** argv) {
-  FLAGS_logtostderr = true;
-  gflags::SetUsageMessage(
-      "rewrites a solver prototxt that uses solver_type (or holds legacy nets inline) in today's form\n"
-      "usage: upgrade_solver_proto_text SOLVER_IN SOLVER_OUT");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
-  google::InitGoogleLogging(argv[0]);
-  if (argc != 3) {
-    std::fprintf(stderr, "%s\n", gflags::ProgramUsage());
-    return 1;
-  }
-  try {
-    crema::SolverParameter solver;
-    crema::ReadProtoFromTextFile(argv[1], &solver);
-    if (crema::SolverNeedsUpgrade(solver)) {
-      for (const auto& notice : crema::UpgradeLegacySolver(&solver, argv[1])) LOG(INFO) << notice;
-    } else {
-      LOG(INFO) << "File already in latest proto format: " << argv[1];
-    }
-    crema::WriteProtoToTextFile(solver, argv[2]);
-    LOG(INFO) << "Wrote upgraded SolverParameter text proto to " << argv[2];
-    return 0;
-  } catch (const crema::Error& error) {
-    std::fprintf(stderr, "upgrade_solver_proto_text: error: %s\n", error.what());
-    return 1;
-  }
+  return crema::RunTool(
+      argc, argv,
+      {"upgrade_solver_proto_text",
+       "rewrites a solver prototxt that uses solver_type (or holds legacy nets inline) in today's form\n"
+       "usage: upgrade_solver_proto_text SOLVER_IN SOLVER_OUT",
+       2, 2},
+      [](const std::vector<std::string>& arguments) {
+        crema::SolverParameter solver;
+        crema::ReadProtoFromTextFile(arguments[0], &solver);
+        if (crema::SolverNeedsUpgrade(solver)) {
+          for (const auto& notice : crema::UpgradeLegacySolver(&solver, arguments[0])) LOG(INFO) << notice;
+        } else {
+          LOG(INFO) << "File already in latest proto format: " << arguments[0];
+        }
+        crema::WriteProtoToTextFile(solver, arguments[1]);
+        LOG(INFO) << "Wrote upgraded SolverParameter text proto to " << arguments[1];
+        return 0;
+      });
 }
