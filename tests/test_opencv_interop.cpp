@@ -56,21 +56,6 @@ struct BlobPair {
   std::vector<float> ours, theirs;
 };
 
-// A blob's values in crema's plain (row-major) order, whatever layout the plan keeps it in (core/layout.hpp).
-std::vector<float> PlainValues(const Blob& blob) {
-  const float* data = blob.cpu_data();
-  if (blob.layout() == Layout::kPlain) return {data, data + blob.count()};
-  const int items = blob.shape(0), channels = blob.shape(1), positions = blob.count(2);
-  const int block = ChannelBlock(blob.layout(), channels);
-  std::vector<float> values(blob.count());
-  for (int n = 0; n < items; ++n)
-    for (int c = 0; c < channels; ++c)
-      for (int s = 0; s < positions; ++s)
-        values[(static_cast<size_t>(n) * channels + c) * positions + s] =
-            data[((static_cast<size_t>(n) * (channels / block) + c / block) * positions + s) * block + c % block];
-  return values;
-}
-
 FillerParameter Filler(const std::string& type, float a = 0, float b = 0) {
   FillerParameter filler;
   filler.set_type(type);

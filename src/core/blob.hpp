@@ -129,4 +129,8 @@ std::string ShapeString(const std::vector<int>& shape);
 // A schema BlobShape as a shape vector (checks each dimension fits an int).
 std::vector<int> ShapeFromProto(const BlobShape& shape);
 
+// The blob's values in plain row-major order (N x C x H x W for images), reordered when the plan keeps the blob in
+// another layout (see core/layout.hpp): what files and comparisons read.
+std::vector<float> PlainValues(const Blob& blob);
+
 }  // namespace crema

@@ -34,23 +34,6 @@ std::string FeatureKey(int64_t index) {
   return key;
 }
 
-std::vector<float> PlainValues(const Blob& blob) {
-  const float* data = blob.cpu_data();
-  if (blob.layout() == Layout::kPlain) return std::vector<float>(data, data + blob.count());
-  CREMA_CHECK(blob.num_axes() == 4) << "a blob of shape " << blob.shape_string() << " is kept in "
-                                    << LayoutName(blob.layout()) << ", which only 4-d blobs have";
-  const int num = blob.shape(0), channels = blob.shape(1);
-  const int positions = blob.shape(2) * blob.shape(3);
-  const int block = ChannelBlock(blob.layout(), channels);
-  std::vector<float> plain(blob.count());
-  for (int n = 0; n < num; ++n)
-    for (int c = 0; c < channels; ++c)
-      for (int s = 0; s < positions; ++s)
-        plain[(static_cast<size_t>(n) * channels + c) * positions + s] =
-            data[((static_cast<size_t>(n) * (channels / block) + c / block) * positions + s) * block + c % block];
-  return plain;
-}
-
 namespace {
 
 const char* FormatName(FeatureFormat format) {

@@ -41,8 +41,4 @@ std::vector<int64_t> ExtractFeatures(Net* net, const FeatureExtraction& job);
 // The key of item `index` in a feature database: 10 zero-padded digits, as Caffe's extract_features writes them.
 std::string FeatureKey(int64_t index);
 
-// The blob's values in plain row-major order (N x C x H x W for images), reordered when the plan keeps the blob in
-// another layout (see src/core/layout.hpp).
-std::vector<float> PlainValues(const Blob& blob);
-
 }  // namespace crema
