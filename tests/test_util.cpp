@@ -142,6 +142,51 @@ int RunCommand(const std::string& command, std::string* output) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+namespace {
+
+// A command line or message as the reliability table shows it: temporary folders and the tools folder left out,
+// one line.
+std::string ForTable(std::string text) {
+  text = std::regex_replace(text, std::regex("/tmp/crema_test_[A-Za-z0-9]+/"), "");
+  text = std::regex_replace(text, std::regex(ToolsDir() + "/"), "");
+  for (char& c : text)
+    if (c == '\n' || c == '\t') c = ' ';
+  return text;
+}
+
+}  // namespace
+
+std::string ExpectBadInput(const std::string& area, const std::string& what, const std::string& command,
+                           const std::vector<std::string>& parts) {
+  TempDir streams;
+  const std::string out = streams.file("stdout"), err = streams.file("stderr");
+  const int status = std::system(("(" + command + ") >" + out + " 2>" + err).c_str());
+  const std::string stderr_text = FileBytes(err);
+  const std::string context = "command: " + command + "\nstderr:\n" + stderr_text + "stdout:\n" + FileBytes(out);
+  EXPECT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status) << "\n" << context;
+  EXPECT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 1) << context;
+  for (const char* crash : {"Check failed", "terminate called", "Aborted", "Segmentation fault"})
+    EXPECT_EQ(stderr_text.find(crash), std::string::npos) << crash << "\n" << context;
+  std::string tool = command.substr(0, command.find(' '));
+  tool = tool.substr(tool.rfind('/') + 1);
+  const std::string prefix = tool + ": error: ";
+  const size_t start = stderr_text.rfind("\n" + prefix) != std::string::npos ? stderr_text.rfind("\n" + prefix) + 1
+                       : stderr_text.compare(0, prefix.size(), prefix) == 0  ? 0
+                                                                             : std::string::npos;
+  EXPECT_NE(start, std::string::npos) << "no line starts with '" << prefix << "'\n" << context;
+  if (start == std::string::npos) return "";
+  const std::string message = stderr_text.substr(start);
+  EXPECT_EQ(message.back(), '\n') << "the message does not end in a newline\n" << context;
+  for (const auto& part : parts)
+    EXPECT_NE(message.find(part), std::string::npos) << "missing: " << part << "\n" << context;
+  if (const char* table = std::getenv("CREMA_RELIABILITY_TABLE"); table != nullptr && *table != '\0') {
+    std::ofstream rows(table, std::ios::app);
+    rows << ForTable(area) << '\t' << ForTable(what) << '\t' << ForTable(command) << '\t'
+         << ForTable(message.substr(0, message.size() - 1)) << '\n';
+  }
+  return message;
+}
+
 std::string FileBytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream bytes;
@@ -385,7 +430,8 @@ std::string ResumeNet(const std::string& source) {
   return R"(
     name: 'resume'
     layer { name: 'data' type: 'Data' top: 'data' top: 'label' include { phase: TRAIN }
-            data_param { source: ')" + source + R"(' batch_size: 16 backend: LMDB }
+            data_param { source: ')" +
+         source + R"(' batch_size: 16 backend: LMDB }
             transform_param { scale: 0.00390625 crop_size: 6 mirror: true } }
     layer { name: 'ip1' type: 'InnerProduct' bottom: 'data' top: 'ip1'
             inner_product_param { num_output: 24 weight_filler { type: 'xavier' } } }

@@ -73,6 +73,16 @@ int RunCommand(const std::string& command, std::string* output);
 // The bytes of a file ("" when it cannot be read).
 std::string FileBytes(const std::string& path);
 
+// Bad input, as a user meets it (issue 12's promise, checked in one place): runs the shell command `command`,
+// whose first word is a tool (usually ToolsDir() + "/crema"), and expects exit status 1 (no signal, no core);
+// on stderr a line starting "<tool>: error: " that, with any lines after it, is the end of stderr and holds every
+// one of `parts`; and no "Check failed", "terminate called" or "Aborted" anywhere. Returns the message (the
+// error line and the lines after it). Where the environment variable CREMA_RELIABILITY_TABLE names a file, a
+// row is appended to it: `area`, `what` (the bad input, in words), the command and the message, with temporary
+// folders and the tools folder left out; scripts/reliability_table.py turns the rows into docs/reliability.md.
+std::string ExpectBadInput(const std::string& area, const std::string& what, const std::string& command,
+                           const std::vector<std::string>& parts);
+
 // Slices of Debian's Fashion-MNIST in LMDBs under a temporary directory (the first `train_count` training and
 // `test_count` test images), and example files pointed at them, for tests that train on real data quickly.
 class FashionMnistSlices {
@@ -198,8 +208,8 @@ void ExpectSetUpError(const LayerParameter& param, const std::vector<std::string
   }
 
 // Skips the current test with a message where no CUDA device can run it (CI, the developers' machines).
-#define CREMA_SKIP_WITHOUT_GPU()                                                                     \
-  if (::crema::Context::gpu_count() == 0) {                                                          \
+#define CREMA_SKIP_WITHOUT_GPU()                                                                       \
+  if (::crema::Context::gpu_count() == 0) {                                                            \
     GTEST_SKIP() << (::crema::Context::built_with_cuda() ? "no CUDA device is visible on this machine" \
-                                                         : "this build has no CUDA (CPU_ONLY)");      \
+                                                         : "this build has no CUDA (CPU_ONLY)");       \
   }
