@@ -75,8 +75,29 @@ void HDF5DataLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vect
   datasets_.assign(param_.top().begin(), param_.top().begin() + top.size());
 
   const std::string& source = p.source();
-  std::ifstream list(source);
-  CREMA_CHECK(list) << describe() << ": cannot open hdf5_data_param.source '" << source << "'";
+  std::error_code error_code;
+  CREMA_CHECK(!std::filesystem::is_directory(source, error_code))
+      << describe() << ": hdf5_data_param.source '" << source
+      << "' is a folder; source must be a text file listing HDF5 files, one per line";
+  std::ifstream list_file(source, std::ios::binary);
+  CREMA_CHECK(list_file) << describe() << ": cannot open hdf5_data_param.source '" << source << "'";
+  std::ostringstream list_bytes;
+  list_bytes << list_file.rdbuf();
+  const std::string list_text = list_bytes.str();
+  // Naming the .h5 file itself as the source is the common slip; its bytes would be read as file names.
+  static const std::string kHdf5Signature("\x89HDF\r\n\x1a\n", 8);
+  CREMA_CHECK(list_text.compare(0, kHdf5Signature.size(), kHdf5Signature) != 0)
+      << describe() << ": hdf5_data_param.source '" << source << "' is an HDF5 file; source must be a text file "
+      << "listing HDF5 files, one per line (write its path into a .txt file and name that)";
+  const auto binary = std::find_if(list_text.begin(), list_text.end(), [](char c) {
+    const auto byte = static_cast<unsigned char>(c);
+    return byte < 0x20 && byte != '\t' && byte != '\n' && byte != '\r';
+  });
+  CREMA_CHECK(binary == list_text.end())
+      << describe() << ": hdf5_data_param.source '" << source << "' is not a text file (line "
+      << 1 + std::count(list_text.begin(), binary, '\n') << " holds control bytes); source must be a text file "
+      << "listing HDF5 files, one per line";
+  std::istringstream list(list_text);
   const std::filesystem::path list_dir = std::filesystem::path(source).parent_path();
   files_.clear();
   list_lines_.clear();

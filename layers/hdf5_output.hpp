@@ -2,9 +2,10 @@
 // bottom 1 to the dataset "label", as 32-bit floats. Each forward pass appends the bottoms' rows (their first
 // axis) to the datasets, whose first axis grows; the other axes must keep the shape of the first pass.
 //
-// hdf5_output_param: file_name (required). The file is created (replacing one of that name) at set-up, and
-// opened, appended to and closed again on every forward pass, so after each pass it is complete and readable
-// by any HDF5 reader.
+// hdf5_output_param: file_name (required). The file is created (replacing one of that name) at set-up; every
+// forward pass reads it into memory, appends, and writes it back whole under a temporary name renamed over the
+// file (io/hdf5.hpp), so after each pass it is complete and readable by any HDF5 reader, and a full disk leaves
+// the previous pass's file. The cost: each pass rewrites everything written so far.
 //
 // Bottoms: data, label (the same number of rows). No tops, no gradient, no runtime state.
 //

@@ -181,10 +181,11 @@ TEST_F(ExtractFeaturesTest, BadArgumentsAreNamed) {
   EXPECT_CONTAINS(Run(net_weights + "conv " + dir_.file("a"), 1), "usage: extract_features");
   EXPECT_FALSE(FileExists(dir_.file("a")));  // nothing was created by a failed run
 
-  // A deploy net: its input has nothing to fill it.
+  // A deploy net: its input has nothing to fill it. (Its layer has no parameters, so that weights matching none
+  // of its layers are no error of their own.)
   std::ofstream(dir_.file("deploy.prototxt"))
       << "name: 'deploy' layer { name: 'data' type: 'Input' top: 'data' input_param { shape { dim: 2 dim: 3 } } }\n"
-         "layer { name: 'fc' type: 'InnerProduct' bottom: 'data' top: 'fc' inner_product_param { num_output: 2 } }\n";
+         "layer { name: 'fc' type: 'ReLU' bottom: 'data' top: 'fc' }\n";
   EXPECT_CONTAINS(Run(weights_path_ + " " + dir_.file("deploy.prototxt") + " fc " + dir_.file("a") + " 1", 1),
                   "has the input 'data', which extract_features cannot fill");
 }

@@ -248,13 +248,15 @@ TEST(NetTest, WeightsRoundTripThroughProtoAndShapeMismatchIsNamed) {
 }
 
 // Caffe's V1 `layers` (field 2) are read and upgraded now (tests/test_upgrade_proto.cpp): a binary NetParameter
-// whose only content is one empty V1 layer holds no weights, so nothing is copied and nothing fails.
+// whose only content is one empty V1 layer holds no weights, which is an error naming the file (weights that
+// reach no layer would leave the net on its fillers), not a parse failure.
 TEST(NetErrorsTest, LegacyV1FilesAreUpgradedNotIgnored) {
   test::TempDir dir;
   const std::string path = dir.file("v1.caffemodel");
   WriteStringToFileAtomically(std::string("\x12\x00", 2), path);
   Net net(ParseNet(kBranchyNet));
-  EXPECT_TRUE(net.CopyTrainedLayersFrom(path).empty());
+  test::ExpectErrorContaining([&] { net.CopyTrainedLayersFrom(path); },
+                              {"v1.caffemodel", "holds no weights at all", "ip1"});
   const NetParameter v1 = ParseNet("layers { name: 'conv1' type: CONVOLUTION }");
   ASSERT_EQ(v1.layers_size(), 1);
   EXPECT_EQ(v1.layers(0).type(), V1LayerParameter::CONVOLUTION);

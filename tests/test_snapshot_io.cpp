@@ -263,7 +263,7 @@ TEST(Hdf5SnapshotTest, MisnamedAndForeignFilesAreExplained) {
   test::ExpectErrorContaining([&] { ReadWeightsFile(dir.file("absent.caffemodel.h5"), &read); },
                               {"absent.caffemodel.h5", "does not exist"});
   // An HDF5 file without Caffe's groups (an HDF5Data source, say) is not weights.
-  { Hdf5File other(dir.file("data.h5"), Hdf5File::Mode::kCreate); other.WriteInt("label", 1); }
+  { Hdf5File other(dir.file("data.h5"), Hdf5File::Mode::kCreate); other.WriteInt("label", 1); other.Flush(); }
   test::ExpectErrorContaining([&] { ReadWeightsFile(dir.file("data.h5"), &read); }, {"data.h5", "group 'data'"});
   SolverState state;
   test::ExpectErrorContaining([&] { ReadSolverStateFile(dir.file("data.h5"), &state); }, {"data.h5", "'iter'"});
@@ -365,6 +365,8 @@ SolverParameter TinySolver(const std::string& prefix) {
   SolverParameter param;
   ReadProtoFromText("base_lr: 0.1 lr_policy: 'fixed' max_iter: 2 snapshot: 1 solver_mode: CPU", "solver", &param);
   *param.mutable_net_param() = TwoLayerNet(3);
+  // A train net needs a loss: the output's sum serves.
+  param.mutable_net_param()->mutable_layer(2)->add_loss_weight(1.f);
   param.set_snapshot_prefix(prefix);
   return param;
 }

@@ -23,11 +23,16 @@ std::string LayoutName(Layout layout) {
 std::string ShapeString(const std::vector<int>& shape) {
   std::ostringstream out;
   int64_t count = 1;
+  bool overflow = false;  // a mistyped shape can exceed even 64 bits; the message must still be right
   for (int dim : shape) {
     out << dim << " ";
-    count *= dim;
+    overflow = overflow || __builtin_mul_overflow(count, static_cast<int64_t>(dim), &count);
   }
-  out << "(" << count << ")";
+  if (overflow) {
+    out << "(more than 2^63 values)";
+  } else {
+    out << "(" << count << ")";
+  }
   return out.str();
 }
 
@@ -38,7 +43,8 @@ void Blob::Reshape(const std::vector<int>& shape) {
   for (size_t i = 0; i < shape.size(); ++i) {
     CREMA_CHECK(shape[i] >= 0) << "blob shape " << ShapeString(shape) << " has a negative axis " << i;
     count *= shape[i];
-    CREMA_CHECK(count <= INT_MAX) << "blob shape " << ShapeString(shape) << " has more than 2^31-1 elements";
+    CREMA_CHECK(count <= INT_MAX) << "a blob of shape " << ShapeString(shape)
+                                  << " would hold more than 2^31-1 values, the most a blob can index";
   }
   // A view is checked before anything changes, so a refused reshape leaves the blob as it was.
   for (const Storage* storage : {&data_, &diff_}) {

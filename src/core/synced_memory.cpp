@@ -1,10 +1,12 @@
 #include "core/synced_memory.hpp"
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <string>
 
 #include "core/caching_allocator.hpp"
 #include "core/common.hpp"
@@ -30,10 +32,27 @@ Counter host_counter, device_counter;
 
 std::atomic<uint64_t> next_version{1};
 
+// "6.4 GiB (6912000000 bytes)": the exact count for the record, the rounded one for a person.
+std::string DescribeBytes(size_t bytes) {
+  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1024 && unit < 4) {
+    value /= 1024;
+    ++unit;
+  }
+  if (unit == 0) return std::to_string(bytes) + " bytes";
+  char rounded[32];
+  std::snprintf(rounded, sizeof(rounded), "%.1f %s", value, units[unit]);
+  return std::string(rounded) + " (" + std::to_string(bytes) + " bytes)";
+}
+
 void* allocate_host(size_t bytes) {
   size_t rounded = (bytes + kHostAlignment - 1) / kHostAlignment * kHostAlignment;
   void* pointer = std::aligned_alloc(kHostAlignment, rounded == 0 ? kHostAlignment : rounded);
-  CREMA_CHECK(pointer != nullptr) << "out of host memory allocating " << bytes << " bytes";
+  // The net adds the layer whose blob this is (Net::Build, ForwardStep).
+  CREMA_CHECK(pointer != nullptr) << "out of host memory: cannot allocate " << DescribeBytes(bytes)
+                                  << " for a blob";
   host_counter.add(bytes);
   return pointer;
 }
@@ -73,8 +92,9 @@ void* allocate_device(size_t bytes, int* device_id) {
   if (pointer == nullptr) {
     size_t free_bytes = 0, total_bytes = 0;
     cudaMemGetInfo(&free_bytes, &total_bytes);
-    CREMA_FAIL() << "out of memory on GPU " << *device_id << " allocating " << bytes << " bytes (" << free_bytes
-                 << " of " << total_bytes << " bytes free on the device)";
+    CREMA_FAIL() << "out of memory on GPU " << *device_id << ": cannot allocate " << DescribeBytes(bytes)
+                 << " for a blob (" << DescribeBytes(free_bytes) << " of " << DescribeBytes(total_bytes)
+                 << " free on the device)";
   }
   device_counter.add(bytes);
   return pointer;

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <mutex>
 
+#include "io/proto_io.hpp"
+
 namespace crema {
 
 namespace {
@@ -48,21 +50,30 @@ std::vector<int64_t> SpaceDims(hid_t space) {
 
 }  // namespace
 
-Hdf5File::Hdf5File(const std::string& path, Mode mode) : path_(path) {
+Hdf5File::Hdf5File(const std::string& path, Mode mode) : path_(path), mode_(mode) {
   SilenceHdf5ErrorPrinting();
   hid_t file = -1;
   switch (mode) {
     case Mode::kRead:
       file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
       break;
-    case Mode::kReadWrite:
-      file = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    case Mode::kReadWrite: {
+      // The file is read whole and opened in memory: its bytes become the core driver's initial image.
+      CREMA_CHECK(IsHdf5File(path)) << "cannot open HDF5 file '" << path
+                                    << "' (missing, unreadable or not an HDF5 file)";
+      const std::string image = ReadFileToString(path);
+      Handle access(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+      if (access.ok() && H5Pset_fapl_core(access.get(), 1 << 20, 0) >= 0 &&
+          H5Pset_file_image(access.get(), const_cast<char*>(image.data()), image.size()) >= 0)
+        // The core driver refuses an image under the name of a file that exists; "PATH/" names nothing that
+        // can be opened (PATH is a file), and the name serves only HDF5's bookkeeping.
+        file = H5Fopen((path + "/").c_str(), H5F_ACC_RDWR, access.get());
       break;
+    }
     case Mode::kCreate:
-      file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-      break;
     case Mode::kInMemory: {
-      // The core driver without a backing store: nothing reaches the disk until the caller writes Image().
+      // The core driver without a backing store: nothing reaches the disk until Flush() or the caller writes
+      // Image().
       Handle access(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
       if (access.ok() && H5Pset_fapl_core(access.get(), 1 << 20, 0) >= 0)
         file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access.get());
@@ -76,7 +87,18 @@ Hdf5File::Hdf5File(const std::string& path, Mode mode) : path_(path) {
 }
 
 Hdf5File::~Hdf5File() {
-  if (file_ >= 0) H5Fclose(static_cast<hid_t>(file_));
+  if (file_ < 0) return;
+  // Objects of the file still open (none, normally: every function closes its own) go first, so that the file
+  // really closes now rather than at HDF5's shutdown.
+  const hid_t file = static_cast<hid_t>(file_);
+  const unsigned kinds = H5F_OBJ_DATASET | H5F_OBJ_GROUP | H5F_OBJ_DATATYPE | H5F_OBJ_LOCAL;
+  const ssize_t open_count = H5Fget_obj_count(file, kinds);
+  if (open_count > 0) {
+    std::vector<hid_t> open_objects(static_cast<size_t>(open_count));
+    const ssize_t listed = H5Fget_obj_ids(file, kinds, open_objects.size(), open_objects.data());
+    for (ssize_t i = 0; i < listed; ++i) H5Oclose(open_objects[static_cast<size_t>(i)]);
+  }
+  H5Fclose(file);
 }
 
 bool Hdf5File::HasDataset(const std::string& name) const {
@@ -163,8 +185,10 @@ void Hdf5File::CheckAppendable(const std::string& name, const std::vector<int>& 
 }
 
 void Hdf5File::Flush() {
-  CREMA_CHECK(H5Fflush(static_cast<hid_t>(file_), H5F_SCOPE_GLOBAL) >= 0)
-      << "cannot write HDF5 file '" << path_ << "' to disk";
+  CREMA_CHECK(mode_ == Mode::kCreate || mode_ == Mode::kReadWrite)
+      << "HDF5 file '" << path_ << "' was opened " << (mode_ == Mode::kRead ? "read-only" : "in memory only")
+      << " and cannot be flushed to disk";
+  WriteStringToFileAtomically(Image(), path_);
 }
 
 bool Hdf5File::HasGroup(const std::string& name) const {

@@ -1,10 +1,17 @@
 // A small wrapper over the HDF5 C library for the HDF5Data and HDF5Output layers and for Caffe's HDF5 snapshots:
-// open or create a file (on disk, or in memory to be written atomically later), read the shape and the values
+// open or create a file (read from disk, or built in memory and written atomically), read the shape and the values
 // of a numeric dataset (as floats, converted from the stored type), append rows to a float dataset whose first
 // axis grows, write whole float, int, string and byte datasets, and make and list groups. Names may be paths
 // ("data/conv1/0"). Every failure raises a crema::Error naming the file (and the dataset or group, where one is
 // involved). HDF5's own printing of its error stack is turned off (for the process) the first time a file is
 // opened, since crema reports the errors itself.
+//
+// Files that are written are never written by HDF5 itself: they are built in memory (HDF5's core driver, no
+// backing store) and Flush() writes the whole image with WriteStringToFileAtomically. A failure (a full disk,
+// a missing folder) then raises the system's reason, leaves no partial file under the final name (an earlier
+// file of that name stays as it was) and leaves HDF5 nothing half-written to trip over at exit: writing through
+// HDF5's own file driver onto a full disk left a file handle that neither flushed nor closed, and HDF5's
+// shutdown at exit crashed on it.
 #pragma once
 
 #include <cstdint>
@@ -19,8 +26,8 @@ class Hdf5File {
  public:
   enum class Mode {
     kRead,       // an existing file, read-only
-    kReadWrite,  // an existing file
-    kCreate,     // a new file, replacing any file of that name
+    kReadWrite,  // an existing file, read into memory; Flush() writes it back
+    kCreate,     // a new, empty file in memory; Flush() writes it to `path`, replacing any file of that name
     kInMemory,   // a new file held in memory; `path` only names it in errors. Image() gives its bytes.
   };
   Hdf5File(const std::string& path, Mode mode);
@@ -41,7 +48,9 @@ class Hdf5File {
   // Throws as AppendFloats would when rows of `shape` cannot be appended to dataset `name` (fine when the
   // dataset does not exist yet), so that a caller appending to several datasets can check them all first.
   void CheckAppendable(const std::string& name, const std::vector<int>& shape) const;
-  // Writes everything to disk.
+  // Writes the whole file to `path` atomically (kCreate, kReadWrite); throws naming the path and the system's
+  // reason ("No space left on device") when it cannot, in which case the file at `path` is as it was before.
+  // Until then nothing is on disk, so a file abandoned after an error (or never flushed) leaves nothing.
   void Flush();
 
   bool HasGroup(const std::string& name) const;
@@ -70,6 +79,7 @@ class Hdf5File {
 
  private:
   std::string path_;
+  Mode mode_;
   int64_t file_ = -1;  // hid_t
 };
 

@@ -4,6 +4,8 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -33,6 +35,16 @@ void CheckIsDatabaseDirectory(const std::string& path) {
   const std::string data_file = path + "/data.mdb";
   CREMA_CHECK(stat(data_file.c_str(), &info) == 0)
       << "cannot open LMDB '" << path << "': the directory holds no data.mdb, so it is not an LMDB database";
+}
+
+// Why a write to the database at `path` failed, in words. LMDB reports a short write (what a full disk gives)
+// as "Input/output error", so a file system left with almost no room is taken to be the cause.
+std::string WriteFailure(int status, const std::string& path) {
+  struct statvfs space;
+  const bool nearly_full = statvfs(path.c_str(), &space) == 0 &&
+                           static_cast<unsigned long long>(space.f_bavail) * space.f_frsize < (1ull << 20);
+  if (status == ENOSPC || (status == EIO && nearly_full)) return std::strerror(ENOSPC);
+  return mdb_strerror(status);
 }
 
 }  // namespace
@@ -168,6 +180,7 @@ LmdbWriter::LmdbWriter(const std::string& path, size_t batch_size)
 }
 
 LmdbWriter::~LmdbWriter() {
+  if (environment_ == nullptr) return;  // a write failed, and the database is gone
   try {
     Commit();
   } catch (const std::exception& error) {
@@ -183,7 +196,9 @@ void LmdbWriter::Put(const std::string& key, const std::string& value) {
 }
 
 void LmdbWriter::Commit() {
-  if (pending_.empty() || environment_ == nullptr) return;
+  CREMA_CHECK(environment_ != nullptr || pending_.empty())
+      << "cannot write LMDB '" << path_ << "': an earlier write failed and the database was removed";
+  if (pending_.empty()) return;
   // Writes the whole batch in one transaction; returns LMDB's status (the transaction is gone either way).
   auto write_batch = [this]() {
     MDB_txn* transaction = nullptr;
@@ -204,9 +219,18 @@ void LmdbWriter::Commit() {
   };
   for (;;) {
     const int status = write_batch();
+    if (status == MDB_SUCCESS) break;
     if (status != MDB_MAP_FULL) {
-      CheckLmdb(status, "cannot write LMDB '" + path_ + "'");
-      break;
+      // The database is incomplete and no later write can mend it: it is removed (this writer created it), and
+      // the destructor, finding no environment, neither retries the batch nor reports the failure again.
+      const std::string reason = WriteFailure(status, path_);
+      mdb_env_close(environment_);
+      environment_ = nullptr;
+      pending_.clear();
+      for (const char* file : {"/data.mdb", "/lock.mdb"}) unlink((path_ + file).c_str());
+      const bool removed = rmdir(path_.c_str()) == 0;
+      CREMA_FAIL() << "cannot write LMDB '" << path_ << "': " << reason
+                   << (removed ? " (the incomplete database was removed)" : "");
     }
     // The map is full: grow it (allowed now that no transaction is open) and write the batch again.
     map_size_ *= 2;

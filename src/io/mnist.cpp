@@ -7,6 +7,7 @@
 #include <climits>
 #include <cstring>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <vector>
 
@@ -150,6 +151,21 @@ int64_t ConvertMnist(const std::string& images_path, const std::string& labels_p
   CREMA_CHECK(first >= 0 && first + count <= images.count)
       << "records " << first << " to " << first + count - 1 << " were asked for, but '" << images_path << "' holds "
       << images.count << " images";
+  // A selection that keeps nothing would write an empty database, which every reader then refuses: say so now.
+  CREMA_CHECK(selection.limit != 0) << "the record limit is 0, so no record would be written; give a positive limit "
+                                    << "(or -1 for every record)";
+  if (!selection.relabel.empty()) {
+    std::set<int> present;
+    for (int i = first; i < first + count; ++i) present.insert(static_cast<unsigned char>(labels[i]));
+    bool kept = false;
+    for (const auto& mapping : selection.relabel) kept = kept || present.count(mapping.first) > 0;
+    if (!kept) {
+      std::string found;
+      for (int label : present) found += (found.empty() ? "" : ", ") + std::to_string(label);
+      CREMA_FAIL() << "the label map keeps no image: none of its labels occurs in '" << labels_path
+                   << "' (records " << first << " to " << first + count - 1 << " hold the labels " << found << ")";
+    }
+  }
 
   const std::unique_ptr<DbWriter> writer = CreateDbWriter(backend, db_path);
   Datum datum;

@@ -55,6 +55,11 @@ bool FileExists(const std::string& path) {
 }
 
 std::string ReadFileToString(const std::string& path) {
+  // An ifstream opens a folder and then reads nothing: without this a folder would pass for an empty file (an
+  // empty net, weights that hold nothing). Pipes and devices (/dev/stdin, <(...)) are read as files.
+  std::error_code error;
+  CREMA_CHECK(!std::filesystem::is_directory(path, error))
+      << "cannot read '" << path << "': it is a folder, not a file";
   std::ifstream in(path, std::ios::binary);
   CREMA_CHECK(in.good()) << "cannot open '" << path << "': " << std::strerror(errno);
   std::ostringstream contents;

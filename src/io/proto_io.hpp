@@ -21,7 +21,7 @@ void ReadProtoFromBinaryFile(const std::string& path, google::protobuf::Message*
 void WriteProtoToTextFile(const google::protobuf::Message& message, const std::string& path);
 void WriteProtoToBinaryFile(const google::protobuf::Message& message, const std::string& path);
 
-// Reads a whole file; throws naming the path when it cannot be opened.
+// Reads a whole file; throws naming the path when it cannot be opened or is a folder.
 std::string ReadFileToString(const std::string& path);
 // Atomic write (see above).
 void WriteStringToFileAtomically(const std::string& contents, const std::string& path);

@@ -1,6 +1,7 @@
 #include "io/snapshot_io.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <limits>
 #include <vector>
 
@@ -101,6 +102,12 @@ void CollectLayers(const Hdf5File& file, const std::string& group, const std::st
 // Reads a file that must be HDF5 when its name says so; returns whether it is HDF5.
 bool CheckedIsHdf5(const std::string& path, const char* what) {
   CREMA_CHECK(FileExists(path)) << what << " file '" << path << "' does not exist";
+  // A directory reads as an empty file, and an empty file as a message with nothing in it: both would pass for
+  // weights that provide nothing, or a state with no history, instead of being named for what they are.
+  std::error_code error;
+  CREMA_CHECK(!std::filesystem::is_directory(path, error)) << what << " file '" << path << "' is a directory, not a file";
+  CREMA_CHECK(std::filesystem::file_size(path, error) != 0 || error)
+      << what << " file '" << path << "' is empty (0 bytes)";
   const bool hdf5 = IsHdf5File(path);
   CREMA_CHECK(hdf5 || !EndsWith(path, ".h5"))
       << what << " file '" << path << "' is named .h5 but is not an HDF5 file (it lacks HDF5's signature; "
@@ -147,6 +154,11 @@ void ReadSolverStateFile(const std::string& path, SolverState* state) {
     ReadSolverStateFromHdf5File(path, state);
   } else {
     ReadProtoFromBinaryFile(path, state);
+    // Every writer of a solver state (Caffe's and ours) sets iter; a file that parses without one is another
+    // kind of protobuf (a .caffemodel, whose fields SolverState skips as unknown).
+    CREMA_CHECK(state->has_iter()) << "solver state file '" << path
+                                   << "' holds no iteration count, so it is not a solver state (a .caffemodel, "
+                                   << "or another kind of file?)";
   }
 }
 
@@ -211,6 +223,9 @@ void ReadSolverStateFromHdf5File(const std::string& path, SolverState* state) {
   if (file.HasDataset(kCremaStateDataset))
     CREMA_CHECK(state->ParseFromString(file.ReadBytes(kCremaStateDataset)))
         << "dataset '" << kCremaStateDataset << "' of HDF5 file '" << path << "' is not a valid SolverState";
+  CREMA_CHECK(file.HasDataset("iter") || !file.HasGroup("data"))
+      << "HDF5 file '" << path << "' holds weights (a group 'data'), not a solver state: give it as --weights, or "
+      << "give the .solverstate.h5 written beside it";
   // Caffe's datasets are the authority for Caffe's fields.
   state->set_iter(file.ReadInt("iter"));
   if (file.HasDataset("learned_net")) state->set_learned_net(file.ReadString("learned_net"));

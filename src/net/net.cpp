@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <new>
 #include <set>
 #include <sstream>
 
@@ -16,6 +17,25 @@
 #include "net/upgrade.hpp"
 
 namespace crema {
+
+namespace {
+
+// Errors raised below a layer (a filler, a blob's size, the allocator, a database) cannot know which layer they
+// serve; the layers' own errors start by naming it ("layer 'NAME' (TYPE): ...").
+std::string NamingLayer(const std::string& message, const std::string& name, const std::string& type) {
+  if (message.rfind("layer '", 0) == 0) return message;
+  return "layer '" + name + "' (" + type + "): " + message;
+}
+
+// "a, b, c" (at most `shown` names, then how many more).
+std::string NameList(const std::vector<std::string>& names, size_t shown = 10) {
+  std::string list;
+  for (size_t i = 0; i < names.size() && i < shown; ++i) list += (i ? ", " : "") + names[i];
+  if (names.size() > shown) list += " and " + std::to_string(names.size() - shown) + " more";
+  return list;
+}
+
+}  // namespace
 
 bool BlobSignature::Matches(const Blob& blob) const {
   return shape == blob.shape() && data == blob.data().get() && data_offset == blob.data_offset() &&
@@ -33,7 +53,7 @@ Net::Net(const NetParameter& param, std::shared_ptr<Context> context, const NetP
 
 Net::Net(const std::string& path, Phase phase, int level, const std::vector<std::string>& stages,
          std::shared_ptr<Context> context)
-    : context_(context ? std::move(context) : std::make_shared<Context>()) {
+    : context_(context ? std::move(context) : std::make_shared<Context>()), origin_(path) {
   NetParameter param;
   ReadProtoFromTextFile(path, &param);
   // Here rather than in the pass, so that the notices name the file.
@@ -49,6 +69,10 @@ int Net::AddTop(const LayerParameter& layer_param, int top_index, std::vector<in
                 const std::vector<int>& step_bottoms) {
   const std::string name = top_index < layer_param.top_size() ? layer_param.top(top_index)
                                                               : "(automatic top " + std::to_string(top_index) + ")";
+  for (int earlier = 0; earlier < top_index && top_index < layer_param.top_size(); ++earlier)
+    CREMA_CHECK(layer_param.top(earlier) != name)
+        << "layer '" << layer_param.name() << "' (" << layer_param.type() << ") lists top '" << name
+        << "' twice (tops " << earlier << " and " << top_index << "); every top needs a name of its own";
   auto existing = blob_index_.find(name);
   if (existing != blob_index_.end() && top_index < layer_param.top_size()) {
     // Writing a blob that already exists is in-place execution, allowed only over this layer's own bottom.
@@ -90,6 +114,23 @@ void Net::Build(const NetParameter& in_param, const NetPasses& passes) {
   name_ = param.name();
   phase_ = param.state().phase();
   force_backward_ = param.force_backward();
+  // A net without layers would "run" and report a loss of 0: always a wrong file or wrong include rules.
+  if (param.layer_size() == 0) {
+    const std::string net = (name_.empty() ? std::string("the net") : "net '" + name_ + "'") +
+                            (origin_.empty() ? std::string() : " of '" + origin_ + "'");
+    const int declared = in_param.layer_size() + in_param.layers_size();
+    CREMA_CHECK(declared == 0) << net << " has no layers in phase " << Phase_Name(phase_) << ": the include/exclude "
+                               << "rules of all " << declared << " of its layers leave them out (level "
+                               << param.state().level() << ", stages: "
+                               << (param.state().stage_size() ? NameList({param.state().stage().begin(),
+                                                                          param.state().stage().end()})
+                                                              : std::string("none"))
+                               << ")";
+    CREMA_FAIL() << net << " has no layers";
+  }
+  // NetParameter.debug_info: log every pass and check every step for non-finite values, for the net's life.
+  debug_info_ = param.debug_info();
+  check_finite_ = param.debug_info();
   workspace_ = std::make_shared<Blob>(std::vector<int>{0});
   LOG(INFO) << "Building net '" << name_ << "' for phase " << Phase_Name(phase_) << " on the "
             << DeviceName(context_->device()) << " (" << param.layer_size() << " layers)";
@@ -127,14 +168,18 @@ void Net::Build(const NetParameter& in_param, const NetPasses& passes) {
 
     const std::vector<Blob*> bottoms = Blobs(step.bottoms), tops = Blobs(step.tops);
     try {
-      layer->SetUp(bottoms, tops);
+      try {
+        layer->SetUp(bottoms, tops);
+      } catch (const std::bad_alloc&) {
+        CREMA_FAIL() << "out of host memory setting the layer up";
+      }
     } catch (const Error& error) {
       std::ostringstream shapes;
       for (size_t b = 0; b < bottoms.size(); ++b)
         shapes << (b ? ", " : "") << "'" << layer_param.bottom(b) << "' " << bottoms[b]->shape_string();
-      const std::string message = error.what();
-      // Layer errors already name the layer; add what it was given, which is where shape mistakes come from.
-      CREMA_FAIL() << message << (bottoms.empty() ? std::string() : " [bottom shapes: " + shapes.str() + "]");
+      // Add what the layer was given, which is where shape mistakes come from.
+      CREMA_FAIL() << NamingLayer(error.what(), layer_param.name(), layer_param.type())
+                   << (bottoms.empty() ? std::string() : " [bottom shapes: " + shapes.str() + "]");
     }
     // The plan records what the layer declared: views of bottoms, and internal blobs beside the tops.
     step.views = layer->TopViews(static_cast<int>(tops.size()));
@@ -281,7 +326,8 @@ void Net::ReshapeStep(size_t step) {
     std::ostringstream shapes;
     for (size_t b = 0; b < bottoms.size(); ++b)
       shapes << (b ? ", " : "") << "'" << blob_names_[s.bottoms[b]] << "' " << bottoms[b]->shape_string();
-    CREMA_FAIL() << "reshaping net '" << name_ << "': " << error.what() << " [bottom shapes: " << shapes.str() << "]";
+    CREMA_FAIL() << "reshaping net '" << name_ << "': " << NamingLayer(error.what(), layer->name(), layer->type())
+                 << " [bottom shapes: " << shapes.str() << "]";
   }
   for (size_t b = 0; b < bottoms.size(); ++b) s.reshaped_for[b] = BlobSignature::Of(*bottoms[b]);
   s.reshape_pending = false;
@@ -296,16 +342,41 @@ void Net::Reshape() {
 float Net::ForwardStep(size_t step) {
   ReshapeStep(step);
   const PlanStep& s = plan_[step];
-  const float loss = layers_[s.layer]->Forward(Blobs(s.bottoms), Blobs(s.tops));
+  Layer& layer = *layers_[s.layer];
+  float loss = 0.f;
+  try {
+    loss = layer.Forward(Blobs(s.bottoms), Blobs(s.tops));
+  } catch (const Error& error) {
+    CREMA_FAIL() << NamingLayer(error.what(), layer.name(), layer.type());
+  } catch (const std::bad_alloc&) {
+    CREMA_FAIL() << NamingLayer("out of host memory in the forward pass", layer.name(), layer.type());
+  }
   if (debug_info_) ForwardDebugInfo(step);
+  if (check_finite_) {
+    const std::string where = DescribeNonFinite(step, /*gradients=*/false);
+    CREMA_CHECK(where.empty()) << "non-finite value in the forward pass of net '" << name_ << "': " << where
+                               << " (debug_info checks every step)";
+  }
   return loss;
 }
 
 void Net::BackwardStep(size_t step) {
   const PlanStep& s = plan_[step];
   if (s.needs_backward) {
-    layers_[s.layer]->Backward(Blobs(s.tops), s.propagate_down, Blobs(s.bottoms));
+    Layer& layer = *layers_[s.layer];
+    try {
+      layer.Backward(Blobs(s.tops), s.propagate_down, Blobs(s.bottoms));
+    } catch (const Error& error) {
+      CREMA_FAIL() << NamingLayer(error.what(), layer.name(), layer.type());
+    } catch (const std::bad_alloc&) {
+      CREMA_FAIL() << NamingLayer("out of host memory in the backward pass", layer.name(), layer.type());
+    }
     if (debug_info_) BackwardDebugInfo(step);
+    if (check_finite_) {
+      const std::string where = DescribeNonFinite(step, /*gradients=*/true);
+      CREMA_CHECK(where.empty()) << "non-finite value in the backward pass of net '" << name_ << "': " << where
+                                 << " (debug_info checks every step)";
+    }
   }
   if (gradient_ready_)
     for (int param : params_ready_after_[step]) gradient_ready_(param);
@@ -395,22 +466,64 @@ void Net::ClearParamDiffs() {
   for (Blob* param : learnable_params_) set(*context_, param->count(), 0.f, param->mutable_diff_on(device));
 }
 
-std::string Net::DescribeFirstNonFinite() const {
-  for (const auto& step : plan_) {
-    for (int id : step.tops) {
+namespace {
+
+// The index of the first NaN or infinity among `values`, or -1.
+int FirstNonFinite(const float* values, int count) {
+  for (int i = 0; i < count; ++i)
+    if (!std::isfinite(values[i])) return i;
+  return -1;
+}
+
+}  // namespace
+
+std::string Net::DescribeNonFinite(size_t step, bool gradients) const {
+  const PlanStep& s = plan_[step];
+  Layer& layer = *layers_[s.layer];
+  const std::string who = "layer '" + layer_names_[s.layer] + "' (" + layer.type() + ") produced ";
+  std::ostringstream out;
+  if (!gradients) {
+    for (int id : s.tops) {
       const Blob& blob = *blobs_[id];
-      const float* data = blob.cpu_data();
-      for (int i = 0; i < blob.count(); ++i) {
-        if (!std::isfinite(data[i])) {
-          std::ostringstream out;
-          out << "layer '" << layer_names_[step.layer] << "' (" << layers_[step.layer]->type() << ") produced "
-              << data[i] << " in top '" << blob_names_[id] << "' " << blob.shape_string() << " at element " << i;
-          return out.str();
-        }
-      }
+      const int bad = FirstNonFinite(blob.cpu_data(), blob.count());
+      if (bad < 0) continue;
+      out << who << blob.cpu_data()[bad] << " in top '" << blob_names_[id] << "' " << blob.shape_string()
+          << " at element " << bad;
+      return out.str();
     }
+    return "";
+  }
+  for (size_t b = 0; b < s.bottoms.size(); ++b) {
+    if (!s.propagate_down[b]) continue;
+    const Blob& blob = *blobs_[s.bottoms[b]];
+    const int bad = FirstNonFinite(blob.cpu_diff(), blob.count());
+    if (bad < 0) continue;
+    out << who << blob.cpu_diff()[bad] << " in the gradient of bottom '" << blob_names_[s.bottoms[b]] << "' "
+        << blob.shape_string() << " at element " << bad;
+    return out.str();
+  }
+  for (size_t i = 0; i < layer.blobs().size(); ++i) {
+    if (!layer.param_propagate_down(static_cast<int>(i))) continue;
+    const Blob& blob = *layer.blobs()[i];
+    const int bad = FirstNonFinite(blob.cpu_diff(), blob.count());
+    if (bad < 0) continue;
+    out << who << blob.cpu_diff()[bad] << " in the gradient of its parameter "
+        << ParamDisplayName(s.layer, static_cast<int>(i)) << " " << blob.shape_string() << " at element " << bad;
+    return out.str();
   }
   return "";
+}
+
+std::string Net::DescribeFirstNonFinite() const {
+  for (size_t step = 0; step < plan_.size(); ++step) {
+    const std::string where = DescribeNonFinite(step, /*gradients=*/false);
+    if (!where.empty()) return where;
+  }
+  return "";
+}
+
+bool Net::has_loss() const {
+  return std::any_of(blob_loss_weights_.begin(), blob_loss_weights_.end(), [](float weight) { return weight != 0.f; });
 }
 
 size_t Net::activation_bytes() const {
@@ -444,13 +557,29 @@ std::vector<std::string> Net::CopyTrainedLayersFrom(const NetParameter& trained)
     UpgradeLegacyNetAndLog(&upgraded, "weights '" + trained.name() + "'");
     return CopyTrainedLayersFrom(upgraded);
   }
+  const std::vector<std::string> copied = CopyMatchingLayers(trained);
+  // Weights that reach no layer at all are a wrong file (another net's, a net definition, an empty file), not
+  // fine-tuning: running on would score, extract or train from the fillers' random values.
+  std::vector<std::string> with_params, in_file;
+  for (size_t l = 0; l < layers_.size(); ++l)
+    if (!layers_[l]->blobs().empty() && !added_by_pass_[l]) with_params.push_back(layer_names_[l]);
+  for (const auto& source : trained.layer())
+    if (source.blobs_size() > 0) in_file.push_back(source.name());
+  CREMA_CHECK(!copied.empty() || with_params.empty())
+      << "none of the " << with_params.size() << " layer(s) with parameters of net '" << name_ << "' ("
+      << NameList(with_params) << ") has weights there: "
+      << (in_file.empty() ? std::string("it holds no weights at all")
+                          : "it holds weights for layer(s) " + NameList(in_file) +
+                                " only, and weights go to the layer of the same name");
+  return copied;
+}
+
+std::vector<std::string> Net::CopyMatchingLayers(const NetParameter& trained) {
   // Parameters shared by name are learnable only through their owner; the others are views of it.
   const std::set<const Blob*> owned(learnable_params_.begin(), learnable_params_.end());
   std::vector<std::string> copied;
-  int with_weights = 0;
   for (const auto& source : trained.layer()) {
     if (source.blobs_size() == 0) continue;
-    ++with_weights;
     auto found = layer_index_.find(source.name());
     if (found == layer_index_.end()) {
       LOG(INFO) << "Ignoring source layer " << source.name() << " (not in net '" << name_ << "')";
@@ -490,13 +619,12 @@ std::vector<std::string> Net::CopyTrainedLayersFrom(const NetParameter& trained)
     }
     copied.push_back(source.name());
   }
-  if (with_weights > 0 && copied.empty())
-    LOG(WARNING) << "None of the " << with_weights << " layers with weights in '" << trained.name()
-                 << "' matches a layer of net '" << name_ << "' by name: nothing was copied";
   return copied;
 }
 
 std::vector<std::string> Net::CopyTrainedLayersFrom(const std::string& path) {
+  // ReadWeightsFile refuses folders and empty files, naming them; text weights (rare) read a folder as
+  // ReadFileToString refuses it, and an empty text file holds no weights (refused below).
   NetParameter trained;
   const std::string extension = std::filesystem::path(path).extension().string();
   const bool text = extension == ".prototxt" || extension == ".txt";
@@ -510,7 +638,11 @@ std::vector<std::string> Net::CopyTrainedLayersFrom(const std::string& path) {
   try {
     return CopyTrainedLayersFrom(trained);
   } catch (const Error& error) {
-    CREMA_FAIL() << "weights file '" << path << "': " << error.what();
+    bool net_definition = false;  // a .prototxt given as weights: layers, none with blobs
+    for (const auto& layer : trained.layer()) net_definition = text && (net_definition || !layer.type().empty());
+    for (const auto& layer : trained.layer()) net_definition = net_definition && layer.blobs_size() == 0;
+    CREMA_FAIL() << "weights file '" << path << "': " << error.what()
+                 << (net_definition ? " (it looks like a net definition, not trained weights)" : "");
   }
   return {};
 }

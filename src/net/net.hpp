@@ -122,10 +122,14 @@ class Net {
   // Copies parameters from a trained net (by layer name; shapes must match). Layers absent from this net
   // are skipped with a log line. An empty BlobProto (no shape, no values) stands for a parameter the file left
   // to its owner (Caffe's HDF5 files store a parameter shared by name once); it is accepted where this net
-  // shares that parameter too. Returns the names of this net's layers that received parameters.
+  // shares that parameter too. Returns the names of this net's layers that received parameters. Weights that
+  // reach none of this net's layers with parameters (another net's, a net definition, nothing at all) are an
+  // Error naming this net's layers with parameters and those the weights hold; a partial copy (fine-tuning) is
+  // not.
   std::vector<std::string> CopyTrainedLayersFrom(const NetParameter& trained);
   // From a .caffemodel (binary), a .caffemodel.h5 (Caffe's HDF5 layout; any HDF5 file is read as one, whatever
-  // its name) or, if the name ends in .prototxt/.txt, a text NetParameter.
+  // its name) or, if the name ends in .prototxt/.txt, a text NetParameter. Errors name the file; a directory or
+  // an empty file is refused as such.
   std::vector<std::string> CopyTrainedLayersFrom(const std::string& path);
   // The layers with parameters that none of `copied_layers` provided (fine-tuning: the layers that start from
   // their fillers). A layer whose parameters are all shared with a copied layer is not among them.
@@ -166,11 +170,20 @@ class Net {
   const std::vector<float>& params_lr() const { return params_lr_; }
   const std::vector<float>& params_weight_decay() const { return params_weight_decay_; }
 
-  // Debugging aid (the solver's debug_info): while on, Forward logs each step's mean absolute top values and
-  // parameter values, Backward each step's mean absolute bottom and parameter gradients and then the norms of
-  // all parameters, in Caffe's line shapes ("    [Forward] Layer conv1, top blob conv1 data: 0.0123").
+  // Debugging aid (the solver's debug_info; on from the start where NetParameter.debug_info is set): while on,
+  // Forward logs each step's mean absolute top values and parameter values, Backward each step's mean absolute
+  // bottom and parameter gradients and then the norms of all parameters, in Caffe's line shapes
+  // ("    [Forward] Layer conv1, top blob conv1 data: 0.0123").
   void set_debug_info(bool on) { debug_info_ = on; }
   bool debug_info() const { return debug_info_; }
+  // Non-finite checks (on for the net's whole life where NetParameter.debug_info is set; the solver's per-iteration
+  // set_debug_info leaves them alone): after each forward step its tops, after each backward step the gradients
+  // of its bottoms and parameters are checked, and the first NaN or infinity is an Error naming the layer, the
+  // blob, the element and the value (DescribeNonFinite).
+  void set_check_finite(bool on) { check_finite_ = on; }
+  bool check_finite() const { return check_finite_; }
+  // Whether some top carries a loss weight (a loss layer, or loss_weight on another layer): a net to train needs one.
+  bool has_loss() const;
   // Learnable parameter `index`'s layer (the one that owns it) and its name there: the ParamSpec's name, or its
   // position in the layer ("0", "1"), as Caffe's logs show it.
   const std::string& learnable_param_layer(int index) const {
@@ -181,6 +194,9 @@ class Net {
   // After a forward that produced a non-finite loss: names the first layer and top that hold a NaN or an
   // infinity ("" when every top is finite).
   std::string DescribeFirstNonFinite() const;
+  // The first NaN or infinity of one step: in its tops, or (`gradients`) in the gradients of its bottoms and
+  // parameters after its backward; "layer 'L' (TYPE) produced nan in top 'B' SHAPE at element I", or "".
+  std::string DescribeNonFinite(size_t step, bool gradients) const;
 
   // Bytes of the data of every blob of the plan (tops and internal blobs), each storage counted once.
   size_t activation_bytes() const;
@@ -192,6 +208,8 @@ class Net {
 
  private:
   void Build(const NetParameter& param, const NetPasses& passes);
+  // CopyTrainedLayersFrom's copy, without the check that something was copied.
+  std::vector<std::string> CopyMatchingLayers(const NetParameter& trained);
   int AddTop(const LayerParameter& layer_param, int top_index, std::vector<int>* step_tops,
              const std::vector<int>& step_bottoms);
   void CollectParams();
@@ -204,6 +222,7 @@ class Net {
   void BackwardDebugInfo(size_t step) const;
 
   std::shared_ptr<Context> context_;
+  std::string origin_;  // the prototxt the net was read from, for messages ("" when built from a NetParameter)
   std::string name_;
   Phase phase_ = TEST;
   bool force_backward_ = false;
@@ -229,6 +248,7 @@ class Net {
   std::vector<float> params_weight_decay_;
   std::vector<std::pair<int, int>> learnable_param_owner_;  // per learnable parameter: (layer, index in the layer)
   bool debug_info_ = false;
+  bool check_finite_ = false;
 };
 
 }  // namespace crema
