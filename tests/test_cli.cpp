@@ -212,7 +212,7 @@ TEST_F(CliTest, TrainResumeTestAndTime) {
   EXPECT_CONTAINS(Crema("time --model=" + net + " --iterations=1 --engine=reference", 0),
                   "conv\tConvolution\treference");
   EXPECT_CONTAINS(Crema("time --model=" + net + " --iterations=1 --engine=Convolution:fast", 1),
-                  "engine 'fast' was forced (--engine), but Convolution has the engines " + convolution_engines);
+                  "--engine='Convolution:fast': Convolution has no engine 'fast'; its engines: " + convolution_engines);
   EXPECT_CONTAINS(Crema("time --model=" + net + " --iterations=1 --engine=Pooling:", 1), "--engine='Pooling:'");
   // crema train takes --engine too; the net's build log names each layer's engine.
   const std::string reference_log = Crema("train --solver=" + solver("reference", 30) + " --engine=reference", 0);

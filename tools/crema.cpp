@@ -9,6 +9,7 @@
 #include <glog/logging.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -29,10 +30,13 @@
 #include "io/db.hpp"
 #include "io/input_source.hpp"
 #include "io/proto_io.hpp"
+#include "layers/layer_registry.hpp"
 #include "net/classifier.hpp"
 #include "net/net.hpp"
 #include "net/output_scores.hpp"
+#include "net/upgrade.hpp"
 #include "solver/solver.hpp"
+#include "tools/tool_main.hpp"
 
 DEFINE_string(solver, "", "train: the solver prototxt");
 DEFINE_string(model, "", "test, time: the net prototxt; classify: the deploy net prototxt");
@@ -69,6 +73,10 @@ DEFINE_int32(batch_size, 0, "classify: images per forward pass; 0: the batch of 
 DEFINE_string(backend, "", "classify: the database --input holds, lmdb or leveldb; empty: judged from its files");
 DEFINE_string(root_folder, "", "classify: the folder a list file's relative paths start from");
 DEFINE_int32(log_every, 50, "classify: when stderr is not a terminal, a progress line every this many batches");
+DEFINE_bool(debug_info, false,
+            "train, test, time: log each layer's mean absolute values and gradients, and stop at the first NaN or "
+            "infinity naming its layer and blob (test, time: the net's debug_info; train: the solver's debug_info, "
+            "on the iterations that display)");
 
 namespace crema {
 namespace {
@@ -104,8 +112,47 @@ std::vector<int> SelectGpus() {
   return gpus;
 }
 
+std::string JoinNames(const std::vector<std::string>& names) {
+  std::string joined;
+  for (const auto& name : names) joined += (joined.empty() ? "" : ", ") + name;
+  return joined;
+}
+
+// --engine names only engines that exist: a misspelt type or engine would otherwise force nothing, silently.
+// (Whether a forced engine runs on the device and accepts a layer is the layer's check, when the net is built.)
+void CheckEngineFlag(const std::string& spec) {
+  const LayerRegistry& registry = LayerRegistry::Global();
+  std::vector<std::string> all_engines;
+  for (const auto& type : registry.Types())
+    for (const auto& engine : registry.Engines(type))
+      if (std::find(all_engines.begin(), all_engines.end(), engine) == all_engines.end()) all_engines.push_back(engine);
+  for (const auto& item : SplitList(spec)) {
+    const size_t colon = item.find(':');
+    if (colon == std::string::npos) {
+      if (std::find(all_engines.begin(), all_engines.end(), item) != all_engines.end()) continue;
+      const std::string nearest = NearestName(item, all_engines);
+      CREMA_FAIL() << "--engine='" << spec << "': no layer type has an engine '" << item << "'"
+                   << (nearest.empty() ? "" : " (did you mean " + nearest + "?)")
+                   << "; engines: " << JoinNames(all_engines);
+    }
+    const std::string type = item.substr(0, colon), engine = item.substr(colon + 1);
+    if (type.empty() || engine.empty() || engine.find(':') != std::string::npos) continue;  // ForceEngines says why
+    const std::vector<std::string> engines = registry.Engines(type);
+    if (engines.empty()) {
+      const std::string nearest = NearestName(type, registry.Types());
+      CREMA_FAIL() << "--engine='" << spec << "': there is no layer type '" << type << "'"
+                   << (nearest.empty() ? " (the type names are case-sensitive, e.g. Convolution)"
+                                       : " (did you mean " + nearest + "?)");
+    }
+    CREMA_CHECK(std::find(engines.begin(), engines.end(), engine) != engines.end())
+        << "--engine='" << spec << "': " << type << " has no engine '" << engine << "'; its engines: "
+        << JoinNames(engines);
+  }
+}
+
 // The context of `crema test` and `crema time`: the device --gpu names, the engines --engine forces.
 std::shared_ptr<Context> ToolContext() {
+  CheckEngineFlag(FLAGS_engine);
   const std::vector<int> gpus = SelectGpus();
   auto context = std::make_shared<Context>(gpus.empty() ? Device::kCPU : Device::kGPU, gpus.empty() ? 0 : gpus[0]);
   context->ForceEngines(FLAGS_engine);
@@ -183,6 +230,12 @@ int Train() {
     CREMA_CHECK(FileExists(weights)) << "weights file '" << weights << "' does not exist";
   if (!FLAGS_snapshot.empty())
     CREMA_CHECK(FileExists(FLAGS_snapshot)) << "snapshot file '" << FLAGS_snapshot << "' does not exist";
+  CheckEngineFlag(FLAGS_engine);
+  // After the command line's own files, what a person fixes first in the solver: the net it trains, then how
+  // long it trains; CreateSolver checks the rest before it builds anything.
+  Solver::CheckNets(param, FLAGS_solver);
+  Solver::CheckMaxIter(param);
+  if (FLAGS_debug_info) param.set_debug_info(true);
 
   std::shared_ptr<Context> context = Solver::ContextFor(param);
   context->ForceEngines(FLAGS_engine);
@@ -203,7 +256,22 @@ int Train() {
 std::unique_ptr<Net> LoadModel(Phase phase) {
   CREMA_CHECK(!FLAGS_model.empty()) << "this command needs --model=NET.prototxt";
   CREMA_CHECK(FileExists(FLAGS_model)) << "model file '" << FLAGS_model << "' does not exist";
-  auto net = std::make_unique<Net>(FLAGS_model, phase, FLAGS_level, SplitList(FLAGS_stage), ToolContext());
+  std::unique_ptr<Net> net;
+  if (FLAGS_debug_info) {
+    // As Net's constructor from a file does, with the net's debug_info set.
+    NetParameter param;
+    ReadProtoFromTextFile(FLAGS_model, &param);
+    UpgradeLegacyNetAndLog(&param, FLAGS_model);
+    param.mutable_state()->set_phase(phase);
+    param.mutable_state()->set_level(FLAGS_level);
+    param.mutable_state()->clear_stage();
+    for (const auto& stage : SplitList(FLAGS_stage)) param.mutable_state()->add_stage(stage);
+    param.set_debug_info(true);
+    net = std::make_unique<Net>(param, ToolContext());
+    net->set_debug_info(true);
+  } else {
+    net = std::make_unique<Net>(FLAGS_model, phase, FLAGS_level, SplitList(FLAGS_stage), ToolContext());
+  }
   CopyWeightsFiles(net.get(), SplitList(FLAGS_weights));
   net->RunAfterWeightsPasses();
   return net;
@@ -435,7 +503,38 @@ const char kUsage[] =
     "  test    score a trained net (--model, --weights, --iterations)\n"
     "  time    time a net's layers forward and backward, with each layer's engine and the peak memory\n"
     "          (--model, --iterations, --forward_only)\n"
+    "  classify  predict the classes of images with a trained net (--model, --weights, --input)\n"
     "  device_query  show the properties of the GPUs (--gpu; default all of them)";
+
+const char* const kCommands[] = {"train", "test", "time", "classify", "device_query"};
+
+std::string CommandList() {
+  std::string list;
+  for (const char* command : kCommands) list += std::string(list.empty() ? "" : ", ") + command;
+  return list;
+}
+
+bool IsCommand(const std::string& word) {
+  for (const char* command : kCommands)
+    if (word == command) return true;
+  return false;
+}
+
+// The command line's shape: one known command, no other argument. "" when right, else what is wrong.
+std::string CommandProblem(int argc, char** argv) {
+  if (argc < 2) return "no command given; commands: " + CommandList();
+  const std::string command = argv[1];
+  if (!IsCommand(command)) {
+    const std::string nearest = NearestName(command, std::vector<std::string>(std::begin(kCommands), std::end(kCommands)));
+    return "unknown command '" + command + "' (" + (nearest.empty() ? "" : "did you mean " + nearest + "? ") +
+           "commands: " + CommandList() + ")";
+  }
+  if (argc == 2) return "";
+  const std::string extra = argv[2];
+  if (IsCommand(extra)) return "one command at a time: got '" + command + "' and '" + extra + "'";
+  return "unexpected argument '" + extra + "' after the command '" + command +
+         "': crema takes its inputs as flags (e.g. --solver=FILE, --model=FILE)";
+}
 
 }  // namespace
 }  // namespace crema
@@ -445,11 +544,22 @@ int main(int argc, char** argv) {
   FLAGS_colorlogtostderr = false;
   gflags::SetUsageMessage(crema::kUsage);
   gflags::SetVersionString("0.1.0");
+  try {
+    crema::CheckCommandLineFlags(argc, argv, "tools/crema.cpp");
+  } catch (const crema::Error& error) {
+    std::fprintf(stderr, "crema: error: %s\n", error.what());
+    return 1;
+  }
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   google::InitGoogleLogging(argv[0]);
-  if (argc != 2) {
-    gflags::ShowUsageWithFlagsRestrict(argv[0], "tools/crema");
-    return 1;
+  const std::string problem = crema::CommandProblem(argc, argv);
+  if (!problem.empty()) {
+    // A misspelt command needs only the list of commands, which the message gives; a missing one, the usage.
+    if (argc >= 2 && !crema::IsCommand(argv[1])) {
+      std::fprintf(stderr, "crema: error: %s\n", problem.c_str());
+      return 1;
+    }
+    return crema::ReportUsageError("crema", "tools/crema.cpp", problem);
   }
   const std::string command = argv[1];
   try {
@@ -457,10 +567,7 @@ int main(int argc, char** argv) {
     if (command == "test") return crema::Test();
     if (command == "time") return crema::Time();
     if (command == "classify") return crema::Classify();
-    if (command == "device_query") return crema::DeviceQuery();
-    std::fprintf(stderr, "crema: unknown command '%s'; use train, test, time, classify or device_query\n",
-                 command.c_str());
-    return 1;
+    return crema::DeviceQuery();
   } catch (const crema::Error& error) {
     std::fprintf(stderr, "crema: error: %s\n", error.what());
     return 1;

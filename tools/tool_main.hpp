@@ -1,7 +1,7 @@
 // What every command-line tool of crema does around its own work, in one place: glog to stderr, the usage and
-// flags through gflags, the number of positional arguments checked (the usage and status 1 otherwise), and a
-// crema::Error reported as one line, "<tool>: error: <message>", with status 1. `crema` itself, whose first
-// argument is a command, has its own main.
+// flags through gflags, every flag checked before gflags parses it (core/command_line.hpp), the number of
+// positional arguments checked, and a crema::Error reported as one line, "<tool>: error: <message>", with status 1.
+// `crema` itself, whose first argument is a command, has its own main but the same checks.
 #pragma once
 
 #include <gflags/gflags.h>
@@ -12,17 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "core/common.hpp"
+#include "core/command_line.hpp"
 
 namespace crema {
-
-struct ToolUsage {
-  const char* name;   // the program, as its messages start (and the file its flags are defined in)
-  const char* text;   // what it does, then "usage: ..." lines
-  int min_arguments;  // positional arguments, after the flags
-  int max_arguments;
-  int min_log_level = google::GLOG_INFO;  // the default of --minloglevel
-};
 
 // Runs `body` on the positional arguments and returns the exit status it returns.
 inline int RunTool(int argc, char** argv, const ToolUsage& usage,
@@ -30,13 +22,17 @@ inline int RunTool(int argc, char** argv, const ToolUsage& usage,
   FLAGS_logtostderr = true;
   FLAGS_minloglevel = usage.min_log_level;
   gflags::SetUsageMessage(usage.text);
+  try {
+    CheckCommandLineFlags(argc, argv, usage.name);
+  } catch (const Error& error) {
+    std::fprintf(stderr, "%s: error: %s\n", usage.name, error.what());
+    return 1;
+  }
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   google::InitGoogleLogging(argv[0]);
   const int count = argc - 1;
-  if (count < usage.min_arguments || count > usage.max_arguments) {
-    gflags::ShowUsageWithFlagsRestrict(argv[0], usage.name);
-    return 1;
-  }
+  if (count < usage.min_arguments || count > usage.max_arguments)
+    return ReportUsageError(usage.name, usage.name, ArgumentCountMessage(usage, count));
   try {
     return body(std::vector<std::string>(argv + 1, argv + argc));
   } catch (const Error& error) {

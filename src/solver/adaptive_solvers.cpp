@@ -27,39 +27,37 @@ void RequirePositiveDelta(const SolverParameter& param, const char* type) {
   CREMA_CHECK(param.delta() > 0.f) << "the " << type << " solver needs delta above 0, got " << param.delta();
 }
 
-// Each rule's checks return the parameters, so that its constructor runs them in the initialiser list before
-// Solver builds the nets: a wrong setting is reported at once, not after a data set was opened.
-const SolverParameter& CheckedForAdaGrad(const SolverParameter& param) {
+// Each rule's checks, which Solver runs after the nets' and the shared settings' and before it builds the nets:
+// a wrong setting is reported at once, not after a data set was opened.
+void CheckNesterov(const SolverParameter& param) { RequireDecay("Nesterov", "momentum", param.momentum()); }
+
+void CheckAdaGrad(const SolverParameter& param) {
   RequireNoMomentum(param, "AdaGrad");
   RequirePositiveDelta(param, "AdaGrad");
-  return param;
 }
 
-const SolverParameter& CheckedForRMSProp(const SolverParameter& param) {
+void CheckRMSProp(const SolverParameter& param) {
   RequireNoMomentum(param, "RMSProp");
   RequireDecay("RMSProp", "rms_decay", param.rms_decay());
   RequirePositiveDelta(param, "RMSProp");
-  return param;
 }
 
-const SolverParameter& CheckedForAdaDelta(const SolverParameter& param) {
+void CheckAdaDelta(const SolverParameter& param) {
   RequireDecay("AdaDelta", "momentum", param.momentum());
   RequirePositiveDelta(param, "AdaDelta");
-  return param;
 }
 
-const SolverParameter& CheckedForAdam(const SolverParameter& param) {
+void CheckAdam(const SolverParameter& param) {
   RequireDecay("Adam", "momentum", param.momentum());
   RequireDecay("Adam", "momentum2", param.momentum2());
   RequirePositiveDelta(param, "Adam");
-  return param;
 }
 
 }  // namespace
 
 NesterovSolver::NesterovSolver(const SolverParameter& param, const std::string& solver_path,
                                std::shared_ptr<Context> context)
-    : Solver(param, solver_path, std::move(context)) {}
+    : Solver(param, solver_path, std::move(context), /*history_sets=*/1, CheckNesterov) {}
 
 void NesterovSolver::ComputeUpdateValue(int param_index, float rate) {
   const UpdateOperands op = OperandsFor(param_index, rate);
@@ -68,7 +66,7 @@ void NesterovSolver::ComputeUpdateValue(int param_index, float rate) {
 
 AdaGradSolver::AdaGradSolver(const SolverParameter& param, const std::string& solver_path,
                              std::shared_ptr<Context> context)
-    : Solver(CheckedForAdaGrad(param), solver_path, std::move(context)) {}
+    : Solver(param, solver_path, std::move(context), /*history_sets=*/1, CheckAdaGrad) {}
 
 void AdaGradSolver::ComputeUpdateValue(int param_index, float rate) {
   const UpdateOperands op = OperandsFor(param_index, rate);
@@ -77,7 +75,7 @@ void AdaGradSolver::ComputeUpdateValue(int param_index, float rate) {
 
 RMSPropSolver::RMSPropSolver(const SolverParameter& param, const std::string& solver_path,
                              std::shared_ptr<Context> context)
-    : Solver(CheckedForRMSProp(param), solver_path, std::move(context)) {}
+    : Solver(param, solver_path, std::move(context), /*history_sets=*/1, CheckRMSProp) {}
 
 void RMSPropSolver::ComputeUpdateValue(int param_index, float rate) {
   const UpdateOperands op = OperandsFor(param_index, rate);
@@ -87,7 +85,7 @@ void RMSPropSolver::ComputeUpdateValue(int param_index, float rate) {
 
 AdaDeltaSolver::AdaDeltaSolver(const SolverParameter& param, const std::string& solver_path,
                                std::shared_ptr<Context> context)
-    : Solver(CheckedForAdaDelta(param), solver_path, std::move(context), /*history_sets=*/2) {}
+    : Solver(param, solver_path, std::move(context), /*history_sets=*/2, CheckAdaDelta) {}
 
 void AdaDeltaSolver::ComputeUpdateValue(int param_index, float rate) {
   const UpdateOperands op = OperandsFor(param_index, rate);
@@ -97,7 +95,7 @@ void AdaDeltaSolver::ComputeUpdateValue(int param_index, float rate) {
 }
 
 AdamSolver::AdamSolver(const SolverParameter& param, const std::string& solver_path, std::shared_ptr<Context> context)
-    : Solver(CheckedForAdam(param), solver_path, std::move(context), /*history_sets=*/2) {}
+    : Solver(param, solver_path, std::move(context), /*history_sets=*/2, CheckAdam) {}
 
 void AdamSolver::ComputeUpdateValue(int param_index, float rate) {
   const UpdateOperands op = OperandsFor(param_index, rate);

@@ -34,6 +34,21 @@ std::string ResolveNetPath(const std::string& path, const std::string& solver_pa
   return FileExists(beside) ? beside : path;
 }
 
+// A net file the solver names: there, and a file (a folder would read as an empty net).
+void CheckNetFile(const std::string& field, const std::string& path, const std::string& solver_path) {
+  CREMA_CHECK(!path.empty()) << "the solver's " << field << " is empty; set it to the path of a net prototxt";
+  const std::string resolved = ResolveNetPath(path, solver_path);
+  const bool relative = path[0] != '/' && !solver_path.empty();
+  CREMA_CHECK(FileExists(resolved)) << "net file '" << resolved << "' (the solver's " << field
+                                    << ") does not exist"
+                                    << (relative ? "; a relative path is looked for from the working directory, "
+                                                   "then beside the solver file"
+                                                 : "");
+  std::error_code error;
+  CREMA_CHECK(!std::filesystem::is_directory(resolved, error))
+      << "net file '" << resolved << "' (the solver's " << field << ") is a folder, not a net prototxt";
+}
+
 NetParameter ReadNet(const std::string& path) {
   CREMA_CHECK(FileExists(path)) << "net file '" << path << "' does not exist";
   NetParameter net;
@@ -67,17 +82,76 @@ std::shared_ptr<Context> Solver::ContextFor(const SolverParameter& param) {
       param.random_seed() >= 0 ? static_cast<uint64_t>(param.random_seed()) : Context::kDefaultSeed);
 }
 
+void Solver::CheckNets(const SolverParameter& param, const std::string& solver_path) {
+  const int sources = param.has_train_net_param() + param.has_train_net() + param.has_net_param() + param.has_net();
+  CREMA_CHECK(sources >= 1) << "the solver names no net: set net (a prototxt path), net_param, train_net or "
+                               "train_net_param";
+  CREMA_CHECK(sources == 1) << "the solver names its training net " << sources
+                            << " times; set exactly one of net, net_param, train_net, train_net_param";
+  if (param.has_train_net()) CheckNetFile("train_net", param.train_net(), solver_path);
+  if (param.has_net()) CheckNetFile("net", param.net(), solver_path);
+  for (const auto& path : param.test_net()) CheckNetFile("test_net", path, solver_path);
+
+  // The test nets: each test_net and test_net_param, then as many copies of the general net (net, net_param,
+  // in the TEST phase) as test_iter values remain.
+  const bool general = param.has_net() || param.has_net_param();
+  const int own = param.test_net_size() + param.test_net_param_size();
+  const int tests = general ? std::max(own, param.test_iter_size()) : own;
+  CREMA_CHECK(param.test_iter_size() == tests)
+      << "the solver has " << tests << " test net(s) but " << param.test_iter_size()
+      << " test_iter value(s); give one test_iter per test net";
+  for (int i = 0; i < param.test_iter_size(); ++i)
+    CREMA_CHECK(param.test_iter(i) > 0) << "test_iter " << param.test_iter(i) << " (test net #" << i
+                                        << ") must be positive: it is the number of batches of each test";
+  CREMA_CHECK(param.test_interval() >= 0) << "solver test_interval must not be negative, got "
+                                          << param.test_interval();
+  // Testing that never happens is found out only when the log has no test scores, hours later.
+  CREMA_CHECK(tests > 0 || !general || param.test_interval() == 0)
+      << "the solver sets test_interval " << param.test_interval()
+      << " but no test_iter for its test net: add test_iter (the batches of each test, e.g. the test set's size "
+         "over its batch size), or remove test_interval";
+  if (tests == 0 && param.test_interval() > 0)
+    LOG(WARNING) << "The solver sets test_interval " << param.test_interval()
+                 << ", but it has no test net (test_net or test_net_param): training will not be tested";
+  CREMA_CHECK(tests == 0 || param.test_interval() > 0)
+      << "the solver has test nets but test_interval is " << param.test_interval() << "; set it above 0";
+  CREMA_CHECK(param.test_state_size() == 0 || param.test_state_size() == tests)
+      << "the solver has " << tests << " test net(s) but " << param.test_state_size() << " test_state(s)";
+}
+
+void Solver::CheckSettings(const SolverParameter& param) {
+  CREMA_CHECK(param.has_base_lr()) << "the solver sets no base_lr: set the learning rate (e.g. base_lr: 0.01)";
+  CREMA_CHECK(std::isfinite(param.base_lr()) && param.base_lr() >= 0)
+      << "solver base_lr must be positive, got " << param.base_lr()
+      << (param.base_lr() < 0 ? " (a negative rate climbs the loss instead of descending it)" : "");
+  if (param.base_lr() == 0)
+    LOG(WARNING) << "The solver's base_lr is 0: no parameter will change (only running statistics such as "
+                    "BatchNorm's)";
+  CheckLearningRatePolicy(param);
+  CREMA_CHECK(param.max_iter() >= 0) << "solver max_iter must not be negative, got " << param.max_iter();
+  CREMA_CHECK(param.iter_size() >= 1) << "solver iter_size must be at least 1, got " << param.iter_size();
+  CREMA_CHECK(param.average_loss() >= 1) << "solver average_loss must be at least 1, got " << param.average_loss();
+  CREMA_CHECK(param.regularization_type() == "L2" || param.regularization_type() == "L1")
+      << "unknown regularization_type \"" << param.regularization_type() << "\"; use L2 or L1";
+  CREMA_CHECK(std::isfinite(param.weight_decay()) && param.weight_decay() >= 0)
+      << "solver weight_decay must not be negative, got " << param.weight_decay();
+  CREMA_CHECK(param.display() >= 0) << "solver display must not be negative, got " << param.display()
+                                    << " (0 turns the display off)";
+  CREMA_CHECK(param.snapshot() >= 0) << "solver snapshot must not be negative, got " << param.snapshot();
+}
+
+void Solver::CheckMaxIter(const SolverParameter& param) {
+  CREMA_CHECK(param.max_iter() > 0)
+      << "the solver sets " << (param.has_max_iter() ? "max_iter: " + std::to_string(param.max_iter()) : "no max_iter")
+      << ": set max_iter to the number of iterations to train";
+}
+
 Solver::Solver(const SolverParameter& param, const std::string& solver_path, std::shared_ptr<Context> context,
-               int history_sets)
+               int history_sets, RuleCheck check_rule)
     : param_(param), history_sets_(history_sets) {
-  CheckLearningRatePolicy(param_);
-  CREMA_CHECK(param_.max_iter() >= 0) << "solver max_iter must not be negative, got " << param_.max_iter();
-  CREMA_CHECK(param_.iter_size() >= 1) << "solver iter_size must be at least 1, got " << param_.iter_size();
-  CREMA_CHECK(param_.average_loss() >= 1) << "solver average_loss must be at least 1, got "
-                                          << param_.average_loss();
-  CREMA_CHECK(param_.regularization_type() == "L2" || param_.regularization_type() == "L1")
-      << "unknown regularization_type \"" << param_.regularization_type() << "\"; use L2 or L1";
-  CREMA_CHECK(param_.snapshot() >= 0) << "solver snapshot must not be negative, got " << param_.snapshot();
+  CheckNets(param_, solver_path);
+  CheckSettings(param_);
+  if (check_rule != nullptr) check_rule(param_);
   if (!solver_path.empty()) SnapshotBesideSolverFile(solver_path, &param_);
   CREMA_CHECK(param_.snapshot() == 0 || param_.has_snapshot_prefix())
       << "the solver snapshots every " << param_.snapshot() << " iterations but sets no snapshot_prefix";
@@ -101,12 +175,6 @@ Solver::Solver(const SolverParameter& param, const std::string& solver_path, std
 }
 
 void Solver::InitTrainNet(const std::string& solver_path) {
-  const int sources = param_.has_train_net_param() + param_.has_train_net() + param_.has_net_param() +
-                      param_.has_net();
-  CREMA_CHECK(sources >= 1) << "the solver names no net: set net (a prototxt path), net_param, train_net or "
-                               "train_net_param";
-  CREMA_CHECK(sources == 1) << "the solver names its training net " << sources
-                            << " times; set exactly one of net, net_param, train_net, train_net_param";
   NetParameter net_param;
   if (param_.has_train_net_param()) {
     net_param = param_.train_net_param();
@@ -118,7 +186,11 @@ void Solver::InitTrainNet(const std::string& solver_path) {
     net_param = ReadNet(ResolveNetPath(param_.net(), solver_path));
   }
   ApplyState(&net_param, TRAIN, param_.has_train_state() ? &param_.train_state() : nullptr);
+  net_debug_info_ = net_param.debug_info();
   net_ = std::make_unique<Net>(net_param, context_);
+  // Without a loss, backward has nothing to start from: every gradient is 0 and training changes nothing.
+  CREMA_CHECK(net_->has_loss()) << "the train net '" << net_->name() << "' has no loss (no loss layer, and no "
+                                << "layer with a loss_weight, in phase TRAIN): training would change nothing";
 }
 
 void Solver::InitTestNets(const std::string& solver_path) {
@@ -132,13 +204,7 @@ void Solver::InitTestNets(const std::string& solver_path) {
         param_.has_net_param() ? param_.net_param() : ReadNet(ResolveNetPath(param_.net(), solver_path));
     for (int i = 0; i < from_general; ++i) nets.push_back(shared);
   }
-  CREMA_CHECK(param_.test_iter_size() == static_cast<int>(nets.size()))
-      << "the solver has " << nets.size() << " test net(s) but " << param_.test_iter_size()
-      << " test_iter value(s); give one test_iter per test net";
-  CREMA_CHECK(param_.test_state_size() == 0 || param_.test_state_size() == static_cast<int>(nets.size()))
-      << "the solver has " << nets.size() << " test net(s) but " << param_.test_state_size() << " test_state(s)";
-  CREMA_CHECK(nets.empty() || param_.test_interval() > 0)
-      << "the solver has test nets but test_interval is " << param_.test_interval() << "; set it above 0";
+  // CheckNets made sure that test_iter, test_state and test_interval agree with these nets.
   for (size_t i = 0; i < nets.size(); ++i) {
     ApplyState(&nets[i], TEST, param_.test_state_size() ? &param_.test_state(static_cast<int>(i)) : nullptr);
     test_nets_.push_back(std::make_unique<Net>(nets[i], context_));
@@ -149,6 +215,7 @@ void Solver::InitTestNets(const std::string& solver_path) {
 float Solver::CurrentLearningRate() { return LearningRate(param_, iter_, &current_step_); }
 
 void Solver::Solve(const std::string& resume_file) {
+  CheckMaxIter(param_);
   CREMA_CHECK(!param_.snapshot_after_train() || param_.has_snapshot_prefix())
       << "the solver snapshots after training (snapshot_after_train, true by default) but sets no "
          "snapshot_prefix; set one, or snapshot_after_train: false";
@@ -182,8 +249,8 @@ void Solver::Step(int iterations) {
         (iter_ > 0 || param_.test_initialization()))
       TestAll();
     const bool display = param_.display() && iter_ % param_.display() == 0;
-    // As in Caffe, debug_info logs the iterations that display.
-    net_->set_debug_info(display && param_.debug_info());
+    // As in Caffe, the solver's debug_info logs the iterations that display; the net's own, every iteration.
+    net_->set_debug_info(net_debug_info_ || (display && param_.debug_info()));
 
     for (SolverCallback* callback : callbacks_) callback->OnStart(iter_);
     float loss = 0.f;
@@ -217,7 +284,7 @@ void Solver::Step(int iterations) {
     }
     for (SolverCallback* callback : callbacks_) callback->OnGradientsReady(iter_);
     ApplyUpdate();
-    net_->set_debug_info(false);
+    net_->set_debug_info(net_debug_info_);
     ++iter_;
     const bool scheduled = param_.snapshot() && iter_ % param_.snapshot() == 0;
     if (scheduled || snapshot_requested_.exchange(false)) Snapshot();
@@ -469,6 +536,7 @@ const struct {
 
 std::unique_ptr<Solver> CreateSolver(const SolverParameter& param, const std::string& solver_path,
                                      std::shared_ptr<Context> context) {
+  Solver::CheckNets(param, solver_path);
   std::string type = param.type();
   if (param.has_solver_type()) {
     // The deprecated enum names the same rules. Caffe refuses a file that sets both; one whose two fields

@@ -30,11 +30,16 @@ class SolverCallback {
 
 class Solver {
  public:
+  // Checks of the settings only one update rule reads (its momentum, delta, decays).
+  using RuleCheck = void (*)(const SolverParameter& param);
+
   // `solver_path` (may be empty) is where `param` was read from: relative net paths that do not exist from
   // the working directory are looked up beside it. The solver's nets share `context`; without one, the solver
   // makes ContextFor(param). The update rule keeps `history_sets` (1 or 2) history blobs per learnable parameter.
+  // Every setting is checked before a net is built, in the order a person would fix them: the nets
+  // (CheckNets), the shared settings (CheckSettings), `check_rule`, the snapshot folder.
   explicit Solver(const SolverParameter& param, const std::string& solver_path = "",
-                  std::shared_ptr<Context> context = nullptr, int history_sets = 1);
+                  std::shared_ptr<Context> context = nullptr, int history_sets = 1, RuleCheck check_rule = nullptr);
   // The context a solver runs on: the device solver_mode and device_id name, seeded by random_seed (1701 when
   // unset).
   static std::shared_ptr<Context> ContextFor(const SolverParameter& param);
@@ -54,6 +59,16 @@ class Solver {
   // Loads a .solverstate or .solverstate.h5 (and the weights it names; when they are no longer where the state
   // says, the file of that name beside the state).
   void Restore(const std::string& state_file);
+  // The first thing a solver is told: that it names its training net exactly once (net, net_param, train_net
+  // or train_net_param), that the net files it names are files that exist (relative paths as ResolveNetPath),
+  // and that its test nets, test_iter values and test_interval agree. Throws naming the field or file.
+  static void CheckNets(const SolverParameter& param, const std::string& solver_path = "");
+  // The settings every update rule shares: base_lr, lr_policy and what it needs, max_iter (not negative; 0 is
+  // allowed here, for solvers driven by Step), iter_size, average_loss, regularization_type,
+  // weight_decay, display, snapshot. Throws naming the field and its value; logs a warning for a base_lr of 0.
+  static void CheckSettings(const SolverParameter& param);
+  // Solve trains to max_iter, so it must be set and positive: `crema train` checks it right after CheckNets.
+  static void CheckMaxIter(const SolverParameter& param);
   // Throws naming the folder when the folder of snapshot prefix `prefix` does not exist or cannot be written
   // (the constructor checks snapshot_prefix with it, before any iteration).
   static void CheckSnapshotFolder(const std::string& prefix);
@@ -121,6 +136,7 @@ class Solver {
   std::shared_ptr<Context> context_;
   std::vector<SolverCallback*> callbacks_;
   std::unique_ptr<Net> net_;
+  bool net_debug_info_ = false;  // the train net's own debug_info (its prototxt's); the solver's adds to it
   std::vector<std::unique_ptr<Net>> test_nets_;
   int history_sets_ = 1;
   int iter_ = 0;
@@ -132,7 +148,8 @@ class Solver {
   std::atomic<bool> stop_requested_{false};
 };
 
-// Builds the solver named by param.type (or the deprecated solver_type); throws listing the known types.
+// Builds the solver named by param.type (or the deprecated solver_type); throws listing the known types (after
+// Solver::CheckNets: a solver without a net is told so first).
 std::unique_ptr<Solver> CreateSolver(const SolverParameter& param, const std::string& solver_path = "",
                                      std::shared_ptr<Context> context = nullptr);
 // Reads a solver prototxt (errors name file:line:column) and builds it.
