@@ -26,7 +26,8 @@ Datum MakeDatum(int record, int channels, int height, int width) {
   datum.set_height(height);
   datum.set_width(width);
   std::string bytes;
-  for (int p = 0; p < channels * height * width; ++p) bytes += static_cast<char>(Pixel(record, p));
+  for (int p = 0; p < channels * height * width; ++p)
+    bytes += static_cast<char>(static_cast<unsigned char>(Pixel(record, p)));  // 0..250: as a byte, not a char
   datum.set_data(bytes);
   datum.set_label(100 + record);
   return datum;
