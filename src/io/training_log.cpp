@@ -542,17 +542,18 @@ Chart TrainingLogChart(const std::vector<NamedTrainingLog>& logs, LogAxis x_axis
       }
       return series;
     };
+    const auto points_series = [&](const std::vector<LogPoint>& points, const std::string& label) {
+      ChartSeries series;
+      series.label = label;
+      for (const LogPoint& point : points) {
+        series.x.push_back(x_of(point.iteration, point.seconds));
+        series.y.push_back(point.value);
+      }
+      return series;
+    };
     int train_losses = 0;
     for (bool is_loss : log.train.output_is_loss) train_losses += is_loss;
-    if (!log.losses.empty()) {
-      ChartSeries series;
-      series.label = prefix + "train loss";
-      for (const LogPoint& loss : log.losses) {
-        series.x.push_back(x_of(loss.iteration, loss.seconds));
-        series.y.push_back(loss.value);
-      }
-      add(&losses, std::move(series), train_color);
-    }
+    if (!log.losses.empty()) add(&losses, points_series(log.losses, prefix + "train loss"), train_color);
     for (size_t c = 0; c < log.train.outputs.size(); ++c) {
       const bool is_loss = log.train.output_is_loss[c];
       // A single loss output is the displayed loss again (unsmoothed): drawn only when no loss line is there.
@@ -572,11 +573,8 @@ Chart TrainingLogChart(const std::vector<NamedTrainingLog>& logs, LogAxis x_axis
       }
     }
     if (!log.learning_rates.empty()) {
-      ChartSeries series;
-      series.label = prefix + "lr";
+      ChartSeries series = points_series(log.learning_rates, prefix + "lr");
       for (const LogPoint& rate : log.learning_rates) {
-        series.x.push_back(x_of(rate.iteration, rate.seconds));
-        series.y.push_back(rate.value);
         if (rate.value > 0) lowest_rate = std::min(lowest_rate, rate.value);
         highest_rate = std::max(highest_rate, rate.value);
       }
