@@ -303,5 +303,16 @@ TEST_F(BadInputCommandLineTest, ToolsNameFlagValuesOfTheWrongType) {
                        Tool("convert_imageset") + " --gray=grey a b c", {"--gray='grey' is not true or false"});
 }
 
+// A flag of another command changes nothing: the command runs, and a warning says the flag was ignored.
+TEST_F(BadInputCommandLineTest, FlagsOfAnotherCommandAreNamedAsIgnored) {
+  std::string warnings;
+  ASSERT_EQ(test::RunCommand(Test("--solver=" + solver_ + " --top_k=3"), &warnings), 0) << warnings;
+  EXPECT_CONTAINS(warnings, "crema: warning: --solver is a flag of train, not of test; it is ignored");
+  EXPECT_CONTAINS(warnings, "crema: warning: --top_k is a flag of classify, not of test; it is ignored");
+  // The flags test reads give no warning.
+  EXPECT_EQ(warnings.find("--model is"), std::string::npos) << warnings;
+  EXPECT_EQ(warnings.find("--iterations is"), std::string::npos) << warnings;
+}
+
 }  // namespace
 }  // namespace crema

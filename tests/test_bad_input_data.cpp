@@ -583,6 +583,7 @@ void ExpectSnapshotsSurviveAFullDisk(const std::string& format, const std::strin
   // Nothing half-written under the failed iteration's names, and no temporary files.
   const std::string failed_prefix = disk.file("small_iter_" + std::to_string(iteration));
   EXPECT_FALSE(std::filesystem::exists(failed_prefix + state_ext));
+  EXPECT_FALSE(std::filesystem::exists(failed_prefix + weights_ext)) << "weights without their state";
   for (const auto& entry : std::filesystem::directory_iterator(disk.file("")))
     EXPECT_EQ(entry.path().filename().string().find(".tmp"), std::string::npos) << entry.path();
 }

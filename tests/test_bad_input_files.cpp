@@ -168,6 +168,11 @@ TEST(BadInputModelFileTest, FoldersAndMissingOrBinaryModelFilesAreNamed) {
                               {dir.file("a_folder"), "is a folder, not a file"});
   test::ExpectErrorContaining([&] { ReadProtoFromBinaryFile(dir.file("a_folder"), &param); },
                               {dir.file("a_folder"), "is a folder, not a file"});
+  // Devices are read as files (/dev/stdin works), but an endless one is not read until memory runs out.
+  WriteText(dir.file("small.prototxt"), SmallNet());
+  test::ExpectBadInput("files", "an endless device given as --weights (/dev/zero)",
+                       kCrema + " time --iterations=1 --model=" + dir.file("small.prototxt") + " --weights=/dev/zero",
+                       {"cannot read '/dev/zero'", "more than 2 GiB"});
 }
 
 // ---- data layers' files --------------------------------------------------------------------------------------

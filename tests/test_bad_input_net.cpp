@@ -175,6 +175,7 @@ class AddressSpaceLimit {
 };
 
 TEST(BadInputNetTest, OutOfMemoryNamesTheLayerAndTheBytes) {
+  if (test::kAddressSanitizer) GTEST_SKIP() << "AddressSanitizer's shadow memory does not fit in a limited address space";
   test::TempDir dir;
   // 8,000,000 outputs x 256 inputs x 4 bytes = 8192000000 bytes of weights (a blob may hold that many values),
   // beyond a 6 GiB address space.
@@ -185,6 +186,26 @@ TEST(BadInputNetTest, OutOfMemoryNamesTheLayerAndTheBytes) {
   ASSERT_TRUE(limit.ok());
   test::ExpectBadInput("resources", "weights larger than the memory there is (address space limited to 6 GiB)", command,
                        {"layer 'ip1' (InnerProduct)", "out of host memory", "7.6 GiB (8192000000 bytes)"});
+}
+
+// The same refusal from crema's own cap, which holds under any allocator (and under AddressSanitizer): the few
+// KiB of blobs before ip1 fit in 1 MiB, ip1's 4 MiB of weights (4096 x 256 floats) do not.
+TEST(BadInputNetTest, HostMemoryLimitNamesTheLayerTheBytesAndTheLimit) {
+  test::TempDir dir;
+  std::string big = SmallNet();
+  big.replace(big.find("num_output: 10"), 14, "num_output: 4096");
+  const std::string command = TimeCommand(dir, "big.prototxt", big);
+  test::ExpectBadInput("resources", "weights beyond the host memory limit (CREMA_HOST_MEMORY_LIMIT=1M)",
+                       "CREMA_HOST_MEMORY_LIMIT=1M " + command,
+                       {"layer 'ip1' (InnerProduct)", "out of host memory", "4.0 MiB (4194304 bytes)",
+                        "limit 1.0 MiB (1048576 bytes) set by CREMA_HOST_MEMORY_LIMIT"});
+  // Named before anything else is done, not as the first blob's problem.
+  const std::string message =
+      test::ExpectBadInput("resources", "a host memory limit that is not a size",
+                           "CREMA_HOST_MEMORY_LIMIT=lots " + command, {"CREMA_HOST_MEMORY_LIMIT='lots' is not a size", "512M"});
+  EXPECT_EQ(message.rfind("crema: error: CREMA_HOST_MEMORY_LIMIT='lots'", 0), 0u) << message;
+  std::string output;
+  EXPECT_EQ(test::RunCommand("CREMA_HOST_MEMORY_LIMIT=64m " + command, &output), 0) << output;
 }
 
 // ---- NaN and infinity: the net's debug_info checks every step -------------------------------------------------

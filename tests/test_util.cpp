@@ -167,7 +167,10 @@ std::string ExpectBadInput(const std::string& area, const std::string& what, con
   EXPECT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 1) << context;
   for (const char* crash : {"Check failed", "terminate called", "Aborted", "Segmentation fault"})
     EXPECT_EQ(stderr_text.find(crash), std::string::npos) << crash << "\n" << context;
-  std::string tool = command.substr(0, command.find(' '));
+  // The tool is the first word after any VARIABLE=value settings of its environment.
+  size_t word = 0;
+  while (command.find('=', word) < command.find(' ', word)) word = command.find(' ', word) + 1;
+  std::string tool = command.substr(word, command.find(' ', word) - word);
   tool = tool.substr(tool.rfind('/') + 1);
   const std::string prefix = tool + ": error: ";
   const size_t start = stderr_text.rfind("\n" + prefix) != std::string::npos ? stderr_text.rfind("\n" + prefix) + 1

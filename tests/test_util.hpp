@@ -21,6 +21,20 @@ namespace test {
 std::string SourceDir();
 std::string ToolsDir();
 
+// True in a build under AddressSanitizer (make sanitize), whose shadow memory takes terabytes of address space:
+// a test that limits the address space (ulimit -v) cannot run there.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kAddressSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kAddressSanitizer = true;
+#else
+constexpr bool kAddressSanitizer = false;
+#endif
+#else
+constexpr bool kAddressSanitizer = false;
+#endif
+
 // Fills data with N(mean, stddev) values from a fixed-seed stream.
 void FillGaussian(Blob* blob, float mean = 0.f, float stddev = 1.f, uint64_t seed = 1701);
 void FillUniform(Blob* blob, float low, float high, uint64_t seed = 1701);
@@ -74,8 +88,8 @@ int RunCommand(const std::string& command, std::string* output);
 std::string FileBytes(const std::string& path);
 
 // Bad input, as a user meets it (issue 12's promise, checked in one place): runs the shell command `command`,
-// whose first word is a tool (usually ToolsDir() + "/crema"), and expects exit status 1 (no signal, no core);
-// on stderr a line starting "<tool>: error: " that, with any lines after it, is the end of stderr and holds every
+// whose first word after any VARIABLE=value settings is a tool (usually ToolsDir() + "/crema"), and expects exit
+// status 1 (no signal, no core); on stderr a line starting "<tool>: error: " that, with any lines after it, is the end of stderr and holds every
 // one of `parts`; and no "Check failed", "terminate called" or "Aborted" anywhere. Returns the message (the
 // error line and the lines after it). Where the environment variable CREMA_RELIABILITY_TABLE names a file, a
 // row is appended to it: `area`, `what` (the bad input, in words), the command and the message, with temporary

@@ -539,6 +539,47 @@ std::string CommandProblem(int argc, char** argv) {
 }  // namespace
 }  // namespace crema
 
+namespace crema {
+// The commands that read each flag of this file; a flag given to another command changes nothing, which a
+// warning says (Caffe is silent), rather than an error, so that scripts written for Caffe keep running.
+const std::map<std::string, std::vector<std::string>> kFlagCommands = {
+    {"solver", {"train"}},
+    {"snapshot", {"train"}},
+    {"sigint_effect", {"train"}},
+    {"sighup_effect", {"train"}},
+    {"model", {"test", "time", "classify"}},
+    {"weights", {"train", "test", "time", "classify"}},
+    {"iterations", {"test", "time"}},
+    {"phase", {"test", "time", "classify"}},
+    {"forward_only", {"time"}},
+    {"level", {"train", "test", "time", "classify"}},
+    {"stage", {"train", "test", "time", "classify"}},
+    {"engine", {"train", "test", "time", "classify"}},
+    {"debug_info", {"train", "test", "time", "classify"}},
+    {"input", {"classify"}},
+    {"output", {"classify"}},
+    {"mean_file", {"classify"}},
+    {"mean_value", {"classify"}},
+    {"scale", {"classify"}},
+    {"labels", {"classify"}},
+    {"top_k", {"classify"}},
+    {"batch_size", {"classify"}},
+    {"backend", {"classify"}},
+    {"root_folder", {"classify"}},
+    {"log_every", {"classify"}},
+};
+
+void WarnOfFlagsNotRead(const std::string& command) {
+  for (const auto& [flag, commands] : kFlagCommands) {
+    gflags::CommandLineFlagInfo info;
+    if (!gflags::GetCommandLineFlagInfo(flag.c_str(), &info) || info.is_default) continue;
+    if (std::find(commands.begin(), commands.end(), command) != commands.end()) continue;
+    std::fprintf(stderr, "crema: warning: --%s is a flag of %s, not of %s; it is ignored\n", flag.c_str(),
+                 JoinNames(commands).c_str(), command.c_str());
+  }
+}
+}  // namespace crema
+
 int main(int argc, char** argv) {
   FLAGS_logtostderr = true;
   FLAGS_colorlogtostderr = false;
@@ -546,6 +587,7 @@ int main(int argc, char** argv) {
   gflags::SetVersionString("0.1.0");
   try {
     crema::CheckCommandLineFlags(argc, argv, "tools/crema.cpp");
+    crema::HostMemoryLimit();  // reads CREMA_HOST_MEMORY_LIMIT: a bad value is named now, not at the first blob
   } catch (const crema::Error& error) {
     std::fprintf(stderr, "crema: error: %s\n", error.what());
     return 1;
@@ -562,6 +604,7 @@ int main(int argc, char** argv) {
     return crema::ReportUsageError("crema", "tools/crema.cpp", problem);
   }
   const std::string command = argv[1];
+  crema::WarnOfFlagsNotRead(command);
   try {
     if (command == "train") return crema::Train();
     if (command == "test") return crema::Test();

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/command_line.hpp"
+#include "core/synced_memory.hpp"
 
 namespace crema {
 
@@ -24,6 +25,7 @@ inline int RunTool(int argc, char** argv, const ToolUsage& usage,
   gflags::SetUsageMessage(usage.text);
   try {
     CheckCommandLineFlags(argc, argv, usage.name);
+    HostMemoryLimit();  // reads CREMA_HOST_MEMORY_LIMIT: a bad value is named now, not at the first blob
   } catch (const Error& error) {
     std::fprintf(stderr, "%s: error: %s\n", usage.name, error.what());
     return 1;

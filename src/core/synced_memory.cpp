@@ -1,6 +1,8 @@
 #include "core/synced_memory.hpp"
 
 #include <atomic>
+#include <cctype>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -20,8 +22,8 @@ constexpr size_t kHostAlignment = 64;  // a cache line, and enough for AVX-512 l
 // Held and peak bytes; atomics, since nets on several threads allocate at once.
 struct Counter {
   std::atomic<size_t> held{0}, peak{0};
-  void add(size_t bytes) {
-    const size_t now = held.fetch_add(bytes) + bytes;
+  void add(size_t bytes) { note_peak(held.fetch_add(bytes) + bytes); }
+  void note_peak(size_t now) {
     size_t seen = peak.load();
     while (now > seen && !peak.compare_exchange_weak(seen, now)) {
     }
@@ -47,13 +49,56 @@ std::string DescribeBytes(size_t bytes) {
   return std::string(rounded) + " (" + std::to_string(bytes) + " bytes)";
 }
 
+// "512M" -> 536870912; false when `text` is not a whole number with at most one unit letter.
+bool ParseByteCount(const std::string& text, size_t* bytes) {
+  size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  if (digits == 0 || digits > 15 || text.size() > digits + 1) return false;
+  size_t value = std::stoull(text.substr(0, digits));
+  if (text.size() == digits + 1) {
+    const std::string units = "KMGT";
+    const size_t unit = units.find(static_cast<char>(std::toupper(static_cast<unsigned char>(text.back()))));
+    if (unit == std::string::npos) return false;
+    for (size_t i = 0; i <= unit; ++i) {
+      if (value > (SIZE_MAX >> 10)) return false;
+      value <<= 10;
+    }
+  }
+  *bytes = value;
+  return true;
+}
+
+// The cap, read from the environment on first use (then SetHostMemoryLimit may change it).
+std::atomic<size_t>& HostLimit() {
+  static std::atomic<size_t> limit{[] {
+    size_t bytes = 0;
+    const char* text = std::getenv("CREMA_HOST_MEMORY_LIMIT");
+    if (text != nullptr && *text != '\0') {
+      CREMA_CHECK(ParseByteCount(text, &bytes))
+          << "CREMA_HOST_MEMORY_LIMIT='" << text << "' is not a size: give bytes, or a number with K, M, G or T "
+          << "(such as 512M or 8G)";
+    }
+    return bytes;
+  }()};
+  return limit;
+}
+
 void* allocate_host(size_t bytes) {
+  // Reserve under the cap first, so that threads allocating at once cannot overshoot it together.
+  const size_t limit = HostLimit();
+  const size_t before = host_counter.held.fetch_add(bytes);
+  if (limit != 0 && before + bytes > limit) {
+    host_counter.held.fetch_sub(bytes);
+    CREMA_FAIL() << "out of host memory: cannot allocate " << DescribeBytes(bytes) << " for a blob ("
+                 << DescribeBytes(before) << " held, limit " << DescribeBytes(limit) << " set by CREMA_HOST_MEMORY_LIMIT)";
+  }
   size_t rounded = (bytes + kHostAlignment - 1) / kHostAlignment * kHostAlignment;
   void* pointer = std::aligned_alloc(kHostAlignment, rounded == 0 ? kHostAlignment : rounded);
+  if (pointer == nullptr) host_counter.held.fetch_sub(bytes);
   // The net adds the layer whose blob this is (Net::Build, ForwardStep).
   CREMA_CHECK(pointer != nullptr) << "out of host memory: cannot allocate " << DescribeBytes(bytes)
                                   << " for a blob";
-  host_counter.add(bytes);
+  host_counter.note_peak(before + bytes);
   return pointer;
 }
 
@@ -127,6 +172,9 @@ void MemoryStats::ResetPeak() {
   for (const auto& [device, cache] : DeviceCaches()) cache->ResetPeaks();
 #endif
 }
+
+void SetHostMemoryLimit(size_t bytes) { HostLimit() = bytes; }
+size_t HostMemoryLimit() { return HostLimit(); }
 
 SyncedMemory::SyncedMemory(size_t bytes) : bytes_(bytes), version_(next_version++) {}
 

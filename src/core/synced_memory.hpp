@@ -21,6 +21,15 @@ struct MemoryStats {
   static void ResetPeak();
 };
 
+// A cap on the bytes all host blobs may hold at once; 0 (the default) means none. An allocation beyond it fails
+// with the same "out of host memory" error as one the system refuses, naming the cap. Without a cap a blob
+// larger than the free memory may still be granted by the kernel (overcommit) and the process killed when its
+// pages are touched; with one the run stops with a message instead. The environment variable
+// CREMA_HOST_MEMORY_LIMIT sets it for a whole run (bytes, or a number with K, M, G or T: powers of 1024);
+// a value that is not a size is an error at the first allocation.
+void SetHostMemoryLimit(size_t bytes);
+size_t HostMemoryLimit();
+
 class SyncedMemory {
  public:
   enum class Head { kUninitialized, kAtHost, kAtDevice, kSynced };

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "core/common.hpp"
 
@@ -22,6 +23,10 @@ namespace crema {
 namespace {
 
 // Collects the first parse error with its position (protobuf reports 0-based lines and columns).
+bool EndsWith(const std::string& text, const std::string& end) {
+  return text.size() >= end.size() && text.compare(text.size() - end.size(), end.size(), end) == 0;
+}
+
 class FirstErrorCollector : public google::protobuf::io::ErrorCollector {
  public:
   void AddError(int line, google::protobuf::io::ColumnNumber column, const std::string& message) override {
@@ -30,6 +35,10 @@ class FirstErrorCollector : public google::protobuf::io::ErrorCollector {
       line_ = line + 1;
       column_ = column + 1;
       message_ = message;
+      // Protobuf quotes the token it met, which at the end of the text is empty: say what that means.
+      const std::string at_end = "the end of the text (a '}' or a value missing?)";
+      if (EndsWith(message_, "got: ")) message_ += at_end;
+      if (EndsWith(message_, "found \"\".")) message_.replace(message_.size() - 3, 3, at_end);
     }
   }
   void AddWarning(int, google::protobuf::io::ColumnNumber, const std::string&) override {}
@@ -56,16 +65,24 @@ bool FileExists(const std::string& path) {
 
 std::string ReadFileToString(const std::string& path) {
   // An ifstream opens a folder and then reads nothing: without this a folder would pass for an empty file (an
-  // empty net, weights that hold nothing). Pipes and devices (/dev/stdin, <(...)) are read as files.
+  // empty net, weights that hold nothing). Pipes and devices (/dev/stdin, <(...)) are read as files, up to the
+  // 2 GiB a protobuf message may hold: an endless device (/dev/zero) is refused rather than read until memory ends.
   std::error_code error;
   CREMA_CHECK(!std::filesystem::is_directory(path, error))
       << "cannot read '" << path << "': it is a folder, not a file";
   std::ifstream in(path, std::ios::binary);
   CREMA_CHECK(in.good()) << "cannot open '" << path << "': " << std::strerror(errno);
-  std::ostringstream contents;
-  contents << in.rdbuf();
+  constexpr size_t kMaxBytes = size_t{1} << 31;
+  std::string contents;
+  std::vector<char> buffer(size_t{1} << 20);
+  while (in.read(buffer.data(), static_cast<std::streamsize>(buffer.size())) || in.gcount() > 0) {
+    contents.append(buffer.data(), static_cast<size_t>(in.gcount()));
+    CREMA_CHECK(contents.size() <= kMaxBytes)
+        << "cannot read '" << path << "': it holds more than 2 GiB, the most crema reads from one file (an endless "
+        << "device such as /dev/zero?)";
+  }
   CREMA_CHECK(!in.bad()) << "error reading '" << path << "'";
-  return contents.str();
+  return contents;
 }
 
 namespace {
@@ -170,12 +187,17 @@ void ReadProtoFromTextFile(const std::string& path, google::protobuf::Message* m
 }
 
 void ReadProtoFromBinaryFile(const std::string& path, google::protobuf::Message* message) {
-  const std::string bytes = ReadFileToString(path);
+  ReadProtoFromBinary(ReadFileToString(path), path, message);
+}
+
+void ReadProtoFromBinary(const std::string& bytes, const std::string& origin, google::protobuf::Message* message) {
+  CREMA_CHECK(bytes.size() <= static_cast<size_t>(INT32_MAX))
+      << "'" << origin << "' holds " << bytes.size() << " bytes, more than a protobuf message may (2 GiB)";
   google::protobuf::io::ArrayInputStream array(bytes.data(), static_cast<int>(bytes.size()));
   google::protobuf::io::CodedInputStream coded(&array);
   coded.SetTotalBytesLimit(INT32_MAX);  // model-zoo nets exceed protobuf's default limit
   CREMA_CHECK(message->ParseFromCodedStream(&coded) && coded.ConsumedEntireMessage())
-      << "'" << path << "' is not a valid binary " << message->GetTypeName() << " (" << bytes.size()
+      << "'" << origin << "' is not a valid binary " << message->GetTypeName() << " (" << bytes.size()
       << " bytes; truncated or of another kind?)";
 }
 

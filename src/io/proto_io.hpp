@@ -14,6 +14,8 @@ void ReadProtoFromTextFile(const std::string& path, google::protobuf::Message* m
 // Parses prototxt text held in memory; `origin` names it in errors.
 void ReadProtoFromText(const std::string& text, const std::string& origin, google::protobuf::Message* message);
 void ReadProtoFromBinaryFile(const std::string& path, google::protobuf::Message* message);
+// Parses binary protobuf bytes held in memory (up to 2 GiB, as files); `origin` names them in errors.
+void ReadProtoFromBinary(const std::string& bytes, const std::string& origin, google::protobuf::Message* message);
 // Writes atomically: to a hidden temporary file in `path`'s folder, flushed to disk (fsync), then renamed over
 // `path`, so a crash mid-write never leaves a truncated file under the final name. When writing fails (a full
 // disk: ENOSPC from write, fsync or close) the error names the file and the reason, the temporary file is

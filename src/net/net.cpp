@@ -166,6 +166,9 @@ void Net::Build(const NetParameter& in_param, const NetPasses& passes) {
       }
     }
 
+    // The copies a Split the passes added hands out are the user's blob under another name.
+    if (layer_param.type() == "Split" && !user_layers.count(layer_param.name()) && layer_param.bottom_size() == 1)
+      for (const auto& top : layer_param.top()) split_sources_[top] = layer_param.bottom(0);
     const std::vector<Blob*> bottoms = Blobs(step.bottoms), tops = Blobs(step.tops);
     try {
       try {
@@ -176,7 +179,7 @@ void Net::Build(const NetParameter& in_param, const NetPasses& passes) {
     } catch (const Error& error) {
       std::ostringstream shapes;
       for (size_t b = 0; b < bottoms.size(); ++b)
-        shapes << (b ? ", " : "") << "'" << layer_param.bottom(b) << "' " << bottoms[b]->shape_string();
+        shapes << (b ? ", " : "") << "'" << UserBlobName(layer_param.bottom(b)) << "' " << bottoms[b]->shape_string();
       // Add what the layer was given, which is where shape mistakes come from.
       CREMA_FAIL() << NamingLayer(error.what(), layer_param.name(), layer_param.type())
                    << (bottoms.empty() ? std::string() : " [bottom shapes: " + shapes.str() + "]");
@@ -300,6 +303,12 @@ void Net::FindOutputs() {
   }
 }
 
+std::string Net::UserBlobName(std::string name) const {
+  for (auto found = split_sources_.find(name); found != split_sources_.end(); found = split_sources_.find(name))
+    name = found->second;
+  return name;
+}
+
 void Net::RunAfterWeightsPasses() {
   for (const PlanPass& pass : after_weights_) {
     pass.run(this);
@@ -325,7 +334,7 @@ void Net::ReshapeStep(size_t step) {
   } catch (const Error& error) {
     std::ostringstream shapes;
     for (size_t b = 0; b < bottoms.size(); ++b)
-      shapes << (b ? ", " : "") << "'" << blob_names_[s.bottoms[b]] << "' " << bottoms[b]->shape_string();
+      shapes << (b ? ", " : "") << "'" << UserBlobName(blob_names_[s.bottoms[b]]) << "' " << bottoms[b]->shape_string();
     CREMA_FAIL() << "reshaping net '" << name_ << "': " << NamingLayer(error.what(), layer->name(), layer->type())
                  << " [bottom shapes: " << shapes.str() << "]";
   }

@@ -160,6 +160,9 @@ class Net {
   // Throw crema::Error naming the missing blob or layer.
   Blob* blob_by_name(const std::string& name) const;
   Layer* layer_by_name(const std::string& name) const;
+  // The name a user gave the blob `name`: the blob it copies when it is a copy made by an added Split layer
+  // (data_data_0_split_1 is 'data'), else `name`. Errors name blobs so.
+  std::string UserBlobName(std::string name) const;
   // Tops of Input layers, and blobs that no layer reads.
   const std::vector<Blob*>& input_blobs() const { return input_blobs_; }
   const std::vector<int>& output_blob_indices() const { return output_blob_indices_; }
@@ -232,6 +235,8 @@ class Net {
   std::vector<std::shared_ptr<Blob>> blobs_;
   std::vector<std::string> blob_names_;
   std::map<std::string, int> blob_index_;
+  // The tops of the Split layers the passes added, each mapped to the blob it copies.
+  std::map<std::string, std::string> split_sources_;
   std::vector<float> blob_loss_weights_;
   std::vector<PlanStep> plan_;
   std::vector<bool> added_by_pass_;  // per layer: not in the prototxt (a Split, say), not written to .caffemodel

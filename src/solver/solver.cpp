@@ -461,13 +461,24 @@ std::string Solver::Snapshot() {
   NetParameter weights;
   net_->ToProto(&weights, param_.snapshot_diff());
   LOG(INFO) << "Snapshotting to " << kind << " " << model_file;
+  const bool weights_existed = FileExists(model_file);
   WriteWeightsFile(weights, model_file, format);
 
   SolverState state;
   MakeSnapshotState(model_file, &state);
   const std::string state_file = SnapshotFilename(SolverStateExtension(format));
   LOG(INFO) << "Snapshotting solver state to " << kind << " " << state_file;
-  WriteSolverStateFile(state, state_file, format);
+  try {
+    WriteSolverStateFile(state, state_file, format);
+  } catch (const Error& error) {
+    // Weights without their state look like a snapshot to resume from, and are not one: they go too (unless a
+    // snapshot of this iteration was already there, written whole before).
+    std::error_code ignored;
+    if (!weights_existed) std::filesystem::remove(model_file, ignored);
+    CREMA_FAIL() << error.what() << " (so the snapshot of iteration " << iter_ << " is not made"
+                 << (weights_existed ? "" : ": its weights file, written first, was removed again")
+                 << "; earlier snapshots are intact)";
+  }
   return state_file;
 }
 
