@@ -75,7 +75,9 @@ TEST_F(FashionMnistTest, TheGpuTrainsToTheCpusAccuracy) {
   auto trainer = CreateSolver(solver);
   trainer->Solve();
   float accuracy = 0.f;
-  for (const auto& output : trainer->TestAll()[0])
+  // Kept: a range-for over TestAll()[0] would read an element of a temporary already destroyed.
+  const auto scores = trainer->TestAll();
+  for (const auto& output : scores[0])
     if (output.blob == "accuracy") accuracy = output.value;
   EXPECT_NEAR(accuracy, accuracy_, 0.02f);
 }

@@ -24,9 +24,11 @@ std::string Text(const T& value) {
   return out.str();
 }
 
+#ifdef CREMA_USE_CUDA
 std::string Version(int encoded) {  // CUDA's 1000 * major + 10 * minor
   return Text(encoded / 1000) + "." + Text(encoded % 1000 / 10);
 }
+#endif
 }  // namespace
 
 DeviceFacts QueryGpu(int gpu_id) {

@@ -64,7 +64,7 @@ class SyncedMemory {
   size_t bytes_;
   void* host_ = nullptr;
   void* device_ = nullptr;
-  int device_id_ = -1;
+  [[maybe_unused]] int device_id_ = -1;  // the GPU of device_ (CUDA builds)
   Head head_ = Head::kUninitialized;
   uint64_t version_;
 };
