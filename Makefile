@@ -94,11 +94,24 @@ BUNDLE_OPTIONS := -DCMAKE_BUILD_TYPE=Release -DCREMA_SHARED_CORE=ON -DCREMA_USE_
   -DCREMA_BLAS=openblas -DCREMA_WARNINGS_AS_ERRORS=OFF \
   -DCMAKE_CUDA_ARCHITECTURES="$(subst $(space),;,$(strip $(BUNDLE_CUDA_ARCH)))"
 
+# ---- sanitizers and fuzzing (docs/reliability.md) --------------------------------------------------------------
+# A third fixed configuration in its own build tree: clang, AddressSanitizer and UndefinedBehaviorSanitizer on
+# every object, libFuzzer's instrumentation, the CPU only. `make sanitize` runs the whole test suite there (any
+# sanitizer report fails the test that made it); `make fuzz` runs each fuzz target for FUZZ_SECONDS.
+SANITIZE_DIR ?= build-sanitize
+FUZZ_SECONDS ?= 60
+SANITIZE_OPTIONS := -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only" \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only" -DCREMA_CPU_ONLY=ON -DCREMA_USE_MPI=OFF \
+  -DCREMA_USE_ONEDNN=$(call on_off,$(USE_ONEDNN)) -DCREMA_BLAS=openblas -DCREMA_SANITIZE=address,undefined \
+  -DCREMA_FUZZ=ON -DCREMA_WARNINGS_AS_ERRORS=$(call on_off,$(WERROR))
+SANITIZER_ENV := ASAN_OPTIONS=detect_leaks=1:check_initialization_order=1:detect_stack_use_after_return=1 \
+  UBSAN_OPTIONS=print_stacktrace=1
+
 # ---- targets -----------------------------------------------------------------------------------------------
 DEMO_LOG := $(BUILD_DIR)/demo_train.log
 LENET_SOLVER := examples/fashion_mnist/lenet_solver.prototxt
 
-.PHONY: all deps test data demo finetune bundle clean format help force-configure
+.PHONY: all deps test data demo finetune bundle sanitize-build sanitize fuzz clean format help force-configure
 
 # cmake --build runs its own make (or ninja) with JOBS workers. This make's flags are not handed down, so a
 # top-level `make -j` neither shares its job slots with it nor warns about them.
@@ -135,6 +148,19 @@ bundle: deps
 	env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake --build $(BUNDLE_DIR) -j $(JOBS)
 	BUNDLE_FASHION_MNIST=$(call on_off,$(BUNDLE_FASHION_MNIST)) scripts/make_bundle.sh $(BUNDLE_DIR)
 
+# Configuring again each time is cheap; the compiler is clang from the tree's first configure on.
+sanitize-build:
+	$(if $(filter-out . .. / ./,$(strip $(SANITIZE_DIR))),,$(error refusing to build in SANITIZE_DIR = '$(SANITIZE_DIR)'))
+	scripts/install_deps.sh sanitize
+	CC=clang CXX=clang++ cmake -S . -B $(SANITIZE_DIR) $(SANITIZE_OPTIONS)
+	env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake --build $(SANITIZE_DIR) -j $(JOBS)
+
+sanitize: sanitize-build
+	cd $(SANITIZE_DIR) && $(SANITIZER_ENV) ctest --output-on-failure -j $(JOBS)
+
+fuzz: sanitize-build
+	scripts/fuzz.sh $(SANITIZE_DIR) $(FUZZ_SECONDS)
+
 clean:
 	$(if $(filter-out . .. / ./,$(strip $(BUILD_DIR))),,$(error refusing to remove BUILD_DIR = '$(BUILD_DIR)'))
 	rm -rf $(BUILD_DIR)
@@ -161,6 +187,10 @@ help:
 	@echo '  make bundle       build the relocatable bundle for a GPU machine (tools, tests, libraries) in'
 	@echo '                    $(BUNDLE_DIR)/ and pack $(BUNDLE_DIR)/crema-bundle.tar.xz (docs/bundle.md);'
 	@echo '                    BUNDLE_CUDA_ARCH=90, BUNDLE_ONEDNN=1, BUNDLE_FASHION_MNIST=0 (1: carry the data set)'
+	@echo '  make sanitize     build with clang, AddressSanitizer and UndefinedBehaviorSanitizer (CPU only) in'
+	@echo '                    $(SANITIZE_DIR)/ and run every test there'
+	@echo '  make fuzz         the same build, then each libFuzzer target for FUZZ_SECONDS=$(FUZZ_SECONDS) s'
+	@echo '                    (scripts/fuzz.sh; crashes are kept in $(SANITIZE_DIR)/fuzz/artifacts/)'
 	@echo '  make clean        remove the build directory ($(BUILD_DIR))'
 	@echo '  make format       clang-format -i over src layers tools tests'
 	@echo '  make help         this text'

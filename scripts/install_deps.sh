@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs every build and run-time dependency of crema on Debian 12 with apt-get.
 # Usage: scripts/install_deps.sh            (run as root, or with sudo available)
+#        scripts/install_deps.sh sanitize   the above, and clang with its sanitizer and libFuzzer run-times and
+#                                           LLVM's OpenMP, for `make sanitize` and `make fuzz`
 set -euo pipefail
 
 packages=(
@@ -14,6 +16,14 @@ packages=(
   graphviz
   dataset-fashion-mnist
 )
+case "${1:-}" in
+  "") ;;
+  sanitize) packages+=(clang libclang-rt-14-dev libomp-dev) ;;
+  *)
+    echo "install_deps.sh: unknown argument '$1' (give none, or 'sanitize')" >&2
+    exit 1
+    ;;
+esac
 
 if [ "$(id -u)" -eq 0 ]; then
   sudo_cmd=()

@@ -1,0 +1,397 @@
+#include "fuzz/fuzz_targets.hpp"
+
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+#include <google/protobuf/descriptor.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <set>
+#include <stdexcept>
+
+#include "core/blob.hpp"
+#include "core/common.hpp"
+#include "core/context.hpp"
+#include "core/random.hpp"
+#include "core/synced_memory.hpp"
+#include "io/data_transformer.hpp"
+#include "io/hdf5.hpp"
+#include "io/image_io.hpp"
+#include "io/proto_io.hpp"
+#include "layers/layer_registry.hpp"
+#include "net/net.hpp"
+#include "solver/solver.hpp"
+
+namespace crema {
+namespace fuzz {
+
+namespace {
+
+// A folder of the process's own for the files the targets need (the solver's snapshot prefix, the solver state
+// under test), removed at exit.
+const std::string& ScratchFolder() {
+  // Never destroyed: the exit handler that removes the folder runs after static destructors may have.
+  static const std::string* folder = [] {
+    char pattern[] = "/tmp/crema-fuzz-XXXXXX";
+    if (mkdtemp(pattern) == nullptr) throw std::runtime_error("fuzz: cannot create a folder under /tmp");
+    auto* made = new std::string(pattern);
+    std::atexit([] {
+      std::error_code ignored;
+      std::filesystem::remove_all(ScratchFolder(), ignored);
+    });
+    return made;
+  }();
+  return *folder;
+}
+
+// One CPU context for every net: the nets of one process share it, as a solver's nets do.
+std::shared_ptr<Context> SharedContext() {
+  static const auto context = std::make_shared<Context>(Device::kCPU);
+  return context;
+}
+
+Outcome Run(const std::function<void()>& body) {
+  try {
+    body();
+    return Outcome::kAccepted;
+  } catch (const Error&) {
+    return Outcome::kRefused;
+  }
+}
+
+std::string Bytes(const uint8_t* data, size_t size) { return std::string(reinterpret_cast<const char*>(data), size); }
+
+NetParameter ParseNet(const std::string& text, const std::string& origin) {
+  NetParameter param;
+  ReadProtoFromText(text, origin, &param);
+  return param;
+}
+
+// ---- net_prototxt ---------------------------------------------------------------------------------------------
+
+// HDF5Output creates its file (any path the input names) when it is set up: a fuzzer must not write files.
+bool WritesFiles(const NetParameter& param) {
+  for (const auto& layer : param.layer())
+    if (layer.type() == "HDF5Output") return true;
+  for (const auto& layer : param.layers())
+    if (layer.type() == V1LayerParameter::HDF5_OUTPUT || layer.layer().type() == "hdf5_output") return true;
+  return false;
+}
+
+Outcome NetPrototxt(const uint8_t* data, size_t size) {
+  const std::string text = Bytes(data, size);
+  NetParameter param;
+  const Outcome parsed = Run([&] { param = ParseNet(text, "fuzz.prototxt"); });
+  if (parsed != Outcome::kAccepted) return parsed;
+  if (WritesFiles(param)) return Outcome::kSkipped;
+  return Run([&] { Net net(param, SharedContext()); });
+}
+
+// ---- caffemodel -----------------------------------------------------------------------------------------------
+
+// Every kind of parameter blob a model-zoo file fills in: convolution and deconvolution weights and biases,
+// BatchNorm's three statistics, Scale's scale and bias, PReLU's slopes, InnerProduct's weights and biases. TEST
+// phase, so that the passes after the weights (BatchNorm folding) run on what was copied.
+constexpr char kWeightsNet[] = R"(name: 'FuzzWeights'
+layer { name: 'data' type: 'Input' top: 'data' input_param { shape { dim: 1 dim: 2 dim: 6 dim: 6 } } }
+layer { name: 'conv1' type: 'Convolution' bottom: 'data' top: 'conv1'
+  convolution_param { num_output: 3 kernel_size: 3 weight_filler { type: 'gaussian' std: 0.1 } } }
+layer { name: 'bn1' type: 'BatchNorm' bottom: 'conv1' top: 'conv1' }
+layer { name: 'scale1' type: 'Scale' bottom: 'conv1' top: 'conv1' scale_param { bias_term: true } }
+layer { name: 'prelu1' type: 'PReLU' bottom: 'conv1' top: 'conv1' }
+layer { name: 'deconv1' type: 'Deconvolution' bottom: 'conv1' top: 'deconv1'
+  convolution_param { num_output: 2 kernel_size: 2 stride: 2 weight_filler { type: 'gaussian' std: 0.1 } } }
+layer { name: 'ip1' type: 'InnerProduct' bottom: 'deconv1' top: 'ip1'
+  inner_product_param { num_output: 4 weight_filler { type: 'gaussian' std: 0.1 } } }
+)";
+
+Net& WeightsNet() {
+  static Net net(ParseNet(kWeightsNet, "the caffemodel target's net"), SharedContext());
+  return net;
+}
+
+Outcome Caffemodel(const uint8_t* data, size_t size) {
+  const std::string bytes = Bytes(data, size);
+  return Run([&] {
+    NetParameter trained;
+    ReadProtoFromBinary(bytes, "fuzz.caffemodel", &trained);
+    WeightsNet().CopyTrainedLayersFrom(trained);
+  });
+}
+
+// ---- datum ----------------------------------------------------------------------------------------------------
+
+struct Transformers {
+  std::vector<std::unique_ptr<DataTransformer>> all;
+  Transformers() {
+    const char* settings[][2] = {
+        {"", "TEST"},
+        {"crop_size: 3 mirror: true scale: 0.5 mean_value: 1", "TRAIN"},
+        {"force_color: true mean_value: 1 mean_value: 2 mean_value: 3", "TEST"},
+        {"force_gray: true crop_size: 2", "TRAIN"},
+    };
+    for (const auto& setting : settings) {
+      TransformationParameter param;
+      ReadProtoFromText(setting[0], "the datum target's transformation", &param);
+      all.push_back(std::make_unique<DataTransformer>(param, std::string(setting[1]) == "TRAIN" ? TRAIN : TEST));
+    }
+  }
+};
+
+Outcome DatumRecord(const uint8_t* data, size_t size) {
+  static Transformers transformers;
+  static RandomStream random(1701);
+  Datum datum;
+  const Outcome parsed = Run([&] { ReadProtoFromBinary(Bytes(data, size), "fuzz datum", &datum); });
+  if (parsed != Outcome::kAccepted) return parsed;
+  // As the Data layer does with each record: decode once, then the shape, then the values.
+  Outcome outcome = Outcome::kRefused;
+  for (const auto& transformer : transformers.all) {
+    if (Run([&] {
+          const Datum raw = datum.encoded() ? transformer->Decode(datum) : datum;
+          Blob blob(transformer->InferBlobShape(raw));
+          transformer->Transform(raw, &blob, &random);
+        }) == Outcome::kAccepted)
+      outcome = Outcome::kAccepted;
+  }
+  return outcome;
+}
+
+// ---- solverstate ----------------------------------------------------------------------------------------------
+
+// Every kind of state a .solverstate carries: histories (one set for SGD, two for Adam), and the runtime state
+// of layers that have one (Dropout's and DummyData's random streams, BatchNorm's).
+constexpr char kSolverNet[] = R"(name: 'FuzzSolver'
+layer { name: 'data' type: 'DummyData' top: 'data' top: 'label' dummy_data_param {
+  shape { dim: 4 dim: 3 } shape { dim: 4 } data_filler { type: 'gaussian' } data_filler { type: 'constant' value: 1 } } }
+layer { name: 'ip' type: 'InnerProduct' bottom: 'data' top: 'ip'
+  inner_product_param { num_output: 3 weight_filler { type: 'xavier' } } }
+layer { name: 'bn' type: 'BatchNorm' bottom: 'ip' top: 'ip' }
+layer { name: 'drop' type: 'Dropout' bottom: 'ip' top: 'ip' }
+layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip' bottom: 'label' top: 'loss' }
+)";
+
+std::vector<std::unique_ptr<Solver>>& Solvers() {
+  static std::vector<std::unique_ptr<Solver>> solvers = [] {
+    std::vector<std::unique_ptr<Solver>> made;
+    for (const char* type : {"SGD", "Adam"}) {
+      SolverParameter param;
+      *param.mutable_net_param() = ParseNet(kSolverNet, "the solver state target's net");
+      param.set_type(type);
+      param.set_base_lr(0.01f);
+      param.set_lr_policy("fixed");
+      param.set_momentum(0.9f);
+      param.set_max_iter(100);
+      param.set_snapshot_prefix(ScratchFolder() + "/" + type);
+      param.set_solver_mode(SolverParameter::CPU);
+      made.push_back(CreateSolver(param, "", SharedContext()));
+    }
+    return made;
+  }();
+  return solvers;
+}
+
+Outcome SolverStateFile(const uint8_t* data, size_t size) {
+  const std::string path = ScratchFolder() + "/input.solverstate";
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
+  }
+  // An HDF5 state goes to the HDF5 library's own parser, which is fuzzed where it is developed, not here.
+  if (IsHdf5File(path)) return Outcome::kSkipped;
+  Outcome outcome = Outcome::kRefused;
+  for (auto& solver : Solvers())
+    if (Run([&] { solver->Restore(path); }) == Outcome::kAccepted) outcome = Outcome::kAccepted;
+  return outcome;
+}
+
+// ---- seeds ----------------------------------------------------------------------------------------------------
+
+void WriteFile(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (!out) throw std::runtime_error("fuzz: cannot write '" + path + "'");
+}
+
+std::string Serialized(const google::protobuf::Message& message) {
+  std::string bytes;
+  message.SerializeToString(&bytes);
+  return bytes;
+}
+
+int NetSeeds(const std::string& source_dir, const std::string& folder) {
+  std::vector<std::filesystem::path> nets;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(source_dir + "/examples"))
+    if (entry.is_regular_file() && entry.path().extension() == ".prototxt") nets.push_back(entry.path());
+  std::sort(nets.begin(), nets.end());
+  int count = 0;
+  for (const auto& path : nets) {
+    const std::string text = ReadFileToString(path.string());
+    NetParameter param;
+    if (Run([&] { ReadProtoFromText(text, path.string(), &param); }) != Outcome::kAccepted) continue;  // a solver
+    WriteFile(folder + "/" + path.parent_path().filename().string() + "_" + path.filename().string(), text);
+    ++count;
+  }
+  WriteFile(folder + "/fuzz_weights.prototxt", kWeightsNet);
+  WriteFile(folder + "/fuzz_solver.prototxt", kSolverNet);
+  return count + 2;
+}
+
+void CollectNames(const google::protobuf::Descriptor* message, std::set<const google::protobuf::Descriptor*>* seen,
+                  std::set<std::string>* names) {
+  if (!seen->insert(message).second) return;
+  for (int f = 0; f < message->field_count(); ++f) {
+    const google::protobuf::FieldDescriptor* field = message->field(f);
+    names->insert(field->name());
+    if (field->enum_type() != nullptr)
+      for (int v = 0; v < field->enum_type()->value_count(); ++v) names->insert(field->enum_type()->value(v)->name());
+    if (field->message_type() != nullptr) CollectNames(field->message_type(), seen, names);
+  }
+}
+
+void WriteDictionary(const std::string& path) {
+  std::set<const google::protobuf::Descriptor*> seen;
+  std::set<std::string> names;
+  CollectNames(NetParameter::descriptor(), &seen, &names);
+  for (const std::string& type : LayerRegistry::Global().Types()) names.insert(type);
+  std::string text = "# The schema's field and enum value names and the layer types (fuzz/fuzz_targets.cpp).\n";
+  for (const std::string& name : names) text += "\"" + name + "\"\n";
+  for (const char* token : {"{", "}", ":", "\\\"", "'", "#", "nan", "inf", "-1", "2147483647", "4294967296"})
+    text += "\"" + std::string(token) + "\"\n";
+  WriteFile(path, text);
+}
+
+int CaffemodelSeeds(const std::string& folder) {
+  NetParameter weights;
+  WeightsNet().ToProto(&weights);
+  WriteFile(folder + "/fuzz_weights.caffemodel", Serialized(weights));
+  // The same weights in a V1 file (NetParameter.layers), for the layers V1 had.
+  NetParameter v1;
+  v1.set_name(weights.name());
+  for (const auto& layer : weights.layer()) {
+    V1LayerParameter::LayerType type;
+    if (layer.type() == "Convolution") {
+      type = V1LayerParameter::CONVOLUTION;
+    } else if (layer.type() == "Deconvolution") {
+      type = V1LayerParameter::DECONVOLUTION;
+    } else if (layer.type() == "InnerProduct") {
+      type = V1LayerParameter::INNER_PRODUCT;
+    } else {
+      continue;
+    }
+    V1LayerParameter* old = v1.add_layers();
+    old->set_name(layer.name());
+    old->set_type(type);
+    *old->mutable_blobs() = layer.blobs();
+  }
+  WriteFile(folder + "/fuzz_weights_v1.caffemodel", Serialized(v1));
+  return 2;
+}
+
+int DatumSeeds(const std::string& folder) {
+  int count = 0;
+  Datum raw;
+  raw.set_channels(3);
+  raw.set_height(4);
+  raw.set_width(5);
+  raw.set_label(3);
+  std::string pixels(3 * 4 * 5, '\0');
+  for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<char>(i * 7);
+  raw.set_data(pixels);
+  WriteFile(folder + "/raw.datum", Serialized(raw));
+  Datum floats;
+  floats.set_channels(1);
+  floats.set_height(3);
+  floats.set_width(3);
+  floats.set_label(1);
+  for (int i = 0; i < 9; ++i) floats.add_float_data(0.25f * i);
+  WriteFile(folder + "/float.datum", Serialized(floats));
+  count += 2;
+  if (ImageCodecsAvailable()) {
+    for (const auto& [extension, channels] : {std::make_pair(".png", 3), std::make_pair(".jpg", 1)}) {
+      std::vector<unsigned char> image(6 * 5 * channels);
+      for (size_t i = 0; i < image.size(); ++i) image[i] = static_cast<unsigned char>(i * 11);
+      Datum encoded;
+      encoded.set_encoded(true);
+      encoded.set_label(2);
+      encoded.set_data(EncodeImage(extension, image.data(), 6, 5, channels));
+      WriteFile(folder + "/encoded" + std::string(extension) + ".datum", Serialized(encoded));
+      ++count;
+    }
+  }
+  return count;
+}
+
+int SolverStateSeeds(const std::string& folder) {
+  int count = 0;
+  for (auto& solver : Solvers()) {
+    solver->Step(1);
+    SolverState state;
+    ReadProtoFromBinaryFile(solver->Snapshot(), &state);
+    // Without learned_net: a seed whose weights file is gone would be refused before its histories are read.
+    state.clear_learned_net();
+    WriteFile(folder + "/" + solver->type() + ".solverstate", Serialized(state));
+    ++count;
+  }
+  return count;
+}
+
+}  // namespace
+
+const std::vector<Target>& Targets() {
+  static const std::vector<Target> targets = {
+      {"net_prototxt", "prototxt text parsed and the net built", NetPrototxt},
+      {"caffemodel", "a binary caffemodel parsed and its weights copied into a net", Caffemodel},
+      {"datum", "a Datum record parsed, decoded and transformed as a Data layer does", DatumRecord},
+      {"solverstate", "a .solverstate file restored into an SGD and an Adam solver", SolverStateFile},
+  };
+  return targets;
+}
+
+const Target& TargetNamed(const std::string& name) {
+  std::string names;
+  for (const Target& target : Targets()) {
+    if (target.name == name) return target;
+    names += std::string(names.empty() ? "" : ", ") + target.name;
+  }
+  throw std::invalid_argument("no fuzz target '" + name + "' (the targets: " + names + ")");
+}
+
+void SetUp() {
+  static const bool done = [] {
+    FLAGS_logtostderr = true;
+    FLAGS_minloglevel = google::GLOG_FATAL;
+    if (std::getenv("CREMA_HOST_MEMORY_LIMIT") == nullptr) SetHostMemoryLimit(size_t{256} << 20);
+    return true;
+  }();
+  (void)done;
+}
+
+std::vector<int> WriteSeeds(const std::string& source_dir, const std::string& folder) {
+  SetUp();
+  std::vector<int> counts;
+  for (const Target& target : Targets()) {
+    const std::string seeds = folder + "/" + target.name;
+    std::filesystem::create_directories(seeds);
+    const std::string name = target.name;
+    if (name == "net_prototxt") {
+      counts.push_back(NetSeeds(source_dir, seeds));
+      WriteDictionary(folder + "/net_prototxt.dict");
+    } else if (name == "caffemodel") {
+      counts.push_back(CaffemodelSeeds(seeds));
+    } else if (name == "datum") {
+      counts.push_back(DatumSeeds(seeds));
+    } else {
+      counts.push_back(SolverStateSeeds(seeds));
+    }
+  }
+  return counts;
+}
+
+}  // namespace fuzz
+}  // namespace crema

@@ -1,0 +1,164 @@
+// The fuzz targets (fuzz/fuzz_targets.hpp) in every build: their seeds are inputs crema accepts, damaged seeds
+// are refused with a crema::Error, and every input a fuzzer once crashed on (tests/fuzz_regressions/<target>/,
+// one file each, named after what it broke) runs through its target again. Under `make sanitize` this is the
+// regression test of each crash fixed: the sanitizers see the same code paths libFuzzer did.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "fuzz/fuzz_targets.hpp"
+#include "test_util.hpp"
+
+namespace crema {
+namespace {
+
+using fuzz::Outcome;
+
+std::string ReadBytes(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+Outcome RunOn(const fuzz::Target& target, const std::string& bytes) {
+  return target.run(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+}
+
+const char* Describe(Outcome outcome) {
+  switch (outcome) {
+    case Outcome::kAccepted:
+      return "accepted";
+    case Outcome::kRefused:
+      return "refused";
+    case Outcome::kSkipped:
+      return "skipped";
+  }
+  return "?";
+}
+
+// Every file of a folder, in name order.
+std::vector<std::filesystem::path> FilesIn(const std::string& folder) {
+  std::vector<std::filesystem::path> files;
+  if (!std::filesystem::is_directory(folder)) return files;
+  for (const auto& entry : std::filesystem::directory_iterator(folder))
+    if (entry.is_regular_file()) files.push_back(entry.path());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+class FuzzTargetsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    fuzz::SetUp();
+    seeds_ = new test::TempDir();
+    counts_ = fuzz::WriteSeeds(test::SourceDir(), seeds_->path());
+  }
+  static void TearDownTestSuite() {
+    delete seeds_;
+    seeds_ = nullptr;
+  }
+  static std::string SeedFolder(const std::string& target) { return seeds_->path() + "/" + target; }
+
+  static test::TempDir* seeds_;
+  static std::vector<int> counts_;
+};
+test::TempDir* FuzzTargetsTest::seeds_ = nullptr;
+std::vector<int> FuzzTargetsTest::counts_;
+
+TEST_F(FuzzTargetsTest, EveryTargetHasSeeds) {
+  ASSERT_EQ(counts_.size(), fuzz::Targets().size());
+  for (size_t t = 0; t < counts_.size(); ++t) {
+    const std::string name = fuzz::Targets()[t].name;
+    EXPECT_EQ(static_cast<int>(FilesIn(SeedFolder(name)).size()), counts_[t]) << name;
+    EXPECT_GE(counts_[t], 2) << name;
+  }
+  // Every net of examples/ is a seed: 30 or so nets, and no solver among them.
+  const std::vector<std::filesystem::path> nets = FilesIn(SeedFolder("net_prototxt"));
+  EXPECT_GE(nets.size(), 25u);
+  for (const auto& net : nets) {
+    const std::string name = net.filename().string();
+    if (name.rfind("fuzz_", 0) != 0) {
+      EXPECT_EQ(name.find("solver"), std::string::npos) << net;
+    }
+  }
+  const std::string dictionary = ReadBytes(seeds_->path() + "/net_prototxt.dict");
+  for (const char* word : {"\"convolution_param\"", "\"kernel_size\"", "\"Convolution\"", "\"MAX\"", "\"TRAIN\""})
+    EXPECT_NE(dictionary.find(word), std::string::npos) << word;
+}
+
+// Weights, records and states crema made itself go through whole; nets of examples/ are built when they need
+// no data files (the deploy nets), refused naming the missing data otherwise.
+TEST_F(FuzzTargetsTest, SeedsAreAccepted) {
+  for (const fuzz::Target& target : fuzz::Targets()) {
+    for (const auto& seed : FilesIn(SeedFolder(target.name))) {
+      const Outcome outcome = RunOn(target, ReadBytes(seed));
+      const std::string file = seed.filename().string();
+      const bool must_build = std::string(target.name) != "net_prototxt" || file.find("deploy") != std::string::npos ||
+                              file.rfind("fuzz_", 0) == 0;
+      if (must_build) {
+        EXPECT_EQ(Describe(outcome), std::string("accepted")) << target.name << ": " << file;
+      } else {
+        EXPECT_NE(outcome, Outcome::kSkipped) << target.name << ": " << file;
+      }
+    }
+  }
+}
+
+// A seed cut short, or with one byte changed in its middle, is refused (or, for a byte of pixel data, still
+// accepted); never anything else.
+TEST_F(FuzzTargetsTest, DamagedSeedsAreRefusedWithAnError) {
+  for (const fuzz::Target& target : fuzz::Targets()) {
+    for (const auto& seed : FilesIn(SeedFolder(target.name))) {
+      const std::string bytes = ReadBytes(seed);
+      for (size_t cut : {size_t{1}, bytes.size() / 3, bytes.size() / 2, bytes.size() - 1}) {
+        const Outcome outcome = RunOn(target, bytes.substr(0, cut));
+        EXPECT_NE(outcome, Outcome::kSkipped) << target.name << ": " << seed.filename() << " cut at " << cut;
+      }
+      std::string flipped = bytes;
+      flipped[flipped.size() / 2] = static_cast<char>(flipped[flipped.size() / 2] ^ 0x5a);
+      EXPECT_NE(RunOn(target, flipped), Outcome::kSkipped) << target.name << ": " << seed.filename();
+    }
+  }
+  // Inputs that hold nothing a target can use.
+  const std::map<std::string, std::vector<std::string>> refused = {
+      {"net_prototxt", {"", "layer {", "layer { type: 'NoSuchLayer' }", "name: 'x'"}},
+      {"caffemodel", {"", std::string("\x0a\x05short", 7), "garbage that is not protobuf \xff\xff"}},
+      {"datum", {"", std::string("\x08\x03", 2), "\xff\xff\xff"}},
+      {"solverstate", {"", "\xff\xff\xff", std::string("\x08\x07", 2) /* iter 7, no history */}},
+  };
+  for (const auto& [name, inputs] : refused) {
+    for (const std::string& input : inputs)
+      EXPECT_EQ(Describe(RunOn(fuzz::TargetNamed(name), input)), std::string("refused")) << name << ": " << input;
+  }
+  EXPECT_THROW(fuzz::TargetNamed("no_such_target"), std::invalid_argument);
+}
+
+// An HDF5 solver state, and a net with a layer that writes files, are outside what the fuzzers may touch.
+TEST_F(FuzzTargetsTest, TargetsSkipWhatTheyMustNotTouch) {
+  EXPECT_EQ(RunOn(fuzz::TargetNamed("solverstate"), std::string("\211HDF\r\n\032\n", 8) + std::string(64, '\0')),
+            Outcome::kSkipped);
+  EXPECT_EQ(RunOn(fuzz::TargetNamed("net_prototxt"),
+                  "layer { name: 'out' type: 'HDF5Output' bottom: 'x' hdf5_output_param { file_name: 'x.h5' } }"),
+            Outcome::kSkipped);
+}
+
+// The inputs libFuzzer found crashes with, each fixed: they now run to an outcome.
+TEST_F(FuzzTargetsTest, FormerCrashesRunToAnOutcome) {
+  int replayed = 0;
+  for (const fuzz::Target& target : fuzz::Targets()) {
+    for (const auto& input : FilesIn(test::SourceDir() + "/tests/fuzz_regressions/" + target.name)) {
+      const Outcome outcome = RunOn(target, ReadBytes(input));
+      EXPECT_NE(outcome, Outcome::kSkipped) << target.name << ": " << input.filename();
+      ++replayed;
+    }
+  }
+  RecordProperty("replayed", replayed);
+}
+
+}  // namespace
+}  // namespace crema
