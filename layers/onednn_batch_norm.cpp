@@ -28,6 +28,7 @@ OneDnnBatchNormLayer::OneDnnBatchNormLayer(const LayerParameter& param, std::sha
 OneDnnBatchNormLayer::~OneDnnBatchNormLayer() = default;
 
 std::string OneDnnBatchNormLayer::Refusal(const EngineQuery& query) {
+  if (query.bottom_shapes.empty()) return "";  // the layer's arity check names it
   const std::vector<int>& shape = query.bottom_shapes.at(0);
   if (shape.size() != 4) return "takes 4-d bottoms only";
   if (shape[0] * shape[2] * shape[3] == 0) return "takes bottoms with values in every channel only";

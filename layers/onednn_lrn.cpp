@@ -35,6 +35,7 @@ OneDnnLRNLayer::OneDnnLRNLayer(const LayerParameter& param, std::shared_ptr<Cont
 OneDnnLRNLayer::~OneDnnLRNLayer() = default;
 
 std::string OneDnnLRNLayer::Refusal(const EngineQuery& query) {
+  if (query.bottom_shapes.empty()) return "";  // the layer's arity check names it
   const std::vector<int>& shape = query.bottom_shapes.at(0);
   const LRNParameter& param = query.param.lrn_param();
   if (shape.size() != 4 || param.local_size() % 2 != 1) return "";  // the native engine names what is wrong

@@ -88,6 +88,7 @@ OneDnnPoolingLayer::OneDnnPoolingLayer(const LayerParameter& param, std::shared_
 OneDnnPoolingLayer::~OneDnnPoolingLayer() = default;
 
 std::string OneDnnPoolingLayer::Refusal(const EngineQuery& query) {
+  if (query.bottom_shapes.empty()) return "";  // the layer's arity check names it
   Plan plan;
   const std::string why = PlanFor(query.param, query.bottom_shapes.at(0), query.param.top_size(), &plan);
   if (!why.empty() || plan.kernel.empty()) return why;

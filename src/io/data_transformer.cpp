@@ -57,7 +57,11 @@ std::vector<int> DataTransformer::CheckDatum(const Datum& datum) const {
   const std::vector<int> dims = {datum.channels(), datum.height(), datum.width()};
   CREMA_CHECK(dims[0] > 0 && dims[1] > 0 && dims[2] > 0)
       << "a datum has shape " << DimsString(dims) << " (channels x height x width); each must be positive";
-  const int64_t count = int64_t{dims[0]} * dims[1] * dims[2];
+  // Three positive ints can overflow 64 bits; no record holds more than 2^31 values (protobuf's 2 GiB).
+  int64_t count = 0;
+  CREMA_CHECK(!__builtin_mul_overflow(int64_t{dims[0]} * dims[1], int64_t{dims[2]}, &count) && count <= INT32_MAX)
+      << "a datum has shape " << DimsString(dims) << " (channels x height x width): more values than a record can "
+      << "hold (2^31)";
   if (!datum.data().empty()) {
     CREMA_CHECK(static_cast<int64_t>(datum.data().size()) == count)
         << "a datum of shape " << DimsString(dims) << " holds " << datum.data().size() << " bytes, not " << count;

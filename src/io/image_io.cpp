@@ -33,6 +33,27 @@ int ReadFlag(ImageColor color) {
   return cv::IMREAD_ANYCOLOR;
 }
 
+// cv::imdecode and cv::imread, with OpenCV's exceptions caught: it throws for some damaged files and for a
+// header that claims more pixels than it decodes (CV_IO_MAX_IMAGE_PIXELS). An image it cannot decode is empty,
+// and *why (when there is one) holds OpenCV's reason, " (OpenCV: ...)", for the caller's message.
+cv::Mat DecodeImage(const cv::Mat& buffer, int flag, std::string* why) {
+  try {
+    return cv::imdecode(buffer, flag);
+  } catch (const cv::Exception& error) {
+    *why = " (OpenCV: " + error.err + ")";
+    return cv::Mat();
+  }
+}
+
+cv::Mat ReadImage(const std::string& path, int flag, std::string* why) {
+  try {
+    return cv::imread(path, flag);
+  } catch (const cv::Exception& error) {
+    *why = " (OpenCV: " + error.err + ")";
+    return cv::Mat();
+  }
+}
+
 // An 8-bit image (1 or 3 channels; 4 are reduced to 3) as a raw Datum.
 Datum MatToDatum(cv::Mat image, int label) {
   if (image.channels() == 4) cv::cvtColor(image, image, cv::COLOR_BGRA2BGR);
@@ -58,8 +79,9 @@ Datum MatToDatum(cv::Mat image, int label) {
 }  // namespace
 
 Datum ReadImageToDatum(const std::string& path, int label, int new_height, int new_width, ImageColor color) {
-  cv::Mat image = cv::imread(path, ReadFlag(color));
-  CREMA_CHECK(!image.empty()) << "cannot read image '" << path << "' (missing, unreadable or not an image)";
+  std::string why;
+  cv::Mat image = ReadImage(path, ReadFlag(color), &why);
+  CREMA_CHECK(!image.empty()) << "cannot read image '" << path << "' (missing, unreadable or not an image)" << why;
   if (new_height > 0 && new_width > 0 && (image.rows != new_height || image.cols != new_width)) {
     cv::resize(image, image, cv::Size(new_width, new_height), 0, 0, cv::INTER_LINEAR);
   }
@@ -71,8 +93,10 @@ Datum DecodeDatum(const Datum& datum, ImageColor color) {
   const std::string& bytes = datum.data();
   CREMA_CHECK(!bytes.empty()) << "an encoded datum holds no bytes";
   const cv::Mat buffer(1, static_cast<int>(bytes.size()), CV_8UC1, const_cast<char*>(bytes.data()));
-  cv::Mat image = cv::imdecode(buffer, ReadFlag(color));
-  CREMA_CHECK(!image.empty()) << "an encoded datum (" << bytes.size() << " bytes) is not an image OpenCV can decode";
+  std::string why;
+  cv::Mat image = DecodeImage(buffer, ReadFlag(color), &why);
+  CREMA_CHECK(!image.empty()) << "an encoded datum (" << bytes.size() << " bytes) is not an image OpenCV can decode"
+                              << why;
   return MatToDatum(image, datum.label());
 }
 
@@ -141,13 +165,9 @@ Datum ReadImageToEncodedDatum(const std::string& path, int label, int new_height
   CREMA_CHECK(!bytes.empty()) << "cannot read image '" << path << "' (an empty file)";
   const cv::Mat buffer(1, static_cast<int>(bytes.size()), CV_8UC1, bytes.data());
   auto decode = [&](int flag) {
-    cv::Mat image;
-    try {
-      image = cv::imdecode(buffer, flag);
-    } catch (const cv::Exception&) {
-      image.release();  // OpenCV throws on some damaged files; they are reported below like the others
-    }
-    CREMA_CHECK(!image.empty()) << "cannot read image '" << path << "' (not an image OpenCV can decode)";
+    std::string why;
+    cv::Mat image = DecodeImage(buffer, flag, &why);
+    CREMA_CHECK(!image.empty()) << "cannot read image '" << path << "' (not an image OpenCV can decode)" << why;
     return image;
   };
   // Decoded as stored first: when the file already has the channels asked for, this is the image ReadImageToDatum
