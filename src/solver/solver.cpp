@@ -475,9 +475,9 @@ std::string Solver::Snapshot() {
     // snapshot of this iteration was already there, written whole before).
     std::error_code ignored;
     if (!weights_existed) std::filesystem::remove(model_file, ignored);
-    CREMA_FAIL() << error.what() << " (so the snapshot of iteration " << iter_ << " is not made"
-                 << (weights_existed ? "" : ": its weights file, written first, was removed again")
-                 << "; earlier snapshots are intact)";
+    CREMA_FAIL() << error.what() << ": the snapshot of iteration " << iter_ << " is not made ("
+                 << (weights_existed ? "" : "its weights file, written first, was removed again; ")
+                 << "earlier snapshots are intact)";
   }
   return state_file;
 }
