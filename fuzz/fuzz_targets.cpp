@@ -66,6 +66,13 @@ Outcome Run(const std::function<void()>& body) {
 
 std::string Bytes(const uint8_t* data, size_t size) { return std::string(reinterpret_cast<const char*>(data), size); }
 
+// A plain write (no fsync: the solver-state target writes every input it is given).
+void WriteFile(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (!out) throw std::runtime_error("fuzz: cannot write '" + path + "'");
+}
+
 NetParameter ParseNet(const std::string& text, const std::string& origin) {
   NetParameter param;
   ReadProtoFromText(text, origin, &param);
@@ -198,10 +205,7 @@ std::vector<std::unique_ptr<Solver>>& Solvers() {
 
 Outcome SolverStateFile(const uint8_t* data, size_t size) {
   const std::string path = ScratchFolder() + "/input.solverstate";
-  {
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
-  }
+  WriteFile(path, Bytes(data, size));
   // An HDF5 state goes to the HDF5 library's own parser, which is fuzzed where it is developed, not here.
   if (IsHdf5File(path)) return Outcome::kSkipped;
   Outcome outcome = Outcome::kRefused;
@@ -211,18 +215,6 @@ Outcome SolverStateFile(const uint8_t* data, size_t size) {
 }
 
 // ---- seeds ----------------------------------------------------------------------------------------------------
-
-void WriteFile(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  if (!out) throw std::runtime_error("fuzz: cannot write '" + path + "'");
-}
-
-std::string Serialized(const google::protobuf::Message& message) {
-  std::string bytes;
-  message.SerializeToString(&bytes);
-  return bytes;
-}
 
 int NetSeeds(const std::string& source_dir, const std::string& folder) {
   std::vector<std::filesystem::path> nets;
@@ -269,7 +261,7 @@ void WriteDictionary(const std::string& path) {
 int CaffemodelSeeds(const std::string& folder) {
   NetParameter weights;
   WeightsNet().ToProto(&weights);
-  WriteFile(folder + "/fuzz_weights.caffemodel", Serialized(weights));
+  WriteFile(folder + "/fuzz_weights.caffemodel", weights.SerializeAsString());
   // The same weights in a V1 file (NetParameter.layers), for the layers V1 had.
   NetParameter v1;
   v1.set_name(weights.name());
@@ -289,7 +281,7 @@ int CaffemodelSeeds(const std::string& folder) {
     old->set_type(type);
     *old->mutable_blobs() = layer.blobs();
   }
-  WriteFile(folder + "/fuzz_weights_v1.caffemodel", Serialized(v1));
+  WriteFile(folder + "/fuzz_weights_v1.caffemodel", v1.SerializeAsString());
   return 2;
 }
 
@@ -303,14 +295,14 @@ int DatumSeeds(const std::string& folder) {
   std::string pixels(3 * 4 * 5, '\0');
   for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<char>(i * 7);
   raw.set_data(pixels);
-  WriteFile(folder + "/raw.datum", Serialized(raw));
+  WriteFile(folder + "/raw.datum", raw.SerializeAsString());
   Datum floats;
   floats.set_channels(1);
   floats.set_height(3);
   floats.set_width(3);
   floats.set_label(1);
   for (int i = 0; i < 9; ++i) floats.add_float_data(0.25f * i);
-  WriteFile(folder + "/float.datum", Serialized(floats));
+  WriteFile(folder + "/float.datum", floats.SerializeAsString());
   count += 2;
   if (ImageCodecsAvailable()) {
     for (const auto& [extension, channels] : {std::make_pair(".png", 3), std::make_pair(".jpg", 1)}) {
@@ -320,7 +312,7 @@ int DatumSeeds(const std::string& folder) {
       encoded.set_encoded(true);
       encoded.set_label(2);
       encoded.set_data(EncodeImage(extension, image.data(), 6, 5, channels));
-      WriteFile(folder + "/encoded" + std::string(extension) + ".datum", Serialized(encoded));
+      WriteFile(folder + "/encoded" + std::string(extension) + ".datum", encoded.SerializeAsString());
       ++count;
     }
   }
@@ -335,7 +327,7 @@ int SolverStateSeeds(const std::string& folder) {
     ReadProtoFromBinaryFile(solver->Snapshot(), &state);
     // Without learned_net: a seed whose weights file is gone would be refused before its histories are read.
     state.clear_learned_net();
-    WriteFile(folder + "/" + solver->type() + ".solverstate", Serialized(state));
+    WriteFile(folder + "/" + solver->type() + ".solverstate", state.SerializeAsString());
     ++count;
   }
   return count;

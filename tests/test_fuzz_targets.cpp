@@ -6,8 +6,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <map>
 #include <string>
 #include <vector>
@@ -19,11 +17,6 @@ namespace crema {
 namespace {
 
 using fuzz::Outcome;
-
-std::string ReadBytes(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
 
 Outcome RunOn(const fuzz::Target& target, const std::string& bytes) {
   return target.run(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
@@ -86,7 +79,7 @@ TEST_F(FuzzTargetsTest, EveryTargetHasSeeds) {
       EXPECT_EQ(name.find("solver"), std::string::npos) << net;
     }
   }
-  const std::string dictionary = ReadBytes(seeds_->path() + "/net_prototxt.dict");
+  const std::string dictionary = test::FileBytes(seeds_->path() + "/net_prototxt.dict");
   for (const char* word : {"\"convolution_param\"", "\"kernel_size\"", "\"Convolution\"", "\"MAX\"", "\"TRAIN\""})
     EXPECT_NE(dictionary.find(word), std::string::npos) << word;
 }
@@ -96,7 +89,7 @@ TEST_F(FuzzTargetsTest, EveryTargetHasSeeds) {
 TEST_F(FuzzTargetsTest, SeedsAreAccepted) {
   for (const fuzz::Target& target : fuzz::Targets()) {
     for (const auto& seed : FilesIn(SeedFolder(target.name))) {
-      const Outcome outcome = RunOn(target, ReadBytes(seed));
+      const Outcome outcome = RunOn(target, test::FileBytes(seed));
       const std::string file = seed.filename().string();
       const bool must_build = std::string(target.name) != "net_prototxt" || file.find("deploy") != std::string::npos ||
                               file.rfind("fuzz_", 0) == 0;
@@ -114,7 +107,7 @@ TEST_F(FuzzTargetsTest, SeedsAreAccepted) {
 TEST_F(FuzzTargetsTest, DamagedSeedsAreRefusedWithAnError) {
   for (const fuzz::Target& target : fuzz::Targets()) {
     for (const auto& seed : FilesIn(SeedFolder(target.name))) {
-      const std::string bytes = ReadBytes(seed);
+      const std::string bytes = test::FileBytes(seed);
       for (size_t cut : {size_t{1}, bytes.size() / 3, bytes.size() / 2, bytes.size() - 1}) {
         const Outcome outcome = RunOn(target, bytes.substr(0, cut));
         EXPECT_NE(outcome, Outcome::kSkipped) << target.name << ": " << seed.filename() << " cut at " << cut;
@@ -152,7 +145,7 @@ TEST_F(FuzzTargetsTest, FormerCrashesRunToAnOutcome) {
   int replayed = 0;
   for (const fuzz::Target& target : fuzz::Targets()) {
     for (const auto& input : FilesIn(test::SourceDir() + "/tests/fuzz_regressions/" + target.name)) {
-      const Outcome outcome = RunOn(target, ReadBytes(input));
+      const Outcome outcome = RunOn(target, test::FileBytes(input));
       EXPECT_NE(outcome, Outcome::kSkipped) << target.name << ": " << input.filename();
       ++replayed;
     }

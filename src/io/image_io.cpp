@@ -33,21 +33,14 @@ int ReadFlag(ImageColor color) {
   return cv::IMREAD_ANYCOLOR;
 }
 
-// cv::imdecode and cv::imread, with OpenCV's exceptions caught: it throws for some damaged files and for a
-// header that claims more pixels than it decodes (CV_IO_MAX_IMAGE_PIXELS). An image it cannot decode is empty,
-// and *why (when there is one) holds OpenCV's reason, " (OpenCV: ...)", for the caller's message.
-cv::Mat DecodeImage(const cv::Mat& buffer, int flag, std::string* why) {
+// The image `decode` returns (cv::imdecode or cv::imread), with OpenCV's exceptions caught: it throws for some
+// damaged files and for a header that claims more pixels than it decodes (CV_IO_MAX_IMAGE_PIXELS). An image it
+// cannot decode is empty, and *why (when there is one) holds OpenCV's reason, " (OpenCV: ...)", for the caller's
+// message.
+template <typename Decode>
+cv::Mat CatchingOpenCv(Decode decode, std::string* why) {
   try {
-    return cv::imdecode(buffer, flag);
-  } catch (const cv::Exception& error) {
-    *why = " (OpenCV: " + error.err + ")";
-    return cv::Mat();
-  }
-}
-
-cv::Mat ReadImage(const std::string& path, int flag, std::string* why) {
-  try {
-    return cv::imread(path, flag);
+    return decode();
   } catch (const cv::Exception& error) {
     *why = " (OpenCV: " + error.err + ")";
     return cv::Mat();
@@ -80,7 +73,7 @@ Datum MatToDatum(cv::Mat image, int label) {
 
 Datum ReadImageToDatum(const std::string& path, int label, int new_height, int new_width, ImageColor color) {
   std::string why;
-  cv::Mat image = ReadImage(path, ReadFlag(color), &why);
+  cv::Mat image = CatchingOpenCv([&] { return cv::imread(path, ReadFlag(color)); }, &why);
   CREMA_CHECK(!image.empty()) << "cannot read image '" << path << "' (missing, unreadable or not an image)" << why;
   if (new_height > 0 && new_width > 0 && (image.rows != new_height || image.cols != new_width)) {
     cv::resize(image, image, cv::Size(new_width, new_height), 0, 0, cv::INTER_LINEAR);
@@ -94,7 +87,7 @@ Datum DecodeDatum(const Datum& datum, ImageColor color) {
   CREMA_CHECK(!bytes.empty()) << "an encoded datum holds no bytes";
   const cv::Mat buffer(1, static_cast<int>(bytes.size()), CV_8UC1, const_cast<char*>(bytes.data()));
   std::string why;
-  cv::Mat image = DecodeImage(buffer, ReadFlag(color), &why);
+  cv::Mat image = CatchingOpenCv([&] { return cv::imdecode(buffer, ReadFlag(color)); }, &why);
   CREMA_CHECK(!image.empty()) << "an encoded datum (" << bytes.size() << " bytes) is not an image OpenCV can decode"
                               << why;
   return MatToDatum(image, datum.label());
@@ -166,7 +159,7 @@ Datum ReadImageToEncodedDatum(const std::string& path, int label, int new_height
   const cv::Mat buffer(1, static_cast<int>(bytes.size()), CV_8UC1, bytes.data());
   auto decode = [&](int flag) {
     std::string why;
-    cv::Mat image = DecodeImage(buffer, flag, &why);
+    cv::Mat image = CatchingOpenCv([&] { return cv::imdecode(buffer, flag); }, &why);
     CREMA_CHECK(!image.empty()) << "cannot read image '" << path << "' (not an image OpenCV can decode)" << why;
     return image;
   };

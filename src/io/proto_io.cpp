@@ -22,11 +22,11 @@ namespace crema {
 
 namespace {
 
-// Collects the first parse error with its position (protobuf reports 0-based lines and columns).
 bool EndsWith(const std::string& text, const std::string& end) {
   return text.size() >= end.size() && text.compare(text.size() - end.size(), end.size(), end) == 0;
 }
 
+// Collects the first parse error with its position (protobuf reports 0-based lines and columns).
 class FirstErrorCollector : public google::protobuf::io::ErrorCollector {
  public:
   void AddError(int line, google::protobuf::io::ColumnNumber column, const std::string& message) override {

@@ -177,12 +177,8 @@ void Net::Build(const NetParameter& in_param, const NetPasses& passes) {
         CREMA_FAIL() << "out of host memory setting the layer up";
       }
     } catch (const Error& error) {
-      std::ostringstream shapes;
-      for (size_t b = 0; b < bottoms.size(); ++b)
-        shapes << (b ? ", " : "") << "'" << UserBlobName(layer_param.bottom(b)) << "' " << bottoms[b]->shape_string();
       // Add what the layer was given, which is where shape mistakes come from.
-      CREMA_FAIL() << NamingLayer(error.what(), layer_param.name(), layer_param.type())
-                   << (bottoms.empty() ? std::string() : " [bottom shapes: " + shapes.str() + "]");
+      CREMA_FAIL() << NamingLayer(error.what(), layer_param.name(), layer_param.type()) << BottomShapesNote(step.bottoms);
     }
     // The plan records what the layer declared: views of bottoms, and internal blobs beside the tops.
     step.views = layer->TopViews(static_cast<int>(tops.size()));
@@ -309,6 +305,14 @@ std::string Net::UserBlobName(std::string name) const {
   return name;
 }
 
+std::string Net::BottomShapesNote(const std::vector<int>& bottoms) const {
+  if (bottoms.empty()) return "";
+  std::ostringstream shapes;
+  for (size_t b = 0; b < bottoms.size(); ++b)
+    shapes << (b ? ", " : "") << "'" << UserBlobName(blob_names_[bottoms[b]]) << "' " << blobs_[bottoms[b]]->shape_string();
+  return " [bottom shapes: " + shapes.str() + "]";
+}
+
 void Net::RunAfterWeightsPasses() {
   for (const PlanPass& pass : after_weights_) {
     pass.run(this);
@@ -332,11 +336,8 @@ void Net::ReshapeStep(size_t step) {
     for (const Layer::TopView& view : s.views) tops[view.top]->ViewOf(*bottoms[view.bottom], view.diff);
     layer->Reshape(bottoms, tops);
   } catch (const Error& error) {
-    std::ostringstream shapes;
-    for (size_t b = 0; b < bottoms.size(); ++b)
-      shapes << (b ? ", " : "") << "'" << UserBlobName(blob_names_[s.bottoms[b]]) << "' " << bottoms[b]->shape_string();
     CREMA_FAIL() << "reshaping net '" << name_ << "': " << NamingLayer(error.what(), layer->name(), layer->type())
-                 << " [bottom shapes: " << shapes.str() << "]";
+                 << BottomShapesNote(s.bottoms);
   }
   for (size_t b = 0; b < bottoms.size(); ++b) s.reshaped_for[b] = BlobSignature::Of(*bottoms[b]);
   s.reshape_pending = false;

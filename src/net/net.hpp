@@ -223,6 +223,9 @@ class Net {
   std::string ParamDisplayName(int layer, int param) const;
   void ForwardDebugInfo(size_t step) const;
   void BackwardDebugInfo(size_t step) const;
+  // " [bottom shapes: 'data' 2 3 8 8 (384), ...]" for the blobs of ids `bottoms`, named as the user named them;
+  // "" for none. Shape errors end with it.
+  std::string BottomShapesNote(const std::vector<int>& bottoms) const;
 
   std::shared_ptr<Context> context_;
   std::string origin_;  // the prototxt the net was read from, for messages ("" when built from a NetParameter)
