@@ -26,7 +26,7 @@ namespace {
 
 const std::string kCrema = test::ToolsDir() + "/crema";
 
-void WriteText(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
+using test::WriteText;
 
 // The first `size` bytes of `from`, written to `to`.
 void WriteTruncated(const std::string& from, const std::string& to, size_t size) {
@@ -324,17 +324,6 @@ TEST(BadInputIdxTest, WrongMagicTruncationAndCountsAreNamed) {
 
 // ---- weights, solver states, mean files ---------------------------------------------------------------------
 
-const char kSmallNet[] = R"(name: 'Small'
-layer { name: 'data' type: 'DummyData' top: 'data' top: 'label' dummy_data_param {
-  shape { dim: 4 dim: 1 dim: 12 dim: 12 } shape { dim: 4 }
-  data_filler { type: 'gaussian' std: 1 } data_filler { type: 'constant' value: 1 } } }
-layer { name: 'conv1' type: 'Convolution' bottom: 'data' top: 'conv1'
-  convolution_param { num_output: 4 kernel_size: 5 weight_filler { type: 'xavier' } } }
-layer { name: 'ip1' type: 'InnerProduct' bottom: 'conv1' top: 'ip1'
-  inner_product_param { num_output: 10 weight_filler { type: 'xavier' } } }
-layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip1' bottom: 'label' top: 'loss' }
-)";
-
 std::string SmallSolver(const std::string& net, const std::string& prefix, const std::string& extra = "",
                         int max_iter = 2, int snapshot = 2) {
   return "net: '" + net + "'\nbase_lr: 0.01\nmomentum: 0.9\nlr_policy: 'fixed'\nmax_iter: " +
@@ -347,7 +336,7 @@ class BadInputSnapshotFilesTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new test::TempDir;
-    WriteText(dir_->file("net.prototxt"), kSmallNet);
+    WriteText(dir_->file("net.prototxt"), test::SmallNet());
     WriteText(dir_->file("solver.prototxt"), SmallSolver(dir_->file("net.prototxt"), dir_->file("sgd")));
     WriteText(dir_->file("adam.prototxt"),
               SmallSolver(dir_->file("net.prototxt"), dir_->file("adam"), "type: 'Adam'\n"));
@@ -559,7 +548,7 @@ void ExpectSnapshotsSurviveAFullDisk(const std::string& format, const std::strin
   SmallDisk disk(200);
   SKIP_WITHOUT(disk);
   test::TempDir dir;
-  WriteText(dir.file("net.prototxt"), kSmallNet);
+  WriteText(dir.file("net.prototxt"), test::SmallNet());
   WriteText(dir.file("solver.prototxt"),
             SmallSolver(dir.file("net.prototxt"), disk.file("small"), "snapshot_format: " + format + "\n", 40, 1));
   const std::string message =

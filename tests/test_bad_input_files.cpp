@@ -22,23 +22,10 @@ namespace {
 
 const std::string kCrema = test::ToolsDir() + "/crema";
 
-void WriteText(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
+using test::WriteText;
 
-const char kSmallNet[] = R"(name: 'Small'
-layer { name: 'data' type: 'DummyData' top: 'data' top: 'label' dummy_data_param {
-  shape { dim: 4 dim: 1 dim: 12 dim: 12 } shape { dim: 4 }
-  data_filler { type: 'gaussian' std: 1 } data_filler { type: 'constant' value: 1 } } }
-layer { name: 'conv1' type: 'Convolution' bottom: 'data' top: 'conv1'
-  convolution_param { num_output: CONV_OUTPUTS kernel_size: 5 weight_filler { type: 'xavier' } } }
-layer { name: 'ip1' type: 'InnerProduct' bottom: 'conv1' top: 'ip1'
-  inner_product_param { num_output: 10 weight_filler { type: 'xavier' } } }
-layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip1' bottom: 'label' top: 'loss' }
-)";
-
-std::string SmallNet(int conv_outputs = 4) {
-  std::string text = kSmallNet;
-  return text.replace(text.find("CONV_OUTPUTS"), 12, std::to_string(conv_outputs));
-}
+// The net with `conv_outputs` outputs in conv1 (another net's weights: 6).
+std::string SmallNet(int conv_outputs = 4) { return test::SmallNet("type: 'gaussian' std: 1", "", conv_outputs); }
 
 // The net, its weights and several wrong weights, written once for every test.
 class BadInputWeightsTest : public ::testing::Test {

@@ -21,23 +21,8 @@ namespace {
 
 const std::string kCrema = test::ToolsDir() + "/crema";
 
-void WriteText(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
-
-// DummyData of 4 x 1 x 12 x 12 (values from `data_filler`) and labels 1, a convolution, an inner product of 10
-// outputs and a softmax loss; `extra` goes between the name and the layers (debug_info, say).
-std::string SmallNet(const std::string& data_filler = "type: 'gaussian' std: 1", const std::string& extra = "") {
-  return "name: 'Small'\n" + extra +
-         "\nlayer { name: 'data' type: 'DummyData' top: 'data' top: 'label' dummy_data_param {\n"
-         "  shape { dim: 4 dim: 1 dim: 12 dim: 12 } shape { dim: 4 }\n"
-         "  data_filler { " +
-         data_filler +
-         " } data_filler { type: 'constant' value: 1 } } }\n"
-         "layer { name: 'conv1' type: 'Convolution' bottom: 'data' top: 'conv1'\n"
-         "  convolution_param { num_output: 4 kernel_size: 5 weight_filler { type: 'xavier' } } }\n"
-         "layer { name: 'ip1' type: 'InnerProduct' bottom: 'conv1' top: 'ip1'\n"
-         "  inner_product_param { num_output: 10 weight_filler { type: 'xavier' } } }\n"
-         "layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip1' bottom: 'label' top: 'loss' }\n";
-}
+using test::SmallNet;
+using test::WriteText;
 
 // `crema time` (forward only unless `backward`) of the net `text`, written to dir/name.
 std::string TimeCommand(const test::TempDir& dir, const std::string& name, const std::string& text,

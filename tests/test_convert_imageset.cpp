@@ -38,10 +38,7 @@ namespace {
 
 const std::string kTool = test::ToolsDir() + "/convert_imageset";
 
-void WriteText(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-}
+using test::WriteText;
 
 // Every record of a database, in key order.
 std::vector<std::pair<std::string, Datum>> Records(const std::string& path,

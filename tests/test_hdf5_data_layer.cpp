@@ -40,7 +40,7 @@ void WriteItems(const std::string& path, int first, int rows, bool with_label = 
   H5Fclose(file);
 }
 
-void WriteText(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+using test::WriteText;
 
 LayerParameter H5Param(const std::string& source, const std::string& extra = "batch_size: 2") {
   return test::ParseLayer("name: 'h5' type: 'HDF5Data' top: 'data' top: 'label' hdf5_data_param { source: '" + source +

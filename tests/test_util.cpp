@@ -190,6 +190,24 @@ std::string ExpectBadInput(const std::string& area, const std::string& what, con
   return message;
 }
 
+void WriteText(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
+
+std::string SmallNet(const std::string& data_filler, const std::string& header, int conv_outputs) {
+  return "name: 'Small'\n" + header +
+         "\nlayer { name: 'data' type: 'DummyData' top: 'data' top: 'label' dummy_data_param {\n"
+         "  shape { dim: 4 dim: 1 dim: 12 dim: 12 } shape { dim: 4 }\n"
+         "  data_filler { " +
+         data_filler +
+         " } data_filler { type: 'constant' value: 1 } } }\n"
+         "layer { name: 'conv1' type: 'Convolution' bottom: 'data' top: 'conv1'\n"
+         "  convolution_param { num_output: " +
+         std::to_string(conv_outputs) +
+         " kernel_size: 5 weight_filler { type: 'xavier' } } }\n"
+         "layer { name: 'ip1' type: 'InnerProduct' bottom: 'conv1' top: 'ip1'\n"
+         "  inner_product_param { num_output: 10 weight_filler { type: 'xavier' } } }\n"
+         "layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip1' bottom: 'label' top: 'loss' }\n";
+}
+
 std::string FileBytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream bytes;

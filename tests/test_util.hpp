@@ -82,6 +82,15 @@ std::string FashionMnistDir();
 bool FashionMnistAvailable();
 // Writes `count` random single-channel Datums of size height x width with labels in [0, classes).
 void WriteRandomDatums(const std::string& db_path, int count, int height, int width, int classes, uint64_t seed);
+// Writes `text` to `path` as it is (a prototxt, a list, a solver file).
+void WriteText(const std::string& path, const std::string& text);
+
+// The bad-input tests' small training net 'Small': DummyData 'data' of 4 x 1 x 12 x 12 (drawn by `data_filler`)
+// with labels of 1, Convolution 'conv1' (`conv_outputs` outputs, kernel 5), InnerProduct 'ip1' (10 outputs) and
+// SoftmaxWithLoss 'loss'. `header` goes after the name (net-level fields such as debug_info).
+std::string SmallNet(const std::string& data_filler = "type: 'gaussian' std: 1", const std::string& header = "",
+                     int conv_outputs = 4);
+
 // Runs a shell command; returns its exit status, with stdout and stderr in *output.
 int RunCommand(const std::string& command, std::string* output);
 // The bytes of a file ("" when it cannot be read).
