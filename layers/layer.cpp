@@ -126,7 +126,7 @@ void Layer::set_param_propagate_down(int index, bool value) {
 
 float Layer::Forward(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const Device device = this->device();
-  if (device == Device::kGPU) {
+  if (device == Device::kGPU || context_->gpu_code_on_host()) {
     Forward_gpu(bottom, top);
   } else {
     Forward_cpu(bottom, top);
@@ -146,7 +146,7 @@ float Layer::Forward(const std::vector<Blob*>& bottom, const std::vector<Blob*>&
 
 void Layer::Backward(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                      const std::vector<Blob*>& bottom) {
-  if (device() == Device::kGPU) {
+  if (device() == Device::kGPU || context_->gpu_code_on_host()) {
     Backward_gpu(top, propagate_down, bottom);
   } else {
     Backward_cpu(top, propagate_down, bottom);

@@ -10,7 +10,7 @@ bool RunsOn(const EngineSpec& spec, Device device) {
 }
 
 // "" when `engine` can serve `query`, else why not.
-std::string Refusal(const LayerRegistry::Engine& engine, const EngineQuery& query) {
+std::string WhyNot(const LayerRegistry::Engine& engine, const EngineQuery& query) {
   if (!RunsOn(engine.spec, query.device)) return std::string("does not run on the ") + DeviceName(query.device);
   return engine.spec.refusal ? engine.spec.refusal(query) : "";
 }
@@ -57,6 +57,14 @@ std::vector<std::string> LayerRegistry::Engines(const std::string& type, Device 
   return names;
 }
 
+std::string LayerRegistry::Refusal(const std::string& engine, const EngineQuery& query) const {
+  auto found = engines_.find(query.param.type());
+  if (found != engines_.end())
+    for (const Engine& candidate : found->second)
+      if (candidate.spec.name == engine) return WhyNot(candidate, query);
+  return query.param.type() + " has no engine '" + engine + "'";
+}
+
 int CaffeEngineField(const LayerParameter& param) {
   const auto* reflection = param.GetReflection();
   std::vector<const google::protobuf::FieldDescriptor*> fields;
@@ -91,7 +99,7 @@ const LayerRegistry::Engine* LayerRegistry::Choose(const LayerParameter& param, 
       CREMA_FAIL() << Describe(param) << ": engine '" << for_type->second << "' was forced (--engine), but "
                    << param.type() << " has the engines " << known;
     }
-    const std::string why = Refusal(*engine, query);
+    const std::string why = WhyNot(*engine, query);
     CREMA_CHECK(why.empty()) << Describe(param) << ": the forced engine '" << engine->spec.name
                              << "' cannot run it: " << why;
     return engine;
@@ -100,13 +108,13 @@ const LayerRegistry::Engine* LayerRegistry::Choose(const LayerParameter& param, 
   auto for_all = forced.find("");
   if (for_all != forced.end()) {
     const Engine* engine = named(for_all->second);
-    if (engine != nullptr && Refusal(*engine, query).empty()) return engine;
+    if (engine != nullptr && WhyNot(*engine, query).empty()) return engine;
   }
   // Caffe's engine field narrows the list to CAFFE's or CUDNN's engines.
   const int caffe_engine = CaffeEngineField(param);
   if (caffe_engine != 0) {
     for (const Engine& engine : engines)
-      if (static_cast<int>(engine.spec.caffe_engine) == caffe_engine && Refusal(engine, query).empty()) return &engine;
+      if (static_cast<int>(engine.spec.caffe_engine) == caffe_engine && WhyNot(engine, query).empty()) return &engine;
     if (caffe_engine == static_cast<int>(CaffeEngine::kCaffe)) {
       CREMA_FAIL() << Describe(param) << ": engine: CAFFE was asked for, but none of crema's own engines can run it";
     }
@@ -114,16 +122,16 @@ const LayerRegistry::Engine* LayerRegistry::Choose(const LayerParameter& param, 
               << "; using the default engine order";
   }
   for (const Engine& engine : engines)
-    if (Refusal(engine, query).empty()) return &engine;
+    if (WhyNot(engine, query).empty()) return &engine;
   if (query.device == Device::kGPU) {
     // No GPU engine: the first CPU engine that accepts runs it on the host (Create gives it a CPU context), as
     // Caffe runs a layer without GPU code on the CPU; its blobs move between host and device where they meet.
     const EngineQuery on_host{query.param, query.bottom_shapes, Device::kCPU};
     for (const Engine& engine : engines)
-      if (Refusal(engine, on_host).empty()) return &engine;
+      if (WhyNot(engine, on_host).empty()) return &engine;
   }
   std::string reasons;
-  for (const Engine& engine : engines) reasons += "; " + engine.spec.name + ": " + Refusal(engine, query);
+  for (const Engine& engine : engines) reasons += "; " + engine.spec.name + ": " + WhyNot(engine, query);
   CREMA_FAIL() << Describe(param) << ": no engine can run it on the " << DeviceName(query.device) << reasons;
   return nullptr;
 }
@@ -142,7 +150,7 @@ std::unique_ptr<Layer> LayerRegistry::Create(const LayerParameter& param,
   if (!RunsOn(engine->spec, context->device())) {
     std::string why;
     for (const Engine& other : engines_.at(param.type()))
-      if (RunsOn(other.spec, Device::kGPU)) why += "; " + other.spec.name + ": " + Refusal(other, query);
+      if (RunsOn(other.spec, Device::kGPU)) why += "; " + other.spec.name + ": " + WhyNot(other, query);
     LOG(WARNING) << Describe(param) << " has no GPU engine that can run it" << (why.empty() ? "" : " (")
                  << (why.empty() ? "" : why.substr(2) + ")") << "; its engine '" << engine->spec.name
                  << "' runs it on the CPU, and its blobs are copied between "

@@ -75,6 +75,9 @@ class LayerRegistry {
   std::vector<std::string> Engines(const std::string& type) const;
   // Those of them that run on `device`, in order.
   std::vector<std::string> Engines(const std::string& type, Device device) const;
+  // "" when engine `engine` of the query's type would serve the query, else why not (tests: the conformance
+  // harness asks it of GPU queries when it rehearses GPU code on the host).
+  std::string Refusal(const std::string& engine, const EngineQuery& query) const;
 
  private:
   const Engine* Choose(const LayerParameter& param, const EngineQuery& query, const Context& context) const;

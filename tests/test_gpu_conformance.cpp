@@ -145,9 +145,11 @@ struct Outputs {
 };
 
 // Runs one case on `device` with `engine` forced ("" = the device's own choice); `engine_run` says which
-// engine the registry gave.
-Outputs RunCase(const Case& c, Device device, const std::string& engine, std::string* engine_run) {
+// engine the registry gave. `gpu_code_on_host` rehearses the engine's GPU code on a CPU context.
+Outputs RunCase(const Case& c, Device device, const std::string& engine, std::string* engine_run,
+                bool gpu_code_on_host = false) {
   auto context = std::make_shared<Context>(device, 0);
+  context->set_gpu_code_on_host(gpu_code_on_host);
   LayerParameter param = test::ParseLayer("name: 'probe' " + c.layer);
   if (!engine.empty()) context->force_engine(param.type(), engine);
   test::BlobList bottom, top;
@@ -235,6 +237,41 @@ TEST(GpuConformanceTest, EveryCaseRunsOnTheCpu) {
     const Outputs again = RunCase(c, Device::kCPU, "", &engine);
     EXPECT_EQ(Compare(first, again, 0.f), "");
   }
+}
+
+// Runs everywhere: the GPU code of every engine that runs on both devices (its Forward_gpu / Backward_gpu, the
+// rules and the context's math), rehearsed on the host (Context::set_gpu_code_on_host), matches the CPU code.
+// This checks the logic of GPU code on machines without a GPU; EveryGpuEngineMatchesTheCpu then checks it on one.
+TEST(GpuConformanceTest, GpuCodeRehearsedOnTheHostMatchesTheCpu) {
+  int failures = 0, runs = 0;
+  for (const Case& c : Cases()) {
+    const std::string type = TypeOf(c);
+    std::string reference_engine;
+    const Outputs expected = RunCase(c, Device::kCPU, "", &reference_engine);
+    const std::vector<std::string> on_cpu = LayerRegistry::Global().Engines(type, Device::kCPU);
+    for (const std::string& engine : LayerRegistry::Global().Engines(type, Device::kGPU)) {
+      // GPU-only engines (cuDNN's) need a device.
+      if (std::find(on_cpu.begin(), on_cpu.end(), engine) == on_cpu.end()) continue;
+      LayerParameter param = test::ParseLayer("name: 'probe' " + c.layer);
+      std::vector<std::vector<int>> shapes;
+      for (const Bottom& b : c.bottoms) shapes.push_back(b.shape);
+      if (!LayerRegistry::Global().Refusal(engine, EngineQuery{param, shapes, Device::kGPU}).empty()) continue;
+      std::string engine_run, problem;
+      try {
+        problem = Compare(expected, RunCase(c, Device::kCPU, engine, &engine_run, true), c.tolerance);
+      } catch (const Error& error) {
+        problem = error.what();
+      }
+      ++runs;
+      if (!problem.empty()) {
+        ++failures;
+        ADD_FAILURE() << c.layer << ": the GPU code of engine '" << engine << "' on the host (CPU: " << reference_engine
+                      << "): " << problem;
+      }
+    }
+  }
+  std::printf("  %d rehearsals, %d failed\n", runs, failures);
+  EXPECT_GT(runs, 0);
 }
 
 // One line per case and engine: the outcome, then every failure.

@@ -66,6 +66,14 @@ class Context {
   // net has no GPU engine, it runs on the host with it (LayerRegistry::Create).
   std::shared_ptr<Context> HostTwin();
 
+  // The host rehearsal of GPU code (tests only): on a CPU context with this set, layers run their GPU slots
+  // (Forward_gpu / Backward_gpu) instead of their CPU ones. GPU code written for either device (pointers from
+  // data_on(device()), math through the context, rules through for_each_element) then runs on the host, so the
+  // conformance harness checks its logic against the CPU code on machines without a GPU; only the kernels' launch
+  // and the device's memory are left to a GPU run.
+  bool gpu_code_on_host() const { return gpu_code_on_host_; }
+  void set_gpu_code_on_host(bool value) { gpu_code_on_host_ = value && device_ == Device::kCPU; }
+
   // Waits until the work queued on this context's GPU stream has run (nothing to wait for on the CPU): timings
   // of GPU work take it before reading the clock.
   void Synchronize();
@@ -109,6 +117,7 @@ class Context {
   int ones_count_ = 0;
   std::shared_ptr<Context> host_twin_;
   bool deterministic_ = false;
+  bool gpu_code_on_host_ = false;
   size_t cudnn_workspace_limit_ = kDefaultCudnnWorkspaceLimitMiB << 20;
 #ifdef CREMA_USE_CUDA
   cudaStream_t stream_ = nullptr;
