@@ -74,6 +74,7 @@ const std::vector<Case>& Cases() {
       {"type: 'Pooling' pooling_param { pool: STOCHASTIC kernel_size: 2 stride: 2 } phase: TEST",
        {Positive({2, 3, 6, 6})}},
       {"type: 'LRN' lrn_param { local_size: 3 alpha: 0.5 beta: 0.75 }", {Values({2, 5, 4, 4})}},
+      // -- more vision cases (issue 13) --
       // Neurons
       {"type: 'ReLU'", {Values({2, 3, 4, 5})}},
       {"type: 'ReLU' relu_param { negative_slope: 0.1 }", {Values({2, 3, 4, 5})}},
@@ -107,6 +108,7 @@ const std::vector<Case>& Cases() {
       {"type: 'BatchNorm' phase: TRAIN", {Values({4, 3, 2, 2})}, 1e-3f},
       {"type: 'Scale' scale_param { bias_term: true filler { type: 'gaussian' } bias_filler { type: 'gaussian' } }",
        {Values({2, 3, 4})}},
+      // -- more common cases (issue 13) --
       // Losses and metrics
       {"type: 'SoftmaxWithLoss'", {Values({6, 5}), Labels({6}, 5)}},
       {"type: 'SoftmaxWithLoss' loss_param { ignore_label: 2 normalization: VALID }",
@@ -123,6 +125,8 @@ const std::vector<Case>& Cases() {
        2,
        false},
       {"type: 'Accuracy' accuracy_param { axis: 1 }", {Values({2, 5, 3, 3}), Labels({2, 3, 3}, 5)}, 1e-4f, 1, false},
+      // -- more loss and recurrent cases (issue 13) --
+      // -- cuDNN engine cases (issue 13) --
   };
   return cases;
 }
