@@ -80,4 +80,17 @@ void ArgMaxLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<
   }
 }
 
+void ArgMaxLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const Device d = device();
+  const int searches = compared_ > 0 ? bottom[0]->count() / compared_ : 0;
+  for_each_element(context(), searches,
+                   ArgMaxRule{bottom[0]->data_on(d), top[0]->mutable_data_on(d), compared_, inner_, top_k_, axis_ >= 0,
+                              param_.argmax_param().out_max_val()});
+}
+
+void ArgMaxLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                               const std::vector<Blob*>& bottom) {
+  Backward_cpu(top, propagate_down, bottom);  // only checks that no gradient is asked for
+}
+
 }  // namespace crema

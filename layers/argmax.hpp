@@ -12,13 +12,57 @@
 // Bottoms -> tops: 1 -> 1.
 // No gradient, as in Caffe: backward with propagate_down set is an error naming the layer, and force_backward
 // does not reach through it.
+// Runs on the CPU (a partial sort per search) and the GPU (the rule below, one search per call; argmax.cu
+// compiles it).
 #pragma once
 
 #include <vector>
 
+#include "core/elementwise.hpp"
 #include "layers/layer.hpp"
 
 namespace crema {
+
+// One search per call: the top_k largest of `compared` values lying `inner` apart, in the order above. A GPU
+// thread has no room for a sorted list of any length, so the k-th is found by a scan for the largest value
+// that ranks below the (k-1)-th: top_k scans of the values, which for the usual top_k of 1 to 5 costs less
+// than sorting.
+struct ArgMaxRule {
+  const float* x;
+  float* y;
+  int compared, inner, top_k;
+  bool along_axis, out_max_val;
+  CREMA_HOST_DEVICE void operator()(int search) const {
+    const int outer = search / inner, position = search % inner;
+    const float* values = x + static_cast<long long>(outer) * compared * inner + position;
+    float last_value = 0.f;
+    int last = -1;
+    for (int k = 0; k < top_k; ++k) {
+      int best = -1;
+      float best_value = 0.f;
+      for (int j = 0; j < compared; ++j) {
+        const float v = values[static_cast<long long>(j) * inner];
+        // Only values ranked below the last pick: smaller, or equal with a smaller index.
+        if (last >= 0 && !(v < last_value || (v == last_value && j < last))) continue;
+        // j grows, so on equal values the later index wins: the higher index ranks first.
+        if (best < 0 || v >= best_value) {
+          best = j;
+          best_value = v;
+        }
+      }
+      if (along_axis) {
+        y[static_cast<long long>(outer) * top_k * inner + static_cast<long long>(k) * inner + position] =
+            out_max_val ? best_value : static_cast<float>(best);
+      } else {
+        float* out = y + static_cast<long long>(search) * (out_max_val ? 2 : 1) * top_k;
+        out[k] = static_cast<float>(best);
+        if (out_max_val) out[top_k + k] = best_value;
+      }
+      last = best;
+      last_value = best_value;
+    }
+  }
+};
 
 class ArgMaxLayer : public Layer {
  public:
@@ -34,6 +78,9 @@ class ArgMaxLayer : public Layer {
  protected:
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
 
  private:

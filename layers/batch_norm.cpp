@@ -3,6 +3,8 @@
 #include <cmath>
 #include <string>
 
+#include "core/elementwise.hpp"
+#include "core/math_functions.hpp"
 #include "core/threads.hpp"
 
 namespace crema {
@@ -55,6 +57,13 @@ void BatchNormLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector
   ReadShape(bottom, top);
   normalized_->ReshapeLike(*bottom[0]);
   inv_std_->Reshape({channels_});
+  // The GPU's statistics: two values per channel (the mean and variance, or backward's means of dy and
+  // dy * x_hat), then, with batch statistics, the sums' scratch and backward's products dy * x_hat. The CPU's loops
+  // need none.
+  if (device() == Device::kGPU || context().gpu_code_on_host()) {
+    RequestWorkspace(2 * static_cast<size_t>(channels_) +
+                     (use_global_stats_ ? 0 : BroadcastSumScratch(ChannelGeometry()) + bottom[0]->count()));
+  }
 }
 
 void BatchNormLayer::ReadShape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
@@ -166,6 +175,66 @@ void BatchNormLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vect
       }
     }
   }
+}
+
+void BatchNormLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  CREMA_CHECK(bottom[0]->layout() == Layout::kPlain) << describe() << ": the GPU code takes the plain layout only";
+  const Device d = device();
+  const Broadcast g = ChannelGeometry();
+  const int count = bottom[0]->count();
+  const float* x = bottom[0]->data_on(d);
+  float* mean = workspace();
+  float* variance = mean + channels_;
+  float* scratch = variance + channels_;
+  float* inv_std = inv_std_->mutable_data_on(d);
+  if (use_global_stats_) {
+    for_each_element(
+        context(), channels_,
+        BatchNormStoredRule{blobs_[0]->data_on(d), blobs_[1]->data_on(d), blobs_[2]->data_on(d), mean, inv_std, eps_});
+  } else {
+    const int m = num_ * spatial_;
+    const float per_value = m > 0 ? 1.f / m : 0.f;
+    BroadcastSum(context(), g, per_value, x, 0.f, mean, scratch);
+    // The squared deviations go where x_hat will: that blob is free until the normalisation below.
+    float* squares = normalized_->mutable_data_on(d);
+    for_each_element(context(), count, BatchNormSquaredDeviationRule{x, mean, squares, channels_, spatial_});
+    BroadcastSum(context(), g, per_value, squares, 0.f, variance, scratch);
+    for_each_element(context(), channels_,
+                     BatchNormUpdateRule{mean, variance, blobs_[0]->mutable_data_on(d), blobs_[1]->mutable_data_on(d),
+                                         blobs_[2]->mutable_data_on(d), inv_std, fraction_,
+                                         m > 1 ? static_cast<float>(m) / (m - 1) : 1.f, eps_});
+  }
+  for_each_element(context(), count,
+                   BatchNormNormalizeRule{x, mean, inv_std, normalized_->mutable_data_on(d), top[0]->mutable_data_on(d),
+                                          channels_, spatial_});
+}
+
+void BatchNormLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                                  const std::vector<Blob*>& bottom) {
+  // The blobs get no gradient: they are statistics, not parameters.
+  if (!propagate_down[0]) return;
+  const Device d = device();
+  const int count = bottom[0]->count();
+  const float* dy = top[0]->diff_on(d);
+  const float* xhat = normalized_->data_on(d);
+  const float* inv_std = inv_std_->data_on(d);
+  float* mean_dy = nullptr;
+  float* mean_dy_xhat = nullptr;
+  if (!use_global_stats_) {
+    const Broadcast g = ChannelGeometry();
+    const int m = num_ * spatial_;
+    const float per_value = m > 0 ? 1.f / m : 0.f;
+    mean_dy = workspace();
+    mean_dy_xhat = mean_dy + channels_;
+    float* scratch = mean_dy_xhat + channels_;
+    float* products = scratch + BroadcastSumScratch(g);
+    BroadcastSum(context(), g, per_value, dy, 0.f, mean_dy, scratch);
+    for_each_element(context(), count, ProductRule{dy, xhat, products});
+    BroadcastSum(context(), g, per_value, products, 0.f, mean_dy_xhat, scratch);
+  }
+  for_each_element(context(), count,
+                   BatchNormBackwardRule{dy, xhat, inv_std, mean_dy, mean_dy_xhat, bottom[0]->mutable_diff_on(d),
+                                         channels_, spatial_});
 }
 
 }  // namespace crema

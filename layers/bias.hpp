@@ -10,12 +10,16 @@
 // Bottoms -> tops: 1 or 2 -> 1 (in place allowed). With one bottom the bias is learned: one blob of shape
 // bottom.shape[axis : axis + num_axes]. With two the second bottom is the bias (num_axes is then ignored: its
 // own shape counts), and it gets a gradient when asked.
-// The broadcasting helpers below serve Scale too.
+// Runs on the CPU and the GPU: forward is one rule on both (bias.cu compiles it); the bias's gradient is summed in
+// double by the CPU's loops and by matrix-vector products against ones on the GPU (BroadcastSum).
+// The broadcasting helpers below serve Scale, PReLU and BatchNorm too.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
+#include "core/elementwise.hpp"
 #include "layers/layer.hpp"
 
 namespace crema {
@@ -34,6 +38,31 @@ std::vector<int> BroadcastOperandShape(const std::string& me, const std::string&
 Broadcast BroadcastOver(const std::string& me, const std::string& field, const Blob& bottom, int axis,
                         const Blob& operand, const char* operand_name);
 
+// out[d] = alpha * (the sum of values[o, d, i] over o and i) + beta * out[d], on the context's device, as
+// matrix-vector products against ones: on the GPU cuBLAS's reduction, not one thread per d looping over outer *
+// inner values. `scratch` holds BroadcastSumScratch(g) floats (the sums over i, when outer and inner both exceed 1).
+size_t BroadcastSumScratch(const Broadcast& g);
+void BroadcastSum(Context& context, const Broadcast& g, float alpha, const float* values, float beta, float* out,
+                  float* scratch);
+
+// product[j] = a[j] * b[j]: the terms of a gradient that BroadcastSum then adds up per operand index (Scale's
+// scale, BatchNorm's sum of dy * x_hat).
+struct ProductRule {
+  const float* a;
+  const float* b;
+  float* product;
+  CREMA_HOST_DEVICE void operator()(int j) const { product[j] = a[j] * b[j]; }
+};
+
+// y = x + bias, value j of the bottom taking bias[(j / inner) % dim].
+struct BiasForwardRule {
+  const float* x;
+  const float* bias;
+  float* y;
+  int dim, inner;
+  CREMA_HOST_DEVICE void operator()(int j) const { y[j] = x[j] + bias[j / inner % dim]; }
+};
+
 class BiasLayer : public Layer {
  public:
   using Layer::Layer;
@@ -50,8 +79,15 @@ class BiasLayer : public Layer {
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
+  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
 
  private:
+  Blob* BiasOf(const std::vector<Blob*>& bottom) const { return bottom.size() > 1 ? bottom[1] : blobs_[0].get(); }
+  // The rule on the layer's device: Forward_cpu and Forward_gpu.
+  void ForwardByRule(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top);
+
   Broadcast geometry_;
 };
 

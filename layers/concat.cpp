@@ -4,6 +4,50 @@
 
 namespace crema {
 
+namespace {
+
+// Calls run(group, index of its first part) for each group of up to kMaxParts consecutive parts.
+template <typename Run>
+void ForEachGroupOfParts(const std::vector<int>& sizes, int inner, const Run& run) {
+  int whole_size = 0;
+  for (int size : sizes) whole_size += size;
+  int offset = 0;
+  for (size_t first = 0; first < sizes.size(); first += kMaxParts) {
+    AxisPartsGroup group{};
+    group.whole_block = whole_size * inner;
+    group.offset = offset;
+    group.parts = static_cast<int>(std::min(sizes.size() - first, static_cast<size_t>(kMaxParts)));
+    for (int p = 0; p < group.parts; ++p) group.start[p + 1] = group.start[p] + sizes[first + p] * inner;
+    group.span = group.start[group.parts];
+    run(group, first);
+    offset += group.span;
+  }
+}
+
+}  // namespace
+
+void JoinAlongAxis(Context& context, const std::vector<const float*>& parts, const std::vector<int>& sizes, int outer,
+                   int inner, float* whole) {
+  ForEachGroupOfParts(sizes, inner, [&](const AxisPartsGroup& group, size_t first) {
+    JoinPartsRule rule{group, {}, whole};
+    for (int p = 0; p < group.parts; ++p) rule.part[p] = parts[first + p];
+    for_each_element(context, outer * group.span, rule);
+  });
+}
+
+void CutAlongAxis(Context& context, const float* whole, const std::vector<float*>& parts, const std::vector<int>& sizes,
+                  int outer, int inner) {
+  ForEachGroupOfParts(sizes, inner, [&](const AxisPartsGroup& group, size_t first) {
+    CutPartsRule rule{group, whole, {}};
+    bool wanted = false;
+    for (int p = 0; p < group.parts; ++p) {
+      rule.part[p] = parts[first + p];
+      wanted = wanted || parts[first + p] != nullptr;
+    }
+    if (wanted) for_each_element(context, outer * group.span, rule);
+  });
+}
+
 void ConcatLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const ConcatParameter& p = param_.concat_param();
   const Blob& first = *bottom[0];
@@ -60,6 +104,29 @@ void ConcatLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<
     }
     start += block;
   }
+}
+
+void ConcatLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const Device d = device();
+  std::vector<const float*> parts;
+  std::vector<int> sizes;
+  for (const Blob* b : bottom) {
+    parts.push_back(b->data_on(d));
+    sizes.push_back(b->shape(axis_));
+  }
+  JoinAlongAxis(context(), parts, sizes, outer_, inner_, top[0]->mutable_data_on(d));
+}
+
+void ConcatLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                               const std::vector<Blob*>& bottom) {
+  const Device d = device();
+  std::vector<float*> parts;
+  std::vector<int> sizes;
+  for (size_t i = 0; i < bottom.size(); ++i) {
+    parts.push_back(propagate_down[i] ? bottom[i]->mutable_diff_on(d) : nullptr);
+    sizes.push_back(bottom[i]->shape(axis_));
+  }
+  CutAlongAxis(context(), top[0]->diff_on(d), parts, sizes, outer_, inner_);
 }
 
 }  // namespace crema

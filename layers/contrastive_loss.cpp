@@ -1,7 +1,9 @@
 #include "layers/contrastive_loss.hpp"
 
-#include <algorithm>
 #include <cmath>
+
+#include "core/elementwise.hpp"
+#include "core/math_functions.hpp"
 
 namespace crema {
 
@@ -11,6 +13,7 @@ void ContrastiveLossLayer::LayerSetUp(const std::vector<Blob*>& bottom, const st
   CREMA_CHECK(std::isfinite(margin_)) << describe() << ": contrastive_loss_param.margin must be finite, not "
                                       << margin_;
   if (difference_ == nullptr) difference_ = AddInternalBlob("difference");
+  if (squared_distance_ == nullptr) squared_distance_ = AddInternalBlob("squared_distance");
   if (param_.loss_weight_size() == 0) set_loss(0, 1.f);
 }
 
@@ -24,71 +27,57 @@ void ContrastiveLossLayer::Reshape(const std::vector<Blob*>& bottom, const std::
       << describe() << ": the similarity labels (shape " << bottom[2]->shape_string() << ") must hold one value per "
       << "pair, " << a.shape(0) << " for bottoms of shape " << a.shape_string();
   difference_->ReshapeLike(a);
-  squared_distance_.assign(a.shape(0), 0.0);
+  squared_distance_->Reshape({a.shape(0)});
   top[0]->Reshape({});
+  RequestWorkspace(static_cast<size_t>(a.count()) + a.shape(0));  // squared differences, then the pairs' terms
 }
 
-bool ContrastiveLossLayer::Similar(const Blob& labels, int index) const {
-  const float y = labels.cpu_data()[index];
-  CREMA_CHECK(y == 0.f || y == 1.f) << describe() << ": similarity label " << y << " at index " << index
-                                    << " of the labels (shape " << labels.shape_string()
-                                    << ") must be 1 (similar) or 0 (dissimilar)";
-  return y == 1.f;
+void ContrastiveLossLayer::CheckSimilarityLabels(const Blob& labels) const {
+  const float* y = labels.cpu_data();
+  for (int index = 0; index < labels.count(); ++index) {
+    CREMA_CHECK(y[index] == 0.f || y[index] == 1.f)
+        << describe() << ": similarity label " << y[index] << " at index " << index << " of the labels (shape "
+        << labels.shape_string() << ") must be 1 (similar) or 0 (dissimilar)";
+  }
 }
 
-void ContrastiveLossLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+void ContrastiveLossLayer::Forward_any(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  // The labels are checked on the host, where a data layer wrote them.
+  CheckSimilarityLabels(*bottom[2]);
+  const Device d = device();
   const int num = bottom[0]->shape(0);
   const int dim = bottom[0]->count(1);
-  const float* a = bottom[0]->cpu_data();
-  const float* b = bottom[1]->cpu_data();
-  float* diff = difference_->mutable_cpu_data();
-  double loss = 0;
-  for (int n = 0; n < num; ++n) {
-    double d2 = 0;
-    for (int k = 0; k < dim; ++k) {
-      const int i = n * dim + k;
-      diff[i] = a[i] - b[i];
-      d2 += static_cast<double>(diff[i]) * diff[i];
-    }
-    squared_distance_[n] = d2;
-    if (Similar(*bottom[2], n)) {
-      loss += d2;
-    } else if (legacy_) {
-      loss += std::max(margin_ - d2, 0.0);
-    } else {
-      const double gap = std::max(margin_ - std::sqrt(d2), 0.0);
-      loss += gap * gap;
-    }
+  const int count = bottom[0]->count();
+  float* squares = workspace();
+  float* terms = squares + count;
+  for_each_element(context(), count,
+                   ContrastiveDifferenceRule{bottom[0]->data_on(d), bottom[1]->data_on(d),
+                                             difference_->mutable_data_on(d), squares});
+  float* squared_distance = squared_distance_->mutable_data_on(d);
+  if (dim > 0) {
+    gemv(context(), Transpose::kNo, num, dim, 1.f, squares, context().ones(dim), 0.f, squared_distance);
+  } else {
+    set(context(), num, 0.f, squared_distance);
   }
-  top[0]->mutable_cpu_data()[0] = num > 0 ? static_cast<float>(loss / num / 2.0) : 0.f;
+  for_each_element(context(), num, ContrastiveTermRule{PairsOn(*bottom[2]), terms});
+  const double loss = sum(context(), num, terms);
+  set(context(), 1, num > 0 ? static_cast<float>(loss / num / 2.0) : 0.f, top[0]->mutable_data_on(d));
 }
 
-void ContrastiveLossLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+void ContrastiveLossLayer::Backward_any(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                         const std::vector<Blob*>& bottom) {
   CREMA_CHECK(!propagate_down[2]) << describe() << ": cannot backpropagate to the similarity labels (bottom 2); "
                                   << "set propagate_down: false for it";
   const int num = bottom[0]->shape(0);
-  if (num == 0) return;
   const int dim = bottom[0]->count(1);
-  const float* diff = difference_->cpu_data();
+  if (num == 0 || dim == 0) return;
+  const Device d = device();
   for (int side = 0; side < 2; ++side) {
     if (!propagate_down[side]) continue;
-    // d loss / d a = coefficient * (a - b); the same with the opposite sign for b.
-    const double alpha = (side == 0 ? 1.0 : -1.0) * top[0]->cpu_diff()[0] / num;
-    float* dx = bottom[side]->mutable_cpu_diff();
-    for (int n = 0; n < num; ++n) {
-      double coefficient = 0;
-      if (Similar(*bottom[2], n)) {
-        coefficient = alpha;
-      } else if (legacy_) {
-        coefficient = margin_ - squared_distance_[n] > 0 ? -alpha : 0.0;
-      } else {
-        const double d = std::sqrt(squared_distance_[n]);
-        const double gap = margin_ - d;
-        coefficient = gap > 0 ? -alpha * gap / (d + 1e-4) : 0.0;
-      }
-      for (int k = 0; k < dim; ++k) dx[n * dim + k] = static_cast<float>(coefficient * diff[n * dim + k]);
-    }
+    for_each_element(context(), bottom[side]->count(),
+                     ContrastiveGradientRule{PairsOn(*bottom[2]), difference_->data_on(d), top[0]->diff_on(d),
+                                             side == 0 ? 1.f : -1.f, static_cast<float>(num), dim,
+                                             bottom[side]->mutable_diff_on(d)});
   }
 }
 

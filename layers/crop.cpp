@@ -1,7 +1,8 @@
 #include "layers/crop.hpp"
 
-#include <algorithm>
 #include <string>
+
+#include "core/elementwise.hpp"
 
 namespace crema {
 
@@ -19,7 +20,7 @@ void CropLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob
       << me << ": crop_param.offset is given " << param.offset_size() << " times, but crop_param.axis " << axis
       << " crops " << cropped << " axes of the data (shape " << data.shape_string()
       << "); give none, one for all, or one per cropped axis";
-  offsets_.assign(data.num_axes(), 0);
+  std::vector<int> offsets(data.num_axes(), 0);
   std::vector<int> shape = data.shape();
   for (int i = axis; i < data.num_axes(); ++i) {
     const int offset = param.offset_size() == 0   ? 0
@@ -29,42 +30,37 @@ void CropLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob
         << me << ": along axis " << i << ", crop_param.offset " << offset << " plus the reference's size "
         << reference.shape(i) << " passes the data's size " << data.shape(i) << " (data " << data.shape_string()
         << ", reference " << reference.shape_string() << ")";
-    offsets_[i] = offset;
+    offsets[i] = offset;
     shape[i] = reference.shape(i);
   }
   top[0]->Reshape(shape);
-}
-
-template <typename F>
-void CropLayer::ForEachPair(const Blob& bottom, const Blob& top, F f) const {
-  const int axes = top.num_axes();
-  const int count = top.count();
-  std::vector<int> index(axes, 0);
-  for (int t = 0; t < count; ++t) {
-    int b = 0;
-    for (int i = 0; i < axes; ++i) b = b * bottom.shape(i) + index[i] + offsets_[i];
-    f(t, b);
-    for (int i = axes - 1; i >= 0; --i) {  // the next index, last axis fastest
-      if (++index[i] < top.shape(i)) break;
-      index[i] = 0;
-    }
+  CropGeometry& g = geometry_;
+  g.axes = 0;
+  if (axis > 0) {  // the axes before `axis` are neither cropped nor offset: one axis for the rules
+    g.bottom[0] = g.top[0] = data.count(0, axis);
+    g.offset[0] = 0;
+    g.axes = 1;
+  }
+  for (int i = axis; i < data.num_axes(); ++i, ++g.axes) {
+    g.bottom[g.axes] = data.shape(i);
+    g.top[g.axes] = shape[i];
+    g.offset[g.axes] = offsets[i];
   }
 }
 
-void CropLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  const float* x = bottom[0]->cpu_data();
-  float* y = top[0]->mutable_cpu_data();
-  ForEachPair(*bottom[0], *top[0], [&](int t, int b) { y[t] = x[b]; });
+void CropLayer::Forward_any(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const Device d = device();
+  for_each_element(context(), top[0]->count(),
+                   CropForwardRule{bottom[0]->data_on(d), top[0]->mutable_data_on(d), geometry_});
 }
 
-void CropLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+void CropLayer::Backward_any(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                              const std::vector<Blob*>& bottom) {
   // The reference bottom gets no gradient: only its shape is used.
   if (!propagate_down[0]) return;
-  const float* dy = top[0]->cpu_diff();
-  float* dx = bottom[0]->mutable_cpu_diff();
-  std::fill(dx, dx + bottom[0]->count(), 0.f);
-  ForEachPair(*bottom[0], *top[0], [&](int t, int b) { dx[b] = dy[t]; });
+  const Device d = device();
+  for_each_element(context(), bottom[0]->count(),
+                   CropBackwardRule{top[0]->diff_on(d), bottom[0]->mutable_diff_on(d), geometry_});
 }
 
 }  // namespace crema

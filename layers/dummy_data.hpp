@@ -6,6 +6,8 @@
 // Constant fillers fill their top once, at set-up; any other filler draws the top anew on every forward pass,
 // from the layer's random stream (saved with the solver state, so a resumed run draws the same values).
 // No bottoms; no gradient.
+// Runs on the CPU and the GPU: fillers draw on the host (src/core/filler.cpp) in both, and the top's next reader
+// on the GPU copies it over, as with the data layers.
 #pragma once
 
 #include <vector>
@@ -26,6 +28,10 @@ class DummyDataLayer : public Layer {
  protected:
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Backward_cpu(const std::vector<Blob*>&, const std::vector<bool>&, const std::vector<Blob*>&) override {}
+  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
+    Forward_cpu(bottom, top);
+  }
+  void Backward_gpu(const std::vector<Blob*>&, const std::vector<bool>&, const std::vector<Blob*>&) override {}
 
  private:
   std::vector<std::vector<int>> shapes_;

@@ -1,5 +1,7 @@
 #include "layers/eltwise.hpp"
 
+#include <algorithm>
+
 namespace crema {
 
 void EltwiseLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
@@ -98,6 +100,56 @@ void EltwiseLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector
         for (int k = 0; k < count; ++k) dx[k] = winner[k] == me ? dy[k] : 0.f;
         break;
       }
+    }
+  }
+}
+
+void EltwiseLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const Device d = device();
+  const int count = top[0]->count();
+  const int bottoms = static_cast<int>(bottom.size());
+  EltwiseForwardRule rule{};
+  rule.op = op_;
+  rule.y = top[0]->mutable_data_on(d);
+  rule.winner = op_ == EltwiseParameter::MAX ? argmax_->mutable_data_on(d) : nullptr;
+  for (int first = 0; first < bottoms; first += kEltwiseGroup) {
+    rule.first = first;
+    rule.onto = first > 0;
+    rule.bottoms = std::min(kEltwiseGroup, bottoms - first);
+    for (int b = 0; b < rule.bottoms; ++b) {
+      rule.x[b] = bottom[first + b]->data_on(d);
+      rule.coeff[b] = coeffs_[first + b];
+    }
+    for_each_element(context(), count, rule);
+  }
+}
+
+void EltwiseLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                                const std::vector<Blob*>& bottom) {
+  const Device d = device();
+  const int count = top[0]->count();
+  const float* dy = top[0]->diff_on(d);
+  const bool stable_product = op_ == EltwiseParameter::PROD && param_.eltwise_param().stable_prod_grad();
+  for (size_t i = 0; i < bottom.size(); ++i) {
+    if (!propagate_down[i]) continue;
+    float* dx = bottom[i]->mutable_diff_on(d);
+    if (!stable_product) {
+      const bool product = op_ == EltwiseParameter::PROD, max = op_ == EltwiseParameter::MAX;
+      for_each_element(
+          context(), count,
+          EltwiseBackwardRule{op_, coeffs_[i], static_cast<float>(i), dy, product ? top[0]->data_on(d) : nullptr,
+                              product ? bottom[i]->data_on(d) : nullptr, max ? argmax_->data_on(d) : nullptr, dx});
+      continue;
+    }
+    std::vector<const float*> others;
+    for (size_t j = 0; j < bottom.size(); ++j)
+      if (j != i) others.push_back(bottom[j]->data_on(d));
+    EltwiseProductGradientRule rule{0, {}, dy, dx};
+    for (size_t first = 0; first < others.size(); first += kEltwiseGroup) {
+      rule.others = static_cast<int>(std::min(others.size() - first, static_cast<size_t>(kEltwiseGroup)));
+      for (int b = 0; b < rule.others; ++b) rule.x[b] = others[first + b];
+      rule.from = first == 0 ? dy : dx;
+      for_each_element(context(), count, rule);
     }
   }
 }

@@ -8,15 +8,98 @@
 // Params (eltwise_param): operation (PROD, SUM (default), MAX), coeff (none, or one per bottom; an error with
 // PROD and, as in Caffe, accepted but unused with MAX), stable_prod_grad (default true).
 // Bottoms -> tops: 2..n -> 1.
+// Runs on the CPU (a loop per bottom) and the GPU (the rules below; eltwise.cu compiles them).
 // Differs from Caffe: MAX breaks ties towards the earliest bottom everywhere; Caffe's CPU code gives a tie
 // between bottoms 0 and 1 to bottom 1 (later ties go to the earlier bottom in both).
 #pragma once
 
 #include <vector>
 
+#include "core/elementwise.hpp"
 #include "layers/layer.hpp"
 
 namespace crema {
+
+// One pass of forward reads up to kEltwiseGroup bottoms (their pointers travel in the kernel's arguments), so
+// that two or three bottoms cost one read of each and one write of the top; more bottoms are taken in groups,
+// each later group combining onto the top. Every combination runs in bottom order, the CPU's and the GPU's
+// alike. The rules' loops over a group run kEltwiseGroup times and stop early, so that they unroll and read the
+// pointer arrays at indices known at compile time: a kernel that indexes its arguments by a runtime value first
+// copies them to slow local memory.
+constexpr int kEltwiseGroup = 8;
+
+struct EltwiseForwardRule {
+  EltwiseParameter::EltwiseOp op;
+  int bottoms;  // entries used in x and coeff
+  int first;    // the index among all bottoms of x[0] (MAX's winner)
+  bool onto;    // whether y (and winner) hold the earlier groups' result
+  const float* x[kEltwiseGroup];
+  float coeff[kEltwiseGroup];  // SUM
+  float* y;
+  float* winner;  // MAX: the index of the bottom that won
+  CREMA_HOST_DEVICE void operator()(int k) const {
+    float value, won = static_cast<float>(first);
+    if (onto) {
+      value = y[k];
+      if (op == EltwiseParameter::MAX) won = winner[k];
+    } else {
+      value = op == EltwiseParameter::SUM ? coeff[0] * x[0][k] : x[0][k];
+    }
+    for (int b = 0; b < kEltwiseGroup; ++b) {
+      if (b >= bottoms) break;
+      if (b == 0 && !onto) continue;  // x[0] started the value
+      const float v = x[b][k];
+      if (op == EltwiseParameter::SUM) {
+        value += coeff[b] * v;
+      } else if (op == EltwiseParameter::PROD) {
+        value *= v;
+      } else if (v > value) {  // MAX: strictly greater, so a tie stays with the earlier bottom
+        value = v;
+        won = static_cast<float>(first + b);
+      }
+    }
+    y[k] = value;
+    if (op == EltwiseParameter::MAX) winner[k] = won;
+  }
+};
+
+// One bottom's gradient for SUM (coeff * dy), MAX (dy where this bottom won) and PROD by division (dy * y / x).
+struct EltwiseBackwardRule {
+  EltwiseParameter::EltwiseOp op;
+  float coeff;  // SUM
+  float me;     // MAX: this bottom's index
+  const float* dy;
+  const float* y;       // PROD
+  const float* x;       // PROD: this bottom's values
+  const float* winner;  // MAX
+  float* dx;
+  CREMA_HOST_DEVICE void operator()(int k) const {
+    if (op == EltwiseParameter::SUM) {
+      dx[k] = coeff * dy[k];
+    } else if (op == EltwiseParameter::MAX) {
+      dx[k] = winner[k] == me ? dy[k] : 0.f;
+    } else {
+      dx[k] = dy[k] * y[k] / x[k];
+    }
+  }
+};
+
+// PROD's stable gradient of one bottom, dy times every other bottom, multiplied in bottom order: a pass takes
+// a group of the others onto `from` (dy for the first group, dx itself after).
+struct EltwiseProductGradientRule {
+  int others;  // entries used in x
+  const float* x[kEltwiseGroup];
+  const float* from;
+  float* dx;
+  CREMA_HOST_DEVICE void operator()(int k) const {
+    float value = from[k];
+    for (int b = 0; b < kEltwiseGroup; ++b) {
+      if (b >= others) break;
+      value *= x[b][k];
+    }
+    dx[k] = value;
+  }
+};
 
 class EltwiseLayer : public Layer {
  public:
@@ -31,6 +114,9 @@ class EltwiseLayer : public Layer {
  protected:
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
 
  protected:

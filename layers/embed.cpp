@@ -1,8 +1,10 @@
 #include "layers/embed.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
+#include "core/elementwise.hpp"
 #include "core/filler.hpp"
 #include "core/math_functions.hpp"
 
@@ -70,6 +72,59 @@ void EmbedLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<b
   if (bias_term_ && param_propagate_down(1)) {
     cpu_gemv(Transpose::kYes, items, num_output_, 1.f, top_diff, context().ones(items), 1.f,
              blobs_[1]->mutable_cpu_diff());
+  }
+}
+
+void EmbedLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  for (int i = 0; i < bottom[0]->count(); ++i) Index(*bottom[0], i);
+  const Device d = device();
+  for_each_element(
+      context(), top[0]->count(),
+      EmbedForwardRule{bottom[0]->data_on(d), blobs_[0]->data_on(d), bias_term_ ? blobs_[1]->data_on(d) : nullptr,
+                       top[0]->mutable_data_on(d), num_output_});
+}
+
+void EmbedLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                              const std::vector<Blob*>& bottom) {
+  CREMA_CHECK(!propagate_down[0]) << describe() << ": the indices have no gradient; set propagate_down: false "
+                                  << "for them";
+  const Device d = device();
+  const float* top_diff = top[0]->diff_on(d);
+  const int items = bottom[0]->count();
+  if (param_propagate_down(0) && items > 0) {
+    // Rows, offsets and positions travel as floats, exact below 2^24.
+    CREMA_CHECK(items < (1 << 24) && input_dim_ < (1 << 24))
+        << describe() << ": on the GPU the indices (" << items << ") and embed_param.input_dim (" << input_dim_
+        << ") must be below 2^24";
+    std::vector<int> rows(items), order(items);
+    for (int i = 0; i < items; ++i) {
+      rows[i] = Index(*bottom[0], i);
+      order[i] = i;
+    }
+    // The positions by row, each row's in increasing order.
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return rows[a] < rows[b]; });
+    int used = 0;
+    for (int i = 0; i < items; ++i) used += i == 0 || rows[order[i]] != rows[order[i - 1]];
+    picks_.Reshape({2 * used + 1 + items});
+    float* used_rows = picks_.mutable_cpu_data();
+    float* offsets = used_rows + used;
+    float* positions = offsets + used + 1;
+    int u = 0;
+    for (int i = 0; i < items; ++i) {
+      if (i == 0 || rows[order[i]] != rows[order[i - 1]]) {
+        used_rows[u] = static_cast<float>(rows[order[i]]);
+        offsets[u++] = static_cast<float>(i);
+      }
+      positions[i] = static_cast<float>(order[i]);
+    }
+    offsets[used] = static_cast<float>(items);
+    for_each_element(
+        context(), used * num_output_,
+        EmbedWeightGradientRule{top_diff, picks_.data_on(d), blobs_[0]->mutable_diff_on(d), num_output_, used});
+  }
+  if (bias_term_ && param_propagate_down(1)) {
+    gemv(context(), Transpose::kYes, items, num_output_, 1.f, top_diff, context().ones(items), 1.f,
+         blobs_[1]->mutable_diff_on(d));
   }
 }
 

@@ -1,5 +1,6 @@
 #include "layers/euclidean_loss.hpp"
 
+#include "core/elementwise.hpp"
 #include "core/math_functions.hpp"
 
 namespace crema {
@@ -19,32 +20,26 @@ void EuclideanLossLayer::Reshape(const std::vector<Blob*>& bottom, const std::ve
   top[0]->Reshape({});
 }
 
-void EuclideanLossLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+void EuclideanLossLayer::Forward_any(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const Device d = device();
   const int count = bottom[0]->count();
-  const float* a = bottom[0]->cpu_data();
-  const float* b = bottom[1]->cpu_data();
-  float* diff = difference_->mutable_cpu_data();
-  double sum = 0;
-  for (int i = 0; i < count; ++i) {
-    diff[i] = a[i] - b[i];
-    sum += static_cast<double>(diff[i]) * diff[i];
-  }
+  float* diff = difference_->mutable_data_on(d);
+  for_each_element(context(), count, EuclideanDifferenceRule{bottom[0]->data_on(d), bottom[1]->data_on(d), diff});
+  const double sum = dot(context(), count, diff, diff);
   const int batch = bottom[0]->shape(0);
-  top[0]->mutable_cpu_data()[0] = batch > 0 ? static_cast<float>(sum / batch / 2.0) : 0.f;
+  set(context(), 1, batch > 0 ? static_cast<float>(sum / batch / 2.0) : 0.f, top[0]->mutable_data_on(d));
 }
 
-void EuclideanLossLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+void EuclideanLossLayer::Backward_any(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                       const std::vector<Blob*>& bottom) {
   const int batch = bottom[0]->shape(0);
   if (batch == 0) return;
-  const int count = bottom[0]->count();
+  const Device d = device();
   for (int i = 0; i < 2; ++i) {
     if (!propagate_down[i]) continue;
-    const float sign = i == 0 ? 1.f : -1.f;
-    const float alpha = sign * top[0]->cpu_diff()[0] / static_cast<float>(batch);
-    float* dx = bottom[i]->mutable_cpu_diff();
-    cpu_copy(count, difference_->cpu_data(), dx);
-    cpu_scale(count, alpha, dx);
+    for_each_element(context(), bottom[i]->count(),
+                     EuclideanGradientRule{difference_->data_on(d), top[0]->diff_on(d), i == 0 ? 1.f : -1.f,
+                                           static_cast<float>(batch), bottom[i]->mutable_diff_on(d)});
   }
 }
 

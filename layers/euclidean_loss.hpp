@@ -7,17 +7,38 @@
 // Both bottoms are differentiable: dloss/da = (a - b) / N and dloss/db = -(a - b) / N (times the top's
 // gradient), so either may be a prediction and the other a target. The difference a - b is kept from forward
 // to backward in an internal blob (`<layer>.difference`). Same as Caffe.
+// Runs on the CPU and the GPU from the same code: rules for the difference and the gradients (euclidean_loss.cu
+// compiles them), the sum of squares a dot product on the context.
 #pragma once
 
 #include <vector>
 
+#include "core/elementwise.hpp"
 #include "layers/layer.hpp"
 
 namespace crema {
 
-class EuclideanLossLayer : public Layer {
+// difference = a - b.
+struct EuclideanDifferenceRule {
+  const float* a;
+  const float* b;
+  float* difference;
+  CREMA_HOST_DEVICE void operator()(int i) const { difference[i] = a[i] - b[i]; }
+};
+
+// dx = sign * dloss / batch * difference; the top's gradient is read where it lies, so the device never waits for
+// the host.
+struct EuclideanGradientRule {
+  const float* difference;
+  const float* loss_diff;
+  float sign, batch;
+  float* dx;
+  CREMA_HOST_DEVICE void operator()(int i) const { dx[i] = sign * loss_diff[0] / batch * difference[i]; }
+};
+
+class EuclideanLossLayer : public BothDevices<Layer> {
  public:
-  using Layer::Layer;
+  using BothDevices<Layer>::BothDevices;
   const char* type() const override { return "EuclideanLoss"; }
   int ExactNumBottomBlobs() const override { return 2; }
   int ExactNumTopBlobs() const override { return 1; }
@@ -29,8 +50,8 @@ class EuclideanLossLayer : public Layer {
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
 
  protected:
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+  void Forward_any(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_any(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
 
  private:

@@ -4,13 +4,39 @@
 // it follows the selector's values (the net reshapes this layer before every forward pass). Backward sends
 // each kept item's gradient back to its place and zero to the dropped ones; the selector gets no gradient.
 // No parameters.
+// Runs on the CPU and the GPU (the rules below; filter.cu compiles them). Both read the selector on the host, in
+// Reshape; the GPU's rules find the kept items in lists its forward pass writes on the host from that reading.
 #pragma once
 
 #include <vector>
 
+#include "core/elementwise.hpp"
 #include "layers/layer.hpp"
 
 namespace crema {
+
+// One value of a top per call: its kept item's value.
+struct FilterForwardRule {
+  const float* data;
+  const float* kept;  // the kept items, in order
+  float* top;
+  int item;  // values per item
+  CREMA_HOST_DEVICE void operator()(int i) const {
+    top[i] = data[static_cast<long long>(kept[i / item]) * item + i % item];
+  }
+};
+
+// One value of a data bottom's gradient per call: its top's gradient if the item was kept, else 0.
+struct FilterBackwardRule {
+  const float* top_diff;
+  const float* place;  // per item, its place among the kept, or -1
+  float* data_diff;
+  int item;
+  CREMA_HOST_DEVICE void operator()(int j) const {
+    const int p = static_cast<int>(place[j / item]);
+    data_diff[j] = p >= 0 ? top_diff[static_cast<long long>(p) * item + j % item] : 0.f;
+  }
+};
 
 class FilterLayer : public Layer {
  public:
@@ -27,10 +53,15 @@ class FilterLayer : public Layer {
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
+  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
 
  private:
   int num_bottoms_ = 0;
   std::vector<int> kept_;  // the items the selector picked, in order
+  // kept_, and each item's place in it (or -1), as floats for the GPU's rules (exact below 2^24 items).
+  Blob kept_items_, places_;
 };
 
 }  // namespace crema

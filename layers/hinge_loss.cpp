@@ -1,5 +1,8 @@
 #include "layers/hinge_loss.hpp"
 
+#include "core/elementwise.hpp"
+#include "core/math_functions.hpp"
+
 namespace crema {
 
 void HingeLossLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
@@ -17,43 +20,29 @@ void HingeLossLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector
   split_ = ClassAxis{1, scores.shape(0), scores.count(1), 1};
   CheckLabelCount(*bottom[1], scores, split_);
   top[0]->Reshape({});
+  RequestWorkspace(scores.count());  // the per-score loss terms
 }
 
-void HingeLossLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  const float* x = bottom[0]->cpu_data();
-  const float* labels = bottom[1]->cpu_data();
-  const int classes = split_.classes;
-  double loss = 0;
-  for (int n = 0; n < split_.outer; ++n) {
-    const int label = CheckedLabel(labels[n], n, *bottom[1], classes, false);
-    for (int c = 0; c < classes; ++c) {
-      const double m = Violation(x[n * classes + c], c == label);
-      loss += norm_ == HingeLossParameter::L2 ? m * m : m;
-    }
-  }
-  top[0]->mutable_cpu_data()[0] = split_.outer > 0 ? static_cast<float>(loss / split_.outer) : 0.f;
+void HingeLossLayer::Forward_any(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  // The labels are checked on the host, where a data layer wrote them, before any rule indexes with them.
+  CheckLabels(*bottom[1], split_.classes, nullptr);
+  const int count = split_.outer * split_.classes;
+  float* terms = workspace();
+  for_each_element(context(), count, HingeTermRule{ScoresOn(bottom), norm_ == HingeLossParameter::L2, terms});
+  const double loss = sum(context(), count, terms);
+  set(context(), 1, split_.outer > 0 ? static_cast<float>(loss / split_.outer) : 0.f,
+      top[0]->mutable_data_on(device()));
 }
 
-void HingeLossLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+void HingeLossLayer::Backward_any(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                   const std::vector<Blob*>& bottom) {
   CREMA_CHECK(!propagate_down[1]) << describe() << ": cannot backpropagate to the labels (bottom 1); set "
                                   << "propagate_down: false for it";
   if (!propagate_down[0] || split_.outer == 0) return;
-  const float* x = bottom[0]->cpu_data();
-  const float* labels = bottom[1]->cpu_data();
-  float* dx = bottom[0]->mutable_cpu_diff();
-  const int classes = split_.classes;
-  const float scale = top[0]->cpu_diff()[0] / static_cast<float>(split_.outer);
-  for (int n = 0; n < split_.outer; ++n) {
-    const int label = CheckedLabel(labels[n], n, *bottom[1], classes, false);
-    for (int c = 0; c < classes; ++c) {
-      const bool true_class = c == label;
-      const float m = Violation(x[n * classes + c], true_class);
-      // d m / d x = -t where m > 0.
-      const float slope = norm_ == HingeLossParameter::L2 ? 2.f * m : (m > 0.f ? 1.f : 0.f);
-      dx[n * classes + c] = scale * (true_class ? -slope : slope);
-    }
-  }
+  const Device d = device();
+  for_each_element(context(), split_.outer * split_.classes,
+                   HingeGradientRule{ScoresOn(bottom), norm_ == HingeLossParameter::L2, top[0]->diff_on(d),
+                                     static_cast<float>(split_.outer), bottom[0]->mutable_diff_on(d)});
 }
 
 }  // namespace crema

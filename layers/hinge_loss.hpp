@@ -8,17 +8,60 @@
 // Params: hinge_loss_param.norm (L1, default; L2). Gradient to the scores only: -t_nc / N where m_nc > 0 (L1;
 // 0 at the kink m_nc = 0, as Caffe), -2 t_nc m_nc / N (L2). No gradient to the labels. Same as Caffe, except
 // that a label outside [0, C) is an error naming its value and index.
+//
+// Runs on the CPU and the GPU from the same rules, one per score (hinge_loss.cu compiles them): the labels are
+// checked on the host, the per-score terms summed on the context.
 #pragma once
 
 #include <vector>
 
+#include "core/elementwise.hpp"
 #include "layers/layer.hpp"
 
 namespace crema {
 
-class HingeLossLayer : public Layer {
+// One score of the N x C scores and its item's label (checked on the host before the rules run).
+struct HingeScore {
+  const float* x;
+  const float* labels;
+  int classes;
+  // The margin violation max(0, 1 - t x) of score i; t = +1 for the item's true class, -1 otherwise.
+  CREMA_HOST_DEVICE float violation(int i) const {
+    const float margin = 1.f + (true_class(i) ? -x[i] : x[i]);
+    return margin > 0.f ? margin : 0.f;
+  }
+  CREMA_HOST_DEVICE bool true_class(int i) const { return i % classes == static_cast<int>(labels[i / classes]); }
+};
+
+// term[i] = m (L1) or m^2 (L2), m the margin violation of score i.
+struct HingeTermRule {
+  HingeScore score;
+  bool squared;
+  float* term;
+  CREMA_HOST_DEVICE void operator()(int i) const {
+    const float m = score.violation(i);
+    term[i] = squared ? m * m : m;
+  }
+};
+
+// dx = dloss / N * d(term) / dx: -t where m > 0 (L1; 0 at the kink, as Caffe), -2 t m (L2).
+struct HingeGradientRule {
+  HingeScore score;
+  bool squared;
+  const float* loss_diff;
+  float batch;
+  float* dx;
+  CREMA_HOST_DEVICE void operator()(int i) const {
+    const float m = score.violation(i);
+    const float slope = squared ? 2.f * m : (m > 0.f ? 1.f : 0.f);
+    const float scale = loss_diff[0] / batch;
+    dx[i] = scale * (score.true_class(i) ? -slope : slope);
+  }
+};
+
+class HingeLossLayer : public BothDevices<Layer> {
  public:
-  using Layer::Layer;
+  using BothDevices<Layer>::BothDevices;
   const char* type() const override { return "HingeLoss"; }
   int ExactNumBottomBlobs() const override { return 2; }
   int ExactNumTopBlobs() const override { return 1; }
@@ -29,15 +72,14 @@ class HingeLossLayer : public Layer {
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
 
  protected:
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+  void Forward_any(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_any(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
 
  private:
-  // The margin violation max(0, 1 - t x) of one score x; t = +1 for the item's true class, -1 otherwise.
-  static float Violation(float score, bool true_class) {
-    const float margin = 1.f + (true_class ? -score : score);
-    return margin > 0.f ? margin : 0.f;
+  // The scores and labels, on the layer's device, for the rules.
+  HingeScore ScoresOn(const std::vector<Blob*>& bottom) const {
+    return {bottom[0]->data_on(device()), bottom[1]->data_on(device()), split_.classes};
   }
 
   HingeLossParameter::Norm norm_ = HingeLossParameter::L1;

@@ -1,6 +1,6 @@
 #include "layers/im2col.hpp"
 
-#include <string>
+#include <vector>
 
 #include "core/im2col.hpp"
 
@@ -11,8 +11,9 @@ void Im2colLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector
   const Blob& input = *bottom[0];
   channel_axis_ = CanonicalAxis(input, param.axis(), "convolution_param.axis");
   num_spatial_axes_ = input.num_axes() - channel_axis_ - 1;
-  CREMA_CHECK(num_spatial_axes_ >= 1) << describe() << ": needs at least one spatial axis after the channel axis "
-                                      << channel_axis_ << ", but the input has shape " << input.shape_string();
+  CREMA_CHECK(num_spatial_axes_ >= 1 && num_spatial_axes_ <= kMaxUnrollAxes)
+      << describe() << ": needs 1 to " << kMaxUnrollAxes << " spatial axes after the channel axis " << channel_axis_
+      << ", but the input has shape " << input.shape_string();
   geometry_ = ConvolutionGeometry(param, num_spatial_axes_, describe());
   use_2d_ = num_spatial_axes_ == 2 && !param.force_nd_im2col();
 }
@@ -22,10 +23,9 @@ void Im2colLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Bl
   CREMA_CHECK(input.num_axes() == channel_axis_ + 1 + num_spatial_axes_)
       << describe() << ": input shape " << input.shape_string() << " has " << input.num_axes()
       << " axes, but the layer was set up for " << channel_axis_ + 1 + num_spatial_axes_;
-  num_ = input.count(0, channel_axis_);
-  bottom_dim_ = input.count(channel_axis_);
-  image_shape_ = {input.shape(channel_axis_)};
-  column_shape_ = {input.shape(channel_axis_)};
+  // The batch's images one after another: one image of items x channels channels.
+  std::vector<int> image_shape = {input.count(0, channel_axis_ + 1)};
+  std::vector<int> column_shape = {input.shape(channel_axis_)};
   std::vector<int> top_shape(input.shape().begin(), input.shape().begin() + channel_axis_);
   top_shape.push_back(0);  // rows, set below
   for (int i = 0; i < num_spatial_axes_; ++i) {
@@ -35,46 +35,28 @@ void Im2colLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Bl
         << " spans more than the padded input along spatial axis " << i << " (input shape " << input.shape_string()
         << ")";
     const int out = (in + 2 * geometry_.pad[i] - extent) / geometry_.stride[i] + 1;
-    image_shape_.push_back(in);
-    column_shape_[0] *= geometry_.kernel[i];
-    column_shape_.push_back(out);
+    image_shape.push_back(in);
+    column_shape[0] *= geometry_.kernel[i];
+    column_shape.push_back(out);
     top_shape.push_back(out);
   }
-  top_shape[channel_axis_] = column_shape_[0];
+  top_shape[channel_axis_] = column_shape[0];
   top[0]->Reshape(top_shape);
-  top_dim_ = top[0]->count(channel_axis_);
-}
-
-void Im2colLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const KernelGeometry& g = geometry_;
-  for (int n = 0; n < num_; ++n) {
-    const float* image = bottom[0]->cpu_data() + static_cast<size_t>(n) * bottom_dim_;
-    float* columns = top[0]->mutable_cpu_data() + static_cast<size_t>(n) * top_dim_;
-    if (use_2d_) {
-      im2col_cpu(image, image_shape_[0], image_shape_[1], image_shape_[2], g.kernel[0], g.kernel[1], g.pad[0], g.pad[1],
-                 g.stride[0], g.stride[1], g.dilation[0], g.dilation[1], columns);
-    } else {
-      im2col_nd_cpu(image, num_spatial_axes_, image_shape_.data(), column_shape_.data(), g.kernel.data(), g.pad.data(),
-                    g.stride.data(), g.dilation.data(), columns);
-    }
-  }
+  unroll_ = MakeUnrollGeometry(num_spatial_axes_, image_shape.data(), column_shape.data(), g.kernel.data(),
+                               g.pad.data(), g.stride.data(), g.dilation.data(), 0, use_2d_);
 }
 
-void Im2colLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+void Im2colLayer::Forward_any(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const Device d = device();
+  im2col(context(), bottom[0]->data_on(d), unroll_, top[0]->mutable_data_on(d));
+}
+
+void Im2colLayer::Backward_any(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                const std::vector<Blob*>& bottom) {
   if (!propagate_down[0]) return;
-  const KernelGeometry& g = geometry_;
-  for (int n = 0; n < num_; ++n) {
-    const float* columns = top[0]->cpu_diff() + static_cast<size_t>(n) * top_dim_;
-    float* image = bottom[0]->mutable_cpu_diff() + static_cast<size_t>(n) * bottom_dim_;
-    if (use_2d_) {
-      col2im_cpu(columns, image_shape_[0], image_shape_[1], image_shape_[2], g.kernel[0], g.kernel[1], g.pad[0],
-                 g.pad[1], g.stride[0], g.stride[1], g.dilation[0], g.dilation[1], image);
-    } else {
-      col2im_nd_cpu(columns, num_spatial_axes_, image_shape_.data(), column_shape_.data(), g.kernel.data(),
-                    g.pad.data(), g.stride.data(), g.dilation.data(), image);
-    }
-  }
+  const Device d = device();
+  col2im(context(), top[0]->diff_on(d), unroll_, bottom[0]->mutable_diff_on(d));
 }
 
 }  // namespace crema

@@ -4,38 +4,41 @@
 // position p of row (c, tap) holds the input value that tap sees at p (0 in the padding). Backward adds each
 // column entry back into the input position it came from (col2im).
 // convolution_param: kernel_size, stride, pad, dilation (repeated or the 2-d forms, layers/kernel_geometry.hpp),
-// axis, force_nd_im2col; num_output, group and the fillers are not used.
+// axis, force_nd_im2col; num_output, group and the fillers are not used. At most kMaxUnrollAxes (6) spatial axes.
+// Runs on the CPU and the GPU through core/im2col.hpp's im2col and col2im, which unroll the whole batch in one call
+// (the images lie one after another, so the batch is one image of items x channels channels): the host loops on
+// the CPU, the unrolling rules on the GPU.
 #pragma once
 
 #include <vector>
 
+#include "core/im2col.hpp"
 #include "layers/kernel_geometry.hpp"
 #include "layers/layer.hpp"
 
 namespace crema {
 
-class Im2colLayer : public Layer {
+class Im2colLayer : public BothDevices<Layer> {
  public:
-  using Layer::Layer;
+  using BothDevices<Layer>::BothDevices;
   const char* type() const override { return "Im2col"; }
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  // The whole batch's unrolling, as the last Reshape made it (tests run the GPU's rules on the host with it).
+  const UnrollGeometry& unroll_geometry() const { return unroll_; }
 
  protected:
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+  void Forward_any(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_any(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
 
  private:
   int channel_axis_ = 1, num_spatial_axes_ = 0;
   KernelGeometry geometry_;
   bool use_2d_ = true;
-  // Per reshape: images, values per image of bottom and top, the image shape and the column shape (each with
-  // its leading channel or row axis).
-  int num_ = 0, bottom_dim_ = 0, top_dim_ = 0;
-  std::vector<int> image_shape_, column_shape_;
+  UnrollGeometry unroll_;  // per reshape: the whole batch's
 };
 
 }  // namespace crema

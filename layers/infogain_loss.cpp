@@ -1,8 +1,6 @@
 #include "layers/infogain_loss.hpp"
 
-#include <algorithm>
-#include <cmath>
-
+#include "core/elementwise.hpp"
 #include "core/math_functions.hpp"
 #include "io/proto_io.hpp"
 #include "layers/loss_normalization.hpp"
@@ -50,64 +48,44 @@ void InfogainLossLayer::Reshape(const std::vector<Blob*>& bottom, const std::vec
       << ") must hold " << split_.classes << " x " << split_.classes << " values for scores of shape "
       << bottom[0]->shape_string() << " with the classes along axis " << split_.axis;
   top[0]->Reshape({});
+  RequestWorkspace(static_cast<size_t>(split_.outer) * split_.inner);  // the per-position loss terms
 }
 
-void InfogainLossLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  Blob* prob_blob = probabilities(top);
-  softmax_->Forward({bottom[0]}, {prob_blob});
-  const float* prob = prob_blob->cpu_data();
-  const float* labels = bottom[1]->cpu_data();
-  const float* h = infogain(bottom).cpu_data();
-  const int classes = split_.classes, inner = split_.inner;
-  double loss = 0;
-  int valid = 0;
-  for (int n = 0; n < split_.outer; ++n) {
-    for (int j = 0; j < inner; ++j) {
-      const int index = n * inner + j;
-      if (ignored(labels[index])) continue;
-      const int label = CheckedLabel(labels[index], index, *bottom[1], classes, has_ignore_label_);
-      for (int l = 0; l < classes; ++l) {
-        const float p = std::max(prob[(n * classes + l) * inner + j], kMinProbability);
-        loss -= static_cast<double>(h[label * classes + l]) * std::log(p);
-      }
-      ++valid;
-    }
-  }
+InfogainPosition InfogainLossLayer::PositionsOn(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const Device d = device();
+  return {probabilities(top)->data_on(d),
+          bottom[1]->data_on(d),
+          infogain(bottom).data_on(d),
+          split_.classes,
+          split_.inner,
+          has_ignore_label_,
+          static_cast<float>(ignore_label_)};
+}
+
+void InfogainLossLayer::Forward_any(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  softmax_->Forward({bottom[0]}, {probabilities(top)});
+  // The labels are checked on the host, where a data layer wrote them, before any rule indexes with them.
+  const int valid = CheckLabels(*bottom[1], split_.classes, has_ignore_label_ ? &ignore_label_ : nullptr);
   valid_count_ = valid;
-  top[0]->mutable_cpu_data()[0] = static_cast<float>(loss / LossNormalizer(normalization_, split_.outer, inner, valid));
+  const int positions = split_.outer * split_.inner;
+  float* terms = workspace();
+  for_each_element(context(), positions, InfogainTermRule{PositionsOn(bottom, top), kMinProbability, terms});
+  const double loss = sum(context(), positions, terms);
+  set(context(), 1, static_cast<float>(loss / LossNormalizer(normalization_, split_.outer, split_.inner, valid)),
+      top[0]->mutable_data_on(device()));
 }
 
-void InfogainLossLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+void InfogainLossLayer::Backward_any(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                      const std::vector<Blob*>& bottom) {
   CREMA_CHECK(!propagate_down[1]) << describe() << ": cannot backpropagate to the labels (bottom 1); set "
                                   << "propagate_down: false for it";
   CREMA_CHECK(propagate_down.size() < 3 || !propagate_down[2])
       << describe() << ": cannot backpropagate to the infogain matrix (bottom 2); set propagate_down: false for it";
   if (!propagate_down[0]) return;
-  const float* prob = probabilities(top)->cpu_data();
-  const float* labels = bottom[1]->cpu_data();
-  const float* h = infogain(bottom).cpu_data();
-  float* dx = bottom[0]->mutable_cpu_diff();
-  const int classes = split_.classes, inner = split_.inner;
-  const float scale = top[0]->cpu_diff()[0] / LossNormalizer(normalization_, split_.outer, inner, valid_count_);
-  for (int n = 0; n < split_.outer; ++n) {
-    for (int j = 0; j < inner; ++j) {
-      const int index = n * inner + j;
-      float* column = dx + n * classes * inner + j;
-      if (ignored(labels[index])) {
-        for (int l = 0; l < classes; ++l) column[l * inner] = 0.f;
-        continue;
-      }
-      const int label = CheckedLabel(labels[index], index, *bottom[1], classes, has_ignore_label_);
-      const float* row = h + label * classes;
-      double row_sum = 0;
-      for (int l = 0; l < classes; ++l) row_sum += row[l];
-      for (int l = 0; l < classes; ++l) {
-        const double p = prob[(n * classes + l) * inner + j];
-        column[l * inner] = static_cast<float>(scale * (p * row_sum - row[l]));
-      }
-    }
-  }
+  const float normalizer = LossNormalizer(normalization_, split_.outer, split_.inner, valid_count_);
+  for_each_element(context(), split_.outer * split_.inner,
+                   InfogainGradientRule{PositionsOn(bottom, top), top[0]->diff_on(device()), normalizer,
+                                        bottom[0]->mutable_diff_on(device())});
 }
 
 }  // namespace crema

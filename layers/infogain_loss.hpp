@@ -17,19 +17,87 @@
 //
 // Gradient to the scores only: (p_l sum_k H[y, k] - H[y, l]) / normalizer at each non-ignored position, 0 at
 // ignored ones; none to the labels or to H. Same as Caffe.
+//
+// Runs on the CPU and the GPU from the same code: the softmax's rules, then one rule per position for the loss
+// terms and one for the gradient (infogain_loss.cu compiles them); the labels are checked on the host, the terms
+// summed on the context.
 #pragma once
 
+#include <cmath>
 #include <memory>
 #include <vector>
 
+#include "core/elementwise.hpp"
 #include "layers/layer.hpp"
 #include "layers/softmax.hpp"
 
 namespace crema {
 
-class InfogainLossLayer : public Layer {
+// One position (outer n, inner j) of the probabilities (outer x classes x inner) and its label, checked on the
+// host before the rules run.
+struct InfogainPosition {
+  const float* prob;
+  const float* labels;
+  const float* h;  // classes x classes, row y for label y
+  int classes, inner;
+  bool has_ignore_label;
+  float ignore_label;
+  CREMA_HOST_DEVICE bool ignored(int position) const { return has_ignore_label && labels[position] == ignore_label; }
+  // Offset of class c's value at `position`.
+  CREMA_HOST_DEVICE long long at(int position, int c) const {
+    return (static_cast<long long>(position / inner) * classes + c) * inner + position % inner;
+  }
+  // The row of H for the position's label.
+  CREMA_HOST_DEVICE const float* row(int position) const {
+    return h + static_cast<long long>(labels[position]) * classes;
+  }
+};
+
+// term[position] = -sum_l H[y, l] log(max(p_l, floor)), 0 where ignored.
+struct InfogainTermRule {
+  InfogainPosition at;
+  float floor;
+  float* term;
+  CREMA_HOST_DEVICE void operator()(int position) const {
+    if (at.ignored(position)) {
+      term[position] = 0.f;
+      return;
+    }
+    const float* row = at.row(position);
+    float total = 0.f;
+    for (int l = 0; l < at.classes; ++l) {
+      const float p = at.prob[at.at(position, l)];
+      total -= row[l] * logf(p < floor ? floor : p);
+    }
+    term[position] = total;
+  }
+};
+
+// dx = dloss / normalizer * (p_l sum_k H[y, k] - H[y, l]) for every class l of a position; 0 where ignored.
+struct InfogainGradientRule {
+  InfogainPosition at;
+  const float* loss_diff;
+  float normalizer;
+  float* dx;
+  CREMA_HOST_DEVICE void operator()(int position) const {
+    if (at.ignored(position)) {
+      for (int l = 0; l < at.classes; ++l) dx[at.at(position, l)] = 0.f;
+      return;
+    }
+    const float* row = at.row(position);
+    float row_sum = 0.f;
+    for (int l = 0; l < at.classes; ++l) row_sum += row[l];
+    const float scale = loss_diff[0] / normalizer;
+    for (int l = 0; l < at.classes; ++l) {
+      const long long k = at.at(position, l);
+      dx[k] = scale * (at.prob[k] * row_sum - row[l]);
+    }
+  }
+};
+
+class InfogainLossLayer : public BothDevices<Layer> {
  public:
-  using Layer::Layer;
+  using BothDevices<Layer>::BothDevices;
   const char* type() const override { return "InfogainLoss"; }
   int MinBottomBlobs() const override { return 2; }
   int MaxBottomBlobs() const override { return 3; }
@@ -46,8 +114,8 @@ class InfogainLossLayer : public Layer {
   static constexpr float kMinProbability = 1e-20f;
 
  protected:
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+  void Forward_any(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_any(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
 
  private:
@@ -55,7 +123,8 @@ class InfogainLossLayer : public Layer {
   const Blob& infogain(const std::vector<Blob*>& bottom) const {
     return bottom.size() > 2 ? *bottom[2] : infogain_from_file_;
   }
-  bool ignored(float label) const { return has_ignore_label_ && label == static_cast<float>(ignore_label_); }
+  // The probabilities, labels and H, on the layer's device, for the rules.
+  InfogainPosition PositionsOn(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top);
 
   std::unique_ptr<SoftmaxLayer> softmax_;
   Blob* prob_ = nullptr;

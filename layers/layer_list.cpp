@@ -14,7 +14,10 @@
 #include "layers/contrastive_loss.hpp"
 #include "layers/convolution.hpp"
 #include "layers/crop.hpp"
+#include "layers/cudnn_activation.hpp"
+#include "layers/cudnn_batch_norm.hpp"
 #include "layers/cudnn_convolution.hpp"
+#include "layers/cudnn_lrn.hpp"
 #include "layers/cudnn_pooling.hpp"
 #include "layers/cudnn_relu.hpp"
 #include "layers/cudnn_softmax.hpp"
@@ -82,7 +85,7 @@ void RegisterBuiltinLayers(LayerRegistry* registry) {
   // Data (batches are assembled on the host; a GPU net's next layer copies them over)
   registry->Add<DataLayer>("Data", {"native", kCpuAndGpu});
   registry->Add<InputLayer>("Input", {"native", kCpuAndGpu});
-  registry->Add<DummyDataLayer>("DummyData", {"native"});
+  registry->Add<DummyDataLayer>("DummyData", {"native", kCpuAndGpu});
   registry->Add<MemoryDataLayer>("MemoryData", {"native", kCpuAndGpu});
   registry->Add<HDF5DataLayer>("HDF5Data", {"native", kCpuAndGpu});
   registry->Add<HDF5OutputLayer>("HDF5Output", {"native", kCpuAndGpu});
@@ -115,29 +118,42 @@ void RegisterBuiltinLayers(LayerRegistry* registry) {
 #ifdef CREMA_USE_ONEDNN
   registry->Add<OneDnnPoolingLayer>("Pooling", {"onednn", kCpuOnly, CaffeEngine::kCaffe, OneDnnPoolingLayer::Refusal});
 #endif
-  registry->Add<PoolingLayer>("Pooling", {"native", kCpuAndGpu, CaffeEngine::kCaffe, PoolingLayer::Refusal});
-  registry->Add<Im2colLayer>("Im2col", {"native"});
-  registry->Add<SPPLayer>("SPP", {"native"});
+  registry->Add<PoolingLayer>("Pooling", {"native", kCpuAndGpu});
+  registry->Add<Im2colLayer>("Im2col", {"native", kCpuAndGpu});
+  registry->Add<SPPLayer>("SPP", {"native", kCpuAndGpu});
+#ifdef CREMA_USE_CUDNN
+  registry->Add<CudnnLRNLayer>("LRN", {"cudnn", kGpuOnly, CaffeEngine::kCudnn, CudnnLRNLayer::Refusal});
+#endif
 #ifdef CREMA_USE_ONEDNN
   registry->Add<OneDnnLRNLayer>("LRN", {"onednn", kCpuOnly, CaffeEngine::kCaffe, OneDnnLRNLayer::Refusal});
 #endif
-  registry->Add<LRNLayer>("LRN", {"native"});
+  registry->Add<LRNLayer>("LRN", {"native", kCpuAndGpu});
+#ifdef CREMA_USE_CUDNN
+  registry->Add<CudnnBatchNormLayer>("BatchNorm",
+                                     {"cudnn", kGpuOnly, CaffeEngine::kCudnn, CudnnBatchNormLayer::Refusal});
+#endif
 #ifdef CREMA_USE_ONEDNN
   registry->Add<OneDnnBatchNormLayer>("BatchNorm",
                                       {"onednn", kCpuOnly, CaffeEngine::kCaffe, OneDnnBatchNormLayer::Refusal});
 #endif
-  registry->Add<BatchNormLayer>("BatchNorm", {"native"});
-  registry->Add<ScaleLayer>("Scale", {"native"});
-  registry->Add<BiasLayer>("Bias", {"native"});
-  registry->Add<CropLayer>("Crop", {"native"});
-  // Neuron (per-element) layers: rules written once for both devices (PReLU's slope gradient is a host reduction)
+  registry->Add<BatchNormLayer>("BatchNorm", {"native", kCpuAndGpu});
+  registry->Add<ScaleLayer>("Scale", {"native", kCpuAndGpu});
+  registry->Add<BiasLayer>("Bias", {"native", kCpuAndGpu});
+  registry->Add<CropLayer>("Crop", {"native", kCpuAndGpu});
+  // Neuron (per-element) layers: rules written once for both devices
 #ifdef CREMA_USE_CUDNN
   registry->Add<CudnnReLULayer>("ReLU", {"cudnn", kGpuOnly, CaffeEngine::kCudnn, CudnnReLULayer::Refusal});
 #endif
   registry->Add<ReLULayer>("ReLU", {"native", kCpuAndGpu});
-  registry->Add<PReLULayer>("PReLU", {"native", kCpuOnly});
+  registry->Add<PReLULayer>("PReLU", {"native", kCpuAndGpu});
   registry->Add<ELULayer>("ELU", {"native", kCpuAndGpu});
+#ifdef CREMA_USE_CUDNN
+  registry->Add<CudnnSigmoidLayer>("Sigmoid", {"cudnn", kGpuOnly, CaffeEngine::kCudnn});
+#endif
   registry->Add<SigmoidLayer>("Sigmoid", {"native", kCpuAndGpu});
+#ifdef CREMA_USE_CUDNN
+  registry->Add<CudnnTanHLayer>("TanH", {"cudnn", kGpuOnly, CaffeEngine::kCudnn});
+#endif
   registry->Add<TanHLayer>("TanH", {"native", kCpuAndGpu});
   registry->Add<AbsValLayer>("AbsVal", {"native", kCpuAndGpu});
   registry->Add<BNLLLayer>("BNLL", {"native", kCpuAndGpu});
@@ -151,42 +167,43 @@ void RegisterBuiltinLayers(LayerRegistry* registry) {
   // Common: products, joining, cutting, combining and reshaping blobs
   registry->Add<InnerProductLayer>("InnerProduct", {"native", kCpuAndGpu});
   registry->Add<FlattenLayer>("Flatten", {"native", kCpuAndGpu});
-  registry->Add<ReshapeLayer>("Reshape", {"native"});
+  registry->Add<ReshapeLayer>("Reshape", {"native", kCpuAndGpu});
   registry->Add<SplitLayer>("Split", {"native", kCpuAndGpu});
 #ifdef CREMA_USE_ONEDNN
   registry->Add<OneDnnConcatLayer>("Concat", {"onednn", kCpuOnly, CaffeEngine::kCaffe, OneDnnConcatLayer::Refusal});
 #endif
-  registry->Add<ConcatLayer>("Concat", {"native"});
-  registry->Add<SliceLayer>("Slice", {"native"});
+  registry->Add<ConcatLayer>("Concat", {"native", kCpuAndGpu});
+  registry->Add<SliceLayer>("Slice", {"native", kCpuAndGpu});
 #ifdef CREMA_USE_ONEDNN
   registry->Add<OneDnnEltwiseLayer>("Eltwise", {"onednn", kCpuOnly, CaffeEngine::kCaffe, OneDnnEltwiseLayer::Refusal});
 #endif
-  registry->Add<EltwiseLayer>("Eltwise", {"native"});
-  registry->Add<TileLayer>("Tile", {"native"});
-  registry->Add<SilenceLayer>("Silence", {"native"});
-  registry->Add<ReductionLayer>("Reduction", {"native"});
-  registry->Add<ArgMaxLayer>("ArgMax", {"native"});
-  registry->Add<BatchReindexLayer>("BatchReindex", {"native"});
-  registry->Add<FilterLayer>("Filter", {"native"});
-  registry->Add<EmbedLayer>("Embed", {"native"});
-  registry->Add<MVNLayer>("MVN", {"native"});
-  registry->Add<ParameterLayer>("Parameter", {"native"});
+  registry->Add<EltwiseLayer>("Eltwise", {"native", kCpuAndGpu});
+  registry->Add<TileLayer>("Tile", {"native", kCpuAndGpu});
+  registry->Add<SilenceLayer>("Silence", {"native", kCpuAndGpu});
+  registry->Add<ReductionLayer>("Reduction", {"native", kCpuAndGpu});
+  registry->Add<ArgMaxLayer>("ArgMax", {"native", kCpuAndGpu});
+  registry->Add<BatchReindexLayer>("BatchReindex", {"native", kCpuAndGpu});
+  registry->Add<FilterLayer>("Filter", {"native", kCpuAndGpu});
+  registry->Add<EmbedLayer>("Embed", {"native", kCpuAndGpu});
+  registry->Add<MVNLayer>("MVN", {"native", kCpuAndGpu});
+  registry->Add<ParameterLayer>("Parameter", {"native", kCpuAndGpu});
 #ifdef CREMA_USE_CUDNN
   registry->Add<CudnnSoftmaxLayer>("Softmax", {"cudnn", kGpuOnly, CaffeEngine::kCudnn, CudnnSoftmaxLayer::Refusal});
 #endif
   registry->Add<SoftmaxLayer>("Softmax", {"native", kCpuAndGpu});
-  // Recurrent: loops over time on the host (Caffe unrolls them into a net; the learned blobs are the same)
-  registry->Add<RNNLayer>("RNN", {"native", kCpuOnly});
-  registry->Add<LSTMLayer>("LSTM", {"native", kCpuOnly});
-  registry->Add<LSTMUnitLayer>("LSTMUnit", {"native", kCpuOnly});
+  // Recurrent: loops over time, each step's work on the device (Caffe unrolls them into a net; the learned blobs are
+  // the same)
+  registry->Add<RNNLayer>("RNN", {"native", kCpuAndGpu});
+  registry->Add<LSTMLayer>("LSTM", {"native", kCpuAndGpu});
+  registry->Add<LSTMUnitLayer>("LSTMUnit", {"native", kCpuAndGpu});
   // Losses and metrics
   registry->Add<SoftmaxWithLossLayer>("SoftmaxWithLoss", {"native", kCpuAndGpu});
-  registry->Add<EuclideanLossLayer>("EuclideanLoss", {"native"});
-  registry->Add<SigmoidCrossEntropyLossLayer>("SigmoidCrossEntropyLoss", {"native"});
-  registry->Add<HingeLossLayer>("HingeLoss", {"native"});
-  registry->Add<MultinomialLogisticLossLayer>("MultinomialLogisticLoss", {"native"});
-  registry->Add<InfogainLossLayer>("InfogainLoss", {"native"});
-  registry->Add<ContrastiveLossLayer>("ContrastiveLoss", {"native"});
+  registry->Add<EuclideanLossLayer>("EuclideanLoss", {"native", kCpuAndGpu});
+  registry->Add<SigmoidCrossEntropyLossLayer>("SigmoidCrossEntropyLoss", {"native", kCpuAndGpu});
+  registry->Add<HingeLossLayer>("HingeLoss", {"native", kCpuAndGpu});
+  registry->Add<MultinomialLogisticLossLayer>("MultinomialLogisticLoss", {"native", kCpuAndGpu});
+  registry->Add<InfogainLossLayer>("InfogainLoss", {"native", kCpuAndGpu});
+  registry->Add<ContrastiveLossLayer>("ContrastiveLoss", {"native", kCpuAndGpu});
   registry->Add<AccuracyLayer>("Accuracy", {"native", kCpuAndGpu});
   // Layers written in Python: known, but they need the Python bindings (a later step).
   registry->Add<PythonLayer>("Python", {"native", kCpuAndGpu});

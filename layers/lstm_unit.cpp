@@ -1,15 +1,10 @@
 #include "layers/lstm_unit.hpp"
 
-#include <cmath>
 #include <string>
 
+#include "core/elementwise.hpp"
+
 namespace crema {
-
-namespace {
-
-float Sigmoid(float x) { return 1.f / (1.f + std::exp(-x)); }
-
-}  // namespace
 
 void LSTMUnitLayer::LayerSetUp(const std::vector<Blob*>&, const std::vector<Blob*>&) {
   CREMA_CHECK(blobs_.empty()) << describe() << ": LSTMUnit has no learned parameters, but " << blobs_.size()
@@ -37,62 +32,25 @@ void LSTMUnitLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<
   gates_->ReshapeLike(x);
 }
 
-void LSTMUnitLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  const float* c_prev = bottom[0]->cpu_data();
-  const float* x = bottom[1]->cpu_data();
-  const float* cont = bottom[2]->cpu_data();
-  float* gates = gates_->mutable_cpu_data();
-  float* c = top[0]->mutable_cpu_data();
-  float* h = top[1]->mutable_cpu_data();
-  const int H = hidden_;
-  for (int n = 0; n < num_; ++n) {
-    const float* xn = x + static_cast<size_t>(n) * 4 * H;
-    float* gn = gates + static_cast<size_t>(n) * 4 * H;
-    for (int d = 0; d < H; ++d) {
-      const float i = Sigmoid(xn[d]), f = Sigmoid(xn[H + d]), o = Sigmoid(xn[2 * H + d]);
-      const float g = std::tanh(xn[3 * H + d]);
-      gn[d] = i;
-      gn[H + d] = f;
-      gn[2 * H + d] = o;
-      gn[3 * H + d] = g;
-      const size_t k = static_cast<size_t>(n) * H + d;
-      c[k] = cont[n] * f * c_prev[k] + i * g;
-      h[k] = o * std::tanh(c[k]);
-    }
-  }
+void LSTMUnitLayer::Forward_any(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const Device d = device();
+  for_each_element(
+      context(), num_ * hidden_,
+      LSTMUnitForwardRule{bottom[0]->data_on(d), bottom[1]->data_on(d), bottom[2]->data_on(d),
+                          gates_->mutable_data_on(d), top[0]->mutable_data_on(d), top[1]->mutable_data_on(d), hidden_});
 }
 
-void LSTMUnitLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+void LSTMUnitLayer::Backward_any(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                  const std::vector<Blob*>& bottom) {
   CREMA_CHECK(!propagate_down[2]) << describe() << ": cont (the sequence continuation flags) has no gradient; "
                                   << "set propagate_down: false for it";
   if (!propagate_down[0] && !propagate_down[1]) return;
-  const float* c_prev = bottom[0]->cpu_data();
-  const float* cont = bottom[2]->cpu_data();
-  const float* gates = gates_->cpu_data();
-  const float* c_diff = top[0]->cpu_diff();
-  const float* h_diff = top[1]->cpu_diff();
-  float* c_prev_diff = propagate_down[0] ? bottom[0]->mutable_cpu_diff() : nullptr;
-  float* x_diff = propagate_down[1] ? bottom[1]->mutable_cpu_diff() : nullptr;
-  const int H = hidden_;
-  for (int n = 0; n < num_; ++n) {
-    const float* gn = gates + static_cast<size_t>(n) * 4 * H;
-    for (int d = 0; d < H; ++d) {
-      const float i = gn[d], f = gn[H + d], o = gn[2 * H + d], g = gn[3 * H + d];
-      const size_t k = static_cast<size_t>(n) * H + d;
-      const float c = cont[n] * f * c_prev[k] + i * g;
-      const float tanh_c = std::tanh(c);
-      const float dc = c_diff[k] + h_diff[k] * o * (1.f - tanh_c * tanh_c);
-      if (c_prev_diff) c_prev_diff[k] = dc * cont[n] * f;
-      if (x_diff) {
-        float* dx = x_diff + static_cast<size_t>(n) * 4 * H;
-        dx[d] = dc * g * i * (1.f - i);
-        dx[H + d] = dc * cont[n] * c_prev[k] * f * (1.f - f);
-        dx[2 * H + d] = h_diff[k] * tanh_c * o * (1.f - o);
-        dx[3 * H + d] = dc * i * (1.f - g * g);
-      }
-    }
-  }
+  const Device d = device();
+  for_each_element(
+      context(), num_ * hidden_,
+      LSTMUnitBackwardRule{bottom[0]->data_on(d), bottom[2]->data_on(d), gates_->data_on(d), top[0]->diff_on(d),
+                           top[1]->diff_on(d), propagate_down[0] ? bottom[0]->mutable_diff_on(d) : nullptr,
+                           propagate_down[1] ? bottom[1]->mutable_diff_on(d) : nullptr, hidden_});
 }
 
 }  // namespace crema

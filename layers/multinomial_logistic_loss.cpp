@@ -1,8 +1,6 @@
 #include "layers/multinomial_logistic_loss.hpp"
 
-#include <algorithm>
-#include <cmath>
-
+#include "core/elementwise.hpp"
 #include "core/math_functions.hpp"
 
 namespace crema {
@@ -19,34 +17,28 @@ void MultinomialLogisticLossLayer::Reshape(const std::vector<Blob*>& bottom, con
   split_ = ClassAxis{1, prob.shape(0), prob.count(1), 1};
   CheckLabelCount(*bottom[1], prob, split_);
   top[0]->Reshape({});
+  RequestWorkspace(split_.outer);  // the per-item loss terms
 }
 
-void MultinomialLogisticLossLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  const float* prob = bottom[0]->cpu_data();
-  const float* labels = bottom[1]->cpu_data();
-  double loss = 0;
-  for (int n = 0; n < split_.outer; ++n) {
-    const int label = CheckedLabel(labels[n], n, *bottom[1], split_.classes, false);
-    loss -= std::log(std::max(prob[n * split_.classes + label], kMinProbability));
-  }
-  top[0]->mutable_cpu_data()[0] = split_.outer > 0 ? static_cast<float>(loss / split_.outer) : 0.f;
+void MultinomialLogisticLossLayer::Forward_any(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  // The labels are checked on the host, where a data layer wrote them, before any rule indexes with them.
+  CheckLabels(*bottom[1], split_.classes, nullptr);
+  float* terms = workspace();
+  for_each_element(context(), split_.outer, MultinomialLogisticTermRule{LabelledOn(bottom), terms});
+  const double loss = sum(context(), split_.outer, terms);
+  set(context(), 1, split_.outer > 0 ? static_cast<float>(loss / split_.outer) : 0.f,
+      top[0]->mutable_data_on(device()));
 }
 
-void MultinomialLogisticLossLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+void MultinomialLogisticLossLayer::Backward_any(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                                 const std::vector<Blob*>& bottom) {
   CREMA_CHECK(!propagate_down[1]) << describe() << ": cannot backpropagate to the labels (bottom 1); set "
                                   << "propagate_down: false for it";
   if (!propagate_down[0]) return;
-  const float* prob = bottom[0]->cpu_data();
-  const float* labels = bottom[1]->cpu_data();
-  float* dx = bottom[0]->mutable_cpu_diff();
-  cpu_set(bottom[0]->count(), 0.f, dx);
-  if (split_.outer == 0) return;
-  const float scale = -top[0]->cpu_diff()[0] / static_cast<float>(split_.outer);
-  for (int n = 0; n < split_.outer; ++n) {
-    const int i = n * split_.classes + CheckedLabel(labels[n], n, *bottom[1], split_.classes, false);
-    dx[i] = scale / std::max(prob[i], kMinProbability);
-  }
+  const Device d = device();
+  for_each_element(context(), split_.outer * split_.classes,
+                   MultinomialLogisticGradientRule{LabelledOn(bottom), top[0]->diff_on(d),
+                                                   static_cast<float>(split_.outer), bottom[0]->mutable_diff_on(d)});
 }
 
 }  // namespace crema

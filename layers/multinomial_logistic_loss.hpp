@@ -8,17 +8,55 @@
 //
 // Gradient to the probabilities only: -1 / (N max(p[n, y_n], 1e-20)) at each item's true class, 0 elsewhere.
 // Same as Caffe, except that a label outside [0, C) is an error naming its value and index.
+//
+// Runs on the CPU and the GPU from the same rules (multinomial_logistic_loss.cu compiles them): the labels are
+// checked on the host, the per-item terms summed on the context.
 #pragma once
 
+#include <cmath>
 #include <vector>
 
+#include "core/elementwise.hpp"
 #include "layers/layer.hpp"
 
 namespace crema {
 
-class MultinomialLogisticLossLayer : public Layer {
+// The probability of item n's labelled class (labels checked on the host before the rules run), raised to
+// `floor` so that its log and reciprocal stay finite.
+struct MultinomialLabelledProbability {
+  const float* prob;
+  const float* labels;
+  int classes;
+  float floor;
+  CREMA_HOST_DEVICE float operator()(int n) const {
+    const float p = prob[static_cast<long long>(n) * classes + static_cast<int>(labels[n])];
+    return p < floor ? floor : p;
+  }
+};
+
+// term[n] = -log(p[n, y_n]).
+struct MultinomialLogisticTermRule {
+  MultinomialLabelledProbability labelled;
+  float* term;
+  CREMA_HOST_DEVICE void operator()(int n) const { term[n] = -logf(labelled(n)); }
+};
+
+// dx = -dloss / (N p[n, y_n]) at each item's labelled class, 0 elsewhere: one rule per probability.
+struct MultinomialLogisticGradientRule {
+  MultinomialLabelledProbability labelled;
+  const float* loss_diff;
+  float batch;
+  float* dx;
+  CREMA_HOST_DEVICE void operator()(int i) const {
+    const int n = i / labelled.classes;
+    const bool labelled_class = i % labelled.classes == static_cast<int>(labelled.labels[n]);
+    dx[i] = labelled_class ? -loss_diff[0] / batch / labelled(n) : 0.f;
+  }
+};
+
+class MultinomialLogisticLossLayer : public BothDevices<Layer> {
  public:
-  using Layer::Layer;
+  using BothDevices<Layer>::BothDevices;
   const char* type() const override { return "MultinomialLogisticLoss"; }
   int ExactNumBottomBlobs() const override { return 2; }
   int ExactNumTopBlobs() const override { return 1; }
@@ -32,11 +70,16 @@ class MultinomialLogisticLossLayer : public Layer {
   static constexpr float kMinProbability = 1e-20f;
 
  protected:
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+  void Forward_any(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_any(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
 
  private:
+  // The probabilities and labels, on the layer's device, for the rules.
+  MultinomialLabelledProbability LabelledOn(const std::vector<Blob*>& bottom) const {
+    return {bottom[0]->data_on(device()), bottom[1]->data_on(device()), split_.classes, kMinProbability};
+  }
+
   ClassAxis split_{};
 };
 

@@ -24,12 +24,13 @@ void ParameterLayer::Reshape(const std::vector<Blob*>&, const std::vector<Blob*>
   top[0]->ReshapeLike(*blobs_[0]);
 }
 
-void ParameterLayer::Forward_cpu(const std::vector<Blob*>&, const std::vector<Blob*>& top) {
-  cpu_copy(top[0]->count(), blobs_[0]->cpu_data(), top[0]->mutable_cpu_data());
+void ParameterLayer::Forward_any(const std::vector<Blob*>&, const std::vector<Blob*>& top) {
+  copy(context(), top[0]->count(), blobs_[0]->data_on(device()), top[0]->mutable_data_on(device()));
 }
 
-void ParameterLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>&, const std::vector<Blob*>&) {
-  if (param_propagate_down(0)) cpu_axpy(top[0]->count(), 1.f, top[0]->cpu_diff(), blobs_[0]->mutable_cpu_diff());
+void ParameterLayer::Backward_any(const std::vector<Blob*>& top, const std::vector<bool>&, const std::vector<Blob*>&) {
+  if (param_propagate_down(0))
+    axpy(context(), top[0]->count(), 1.f, top[0]->diff_on(device()), blobs_[0]->mutable_diff_on(device()));
 }
 
 }  // namespace crema

@@ -2,6 +2,7 @@
 // trained tensor into any layer (a learned scale as Scale's second bottom, say). No bottoms, one top of that
 // shape. The blob starts at zero (Caffe gives it no filler) or comes from a .caffemodel; the top's gradient
 // is added to the blob's.
+// Runs on the CPU and the GPU from the same code (the context's copy and axpy).
 #pragma once
 
 #include <vector>
@@ -10,9 +11,9 @@
 
 namespace crema {
 
-class ParameterLayer : public Layer {
+class ParameterLayer : public BothDevices<Layer> {
  public:
-  using Layer::Layer;
+  using BothDevices<Layer>::BothDevices;
   const char* type() const override { return "Parameter"; }
   int ExactNumBottomBlobs() const override { return 0; }
   int ExactNumTopBlobs() const override { return 1; }
@@ -20,8 +21,8 @@ class ParameterLayer : public Layer {
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
 
  protected:
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+  void Forward_any(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_any(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
 };
 

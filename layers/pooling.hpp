@@ -3,22 +3,27 @@
 //
 // pooling_param:
 //   pool                  MAX (default), AVE, or STOCHASTIC (for non-negative inputs: in TRAIN a value drawn
-//                         from each window with probability proportional to it, from the layer's saved random
-//                         stream; in TEST the expectation sum(x^2) / sum(x); Caffe has it on the GPU only)
+//                         from each window with probability proportional to it; in TEST the expectation
+//                         sum(x^2) / sum(x))
 //   kernel_size | kernel_h + kernel_w, stride | stride_h + stride_w, pad | pad_h + pad_w (pad < kernel)
 //   global_pooling        the kernel covers the whole plane (no pad, stride 1)
 //   round_mode            CEIL (default, Caffe's rule): out = ceil((in + 2 * pad - kernel) / stride) + 1,
 //                         dropping a last window that would start in the padding; FLOOR rounds down
 // AVE divides by the window's area clipped to the padded input (padding counts as zeros). MAX may have a
 // second top: the argmax of each window, as an index into its H * W plane.
+// The native engine runs every method on the CPU and the GPU from the same rules (pooling.cu compiles them).
+// STOCHASTIC's draws come from a counter-based generator (core/philox.hpp), as Dropout's: each TRAIN pass takes
+// one key from the layer's saved random stream, and output i draws value i of that key's stream, so both
+// devices draw the same samples and a resumed run draws the uninterrupted one's.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "core/elementwise.hpp"
+#include "core/philox.hpp"
 #include "layers/layer.hpp"
-#include "layers/layer_registry.hpp"
 
 namespace crema {
 
@@ -107,8 +112,94 @@ struct AvePoolForwardRule {
   }
 };
 
-// argmax == nullptr: AVE (each covering window's share, top_diff / area); else MAX (the outputs whose argmax
-// is this input value).
+// STOCHASTIC, one output value per call: in TRAIN (`train`) a value of the window drawn with probability
+// proportional to it, by value i of the Philox stream `key`, and its position in `source`; in TEST the
+// expectation sum(x^2) / sum(x). 0, with source -1, where the window is empty or its sum is not positive (also
+// NaN). The sums run in double, in the window's order.
+struct StochasticPoolForwardRule {
+  const float* input;
+  float* output;
+  float* source;
+  PoolingWindows w;
+  uint64_t key;
+  bool train;
+  CREMA_HOST_DEVICE void operator()(int i) const {
+    const float* image = input + w.InputPlaneOf(i);
+    const PoolingWindows::Window win = w.WindowOf(i);
+    output[i] = 0.f;  // as MAX and AVE where the window covers no input: a usable 0
+    source[i] = -1.f;
+    if (win.empty()) return;
+    double sum = 0, squares = 0;
+    for (int h = win.h_start; h < win.h_end; ++h) {
+      for (int x = win.w_start; x < win.w_end; ++x) {
+        sum += image[h * w.width + x];
+        if (!train) squares += static_cast<double>(image[h * w.width + x]) * image[h * w.width + x];
+      }
+    }
+    if (!(sum > 0)) return;  // nothing to pick from
+    if (!train) {
+      output[i] = static_cast<float>(squares / sum);
+      return;
+    }
+    const double threshold = PhiloxUniform(key, static_cast<uint32_t>(i)) * sum;
+    double running = 0;
+    int last = -1;
+    for (int h = win.h_start; h < win.h_end; ++h) {
+      for (int x = win.w_start; x < win.w_end; ++x) {
+        const int position = h * w.width + x;
+        if (image[position] <= 0) continue;
+        last = position;
+        running += image[position];
+        if (running > threshold) {
+          output[i] = image[position];
+          source[i] = static_cast<float>(position);
+          return;
+        }
+      }
+    }
+    output[i] = image[last];  // rounding left the threshold at the very end
+    source[i] = static_cast<float>(last);
+  }
+};
+
+// STOCHASTIC in TEST, one input value per call: the gradient of each covering window's expectation,
+// d/dx_k sum(x^2) / sum(x) = (2 x_k sum(x) - sum(x^2)) / sum(x)^2, added in the order the outputs lie.
+struct StochasticPoolTestBackwardRule {
+  const float* input;
+  const float* top_diff;
+  float* bottom_diff;
+  PoolingWindows w;
+  CREMA_HOST_DEVICE void operator()(int i) const {
+    const int plane_size = w.height * w.width;
+    const int within = i % plane_size, h = within / w.width, x = within % w.width;
+    const float* image = input + static_cast<long long>(i / plane_size) * plane_size;
+    const long long plane_outputs = static_cast<long long>(i / plane_size) * w.pooled_h * w.pooled_w;
+    int ph_first, ph_last, pw_first, pw_last;
+    PoolingWindows::Covering(h, w.pad_h, w.kernel_h, w.stride_h, w.pooled_h, &ph_first, &ph_last);
+    PoolingWindows::Covering(x, w.pad_w, w.kernel_w, w.stride_w, w.pooled_w, &pw_first, &pw_last);
+    float total = 0.f;
+    for (int ph = ph_first; ph < ph_last; ++ph) {
+      for (int pw = pw_first; pw < pw_last; ++pw) {
+        const PoolingWindows::Window win = w.At(ph, pw);
+        if (!win.contains(h, x)) continue;
+        double sum = 0, squares = 0;
+        for (int hh = win.h_start; hh < win.h_end; ++hh) {
+          for (int xx = win.w_start; xx < win.w_end; ++xx) {
+            sum += image[hh * w.width + xx];
+            squares += static_cast<double>(image[hh * w.width + xx]) * image[hh * w.width + xx];
+          }
+        }
+        if (!(sum > 0)) continue;
+        total += static_cast<float>(top_diff[plane_outputs + ph * w.pooled_w + pw] *
+                                    (2 * image[within] * sum - squares) / (sum * sum));
+      }
+    }
+    bottom_diff[i] = total;
+  }
+};
+
+// argmax == nullptr: AVE (each covering window's share, top_diff / area); else MAX, or STOCHASTIC in TRAIN
+// with its sampled positions (the outputs whose argmax is this input value).
 struct PoolBackwardRule {
   const float* top_diff;
   const float* argmax;
@@ -150,12 +241,9 @@ class PoolingLayer : public Layer {
 
   // Caffe's output size along one axis (CEIL or FLOOR rounding; below 1 when the kernel does not fit).
   static int PooledSize(int in, int kernel, int pad, int stride, bool ceil);
-  // The native engine's refusal: STOCHASTIC pooling does not run on the GPU.
-  static std::string Refusal(const EngineQuery& query);
 
  protected:
-  // MAX and AVE run their rules on the layer's device; STOCHASTIC runs on the CPU only (its samples come in
-  // order from the layer's random stream; a GPU net runs it on the host).
+  // Every method runs its rules on the layer's device (ForwardByRules, BackwardByRules).
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
@@ -172,14 +260,9 @@ class PoolingLayer : public Layer {
     return {height_, width_, pooled_h_, pooled_w_, kernel_h_, kernel_w_, stride_h_, stride_w_, pad_h_, pad_w_};
   }
   Window WindowAt(int ph, int pw) const { return windows().At(ph, pw); }
-  // STOCHASTIC: a value of the window drawn with probability proportional to it (its position in *source), the
-  // test-time expectation sum(x^2) / sum(x), and that expectation's gradient added to image_diff.
-  float Sample(const float* image, const Window& win, float* source);
-  // MAX and AVE on the layer's device, through the rules above.
+  // Every method on the layer's device, through the rules above.
   void ForwardByRules(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top);
   void BackwardByRules(const std::vector<Blob*>& top, const std::vector<Blob*>& bottom);
-  float ProbabilityWeighted(const float* image, const Window& win) const;
-  void ProbabilityWeightedGradient(const float* image, const Window& win, float top_diff, float* image_diff) const;
 
  protected:
   PoolingParameter::PoolMethod method_ = PoolingParameter::MAX;

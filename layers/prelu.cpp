@@ -1,8 +1,8 @@
 #include "layers/prelu.hpp"
 
-#include <algorithm>
-
+#include "core/elementwise.hpp"
 #include "core/filler.hpp"
+#include "core/math_functions.hpp"
 
 namespace crema {
 
@@ -36,46 +36,44 @@ void PReLULayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<
 }
 
 void PReLULayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  CheckShape(*bottom[0]);
-  top[0]->ReshapeLike(*bottom[0]);
-  if (input_copy_ != nullptr) input_copy_->ReshapeLike(*bottom[0]);
+  const Blob& x = *bottom[0];
+  CheckShape(x);
+  top[0]->ReshapeLike(x);
+  if (input_copy_ != nullptr) input_copy_->ReshapeLike(x);
+  // A shared slope is one channel of each item's values (so the sums' vector of ones is an item long, not the
+  // whole bottom).
+  geometry_ =
+      channel_shared_ ? Broadcast{1, x.shape(0), 1, x.count(1)} : Broadcast{1, x.shape(0), channels_, x.count(2)};
+  // The slope gradient's terms, then their sums over positions.
+  RequestWorkspace(static_cast<size_t>(x.count()) + BroadcastSumScratch(geometry_));
 }
 
-void PReLULayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+void PReLULayer::Forward_any(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const Device d = device();
   const int count = bottom[0]->count();
-  const int dim = bottom[0]->count(2);
-  const int channels = bottom[0]->shape(1);
-  const float* x = bottom[0]->cpu_data();
-  if (input_copy_ != nullptr) std::copy(x, x + count, input_copy_->mutable_cpu_data());
-  const float* slope = blobs_[0]->cpu_data();
-  float* y = top[0]->mutable_cpu_data();
-  for (int i = 0; i < count; ++i) {
-    const float a = slope[channel_shared_ ? 0 : (i / dim) % channels];
-    y[i] = x[i] > 0.f ? x[i] : a * x[i];
-  }
+  const float* x = bottom[0]->data_on(d);
+  if (input_copy_ != nullptr) copy(context(), count, x, input_copy_->mutable_data_on(d));
+  for_each_element(
+      context(), count,
+      PReLUForwardRule{x, blobs_[0]->data_on(d), top[0]->mutable_data_on(d), geometry_.dim, geometry_.inner});
 }
 
-void PReLULayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+void PReLULayer::Backward_any(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                               const std::vector<Blob*>& bottom) {
+  const Device d = device();
   const int count = bottom[0]->count();
-  const int dim = bottom[0]->count(2);
-  const int channels = bottom[0]->shape(1);
-  const float* x = (input_copy_ != nullptr ? input_copy_ : bottom[0])->cpu_data();
-  const float* dy = top[0]->cpu_diff();
+  const float* x = (input_copy_ != nullptr ? input_copy_ : bottom[0])->data_on(d);
+  const float* dy = top[0]->diff_on(d);
   // The slopes' gradient first: in place, the bottom's diff below overwrites the top's.
   if (param_propagate_down(0)) {
-    float* slope_diff = blobs_[0]->mutable_cpu_diff();
-    for (int i = 0; i < count; ++i) {
-      if (x[i] <= 0.f) slope_diff[channel_shared_ ? 0 : (i / dim) % channels] += dy[i] * x[i];
-    }
+    float* terms = workspace();
+    for_each_element(context(), count, PReLUSlopeTermRule{x, dy, terms});
+    BroadcastSum(context(), geometry_, 1.f, terms, 1.f, blobs_[0]->mutable_diff_on(d), terms + count);
   }
   if (propagate_down[0]) {
-    const float* slope = blobs_[0]->cpu_data();
-    float* dx = bottom[0]->mutable_cpu_diff();
-    for (int i = 0; i < count; ++i) {
-      const float a = slope[channel_shared_ ? 0 : (i / dim) % channels];
-      dx[i] = x[i] > 0.f ? dy[i] : a * dy[i];
-    }
+    for_each_element(
+        context(), count,
+        PReLUBackwardRule{x, dy, blobs_[0]->data_on(d), bottom[0]->mutable_diff_on(d), geometry_.dim, geometry_.inner});
   }
 }
 

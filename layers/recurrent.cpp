@@ -1,7 +1,9 @@
 #include "layers/recurrent.hpp"
 
+#include <algorithm>
 #include <string>
 
+#include "core/elementwise.hpp"
 #include "core/filler.hpp"
 #include "core/math_functions.hpp"
 
@@ -98,74 +100,81 @@ void RecurrentLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector
     }
     carry_N_ = N_;
   }
-  const int G = gate_width();
-  // Scratch: the conted previous hidden state, the static part or its gradient sum, and backward's running
-  // state gradients.
-  RequestWorkspace(static_cast<size_t>(N_) * (4 * H_ + G));
+  // Scratch: the recurrent part of one step's gate input (N*G), the static input's part or its gradient (N*G), or
+  // backward's running state gradients (2*N*H).
+  RequestWorkspace(static_cast<size_t>(N_) * std::max(gate_width(), 2 * H_));
   ReshapeInternalBlobs();
 }
 
-void RecurrentLayer::ForwardInput(const std::vector<Blob*>& bottom, float* gate_input, float* static_part) {
+void RecurrentLayer::ForwardInput(const std::vector<Blob*>& bottom, float* gate_input, float* scratch) {
+  const Device d = device();
   const int G = gate_width(), TN = T_ * N_;
-  cpu_gemm(Transpose::kNo, Transpose::kYes, TN, G, D_, 1.f, bottom[0]->cpu_data(), blobs_[0]->cpu_data(), 0.f,
-           gate_input);
-  cpu_gemm(Transpose::kNo, Transpose::kNo, TN, G, 1, 1.f, context().ones(TN), blobs_[1]->cpu_data(), 1.f, gate_input);
-  if (static_input_) {
-    cpu_gemm(Transpose::kNo, Transpose::kYes, N_, G, D_static_, 1.f, bottom[2]->cpu_data(), blobs_[2]->cpu_data(), 0.f,
-             static_part);
-  }
+  gemm(context(), Transpose::kNo, Transpose::kYes, TN, G, D_, 1.f, bottom[0]->data_on(d), blobs_[0]->data_on(d), 0.f,
+       gate_input);
+  gemm(context(), Transpose::kNo, Transpose::kNo, TN, G, 1, 1.f, context().ones(TN), blobs_[1]->data_on(d), 1.f,
+       gate_input);
+  if (!static_input_) return;
+  // The static part (N, G), the same at every step: added to the T steps' rows (T, N*G) as a product with ones.
+  gemm(context(), Transpose::kNo, Transpose::kYes, N_, G, D_static_, 1.f, bottom[2]->data_on(d), blobs_[2]->data_on(d),
+       0.f, scratch);
+  gemm(context(), Transpose::kNo, Transpose::kNo, T_, N_ * G, 1, 1.f, context().ones(T_), scratch, 1.f, gate_input);
 }
 
 void RecurrentLayer::BackwardInput(const std::vector<Blob*>& bottom, const std::vector<bool>& propagate_down,
-                                   const float* gate_diff, float* static_sum) {
+                                   const float* gate_diff, float* scratch) {
+  const Device d = device();
   const int G = gate_width(), TN = T_ * N_;
   if (param_propagate_down(0)) {
-    cpu_gemm(Transpose::kYes, Transpose::kNo, G, D_, TN, 1.f, gate_diff, bottom[0]->cpu_data(), 1.f,
-             blobs_[0]->mutable_cpu_diff());
+    gemm(context(), Transpose::kYes, Transpose::kNo, G, D_, TN, 1.f, gate_diff, bottom[0]->data_on(d), 1.f,
+         blobs_[0]->mutable_diff_on(d));
   }
   if (param_propagate_down(1)) {
-    cpu_gemv(Transpose::kYes, TN, G, 1.f, gate_diff, context().ones(TN), 1.f, blobs_[1]->mutable_cpu_diff());
+    gemv(context(), Transpose::kYes, TN, G, 1.f, gate_diff, context().ones(TN), 1.f, blobs_[1]->mutable_diff_on(d));
   }
   if (propagate_down[0]) {
-    cpu_gemm(Transpose::kNo, Transpose::kNo, TN, D_, G, 1.f, gate_diff, blobs_[0]->cpu_data(), 0.f,
-             bottom[0]->mutable_cpu_diff());
+    gemm(context(), Transpose::kNo, Transpose::kNo, TN, D_, G, 1.f, gate_diff, blobs_[0]->data_on(d), 0.f,
+         bottom[0]->mutable_diff_on(d));
   }
   if (!static_input_ || (!param_propagate_down(2) && !propagate_down[2])) return;
-  // The static part enters every time step: its gradient is the sum over t.
-  const int NG = N_ * G;
-  cpu_set(NG, 0.f, static_sum);
-  for (int t = 0; t < T_; ++t) cpu_axpy(NG, 1.f, gate_diff + static_cast<size_t>(t) * NG, static_sum);
+  // The static part enters every time step: its gradient is the sum over t of the rows (T, N*G).
+  float* static_sum = scratch;
+  gemv(context(), Transpose::kYes, T_, N_ * G, 1.f, gate_diff, context().ones(T_), 0.f, static_sum);
   if (param_propagate_down(2)) {
-    cpu_gemm(Transpose::kYes, Transpose::kNo, G, D_static_, N_, 1.f, static_sum, bottom[2]->cpu_data(), 1.f,
-             blobs_[2]->mutable_cpu_diff());
+    gemm(context(), Transpose::kYes, Transpose::kNo, G, D_static_, N_, 1.f, static_sum, bottom[2]->data_on(d), 1.f,
+         blobs_[2]->mutable_diff_on(d));
   }
   if (propagate_down[2]) {
-    cpu_gemm(Transpose::kNo, Transpose::kNo, N_, D_static_, G, 1.f, static_sum, blobs_[2]->cpu_data(), 0.f,
-             bottom[2]->mutable_cpu_diff());
+    gemm(context(), Transpose::kNo, Transpose::kNo, N_, D_static_, G, 1.f, static_sum, blobs_[2]->data_on(d), 0.f,
+         bottom[2]->mutable_diff_on(d));
   }
 }
 
 void RecurrentLayer::InitialState(const std::vector<Blob*>& bottom, int k, float* dst) {
-  const float* src = expose_hidden() ? bottom[state_bottom(k)]->cpu_data() : carry_[k]->cpu_data();
-  cpu_copy(N_ * H_, src, dst);
+  const Blob* src = expose_hidden() ? bottom[state_bottom(k)] : carry_[k];
+  copy(context(), N_ * H_, src->data_on(device()), dst);
 }
 
 void RecurrentLayer::FinalState(const std::vector<Blob*>& top, int k, const float* src) {
-  cpu_copy(N_ * H_, src, expose_hidden() ? top[1 + k]->mutable_cpu_data() : carry_[k]->mutable_cpu_data());
+  Blob* dst = expose_hidden() ? top[1 + k] : carry_[k];
+  copy(context(), N_ * H_, src, dst->mutable_data_on(device()));
 }
 
-void RecurrentLayer::FinalStateDiff(const std::vector<Blob*>& top, int k, float* dst) const {
-  if (expose_hidden()) {
-    cpu_copy(N_ * H_, top[1 + k]->cpu_diff(), dst);
-  } else {
-    cpu_set(N_ * H_, 0.f, dst);
-  }
+const float* RecurrentLayer::FinalStateDiff(const std::vector<Blob*>& top, int k) const {
+  return expose_hidden() ? top[1 + k]->diff_on(device()) : nullptr;
 }
 
-void RecurrentLayer::InitialStateDiff(const std::vector<Blob*>& bottom, const std::vector<bool>& propagate_down, int k,
-                                      const float* src) {
-  if (expose_hidden() && propagate_down[state_bottom(k)])
-    cpu_copy(N_ * H_, src, bottom[state_bottom(k)]->mutable_cpu_diff());
+float* RecurrentLayer::InitialStateDiff(const std::vector<Blob*>& bottom, const std::vector<bool>& propagate_down,
+                                        int k) const {
+  if (!expose_hidden() || !propagate_down[state_bottom(k)]) return nullptr;
+  return bottom[state_bottom(k)]->mutable_diff_on(device());
+}
+
+void RecurrentLayer::AccumulateRecurrentWeightDiff(const std::vector<Blob*>& bottom, float* gate_diff, const float* h,
+                                                   Blob* weights) {
+  const Device d = device();
+  const int G = gate_width(), TN = T_ * N_;
+  for_each_element(context(), TN * G, RecurrentContRule{bottom[1]->data_on(d), gate_diff, gate_diff, G});
+  gemm(context(), Transpose::kYes, Transpose::kNo, G, H_, TN, 1.f, gate_diff, h, 1.f, weights->mutable_diff_on(d));
 }
 
 void RecurrentLayer::CheckNoContGradient(const std::vector<bool>& propagate_down) const {

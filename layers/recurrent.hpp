@@ -16,18 +16,35 @@
 // cont = 0 the previous state is multiplied by 0, which starts a new sequence. cont gets no gradient.
 // Differences from Caffe: T may change between calls (Caffe refuses); with expose_hidden the initial states
 // get their gradients and the final states' top gradients flow back (Caffe's unrolled net drops both).
+//
+// Devices: the layers' code is written once for the CPU and the GPU (Forward_any, Backward_any): matrix products
+// on the context (the input transform of all T steps in one product, one recurrent product per step, the
+// recurrent weights' gradient in one product over all steps) and per-cell rules for the non-linearities
+// (recurrent.cu, rnn.cu and lstm.cu compile them). Only the loop over time runs on the host; it reads no data.
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "core/elementwise.hpp"
 #include "layers/layer.hpp"
 
 namespace crema {
 
-class RecurrentLayer : public Layer {
+// y = cont[i / width] * x (in place allowed): rows of `width` values, one per stream (and step), scaled by their
+// continuation flags. Gives the gradient of an initial state, and scales the gate inputs' gradients of all steps
+// for the recurrent weights' gradient.
+struct RecurrentContRule {
+  const float* cont;
+  const float* x;
+  float* y;
+  int width;
+  CREMA_HOST_DEVICE void operator()(int i) const { y[i] = cont[i / width] * x[i]; }
+};
+
+class RecurrentLayer : public BothDevices<Layer> {
  public:
-  using Layer::Layer;
+  using BothDevices<Layer>::BothDevices;
   int MinBottomBlobs() const override { return 2 + (expose_hidden() ? num_states() : 0); }
   int MaxBottomBlobs() const override { return MinBottomBlobs() + 1; }
   int ExactNumTopBlobs() const override { return 1 + (expose_hidden() ? num_states() : 0); }
@@ -59,21 +76,26 @@ class RecurrentLayer : public Layer {
   // The index of the first blob the layer adds (after W_x, b and W_x_static).
   int first_more_blob() const { return static_input_ ? 3 : 2; }
 
-  // gate_input (T*N, G) = x W_x^T + b; static_part (N, G) = x_static W_x_static^T when there is one.
-  void ForwardInput(const std::vector<Blob*>& bottom, float* gate_input, float* static_part);
-  // From the gate input's gradient (T*N, G): gradients of W_x, b, W_x_static and of x, x_static.
-  // `static_sum` is scratch of N*G floats.
+  // gate_input (T*N, G) = x W_x^T + b (+ x_static W_x_static^T at every step when there is a static input).
+  // `scratch` holds N*G floats.
+  void ForwardInput(const std::vector<Blob*>& bottom, float* gate_input, float* scratch);
+  // From the gate input's gradient (T*N, G): gradients of W_x, b, W_x_static and of x, x_static. `scratch` holds
+  // N*G floats.
   void BackwardInput(const std::vector<Blob*>& bottom, const std::vector<bool>& propagate_down, const float* gate_diff,
-                     float* static_sum);
+                     float* scratch);
   // The initial value of state k (1, N, H) into `dst`: the bottom with expose_hidden, else the carried state.
   void InitialState(const std::vector<Blob*>& bottom, int k, float* dst);
   // After Forward: state k at T (`src`, N*H) to its top with expose_hidden, else into the carry.
   void FinalState(const std::vector<Blob*>& top, int k, const float* src);
-  // With expose_hidden, the top gradient of final state k (into dst, N*H), else zeros.
-  void FinalStateDiff(const std::vector<Blob*>& top, int k, float* dst) const;
-  // The gradient of initial state k to its bottom, when exposed and asked for.
-  void InitialStateDiff(const std::vector<Blob*>& bottom, const std::vector<bool>& propagate_down, int k,
-                        const float* src);
+  // With expose_hidden, the top gradient of final state k (N*H, on the layer's device); else null: no gradient
+  // comes from beyond T.
+  const float* FinalStateDiff(const std::vector<Blob*>& top, int k) const;
+  // Where the gradient of initial state k goes (its bottom's diff), when exposed and asked for; else null.
+  float* InitialStateDiff(const std::vector<Blob*>& bottom, const std::vector<bool>& propagate_down, int k) const;
+  // The recurrent weights' gradient over all steps, in one product: W_diff (G, H) += sum_t (cont_t gate_diff_t)^T
+  // h_{t-1}, gate_diff (T*N, G) the gate inputs' gradient and h the states (T + 1, N, H) from the initial one. The
+  // flags scale gate_diff in place (no scratch of T*N*H floats), so it is spent: this comes last in Backward.
+  void AccumulateRecurrentWeightDiff(const std::vector<Blob*>& bottom, float* gate_diff, const float* h, Blob* weights);
   // Caffe's recurrent layers give cont no gradient.
   void CheckNoContGradient(const std::vector<bool>& propagate_down) const;
 

@@ -2,6 +2,9 @@
 
 #include <cmath>
 
+#include "core/elementwise.hpp"
+#include "core/math_functions.hpp"
+
 namespace crema {
 
 void ReductionLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
@@ -14,6 +17,9 @@ void ReductionLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector
   scale_ = p.coeff();
   if (p.operation() == ReductionParameter::MEAN && reduced_ > 0) scale_ /= static_cast<float>(reduced_);
   top[0]->Reshape(std::vector<int>(x.shape().begin(), x.shape().begin() + axis));
+  // The GPU code sums the terms of ASUM and SUMSQ from scratch memory.
+  const ReductionParameter::ReductionOp op = p.operation();
+  RequestWorkspace(op == ReductionParameter::ASUM || op == ReductionParameter::SUMSQ ? x.count() : 0);
 }
 
 void ReductionLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
@@ -66,6 +72,31 @@ void ReductionLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vect
       }
     }
   }
+}
+
+void ReductionLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const ReductionParameter::ReductionOp op = param_.reduction_param().operation();
+  const Device d = device();
+  float* y = top[0]->mutable_data_on(d);
+  if (reduced_ == 0) {
+    set(context(), outer_, 0.f, y);  // sums of nothing (a BLAS call with an empty dimension leaves y as it is)
+    return;
+  }
+  const float* terms = bottom[0]->data_on(d);
+  if (op == ReductionParameter::ASUM || op == ReductionParameter::SUMSQ) {
+    for_each_element(context(), bottom[0]->count(), ReductionTermRule{op, terms, workspace()});
+    terms = workspace();
+  }
+  gemv(context(), Transpose::kNo, outer_, reduced_, scale_, terms, context().ones(reduced_), 0.f, y);
+}
+
+void ReductionLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                                  const std::vector<Blob*>& bottom) {
+  if (!propagate_down[0]) return;
+  const Device d = device();
+  for_each_element(context(), bottom[0]->count(),
+                   ReductionBackwardRule{param_.reduction_param().operation(), bottom[0]->data_on(d),
+                                         top[0]->diff_on(d), bottom[0]->mutable_diff_on(d), scale_, reduced_});
 }
 
 }  // namespace crema

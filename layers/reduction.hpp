@@ -6,13 +6,47 @@
 // Params (reduction_param): operation (SUM (default), ASUM, SUMSQ, MEAN), axis (default 0; negative counts
 // from the end), coeff (default 1).
 // Bottoms -> tops: 1 -> 1.
+// Runs on the CPU (sums in double) and the GPU (sums as a matrix-vector product with ones, over |x| or x^2 from
+// a rule for ASUM and SUMSQ; the gradient by a rule; reduction.cu compiles the rules).
 #pragma once
 
+#include <cmath>
 #include <vector>
 
+#include "core/elementwise.hpp"
 #include "layers/layer.hpp"
 
 namespace crema {
+
+// |x| (ASUM) or x^2 (SUMSQ) of one value, summed afterwards.
+struct ReductionTermRule {
+  ReductionParameter::ReductionOp op;
+  const float* x;
+  float* term;
+  CREMA_HOST_DEVICE void operator()(int k) const {
+    term[k] = op == ReductionParameter::ASUM ? fabsf(x[k]) : x[k] * x[k];
+  }
+};
+
+// One value's gradient: its sum's, times the derivative of its term.
+struct ReductionBackwardRule {
+  ReductionParameter::ReductionOp op;
+  const float* x;
+  const float* dy;
+  float* dx;
+  float scale;
+  int reduced;
+  CREMA_HOST_DEVICE void operator()(int k) const {
+    const float g = scale * dy[k / reduced];
+    if (op == ReductionParameter::ASUM) {
+      dx[k] = x[k] > 0.f ? g : (x[k] < 0.f ? -g : 0.f);
+    } else if (op == ReductionParameter::SUMSQ) {
+      dx[k] = 2.f * g * x[k];
+    } else {
+      dx[k] = g;
+    }
+  }
+};
 
 class ReductionLayer : public Layer {
  public:
@@ -26,6 +60,9 @@ class ReductionLayer : public Layer {
  protected:
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
 
  private:

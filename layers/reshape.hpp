@@ -6,6 +6,7 @@
 // range of the bottom's axes that `shape` replaces; the axes before and after it are kept. A negative axis
 // counts from the end, -1 meaning "after the last axis" (so axis -1, num_axes 0 appends `shape`).
 // Bottoms -> tops: 1 -> 1 (not in place: the top is a view).
+// Runs on the CPU and the GPU alike: nothing moves on either.
 #pragma once
 
 #include <vector>
@@ -28,6 +29,9 @@ class ReshapeLayer : public Layer {
  protected:
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {}
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override {}
+  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {}
+  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override {}
 
  private:

@@ -1,7 +1,6 @@
 #include "layers/rnn.hpp"
 
-#include <cmath>
-
+#include "core/elementwise.hpp"
 #include "core/math_functions.hpp"
 
 namespace crema {
@@ -16,85 +15,75 @@ void RNNLayer::ReshapeInternalBlobs() {
   o_->Reshape({T_, N_, H_});
 }
 
-void RNNLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  const int H = H_, NH = N_ * H_, TNH = T_ * NH;
+void RNNLayer::Forward_any(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const Device d = device();
+  const int H = H_, NH = N_ * H_, TN = T_ * N_;
   const int W_hh_index = first_more_blob();
-  float* hc = workspace();       // cont_t * h_{t-1}, N x H
-  float* static_part = hc + NH;  // N x H
-  float* h = h_->mutable_cpu_data();
-  const float* cont = bottom[1]->cpu_data();
-  // The pre-activations of h_1..h_T are built in place, then squashed.
-  ForwardInput(bottom, h + NH, static_part);
+  float* recurrent = workspace();  // h_{t-1} W_hh^T, N x H
+  float* h = h_->mutable_data_on(d);
+  const float* cont = bottom[1]->data_on(d);
+  const float* W_hh = blobs_[W_hh_index]->data_on(d);
+  // The pre-activations of h_1..h_T are built in place, then squashed step by step.
+  ForwardInput(bottom, h + NH, recurrent);
   InitialState(bottom, 0, h);
   for (int t = 0; t < T_; ++t) {
-    const float* h_prev = h + static_cast<size_t>(t) * NH;
-    float* h_t = h + static_cast<size_t>(t + 1) * NH;
-    const float* cont_t = cont + static_cast<size_t>(t) * N_;
-    for (int n = 0; n < N_; ++n)
-      for (int d = 0; d < H; ++d) hc[n * H + d] = cont_t[n] * h_prev[n * H + d];
-    cpu_gemm(Transpose::kNo, Transpose::kYes, N_, H, H, 1.f, hc, blobs_[W_hh_index]->cpu_data(), 1.f, h_t);
-    if (static_input_) cpu_axpy(NH, 1.f, static_part, h_t);
-    for (int k = 0; k < NH; ++k) h_t[k] = std::tanh(h_t[k]);
+    gemm(context(), Transpose::kNo, Transpose::kYes, N_, H, H, 1.f, h + static_cast<size_t>(t) * NH, W_hh, 0.f,
+         recurrent);
+    for_each_element(
+        context(), NH,
+        RNNStepForwardRule{h + static_cast<size_t>(t + 1) * NH, recurrent, cont + static_cast<size_t>(t) * N_, H});
   }
-  float* o = o_->mutable_cpu_data();
-  const int TN = T_ * N_;
-  cpu_gemm(Transpose::kNo, Transpose::kYes, TN, H, H, 1.f, h + NH, blobs_[W_hh_index + 1]->cpu_data(), 0.f, o);
-  cpu_gemm(Transpose::kNo, Transpose::kNo, TN, H, 1, 1.f, context().ones(TN), blobs_[W_hh_index + 2]->cpu_data(), 1.f,
-           o);
-  for (int k = 0; k < TNH; ++k) o[k] = std::tanh(o[k]);
-  cpu_copy(TNH, o, top[0]->mutable_cpu_data());
+  float* o = o_->mutable_data_on(d);
+  gemm(context(), Transpose::kNo, Transpose::kYes, TN, H, H, 1.f, h + NH, blobs_[W_hh_index + 1]->data_on(d), 0.f, o);
+  gemm(context(), Transpose::kNo, Transpose::kNo, TN, H, 1, 1.f, context().ones(TN), blobs_[W_hh_index + 2]->data_on(d),
+       1.f, o);
+  for_each_element(context(), TN * H, RNNOutputRule{o, top[0]->mutable_data_on(d)});
   FinalState(top, 0, h + static_cast<size_t>(T_) * NH);
 }
 
-void RNNLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+void RNNLayer::Backward_any(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                             const std::vector<Blob*>& bottom) {
   CheckNoContGradient(propagate_down);
-  const int H = H_, NH = N_ * H_, TN = T_ * N_, TNH = T_ * NH;
+  const Device d = device();
+  const int H = H_, NH = N_ * H_, TN = T_ * N_;
   const int W_hh_index = first_more_blob(), W_ho_index = W_hh_index + 1, b_o_index = W_hh_index + 2;
-  float* hc = workspace();       // N x H
-  float* dh_next = hc + NH;      // gradient of h_{t-1} from step t on
-  float* dhc = dh_next + NH;     // gradient of cont_t * h_{t-1}
-  float* static_sum = dhc + NH;  // N x H
-  const float* h = h_->cpu_data();
-  float* h_diff = h_->mutable_cpu_diff();
-  const float* o = o_->cpu_data();
-  float* o_diff = o_->mutable_cpu_diff();
-  const float* cont = bottom[1]->cpu_data();
+  float* dh_prev = workspace();  // diff_t W_hh: the gradient of cont_t h_{t-1}, N x H
+  const float* h = h_->data_on(d);
+  float* h_diff = h_->mutable_diff_on(d);
+  float* o_diff = o_->mutable_diff_on(d);
+  const float* cont = bottom[1]->data_on(d);
   // Output squashing and projection: o_diff is the gradient of W_ho h_t + b_o.
-  const float* top_diff = top[0]->cpu_diff();
-  for (int k = 0; k < TNH; ++k) o_diff[k] = top_diff[k] * (1.f - o[k] * o[k]);
+  for_each_element(context(), TN * H, RNNOutputBackwardRule{o_->data_on(d), top[0]->diff_on(d), o_diff});
   if (param_propagate_down(W_ho_index)) {
-    cpu_gemm(Transpose::kYes, Transpose::kNo, H, H, TN, 1.f, o_diff, h + NH, 1.f,
-             blobs_[W_ho_index]->mutable_cpu_diff());
+    gemm(context(), Transpose::kYes, Transpose::kNo, H, H, TN, 1.f, o_diff, h + NH, 1.f,
+         blobs_[W_ho_index]->mutable_diff_on(d));
   }
   if (param_propagate_down(b_o_index)) {
-    cpu_gemv(Transpose::kYes, TN, H, 1.f, o_diff, context().ones(TN), 1.f, blobs_[b_o_index]->mutable_cpu_diff());
+    gemv(context(), Transpose::kYes, TN, H, 1.f, o_diff, context().ones(TN), 1.f,
+         blobs_[b_o_index]->mutable_diff_on(d));
   }
   // h_diff (rows 1..T) first holds the gradient of h_t from the outputs, then that of its pre-activation.
-  cpu_gemm(Transpose::kNo, Transpose::kNo, TN, H, H, 1.f, o_diff, blobs_[W_ho_index]->cpu_data(), 0.f, h_diff + NH);
-  FinalStateDiff(top, 0, dh_next);
-  const float* W_hh = blobs_[W_hh_index]->cpu_data();
+  gemm(context(), Transpose::kNo, Transpose::kNo, TN, H, H, 1.f, o_diff, blobs_[W_ho_index]->data_on(d), 0.f,
+       h_diff + NH);
+  const float* W_hh = blobs_[W_hh_index]->data_on(d);
+  float* h_0_diff = InitialStateDiff(bottom, propagate_down, 0);
   for (int t = T_ - 1; t >= 0; --t) {
-    const float* h_prev = h + static_cast<size_t>(t) * NH;
-    const float* h_t = h + static_cast<size_t>(t + 1) * NH;
     float* diff_t = h_diff + static_cast<size_t>(t + 1) * NH;
-    const float* cont_t = cont + static_cast<size_t>(t) * N_;
-    for (int n = 0; n < N_; ++n) {
-      for (int d = 0; d < H; ++d) {
-        const int k = n * H + d;
-        diff_t[k] = (diff_t[k] + dh_next[k]) * (1.f - h_t[k] * h_t[k]);
-        hc[k] = cont_t[n] * h_prev[k];
-      }
-    }
-    if (param_propagate_down(W_hh_index)) {
-      cpu_gemm(Transpose::kYes, Transpose::kNo, H, H, N_, 1.f, diff_t, hc, 1.f, blobs_[W_hh_index]->mutable_cpu_diff());
-    }
-    cpu_gemm(Transpose::kNo, Transpose::kNo, N_, H, H, 1.f, diff_t, W_hh, 0.f, dhc);
-    for (int n = 0; n < N_; ++n)
-      for (int d = 0; d < H; ++d) dh_next[n * H + d] = cont_t[n] * dhc[n * H + d];
+    const bool last = t == T_ - 1;
+    for_each_element(
+        context(), NH,
+        RNNStepBackwardRule{h + static_cast<size_t>(t + 1) * NH, diff_t, last ? FinalStateDiff(top, 0) : dh_prev,
+                            last ? nullptr : cont + static_cast<size_t>(t + 1) * N_, H});
+    if (t > 0 || h_0_diff != nullptr)
+      gemm(context(), Transpose::kNo, Transpose::kNo, N_, H, H, 1.f, diff_t, W_hh, 0.f, dh_prev);
   }
-  InitialStateDiff(bottom, propagate_down, 0, dh_next);
-  BackwardInput(bottom, propagate_down, h_diff + NH, static_sum);
+  if (h_0_diff != nullptr && T_ > 0) {
+    for_each_element(context(), NH, RecurrentContRule{cont, dh_prev, h_0_diff, H});
+  } else if (h_0_diff != nullptr) {
+    copy(context(), NH, FinalStateDiff(top, 0), h_0_diff);
+  }
+  BackwardInput(bottom, propagate_down, h_diff + NH, workspace());
+  if (param_propagate_down(W_hh_index)) AccumulateRecurrentWeightDiff(bottom, h_diff + NH, h, blobs_[W_hh_index].get());
 }
 
 }  // namespace crema

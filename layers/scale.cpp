@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <string>
 
+#include "core/elementwise.hpp"
 #include "core/filler.hpp"
+#include "core/math_functions.hpp"
 #include "core/threads.hpp"
 
 namespace crema {
@@ -63,6 +65,10 @@ void ScaleLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blo
   CREMA_CHECK(x.layout() == Layout::kPlain || (per_channel_ && top[0]->layout() == x.layout()))
       << describe() << ": the input is in the " << LayoutName(x.layout()) << " layout, which only a learned "
       << "per-channel scale of a 4-d input writing its output in the same layout takes";
+  // The GPU's scale gradient: the products dy * x, then their sums over inner positions (the CPU's loops sum in
+  // place).
+  if (device() == Device::kGPU || context().gpu_code_on_host())
+    RequestWorkspace(static_cast<size_t>(x.count()) + BroadcastSumScratch(geometry_));
 }
 
 namespace {
@@ -154,6 +160,44 @@ void ScaleLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<b
     const float* scale = ScaleOf(bottom).cpu_data();
     float* dx = bottom[0]->mutable_cpu_diff();
     ForEachValue(geometry_, block_, threaded, [&](int j, int d) { dx[j] = dy[j] * scale[d]; });
+  }
+}
+
+void ScaleLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  CREMA_CHECK(bottom[0]->layout() == Layout::kPlain) << describe() << ": the GPU code takes the plain layout only";
+  const Device d = device();
+  const float* x = bottom[0]->data_on(d);
+  const int count = bottom[0]->count();
+  if (input_ && top[0] == bottom[0]) copy(context(), count, x, input_->mutable_data_on(d));
+  for_each_element(
+      context(), count,
+      ScaleForwardRule{x, ScaleOf(bottom).data_on(d), bias_term_ ? blobs_[bias_index_]->data_on(d) : nullptr,
+                       top[0]->mutable_data_on(d), geometry_.dim, geometry_.inner});
+}
+
+void ScaleLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                              const std::vector<Blob*>& bottom) {
+  const Device d = device();
+  const float* dy = top[0]->diff_on(d);
+  const bool learned = bottom.size() == 1;
+  const int count = bottom[0]->count();
+  float* products = workspace();
+  float* scratch = products + count;
+  // Parameter gradients first: in place, the bottom's gradient overwrites the top's.
+  if (bias_term_ && param_propagate_down(bias_index_))
+    BroadcastSum(context(), geometry_, 1.f, dy, 1.f, blobs_[bias_index_]->mutable_diff_on(d), scratch);
+  if (learned ? param_propagate_down(0) : propagate_down[1]) {
+    const float* x = (input_ && top[0] == bottom[0] ? input_ : bottom[0])->data_on(d);
+    for_each_element(context(), count, ProductRule{dy, x, products});
+    // A learned parameter's gradient accumulates (the net zeroes it); a bottom's is overwritten.
+    BroadcastSum(context(), geometry_, 1.f, products, learned ? 1.f : 0.f,
+                 (learned ? blobs_[0].get() : bottom[1])->mutable_diff_on(d), scratch);
+  }
+  if (propagate_down[0]) {
+    // dx = dy * scale: the forward rule on the gradients, without a bias.
+    for_each_element(context(), count,
+                     ScaleForwardRule{dy, ScaleOf(bottom).data_on(d), nullptr, bottom[0]->mutable_diff_on(d),
+                                      geometry_.dim, geometry_.inner});
   }
 }
 

@@ -16,14 +16,31 @@
 // A learned per-channel scale of a 4-d bottom (axis 1, one axis: a ResNet's Scale after BatchNorm) reads the
 // bottom in any layout (core/layout.hpp) and writes the top in it, so a run of oneDNN layers goes through it;
 // every sum runs in the order of the plain layout, so results do not depend on the layout.
+// Runs on the CPU (its own loops, which read every layout and sum in double) and on the GPU (the plain layout: the
+// rule below, which scale.cu compiles, bias.hpp's ProductRule, and the gradients' sums as matrix-vector products,
+// BroadcastSum).
 #pragma once
 
 #include <vector>
 
+#include "core/elementwise.hpp"
 #include "layers/bias.hpp"
 #include "layers/layer.hpp"
 
 namespace crema {
+
+// y = x * scale (+ bias, where there is one), value j taking operand index (j / inner) % dim.
+struct ScaleForwardRule {
+  const float* x;
+  const float* scale;
+  const float* bias;  // nullptr: none
+  float* y;
+  int dim, inner;
+  CREMA_HOST_DEVICE void operator()(int j) const {
+    const int d = j / inner % dim;
+    y[j] = bias != nullptr ? x[j] * scale[d] + bias[d] : x[j] * scale[d];
+  }
+};
 
 class ScaleLayer : public Layer {
  public:
@@ -47,6 +64,9 @@ class ScaleLayer : public Layer {
  protected:
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
 
  private:

@@ -1,7 +1,7 @@
 #include "layers/sigmoid_cross_entropy_loss.hpp"
 
-#include <cmath>
-
+#include "core/elementwise.hpp"
+#include "core/math_functions.hpp"
 #include "layers/loss_normalization.hpp"
 
 namespace crema {
@@ -19,6 +19,7 @@ void SigmoidCrossEntropyLossLayer::Reshape(const std::vector<Blob*>& bottom, con
       << describe() << ": the scores (shape " << bottom[0]->shape_string() << ") and the targets (shape "
       << bottom[1]->shape_string() << ") must hold the same number of values, with a batch axis";
   top[0]->Reshape({});
+  RequestWorkspace(bottom[0]->count());  // the per-element loss terms
 }
 
 float SigmoidCrossEntropyLossLayer::normalizer(const Blob& scores, int valid) const {
@@ -26,44 +27,41 @@ float SigmoidCrossEntropyLossLayer::normalizer(const Blob& scores, int valid) co
   return LossNormalizer(normalization_, outer, outer > 0 ? scores.count() / outer : 0, valid);
 }
 
-void SigmoidCrossEntropyLossLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  const float* x = bottom[0]->cpu_data();
+SigmoidCrossEntropyTargets SigmoidCrossEntropyLossLayer::TargetsOn(const Blob& targets) const {
+  return {targets.data_on(device()), has_ignore_label_, static_cast<float>(ignore_label_)};
+}
+
+void SigmoidCrossEntropyLossLayer::Forward_any(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  // The targets are checked on the host, where a data layer wrote them; the valid count is the normalizer's.
   const float* t = bottom[1]->cpu_data();
-  double loss = 0;
+  const int count = bottom[0]->count();
   int valid = 0;
-  for (int i = 0; i < bottom[0]->count(); ++i) {
+  for (int i = 0; i < count; ++i) {
     if (ignored(t[i])) continue;
     CREMA_CHECK(t[i] >= 0.f && t[i] <= 1.f)
         << describe() << ": target " << t[i] << " at index " << i << " of the targets (shape "
         << bottom[1]->shape_string() << ") is outside [0, 1]"
         << (has_ignore_label_ ? " and is not the ignore_label" : "");
-    const double xi = x[i];
-    loss += std::max(xi, 0.0) - xi * t[i] + std::log1p(std::exp(-std::fabs(xi)));
     ++valid;
   }
   valid_count_ = valid;
-  top[0]->mutable_cpu_data()[0] = static_cast<float>(loss / normalizer(*bottom[0], valid));
+  const Device d = device();
+  float* terms = workspace();
+  for_each_element(context(), count, SigmoidCrossEntropyTermRule{TargetsOn(*bottom[1]), bottom[0]->data_on(d), terms});
+  const double loss = sum(context(), count, terms);
+  set(context(), 1, static_cast<float>(loss / normalizer(*bottom[0], valid)), top[0]->mutable_data_on(d));
 }
 
-void SigmoidCrossEntropyLossLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+void SigmoidCrossEntropyLossLayer::Backward_any(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                                 const std::vector<Blob*>& bottom) {
   CREMA_CHECK(!propagate_down[1]) << describe() << ": cannot backpropagate to the targets (bottom 1); set "
                                   << "propagate_down: false for it";
   if (!propagate_down[0]) return;
-  const float* x = bottom[0]->cpu_data();
-  const float* t = bottom[1]->cpu_data();
-  float* dx = bottom[0]->mutable_cpu_diff();
-  const float scale = top[0]->cpu_diff()[0] / normalizer(*bottom[0], valid_count_);
-  for (int i = 0; i < bottom[0]->count(); ++i) {
-    if (ignored(t[i])) {
-      dx[i] = 0.f;
-      continue;
-    }
-    // sigmoid(x), written so that exp never overflows.
-    const float e = std::exp(-std::fabs(x[i]));
-    const float sigmoid = x[i] >= 0.f ? 1.f / (1.f + e) : e / (1.f + e);
-    dx[i] = scale * (sigmoid - t[i]);
-  }
+  const Device d = device();
+  for_each_element(
+      context(), bottom[0]->count(),
+      SigmoidCrossEntropyGradientRule{TargetsOn(*bottom[1]), bottom[0]->data_on(d), top[0]->diff_on(d),
+                                      normalizer(*bottom[0], valid_count_), bottom[0]->mutable_diff_on(d)});
 }
 
 }  // namespace crema

@@ -16,17 +16,64 @@
 // Differences from Caffe: a target outside [0, 1] (or NaN) that is not the ignore_label is an error naming
 // the value and its index (Caffe computes a meaningless loss); the ignore_label matches a target equal to it
 // as a float (Caffe truncates the target to an integer first, so a soft target 0.5 would match ignore_label 0).
+//
+// Runs on the CPU and the GPU from the same rules (sigmoid_cross_entropy_loss.cu compiles them): the targets
+// are checked on the host (where data layers write them), the per-element terms summed on the context.
 #pragma once
 
+#include <cmath>
 #include <vector>
 
+#include "core/elementwise.hpp"
 #include "layers/layer.hpp"
 
 namespace crema {
 
-class SigmoidCrossEntropyLossLayer : public Layer {
+// The targets as the rules see them: which are ignored.
+struct SigmoidCrossEntropyTargets {
+  const float* t;
+  bool has_ignore_label;
+  float ignore_label;
+  CREMA_HOST_DEVICE bool ignored(int i) const { return has_ignore_label && t[i] == ignore_label; }
+};
+
+// term[i] = max(x, 0) - x t + log(1 + exp(-|x|)), 0 where the target is ignored.
+struct SigmoidCrossEntropyTermRule {
+  SigmoidCrossEntropyTargets targets;
+  const float* x;
+  float* term;
+  CREMA_HOST_DEVICE void operator()(int i) const {
+    if (targets.ignored(i)) {
+      term[i] = 0.f;
+      return;
+    }
+    const float xi = x[i];
+    term[i] = (xi > 0.f ? xi : 0.f) - xi * targets.t[i] + log1pf(expf(-fabsf(xi)));
+  }
+};
+
+// dx = dloss / normalizer * (sigmoid(x) - t), 0 where ignored; the top's gradient is read on the device.
+struct SigmoidCrossEntropyGradientRule {
+  SigmoidCrossEntropyTargets targets;
+  const float* x;
+  const float* loss_diff;
+  float normalizer;
+  float* dx;
+  CREMA_HOST_DEVICE void operator()(int i) const {
+    if (targets.ignored(i)) {
+      dx[i] = 0.f;
+      return;
+    }
+    // sigmoid(x), written so that exp never overflows.
+    const float e = expf(-fabsf(x[i]));
+    const float sigmoid = x[i] >= 0.f ? 1.f / (1.f + e) : e / (1.f + e);
+    dx[i] = loss_diff[0] / normalizer * (sigmoid - targets.t[i]);
+  }
+};
+
+class SigmoidCrossEntropyLossLayer : public BothDevices<Layer> {
  public:
-  using Layer::Layer;
+  using BothDevices<Layer>::BothDevices;
   const char* type() const override { return "SigmoidCrossEntropyLoss"; }
   int ExactNumBottomBlobs() const override { return 2; }
   int ExactNumTopBlobs() const override { return 1; }
@@ -37,13 +84,14 @@ class SigmoidCrossEntropyLossLayer : public Layer {
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
 
  protected:
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+  void Forward_any(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_any(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
 
  private:
   bool ignored(float target) const { return has_ignore_label_ && target == static_cast<float>(ignore_label_); }
   float normalizer(const Blob& scores, int valid) const;
+  SigmoidCrossEntropyTargets TargetsOn(const Blob& targets) const;
 
   LossParameter::NormalizationMode normalization_ = LossParameter::BATCH_SIZE;
   bool has_ignore_label_ = false;

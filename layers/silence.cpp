@@ -1,16 +1,13 @@
 #include "layers/silence.hpp"
 
-#include <algorithm>
+#include "core/math_functions.hpp"
 
 namespace crema {
 
-void SilenceLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+void SilenceLayer::Backward_any(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                 const std::vector<Blob*>& bottom) {
-  for (size_t i = 0; i < bottom.size(); ++i) {
-    if (!propagate_down[i]) continue;
-    float* dx = bottom[i]->mutable_cpu_diff();
-    std::fill(dx, dx + bottom[i]->count(), 0.f);
-  }
+  for (size_t i = 0; i < bottom.size(); ++i)
+    if (propagate_down[i]) set(context(), bottom[i]->count(), 0.f, bottom[i]->mutable_diff_on(device()));
 }
 
 }  // namespace crema

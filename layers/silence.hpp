@@ -3,6 +3,7 @@
 //
 // Params: none.
 // Bottoms -> tops: 1..n -> 0.
+// Runs on the CPU and the GPU from the same code (the zeros are written on the layer's device).
 #pragma once
 
 #include <vector>
@@ -11,9 +12,9 @@
 
 namespace crema {
 
-class SilenceLayer : public Layer {
+class SilenceLayer : public BothDevices<Layer> {
  public:
-  using Layer::Layer;
+  using BothDevices<Layer>::BothDevices;
   const char* type() const override { return "Silence"; }
   int MinBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 0; }
@@ -21,8 +22,8 @@ class SilenceLayer : public Layer {
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {}
 
  protected:
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {}
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+  void Forward_any(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {}
+  void Backward_any(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
 };
 

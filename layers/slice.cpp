@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "layers/concat.hpp"
+
 namespace crema {
 
 void SliceLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
@@ -77,6 +79,30 @@ void SliceLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<b
     for (int n = 0; n < outer_; ++n) std::copy(dy + n * block, dy + (n + 1) * block, dx + n * bottom_block + start);
     start += block;
   }
+}
+
+void SliceLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const Device d = device();
+  std::vector<float*> parts;
+  std::vector<int> sizes;
+  for (Blob* t : top) {
+    parts.push_back(t->mutable_data_on(d));
+    sizes.push_back(t->shape(axis_));
+  }
+  CutAlongAxis(context(), bottom[0]->data_on(d), parts, sizes, outer_, inner_);
+}
+
+void SliceLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                              const std::vector<Blob*>& bottom) {
+  if (!propagate_down[0]) return;
+  const Device d = device();
+  std::vector<const float*> parts;
+  std::vector<int> sizes;
+  for (const Blob* t : top) {
+    parts.push_back(t->diff_on(d));
+    sizes.push_back(t->shape(axis_));
+  }
+  JoinAlongAxis(context(), parts, sizes, outer_, inner_, bottom[0]->mutable_diff_on(d));
 }
 
 }  // namespace crema

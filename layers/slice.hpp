@@ -6,6 +6,7 @@
 // Params (slice_param): axis (default 1; negative counts from the end), or the deprecated slice_dim
 // (non-negative only; used when given, and then axis may not be given too); slice_point (repeated).
 // Bottoms -> tops: 1 -> 1..n.
+// Runs on the CPU (block copies) and the GPU (Concat's CutAlongAxis and JoinAlongAxis, from concat.hpp).
 // Differs from Caffe: with a single top the values are copied rather than shared (the result is the same),
 // and slice points that do not increase are refused with a message instead of failing on a negative shape.
 #pragma once
@@ -28,6 +29,9 @@ class SliceLayer : public Layer {
  protected:
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
 
  private:

@@ -61,37 +61,35 @@ void SPPLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*
 }
 
 // Item n of level l occupies C * bins^2 values of top item n, after the levels before it.
-void SPPLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  const int num = bottom[0]->shape(0);
+void SPPLayer::Forward_any(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const Device d = device();
   const int item = top[0]->count(1);
   int offset = 0;
   for (int l = 0; l < levels_; ++l) {
     pools_[l]->Forward({bottom[0]}, {pooled_[l]});
     const int size = pooled_[l]->count(1);
-    for (int n = 0; n < num; ++n)
-      cpu_copy(size, pooled_[l]->cpu_data() + static_cast<size_t>(n) * size,
-               top[0]->mutable_cpu_data() + static_cast<size_t>(n) * item + offset);
+    for_each_element(context(), pooled_[l]->count(),
+                     SPPLevelCopyRule{pooled_[l]->data_on(d), top[0]->mutable_data_on(d), size, item, offset, true});
     offset += size;
   }
 }
 
-void SPPLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+void SPPLayer::Backward_any(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                             const std::vector<Blob*>& bottom) {
   if (!propagate_down[0]) return;
-  const int num = bottom[0]->shape(0);
+  const Device d = device();
   const int item = top[0]->count(1);
   int offset = 0;
   for (int l = 0; l < levels_; ++l) {
     const int size = pooled_[l]->count(1);
-    for (int n = 0; n < num; ++n)
-      cpu_copy(size, top[0]->cpu_diff() + static_cast<size_t>(n) * item + offset,
-               pooled_[l]->mutable_cpu_diff() + static_cast<size_t>(n) * size);
+    for_each_element(context(), pooled_[l]->count(),
+                     SPPLevelCopyRule{top[0]->diff_on(d), pooled_[l]->mutable_diff_on(d), size, item, offset, false});
     offset += size;
     // Pooling's backward overwrites its bottom's gradient: the first level writes the bottom's, the others
     // write their own and are added to it.
     Blob* target = l == 0 ? bottom[0] : level_gradient_;
     pools_[l]->Backward({pooled_[l]}, {true}, {target});
-    if (l > 0) cpu_axpy(bottom[0]->count(), 1.f, level_gradient_->cpu_diff(), bottom[0]->mutable_cpu_diff());
+    if (l > 0) axpy(context(), bottom[0]->count(), 1.f, level_gradient_->diff_on(d), bottom[0]->mutable_diff_on(d));
   }
 }
 

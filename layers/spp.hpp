@@ -5,19 +5,39 @@
 // kernel ceil(H / bins), the same stride, and pad (kernel * bins - H + 1) / 2 (likewise along W), as in Caffe.
 // spp_param: pyramid_height (required, >= 1), pool (MAX, AVE, STOCHASTIC). Each level is a Pooling layer run
 // by this one (its argmax or sample kept inside it); the levels are set up again when H or W change.
+// Runs on the CPU and the GPU: the levels' Pooling layers run on the layer's device, and the rule below (spp.cu
+// compiles it) moves each level's values into the top and the top's gradient back.
 #pragma once
 
 #include <memory>
 #include <vector>
 
+#include "core/elementwise.hpp"
 #include "layers/layer.hpp"
 #include "layers/pooling.hpp"
 
 namespace crema {
 
-class SPPLayer : public Layer {
+// Value i of a level (item i / size, `size` values an item) and its place in the top (`item` values an item, the
+// level's from `offset` on): forward copies level -> top, backward (gradients) top -> level.
+struct SPPLevelCopyRule {
+  const float* from;
+  float* to;
+  int size, item, offset;
+  bool to_top;
+  CREMA_HOST_DEVICE void operator()(int i) const {
+    const long long place = static_cast<long long>(i / size) * item + offset + i % size;
+    if (to_top) {
+      to[place] = from[i];
+    } else {
+      to[i] = from[place];
+    }
+  }
+};
+
+class SPPLayer : public BothDevices<Layer> {
  public:
-  using Layer::Layer;
+  using BothDevices<Layer>::BothDevices;
   const char* type() const override { return "SPP"; }
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
@@ -25,8 +45,8 @@ class SPPLayer : public Layer {
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
 
  protected:
-  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+  void Forward_any(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_any(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
 
  private:

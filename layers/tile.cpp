@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/elementwise.hpp"
+
 namespace crema {
 
 void TileLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
@@ -48,6 +50,22 @@ void TileLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bo
       for (int k = 0; k < inner_; ++k) block[k] += copy[k];
     }
   }
+}
+
+void TileLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const Device d = device();
+  for_each_element(
+      context(), top[0]->count(),
+      TileForwardRule{bottom[0]->data_on(d), top[0]->mutable_data_on(d), inner_, param_.tile_param().tiles()});
+}
+
+void TileLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                             const std::vector<Blob*>& bottom) {
+  if (!propagate_down[0]) return;
+  const Device d = device();
+  for_each_element(
+      context(), bottom[0]->count(),
+      TileBackwardRule{top[0]->diff_on(d), bottom[0]->mutable_diff_on(d), inner_, param_.tile_param().tiles()});
 }
 
 }  // namespace crema

@@ -150,6 +150,53 @@ TEST(BatchNormLayerTest, GradientsWithGlobalStatistics) {
   test::GradientChecker(1e-2f, 1e-3f).CheckGradient(&layer, bottom.pointers, top.pointers);
 }
 
+// The GPU code, rehearsed on the host (Context::set_gpu_code_on_host): in place it gives what it gives out of
+// place (the conformance harness checks it out of place against the CPU code), and its gradient through the batch
+// statistics is the numeric one.
+TEST(BatchNormLayerTest, GpuCodeInPlaceMatchesOutOfPlaceAndItsGradients) {
+  auto context = std::make_shared<Context>();
+  context->set_gpu_code_on_host(true);
+  const std::vector<int> shape = {2, 3, 2, 2};
+  Blob x(shape), dy(shape);
+  test::FillGaussian(&x, 0.f, 1.f, 21);
+  test::FillGaussian(&dy, 0.f, 1.f, 22);
+  for (Phase phase : {TRAIN, TEST}) {
+    SCOPED_TRACE(phase == TRAIN ? "TRAIN" : "TEST");
+    // Out of place, then in place: the top, the bottom's gradient and the running sums.
+    std::vector<float> y[2], dx[2], sums[2];
+    for (int in_place = 0; in_place < 2; ++in_place) {
+      BatchNormLayer layer(BatchNormParam("", phase), context);
+      test::BlobList bottom, top;
+      Blob* input = bottom.Add(shape);
+      std::copy(x.cpu_data(), x.cpu_data() + x.count(), input->mutable_cpu_data());
+      if (!in_place) top.Add({});
+      const std::vector<Blob*>& output = in_place ? bottom.pointers : top.pointers;
+      layer.SetUp(bottom.pointers, output);
+      test::FillUniform(layer.blobs()[0].get(), -1.f, 1.f, 3);
+      test::FillUniform(layer.blobs()[1].get(), 0.5f, 2.f, 4);
+      layer.blobs()[2]->mutable_cpu_data()[0] = 1.5f;
+      layer.Forward(bottom.pointers, output);
+      y[in_place] = test::DataOf(*output[0]);
+      std::copy(dy.cpu_data(), dy.cpu_data() + dy.count(), output[0]->mutable_cpu_diff());
+      layer.Backward(output, {true}, bottom.pointers);
+      dx[in_place] = test::DiffOf(*input);
+      for (int b = 0; b < 3; ++b) {
+        const std::vector<float> values = test::DataOf(*layer.blobs()[b]);
+        sums[in_place].insert(sums[in_place].end(), values.begin(), values.end());
+      }
+    }
+    EXPECT_EQ(y[0], y[1]);
+    EXPECT_EQ(dx[0], dx[1]);
+    EXPECT_EQ(sums[0], sums[1]);
+  }
+  test::BlobList bottom, top;
+  test::FillGaussian(bottom.Add({2, 3, 2, 2}), 0.5f, 1.f, 14);
+  top.Add({});
+  BatchNormLayer layer(BatchNormParam("", TRAIN), context);
+  layer.SetUp(bottom.pointers, top.pointers);
+  test::GradientChecker(1e-2f, 1e-2f).CheckGradient(&layer, bottom.pointers, top.pointers);
+}
+
 TEST(BatchNormLayerTest, StoredBlobsLoadIncludingLegacyFourDShapes) {
   test::BlobList bottom, top;
   test::FillGaussian(bottom.Add({2, 3, 2, 2}), 0.f, 1.f, 16);

@@ -99,6 +99,16 @@ TEST(BiasLayerTest, InPlaceAndStoredBias) {
   EXPECT_EQ(test::DiffOf(*layer.blobs()[0]), (std::vector<float>{3, 5, 7}));
 }
 
+// The GPU code, rehearsed on the host (Context::set_gpu_code_on_host), gives in place what it gives out of place
+// (the conformance harness checks it out of place against the CPU code).
+TEST(BiasLayerTest, GpuCodeInPlaceMatchesOutOfPlace) {
+  auto context = std::make_shared<Context>();
+  context->set_gpu_code_on_host(true);
+  BiasLayer separate(BiasParam("filler { type: 'gaussian' }"), context),
+      in_place(BiasParam("filler { type: 'gaussian' }"), context);
+  test::ExpectInPlaceMatchesOutOfPlace(&separate, &in_place, test::Gaussian(), {2, 3, 4});
+}
+
 void ExpectSetUpError(const LayerParameter& param, const std::vector<std::vector<int>>& shapes,
                       const std::vector<std::string>& parts) {
   test::BlobList bottom, top;

@@ -1,9 +1,10 @@
 // The cuDNN adapter and engines. On every machine: the context's deterministic mode and workspace limit (and their
 // environment variables); in builds with cuDNN, also the engines' places in the registry, their refusals, the
-// algorithm policy and cache, the adapter's status check. With a GPU: each cuDNN engine (Convolution,
-// Deconvolution, Pooling, Softmax, ReLU) against a CPU engine on random inputs of several shapes, forward and
-// backward (bottom and parameter gradients), the gradient checker on the GPU, deterministic mode, the workspace
-// limit, and a net of cuDNN layers against the same net on the CPU. GPU tests skip where no device is visible.
+// algorithm policy and cache, the adapter's status check, the BatchNorm engine's rules. With a GPU: each cuDNN engine
+// (Convolution, Deconvolution, Pooling, Softmax, ReLU, Sigmoid, TanH, LRN, BatchNorm) against a CPU engine on random
+// inputs of several shapes, forward and backward (bottom and parameter gradients; BatchNorm's running statistics),
+// in place where the layer allows it, the gradient checker on the GPU, deterministic mode, the workspace limit, and a
+// net of cuDNN layers against the same net on the CPU. GPU tests skip where no device is visible.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,7 +23,10 @@
 
 #ifdef CREMA_USE_CUDNN
 #include "core/cudnn.hpp"
+#include "layers/cudnn_activation.hpp"
+#include "layers/cudnn_batch_norm.hpp"
 #include "layers/cudnn_convolution.hpp"
+#include "layers/cudnn_lrn.hpp"
 #include "layers/cudnn_pooling.hpp"
 #include "layers/cudnn_relu.hpp"
 #include "layers/cudnn_softmax.hpp"
@@ -114,7 +118,8 @@ std::string PoolingRefusal(const std::string& pooling, const std::vector<int>& s
   return CudnnPoolingLayer::Refusal(EngineQuery{param, shapes, Device::kGPU});
 }
 
-const char* const kCudnnTypes[] = {"Convolution", "Deconvolution", "Pooling", "Softmax", "ReLU"};
+const char* const kCudnnTypes[] = {"Convolution", "Deconvolution", "Pooling", "Softmax",  "ReLU",
+                                   "Sigmoid",     "TanH",          "LRN",     "BatchNorm"};
 
 // The registry takes, on a GPU, the first engine that runs there and accepts: cudnn, being first, wherever its
 // refusal is empty. So the refusal tests below say what a GPU net picks.
@@ -134,6 +139,10 @@ TEST(CudnnRegistryTest, ACpuQueryNeverPicksCudnn) {
       {Param("Pooling", "pooling_param { pool: MAX kernel_size: 2 stride: 2 }"), {2, 3, 6, 6}},
       {Param("Softmax", ""), {2, 5}},
       {Param("ReLU", ""), {2, 5}},
+      {Param("Sigmoid", ""), {2, 5}},
+      {Param("TanH", ""), {2, 5}},
+      {Param("LRN", "lrn_param { local_size: 3 }"), {2, 5, 3, 3}},
+      {Param("BatchNorm", ""), {4, 3, 2, 2}},
   };
   for (const auto& [param, shape] : layers) {
     SCOPED_TRACE(param.type());
@@ -146,6 +155,9 @@ TEST(CudnnRegistryTest, ACpuQueryNeverPicksCudnn) {
     if (param.type() == "Pooling") asks_cudnn.mutable_pooling_param()->set_engine(PoolingParameter::CUDNN);
     if (param.type() == "Softmax") asks_cudnn.mutable_softmax_param()->set_engine(SoftmaxParameter::CUDNN);
     if (param.type() == "ReLU") asks_cudnn.mutable_relu_param()->set_engine(ReLUParameter::CUDNN);
+    if (param.type() == "Sigmoid") asks_cudnn.mutable_sigmoid_param()->set_engine(SigmoidParameter::CUDNN);
+    if (param.type() == "TanH") asks_cudnn.mutable_tanh_param()->set_engine(TanHParameter::CUDNN);
+    if (param.type() == "LRN") asks_cudnn.mutable_lrn_param()->set_engine(LRNParameter::CUDNN);
     EXPECT_NE(LayerRegistry::Global().Create(asks_cudnn, {shape}, context)->engine(), "cudnn");
     context->force_engine(param.type(), "cudnn");
     test::ExpectErrorContaining([&] { LayerRegistry::Global().Create(param, {shape}, context); },
@@ -215,6 +227,63 @@ TEST(CudnnRefusalTest, ReLUTakesNoNegativeSlopeAndSoftmaxTakesEveryAxis) {
   for (const char* axis : {"0", "1", "2", "-1"}) {
     const LayerParameter softmax = Param("Softmax", std::string("softmax_param { axis: ") + axis + " }");
     EXPECT_EQ(CudnnSoftmaxLayer::Refusal(EngineQuery{softmax, shapes, Device::kGPU}), "") << axis;
+  }
+}
+
+// The registry's answer for engine cudnn of the layer of `type` and `body` on bottoms of `shape` on `device`.
+std::string CudnnRefusal(const std::string& type, const std::string& body, const std::vector<int>& shape,
+                         Device device = Device::kGPU) {
+  const LayerParameter param = Param(type, body);
+  const std::vector<std::vector<int>> shapes = {shape};
+  return LayerRegistry::Global().Refusal("cudnn", EngineQuery{param, shapes, device});
+}
+
+// Expects `why` to be a refusal containing `part`.
+void ExpectRefusal(const std::string& why, const std::string& part) {
+  EXPECT_NE(why.find(part), std::string::npos) << "refusal: '" << why << "', expected '" << part << "' in it";
+}
+
+TEST(CudnnRefusalTest, LRNTakesAcrossChannelsWithinCudnnsBounds) {
+  const std::vector<int> shape = {2, 20, 5, 5};
+  EXPECT_EQ(CudnnRefusal("LRN", "", shape), "");
+  EXPECT_EQ(CudnnRefusal("LRN", "lrn_param { local_size: 5 alpha: 0.0001 beta: 0.75 k: 2 }", shape), "");
+  for (const char* size : {"1", "3", "15"})
+    EXPECT_EQ(CudnnRefusal("LRN", std::string("lrn_param { local_size: ") + size + " }", shape), "") << size;
+  EXPECT_EQ(CudnnRefusal("LRN", "lrn_param { k: 0.0001 beta: 0.02 alpha: -1 }", shape), "");
+  ExpectRefusal(CudnnRefusal("LRN", "lrn_param { norm_region: WITHIN_CHANNEL }", shape), "across channels only");
+  ExpectRefusal(CudnnRefusal("LRN", "lrn_param { local_size: 17 }", shape), "1 to 16");
+  ExpectRefusal(CudnnRefusal("LRN", "lrn_param { k: 0 }", shape), "k >=");
+  // The float nearest 1e-5 lies below cuDNN's bound, as it is handed to cuDNN.
+  ExpectRefusal(CudnnRefusal("LRN", "lrn_param { k: 1e-5 }", shape), "k >=");
+  ExpectRefusal(CudnnRefusal("LRN", "lrn_param { beta: 0.001 }", shape), "beta >=");
+  // An even window is the layer's own error, not a refusal.
+  EXPECT_EQ(CudnnRefusal("LRN", "lrn_param { local_size: 4 }", shape), "");
+  // The registry answers for the device too: cuDNN's engines never run on the CPU.
+  ExpectRefusal(CudnnRefusal("LRN", "", shape, Device::kCPU), "does not run on the CPU");
+}
+
+TEST(CudnnRefusalTest, BatchNormRefusesBatchStatisticsOfOneValuePerChannel) {
+  EXPECT_EQ(CudnnRefusal("BatchNorm", "phase: TRAIN", {4, 3, 2, 2}), "");
+  EXPECT_EQ(CudnnRefusal("BatchNorm", "phase: TRAIN", {2, 3}), "");
+  EXPECT_EQ(CudnnRefusal("BatchNorm", "phase: TRAIN", {1, 3, 1, 2}), "");
+  EXPECT_EQ(CudnnRefusal("BatchNorm", "phase: TRAIN", {5}), "");
+  EXPECT_EQ(CudnnRefusal("BatchNorm", "phase: TRAIN", {0, 3, 2, 2}), "");
+  EXPECT_EQ(CudnnRefusal("BatchNorm", "phase: TRAIN batch_norm_param { eps: 0 }", {4, 3}), "");
+  for (const std::vector<int>& shape : std::vector<std::vector<int>>{{1, 3}, {1, 3, 1, 1}, {1}}) {
+    SCOPED_TRACE(ShapeString(shape));
+    ExpectRefusal(CudnnRefusal("BatchNorm", "phase: TRAIN", shape), "one value per channel");
+    ExpectRefusal(CudnnRefusal("BatchNorm", "phase: TEST batch_norm_param { use_global_stats: false }", shape),
+                  "one value per channel");
+    // The stored statistics need no variance of the batch.
+    EXPECT_EQ(CudnnRefusal("BatchNorm", "phase: TEST", shape), "");
+    EXPECT_EQ(CudnnRefusal("BatchNorm", "phase: TRAIN batch_norm_param { use_global_stats: true }", shape), "");
+  }
+}
+
+TEST(CudnnRefusalTest, SigmoidAndTanHTakeEveryShape) {
+  for (const char* type : {"Sigmoid", "TanH"}) {
+    for (const std::vector<int>& shape : std::vector<std::vector<int>>{{7}, {2, 3}, {2, 3, 4, 5, 6}, {0, 4}})
+      EXPECT_EQ(CudnnRefusal(type, "", shape), "") << type << " " << ShapeString(shape);
   }
 }
 
@@ -454,6 +523,125 @@ TEST(CudnnShapeTest, TheEnginesSetUpAnywhereButRunOnlyOnTheGpu) {
   }
 }
 
+// The LRN, BatchNorm, Sigmoid and TanH engines set up on the host too, declaring the memory they will use on the GPU:
+// LRN a workspace for backward's recomputed output; BatchNorm, with batch statistics, scratch for cuDNN's
+// statistics and, in place, a copy of the input (an internal blob) and of the top's gradient (the workspace);
+// Sigmoid and TanH nothing.
+TEST(CudnnShapeTest, LRNBatchNormSigmoidAndTanHDeclareTheirMemoryAndRunOnlyOnTheGpu) {
+  const auto set_up = [](Layer* layer, const std::vector<int>& shape, bool in_place) {
+    test::BlobList bottom, top;
+    test::FillGaussian(bottom.Add(shape));
+    Blob* out = in_place ? bottom.pointers[0] : top.Add({});
+    layer->SetUp(bottom.pointers, {out});
+    EXPECT_EQ(out->shape(), shape);
+    test::ExpectErrorContaining([&] { layer->Forward(bottom.pointers, {out}); }, {"'l'", "GPU only"});
+  };
+  CudnnLRNLayer lrn(Param("LRN", "lrn_param { local_size: 3 }"));
+  set_up(&lrn, {2, 5, 3, 3}, false);
+  EXPECT_EQ(lrn.workspace_floats(), 90u);
+  EXPECT_TRUE(lrn.internal_blobs().empty());
+
+  for (bool in_place : {false, true}) {
+    SCOPED_TRACE(in_place ? "in place" : "out of place");
+    CudnnBatchNormLayer train(Param("BatchNorm", "phase: TRAIN"));
+    set_up(&train, {4, 3, 5, 5}, in_place);
+    // 3 channels take one 64-float block each: zeros and cuDNN's running mean and variance; backward's two
+    // parameter gradients and, in place, dy's copy.
+    EXPECT_EQ(train.workspace_floats(), in_place ? 128u + 300u : 192u);
+    EXPECT_EQ(train.internal_blob_names(), (std::vector<std::string>{"l.mean", "l.inv_std", "l.input"}));
+    EXPECT_EQ(train.internal_blobs()[0]->count(), 3);
+    EXPECT_EQ(train.internal_blobs()[1]->count(), 3);
+    EXPECT_EQ(train.internal_blobs()[2]->count(), in_place ? 300 : 0);
+    EXPECT_EQ(train.blobs().size(), 3u);
+    CudnnBatchNormLayer stored(Param("BatchNorm", "phase: TEST"));
+    set_up(&stored, {4, 3, 5, 5}, in_place);
+    EXPECT_EQ(stored.workspace_floats(), 0u);
+    EXPECT_EQ(stored.internal_blobs()[2]->count(), 0);
+  }
+  // A shape the refusal never saw: the layer names it.
+  CudnnBatchNormLayer one(Param("BatchNorm", "phase: TRAIN"));
+  test::BlobList bottom, top;
+  bottom.Add({1, 3, 1, 1});
+  top.Add({});
+  test::ExpectErrorContaining([&] { one.SetUp(bottom.pointers, top.pointers); },
+                              {"'l'", "1 3 1 1", "one value per channel", "--engine=BatchNorm:native"});
+
+  CudnnSigmoidLayer sigmoid(Param("Sigmoid", ""));
+  set_up(&sigmoid, {2, 3, 4}, true);
+  EXPECT_EQ(sigmoid.workspace_floats(), 0u);
+  CudnnTanHLayer tanh(Param("TanH", ""));
+  set_up(&tanh, {2, 3, 4}, false);
+  EXPECT_EQ(tanh.workspace_floats(), 0u);
+}
+
+// The BatchNorm engine's rules, run on the host, give the native engine's numbers: the running sums after a batch
+// (from the batch's mean and unbiased variance, what cuDNN's running averages hold with factor 1), and, with the
+// stored statistics, the normalised values and the gradient.
+TEST(CudnnBatchNormRulesTest, TheRulesGiveTheNativeEnginesNumbers) {
+  const std::vector<int> shape = {4, 3, 2, 5};
+  const int channels = 3, spatial = 10, m = 40;
+  const std::vector<float> mean_sum = {0.3f, -0.2f, 1.f}, variance_sum = {2.f, 1.5f, 0.7f}, factor = {2.5f};
+  const auto native_run = [&](const std::string& phase, test::BlobList* bottom, test::BlobList* top) {
+    auto layer = test::CreateWithEngine(
+        Param("BatchNorm", phase + " batch_norm_param { moving_average_fraction: 0.9 eps: 0.001 }"), {shape}, "native");
+    test::FillGaussian(bottom->Add(shape), 0.5f, 2.f, 7);
+    top->Add({});
+    layer->SetUp(bottom->pointers, top->pointers);
+    std::copy(mean_sum.begin(), mean_sum.end(), layer->blobs()[0]->mutable_cpu_data());
+    std::copy(variance_sum.begin(), variance_sum.end(), layer->blobs()[1]->mutable_cpu_data());
+    layer->blobs()[2]->mutable_cpu_data()[0] = factor[0];
+    layer->Forward(bottom->pointers, top->pointers);
+    return layer;
+  };
+  const auto expect_near = [](const std::vector<float>& actual, const std::vector<float>& expected, const char* what) {
+    ASSERT_EQ(actual.size(), expected.size()) << what;
+    for (size_t i = 0; i < actual.size(); ++i)
+      EXPECT_NEAR(actual[i], expected[i], 1e-5 * std::max(1.f, std::fabs(expected[i]))) << what << "[" << i << "]";
+  };
+
+  // Batch statistics.
+  test::BlobList bottom, top;
+  auto train = native_run("phase: TRAIN", &bottom, &top);
+  const float* x = bottom.pointers[0]->cpu_data();
+  std::vector<float> batch_mean(channels), batch_variance(channels);
+  for (int c = 0; c < channels; ++c) {
+    double sum = 0, sumsq = 0;
+    for (int n = 0; n < shape[0]; ++n)
+      for (int i = 0; i < spatial; ++i) sum += x[(n * channels + c) * spatial + i];
+    const double mu = sum / m;
+    for (int n = 0; n < shape[0]; ++n)
+      for (int i = 0; i < spatial; ++i) sumsq += std::pow(x[(n * channels + c) * spatial + i] - mu, 2);
+    batch_mean[c] = static_cast<float>(mu);
+    batch_variance[c] = static_cast<float>(sumsq / (m - 1));  // unbiased, as cuDNN's running variance
+  }
+  std::vector<float> sums_mean = mean_sum, sums_variance = variance_sum, sums_factor = factor;
+  for_each_element(channels, BatchNormUpdateRule{batch_mean.data(), batch_variance.data(), sums_mean.data(),
+                                                 sums_variance.data(), sums_factor.data(), nullptr, 0.9f, 1.f, 0.001f});
+  expect_near(sums_mean, test::DataOf(*train->blobs()[0]), "mean sum");
+  expect_near(sums_variance, test::DataOf(*train->blobs()[1]), "variance sum");
+  expect_near(sums_factor, test::DataOf(*train->blobs()[2]), "scale factor");
+
+  // Stored statistics.
+  test::BlobList test_bottom, test_top;
+  auto global = native_run("phase: TEST", &test_bottom, &test_top);
+  std::vector<float> mean(channels), inv_std(channels), y(test_bottom.pointers[0]->count());
+  for_each_element(channels, BatchNormStoredRule{mean_sum.data(), variance_sum.data(), factor.data(), mean.data(),
+                                                 inv_std.data(), 0.001f});
+  for_each_element(static_cast<int>(y.size()),
+                   BatchNormNormalizeRule{test_bottom.pointers[0]->cpu_data(), mean.data(), inv_std.data(), y.data(),
+                                          y.data(), channels, spatial});
+  expect_near(y, test::DataOf(*test_top.pointers[0]), "top");
+  Blob gradient(shape);
+  test::FillGaussian(&gradient, 0.f, 1.f, 8);
+  const std::vector<float> dy = test::DataOf(gradient);
+  std::copy(dy.begin(), dy.end(), test_top.pointers[0]->mutable_cpu_diff());
+  global->Backward(test_top.pointers, {true}, test_bottom.pointers);
+  std::vector<float> dx(dy.size());
+  for_each_element(static_cast<int>(dx.size()), BatchNormBackwardRule{dy.data(), nullptr, inv_std.data(), nullptr,
+                                                                      nullptr, dx.data(), channels, spatial});
+  expect_near(dx, test::DiffOf(*test_bottom.pointers[0]), "bottom gradient");
+}
+
 // ---- GPU tests: each engine against a CPU engine -----------------------------------------------------------------
 
 // The values a run produced: each top's data, each bottom's gradient, each parameter's gradient.
@@ -675,6 +863,137 @@ TEST(CudnnEngineTest, ReLUMatchesTheNativeEngineInAndOutOfPlace) {
   }
 }
 
+TEST(CudnnEngineTest, LRNMatchesTheNativeEngine) {
+  CREMA_SKIP_WITHOUT_GPU();
+  const std::vector<std::pair<std::string, std::vector<int>>> cases = {
+      {"local_size: 5 alpha: 0.0001 beta: 0.75 k: 2", {2, 16, 7, 7}},  // AlexNet's
+      {"local_size: 5 alpha: 0.0001 beta: 0.75", {2, 16, 7, 7}},       // CaffeNet's
+      {"local_size: 3 alpha: 0.5 beta: 0.75", {2, 5, 4, 4}},
+      {"local_size: 5 alpha: 3 beta: 0.75 k: 2", {2, 8, 3, 5}},
+      {"local_size: 1 alpha: 2 beta: 1.5 k: 0.5", {1, 4, 3, 5}},
+      {"local_size: 15 alpha: 1 beta: 0.6", {2, 20, 3, 3}},
+      {"local_size: 7 alpha: 1", {2, 3, 4, 4}},  // a window wider than the channels
+  };
+  for (const auto& [lrn, shape] : cases)
+    ExpectCudnnMatchesTheCpu("name: 'n' type: 'LRN' lrn_param { " + lrn + " }", {shape}, "native", 1e-4);
+}
+
+// Backward works from the input: a later in-place layer may have overwritten the top, in either engine.
+TEST(CudnnEngineTest, LRNBackwardDoesNotReadTheTop) {
+  CREMA_SKIP_WITHOUT_GPU();
+  const auto run = [](Device device, const std::string& engine) {
+    auto context = std::make_shared<Context>(device, 0);
+    context->force_engine("LRN", engine);
+    const LayerParameter param = Param("LRN", "lrn_param { local_size: 3 alpha: 2 }");
+    auto layer = LayerRegistry::Global().Create(param, {{2, 6, 4, 4}}, context);
+    test::BlobList bottom, top;
+    test::FillGaussian(bottom.Add({2, 6, 4, 4}), 0.f, 1.f, 21);
+    top.Add({});
+    layer->SetUp(bottom.pointers, top.pointers);
+    layer->Forward(bottom.pointers, top.pointers);
+    top.pointers[0]->set_data(1000.f);
+    Blob gradient({2, 6, 4, 4});
+    test::FillGaussian(&gradient, 0.f, 1.f, 22);
+    std::copy(gradient.cpu_data(), gradient.cpu_data() + gradient.count(), top.pointers[0]->mutable_cpu_diff());
+    layer->Backward(top.pointers, {true}, bottom.pointers);
+    return test::DiffOf(*bottom.pointers[0]);
+  };
+  ExpectClose({run(Device::kGPU, "cudnn")}, {run(Device::kCPU, "native")}, 1e-4, "bottom gradient");
+}
+
+TEST(CudnnEngineTest, SigmoidAndTanHMatchTheNativeEnginesInAndOutOfPlace) {
+  CREMA_SKIP_WITHOUT_GPU();
+  for (const std::string type : {"Sigmoid", "TanH"}) {
+    SCOPED_TRACE(type);
+    ExpectCudnnMatchesTheCpu("name: 'a' type: '" + type + "'", {{2, 3, 4, 5}}, "native", 1e-5);
+    ExpectCudnnMatchesTheCpu("name: 'a' type: '" + type + "'", {{7}}, "native", 1e-5);
+    // Values far into the saturated ends too.
+    const auto run = [&](Device device, const std::string& engine, bool in_place) {
+      auto context = std::make_shared<Context>(device, 0);
+      context->force_engine(type, engine);
+      auto layer = LayerRegistry::Global().Create(Param(type, ""), {{3, 50}}, context);
+      EXPECT_EQ(layer->engine(), engine);
+      test::BlobList bottom, top;
+      Blob* x = bottom.Add({3, 50});
+      test::FillGaussian(x, 0.f, 6.f, 23);
+      Blob* y = in_place ? x : top.Add({});
+      layer->SetUp({x}, {y});
+      layer->Forward({x}, {y});
+      Blob gradient({3, 50});
+      test::FillGaussian(&gradient, 0.f, 1.f, 24);
+      std::copy(gradient.cpu_data(), gradient.cpu_data() + gradient.count(), y->mutable_cpu_diff());
+      std::vector<std::vector<float>> result = {test::DataOf(*y)};
+      layer->Backward({y}, {true}, {x});
+      result.push_back(test::DiffOf(*x));
+      return result;
+    };
+    for (bool in_place : {false, true}) {
+      SCOPED_TRACE(in_place ? "in place" : "out of place");
+      ExpectClose(run(Device::kGPU, "cudnn", in_place), run(Device::kCPU, "native", in_place), 1e-5, "top, gradient");
+    }
+  }
+}
+
+// One BatchNorm run: the blobs start from stored statistics, `forwards` forward passes on fresh inputs (with batch
+// statistics each moves the sums), then one backward pass. Returns the last top, the bottom gradient and the blobs.
+std::vector<std::vector<float>> RunBatchNorm(const std::string& body, const std::vector<int>& shape, Device device,
+                                             const std::string& engine, bool in_place, int forwards) {
+  auto context = std::make_shared<Context>(device, 0);
+  context->force_engine("BatchNorm", engine);
+  auto layer = LayerRegistry::Global().Create(Param("BatchNorm", body), {shape}, context);
+  EXPECT_EQ(layer->engine(), engine);
+  test::BlobList bottom, top;
+  Blob* x = bottom.Add(shape);
+  Blob* y = in_place ? x : top.Add({});
+  layer->SetUp({x}, {y});
+  for (int c = 0; c < layer->blobs()[0]->count(); ++c) {
+    layer->blobs()[0]->mutable_cpu_data()[c] = 0.4f * c - 0.3f;
+    layer->blobs()[1]->mutable_cpu_data()[c] = 1.5f + 0.5f * c;
+  }
+  layer->blobs()[2]->mutable_cpu_data()[0] = 3.f;
+  for (int f = 0; f < forwards; ++f) {
+    test::FillGaussian(x, 0.7f, 1.5f, 30 + f);
+    layer->Forward({x}, {y});
+  }
+  std::vector<std::vector<float>> result = {test::DataOf(*y)};
+  Blob gradient(shape);
+  test::FillGaussian(&gradient, 0.f, 1.f, 40);
+  std::copy(gradient.cpu_data(), gradient.cpu_data() + gradient.count(), y->mutable_cpu_diff());
+  layer->Backward({y}, {true}, {x});
+  result.push_back(test::DiffOf(*x));
+  for (const auto& blob : layer->blobs()) result.push_back(test::DataOf(*blob));
+  return result;
+}
+
+// The top, the gradient and the running statistics (what a snapshot stores) agree with the native engine's, with
+// batch or stored statistics, over 1-d to 5-d inputs, in place or not.
+TEST(CudnnEngineTest, BatchNormMatchesTheNativeEngineAndKeepsItsStatistics) {
+  CREMA_SKIP_WITHOUT_GPU();
+  const std::vector<std::pair<std::string, std::vector<int>>> cases = {
+      {"phase: TRAIN", {4, 3, 5, 5}},
+      {"phase: TRAIN", {8, 6}},
+      {"phase: TRAIN", {10}},
+      {"phase: TRAIN", {2, 3, 2, 3, 4}},
+      {"phase: TRAIN batch_norm_param { moving_average_fraction: 0.5 eps: 0.001 }", {3, 4, 3, 3}},
+      {"phase: TRAIN", {32, 64, 14, 14}},
+      {"phase: TEST", {4, 3, 5, 5}},
+      {"phase: TEST", {1, 5}},
+      {"phase: TRAIN batch_norm_param { use_global_stats: true }", {4, 3, 5, 5}},
+      {"phase: TEST batch_norm_param { use_global_stats: false }", {2, 3, 4, 4}},
+  };
+  for (const auto& [body, shape] : cases) {
+    for (bool in_place : {false, true}) {
+      SCOPED_TRACE(body + " on " + ShapeString(shape) + (in_place ? ", in place" : ""));
+      const auto gpu = RunBatchNorm(body, shape, Device::kGPU, "cudnn", in_place, 2);
+      const auto cpu = RunBatchNorm(body, shape, Device::kCPU, "native", in_place, 2);
+      ASSERT_EQ(gpu.size(), 5u);
+      ExpectClose({gpu[0]}, {cpu[0]}, 1e-4, "top");
+      ExpectClose({gpu[1]}, {cpu[1]}, 1e-4, "bottom gradient");
+      ExpectClose({gpu[2], gpu[3], gpu[4]}, {cpu[2], cpu[3], cpu[4]}, 1e-5, "statistics blob");
+    }
+  }
+}
+
 // The registry on a GPU: cudnn where its refusal is empty, another engine where it refuses.
 TEST(CudnnEngineTest, AGpuContextPicksCudnnExactlyWhereItAccepts) {
   CREMA_SKIP_WITHOUT_GPU();
@@ -690,6 +1009,14 @@ TEST(CudnnEngineTest, AGpuContextPicksCudnnExactlyWhereItAccepts) {
   EXPECT_EQ(engine(Param("ReLU", ""), {2, 3}), "cudnn");
   EXPECT_NE(engine(Param("ReLU", "relu_param { negative_slope: 0.2 }"), {2, 3}), "cudnn");
   EXPECT_EQ(engine(Param("Softmax", ""), {2, 3}), "cudnn");
+  EXPECT_EQ(engine(Param("Sigmoid", ""), {2, 3}), "cudnn");
+  EXPECT_NE(engine(Param("Sigmoid", "sigmoid_param { engine: CAFFE }"), {2, 3}), "cudnn");
+  EXPECT_EQ(engine(Param("TanH", ""), {2, 3}), "cudnn");
+  EXPECT_EQ(engine(Param("LRN", ""), {2, 3, 4, 4}), "cudnn");
+  EXPECT_NE(engine(Param("LRN", "lrn_param { norm_region: WITHIN_CHANNEL }"), {2, 3, 4, 4}), "cudnn");
+  EXPECT_EQ(engine(Param("BatchNorm", "phase: TRAIN"), {2, 3, 4, 4}), "cudnn");
+  EXPECT_NE(engine(Param("BatchNorm", "phase: TRAIN"), {1, 3}), "cudnn");
+  EXPECT_EQ(engine(Param("BatchNorm", "phase: TEST"), {1, 3}), "cudnn");
 }
 
 // Parameter gradients accumulate over backward passes (beta 1); the bottom gradient is overwritten (beta 0).
@@ -733,6 +1060,11 @@ TEST(CudnnEngineTest, GradientsCheckOnTheGpu) {
       {"name: 'p' type: 'Pooling' pooling_param { pool: AVE kernel_size: 3 stride: 1 pad: 1 }", {1, 2, 4, 4}},
       {"name: 'p' type: 'Pooling' pooling_param { pool: MAX kernel_size: 2 stride: 2 }", {1, 2, 4, 4}},
       {"name: 's' type: 'Softmax'", {2, 4, 3}},
+      {"name: 'n' type: 'LRN' lrn_param { local_size: 3 alpha: 0.5 }", {2, 5, 3, 3}},
+      {"name: 'a' type: 'Sigmoid'", {2, 3, 4}},
+      {"name: 'a' type: 'TanH'", {2, 3, 4}},
+      {"name: 'b' type: 'BatchNorm' phase: TRAIN", {4, 3, 2, 2}},
+      {"name: 'b' type: 'BatchNorm' phase: TEST", {2, 3, 2, 2}},
   };
   for (const auto& [text, shape] : cases) {
     SCOPED_TRACE(text);

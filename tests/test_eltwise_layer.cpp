@@ -1,9 +1,12 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "core/context.hpp"
 #include "layers/eltwise.hpp"
 #include "test_util.hpp"
 
@@ -123,6 +126,64 @@ TEST(EltwiseLayerTest, MaxGradient) {
   layer.SetUp(bottom.pointers, top.pointers);
   test::GradientChecker checker(1e-2f, 1e-3f);
   checker.CheckGradient(&layer, bottom.pointers, top.pointers);
+}
+
+// More bottoms than one pass of the GPU's rules reads (rehearsed on the host, and the CPU's loops alike): the
+// later groups combine onto the earlier ones' top, and each bottom's product gradient multiplies in every group of
+// the others.
+TEST(EltwiseLayerTest, ManyBottomsAreTakenInGroups) {
+  const int bottoms = kEltwiseGroup + 3, count = 6;
+  for (int gpu_code = 0; gpu_code < 2; ++gpu_code) {
+    for (const std::string op : {"SUM", "PROD", "MAX"}) {
+      SCOPED_TRACE(op + (gpu_code ? ", GPU code on the host" : ", CPU code"));
+      auto context = std::make_shared<Context>(Device::kCPU);
+      context->set_gpu_code_on_host(gpu_code == 1);
+      test::BlobList bottom, top;
+      std::string param = "eltwise_param { operation: " + op;
+      std::vector<float> coeffs;
+      for (int b = 0; b < bottoms; ++b) {
+        test::FillUniform(bottom.Add({2, 3}), 0.5f, 1.5f, 40 + b);  // products stay near 1
+        coeffs.push_back(op == "SUM" ? 0.25f * (b % 5) - 0.5f : 1.f);
+        if (op == "SUM") param += " coeff: " + std::to_string(coeffs.back());
+      }
+      // MAX: element 0 ties between bottoms 3 and kEltwiseGroup + 1 (the earlier wins), element 1 is won in the last
+      // group.
+      bottom.pointers[3]->mutable_cpu_data()[0] = 7.f;
+      bottom.pointers[kEltwiseGroup + 1]->mutable_cpu_data()[0] = 7.f;
+      bottom.pointers[bottoms - 1]->mutable_cpu_data()[1] = 8.f;
+      top.Add({});
+      EltwiseLayer layer(EltwiseParam(param + " }"), context);
+      layer.SetUp(bottom.pointers, top.pointers);
+      layer.Forward(bottom.pointers, top.pointers);
+      for (int i = 0; i < count; ++i) top.pointers[0]->mutable_cpu_diff()[i] = 1.f + i;
+      layer.Backward(top.pointers, std::vector<bool>(bottoms, true), bottom.pointers);
+      for (int i = 0; i < count; ++i) {
+        double expected = op == "PROD" ? 1 : 0;
+        int winner = 0;
+        for (int b = 0; b < bottoms; ++b) {
+          const float x = bottom.pointers[b]->cpu_data()[i];
+          if (op == "SUM") expected += coeffs[b] * x;
+          if (op == "PROD") expected *= x;
+          if (op == "MAX" && x > bottom.pointers[winner]->cpu_data()[i]) winner = b;
+        }
+        if (op == "MAX") expected = bottom.pointers[winner]->cpu_data()[i];
+        EXPECT_NEAR(top.pointers[0]->cpu_data()[i], expected, 1e-5) << i;
+        if (op == "MAX" && i < 2) {
+          EXPECT_EQ(winner, i == 0 ? 3 : bottoms - 1);
+          EXPECT_EQ(layer.internal_blobs()[0]->cpu_data()[i], static_cast<float>(winner));
+        }
+        for (int b = 0; b < bottoms; ++b) {
+          double gradient = 1.f + i;
+          if (op == "SUM") gradient *= coeffs[b];
+          if (op == "MAX" && b != winner) gradient = 0;
+          for (int other = 0; op == "PROD" && other < bottoms; ++other)
+            if (other != b) gradient *= bottom.pointers[other]->cpu_data()[i];
+          EXPECT_NEAR(bottom.pointers[b]->cpu_diff()[i], gradient, 1e-4 * std::max(1.0, std::fabs(gradient)))
+              << "bottom " << b << ", element " << i;
+        }
+      }
+    }
+  }
 }
 
 TEST(EltwiseLayerTest, FollowsReshapedBottoms) {

@@ -1,7 +1,10 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <memory>
 #include <vector>
 
+#include "core/context.hpp"
 #include "layers/embed.hpp"
 #include "test_util.hpp"
 
@@ -42,6 +45,41 @@ TEST(EmbedLayerTest, ParameterGradients) {
     Fixture fixture(param, {2, 0, 2, 1, 0}, {5});
     test::GradientChecker checker(1e-2f, 1e-3f);
     checker.CheckGradient(fixture.layer.get(), fixture.bottom.pointers, fixture.top.pointers, -2);
+  }
+}
+
+// The GPU code's weight gradient (each used row gathering from its positions, listed on the host) adds to what
+// the diff already holds, in the CPU's order: rehearsed on the host, two backward passes give the CPU's sums.
+TEST(EmbedLayerTest, GpuCodeAccumulatesTheCpuGradients) {
+  const std::vector<float> indices = {2, 0, 2, 1, 0, 2, 4};
+  std::vector<std::vector<float>> results[2];
+  for (int gpu_code = 0; gpu_code < 2; ++gpu_code) {
+    auto context = std::make_shared<Context>(Device::kCPU);
+    context->set_gpu_code_on_host(gpu_code == 1);
+    test::BlobList bottom, top;
+    Blob* in = bottom.Add({7});
+    std::copy(indices.begin(), indices.end(), in->mutable_cpu_data());
+    top.Add({});
+    EmbedLayer layer(test::ParseLayer("name: 'e' type: 'Embed' embed_param { num_output: 3 input_dim: 6 }"), context);
+    layer.SetUp(bottom.pointers, top.pointers);
+    for (size_t i = 0; i < layer.blobs().size(); ++i) {
+      test::FillGaussian(layer.blobs()[i].get(), 0.f, 1.f, 3 + i);
+      layer.blobs()[i]->set_diff(0.5f);
+    }
+    layer.Forward(bottom.pointers, top.pointers);
+    for (int i = 0; i < top.pointers[0]->count(); ++i) top.pointers[0]->mutable_cpu_diff()[i] = 0.25f * i - 2.f;
+    layer.Backward(top.pointers, {false}, bottom.pointers);
+    layer.Backward(top.pointers, {false}, bottom.pointers);
+    results[gpu_code] = {test::DataOf(*top.pointers[0]), test::DiffOf(*layer.blobs()[0]),
+                         test::DiffOf(*layer.blobs()[1])};
+  }
+  // Rows 3 and 5 were picked by no one: their gradient stays at the starting 0.5.
+  EXPECT_EQ(results[1][1][3 * 3], 0.5f);
+  EXPECT_EQ(results[1][1][5 * 3 + 2], 0.5f);
+  for (size_t r = 0; r < results[0].size(); ++r) {
+    ASSERT_EQ(results[0][r].size(), results[1][r].size());
+    for (size_t i = 0; i < results[0][r].size(); ++i)
+      EXPECT_FLOAT_EQ(results[1][r][i], results[0][r][i]) << r << ", " << i;
   }
 }
 

@@ -11,6 +11,7 @@
 #include "core/math_functions.hpp"
 #include "io/proto_io.hpp"
 #include "layers/layer_registry.hpp"
+#include "layers/lrn.hpp"
 #include "net/net.hpp"
 #include "solver/solver.hpp"
 #include "solver/update_rules.hpp"
@@ -145,12 +146,17 @@ TEST(GpuTest, SgdUpdateOnTheGpuMatchesTheCpu) {
 // gives the CPU's result; an engine forced onto the GPU that does not run there is a clear error.
 TEST(GpuTest, ALayerWithoutAGpuEngineRunsOnTheHost) {
   CREMA_SKIP_WITHOUT_GPU();
+  // Every built-in type has a GPU engine; a type registered here for the CPU only (LRN's native engine under
+  // another name) stands for a user's layer without GPU code.
+  static bool registered = false;
+  if (!registered) LayerRegistry::Global().Add<LRNLayer>("HostOnlyLRN", {"native", kCpuOnly});
+  registered = true;
   NetParameter param;
   ReadProtoFromText(R"(
     layer { name: 'input' type: 'Input' top: 'data' input_param { shape { dim: 2 dim: 3 dim: 5 dim: 5 } } }
     layer { name: 'conv' type: 'Convolution' bottom: 'data' top: 'conv'
             convolution_param { num_output: 4 kernel_size: 3 weight_filler { type: 'gaussian' } } }
-    layer { name: 'norm' type: 'LRN' bottom: 'conv' top: 'norm' }
+    layer { name: 'norm' type: 'HostOnlyLRN' bottom: 'conv' top: 'norm' }
     layer { name: 'relu' type: 'ReLU' bottom: 'norm' top: 'out' }
   )",
                     "net", &param);

@@ -1,7 +1,11 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <utility>
 #include <vector>
 
+#include "core/elementwise.hpp"
+#include "core/im2col.hpp"
 #include "layers/im2col.hpp"
 #include "test_util.hpp"
 
@@ -63,6 +67,35 @@ TEST(Im2colLayerTest, Gradients) {
                                : std::vector<int>{2, 2, 5, 4});
     test::GradientChecker checker(1e-2f, 1e-3f);
     checker.CheckGradient(fixture.layer.get(), fixture.bottom.pointers, fixture.top.pointers);
+  }
+}
+
+// On the GPU the layer unrolls the whole batch at once with core/im2col.hpp's rules (one image of items x channels
+// channels); run on the host, those rules give the CPU's columns and gradients.
+TEST(Im2colLayerTest, TheGpusBatchRulesMatchTheCpu) {
+  const std::pair<const char*, std::vector<int>> cases[] = {
+      {"kernel_size: 3 stride: 2 pad: 1", {2, 3, 7, 6}},
+      {"kernel_size: 2 dilation: 2 force_nd_im2col: true", {3, 2, 5, 4}},
+      {"kernel_size: 2 kernel_size: 3 kernel_size: 2 pad: 1 stride: 2", {2, 2, 4, 5, 3}},
+      {"axis: 2 kernel_size: 3", {2, 2, 3, 9}},
+  };
+  for (const auto& [param, shape] : cases) {
+    SCOPED_TRACE(param);
+    Fixture fixture(param, shape);
+    Blob* x = fixture.bottom.pointers[0];
+    Blob* y = fixture.top.pointers[0];
+    fixture.layer->Forward(fixture.bottom.pointers, fixture.top.pointers);
+    test::FillGaussian(y, 0.f, 1.f, 22);  // the top's data as its gradient
+    std::copy(y->cpu_data(), y->cpu_data() + y->count(), y->mutable_cpu_diff());
+    fixture.layer->Backward(fixture.top.pointers, {true}, fixture.bottom.pointers);
+    fixture.layer->Forward(fixture.bottom.pointers, fixture.top.pointers);
+
+    const UnrollGeometry& g = fixture.layer->unroll_geometry();
+    std::vector<float> columns(y->count()), image(x->count());
+    for_each_element(y->count(), Im2colRule{x->cpu_data(), columns.data(), g});
+    EXPECT_EQ(columns, test::DataOf(*y));
+    for_each_element(x->count(), Col2imRule{y->cpu_diff(), image.data(), g});
+    EXPECT_EQ(image, test::DiffOf(*x));
   }
 }
 

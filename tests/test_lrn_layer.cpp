@@ -85,10 +85,11 @@ TEST(LRNLayerTest, Gradients) {
   }
 }
 
-// LRN's engines through the registry, as a net chooses them: every engine takes every case (oneDNN's too, on
-// this shape) and matches the direct sums and the numeric gradient.
+// LRN's CPU engines through the registry, as a net chooses them: every engine takes every case (oneDNN's too, on
+// this shape) and matches the direct sums and the numeric gradient. (The GPU-only cuDNN engine is the conformance
+// harness's.)
 TEST(LRNLayerTest, EveryEngineMatchesDirectSumsAndItsGradient) {
-  for (const std::string& engine : LayerRegistry::Global().Engines("LRN")) {
+  for (const std::string& engine : LayerRegistry::Global().Engines("LRN", Device::kCPU)) {
     for (const Case& c : kCases) {
       SCOPED_TRACE(engine + ": " + c.param);
       LayerParameter param = LrnParam(c.param);

@@ -130,6 +130,20 @@ TEST(ScaleLayerTest, InPlaceMatchesOutOfPlace) {
   for (size_t i = 0; i < 2; ++i) EXPECT_EQ(test::DiffOf(*a.blobs()[i]), test::DiffOf(*b.blobs()[i]));
 }
 
+// The GPU code, rehearsed on the host (Context::set_gpu_code_on_host), gives in place what it gives out of place
+// (the conformance harness checks it out of place against the CPU code): the input kept for the scale's gradient,
+// and the gradients taken before the bottom's overwrites the top's.
+TEST(ScaleLayerTest, GpuCodeInPlaceMatchesOutOfPlace) {
+  for (const char* param : {"bias_term: true filler { type: 'gaussian' } bias_filler { type: 'gaussian' }",
+                            "axis: 0 num_axes: 2 filler { type: 'gaussian' }"}) {
+    SCOPED_TRACE(param);
+    auto context = std::make_shared<Context>();
+    context->set_gpu_code_on_host(true);
+    ScaleLayer separate(ScaleParam(param), context), in_place(ScaleParam(param), context);
+    test::ExpectInPlaceMatchesOutOfPlace(&separate, &in_place, test::Gaussian(), {2, 3, 4});
+  }
+}
+
 TEST(ScaleLayerTest, StoredBlobsLoad) {
   test::BlobList bottom, top;
   test::FillGaussian(bottom.Add({2, 3, 2}));

@@ -130,10 +130,20 @@ std::vector<int> PoolingDescriptor::OutputShape(const TensorDescriptor& input) c
 ActivationDescriptor::ActivationDescriptor() { CREMA_CUDNN_CALL(cudnnCreateActivationDescriptor(&descriptor_)); }
 ActivationDescriptor::~ActivationDescriptor() { cudnnDestroyActivationDescriptor(descriptor_); }
 
-void ActivationDescriptor::SetReLU() {
-  // The coefficient is the ceiling of clipped ReLU and ELU's alpha; plain ReLU ignores it. NaNs pass through as
-  // in the native engine.
-  CREMA_CUDNN_CALL(cudnnSetActivationDescriptor(descriptor_, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0));
+void ActivationDescriptor::Set(ActivationMode mode) {
+  const cudnnActivationMode_t cudnn_mode = mode == ActivationMode::kSigmoid ? CUDNN_ACTIVATION_SIGMOID
+                                           : mode == ActivationMode::kTanh  ? CUDNN_ACTIVATION_TANH
+                                                                            : CUDNN_ACTIVATION_RELU;
+  // The coefficient is the ceiling of clipped ReLU and ELU's alpha; ReLU, sigmoid and tanh ignore it. NaNs pass
+  // through as in the native engines.
+  CREMA_CUDNN_CALL(cudnnSetActivationDescriptor(descriptor_, cudnn_mode, CUDNN_PROPAGATE_NAN, 0.0));
+}
+
+LRNDescriptor::LRNDescriptor() { CREMA_CUDNN_CALL(cudnnCreateLRNDescriptor(&descriptor_)); }
+LRNDescriptor::~LRNDescriptor() { cudnnDestroyLRNDescriptor(descriptor_); }
+
+void LRNDescriptor::Set(unsigned window, double alpha, double beta, double k) {
+  CREMA_CUDNN_CALL(cudnnSetLRNDescriptor(descriptor_, window, alpha, beta, k));
 }
 
 // ---- convolution algorithms --------------------------------------------------------------------------------------
@@ -465,6 +475,44 @@ void ActivationBackward(Context& context, const ActivationDescriptor& activation
   const float alpha = 1.f, beta = 0.f;
   CREMA_CUDNN_CALL(cudnnActivationBackward(context.cudnn(), activation.get(), &alpha, desc.get(), y, desc.get(), dy,
                                            desc.get(), x, &beta, desc.get(), dx));
+}
+
+void LRNForward(Context& context, const LRNDescriptor& lrn, const TensorDescriptor& desc, const float* x, float* y) {
+  const float alpha = 1.f, beta = 0.f;
+  CREMA_CUDNN_CALL(cudnnLRNCrossChannelForward(context.cudnn(), lrn.get(), CUDNN_LRN_CROSS_CHANNEL_DIM1, &alpha,
+                                               desc.get(), x, &beta, desc.get(), y));
+}
+
+void LRNBackward(Context& context, const LRNDescriptor& lrn, const TensorDescriptor& desc, const float* y,
+                 const float* dy, const float* x, float* dx) {
+  const float alpha = 1.f, beta = 0.f;
+  CREMA_CUDNN_CALL(cudnnLRNCrossChannelBackward(context.cudnn(), lrn.get(), CUDNN_LRN_CROSS_CHANNEL_DIM1, &alpha,
+                                                desc.get(), y, desc.get(), dy, desc.get(), x, &beta, desc.get(), dx));
+}
+
+// Spatial mode is Caffe's BatchNorm: statistics per channel over the items and every position. (SPATIAL_PERSISTENT,
+// faster, may overflow on some value ranges, as cuDNN's header warns; PER_ACTIVATION keeps statistics per position.)
+void DescribeBatchNormChannels(const TensorDescriptor& x, TensorDescriptor* channels) {
+  CREMA_CUDNN_CALL(cudnnDeriveBNTensorDescriptor(channels->get(), x.get(), CUDNN_BATCHNORM_SPATIAL));
+}
+
+void BatchNormForwardTraining(Context& context, const TensorDescriptor& x_desc, const float* x, float* y,
+                              const TensorDescriptor& channels, const float* scale, const float* bias, double factor,
+                              float* running_mean, float* running_variance, double epsilon, float* saved_mean,
+                              float* saved_inv_std) {
+  const float alpha = 1.f, beta = 0.f;
+  CREMA_CUDNN_CALL(cudnnBatchNormalizationForwardTraining(
+      context.cudnn(), CUDNN_BATCHNORM_SPATIAL, &alpha, &beta, x_desc.get(), x, x_desc.get(), y, channels.get(), scale,
+      bias, factor, running_mean, running_variance, epsilon, saved_mean, saved_inv_std));
+}
+
+void BatchNormBackward(Context& context, const TensorDescriptor& x_desc, const float* x, const float* dy, float* dx,
+                       const TensorDescriptor& channels, const float* scale, float* scale_diff, float* bias_diff,
+                       double epsilon, const float* saved_mean, const float* saved_inv_std) {
+  const float alpha = 1.f, beta = 0.f;
+  CREMA_CUDNN_CALL(cudnnBatchNormalizationBackward(
+      context.cudnn(), CUDNN_BATCHNORM_SPATIAL, &alpha, &beta, &alpha, &beta, x_desc.get(), x, x_desc.get(), dy,
+      x_desc.get(), dx, channels.get(), scale, scale_diff, bias_diff, epsilon, saved_mean, saved_inv_std));
 }
 
 }  // namespace cudnn

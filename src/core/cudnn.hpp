@@ -4,10 +4,10 @@
 // which cuDNN 9 marks deprecated in favour of its graph API; moving to the graph API later means rewriting
 // cudnn.cpp, not the engines.
 //
-// What it offers: the status check; RAII descriptors (tensor, filter, convolution, pooling, activation);
+// What it offers: the status check; RAII descriptors (tensor, filter, convolution, pooling, activation, LRN);
 // convolution algorithm choice, cached per shape and made under the context's workspace limit and deterministic
-// mode (ConvolutionPlan); and thin forward/backward calls for convolution, bias, pooling, softmax and activation,
-// all on the context's cuDNN handle, which is bound to the context's CUDA stream.
+// mode (ConvolutionPlan); and thin forward/backward calls for convolution, bias, pooling, softmax, activation, LRN
+// and batch normalisation, all on the context's cuDNN handle, which is bound to the context's CUDA stream.
 //
 // Everything here is float (CUDNN_DATA_FLOAT): tensors are crema's plain blobs, packed, the last axis varying
 // fastest (cuDNN's NCHW and its N-d generalisation).
@@ -114,18 +114,48 @@ class PoolingDescriptor {
   cudnnPoolingDescriptor_t descriptor_ = nullptr;
 };
 
+enum class ActivationMode {
+  kReLU,     // y = max(x, 0)
+  kSigmoid,  // y = 1 / (1 + exp(-x))
+  kTanh,     // y = tanh(x)
+};
+
 class ActivationDescriptor {
  public:
   ActivationDescriptor();
   ~ActivationDescriptor();
   ActivationDescriptor(const ActivationDescriptor&) = delete;
   ActivationDescriptor& operator=(const ActivationDescriptor&) = delete;
-  // y = max(x, 0), NaNs passed on.
-  void SetReLU();
+  // The function `mode` names, NaNs passed on.
+  void Set(ActivationMode mode);
+  void SetReLU() { Set(ActivationMode::kReLU); }
   cudnnActivationDescriptor_t get() const { return descriptor_; }
 
  private:
   cudnnActivationDescriptor_t descriptor_ = nullptr;
+};
+
+// What cudnnSetLRNDescriptor accepts: a window of kLRNMinWindow to kLRNMaxWindow channels, k and beta at least
+// these (compared as the doubles it is given).
+constexpr unsigned kLRNMinWindow = CUDNN_LRN_MIN_N;
+constexpr unsigned kLRNMaxWindow = CUDNN_LRN_MAX_N;
+constexpr double kLRNMinK = CUDNN_LRN_MIN_K;
+constexpr double kLRNMinBeta = CUDNN_LRN_MIN_BETA;
+
+class LRNDescriptor {
+ public:
+  LRNDescriptor();
+  ~LRNDescriptor();
+  LRNDescriptor(const LRNDescriptor&) = delete;
+  LRNDescriptor& operator=(const LRNDescriptor&) = delete;
+  // Cross-channel LRN: y = x * (k + alpha / window * sum of x^2 over the window)^-beta, the window reaching
+  // (window - 1) / 2 channels back and window - 1 - (window - 1) / 2 forward (centred for an odd window), channels
+  // outside the tensor counting as 0. cuDNN divides alpha by the window itself, as Caffe does.
+  void Set(unsigned window, double alpha, double beta, double k);
+  cudnnLRNDescriptor_t get() const { return descriptor_; }
+
+ private:
+  cudnnLRNDescriptor_t descriptor_ = nullptr;
 };
 
 // ---- convolution algorithms ------------------------------------------------------------------------------------
@@ -255,6 +285,35 @@ void ActivationForward(Context& context, const ActivationDescriptor& activation,
                        const float* x, float* y);
 void ActivationBackward(Context& context, const ActivationDescriptor& activation, const TensorDescriptor& desc,
                         const float* y, const float* dy, const float* x, float* dx);
+
+// Cross-channel LRN over axis 1 of `desc` (4-d or 5-d); backward overwrites dx from the output y, its gradient dy
+// and the input x.
+void LRNForward(Context& context, const LRNDescriptor& lrn, const TensorDescriptor& desc, const float* x, float* y);
+void LRNBackward(Context& context, const LRNDescriptor& lrn, const TensorDescriptor& desc, const float* y,
+                 const float* dy, const float* x, float* dx);
+
+// ---- batch normalisation (spatial: one mean and variance per channel, over every other axis) ------------------------
+
+// The smallest epsilon cuDNN's batch normalisation takes.
+constexpr double kBatchNormMinEpsilon = CUDNN_BN_MIN_EPSILON;
+
+// Describes in *channels the (1, C, 1, 1) tensor of per-channel values (scale, bias, means, variances) that goes
+// with `x` (N, C, ...) in spatial mode (cudnnDeriveBNTensorDescriptor).
+void DescribeBatchNormChannels(const TensorDescriptor& x, TensorDescriptor* channels);
+
+// With the batch's statistics: y = (x - mean) / sqrt(variance + epsilon) * scale + bias, the mean and the biased
+// variance taken per channel over every other axis. The running tensors become factor * (the batch mean, the
+// unbiased variance) + (1 - factor) * themselves. saved_mean and saved_inv_std receive cuDNN's cache for the backward
+// pass (cuDNN documents their contents as its own). cuDNN does not document y == x: callers keep them apart.
+void BatchNormForwardTraining(Context& context, const TensorDescriptor& x_desc, const float* x, float* y,
+                              const TensorDescriptor& channels, const float* scale, const float* bias, double factor,
+                              float* running_mean, float* running_variance, double epsilon, float* saved_mean,
+                              float* saved_inv_std);
+// The gradients of BatchNormForwardTraining (with the same x, scale, epsilon and saved cache): dx, scale_diff and
+// bias_diff overwritten. cuDNN does not document dx == dy: callers keep them apart.
+void BatchNormBackward(Context& context, const TensorDescriptor& x_desc, const float* x, const float* dy, float* dx,
+                       const TensorDescriptor& channels, const float* scale, float* scale_diff, float* bias_diff,
+                       double epsilon, const float* saved_mean, const float* saved_inv_std);
 
 }  // namespace cudnn
 }  // namespace crema
