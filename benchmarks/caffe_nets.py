@@ -4,7 +4,9 @@ below where neither is installed), the same layers as a PyTorch module, and a .c
 weights for OpenCV's dnn module, so that every peer runs exactly the architecture of the prototxt.
 
 Layer types: Input, Convolution, Pooling, ReLU, LRN, InnerProduct, Dropout, Concat, Softmax, Flatten, Sigmoid,
-TanH (what the benchmark nets use); another type is an error naming it. Needs python3-protobuf and, for
+TanH, BatchNorm, Scale, Eltwise (what the benchmark nets use); another type is an error naming it. A BatchNorm
+followed by a Scale with a bias on its output becomes one torch.nn.BatchNorm2d with its affine transform, PyTorch's
+own form of the pair (cuDNN's batch normalization does both in one pass). Needs python3-protobuf and, for
 TorchNet, python3-torch.
 """
 
@@ -289,9 +291,18 @@ def torch_net(net):
             self.steps = []  # (layer name, bottoms, tops, callable)
             self.learned = nn.ModuleDict()  # layer name -> module with weight (and bias)
             shapes = dict(input_shapes(net))
-            for layer in net.layer:
-                if layer.type == "Input":
+            layers = list(net.layer)
+            # Scale layers folded into the BatchNorm before them (the affine part of torch's BatchNorm2d).
+            self.folded = set()
+            for before, after in zip(layers, layers[1:]):
+                if (before.type == "BatchNorm" and after.type == "Scale" and len(after.bottom) == 1
+                        and after.bottom[0] == before.top[0] and after.scale_param.bias_term
+                        and after.scale_param.axis == 1 and after.scale_param.num_axes == 1):
+                    self.folded.add(after.name)
+            for index, layer in enumerate(layers):
+                if layer.type == "Input" or layer.name in self.folded:
                     continue
+                self.affine = index + 1 < len(layers) and layers[index + 1].name in self.folded
                 bottoms, tops = list(layer.bottom), list(layer.top)
                 in_shape = shapes[bottoms[0]]
                 fn, out_shape = self._layer(layer, in_shape, [shapes[b] for b in bottoms])
@@ -371,6 +382,40 @@ def torch_net(net):
                 for d in shape[1:]:
                     size *= d
                 return (lambda x: torch.flatten(x, 1)), (shape[0], size)
+            if kind == "BatchNorm":
+                p = layer.batch_norm_param
+                channels = shape[1] if len(shape) > 1 else 1
+                kind_2d = len(shape) == 4
+                module = (nn.BatchNorm2d if kind_2d else nn.BatchNorm1d)(
+                    channels, eps=p.eps, momentum=1.0 - p.moving_average_fraction, affine=self.affine)
+                self.learned[layer.name] = module
+                if p.HasField("use_global_stats") and p.use_global_stats:
+                    return (lambda x, m=module: F.batch_norm(x, m.running_mean, m.running_var, m.weight, m.bias,
+                                                             False, 0.0, m.eps)), shape
+                return module, shape
+            if kind == "Scale":
+                p = layer.scale_param
+                if len(layer.bottom) != 1 or p.axis != 1 or p.num_axes != 1:
+                    raise ValueError("layer '%s': only a learned per-channel Scale is translated" % layer.name)
+                view = (1, shape[1]) + (1,) * (len(shape) - 2)
+                weight = nn.Parameter(torch.ones(shape[1]))
+                bias = nn.Parameter(torch.zeros(shape[1])) if p.bias_term else None
+                holder = nn.Module()
+                holder.weight, holder.bias = weight, bias
+                self.learned[layer.name] = holder
+                if bias is None:
+                    return (lambda x, w=weight: x * w.view(view)), shape
+                return (lambda x, w=weight, b=bias: torch.addcmul(b.view(view), x, w.view(view))), shape
+            if kind == "Eltwise":
+                p = layer.eltwise_param
+                if p.operation == 1:  # SUM
+                    coeffs = list(p.coeff) or [1.0] * len(layer.bottom)
+                    if all(c == 1.0 for c in coeffs):
+                        return (lambda *xs: functools.reduce(torch.add, xs)), shape
+                    return (lambda *xs, c=coeffs: functools.reduce(torch.add, [k * x for k, x in zip(c, xs)])), shape
+                if p.operation == 0:  # PROD
+                    return (lambda *xs: functools.reduce(torch.mul, xs)), shape
+                return (lambda *xs: functools.reduce(torch.maximum, xs)), shape
             raise ValueError("layer '%s': type %s is not translated to PyTorch" % (layer.name, kind))
 
         def forward(self, **inputs):
@@ -414,6 +459,9 @@ def write_caffemodel(net, model, path):
             module = model.learned[layer.name]
             head = pb.LayerParameter(name=layer.name, type=layer.type).SerializeToString()
             blobs = b""
+            if layer.type in ("BatchNorm", "Scale"):
+                raise ValueError("layer '%s': write_caffemodel writes Convolution and InnerProduct weights only"
+                                 % layer.name)
             for tensor in [module.weight] + ([module.bias] if module.bias is not None else []):
                 shape = pb.BlobShape(dim=list(tensor.shape)).SerializeToString()
                 values = tensor.detach().contiguous().numpy().astype("<f4").tobytes()

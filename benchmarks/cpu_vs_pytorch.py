@@ -34,6 +34,7 @@ NETS = {
     "cifar10_quick": ("examples/cifar10/cifar10_quick_deploy.prototxt", 100),
     "caffenet": ("examples/imagenet/caffenet_deploy.prototxt", 10),
     "googlenet": ("examples/imagenet/googlenet_deploy.prototxt", 10),
+    "resnet50": ("examples/imagenet/resnet50_deploy.prototxt", 8),
 }
 
 

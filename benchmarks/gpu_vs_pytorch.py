@@ -13,11 +13,12 @@ Rounds alternate between the peers so both see the same load. Prints the GPU, th
 per-net medians and ratios, and the command line.
 
   benchmarks/gpu_vs_pytorch.py [--rounds 5] [--iterations 50] [--warmup 5] [--nets lenet,cifar10_quick]
-                               [--crema build/tools/crema] [--crema-lib-path DIR:DIR] [--torch-cuda-libs]
-                               [--gpu 0] [--allow-tf32] [--device cuda|cpu]
+                               [--batch caffenet=128,...] [--crema build/tools/crema] [--crema-lib-path DIR:DIR]
+                               [--torch-cuda-libs] [--gpu 0] [--allow-tf32] [--device cuda|cpu]
 
-The nets are cpu_vs_pytorch.py's: lenet (batch 64), cifar10_quick (100), caffenet (10) and googlenet (10); the
-first two by default. --crema takes any executable that runs as crema does (a bundle's bin/crema or a launcher
+The nets are cpu_vs_pytorch.py's: lenet (batch 64), cifar10_quick (100), caffenet (10), googlenet (10) and
+resnet50 (8); the first two by default. --batch sets other batch sizes, as the GPU figures of docs/performance.md
+do: --nets caffenet,googlenet,resnet50 --batch caffenet=128,googlenet=128,resnet50=64. --crema takes any executable that runs as crema does (a bundle's bin/crema or a launcher
 script); --crema-lib-path puts folders before LD_LIBRARY_PATH for crema's runs only, and --torch-cuda-libs
 puts the folders of PyTorch's own CUDA libraries (pip's nvidia-* packages) after it, for a machine where crema's
 run path (the bundle's lib/, /usr/local/cuda/lib64) does not reach cudart, cuBLAS or cuDNN. --device cpu is a
@@ -70,6 +71,16 @@ def set_float32_math(torch, tf32):
     matmul.allow_tf32 = tf32
     cudnn.allow_tf32 = tf32
     return "cuda.matmul.allow_tf32=%s, cudnn.allow_tf32=%s" % (matmul.allow_tf32, cudnn.allow_tf32)
+
+
+def set_batches(spec):
+    """Applies --batch's NAME=N items to cpu_vs_pytorch.NETS (which both peers read their batch from)."""
+    for item in filter(None, spec.split(",")):
+        name, _, value = item.partition("=")
+        if name not in NETS or not value.isdigit() or int(value) < 1:
+            sys.exit("gpu_vs_pytorch: --batch takes NAME=N items with N >= 1 and NAME of %s; got '%s'"
+                     % (", ".join(NETS), item))
+        NETS[name] = (NETS[name][0], int(value))
 
 
 def torch_worker(name, device, iterations, warmup, benchmark, tf32):
@@ -130,7 +141,8 @@ def run(command, env=None):
 def run_torch(name, setting, args):
     benchmark, tf32 = setting
     stdout, _ = run([sys.executable, os.path.abspath(__file__), "--torch-worker", name, args.torch_device,
-                     str(args.iterations), str(args.warmup), str(int(benchmark)), str(int(tf32))])
+                     str(args.iterations), str(args.warmup), str(int(benchmark)), str(int(tf32)),
+                     "--batch", args.batch])
     return json.loads(stdout.strip().splitlines()[-1])
 
 
@@ -219,6 +231,7 @@ def main():
     parser.add_argument("--warmup", type=int, default=5,
                         help="PyTorch's untimed passes of each kind before the timed ones (crema time makes one)")
     parser.add_argument("--nets", default=",".join(DEFAULT_NETS), help="of: " + ", ".join(NETS))
+    parser.add_argument("--batch", default="", help="NAME=N,...: batch sizes other than the nets' own")
     parser.add_argument("--crema", default=os.path.join(cpu_vs_pytorch.ROOT, "build", "tools", "crema"),
                         help="crema's executable, or a launcher that runs it")
     parser.add_argument("--crema-lib-path", default="",
@@ -232,6 +245,7 @@ def main():
                         help="cpu: a debug run without a GPU (PyTorch on the CPU, crema without --gpu)")
     parser.add_argument("--torch-worker", nargs=6, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    set_batches(args.batch)
     if args.torch_worker:
         name, device, iterations, warmup, benchmark, tf32 = args.torch_worker
         torch_worker(name, device, int(iterations), int(warmup), benchmark == "1", tf32 == "1")

@@ -3,6 +3,7 @@
 // figures are in docs/solvers.md.)
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 
 #include "io/proto_io.hpp"
@@ -92,6 +93,47 @@ void ExpectLenetLearns(const test::FashionMnistSlices& slices, const std::string
 TEST_F(SolverExamplesTest, LenetAdam) { ExpectLenetLearns(*slices_, "lenet_solver_adam.prototxt", "Adam", 200, 0.65f); }
 TEST_F(SolverExamplesTest, LenetRmsProp) {
   ExpectLenetLearns(*slices_, "lenet_solver_rmsprop.prototxt", "RMSProp", 200, 0.5f);
+}
+
+// Every example solver on the Fashion-MNIST slices, with solver_mode: GPU, ends where the CPU run ends: the
+// same data in the same order, the same initial weights and dropout masks (drawn on the host), so the runs differ
+// only by float rounding (another summation order in cuDNN and cuBLAS). The test net's outputs after `iterations`
+// must agree within 0.02 absolute (accuracy) or 3% (losses).
+TEST_F(SolverExamplesTest, EveryExampleSolverTrainsOnTheGpuToTheCpusResult) {
+  CREMA_SKIP_WITHOUT_GPU();
+  struct Run {
+    const char* solver;
+    int iterations;
+    const char* output;
+  };
+  const Run runs[] = {
+      {"fashion_mnist/lenet_solver.prototxt", 200, "accuracy"},
+      {"fashion_mnist/lenet_solver_adam.prototxt", 200, "accuracy"},
+      {"fashion_mnist/lenet_solver_rmsprop.prototxt", 200, "accuracy"},
+      {"fashion_mnist/resnet_solver.prototxt", 100, "accuracy"},
+      {"mnist/mnist_autoencoder_solver.prototxt", 150, "cross_entropy_loss"},
+      {"mnist/mnist_autoencoder_solver_nesterov.prototxt", 150, "cross_entropy_loss"},
+      {"mnist/mnist_autoencoder_solver_adagrad.prototxt", 150, "cross_entropy_loss"},
+      {"mnist/mnist_autoencoder_solver_adadelta.prototxt", 150, "cross_entropy_loss"},
+  };
+  for (const Run& run : runs) {
+    SCOPED_TRACE(run.solver);
+    float reached[2] = {};
+    for (int gpu = 0; gpu < 2; ++gpu) {
+      SolverParameter param = slices_->ExampleSolver(run.solver);
+      param.set_solver_mode(gpu ? SolverParameter::GPU : SolverParameter::CPU);
+      param.set_max_iter(run.iterations);
+      for (int t = 0; t < param.test_iter_size(); ++t) param.set_test_iter(t, 5);
+      param.set_test_interval(run.iterations);
+      param.set_display(0);
+      auto solver = CreateSolver(param);
+      solver->Step(run.iterations);
+      reached[gpu] = Output(solver->TestAll(), 0, run.output);
+    }
+    const bool accuracy = std::string(run.output) == "accuracy";
+    EXPECT_NEAR(reached[1], reached[0], accuracy ? 0.02f : 0.03f * std::fabs(reached[0]))
+        << run.output << " after " << run.iterations << " iterations: CPU " << reached[0] << ", GPU " << reached[1];
+  }
 }
 
 }  // namespace
