@@ -6,7 +6,8 @@
 //                    local_size x local_size window centred on (h, w), zero padded
 //
 // lrn_param: local_size (odd, default 5), alpha (default 1), beta (default 0.75), k (default 1; as in Caffe,
-// WITHIN_CHANNEL ignores it and adds 1), norm_region (ACROSS_CHANNELS, WITHIN_CHANNEL), engine (one engine).
+// WITHIN_CHANNEL ignores it and adds 1), norm_region (ACROSS_CHANNELS, WITHIN_CHANNEL), engine (CUDNN: the cudnn
+// engine of layers/cudnn_lrn.hpp on a GPU, where it accepts).
 // Bottoms -> tops: 1 -> 1, a 4-d (N, C, H, W) bottom and a top of its shape. No blobs; the scale is kept from
 // forward to backward in the internal blob `<layer>.scale`. Backward recomputes y from x and the scale, so a
 // later in-place layer may overwrite the top; backward's

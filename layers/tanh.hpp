@@ -1,7 +1,8 @@
 // TanH: y = tanh(x), element by element. One bottom, one top of the same shape; may run in place (the backward
 // pass needs only the output). Runs on the CPU and the GPU from the same rules (tanh.cu).
 //
-// Params: none (tanh_param.engine: CAFFE and DEFAULT give this engine; CUDNN falls back to it).
+// Params: none (tanh_param.engine: CUDNN asks for the cudnn engine, layers/cudnn_activation.hpp, where the GPU has
+// it; CAFFE for this one).
 #pragma once
 
 #include <cmath>
