@@ -57,6 +57,24 @@ struct PoolingWindows {
     const int end = (x + pad) / stride + 1;
     *last = end < pooled ? end : pooled;
   }
+  // Input value i (plane, then h, x): its place in the plane, where the plane's outputs start, and the outputs
+  // [ph_first, ph_last) x [pw_first, pw_last) whose windows may hold it (the backward rules gather from them).
+  struct Cover {
+    int within, h, x;
+    long long plane_outputs;
+    int ph_first, ph_last, pw_first, pw_last;
+  };
+  CREMA_HOST_DEVICE Cover CoverOf(int i) const {
+    const int plane_size = height * width;
+    Cover c;
+    c.within = i % plane_size;
+    c.h = c.within / width;
+    c.x = c.within % width;
+    c.plane_outputs = static_cast<long long>(i / plane_size) * pooled_h * pooled_w;
+    Covering(c.h, pad_h, kernel_h, stride_h, pooled_h, &c.ph_first, &c.ph_last);
+    Covering(c.x, pad_w, kernel_w, stride_w, pooled_w, &c.pw_first, &c.pw_last);
+    return c;
+  }
 };
 
 // The rules of MAX and AVE pooling on both devices (pooling.cu compiles them): forward one output value per
@@ -170,18 +188,13 @@ struct StochasticPoolTestBackwardRule {
   float* bottom_diff;
   PoolingWindows w;
   CREMA_HOST_DEVICE void operator()(int i) const {
-    const int plane_size = w.height * w.width;
-    const int within = i % plane_size, h = within / w.width, x = within % w.width;
-    const float* image = input + static_cast<long long>(i / plane_size) * plane_size;
-    const long long plane_outputs = static_cast<long long>(i / plane_size) * w.pooled_h * w.pooled_w;
-    int ph_first, ph_last, pw_first, pw_last;
-    PoolingWindows::Covering(h, w.pad_h, w.kernel_h, w.stride_h, w.pooled_h, &ph_first, &ph_last);
-    PoolingWindows::Covering(x, w.pad_w, w.kernel_w, w.stride_w, w.pooled_w, &pw_first, &pw_last);
+    const PoolingWindows::Cover c = w.CoverOf(i);
+    const float* image = input + (static_cast<long long>(i) - c.within);
     float total = 0.f;
-    for (int ph = ph_first; ph < ph_last; ++ph) {
-      for (int pw = pw_first; pw < pw_last; ++pw) {
+    for (int ph = c.ph_first; ph < c.ph_last; ++ph) {
+      for (int pw = c.pw_first; pw < c.pw_last; ++pw) {
         const PoolingWindows::Window win = w.At(ph, pw);
-        if (!win.contains(h, x)) continue;
+        if (!win.contains(c.h, c.x)) continue;
         double sum = 0, squares = 0;
         for (int hh = win.h_start; hh < win.h_end; ++hh) {
           for (int xx = win.w_start; xx < win.w_end; ++xx) {
@@ -190,8 +203,8 @@ struct StochasticPoolTestBackwardRule {
           }
         }
         if (!(sum > 0)) continue;
-        total += static_cast<float>(top_diff[plane_outputs + ph * w.pooled_w + pw] *
-                                    (2 * image[within] * sum - squares) / (sum * sum));
+        total += static_cast<float>(top_diff[c.plane_outputs + ph * w.pooled_w + pw] *
+                                    (2 * image[c.within] * sum - squares) / (sum * sum));
       }
     }
     bottom_diff[i] = total;
@@ -206,21 +219,16 @@ struct PoolBackwardRule {
   float* bottom_diff;
   PoolingWindows w;
   CREMA_HOST_DEVICE void operator()(int i) const {
-    const int plane_size = w.height * w.width;
-    const int within = i % plane_size, h = within / w.width, x = within % w.width;
-    const long long plane_outputs = static_cast<long long>(i / plane_size) * w.pooled_h * w.pooled_w;
-    int ph_first, ph_last, pw_first, pw_last;
-    PoolingWindows::Covering(h, w.pad_h, w.kernel_h, w.stride_h, w.pooled_h, &ph_first, &ph_last);
-    PoolingWindows::Covering(x, w.pad_w, w.kernel_w, w.stride_w, w.pooled_w, &pw_first, &pw_last);
+    const PoolingWindows::Cover c = w.CoverOf(i);
     float total = 0.f;
-    for (int ph = ph_first; ph < ph_last; ++ph) {
-      for (int pw = pw_first; pw < pw_last; ++pw) {
-        const long long index = plane_outputs + ph * w.pooled_w + pw;
+    for (int ph = c.ph_first; ph < c.ph_last; ++ph) {
+      for (int pw = c.pw_first; pw < c.pw_last; ++pw) {
+        const long long index = c.plane_outputs + ph * w.pooled_w + pw;
         if (argmax != nullptr) {
-          if (static_cast<int>(argmax[index]) == within) total += top_diff[index];
+          if (static_cast<int>(argmax[index]) == c.within) total += top_diff[index];
         } else {
           const PoolingWindows::Window win = w.At(ph, pw);
-          if (win.contains(h, x)) total += top_diff[index] / win.area;
+          if (win.contains(c.h, c.x)) total += top_diff[index] / win.area;
         }
       }
     }
