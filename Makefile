@@ -165,7 +165,7 @@ clean:
 	$(if $(filter-out . .. / ./,$(strip $(BUILD_DIR))),,$(error refusing to remove BUILD_DIR = '$(BUILD_DIR)'))
 	rm -rf $(BUILD_DIR)
 
-FORMAT_DIRS := src layers tools tests
+FORMAT_DIRS := src layers tools tests python/src
 format:
 	@command -v clang-format >/dev/null || { echo "format: clang-format not found: apt-get install clang-format" >&2; \
 	  exit 1; }
@@ -192,7 +192,7 @@ help:
 	@echo '  make fuzz         the same build, then each libFuzzer target for FUZZ_SECONDS=$(FUZZ_SECONDS) s'
 	@echo '                    (scripts/fuzz.sh; crashes are kept in $(SANITIZE_DIR)/fuzz/artifacts/)'
 	@echo '  make clean        remove the build directory ($(BUILD_DIR))'
-	@echo '  make format       clang-format -i over src layers tools tests'
+	@echo '  make format       clang-format -i over src layers tools tests python/src'
 	@echo '  make help         this text'
 	@echo ''
 	@echo 'Settings (Makefile.config or the command line, e.g. `make CPU_ONLY=1 JOBS=8`):'

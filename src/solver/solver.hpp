@@ -89,6 +89,9 @@ class Solver {
   int iter() const { return iter_; }
   const SolverParameter& param() const { return param_; }
   Net* net() { return net_.get(); }
+  // The test nets, in the order of the solver's test_net / test_net_param / net's TEST phase; they share the
+  // training net's parameters (the Python module shows them as solver.test_nets).
+  const std::vector<std::unique_ptr<Net>>& test_nets() const { return test_nets_; }
   Context& context() const { return *context_; }
   // Caffe's layout, so that Caffe's .solverstate files load: one blob per learnable parameter, in parameter
   // order; a rule with two histories (AdaDelta, Adam) has a second such set after the first.

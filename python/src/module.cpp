@@ -1,0 +1,91 @@
+// crema._crema, the extension behind `import crema` (docs/python.md): the module's device and seed, crema.Error,
+// and the Blob, Net and Solver classes (blob.cpp, net.cpp, solver.cpp).
+#include <glog/logging.h>
+
+#include <string>
+
+#include "bindings.hpp"
+
+namespace crema {
+namespace python {
+
+Defaults& ModuleDefaults() {
+  static Defaults defaults;
+  return defaults;
+}
+
+std::shared_ptr<Context> MakeContext(uint64_t random_seed) {
+  const Defaults& defaults = ModuleDefaults();
+  if (defaults.device == Device::kGPU) {
+    // Said in Python's terms here; Context's own checks speak of the command line's flags.
+    CREMA_CHECK(Context::built_with_cuda())
+        << "crema.set_mode_gpu() was called, but this crema was built without CUDA; use crema.set_mode_cpu()";
+    const int count = Context::gpu_count();
+    CREMA_CHECK(count > 0) << "crema.set_mode_gpu() was called, but no CUDA device is visible on this machine; use "
+                              "crema.set_mode_cpu()";
+    CREMA_CHECK(defaults.gpu_id < count) << "crema.set_device(" << defaults.gpu_id << "): this machine has " << count
+                                         << " CUDA device(s)";
+  }
+  return std::make_shared<Context>(defaults.device, defaults.gpu_id, random_seed);
+}
+
+namespace {
+
+void StartLogging() {
+  if (google::IsGoogleLoggingInitialized()) return;  // another module of this process did
+  FLAGS_logtostderr = true;
+  FLAGS_colorlogtostderr = false;
+  google::InitGoogleLogging("crema");
+}
+
+}  // namespace
+
+}  // namespace python
+}  // namespace crema
+
+PYBIND11_MODULE(_crema, module) {
+  namespace py = pybind11;
+  using crema::python::ModuleDefaults;
+  module.doc() = "crema's C++ core: nets, blobs as numpy arrays, solvers (import crema, not crema._crema)";
+  crema::python::StartLogging();
+  // Every problem crema reports (a prototxt, a file, a shape) is a crema.Error, a RuntimeError with its message.
+  py::register_exception<crema::Error>(module, "Error", PyExc_RuntimeError);
+
+  module.attr("TRAIN") = static_cast<int>(crema::TRAIN);
+  module.attr("TEST") = static_cast<int>(crema::TEST);
+
+  module.def(
+      "set_mode_cpu", [] { ModuleDefaults().device = crema::Device::kCPU; },
+      "Nets and solvers made from now on run on the CPU.");
+  module.def(
+      "set_mode_gpu", [] { ModuleDefaults().device = crema::Device::kGPU; },
+      "Nets and solvers made from now on run on the GPU crema.set_device chose (default 0); making one raises "
+      "crema.Error where there is none.");
+  module.def(
+      "set_device",
+      [](int gpu_id) {
+        CREMA_CHECK(gpu_id >= 0) << "crema.set_device(" << gpu_id << "): a GPU id is not negative";
+        ModuleDefaults().gpu_id = gpu_id;
+      },
+      py::arg("gpu_id"), "The GPU that nets and solvers made in GPU mode run on.");
+  module.def(
+      "set_random_seed",
+      [](long long seed) {
+        CREMA_CHECK(seed >= 0) << "crema.set_random_seed(" << seed << "): the seed is not negative";
+        ModuleDefaults().random_seed = static_cast<uint64_t>(seed);
+      },
+      py::arg("seed"),
+      "The seed of the random streams (fillers, dropout) of nets made from now on (a solver uses its own "
+      "random_seed).");
+  module.def("mode", [] { return std::string(ModuleDefaults().device == crema::Device::kGPU ? "GPU" : "CPU"); });
+  module.def("device", [] { return ModuleDefaults().gpu_id; });
+  module.def("gpu_count", &crema::Context::gpu_count, "The number of CUDA devices visible (0 without CUDA).");
+  module.def("built_with_cuda", &crema::Context::built_with_cuda);
+  module.def(
+      "set_log_level", [](int level) { FLAGS_minloglevel = level; }, py::arg("level"),
+      "crema's least severe log lines shown: 0 INFO (the default), 1 WARNING, 2 ERROR.");
+
+  crema::python::BindBlob(module);
+  crema::python::BindNet(module);
+  crema::python::BindSolver(module);
+}

@@ -1,0 +1,272 @@
+// crema.Net: build a net from a prototxt, feed it numpy arrays, run it forward and backward (whole, or from one
+// layer to another), read and write its blobs and parameters, load and save weights.
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "bindings.hpp"
+#include "io/proto_io.hpp"
+#include "io/snapshot_io.hpp"
+
+namespace crema {
+namespace python {
+
+namespace {
+
+Phase ToPhase(int phase) {
+  CREMA_CHECK(phase == TRAIN || phase == TEST) << "phase must be crema.TRAIN (0) or crema.TEST (1), got " << phase;
+  return static_cast<Phase>(phase);
+}
+
+BlobHandle HandleOf(const NetHandle& net, int id) {
+  return BlobHandle{net.owner, net.net->blobs()[id].get(), net.net->blob_names()[id]};
+}
+
+int BlobId(const Net& net, const Blob* blob) {
+  for (size_t id = 0; id < net.blobs().size(); ++id)
+    if (net.blobs()[id].get() == blob) return static_cast<int>(id);
+  return -1;
+}
+
+// The plan step that runs layer `name` (its first, should a pass ever split a layer's work).
+size_t StepOf(const Net& net, const std::string& name) {
+  CREMA_CHECK(net.has_layer(name)) << "net '" << net.name() << "' has no layer '" << name << "'";
+  const Layer* layer = net.layer_by_name(name);
+  for (size_t step = 0; step < net.plan().size(); ++step)
+    if (net.layers()[net.plan()[step].layer].get() == layer) return step;
+  CREMA_FAIL() << "layer '" << name << "' of net '" << net.name() << "' has no step in the plan";
+  return 0;
+}
+
+// Pycaffe's net.blobs: the blobs the prototxt names (every top), not the copies the net's passes added (Split
+// tops) nor the layers' internal blobs.
+py::object Blobs(const NetHandle& h) {
+  std::set<int> internal;
+  for (const PlanStep& step : h.net->plan()) internal.insert(step.internals.begin(), step.internals.end());
+  py::object blobs = py::module_::import("collections").attr("OrderedDict")();
+  for (size_t id = 0; id < h.net->blobs().size(); ++id) {
+    const std::string& name = h.net->blob_names()[id];
+    if (internal.count(static_cast<int>(id)) || h.net->UserBlobName(name) != name) continue;
+    blobs[py::str(name)] = HandleOf(h, static_cast<int>(id));
+  }
+  return blobs;
+}
+
+py::object Params(const NetHandle& h) {
+  py::object params = py::module_::import("collections").attr("OrderedDict")();
+  const auto& layers = h.net->layers();
+  for (size_t l = 0; l < layers.size(); ++l) {
+    if (layers[l]->blobs().empty()) continue;
+    py::list blobs;
+    for (size_t i = 0; i < layers[l]->blobs().size(); ++i)
+      blobs.append(
+          BlobHandle{h.owner, layers[l]->blobs()[i].get(), h.net->layer_names()[l] + "[" + std::to_string(i) + "]"});
+    params[py::str(h.net->layer_names()[l])] = blobs;
+  }
+  return params;
+}
+
+std::vector<int> InputIds(const Net& net) {
+  std::vector<int> ids;
+  for (const Blob* blob : net.input_blobs()) ids.push_back(BlobId(net, blob));
+  return ids;
+}
+
+std::vector<std::string> InputNames(const Net& net) {
+  std::vector<std::string> names;
+  for (const int id : InputIds(net)) names.push_back(net.blob_names()[id]);
+  return names;
+}
+
+std::vector<std::string> OutputNames(const Net& net) {
+  std::vector<std::string> names;
+  for (const int id : net.output_blob_indices()) names.push_back(net.blob_names()[id]);
+  return names;
+}
+
+// Copies `values` into the data (or diff) of blob `name`, reshaping the blob to the array's shape where they
+// differ (the net's later layers follow on the next forward).
+void Feed(Net& net, const std::string& name, const py::handle& values, bool diff) {
+  Blob* blob = net.blob_by_name(name);
+  auto array = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(values);
+  CREMA_CHECK(array) << "blob '" << name << "': the value given is not convertible to a float32 array";
+  std::vector<int> shape;
+  for (py::ssize_t axis = 0; axis < array.ndim(); ++axis) {
+    CREMA_CHECK(array.shape(axis) <= INT32_MAX)
+        << "blob '" << name << "': the array's axis " << axis << " is too large (" << array.shape(axis) << ")";
+    shape.push_back(static_cast<int>(array.shape(axis)));
+  }
+  if (shape != blob->shape()) {
+    CREMA_CHECK(!diff) << "blob '" << name << "': a gradient of shape " << ShapeString(shape)
+                       << " was given for a blob of shape " << blob->shape_string();
+    blob->Reshape(shape);
+  }
+  CREMA_CHECK(blob->layout() == Layout::kPlain) << "blob '" << name << "' is kept in " << LayoutName(blob->layout())
+                                                << " between two oneDNN layers; feed it plain";
+  if (blob->count() == 0) return;
+  float* target = diff ? blob->mutable_cpu_diff() : blob->mutable_cpu_data();
+  std::memcpy(target, array.data(), sizeof(float) * static_cast<size_t>(blob->count()));
+}
+
+// {name: data or diff} of blobs `ids`, each under the name the prototxt gave it: a Split copy that a layer reads
+// shows as the blob it copies, though its gradient is the copy's own (the part that layer's backward gave).
+py::dict Arrays(const NetHandle& h, const std::vector<int>& ids, bool diff) {
+  py::dict arrays;
+  for (const int id : ids) {
+    BlobHandle handle = HandleOf(h, id);
+    handle.name = h.net->UserBlobName(handle.name);
+    arrays[py::str(handle.name)] = HostArray(handle, diff);
+  }
+  return arrays;
+}
+
+void CheckNotEmpty(const Net& net) {
+  CREMA_CHECK(!net.plan().empty()) << "net '" << net.name() << "' has no layers to run";
+}
+
+py::dict Forward(const NetHandle& h, const py::object& start, const py::object& end, const py::kwargs& inputs) {
+  Net& net = *h.net;
+  CheckNotEmpty(net);
+  for (const auto& item : inputs) Feed(net, item.first.cast<std::string>(), item.second, false);
+  const size_t first = start.is_none() ? 0 : StepOf(net, start.cast<std::string>());
+  const size_t last = end.is_none() ? net.plan().size() - 1 : StepOf(net, end.cast<std::string>());
+  CREMA_CHECK(first <= last) << "forward: layer '" << start.cast<std::string>() << "' comes after layer '"
+                             << end.cast<std::string>() << "'";
+  {
+    py::gil_scoped_release release;
+    if (first == 0 && last + 1 == net.plan().size()) {
+      net.Forward();
+    } else {
+      for (size_t step = first; step <= last; ++step) net.ForwardStep(step);
+    }
+  }
+  return Arrays(h, end.is_none() ? net.output_blob_indices() : net.plan()[last].tops, false);
+}
+
+// Backward from layer `start` (default: the last) down to layer `end` (default: the first), as pycaffe: the loss
+// layers seed their own gradients; `diffs` set the gradients of output blobs first, for nets without a loss.
+py::dict Backward(const NetHandle& h, const py::object& start, const py::object& end, const py::kwargs& diffs) {
+  Net& net = *h.net;
+  CheckNotEmpty(net);
+  for (const auto& item : diffs) Feed(net, item.first.cast<std::string>(), item.second, true);
+  const size_t first = start.is_none() ? net.plan().size() - 1 : StepOf(net, start.cast<std::string>());
+  const size_t last = end.is_none() ? 0 : StepOf(net, end.cast<std::string>());
+  CREMA_CHECK(first >= last) << "backward: layer '" << start.cast<std::string>() << "' comes before layer '"
+                             << end.cast<std::string>() << "'";
+  {
+    py::gil_scoped_release release;
+    if (first + 1 == net.plan().size() && last == 0) {
+      net.Backward();
+    } else {
+      for (size_t step = first + 1; step-- > last;) net.BackwardStep(step);
+    }
+  }
+  return Arrays(h, end.is_none() ? InputIds(net) : net.plan()[last].bottoms, true);
+}
+
+void Save(const Net& net, const std::string& path) {
+  NetParameter weights;
+  net.ToProto(&weights);
+  const bool hdf5 = path.size() >= 3 && path.compare(path.size() - 3, 3, ".h5") == 0;
+  WriteWeightsFile(weights, path, hdf5 ? SolverParameter::HDF5 : SolverParameter::BINARYPROTO);
+}
+
+std::vector<std::string> CopyFrom(Net& net, const std::string& path) {
+  CREMA_CHECK(FileExists(path)) << "weights file '" << path << "' does not exist";
+  py::gil_scoped_release release;
+  return net.CopyTrainedLayersFrom(path);
+}
+
+NetHandle MakeNet(const std::string& prototxt, int phase, const py::object& weights, int level,
+                  const std::vector<std::string>& stages) {
+  CREMA_CHECK(FileExists(prototxt)) << "net file '" << prototxt << "' does not exist";
+  const Phase net_phase = ToPhase(phase);
+  std::shared_ptr<Context> context = MakeContext(ModuleDefaults().random_seed);
+  std::shared_ptr<Net> net;
+  {
+    py::gil_scoped_release release;
+    net = std::make_shared<Net>(prototxt, net_phase, level, stages, context);
+  }
+  if (!weights.is_none()) CopyFrom(*net, py::module_::import("os").attr("fspath")(weights).cast<std::string>());
+  return NetHandle{net, net.get()};
+}
+
+}  // namespace
+
+void BindNet(py::module_& module) {
+  py::class_<LayerHandle>(module, "Layer", "A layer of a net: its name, type, engine and parameter blobs.")
+      .def_property_readonly("name", [](const LayerHandle& h) { return h.layer->name(); })
+      .def_property_readonly("type", [](const LayerHandle& h) { return std::string(h.layer->type()); })
+      .def_property_readonly("engine", [](const LayerHandle& h) { return h.layer->engine(); })
+      .def_property_readonly("blobs",
+                             [](const LayerHandle& h) {
+                               py::list blobs;
+                               for (size_t i = 0; i < h.layer->blobs().size(); ++i)
+                                 blobs.append(BlobHandle{h.owner, h.layer->blobs()[i].get(),
+                                                         h.layer->name() + "[" + std::to_string(i) + "]"});
+                               return blobs;
+                             })
+      .def("__repr__",
+           [](const LayerHandle& h) { return "<crema.Layer '" + h.layer->name() + "' (" + h.layer->type() + ")>"; });
+
+  py::class_<NetHandle>(module, "Net",
+                        "A net built from a prototxt: Net(prototxt, phase, weights=None, level=0, stages=()) or "
+                        "pycaffe's Net(prototxt, weights, phase). It runs on the device crema.set_mode_cpu/gpu chose.")
+      .def(py::init(&MakeNet), py::arg("prototxt"), py::arg("phase"), py::arg("weights") = py::none(),
+           py::arg("level") = 0, py::arg("stages") = std::vector<std::string>())
+      .def(py::init([](const std::string& prototxt, const std::string& weights, int phase) {
+             return MakeNet(prototxt, phase, py::str(weights), 0, {});
+           }),
+           py::arg("prototxt"), py::arg("weights"), py::arg("phase"))
+      .def_property_readonly("name", [](const NetHandle& h) { return h.net->name(); })
+      .def_property_readonly("phase", [](const NetHandle& h) { return static_cast<int>(h.net->phase()); })
+      .def_property_readonly("blobs", &Blobs, "Ordered name -> Blob: every top the prototxt names.")
+      .def_property_readonly("params", &Params, "Ordered layer name -> list of the layer's parameter Blobs.")
+      .def_property_readonly("layers",
+                             [](const NetHandle& h) {
+                               py::list layers;
+                               for (const auto& layer : h.net->layers())
+                                 layers.append(LayerHandle{h.owner, layer.get()});
+                               return layers;
+                             })
+      .def_property_readonly("layer_names", [](const NetHandle& h) { return h.net->layer_names(); })
+      .def_property_readonly("inputs", [](const NetHandle& h) { return InputNames(*h.net); })
+      .def_property_readonly("outputs", [](const NetHandle& h) { return OutputNames(*h.net); })
+      .def("forward", &Forward, py::arg("start") = py::none(), py::arg("end") = py::none(),
+           "forward(start=None, end=None, **inputs): copies each input array into the blob of that name (reshaping "
+           "it to the array's shape), runs the layers from start to end (names; default all), and returns "
+           "{name: data} of the net's outputs, or of end's tops.")
+      .def("backward", &Backward, py::arg("start") = py::none(), py::arg("end") = py::none(),
+           "backward(start=None, end=None, **diffs): sets the given output gradients, runs backward from layer "
+           "start down to layer end, and returns {name: diff} of the net's inputs, or of end's bottoms. Parameter "
+           "gradients accumulate: see clear_param_diffs().")
+      .def(
+          "reshape",
+          [](const NetHandle& h) {
+            py::gil_scoped_release release;
+            h.net->Reshape();
+          },
+          "Reshapes every layer after an input changed shape (forward does this itself).")
+      .def("clear_param_diffs", [](const NetHandle& h) { h.net->ClearParamDiffs(); })
+      .def(
+          "save", [](const NetHandle& h, const std::string& path) { Save(*h.net, path); }, py::arg("path"),
+          "Writes the weights as a .caffemodel (binary), or in Caffe's HDF5 layout where the name ends in .h5.")
+      .def(
+          "copy_from", [](const NetHandle& h, const std::string& path) { return CopyFrom(*h.net, path); },
+          py::arg("path"),
+          "Copies weights by layer name from a .caffemodel or .caffemodel.h5; returns the layers copied.")
+      .def(
+          "share_with", [](const NetHandle& h, const NetHandle& other) { h.net->ShareTrainedLayersWith(*other.net); },
+          py::arg("other"), "Makes this net use other's parameter memory for every layer the two share.")
+      .def("__repr__", [](const NetHandle& h) {
+        return "<crema.Net '" + h.net->name() + "' (" + (h.net->phase() == TRAIN ? "TRAIN" : "TEST") + ", " +
+               std::to_string(h.net->layers().size()) + " layers)>";
+      });
+}
+
+}  // namespace python
+}  // namespace crema

@@ -1,0 +1,44 @@
+"""Shared helpers of crema's Python tests (run by ctest as python_pytest; docs/python.md).
+
+ctest sets PYTHONPATH to <build>/python and CREMA_TOOLS_DIR to <build>/tools; run by hand:
+    PYTHONPATH=build/python CREMA_TOOLS_DIR=build/tools /usr/bin/python3 -m pytest tests/python
+"""
+
+import os
+import pathlib
+
+import pytest
+
+import crema
+
+crema.set_log_level(int(os.environ.get("GLOG_minloglevel", "1")))
+
+
+@pytest.fixture(autouse=True)
+def cpu_mode():
+    """Every test starts on the CPU, and leaves the module's defaults as it found them."""
+    crema.set_mode_cpu()
+    crema.set_device(0)
+    yield
+    crema.set_mode_cpu()
+    crema.set_device(0)
+
+
+@pytest.fixture
+def write(tmp_path):
+    """write(name, text) -> the path of a new file under the test's own folder."""
+
+    def write_file(name, text):
+        path = tmp_path / name
+        path.write_text(text)
+        return str(path)
+
+    return write_file
+
+
+@pytest.fixture
+def tools_dir():
+    folder = pathlib.Path(os.environ.get("CREMA_TOOLS_DIR", pathlib.Path(__file__).parents[2] / "build" / "tools"))
+    if not (folder / "crema").exists():
+        pytest.fail(f"the crema tool is not in {folder} (set CREMA_TOOLS_DIR to the build's tools folder)")
+    return folder
