@@ -205,7 +205,8 @@ void RegisterBuiltinLayers(LayerRegistry* registry) {
   registry->Add<InfogainLossLayer>("InfogainLoss", {"native", kCpuAndGpu});
   registry->Add<ContrastiveLossLayer>("ContrastiveLoss", {"native", kCpuAndGpu});
   registry->Add<AccuracyLayer>("Accuracy", {"native", kCpuAndGpu});
-  // Layers written in Python: known, but they need the Python bindings (a later step).
+  // Layers written in Python: run by the backend the Python module installs (python/src/python_layer.cpp), in the
+  // crema tool through its embedded interpreter
   registry->Add<PythonLayer>("Python", {"native", kCpuAndGpu});
 }
 

@@ -30,6 +30,8 @@ from ._crema import (
     set_mode_gpu,
     set_random_seed,
 )
+from . import io
+from .net_spec import NetSpec, layers, params, to_proto
 
 __version__ = "0.1.0"
 
@@ -79,4 +81,9 @@ __all__ = [
     "set_mode_cpu",
     "set_mode_gpu",
     "set_random_seed",
+    "NetSpec",
+    "io",
+    "layers",
+    "params",
+    "to_proto",
 ]

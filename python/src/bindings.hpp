@@ -55,6 +55,8 @@ py::array HostArray(const BlobHandle& handle, bool diff);
 void BindBlob(py::module_& module);
 void BindNet(py::module_& module);
 void BindSolver(py::module_& module);
+void BindIo(py::module_& module);
+void BindPythonLayer(py::module_& module);
 
 }  // namespace python
 }  // namespace crema

@@ -88,4 +88,6 @@ PYBIND11_MODULE(_crema, module) {
   crema::python::BindBlob(module);
   crema::python::BindNet(module);
   crema::python::BindSolver(module);
+  crema::python::BindIo(module);
+  crema::python::BindPythonLayer(module);
 }
