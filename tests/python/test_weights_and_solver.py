@@ -1,6 +1,8 @@
 """Weights saved from Python load back, and a solver stepped from Python ends with the same bytes as `crema train`
 run on the same solver file; snapshot, restore, solve and the test nets."""
 
+import os
+import re
 import subprocess
 
 import numpy as np
@@ -131,3 +133,23 @@ def test_solve_restore_and_test_nets(solver_file, tmp_path):
 
     with pytest.raises(crema.Error, match="not Adam"):
         crema.AdamSolver(solver_file("adam"))
+
+
+def test_forward_matches_crema_test(solver_file, tmp_path, tools_dir):
+    """A net run from Python batch by batch gives `crema test`'s per-batch losses on the same weights: the same
+    DummyData draws (both seeded with crema's default seed) through the same layers."""
+    solver = crema.get_solver(solver_file("trained", max_iter=5))
+    solver.solve()
+    weights = str(tmp_path / "trained_iter_5.caffemodel")
+    prototxt = str(tmp_path / "regress.prototxt")
+    result = subprocess.run([str(tools_dir / "crema"), "test", f"--model={prototxt}", f"--weights={weights}",
+                             "--iterations=4"], capture_output=True, text=True, timeout=120,
+                            env=dict(os.environ, GLOG_minloglevel="0", GLOG_logtostderr="1"))
+    assert result.returncode == 0, result.stderr[-2000:]
+    tool = [float(v) for v in re.findall(r"Batch \d+, loss = ([-+0-9.e]+)", result.stderr)]
+    assert len(tool) == 4, result.stderr[-2000:]
+    net = crema.Net(prototxt, crema.TEST, weights=weights)
+    python = [float(net.forward()["loss"]) for _ in range(4)]
+    # The tool prints six significant digits.
+    np.testing.assert_allclose(python, tool, rtol=1e-5)
+    assert len(set(tool)) == 4  # every batch is new data
