@@ -1,4 +1,4 @@
-// Sigmoid and TanH on cuDNN (see cudnn_activation.hpp).
+// Sigmoid, TanH (and ReLU's engine's base) on cuDNN (see cudnn_activation.hpp).
 #include "layers/cudnn_activation.hpp"
 
 #ifdef CREMA_USE_CUDNN
@@ -39,6 +39,7 @@ void CudnnActivationLayer<Native, kMode>::BackwardElements(const Blob& top, Blob
   cudnn::ActivationBackward(this->context(), activation_, desc_, y, top.diff_on(d), x, bottom->mutable_diff_on(d));
 }
 
+template class CudnnActivationLayer<ReLULayer, cudnn::ActivationMode::kReLU>;
 template class CudnnActivationLayer<SigmoidLayer, cudnn::ActivationMode::kSigmoid>;
 template class CudnnActivationLayer<TanHLayer, cudnn::ActivationMode::kTanh>;
 

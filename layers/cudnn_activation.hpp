@@ -1,11 +1,12 @@
 // Sigmoid and TanH, engine `cudnn` (GPU only, in builds with cuDNN): cuDNN's activation forward and backward
 // (core/cudnn.hpp) in sigmoid or tanh mode, in place or not. Each extends the native layer (layers/sigmoid.hpp,
-// layers/tanh.hpp), whose parameters (none) and shapes it keeps; the two share CudnnActivationLayer.
+// layers/tanh.hpp), whose parameters (none) and shapes it keeps; the two share CudnnActivationLayer, which ReLU's
+// cudnn engine (layers/cudnn_relu.hpp) extends too.
 //
 // Takes (no refusal) every Sigmoid and TanH.
 //
 // Both gradients are functions of the output alone (y (1 - y), 1 - y^2), which cuDNN's backward reads; in place
-// the input is gone, and the output stands in for it.
+// the input is gone, and the output stands in for it (for ReLU too: y > 0 exactly where x > 0).
 #pragma once
 
 #ifdef CREMA_USE_CUDNN
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "core/cudnn.hpp"
+#include "layers/relu.hpp"
 #include "layers/sigmoid.hpp"
 #include "layers/tanh.hpp"
 
@@ -39,6 +41,7 @@ class CudnnActivationLayer : public Native {
 using CudnnSigmoidLayer = CudnnActivationLayer<SigmoidLayer, cudnn::ActivationMode::kSigmoid>;
 using CudnnTanHLayer = CudnnActivationLayer<TanHLayer, cudnn::ActivationMode::kTanh>;
 
+extern template class CudnnActivationLayer<ReLULayer, cudnn::ActivationMode::kReLU>;
 extern template class CudnnActivationLayer<SigmoidLayer, cudnn::ActivationMode::kSigmoid>;
 extern template class CudnnActivationLayer<TanHLayer, cudnn::ActivationMode::kTanh>;
 

@@ -16,29 +16,19 @@
 #include <string>
 #include <vector>
 
-#include "core/cudnn.hpp"
+#include "layers/cudnn_activation.hpp"
 #include "layers/layer_registry.hpp"
-#include "layers/relu.hpp"
 
 namespace crema {
 
-class CudnnReLULayer : public ReLULayer {
+// cuDNN's activation in ReLU mode (CudnnActivationLayer, shared with Sigmoid and TanH), with ReLU's refusal.
+class CudnnReLULayer : public CudnnActivationLayer<ReLULayer, cudnn::ActivationMode::kReLU> {
  public:
-  using ReLULayer::ReLULayer;
+  using CudnnActivationLayer<ReLULayer, cudnn::ActivationMode::kReLU>::CudnnActivationLayer;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
 
   // "" when the engine takes the query, else why not (the registry's refusal).
   static std::string Refusal(const EngineQuery& query);
-
- protected:
-  // Called on both devices by NeuronLayer; on the CPU they fail (the registry never picks this engine there).
-  void ForwardElements(const Blob& bottom, Blob* top) override;
-  void BackwardElements(const Blob& top, Blob* bottom) override;
-
- private:
-  bool empty_ = false;  // no values
-  cudnn::TensorDescriptor desc_;
-  cudnn::ActivationDescriptor relu_;
 };
 
 }  // namespace crema

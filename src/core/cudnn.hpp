@@ -128,7 +128,6 @@ class ActivationDescriptor {
   ActivationDescriptor& operator=(const ActivationDescriptor&) = delete;
   // The function `mode` names, NaNs passed on.
   void Set(ActivationMode mode);
-  void SetReLU() { Set(ActivationMode::kReLU); }
   cudnnActivationDescriptor_t get() const { return descriptor_; }
 
  private:

@@ -26,18 +26,6 @@
 
 namespace crema {
 
-// Adds `value` to *address so that concurrent adds by other indices of one rule are not lost: for scatter rules
-// (Embed's weight gradient), where a gather would cost too much. The order of the adds, and so the rounding, may
-// differ between runs and devices; a rule that must give the same bits every run writes only its own outputs.
-CREMA_HOST_DEVICE inline void atomic_add(float* address, float value) {
-#ifdef __CUDA_ARCH__
-  atomicAdd(address, value);
-#else
-#pragma omp atomic
-  *address += value;
-#endif
-}
-
 // Below ParallelElementThreshold() elements (src/core/threads.hpp) a loop runs on one thread.
 
 // On the host.
