@@ -8,6 +8,9 @@ namespace crema {
 std::string CudnnSoftmaxLayer::Refusal(const EngineQuery& query) {
   // Every axis and shape the native engine takes is an (outer, classes, inner, 1) tensor; a bad axis is the layer's
   // own error.
+  const LayerParameter& param = query.param;
+  if (param.bottom_size() > 0 && param.top_size() > 0 && param.top(0) == param.bottom(0))
+    return "runs only out of place (top '" + param.top(0) + "' is its bottom)";
   return "";
 }
 

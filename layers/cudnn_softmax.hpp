@@ -4,7 +4,9 @@
 // other position; CUDNN_SOFTMAX_ACCURATE subtracts the maximum first, as the native engine does, so the two agree
 // to float rounding. Parameters and checks as the native Softmax (layers/softmax.hpp): softmax_param.axis.
 //
-// Takes (Refusal) every softmax the native engine takes: cuDNN's tensor describes any outer x classes x inner.
+// Takes (Refusal) every softmax the native engine takes (cuDNN's tensor describes any outer x classes x inner),
+// except one in place (top = bottom): cuDNN does not document in-place softmax, so the native engine, whose rules
+// are written for it, serves those.
 #pragma once
 
 #ifdef CREMA_USE_CUDNN

@@ -4,6 +4,9 @@
 //
 // Params (softmax_param): axis (default 1; negative counts from the end).
 // Runs on the CPU and the GPU from the same rules, one softmax per position (softmax.cu compiles them).
+// Runs in place (top = bottom), as Caffe's does: the forward rule reads a position's maximum before writing and
+// then each value just before overwriting it; the backward rule takes <dy, y> before writing and then reads only
+// the element it writes.
 #pragma once
 
 #include <cmath>
@@ -54,6 +57,7 @@ class SoftmaxLayer : public BothDevices<Layer> {
   const char* type() const override { return "Softmax"; }
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
+  bool AllowsInPlace() const override { return true; }
 
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
 

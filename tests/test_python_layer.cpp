@@ -69,5 +69,33 @@ TEST(PythonLayerTest, AnInstalledBackendRunsTheLayerAndItsLoss) {
   for (int i = 0; i < data->count(); ++i) EXPECT_FLOAT_EQ(data->cpu_diff()[i], 0.5f);
 }
 
+// A Python layer may run in place, as in Caffe (top = bottom): its code sees the one blob as both.
+class DoubleInPlace : public PythonLayerImpl {
+ public:
+  void SetUp(const std::vector<Blob*>&, const std::vector<Blob*>&) override {}
+  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
+    if (top[0] != bottom[0]) top[0]->ReshapeLike(*bottom[0]);
+  }
+  void Forward(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
+    for (int i = 0; i < bottom[0]->count(); ++i) top[0]->mutable_cpu_data()[i] = 2 * bottom[0]->cpu_data()[i];
+  }
+  void Backward(const std::vector<Blob*>& top, const std::vector<bool>&, const std::vector<Blob*>& bottom) override {
+    for (int i = 0; i < bottom[0]->count(); ++i) bottom[0]->mutable_cpu_diff()[i] = 2 * top[0]->cpu_diff()[i];
+  }
+};
+
+TEST(PythonLayerTest, RunsInPlace) {
+  SetPythonLayerBackend([](PythonLayer*) { return std::unique_ptr<PythonLayerImpl>(new DoubleInPlace); });
+  Net net(test::ParseNet(R"(
+    layer { name: 'input' type: 'Input' top: 'data' input_param { shape { dim: 2 dim: 3 } } }
+    layer { name: 'double' type: 'Python' bottom: 'data' top: 'data'
+            python_param { module: 'my_layers' layer: 'Double' } })"));
+  SetPythonLayerBackend(nullptr);
+  Blob* data = net.blob_by_name("data");
+  for (int i = 0; i < data->count(); ++i) data->mutable_cpu_data()[i] = static_cast<float>(i);
+  net.Forward();
+  for (int i = 0; i < data->count(); ++i) EXPECT_FLOAT_EQ(data->cpu_data()[i], 2.f * i);
+}
+
 }  // namespace
 }  // namespace crema

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -109,6 +110,22 @@ TEST(SoftmaxLayerTest, BackwardMatchesJacobian) {
         expected += ((c == k ? yc : 0.0) - yc * yk) * dy[n * 4 + k];
       }
       EXPECT_NEAR(bottom.pointers[0]->cpu_diff()[n * 4 + c], expected, 1e-6);
+    }
+  }
+}
+
+// In place (top = bottom, as Caffe allows) the CPU code and the GPU code rehearsed on the host give the outputs and
+// gradients they give out of place: each position's maximum and sum are taken before the values are overwritten,
+// and <dy, y> before the gradient is.
+TEST(SoftmaxLayerTest, InPlaceMatchesOutOfPlace) {
+  for (const bool gpu_code : {false, true}) {
+    for (const char* text : {"name: 'prob' type: 'Softmax'", "name: 'prob' type: 'Softmax' softmax_param { axis: -1 }"}) {
+      SCOPED_TRACE(std::string(text) + (gpu_code ? " (GPU code on the host)" : " (CPU)"));
+      auto context = std::make_shared<Context>();
+      context->set_gpu_code_on_host(gpu_code);
+      SoftmaxLayer separate(test::ParseLayer(text), context), in_place(test::ParseLayer(text), context);
+      EXPECT_TRUE(in_place.AllowsInPlace());
+      test::ExpectInPlaceMatchesOutOfPlace(&separate, &in_place, test::Gaussian(), {2, 5, 3});
     }
   }
 }
