@@ -1,5 +1,7 @@
 #include "layers/contrastive_loss.hpp"
 
+#include <glog/logging.h>
+
 #include <cmath>
 
 #include "core/elementwise.hpp"
@@ -15,6 +17,11 @@ void ContrastiveLossLayer::LayerSetUp(const std::vector<Blob*>& bottom, const st
   if (difference_ == nullptr) difference_ = AddInternalBlob("difference");
   if (squared_distance_ == nullptr) squared_distance_ = AddInternalBlob("squared_distance");
   if (param_.loss_weight_size() == 0) set_loss(0, 1.f);
+  if (param_.propagate_down_size() > 2 && param_.propagate_down(2) && !warned_label_gradient_) {
+    warned_label_gradient_ = true;
+    LOG(WARNING) << describe() << ": propagate_down asks for a gradient to the similarity labels (bottom 2), which "
+                 << "get none, as Caffe does";
+  }
 }
 
 void ContrastiveLossLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
@@ -32,12 +39,19 @@ void ContrastiveLossLayer::Reshape(const std::vector<Blob*>& bottom, const std::
   RequestWorkspace(static_cast<size_t>(a.count()) + a.shape(0));  // squared differences, then the pairs' terms
 }
 
-void ContrastiveLossLayer::CheckSimilarityLabels(const Blob& labels) const {
+void ContrastiveLossLayer::CheckSimilarityLabels(const Blob& labels) {
   const float* y = labels.cpu_data();
   for (int index = 0; index < labels.count(); ++index) {
-    CREMA_CHECK(y[index] == 0.f || y[index] == 1.f)
+    // Only a value whose truncation fits an int reads as a label; written so that NaN does not.
+    CREMA_CHECK(y[index] > -2147483648.f && y[index] < 2147483648.f)
         << describe() << ": similarity label " << y[index] << " at index " << index << " of the labels (shape "
-        << labels.shape_string() << ") must be 1 (similar) or 0 (dissimilar)";
+        << labels.shape_string() << ") is not a number: it must be 1 (similar) or 0 (dissimilar)";
+    if (y[index] != 0.f && y[index] != 1.f && !warned_label_) {
+      warned_label_ = true;
+      LOG(WARNING) << describe() << ": similarity label " << y[index] << " at index " << index << " of the labels "
+                   << "is neither 0 nor 1; read as " << (LabelClass(y[index]) != 0 ? "similar" : "dissimilar")
+                   << " (truncated toward zero, non-zero is similar), as Caffe does (said once for this layer)";
+    }
   }
 }
 
@@ -66,12 +80,18 @@ void ContrastiveLossLayer::Forward_any(const std::vector<Blob*>& bottom, const s
 
 void ContrastiveLossLayer::Backward_any(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                         const std::vector<Blob*>& bottom) {
-  CREMA_CHECK(!propagate_down[2]) << describe() << ": cannot backpropagate to the similarity labels (bottom 2); "
-                                  << "set propagate_down: false for it";
+  const Device d = device();
+  if (propagate_down[2]) {
+    if (!warned_label_gradient_) {
+      warned_label_gradient_ = true;
+      LOG(WARNING) << describe() << ": the similarity labels (bottom 2) get no gradient, as Caffe does (said once for "
+                   << "this layer)";
+    }
+    set(context(), bottom[2]->count(), 0.f, bottom[2]->mutable_diff_on(d));
+  }
   const int num = bottom[0]->shape(0);
   const int dim = bottom[0]->count(1);
   if (num == 0 || dim == 0) return;
-  const Device d = device();
   for (int side = 0; side < 2; ++side) {
     if (!propagate_down[side]) continue;
     for_each_element(context(), bottom[side]->count(),

@@ -8,12 +8,15 @@
 // Top: the loss (a scalar, loss weight 1 unless set). Params: contrastive_loss_param (margin, default 1;
 // legacy_version, default false).
 //
-// Gradients to a and b (opposite signs), none to y. For a dissimilar pair inside the margin the gradient with
+// A label is read as Caffe reads it: truncated toward zero (LabelClass), and any non-zero result is similar. A
+// label other than 0 or 1 (2, -1, 0.5) is named in a warning once for the layer; a label that is not a finite
+// number an int holds (NaN, 1e10) is an error naming its value and index.
+//
+// Gradients to a and b (opposite signs), none to y: asked for one (propagate_down), the layer writes zeros there
+// with a warning once, as Caffe gives the labels none. For a dissimilar pair inside the margin the gradient with
 // respect to a is -(margin - d) / (d + 1e-4) (a - b) / N: the 1e-4, as in Caffe, keeps it finite when a = b (the
 // true gradient then is undefined). The differences a - b and the squared distances d_n^2 are kept from forward
-// to backward in internal blobs (`<layer>.difference`, `<layer>.squared_distance`). Difference from Caffe: Caffe
-// reads y truncated to an integer and treats any nonzero value as similar; here a label other than 0 or 1 is an
-// error naming its value and index.
+// to backward in internal blobs (`<layer>.difference`, `<layer>.squared_distance`).
 //
 // Runs on the CPU and the GPU from the same code: rules for the differences, the pairs' terms and the gradients
 // (contrastive_loss.cu compiles them); each pair's squared distance is a matrix-vector product with ones on the
@@ -40,8 +43,8 @@ struct ContrastiveDifferenceRule {
   }
 };
 
-// What the loss of pair n depends on: its label (checked on the host: 1 similar, 0 dissimilar) and squared
-// distance.
+// What the loss of pair n depends on: its label (checked on the host; truncated toward zero, non-zero is similar,
+// as in Caffe) and squared distance.
 struct ContrastivePair {
   const float* similar;
   const float* squared_distance;
@@ -50,7 +53,7 @@ struct ContrastivePair {
   // The pair's term of the loss (before the 1 / 2N).
   CREMA_HOST_DEVICE float term(int n) const {
     const float d2 = squared_distance[n];
-    if (similar[n] == 1.f) return d2;
+    if (LabelClass(similar[n]) != 0) return d2;
     if (legacy) return margin - d2 > 0.f ? margin - d2 : 0.f;
     const float gap = margin - sqrtf(d2);
     return gap > 0.f ? gap * gap : 0.f;
@@ -58,7 +61,7 @@ struct ContrastivePair {
   // d term / d a = 2 coefficient(n) (a - b): the pair's coefficient.
   CREMA_HOST_DEVICE float coefficient(int n) const {
     const float d2 = squared_distance[n];
-    if (similar[n] == 1.f) return 1.f;
+    if (LabelClass(similar[n]) != 0) return 1.f;
     if (legacy) return margin - d2 > 0.f ? -1.f : 0.f;
     // The 1e-4 keeps the gradient finite where a = b.
     const float d = sqrtf(d2);
@@ -105,8 +108,9 @@ class ContrastiveLossLayer : public BothDevices<Layer> {
                     const std::vector<Blob*>& bottom) override;
 
  private:
-  // Throws naming the first label that is not 0 or 1.
-  void CheckSimilarityLabels(const Blob& labels) const;
+  // Throws naming the first label that does not read as an int (NaN, out of range); warns once for the layer
+  // naming the first label other than 0 or 1.
+  void CheckSimilarityLabels(const Blob& labels);
   // The labels and squared distances, on the layer's device, for the rules.
   ContrastivePair PairsOn(const Blob& labels) const {
     return {labels.data_on(device()), squared_distance_->data_on(device()), margin_, legacy_};
@@ -117,6 +121,8 @@ class ContrastiveLossLayer : public BothDevices<Layer> {
   Blob* difference_ = nullptr;
   // Squared distances ||a_n - b_n||^2 of the last forward pass (N).
   Blob* squared_distance_ = nullptr;
+  bool warned_label_ = false;          // a label other than 0 or 1 was named
+  bool warned_label_gradient_ = false;  // a gradient to the labels was asked for
 };
 
 }  // namespace crema

@@ -21,7 +21,7 @@ double ReferenceLoss(const Blob& a, const Blob& b, const Blob& y, double margin,
       const double d = double(a.cpu_data()[n * dim + k]) - double(b.cpu_data()[n * dim + k]);
       d2 += d * d;
     }
-    if (y.cpu_data()[n] == 1.f) {
+    if (static_cast<int>(y.cpu_data()[n]) != 0) {
       sum += d2;
     } else if (legacy) {
       sum += std::max(margin - d2, 0.0);
@@ -111,12 +111,27 @@ TEST_F(ContrastiveLossLayerTest, GradientToBothSidesInBothVersions) {
   }
 }
 
-TEST_F(ContrastiveLossLayerTest, RejectsLabelsOtherThanZeroOrOne) {
-  y()->mutable_cpu_data()[4] = 2.f;
-  ContrastiveLossLayer layer(test::ParseLayer("name: 'my_loss' type: 'ContrastiveLoss'"));
+// As Caffe: a label is truncated toward zero and any non-zero value is similar (2 and -1 similar, 0.5 dissimilar),
+// with one warning for the layer naming the first label other than 0 or 1; NaN is refused.
+TEST_F(ContrastiveLossLayerTest, ReadsOtherLabelsAsCaffeDoesWithOneWarning) {
+  const float labels[] = {1, 0, 0.5f, 2, -1, 0};
+  std::copy(labels, labels + 6, y()->mutable_cpu_data());
+  ContrastiveLossLayer layer(test::ParseLayer("name: 'my_loss' type: 'ContrastiveLoss' "
+                                              "contrastive_loss_param { margin: 2 }"));
   layer.SetUp(bottom.pointers, top.pointers);
+  test::LoggedWarnings warnings;
+  for (int pass = 0; pass < 2; ++pass) layer.Forward(bottom.pointers, top.pointers);
+  EXPECT_NEAR(top.pointers[0]->cpu_data()[0], ReferenceLoss(*a(), *b(), *y(), 2.0, false), 1e-5);
+  ASSERT_EQ(warnings.lines().size(), 1u);
+  for (const char* part : {"'my_loss'", "label 0.5", "index 2", "dissimilar", "as Caffe does"})
+    EXPECT_NE(warnings.lines()[0].find(part), std::string::npos) << warnings.lines()[0];
+  // The gradients follow the same reading: the pairs labelled 2 and -1 are pulled together.
+  test::GradientChecker checker(1e-3f, 2e-3f);
+  checker.CheckGradient(&layer, bottom.pointers, top.pointers, /*check_bottom=*/0);
+
+  y()->mutable_cpu_data()[4] = std::nanf("");
   test::ExpectErrorContaining([&] { layer.Forward(bottom.pointers, top.pointers); },
-                              {"'my_loss'", "label 2", "index 4"});
+                              {"'my_loss'", "label nan", "index 4"});
 }
 
 TEST_F(ContrastiveLossLayerTest, RejectsMismatchedShapes) {
@@ -130,18 +145,31 @@ TEST_F(ContrastiveLossLayerTest, RejectsMismatchedShapes) {
   test::ExpectErrorContaining([&] { other.SetUp(bottom.pointers, top.pointers); }, {"'my_loss'", "5 (5)", "6 3 1"});
 }
 
-TEST_F(ContrastiveLossLayerTest, RefusesGradientToLabels) {
+// Caffe gives the similarity labels no gradient even when one is asked for: a warning (once, at set-up when the
+// prototxt asks, else at the first backward pass), and zeros.
+TEST_F(ContrastiveLossLayerTest, GivesTheLabelsNoGradientWithOneWarning) {
   ContrastiveLossLayer layer(test::ParseLayer("name: 'my_loss' type: 'ContrastiveLoss'"));
   layer.SetUp(bottom.pointers, top.pointers);
   EXPECT_TRUE(layer.AllowForceBackward(0));
   EXPECT_TRUE(layer.AllowForceBackward(1));
   EXPECT_FALSE(layer.AllowForceBackward(2));
   layer.Forward(bottom.pointers, top.pointers);
-  test::ExpectErrorContaining(
-      [&] {
-        layer.Backward(top.pointers, {true, true, true}, bottom.pointers);
-      },
-      {"'my_loss'", "labels"});
+  y()->set_diff(5.f);
+  test::LoggedWarnings warnings;
+  for (int pass = 0; pass < 2; ++pass) layer.Backward(top.pointers, {true, true, true}, bottom.pointers);
+  for (int i = 0; i < y()->count(); ++i) EXPECT_EQ(y()->cpu_diff()[i], 0.f);
+  ASSERT_EQ(warnings.lines().size(), 1u);
+  for (const char* part : {"'my_loss'", "similarity labels", "no gradient", "as Caffe does"})
+    EXPECT_NE(warnings.lines()[0].find(part), std::string::npos) << warnings.lines()[0];
+
+  test::LoggedWarnings at_setup;
+  ContrastiveLossLayer asked(test::ParseLayer("name: 'my_loss' type: 'ContrastiveLoss' propagate_down: true "
+                                              "propagate_down: true propagate_down: true"));
+  asked.SetUp(bottom.pointers, top.pointers);
+  asked.Forward(bottom.pointers, top.pointers);
+  asked.Backward(top.pointers, {true, true, true}, bottom.pointers);
+  ASSERT_EQ(at_setup.lines().size(), 1u);
+  EXPECT_NE(at_setup.lines()[0].find("similarity labels"), std::string::npos) << at_setup.lines()[0];
 }
 
 }  // namespace
