@@ -1,5 +1,7 @@
 #include "layers/batch_reindex.hpp"
 
+#include <glog/logging.h>
+
 #include <cmath>
 
 #include "core/elementwise.hpp"
@@ -18,12 +20,19 @@ void BatchReindexLayer::Reshape(const std::vector<Blob*>& bottom, const std::vec
   top[0]->Reshape(shape);
 }
 
-int BatchReindexLayer::Index(const Blob& data, const Blob& indices, int m) const {
+int BatchReindexLayer::Index(const Blob& data, const Blob& indices, int m) {
   const float value = indices.cpu_data()[m];
-  CREMA_CHECK(value >= 0 && value < data.shape(0) && std::floor(value) == value)
+  // Truncated toward zero, the value must be an item: written so that NaN is not.
+  CREMA_CHECK(value > -1.f && value < static_cast<float>(data.shape(0)))
       << describe() << ": index " << value << " at position " << m << " is not an item of the data (bottom 0, shape "
-      << data.shape_string() << "): it must be an integer in [0, " << data.shape(0) << ")";
-  return static_cast<int>(value);
+      << data.shape_string() << "): it must be in [0, " << data.shape(0) << ")";
+  if (std::trunc(value) != value && !warned_fractional_index_) {
+    warned_fractional_index_ = true;
+    LOG(WARNING) << describe() << ": index " << value << " at position " << m << " of the indices (bottom 1) is not "
+                 << "a whole number; read as " << LabelClass(value) << ", truncated toward zero as Caffe does (said "
+                 << "once for this layer)";
+  }
+  return LabelClass(value);
 }
 
 void BatchReindexLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
@@ -75,7 +84,7 @@ void BatchReindexLayer::Backward_gpu(const std::vector<Blob*>& top, const std::v
   float* positions = offsets + items + 1;
   for (int n = 0; n <= items; ++n) offsets[n] = static_cast<float>(first[n]);
   const float* indices = bottom[1]->cpu_data();
-  for (int m = 0; m < count; ++m) positions[first[static_cast<int>(indices[m])]++] = static_cast<float>(m);
+  for (int m = 0; m < count; ++m) positions[first[LabelClass(indices[m])]++] = static_cast<float>(m);
   const Device d = device();
   for_each_element(context(), bottom[0]->count(),
                    BatchReindexBackwardRule{top[0]->diff_on(d), picks_.data_on(d), bottom[0]->mutable_diff_on(d),

@@ -1,5 +1,6 @@
-// BatchReindex: picks items of the first bottom by index. Bottoms: data (N, ...) and indices (M values, each an
-// integer in [0, N)); top (M, ...) where item m is data item indices[m]. Items may be picked several times or
+// BatchReindex: picks items of the first bottom by index. Bottoms: data (N, ...) and indices (M values, each in
+// [0, N) once truncated toward zero as Caffe does: a fractional index is named in a warning once for the layer, one
+// out of range or NaN is an error); top (M, ...) where item m is data item indices[m]. Items may be picked several times or
 // not at all; backward adds each top item's gradient to the data item it came from. The indices get no
 // gradient. No parameters.
 // Runs on the CPU and the GPU (the rules below; batch_reindex.cu compiles them). Both check the indices on the
@@ -21,7 +22,7 @@ struct BatchReindexForwardRule {
   float* top;
   int item;  // values per item
   CREMA_HOST_DEVICE void operator()(int i) const {
-    top[i] = data[static_cast<long long>(indices[i / item]) * item + i % item];
+    top[i] = data[static_cast<long long>(LabelClass(indices[i / item])) * item + i % item];
   }
 };
 
@@ -61,7 +62,9 @@ class BatchReindexLayer : public Layer {
                     const std::vector<Blob*>& bottom) override;
 
  private:
-  int Index(const Blob& data, const Blob& indices, int m) const;
+  // Index m, truncated toward zero; throws where it is not an item of the data, warns (once) if fractional.
+  int Index(const Blob& data, const Blob& indices, int m);
+  bool warned_fractional_index_ = false;
   Blob picks_;  // the GPU's backward: BatchReindexBackwardRule's list, written on the host
 };
 

@@ -1,5 +1,7 @@
 #include "layers/embed.hpp"
 
+#include <glog/logging.h>
+
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -39,12 +41,19 @@ void EmbedLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blo
   top[0]->Reshape(shape);
 }
 
-int EmbedLayer::Index(const Blob& indices, int position) const {
+int EmbedLayer::Index(const Blob& indices, int position) {
   const float value = indices.cpu_data()[position];
-  CREMA_CHECK(value >= 0 && value < input_dim_ && std::floor(value) == value)
+  // Truncated toward zero, the value must be a row: written so that NaN is not.
+  CREMA_CHECK(value > -1.f && value < static_cast<float>(input_dim_))
       << describe() << ": index " << value << " at position " << position << " of the bottom (shape "
-      << indices.shape_string() << ") is not an integer in [0, " << input_dim_ << ") (embed_param.input_dim)";
-  return static_cast<int>(value);
+      << indices.shape_string() << ") is not in [0, " << input_dim_ << ") (embed_param.input_dim)";
+  if (std::trunc(value) != value && !warned_fractional_index_) {
+    warned_fractional_index_ = true;
+    LOG(WARNING) << describe() << ": index " << value << " at position " << position << " of the bottom is not a "
+                 << "whole number; read as " << LabelClass(value) << ", truncated toward zero as Caffe does (said "
+                 << "once for this layer)";
+  }
+  return LabelClass(value);
 }
 
 void EmbedLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {

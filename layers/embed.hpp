@@ -2,8 +2,9 @@
 // the weights; the top has the bottom's shape with num_output added as a last axis (a bottom of shape (T, N)
 // gives (T, N, num_output)). embed_param: num_output, input_dim (both required), bias_term (default true),
 // weight_filler, bias_filler. Parameters: weights (input_dim, num_output), bias (num_output).
-// The indices get no gradient (they are not differentiable); an index that is not an integer in range is an
-// error naming its value and position.
+// The indices get no gradient (they are not differentiable). An index is read as Caffe reads it, truncated toward
+// zero (LabelClass): a fractional one (2.7 reads as 2) is named in a warning once for the layer; one that is not
+// in range once truncated (-1, input_dim, NaN) is an error naming its value and position.
 // Runs on the CPU and the GPU (the rules below; embed.cu compiles them). Both check the indices on the host,
 // where data layers write them. On the GPU the weights' gradient is a gather, not a scatter of atomic adds:
 // each used row adds the gradients of the positions that picked it, in increasing order of position (the CPU's
@@ -26,7 +27,7 @@ struct EmbedForwardRule {
   int num_output;
   CREMA_HOST_DEVICE void operator()(int i) const {
     const int o = i % num_output;
-    const float value = weights[static_cast<long long>(indices[i / num_output]) * num_output + o];
+    const float value = weights[static_cast<long long>(LabelClass(indices[i / num_output])) * num_output + o];
     top[i] = bias != nullptr ? value + bias[o] : value;
   }
 };
@@ -70,9 +71,11 @@ class EmbedLayer : public Layer {
                     const std::vector<Blob*>& bottom) override;
 
  private:
-  int Index(const Blob& indices, int position) const;
+  // The index at `position`, truncated toward zero; throws where it is out of range, warns (once) if fractional.
+  int Index(const Blob& indices, int position);
   int num_output_ = 0, input_dim_ = 0;
   bool bias_term_ = true;
+  bool warned_fractional_index_ = false;
   Blob picks_;  // the GPU's backward: EmbedWeightGradientRule's list, written on the host
 };
 

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <vector>
 
@@ -83,6 +84,40 @@ TEST(EmbedLayerTest, GpuCodeAccumulatesTheCpuGradients) {
   }
 }
 
+// A fractional index is truncated toward zero, as Caffe does (2.7 picks row 2, -0.5 row 0), by the CPU code and the
+// GPU code rehearsed on the host alike, with one warning for the layer naming the first.
+TEST(EmbedLayerTest, FractionalIndicesAreTruncatedWithOneWarning) {
+  const std::vector<float> indices = {2.7f, -0.5f, 1.f, 2.2f};
+  for (int gpu_code = 0; gpu_code < 2; ++gpu_code) {
+    SCOPED_TRACE(gpu_code);
+    auto context = std::make_shared<Context>(Device::kCPU);
+    context->set_gpu_code_on_host(gpu_code == 1);
+    test::BlobList bottom, top;
+    Blob* in = bottom.Add({4});
+    std::copy(indices.begin(), indices.end(), in->mutable_cpu_data());
+    top.Add({});
+    EmbedLayer layer(test::ParseLayer("name: 'e' type: 'Embed' embed_param { num_output: 3 input_dim: 4 "
+                                      "bias_term: false }"), context);
+    layer.SetUp(bottom.pointers, top.pointers);
+    test::FillGaussian(layer.blobs()[0].get(), 0.f, 1.f, 3);
+    test::LoggedWarnings warnings;
+    layer.Forward(bottom.pointers, top.pointers);
+    layer.Forward(bottom.pointers, top.pointers);
+    const int rows[] = {2, 0, 1, 2};
+    for (int i = 0; i < 4; ++i)
+      for (int o = 0; o < 3; ++o)
+        EXPECT_EQ(top.pointers[0]->cpu_data()[i * 3 + o], layer.blobs()[0]->cpu_data()[rows[i] * 3 + o]);
+    top.pointers[0]->set_diff(1.f);
+    layer.blobs()[0]->set_diff(0.f);
+    layer.Backward(top.pointers, {false}, bottom.pointers);
+    EXPECT_EQ(layer.blobs()[0]->cpu_diff()[2 * 3], 2.f);
+    EXPECT_EQ(layer.blobs()[0]->cpu_diff()[3 * 3], 0.f);
+    ASSERT_EQ(warnings.lines().size(), 1u);
+    for (const char* part : {"layer 'e' (Embed)", "index 2.7", "position 0", "read as 2", "as Caffe does"})
+      EXPECT_NE(warnings.lines()[0].find(part), std::string::npos) << warnings.lines()[0];
+  }
+}
+
 TEST(EmbedLayerTest, BadParametersAndIndicesAreNamed) {
   test::BlobList bottom, top;
   bottom.Add({2});
@@ -92,7 +127,7 @@ TEST(EmbedLayerTest, BadParametersAndIndicesAreNamed) {
                               {"layer 'e' (Embed)", "embed_param.input_dim"});
   EmbedLayer no_output(test::ParseLayer("name: 'e' type: 'Embed' embed_param { input_dim: 2 }"));
   test::ExpectErrorContaining([&] { no_output.SetUp(bottom.pointers, top.pointers); }, {"embed_param.num_output"});
-  for (float bad : {3.f, -1.f, 1.5f}) {
+  for (float bad : {3.f, -1.f, 3.5f, std::nanf("")}) {
     Fixture fixture("num_output: 2 input_dim: 3", {0, bad}, {2});
     test::ExpectErrorContaining([&] { fixture.layer->Forward(fixture.bottom.pointers, fixture.top.pointers); },
                                 {"layer 'e' (Embed)", "at position 1", "[0, 3)"});
