@@ -2,7 +2,9 @@
 // defaults. The top is a view of the bottom (its data and diff, declared in TopViews and made by the net), so
 // forward and backward move no values.
 //
-// Params (flatten_param): axis (default 1), end_axis (default -1); negative axes count from the end.
+// Params (flatten_param): axis (default 1), end_axis (default -1); negative axes count from the end. With axis
+// just after end_axis (axis 2, end_axis 1) nothing is merged and a size-1 axis is inserted before axis, as Caffe
+// does, with a warning once for the layer; end_axis further before axis is an error.
 #pragma once
 
 #include <vector>
@@ -29,6 +31,9 @@ class FlattenLayer : public Layer {
   void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {}
   void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override {}
+
+ private:
+  bool warned_inserted_axis_ = false;
 };
 
 }  // namespace crema

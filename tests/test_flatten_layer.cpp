@@ -77,6 +77,28 @@ TEST(FlattenLayerTest, FollowsTheBottomWhenItIsReshaped) {
   EXPECT_EQ(top.pointers[0]->cpu_data()[59], bottom.pointers[0]->cpu_data()[59]);
 }
 
+// axis just after end_axis flattens nothing and inserts a size-1 axis, as Caffe does, with one warning.
+TEST(FlattenLayerTest, AxisJustAfterEndAxisInsertsAnAxisWithOneWarning) {
+  test::LoggedWarnings warnings;
+  EXPECT_EQ(FlattenedShape("flatten_param { axis: 2 end_axis: 1 }", {2, 3, 4}), (std::vector<int>{2, 3, 1, 4}));
+  EXPECT_EQ(FlattenedShape("flatten_param { axis: -1 end_axis: -2 }", {2, 3, 4}), (std::vector<int>{2, 3, 1, 4}));
+  EXPECT_EQ(FlattenedShape("flatten_param { axis: 1 end_axis: -4 }", {2, 3, 4, 5}),
+            (std::vector<int>{2, 1, 3, 4, 5}));
+  ASSERT_EQ(warnings.lines().size(), 3u);
+  for (const char* part : {"layer 'flat' (Flatten)", "flatten_param.end_axis (1, axis 1)", "size-1 axis",
+                           "as Caffe does"})
+    EXPECT_NE(warnings.lines()[0].find(part), std::string::npos) << warnings.lines()[0];
+
+  // Once per layer, however often it reshapes.
+  test::BlobList bottom, top;
+  bottom.Add({2, 3, 4});
+  top.Add({});
+  FlattenLayer layer(test::ParseLayer("name: 'flat' type: 'Flatten' flatten_param { axis: 2 end_axis: 1 }"));
+  layer.SetUp(bottom.pointers, top.pointers);
+  layer.Reshape(bottom.pointers, top.pointers);
+  EXPECT_EQ(warnings.lines().size(), 4u);
+}
+
 TEST(FlattenLayerTest, RejectsBadAxes) {
   test::BlobList bottom, top;
   bottom.Add({2, 3, 4});
@@ -90,7 +112,7 @@ TEST(FlattenLayerTest, RejectsBadAxes) {
   message = test::ErrorMessage([&] { end_out_of_range.SetUp(bottom.pointers, top.pointers); });
   EXPECT_NE(message.find("flatten_param.end_axis -4"), std::string::npos) << message;
 
-  FlattenLayer reversed(test::ParseLayer("name: 'flat' type: 'Flatten' flatten_param { axis: 2 end_axis: 1 }"));
+  FlattenLayer reversed(test::ParseLayer("name: 'flat' type: 'Flatten' flatten_param { axis: 2 end_axis: 0 }"));
   message = test::ErrorMessage([&] { reversed.SetUp(bottom.pointers, top.pointers); });
   EXPECT_NE(message.find("end_axis"), std::string::npos) << message;
 }
