@@ -1,6 +1,9 @@
 #include "layers/slice.hpp"
 
+#include <glog/logging.h>
+
 #include <algorithm>
+#include <string>
 
 #include "layers/concat.hpp"
 
@@ -29,10 +32,20 @@ void SliceLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blo
     int previous = 0;
     for (int i = 0; i < p.slice_point_size(); ++i) {
       const int point = static_cast<int>(p.slice_point(i));
-      CREMA_CHECK(point > previous && point < size)
+      // The last point may be the axis' end, as in Caffe: the last top is then empty.
+      const bool last = i + 1 == p.slice_point_size();
+      CREMA_CHECK(point > previous && (point < size || (last && point == size)))
           << describe() << ": slice_param.slice_point " << i << " (" << p.slice_point(i) << ") must be above "
-          << previous << " and below " << size << ", the size of axis " << axis_ << " of the bottom of shape "
-          << x.shape_string();
+          << previous << " and below " << size << (last ? " (or equal to it, for an empty last top)" : "")
+          << ", the size of axis " << axis_ << " of the bottom of shape " << x.shape_string();
+      if (last && point == size && !warned_empty_top_) {
+        warned_empty_top_ = true;
+        const std::string name =
+            param_.top_size() == tops ? "'" + param_.top(tops - 1) + "'" : std::to_string(tops - 1);
+        LOG(WARNING) << describe() << ": the last slice_param.slice_point (" << point << ") is the end of axis "
+                     << axis_ << " of the bottom of shape " << x.shape_string() << ": top " << name
+                     << " is empty (size 0 along the axis), as Caffe does";
+      }
       sizes.push_back(point - previous);
       previous = point;
     }

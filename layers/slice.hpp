@@ -1,6 +1,7 @@
 // Slice: cuts its bottom along one axis into consecutive parts, one per top (the inverse of Concat).
 // slice_point lists where each part after the first begins (one point fewer than tops, strictly increasing,
-// inside the axis); without slice points the axis is cut into equal parts, and the number of tops must divide
+// inside the axis; the last may be the axis' end, as Caffe allows: the last top is then empty, size 0 along the
+// axis, with a warning once for the layer); without slice points the axis is cut into equal parts, and the number of tops must divide
 // its size. Backward puts the tops' gradients back together into the bottom's.
 //
 // Params (slice_param): axis (default 1; negative counts from the end), or the deprecated slice_dim
@@ -38,6 +39,7 @@ class SliceLayer : public Layer {
   int axis_ = 1;
   int outer_ = 1;  // product of the axes before the slicing axis
   int inner_ = 1;  // product of the axes after it
+  bool warned_empty_top_ = false;
 };
 
 }  // namespace crema

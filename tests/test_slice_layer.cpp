@@ -1,9 +1,11 @@
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "layers/slice.hpp"
+#include "net/net.hpp"
 #include "test_util.hpp"
 
 namespace crema {
@@ -99,6 +101,46 @@ TEST(SliceLayerTest, FollowsAReshapedBottom) {
   EXPECT_EQ(top.pointers[2]->shape(), (std::vector<int>{1, 2, 5}));
 }
 
+// The last slice point at the axis' end leaves the last top empty, as Caffe does, with one warning naming it; the
+// CPU code and the GPU code rehearsed on the host cut and join around it, and a net runs with it.
+TEST(SliceLayerTest, LastSlicePointAtTheEndGivesAnEmptyTopWithOneWarning) {
+  for (int gpu_code = 0; gpu_code < 2; ++gpu_code) {
+    SCOPED_TRACE(gpu_code);
+    auto context = std::make_shared<Context>();
+    context->set_gpu_code_on_host(gpu_code == 1);
+    test::BlobList bottom, top;
+    test::FillGaussian(bottom.Add({2, 5, 3}));
+    for (int t = 0; t < 3; ++t) top.Add({});
+    test::LoggedWarnings warnings;
+    SliceLayer layer(test::ParseLayer("name: 'cut' type: 'Slice' top: 'a' top: 'b' top: 'c' "
+                                      "slice_param { slice_point: 2 slice_point: 5 }"),
+                     context);
+    layer.SetUp(bottom.pointers, top.pointers);
+    layer.Reshape(bottom.pointers, top.pointers);
+    EXPECT_EQ(top.pointers[0]->shape(), (std::vector<int>{2, 2, 3}));
+    EXPECT_EQ(top.pointers[1]->shape(), (std::vector<int>{2, 3, 3}));
+    EXPECT_EQ(top.pointers[2]->shape(), (std::vector<int>{2, 0, 3}));
+    ASSERT_EQ(warnings.lines().size(), 1u);
+    for (const char* part : {"layer 'cut' (Slice)", "slice_point (5)", "top 'c' is empty", "as Caffe does"})
+      EXPECT_NE(warnings.lines()[0].find(part), std::string::npos) << warnings.lines()[0];
+    layer.Forward(bottom.pointers, top.pointers);
+    EXPECT_EQ(top.pointers[1]->cpu_data()[17], bottom.pointers[0]->cpu_data()[29]);
+    test::GradientChecker checker(1e-2f, 1e-3f);
+    checker.CheckGradient(&layer, bottom.pointers, top.pointers, 0);
+  }
+  Net net(test::ParseNet(R"(
+    force_backward: true
+    layer { name: 'input' type: 'Input' top: 'data' input_param { shape { dim: 2 dim: 4 } } }
+    layer { name: 'cut' type: 'Slice' bottom: 'data' top: 'a' top: 'rest' slice_param { slice_point: 4 } }
+    layer { name: 'relu' type: 'ReLU' bottom: 'rest' top: 'rest' }
+    layer { name: 'join' type: 'Concat' bottom: 'a' bottom: 'rest' top: 'whole' }
+    layer { name: 'loss' type: 'EuclideanLoss' bottom: 'whole' bottom: 'data' top: 'loss' })"));
+  EXPECT_EQ(net.blob_by_name("rest")->shape(), (std::vector<int>{2, 0}));
+  test::FillGaussian(net.blob_by_name("data"));
+  EXPECT_EQ(net.ForwardBackward(), 0.f);
+  EXPECT_EQ(test::DiffOf(*net.blob_by_name("data")), std::vector<float>(8, 0.f));
+}
+
 TEST(SliceLayerTest, RejectsBadParametersAndShapes) {
   test::BlobList bottom, two, three;
   bottom.Add({2, 5, 3});
@@ -114,8 +156,11 @@ TEST(SliceLayerTest, RejectsBadParametersAndShapes) {
   SliceLayer decreasing(SliceParam("slice_param { slice_point: 3 slice_point: 2 }"));
   test::ExpectErrorContaining([&] { decreasing.SetUp(bottom.pointers, three.pointers); },
                               {"layer 'cut' (Slice)", "slice_param.slice_point 1 (2)", "above 3", "2 5 3"});
-  SliceLayer past_end(SliceParam("slice_param { slice_point: 5 }"));
+  SliceLayer past_end(SliceParam("slice_param { slice_point: 6 }"));
   test::ExpectErrorContaining([&] { past_end.SetUp(bottom.pointers, two.pointers); },
+                              {"slice_param.slice_point 0 (6)", "below 5", "or equal to it"});
+  SliceLayer end_not_last(SliceParam("slice_param { slice_point: 5 slice_point: 5 }"));
+  test::ExpectErrorContaining([&] { end_not_last.SetUp(bottom.pointers, three.pointers); },
                               {"slice_param.slice_point 0 (5)", "below 5"});
   SliceLayer zero(SliceParam("slice_param { slice_point: 0 }"));
   test::ExpectErrorContaining([&] { zero.SetUp(bottom.pointers, two.pointers); }, {"slice_param.slice_point 0 (0)"});
