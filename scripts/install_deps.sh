@@ -13,7 +13,7 @@ packages=(
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev libopencv-dnn-dev
   liblmdb-dev libleveldb-dev libhdf5-dev zlib1g-dev
   libgtest-dev libgmock-dev
-  python3-dev pybind11-dev python3-numpy python3-pytest
+  python3-dev pybind11-dev python3-numpy python3-pytest python3-protobuf python3-pydot
   graphviz
   dataset-fashion-mnist
 )

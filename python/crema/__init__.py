@@ -8,21 +8,29 @@
     solver = crema.get_solver("solver.prototxt")
     solver.step(100)
 
-The names follow pycaffe's (Net, get_solver, TRAIN, TEST, set_mode_cpu, ...); docs/python.md has the whole API.
+The names follow pycaffe's (Net, get_solver, TRAIN, TEST, set_mode_cpu, ...), and `import caffe` gives these same
+objects under pycaffe's package name; docs/python.md has the whole API.
 """
 
 from ._crema import (
     TEST,
     TRAIN,
+    AdaDeltaSolver,
+    AdaGradSolver,
+    AdamSolver,
     Blob,
     Error,
     Layer,
+    NesterovSolver,
     Net,
+    RMSPropSolver,
+    SGDSolver,
     Solver,
     built_with_cuda,
     device,
     get_solver,
     gpu_count,
+    layer_type_list,
     mode,
     set_device,
     set_log_level,
@@ -30,32 +38,27 @@ from ._crema import (
     set_mode_gpu,
     set_random_seed,
 )
+from .pycaffe import (
+    NCCL,
+    Timer,
+    has_nccl,
+    set_multiprocess,
+    set_solver_count,
+    set_solver_rank,
+    solver_count,
+    solver_rank,
+)
 from . import io
 from .net_spec import NetSpec, layers, params, to_proto
+from .classifier import Classifier
+from .detector import Detector
+
+try:  # the message classes need Python's protobuf module (python3-protobuf)
+    from . import proto
+except ImportError:
+    pass
 
 __version__ = "0.1.0"
-
-
-def _solver_of_type(expected):
-    """A pycaffe-style constructor (SGDSolver(path), AdamSolver(path), ...) that checks the file's type."""
-
-    def make(path):
-        solver = get_solver(path)
-        if solver.type != expected:
-            raise Error(f"solver file '{path}' is of type {solver.type}, not {expected}")
-        return solver
-
-    make.__name__ = expected + "Solver"
-    make.__doc__ = f"get_solver(path), for a solver prototxt of type {expected}."
-    return make
-
-
-SGDSolver = _solver_of_type("SGD")
-NesterovSolver = _solver_of_type("Nesterov")
-AdaGradSolver = _solver_of_type("AdaGrad")
-RMSPropSolver = _solver_of_type("RMSProp")
-AdaDeltaSolver = _solver_of_type("AdaDelta")
-AdamSolver = _solver_of_type("Adam")
 
 __all__ = [
     "TEST",
@@ -64,26 +67,37 @@ __all__ = [
     "AdaGradSolver",
     "AdamSolver",
     "Blob",
+    "Classifier",
+    "Detector",
     "Error",
     "Layer",
+    "NCCL",
     "Net",
     "NesterovSolver",
+    "NetSpec",
     "RMSPropSolver",
     "SGDSolver",
     "Solver",
+    "Timer",
     "built_with_cuda",
     "device",
     "get_solver",
     "gpu_count",
+    "has_nccl",
+    "io",
+    "layer_type_list",
+    "layers",
     "mode",
+    "params",
     "set_device",
     "set_log_level",
     "set_mode_cpu",
     "set_mode_gpu",
+    "set_multiprocess",
     "set_random_seed",
-    "NetSpec",
-    "io",
-    "layers",
-    "params",
+    "set_solver_count",
+    "set_solver_rank",
+    "solver_count",
+    "solver_rank",
     "to_proto",
 ]

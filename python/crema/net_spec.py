@@ -6,7 +6,7 @@
                              transform_param=dict(scale=1 / 256))
     n.ip1 = L.InnerProduct(n.data, num_output=10, weight_filler=dict(type="xavier"))
     n.loss = L.SoftmaxWithLoss(n.ip1, n.label)
-    print(n.to_proto())
+    print(n.to_proto())                   # a caffe_pb2.NetParameter; str() of it is the prototxt
 
 A keyword of a layer goes to the layer's own parameter message (`num_output` of an InnerProduct layer into
 `inner_product_param`), else to LayerParameter itself (`param`, `loss_weight`, `include`, `*_param`). The field
@@ -59,11 +59,20 @@ def _schema():
 
 
 class Top:
-    """One output blob of a layer written with crema.layers; its name is the NetSpec attribute it is assigned to."""
+    """One output blob of a layer written with crema.layers; its name is the NetSpec attribute it is assigned to.
+    `fn` (its layer) and `n` (its index among the layer's tops) are pycaffe's names for `function` and `index`."""
 
     def __init__(self, function, index):
         self.function = function
         self.index = index
+
+    @property
+    def fn(self):
+        return self.function
+
+    @property
+    def n(self):
+        return self.index
 
     def to_proto(self):
         return to_proto(self)
@@ -77,6 +86,11 @@ class Function:
 
     def __init__(self, type_name, inputs, kwargs):
         self.type_name = type_name
+        # A tuple (or list) of tops, as L.Type(..., ntop=2) returns, stands for its tops in order.
+        flat = []
+        for bottom in inputs:
+            flat.extend(bottom if isinstance(bottom, (tuple, list)) else [bottom])
+        inputs = flat
         for bottom in inputs:
             if not isinstance(bottom, Top):
                 raise Error(
@@ -102,6 +116,11 @@ class Function:
                     f"by the attributes they are assigned to, the type by L.<Type>)"
                 )
         self.tops = tuple(Top(self, i) for i in range(self.ntop))
+
+    @property
+    def params(self):
+        """The layer's keywords (pycaffe's Function.params), as given."""
+        return self.kwargs
 
 
 class _Layers:
@@ -340,7 +359,25 @@ def _layer_lines(function, layer_name, bottoms, tops):
     return lines
 
 
-def to_proto(*outputs, names=None):
+def _message(net):
+    """A NetProto as a caffe_pb2.NetParameter (what pycaffe's to_proto returns), or as it is where Python has no
+    protobuf module."""
+    try:
+        from google.protobuf import text_format
+
+        from .proto import caffe_pb2
+    except ImportError:
+        return net
+    return text_format.Merge(str(net), caffe_pb2.NetParameter())
+
+
+def to_proto(*outputs):
+    """A caffe_pb2.NetParameter of every layer the given tops (or ntop=0 layers) depend on, inputs first (without
+    Python's protobuf module: a NetProto, whose str() is the same prototxt)."""
+    return _message(_net_proto(*outputs))
+
+
+def _net_proto(*outputs, names=None):
     """The NetProto of every layer the given tops (or ntop=0 layers) depend on, inputs first."""
     names = dict(names or {})  # Top (or ntop=0 layer) -> the name it was assigned to
     auto_counts = collections.Counter()
@@ -426,9 +463,10 @@ class NetSpec:
         return name in self.tops
 
     def to_proto(self, name=None):
+        """The net as a caffe_pb2.NetParameter (str() of it is the prototxt); `name` sets the net's name."""
         names = {}
         for attribute, value in self.tops.items():
             names.setdefault(value, attribute)  # a top, or a layer without tops (ntop=0)
-        net = to_proto(*self.tops.values(), names=names)
+        net = _net_proto(*self.tops.values(), names=names)
         net.name = name
-        return net
+        return _message(net)

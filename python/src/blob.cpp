@@ -58,6 +58,13 @@ void Assign(const BlobHandle& handle, bool diff, const py::object& values) {
   target[py::ellipsis()] = values;
 }
 
+int LegacyAxis(const BlobHandle& handle, int index) {
+  CREMA_CHECK(handle.blob->num_axes() <= 4)
+      << "blob '" << handle.name << "' has " << handle.blob->num_axes()
+      << " axes; num, channels, height and width are only defined for blobs of at most 4 (use .shape)";
+  return index < handle.blob->num_axes() ? handle.blob->shape(index) : 1;
+}
+
 }  // namespace
 
 py::array HostArray(const BlobHandle& handle, bool diff) {
@@ -92,6 +99,11 @@ void BindBlob(py::module_& module) {
       .def_property_readonly("shape", [](const BlobHandle& h) { return ShapeTuple(*h.blob); })
       .def_property_readonly("count", [](const BlobHandle& h) { return h.blob->count(); })
       .def_property_readonly("num_axes", [](const BlobHandle& h) { return h.blob->num_axes(); })
+      // pycaffe's legacy 4-d names: axes a blob of fewer than four axes lacks count as 1.
+      .def_property_readonly("num", [](const BlobHandle& h) { return LegacyAxis(h, 0); })
+      .def_property_readonly("channels", [](const BlobHandle& h) { return LegacyAxis(h, 1); })
+      .def_property_readonly("height", [](const BlobHandle& h) { return LegacyAxis(h, 2); })
+      .def_property_readonly("width", [](const BlobHandle& h) { return LegacyAxis(h, 3); })
       .def_property_readonly("layout", [](const BlobHandle& h) { return LayoutName(h.blob->layout()); })
       .def_property(
           "data", [](const BlobHandle& h) { return HostArray(h, false); },

@@ -1,10 +1,13 @@
 // crema._crema, the extension behind `import crema` (docs/python.md): the module's device and seed, crema.Error,
 // and the Blob, Net and Solver classes (blob.cpp, net.cpp, solver.cpp).
 #include <glog/logging.h>
+#include <pybind11/stl.h>
 
 #include <string>
+#include <vector>
 
 #include "bindings.hpp"
+#include "layers/layer_registry.hpp"
 
 namespace crema {
 namespace python {
@@ -81,6 +84,9 @@ PYBIND11_MODULE(_crema, module) {
   module.def("device", [] { return ModuleDefaults().gpu_id; });
   module.def("gpu_count", &crema::Context::gpu_count, "The number of CUDA devices visible (0 without CUDA).");
   module.def("built_with_cuda", &crema::Context::built_with_cuda);
+  module.def(
+      "layer_type_list", [] { return crema::LayerRegistry::Global().Types(); },
+      "The layer types crema knows (the `type` values a prototxt may use), sorted.");
   module.def(
       "set_log_level", [](int level) { FLAGS_minloglevel = level; }, py::arg("level"),
       "crema's least severe log lines shown: 0 INFO (the default), 1 WARNING, 2 ERROR.");

@@ -11,6 +11,7 @@
 #include "bindings.hpp"
 #include "io/proto_io.hpp"
 #include "io/snapshot_io.hpp"
+#include "layers/memory_data.hpp"
 
 namespace crema {
 namespace python {
@@ -181,6 +182,47 @@ std::vector<std::string> CopyFrom(Net& net, const std::string& path) {
   return net.CopyTrainedLayersFrom(path);
 }
 
+// pycaffe's top_names / bottom_names: layer name -> the names (as the prototxt gives them) of the blobs the layer
+// writes / reads, in the order the layers run.
+py::object BlobNamesByLayer(const NetHandle& h, bool tops) {
+  py::object names = py::module_::import("collections").attr("OrderedDict")();
+  for (const PlanStep& step : h.net->plan()) {
+    py::list list;
+    for (const int id : tops ? step.tops : step.bottoms) list.append(h.net->UserBlobName(h.net->blob_names()[id]));
+    names[py::str(h.net->layer_names()[step.layer])] = list;
+  }
+  return names;
+}
+
+// pycaffe's set_input_arrays: the items the net's first layer, a MemoryData layer, hands out from now on.
+void SetInputArrays(const NetHandle& h, const py::array_t<float, py::array::c_style | py::array::forcecast>& data,
+                    const py::array_t<float, py::array::c_style | py::array::forcecast>& labels) {
+  Net& net = *h.net;
+  auto* layer = net.layers().empty() ? nullptr : dynamic_cast<MemoryDataLayer*>(net.layers()[0].get());
+  CREMA_CHECK(layer != nullptr) << "set_input_arrays: the first layer of net '" << net.name()
+                                << "' is not a MemoryData layer";
+  CREMA_CHECK(data.ndim() == 4) << "set_input_arrays: data must be 4-d (N x C x H x W), not " << data.ndim() << "-d";
+  const py::ssize_t n = data.shape(0);
+  CREMA_CHECK(data.shape(1) == layer->channels() && data.shape(2) == layer->height() &&
+              data.shape(3) == layer->width())
+      << "set_input_arrays: layer '" << layer->name() << "' takes items of " << layer->channels() << " x "
+      << layer->height() << " x " << layer->width() << ", not " << data.shape(1) << " x " << data.shape(2) << " x "
+      << data.shape(3);
+  CREMA_CHECK(labels.size() == n) << "set_input_arrays: " << n << " items but " << labels.size() << " labels";
+  CREMA_CHECK(n > 0 && n <= INT32_MAX && n % layer->batch_size() == 0)
+      << "set_input_arrays: the number of items (" << n << ") must be a positive multiple of layer '"
+      << layer->name() << "''s batch size " << layer->batch_size();
+  layer->Reset(data.data(), labels.data(), static_cast<int>(n));
+}
+
+void LoadHdf5(Net& net, const std::string& path) {
+  CREMA_CHECK(FileExists(path)) << "weights file '" << path << "' does not exist";
+  NetParameter weights;
+  ReadNetParameterFromHdf5File(path, &weights);
+  py::gil_scoped_release release;
+  net.CopyTrainedLayersFrom(weights);
+}
+
 NetHandle MakeNet(const std::string& prototxt, int phase, const py::object& weights, int level,
                   const std::vector<std::string>& stages) {
   CREMA_CHECK(FileExists(prototxt)) << "net file '" << prototxt << "' does not exist";
@@ -214,10 +256,17 @@ void BindNet(py::module_& module) {
            [](const LayerHandle& h) { return "<crema.Layer '" + h.layer->name() + "' (" + h.layer->type() + ")>"; });
 
   py::class_<NetHandle>(module, "Net",
-                        "A net built from a prototxt: Net(prototxt, phase, weights=None, level=0, stages=()) or "
+                        "A net built from a prototxt: Net(prototxt, phase, level=0, stages=None, weights=None) or "
                         "pycaffe's Net(prototxt, weights, phase). It runs on the device crema.set_mode_cpu/gpu chose.")
-      .def(py::init(&MakeNet), py::arg("prototxt"), py::arg("phase"), py::arg("weights") = py::none(),
-           py::arg("level") = 0, py::arg("stages") = std::vector<std::string>())
+      // pycaffe's order: Net(prototxt, phase, level=0, stages=None, weights=None).
+      .def(py::init([](const std::string& prototxt, int phase, int level, const py::object& stages,
+                       const py::object& weights) {
+             std::vector<std::string> stage_names;
+             if (!stages.is_none()) stage_names = stages.cast<std::vector<std::string>>();
+             return MakeNet(prototxt, phase, weights, level, stage_names);
+           }),
+           py::arg("prototxt"), py::arg("phase"), py::arg("level") = 0, py::arg("stages") = py::none(),
+           py::arg("weights") = py::none())
       .def(py::init([](const std::string& prototxt, const std::string& weights, int phase) {
              return MakeNet(prototxt, phase, py::str(weights), 0, {});
            }),
@@ -234,6 +283,20 @@ void BindNet(py::module_& module) {
                                return layers;
                              })
       .def_property_readonly("layer_names", [](const NetHandle& h) { return h.net->layer_names(); })
+      .def_property_readonly("top_names", [](const NetHandle& h) { return BlobNamesByLayer(h, true); })
+      .def_property_readonly("bottom_names", [](const NetHandle& h) { return BlobNamesByLayer(h, false); })
+      .def("_set_input_arrays", &SetInputArrays, py::arg("data"), py::arg("labels"))
+      .def(
+          "save_hdf5",
+          [](const NetHandle& h, const std::string& path) {
+            NetParameter weights;
+            h.net->ToProto(&weights);
+            WriteWeightsFile(weights, path, SolverParameter::HDF5);
+          },
+          py::arg("path"), "Writes the weights in Caffe's HDF5 layout, whatever the file's name.")
+      .def(
+          "load_hdf5", [](const NetHandle& h, const std::string& path) { LoadHdf5(*h.net, path); }, py::arg("path"),
+          "Copies weights by layer name from a file in Caffe's HDF5 layout.")
       .def_property_readonly("inputs", [](const NetHandle& h) { return InputNames(*h.net); })
       .def_property_readonly("outputs", [](const NetHandle& h) { return OutputNames(*h.net); })
       .def("forward", &Forward, py::arg("start") = py::none(), py::arg("end") = py::none(),

@@ -5,6 +5,7 @@
 #include <pybind11/stl.h>
 
 #include <memory>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -16,9 +17,50 @@ namespace python {
 
 namespace {
 
-struct SolverHandle {
+// pycaffe's add_callback(on_start, on_gradients): Python functions called at each iteration, before its forward
+// and backward passes and after them (before the update). Step runs without Python's lock; a call takes it.
+class PythonCallback : public SolverCallback {
+ public:
+  PythonCallback(py::object on_start, py::object on_gradients)
+      : on_start_(std::move(on_start)), on_gradients_(std::move(on_gradients)) {}
+  ~PythonCallback() override {
+    if (!Py_IsInitialized()) {
+      on_start_.release();
+      on_gradients_.release();
+      return;
+    }
+    py::gil_scoped_acquire acquire;
+    on_start_ = py::object();
+    on_gradients_ = py::object();
+  }
+  void OnStart(int) override { Call(on_start_); }
+  void OnGradientsReady(int) override { Call(on_gradients_); }
+
+ private:
+  static void Call(const py::object& function) {
+    py::gil_scoped_acquire acquire;
+    if (!function.is_none()) function();
+  }
+  py::object on_start_, on_gradients_;
+};
+
+// What a solver's Python objects share: the callbacks outlive the solver that calls them (members go in reverse
+// order: the solver first).
+struct SolverBox {
+  std::vector<std::unique_ptr<PythonCallback>> callbacks;
   std::shared_ptr<Solver> solver;
 };
+
+struct SolverHandle {
+  std::shared_ptr<SolverBox> box;
+  Solver* solver = nullptr;
+};
+
+// One Python class per update rule (pycaffe's SGDSolver, AdamSolver, ...), each a subclass of crema.Solver.
+template <int kRule>
+struct RuleSolverHandle : SolverHandle {};
+
+const char* const kRules[] = {"SGD", "Nesterov", "AdaGrad", "RMSProp", "AdaDelta", "Adam"};
 
 // As `crema train --solver=path` builds its solver, but on the device crema.set_mode_* chose (pycaffe's rule:
 // the file's solver_mode and device_id are not read), and with the solver's random_seed.
@@ -43,10 +85,51 @@ SolverHandle GetSolver(const py::object& path_object) {
       solver->net()->CopyTrainedLayersFrom(weights);
     }
   }
-  return SolverHandle{solver};
+  auto box = std::make_shared<SolverBox>();
+  box->solver = solver;
+  return SolverHandle{box, solver.get()};
 }
 
-NetHandle NetOf(const SolverHandle& h, Net* net) { return NetHandle{h.solver, net}; }
+NetHandle NetOf(const SolverHandle& h, Net* net) { return NetHandle{h.box, net}; }
+
+template <int kRule>
+py::object AsRule(const SolverHandle& h) {
+  RuleSolverHandle<kRule> typed;
+  typed.box = h.box;
+  typed.solver = h.solver;
+  return py::cast(std::move(typed));
+}
+
+// The solver as an object of its rule's class.
+py::object Typed(const SolverHandle& h) {
+  const std::string type = h.solver->type();
+  if (type == kRules[0]) return AsRule<0>(h);
+  if (type == kRules[1]) return AsRule<1>(h);
+  if (type == kRules[2]) return AsRule<2>(h);
+  if (type == kRules[3]) return AsRule<3>(h);
+  if (type == kRules[4]) return AsRule<4>(h);
+  if (type == kRules[5]) return AsRule<5>(h);
+  return py::cast(h);
+}
+
+template <int kRule>
+void BindRule(py::module_& module) {
+  const std::string rule = kRules[kRule];
+  py::class_<RuleSolverHandle<kRule>, SolverHandle>(
+      module, (rule + "Solver").c_str(),
+      ("A solver of type " + rule + ": " + rule + "Solver(path) reads a solver prototxt of that type.").c_str())
+      .def(py::init([rule](const py::object& path) {
+             SolverHandle h = GetSolver(path);
+             CREMA_CHECK(rule == h.solver->type())
+                 << "solver file '" << py::str(path).cast<std::string>() << "' is of type " << h.solver->type()
+                 << ", not " << rule << " (crema.get_solver reads any type)";
+             RuleSolverHandle<kRule> typed;
+             typed.box = h.box;
+             typed.solver = h.solver;
+             return typed;
+           }),
+           py::arg("path"));
+}
 
 }  // namespace
 
@@ -100,6 +183,27 @@ void BindSolver(py::module_& module) {
           },
           py::arg("state_file"), "Continues from a .solverstate (and the weights it names).")
       .def(
+          "apply_update",
+          [](const SolverHandle& h) {
+            py::gil_scoped_release release;
+            h.solver->ApplyUpdate();
+          },
+          "One update of every learnable parameter from its gradient (diff), at the current iteration's rate; "
+          "the iteration count stays.")
+      .def(
+          "share_weights",
+          [](const SolverHandle& h, const NetHandle& net) { net.net->ShareTrainedLayersWith(*h.solver->net()); },
+          py::arg("net"), "Makes `net` use the training net's parameter memory for every layer the two share.")
+      .def(
+          "add_callback",
+          [](const SolverHandle& h, py::object on_start, py::object on_gradients) {
+            h.box->callbacks.push_back(std::make_unique<PythonCallback>(std::move(on_start), std::move(on_gradients)));
+            h.solver->AddCallback(h.box->callbacks.back().get());
+          },
+          py::arg("on_start"), py::arg("on_gradients"),
+          "Calls on_start() before each iteration's forward and backward passes and on_gradients() after them, "
+          "before the update (either may be None).")
+      .def(
           "test_all",
           [](const SolverHandle& h) {
             py::gil_scoped_release release;
@@ -110,7 +214,15 @@ void BindSolver(py::module_& module) {
         return "<crema.Solver " + std::string(h.solver->type()) + " at iteration " + std::to_string(h.solver->iter()) +
                ">";
       });
-  module.def("get_solver", &GetSolver, py::arg("path"), "Reads a solver prototxt and builds the solver and its nets.");
+  BindRule<0>(module);
+  BindRule<1>(module);
+  BindRule<2>(module);
+  BindRule<3>(module);
+  BindRule<4>(module);
+  BindRule<5>(module);
+  module.def(
+      "get_solver", [](const py::object& path) { return Typed(GetSolver(path)); }, py::arg("path"),
+      "Reads a solver prototxt and builds the solver (an object of its rule's class, e.g. SGDSolver) and its nets.");
 }
 
 }  // namespace python

@@ -41,17 +41,21 @@ def write_pgm(path, pixels):
 
 def test_uint8_datum_is_the_protobuf_encoding_and_reads_back():
     array = np.arange(2 * 3 * 4, dtype=np.uint8).reshape(2, 3, 4)
-    datum = io.array_to_datum(array, label=7)
+    datum = io.array_to_datum(array, label=7)  # a caffe_pb2.Datum, as in pycaffe
     expected = (field(1, 0, 2) + field(2, 0, 3) + field(3, 0, 4) + field(4, 2, array.tobytes()) + field(5, 0, 7))
-    assert datum == expected
-    values, label = io.datum_to_array(datum)
+    assert datum.SerializeToString() == expected
+    assert (datum.channels, datum.height, datum.width, datum.label) == (2, 3, 4, 7)
+    values = io.datum_to_array(datum)  # a message: the array only (pycaffe's), the label is datum.label
+    assert values.dtype == np.uint8
+    np.testing.assert_array_equal(values, array)
+    values, label = io.datum_to_array(expected)  # serialized bytes (an LMDB record): (array, label)
     assert label == 7 and values.dtype == np.uint8
     np.testing.assert_array_equal(values, array)
 
 
 def test_float_datum_round_trip():
     array = np.random.default_rng(0).normal(size=(3, 2, 5)).astype(np.float32)
-    values, label = io.datum_to_array(io.array_to_datum(array.astype(np.float64), label=-3))
+    values, label = io.datum_to_array(io.array_to_datum(array.astype(np.float64), label=-3).SerializeToString())
     assert label == -3 and values.dtype == np.float32
     np.testing.assert_array_equal(values, array)
     with pytest.raises(crema.Error, match="channels x height x width"):
@@ -69,7 +73,7 @@ def test_encoded_datum_is_decoded(tmp_path):
 
 def test_blobproto_round_trip_and_files(tmp_path):
     array = np.random.default_rng(2).normal(size=(2, 3, 4)).astype(np.float32)
-    data = io.array_to_blobproto(array)
+    data = io.array_to_blobproto(array).SerializeToString()
     shape = field(1, 2, varint(2) + varint(3) + varint(4))  # BlobShape.dim, packed
     assert data == field(5, 2, array.astype("<f4").tobytes()) + field(7, 2, shape)
     back = io.blobproto_to_array(data)
@@ -127,10 +131,11 @@ def test_resize_image_against_hand_worked_values():
     wide = np.array([[1, 3, 5, 9]], np.float64)
     np.testing.assert_allclose(io.resize_image(wide, (1, 2)), [[2, 7]])  # halving averages neighbours
     assert io.resize_image(ramp, (1, 4)).dtype == np.float32
+    assert io.resize_image(wide, (1, 2)).dtype == np.float32  # float32 whatever the input, as pycaffe
     constant = np.full((3, 5, 2), 0.7, np.float32)
     np.testing.assert_allclose(io.resize_image(constant, (7, 2)), np.full((7, 2, 2), 0.7), atol=1e-6)
     image = np.random.default_rng(6).random((4, 3, 3))
-    np.testing.assert_array_equal(io.resize_image(image, (4, 3)), image)
+    np.testing.assert_array_equal(io.resize_image(image, (4, 3)), image.astype(np.float32))
     np.testing.assert_array_equal(io.resize_image(np.array([[1, 2], [3, 4]]), (4, 4), interp_order=0),
                                   [[1, 1, 2, 2], [1, 1, 2, 2], [3, 3, 4, 4], [3, 3, 4, 4]])
 

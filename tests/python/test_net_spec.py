@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import crema
+from crema.proto import caffe_pb2
 from crema import layers as L
 from crema import params as P
 
@@ -69,12 +70,13 @@ def test_net_builds_from_the_output_and_computes(tmp_path):
                           bias_filler=dict(type="constant", value=0.25))
     n.relu = L.ReLU(n.ip, in_place=True)
     n.loss = L.EuclideanLoss(n.relu, n.target)
-    proto = n.to_proto(name="from_python")
+    proto = n.to_proto(name="from_python")  # a caffe_pb2.NetParameter, as in pycaffe
+    assert isinstance(proto, caffe_pb2.NetParameter)
     path = tmp_path / "net.prototxt"
-    proto.save(path)
+    path.write_text(str(proto))
     net = crema.Net(str(path), crema.TRAIN)
     assert net.name == "from_python"
-    assert list(net.layer_names) == ["data", "ip", "relu", "loss"] == proto.layer_names
+    assert list(net.layer_names) == ["data", "ip", "relu", "loss"] == [layer.name for layer in proto.layer]
     assert list(net.blobs) == ["data", "target", "ip", "loss"]  # relu wrote over ip in place
     assert net.blobs["ip"].shape == (2, 4)
     assert np.all(net.params["ip"][1].data == np.float32(0.25))
