@@ -1,5 +1,7 @@
 #include "layers/base_convolution.hpp"
 
+#include <glog/logging.h>
+
 #include <string>
 
 #include "core/filler.hpp"
@@ -47,7 +49,7 @@ void BaseConvolutionLayer::LayerSetUp(const std::vector<Blob*>& bottom, const st
   }
 }
 
-int BaseConvolutionLayer::OutputSize(int axis, int in, const Blob& input) const {
+int BaseConvolutionLayer::OutputSize(int axis, int in, const Blob& input) {
   const int pad = geometry_.pad[axis], extent = geometry_.extent(axis);
   if (reverse_dimensions()) {
     const int out = geometry_.stride[axis] * (in - 1) + extent - 2 * pad;
@@ -57,12 +59,23 @@ int BaseConvolutionLayer::OutputSize(int axis, int in, const Blob& input) const 
                           << input.shape_string();
     return out;
   }
-  CREMA_CHECK(in + 2 * pad >= extent) << describe() << ": kernel_size " << geometry_.kernel[axis] << " with dilation "
-                                      << geometry_.dilation[axis] << " spans " << extent
-                                      << " positions, more than the padded input along spatial axis " << axis << " ("
-                                      << in << " + 2 * pad " << pad << "); input shape " << input.shape_string()
-                                      << ", so the output would be empty";
-  return (in + 2 * pad - extent) / geometry_.stride[axis] + 1;
+  const int stride = geometry_.stride[axis], span = in + 2 * pad - extent;
+  // Caffe's rule, span / stride + 1 with the division truncating toward zero, gives one output where the kernel
+  // reaches past the padded input by less than a stride; the taps outside read as zero.
+  CREMA_CHECK(span > -stride) << describe() << ": kernel_size " << geometry_.kernel[axis] << " with dilation "
+                              << geometry_.dilation[axis] << " spans " << extent
+                              << " positions, more than the padded input along spatial axis " << axis << " (" << in
+                              << " + 2 * pad " << pad << ") by stride " << stride << " or more; input shape "
+                              << input.shape_string() << ", so the output would be empty";
+  if (span < 0 && !warned_kernel_beyond_input_) {
+    warned_kernel_beyond_input_ = true;
+    LOG(WARNING) << describe() << ": kernel_size " << geometry_.kernel[axis] << " with dilation "
+                 << geometry_.dilation[axis] << " spans " << extent << " positions, more than the padded input "
+                 << "along spatial axis " << axis << " (" << in << " + 2 * pad " << pad << "; input shape "
+                 << input.shape_string() << "): one output position, the taps beyond the input read as zero, as "
+                 << "Caffe does";
+  }
+  return span / stride + 1;
 }
 
 void BaseConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {

@@ -16,7 +16,10 @@
 //   engine                CAFFE (crema's own engines) or CUDNN (cuDNN's, where the device has it)
 // Several bottoms of one shape may be given: each gets its own top, all share the weights.
 // Parameters: weights (num_output, channels / group, kernel...), bias (num_output).
-// Output size per spatial axis: (in + 2 * pad - (dilation * (kernel - 1) + 1)) / stride + 1.
+// Output size per spatial axis: (in + 2 * pad - (dilation * (kernel - 1) + 1)) / stride + 1, the division
+// truncating toward zero as Caffe's does: a kernel that reaches past the padded input by less than a stride gives
+// one output (taps beyond the input read as zero), with a warning; by a stride or more, an error. Engines that
+// cannot take the former (cuDNN, oneDNN) refuse it, and the im2col engine serves it.
 //
 // The GEMM steps speak of the convolution's input and output. For Convolution the input is the bottom; for
 // Deconvolution (reverse_dimensions()) it is the top, so its forward is this class's BackwardData and its
@@ -45,8 +48,10 @@ class BaseConvolutionLayer : public Layer {
   // Deconvolution answers true: its top is the side the kernel slides over.
   virtual bool reverse_dimensions() const { return false; }
   // The top's size along spatial axis `axis` for a bottom of size `in`: Convolution's rule, or Deconvolution's
-  // where reverse_dimensions(). Throws, naming the field and `input`'s shape, when the output would be empty.
-  int OutputSize(int axis, int in, const Blob& input) const;
+  // where reverse_dimensions(). Throws, naming the field and `input`'s shape, when the output would be empty; a
+  // kernel reaching past the padded input by less than a stride gives one output, as in Caffe, with a warning
+  // (once for the layer).
+  int OutputSize(int axis, int in, const Blob& input);
 
   // The per-image steps (pointers to one image of each blob; `input` and `output` are the convolution's,
   // see above). Those that unroll patches use the layer's workspace, which the engine must request in its
@@ -98,6 +103,7 @@ class BaseConvolutionLayer : public Layer {
   const float* ColumnsOf(const float* input);
 
   bool use_2d_ = true;             // im2col_cpu rather than im2col_nd_cpu
+  bool warned_kernel_beyond_input_ = false;
   std::vector<int> column_shape_;  // rows (channels * kernel), then the output's spatial sizes
 };
 

@@ -34,6 +34,22 @@ std::string CudnnConvolutionLayer::Refusal(const EngineQuery& query) {
         << "convolutions (4-d or 5-d bottoms); this bottom has the shape " << ShapeString(shape);
     return why.str();
   }
+  // A kernel reaching past the padded input (one output in Caffe's rule, the im2col engine's) is not cuDNN's.
+  if (query.param.type() != "Deconvolution") {
+    KernelGeometry g;
+    try {
+      g = ConvolutionGeometry(conv, spatial, query.param.name());
+    } catch (const Error&) {
+      return "";  // the layer's own checks name what is wrong
+    }
+    for (int i = 0; i < spatial; ++i) {
+      if (shape[2 + i] + 2 * g.pad[i] < g.extent(i)) {
+        why << "kernel extent " << g.extent(i) << " reaches past the padded input (" << shape[2 + i] << " + 2 * pad "
+            << g.pad[i] << ") along spatial axis " << i << ", which cuDNN does not take";
+        return why.str();
+      }
+    }
+  }
   return "";
 }
 

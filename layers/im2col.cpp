@@ -1,5 +1,7 @@
 #include "layers/im2col.hpp"
 
+#include <glog/logging.h>
+
 #include <vector>
 
 #include "core/im2col.hpp"
@@ -30,11 +32,22 @@ void Im2colLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Bl
   top_shape.push_back(0);  // rows, set below
   for (int i = 0; i < num_spatial_axes_; ++i) {
     const int in = input.shape(channel_axis_ + 1 + i), extent = geometry_.extent(i);
-    CREMA_CHECK(in + 2 * geometry_.pad[i] >= extent)
+    const int span = in + 2 * geometry_.pad[i] - extent, stride = geometry_.stride[i];
+    // Caffe's rule (span / stride + 1, truncating toward zero) gives one output where the kernel reaches past the
+    // padded input by less than a stride: the taps beyond read as zero.
+    CREMA_CHECK(span > -stride)
         << describe() << ": kernel_size " << geometry_.kernel[i] << " with dilation " << geometry_.dilation[i]
-        << " spans more than the padded input along spatial axis " << i << " (input shape " << input.shape_string()
-        << ")";
-    const int out = (in + 2 * geometry_.pad[i] - extent) / geometry_.stride[i] + 1;
+        << " spans more than the padded input along spatial axis " << i << " by stride " << stride
+        << " or more (input shape " << input.shape_string() << ")";
+    if (span < 0 && !warned_kernel_beyond_input_) {
+      warned_kernel_beyond_input_ = true;
+      LOG(WARNING) << describe() << ": kernel_size " << geometry_.kernel[i] << " with dilation "
+                   << geometry_.dilation[i] << " spans " << extent << " positions, more than the padded input "
+                   << "along spatial axis " << i << " (" << in << " + 2 * pad " << geometry_.pad[i]
+                   << "; input shape " << input.shape_string() << "): one output position, the taps beyond the "
+                   << "input read as zero, as Caffe does";
+    }
+    const int out = span / stride + 1;
     image_shape.push_back(in);
     column_shape[0] *= geometry_.kernel[i];
     column_shape.push_back(out);

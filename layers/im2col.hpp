@@ -5,6 +5,8 @@
 // column entry back into the input position it came from (col2im).
 // convolution_param: kernel_size, stride, pad, dilation (repeated or the 2-d forms, layers/kernel_geometry.hpp),
 // axis, force_nd_im2col; num_output, group and the fillers are not used. At most kMaxUnrollAxes (6) spatial axes.
+// Output size as Convolution's (layers/base_convolution.hpp): a kernel reaching past the padded input by less than
+// a stride gives one position, as in Caffe, with a warning.
 // Runs on the CPU and the GPU through core/im2col.hpp's im2col and col2im, which unroll the whole batch in one call
 // (the images lie one after another, so the batch is one image of items x channels channels): the host loops on
 // the CPU, the unrolling rules on the GPU.
@@ -39,6 +41,7 @@ class Im2colLayer : public BothDevices<Layer> {
   KernelGeometry geometry_;
   bool use_2d_ = true;
   UnrollGeometry unroll_;  // per reshape: the whole batch's
+  bool warned_kernel_beyond_input_ = false;
 };
 
 }  // namespace crema

@@ -114,7 +114,12 @@ std::string OneDnnConvolutionLayer::Refusal(const EngineQuery& query) {
   for (int i = 0; i < 2; ++i) {
     const int in = shape[2 + i];
     const int out = (in + 2 * g.pad[i] - g.extent(i)) / g.stride[i] + 1;
-    if (in + 2 * g.pad[i] < g.extent(i)) return "";
+    if (in + 2 * g.pad[i] - g.extent(i) <= -g.stride[i]) return "";  // no output: the layer's own error
+    if (in + 2 * g.pad[i] < g.extent(i)) {
+      why << "kernel extent " << g.extent(i) << " reaches past the padded input (" << in << " + 2 * pad " << g.pad[i]
+          << ") along spatial axis " << i << ", which oneDNN's output-size arithmetic does not take";
+      return why.str();
+    }
     if (RightPadding(in, out, g.pad[i], g.extent(i), g.stride[i]) < 0) {
       why << "stride " << g.stride[i] << " leaves more of the input unused along spatial axis " << i
           << " than oneDNN's output-size arithmetic allows";

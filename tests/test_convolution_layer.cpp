@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -312,6 +313,57 @@ TEST(ConvolutionLayerTest, Gradients) {
       checker.CheckGradient(fixture.layer.get(), fixture.bottom.pointers, fixture.top.pointers);
     }
   }
+}
+
+// A kernel reaching past the padded input by less than a stride: Caffe's rule, (in + 2 pad - extent) / stride + 1
+// truncating toward zero, gives one output and the taps beyond read as zero. Every engine either runs it (matching
+// the direct convolution, with a numeric gradient check) or refuses it (oneDNN), so that a net falls to im2col;
+// one warning per layer. By a stride or more it stays an error.
+TEST(ConvolutionLayerTest, KernelBeyondThePaddedInputBySomeOfAStride) {
+  const std::pair<std::string, std::vector<int>> cases[] = {
+      {"num_output: 2 kernel_size: 6 stride: 2", {2, 2, 5, 5}},
+      {"num_output: 3 kernel_h: 5 kernel_w: 3 stride: 3 pad: 1", {2, 2, 2, 6}},
+      {"num_output: 2 kernel_size: 3 dilation: 2 stride: 2 force_nd_im2col: true", {1, 2, 4, 4}},
+  };
+  const Geometry geometries[] = {{{0, 0}, {2, 2}, {1, 1}}, {{1, 1}, {3, 3}, {1, 1}}, {{0, 0}, {2, 2}, {2, 2}}};
+  for (const std::string& engine : Engines()) {
+    for (size_t i = 0; i < 3; ++i) {
+      const auto& c = cases[i];
+      SCOPED_TRACE(engine + ": " + c.first);
+      LayerParameter param = test::ParseLayer("name: 'conv' type: 'Convolution' convolution_param { " + c.first + " }");
+      param.add_bottom("in");
+      if (engine == "onednn") {
+        test::ExpectErrorContaining([&] { test::CreateWithEngine(param, {c.second}, engine); },
+                                    {"reaches past the padded input"});
+        continue;
+      }
+      test::LoggedWarnings warnings;
+      Fixture fixture(c.first, {c.second}, engine);
+      fixture.layer->Reshape(fixture.bottom.pointers, fixture.top.pointers);
+      ASSERT_EQ(warnings.lines().size(), 1u);
+      for (const char* part : {"layer 'conv' (Convolution)", "more than the padded input", "as Caffe does"})
+        EXPECT_NE(warnings.lines()[0].find(part), std::string::npos) << warnings.lines()[0];
+      fixture.ExpectMatchesReference(geometries[i]);
+      test::GradientChecker checker(1e-2f, 1e-3f);
+      checker.CheckGradient(fixture.layer.get(), fixture.bottom.pointers, fixture.top.pointers);
+    }
+  }
+  // A net's convolution (the registry's first engine that takes it) runs it.
+  LayerParameter param = test::ParseLayer("name: 'conv' type: 'Convolution' convolution_param { " + cases[0].first +
+                                          " }");
+  param.add_bottom("in");
+  const std::unique_ptr<Layer> chosen =
+      LayerRegistry::Global().Create(param, {cases[0].second}, std::make_shared<Context>());
+  EXPECT_EQ(chosen->engine(), "im2col");
+  test::BlobList bottom, top;
+  bottom.Add({2, 2, 5, 5});
+  top.Add({});
+  Layer* layer = chosen.get();
+  layer->SetUp(bottom.pointers, top.pointers);
+  EXPECT_EQ(top.pointers[0]->shape(), (std::vector<int>{2, 2, 1, 1}));
+  // Past by a whole stride: no output, an error.
+  test::ExpectErrorContaining([&] { Fixture f("num_output: 2 kernel_size: 6 stride: 2", {{2, 2, 4, 4}}); },
+                              {"layer 'conv' (Convolution)", "kernel_size 6", "by stride 2 or more"});
 }
 
 TEST(ConvolutionLayerTest, ParameterGradientsAccumulate) {

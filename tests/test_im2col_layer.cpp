@@ -99,6 +99,23 @@ TEST(Im2colLayerTest, TheGpusBatchRulesMatchTheCpu) {
   }
 }
 
+// A kernel reaching past the padded input by less than a stride gives one output position, as in Caffe, the taps
+// beyond reading zero; one warning for the layer.
+TEST(Im2colLayerTest, KernelBeyondThePaddedInputBySomeOfAStride) {
+  test::LoggedWarnings warnings;
+  Fixture fixture("kernel_size: 5 stride: 3 pad: 0", {1, 1, 4, 4});
+  EXPECT_EQ(fixture.top.pointers[0]->shape(), (std::vector<int>{1, 25, 1, 1}));
+  fixture.layer->Forward(fixture.bottom.pointers, fixture.top.pointers);
+  const float* x = fixture.bottom.pointers[0]->cpu_data();
+  const float* y = fixture.top.pointers[0]->cpu_data();
+  for (int ky = 0; ky < 5; ++ky)
+    for (int kx = 0; kx < 5; ++kx) EXPECT_EQ(y[ky * 5 + kx], ky < 4 && kx < 4 ? x[ky * 4 + kx] : 0.f);
+  ASSERT_EQ(warnings.lines().size(), 1u);
+  EXPECT_NE(warnings.lines()[0].find("as Caffe does"), std::string::npos) << warnings.lines()[0];
+  test::GradientChecker checker(1e-2f, 1e-3f);
+  checker.CheckGradient(fixture.layer.get(), fixture.bottom.pointers, fixture.top.pointers);
+}
+
 TEST(Im2colLayerTest, BadParametersAreNamed) {
   test::BlobList bottom, top;
   bottom.Add({1, 2, 4, 4});
