@@ -3,7 +3,8 @@
 // the first line.
 //
 // image_data_param: source (a text file of lines "path label": the label is the last field, an integer, and
-// the path everything before it, so paths may hold spaces; blank lines are skipped), root_folder (prepended
+// the path everything before it, so paths may hold spaces; blank lines are skipped; as in Caffe, a line without
+// a label gets 0 and a label like "3.7" reads as its leading integer, each with a warning once per list), root_folder (prepended
 // to every path as it is), batch_size (1), rand_skip (skip a random number of lines, 0 to rand_skip - 1, at
 // the start), shuffle (false: the order of the lines, drawn from the layer's random stream at set-up and
 // again at every pass over the list), new_height / new_width (both 0, or both positive: every image is resized
@@ -21,7 +22,7 @@
 // lines, as for Data.
 //
 // Differences from Caffe: images are read in Forward, without a prefetch thread; mirroring happens only in
-// TRAIN (as in Data); lines whose label is not an integer are errors.
+// TRAIN (as in Data); a label with no leading integer ("cat", which Caffe's atoi reads as 0) is an error.
 #pragma once
 
 #include <cstdint>

@@ -208,8 +208,6 @@ TEST(BadInputImageDataTest, UnreadableImagesAndBadListsAreNamedWithTheLine) {
   test::ExpectBadInput("data", "an ImageData list naming a truncated image",
                        command("truncated", dir.file("truncated.pgm") + " 0\n" + dir.file("a.pgm") + " 1\n"),
                        {"layer 'data' (ImageData)", "line 1", "cannot read image", "truncated.pgm"});
-  test::ExpectBadInput("data", "an ImageData list line without a label", command("nolabel", dir.file("a.pgm") + "\n"),
-                       {"layer 'data' (ImageData)", "line 1", "has no label"});
   test::ExpectBadInput("data", "an ImageData list line whose label is not an integer",
                        command("badlabel", dir.file("a.pgm") + " x\n"),
                        {"layer 'data' (ImageData)", "line 1", "the label 'x' is not an integer"});

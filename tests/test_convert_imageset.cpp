@@ -88,14 +88,39 @@ TEST(ReadImageListTest, BadListsNameTheFileAndTheLine) {
                               {"cannot open", dir.file("missing.txt")});
   WriteText(dir.file("empty.txt"), "\n  \n");
   test::ExpectErrorContaining([&] { ReadImageList(dir.file("empty.txt")); }, {dir.file("empty.txt"), "no images"});
-  WriteText(dir.file("nolabel.txt"), "a.png 1\nb.png\n");
-  test::ExpectErrorContaining([&] { ReadImageList(dir.file("nolabel.txt")); },
-                              {"line 2", dir.file("nolabel.txt"), "b.png", "no label"});
   WriteText(dir.file("word.txt"), "a.png 1\n\nmy cat.png cat\n");
   test::ExpectErrorContaining([&] { ReadImageList(dir.file("word.txt")); },
                               {"line 3", dir.file("word.txt"), "'cat'", "not an integer"});
-  WriteText(dir.file("fraction.txt"), "a.png 1.5\n");
-  test::ExpectErrorContaining([&] { ReadImageList(dir.file("fraction.txt")); }, {"line 1", "'1.5'"});
+  WriteText(dir.file("sign.txt"), "a.png -\n");
+  test::ExpectErrorContaining([&] { ReadImageList(dir.file("sign.txt")); }, {"line 1", "'-'", "not an integer"});
+  WriteText(dir.file("huge.txt"), "a.png 99999999999\n");
+  test::ExpectErrorContaining([&] { ReadImageList(dir.file("huge.txt")); }, {"line 1", "an int holds"});
+}
+
+// As Caffe reads a list (the label with atoi): a line without a label gets 0, and a label that is not a whole
+// number its leading integer, each named in one warning per file.
+TEST(ReadImageListTest, MissingAndFractionalLabelsReadAsCaffeDoes) {
+  test::TempDir dir;
+  WriteText(dir.file("list.txt"), "a.png 1\nb.png\nc d.png 3.7\ne.png 3.0\nf.png\ng.png 2x\n");
+  test::LoggedWarnings warnings;
+  const std::vector<ImageListEntry> entries = ReadImageList(dir.file("list.txt"));
+  ASSERT_EQ(entries.size(), 6u);
+  const char* paths[] = {"a.png", "b.png", "c d.png", "e.png", "f.png", "g.png"};
+  const int labels[] = {1, 0, 3, 3, 0, 2};
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(entries[i].path, paths[i]);
+    EXPECT_EQ(entries[i].label, labels[i]) << i;
+    EXPECT_EQ(entries[i].line, i + 1);
+  }
+  ASSERT_EQ(warnings.lines().size(), 2u);
+  for (const char* part : {"line 2", "list.txt", "b.png", "no label", "label 0", "as Caffe does"})
+    EXPECT_NE(warnings.lines()[0].find(part), std::string::npos) << warnings.lines()[0];
+  for (const char* part : {"line 3", "list.txt", "'3.7'", "read as 3", "as Caffe does"})
+    EXPECT_NE(warnings.lines()[1].find(part), std::string::npos) << warnings.lines()[1];
+  // Another file warns again.
+  WriteText(dir.file("other.txt"), "b.png\n");
+  EXPECT_EQ(ReadImageList(dir.file("other.txt"))[0].label, 0);
+  EXPECT_EQ(warnings.lines().size(), 3u);
 }
 
 TEST(ReadImageListTest, ShuffleIsAReproduciblePermutation) {
@@ -568,7 +593,6 @@ TEST(ConvertImageSetTest, CommandLineErrors) {
     EXPECT_FALSE(FileExists(folder.file("bad_db")));
   };
   expect_list_error("", {"no images"});
-  expect_list_error("a.png 0\na.png\n", {"line 2", "no label"});
   expect_list_error("a.png zero\n", {"line 1", "'zero'", "not an integer"});
   EXPECT_EQ(test::RunCommand(kTool + " " + root + " " + folder.file("nope.txt") + " " + folder.file("db"), &output), 1);
   EXPECT_CONTAINS(output, folder.file("nope.txt"));

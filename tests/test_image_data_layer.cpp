@@ -274,7 +274,6 @@ TEST(ImageDataLayerTest, ErrorsNameTheFileAndTheLine) {
   };
   test::ExpectErrorContaining([&] { Fixture f(ImageParam(dir, dir.file("none.txt"), "")); },
                               {"'images' (ImageData)", dir.file("none.txt")});
-  test::ExpectErrorContaining([&] { with_list("img0.png 1\nimg1.png\n"); }, {"line 2", "bad.txt", "path label"});
   test::ExpectErrorContaining([&] { with_list("img0.png one\n"); }, {"line 1", "label 'one'"});
   test::ExpectErrorContaining([&] { with_list("\n"); }, {"names no images"});
   test::ExpectErrorContaining([&] { with_list("img0.png 1\ngone.png 2\n"); },
@@ -284,6 +283,16 @@ TEST(ImageDataLayerTest, ErrorsNameTheFileAndTheLine) {
   ASSERT_TRUE(cv::imwrite(dir.file("big.png"), big));
   test::ExpectErrorContaining([&] { with_list("img0.png 1\nbig.png 2\n"); },
                               {"big.png", "line 2", "3 3 3 (27)", "3 2 3 (18)", "same size"});
+  // As in Caffe, a line without a label gets 0 and "3.7" reads as 3, with a warning each.
+  {
+    test::LoggedWarnings warnings;
+    std::ofstream(dir.file("loose.txt")) << "img0.png 3.7\nimg1.png\n";
+    Fixture loose(ImageParam(dir, dir.file("loose.txt"), "batch_size: 2"));
+    EXPECT_EQ(loose.Next(), (std::vector<int>{3, 0}));
+    ASSERT_EQ(warnings.lines().size(), 2u);
+    EXPECT_NE(warnings.lines()[0].find("read as 3"), std::string::npos) << warnings.lines()[0];
+    EXPECT_NE(warnings.lines()[1].find("no label"), std::string::npos) << warnings.lines()[1];
+  }
   // A path with a space: everything before the last field.
   ASSERT_TRUE(cv::imwrite(dir.file("with space.png"), big));
   std::ofstream(dir.file("space.txt")) << "with space.png 5\n";

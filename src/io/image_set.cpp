@@ -2,6 +2,7 @@
 
 #include <glog/logging.h>
 
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -63,26 +64,51 @@ std::vector<ImageListEntry> ReadImageList(const std::string& list_path) {
   CREMA_CHECK(list) << "cannot open the list file '" << list_path << "'";
   std::vector<ImageListEntry> entries;
   std::string text;
+  bool warned_no_label = false, warned_partial_label = false;  // once per list file
   for (int number = 1; std::getline(list, text); ++number) {
     const size_t end = text.find_last_not_of(" \t\r\n");
     if (end == std::string::npos) continue;  // a blank line
     text.erase(end + 1);
     const size_t begin = text.find_first_not_of(" \t");
     const size_t split = text.find_last_of(" \t");
-    CREMA_CHECK(split != std::string::npos && split > begin)
-        << "line " << number << " of the list file '" << list_path << "' (\"" << text
-        << "\") is not \"path label\": it has no label";
-    const std::string label = text.substr(split + 1);
     ImageListEntry entry;
-    entry.path = text.substr(begin, text.find_last_not_of(" \t", split) - begin + 1);
     entry.line = number;
-    try {
-      size_t used = 0;
-      entry.label = std::stoi(label, &used);
-      if (used != label.size()) throw std::invalid_argument(label);
-    } catch (const std::exception&) {
-      CREMA_FAIL() << "line " << number << " of the list file '" << list_path << "' (\"" << text << "\"): the label '"
-                   << label << "' is not an integer";
+    if (split == std::string::npos || split < begin) {
+      // No label: Caffe reads the whole line as the path and atoi of nothing numeric, 0.
+      if (!warned_no_label) {
+        warned_no_label = true;
+        LOG(WARNING) << "line " << number << " of the list file '" << list_path << "' (\"" << text
+                     << "\") is not \"path label\": it has no label; read with label 0, as Caffe does (said once "
+                     << "for this list)";
+      }
+      entry.path = text.substr(begin);
+      entries.push_back(std::move(entry));
+      continue;
+    }
+    const std::string label = text.substr(split + 1);
+    entry.path = text.substr(begin, text.find_last_not_of(" \t", split) - begin + 1);
+    // Caffe reads the label with atoi: its leading integer. One must be there (an optional sign, then digits),
+    // and fit an int; what follows it ("3.7", "3.0", "3abc") is ignored with a warning.
+    const size_t digits = label[0] == '+' || label[0] == '-' ? 1 : 0;
+    const bool leading_number = digits < label.size() && std::isdigit(static_cast<unsigned char>(label[digits]));
+    size_t used = 0;
+    bool fits = false;
+    if (leading_number) {
+      try {
+        entry.label = std::stoi(label, &used);
+        fits = true;
+      } catch (const std::exception&) {
+        fits = false;
+      }
+    }
+    CREMA_CHECK(leading_number && fits)
+        << "line " << number << " of the list file '" << list_path << "' (\"" << text << "\"): the label '" << label
+        << "' is not an integer" << (leading_number ? " an int holds" : "");
+    if (used != label.size() && !warned_partial_label) {
+      warned_partial_label = true;
+      LOG(WARNING) << "line " << number << " of the list file '" << list_path << "' (\"" << text << "\"): the label '"
+                   << label << "' is not a whole number; read as " << entry.label << ", its leading integer, as "
+                   << "Caffe does (said once for this list)";
     }
     entries.push_back(std::move(entry));
   }

@@ -3,7 +3,9 @@
 //
 // The list is Caffe's: one "path label" line per image, the path relative to a root folder that is prepended
 // as it is (so "images/" wants its slash), the label the last whitespace-separated field (an integer), so
-// paths may hold spaces. Record i of the database (in list order, or shuffled) has Caffe's key
+// paths may hold spaces. As in Caffe (atoi), a label is read as its leading integer ("3.7" and "3.0" as 3) and a
+// line without one gets label 0, each with a warning once per list file; a label with no leading integer
+// ("cat") is an error. Record i of the database (in list order, or shuffled) has Caffe's key
 // "%08d_<path as listed>", i counted over the whole list, so that an image that cannot be read leaves a gap
 // and does not move the others.
 #pragma once
@@ -24,8 +26,10 @@ struct ImageListEntry {
 };
 
 // The entries of a list file. Blank lines are skipped, and surrounding blanks (and a CR of a CRLF file) are no
-// part of the path. Throws naming the file when it cannot be opened or names no image, and the file and the
-// line when a line has no label or its label is not an integer.
+// part of the path. A line without a label gets label 0, a label that is not a whole number its leading integer,
+// with one warning per file for each (naming the first such line), as Caffe reads them. Throws naming the file
+// when it cannot be opened or names no image, and the file and the line when a label has no leading integer
+// (or one that does not fit an int).
 std::vector<ImageListEntry> ReadImageList(const std::string& list_path);
 
 // Puts the entries in an order drawn from a stream seeded with `seed`: the same seed gives the same order.
