@@ -313,5 +313,48 @@ TEST(NetTest, DeprecatedNetInputsBecomeAnInputLayer) {
   EXPECT_EQ(net.blob_by_name("out")->shape(), (std::vector<int>{2, 3, 4, 5}));
 }
 
+// As Caffe: input_shape wins over input_dim, and shapes or dims beyond the inputs' are ignored, each with a
+// warning; too few stay an error.
+TEST(NetTest, NetInputsTakeCaffesExtraValuesWithWarnings) {
+  const auto input_shapes = [](const std::string& text, std::vector<std::string>* warned) {
+    test::LoggedWarnings warnings;
+    const NetParameter upgraded = UpgradeInputs(ParseNet(text));
+    *warned = warnings.lines();
+    std::vector<std::vector<int>> shapes;
+    for (const auto& shape : upgraded.layer(0).input_param().shape())
+      shapes.emplace_back(shape.dim().begin(), shape.dim().end());
+    return shapes;
+  };
+  std::vector<std::string> warned;
+  EXPECT_EQ(input_shapes("name: 'n' input: 'data' input_shape { dim: 2 dim: 3 } input_dim: 1 input_dim: 1 "
+                         "input_dim: 1 input_dim: 1",
+                         &warned),
+            (std::vector<std::vector<int>>{{2, 3}}));
+  ASSERT_EQ(warned.size(), 1u);
+  for (const char* part : {"net 'n'", "both input_shape and input_dim", "input_dim value(s) are ignored",
+                           "as Caffe does"})
+    EXPECT_NE(warned[0].find(part), std::string::npos) << warned[0];
+  EXPECT_EQ(input_shapes("name: 'n' input: 'a' input: 'b' input_shape { dim: 2 } input_shape { dim: 3 } "
+                         "input_shape { dim: 4 }",
+                         &warned),
+            (std::vector<std::vector<int>>{{2}, {3}}));
+  ASSERT_EQ(warned.size(), 1u);
+  for (const char* part : {"2 input(s) but 3 input_shape(s)", "other 1 ignored", "as Caffe does"})
+    EXPECT_NE(warned[0].find(part), std::string::npos) << warned[0];
+  EXPECT_EQ(input_shapes("name: 'n' input: 'data' input_dim: 2 input_dim: 3 input_dim: 4 input_dim: 5 input_dim: 6",
+                         &warned),
+            (std::vector<std::vector<int>>{{2, 3, 4, 5}}));
+  ASSERT_EQ(warned.size(), 1u);
+  for (const char* part : {"need 4 input_dim values, got 5", "other 1 ignored", "as Caffe does"})
+    EXPECT_NE(warned[0].find(part), std::string::npos) << warned[0];
+
+  test::ExpectErrorContaining([&] { UpgradeInputs(ParseNet("input: 'a' input: 'b' input: 'c' input_shape { dim: 2 } "
+                                                           "input_shape { dim: 3 }")); },
+                              {"3 input(s) but 2 input_shape(s)"});
+  test::ExpectErrorContaining([&] { UpgradeInputs(ParseNet("input: 'a' input_dim: 2 input_dim: 3")); },
+                              {"need 4 input_dim values, got 2"});
+  test::ExpectErrorContaining([&] { UpgradeInputs(ParseNet("input: 'a'")); }, {"input_shape or input_dim"});
+}
+
 }  // namespace
 }  // namespace crema

@@ -56,15 +56,28 @@ NetParameter FilterNet(const NetParameter& param) {
 NetParameter UpgradeInputs(const NetParameter& param) {
   if (param.input_size() == 0) return param;
   const bool by_shape = param.input_shape_size() > 0;
-  const bool by_dim = param.input_dim_size() > 0;
-  CREMA_CHECK(by_shape != by_dim) << "net '" << param.name() << "' declares inputs; give their shapes with "
-                                  << "either input_shape or input_dim (4 per input), not both or neither";
-  CREMA_CHECK(!by_shape || param.input_shape_size() == param.input_size() || param.input_shape_size() == 1)
-      << "net '" << param.name() << "': " << param.input_size() << " input(s) but " << param.input_shape_size()
-      << " input_shape(s)";
-  CREMA_CHECK(!by_dim || param.input_dim_size() == 4 * param.input_size())
-      << "net '" << param.name() << "': " << param.input_size() << " input(s) need " << 4 * param.input_size()
+  const bool by_dim = !by_shape && param.input_dim_size() > 0;
+  const std::string net = "net '" + param.name() + "'";
+  CREMA_CHECK(by_shape || by_dim) << net << " declares inputs; give their shapes with either input_shape or "
+                                  << "input_dim (4 per input)";
+  // As Caffe: input_shape wins over input_dim, and values beyond those the inputs need are left unread.
+  if (by_shape && param.input_dim_size() > 0)
+    LOG(WARNING) << net << ": both input_shape and input_dim are given; the " << param.input_dim_size()
+                 << " input_dim value(s) are ignored and input_shape is used, as Caffe does";
+  CREMA_CHECK(!by_shape || param.input_shape_size() >= param.input_size() || param.input_shape_size() == 1)
+      << net << ": " << param.input_size() << " input(s) but " << param.input_shape_size() << " input_shape(s)";
+  if (by_shape && param.input_shape_size() > param.input_size() && param.input_shape_size() > 1)
+    LOG(WARNING) << net << ": " << param.input_size() << " input(s) but " << param.input_shape_size()
+                 << " input_shape(s); the first " << param.input_size() << " are used and the other "
+                 << param.input_shape_size() - param.input_size() << " ignored, as Caffe does";
+  CREMA_CHECK(!by_dim || param.input_dim_size() >= 4 * param.input_size())
+      << net << ": " << param.input_size() << " input(s) need " << 4 * param.input_size()
       << " input_dim values, got " << param.input_dim_size();
+  if (by_dim && param.input_dim_size() > 4 * param.input_size())
+    LOG(WARNING) << net << ": " << param.input_size() << " input(s) need " << 4 * param.input_size()
+                 << " input_dim values, got " << param.input_dim_size() << "; the first " << 4 * param.input_size()
+                 << " are used and the other " << param.input_dim_size() - 4 * param.input_size()
+                 << " ignored, as Caffe does";
   NetParameter upgraded(param);
   upgraded.clear_input();
   upgraded.clear_input_shape();
