@@ -138,22 +138,6 @@ TEST_F(BadInputSolverTest, ExpWithNegativeGammaIsNamed) {
                 {"lr_policy \"exp\" needs gamma above 0", "-0.5"});
 }
 
-TEST_F(BadInputSolverTest, MultistepWithoutStepvalueIsNamed) {
-  ExpectRefused("lr_policy multistep without stepvalue", Good("lr_policy: 'multistep' gamma: 0.1"),
-                {"lr_policy \"multistep\" needs at least one stepvalue"});
-}
-
-TEST_F(BadInputSolverTest, DecreasingStepvaluesAreNamed) {
-  ExpectRefused("multistep stepvalues decreasing",
-                Good("lr_policy: 'multistep' gamma: 0.1 stepvalue: 100 stepvalue: 50"),
-                {"stepvalue must increase, but 50 follows 100"});
-}
-
-TEST_F(BadInputSolverTest, RepeatedStepvaluesAreNamed) {
-  ExpectRefused("multistep stepvalues equal", Good("lr_policy: 'multistep' gamma: 0.1 stepvalue: 100 stepvalue: 100"),
-                {"stepvalue must increase, but 100 follows 100"});
-}
-
 TEST_F(BadInputSolverTest, InvWithNegativeGammaIsNamed) {
   ExpectRefused("lr_policy inv with gamma < 0", Good("lr_policy: 'inv' gamma: -0.001 power: 0.75"),
                 {"lr_policy \"inv\" needs gamma of 0 or more", "-0.001"});

@@ -2,6 +2,7 @@
 
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace crema {
@@ -27,8 +28,14 @@ void CheckLearningRatePolicy(const SolverParameter& param) {
     return;
   }
   if (policy == "step" || policy == "sigmoid") {
-    CREMA_CHECK(param.stepsize() > 0) << "lr_policy \"" << policy << "\" needs a positive stepsize, got "
-                                      << param.stepsize();
+    // sigmoid's stepsize is only where the rate crosses base_lr / 2: Caffe takes 0 (the crossing at iteration 0).
+    if (policy == "sigmoid" && param.stepsize() == 0) {
+      LOG(WARNING) << "lr_policy \"sigmoid\" with stepsize 0 (unset?) centres the sigmoid at iteration 0, so the rate "
+                      "starts at half of base_lr, as Caffe does; set stepsize to the iteration of that crossing";
+    } else {
+      CREMA_CHECK(param.stepsize() > 0) << "lr_policy \"" << policy << "\" needs a positive stepsize, got "
+                                        << param.stepsize();
+    }
     if (policy == "step") require_factor();
     if (policy == "sigmoid" && param.gamma() == 0)
       LOG(WARNING) << "lr_policy \"sigmoid\" with gamma 0 keeps the rate at half of base_lr; set gamma (negative "
@@ -53,11 +60,20 @@ void CheckLearningRatePolicy(const SolverParameter& param) {
     return;
   }
   if (policy == "multistep") {
-    CREMA_CHECK(param.stepvalue_size() > 0) << "lr_policy \"multistep\" needs at least one stepvalue";
-    for (int i = 1; i < param.stepvalue_size(); ++i)
-      CREMA_CHECK(param.stepvalue(i) > param.stepvalue(i - 1))
-          << "lr_policy \"multistep\": stepvalue must increase, but " << param.stepvalue(i) << " follows "
-          << param.stepvalue(i - 1);
+    if (param.stepvalue_size() == 0) {
+      // No step to take: the rate stays base_lr, gamma unused.
+      LOG(WARNING) << "lr_policy \"multistep\" without stepvalue keeps the rate at base_lr, as \"fixed\" does, as "
+                      "Caffe does; add stepvalue lines for the iterations where the rate drops";
+      return;
+    }
+    for (int i = 1; i < param.stepvalue_size(); ++i) {
+      if (param.stepvalue(i) <= param.stepvalue(i - 1)) {
+        LOG(WARNING) << "lr_policy \"multistep\": stepvalue " << param.stepvalue(i) << " (number " << i + 1
+                     << ") does not come after " << param.stepvalue(i - 1) << "; once passed, each step is taken "
+                     << "one iteration after the one before, as Caffe does; list the stepvalues in increasing order";
+        break;
+      }
+    }
     require_factor();
     return;
   }
@@ -75,7 +91,16 @@ float LearningRate(const SolverParameter& param, int iter, int* current_step) {
   if (policy == "exp") return static_cast<float>(base * std::pow(gamma, iter));
   if (policy == "inv") return static_cast<float>(base * std::pow(1.0 + gamma * iter, -param.power()));
   if (policy == "multistep") {
-    while (*current_step < param.stepvalue_size() && iter >= param.stepvalue(*current_step)) ++*current_step;
+    // Caffe's rate is asked once per iteration from iteration 0 and takes at most one step each time: step s is
+    // taken at the first iteration at or after stepvalue(s) that comes after the iteration step s - 1 was taken
+    // at. Replayed here from the step values (so that any `iter` gives the step of a run that reached it); for
+    // increasing step values that is the count of those passed.
+    int steps = 0;
+    for (long long at = 0; steps < param.stepvalue_size(); ++steps, ++at) {
+      at = std::max<long long>(at, param.stepvalue(steps));
+      if (at > iter) break;
+    }
+    *current_step = std::max(*current_step, steps);
     return static_cast<float>(base * std::pow(gamma, *current_step));
   }
   if (policy == "poly") {
