@@ -36,7 +36,7 @@ void AccuracyLayer::Forward_any(const std::vector<Blob*>& bottom, const std::vec
   float* hits = hits_->mutable_data_on(d);
   for_each_element(context(), positions,
                    AccuracyHitRule{bottom[0]->data_on(d), bottom[1]->data_on(d), hits, classes, split_.inner, top_k_,
-                                   has_ignore_label_, static_cast<float>(ignore_label_)});
+                                   has_ignore_label_, ignore_label_});
   const double right = sum(context(), positions, hits);
   set(context(), 1, total == 0 ? 0.f : static_cast<float>(right / total), top[0]->mutable_data_on(d));
   if (top.size() > 1) {

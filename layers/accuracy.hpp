@@ -24,14 +24,14 @@ struct AccuracyHitRule {
   float* hit;
   int classes, inner, top_k;
   bool has_ignore_label;
-  float ignore_label;
+  int ignore_label;
   CREMA_HOST_DEVICE void operator()(int position) const {
-    if (has_ignore_label && labels[position] == ignore_label) {
+    if (has_ignore_label && LabelClass(labels[position]) == ignore_label) {
       hit[position] = 0.f;
       return;
     }
     const float* column = scores + static_cast<long long>(position / inner) * classes * inner + position % inner;
-    const float label_score = column[static_cast<int>(labels[position]) * inner];
+    const float label_score = column[LabelClass(labels[position]) * inner];
     int higher = 0;
     for (int c = 0; c < classes && higher < top_k; ++c) higher += column[c * inner] > label_score;
     hit[position] = higher < top_k ? 1.f : 0.f;

@@ -30,7 +30,7 @@ struct HingeScore {
     const float margin = 1.f + (true_class(i) ? -x[i] : x[i]);
     return margin > 0.f ? margin : 0.f;
   }
-  CREMA_HOST_DEVICE bool true_class(int i) const { return i % classes == static_cast<int>(labels[i / classes]); }
+  CREMA_HOST_DEVICE bool true_class(int i) const { return i % classes == LabelClass(labels[i / classes]); }
 };
 
 // term[i] = m (L1) or m^2 (L2), m the margin violation of score i.

@@ -59,7 +59,7 @@ InfogainPosition InfogainLossLayer::PositionsOn(const std::vector<Blob*>& bottom
           split_.classes,
           split_.inner,
           has_ignore_label_,
-          static_cast<float>(ignore_label_)};
+          ignore_label_};
 }
 
 void InfogainLossLayer::Forward_any(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {

@@ -41,8 +41,10 @@ struct InfogainPosition {
   const float* h;  // classes x classes, row y for label y
   int classes, inner;
   bool has_ignore_label;
-  float ignore_label;
-  CREMA_HOST_DEVICE bool ignored(int position) const { return has_ignore_label && labels[position] == ignore_label; }
+  int ignore_label;
+  CREMA_HOST_DEVICE bool ignored(int position) const {
+    return has_ignore_label && LabelClass(labels[position]) == ignore_label;
+  }
   // Offset of class c's value at `position`.
   CREMA_HOST_DEVICE long long at(int position, int c) const {
     return (static_cast<long long>(position / inner) * classes + c) * inner + position % inner;

@@ -1,5 +1,7 @@
 #include "layers/layer.hpp"
 
+#include <glog/logging.h>
+
 #include <cmath>
 
 #include "core/math_functions.hpp"
@@ -93,22 +95,26 @@ void Layer::CheckLabelCount(const Blob& labels, const Blob& scores, const ClassA
       << " with the classes along axis " << split.axis;
 }
 
-int Layer::CheckedLabel(float label, int index, const Blob& labels, int classes, bool ignorable) const {
-  // Written so that a NaN label fails too. Caffe truncates a fractional label; here it is an error, since a
-  // label of 1.5 is a mistake in the data, not a class.
-  CREMA_CHECK(label >= 0.f && label < static_cast<float>(classes) && std::floor(label) == label)
-      << describe() << ": label " << label << " at index " << index << " of the labels (shape " << labels.shape_string()
-      << ") is not an integer class in [0, " << classes << ")" << (ignorable ? " and is not the ignore_label" : "");
-  return static_cast<int>(label);
-}
-
-int Layer::CheckLabels(const Blob& labels, int classes, const int* ignore_label, std::vector<int>* per_class) const {
+int Layer::CheckLabels(const Blob& labels, int classes, const int* ignore_label, std::vector<int>* per_class) {
   const float* values = labels.cpu_data();
   int valid = 0;
   for (int index = 0; index < labels.count(); ++index) {
-    if (ignore_label != nullptr && values[index] == static_cast<float>(*ignore_label)) continue;
-    const int label = CheckedLabel(values[index], index, labels, classes, ignore_label != nullptr);
-    if (per_class != nullptr) ++(*per_class)[label];
+    const float value = values[index];
+    // Only a value whose truncation fits an int has a class to compare; written so that NaN has none.
+    const bool readable = value > -2147483648.f && value < 2147483648.f;
+    const bool ignored = readable && ignore_label != nullptr && LabelClass(value) == *ignore_label;
+    CREMA_CHECK(ignored || (value > -1.f && value < static_cast<float>(classes)))
+        << describe() << ": label " << value << " at index " << index << " of the labels (shape "
+        << labels.shape_string() << ") is not a class in [0, " << classes << ")"
+        << (ignore_label != nullptr ? " and is not the ignore_label" : "");
+    if (readable && std::trunc(value) != value && !warned_fractional_label_) {
+      warned_fractional_label_ = true;
+      LOG(WARNING) << describe() << ": label " << value << " at index " << index << " of the labels is not a whole "
+                   << "number; read as " << LabelClass(value) << ", truncated toward zero as Caffe does (said once "
+                   << "for this layer)";
+    }
+    if (ignored) continue;
+    if (per_class != nullptr) ++(*per_class)[LabelClass(value)];
     ++valid;
   }
   return valid;

@@ -24,9 +24,14 @@
 #include "core/blob.hpp"
 #include "core/common.hpp"
 #include "core/context.hpp"
+#include "core/elementwise.hpp"
 #include "core/random.hpp"
 
 namespace crema {
+
+// A label value as Caffe reads it: truncated toward zero (2.7 is class 2), also before it is compared with an
+// ignore_label. Rules read only labels that Layer::CheckLabels accepted on the host, so the conversion is defined.
+CREMA_HOST_DEVICE inline int LabelClass(float value) { return static_cast<int>(value); }
 
 class Layer {
  public:
@@ -182,14 +187,12 @@ class Layer {
   ClassAxis SplitAtClassAxis(const Blob& blob, int axis, const std::string& field) const;
   // Labels must hold one value per position of the scores (outer * inner); throws naming both shapes.
   void CheckLabelCount(const Blob& labels, const Blob& scores, const ClassAxis& split) const;
-  // The class of label value `label` found at `index` of `labels`; throws naming the layer, the value and the
-  // index unless it is an integer class in [0, classes) (NaN fails too). `ignorable` says an ignore_label is set.
-  int CheckedLabel(float label, int index, const Blob& labels, int classes, bool ignorable) const;
-  // CheckedLabel on every label of `labels` (read on the host, where data layers write them) but those equal to
-  // *ignore_label (when given); returns how many were not ignored, and counts them by class in *per_class when
-  // given (sized `classes`).
-  int CheckLabels(const Blob& labels, int classes, const int* ignore_label,
-                  std::vector<int>* per_class = nullptr) const;
+  // Checks every label of `labels` (read on the host, where data layers write them) as Caffe reads it
+  // (LabelClass: truncated toward zero) but those that read as *ignore_label (when given): each must read as a
+  // class in [0, classes), else this throws naming the layer, the value and its index (NaN fails too). The first
+  // fractional label a layer meets is named in a warning, once. Returns how many labels were not ignored, and counts
+  // them by class in *per_class when given (sized `classes`).
+  int CheckLabels(const Blob& labels, int classes, const int* ignore_label, std::vector<int>* per_class = nullptr);
 
   // "layer 'conv1' (Convolution)": the prefix of every error message about this layer.
   std::string describe() const;
@@ -209,6 +212,7 @@ class Layer {
   size_t workspace_floats_ = 0;
   std::shared_ptr<Blob> workspace_;
   bool workspace_is_shared_ = false;
+  bool warned_fractional_label_ = false;
 };
 
 // A layer that reads a data set into its tops on the host (Data, ImageData, WindowData, HDF5Data, MemoryData):

@@ -29,7 +29,7 @@ struct MultinomialLabelledProbability {
   int classes;
   float floor;
   CREMA_HOST_DEVICE float operator()(int n) const {
-    const float p = prob[static_cast<long long>(n) * classes + static_cast<int>(labels[n])];
+    const float p = prob[static_cast<long long>(n) * classes + LabelClass(labels[n])];
     return p < floor ? floor : p;
   }
 };
@@ -49,7 +49,7 @@ struct MultinomialLogisticGradientRule {
   float* dx;
   CREMA_HOST_DEVICE void operator()(int i) const {
     const int n = i / labelled.classes;
-    const bool labelled_class = i % labelled.classes == static_cast<int>(labelled.labels[n]);
+    const bool labelled_class = i % labelled.classes == LabelClass(labelled.labels[n]);
     dx[i] = labelled_class ? -loss_diff[0] / batch / labelled(n) : 0.f;
   }
 };

@@ -35,7 +35,7 @@ float SoftmaxWithLossLayer::normalizer(int valid_count) const {
 }
 
 SoftmaxLossLabels SoftmaxWithLossLayer::LabelsOn(const Blob& labels) const {
-  return {labels.data_on(device()), split_.classes, split_.inner, has_ignore_label_, static_cast<float>(ignore_label_)};
+  return {labels.data_on(device()), split_.classes, split_.inner, has_ignore_label_, ignore_label_};
 }
 
 void SoftmaxWithLossLayer::Forward_any(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {

@@ -31,8 +31,10 @@ struct SoftmaxLossLabels {
   const float* labels;
   int classes, inner;
   bool has_ignore_label;
-  float ignore_label;
-  CREMA_HOST_DEVICE bool ignored(int position) const { return has_ignore_label && labels[position] == ignore_label; }
+  int ignore_label;
+  CREMA_HOST_DEVICE bool ignored(int position) const {
+    return has_ignore_label && LabelClass(labels[position]) == ignore_label;
+  }
   // Offset of class c's value at `position` in an outer x classes x inner blob.
   CREMA_HOST_DEVICE long long at(int position, int c) const {
     return (static_cast<long long>(position / inner) * classes + c) * inner + position % inner;
@@ -50,7 +52,7 @@ struct SoftmaxLossTermRule {
       term[position] = 0.f;
       return;
     }
-    const float p = prob[labels.at(position, static_cast<int>(labels.labels[position]))];
+    const float p = prob[labels.at(position, LabelClass(labels.labels[position]))];
     term[position] = -logf(p < FLT_MIN ? FLT_MIN : p);
   }
 };
@@ -63,7 +65,7 @@ struct SoftmaxLossGradientRule {
     if (labels.ignored(position)) {
       for (int c = 0; c < labels.classes; ++c) dx[labels.at(position, c)] = 0.f;
     } else {
-      dx[labels.at(position, static_cast<int>(labels.labels[position]))] -= 1.f;
+      dx[labels.at(position, LabelClass(labels.labels[position]))] -= 1.f;
     }
   }
 };

@@ -111,6 +111,20 @@ TEST_F(AccuracyLayerTest, IgnoreLabelAndPerClassTop) {
   EXPECT_EQ(top.pointers[1]->cpu_data()[4], 0.f);
 }
 
+// Fractional labels read as Caffe reads them, truncated toward zero, the ignore_label compared after that.
+TEST_F(AccuracyLayerTest, FractionalLabelsAreTruncatedTowardZero) {
+  top.Add({});
+  float* values = labels()->mutable_cpu_data();
+  for (int i = 0; i < labels()->count(); ++i) values[i] += (i % 3) * 0.3f;
+  AccuracyLayer layer(test::ParseLayer("name: 'acc' type: 'Accuracy' accuracy_param { ignore_label: 4 }"));
+  layer.SetUp(bottom.pointers, top.pointers);
+  layer.Forward(bottom.pointers, top.pointers);
+  const Expected expected = ReferenceAccuracy(*scores(), *labels(), 1, 1, true, 4);
+  EXPECT_FLOAT_EQ(top.pointers[0]->cpu_data()[0], expected.accuracy);
+  for (int c = 0; c < 10; ++c) EXPECT_FLOAT_EQ(top.pointers[1]->cpu_data()[c], expected.per_class[c]) << c;
+  EXPECT_EQ(top.pointers[1]->cpu_data()[4], 0.f);
+}
+
 TEST_F(AccuracyLayerTest, ClassesAlongAnInnerAxis) {
   test::BlobList spatial_bottom, spatial_top;
   test::FillGaussian(spatial_bottom.Add({4, 5, 3, 2}));

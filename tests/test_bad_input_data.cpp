@@ -106,10 +106,10 @@ TEST(BadInputLabelsTest, LabelsOutsideTheClassesAreNamedByTheLoss) {
        std::vector<std::tuple<std::string, std::string, std::string>>{
            {"10", "label 10", "a label equal to the number of classes (SoftmaxWithLoss)"},
            {"-1", "label -1", "a negative label (SoftmaxWithLoss)"},
-           {"2.5", "label 2.5", "a fractional label (SoftmaxWithLoss)"},
+           {"10.5", "label 10.5", "a fractional label above the last class (SoftmaxWithLoss)"},
            {"nan", "label nan", "a NaN label (SoftmaxWithLoss)"}}) {
     test::ExpectBadInput("data", what, TestCommand(dir, "loss.prototxt", LabelNet(label, kSoftmaxLoss)),
-                         {"layer 'loss' (SoftmaxWithLoss)", shown, "at index 0", "not an integer class in [0, 10)"});
+                         {"layer 'loss' (SoftmaxWithLoss)", shown, "at index 0", "not a class in [0, 10)"});
   }
 }
 
@@ -117,9 +117,9 @@ TEST(BadInputLabelsTest, LabelsOutsideTheClassesAreNamedByAccuracy) {
   test::TempDir dir;
   test::ExpectBadInput("data", "a label equal to the number of classes (Accuracy)",
                        TestCommand(dir, "acc.prototxt", LabelNet("10", kAccuracy)),
-                       {"layer 'acc' (Accuracy)", "label 10", "not an integer class in [0, 10)"});
+                       {"layer 'acc' (Accuracy)", "label 10", "not a class in [0, 10)"});
   test::ExpectBadInput("data", "a negative label (Accuracy)", TestCommand(dir, "acc.prototxt", LabelNet("-3", kAccuracy)),
-                       {"layer 'acc' (Accuracy)", "label -3", "not an integer class in [0, 10)"});
+                       {"layer 'acc' (Accuracy)", "label -3", "not a class in [0, 10)"});
 }
 
 TEST(BadInputLabelsTest, AnLmdbLabelOutsideTheClassesIsNamed) {

@@ -173,7 +173,7 @@ TEST_F(BadInputSolverTest, AverageLossZeroIsNamed) {
 }
 
 TEST_F(BadInputSolverTest, UnknownRegularizationIsNamed) {
-  ExpectRefused("unknown regularization_type", Good("regularization_type: 'L3'"),
+  ExpectRefused("unknown regularization_type", Good("regularization_type: 'L3'\nweight_decay: 0.001"),
                 {"unknown regularization_type \"L3\"", "L2 or L1"});
 }
 
@@ -256,13 +256,9 @@ TEST_F(BadInputSolverTest, TrainNetWithoutLossIsNamed) {
                 {"the train net 'Small' has no loss", "training would change nothing"});
 }
 
-TEST_F(BadInputSolverTest, TestIntervalWithoutTestIterIsNamed) {
-  ExpectRefused("test_interval without test_iter", Good("test_interval: 1"),
-                {"test_interval 1 but no test_iter", "add test_iter"});
-}
-
-TEST_F(BadInputSolverTest, TestIterZeroIsNamed) {
-  ExpectRefused("test_iter 0", Good("test_iter: 0\ntest_interval: 1"), {"test_iter 0 (test net #0) must be positive"});
+TEST_F(BadInputSolverTest, NegativeTestIterIsNamed) {
+  ExpectRefused("test_iter negative", Good("test_iter: -2\ntest_interval: 1"),
+                {"test_iter -2 (test net #0) must not be negative"});
 }
 
 TEST_F(BadInputSolverTest, TestIterWithoutTestIntervalIsNamed) {
@@ -386,10 +382,27 @@ TEST_F(BadInputSolverTest, DegenerateButHarmlessSettingsAreAcceptedWithAWarning)
       EXPECT_NE(output.find(warning), std::string::npos) << setting << "\n" << output;
     }
   }
-  // A train_net-only solver with test_interval and no test net trains, untested, as Caffe's does.
-  std::string output;
-  EXPECT_EQ(test::RunCommand(Train(Good("train_net: 'NET'\ntest_interval: 5", {"net"})), &output), 0) << output;
-  EXPECT_NE(output.find("training will not be tested"), std::string::npos) << output;
+  // A solver with test_interval and no test net trains, untested, as Caffe's does: a train_net-only solver, and a
+  // net-and-test_interval one without test_iter.
+  for (const auto& [solver, warning] : std::vector<std::pair<std::string, std::string>>{
+           {Good("train_net: 'NET'\ntest_interval: 5", {"net"}), "test_net or test_net_param"},
+           {Good("test_interval: 1"), "no test_iter for the test phase of its net"}}) {
+    std::string output;
+    EXPECT_EQ(test::RunCommand(Train(solver), &output), 0) << output;
+    EXPECT_NE(output.find("training will not be tested"), std::string::npos) << output;
+    EXPECT_NE(output.find(warning), std::string::npos) << output;
+    EXPECT_EQ(output.find("Testing net"), std::string::npos) << output;
+  }
+  // test_iter: 0 switches that test off: the net is built and never run. An unknown regularization_type is
+  // unused without a weight decay. Both as in Caffe, with a warning.
+  for (const auto& [setting, warning] : std::vector<std::pair<std::string, std::string>>{
+           {"test_iter: 0\ntest_interval: 1", "test_iter 0 for test net #0: that net is never run"},
+           {"regularization_type: 'l2'\nweight_decay: 0", "unknown regularization_type \"l2\" is not used"}}) {
+    std::string output;
+    EXPECT_EQ(test::RunCommand(Train(Good(setting)), &output), 0) << setting << "\n" << output;
+    EXPECT_NE(output.find(warning), std::string::npos) << setting << "\n" << output;
+    EXPECT_EQ(output.find("Testing net"), std::string::npos) << output;
+  }
 }
 
 // The library keeps Caffe's use of a solver driven by Step: max_iter may be left out there; Solve needs it.

@@ -178,6 +178,21 @@ TEST(NetTest, SharedParametersAreOneBlobWithSummedGradient) {
   bad.mutable_layer(2)->add_bottom("b");
   const std::string message = test::ErrorMessage([&] { Net net2(bad); });
   EXPECT_NE(message.find("shared_w"), std::string::npos) << message;
+
+  // Multipliers as Caffe reads them: the first explicit value sets the shared parameter's; a default (unset) one
+  // never contradicts it, two explicit ones that differ do.
+  NetParameter later_explicit = ParseNet(text);
+  later_explicit.mutable_layer(2)->mutable_param(0)->set_lr_mult(2.f);
+  later_explicit.mutable_layer(2)->mutable_param(0)->set_decay_mult(0.5f);
+  Net shared(later_explicit);
+  ASSERT_EQ(shared.params_lr().size(), 1u);
+  EXPECT_EQ(shared.params_lr()[0], 2.f);
+  EXPECT_EQ(shared.params_weight_decay()[0], 0.5f);
+  NetParameter contradicting = later_explicit;
+  contradicting.mutable_layer(1)->mutable_param(0)->set_lr_mult(3.f);
+  const std::string contradiction = test::ErrorMessage([&] { Net net3(contradicting); });
+  EXPECT_NE(contradiction.find("sets lr_mult 2 where an earlier user (its owner is 'ipa') sets 3"), std::string::npos)
+      << contradiction;
 }
 
 TEST(NetTest, BackwardIsSkippedWhereNothingLearnsOrNeedsIt) {
@@ -296,12 +311,69 @@ TEST(NetErrorsTest, TopWrittenTwiceAndBadInPlaceAreNamed) {
       layer { name: 'other' type: 'Input' top: 'data' input_param { shape { dim: 2 dim: 3 } } })"));
   });
   EXPECT_NE(message.find("other"), std::string::npos) << message;
-  message = test::ErrorMessage([] {
+}
+
+// BVLC's MNIST autoencoder names two layers "loss": Caffe builds it, and so does crema, with a warning naming both.
+// The name then means the one that holds parameters (weights files find layers by name).
+TEST(NetTest, TwoLayersOfOneNameAreAcceptedWithAWarning) {
+  test::LoggedWarnings warnings;
+  Net net(ParseNet(R"(
+    name: 'autoencoder'
+    layer { name: 'data' type: 'DummyData' top: 'data' dummy_data_param { shape { dim: 3 dim: 6 }
+            data_filler { type: 'uniform' min: 0 max: 1 } } }
+    layer { name: 'code' type: 'InnerProduct' bottom: 'data' top: 'decode'
+            inner_product_param { num_output: 6 weight_filler { type: 'gaussian' std: 0.3 } } }
+    layer { name: 'loss' type: 'SigmoidCrossEntropyLoss' bottom: 'decode' bottom: 'data' top: 'cross_entropy' }
+    layer { name: 'neuron' type: 'Sigmoid' bottom: 'decode' top: 'decode_neuron' }
+    layer { name: 'loss' type: 'EuclideanLoss' bottom: 'decode_neuron' bottom: 'data' top: 'l2_error'
+            loss_weight: 0 }
+    layer { name: 'code' type: 'Silence' bottom: 'l2_error' })"));
+  std::vector<std::string> named;
+  for (const auto& line : warnings.lines())
+    if (line.find("two layers are named") != std::string::npos) named.push_back(line);
+  ASSERT_EQ(named.size(), 2u);
+  EXPECT_NE(named[0].find("net 'autoencoder': two layers are named 'loss' (SigmoidCrossEntropyLoss, then "
+                          "EuclideanLoss); accepted as Caffe does"),
+            std::string::npos)
+      << named[0];
+  EXPECT_EQ(named[0].find("weights"), std::string::npos) << named[0];
+  EXPECT_NE(named[1].find("'code' (InnerProduct, then Silence)"), std::string::npos) << named[1];
+  EXPECT_NE(named[1].find("weights and saved state of that name go to the earlier one"), std::string::npos)
+      << named[1];
+  // Both run: the cross entropy is the loss, the Euclidean error (weight 0) an output beside it.
+  const float loss = net.Forward();
+  const float* decoded = net.blob_by_name("decode")->cpu_data();
+  const float* data = net.blob_by_name("data")->cpu_data();
+  double cross_entropy = 0, l2 = 0;
+  for (int i = 0; i < 18; ++i) {
+    const double x = decoded[i], t = data[i], p = 1 / (1 + std::exp(-x));
+    cross_entropy -= t * std::log(p) + (1 - t) * std::log(1 - p);
+    l2 += (p - t) * (p - t);
+  }
+  EXPECT_NEAR(loss, cross_entropy / 3, 1e-4);
+  EXPECT_NEAR(net.blob_by_name("l2_error")->cpu_data()[0], l2 / 6, 1e-5);
+  net.Backward();
+  // The name finds the layer with parameters, for weights and for lookups.
+  EXPECT_EQ(std::string(net.layer_by_name("code")->type()), "InnerProduct");
+  NetParameter weights;
+  net.ToProto(&weights);
+  Net copy(ParseNet(weights.DebugString()), std::make_shared<Context>(Device::kCPU, 0, 5));
+  copy.CopyTrainedLayersFrom(weights);
+  EXPECT_EQ(copy.layer_by_name("code")->blobs()[0]->cpu_data()[7],
+            net.layer_by_name("code")->blobs()[0]->cpu_data()[7]);
+}
+
+// Where a name would no longer tell two layers apart for a weights file, it is an error saying so.
+TEST(NetErrorsTest, TwoLayersOfOneNameWithParametersAreRefused) {
+  const std::string message = test::ErrorMessage([] {
     Net net(ParseNet(R"(
-      layer { name: 'a' type: 'Input' top: 'x' input_param { shape { dim: 1 } } }
-      layer { name: 'a' type: 'Input' top: 'y' input_param { shape { dim: 1 } } })"));
+      layer { name: 'input' type: 'Input' top: 'x' input_param { shape { dim: 2 dim: 3 } } }
+      layer { name: 'ip' type: 'InnerProduct' bottom: 'x' top: 'a' inner_product_param { num_output: 2 } }
+      layer { name: 'ip' type: 'InnerProduct' bottom: 'x' top: 'b' inner_product_param { num_output: 2 } })"));
   });
-  EXPECT_NE(message.find("two layers are named 'a'"), std::string::npos) << message;
+  for (const char* part : {"two layers are named 'ip' (InnerProduct, then InnerProduct) and both hold parameters",
+                           "weights file", "rename one"})
+    EXPECT_NE(message.find(part), std::string::npos) << part << " not in: " << message;
 }
 
 TEST(NetTest, DeprecatedNetInputsBecomeAnInputLayer) {

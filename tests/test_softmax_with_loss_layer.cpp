@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -180,12 +181,48 @@ TEST_F(SoftmaxWithLossLayerTest, RejectsLabelOutsideClasses) {
   labels()->mutable_cpu_data()[3] = -1.f;
   message = test::ErrorMessage([&] { layer.Forward(bottom.pointers, top.pointers); });
   EXPECT_NE(message.find("label -1"), std::string::npos) << message;
-
-  // A fractional label is no class (Caffe would truncate it to 1).
-  labels()->mutable_cpu_data()[3] = 1.5f;
+  EXPECT_NE(message.find("is not a class in [0, 5)"), std::string::npos) << message;
+  // A value that truncates into the classes from above the last one is still outside.
+  labels()->mutable_cpu_data()[3] = 5.5f;
   message = test::ErrorMessage([&] { layer.Forward(bottom.pointers, top.pointers); });
-  EXPECT_NE(message.find("label 1.5"), std::string::npos) << message;
-  EXPECT_NE(message.find("not an integer class"), std::string::npos) << message;
+  EXPECT_NE(message.find("label 5.5"), std::string::npos) << message;
+  labels()->mutable_cpu_data()[3] = std::nanf("");
+  message = test::ErrorMessage([&] { layer.Forward(bottom.pointers, top.pointers); });
+  EXPECT_NE(message.find("label nan"), std::string::npos) << message;
+}
+
+// Labels from a filler or a regression-style source hold fractions: Caffe truncates them toward zero (2.7 is
+// class 2, -0.5 class 0), also before comparing with the ignore_label, and so does crema, warning once.
+TEST_F(SoftmaxWithLossLayerTest, FractionalLabelsAreTruncatedTowardZeroWithOneWarning) {
+  const std::string with_ignore = "name: 'fractional' type: 'SoftmaxWithLoss' loss_param { ignore_label: 3 }";
+  const std::vector<float> whole(labels()->cpu_data(), labels()->cpu_data() + labels()->count());
+  SoftmaxWithLossLayer reference(test::ParseLayer(with_ignore));
+  reference.SetUp(bottom.pointers, top.pointers);
+  reference.Forward(bottom.pointers, top.pointers);
+  const float expected_loss = top.pointers[0]->cpu_data()[0];
+  reference.Backward(top.pointers, {true, false}, bottom.pointers);
+  const std::vector<float> expected_gradient = test::DiffOf(*scores());
+
+  // The same classes as fractions: 0 -> -0.5 or 0.25, c -> c + 0.75; a 3 (ignored) becomes 3.9.
+  float* values = labels()->mutable_cpu_data();
+  for (int i = 0; i < labels()->count(); ++i) values[i] = whole[i] == 0 ? (i % 2 ? -0.5f : 0.25f) : whole[i] + 0.75f;
+  test::LoggedWarnings warnings;
+  SoftmaxWithLossLayer layer(test::ParseLayer(with_ignore));
+  layer.SetUp(bottom.pointers, top.pointers);
+  layer.Forward(bottom.pointers, top.pointers);
+  layer.Forward(bottom.pointers, top.pointers);
+  EXPECT_EQ(top.pointers[0]->cpu_data()[0], expected_loss);
+  EXPECT_NEAR(ReferenceLoss(*scores(), *labels(), 1, "VALID", true, 3).loss, expected_loss, 1e-5);
+  layer.Backward(top.pointers, {true, false}, bottom.pointers);
+  EXPECT_EQ(test::DiffOf(*scores()), expected_gradient);
+  const std::vector<std::string> lines = warnings.lines();
+  ASSERT_EQ(lines.size(), 1u) << "one warning per layer, however many batches";
+  std::ostringstream first;
+  first << values[0];
+  for (const std::string& part :
+       std::vector<std::string>{"layer 'fractional' (SoftmaxWithLoss)", "label " + first.str(), "at index 0",
+                                "read as " + std::to_string(int(values[0])), "truncated toward zero"})
+    EXPECT_NE(lines[0].find(part), std::string::npos) << part << " not in: " << lines[0];
 }
 
 TEST_F(SoftmaxWithLossLayerTest, RejectsLabelCountMismatch) {

@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <map>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -58,27 +57,6 @@ int CountContaining(const std::vector<std::string>& lines, const std::vector<std
   for (const auto& line : lines) count += ContainsAll(line, parts);
   return count;
 }
-
-// The warnings logged while it lives.
-class LoggedWarnings : public google::LogSink {
- public:
-  LoggedWarnings() { google::AddLogSink(this); }
-  ~LoggedWarnings() override { google::RemoveLogSink(this); }
-  void send(google::LogSeverity severity, const char* full_filename, const char* base_filename, int line,
-            const google::LogMessageTime& time, const char* message, size_t message_length) override {
-    if (severity != google::GLOG_WARNING) return;
-    std::lock_guard<std::mutex> lock(mutex_);
-    lines_.emplace_back(message, message_length);
-  }
-  std::vector<std::string> lines() const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return lines_;
-  }
-
- private:
-  mutable std::mutex mutex_;
-  std::vector<std::string> lines_;
-};
 
 // A V1 net with a layer of most kinds: data layers with their preprocessing in data_param and include rules,
 // blobs_lr / weight_decay / param names / blob_share_mode, loss weights, exclude rules.
@@ -450,7 +428,7 @@ TEST(UpgradeInteropTest, AV1CaffemodelGivesTheOutputsOfTheNetItCameFrom) {
   // Into today's net (other random weights before): the same outputs, exactly.
   Net copy(ParseNet(kLeNet), std::make_shared<Context>(Device::kCPU, 0, 12));
   EXPECT_NE(ForwardOutput(&copy, "prob"), expected);
-  LoggedWarnings warnings;
+  test::LoggedWarnings warnings;
   EXPECT_EQ(copy.CopyTrainedLayersFrom(v1_weights), (std::vector<std::string>{"conv1", "ip1", "ip2"}));
   EXPECT_EQ(ForwardOutput(&copy, "prob"), expected);
   EXPECT_EQ(CountContaining(warnings.lines(), {v1_weights, "V1 format", "upgrade_net_proto_binary"}), 1);
@@ -593,7 +571,7 @@ TEST(UpgradeNoticesTest, OneFileIsAnnouncedOnceHoweverManyNetsItMakes) {
   ReadProtoFromText("net: '" + dir.file("net.prototxt") +
                         "' base_lr: 0.1 lr_policy: 'fixed' solver_mode: CPU test_iter: 1 test_interval: 10",
                     "solver", &param);
-  LoggedWarnings warnings;
+  test::LoggedWarnings warnings;
   auto solver = CreateSolver(param);
   EXPECT_TRUE(solver->net()->has_layer("loss"));
   EXPECT_FALSE(solver->net()->has_layer("accuracy"));

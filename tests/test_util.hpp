@@ -2,8 +2,11 @@
 // gradient checker every layer test uses.
 #pragma once
 
+#include <glog/logging.h>
+
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -14,6 +17,27 @@
 
 namespace crema {
 namespace test {
+
+// The warnings glog logs (from any thread) while it lives.
+class LoggedWarnings : public google::LogSink {
+ public:
+  LoggedWarnings() { google::AddLogSink(this); }
+  ~LoggedWarnings() override { google::RemoveLogSink(this); }
+  void send(google::LogSeverity severity, const char* full_filename, const char* base_filename, int line,
+            const google::LogMessageTime& time, const char* message, size_t message_length) override {
+    if (severity != google::GLOG_WARNING) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    lines_.emplace_back(message, message_length);
+  }
+  std::vector<std::string> lines() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return lines_;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<std::string> lines_;
+};
 
 // The source tree (examples, docs) and the folder of the built tools: the build's own paths, or the
 // environment's CREMA_SOURCE_DIR and CREMA_TOOLS_DIR where set, so that the tests run from a copy of the build

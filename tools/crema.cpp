@@ -107,8 +107,6 @@ std::vector<int> SelectGpus() {
       gpus.push_back(static_cast<int>(value));
     }
   }
-  CREMA_CHECK(gpus.size() <= 1) << "training on " << gpus.size()
-                                << " GPUs needs NCCL data parallelism, which is not available yet; give one id";
   return gpus;
 }
 
@@ -154,6 +152,9 @@ void CheckEngineFlag(const std::string& spec) {
 std::shared_ptr<Context> ToolContext() {
   CheckEngineFlag(FLAGS_engine);
   const std::vector<int> gpus = SelectGpus();
+  if (gpus.size() > 1)
+    LOG(WARNING) << "--gpu names " << gpus.size() << " GPUs; testing and timing run on the first, GPU " << gpus[0]
+                 << ", as in Caffe";
   auto context = std::make_shared<Context>(gpus.empty() ? Device::kCPU : Device::kGPU, gpus.empty() ? 0 : gpus[0]);
   context->ForceEngines(FLAGS_engine);
   LOG(INFO) << (gpus.empty() ? std::string("Using the CPU") : "Using GPU " + std::to_string(gpus[0]));
@@ -222,6 +223,9 @@ int Train() {
     for (const auto& weights : param.weights()) FLAGS_weights += (FLAGS_weights.empty() ? "" : ",") + weights;
   // The device is the solver's setting (solver_mode, device_id), overridden by --gpu (as in Caffe).
   const std::vector<int> gpus = SelectGpus();
+  // Caffe would train on every GPU listed; one of them alone would silently train with a fraction of the batch.
+  CREMA_CHECK(gpus.size() <= 1) << "training on " << gpus.size()
+                                << " GPUs needs NCCL data parallelism, which is not available yet; give one id";
   if (!gpus.empty()) {
     param.set_solver_mode(SolverParameter::GPU);
     param.set_device_id(gpus[0]);

@@ -382,7 +382,6 @@ def _net_proto(*outputs, names=None):
     names = dict(names or {})  # Top (or ntop=0 layer) -> the name it was assigned to
     auto_counts = collections.Counter()
     layer_tops = {}  # Function -> the names of its tops as written
-    layer_names = {}
     blocks = []
 
     def top_name(top):
@@ -424,9 +423,6 @@ def _net_proto(*outputs, names=None):
             else:
                 auto_counts[function.type_name] += 1
                 name = f"{function.type_name}{auto_counts[function.type_name]}"
-            if name in layer_names:
-                raise Error(f"two layers are named '{name}' (give one name=...)")
-            layer_names[name] = function
             layer_tops[function] = tops
             blocks.append((name, _layer_lines(function, name, bottoms, tops)))
     return NetProto(blocks)

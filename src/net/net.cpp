@@ -137,8 +137,6 @@ void Net::Build(const NetParameter& in_param, const NetPasses& passes) {
   for (int l = 0; l < param.layer_size(); ++l) {
     LayerParameter layer_param = param.layer(l);
     if (!layer_param.has_phase()) layer_param.set_phase(phase_);
-    CREMA_CHECK(!layer_index_.count(layer_param.name()))
-        << "two layers are named '" << layer_param.name() << "'; layer names must be unique";
     CREMA_CHECK(layer_param.propagate_down_size() == 0 ||
                 layer_param.propagate_down_size() == layer_param.bottom_size())
         << "layer '" << layer_param.name() << "': propagate_down is given " << layer_param.propagate_down_size()
@@ -199,7 +197,7 @@ void Net::Build(const NetParameter& in_param, const NetPasses& passes) {
       if (layer->loss(static_cast<int>(t)) != 0.f) blob_loss_weights_[step.tops[t]] = layer->loss(static_cast<int>(t));
     }
     layer_names_.push_back(layer_param.name());
-    layer_index_[layer_param.name()] = l;
+    IndexLayerName(l, *layer);
     added_by_pass_.push_back(!user_layers.count(layer_param.name()));
     if (layer->TopsAreNetInputs())
       for (Blob* top : tops) input_blobs_.push_back(top);
@@ -230,6 +228,7 @@ void Net::CollectParams() {
   // Steps and layers share indices (one step per layer); a parameter is complete after the backward of the
   // earliest step that uses it, which for a shared one is its owner's.
   std::map<const Blob*, int> param_first_step;
+  std::vector<bool> lr_mult_given, decay_mult_given;  // per learnable parameter: set explicitly by a user
   for (size_t l = 0; l < layers_.size(); ++l) {
     Layer* layer = layers_[l].get();
     const LayerParameter& lp = layer->layer_param();
@@ -252,14 +251,25 @@ void Net::CollectParams() {
               << "', but their shapes differ: " << blob->shape_string() << " vs " << owner.blob->shape_string()
               << " (use share_mode: PERMISSIVE to share by count)";
         }
+        // As in Caffe, the first layer that sets a multiplier explicitly sets it for every user of the parameter;
+        // only two explicit values that differ are a contradiction.
         const int owner_index = owner.index;
-        CREMA_CHECK(!spec.has_lr_mult() || spec.lr_mult() == params_lr_[owner_index])
-            << "layer '" << lp.name() << "' shares parameter '" << spec.name() << "' but sets lr_mult "
-            << spec.lr_mult() << " where its owner '" << owner.layer << "' uses " << params_lr_[owner_index];
-        CREMA_CHECK(!spec.has_decay_mult() || spec.decay_mult() == params_weight_decay_[owner_index])
-            << "layer '" << lp.name() << "' shares parameter '" << spec.name() << "' but sets decay_mult "
-            << spec.decay_mult() << " where its owner '" << owner.layer << "' uses "
-            << params_weight_decay_[owner_index];
+        if (spec.has_lr_mult()) {
+          CREMA_CHECK(!lr_mult_given[owner_index] || spec.lr_mult() == params_lr_[owner_index])
+              << "layer '" << lp.name() << "' shares parameter '" << spec.name() << "' but sets lr_mult "
+              << spec.lr_mult() << " where an earlier user (its owner is '" << owner.layer << "') sets "
+              << params_lr_[owner_index];
+          params_lr_[owner_index] = spec.lr_mult();
+          lr_mult_given[owner_index] = true;
+        }
+        if (spec.has_decay_mult()) {
+          CREMA_CHECK(!decay_mult_given[owner_index] || spec.decay_mult() == params_weight_decay_[owner_index])
+              << "layer '" << lp.name() << "' shares parameter '" << spec.name() << "' but sets decay_mult "
+              << spec.decay_mult() << " where an earlier user (its owner is '" << owner.layer << "') sets "
+              << params_weight_decay_[owner_index];
+          params_weight_decay_[owner_index] = spec.decay_mult();
+          decay_mult_given[owner_index] = true;
+        }
         blob->ShareData(*owner.blob);
         blob->ShareDiff(*owner.blob);
         // Layers run in plan order, and backward in reverse: the owner's step is the earliest user.
@@ -272,6 +282,8 @@ void Net::CollectParams() {
       learnable_param_owner_.emplace_back(static_cast<int>(l), static_cast<int>(i));
       params_lr_.push_back(spec.lr_mult());
       params_weight_decay_.push_back(spec.decay_mult());
+      lr_mult_given.push_back(spec.has_lr_mult());
+      decay_mult_given.push_back(spec.has_decay_mult());
     }
   }
   gradient_ready_step_.clear();
@@ -543,6 +555,30 @@ size_t Net::activation_bytes() const {
     if (seen.insert(blob->data().get()).second) bytes += blob->data()->size();
   }
   return bytes;
+}
+
+void Net::IndexLayerName(int index, Layer& layer) {
+  const std::string& name = layer_names_[index];
+  auto [found, first] = layer_index_.emplace(name, index);
+  if (first) return;
+  // Caffe accepts two layers of one name (BVLC's MNIST autoencoder has two named "loss"). Names are how weights
+  // files, --weights and a snapshot's layer state find a layer, so the name must still point at one layer with
+  // parameters or saved state: that one is what the name means here.
+  Layer& earlier = *layers_[found->second];
+  const auto holds = [](Layer& l) { return !l.blobs().empty() || l.HasRuntimeState(); };
+  CREMA_CHECK(!holds(earlier) || !holds(layer))
+      << "two layers are named '" << name << "' (" << earlier.type() << ", then " << layer.type()
+      << ") and both hold "
+      << (!earlier.blobs().empty() && !layer.blobs().empty() ? "parameters" : "state saved in snapshots")
+      << ": a weights file (.caffemodel, --weights) or a snapshot finds a layer by its name, and could not tell "
+         "which of the two is meant; rename one";
+  const bool later_holds = holds(layer);
+  if (later_holds) found->second = index;
+  LOG(WARNING) << "net '" << name_ << "': two layers are named '" << name << "' (" << earlier.type() << ", then "
+               << layer.type() << "); accepted as Caffe does"
+               << (later_holds || holds(earlier) ? std::string("; weights and saved state of that name go to the ") +
+                                                      (later_holds ? "later" : "earlier") + " one"
+                                                 : std::string());
 }
 
 // ---------------------------------------------------------------------------------------------------------

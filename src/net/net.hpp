@@ -217,6 +217,9 @@ class Net {
              const std::vector<int>& step_bottoms);
   void CollectParams();
   void FindOutputs();
+  // Records layer `index` (named layer_names_[index]) in layer_index_; a second layer of a name is accepted with a
+  // warning unless both hold parameters or saved state, which a name would no longer tell apart.
+  void IndexLayerName(int index, Layer& layer);
   // Re-makes the step's views and re-runs its layer's Reshape when its bottoms changed.
   void ReshapeStep(size_t step);
   std::vector<Blob*> Blobs(const std::vector<int>& ids) const;

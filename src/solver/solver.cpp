@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iomanip>
+#include <map>
 
 #include "core/math_functions.hpp"
 #include "io/proto_io.hpp"
@@ -100,19 +101,22 @@ void Solver::CheckNets(const SolverParameter& param, const std::string& solver_p
   CREMA_CHECK(param.test_iter_size() == tests)
       << "the solver has " << tests << " test net(s) but " << param.test_iter_size()
       << " test_iter value(s); give one test_iter per test net";
-  for (int i = 0; i < param.test_iter_size(); ++i)
-    CREMA_CHECK(param.test_iter(i) > 0) << "test_iter " << param.test_iter(i) << " (test net #" << i
-                                        << ") must be positive: it is the number of batches of each test";
+  for (int i = 0; i < param.test_iter_size(); ++i) {
+    CREMA_CHECK(param.test_iter(i) >= 0) << "test_iter " << param.test_iter(i) << " (test net #" << i
+                                         << ") must not be negative: it is the number of batches of each test";
+    // Caffe's way of switching one test off: its net is built and never run.
+    if (param.test_iter(i) == 0)
+      LOG(WARNING) << "test_iter 0 for test net #" << i << ": that net is never run, as in Caffe";
+  }
   CREMA_CHECK(param.test_interval() >= 0) << "solver test_interval must not be negative, got "
                                           << param.test_interval();
-  // Testing that never happens is found out only when the log has no test scores, hours later.
-  CREMA_CHECK(tests > 0 || !general || param.test_interval() == 0)
-      << "the solver sets test_interval " << param.test_interval()
-      << " but no test_iter for its test net: add test_iter (the batches of each test, e.g. the test set's size "
-         "over its batch size), or remove test_interval";
+  // Testing that never happens is found out only when the log has no test scores, hours later: said now. Caffe
+  // trains such a solver untested, and so does crema.
   if (tests == 0 && param.test_interval() > 0)
-    LOG(WARNING) << "The solver sets test_interval " << param.test_interval()
-                 << ", but it has no test net (test_net or test_net_param): training will not be tested";
+    LOG(WARNING) << "The solver sets test_interval " << param.test_interval() << ", but it has no test net ("
+                 << (general ? "no test_iter for the test phase of its net: add test_iter, the batches of each test"
+                             : "test_net or test_net_param")
+                 << "): training will not be tested";
   CREMA_CHECK(tests == 0 || param.test_interval() > 0)
       << "the solver has test nets but test_interval is " << param.test_interval() << "; set it above 0";
   CREMA_CHECK(param.test_state_size() == 0 || param.test_state_size() == tests)
@@ -131,8 +135,13 @@ void Solver::CheckSettings(const SolverParameter& param) {
   CREMA_CHECK(param.max_iter() >= 0) << "solver max_iter must not be negative, got " << param.max_iter();
   CREMA_CHECK(param.iter_size() >= 1) << "solver iter_size must be at least 1, got " << param.iter_size();
   CREMA_CHECK(param.average_loss() >= 1) << "solver average_loss must be at least 1, got " << param.average_loss();
-  CREMA_CHECK(param.regularization_type() == "L2" || param.regularization_type() == "L1")
+  // Caffe reads the type only to apply a weight decay: without one, an unknown type is accepted there.
+  const bool known_regularization = param.regularization_type() == "L2" || param.regularization_type() == "L1";
+  CREMA_CHECK(known_regularization || param.weight_decay() == 0)
       << "unknown regularization_type \"" << param.regularization_type() << "\"; use L2 or L1";
+  if (!known_regularization)
+    LOG(WARNING) << "unknown regularization_type \"" << param.regularization_type()
+                 << "\" is not used, as in Caffe: weight_decay is 0 (L2 or L1 are the types)";
   CREMA_CHECK(std::isfinite(param.weight_decay()) && param.weight_decay() >= 0)
       << "solver weight_decay must not be negative, got " << param.weight_decay();
   CREMA_CHECK(param.display() >= 0) << "solver display must not be negative, got " << param.display()
@@ -380,11 +389,15 @@ void Solver::ClipGradients() {
 std::vector<std::vector<OutputScores::Mean>> Solver::TestAll() {
   std::vector<std::vector<OutputScores::Mean>> results;
   for (size_t t = 0; t < test_nets_.size(); ++t) {
+    const int iterations = param_.test_iter(static_cast<int>(t));
+    if (iterations == 0) {  // switched off (test_iter: 0)
+      results.emplace_back();
+      continue;
+    }
     LOG(INFO) << "Iteration " << iter_ << ", Testing net (#" << t << ")";
     Net& test_net = *test_nets_[t];
     OutputScores scores;
     double loss = 0;
-    const int iterations = param_.test_iter(static_cast<int>(t));
     for (int i = 0; i < iterations; ++i) {
       loss += test_net.Forward();
       scores.Add(test_net);

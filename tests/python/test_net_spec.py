@@ -182,13 +182,19 @@ def test_call_mistakes_are_caught_early():
         n.missing
 
 
-def test_two_layers_of_one_name_are_refused():
+def test_two_layers_of_one_name_are_written_as_given(tmp_path):
+    # As in pycaffe, and as Caffe builds such a net: crema builds it too (with a warning naming both layers).
     n = crema.NetSpec()
     n.data = L.Input(shape=dict(dim=[1, 2]))
     n.a = L.ReLU(n.data, name="same")
     n.b = L.ReLU(n.a, name="same")
-    with pytest.raises(crema.Error, match="two layers are named 'same'"):
-        n.to_proto()
+    proto = n.to_proto()
+    assert [layer.name for layer in proto.layer] == ["data", "same", "same"]
+    path = tmp_path / "same.prototxt"
+    path.write_text(str(proto))
+    net = crema.Net(str(path), crema.TEST)
+    net.blobs["data"].data[...] = [[-1.0, 2.0]]
+    assert net.forward()["b"].tolist() == [[0.0, 2.0]]
 
 
 def test_parse_errors_give_line_and_column():
