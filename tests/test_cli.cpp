@@ -225,6 +225,78 @@ TEST_F(CliTest, TrainResumeTestAndTime) {
   EXPECT_CONTAINS(Crema("train --solver=" + solver("tune", 5) + " --weights=a --snapshot=b", 1), "not both");
 }
 
+// Forms Caffe accepts that crema once refused: fractional labels from a filler (truncated toward zero, one
+// warning per layer) and two layers of one name (one warning naming both), through crema test and crema time.
+TEST_F(CliTest, FilesCaffeAcceptsRunWithWarnings) {
+  const std::string net = Write("caffe_forms.prototxt", R"(
+    name: 'forms'
+    layer { name: 'data' type: 'DummyData' top: 'data' top: 'label' dummy_data_param {
+            shape { dim: 8 dim: 5 } shape { dim: 8 } data_filler { type: 'gaussian' std: 1 }
+            data_filler { type: 'uniform' min: 0 max: 4 } } }
+    layer { name: 'ip' type: 'InnerProduct' bottom: 'data' top: 'ip'
+            inner_product_param { num_output: 4 weight_filler { type: 'xavier' } } }
+    layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip' bottom: 'label' top: 'loss' }
+    layer { name: 'loss' type: 'Accuracy' bottom: 'ip' bottom: 'label' top: 'accuracy' }
+  )");
+  for (const std::string command : {"test --iterations=3", "time --iterations=2"}) {
+    const std::string output = Crema(command + " --model=" + net, 0);
+    EXPECT_CONTAINS(output, "two layers are named 'loss' (SoftmaxWithLoss, then Accuracy); accepted as Caffe does");
+    for (const std::string layer : {"layer 'loss' (SoftmaxWithLoss): label ", "layer 'loss' (Accuracy): label "}) {
+      const size_t first = output.find(layer);
+      EXPECT_NE(first, std::string::npos) << layer << " in:\n" << output;
+      EXPECT_EQ(output.find(layer, first + 1), std::string::npos) << "warned twice: " << layer << "\n" << output;
+    }
+    EXPECT_CONTAINS(output, "truncated toward zero as Caffe does");
+  }
+}
+
+// A resumed run names every field of the solver and the net that changed since the snapshot; a .caffemodel
+// carries its net's whole definition, so crema time and crema test need no --model beside it.
+TEST_F(CliTest, ResumeNamesChangesAndACaffemodelDefinesItsNet) {
+  const std::string net = SmallNet(this, dir_);
+  auto solver = [&](const std::string& name, const std::string& net_file, const std::string& base_lr, int max_iter) {
+    return Write(name + "_solver.prototxt",
+                 "net: '" + net_file + "' test_iter: 2 test_interval: 10 base_lr: " + base_lr +
+                     " momentum: 0.9 lr_policy: 'fixed' display: 5 max_iter: " + std::to_string(max_iter) +
+                     " snapshot: 10 snapshot_prefix: '" + dir_.file("cfg") + "' solver_mode: CPU random_seed: 3\n");
+  };
+  Crema("train --solver=" + solver("first", net, "0.01", 10), 0);
+  // Unchanged, a resume says nothing of changes.
+  EXPECT_EQ(Crema("train --solver=" + solver("first", net, "0.01", 10) +
+                      " --snapshot=" + dir_.file("cfg_iter_10.solverstate"),
+                  0)
+                .find("changed since the snapshot"),
+            std::string::npos);
+  // The same net file with a smaller training batch, and another learning rate.
+  std::string text = test::FileBytes(net);
+  const size_t batch = text.find("batch_size: 8");
+  ASSERT_NE(batch, std::string::npos);
+  text.replace(batch, 13, "batch_size: 4");
+  Write("net.prototxt", text);
+  const std::string resumed = Crema(
+      "train --solver=" + solver("second", net, "0.002", 20) + " --snapshot=" + dir_.file("cfg_iter_10.solverstate"),
+      0);
+  EXPECT_CONTAINS(resumed, "with 3 change(s) to the solver or net it was trained with");
+  EXPECT_CONTAINS(resumed, "changed since the snapshot: solver base_lr: 0.01 -> 0.002");
+  EXPECT_CONTAINS(resumed, "changed since the snapshot: solver max_iter: 10 -> 20");
+  EXPECT_CONTAINS(resumed, "changed since the snapshot: net layer 'data' data_param.batch_size: 8 -> 4");
+  EXPECT_CONTAINS(resumed, "Iteration 20, loss = ");
+
+  // The snapshot's definition: the layers as the prototxt gave them (fillers included), no Split layers.
+  NetParameter stored;
+  ReadProtoFromBinaryFile(dir_.file("cfg_iter_20.caffemodel"), &stored);
+  ASSERT_EQ(stored.layer_size(), 6);  // the TRAIN net: data, conv, pool, drop, ip, loss
+  EXPECT_EQ(stored.layer(1).convolution_param().weight_filler().type(), "xavier");
+  EXPECT_EQ(stored.layer(0).data_param().batch_size(), 4);
+  EXPECT_EQ(stored.layer(5).bottom(0), "ip");
+  const std::string timed = Crema("time --weights=" + dir_.file("cfg_iter_20.caffemodel") + " --iterations=1", 0);
+  EXPECT_CONTAINS(timed, "building the net defined in the weights file");
+  EXPECT_CONTAINS(timed, "conv\tforward:");
+  // The definition builds for TEST as well (include rules are the writing net's), and scores with its weights.
+  const std::string tested = Crema("test --weights=" + dir_.file("cfg_iter_20.caffemodel") + " --iterations=2", 0);
+  EXPECT_TRUE(std::regex_search(tested, std::regex("\\] loss = [0-9.e+-]+ \\(\\* 1 = [0-9.e+-]+ loss\\)")));
+}
+
 // snapshot_format: HDF5 end to end (snapshots, resume, test, fine-tuning from .h5 weights), the fine-tuning log
 // of layers no weights file covers, debug_info's lines in Caffe's shapes, and the snapshot folder checked first.
 TEST_F(CliTest, Hdf5SnapshotsFineTuningAndDebugInfo) {

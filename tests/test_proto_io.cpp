@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "core/common.hpp"
@@ -102,6 +103,31 @@ TEST_F(ProtoIoTest, CaffeFieldNumbersAndDefaults) {
   FillerParameter filler;
   EXPECT_EQ(filler.type(), "constant");
   EXPECT_EQ(filler.std(), 1.f);
+}
+
+// What a resumed run reports: each changed leaf field once, with its path and both values in prototxt form.
+TEST_F(ProtoIoTest, DescribeChangesNamesEveryChangedField) {
+  SolverParameter before, after;
+  ReadProtoFromText("base_lr: 0.01 momentum: 0.9 stepvalue: 100 stepvalue: 200 lr_policy: 'multistep' "
+                    "train_state { stage: 'a' } clip_gradients: 10",
+                    "before", &before);
+  ReadProtoFromText("base_lr: 0.001 momentum: 0.9 stepvalue: 100 stepvalue: 300 stepvalue: 400 lr_policy: 'multistep' "
+                    "train_state { stage: 'b' } weight_decay: 0 type: 'Adam'",
+                    "after", &after);
+  const std::vector<std::string> lines = DescribeChanges(before, after);
+  const std::vector<std::string> expected = {"base_lr: 0.01 -> 0.001",
+                                             "stepvalue[1]: 200 -> 300",
+                                             "added stepvalue[2]: 400",
+                                             "clip_gradients: 10 -> -1",
+                                             "train_state.stage[0]: \"a\" -> \"b\"",
+                                             "type: \"SGD\" -> \"Adam\""};
+  for (const auto& line : expected)
+    EXPECT_NE(std::find(lines.begin(), lines.end(), line), lines.end()) << line << " not among:\n"
+                                                                          << ::testing::PrintToString(lines);
+  // An unset field counts as its default, both ways (clip_gradients' is -1, type's SGD): weight_decay: 0 set on one
+  // side only is no change.
+  EXPECT_EQ(lines.size(), expected.size()) << ::testing::PrintToString(lines);
+  EXPECT_TRUE(DescribeChanges(before, before).empty());
 }
 
 }  // namespace

@@ -258,13 +258,19 @@ int Train() {
 
 // Builds --model for `phase` on the tool's context, loads --weights, and runs the after-weights passes.
 std::unique_ptr<Net> LoadModel(Phase phase) {
-  CREMA_CHECK(!FLAGS_model.empty()) << "this command needs --model=NET.prototxt";
+  // A .caffemodel carries the definition of the net that wrote it: alone, it is the model too.
+  const std::vector<std::string> weights_files = SplitList(FLAGS_weights);
+  if (FLAGS_model.empty() && weights_files.size() == 1) {
+    FLAGS_model = weights_files[0];
+    LOG(INFO) << "No --model given: building the net defined in the weights file " << FLAGS_model;
+  }
+  CREMA_CHECK(!FLAGS_model.empty())
+      << "this command needs --model=NET.prototxt (or one --weights=W.caffemodel, whose definition is used)";
   CREMA_CHECK(FileExists(FLAGS_model)) << "model file '" << FLAGS_model << "' does not exist";
   std::unique_ptr<Net> net;
   if (FLAGS_debug_info) {
     // As Net's constructor from a file does, with the net's debug_info set.
-    NetParameter param;
-    ReadProtoFromTextFile(FLAGS_model, &param);
+    NetParameter param = ReadNetDefinition(FLAGS_model);
     UpgradeLegacyNetAndLog(&param, FLAGS_model);
     param.mutable_state()->set_phase(phase);
     param.mutable_state()->set_level(FLAGS_level);
@@ -276,7 +282,7 @@ std::unique_ptr<Net> LoadModel(Phase phase) {
   } else {
     net = std::make_unique<Net>(FLAGS_model, phase, FLAGS_level, SplitList(FLAGS_stage), ToolContext());
   }
-  CopyWeightsFiles(net.get(), SplitList(FLAGS_weights));
+  CopyWeightsFiles(net.get(), weights_files);
   net->RunAfterWeightsPasses();
   return net;
 }

@@ -4,6 +4,7 @@
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/text_format.h>
+#include <google/protobuf/util/message_differencer.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -213,6 +214,79 @@ void WriteProtoToBinaryFile(const google::protobuf::Message& message, const std:
   CREMA_CHECK(message.SerializeToString(&bytes)) << "cannot serialise " << message.GetTypeName() << " for '"
                                                  << path << "'";
   WriteStringToFileAtomically(bytes, path);
+}
+
+namespace {
+
+// Collects MessageDifferencer's findings as lines "path: old -> new" with the values in prototxt form.
+class ChangeLines : public google::protobuf::util::MessageDifferencer::Reporter {
+ public:
+  using SpecificField = google::protobuf::util::MessageDifferencer::SpecificField;
+  explicit ChangeLines(std::vector<std::string>* lines) : lines_(lines) {}
+
+  void ReportAdded(const google::protobuf::Message&, const google::protobuf::Message& after,
+                   const std::vector<SpecificField>& path) override {
+    lines_->push_back("added " + Path(path) + ": " + Value(after, path, true));
+  }
+  void ReportDeleted(const google::protobuf::Message& before, const google::protobuf::Message&,
+                     const std::vector<SpecificField>& path) override {
+    lines_->push_back("removed " + Path(path) + ": " + Value(before, path, false));
+  }
+  void ReportModified(const google::protobuf::Message& before, const google::protobuf::Message& after,
+                      const std::vector<SpecificField>& path) override {
+    // A modified sub-message is reported field by field as well; only the leaves are worth a line.
+    if (!path.empty() && path.back().field != nullptr &&
+        path.back().field->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE)
+      return;
+    lines_->push_back(Path(path) + ": " + Value(before, path, false) + " -> " + Value(after, path, true));
+  }
+
+ private:
+  static std::string Path(const std::vector<SpecificField>& path) {
+    std::string text;
+    for (const SpecificField& step : path) {
+      if (step.field == nullptr) continue;  // unknown fields: not in crema's schema, so never written by it
+      if (!text.empty()) text += '.';
+      text += step.field->name();
+      if (step.field->is_repeated())
+        text += "[" + std::to_string(step.new_index >= 0 ? step.new_index : step.index) + "]";
+    }
+    return text;
+  }
+  // The value of the path's last field in `message`, the message that holds it (the reporter is handed those),
+  // as prototxt writes it; `second` says `message` is from the message compared against, whose repeated elements
+  // go by their new index.
+  static std::string Value(const google::protobuf::Message& message, const std::vector<SpecificField>& path,
+                           bool second) {
+    const SpecificField& last = path.back();
+    if (last.field == nullptr) return "?";
+    int index = -1;
+    if (last.field->is_repeated()) {
+      index = second ? last.new_index : last.index;
+      if (index < 0) index = second ? last.index : last.new_index;
+    }
+    std::string text;
+    google::protobuf::TextFormat::Printer printer;
+    printer.SetSingleLineMode(true);
+    printer.PrintFieldValueToString(message, last.field, index, &text);
+    if (last.field->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE) text = "{ " + text + "}";
+    return text;
+  }
+
+  std::vector<std::string>* lines_;
+};
+
+}  // namespace
+
+std::vector<std::string> DescribeChanges(const google::protobuf::Message& before,
+                                         const google::protobuf::Message& after) {
+  std::vector<std::string> lines;
+  ChangeLines reporter(&lines);
+  google::protobuf::util::MessageDifferencer differencer;
+  differencer.set_message_field_comparison(google::protobuf::util::MessageDifferencer::EQUIVALENT);
+  differencer.ReportDifferencesTo(&reporter);
+  differencer.Compare(before, after);
+  return lines;
 }
 
 }  // namespace crema

@@ -32,6 +32,11 @@ void WriteStringToFileAtomically(const std::string& contents, const std::string&
 // their paths. Temporaries of live processes are left alone.
 std::vector<std::string> RemoveAbandonedTemporaries(const std::string& folder, const std::string& name_prefix);
 bool FileExists(const std::string& path);
+// What changed from `before` to `after`, two messages of one type: a line per field, "base_lr: 0.01 -> 0.001",
+// "added stepvalue[2]: 3000", "removed stepvalue[1]: 200". A field left unset counts as its default value, so an
+// unset field shows its default ("clip_gradients: 10 -> -1"), and one set to its default is no change.
+std::vector<std::string> DescribeChanges(const google::protobuf::Message& before,
+                                         const google::protobuf::Message& after);
 // The folder a file path lies in: its parent, or "." for a bare name.
 std::string FolderOf(const std::string& path);
 

@@ -54,8 +54,7 @@ Net::Net(const NetParameter& param, std::shared_ptr<Context> context, const NetP
 Net::Net(const std::string& path, Phase phase, int level, const std::vector<std::string>& stages,
          std::shared_ptr<Context> context)
     : context_(context ? std::move(context) : std::make_shared<Context>()), origin_(path) {
-  NetParameter param;
-  ReadProtoFromTextFile(path, &param);
+  NetParameter param = ReadNetDefinition(path);
   // Here rather than in the pass, so that the notices name the file.
   UpgradeLegacyNetAndLog(&param, path);
   param.mutable_state()->set_phase(phase);
@@ -735,10 +734,39 @@ void Net::ToProto(NetParameter* param, bool write_diff) const {
   param->Clear();
   param->set_name(name_);
   for (size_t l = 0; l < layers_.size(); ++l) {
-    if (added_by_pass_[l]) continue;
+    // Split layers are the net's own business: the file keeps each layer's bottoms as the prototxt named them, so
+    // that the definition it carries builds the same net again (an Input layer made from the deprecated `input`
+    // fields is written: the net needs it).
+    if (added_by_pass_[l] && layers_[l]->type() == std::string("Split")) continue;
     LayerParameter* layer = param->add_layer();
     layers_[l]->ToProto(layer, write_diff);
+    for (int b = 0; b < layer->bottom_size(); ++b) layer->set_bottom(b, UserBlobName(layer->bottom(b)));
   }
+}
+
+NetParameter ReadNetDefinition(const std::string& path) {
+  NetParameter param;
+  const std::string extension = std::filesystem::path(path).extension().string();
+  if (extension != ".caffemodel" && extension != ".h5" && extension != ".hdf5") {
+    ReadProtoFromTextFile(path, &param);
+    return param;
+  }
+  ReadWeightsFile(path, &param);
+  UpgradeLegacyNetAndLog(&param, path);
+  bool defined = param.layer_size() > 0;
+  for (const auto& layer : param.layer()) defined = defined && !layer.type().empty();
+  CREMA_CHECK(defined) << "weights file '" << path << "' carries no net definition (its layers have no types"
+                       << (extension == ".caffemodel" ? "" : ": HDF5 weights keep only the parameter blobs")
+                       << "); give the net's prototxt as well";
+  // The file holds the layers of the one net that wrote it: built again as they are, for any phase.
+  for (auto& layer : *param.mutable_layer()) {
+    layer.clear_blobs();
+    layer.clear_phase();
+    layer.clear_include();
+    layer.clear_exclude();
+  }
+  param.clear_state();
+  return param;
 }
 
 void Net::SaveRuntimeState(const std::string& net_name, SolverState* state) const {

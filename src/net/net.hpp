@@ -86,7 +86,8 @@ class Net {
   // own).
   explicit Net(const NetParameter& param, std::shared_ptr<Context> context = nullptr,
                const NetPasses& passes = NetPasses::Default());
-  // Reads a prototxt and builds it for the given phase, level and stages (overriding the file's state).
+  // Reads a net definition (ReadNetDefinition: a prototxt, or a .caffemodel's own) and builds it for the given
+  // phase, level and stages (overriding the file's state).
   Net(const std::string& path, Phase phase, int level = 0, const std::vector<std::string>& stages = {},
       std::shared_ptr<Context> context = nullptr);
 
@@ -261,5 +262,11 @@ class Net {
   bool debug_info_ = false;
   bool check_finite_ = false;
 };
+
+// The net definition in `path`: a prototxt, or the one a .caffemodel carries beside its weights (crema's and
+// Caffe's hold every layer's whole parameters). From a .caffemodel the blobs go, and so does what placed its layers
+// in the net that wrote it (phase, include and exclude rules): its layers are the net. HDF5 weights hold no
+// definition, which the error says.
+NetParameter ReadNetDefinition(const std::string& path);
 
 }  // namespace crema

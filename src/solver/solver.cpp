@@ -157,7 +157,9 @@ void Solver::CheckMaxIter(const SolverParameter& param) {
 
 Solver::Solver(const SolverParameter& param, const std::string& solver_path, std::shared_ptr<Context> context,
                int history_sets, RuleCheck check_rule)
-    : param_(param), history_sets_(history_sets) {
+    : param_(param), recorded_solver_(param), history_sets_(history_sets) {
+  recorded_solver_.clear_net_param();
+  recorded_solver_.clear_train_net_param();
   CheckNets(param_, solver_path);
   CheckSettings(param_);
   if (check_rule != nullptr) check_rule(param_);
@@ -194,6 +196,7 @@ void Solver::InitTrainNet(const std::string& solver_path) {
   } else {
     net_param = ReadNet(ResolveNetPath(param_.net(), solver_path));
   }
+  recorded_train_net_ = net_param;
   ApplyState(&net_param, TRAIN, param_.has_train_state() ? &param_.train_state() : nullptr);
   net_debug_info_ = net_param.debug_info();
   net_ = std::make_unique<Net>(net_param, context_);
@@ -463,6 +466,8 @@ void Solver::MakeSnapshotState(const std::string& weights_file, SolverState* sta
   net_->SaveRuntimeState("train", state);
   for (size_t t = 0; t < test_nets_.size(); ++t) test_nets_[t]->SaveRuntimeState("test" + std::to_string(t), state);
   for (float loss : losses_) state->add_loss_window(loss);
+  *state->mutable_solver() = recorded_solver_;
+  *state->mutable_train_net() = recorded_train_net_;
 }
 
 std::string Solver::Snapshot() {
@@ -500,6 +505,7 @@ void Solver::Restore(const std::string& state_file) {
   SolverState state;
   ReadSolverStateFile(state_file, &state);
   CheckStateFits(state.type(), state.history_size(), state_file);
+  ReportChangesSince(state, state_file);
   if (state.has_learned_net()) {
     // The state names its weights by the path used when it was written; when that is gone (the files were
     // moved), look for the weights beside the state file.
@@ -525,6 +531,50 @@ void Solver::Restore(const std::string& state_file) {
   net_->RestoreRuntimeState("train", state);
   for (size_t t = 0; t < test_nets_.size(); ++t) test_nets_[t]->RestoreRuntimeState("test" + std::to_string(t), state);
   losses_.assign(state.loss_window().begin(), state.loss_window().end());
+}
+
+namespace {
+
+// The changes from the net a state was trained with to this run's: the net's own fields, then layer by layer,
+// layers matched by name (a name given to several layers matches them in order).
+std::vector<std::string> NetChanges(const NetParameter& before, const NetParameter& after) {
+  NetParameter before_rest = before, after_rest = after;
+  before_rest.clear_layer();
+  after_rest.clear_layer();
+  std::vector<std::string> lines = DescribeChanges(before_rest, after_rest);
+  std::map<std::string, std::vector<const LayerParameter*>> earlier;
+  for (const auto& layer : before.layer()) earlier[layer.name()].push_back(&layer);
+  std::map<std::string, size_t> matched;
+  for (const auto& layer : after.layer()) {
+    const std::vector<const LayerParameter*>& candidates = earlier[layer.name()];
+    size_t& next = matched[layer.name()];
+    const std::string named = "layer '" + layer.name() + "'";
+    if (next == candidates.size()) {
+      lines.push_back(named + " (" + layer.type() + ") added");
+      continue;
+    }
+    for (const auto& line : DescribeChanges(*candidates[next++], layer)) lines.push_back(named + " " + line);
+  }
+  std::map<std::string, size_t> seen;
+  for (const auto& layer : before.layer())
+    if (++seen[layer.name()] > matched[layer.name()])
+      lines.push_back("layer '" + layer.name() + "' (" + layer.type() + ") removed");
+  return lines;
+}
+
+}  // namespace
+
+void Solver::ReportChangesSince(const SolverState& state, const std::string& state_file) const {
+  // States written before crema recorded the configuration (and Caffe's) have nothing to compare.
+  std::vector<std::string> changes;
+  if (state.has_solver())
+    for (const auto& line : DescribeChanges(state.solver(), recorded_solver_)) changes.push_back("solver " + line);
+  if (state.has_train_net())
+    for (const auto& line : NetChanges(state.train_net(), recorded_train_net_)) changes.push_back("net " + line);
+  if (changes.empty()) return;
+  LOG(WARNING) << "Resuming from '" << state_file << "' with " << changes.size() << " change(s) to the solver or "
+               << "net it was trained with; training goes on with the new values:";
+  for (const auto& change : changes) LOG(WARNING) << "  changed since the snapshot: " << change;
 }
 
 void Solver::CheckStateFits(const std::string& state_type, int history_count, const std::string& state_file) const {

@@ -134,8 +134,14 @@ class Solver {
   std::string SnapshotFilename(const std::string& extension) const;
   // Everything Snapshot stores about the solver, whatever the file format.
   void MakeSnapshotState(const std::string& weights_file, SolverState* state) const;
+  // Names, in warnings, every field of the solver and train net that changed since `state` was written.
+  void ReportChangesSince(const SolverState& state, const std::string& state_file) const;
 
   SolverParameter param_;
+  // What snapshots record of the run's configuration: the solver as given (its inline train net left to
+  // recorded_train_net_), and the train net as read, before the phase filter.
+  SolverParameter recorded_solver_;
+  NetParameter recorded_train_net_;
   std::shared_ptr<Context> context_;
   std::vector<SolverCallback*> callbacks_;
   std::unique_ptr<Net> net_;
