@@ -108,15 +108,29 @@ SANITIZER_ENV := ASAN_OPTIONS=detect_leaks=1:check_initialization_order=1:detect
   UBSAN_OPTIONS=print_stacktrace=1
 
 # ---- targets -----------------------------------------------------------------------------------------------
-DEMO_LOG := $(BUILD_DIR)/demo_train.log
+# The demo and `make data` build in a tree of their own, for the CPU only (the demo trains on the CPU), and only
+# the two programs they run: on a machine with the CUDA toolkit, the GPU code and the tests are `make`'s and `make
+# test`'s. The settings of Makefile.config apply, but for CPU_ONLY and the tests.
+DEMO_DIR ?= build-demo
+DEMO_OPTIONS := $(filter-out -DCREMA_CPU_ONLY=%,$(CMAKE_OPTIONS)) -DCREMA_CPU_ONLY=ON -DCREMA_BUILD_TESTS=OFF
+DEMO_LOG := $(DEMO_DIR)/demo_train.log
 LENET_SOLVER := examples/fashion_mnist/lenet_solver.prototxt
 
-.PHONY: all deps test data demo finetune bundle sanitize-build sanitize fuzz clean format help force-configure
+DEMO_TARGETS := crema convert_mnist
+
+.PHONY: all demo-build deps test data demo finetune bundle sanitize-build sanitize fuzz clean format help force-configure
 
 # cmake --build runs its own make (or ninja) with JOBS workers. This make's flags are not handed down, so a
 # top-level `make -j` neither shares its job slots with it nor warns about them.
 all: $(CMAKE_CACHE)
 	env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake --build $(BUILD_DIR) -j $(JOBS)
+
+# Configuring again each time is cheap and keeps the demo tree's options whatever it held before.
+demo-build:
+	$(if $(filter-out . .. / ./,$(strip $(DEMO_DIR))),,$(error refusing to build in DEMO_DIR = '$(DEMO_DIR)'))
+	$(if $(BLAS_ERROR),$(error $(BLAS_ERROR)))
+	cmake -S . -B $(DEMO_DIR) $(DEMO_OPTIONS)
+	env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake --build $(DEMO_DIR) -j $(JOBS) --target $(DEMO_TARGETS)
 
 deps:
 	scripts/install_deps.sh
@@ -124,15 +138,15 @@ deps:
 test: deps all
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 
-data: all
-	CREMA_BUILD_DIR=$(abspath $(BUILD_DIR)) bash examples/fashion_mnist/create_fashion_mnist.sh
+data: demo-build
+	CREMA_BUILD_DIR=$(abspath $(DEMO_DIR)) bash examples/fashion_mnist/create_fashion_mnist.sh
 
-demo: deps all data
-	GLOG_logtostderr=1 $(BUILD_DIR)/tools/crema train --solver=$(LENET_SOLVER) 2>&1 | tee $(DEMO_LOG)
+demo: deps demo-build data
+	GLOG_logtostderr=1 $(DEMO_DIR)/tools/crema train --solver=$(LENET_SOLVER) 2>&1 | tee $(DEMO_LOG)
 	@awk 'match($$0, /Iteration [0-9]+/) { iteration = substr($$0, RSTART + 10, RLENGTH - 10) } \
 	     /Test net output #[0-9]+: accuracy = / { accuracy = $$NF; tested_at = iteration } \
 	     END { if (accuracy == "") { print "demo: no test accuracy in $(DEMO_LOG)" > "/dev/stderr"; exit 1 } \
-	           printf "LeNet on Fashion-MNIST: test accuracy %s after %s iterations\n", accuracy, tested_at }' \
+	           printf "LeNet on Fashion-MNIST: test accuracy %.4f after %s iterations\n", accuracy, tested_at }' \
 	     $(DEMO_LOG)
 
 # The fine-tuning example (examples/finetune/README.md): LeNet's Fashion-MNIST layers reused for tops vs shoes.
@@ -163,7 +177,8 @@ fuzz: sanitize-build
 
 clean:
 	$(if $(filter-out . .. / ./,$(strip $(BUILD_DIR))),,$(error refusing to remove BUILD_DIR = '$(BUILD_DIR)'))
-	rm -rf $(BUILD_DIR)
+	$(if $(filter-out . .. / ./,$(strip $(DEMO_DIR))),,$(error refusing to remove DEMO_DIR = '$(DEMO_DIR)'))
+	rm -rf $(BUILD_DIR) $(DEMO_DIR)
 
 FORMAT_DIRS := src layers tools tests python/src
 format:
@@ -180,10 +195,11 @@ help:
 	@echo '  make / make all   configure with CMake if needed, then build the library, tools and tests'
 	@echo '  make deps         install the Debian 12 packages crema needs (scripts/install_deps.sh; root or sudo)'
 	@echo '  make test         deps + all, then run every test: ctest --output-on-failure'
-	@echo '  make data         convert Fashion-MNIST to data/fashion_mnist/*_lmdb'
+	@echo '  make data         convert Fashion-MNIST to data/fashion_mnist/*_lmdb (convert_mnist of $(DEMO_DIR))'
 	@echo '  make finetune     the fine-tuning example: LeNet reused for tops vs shoes (examples/finetune/)'
-	@echo '  make demo         deps + all + data, then train LeNet for 10,000 iterations on the CPU and'
-	@echo '                    print its test accuracy (log: $(DEMO_LOG))'
+	@echo '  make demo         deps, then builds only what the demo runs (crema and convert_mnist, CPU only,'
+	@echo '                    in $(DEMO_DIR)/), converts the data, trains LeNet for 10,000 iterations on the'
+	@echo '                    CPU and prints its test accuracy to four decimals (log: $(DEMO_LOG))'
 	@echo '  make bundle       build the relocatable bundle for a GPU machine (tools, tests, libraries) in'
 	@echo '                    $(BUNDLE_DIR)/ and pack $(BUNDLE_DIR)/crema-bundle.tar.xz (docs/bundle.md);'
 	@echo '                    BUNDLE_CUDA_ARCH=90, BUNDLE_ONEDNN=1, BUNDLE_FASHION_MNIST=0 (1: carry the data set)'
@@ -191,7 +207,7 @@ help:
 	@echo '                    $(SANITIZE_DIR)/ and run every test there'
 	@echo '  make fuzz         the same build, then each libFuzzer target for FUZZ_SECONDS=$(FUZZ_SECONDS) s'
 	@echo '                    (scripts/fuzz.sh; crashes are kept in $(SANITIZE_DIR)/fuzz/artifacts/)'
-	@echo '  make clean        remove the build directory ($(BUILD_DIR))'
+	@echo '  make clean        remove the build directories ($(BUILD_DIR), $(DEMO_DIR))'
 	@echo '  make format       clang-format -i over src layers tools tests python/src'
 	@echo '  make help         this text'
 	@echo ''
