@@ -14,6 +14,7 @@
 
 #include "io/hdf5.hpp"
 #include "io/proto_io.hpp"
+#include "io/snapshot_io.hpp"
 #include "net/net.hpp"
 #include "test_util.hpp"
 
@@ -146,9 +147,20 @@ TEST(BadInputModelFileTest, FoldersAndMissingOrBinaryModelFilesAreNamed) {
   Net net(test::ParseNet(SmallNet()));
   NetParameter weights;
   net.ToProto(&weights);
+  // A .caffemodel carries its net's definition and serves as --model; the same bytes under a prototxt's name do
+  // not parse as text, and HDF5 weights hold no definition.
   WriteProtoToBinaryFile(weights, dir.file("small.caffemodel"));
-  test::ExpectBadInput("files", "a .caffemodel given as --model",
-                       kCrema + " time --iterations=1 --model=" + dir.file("small.caffemodel"), {"small.caffemodel:"});
+  std::string output;
+  EXPECT_EQ(test::RunCommand(kCrema + " time --iterations=1 --model=" + dir.file("small.caffemodel"), &output), 0)
+      << output;
+  WriteProtoToBinaryFile(weights, dir.file("binary.prototxt"));
+  test::ExpectBadInput("files", "a binary .caffemodel named .prototxt given as --model",
+                       kCrema + " time --iterations=1 --model=" + dir.file("binary.prototxt"), {"binary.prototxt:"});
+  WriteWeightsFile(weights, dir.file("small.caffemodel.h5"), SolverParameter::HDF5);
+  test::ExpectBadInput("files", "HDF5 weights given alone, without --model",
+                       kCrema + " time --iterations=1 --weights=" + dir.file("small.caffemodel.h5"),
+                       {"weights file '" + dir.file("small.caffemodel.h5") + "' carries no net definition",
+                        "HDF5 weights keep only the parameter blobs", "give the net's prototxt as well"});
   // The library's readers refuse a folder the same way, whatever reads it.
   NetParameter param;
   test::ExpectErrorContaining([&] { ReadProtoFromTextFile(dir.file("a_folder"), &param); },

@@ -438,7 +438,14 @@ TEST(CudnnShapeTest, EveryConvolutionIsDescribedWithCaffesOutputShape) {
                   auto native = test::CreateWithEngine(param, {shape}, "im2col");
                   const std::vector<int> expected = TopShapeOf(native.get(), shape);
                   if (expected.empty()) continue;  // the layer's own checks refuse it
-                  ASSERT_EQ(CudnnConvolutionLayer::Refusal(EngineQuery{param, {shape}, Device::kGPU}), "");
+                  // A kernel past the padded input by less than a stride (one output, as Caffe computes it)
+                  // is declined, for the im2col engines to serve; every other shape is cuDNN's.
+                  const std::string refusal =
+                      CudnnConvolutionLayer::Refusal(EngineQuery{param, {shape}, Device::kGPU});
+                  if (!refusal.empty()) {
+                    EXPECT_NE(refusal.find("reaches past the padded input"), std::string::npos) << refusal;
+                    continue;
+                  }
                   std::unique_ptr<Layer> cudnn;
                   if (std::string(type) == "Convolution")
                     cudnn = std::make_unique<CudnnConvolutionLayer>(param);
