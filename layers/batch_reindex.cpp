@@ -1,8 +1,7 @@
 #include "layers/batch_reindex.hpp"
 
-#include <glog/logging.h>
-
 #include <cmath>
+#include <sstream>
 
 #include "core/elementwise.hpp"
 #include "core/math_functions.hpp"
@@ -26,12 +25,9 @@ int BatchReindexLayer::Index(const Blob& data, const Blob& indices, int m) {
   CREMA_CHECK(value > -1.f && value < static_cast<float>(data.shape(0)))
       << describe() << ": index " << value << " at position " << m << " is not an item of the data (bottom 0, shape "
       << data.shape_string() << "): it must be in [0, " << data.shape(0) << ")";
-  if (std::trunc(value) != value && !warned_fractional_index_) {
-    warned_fractional_index_ = true;
-    LOG(WARNING) << describe() << ": index " << value << " at position " << m << " of the indices (bottom 1) is not "
-                 << "a whole number; read as " << LabelClass(value) << ", truncated toward zero as Caffe does (said "
-                 << "once for this layer)";
-  }
+  std::ostringstream named;
+  named << "index " << value << " at position " << m << " of the indices (bottom 1)";
+  NoteFractional(value, named.str());
   return LabelClass(value);
 }
 

@@ -64,7 +64,6 @@ class BatchReindexLayer : public Layer {
  private:
   // Index m, truncated toward zero; throws where it is not an item of the data, warns (once) if fractional.
   int Index(const Blob& data, const Blob& indices, int m);
-  bool warned_fractional_index_ = false;
   Blob picks_;  // the GPU's backward: BatchReindexBackwardRule's list, written on the host
 };
 

@@ -1,9 +1,8 @@
 #include "layers/embed.hpp"
 
-#include <glog/logging.h>
-
 #include <algorithm>
 #include <cmath>
+#include <sstream>
 #include <string>
 
 #include "core/elementwise.hpp"
@@ -47,12 +46,9 @@ int EmbedLayer::Index(const Blob& indices, int position) {
   CREMA_CHECK(value > -1.f && value < static_cast<float>(input_dim_))
       << describe() << ": index " << value << " at position " << position << " of the bottom (shape "
       << indices.shape_string() << ") is not in [0, " << input_dim_ << ") (embed_param.input_dim)";
-  if (std::trunc(value) != value && !warned_fractional_index_) {
-    warned_fractional_index_ = true;
-    LOG(WARNING) << describe() << ": index " << value << " at position " << position << " of the bottom is not a "
-                 << "whole number; read as " << LabelClass(value) << ", truncated toward zero as Caffe does (said "
-                 << "once for this layer)";
-  }
+  std::ostringstream named;
+  named << "index " << value << " at position " << position << " of the bottom";
+  NoteFractional(value, named.str());
   return LabelClass(value);
 }
 

@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 
 #include <cmath>
+#include <sstream>
 
 #include "core/math_functions.hpp"
 
@@ -107,17 +108,21 @@ int Layer::CheckLabels(const Blob& labels, int classes, const int* ignore_label,
         << describe() << ": label " << value << " at index " << index << " of the labels (shape "
         << labels.shape_string() << ") is not a class in [0, " << classes << ")"
         << (ignore_label != nullptr ? " and is not the ignore_label" : "");
-    if (readable && std::trunc(value) != value && !warned_fractional_label_) {
-      warned_fractional_label_ = true;
-      LOG(WARNING) << describe() << ": label " << value << " at index " << index << " of the labels is not a whole "
-                   << "number; read as " << LabelClass(value) << ", truncated toward zero as Caffe does (said once "
-                   << "for this layer)";
-    }
+    std::ostringstream named;
+    named << "label " << value << " at index " << index << " of the labels";
+    NoteFractional(value, named.str());
     if (ignored) continue;
     if (per_class != nullptr) ++(*per_class)[LabelClass(value)];
     ++valid;
   }
   return valid;
+}
+
+void Layer::NoteFractional(float value, const std::string& named) {
+  if (warned_fractional_ || std::trunc(value) == value) return;
+  warned_fractional_ = true;
+  LOG(WARNING) << describe() << ": " << named << " is not a whole number; read as " << LabelClass(value)
+               << ", truncated toward zero as Caffe does (said once for this layer)";
 }
 
 void Layer::set_loss(int top_index, float weight) {

@@ -193,6 +193,9 @@ class Layer {
   // fractional label a layer meets is named in a warning, once. Returns how many labels were not ignored, and counts
   // them by class in *per_class when given (sized `classes`).
   int CheckLabels(const Blob& labels, int classes, const int* ignore_label, std::vector<int>* per_class = nullptr);
+  // For a label or index `value` that truncates into range (`named` says which: "index 2.5 at position 3 of the
+  // bottom"): when it is not a whole number, warns that it reads as LabelClass(value), as in Caffe, once per layer.
+  void NoteFractional(float value, const std::string& named);
 
   // "layer 'conv1' (Convolution)": the prefix of every error message about this layer.
   std::string describe() const;
@@ -212,7 +215,7 @@ class Layer {
   size_t workspace_floats_ = 0;
   std::shared_ptr<Blob> workspace_;
   bool workspace_is_shared_ = false;
-  bool warned_fractional_label_ = false;
+  bool warned_fractional_ = false;
 };
 
 // A layer that reads a data set into its tops on the host (Data, ImageData, WindowData, HDF5Data, MemoryData):

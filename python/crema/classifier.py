@@ -9,6 +9,22 @@ from ._crema import TEST, Error, Net
 __all__ = ["Classifier"]
 
 
+def _load_for_images(net, model_file, pretrained_file, kind, mean, input_scale, raw_scale, channel_swap):
+    """Builds `net` (a Classifier or Detector) for TEST with the trained weights, and gives it net.transformer for
+    its one input: images as load_image gives them (H x W x C) transposed to C x H x W, then channel_swap,
+    raw_scale, mean and input_scale, as pycaffe's two classes do."""
+    Net.__init__(net, model_file, TEST, weights=pretrained_file)
+    if len(net.inputs) != 1:
+        raise Error(f"{kind}: the net has {len(net.inputs)} inputs ({net.inputs}); it takes one")
+    input_name = net.inputs[0]
+    net.transformer = io.Transformer({input_name: net.blobs[input_name].shape})
+    net.transformer.set_transpose(input_name, (2, 0, 1))
+    for setting, value in (("set_mean", mean), ("set_input_scale", input_scale), ("set_raw_scale", raw_scale),
+                           ("set_channel_swap", channel_swap)):
+        if value is not None:
+            getattr(net.transformer, setting)(input_name, value)
+
+
 class Classifier(Net):
     """Classifier(model_file, pretrained_file, image_dims=None, mean=None, input_scale=None, raw_scale=None,
     channel_swap=None): the net of model_file with the weights of pretrained_file, its input preprocessed by an
@@ -17,20 +33,8 @@ class Classifier(Net):
 
     def __init__(self, model_file, pretrained_file, image_dims=None, mean=None, input_scale=None, raw_scale=None,
                  channel_swap=None):
-        Net.__init__(self, model_file, TEST, weights=pretrained_file)
-        if len(self.inputs) != 1:
-            raise Error(f"Classifier: the net has {len(self.inputs)} inputs ({self.inputs}); it takes one")
+        _load_for_images(self, model_file, pretrained_file, "Classifier", mean, input_scale, raw_scale, channel_swap)
         input_name = self.inputs[0]
-        self.transformer = io.Transformer({input_name: self.blobs[input_name].shape})
-        self.transformer.set_transpose(input_name, (2, 0, 1))
-        if mean is not None:
-            self.transformer.set_mean(input_name, mean)
-        if input_scale is not None:
-            self.transformer.set_input_scale(input_name, input_scale)
-        if raw_scale is not None:
-            self.transformer.set_raw_scale(input_name, raw_scale)
-        if channel_swap is not None:
-            self.transformer.set_channel_swap(input_name, channel_swap)
         self.crop_dims = np.array(self.blobs[input_name].shape[2:])
         self.image_dims = np.array(image_dims if image_dims is not None else self.crop_dims)
 

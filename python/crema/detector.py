@@ -4,7 +4,8 @@ optionally with context around it (context_pad), warped to the net's input size 
 import numpy as np
 
 from . import io
-from ._crema import TEST, Error, Net
+from ._crema import Error, Net
+from .classifier import _load_for_images
 
 __all__ = ["Detector"]
 
@@ -17,20 +18,7 @@ class Detector(Net):
 
     def __init__(self, model_file, pretrained_file, mean=None, input_scale=None, raw_scale=None, channel_swap=None,
                  context_pad=None):
-        Net.__init__(self, model_file, TEST, weights=pretrained_file)
-        if len(self.inputs) != 1:
-            raise Error(f"Detector: the net has {len(self.inputs)} inputs ({self.inputs}); it takes one")
-        input_name = self.inputs[0]
-        self.transformer = io.Transformer({input_name: self.blobs[input_name].shape})
-        self.transformer.set_transpose(input_name, (2, 0, 1))
-        if mean is not None:
-            self.transformer.set_mean(input_name, mean)
-        if input_scale is not None:
-            self.transformer.set_input_scale(input_name, input_scale)
-        if raw_scale is not None:
-            self.transformer.set_raw_scale(input_name, raw_scale)
-        if channel_swap is not None:
-            self.transformer.set_channel_swap(input_name, channel_swap)
+        _load_for_images(self, model_file, pretrained_file, "Detector", mean, input_scale, raw_scale, channel_swap)
         self.configure_crop(context_pad)
 
     def detect_windows(self, images_windows):

@@ -252,23 +252,18 @@ void Net::CollectParams() {
         }
         // As in Caffe, the first layer that sets a multiplier explicitly sets it for every user of the parameter;
         // only two explicit values that differ are a contradiction.
-        const int owner_index = owner.index;
-        if (spec.has_lr_mult()) {
-          CREMA_CHECK(!lr_mult_given[owner_index] || spec.lr_mult() == params_lr_[owner_index])
-              << "layer '" << lp.name() << "' shares parameter '" << spec.name() << "' but sets lr_mult "
-              << spec.lr_mult() << " where an earlier user (its owner is '" << owner.layer << "') sets "
-              << params_lr_[owner_index];
-          params_lr_[owner_index] = spec.lr_mult();
-          lr_mult_given[owner_index] = true;
-        }
-        if (spec.has_decay_mult()) {
-          CREMA_CHECK(!decay_mult_given[owner_index] || spec.decay_mult() == params_weight_decay_[owner_index])
-              << "layer '" << lp.name() << "' shares parameter '" << spec.name() << "' but sets decay_mult "
-              << spec.decay_mult() << " where an earlier user (its owner is '" << owner.layer << "') sets "
-              << params_weight_decay_[owner_index];
-          params_weight_decay_[owner_index] = spec.decay_mult();
-          decay_mult_given[owner_index] = true;
-        }
+        const auto share = [&](const char* field, bool given, float value, std::vector<float>* values,
+                               std::vector<bool>* given_before) {
+          if (!given) return;
+          float& shared = (*values)[owner.index];
+          CREMA_CHECK(!(*given_before)[owner.index] || value == shared)
+              << "layer '" << lp.name() << "' shares parameter '" << spec.name() << "' but sets " << field << " "
+              << value << " where an earlier user (its owner is '" << owner.layer << "') sets " << shared;
+          shared = value;
+          (*given_before)[owner.index] = true;
+        };
+        share("lr_mult", spec.has_lr_mult(), spec.lr_mult(), &params_lr_, &lr_mult_given);
+        share("decay_mult", spec.has_decay_mult(), spec.decay_mult(), &params_weight_decay_, &decay_mult_given);
         blob->ShareData(*owner.blob);
         blob->ShareDiff(*owner.blob);
         // Layers run in plan order, and backward in reverse: the owner's step is the earliest user.
