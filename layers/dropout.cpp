@@ -1,14 +1,21 @@
 #include "layers/dropout.hpp"
 
+#include <glog/logging.h>
+
 #include "core/math_functions.hpp"
 
 namespace crema {
 
 void DropoutLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   ratio_ = param_.dropout_param().dropout_ratio();
-  // Written so that NaN fails too; a ratio of 1 would drop everything and divide by zero.
-  CREMA_CHECK(ratio_ >= 0.f && ratio_ < 1.f)
+  // Written so that NaN fails too; in training, a ratio of 1 would drop everything and divide by zero. Outside
+  // training nothing is dropped, and Caffe runs a net of ratio 1 there: so does crema, saying so.
+  CREMA_CHECK(ratio_ >= 0.f && (ratio_ < 1.f || (ratio_ == 1.f && phase() != TRAIN)))
       << describe() << ": dropout_param.dropout_ratio is " << ratio_ << ", but must lie in [0, 1)";
+  if (ratio_ == 1.f)
+    LOG(WARNING) << describe() << ": dropout_param.dropout_ratio is 1, which drops everything in training; in "
+                 << Phase_Name(phase()) << " the layer " << (param_.dropout_param().scale_train() ? "copies" : "zeroes")
+                 << " its input, as Caffe's does";
   const bool scale_train = param_.dropout_param().scale_train();
   scale_ = scale_train ? 1.f / (1.f - ratio_) : 1.f;
   test_scale_ = scale_train ? 1.f : 1.f - ratio_;

@@ -604,7 +604,12 @@ TEST(ConvertImageSetTest, CommandLineErrors) {
     for (const std::string& part : parts) EXPECT_CONTAINS(output, part);
     EXPECT_FALSE(FileExists(folder.file("db")));
   };
-  expect_flag_error("--resize_height=8", {"resize_height (8)", "resize_width (0)"});
+  expect_flag_error("--resize_height=-8 --resize_width=8", {"resize_height (-8)", "must both be positive"});
+  // A resize on one side only is dropped, as Caffe drops it, with a warning.
+  ASSERT_EQ(test::RunCommand(kTool + " --resize_height=8 " + root + " " + list + " " + folder.file("db"), &output), 0)
+      << output;
+  EXPECT_CONTAINS(output, "resize_height (8) and resize_width (0) are not both set: the images keep their own sizes");
+  std::filesystem::remove_all(folder.file("db"));
   expect_flag_error("--encode_type=nope", {"'nope'"});
   expect_flag_error("--backend=sqlite", {"'sqlite'", "lmdb or leveldb"});
   // --encode_type alone implies --encoded.

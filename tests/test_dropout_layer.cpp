@@ -188,6 +188,24 @@ TEST(DropoutLayerTest, ZeroRatioKeepsEverything) {
                              [](double x) { return x; }, {}, test::Gaussian(), {10, 10});
 }
 
+// Outside training nothing is dropped: Caffe runs a deploy net with dropout_ratio 1, and so does crema (a copy,
+// or zeros without scale_train, as Caffe computes them), with a warning. In training it stays an error (below).
+TEST(DropoutLayerTest, RatioOneOutsideTrainingRunsAsCaffesWithAWarning) {
+  for (bool scale_train : {true, false}) {
+    test::LoggedWarnings warnings;
+    const DropoutRun run = RunDropout(std::string("name: 'drop' type: 'Dropout' phase: TEST dropout_param { "
+                                                  "dropout_ratio: 1 scale_train: ") +
+                                          (scale_train ? "true" : "false") + " }",
+                                      {3, 4});
+    for (size_t i = 0; i < run.x.size(); ++i) EXPECT_EQ(run.y[i], scale_train ? run.x[i] : 0.f) << i;
+    ASSERT_EQ(warnings.lines().size(), 1u);
+    EXPECT_NE(warnings.lines()[0].find("dropout_ratio is 1, which drops everything in training; in TEST the layer " +
+                                       std::string(scale_train ? "copies" : "zeroes") + " its input"),
+              std::string::npos)
+        << warnings.lines()[0];
+  }
+}
+
 TEST(DropoutLayerTest, RejectsRatioOutsideZeroToOne) {
   for (const char* ratio : {"1", "1.5", "-0.1"}) {
     SCOPED_TRACE(ratio);

@@ -25,16 +25,22 @@ std::string ShapeText(const ImageShape& shape) {
   return out.str();
 }
 
-void CheckOptions(const ImageSetOptions& options) {
+// The options as the conversion uses them: checked, and a resize given on one side only dropped as Caffe drops it.
+ImageSetOptions CheckedOptions(ImageSetOptions options) {
   CREMA_CHECK(ImageCodecsAvailable()) << "this crema was built without OpenCV (CREMA_USE_OPENCV=OFF): it cannot "
                                          "read images, so it cannot convert an image set";
-  CREMA_CHECK(options.resize_height >= 0 && options.resize_width >= 0 &&
-              (options.resize_height == 0) == (options.resize_width == 0))
+  CREMA_CHECK(options.resize_height >= 0 && options.resize_width >= 0)
       << "resize_height (" << options.resize_height << ") and resize_width (" << options.resize_width
       << ") must both be positive (resize every image to that size) or both be 0 (keep the sizes)";
+  if ((options.resize_height == 0) != (options.resize_width == 0)) {
+    LOG(WARNING) << "resize_height (" << options.resize_height << ") and resize_width (" << options.resize_width
+                 << ") are not both set: the images keep their own sizes, as Caffe does (set both to resize)";
+    options.resize_height = options.resize_width = 0;
+  }
   CREMA_CHECK(options.encode_type.empty() || CanEncodeImageFormat(options.encode_type))
       << "encode_type '" << options.encode_type << "' is not an image format OpenCV can write (e.g. png, jpg)";
   CREMA_CHECK(options.transaction_size > 0) << "the transaction size must be positive";
+  return options;
 }
 
 // Removes the database this conversion created (once armed with its path) unless it is released, so that a
@@ -127,8 +133,8 @@ void ShuffleImageList(uint64_t seed, std::vector<ImageListEntry>* entries) {
 std::string ImageSetKey(int64_t index, const std::string& path) { return RecordKey(index) + "_" + path; }
 
 ImageSetResult ConvertImageSet(const std::string& root_folder, const std::string& list_path, const std::string& db_path,
-                               const ImageSetOptions& options) {
-  CheckOptions(options);
+                               const ImageSetOptions& given) {
+  const ImageSetOptions options = CheckedOptions(given);
   std::vector<ImageListEntry> entries = ReadImageList(list_path);
   if (options.shuffle) {
     LOG(INFO) << "Shuffling data";
