@@ -79,6 +79,27 @@ def test_caffe_pb2_reads_prototxt_and_matches_cremas_parser():
             assert layer.convolution_param.kernel_size[0] == built.params[layer.name][0].height
 
 
+def test_a_saved_caffemodel_carries_its_nets_definition(tmp_path):
+    # What crema writes, caffe_pb2 reads as Caffe's: every layer's whole parameters beside its blobs, bottoms as the
+    # prototxt named them (no Split layers), so the file alone rebuilds the net with the same outputs.
+    deploy = REPO / "examples" / "fashion_mnist" / "lenet_deploy.prototxt"
+    net = crema.Net(str(deploy), crema.TEST)
+    path = tmp_path / "lenet.caffemodel"
+    net.save(str(path))
+    stored = caffe_pb2.NetParameter.FromString(path.read_bytes())
+    written = text_format.Merge(deploy.read_text(), caffe_pb2.NetParameter())
+    assert [layer.name for layer in stored.layer] == [layer.name for layer in written.layer]
+    for saved, given in zip(stored.layer, written.layer):
+        saved = caffe_pb2.LayerParameter.FromString(saved.SerializeToString())
+        saved.ClearField("blobs")
+        saved.ClearField("phase")
+        assert saved == given, saved.name
+    rebuilt = crema.Net(str(path), crema.TEST, weights=str(path))
+    image = np.random.default_rng(4).uniform(0, 1, net.blobs["data"].data.shape).astype(np.float32)
+    expected = net.forward(data=image)["prob"].copy()
+    np.testing.assert_array_equal(rebuilt.forward(data=image)["prob"], expected)
+
+
 def test_caffe_pb2_is_registered_once():
     # Whatever is imported first, one module holds proto/crema.proto's classes, and the pool has the file once.
     script = """
