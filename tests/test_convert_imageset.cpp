@@ -405,6 +405,39 @@ TEST(ConvertImageSetTest, EncodedKeepsTheFilesBytes) {
 
 // --encode_type re-encodes every image (it implies --encoded); with --resize or --gray the files are re-encoded
 // too. PNG is lossless: the records decode exactly to the raw conversion's.
+// A damaged header that claims gigapixels is refused before OpenCV allocates and decodes them (found by the datum
+// fuzzer: 393 bytes of JPEG claiming 63802 x 12079); a large image that compresses well still decodes.
+TEST(DecodeDatumTest, AHeaderClaimingMorePixelsThanItsBytesHoldIsRefused) {
+  const std::vector<unsigned char> flat(2048 * 2048 * 3, 200);
+  for (const char* format : {".png", ".jpg"}) {
+    Datum large;
+    large.set_encoded(true);
+    large.set_data(EncodeImage(format, flat.data(), 2048, 2048, 3));
+    const Datum decoded = DecodeDatum(large, ImageColor::kAsStored);
+    EXPECT_EQ(decoded.height(), 2048) << format << ", " << large.data().size() << " bytes";
+    EXPECT_EQ(decoded.width(), 2048) << format;
+  }
+  const std::vector<unsigned char> small(8 * 8, 7);
+  for (const char* format : {".png", ".jpg"}) {
+    std::string bytes = EncodeImage(format, small.data(), 8, 8, 1);
+    // Claim 32512 x 63802 (height x width): PNG's IHDR holds width then height (4 bytes each, from byte 16), a
+    // JPEG's first frame header height then width (2 bytes each, 5 bytes past its marker).
+    if (std::string(format) == ".png") {
+      bytes.replace(16, 8, std::string("\x00\x00\xf9\x3a\x00\x00\x7f\x00", 8));
+    } else {
+      const size_t frame = bytes.find("\xff\xc0");
+      ASSERT_NE(frame, std::string::npos);
+      bytes.replace(frame + 5, 4, std::string("\x7f\x00\xf9\x3a", 4));
+    }
+    Datum damaged;
+    damaged.set_encoded(true);
+    damaged.set_data(bytes);
+    test::ExpectErrorContaining(
+        [&] { DecodeDatum(damaged, ImageColor::kAsStored); },
+        {"claims an image of 32512 x 63802 pixels", "more than so few compressed bytes can hold"});
+  }
+}
+
 TEST(ConvertImageSetTest, EncodeTypeResizeAndGrayReencode) {
   ImageFolder folder;
   folder.AddMixed(8, 9);

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <fstream>
 #include <iterator>
+#include <utility>
 #include <vector>
 
 #ifdef CREMA_USE_OPENCV
@@ -69,6 +70,38 @@ Datum MatToDatum(cv::Mat image, int label) {
   return datum;
 }
 
+// The height and width a JPEG or PNG header claims ({0, 0} for another format, or a header that ends early).
+std::pair<uint32_t, uint32_t> ClaimedImageSize(const std::string& bytes) {
+  const auto byte = [&](size_t i) { return static_cast<uint32_t>(static_cast<unsigned char>(bytes[i])); };
+  const auto big_endian = [&](size_t at, int count) {
+    uint32_t value = 0;
+    for (int i = 0; i < count; ++i) value = value << 8 | byte(at + i);
+    return value;
+  };
+  if (bytes.size() >= 24 && bytes.compare(0, 8, "\x89PNG\r\n\x1a\n") == 0 && bytes.compare(12, 4, "IHDR") == 0)
+    return {big_endian(20, 4), big_endian(16, 4)};
+  if (bytes.size() < 4 || byte(0) != 0xFF || byte(1) != 0xD8) return {0, 0};
+  // JPEG: segments until the first start-of-frame (SOF0..SOF15 but DHT, JPG and DAC), which holds the size.
+  size_t at = 2;
+  while (at + 4 <= bytes.size() && byte(at) == 0xFF) {
+    const uint32_t marker = byte(at + 1);
+    if (marker == 0xFF) {  // fill byte
+      ++at;
+      continue;
+    }
+    if (marker == 0xD8 || marker == 0x01 || (marker >= 0xD0 && marker <= 0xD7)) {  // no length
+      at += 2;
+      continue;
+    }
+    const uint32_t length = big_endian(at + 2, 2);
+    const bool frame = marker >= 0xC0 && marker <= 0xCF && marker != 0xC4 && marker != 0xC8 && marker != 0xCC;
+    if (frame && at + 9 <= bytes.size()) return {big_endian(at + 5, 2), big_endian(at + 7, 2)};
+    if (marker == 0xDA || length < 2) break;  // scan data: no frame header before it
+    at += 2 + length;
+  }
+  return {0, 0};
+}
+
 }  // namespace
 
 Datum ReadImageToDatum(const std::string& path, int label, int new_height, int new_width, ImageColor color) {
@@ -85,6 +118,14 @@ Datum DecodeDatum(const Datum& datum, ImageColor color) {
   if (!datum.encoded()) return datum;
   const std::string& bytes = datum.data();
   CREMA_CHECK(!bytes.empty()) << "an encoded datum holds no bytes";
+  // A damaged header can claim gigapixels that OpenCV would allocate and decode for seconds. Compressed data has a
+  // floor: a JPEG spends at least 2 bits on every 8x8 block of every component, and deflate (PNG) expands at most
+  // 1032:1, so more than 4096 pixels a byte (beyond a megapixel of slack) is no image these bytes can hold.
+  const auto [claimed_height, claimed_width] = ClaimedImageSize(bytes);
+  const uint64_t claimed = uint64_t{claimed_height} * claimed_width;
+  CREMA_CHECK(claimed <= uint64_t{4096} * bytes.size() + (uint64_t{1} << 20))
+      << "an encoded datum (" << bytes.size() << " bytes) claims an image of " << claimed_height << " x "
+      << claimed_width << " pixels, more than so few compressed bytes can hold: its header is damaged";
   const cv::Mat buffer(1, static_cast<int>(bytes.size()), CV_8UC1, const_cast<char*>(bytes.data()));
   std::string why;
   cv::Mat image = CatchingOpenCv([&] { return cv::imdecode(buffer, ReadFlag(color)); }, &why);
