@@ -16,7 +16,6 @@ void ContrastiveLossLayer::LayerSetUp(const std::vector<Blob*>& bottom, const st
                                       << margin_;
   if (difference_ == nullptr) difference_ = AddInternalBlob("difference");
   if (squared_distance_ == nullptr) squared_distance_ = AddInternalBlob("squared_distance");
-  if (param_.loss_weight_size() == 0) set_loss(0, 1.f);
   if (param_.propagate_down_size() > 2 && param_.propagate_down(2) && !warned_label_gradient_) {
     warned_label_gradient_ = true;
     LOG(WARNING) << describe() << ": propagate_down asks for a gradient to the similarity labels (bottom 2), which "

@@ -90,13 +90,11 @@ struct ContrastiveGradientRule {
   }
 };
 
-class ContrastiveLossLayer : public BothDevices<Layer> {
+class ContrastiveLossLayer : public BothDevices<LossLayer> {
  public:
-  using BothDevices<Layer>::BothDevices;
+  using BothDevices<LossLayer>::BothDevices;
   const char* type() const override { return "ContrastiveLoss"; }
   int ExactNumBottomBlobs() const override { return 3; }
-  int ExactNumTopBlobs() const override { return 1; }
-  bool AutoTopBlobs() const override { return true; }
   bool AllowForceBackward(int bottom_index) const override { return bottom_index != 2; }
 
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;

@@ -7,7 +7,6 @@ namespace crema {
 
 void EuclideanLossLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   if (difference_ == nullptr) difference_ = AddInternalBlob("difference");
-  if (param_.loss_weight_size() == 0) set_loss(0, 1.f);
 }
 
 void EuclideanLossLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {

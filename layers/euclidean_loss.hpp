@@ -36,13 +36,10 @@ struct EuclideanGradientRule {
   CREMA_HOST_DEVICE void operator()(int i) const { dx[i] = sign * loss_diff[0] / batch * difference[i]; }
 };
 
-class EuclideanLossLayer : public BothDevices<Layer> {
+class EuclideanLossLayer : public BothDevices<LossLayer> {
  public:
-  using BothDevices<Layer>::BothDevices;
+  using BothDevices<LossLayer>::BothDevices;
   const char* type() const override { return "EuclideanLoss"; }
-  int ExactNumBottomBlobs() const override { return 2; }
-  int ExactNumTopBlobs() const override { return 1; }
-  bool AutoTopBlobs() const override { return true; }
   // Either bottom may receive a gradient.
   bool AllowForceBackward(int) const override { return true; }
 

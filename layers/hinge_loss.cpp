@@ -9,7 +9,6 @@ void HingeLossLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vec
   norm_ = param_.hinge_loss_param().norm();
   CREMA_CHECK(norm_ == HingeLossParameter::L1 || norm_ == HingeLossParameter::L2)
       << describe() << ": hinge_loss_param.norm must be L1 or L2, not " << static_cast<int>(norm_);
-  if (param_.loss_weight_size() == 0) set_loss(0, 1.f);
 }
 
 void HingeLossLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {

@@ -34,7 +34,6 @@ void InfogainLossLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::
     ReadProtoFromBinaryFile(source, &proto);
     infogain_from_file_.FromProto(proto);
   }
-  if (param_.loss_weight_size() == 0) set_loss(0, 1.f);
 }
 
 void InfogainLossLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {

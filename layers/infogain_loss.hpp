@@ -97,15 +97,16 @@ struct InfogainGradientRule {
   }
 };
 
-class InfogainLossLayer : public BothDevices<Layer> {
+class InfogainLossLayer : public BothDevices<LossLayer> {
  public:
-  using BothDevices<Layer>::BothDevices;
+  using BothDevices<LossLayer>::BothDevices;
   const char* type() const override { return "InfogainLoss"; }
+  int ExactNumBottomBlobs() const override { return -1; }  // H from a bottom or from infogain_loss_param.source
   int MinBottomBlobs() const override { return 2; }
   int MaxBottomBlobs() const override { return 3; }
+  int ExactNumTopBlobs() const override { return -1; }  // the loss, and the probabilities when named
   int MinTopBlobs() const override { return 1; }
   int MaxTopBlobs() const override { return 2; }
-  bool AutoTopBlobs() const override { return true; }
   // Only the scores take a gradient: not the labels, not H.
   bool AllowForceBackward(int bottom_index) const override { return bottom_index == 0; }
 

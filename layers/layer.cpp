@@ -52,12 +52,15 @@ void Layer::SetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& to
   LayerSetUp(bottom, top);
   MakeTopViews(bottom, top);
   Reshape(bottom, top);
-  // Loss weights: explicit ones from the prototxt win; loss layers set their defaults in LayerSetUp.
+  // Loss weights: explicit ones from the prototxt win over the layer's defaults (a loss's 1).
   if (param_.loss_weight_size() > 0) {
     CREMA_CHECK(param_.loss_weight_size() == static_cast<int>(top.size()))
         << describe() << ": loss_weight is given " << param_.loss_weight_size() << " time(s), but the layer has "
         << top.size() << " top(s); give one per top";
     for (int i = 0; i < param_.loss_weight_size(); ++i) set_loss(i, param_.loss_weight(i));
+  } else {
+    for (int i = 0; i < static_cast<int>(top.size()); ++i)
+      if (DefaultLossWeight(i) != 0.f) set_loss(i, DefaultLossWeight(i));
   }
   if (param_propagate_down_.size() < blobs_.size()) param_propagate_down_.resize(blobs_.size(), true);
 }

@@ -156,6 +156,10 @@ class Layer {
   virtual void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                             const std::vector<Blob*>& bottom);
 
+  // The weight top `top_index` counts with in the net's loss when the prototxt gives no loss_weight (LossLayer's
+  // first top: 1).
+  virtual float DefaultLossWeight(int top_index) const { return 0.f; }
+
   // This layer's own random stream, seeded from the context's seed and the layer's name on first use.
   RandomStream* random();
   // For layers made of other layers (SoftmaxWithLoss runs a Softmax): they share this layer's context.
@@ -234,6 +238,21 @@ class HostDataLayer : public Layer {
     Forward_cpu(bottom, top);
   }
   void Backward_gpu(const std::vector<Blob*>&, const std::vector<bool>&, const std::vector<Blob*>&) final {}
+};
+
+// A loss (Caffe's LossLayer contract, declared once): predictions and targets in, a scalar loss out that counts in
+// the net's loss with weight 1 unless the prototxt gives loss_weight; the top is made when the prototxt names none,
+// and force_backward gives the targets (bottom 1) no gradient. Losses of other arity override the counts.
+class LossLayer : public Layer {
+ public:
+  using Layer::Layer;
+  int ExactNumBottomBlobs() const override { return 2; }
+  int ExactNumTopBlobs() const override { return 1; }
+  bool AutoTopBlobs() const override { return true; }
+  bool AllowForceBackward(int bottom_index) const override { return bottom_index != 1; }
+
+ protected:
+  float DefaultLossWeight(int top_index) const override { return top_index == 0 ? 1.f : 0.f; }
 };
 
 // A layer written once for both devices: Forward_any and Backward_any read pointers with data_on(device())

@@ -6,7 +6,6 @@
 namespace crema {
 
 void MultinomialLogisticLossLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  if (param_.loss_weight_size() == 0) set_loss(0, 1.f);
 }
 
 void MultinomialLogisticLossLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {

@@ -11,7 +11,6 @@ void SigmoidCrossEntropyLossLayer::LayerSetUp(const std::vector<Blob*>& bottom, 
   has_ignore_label_ = loss_param.has_ignore_label();
   ignore_label_ = loss_param.ignore_label();
   normalization_ = ChosenNormalization(loss_param, LossParameter::BATCH_SIZE);
-  if (param_.loss_weight_size() == 0) set_loss(0, 1.f);
 }
 
 void SigmoidCrossEntropyLossLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {

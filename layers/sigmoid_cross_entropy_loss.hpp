@@ -71,14 +71,10 @@ struct SigmoidCrossEntropyGradientRule {
   }
 };
 
-class SigmoidCrossEntropyLossLayer : public BothDevices<Layer> {
+class SigmoidCrossEntropyLossLayer : public BothDevices<LossLayer> {
  public:
-  using BothDevices<Layer>::BothDevices;
+  using BothDevices<LossLayer>::BothDevices;
   const char* type() const override { return "SigmoidCrossEntropyLoss"; }
-  int ExactNumBottomBlobs() const override { return 2; }
-  int ExactNumTopBlobs() const override { return 1; }
-  bool AutoTopBlobs() const override { return true; }
-  bool AllowForceBackward(int bottom_index) const override { return bottom_index != 1; }
 
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;

@@ -19,7 +19,6 @@ void SoftmaxWithLossLayer::LayerSetUp(const std::vector<Blob*>& bottom, const st
   ignore_label_ = loss_param.ignore_label();
   normalization_ = ChosenNormalization(loss_param, LossParameter::VALID);
   // The loss is the objective by default; the probabilities are an output, not a loss.
-  if (param_.loss_weight_size() == 0) set_loss(0, 1.f);
 }
 
 void SoftmaxWithLossLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {

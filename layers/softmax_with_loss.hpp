@@ -70,15 +70,13 @@ struct SoftmaxLossGradientRule {
   }
 };
 
-class SoftmaxWithLossLayer : public BothDevices<Layer> {
+class SoftmaxWithLossLayer : public BothDevices<LossLayer> {
  public:
-  using BothDevices<Layer>::BothDevices;
+  using BothDevices<LossLayer>::BothDevices;
   const char* type() const override { return "SoftmaxWithLoss"; }
-  int ExactNumBottomBlobs() const override { return 2; }
+  int ExactNumTopBlobs() const override { return -1; }  // the loss, and the probabilities when named
   int MinTopBlobs() const override { return 1; }
   int MaxTopBlobs() const override { return 2; }
-  bool AutoTopBlobs() const override { return true; }
-  bool AllowForceBackward(int bottom_index) const override { return bottom_index != 1; }
 
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
