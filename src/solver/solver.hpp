@@ -14,8 +14,8 @@
 
 namespace crema {
 
-// Hooks for data parallelism (src/parallel/ will use them): a solver calls every callback it was given, in the
-// order given, at these points of each iteration.
+// Hooks for what runs beside a solver (data parallelism, when it lands, is built on them): a solver calls every
+// callback it was given, in the order given, at these points of each iteration.
 class SolverCallback {
  public:
   virtual ~SolverCallback() = default;
