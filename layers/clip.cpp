@@ -12,25 +12,25 @@ void ClipLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<B
   CREMA_CHECK(!std::isnan(p.max())) << describe() << ": clip_param.max is NaN";
   CREMA_CHECK(p.min() <= p.max()) << describe() << ": clip_param.min (" << p.min()
                                   << ") is greater than clip_param.max (" << p.max() << ")";
-  if (bottom[0] == top[0] && input_copy_ == nullptr) input_copy_ = AddInternalBlob("input");
+  KeepInputWhenInPlace(bottom, top);
 }
 
 void ClipLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   NeuronLayer::Reshape(bottom, top);
-  if (input_copy_ != nullptr) input_copy_->ReshapeLike(*bottom[0]);
+  ReshapeKeptInput(*bottom[0]);
 }
 
 void ClipLayer::ForwardElements(const Blob& bottom, Blob* top) {
   const Device d = device();
   const ClipParameter& p = param_.clip_param();
-  if (input_copy_ != nullptr) copy(context(), bottom.count(), bottom.data_on(d), input_copy_->mutable_data_on(d));
+  KeepInput(bottom);
   for_each_element(context(), top->count(), ClipForward{bottom.data_on(d), top->mutable_data_on(d), p.min(), p.max()});
 }
 
 void ClipLayer::BackwardElements(const Blob& top, Blob* bottom) {
   const Device d = device();
   const ClipParameter& p = param_.clip_param();
-  const Blob& input = input_copy_ != nullptr ? *input_copy_ : *bottom;
+  const Blob& input = Input(*bottom);
   for_each_element(context(), bottom->count(),
                    ClipBackward{input.data_on(d), top.diff_on(d), bottom->mutable_diff_on(d), p.min(), p.max()});
 }

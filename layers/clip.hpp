@@ -40,7 +40,6 @@ class ClipLayer : public NeuronLayer {
   void BackwardElements(const Blob& top, Blob* bottom) override;
 
  private:
-  Blob* input_copy_ = nullptr;  // in place only
 };
 
 }  // namespace crema

@@ -128,6 +128,19 @@ void Layer::NoteFractional(float value, const std::string& named) {
                << ", truncated toward zero as Caffe does (said once for this layer)";
 }
 
+void Layer::KeepInputWhenInPlace(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  if (bottom[0] == top[0] && kept_input_ == nullptr) kept_input_ = AddInternalBlob("input");
+}
+
+void Layer::ReshapeKeptInput(const Blob& bottom) {
+  if (kept_input_ != nullptr) kept_input_->ReshapeLike(bottom);
+}
+
+void Layer::KeepInput(const Blob& bottom) {
+  const Device d = device();
+  if (kept_input_ != nullptr) copy(*context_, bottom.count(), bottom.data_on(d), kept_input_->mutable_data_on(d));
+}
+
 void Layer::set_loss(int top_index, float weight) {
   if (static_cast<int>(loss_.size()) <= top_index) loss_.resize(top_index + 1, 0.f);
   loss_[top_index] = weight;

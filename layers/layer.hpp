@@ -160,6 +160,15 @@ class Layer {
   // first top: 1).
   virtual float DefaultLossWeight(int top_index) const { return 0.f; }
 
+  // For a layer whose backward pass reads its input and that may run in place (Clip, Log, Power, PReLU), where the
+  // forward pass overwrites that input: KeepInputWhenInPlace in LayerSetUp declares the internal blob
+  // `<layer>.input` when top and bottom are one blob; ReshapeKeptInput in Reshape; KeepInput before the forward
+  // pass writes; Input(bottom) is then what backward reads (the bottom itself when not in place).
+  void KeepInputWhenInPlace(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top);
+  void ReshapeKeptInput(const Blob& bottom);
+  void KeepInput(const Blob& bottom);
+  const Blob& Input(const Blob& bottom) const { return kept_input_ != nullptr ? *kept_input_ : bottom; }
+
   // This layer's own random stream, seeded from the context's seed and the layer's name on first use.
   RandomStream* random();
   // For layers made of other layers (SoftmaxWithLoss runs a Softmax): they share this layer's context.
@@ -220,6 +229,7 @@ class Layer {
   std::shared_ptr<Blob> workspace_;
   bool workspace_is_shared_ = false;
   bool warned_fractional_ = false;
+  Blob* kept_input_ = nullptr;  // KeepInputWhenInPlace's copy, in place only
 };
 
 // A layer that reads a data set into its tops on the host (Data, ImageData, WindowData, HDF5Data, MemoryData):

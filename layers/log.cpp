@@ -9,18 +9,18 @@ void LogLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Bl
   CREMA_CHECK(base == -1.f || (base > 0.f && base != 1.f && std::isfinite(base)))
       << describe() << ": log_param.base is " << base << ", but must be -1 (for e) or positive and not 1";
   inv_log_base_ = base == -1.f ? 1.f : static_cast<float>(1.0 / std::log(static_cast<double>(base)));
-  if (bottom[0] == top[0] && input_copy_ == nullptr) input_copy_ = AddInternalBlob("input");
+  KeepInputWhenInPlace(bottom, top);
 }
 
 void LogLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   NeuronLayer::Reshape(bottom, top);
-  if (input_copy_ != nullptr) input_copy_->ReshapeLike(*bottom[0]);
+  ReshapeKeptInput(*bottom[0]);
 }
 
 void LogLayer::ForwardElements(const Blob& bottom, Blob* top) {
   const Device d = device();
   const LogParameter& p = param_.log_param();
-  if (input_copy_ != nullptr) copy(context(), bottom.count(), bottom.data_on(d), input_copy_->mutable_data_on(d));
+  KeepInput(bottom);
   for_each_element(context(), top->count(),
                    LogForward{bottom.data_on(d), top->mutable_data_on(d), p.scale(), p.shift(), inv_log_base_});
 }
@@ -28,7 +28,7 @@ void LogLayer::ForwardElements(const Blob& bottom, Blob* top) {
 void LogLayer::BackwardElements(const Blob& top, Blob* bottom) {
   const Device d = device();
   const LogParameter& p = param_.log_param();
-  const Blob& input = input_copy_ != nullptr ? *input_copy_ : *bottom;
+  const Blob& input = Input(*bottom);
   for_each_element(
       context(), bottom->count(),
       LogBackward{input.data_on(d), top.diff_on(d), bottom->mutable_diff_on(d), p.scale(), p.shift(), inv_log_base_});

@@ -44,7 +44,6 @@ class LogLayer : public NeuronLayer {
 
  private:
   float inv_log_base_ = 1.f;
-  Blob* input_copy_ = nullptr;  // in place only
 };
 
 }  // namespace crema

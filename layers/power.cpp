@@ -12,18 +12,18 @@ void PowerLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<
       << describe() << ": power_param.scale is " << param.scale() << ", but must be finite";
   CREMA_CHECK(std::isfinite(param.shift()))
       << describe() << ": power_param.shift is " << param.shift() << ", but must be finite";
-  if (bottom[0] == top[0] && input_copy_ == nullptr) input_copy_ = AddInternalBlob("input");
+  KeepInputWhenInPlace(bottom, top);
 }
 
 void PowerLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   NeuronLayer::Reshape(bottom, top);
-  if (input_copy_ != nullptr) input_copy_->ReshapeLike(*bottom[0]);
+  ReshapeKeptInput(*bottom[0]);
 }
 
 void PowerLayer::ForwardElements(const Blob& bottom, Blob* top) {
   const Device d = device();
   const PowerParameter& p = param_.power_param();
-  if (input_copy_ != nullptr) copy(context(), bottom.count(), bottom.data_on(d), input_copy_->mutable_data_on(d));
+  KeepInput(bottom);
   for_each_element(context(), top->count(),
                    PowerForward{bottom.data_on(d), top->mutable_data_on(d), p.power(), p.scale(), p.shift()});
 }
@@ -31,7 +31,7 @@ void PowerLayer::ForwardElements(const Blob& bottom, Blob* top) {
 void PowerLayer::BackwardElements(const Blob& top, Blob* bottom) {
   const Device d = device();
   const PowerParameter& p = param_.power_param();
-  const Blob& input = input_copy_ != nullptr ? *input_copy_ : *bottom;
+  const Blob& input = Input(*bottom);
   for_each_element(
       context(), bottom->count(),
       PowerBackward{input.data_on(d), top.diff_on(d), bottom->mutable_diff_on(d), p.power(), p.scale(), p.shift()});

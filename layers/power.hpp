@@ -47,7 +47,6 @@ class PowerLayer : public NeuronLayer {
   void BackwardElements(const Blob& top, Blob* bottom) override;
 
  private:
-  Blob* input_copy_ = nullptr;  // in place only
 };
 
 }  // namespace crema

@@ -32,14 +32,14 @@ void PReLULayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<
       blobs_[0]->set_data(0.25f);
     }
   }
-  if (bottom[0] == top[0] && input_copy_ == nullptr) input_copy_ = AddInternalBlob("input");
+  KeepInputWhenInPlace(bottom, top);
 }
 
 void PReLULayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const Blob& x = *bottom[0];
   CheckShape(x);
   top[0]->ReshapeLike(x);
-  if (input_copy_ != nullptr) input_copy_->ReshapeLike(x);
+  ReshapeKeptInput(x);
   // A shared slope is one channel of each item's values (so the sums' vector of ones is an item long, not the
   // whole bottom).
   geometry_ =
@@ -52,7 +52,7 @@ void PReLULayer::Forward_any(const std::vector<Blob*>& bottom, const std::vector
   const Device d = device();
   const int count = bottom[0]->count();
   const float* x = bottom[0]->data_on(d);
-  if (input_copy_ != nullptr) copy(context(), count, x, input_copy_->mutable_data_on(d));
+  KeepInput(*bottom[0]);
   for_each_element(
       context(), count,
       PReLUForwardRule{x, blobs_[0]->data_on(d), top[0]->mutable_data_on(d), geometry_.dim, geometry_.inner});
@@ -62,7 +62,7 @@ void PReLULayer::Backward_any(const std::vector<Blob*>& top, const std::vector<b
                               const std::vector<Blob*>& bottom) {
   const Device d = device();
   const int count = bottom[0]->count();
-  const float* x = (input_copy_ != nullptr ? input_copy_ : bottom[0])->data_on(d);
+  const float* x = Input(*bottom[0]).data_on(d);
   const float* dy = top[0]->diff_on(d);
   // The slopes' gradient first: in place, the bottom's diff below overwrites the top's.
   if (param_propagate_down(0)) {

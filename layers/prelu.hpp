@@ -70,7 +70,6 @@ class PReLULayer : public BothDevices<Layer> {
   int channels_ = 0;
   // The bottom seen around its slopes: (items, channels, positions), or one slope over every value when shared.
   Broadcast geometry_;
-  Blob* input_copy_ = nullptr;  // in place only
 };
 
 }  // namespace crema
