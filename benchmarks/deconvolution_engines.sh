@@ -31,7 +31,7 @@ grep -m1 "model name" /proc/cpuinfo || true
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 GLOG_logtostderr=1 CREMA_ONEDNN_DECONVOLUTION_STRIDES=64
 for round in $(seq "$rounds"); do
   while read -r name _; do
-    for engine in onednn im2col; do
+    for engine in onednn native; do
       times=$("$crema" time --model="$dir/$name.prototxt" --iterations=5 --engine=Deconvolution:$engine 2>&1 |
         sed -n 's/.*\bup\t\(forward\|backward\): \([0-9.]*\) ms\./\1 \2/p' | tr '\n' ' ')
       echo "round $round  $name  $engine  $times"

@@ -13,8 +13,8 @@ Layer::Layer(const LayerParameter& param, std::shared_ptr<Context> context)
     : param_(param), context_(context ? std::move(context) : std::make_shared<Context>()) {
   // Parameters stored in the LayerParameter (a .caffemodel layer, or a net built from one) come in with it.
   for (int i = 0; i < param_.blobs_size(); ++i) {
-    blobs_.push_back(std::make_shared<Blob>());
-    blobs_.back()->FromProto(param_.blobs(i));
+    params_.push_back(std::make_shared<Blob>());
+    params_.back()->FromProto(param_.blobs(i));
   }
   param_.clear_blobs();
 }
@@ -62,16 +62,16 @@ void Layer::SetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& to
     for (int i = 0; i < static_cast<int>(top.size()); ++i)
       if (DefaultLossWeight(i) != 0.f) set_loss(i, DefaultLossWeight(i));
   }
-  if (param_propagate_down_.size() < blobs_.size()) param_propagate_down_.resize(blobs_.size(), true);
+  if (param_propagate_down_.size() < params_.size()) param_propagate_down_.resize(params_.size(), true);
 }
 
 void Layer::AdoptStoredParameters(const std::vector<std::vector<int>>& expected,
                                   const std::vector<const char*>& names) {
-  CREMA_CHECK(blobs_.size() == expected.size())
-      << describe() << ": the stored parameters hold " << blobs_.size() << " blob(s), but the layer needs "
+  CREMA_CHECK(params_.size() == expected.size())
+      << describe() << ": the stored parameters hold " << params_.size() << " blob(s), but the layer needs "
       << expected.size() << " (bias_term is " << (expected.size() > 1 ? "true" : "false") << ")";
   for (size_t i = 0; i < expected.size(); ++i) {
-    Blob& blob = *blobs_[i];
+    Blob& blob = *params_[i];
     std::vector<int> legacy = expected[i];
     while (legacy.size() < 4) legacy.insert(legacy.begin(), 1);
     CREMA_CHECK(blob.shape() == expected[i] || blob.shape() == legacy)
@@ -224,7 +224,7 @@ void Layer::Backward_gpu(const std::vector<Blob*>&, const std::vector<bool>&, co
 void Layer::ToProto(LayerParameter* param, bool write_diff) const {
   *param = param_;
   param->clear_blobs();
-  for (const auto& blob : blobs_) blob->ToProto(param->add_blobs(), write_diff);
+  for (const auto& blob : params_) blob->ToProto(param->add_blobs(), write_diff);
 }
 
 RandomStream* Layer::random() {

@@ -61,8 +61,9 @@ class Layer {
   const LayerParameter& layer_param() const { return param_; }
   Phase phase() const { return param_.phase(); }
 
-  // Learned parameters (weights, biases).
-  std::vector<std::shared_ptr<Blob>>& blobs() { return blobs_; }
+  // Learned parameters (weights, biases): what Caffe calls a layer's blobs, and what a .caffemodel holds as a
+  // layer's `blobs`.
+  std::vector<std::shared_ptr<Blob>>& params() { return params_; }
 
   // Floating-point operations (a multiply-add counts two) of one Forward, and of one Backward that computes
   // the parameter gradients the layer learns and the bottom gradients `propagate_down` asks for, at the
@@ -214,7 +215,7 @@ class Layer {
   std::string describe() const;
 
   LayerParameter param_;
-  std::vector<std::shared_ptr<Blob>> blobs_;
+  std::vector<std::shared_ptr<Blob>> params_;
   std::vector<bool> param_propagate_down_;
   std::vector<float> loss_;
 

@@ -1,83 +1,83 @@
 // The one list of built-in layers and their engines. Adding a layer: include its header and add one line here;
 // adding an engine: one more line under its type, in the order engines are tried (most specialised first,
 // the reference last). See layers/layer_registry.hpp for how the engine of a layer is chosen.
-#include "layers/abs_val.hpp"
-#include "layers/accuracy.hpp"
-#include "layers/argmax.hpp"
-#include "layers/batch_norm.hpp"
-#include "layers/batch_reindex.hpp"
-#include "layers/batched_convolution.hpp"
-#include "layers/bias.hpp"
-#include "layers/bnll.hpp"
-#include "layers/clip.hpp"
-#include "layers/concat.hpp"
-#include "layers/contrastive_loss.hpp"
-#include "layers/convolution.hpp"
-#include "layers/crop.hpp"
-#include "layers/cudnn_activation.hpp"
-#include "layers/cudnn_batch_norm.hpp"
-#include "layers/cudnn_convolution.hpp"
-#include "layers/cudnn_lrn.hpp"
-#include "layers/cudnn_pooling.hpp"
-#include "layers/cudnn_relu.hpp"
-#include "layers/cudnn_softmax.hpp"
-#include "layers/data.hpp"
-#include "layers/deconvolution.hpp"
-#include "layers/dropout.hpp"
-#include "layers/dummy_data.hpp"
-#include "layers/eltwise.hpp"
-#include "layers/elu.hpp"
-#include "layers/embed.hpp"
-#include "layers/euclidean_loss.hpp"
-#include "layers/exp.hpp"
-#include "layers/filter.hpp"
-#include "layers/flatten.hpp"
-#include "layers/hdf5_data.hpp"
-#include "layers/hdf5_output.hpp"
-#include "layers/hinge_loss.hpp"
-#include "layers/im2col.hpp"
-#include "layers/image_data.hpp"
-#include "layers/infogain_loss.hpp"
-#include "layers/inner_product.hpp"
-#include "layers/input.hpp"
+#include "layers/common/argmax.hpp"
+#include "layers/common/batch_reindex.hpp"
+#include "layers/common/concat.hpp"
+#include "layers/common/cudnn_softmax.hpp"
+#include "layers/common/eltwise.hpp"
+#include "layers/common/embed.hpp"
+#include "layers/common/filter.hpp"
+#include "layers/common/flatten.hpp"
+#include "layers/common/inner_product.hpp"
+#include "layers/common/onednn_concat.hpp"
+#include "layers/common/onednn_eltwise.hpp"
+#include "layers/common/parameter.hpp"
+#include "layers/common/reduction.hpp"
+#include "layers/common/reshape.hpp"
+#include "layers/common/silence.hpp"
+#include "layers/common/slice.hpp"
+#include "layers/common/softmax.hpp"
+#include "layers/common/split.hpp"
+#include "layers/common/tile.hpp"
+#include "layers/data/data.hpp"
+#include "layers/data/dummy_data.hpp"
+#include "layers/data/hdf5_data.hpp"
+#include "layers/data/hdf5_output.hpp"
+#include "layers/data/image_data.hpp"
+#include "layers/data/input.hpp"
+#include "layers/data/memory_data.hpp"
+#include "layers/data/window_data.hpp"
 #include "layers/layer_registry.hpp"
-#include "layers/log.hpp"
-#include "layers/lrn.hpp"
-#include "layers/lstm.hpp"
-#include "layers/lstm_unit.hpp"
-#include "layers/memory_data.hpp"
-#include "layers/multinomial_logistic_loss.hpp"
-#include "layers/mvn.hpp"
-#include "layers/onednn_batch_norm.hpp"
-#include "layers/onednn_concat.hpp"
-#include "layers/onednn_convolution.hpp"
-#include "layers/onednn_eltwise.hpp"
-#include "layers/onednn_lrn.hpp"
-#include "layers/onednn_pooling.hpp"
-#include "layers/parameter.hpp"
-#include "layers/pooling.hpp"
-#include "layers/power.hpp"
-#include "layers/prelu.hpp"
-#include "layers/python.hpp"
-#include "layers/reduction.hpp"
-#include "layers/reference_convolution.hpp"
-#include "layers/relu.hpp"
-#include "layers/reshape.hpp"
-#include "layers/rnn.hpp"
-#include "layers/scale.hpp"
-#include "layers/sigmoid.hpp"
-#include "layers/sigmoid_cross_entropy_loss.hpp"
-#include "layers/silence.hpp"
-#include "layers/slice.hpp"
-#include "layers/softmax.hpp"
-#include "layers/softmax_with_loss.hpp"
-#include "layers/split.hpp"
-#include "layers/spp.hpp"
-#include "layers/swish.hpp"
-#include "layers/tanh.hpp"
-#include "layers/threshold.hpp"
-#include "layers/tile.hpp"
-#include "layers/window_data.hpp"
+#include "layers/loss/accuracy.hpp"
+#include "layers/loss/contrastive_loss.hpp"
+#include "layers/loss/euclidean_loss.hpp"
+#include "layers/loss/hinge_loss.hpp"
+#include "layers/loss/infogain_loss.hpp"
+#include "layers/loss/multinomial_logistic_loss.hpp"
+#include "layers/loss/sigmoid_cross_entropy_loss.hpp"
+#include "layers/loss/softmax_with_loss.hpp"
+#include "layers/neuron/abs_val.hpp"
+#include "layers/neuron/bias.hpp"
+#include "layers/neuron/bnll.hpp"
+#include "layers/neuron/clip.hpp"
+#include "layers/neuron/cudnn_activation.hpp"
+#include "layers/neuron/cudnn_relu.hpp"
+#include "layers/neuron/dropout.hpp"
+#include "layers/neuron/elu.hpp"
+#include "layers/neuron/exp.hpp"
+#include "layers/neuron/log.hpp"
+#include "layers/neuron/power.hpp"
+#include "layers/neuron/prelu.hpp"
+#include "layers/neuron/relu.hpp"
+#include "layers/neuron/scale.hpp"
+#include "layers/neuron/sigmoid.hpp"
+#include "layers/neuron/swish.hpp"
+#include "layers/neuron/tanh.hpp"
+#include "layers/neuron/threshold.hpp"
+#include "layers/normalization/batch_norm.hpp"
+#include "layers/normalization/cudnn_batch_norm.hpp"
+#include "layers/normalization/cudnn_lrn.hpp"
+#include "layers/normalization/lrn.hpp"
+#include "layers/normalization/mvn.hpp"
+#include "layers/normalization/onednn_batch_norm.hpp"
+#include "layers/normalization/onednn_lrn.hpp"
+#include "layers/python/python.hpp"
+#include "layers/recurrent/lstm.hpp"
+#include "layers/recurrent/lstm_unit.hpp"
+#include "layers/recurrent/rnn.hpp"
+#include "layers/vision/batched_convolution.hpp"
+#include "layers/vision/convolution.hpp"
+#include "layers/vision/crop.hpp"
+#include "layers/vision/cudnn_convolution.hpp"
+#include "layers/vision/cudnn_pooling.hpp"
+#include "layers/vision/deconvolution.hpp"
+#include "layers/vision/im2col.hpp"
+#include "layers/vision/onednn_convolution.hpp"
+#include "layers/vision/onednn_pooling.hpp"
+#include "layers/vision/pooling.hpp"
+#include "layers/vision/reference_convolution.hpp"
+#include "layers/vision/spp.hpp"
 
 namespace crema {
 
@@ -91,7 +91,7 @@ void RegisterBuiltinLayers(LayerRegistry* registry) {
   registry->Add<HDF5OutputLayer>("HDF5Output", {"native", kCpuAndGpu});
   registry->Add<ImageDataLayer>("ImageData", {"native", kCpuAndGpu});
   registry->Add<WindowDataLayer>("WindowData", {"native", kCpuAndGpu});
-  // Vision
+  // Vision: convolutions, pooling, patches, cropping
 #ifdef CREMA_USE_CUDNN
   registry->Add<CudnnConvolutionLayer>("Convolution",
                                        {"cudnn", kGpuOnly, CaffeEngine::kCudnn, CudnnConvolutionLayer::Refusal});
@@ -100,7 +100,7 @@ void RegisterBuiltinLayers(LayerRegistry* registry) {
   registry->Add<OneDnnConvolutionLayer>("Convolution",
                                         {"onednn", kCpuOnly, CaffeEngine::kCaffe, OneDnnConvolutionLayer::Refusal});
 #endif
-  registry->Add<ConvolutionLayer>("Convolution", {"im2col", kCpuAndGpu});
+  registry->Add<ConvolutionLayer>("Convolution", {"native", kCpuAndGpu});
   registry->Add<BatchedConvolutionLayer>("Convolution", {"im2col_batched"});
   registry->Add<ReferenceConvolutionLayer>("Convolution", {"reference"});
 #ifdef CREMA_USE_CUDNN
@@ -111,7 +111,7 @@ void RegisterBuiltinLayers(LayerRegistry* registry) {
   registry->Add<OneDnnDeconvolutionLayer>("Deconvolution",
                                           {"onednn", kCpuOnly, CaffeEngine::kCaffe, OneDnnConvolutionLayer::Refusal});
 #endif
-  registry->Add<DeconvolutionLayer>("Deconvolution", {"im2col", kCpuAndGpu});
+  registry->Add<DeconvolutionLayer>("Deconvolution", {"native", kCpuAndGpu});
 #ifdef CREMA_USE_CUDNN
   registry->Add<CudnnPoolingLayer>("Pooling", {"cudnn", kGpuOnly, CaffeEngine::kCudnn, CudnnPoolingLayer::Refusal});
 #endif
@@ -121,6 +121,8 @@ void RegisterBuiltinLayers(LayerRegistry* registry) {
   registry->Add<PoolingLayer>("Pooling", {"native", kCpuAndGpu});
   registry->Add<Im2colLayer>("Im2col", {"native", kCpuAndGpu});
   registry->Add<SPPLayer>("SPP", {"native", kCpuAndGpu});
+  registry->Add<CropLayer>("Crop", {"native", kCpuAndGpu});
+  // Normalization
 #ifdef CREMA_USE_CUDNN
   registry->Add<CudnnLRNLayer>("LRN", {"cudnn", kGpuOnly, CaffeEngine::kCudnn, CudnnLRNLayer::Refusal});
 #endif
@@ -137,10 +139,8 @@ void RegisterBuiltinLayers(LayerRegistry* registry) {
                                       {"onednn", kCpuOnly, CaffeEngine::kCaffe, OneDnnBatchNormLayer::Refusal});
 #endif
   registry->Add<BatchNormLayer>("BatchNorm", {"native", kCpuAndGpu});
-  registry->Add<ScaleLayer>("Scale", {"native", kCpuAndGpu});
-  registry->Add<BiasLayer>("Bias", {"native", kCpuAndGpu});
-  registry->Add<CropLayer>("Crop", {"native", kCpuAndGpu});
-  // Neuron (per-element) layers: rules written once for both devices
+  registry->Add<MVNLayer>("MVN", {"native", kCpuAndGpu});
+  // Neuron (per-element) layers: rules written once for both devices; Scale and Bias broadcast a learned blob
 #ifdef CREMA_USE_CUDNN
   registry->Add<CudnnReLULayer>("ReLU", {"cudnn", kGpuOnly, CaffeEngine::kCudnn, CudnnReLULayer::Refusal});
 #endif
@@ -164,7 +164,9 @@ void RegisterBuiltinLayers(LayerRegistry* registry) {
   registry->Add<ClipLayer>("Clip", {"native", kCpuAndGpu});
   registry->Add<SwishLayer>("Swish", {"native", kCpuAndGpu});
   registry->Add<DropoutLayer>("Dropout", {"native", kCpuAndGpu});
-  // Common: products, joining, cutting, combining and reshaping blobs
+  registry->Add<ScaleLayer>("Scale", {"native", kCpuAndGpu});
+  registry->Add<BiasLayer>("Bias", {"native", kCpuAndGpu});
+  // Common: products, joining, cutting, combining and reshaping blobs, softmax
   registry->Add<InnerProductLayer>("InnerProduct", {"native", kCpuAndGpu});
   registry->Add<FlattenLayer>("Flatten", {"native", kCpuAndGpu});
   registry->Add<ReshapeLayer>("Reshape", {"native", kCpuAndGpu});
@@ -185,7 +187,6 @@ void RegisterBuiltinLayers(LayerRegistry* registry) {
   registry->Add<BatchReindexLayer>("BatchReindex", {"native", kCpuAndGpu});
   registry->Add<FilterLayer>("Filter", {"native", kCpuAndGpu});
   registry->Add<EmbedLayer>("Embed", {"native", kCpuAndGpu});
-  registry->Add<MVNLayer>("MVN", {"native", kCpuAndGpu});
   registry->Add<ParameterLayer>("Parameter", {"native", kCpuAndGpu});
 #ifdef CREMA_USE_CUDNN
   registry->Add<CudnnSoftmaxLayer>("Softmax", {"cudnn", kGpuOnly, CaffeEngine::kCudnn, CudnnSoftmaxLayer::Refusal});

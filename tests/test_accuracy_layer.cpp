@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "layers/accuracy.hpp"
+#include "layers/loss/accuracy.hpp"
 #include "test_util.hpp"
 
 namespace crema {

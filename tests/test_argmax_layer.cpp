@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "layers/argmax.hpp"
+#include "layers/common/argmax.hpp"
 #include "test_util.hpp"
 
 namespace crema {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "io/proto_io.hpp"
-#include "layers/batch_norm.hpp"
+#include "layers/normalization/batch_norm.hpp"
 #include "net/net.hpp"
 #include "solver/solver.hpp"
 #include "test_util.hpp"
@@ -59,10 +59,10 @@ TEST(BatchNormLayerTest, TrainNormalisesWithBatchStatisticsAndUpdatesRunningSums
   top.Add({});
   BatchNormLayer layer(BatchNormParam("moving_average_fraction: 0.9 eps: 0.001", TRAIN));
   layer.SetUp(bottom.pointers, top.pointers);
-  ASSERT_EQ(layer.blobs().size(), 3u);
-  EXPECT_EQ(layer.blobs()[0]->shape(), std::vector<int>{2});
-  EXPECT_EQ(layer.blobs()[1]->shape(), std::vector<int>{2});
-  EXPECT_EQ(layer.blobs()[2]->shape(), std::vector<int>{1});
+  ASSERT_EQ(layer.params().size(), 3u);
+  EXPECT_EQ(layer.params()[0]->shape(), std::vector<int>{2});
+  EXPECT_EQ(layer.params()[1]->shape(), std::vector<int>{2});
+  EXPECT_EQ(layer.params()[2]->shape(), std::vector<int>{1});
   std::vector<double> mean, variance;
   ChannelStats(*bottom.pointers[0], &mean, &variance);
   const double m = 3 * 2 * 3;
@@ -75,10 +75,10 @@ TEST(BatchNormLayerTest, TrainNormalisesWithBatchStatisticsAndUpdatesRunningSums
     for (int c = 0; c < 2; ++c) {
       mean_sum[c] = mean_sum[c] * 0.9 + mean[c];
       variance_sum[c] = variance_sum[c] * 0.9 + variance[c] * m / (m - 1);
-      EXPECT_NEAR(layer.blobs()[0]->cpu_data()[c], mean_sum[c], 1e-4);
-      EXPECT_NEAR(layer.blobs()[1]->cpu_data()[c], variance_sum[c], 1e-4);
+      EXPECT_NEAR(layer.params()[0]->cpu_data()[c], mean_sum[c], 1e-4);
+      EXPECT_NEAR(layer.params()[1]->cpu_data()[c], variance_sum[c], 1e-4);
     }
-    EXPECT_NEAR(layer.blobs()[2]->cpu_data()[0], factor, 1e-6);
+    EXPECT_NEAR(layer.params()[2]->cpu_data()[0], factor, 1e-6);
   }
 }
 
@@ -90,10 +90,10 @@ TEST(BatchNormLayerTest, TestPhaseUsesTheStoredStatistics) {
   layer.SetUp(bottom.pointers, top.pointers);
   const float sums[2][3] = {{0.5f, -1.f, 2.f}, {4.f, 1.f, 0.25f}};
   for (int c = 0; c < 3; ++c) {
-    layer.blobs()[0]->mutable_cpu_data()[c] = sums[0][c];
-    layer.blobs()[1]->mutable_cpu_data()[c] = sums[1][c];
+    layer.params()[0]->mutable_cpu_data()[c] = sums[0][c];
+    layer.params()[1]->mutable_cpu_data()[c] = sums[1][c];
   }
-  layer.blobs()[2]->mutable_cpu_data()[0] = 2.f;
+  layer.params()[2]->mutable_cpu_data()[0] = 2.f;
   layer.Forward(bottom.pointers, top.pointers);
   std::vector<double> mean, variance;
   for (int c = 0; c < 3; ++c) {
@@ -102,9 +102,9 @@ TEST(BatchNormLayerTest, TestPhaseUsesTheStoredStatistics) {
   }
   ExpectNormalized(*bottom.pointers[0], *top.pointers[0], mean, variance, 1e-5);
   // The statistics are left alone, and a 0 scale factor means 0 mean and variance.
-  EXPECT_EQ(layer.blobs()[2]->cpu_data()[0], 2.f);
-  EXPECT_EQ(layer.blobs()[0]->cpu_data()[1], -1.f);
-  layer.blobs()[2]->mutable_cpu_data()[0] = 0.f;
+  EXPECT_EQ(layer.params()[2]->cpu_data()[0], 2.f);
+  EXPECT_EQ(layer.params()[0]->cpu_data()[1], -1.f);
+  layer.params()[2]->mutable_cpu_data()[0] = 0.f;
   layer.Forward(bottom.pointers, top.pointers);
   ExpectNormalized(*bottom.pointers[0], *top.pointers[0], {0, 0, 0}, {0, 0, 0}, 1e-5);
 }
@@ -115,11 +115,11 @@ TEST(BatchNormLayerTest, UseGlobalStatsOverridesThePhase) {
   top.Add({});
   BatchNormLayer train_global(BatchNormParam("use_global_stats: true", TRAIN));
   train_global.SetUp(bottom.pointers, top.pointers);
-  train_global.blobs()[2]->mutable_cpu_data()[0] = 1.f;
-  train_global.blobs()[1]->set_data(1.f);
+  train_global.params()[2]->mutable_cpu_data()[0] = 1.f;
+  train_global.params()[1]->set_data(1.f);
   train_global.Forward(bottom.pointers, top.pointers);
   ExpectNormalized(*bottom.pointers[0], *top.pointers[0], {0, 0}, {1, 1}, 1e-5);
-  EXPECT_EQ(train_global.blobs()[2]->cpu_data()[0], 1.f);
+  EXPECT_EQ(train_global.params()[2]->cpu_data()[0], 1.f);
 
   BatchNormLayer test_batch(BatchNormParam("use_global_stats: false", TEST));
   test_batch.SetUp(bottom.pointers, top.pointers);
@@ -144,9 +144,9 @@ TEST(BatchNormLayerTest, GradientsWithGlobalStatistics) {
   top.Add({});
   BatchNormLayer layer(BatchNormParam("", TEST));
   layer.SetUp(bottom.pointers, top.pointers);
-  test::FillUniform(layer.blobs()[0].get(), -1.f, 1.f, 3);
-  test::FillUniform(layer.blobs()[1].get(), 0.5f, 2.f, 4);
-  layer.blobs()[2]->mutable_cpu_data()[0] = 1.5f;
+  test::FillUniform(layer.params()[0].get(), -1.f, 1.f, 3);
+  test::FillUniform(layer.params()[1].get(), 0.5f, 2.f, 4);
+  layer.params()[2]->mutable_cpu_data()[0] = 1.5f;
   test::GradientChecker(1e-2f, 1e-3f).CheckGradient(&layer, bottom.pointers, top.pointers);
 }
 
@@ -172,16 +172,16 @@ TEST(BatchNormLayerTest, GpuCodeInPlaceMatchesOutOfPlaceAndItsGradients) {
       if (!in_place) top.Add({});
       const std::vector<Blob*>& output = in_place ? bottom.pointers : top.pointers;
       layer.SetUp(bottom.pointers, output);
-      test::FillUniform(layer.blobs()[0].get(), -1.f, 1.f, 3);
-      test::FillUniform(layer.blobs()[1].get(), 0.5f, 2.f, 4);
-      layer.blobs()[2]->mutable_cpu_data()[0] = 1.5f;
+      test::FillUniform(layer.params()[0].get(), -1.f, 1.f, 3);
+      test::FillUniform(layer.params()[1].get(), 0.5f, 2.f, 4);
+      layer.params()[2]->mutable_cpu_data()[0] = 1.5f;
       layer.Forward(bottom.pointers, output);
       y[in_place] = test::DataOf(*output[0]);
       std::copy(dy.cpu_data(), dy.cpu_data() + dy.count(), output[0]->mutable_cpu_diff());
       layer.Backward(output, {true}, bottom.pointers);
       dx[in_place] = test::DiffOf(*input);
       for (int b = 0; b < 3; ++b) {
-        const std::vector<float> values = test::DataOf(*layer.blobs()[b]);
+        const std::vector<float> values = test::DataOf(*layer.params()[b]);
         sums[in_place].insert(sums[in_place].end(), values.begin(), values.end());
       }
     }
@@ -210,7 +210,7 @@ TEST(BatchNormLayerTest, StoredBlobsLoadIncludingLegacyFourDShapes) {
   }
   BatchNormLayer layer(param);
   layer.SetUp(bottom.pointers, top.pointers);
-  ASSERT_EQ(layer.blobs()[0]->shape(), std::vector<int>{3});
+  ASSERT_EQ(layer.params()[0]->shape(), std::vector<int>{3});
   layer.Forward(bottom.pointers, top.pointers);
   ExpectNormalized(*bottom.pointers[0], *top.pointers[0], {0.25, 0.5, 0.75}, {0.5, 0.75, 1.0}, 1e-5);
 
@@ -303,10 +303,10 @@ TEST(BatchNormLayerTest, SolverLeavesTheStatisticsToForward) {
     for (int c = 0; c < 2; ++c) {
       mean_sum[c] = mean_sum[c] * 0.5 + mean[c];
       variance_sum[c] = variance_sum[c] * 0.5 + variance[c] * 12.0 / 11.0;
-      EXPECT_NEAR(bn->blobs()[0]->cpu_data()[c], mean_sum[c], 1e-4);
-      EXPECT_NEAR(bn->blobs()[1]->cpu_data()[c], variance_sum[c], 1e-4);
+      EXPECT_NEAR(bn->params()[0]->cpu_data()[c], mean_sum[c], 1e-4);
+      EXPECT_NEAR(bn->params()[1]->cpu_data()[c], variance_sum[c], 1e-4);
     }
-    EXPECT_NEAR(bn->blobs()[2]->cpu_data()[0], factor, 1e-6);
+    EXPECT_NEAR(bn->params()[2]->cpu_data()[0], factor, 1e-6);
   }
   EXPECT_NE(test::DataOf(*net->learnable_params()[3]), weights_before);  // the solver did train
   // The ParamSpecs the layer added are written with it, as Caffe writes them.

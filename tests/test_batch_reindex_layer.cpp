@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "layers/batch_reindex.hpp"
+#include "layers/common/batch_reindex.hpp"
 #include "test_util.hpp"
 
 namespace crema {

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "layers/bias.hpp"
+#include "layers/neuron/bias.hpp"
 #include "test_util.hpp"
 
 namespace crema {
@@ -49,13 +49,13 @@ TEST(BiasLayerTest, LearnedBiasForwardAndGradients) {
     top.Add({});
     BiasLayer layer(BiasParam(c.param));
     layer.SetUp(bottom.pointers, top.pointers);
-    ASSERT_EQ(layer.blobs().size(), 1u);
-    ASSERT_EQ(layer.blobs()[0]->shape(), c.bias_shape);
-    for (float v : test::DataOf(*layer.blobs()[0])) EXPECT_EQ(v, 0.f);  // default filler: constant 0
-    test::FillGaussian(layer.blobs()[0].get(), 0.f, 1.f, 72);
+    ASSERT_EQ(layer.params().size(), 1u);
+    ASSERT_EQ(layer.params()[0]->shape(), c.bias_shape);
+    for (float v : test::DataOf(*layer.params()[0])) EXPECT_EQ(v, 0.f);  // default filler: constant 0
+    test::FillGaussian(layer.params()[0].get(), 0.f, 1.f, 72);
     layer.Forward(bottom.pointers, top.pointers);
     ASSERT_EQ(top.pointers[0]->shape(), c.shape);
-    const auto expected = Reference(*bottom.pointers[0], *layer.blobs()[0], c.outer, c.inner);
+    const auto expected = Reference(*bottom.pointers[0], *layer.params()[0], c.outer, c.inner);
     for (int i = 0; i < top.pointers[0]->count(); ++i) EXPECT_NEAR(top.pointers[0]->cpu_data()[i], expected[i], 1e-5);
     test::GradientChecker(1e-2f, 1e-3f).CheckGradient(&layer, bottom.pointers, top.pointers);
   }
@@ -67,12 +67,12 @@ TEST(BiasLayerTest, FillerAndSecondBottom) {
   top.Add({});
   BiasLayer filled(BiasParam("filler { type: 'constant' value: 3 }"));
   filled.SetUp(bottom.pointers, top.pointers);
-  for (float v : test::DataOf(*filled.blobs()[0])) EXPECT_EQ(v, 3.f);
+  for (float v : test::DataOf(*filled.params()[0])) EXPECT_EQ(v, 3.f);
 
   test::FillGaussian(bottom.Add({3, 4}), 0.f, 1.f, 74);
   BiasLayer layer(BiasParam("num_axes: 1"));  // num_axes is ignored with two bottoms
   layer.SetUp(bottom.pointers, top.pointers);
-  EXPECT_TRUE(layer.blobs().empty());
+  EXPECT_TRUE(layer.params().empty());
   layer.Forward(bottom.pointers, top.pointers);
   const auto expected = Reference(*bottom.pointers[0], *bottom.pointers[1], 2, 1);
   for (int i = 0; i < 24; ++i) EXPECT_NEAR(top.pointers[0]->cpu_data()[i], expected[i], 1e-5);
@@ -89,14 +89,14 @@ TEST(BiasLayerTest, InPlaceAndStoredBias) {
   stored.ToProto(param.add_blobs());
   BiasLayer layer(param);
   layer.SetUp(bottom.pointers, bottom.pointers);
-  EXPECT_EQ(layer.blobs()[0]->shape(), std::vector<int>{3});
+  EXPECT_EQ(layer.params()[0]->shape(), std::vector<int>{3});
   layer.Forward(bottom.pointers, bottom.pointers);
   for (int i = 0; i < 6; ++i) EXPECT_NEAR(bottom.pointers[0]->cpu_data()[i], x[i] + i % 3, 1e-6);
   for (int i = 0; i < 6; ++i) bottom.pointers[0]->mutable_cpu_diff()[i] = static_cast<float>(i);
-  layer.blobs()[0]->set_diff(0.f);
+  layer.params()[0]->set_diff(0.f);
   layer.Backward(bottom.pointers, {true}, bottom.pointers);
   EXPECT_EQ(test::DiffOf(*bottom.pointers[0]), (std::vector<float>{0, 1, 2, 3, 4, 5}));
-  EXPECT_EQ(test::DiffOf(*layer.blobs()[0]), (std::vector<float>{3, 5, 7}));
+  EXPECT_EQ(test::DiffOf(*layer.params()[0]), (std::vector<float>{3, 5, 7}));
 }
 
 // The GPU code, rehearsed on the host (Context::set_gpu_code_on_host), gives in place what it gives out of place

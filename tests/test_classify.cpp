@@ -20,12 +20,12 @@
 #include "core/random.hpp"
 #include "io/db.hpp"
 #include "io/image_io.hpp"
-#include "io/input_source.hpp"
 #include "io/proto_io.hpp"
-#include "net/classifier.hpp"
 #include "net/net.hpp"
 #include "solver/solver.hpp"
 #include "test_util.hpp"
+#include "tools/lib/classifier.hpp"
+#include "tools/lib/input_source.hpp"
 
 namespace crema {
 namespace {

@@ -185,11 +185,11 @@ TEST_F(CliTest, TrainResumeTestAndTime) {
 #ifdef CREMA_USE_ONEDNN
   EXPECT_CONTAINS(timed, "conv\tConvolution\tonednn");
   EXPECT_CONTAINS(timed, "pool\tPooling\tonednn");
-  std::string convolution_engines = "onednn, im2col, im2col_batched, reference";
+  std::string convolution_engines = "onednn, native, im2col_batched, reference";
 #else
-  EXPECT_CONTAINS(timed, "conv\tConvolution\tim2col");
+  EXPECT_CONTAINS(timed, "conv\tConvolution\tnative");
   EXPECT_CONTAINS(timed, "pool\tPooling\tnative");
-  std::string convolution_engines = "im2col, im2col_batched, reference";
+  std::string convolution_engines = "native, im2col_batched, reference";
 #endif
 #ifdef CREMA_USE_CUDNN
   convolution_engines = "cudnn, " + convolution_engines;  // the GPU's, listed first

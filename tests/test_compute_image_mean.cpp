@@ -10,10 +10,10 @@
 #include "core/blob.hpp"
 #include "io/db.hpp"
 #include "io/image_io.hpp"
-#include "io/image_mean.hpp"
 #include "io/lmdb.hpp"
 #include "io/proto_io.hpp"
 #include "test_util.hpp"
+#include "tools/lib/image_mean.hpp"
 
 namespace crema {
 namespace {

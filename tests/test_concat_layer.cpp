@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "layers/concat.hpp"
+#include "layers/common/concat.hpp"
 #include "test_util.hpp"
 
 namespace crema {

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "layers/contrastive_loss.hpp"
+#include "layers/loss/contrastive_loss.hpp"
 #include "test_util.hpp"
 
 namespace crema {

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "layers/batched_convolution.hpp"
-#include "layers/convolution.hpp"
 #include "layers/layer_registry.hpp"
+#include "layers/vision/batched_convolution.hpp"
+#include "layers/vision/convolution.hpp"
 #include "test_util.hpp"
 
 namespace crema {
@@ -100,7 +100,7 @@ struct Fixture {
   std::unique_ptr<Layer> layer;
 
   Fixture(const std::string& conv_param, const std::vector<std::vector<int>>& shapes,
-          const std::string& engine = "im2col") {
+          const std::string& engine = "native") {
     for (size_t i = 0; i < shapes.size(); ++i) {
       test::FillGaussian(bottom.Add(shapes[i]), 0.f, 1.f, 100 + i);
       top.Add({});
@@ -111,9 +111,9 @@ struct Fixture {
     layer = test::CreateWithEngine(param, shapes, engine);
     EXPECT_EQ(layer->engine(), engine);
     layer->SetUp(bottom.pointers, top.pointers);
-    for (size_t i = 0; i < layer->blobs().size(); ++i) test::FillGaussian(layer->blobs()[i].get(), 0.f, 1.f, 7 + i);
+    for (size_t i = 0; i < layer->params().size(); ++i) test::FillGaussian(layer->params()[i].get(), 0.f, 1.f, 7 + i);
   }
-  const Blob* bias() const { return layer->blobs().size() > 1 ? layer->blobs()[1].get() : nullptr; }
+  const Blob* bias() const { return layer->params().size() > 1 ? layer->params()[1].get() : nullptr; }
 
   // Runs forward and compares every top with the direct convolution of its bottom.
   void ExpectMatchesReference(const Geometry& geometry) {
@@ -121,7 +121,7 @@ struct Fixture {
     for (size_t i = 0; i < bottom.pointers.size(); ++i) {
       std::vector<int> shape;
       const std::vector<float> expected =
-          ReferenceConvolution(*bottom.pointers[i], *layer->blobs()[0], bias(), geometry, &shape);
+          ReferenceConvolution(*bottom.pointers[i], *layer->params()[0], bias(), geometry, &shape);
       ASSERT_EQ(top.pointers[i]->shape(), shape);
       for (int j = 0; j < top.pointers[i]->count(); ++j)
         ASSERT_NEAR(top.pointers[i]->cpu_data()[j], expected[j], 1e-4f) << "top " << i << " element " << j;
@@ -193,7 +193,7 @@ TEST(ConvolutionLayerTest, NewWeightsBetweenPassesAreUsed) {
     Fixture fixture("num_output: 32 kernel_size: 3 pad: 1", {{2, 16, 5, 4}}, engine);
     for (int round = 0; round < 3; ++round) {
       fixture.ExpectMatchesReference({{1, 1}, {1, 1}, {1, 1}});
-      test::FillGaussian(fixture.layer->blobs()[round % 2].get(), 0.f, 1.f, 77 + round);
+      test::FillGaussian(fixture.layer->params()[round % 2].get(), 0.f, 1.f, 77 + round);
     }
   }
 }
@@ -230,7 +230,7 @@ TEST(ConvolutionLayerTest, ChannelAxisOtherThanOne) {
               flat.mutable_cpu_data());
     std::vector<int> shape;
     const std::vector<float> expected =
-        ReferenceConvolution(flat, *fixture.layer->blobs()[0], fixture.bias(), {{1, 1}, {1, 1}, {1, 1}}, &shape);
+        ReferenceConvolution(flat, *fixture.layer->params()[0], fixture.bias(), {{1, 1}, {1, 1}, {1, 1}}, &shape);
     for (int j = 0; j < fixture.top.pointers[0]->count(); ++j)
       ASSERT_NEAR(fixture.top.pointers[0]->cpu_data()[j], expected[j], 1e-4f) << j;
   }
@@ -244,11 +244,11 @@ TEST(ConvolutionLayerTest, FillsParametersFromFillers) {
       "name: 'conv' type: 'Convolution' convolution_param { num_output: 6 kernel_size: 3 kernel_size: 2 group: 2 "
       "weight_filler { type: 'constant' value: 0.5 } bias_filler { type: 'constant' value: -2 } }"));
   layer.SetUp(bottom.pointers, top.pointers);
-  ASSERT_EQ(layer.blobs().size(), 2u);
-  EXPECT_EQ(layer.blobs()[0]->shape(), (std::vector<int>{6, 2, 3, 2}));
-  EXPECT_EQ(layer.blobs()[1]->shape(), (std::vector<int>{6}));
-  for (int i = 0; i < layer.blobs()[0]->count(); ++i) EXPECT_EQ(layer.blobs()[0]->cpu_data()[i], 0.5f);
-  for (int i = 0; i < 6; ++i) EXPECT_EQ(layer.blobs()[1]->cpu_data()[i], -2.f);
+  ASSERT_EQ(layer.params().size(), 2u);
+  EXPECT_EQ(layer.params()[0]->shape(), (std::vector<int>{6, 2, 3, 2}));
+  EXPECT_EQ(layer.params()[1]->shape(), (std::vector<int>{6}));
+  for (int i = 0; i < layer.params()[0]->count(); ++i) EXPECT_EQ(layer.params()[0]->cpu_data()[i], 0.5f);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(layer.params()[1]->cpu_data()[i], -2.f);
 }
 
 TEST(ConvolutionLayerTest, KeepsParametersLoadedWithTheLayer) {
@@ -271,9 +271,9 @@ TEST(ConvolutionLayerTest, KeepsParametersLoadedWithTheLayer) {
   for (int i = 0; i < 3; ++i) legacy_bias->add_data(bias.cpu_data()[i]);
   ConvolutionLayer layer(param);
   layer.SetUp(bottom.pointers, top.pointers);
-  for (int i = 0; i < weights.count(); ++i) EXPECT_EQ(layer.blobs()[0]->cpu_data()[i], weights.cpu_data()[i]);
-  EXPECT_EQ(layer.blobs()[1]->shape(), (std::vector<int>{3}));
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(layer.blobs()[1]->cpu_data()[i], bias.cpu_data()[i]);
+  for (int i = 0; i < weights.count(); ++i) EXPECT_EQ(layer.params()[0]->cpu_data()[i], weights.cpu_data()[i]);
+  EXPECT_EQ(layer.params()[1]->shape(), (std::vector<int>{3}));
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(layer.params()[1]->cpu_data()[i], bias.cpu_data()[i]);
 
   // Weights stored for another kernel size are refused, naming both shapes.
   LayerParameter wrong = param;
@@ -354,7 +354,7 @@ TEST(ConvolutionLayerTest, KernelBeyondThePaddedInputBySomeOfAStride) {
   param.add_bottom("in");
   const std::unique_ptr<Layer> chosen =
       LayerRegistry::Global().Create(param, {cases[0].second}, std::make_shared<Context>());
-  EXPECT_EQ(chosen->engine(), "im2col");
+  EXPECT_EQ(chosen->engine(), "native");
   test::BlobList bottom, top;
   bottom.Add({2, 2, 5, 5});
   top.Add({});
@@ -374,16 +374,16 @@ TEST(ConvolutionLayerTest, ParameterGradientsAccumulate) {
     test::FillGaussian(fixture.top.pointers[0], 0.f, 1.f, 99);
     Blob* top = fixture.top.pointers[0];
     std::copy(top->cpu_data(), top->cpu_data() + top->count(), top->mutable_cpu_diff());
-    for (auto& blob : fixture.layer->blobs()) blob->set_diff(0.f);
+    for (auto& blob : fixture.layer->params()) blob->set_diff(0.f);
     fixture.layer->Backward(fixture.top.pointers, {true}, fixture.bottom.pointers);
     std::vector<std::vector<float>> once;
-    for (auto& blob : fixture.layer->blobs()) once.emplace_back(blob->cpu_diff(), blob->cpu_diff() + blob->count());
+    for (auto& blob : fixture.layer->params()) once.emplace_back(blob->cpu_diff(), blob->cpu_diff() + blob->count());
     const std::vector<float> bottom_once(fixture.bottom.pointers[0]->cpu_diff(),
                                          fixture.bottom.pointers[0]->cpu_diff() + fixture.bottom.pointers[0]->count());
     fixture.layer->Backward(fixture.top.pointers, {true}, fixture.bottom.pointers);
     for (size_t b = 0; b < once.size(); ++b)
       for (size_t i = 0; i < once[b].size(); ++i)
-        EXPECT_NEAR(fixture.layer->blobs()[b]->cpu_diff()[i], 2 * once[b][i], 1e-4f) << "blob " << b << " at " << i;
+        EXPECT_NEAR(fixture.layer->params()[b]->cpu_diff()[i], 2 * once[b][i], 1e-4f) << "blob " << b << " at " << i;
     // The bottom gradient is overwritten, not accumulated.
     for (size_t i = 0; i < bottom_once.size(); ++i)
       EXPECT_FLOAT_EQ(fixture.bottom.pointers[0]->cpu_diff()[i], bottom_once[i]) << i;
@@ -398,9 +398,9 @@ TEST(ConvolutionLayerTest, FrozenParametersGetNoGradient) {
     fixture.layer->set_param_propagate_down(1, false);
     fixture.layer->Forward(fixture.bottom.pointers, fixture.top.pointers);
     fixture.top.pointers[0]->set_diff(1.f);
-    for (auto& blob : fixture.layer->blobs()) blob->set_diff(0.f);
+    for (auto& blob : fixture.layer->params()) blob->set_diff(0.f);
     fixture.layer->Backward(fixture.top.pointers, {true}, fixture.bottom.pointers);
-    for (auto& blob : fixture.layer->blobs()) EXPECT_EQ(test::AbsSum(test::DiffOf(*blob)), 0.0);
+    for (auto& blob : fixture.layer->params()) EXPECT_EQ(test::AbsSum(test::DiffOf(*blob)), 0.0);
     EXPECT_GT(test::AbsSum(test::DiffOf(*fixture.bottom.pointers[0])), 0.0);
   }
 }
@@ -425,7 +425,7 @@ void ExpectAgreesWithTheReferenceEngine(const std::string& param, const std::vec
       test::FillGaussian(&gradient, 0.f, 1.f, 50 + t);
       std::copy(gradient.cpu_data(), gradient.cpu_data() + gradient.count(), top->mutable_cpu_diff());
     }
-    for (auto& blob : f->layer->blobs()) blob->set_diff(0.f);
+    for (auto& blob : f->layer->params()) blob->set_diff(0.f);
     f->layer->Backward(f->top.pointers, propagate_down, f->bottom.pointers);
   }
   const auto expect_close = [](const std::vector<float>& actual, const std::vector<float>& expected,
@@ -439,8 +439,8 @@ void ExpectAgreesWithTheReferenceEngine(const std::string& param, const std::vec
     expect_close(test::DiffOf(*fixture.bottom.pointers[t]), test::DiffOf(*reference.bottom.pointers[t]),
                  "bottom diff");
   }
-  for (size_t b = 0; b < fixture.layer->blobs().size(); ++b)
-    expect_close(test::DiffOf(*fixture.layer->blobs()[b]), test::DiffOf(*reference.layer->blobs()[b]),
+  for (size_t b = 0; b < fixture.layer->params().size(); ++b)
+    expect_close(test::DiffOf(*fixture.layer->params()[b]), test::DiffOf(*reference.layer->params()[b]),
                  "parameter diff " + std::to_string(b), gradient_terms_scale);
 }
 

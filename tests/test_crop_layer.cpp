@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "layers/crop.hpp"
+#include "layers/vision/crop.hpp"
 #include "test_util.hpp"
 
 namespace crema {

@@ -23,13 +23,13 @@
 
 #ifdef CREMA_USE_CUDNN
 #include "core/cudnn.hpp"
-#include "layers/cudnn_activation.hpp"
-#include "layers/cudnn_batch_norm.hpp"
-#include "layers/cudnn_convolution.hpp"
-#include "layers/cudnn_lrn.hpp"
-#include "layers/cudnn_pooling.hpp"
-#include "layers/cudnn_relu.hpp"
-#include "layers/cudnn_softmax.hpp"
+#include "layers/common/cudnn_softmax.hpp"
+#include "layers/neuron/cudnn_activation.hpp"
+#include "layers/neuron/cudnn_relu.hpp"
+#include "layers/normalization/cudnn_batch_norm.hpp"
+#include "layers/normalization/cudnn_lrn.hpp"
+#include "layers/vision/cudnn_convolution.hpp"
+#include "layers/vision/cudnn_pooling.hpp"
 #endif
 
 namespace crema {
@@ -435,7 +435,7 @@ TEST(CudnnShapeTest, EveryConvolutionIsDescribedWithCaffesOutputShape) {
                       " dilation: " + std::to_string(dilation) + " group: " + std::to_string(group);
                   SCOPED_TRACE(std::string(type) + " " + conv + " on " + ShapeString(shape));
                   const LayerParameter param = Param(type, "convolution_param { " + conv + " }");
-                  auto native = test::CreateWithEngine(param, {shape}, "im2col");
+                  auto native = test::CreateWithEngine(param, {shape}, "native");
                   const std::vector<int> expected = TopShapeOf(native.get(), shape);
                   if (expected.empty()) continue;  // the layer's own checks refuse it
                   // A kernel past the padded input by less than a stride (one output, as Caffe computes it)
@@ -559,7 +559,7 @@ TEST(CudnnShapeTest, LRNBatchNormSigmoidAndTanHDeclareTheirMemoryAndRunOnlyOnThe
     EXPECT_EQ(train.internal_blobs()[0]->count(), 3);
     EXPECT_EQ(train.internal_blobs()[1]->count(), 3);
     EXPECT_EQ(train.internal_blobs()[2]->count(), in_place ? 300 : 0);
-    EXPECT_EQ(train.blobs().size(), 3u);
+    EXPECT_EQ(train.params().size(), 3u);
     CudnnBatchNormLayer stored(Param("BatchNorm", "phase: TEST"));
     set_up(&stored, {4, 3, 5, 5}, in_place);
     EXPECT_EQ(stored.workspace_floats(), 0u);
@@ -594,9 +594,9 @@ TEST(CudnnBatchNormRulesTest, TheRulesGiveTheNativeEnginesNumbers) {
     test::FillGaussian(bottom->Add(shape), 0.5f, 2.f, 7);
     top->Add({});
     layer->SetUp(bottom->pointers, top->pointers);
-    std::copy(mean_sum.begin(), mean_sum.end(), layer->blobs()[0]->mutable_cpu_data());
-    std::copy(variance_sum.begin(), variance_sum.end(), layer->blobs()[1]->mutable_cpu_data());
-    layer->blobs()[2]->mutable_cpu_data()[0] = factor[0];
+    std::copy(mean_sum.begin(), mean_sum.end(), layer->params()[0]->mutable_cpu_data());
+    std::copy(variance_sum.begin(), variance_sum.end(), layer->params()[1]->mutable_cpu_data());
+    layer->params()[2]->mutable_cpu_data()[0] = factor[0];
     layer->Forward(bottom->pointers, top->pointers);
     return layer;
   };
@@ -624,9 +624,9 @@ TEST(CudnnBatchNormRulesTest, TheRulesGiveTheNativeEnginesNumbers) {
   std::vector<float> sums_mean = mean_sum, sums_variance = variance_sum, sums_factor = factor;
   for_each_element(channels, BatchNormUpdateRule{batch_mean.data(), batch_variance.data(), sums_mean.data(),
                                                  sums_variance.data(), sums_factor.data(), nullptr, 0.9f, 1.f, 0.001f});
-  expect_near(sums_mean, test::DataOf(*train->blobs()[0]), "mean sum");
-  expect_near(sums_variance, test::DataOf(*train->blobs()[1]), "variance sum");
-  expect_near(sums_factor, test::DataOf(*train->blobs()[2]), "scale factor");
+  expect_near(sums_mean, test::DataOf(*train->params()[0]), "mean sum");
+  expect_near(sums_variance, test::DataOf(*train->params()[1]), "variance sum");
+  expect_near(sums_factor, test::DataOf(*train->params()[2]), "scale factor");
 
   // Stored statistics.
   test::BlobList test_bottom, test_top;
@@ -678,8 +678,8 @@ Outcome RunEngine(const std::string& text, const std::vector<std::vector<int>>& 
     top.Add({});
   }
   layer->SetUp(bottom.pointers, top.pointers);
-  for (size_t i = 0; i < layer->blobs().size(); ++i) {
-    Blob& blob = *layer->blobs()[i];
+  for (size_t i = 0; i < layer->params().size(); ++i) {
+    Blob& blob = *layer->params()[i];
     if (params->size() <= i) {
       params->push_back(test::DataOf(blob));
     } else {
@@ -696,7 +696,7 @@ Outcome RunEngine(const std::string& text, const std::vector<std::vector<int>>& 
   }
   layer->Backward(top.pointers, std::vector<bool>(shapes.size(), true), bottom.pointers);
   for (Blob* blob : bottom.pointers) outcome.bottom_diffs.push_back(test::DiffOf(*blob));
-  for (const auto& blob : layer->blobs()) outcome.param_diffs.push_back(test::DiffOf(*blob));
+  for (const auto& blob : layer->params()) outcome.param_diffs.push_back(test::DiffOf(*blob));
   return outcome;
 }
 
@@ -757,7 +757,7 @@ TEST(CudnnEngineTest, ConvolutionMatchesTheReferenceEngine) {
     ExpectCudnnMatchesTheCpu(ConvolutionText("Convolution", conv), shapes, "reference", 1e-4);
 }
 
-TEST(CudnnEngineTest, DeconvolutionMatchesTheIm2colEngine) {
+TEST(CudnnEngineTest, DeconvolutionMatchesTheNativeEngine) {
   CREMA_SKIP_WITHOUT_GPU();
   const std::vector<std::pair<std::string, std::vector<std::vector<int>>>> cases = {
       {"num_output: 4 kernel_size: 3 stride: 2 pad: 1", {{2, 3, 5, 5}}},
@@ -767,7 +767,7 @@ TEST(CudnnEngineTest, DeconvolutionMatchesTheIm2colEngine) {
       {"num_output: 3 kernel_size: 3", {{2, 2, 4, 4}, {2, 2, 4, 4}}},
   };
   for (const auto& [conv, shapes] : cases)
-    ExpectCudnnMatchesTheCpu(ConvolutionText("Deconvolution", conv), shapes, "im2col", 1e-4);
+    ExpectCudnnMatchesTheCpu(ConvolutionText("Deconvolution", conv), shapes, "native", 1e-4);
 }
 
 TEST(CudnnEngineTest, PoolingMatchesTheNativeEngine) {
@@ -953,11 +953,11 @@ std::vector<std::vector<float>> RunBatchNorm(const std::string& body, const std:
   Blob* x = bottom.Add(shape);
   Blob* y = in_place ? x : top.Add({});
   layer->SetUp({x}, {y});
-  for (int c = 0; c < layer->blobs()[0]->count(); ++c) {
-    layer->blobs()[0]->mutable_cpu_data()[c] = 0.4f * c - 0.3f;
-    layer->blobs()[1]->mutable_cpu_data()[c] = 1.5f + 0.5f * c;
+  for (int c = 0; c < layer->params()[0]->count(); ++c) {
+    layer->params()[0]->mutable_cpu_data()[c] = 0.4f * c - 0.3f;
+    layer->params()[1]->mutable_cpu_data()[c] = 1.5f + 0.5f * c;
   }
-  layer->blobs()[2]->mutable_cpu_data()[0] = 3.f;
+  layer->params()[2]->mutable_cpu_data()[0] = 3.f;
   for (int f = 0; f < forwards; ++f) {
     test::FillGaussian(x, 0.7f, 1.5f, 30 + f);
     layer->Forward({x}, {y});
@@ -968,7 +968,7 @@ std::vector<std::vector<float>> RunBatchNorm(const std::string& body, const std:
   std::copy(gradient.cpu_data(), gradient.cpu_data() + gradient.count(), y->mutable_cpu_diff());
   layer->Backward({y}, {true}, {x});
   result.push_back(test::DiffOf(*x));
-  for (const auto& blob : layer->blobs()) result.push_back(test::DataOf(*blob));
+  for (const auto& blob : layer->params()) result.push_back(test::DataOf(*blob));
   return result;
 }
 
@@ -1044,16 +1044,16 @@ TEST(CudnnEngineTest, ParameterGradientsAccumulateAndBottomGradientsAreOverwritt
     test::FillGaussian(top.pointers[0], 0.f, 1.f, 4);
     const std::vector<float> dy = test::DataOf(*top.pointers[0]);
     std::copy(dy.begin(), dy.end(), top.pointers[0]->mutable_cpu_diff());
-    for (const auto& blob : layer->blobs()) blob->set_diff(0.f);
+    for (const auto& blob : layer->params()) blob->set_diff(0.f);
     layer->Backward(top.pointers, {true}, bottom.pointers);
     std::vector<std::vector<float>> once;
-    for (const auto& blob : layer->blobs()) once.push_back(test::DiffOf(*blob));
+    for (const auto& blob : layer->params()) once.push_back(test::DiffOf(*blob));
     const std::vector<float> dx_once = test::DiffOf(*bottom.pointers[0]);
     layer->Backward(top.pointers, {true}, bottom.pointers);
-    for (size_t i = 0; i < layer->blobs().size(); ++i) {
+    for (size_t i = 0; i < layer->params().size(); ++i) {
       std::vector<float> doubled = once[i];
       for (float& v : doubled) v *= 2;
-      ExpectClose({test::DiffOf(*layer->blobs()[i])}, {doubled}, 1e-5, "parameter " + std::to_string(i));
+      ExpectClose({test::DiffOf(*layer->params()[i])}, {doubled}, 1e-5, "parameter " + std::to_string(i));
     }
     ExpectClose({test::DiffOf(*bottom.pointers[0])}, {dx_once}, 1e-6, "bottom gradient");
   }
@@ -1125,10 +1125,10 @@ TEST(CudnnEngineTest, DeterministicModeRepeatsGradientsBitForBit) {
   std::vector<std::vector<float>> runs;
   for (int run = 0; run < 2; ++run) {
     std::copy(dy.begin(), dy.end(), top.pointers[0]->mutable_cpu_diff());
-    for (const auto& blob : layer->blobs()) blob->set_diff(0.f);
+    for (const auto& blob : layer->params()) blob->set_diff(0.f);
     layer->Backward(top.pointers, {true}, bottom.pointers);
     std::vector<float> all = test::DiffOf(*bottom.pointers[0]);
-    for (const auto& blob : layer->blobs()) {
+    for (const auto& blob : layer->params()) {
       const std::vector<float> diff = test::DiffOf(*blob);
       all.insert(all.end(), diff.begin(), diff.end());
     }
@@ -1163,7 +1163,7 @@ TEST(CudnnEngineTest, TheWorkspaceLimitBoundsTheChoice) {
   EXPECT_EQ(plan.largest_workspace_bytes(), 0u);
   EXPECT_EQ(layer->workspace_floats(), 0u);
   for (size_t i = 0; i < params.size(); ++i)
-    std::copy(params[i].begin(), params[i].end(), layer->blobs()[i]->mutable_cpu_data());
+    std::copy(params[i].begin(), params[i].end(), layer->params()[i]->mutable_cpu_data());
   layer->Forward(bottom.pointers, top.pointers);
   ExpectClose({test::DataOf(*top.pointers[0])}, cpu.tops, 1e-4, "top");
 }

@@ -11,7 +11,7 @@
 #include "io/db.hpp"
 #include "io/image_io.hpp"
 #include "io/lmdb.hpp"
-#include "layers/data.hpp"
+#include "layers/data/data.hpp"
 #include "test_util.hpp"
 
 namespace crema {

@@ -3,8 +3,8 @@
 #include <string>
 #include <vector>
 
-#include "layers/deconvolution.hpp"
 #include "layers/layer_registry.hpp"
+#include "layers/vision/deconvolution.hpp"
 #include "test_util.hpp"
 
 namespace crema {
@@ -102,7 +102,7 @@ struct Fixture {
   std::unique_ptr<Layer> layer;
 
   Fixture(const std::string& conv_param, const std::vector<std::vector<int>>& shapes,
-          const std::string& engine = "im2col") {
+          const std::string& engine = "native") {
     for (size_t i = 0; i < shapes.size(); ++i) {
       test::FillGaussian(bottom.Add(shapes[i]), 0.f, 1.f, 200 + i);
       top.Add({});
@@ -113,16 +113,16 @@ struct Fixture {
     layer = test::CreateWithEngine(param, shapes, engine);
     EXPECT_EQ(layer->engine(), engine);
     layer->SetUp(bottom.pointers, top.pointers);
-    for (size_t i = 0; i < layer->blobs().size(); ++i) test::FillGaussian(layer->blobs()[i].get(), 0.f, 1.f, 9 + i);
+    for (size_t i = 0; i < layer->params().size(); ++i) test::FillGaussian(layer->params()[i].get(), 0.f, 1.f, 9 + i);
   }
 
   void ExpectMatchesScatter(const Geometry& geometry) {
     layer->Forward(bottom.pointers, top.pointers);
-    const Blob* bias = layer->blobs().size() > 1 ? layer->blobs()[1].get() : nullptr;
+    const Blob* bias = layer->params().size() > 1 ? layer->params()[1].get() : nullptr;
     for (size_t i = 0; i < bottom.pointers.size(); ++i) {
       std::vector<int> shape;
       const std::vector<float> expected =
-          ScatterDeconvolution(*bottom.pointers[i], *layer->blobs()[0], bias, geometry, &shape);
+          ScatterDeconvolution(*bottom.pointers[i], *layer->params()[0], bias, geometry, &shape);
       ASSERT_EQ(top.pointers[i]->shape(), shape);
       for (int j = 0; j < top.pointers[i]->count(); ++j)
         ASSERT_NEAR(top.pointers[i]->cpu_data()[j], expected[j], 1e-4f) << "top " << i << " element " << j;
@@ -172,8 +172,8 @@ TEST(DeconvolutionLayerTest, WeightsHaveCaffesShapeAndTheShapeFollowsTheBottom) 
     SCOPED_TRACE(engine);
     Fixture fixture("num_output: 6 kernel_size: 3 stride: 2 group: 2", {{2, 4, 3, 3}}, engine);
     // (input channels, num_output / group, kernel...): Caffe's layout, so model-zoo weights load.
-    EXPECT_EQ(fixture.layer->blobs()[0]->shape(), (std::vector<int>{4, 3, 3, 3}));
-    EXPECT_EQ(fixture.layer->blobs()[1]->shape(), (std::vector<int>{6}));
+    EXPECT_EQ(fixture.layer->params()[0]->shape(), (std::vector<int>{4, 3, 3, 3}));
+    EXPECT_EQ(fixture.layer->params()[1]->shape(), (std::vector<int>{6}));
     EXPECT_EQ(fixture.top.pointers[0]->shape(), (std::vector<int>{2, 6, 7, 7}));
     fixture.ExpectMatchesScatter({{2, 2}, {0, 0}, {1, 1}, 2});
     fixture.bottom.pointers[0]->Reshape({1, 4, 5, 2});
@@ -192,7 +192,7 @@ TEST(DeconvolutionLayerTest, NewWeightsBetweenPassesAreUsed) {
     Fixture fixture("num_output: 32 kernel_size: 3 stride: 2 pad: 1", {{2, 16, 4, 3}}, engine);
     for (int round = 0; round < 3; ++round) {
       fixture.ExpectMatchesScatter({{2, 2}, {1, 1}, {1, 1}});
-      test::FillGaussian(fixture.layer->blobs()[round % 2].get(), 0.f, 1.f, 77 + round);
+      test::FillGaussian(fixture.layer->params()[round % 2].get(), 0.f, 1.f, 77 + round);
     }
   }
 }
@@ -248,14 +248,14 @@ TEST(DeconvolutionLayerTest, RejectsBadParametersAndShapes) {
 
 #ifdef CREMA_USE_ONEDNN
 // oneDNN's engine refuses strides above 8 (measured slower there); the registry then picks im2col.
-TEST(DeconvolutionLayerTest, LargeStridesGoToTheIm2colEngine) {
+TEST(DeconvolutionLayerTest, LargeStridesGoToTheNativeEngine) {
   const auto engine_for = [](const std::string& conv_param) {
     LayerParameter param =
         test::ParseLayer("name: 'up' type: 'Deconvolution' bottom: 'in' convolution_param { " + conv_param + " }");
     return LayerRegistry::Global().Create(param, {{1, 21, 16, 16}}, std::make_shared<Context>())->engine();
   };
-  EXPECT_EQ(engine_for("num_output: 21 kernel_size: 64 stride: 32"), "im2col");
-  EXPECT_EQ(engine_for("num_output: 21 kernel_h: 4 kernel_w: 32 stride_h: 2 stride_w: 16"), "im2col");
+  EXPECT_EQ(engine_for("num_output: 21 kernel_size: 64 stride: 32"), "native");
+  EXPECT_EQ(engine_for("num_output: 21 kernel_h: 4 kernel_w: 32 stride_h: 2 stride_w: 16"), "native");
   EXPECT_EQ(engine_for("num_output: 21 kernel_size: 16 stride: 8"), "onednn");
   test::ExpectErrorContaining([] { Fixture("num_output: 2 kernel_size: 32 stride: 16", {{1, 2, 3, 3}}, "onednn"); },
                               {"stride 16 is above 8", "slower"});

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "io/proto_io.hpp"
-#include "net/net_graph.hpp"
 #include "test_util.hpp"
+#include "tools/lib/net_graph.hpp"
 
 namespace crema {
 namespace {

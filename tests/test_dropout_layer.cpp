@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "layers/dropout.hpp"
+#include "layers/neuron/dropout.hpp"
 #include "test_util.hpp"
 
 namespace crema {

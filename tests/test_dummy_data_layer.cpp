@@ -3,7 +3,7 @@
 #include <cmath>
 #include <vector>
 
-#include "layers/dummy_data.hpp"
+#include "layers/data/dummy_data.hpp"
 #include "test_util.hpp"
 
 namespace crema {

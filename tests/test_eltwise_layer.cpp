@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/context.hpp"
-#include "layers/eltwise.hpp"
+#include "layers/common/eltwise.hpp"
 #include "test_util.hpp"
 
 namespace crema {

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "core/context.hpp"
-#include "layers/embed.hpp"
+#include "layers/common/embed.hpp"
 #include "test_util.hpp"
 
 namespace crema {
@@ -21,18 +21,18 @@ struct Fixture {
     top.Add({});
     layer = std::make_unique<EmbedLayer>(test::ParseLayer("name: 'e' type: 'Embed' embed_param { " + param + " }"));
     layer->SetUp(bottom.pointers, top.pointers);
-    for (size_t i = 0; i < layer->blobs().size(); ++i) test::FillGaussian(layer->blobs()[i].get(), 0.f, 1.f, 3 + i);
+    for (size_t i = 0; i < layer->params().size(); ++i) test::FillGaussian(layer->params()[i].get(), 0.f, 1.f, 3 + i);
   }
 };
 
 TEST(EmbedLayerTest, EachIndexSelectsARowPlusTheBias) {
   Fixture fixture("num_output: 3 input_dim: 5", {4, 0, 2, 2, 1, 4}, {3, 2});
-  EXPECT_EQ(fixture.layer->blobs()[0]->shape(), (std::vector<int>{5, 3}));
-  EXPECT_EQ(fixture.layer->blobs()[1]->shape(), (std::vector<int>{3}));
+  EXPECT_EQ(fixture.layer->params()[0]->shape(), (std::vector<int>{5, 3}));
+  EXPECT_EQ(fixture.layer->params()[1]->shape(), (std::vector<int>{3}));
   fixture.layer->Forward(fixture.bottom.pointers, fixture.top.pointers);
   ASSERT_EQ(fixture.top.pointers[0]->shape(), (std::vector<int>{3, 2, 3}));
-  const float* weights = fixture.layer->blobs()[0]->cpu_data();
-  const float* bias = fixture.layer->blobs()[1]->cpu_data();
+  const float* weights = fixture.layer->params()[0]->cpu_data();
+  const float* bias = fixture.layer->params()[1]->cpu_data();
   const float indices[] = {4, 0, 2, 2, 1, 4};
   for (int i = 0; i < 6; ++i)
     for (int o = 0; o < 3; ++o)
@@ -63,16 +63,16 @@ TEST(EmbedLayerTest, GpuCodeAccumulatesTheCpuGradients) {
     top.Add({});
     EmbedLayer layer(test::ParseLayer("name: 'e' type: 'Embed' embed_param { num_output: 3 input_dim: 6 }"), context);
     layer.SetUp(bottom.pointers, top.pointers);
-    for (size_t i = 0; i < layer.blobs().size(); ++i) {
-      test::FillGaussian(layer.blobs()[i].get(), 0.f, 1.f, 3 + i);
-      layer.blobs()[i]->set_diff(0.5f);
+    for (size_t i = 0; i < layer.params().size(); ++i) {
+      test::FillGaussian(layer.params()[i].get(), 0.f, 1.f, 3 + i);
+      layer.params()[i]->set_diff(0.5f);
     }
     layer.Forward(bottom.pointers, top.pointers);
     for (int i = 0; i < top.pointers[0]->count(); ++i) top.pointers[0]->mutable_cpu_diff()[i] = 0.25f * i - 2.f;
     layer.Backward(top.pointers, {false}, bottom.pointers);
     layer.Backward(top.pointers, {false}, bottom.pointers);
-    results[gpu_code] = {test::DataOf(*top.pointers[0]), test::DiffOf(*layer.blobs()[0]),
-                         test::DiffOf(*layer.blobs()[1])};
+    results[gpu_code] = {test::DataOf(*top.pointers[0]), test::DiffOf(*layer.params()[0]),
+                         test::DiffOf(*layer.params()[1])};
   }
   // Rows 3 and 5 were picked by no one: their gradient stays at the starting 0.5.
   EXPECT_EQ(results[1][1][3 * 3], 0.5f);
@@ -99,19 +99,19 @@ TEST(EmbedLayerTest, FractionalIndicesAreTruncatedWithOneWarning) {
     EmbedLayer layer(test::ParseLayer("name: 'e' type: 'Embed' embed_param { num_output: 3 input_dim: 4 "
                                       "bias_term: false }"), context);
     layer.SetUp(bottom.pointers, top.pointers);
-    test::FillGaussian(layer.blobs()[0].get(), 0.f, 1.f, 3);
+    test::FillGaussian(layer.params()[0].get(), 0.f, 1.f, 3);
     test::LoggedWarnings warnings;
     layer.Forward(bottom.pointers, top.pointers);
     layer.Forward(bottom.pointers, top.pointers);
     const int rows[] = {2, 0, 1, 2};
     for (int i = 0; i < 4; ++i)
       for (int o = 0; o < 3; ++o)
-        EXPECT_EQ(top.pointers[0]->cpu_data()[i * 3 + o], layer.blobs()[0]->cpu_data()[rows[i] * 3 + o]);
+        EXPECT_EQ(top.pointers[0]->cpu_data()[i * 3 + o], layer.params()[0]->cpu_data()[rows[i] * 3 + o]);
     top.pointers[0]->set_diff(1.f);
-    layer.blobs()[0]->set_diff(0.f);
+    layer.params()[0]->set_diff(0.f);
     layer.Backward(top.pointers, {false}, bottom.pointers);
-    EXPECT_EQ(layer.blobs()[0]->cpu_diff()[2 * 3], 2.f);
-    EXPECT_EQ(layer.blobs()[0]->cpu_diff()[3 * 3], 0.f);
+    EXPECT_EQ(layer.params()[0]->cpu_diff()[2 * 3], 2.f);
+    EXPECT_EQ(layer.params()[0]->cpu_diff()[3 * 3], 0.f);
     ASSERT_EQ(warnings.lines().size(), 1u);
     for (const char* part : {"layer 'e' (Embed)", "index 2.7", "position 0", "read as 2", "as Caffe does"})
       EXPECT_NE(warnings.lines()[0].find(part), std::string::npos) << warnings.lines()[0];

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <vector>
 
-#include "layers/euclidean_loss.hpp"
+#include "layers/loss/euclidean_loss.hpp"
 #include "test_util.hpp"
 
 namespace crema {

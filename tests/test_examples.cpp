@@ -24,8 +24,8 @@
 #include "io/image_io.hpp"
 #include "io/lmdb.hpp"
 #include "io/proto_io.hpp"
-#include "layers/kernel_geometry.hpp"
 #include "layers/layer_registry.hpp"
+#include "layers/vision/kernel_geometry.hpp"
 #include "net/net.hpp"
 #include "net/passes.hpp"
 #include "test_util.hpp"
@@ -238,8 +238,8 @@ void RandomizeDeployNet(Net* net, float input_scale) {
   // Unit variances keep the activations' spread; the means stay random.
   for (const auto& layer : net->layers()) {
     if (std::string(layer->type()) != "BatchNorm") continue;
-    layer->blobs()[1]->set_data(1.f);
-    layer->blobs()[2]->set_data(1.f);
+    layer->params()[1]->set_data(1.f);
+    layer->params()[2]->set_data(1.f);
   }
   for (Blob* input : net->input_blobs()) Randomize(input, input_scale, seed++);
 }
@@ -276,7 +276,7 @@ void RunDeployNet(NetParameter param, float input_scale) {
   std::set<const Blob*> statistics;
   for (const auto& layer : net.layers())
     if (std::string(layer->type()) == "BatchNorm")
-      for (const auto& blob : layer->blobs()) statistics.insert(blob.get());
+      for (const auto& blob : layer->params()) statistics.insert(blob.get());
   for (size_t p = 0; p < net.learnable_params().size(); ++p) {
     const double size = test::AbsSum(test::DiffOf(*net.learnable_params()[p]));
     EXPECT_TRUE(std::isfinite(size) && (size > 0 || statistics.count(net.learnable_params()[p])))
@@ -343,10 +343,10 @@ TEST_P(ExamplesTest, LayoutRunsGiveThePlainNetsOutputsAndGradients) {
   const Example& example = GetParam();
   const bool deploy = example.feed == Feed::kDeploy;
   NetPasses plain = NetPasses::Default();
-  plain.plan.erase(std::remove_if(plain.plan.begin(), plain.plan.end(),
-                                  [](const PlanPass& pass) { return pass.name == "plan_layouts"; }),
-                   plain.plan.end());
-  ASSERT_EQ(plain.plan.size() + 1, NetPasses::Default().plan.size());
+  plain.after_build.erase(std::remove_if(plain.after_build.begin(), plain.after_build.end(),
+                                         [](const NetPass& pass) { return pass.name == "plan_layouts"; }),
+                          plain.after_build.end());
+  ASSERT_EQ(plain.after_build.size() + 1, NetPasses::Default().after_build.size());
   int kept = 0, kept_plain = 0;
   const NetParameter param = FedNet();
   const auto expected = RunOnce(param, deploy, example.input_scale, plain, &kept_plain);
@@ -390,10 +390,10 @@ std::vector<std::vector<float>> RunEngine(const LayerParameter& param, const std
   std::unique_ptr<Layer> layer = LayerRegistry::Global().Create(param, shapes, context);
   *chosen = layer->engine();
   layer->SetUp(bottom.pointers, top.pointers);
-  for (size_t i = 0; i < parameters.size() && i < layer->blobs().size(); ++i) {
+  for (size_t i = 0; i < parameters.size() && i < layer->params().size(); ++i) {
     const Blob& from = *parameters[i];
-    std::copy(from.cpu_data(), from.cpu_data() + from.count(), layer->blobs()[i]->mutable_cpu_data());
-    layer->blobs()[i]->set_diff(0.f);
+    std::copy(from.cpu_data(), from.cpu_data() + from.count(), layer->params()[i]->mutable_cpu_data());
+    layer->params()[i]->set_diff(0.f);
   }
   layer->Forward(bottom.pointers, top.pointers);
   std::vector<std::vector<float>> results;
@@ -405,7 +405,7 @@ std::vector<std::vector<float>> RunEngine(const LayerParameter& param, const std
   }
   layer->Backward(top.pointers, std::vector<bool>(bottoms.size(), true), bottom.pointers);
   for (Blob* b : bottom.pointers) results.push_back(test::DiffOf(*b));
-  for (auto& blob : layer->blobs()) results.push_back(test::DiffOf(*blob));
+  for (auto& blob : layer->params()) results.push_back(test::DiffOf(*blob));
   return results;
 }
 
@@ -459,9 +459,9 @@ TEST_P(ExamplesTest, EveryEngineAgreesWithTheReferenceEngineOnTheNetsLayers) {
     }
     std::string chosen, reference;
     const auto fast =
-        RunEngine(layer.layer_param(), layer.engine(), bottoms, const_cast<Layer&>(layer).blobs(), seed, &chosen);
+        RunEngine(layer.layer_param(), layer.engine(), bottoms, const_cast<Layer&>(layer).params(), seed, &chosen);
     const auto expected =
-        RunEngine(layer.layer_param(), engines.back(), bottoms, const_cast<Layer&>(layer).blobs(), seed, &reference);
+        RunEngine(layer.layer_param(), engines.back(), bottoms, const_cast<Layer&>(layer).params(), seed, &reference);
     seed += 10;
     ASSERT_EQ(chosen, layer.engine());
     ASSERT_EQ(reference, engines.back());

@@ -15,9 +15,9 @@
 #include "io/db.hpp"
 #include "io/hdf5.hpp"
 #include "io/proto_io.hpp"
-#include "net/feature_extractor.hpp"
 #include "net/net.hpp"
 #include "test_util.hpp"
+#include "tools/lib/feature_extractor.hpp"
 
 namespace crema {
 namespace {

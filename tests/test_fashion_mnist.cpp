@@ -9,11 +9,11 @@
 #include <opencv2/dnn.hpp>
 #endif
 
-#include "io/mnist.hpp"
 #include "io/proto_io.hpp"
 #include "net/net.hpp"
 #include "solver/solver.hpp"
 #include "test_util.hpp"
+#include "tools/lib/mnist.hpp"
 
 namespace crema {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "layers/filter.hpp"
+#include "layers/common/filter.hpp"
 #include "net/net.hpp"
 #include "test_util.hpp"
 

@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "layers/flatten.hpp"
+#include "layers/common/flatten.hpp"
 #include "test_util.hpp"
 
 namespace crema {

@@ -11,7 +11,7 @@
 #include "core/math_functions.hpp"
 #include "io/proto_io.hpp"
 #include "layers/layer_registry.hpp"
-#include "layers/lrn.hpp"
+#include "layers/normalization/lrn.hpp"
 #include "net/net.hpp"
 #include "solver/solver.hpp"
 #include "solver/update_rules.hpp"
@@ -191,8 +191,8 @@ class DeviceBiasLayer : public Layer {
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
-    blobs_.push_back(std::make_shared<Blob>(bottom[0]->shape()));
-    test::FillGaussian(blobs_[0].get(), 0, 1, 8);
+    params_.push_back(std::make_shared<Blob>(bottom[0]->shape()));
+    test::FillGaussian(params_[0].get(), 0, 1, 8);
   }
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
     top[0]->ReshapeLike(*bottom[0]);
@@ -213,11 +213,11 @@ class DeviceBiasLayer : public Layer {
     const Device d = device();
     const int n = top[0]->count();
     copy(context(), n, bottom[0]->data_on(d), top[0]->mutable_data_on(d));
-    axpy(context(), n, 1.f, blobs_[0]->data_on(d), top[0]->mutable_data_on(d));
+    axpy(context(), n, 1.f, params_[0]->data_on(d), top[0]->mutable_data_on(d));
   }
   void Gradient(const std::vector<Blob*>& top) {
     const Device d = device();
-    axpy(context(), top[0]->count(), 1.f, top[0]->diff_on(d), blobs_[0]->mutable_diff_on(d));
+    axpy(context(), top[0]->count(), 1.f, top[0]->diff_on(d), params_[0]->mutable_diff_on(d));
   }
 };
 

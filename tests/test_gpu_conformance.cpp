@@ -352,7 +352,7 @@ Outputs RunCase(const Case& c, Device device, const std::string& engine, std::st
     float* diff = top.pointers[t]->mutable_cpu_diff();
     for (int i = 0; i < top.pointers[t]->count(); ++i) diff[i] = random.Gaussian(0.f, 1.f);
   }
-  for (auto& blob : layer->blobs()) blob->set_diff(0.f);
+  for (auto& blob : layer->params()) blob->set_diff(0.f);
   const bool backward = c.backward;
   if (backward) layer->Backward(top.pointers, propagate_down, bottom.pointers);
 
@@ -361,9 +361,9 @@ Outputs RunCase(const Case& c, Device device, const std::string& engine, std::st
   if (backward) {
     for (size_t b = 0; b < c.bottoms.size(); ++b)
       if (propagate_down[b]) out.Add("bottom " + std::to_string(b) + " gradient", test::DiffOf(*bottom.pointers[b]));
-    for (size_t p = 0; p < layer->blobs().size(); ++p) {
-      out.Add("parameter " + std::to_string(p), test::DataOf(*layer->blobs()[p]));
-      out.Add("parameter " + std::to_string(p) + " gradient", test::DiffOf(*layer->blobs()[p]));
+    for (size_t p = 0; p < layer->params().size(); ++p) {
+      out.Add("parameter " + std::to_string(p), test::DataOf(*layer->params()[p]));
+      out.Add("parameter " + std::to_string(p) + " gradient", test::DiffOf(*layer->params()[p]));
     }
   }
   return out;

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/context.hpp"
-#include "layers/hdf5_data.hpp"
+#include "layers/data/hdf5_data.hpp"
 #include "test_util.hpp"
 
 namespace crema {

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "layers/hdf5_output.hpp"
+#include "layers/data/hdf5_output.hpp"
 #include "test_util.hpp"
 
 namespace crema {

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "layers/hinge_loss.hpp"
+#include "layers/loss/hinge_loss.hpp"
 #include "test_util.hpp"
 
 namespace crema {

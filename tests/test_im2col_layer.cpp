@@ -6,7 +6,7 @@
 
 #include "core/elementwise.hpp"
 #include "core/im2col.hpp"
-#include "layers/im2col.hpp"
+#include "layers/vision/im2col.hpp"
 #include "test_util.hpp"
 
 namespace crema {

@@ -15,7 +15,7 @@
 
 #include "core/context.hpp"
 #include "io/image_io.hpp"
-#include "layers/image_data.hpp"
+#include "layers/data/image_data.hpp"
 #include "test_util.hpp"
 
 namespace crema {

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "io/proto_io.hpp"
-#include "layers/infogain_loss.hpp"
+#include "layers/loss/infogain_loss.hpp"
 #include "test_util.hpp"
 
 namespace crema {

@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "layers/inner_product.hpp"
+#include "layers/common/inner_product.hpp"
 #include "test_util.hpp"
 
 namespace crema {
@@ -23,7 +23,7 @@ struct Fixture {
     top.Add({});
     layer = std::make_unique<InnerProductLayer>(test::ParseLayer(LayerText(ip_param)));
     layer->SetUp(bottom.pointers, top.pointers);
-    for (size_t i = 0; i < layer->blobs().size(); ++i) test::FillGaussian(layer->blobs()[i].get(), 0.f, 1.f, 5 + i);
+    for (size_t i = 0; i < layer->params().size(); ++i) test::FillGaussian(layer->params()[i].get(), 0.f, 1.f, 5 + i);
   }
 };
 
@@ -66,12 +66,12 @@ TEST(InnerProductLayerTest, ForwardMatchesMatrixProduct) {
     Fixture fixture(c.param, c.shape);
     const int N = c.top_shape.back();
     const std::vector<int> weight_shape = c.transpose ? std::vector<int>{c.K, N} : std::vector<int>{N, c.K};
-    ASSERT_EQ(fixture.layer->blobs()[0]->shape(), weight_shape);
+    ASSERT_EQ(fixture.layer->params()[0]->shape(), weight_shape);
     fixture.layer->Forward(fixture.bottom.pointers, fixture.top.pointers);
     ASSERT_EQ(fixture.top.pointers[0]->shape(), c.top_shape);
-    const Blob* bias = fixture.layer->blobs().size() > 1 ? fixture.layer->blobs()[1].get() : nullptr;
+    const Blob* bias = fixture.layer->params().size() > 1 ? fixture.layer->params()[1].get() : nullptr;
     const std::vector<float> expected =
-        ReferenceProduct(*fixture.bottom.pointers[0], c.M, c.K, N, *fixture.layer->blobs()[0], bias, c.transpose);
+        ReferenceProduct(*fixture.bottom.pointers[0], c.M, c.K, N, *fixture.layer->params()[0], bias, c.transpose);
     for (int i = 0; i < fixture.top.pointers[0]->count(); ++i)
       EXPECT_NEAR(fixture.top.pointers[0]->cpu_data()[i], expected[i], 1e-4f) << i;
   }
@@ -92,16 +92,16 @@ TEST(InnerProductLayerTest, ParameterGradientsAccumulate) {
   fixture.layer->Forward(fixture.bottom.pointers, fixture.top.pointers);
   test::FillGaussian(top, 0.f, 1.f, 77);
   std::copy(top->cpu_data(), top->cpu_data() + top->count(), top->mutable_cpu_diff());
-  for (auto& blob : fixture.layer->blobs()) blob->set_diff(0.f);
+  for (auto& blob : fixture.layer->params()) blob->set_diff(0.f);
   fixture.layer->Backward(fixture.top.pointers, {true}, fixture.bottom.pointers);
   std::vector<std::vector<float>> once;
-  for (auto& blob : fixture.layer->blobs()) once.emplace_back(blob->cpu_diff(), blob->cpu_diff() + blob->count());
+  for (auto& blob : fixture.layer->params()) once.emplace_back(blob->cpu_diff(), blob->cpu_diff() + blob->count());
   const Blob& input = *fixture.bottom.pointers[0];
   const std::vector<float> bottom_once(input.cpu_diff(), input.cpu_diff() + input.count());
   fixture.layer->Backward(fixture.top.pointers, {true}, fixture.bottom.pointers);
   for (size_t b = 0; b < once.size(); ++b)
     for (size_t i = 0; i < once[b].size(); ++i)
-      EXPECT_NEAR(fixture.layer->blobs()[b]->cpu_diff()[i], 2 * once[b][i], 1e-5f) << "blob " << b << " at " << i;
+      EXPECT_NEAR(fixture.layer->params()[b]->cpu_diff()[i], 2 * once[b][i], 1e-5f) << "blob " << b << " at " << i;
   for (int i = 0; i < input.count(); ++i) EXPECT_FLOAT_EQ(input.cpu_diff()[i], bottom_once[i]) << i;
 }
 
@@ -113,8 +113,8 @@ TEST(InnerProductLayerTest, FillsParametersFromFillers) {
       LayerText("num_output: 4 weight_filler { type: 'constant' value: 0.5 } bias_filler { type: 'constant' "
                 "value: -1 }")));
   layer.SetUp(bottom.pointers, top.pointers);
-  for (int i = 0; i < 12; ++i) EXPECT_EQ(layer.blobs()[0]->cpu_data()[i], 0.5f);
-  for (int i = 0; i < 4; ++i) EXPECT_EQ(layer.blobs()[1]->cpu_data()[i], -1.f);
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(layer.params()[0]->cpu_data()[i], 0.5f);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(layer.params()[1]->cpu_data()[i], -1.f);
 }
 
 TEST(InnerProductLayerTest, ReshapeChecksTheInputSize) {
@@ -145,9 +145,9 @@ TEST(InnerProductLayerTest, KeepsParametersLoadedWithTheLayer) {
   bias.ToProto(param.add_blobs());
   InnerProductLayer layer(param);
   layer.SetUp(bottom.pointers, top.pointers);
-  EXPECT_EQ(layer.blobs()[0]->shape(), (std::vector<int>{4, 3}));
-  for (int i = 0; i < 12; ++i) EXPECT_EQ(layer.blobs()[0]->cpu_data()[i], weights.cpu_data()[i]);
-  for (int i = 0; i < 4; ++i) EXPECT_EQ(layer.blobs()[1]->cpu_data()[i], bias.cpu_data()[i]);
+  EXPECT_EQ(layer.params()[0]->shape(), (std::vector<int>{4, 3}));
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(layer.params()[0]->cpu_data()[i], weights.cpu_data()[i]);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(layer.params()[1]->cpu_data()[i], bias.cpu_data()[i]);
 
   // The same weights do not fit a transposed layer.
   LayerParameter transposed = param;

@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "layers/input.hpp"
+#include "layers/data/input.hpp"
 #include "test_util.hpp"
 
 namespace crema {

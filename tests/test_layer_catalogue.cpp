@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -123,6 +124,30 @@ TEST(LayerCatalogueTest, EveryRegisteredTypeHasARowInTheCatalogueDoc) {
     EXPECT_NE(doc.find("\n| `" + type + "` |"), std::string::npos)
         << "layer type '" << type << "' is registered but docs/layers.md has no row '| `" << type << "` |'";
   }
+}
+
+// layers/ is in family folders: every registered type's code is one <name>.cpp in exactly one of them (matched as
+// the test files are), and only the contract, the registry and helpers shared across families stay at the top.
+TEST(LayerCatalogueTest, EveryRegisteredTypeLivesInOneFamilyFolder) {
+  namespace fs = std::filesystem;
+  const fs::path layers = fs::path(test::SourceDir()) / "layers";
+  const std::vector<std::string> families = {"common",        "data",   "loss",      "neuron",
+                                             "normalization", "python", "recurrent", "vision"};
+  std::map<std::string, std::vector<std::string>> homes;  // squashed file name -> the families holding it
+  for (const std::string& family : families) {
+    ASSERT_TRUE(fs::is_directory(layers / family)) << (layers / family);
+    for (const auto& entry : fs::directory_iterator(layers / family))
+      if (entry.path().extension() == ".cpp") homes[Squashed(entry.path().stem().string())].push_back(family);
+  }
+  for (const std::string& type : LayerRegistry::Global().Types()) {
+    const auto found = homes.find(Squashed(type));
+    ASSERT_NE(found, homes.end()) << "layer type '" << type << "' has no <name>.cpp in any of layers/'s family folders";
+    EXPECT_EQ(found->second.size(), 1u) << "layer type '" << type << "' has a <name>.cpp in several family folders";
+  }
+  size_t top_files = 0;
+  for (const auto& entry : fs::directory_iterator(layers)) top_files += entry.is_regular_file();
+  EXPECT_LE(top_files, 12u) << "layers/ holds " << top_files
+                            << " files at its top; a layer's code belongs in its family";
 }
 
 }  // namespace

@@ -137,22 +137,22 @@ TEST(LayerRegistryTest, MalformedEngineFlagsAreNamed) {
 // know their engine, and forcing an engine by its bare name changes only the layers whose type has it.
 TEST(LayerRegistryTest, ConvolutionsEnginesInANet) {
   // On the GPU: the CUDA kernels (after cuDNN's engine where built with it).
-  EXPECT_EQ(LayerRegistry::Global().Engines("Convolution", Device::kGPU).back(), "im2col");
+  EXPECT_EQ(LayerRegistry::Global().Engines("Convolution", Device::kGPU).back(), "native");
   EXPECT_EQ(LayerRegistry::Global().Engines("Pooling", Device::kGPU).back(), "native");
-  EXPECT_EQ(LayerRegistry::Global().Engines("Deconvolution", Device::kGPU).back(), "im2col");
+  EXPECT_EQ(LayerRegistry::Global().Engines("Deconvolution", Device::kGPU).back(), "native");
 #ifdef CREMA_USE_ONEDNN
   const std::string first = "onednn", pool = "onednn";
   EXPECT_EQ(LayerRegistry::Global().Engines("Convolution", Device::kCPU),
-            (std::vector<std::string>{"onednn", "im2col", "im2col_batched", "reference"}));
+            (std::vector<std::string>{"onednn", "native", "im2col_batched", "reference"}));
   EXPECT_EQ(LayerRegistry::Global().Engines("Pooling", Device::kCPU), (std::vector<std::string>{"onednn", "native"}));
   EXPECT_EQ(LayerRegistry::Global().Engines("Deconvolution", Device::kCPU),
-            (std::vector<std::string>{"onednn", "im2col"}));
+            (std::vector<std::string>{"onednn", "native"}));
 #else
-  const std::string first = "im2col", pool = "native";
+  const std::string first = "native", pool = "native";
   EXPECT_EQ(LayerRegistry::Global().Engines("Convolution", Device::kCPU),
-            (std::vector<std::string>{"im2col", "im2col_batched", "reference"}));
+            (std::vector<std::string>{"native", "im2col_batched", "reference"}));
   EXPECT_EQ(LayerRegistry::Global().Engines("Pooling", Device::kCPU), (std::vector<std::string>{"native"}));
-  EXPECT_EQ(LayerRegistry::Global().Engines("Deconvolution", Device::kCPU), (std::vector<std::string>{"im2col"}));
+  EXPECT_EQ(LayerRegistry::Global().Engines("Deconvolution", Device::kCPU), (std::vector<std::string>{"native"}));
 #endif
   const std::string text = R"(
     layer { name: 'input' type: 'Input' top: 'data' input_param { shape { dim: 2 dim: 1 dim: 6 dim: 6 } } }

@@ -86,9 +86,9 @@ std::vector<std::vector<float>> RunLayer(const std::string& text, const std::vec
   }
   layer->SetUp(bottom.pointers, top.pointers);
   if (param.type() == "BatchNorm") {  // stored statistics, for use_global_stats
-    test::FillGaussian(layer->blobs()[0].get(), 0.f, 1.f, 21);
-    test::FillUniform(layer->blobs()[1].get(), 0.5f, 2.f, 22);
-    layer->blobs()[2]->mutable_cpu_data()[0] = 2.f;
+    test::FillGaussian(layer->params()[0].get(), 0.f, 1.f, 21);
+    test::FillUniform(layer->params()[1].get(), 0.5f, 2.f, 22);
+    layer->params()[2]->mutable_cpu_data()[0] = 2.f;
   }
   // As the net's plan does: the layouts are set, and the layer reshaped in them, before any data flows.
   for (size_t b = 0; b < shapes.size(); ++b) {
@@ -99,7 +99,7 @@ std::vector<std::vector<float>> RunLayer(const std::string& text, const std::vec
   }
   if (!run.in_place) top.pointers[0]->set_layout(run.top_layout);
   layer->Reshape(bottom.pointers, top.pointers);
-  for (auto& blob : layer->blobs()) blob->set_diff(0.f);
+  for (auto& blob : layer->params()) blob->set_diff(0.f);
   layer->Forward(bottom.pointers, top.pointers);
   Blob* out = top.pointers[0];
   std::vector<std::vector<float>> results = {Reorder(test::DataOf(*out), out->shape(), out->layout(), false)};
@@ -109,7 +109,7 @@ std::vector<std::vector<float>> RunLayer(const std::string& text, const std::vec
   std::copy(diff.begin(), diff.end(), out->mutable_cpu_diff());
   layer->Backward(top.pointers, std::vector<bool>(shapes.size(), true), bottom.pointers);
   for (Blob* b : bottom.pointers) results.push_back(Reorder(test::DiffOf(*b), b->shape(), b->layout(), false));
-  for (auto& blob : layer->blobs()) {
+  for (auto& blob : layer->params()) {
     results.push_back(test::DiffOf(*blob));
     results.push_back(test::DataOf(*blob));
   }

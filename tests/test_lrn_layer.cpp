@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "layers/layer_registry.hpp"
-#include "layers/lrn.hpp"
+#include "layers/normalization/lrn.hpp"
 #include "test_util.hpp"
 
 namespace crema {

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "layers/lstm.hpp"
+#include "layers/recurrent/lstm.hpp"
 #include "net/net.hpp"
 #include "test_util.hpp"
 
@@ -42,7 +42,7 @@ struct Fixture {
         std::make_unique<LSTMLayer>(param ? *param : test::ParseLayer(LayerText(expose ? "expose_hidden: true" : "")));
     layer->SetUp(bottom.pointers, top.pointers);
     if (!param)
-      for (size_t i = 0; i < layer->blobs().size(); ++i) test::FillGaussian(layer->blobs()[i].get(), 0.f, 0.5f, 30 + i);
+      for (size_t i = 0; i < layer->params().size(); ++i) test::FillGaussian(layer->params()[i].get(), 0.f, 0.5f, 30 + i);
   }
 };
 
@@ -57,7 +57,7 @@ struct Result {
 Result Reference(const Fixture& fixture, std::vector<double> h, std::vector<double> c) {
   const std::vector<float> x = test::DataOf(*fixture.bottom.pointers[0]);
   const std::vector<float> cont = test::DataOf(*fixture.bottom.pointers[1]);
-  const auto& blobs = fixture.layer->blobs();
+  const auto& blobs = fixture.layer->params();
   const bool with_static = blobs.size() == 4;
   const std::vector<float> xs = with_static ? test::DataOf(*fixture.bottom.pointers[2]) : std::vector<float>();
   const std::vector<float> W_xc = test::DataOf(*blobs[0]), b_c = test::DataOf(*blobs[1]);
@@ -104,14 +104,14 @@ std::vector<double> Values(const Blob& blob) {
 
 TEST(LSTMLayerTest, BlobsInCaffesOrderAndShapes) {
   Fixture plain(false, false);
-  ASSERT_EQ(plain.layer->blobs().size(), 3u);
-  EXPECT_EQ(plain.layer->blobs()[0]->shape(), (std::vector<int>{4 * kH, kD}));  // W_xc
-  EXPECT_EQ(plain.layer->blobs()[1]->shape(), (std::vector<int>{4 * kH}));      // b_c
-  EXPECT_EQ(plain.layer->blobs()[2]->shape(), (std::vector<int>{4 * kH, kH}));  // W_hc
+  ASSERT_EQ(plain.layer->params().size(), 3u);
+  EXPECT_EQ(plain.layer->params()[0]->shape(), (std::vector<int>{4 * kH, kD}));  // W_xc
+  EXPECT_EQ(plain.layer->params()[1]->shape(), (std::vector<int>{4 * kH}));      // b_c
+  EXPECT_EQ(plain.layer->params()[2]->shape(), (std::vector<int>{4 * kH, kH}));  // W_hc
   Fixture with_static(true, false);
-  ASSERT_EQ(with_static.layer->blobs().size(), 4u);
-  EXPECT_EQ(with_static.layer->blobs()[2]->shape(), (std::vector<int>{4 * kH, kDs}));  // W_xc_static
-  EXPECT_EQ(with_static.layer->blobs()[3]->shape(), (std::vector<int>{4 * kH, kH}));   // W_hc
+  ASSERT_EQ(with_static.layer->params().size(), 4u);
+  EXPECT_EQ(with_static.layer->params()[2]->shape(), (std::vector<int>{4 * kH, kDs}));  // W_xc_static
+  EXPECT_EQ(with_static.layer->params()[3]->shape(), (std::vector<int>{4 * kH, kH}));   // W_hc
   EXPECT_EQ(plain.top.pointers[0]->shape(), (std::vector<int>{kT, kN, kH}));
   EXPECT_FALSE(plain.layer->AllowForceBackward(1));
   EXPECT_TRUE(plain.layer->AllowForceBackward(0));
@@ -195,8 +195,8 @@ TEST(LSTMLayerTest, LoadsStoredBlobsOfCaffesShapes) {
   b_c.ToProto(param.add_blobs());
   W_hc.ToProto(param.add_blobs());
   Fixture fixture(false, false, {0, 0, 1, 0, 0, 1}, &param);
-  EXPECT_EQ(fixture.layer->blobs()[0]->shape(), (std::vector<int>{4 * kH, kD}));
-  EXPECT_EQ(test::DataOf(*fixture.layer->blobs()[2]), test::DataOf(W_hc));
+  EXPECT_EQ(fixture.layer->params()[0]->shape(), (std::vector<int>{4 * kH, kD}));
+  EXPECT_EQ(test::DataOf(*fixture.layer->params()[2]), test::DataOf(W_hc));
   fixture.layer->Forward(fixture.bottom.pointers, fixture.top.pointers);
   ExpectNear(test::DataOf(*fixture.top.pointers[0]), Reference(fixture, Zeros(), Zeros()).h, "h");
 
@@ -282,7 +282,7 @@ TEST(LSTMLayerTest, TrainsInANetWithoutAGradientForCont) {
   const float loss = net.ForwardBackward();
   EXPECT_GT(loss, 0.f);
   EXPECT_EQ(net.blob_by_name("h")->shape(), (std::vector<int>{3, 2, 3}));
-  EXPECT_GT(test::AbsSum(test::DiffOf(*net.layer_by_name("lstm")->blobs()[2])), 0.0);  // W_hc
+  EXPECT_GT(test::AbsSum(test::DiffOf(*net.layer_by_name("lstm")->params()[2])), 0.0);  // W_hc
 }
 
 }  // namespace

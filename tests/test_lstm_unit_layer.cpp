@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "layers/lstm_unit.hpp"
+#include "layers/recurrent/lstm_unit.hpp"
 #include "test_util.hpp"
 
 namespace crema {
@@ -36,7 +36,7 @@ TEST(LSTMUnitLayerTest, ForwardMatchesTheEquations) {
   fixture.layer->Forward(fixture.bottom.pointers, fixture.top.pointers);
   ASSERT_EQ(fixture.top.pointers[0]->shape(), (std::vector<int>{1, kN, kH}));
   ASSERT_EQ(fixture.top.pointers[1]->shape(), (std::vector<int>{1, kN, kH}));
-  EXPECT_TRUE(fixture.layer->blobs().empty());
+  EXPECT_TRUE(fixture.layer->params().empty());
   const std::vector<float> c_prev = test::DataOf(*fixture.bottom.pointers[0]);
   const std::vector<float> x = test::DataOf(*fixture.bottom.pointers[1]);
   const std::vector<float> cont = test::DataOf(*fixture.bottom.pointers[2]);

@@ -3,7 +3,7 @@
 #include <memory>
 #include <vector>
 
-#include "layers/memory_data.hpp"
+#include "layers/data/memory_data.hpp"
 #include "test_util.hpp"
 
 namespace crema {

@@ -10,9 +10,9 @@
 
 #include "io/db.hpp"
 #include "io/lmdb.hpp"
-#include "io/mnist.hpp"
 #include "io/proto_io.hpp"
 #include "test_util.hpp"
+#include "tools/lib/mnist.hpp"
 
 namespace crema {
 namespace {

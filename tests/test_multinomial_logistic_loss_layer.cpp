@@ -4,7 +4,7 @@
 #include <cmath>
 #include <vector>
 
-#include "layers/multinomial_logistic_loss.hpp"
+#include "layers/loss/multinomial_logistic_loss.hpp"
 #include "test_util.hpp"
 
 namespace crema {

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <vector>
 
-#include "layers/mvn.hpp"
+#include "layers/normalization/mvn.hpp"
 #include "test_util.hpp"
 
 namespace crema {

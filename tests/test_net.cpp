@@ -155,8 +155,8 @@ TEST(NetTest, SharedParametersAreOneBlobWithSummedGradient) {
   )";
   Net net(ParseNet(text));
   ASSERT_EQ(net.learnable_params().size(), 1u);
-  Blob* wa = net.layer_by_name("ipa")->blobs()[0].get();
-  Blob* wb = net.layer_by_name("ipb")->blobs()[0].get();
+  Blob* wa = net.layer_by_name("ipa")->params()[0].get();
+  Blob* wb = net.layer_by_name("ipb")->params()[0].get();
   EXPECT_EQ(wa->cpu_data(), wb->cpu_data());  // same memory
   test::FillGaussian(net.blob_by_name("a"), 0, 1, 1);
   test::FillGaussian(net.blob_by_name("b"), 0, 1, 2);
@@ -236,9 +236,9 @@ TEST(NetTest, PropagateDownFalseCutsTheLayersBelowOffTheLoss) {
   FillInputs(&net);
   net.ClearParamDiffs();
   net.ForwardBackward();
-  EXPECT_EQ(test::AbsSum(test::DiffOf(*net.layer_by_name("ip1")->blobs()[0])), 0.0);
-  EXPECT_GT(test::AbsSum(test::DiffOf(*net.layer_by_name("ip2")->blobs()[0])), 0.0);
-  EXPECT_GT(test::AbsSum(test::DiffOf(*net.layer_by_name("ip3")->blobs()[0])), 0.0);
+  EXPECT_EQ(test::AbsSum(test::DiffOf(*net.layer_by_name("ip1")->params()[0])), 0.0);
+  EXPECT_GT(test::AbsSum(test::DiffOf(*net.layer_by_name("ip2")->params()[0])), 0.0);
+  EXPECT_GT(test::AbsSum(test::DiffOf(*net.layer_by_name("ip3")->params()[0])), 0.0);
 }
 
 TEST(NetTest, WeightsRoundTripThroughProtoAndShapeMismatchIsNamed) {
@@ -359,8 +359,8 @@ TEST(NetTest, TwoLayersOfOneNameAreAcceptedWithAWarning) {
   net.ToProto(&weights);
   Net copy(ParseNet(weights.DebugString()), std::make_shared<Context>(Device::kCPU, 0, 5));
   copy.CopyTrainedLayersFrom(weights);
-  EXPECT_EQ(copy.layer_by_name("code")->blobs()[0]->cpu_data()[7],
-            net.layer_by_name("code")->blobs()[0]->cpu_data()[7]);
+  EXPECT_EQ(copy.layer_by_name("code")->params()[0]->cpu_data()[7],
+            net.layer_by_name("code")->params()[0]->cpu_data()[7]);
 }
 
 // Where a name would no longer tell two layers apart for a weights file, it is an error saying so.

@@ -222,10 +222,10 @@ TEST(NetPlanTest, ViewsInternalBlobsAndTheWorkspaceAreInThePlan) {
 
 // Item 5: each pass runs on its own. A net built without decide_backward runs no step backward; running the
 // pass on it afterwards gives the default net's decisions.
-TEST(NetPassesTest, APlanPassRunsOnItsOwn) {
+TEST(NetPassesTest, AnAfterBuildPassRunsOnItsOwn) {
   const NetParameter param = ParseNet(ConvNet(2, 8, 8));
   NetPasses without = NetPasses::Default();
-  without.plan.clear();
+  without.after_build.clear();
   Net bare(param, nullptr, without);
   EXPECT_EQ(bare.passes_run(),
             (std::vector<std::string>{"upgrade_legacy", "filter", "upgrade_inputs", "insert_splits"}));
@@ -257,8 +257,7 @@ TEST(NetPassesTest, PlanLayoutsKeepsABlobInItsWritersLayoutOnlyWhereEveryReaderT
   Net net(ParseNet(
       "name: 'runs' force_backward: true\n"
       "layer { name: 'input' type: 'Input' top: 'data' input_param { shape { dim: 2 dim: 3 dim: 12 dim: 12 } } }"
-      "layer { name: 'conv1' bottom: 'data' top: 'conv1'" +
-      conv +
+      "layer { name: 'conv1' bottom: 'data' top: 'conv1'" + conv +
       "layer { name: 'relu1' type: 'ReLU' bottom: 'conv1' top: 'conv1' }"
       "layer { name: 'pool1' bottom: 'conv1' top: 'pool1'" +
       pool + "layer { name: 'conv2' bottom: 'pool1' top: 'conv2'" + conv +
@@ -310,9 +309,9 @@ TEST(NetPassesTest, PlanLayoutsKeepsAPassThroughLayersTopWithItsBottom) {
       "layer { name: 'pool3' type: 'Pooling' bottom: 'relu3' top: 'pool3'"
       " pooling_param { pool: MAX kernel_size: 2 stride: 2 } }");
   NetPasses plain = NetPasses::Default();
-  plain.plan.erase(std::remove_if(plain.plan.begin(), plain.plan.end(),
-                                  [](const PlanPass& pass) { return pass.name == "plan_layouts"; }),
-                   plain.plan.end());
+  plain.after_build.erase(std::remove_if(plain.after_build.begin(), plain.after_build.end(),
+                                         [](const NetPass& pass) { return pass.name == "plan_layouts"; }),
+                          plain.after_build.end());
   Net expected(param, std::make_shared<Context>(Device::kCPU, 0, 5), plain);
   Net net(param, std::make_shared<Context>(Device::kCPU, 0, 5));
   for (const char* stays_plain : {"conv1", "relu1", "conv2", "relu2", "power"})
@@ -343,7 +342,7 @@ TEST(NetPassesTest, AfterWeightsPassesSeeTheLoadedWeights) {
   std::vector<float> seen;
   int runs = 0;
   passes.after_weights.push_back({"record_conv_weights", [&](Net* net) {
-                                    seen = test::DataOf(*net->layer_by_name("conv")->blobs()[0]);
+                                    seen = test::DataOf(*net->layer_by_name("conv")->params()[0]);
                                     ++runs;
                                   }});
   Net net(param, nullptr, passes);
@@ -352,7 +351,7 @@ TEST(NetPassesTest, AfterWeightsPassesSeeTheLoadedWeights) {
   net.RunAfterWeightsPasses();
   net.RunAfterWeightsPasses();
   EXPECT_EQ(runs, 1);
-  EXPECT_EQ(seen, test::DataOf(*trained.layer_by_name("conv")->blobs()[0]));
+  EXPECT_EQ(seen, test::DataOf(*trained.layer_by_name("conv")->params()[0]));
   EXPECT_EQ(net.passes_run().back(), "record_conv_weights");
 }
 
@@ -400,6 +399,87 @@ TEST(NetGradientHookTest, EachGradientIsReportedOnceWhenComplete) {
     EXPECT_GT(test::AbsSum(at_report[p]), 0.0) << p;
   }
   EXPECT_EQ(net.gradient_ready_step(0), 1);  // the step of ip1 (after input)
+}
+
+// A pass that removes every Power step (the test's Power layers leave their input as it is); the tables the net
+// derives from its steps are the net's to derive again.
+void RemovePowerSteps(Net* net) {
+  std::vector<PlanStep>& plan = net->mutable_plan();
+  const auto is_power = [&](const PlanStep& step) { return net->layers()[step.layer]->type() == std::string("Power"); };
+  plan.erase(std::remove_if(plan.begin(), plan.end(), is_power), plan.end());
+}
+
+// Steps and layers are separate lists: a pass that removes a step (here an identity Power run in place, as an
+// inference pass would drop Dropout) shifts every later step's index away from its layer's. The tables the net
+// derives from its steps follow: each gradient is still reported once, after the backward of the step that
+// completes it, and an update made from the hook (as a data-parallel reducer would start one) trains exactly as
+// the same net written without the removed layer.
+TEST(NetGradientHookTest, APassThatRemovesAStepKeepsHooksAndUpdatesRight) {
+  const std::string head = R"(
+    force_backward: true
+    layer { name: 'input' type: 'Input' top: 'a' top: 'target'
+            input_param { shape { dim: 4 dim: 5 } shape { dim: 4 dim: 5 } } }
+    layer { name: 'ip1' type: 'InnerProduct' bottom: 'a' top: 'h1' param { name: 'shared' }
+            inner_product_param { num_output: 5 weight_filler { type: 'gaussian' std: 0.5 } } })";
+  const std::string identity = R"(
+    layer { name: 'same' type: 'Power' bottom: 'h1' top: 'h1' })";
+  const std::string tail = R"(
+    layer { name: 'ip2' type: 'InnerProduct' bottom: 'h1' top: 'h2' param { name: 'shared' }
+            inner_product_param { num_output: 5 weight_filler { type: 'gaussian' std: 0.5 }
+                                  bias_filler { type: 'gaussian' std: 0.5 } } }
+    layer { name: 'ip3' type: 'InnerProduct' bottom: 'h2' top: 'h3'
+            inner_product_param { num_output: 5 weight_filler { type: 'gaussian' std: 0.5 } } }
+    layer { name: 'loss' type: 'EuclideanLoss' bottom: 'h3' bottom: 'target' top: 'loss' })";
+  NetPasses passes = NetPasses::Default();
+  passes.after_build.insert(passes.after_build.begin(), {"remove_power_steps", RemovePowerSteps});
+  Net pruned(ParseNet(head + identity + tail), std::make_shared<Context>(Device::kCPU, 0, 7), passes);
+  Net plain(ParseNet(head + tail), std::make_shared<Context>(Device::kCPU, 0, 7));
+  ASSERT_EQ(pruned.layers().size(), 6u);
+  ASSERT_EQ(pruned.plan().size(), 5u);
+  ASSERT_EQ(pruned.layer_names()[pruned.plan()[2].layer], "ip2");  // step 2 runs layer 3
+  // The shared weights and ip1's bias, ip2's bias, ip3's weights and bias.
+  ASSERT_EQ(pruned.learnable_params().size(), 5u);
+  ASSERT_EQ(plain.learnable_params().size(), 5u);
+  for (size_t p = 0; p < 5; ++p) {
+    ASSERT_EQ(test::DataOf(*pruned.learnable_params()[p]), test::DataOf(*plain.learnable_params()[p])) << p;
+    // The step that completes the parameter runs a layer that uses it, and is the earliest such step.
+    const int step = pruned.gradient_ready_step(static_cast<int>(p));
+    ASSERT_GE(step, 0);
+    const auto& uses = pruned.layers()[pruned.plan()[step].layer]->params();
+    EXPECT_TRUE(std::any_of(uses.begin(), uses.end(), [&](const std::shared_ptr<Blob>& blob) {
+      return blob->data() == pruned.learnable_params()[p]->data();
+    })) << p;
+    EXPECT_EQ(step, plain.gradient_ready_step(static_cast<int>(p))) << p;
+  }
+  EXPECT_EQ(pruned.gradient_ready_step(0), 1);  // the shared weights: after ip1, their earliest user
+
+  const float rate = 0.05f;
+  // The pruned net is updated from the hook, parameter by parameter as each is reported; the plain one after
+  // its whole backward. Reported early, a parameter would be updated from a partial gradient, or its new value
+  // would be read by a backward step still to run.
+  std::vector<int> reports(5, 0);
+  pruned.set_gradient_ready_callback([&](int index) {
+    ++reports[index];
+    Blob& param = *pruned.learnable_params()[index];
+    for (int i = 0; i < param.count(); ++i) param.mutable_cpu_data()[i] -= rate * param.cpu_diff()[i];
+  });
+  for (int iteration = 0; iteration < 3; ++iteration) {
+    for (Net* net : {&pruned, &plain}) {
+      test::FillGaussian(net->blob_by_name("a"), 0.f, 1.f, 10 + iteration);
+      test::FillGaussian(net->blob_by_name("target"), 0.f, 1.f, 20 + iteration);
+      net->ClearParamDiffs();
+    }
+    const float pruned_loss = pruned.ForwardBackward();
+    const float plain_loss = plain.ForwardBackward();
+    EXPECT_EQ(pruned_loss, plain_loss) << iteration;
+    EXPECT_GT(plain_loss, 0.f);
+    for (Blob* param : plain.learnable_params())
+      for (int i = 0; i < param->count(); ++i) param->mutable_cpu_data()[i] -= rate * param->cpu_diff()[i];
+    for (size_t p = 0; p < 5; ++p)
+      EXPECT_EQ(test::DataOf(*pruned.learnable_params()[p]), test::DataOf(*plain.learnable_params()[p]))
+          << "parameter " << p << " after iteration " << iteration;
+  }
+  EXPECT_EQ(reports, (std::vector<int>(5, 3)));
 }
 
 }  // namespace

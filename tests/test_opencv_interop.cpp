@@ -76,7 +76,7 @@ FillerParameter Filler(const std::string& type, float a = 0, float b = 0) {
 void FillParameters(Net* net, float scale, RandomStream* random) {
   for (size_t l = 0; l < net->layers().size(); ++l) {
     Layer& layer = *net->layers()[l];
-    auto& blobs = layer.blobs();
+    auto& blobs = layer.params();
     if (blobs.empty()) continue;
     const std::string type = layer.type();
     if (type == "Convolution" || type == "Deconvolution" || type == "InnerProduct") {
@@ -126,7 +126,7 @@ void SpreadScores(const NetParameter& param, Net* net) {
     const std::string& scores = layer.bottom(0);
     const double spread = StandardDeviation(PlainValues(*net->blob_by_name(scores)));
     ASSERT_GT(spread, 0) << "the scores '" << scores << "' before " << layer.name() << " are constant";
-    for (auto& blob : net->layer_by_name(writers.at(scores))->blobs()) {
+    for (auto& blob : net->layer_by_name(writers.at(scores))->params()) {
       float* values = blob->mutable_cpu_data();
       for (int i = 0; i < blob->count(); ++i) values[i] *= static_cast<float>(3.0 / spread);
     }

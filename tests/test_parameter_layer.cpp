@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "layers/parameter.hpp"
+#include "layers/common/parameter.hpp"
 #include "test_util.hpp"
 
 namespace crema {
@@ -13,13 +13,13 @@ TEST(ParameterLayerTest, TheTopIsTheLearnedBlobAndItsGradientAccumulates) {
   top.Add({});
   ParameterLayer layer(test::ParseLayer("name: 'p' type: 'Parameter' parameter_param { shape { dim: 2 dim: 3 } }"));
   layer.SetUp(bottom.pointers, top.pointers);
-  ASSERT_EQ(layer.blobs().size(), 1u);
-  EXPECT_EQ(layer.blobs()[0]->shape(), (std::vector<int>{2, 3}));
-  EXPECT_EQ(test::AbsSum(test::DataOf(*layer.blobs()[0])), 0.0);  // no filler in Caffe: zeros
-  test::FillGaussian(layer.blobs()[0].get(), 0.f, 1.f, 4);
+  ASSERT_EQ(layer.params().size(), 1u);
+  EXPECT_EQ(layer.params()[0]->shape(), (std::vector<int>{2, 3}));
+  EXPECT_EQ(test::AbsSum(test::DataOf(*layer.params()[0])), 0.0);  // no filler in Caffe: zeros
+  test::FillGaussian(layer.params()[0].get(), 0.f, 1.f, 4);
   layer.Forward(bottom.pointers, top.pointers);
   EXPECT_EQ(top.pointers[0]->shape(), (std::vector<int>{2, 3}));
-  EXPECT_EQ(test::DataOf(*top.pointers[0]), test::DataOf(*layer.blobs()[0]));
+  EXPECT_EQ(test::DataOf(*top.pointers[0]), test::DataOf(*layer.params()[0]));
   test::GradientChecker checker(1e-2f, 1e-3f);
   checker.CheckGradient(&layer, bottom.pointers, top.pointers);
 }
@@ -33,7 +33,7 @@ TEST(ParameterLayerTest, StoredValuesLoadAndAMissingShapeIsNamed) {
   top.Add({});
   ParameterLayer layer(param);
   layer.SetUp(bottom.pointers, top.pointers);
-  EXPECT_EQ(test::DataOf(*layer.blobs()[0]), test::DataOf(stored));
+  EXPECT_EQ(test::DataOf(*layer.params()[0]), test::DataOf(stored));
 
   ParameterLayer shapeless(test::ParseLayer("name: 'p' type: 'Parameter'"));
   test::ExpectErrorContaining([&] { shapeless.SetUp(bottom.pointers, top.pointers); },

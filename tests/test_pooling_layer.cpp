@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "layers/layer_registry.hpp"
-#include "layers/pooling.hpp"
+#include "layers/vision/pooling.hpp"
 #include "test_util.hpp"
 
 namespace crema {

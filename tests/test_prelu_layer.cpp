@@ -30,7 +30,7 @@ struct Fixture {
     test::FillGaussian(bottom.Add(shape));
     top.Add({});
     layer->SetUp(bottom.pointers, top.pointers);
-    slopes = test::DataOf(*layer->blobs()[0]);
+    slopes = test::DataOf(*layer->params()[0]);
   }
   // Runs forward and expects every top element to be ReferencePReLU of its bottom element.
   void ExpectForwardMatchesReference(int channels, int inner) {
@@ -46,9 +46,9 @@ struct Fixture {
 TEST(PReLULayerTest, DefaultSlopesAreAQuarterPerChannel) {
   auto layer = test::MakeLayer("name: 'prelu' type: 'PReLU'");
   test::ExpectForwardMatches(layer.get(), [](double x) { return x > 0 ? x : 0.25 * x; });
-  ASSERT_EQ(layer->blobs().size(), 1u);
-  EXPECT_EQ(layer->blobs()[0]->shape(), std::vector<int>{3});
-  for (float a : test::DataOf(*layer->blobs()[0])) EXPECT_EQ(a, 0.25f);
+  ASSERT_EQ(layer->params().size(), 1u);
+  EXPECT_EQ(layer->params()[0]->shape(), std::vector<int>{3});
+  for (float a : test::DataOf(*layer->params()[0])) EXPECT_EQ(a, 0.25f);
 }
 
 TEST(PReLULayerTest, ForwardUsesEachChannelsSlope) {
@@ -56,7 +56,7 @@ TEST(PReLULayerTest, ForwardUsesEachChannelsSlope) {
     SCOPED_TRACE(text);
     Fixture fixture(text, {2, 3, 4, 5});
     const bool shared = text == kSharedPReLU;
-    EXPECT_EQ(fixture.layer->blobs()[0]->shape(), std::vector<int>{shared ? 1 : 3});
+    EXPECT_EQ(fixture.layer->params()[0]->shape(), std::vector<int>{shared ? 1 : 3});
     fixture.ExpectForwardMatchesReference(3, 20);
   }
 }
@@ -80,14 +80,14 @@ TEST(PReLULayerTest, SlopeGradientMatchesReferenceAndAccumulates) {
   Blob* y = fixture.top.pointers[0];
   test::FillGaussian(y, 0.f, 1.f, 7);
   std::copy(y->cpu_data(), y->cpu_data() + y->count(), y->mutable_cpu_diff());
-  layer.blobs()[0]->set_diff(1.f);
+  layer.params()[0]->set_diff(1.f);
   layer.Backward(fixture.top.pointers, {false}, fixture.bottom.pointers);
   std::vector<double> expected(3, 1.0);
   const float* x = fixture.bottom.pointers[0]->cpu_data();
   for (int i = 0; i < 24; ++i) {
     if (x[i] <= 0) expected[(i / 4) % 3] += y->cpu_diff()[i] * x[i];
   }
-  for (int c = 0; c < 3; ++c) EXPECT_NEAR(layer.blobs()[0]->cpu_diff()[c], expected[c], 1e-5) << c;
+  for (int c = 0; c < 3; ++c) EXPECT_NEAR(layer.params()[0]->cpu_diff()[c], expected[c], 1e-5) << c;
 }
 
 // In place, the input is kept in an internal blob for the backward pass.

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "layers/layer_registry.hpp"
-#include "layers/python.hpp"
+#include "layers/python/python.hpp"
 #include "net/net.hpp"
 #include "test_util.hpp"
 

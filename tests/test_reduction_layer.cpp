@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "layers/reduction.hpp"
+#include "layers/common/reduction.hpp"
 #include "test_util.hpp"
 
 namespace crema {

@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "layers/reshape.hpp"
+#include "layers/common/reshape.hpp"
 #include "test_util.hpp"
 
 namespace crema {

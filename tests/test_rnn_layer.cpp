@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "layers/rnn.hpp"
+#include "layers/recurrent/rnn.hpp"
 #include "test_util.hpp"
 
 namespace crema {
@@ -38,7 +38,7 @@ struct Fixture {
         std::make_unique<RNNLayer>(param ? *param : test::ParseLayer(LayerText(expose ? "expose_hidden: true" : "")));
     layer->SetUp(bottom.pointers, top.pointers);
     if (!param)
-      for (size_t i = 0; i < layer->blobs().size(); ++i) test::FillGaussian(layer->blobs()[i].get(), 0.f, 0.5f, 60 + i);
+      for (size_t i = 0; i < layer->params().size(); ++i) test::FillGaussian(layer->params()[i].get(), 0.f, 0.5f, 60 + i);
   }
 };
 
@@ -50,7 +50,7 @@ struct Result {
 Result Reference(const Fixture& fixture, std::vector<double> h) {
   const std::vector<float> x = test::DataOf(*fixture.bottom.pointers[0]);
   const std::vector<float> cont = test::DataOf(*fixture.bottom.pointers[1]);
-  const auto& blobs = fixture.layer->blobs();
+  const auto& blobs = fixture.layer->params();
   const bool with_static = blobs.size() == 6;
   const int s = with_static ? 1 : 0;
   const std::vector<float> xs = with_static ? test::DataOf(*fixture.bottom.pointers[2]) : std::vector<float>();
@@ -93,17 +93,17 @@ std::vector<double> Zeros() { return std::vector<double>(kN * kH, 0.0); }
 
 TEST(RNNLayerTest, BlobsInCaffesOrderAndShapes) {
   Fixture plain(false, false);
-  ASSERT_EQ(plain.layer->blobs().size(), 5u);
+  ASSERT_EQ(plain.layer->params().size(), 5u);
   // W_xh, b_h, W_hh, W_ho, b_o
-  EXPECT_EQ(plain.layer->blobs()[0]->shape(), (std::vector<int>{kH, kD}));
-  EXPECT_EQ(plain.layer->blobs()[1]->shape(), (std::vector<int>{kH}));
-  EXPECT_EQ(plain.layer->blobs()[2]->shape(), (std::vector<int>{kH, kH}));
-  EXPECT_EQ(plain.layer->blobs()[3]->shape(), (std::vector<int>{kH, kH}));
-  EXPECT_EQ(plain.layer->blobs()[4]->shape(), (std::vector<int>{kH}));
+  EXPECT_EQ(plain.layer->params()[0]->shape(), (std::vector<int>{kH, kD}));
+  EXPECT_EQ(plain.layer->params()[1]->shape(), (std::vector<int>{kH}));
+  EXPECT_EQ(plain.layer->params()[2]->shape(), (std::vector<int>{kH, kH}));
+  EXPECT_EQ(plain.layer->params()[3]->shape(), (std::vector<int>{kH, kH}));
+  EXPECT_EQ(plain.layer->params()[4]->shape(), (std::vector<int>{kH}));
   Fixture with_static(true, false);
-  ASSERT_EQ(with_static.layer->blobs().size(), 6u);
-  EXPECT_EQ(with_static.layer->blobs()[2]->shape(), (std::vector<int>{kH, kDs}));  // W_xh_static
-  EXPECT_EQ(with_static.layer->blobs()[3]->shape(), (std::vector<int>{kH, kH}));   // W_hh
+  ASSERT_EQ(with_static.layer->params().size(), 6u);
+  EXPECT_EQ(with_static.layer->params()[2]->shape(), (std::vector<int>{kH, kDs}));  // W_xh_static
+  EXPECT_EQ(with_static.layer->params()[3]->shape(), (std::vector<int>{kH, kH}));   // W_hh
   EXPECT_EQ(plain.top.pointers[0]->shape(), (std::vector<int>{kT, kN, kH}));
   EXPECT_FALSE(plain.layer->AllowForceBackward(1));
 }
@@ -183,7 +183,7 @@ TEST(RNNLayerTest, LoadsStoredBlobsOfCaffesShapes) {
   }
   Fixture fixture(false, false, {0, 0, 1, 0, 0, 1}, &param);
   for (size_t i = 0; i < stored.size(); ++i)
-    EXPECT_EQ(test::DataOf(*fixture.layer->blobs()[i]), test::DataOf(*stored[i])) << "blob " << i;
+    EXPECT_EQ(test::DataOf(*fixture.layer->params()[i]), test::DataOf(*stored[i])) << "blob " << i;
   fixture.layer->Forward(fixture.bottom.pointers, fixture.top.pointers);
   ExpectNear(test::DataOf(*fixture.top.pointers[0]), Reference(fixture, Zeros()).o, "o");
 

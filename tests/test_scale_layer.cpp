@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "layers/scale.hpp"
+#include "layers/neuron/scale.hpp"
 #include "test_util.hpp"
 
 namespace crema {
@@ -52,19 +52,19 @@ TEST(ScaleLayerTest, LearnedScaleForwardAndDefaults) {
     ScaleLayer layer(ScaleParam(c.param));
     layer.SetUp(bottom.pointers, top.pointers);
     const bool bias = c.param.find("bias_term") != std::string::npos;
-    ASSERT_EQ(layer.blobs().size(), bias ? 2u : 1u);
-    ASSERT_EQ(layer.blobs()[0]->shape(), c.scale_shape);
+    ASSERT_EQ(layer.params().size(), bias ? 2u : 1u);
+    ASSERT_EQ(layer.params()[0]->shape(), c.scale_shape);
     // Default fillers: scale 1, bias 0.
-    for (float v : test::DataOf(*layer.blobs()[0])) EXPECT_EQ(v, 1.f);
+    for (float v : test::DataOf(*layer.params()[0])) EXPECT_EQ(v, 1.f);
     if (bias) {
-      ASSERT_EQ(layer.blobs()[1]->shape(), c.scale_shape);
-      for (float v : test::DataOf(*layer.blobs()[1])) EXPECT_EQ(v, 0.f);
+      ASSERT_EQ(layer.params()[1]->shape(), c.scale_shape);
+      for (float v : test::DataOf(*layer.params()[1])) EXPECT_EQ(v, 0.f);
     }
-    for (size_t b = 0; b < layer.blobs().size(); ++b) test::FillGaussian(layer.blobs()[b].get(), 0.f, 1.f, 40 + b);
+    for (size_t b = 0; b < layer.params().size(); ++b) test::FillGaussian(layer.params()[b].get(), 0.f, 1.f, 40 + b);
     layer.Forward(bottom.pointers, top.pointers);
     ASSERT_EQ(top.pointers[0]->shape(), c.shape);
     const auto expected =
-        Reference(*bottom.pointers[0], *layer.blobs()[0], bias ? layer.blobs()[1].get() : nullptr, c.outer, c.inner);
+        Reference(*bottom.pointers[0], *layer.params()[0], bias ? layer.params()[1].get() : nullptr, c.outer, c.inner);
     for (int i = 0; i < top.pointers[0]->count(); ++i) EXPECT_NEAR(top.pointers[0]->cpu_data()[i], expected[i], 1e-5);
     test::GradientChecker(1e-2f, 1e-3f).CheckGradient(&layer, bottom.pointers, top.pointers);
   }
@@ -77,8 +77,8 @@ TEST(ScaleLayerTest, FillerIsUsedWhenGiven) {
   ScaleLayer layer(
       ScaleParam("filler { type: 'constant' value: 2.5 } bias_term: true bias_filler { type: 'constant' value: -1 }"));
   layer.SetUp(bottom.pointers, top.pointers);
-  for (float v : test::DataOf(*layer.blobs()[0])) EXPECT_EQ(v, 2.5f);
-  for (float v : test::DataOf(*layer.blobs()[1])) EXPECT_EQ(v, -1.f);
+  for (float v : test::DataOf(*layer.params()[0])) EXPECT_EQ(v, 2.5f);
+  for (float v : test::DataOf(*layer.params()[1])) EXPECT_EQ(v, -1.f);
 }
 
 TEST(ScaleLayerTest, SecondBottomIsTheScale) {
@@ -93,11 +93,11 @@ TEST(ScaleLayerTest, SecondBottomIsTheScale) {
     ScaleLayer layer(ScaleParam(param));
     layer.SetUp(bottom.pointers, top.pointers);
     const bool bias = param.find("bias_term") != std::string::npos;
-    ASSERT_EQ(layer.blobs().size(), bias ? 1u : 0u);
-    if (bias) test::FillGaussian(layer.blobs()[0].get(), 0.f, 1.f, 34);
+    ASSERT_EQ(layer.params().size(), bias ? 1u : 0u);
+    if (bias) test::FillGaussian(layer.params()[0].get(), 0.f, 1.f, 34);
     layer.Forward(bottom.pointers, top.pointers);
     const auto expected =
-        Reference(*bottom.pointers[0], *bottom.pointers[1], bias ? layer.blobs()[0].get() : nullptr, last ? 6 : 2, 1);
+        Reference(*bottom.pointers[0], *bottom.pointers[1], bias ? layer.params()[0].get() : nullptr, last ? 6 : 2, 1);
     for (int i = 0; i < top.pointers[0]->count(); ++i) EXPECT_NEAR(top.pointers[0]->cpu_data()[i], expected[i], 1e-5);
     test::GradientChecker(1e-2f, 1e-3f).CheckGradient(&layer, bottom.pointers, top.pointers);
   }
@@ -113,10 +113,10 @@ TEST(ScaleLayerTest, InPlaceMatchesOutOfPlace) {
   b.SetUp(in_place.pointers, in_place.pointers);
   ASSERT_EQ(b.internal_blobs().size(), 1u);
   for (size_t i = 0; i < 2; ++i) {
-    test::FillGaussian(a.blobs()[i].get(), 0.f, 1.f, 50 + i);
-    test::FillGaussian(b.blobs()[i].get(), 0.f, 1.f, 50 + i);
-    a.blobs()[i]->set_diff(0.f);
-    b.blobs()[i]->set_diff(0.f);
+    test::FillGaussian(a.params()[i].get(), 0.f, 1.f, 50 + i);
+    test::FillGaussian(b.params()[i].get(), 0.f, 1.f, 50 + i);
+    a.params()[i]->set_diff(0.f);
+    b.params()[i]->set_diff(0.f);
   }
   a.Forward(bottom.pointers, top.pointers);
   b.Forward(in_place.pointers, in_place.pointers);
@@ -127,7 +127,7 @@ TEST(ScaleLayerTest, InPlaceMatchesOutOfPlace) {
   a.Backward(top.pointers, {true}, bottom.pointers);
   b.Backward(in_place.pointers, {true}, in_place.pointers);
   EXPECT_EQ(test::DiffOf(*bottom.pointers[0]), test::DiffOf(*in_place.pointers[0]));
-  for (size_t i = 0; i < 2; ++i) EXPECT_EQ(test::DiffOf(*a.blobs()[i]), test::DiffOf(*b.blobs()[i]));
+  for (size_t i = 0; i < 2; ++i) EXPECT_EQ(test::DiffOf(*a.params()[i]), test::DiffOf(*b.params()[i]));
 }
 
 // The GPU code, rehearsed on the host (Context::set_gpu_code_on_host), gives in place what it gives out of place
@@ -156,7 +156,7 @@ TEST(ScaleLayerTest, StoredBlobsLoad) {
   bias.ToProto(param.add_blobs());
   ScaleLayer layer(param);
   layer.SetUp(bottom.pointers, top.pointers);
-  EXPECT_EQ(layer.blobs()[0]->shape(), std::vector<int>{3});
+  EXPECT_EQ(layer.params()[0]->shape(), std::vector<int>{3});
   layer.Forward(bottom.pointers, top.pointers);
   for (int i = 0; i < 12; ++i)
     EXPECT_NEAR(top.pointers[0]->cpu_data()[i], bottom.pointers[0]->cpu_data()[i] * 2.0 + 0.5, 1e-6);

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "layers/sigmoid_cross_entropy_loss.hpp"
+#include "layers/loss/sigmoid_cross_entropy_loss.hpp"
 #include "test_util.hpp"
 
 namespace crema {

@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "layers/silence.hpp"
+#include "layers/common/silence.hpp"
 #include "test_util.hpp"
 
 namespace crema {

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "layers/slice.hpp"
+#include "layers/common/slice.hpp"
 #include "net/net.hpp"
 #include "test_util.hpp"
 

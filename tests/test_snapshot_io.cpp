@@ -198,8 +198,8 @@ TEST(Hdf5SnapshotTest, ReadsFilesWrittenInCaffesLayout) {
   Net net(test::ParseNet(net_text));
   const std::vector<std::string> copied = net.CopyTrainedLayersFrom(weights_path);
   EXPECT_EQ(copied, (std::vector<std::string>{"ip1", "ip2"}));
-  EXPECT_EQ(test::DataOf(*net.layer_by_name("ip2")->blobs()[0]), (std::vector<float>{1, 2, 3, 4, 5, 6}));
-  EXPECT_EQ(test::DataOf(*net.layer_by_name("ip2")->blobs()[1]), (std::vector<float>{9, 10}));
+  EXPECT_EQ(test::DataOf(*net.layer_by_name("ip2")->params()[0]), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(test::DataOf(*net.layer_by_name("ip2")->params()[1]), (std::vector<float>{9, 10}));
   EXPECT_TRUE(net.LayersNotCopied(copied).empty());
   // Where the net does not share that parameter, the missing dataset is an error naming the layer.
   Net unshared(test::ParseNet(std::regex_replace(net_text, std::regex("param \\{ name: 'shared' \\}"), "param { }")));
@@ -292,7 +292,7 @@ TEST(Hdf5SnapshotTest, NetWeightsWrittenAndReadBackAreEqual) {
   copy.CopyTrainedLayersFrom(dir.file("n.caffemodel.h5"));
   for (const char* layer : {"ip", "ip_out"})
     for (size_t j = 0; j < 2; ++j)
-      EXPECT_EQ(test::DataOf(*copy.layer_by_name(layer)->blobs()[j]), test::DataOf(*net.layer_by_name(layer)->blobs()[j]))
+      EXPECT_EQ(test::DataOf(*copy.layer_by_name(layer)->params()[j]), test::DataOf(*net.layer_by_name(layer)->params()[j]))
           << layer << " " << j;
 }
 

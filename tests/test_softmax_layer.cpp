@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "layers/softmax.hpp"
+#include "layers/common/softmax.hpp"
 #include "test_util.hpp"
 
 namespace crema {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "layers/softmax_with_loss.hpp"
+#include "layers/loss/softmax_with_loss.hpp"
 #include "test_util.hpp"
 
 namespace crema {

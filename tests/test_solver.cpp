@@ -99,7 +99,7 @@ TEST(SGDSolverTest, L1DecayIterSizeAndClipping) {
 TEST(SolverTest, DivergenceStopsNamingTheFirstNonFiniteLayerAndTop) {
   auto solver = CreateSolver(TinySolver("base_lr: 0.1 lr_policy: 'fixed' max_iter: 5"));
   test::FillGaussian(solver->net()->blob_by_name("data"));
-  solver->net()->layer_by_name("ip")->blobs()[0]->mutable_cpu_data()[0] = INFINITY;
+  solver->net()->layer_by_name("ip")->params()[0]->mutable_cpu_data()[0] = INFINITY;
   const std::string message = test::ErrorMessage([&] { solver->Step(1); });
   EXPECT_NE(message.find("diverged at iteration 0"), std::string::npos) << message;
   EXPECT_NE(message.find("layer 'ip' (InnerProduct)"), std::string::npos) << message;

@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "layers/split.hpp"
+#include "layers/common/split.hpp"
 #include "test_util.hpp"
 
 namespace crema {

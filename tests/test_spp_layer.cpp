@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "layers/spp.hpp"
+#include "layers/vision/spp.hpp"
 #include "test_util.hpp"
 
 namespace crema {

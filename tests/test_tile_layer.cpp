@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "layers/tile.hpp"
+#include "layers/common/tile.hpp"
 #include "test_util.hpp"
 
 namespace crema {

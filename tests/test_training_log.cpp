@@ -17,10 +17,10 @@
 #include <opencv2/imgcodecs.hpp>
 #endif
 
-#include "io/chart.hpp"
 #include "io/proto_io.hpp"
-#include "io/training_log.hpp"
 #include "test_util.hpp"
+#include "tools/lib/chart.hpp"
+#include "tools/lib/training_log.hpp"
 
 namespace crema {
 namespace {

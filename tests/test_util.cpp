@@ -15,9 +15,9 @@
 
 #include "core/context.hpp"
 #include "io/lmdb.hpp"
-#include "io/mnist.hpp"
 #include "io/proto_io.hpp"
 #include "layers/layer_registry.hpp"
+#include "tools/lib/mnist.hpp"
 
 namespace crema {
 namespace test {
@@ -244,8 +244,8 @@ void GradientChecker::CheckGradient(Layer* layer, const std::vector<Blob*>& bott
     checked.insert(checked.end(), bottom.begin(), bottom.end());
   }
   // Parameters the layer is told to give no gradient (BatchNorm's statistics) are not checked.
-  for (size_t i = 0; i < layer->blobs().size(); ++i)
-    if (layer->param_propagate_down(static_cast<int>(i))) checked.push_back(layer->blobs()[i].get());
+  for (size_t i = 0; i < layer->params().size(); ++i)
+    if (layer->param_propagate_down(static_cast<int>(i))) checked.push_back(layer->params()[i].get());
 
   // Analytic gradients: one forward, the random projection as top diff, one backward.
   layer->Forward(bottom, top);
@@ -354,7 +354,7 @@ void ExpectInPlaceMatchesOutOfPlace(Layer* separate, Layer* in_place, const Blob
   Blob top_diff(shape);
   FillGaussian(&top_diff, 0.f, 1.f, 99);
   const auto zero_parameter_diffs = [](Layer* layer) {
-    for (const auto& blob : layer->blobs()) blob->set_diff(0.f);
+    for (const auto& blob : layer->params()) blob->set_diff(0.f);
   };
 
   BlobList bottom, top;
@@ -370,17 +370,17 @@ void ExpectInPlaceMatchesOutOfPlace(Layer* separate, Layer* in_place, const Blob
   fill(&shared);
   std::vector<Blob*> both{&shared};
   in_place->SetUp(both, both);
-  ASSERT_EQ(in_place->blobs().size(), separate->blobs().size()) << Describe(*in_place);
-  for (size_t i = 0; i < in_place->blobs().size(); ++i)
-    EXPECT_EQ(DataOf(*in_place->blobs()[i]), DataOf(*separate->blobs()[i])) << Describe(*in_place) << " param " << i;
+  ASSERT_EQ(in_place->params().size(), separate->params().size()) << Describe(*in_place);
+  for (size_t i = 0; i < in_place->params().size(); ++i)
+    EXPECT_EQ(DataOf(*in_place->params()[i]), DataOf(*separate->params()[i])) << Describe(*in_place) << " param " << i;
   in_place->Forward(both, both);
   EXPECT_EQ(DataOf(shared), DataOf(*top.pointers[0])) << Describe(*in_place) << ": top";
   std::copy(top_diff.cpu_data(), top_diff.cpu_data() + top_diff.count(), shared.mutable_cpu_diff());
   zero_parameter_diffs(in_place);
   in_place->Backward(both, {true}, both);
   EXPECT_EQ(DiffOf(shared), DiffOf(*bottom.pointers[0])) << Describe(*in_place) << ": bottom gradient";
-  for (size_t i = 0; i < in_place->blobs().size(); ++i)
-    EXPECT_EQ(DiffOf(*in_place->blobs()[i]), DiffOf(*separate->blobs()[i])) << Describe(*in_place) << " param " << i;
+  for (size_t i = 0; i < in_place->params().size(); ++i)
+    EXPECT_EQ(DiffOf(*in_place->params()[i]), DiffOf(*separate->params()[i])) << Describe(*in_place) << " param " << i;
 }
 
 void ExpectInPlaceMatchesOutOfPlace(const std::string& text, const BlobFiller& fill, const std::vector<int>& shape) {

@@ -17,8 +17,8 @@
 #include "core/context.hpp"
 #include "io/image_io.hpp"
 #include "io/proto_io.hpp"
+#include "layers/data/window_data.hpp"
 #include "layers/layer_registry.hpp"
-#include "layers/window_data.hpp"
 #include "test_util.hpp"
 
 namespace crema {

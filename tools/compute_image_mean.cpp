@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "io/db.hpp"
-#include "io/image_mean.hpp"
 #include "io/proto_io.hpp"
+#include "tools/lib/image_mean.hpp"
 #include "tools/tool_main.hpp"
 
 DEFINE_string(backend, "lmdb", "The database to read: lmdb or leveldb");

@@ -10,7 +10,7 @@
 
 #include "core/common.hpp"
 #include "io/db.hpp"
-#include "io/mnist.hpp"
+#include "tools/lib/mnist.hpp"
 #include "tools/tool_main.hpp"
 
 // LMDB by default, unlike Caffe's converter (LevelDB): crema's example nets read LMDBs.

@@ -23,19 +23,19 @@
 #include <vector>
 
 #include "core/context.hpp"
-#include "core/cpu_info.hpp"
-#include "core/device_query.hpp"
 #include "core/synced_memory.hpp"
 #include "core/threads.hpp"
 #include "io/db.hpp"
-#include "io/input_source.hpp"
 #include "io/proto_io.hpp"
 #include "layers/layer_registry.hpp"
-#include "net/classifier.hpp"
 #include "net/net.hpp"
 #include "net/output_scores.hpp"
 #include "net/upgrade.hpp"
 #include "solver/solver.hpp"
+#include "tools/lib/classifier.hpp"
+#include "tools/lib/cpu_info.hpp"
+#include "tools/lib/device_query.hpp"
+#include "tools/lib/input_source.hpp"
 #include "tools/tool_main.hpp"
 
 DEFINE_string(solver, "", "train: the solver prototxt");

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "io/proto_io.hpp"
-#include "net/net_graph.hpp"
 #include "net/upgrade.hpp"
+#include "tools/lib/net_graph.hpp"
 #include "tools/tool_main.hpp"
 
 DEFINE_string(rankdir, "LR", "The direction the graph runs: LR (left to right), TB, BT or RL");

@@ -17,8 +17,8 @@
 
 #include "core/context.hpp"
 #include "io/proto_io.hpp"
-#include "net/feature_extractor.hpp"
 #include "net/net.hpp"
+#include "tools/lib/feature_extractor.hpp"
 #include "tools/tool_main.hpp"
 
 DEFINE_string(gpu, "", "run on this GPU (an id such as 0); empty: the CPU");

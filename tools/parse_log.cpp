@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "io/training_log.hpp"
+#include "tools/lib/training_log.hpp"
 #include "tools/tool_main.hpp"
 
 DEFINE_string(delimiter, ",", "The column delimiter: one character, or 'tab'");

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "io/chart.hpp"
 #include "io/proto_io.hpp"
-#include "io/training_log.hpp"
+#include "tools/lib/chart.hpp"
+#include "tools/lib/training_log.hpp"
 #include "tools/tool_main.hpp"
 
 DEFINE_string(x, "iters", "What the x axis shows: iters, or seconds (since the log's first line)");

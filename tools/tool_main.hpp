@@ -1,5 +1,5 @@
 // What every command-line tool of crema does around its own work, in one place: glog to stderr, the usage and
-// flags through gflags, every flag checked before gflags parses it (core/command_line.hpp), the number of
+// flags through gflags, every flag checked before gflags parses it (tools/lib/command_line.hpp), the number of
 // positional arguments checked, and a crema::Error reported as one line, "<tool>: error: <message>", with status 1.
 // `crema` itself, whose first argument is a command, has its own main but the same checks.
 #pragma once
@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "core/command_line.hpp"
 #include "core/synced_memory.hpp"
+#include "tools/lib/command_line.hpp"
 
 namespace crema {
 

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "bindings.hpp"
-#include "layers/python.hpp"
+#include "layers/python/python.hpp"
 
 // The module's initialisation function, from module.cpp's PYBIND11_MODULE.
 extern "C" PyObject* PyInit__crema();

@@ -11,7 +11,7 @@
 #include "bindings.hpp"
 #include "io/proto_io.hpp"
 #include "io/snapshot_io.hpp"
-#include "layers/memory_data.hpp"
+#include "layers/data/memory_data.hpp"
 
 namespace crema {
 namespace python {
@@ -61,11 +61,11 @@ py::object Params(const NetHandle& h) {
   py::object params = py::module_::import("collections").attr("OrderedDict")();
   const auto& layers = h.net->layers();
   for (size_t l = 0; l < layers.size(); ++l) {
-    if (layers[l]->blobs().empty()) continue;
+    if (layers[l]->params().empty()) continue;
     py::list blobs;
-    for (size_t i = 0; i < layers[l]->blobs().size(); ++i)
+    for (size_t i = 0; i < layers[l]->params().size(); ++i)
       blobs.append(
-          BlobHandle{h.owner, layers[l]->blobs()[i].get(), h.net->layer_names()[l] + "[" + std::to_string(i) + "]"});
+          BlobHandle{h.owner, layers[l]->params()[i].get(), h.net->layer_names()[l] + "[" + std::to_string(i) + "]"});
     params[py::str(h.net->layer_names()[l])] = blobs;
   }
   return params;
@@ -247,8 +247,8 @@ void BindNet(py::module_& module) {
       .def_property_readonly("blobs",
                              [](const LayerHandle& h) {
                                py::list blobs;
-                               for (size_t i = 0; i < h.layer->blobs().size(); ++i)
-                                 blobs.append(BlobHandle{h.owner, h.layer->blobs()[i].get(),
+                               for (size_t i = 0; i < h.layer->params().size(); ++i)
+                                 blobs.append(BlobHandle{h.owner, h.layer->params()[i].get(),
                                                          h.layer->name() + "[" + std::to_string(i) + "]"});
                                return blobs;
                              })

@@ -1,4 +1,4 @@
-// Layers written in Python (`type: "Python"`, docs/python.md): the backend that layers/python.hpp hands setup,
+// Layers written in Python (`type: "Python"`, docs/python.md): the backend that layers/python/python.hpp hands setup,
 // reshape, forward and backward to, installed when crema._crema is initialised (imported from Python, or started
 // by the `crema` tool's embedded interpreter, embed.cpp). The layer's class is pycaffe's: setup(bottom, top),
 // reshape(bottom, top), forward(bottom, top), backward(top, propagate_down, bottom), with lists of crema.Blob,
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "bindings.hpp"
-#include "layers/python.hpp"
+#include "layers/python/python.hpp"
 
 namespace crema {
 namespace python {

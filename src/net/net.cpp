@@ -38,8 +38,8 @@ std::string NameList(const std::vector<std::string>& names, size_t shown = 10) {
 }  // namespace
 
 bool BlobSignature::Matches(const Blob& blob) const {
-  return shape == blob.shape() && data == blob.data().get() && data_offset == blob.data_offset() &&
-         diff == blob.diff().get() && diff_offset == blob.diff_offset();
+  return shape == blob.shape() && data_memory == blob.data().get() && data_offset == blob.data_offset() &&
+         diff_memory == blob.diff().get() && diff_offset == blob.diff_offset();
 }
 
 BlobSignature BlobSignature::Of(const Blob& blob) {
@@ -190,25 +190,22 @@ void Net::Build(const NetParameter& in_param, const NetPasses& passes) {
     layer->set_workspace(workspace_);
     if (layer->workspace_floats() > static_cast<size_t>(workspace_->count()))
       workspace_->Reshape({static_cast<int>(layer->workspace_floats())});
-    for (size_t t = 0; t < step.tops.size(); ++t) {
+    for (size_t t = 0; t < step.tops.size(); ++t)
       LOG(INFO) << "  " << layer_param.name() << " [" << layer->engine() << "] -> " << blob_names_[step.tops[t]] << ": "
                 << tops[t]->shape_string();
-      if (layer->loss(static_cast<int>(t)) != 0.f) blob_loss_weights_[step.tops[t]] = layer->loss(static_cast<int>(t));
-    }
     layer_names_.push_back(layer_param.name());
     IndexLayerName(l, *layer);
     added_by_pass_.push_back(!user_layers.count(layer_param.name()));
-    if (layer->TopsAreNetInputs())
-      for (Blob* top : tops) input_blobs_.push_back(top);
     layers_.push_back(std::move(layer));
     plan_.push_back(std::move(step));
   }
 
-  FindOutputs();
   CollectParams();
-  for (const PlanPass& pass : passes.plan) {
+  DeriveStepTables();
+  for (const NetPass& pass : passes.after_build) {
     pass.run(this);
     passes_run_.push_back(pass.name);
+    DeriveStepTables();
   }
   after_weights_ = passes.after_weights;
   LOG(INFO) << "Net '" << name_ << "' built: " << layers_.size() << " layers, " << blobs_.size() << " blobs, "
@@ -224,19 +221,17 @@ void Net::CollectParams() {
     int index;
   };
   std::map<std::string, Owner> owners;
-  // Steps and layers share indices (one step per layer); a parameter is complete after the backward of the
-  // earliest step that uses it, which for a shared one is its owner's.
-  std::map<const Blob*, int> param_first_step;
   std::vector<bool> lr_mult_given, decay_mult_given;  // per learnable parameter: set explicitly by a user
+  layer_learnable_params_.assign(layers_.size(), {});
   for (size_t l = 0; l < layers_.size(); ++l) {
     Layer* layer = layers_[l].get();
     const LayerParameter& lp = layer->layer_param();
-    CREMA_CHECK(lp.param_size() <= static_cast<int>(layer->blobs().size()))
-        << "layer '" << lp.name() << "' (" << lp.type() << ") has " << layer->blobs().size()
+    CREMA_CHECK(lp.param_size() <= static_cast<int>(layer->params().size()))
+        << "layer '" << lp.name() << "' (" << lp.type() << ") has " << layer->params().size()
         << " parameter blob(s), but " << lp.param_size() << " param { } entries are given";
-    for (size_t i = 0; i < layer->blobs().size(); ++i) {
+    for (size_t i = 0; i < layer->params().size(); ++i) {
       const ParamSpec spec = static_cast<int>(i) < lp.param_size() ? lp.param(static_cast<int>(i)) : ParamSpec();
-      Blob* blob = layer->blobs()[i].get();
+      Blob* blob = layer->params()[i].get();
       layer->set_param_propagate_down(static_cast<int>(i), spec.lr_mult() != 0.f);
       if (!spec.name().empty() && owners.count(spec.name())) {
         const Owner& owner = owners[spec.name()];
@@ -266,12 +261,12 @@ void Net::CollectParams() {
         share("decay_mult", spec.has_decay_mult(), spec.decay_mult(), &params_weight_decay_, &decay_mult_given);
         blob->ShareData(*owner.blob);
         blob->ShareDiff(*owner.blob);
-        // Layers run in plan order, and backward in reverse: the owner's step is the earliest user.
+        layer_learnable_params_[l].push_back(owner.index);
         continue;
       }
       const int index = static_cast<int>(learnable_params_.size());
       if (!spec.name().empty()) owners[spec.name()] = {blob, lp.name(), index};
-      param_first_step[blob] = static_cast<int>(l);
+      layer_learnable_params_[l].push_back(index);
       learnable_params_.push_back(blob);
       learnable_param_owner_.emplace_back(static_cast<int>(l), static_cast<int>(i));
       params_lr_.push_back(spec.lr_mult());
@@ -280,18 +275,39 @@ void Net::CollectParams() {
       decay_mult_given.push_back(spec.has_decay_mult());
     }
   }
-  gradient_ready_step_.clear();
+}
+
+void Net::DeriveStepTables() {
+  // Inputs: the tops of the steps whose layers feed the net from outside (Input, data layers).
+  input_blobs_.clear();
+  for (const PlanStep& step : plan_)
+    if (layers_[step.layer]->TopsAreNetInputs())
+      for (int id : step.tops) input_blobs_.push_back(blobs_[id].get());
+  // Loss weights, as the layers of the steps declare them for their tops.
+  blob_loss_weights_.assign(blobs_.size(), 0.f);
+  for (const PlanStep& step : plan_)
+    for (size_t t = 0; t < step.tops.size(); ++t) {
+      const float weight = layers_[step.layer]->loss(static_cast<int>(t));
+      if (weight != 0.f) blob_loss_weights_[step.tops[t]] = weight;
+    }
+  // A parameter's gradient is complete after the backward of the earliest step whose layer uses it (backward runs
+  // the steps in reverse). One that no step uses any more (a pass removed its layer's steps) never changes during
+  // a backward: it is complete from the start, and announced after the first step backward runs.
+  gradient_ready_step_.assign(learnable_params_.size(), -1);
+  for (size_t step = plan_.size(); step-- > 0;)
+    for (int param : layer_learnable_params_[plan_[step].layer]) gradient_ready_step_[param] = static_cast<int>(step);
   params_ready_after_.assign(plan_.size(), {});
-  for (size_t p = 0; p < learnable_params_.size(); ++p) {
-    const int step = param_first_step.at(learnable_params_[p]);
-    gradient_ready_step_.push_back(step);
-    params_ready_after_[step].push_back(static_cast<int>(p));
+  for (size_t param = 0; param < learnable_params_.size() && !plan_.empty(); ++param) {
+    if (gradient_ready_step_[param] < 0) gradient_ready_step_[param] = static_cast<int>(plan_.size()) - 1;
+    params_ready_after_[gradient_ready_step_[param]].push_back(static_cast<int>(param));
   }
+  FindOutputs();
 }
 
 void Net::FindOutputs() {
   // Outputs: blobs whose last written version no later step reads (in-place steps rewrite a blob). Internal
   // blobs are neither read nor written by steps, so they are never outputs.
+  output_blob_indices_.clear();
   std::vector<int> last_write(blobs_.size(), -1), last_read(blobs_.size(), -1);
   for (size_t s = 0; s < plan_.size(); ++s) {
     for (int id : plan_[s].bottoms) last_read[id] = static_cast<int>(s);
@@ -320,9 +336,10 @@ std::string Net::BottomShapesNote(const std::vector<int>& bottoms) const {
 }
 
 void Net::RunAfterWeightsPasses() {
-  for (const PlanPass& pass : after_weights_) {
+  for (const NetPass& pass : after_weights_) {
     pass.run(this);
     passes_run_.push_back(pass.name);
+    DeriveStepTables();
   }
   after_weights_.clear();
 }
@@ -455,7 +472,7 @@ void Net::ForwardDebugInfo(size_t step) const {
   for (int id : s.tops)
     LOG(INFO) << "    [Forward] Layer " << layer << ", top blob " << blob_names_[id]
               << " data: " << MeanAbs(*blobs_[id], false);
-  const auto& params = layers_[s.layer]->blobs();
+  const auto& params = layers_[s.layer]->params();
   for (size_t i = 0; i < params.size(); ++i)
     LOG(INFO) << "    [Forward] Layer " << layer << ", param blob " << ParamDisplayName(s.layer, static_cast<int>(i))
               << " data: " << MeanAbs(*params[i], false);
@@ -470,10 +487,10 @@ void Net::BackwardDebugInfo(size_t step) const {
               << " diff: " << MeanAbs(*blobs_[s.bottoms[b]], true);
   }
   Layer& owner = *layers_[s.layer];
-  for (size_t i = 0; i < owner.blobs().size(); ++i) {
+  for (size_t i = 0; i < owner.params().size(); ++i) {
     if (!owner.param_propagate_down(static_cast<int>(i))) continue;
     LOG(INFO) << "    [Backward] Layer " << layer << ", param blob " << i
-              << " diff: " << MeanAbs(*owner.blobs()[i], true);
+              << " diff: " << MeanAbs(*owner.params()[i], true);
   }
 }
 
@@ -518,9 +535,9 @@ std::string Net::DescribeNonFinite(size_t step, bool gradients) const {
         << blob.shape_string() << " at element " << bad;
     return out.str();
   }
-  for (size_t i = 0; i < layer.blobs().size(); ++i) {
+  for (size_t i = 0; i < layer.params().size(); ++i) {
     if (!layer.param_propagate_down(static_cast<int>(i))) continue;
-    const Blob& blob = *layer.blobs()[i];
+    const Blob& blob = *layer.params()[i];
     const int bad = FirstNonFinite(blob.cpu_diff(), blob.count());
     if (bad < 0) continue;
     out << who << blob.cpu_diff()[bad] << " in the gradient of its parameter "
@@ -559,11 +576,11 @@ void Net::IndexLayerName(int index, Layer& layer) {
   // files, --weights and a snapshot's layer state find a layer, so the name must still point at one layer with
   // parameters or saved state: that one is what the name means here.
   Layer& earlier = *layers_[found->second];
-  const auto holds = [](Layer& l) { return !l.blobs().empty() || l.HasRuntimeState(); };
+  const auto holds = [](Layer& l) { return !l.params().empty() || l.HasRuntimeState(); };
   CREMA_CHECK(!holds(earlier) || !holds(layer))
       << "two layers are named '" << name << "' (" << earlier.type() << ", then " << layer.type()
       << ") and both hold "
-      << (!earlier.blobs().empty() && !layer.blobs().empty() ? "parameters" : "state saved in snapshots")
+      << (!earlier.params().empty() && !layer.params().empty() ? "parameters" : "state saved in snapshots")
       << ": a weights file (.caffemodel, --weights) or a snapshot finds a layer by its name, and could not tell "
          "which of the two is meant; rename one";
   const bool later_holds = holds(layer);
@@ -602,7 +619,7 @@ std::vector<std::string> Net::CopyTrainedLayersFrom(const NetParameter& trained)
   // fine-tuning: running on would score, extract or train from the fillers' random values.
   std::vector<std::string> with_params, in_file;
   for (size_t l = 0; l < layers_.size(); ++l)
-    if (!layers_[l]->blobs().empty() && !added_by_pass_[l]) with_params.push_back(layer_names_[l]);
+    if (!layers_[l]->params().empty() && !added_by_pass_[l]) with_params.push_back(layer_names_[l]);
   for (const auto& source : trained.layer())
     if (source.blobs_size() > 0) in_file.push_back(source.name());
   CREMA_CHECK(!copied.empty() || with_params.empty())
@@ -626,7 +643,7 @@ std::vector<std::string> Net::CopyMatchingLayers(const NetParameter& trained) {
       continue;
     }
     Layer* layer = layers_[found->second].get();
-    auto& targets = layer->blobs();
+    auto& targets = layer->params();
     CREMA_CHECK(static_cast<int>(targets.size()) == source.blobs_size())
         << "cannot copy weights into layer '" << source.name() << "' (" << layer->type() << "): the weights file has "
         << source.blobs_size() << " parameter blob(s), the net has " << targets.size();
@@ -693,11 +710,11 @@ std::vector<std::string> Net::LayersNotCopied(const std::vector<std::string>& co
   for (const auto& name : copied_layers) {
     auto found = layer_index_.find(name);
     if (found == layer_index_.end()) continue;
-    for (const auto& blob : layers_[found->second]->blobs()) covered.insert(blob->data().get());
+    for (const auto& blob : layers_[found->second]->params()) covered.insert(blob->data().get());
   }
   std::vector<std::string> missing;
   for (size_t l = 0; l < layers_.size(); ++l) {
-    for (const auto& blob : layers_[l]->blobs()) {
+    for (const auto& blob : layers_[l]->params()) {
       if (!covered.count(blob->data().get())) {
         missing.push_back(layer_names_[l]);
         break;
@@ -711,8 +728,8 @@ void Net::ShareTrainedLayersWith(const Net& other) {
   for (size_t l = 0; l < other.layers_.size(); ++l) {
     auto found = layer_index_.find(other.layer_names_[l]);
     if (found == layer_index_.end()) continue;
-    auto& mine = layers_[found->second]->blobs();
-    const auto& theirs = other.layers_[l]->blobs();
+    auto& mine = layers_[found->second]->params();
+    const auto& theirs = other.layers_[l]->params();
     CREMA_CHECK(mine.size() == theirs.size())
         << "layer '" << other.layer_names_[l] << "' has " << mine.size() << " parameter blob(s) in net '" << name_
         << "' but " << theirs.size() << " in net '" << other.name_ << "'";

@@ -8,12 +8,14 @@
 //   construction       create each layer with its engine (LayerRegistry), wire blobs by name (in place where
 //                      top == bottom), set it up (shapes flow from the inputs), record in its plan step the tops
 //                      that view bottoms and the layer's internal blobs, collect and share learnable parameters
-//   plan passes        over the built plan: decide_backward (which steps run backward, and to which bottoms)
+//   after-build passes over the built plan: decide_backward (which steps run backward, and to which bottoms),
+//                      plan_layouts
 //   after-weights      over the plan once weights are loaded (RunAfterWeightsPasses; inference tools call it,
 //                      training never does): where BatchNorm folding will go
 // The result is `plan()`: an ordered list of steps, each naming the layer, the blobs it reads and writes, the
 // tops that are views of its bottoms, and its internal blobs. Forward runs the steps in order, Backward in
-// reverse. Layers never see the net; the net never sees a solver.
+// reverse. Steps and layers are two lists (a pass may remove or reorder steps); every table taken from the steps
+// is derived again after each pass (DeriveStepTables). Layers never see the net; the net never sees a solver.
 //
 // Shapes flow: before a step runs forward, the net compares each bottom's shape and storage with those the
 // step was last reshaped for, and only when something changed re-makes the step's views and re-runs its
@@ -35,18 +37,21 @@
 
 namespace crema {
 
-// What a step was last reshaped for: one bottom's shape and storage.
+// What a step was last reshaped for: one bottom's shape and storage (the memory objects behind its values and
+// gradients, and where in them the blob starts), compared by identity, never by content.
 struct BlobSignature {
   std::vector<int> shape;
-  const void* data;
+  const void* data_memory;
   size_t data_offset;
-  const void* diff;
+  const void* diff_memory;
   size_t diff_offset;
   // Whether `blob` still has this shape and storage (no copy: this runs before every step of every Forward).
   bool Matches(const Blob& blob) const;
   static BlobSignature Of(const Blob& blob);
 };
 
+// One step of the plan. Steps and layers are separate lists: a step names its layer, and a pass may remove,
+// reorder or add steps, so a step's index in plan() is not its layer's index in layers().
 struct PlanStep {
   int layer = -1;                     // index into layers()
   std::vector<int> bottoms;           // blob ids read
@@ -67,7 +72,7 @@ struct ParameterPass {
   std::function<NetParameter(const NetParameter&)> run;
 };
 // A pass over a built net (its plan, layers and blobs).
-struct PlanPass {
+struct NetPass {
   std::string name;
   std::function<void(Net*)> run;
 };
@@ -75,8 +80,8 @@ struct PlanPass {
 // lists of their own to check one pass at a time.
 struct NetPasses {
   std::vector<ParameterPass> parameter;
-  std::vector<PlanPass> plan;
-  std::vector<PlanPass> after_weights;
+  std::vector<NetPass> after_build;  // over the built net, in order, before it first runs
+  std::vector<NetPass> after_weights;
   static NetPasses Default();
 };
 
@@ -117,7 +122,8 @@ class Net {
   // The step after whose backward learnable parameter `index` is complete.
   int gradient_ready_step(int index) const { return gradient_ready_step_[index]; }
 
-  // Runs the after-weights passes (inference tools call this once the weights are loaded).
+  // Runs the after-weights passes (inference tools call this once the weights are loaded); the tables derived
+  // from the steps are derived again after each.
   void RunAfterWeightsPasses();
 
   // Copies parameters from a trained net (by layer name; shapes must match). Layers absent from this net
@@ -151,10 +157,12 @@ class Net {
   const std::shared_ptr<Context>& shared_context() const { return context_; }
   bool force_backward() const { return force_backward_; }
   const std::vector<PlanStep>& plan() const { return plan_; }
-  // For plan passes.
+  // For after-build passes.
   std::vector<PlanStep>& mutable_plan() { return plan_; }
   const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
   const std::vector<std::string>& layer_names() const { return layer_names_; }
+  // Every blob the steps read and write (inputs, activations, labels, losses) and the layers' internal blobs,
+  // indexed by blob id; a layer's learned parameters are Layer::params(), never among them.
   const std::vector<std::shared_ptr<Blob>>& blobs() const { return blobs_; }
   const std::vector<std::string>& blob_names() const { return blob_names_; }
   bool has_layer(const std::string& name) const { return layer_index_.count(name) > 0; }
@@ -216,7 +224,12 @@ class Net {
   std::vector<std::string> CopyMatchingLayers(const NetParameter& trained);
   int AddTop(const LayerParameter& layer_param, int top_index, std::vector<int>* step_tops,
              const std::vector<int>& step_bottoms);
+  // Per layer, once: the learnable parameters (sharing by ParamSpec name), their multipliers and owners.
   void CollectParams();
+  // Every table the net derives from its steps (inputs, outputs, loss weights, the step after whose backward
+  // each parameter's gradient is complete), from plan_ as it is now: run after construction and after every
+  // pass, so a pass that removes, adds or reorders steps leaves them true.
+  void DeriveStepTables();
   void FindOutputs();
   // Records layer `index` (named layer_names_[index]) in layer_index_; a second layer of a name is accepted with a
   // warning unless both hold parameters or saved state, which a name would no longer tell apart.
@@ -248,7 +261,7 @@ class Net {
   std::vector<PlanStep> plan_;
   std::vector<bool> added_by_pass_;  // per layer: not in the prototxt (a Split, say), not written to .caffemodel
   std::shared_ptr<Blob> workspace_;
-  std::vector<PlanPass> after_weights_;
+  std::vector<NetPass> after_weights_;
   std::vector<std::string> passes_run_;
   std::function<void(int)> gradient_ready_;
   std::vector<int> gradient_ready_step_;              // per learnable parameter
@@ -259,6 +272,7 @@ class Net {
   std::vector<float> params_lr_;
   std::vector<float> params_weight_decay_;
   std::vector<std::pair<int, int>> learnable_param_owner_;  // per learnable parameter: (layer, index in the layer)
+  std::vector<std::vector<int>> layer_learnable_params_;    // per layer, per parameter: its learnable index
   bool debug_info_ = false;
   bool check_finite_ = false;
 };

@@ -21,7 +21,7 @@ NetPasses NetPasses::Default() {
                       {"filter", FilterNet},
                       {"upgrade_inputs", UpgradeInputs},
                       {"insert_splits", InsertSplits}};
-  passes.plan = {{"decide_backward", DecideBackward}, {"plan_layouts", PlanLayouts}};
+  passes.after_build = {{"decide_backward", DecideBackward}, {"plan_layouts", PlanLayouts}};
   return passes;
 }
 
@@ -178,7 +178,7 @@ void DecideBackward(Net* net) {
     Layer* layer = net->layers()[step.layer].get();
     const LayerParameter& lp = layer->layer_param();
     bool needs = false;
-    for (size_t i = 0; i < layer->blobs().size(); ++i)
+    for (size_t i = 0; i < layer->params().size(); ++i)
       needs = needs || layer->param_propagate_down(static_cast<int>(i));
     step.propagate_down.assign(step.bottoms.size(), false);
     for (size_t b = 0; b < step.bottoms.size(); ++b) {

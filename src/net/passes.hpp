@@ -5,7 +5,7 @@
 //   filter          keep the layers whose include/exclude rules match the net's state (phase, level, stages)
 //   upgrade_inputs  turn the deprecated net-level input / input_shape / input_dim into an Input layer
 //   insert_splits   give every reader of a blob read more than once its own copy through a Split layer
-// Plan passes (over a built net):
+// After-build passes (over a built net: its steps, layers and blobs):
 //   decide_backward which steps run backward, and to which bottoms they send gradients
 //   plan_layouts    keep a blob in its writer's layout where every reader takes it (core/layout.hpp)
 //

@@ -1,5 +1,0 @@
-// The GPU kernel of ArgMax's rule (argmax.hpp); the layer's code is in argmax.cpp.
-#include "core/elementwise.cuh"
-#include "layers/argmax.hpp"
-
-CREMA_GPU_ELEMENTWISE(crema::ArgMaxRule);

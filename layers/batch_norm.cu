@@ -1,9 +1,0 @@
-// The GPU kernels of BatchNorm's rules (batch_norm.hpp); the layer's code is in batch_norm.cpp.
-#include "core/elementwise.cuh"
-#include "layers/batch_norm.hpp"
-
-CREMA_GPU_ELEMENTWISE(crema::BatchNormStoredRule);
-CREMA_GPU_ELEMENTWISE(crema::BatchNormUpdateRule);
-CREMA_GPU_ELEMENTWISE(crema::BatchNormSquaredDeviationRule);
-CREMA_GPU_ELEMENTWISE(crema::BatchNormNormalizeRule);
-CREMA_GPU_ELEMENTWISE(crema::BatchNormBackwardRule);

@@ -1,6 +1,0 @@
-// The GPU kernels of Bias's rules and the shared product rule (bias.hpp); the layer's code is in bias.cpp.
-#include "core/elementwise.cuh"
-#include "layers/bias.hpp"
-
-CREMA_GPU_ELEMENTWISE(crema::BiasForwardRule);
-CREMA_GPU_ELEMENTWISE(crema::ProductRule);

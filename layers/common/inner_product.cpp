@@ -1,0 +1,96 @@
+#include "layers/common/inner_product.hpp"
+
+#include <string>
+
+#include "core/filler.hpp"
+#include "core/math_functions.hpp"
+
+namespace crema {
+
+int InnerProductLayer::FlattenAxis(const Blob& bottom) const {
+  return CanonicalAxis(bottom, param_.inner_product_param().axis(), "inner_product_param.axis");
+}
+
+void InnerProductLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const InnerProductParameter& param = param_.inner_product_param();
+  const std::string me = describe();
+  N_ = static_cast<int>(param.num_output());
+  CREMA_CHECK(N_ > 0) << me << ": num_output must be given and positive";
+  K_ = bottom[0]->count(FlattenAxis(*bottom[0]));
+  bias_term_ = param.bias_term();
+  transpose_ = param.transpose();
+  const std::vector<int> weight_shape = transpose_ ? std::vector<int>{K_, N_} : std::vector<int>{N_, K_};
+  if (!params_.empty()) {
+    // Parameters from a .caffemodel.
+    std::vector<std::vector<int>> shapes = {weight_shape};
+    if (bias_term_) shapes.push_back({N_});
+    AdoptStoredParameters(shapes, {"weights", "bias"});
+    return;
+  }
+  params_.push_back(std::make_shared<Blob>(weight_shape));
+  Fill(param.weight_filler(), params_[0].get(), random());
+  if (bias_term_) {
+    params_.push_back(std::make_shared<Blob>(std::vector<int>{N_}));
+    Fill(param.bias_filler(), params_[1].get(), random());
+  }
+}
+
+// M x K inputs times the K x N weights; the bias adds M x N.
+double InnerProductLayer::ForwardFlops() const {
+  return 2.0 * M_ * K_ * N_ + (bias_term_ ? static_cast<double>(M_) * N_ : 0.0);
+}
+
+double InnerProductLayer::BackwardFlops(const std::vector<bool>& propagate_down) const {
+  const double product = 2.0 * M_ * K_ * N_;
+  return (param_propagate_down(0) ? product : 0.0) + (bias_term_ && param_propagate_down(1) ? double(M_) * N_ : 0.0) +
+         (!propagate_down.empty() && propagate_down[0] ? product : 0.0);
+}
+
+void InnerProductLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const Blob& input = *bottom[0];
+  const int axis = FlattenAxis(input);
+  CREMA_CHECK(input.count(axis) == K_) << describe() << ": input of shape " << input.shape_string() << " has "
+                                       << input.count(axis) << " values per item from axis " << axis
+                                       << ", but the weights (shape " << params_[0]->shape_string() << ") expect " << K_;
+  M_ = input.count(0, axis);
+  std::vector<int> top_shape(input.shape().begin(), input.shape().begin() + axis);
+  top_shape.push_back(N_);
+  top[0]->Reshape(top_shape);
+}
+
+void InnerProductLayer::Forward_any(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const Device d = device();
+  float* output = top[0]->mutable_data_on(d);
+  gemm(context(), Transpose::kNo, transpose_ ? Transpose::kNo : Transpose::kYes, M_, N_, K_, 1.f, bottom[0]->data_on(d),
+       params_[0]->data_on(d), 0.f, output);
+  if (bias_term_) {
+    gemm(context(), Transpose::kNo, Transpose::kNo, M_, N_, 1, 1.f, context().ones(M_), params_[1]->data_on(d), 1.f,
+         output);
+  }
+}
+
+void InnerProductLayer::Backward_any(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                                     const std::vector<Blob*>& bottom) {
+  const Device d = device();
+  const float* top_diff = top[0]->diff_on(d);
+  const float* input = bottom[0]->data_on(d);
+  // Parameter gradients accumulate: the net zeroes them before a backward.
+  if (param_propagate_down(0)) {
+    if (transpose_) {
+      gemm(context(), Transpose::kYes, Transpose::kNo, K_, N_, M_, 1.f, input, top_diff, 1.f,
+           params_[0]->mutable_diff_on(d));
+    } else {
+      gemm(context(), Transpose::kYes, Transpose::kNo, N_, K_, M_, 1.f, top_diff, input, 1.f,
+           params_[0]->mutable_diff_on(d));
+    }
+  }
+  if (bias_term_ && param_propagate_down(1)) {
+    gemv(context(), Transpose::kYes, M_, N_, 1.f, top_diff, context().ones(M_), 1.f, params_[1]->mutable_diff_on(d));
+  }
+  if (propagate_down[0]) {
+    gemm(context(), Transpose::kNo, transpose_ ? Transpose::kYes : Transpose::kNo, M_, K_, N_, 1.f, top_diff,
+         params_[0]->data_on(d), 0.f, bottom[0]->mutable_diff_on(d));
+  }
+}
+
+}  // namespace crema

@@ -1,7 +1,0 @@
-// The GPU kernels of Eltwise's rules (eltwise.hpp); the layer's code is in eltwise.cpp.
-#include "core/elementwise.cuh"
-#include "layers/eltwise.hpp"
-
-CREMA_GPU_ELEMENTWISE(crema::EltwiseForwardRule);
-CREMA_GPU_ELEMENTWISE(crema::EltwiseBackwardRule);
-CREMA_GPU_ELEMENTWISE(crema::EltwiseProductGradientRule);

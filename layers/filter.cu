@@ -1,6 +1,0 @@
-// The GPU kernels of Filter's rules (filter.hpp); the layer's code is in filter.cpp.
-#include "core/elementwise.cuh"
-#include "layers/filter.hpp"
-
-CREMA_GPU_ELEMENTWISE(crema::FilterForwardRule);
-CREMA_GPU_ELEMENTWISE(crema::FilterBackwardRule);

@@ -1,0 +1,240 @@
+#include "layers/normalization/batch_norm.hpp"
+
+#include <cmath>
+#include <string>
+
+#include "core/elementwise.hpp"
+#include "core/math_functions.hpp"
+#include "core/threads.hpp"
+
+namespace crema {
+
+void BatchNormLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  SetUpStatistics(bottom);
+  normalized_ = AddInternalBlob("normalized");
+  inv_std_ = AddInternalBlob("inv_std");
+}
+
+void BatchNormLayer::SetUpStatistics(const std::vector<Blob*>& bottom) {
+  const BatchNormParameter& param = param_.batch_norm_param();
+  const std::string me = describe();
+  use_global_stats_ = param.has_use_global_stats() ? param.use_global_stats() : phase() == TEST;
+  fraction_ = param.moving_average_fraction();
+  eps_ = param.eps();
+  CREMA_CHECK(fraction_ >= 0.f && fraction_ <= 1.f)
+      << me << ": batch_norm_param.moving_average_fraction " << fraction_ << " must lie in [0, 1]";
+  CREMA_CHECK(eps_ >= 0.f) << me << ": batch_norm_param.eps " << eps_ << " must not be negative";
+  CREMA_CHECK(bottom[0]->num_axes() >= 1)
+      << me << ": the input of shape " << bottom[0]->shape_string() << " has no channel axis";
+  const int channels = Channels(*bottom[0]);
+  const std::vector<std::vector<int>> shapes = {{channels}, {channels}, {1}};
+  if (!params_.empty()) {
+    CREMA_CHECK(params_.size() == 3) << me << ": the stored parameters hold " << params_.size()
+                                    << " blob(s), but BatchNorm keeps 3 (mean sum, variance sum, scale factor)";
+    AdoptStoredParameters(shapes, {"running mean sum", "running variance sum", "scale factor"});
+  } else {
+    for (const auto& shape : shapes) {
+      params_.push_back(std::make_shared<Blob>(shape));
+      params_.back()->set_data(0.f);
+    }
+  }
+  // The statistics are not learned: ParamSpecs with lr_mult 0 keep every solver away from them.
+  for (int i = 0; i < 3; ++i) {
+    if (i < param_.param_size()) {
+      CREMA_CHECK(param_.param(i).lr_mult() == 0.f)
+          << me << ": param " << i << " sets lr_mult " << param_.param(i).lr_mult()
+          << ", but BatchNorm's blobs are running statistics, not learned parameters; give lr_mult 0 or no param";
+    } else {
+      ParamSpec* spec = param_.add_param();
+      spec->set_lr_mult(0.f);
+      spec->set_decay_mult(0.f);
+    }
+    set_param_propagate_down(i, false);
+  }
+}
+
+void BatchNormLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  ReadShape(bottom, top);
+  normalized_->ReshapeLike(*bottom[0]);
+  inv_std_->Reshape({channels_});
+  // The GPU's statistics: two values per channel (the mean and variance, or backward's means of dy and
+  // dy * x_hat), then, with batch statistics, the sums' scratch and backward's products dy * x_hat. The CPU's loops
+  // need none.
+  if (device() == Device::kGPU || context().gpu_code_on_host()) {
+    RequestWorkspace(2 * static_cast<size_t>(channels_) +
+                     (use_global_stats_ ? 0 : BroadcastSumScratch(ChannelGeometry()) + bottom[0]->count()));
+  }
+}
+
+void BatchNormLayer::ReadShape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const Blob& input = *bottom[0];
+  CREMA_CHECK(input.num_axes() >= 1) << describe() << ": the input of shape " << input.shape_string()
+                                     << " has no channel axis";
+  channels_ = Channels(input);
+  CREMA_CHECK(channels_ == params_[0]->count())
+      << describe() << ": the input of shape " << input.shape_string() << " has " << channels_
+      << " channel(s) (axis 1), but the statistics (shape " << params_[0]->shape_string() << ") have "
+      << params_[0]->count();
+  num_ = input.shape(0);
+  spatial_ = channels_ == 0 || num_ == 0 ? 0 : input.count() / (num_ * channels_);
+  if (top[0] != bottom[0]) top[0]->ReshapeLike(input);
+}
+
+void BatchNormLayer::StoredStatistics(float* mean, float* variance) const {
+  const float stored = params_[2]->cpu_data()[0];
+  const float factor = stored == 0.f ? 0.f : 1.f / stored;
+  for (int c = 0; c < channels_; ++c) {
+    mean[c] = params_[0]->cpu_data()[c] * factor;
+    variance[c] = params_[1]->cpu_data()[c] * factor;
+  }
+}
+
+void BatchNormLayer::UpdateStatistics(const float* mean, const float* variance) {
+  // Running sums: the variance with the unbiased correction.
+  const int m = num_ * spatial_;
+  const float correction = m > 1 ? static_cast<float>(m) / (m - 1) : 1.f;
+  float* mean_sum = params_[0]->mutable_cpu_data();
+  float* variance_sum = params_[1]->mutable_cpu_data();
+  for (int c = 0; c < channels_; ++c) {
+    mean_sum[c] = mean_sum[c] * fraction_ + mean[c];
+    variance_sum[c] = variance_sum[c] * fraction_ + correction * variance[c];
+  }
+  float* factor = params_[2]->mutable_cpu_data();
+  factor[0] = factor[0] * fraction_ + 1.f;
+}
+
+void BatchNormLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const float* x = bottom[0]->cpu_data();
+  float* xhat = normalized_->mutable_cpu_data();
+  float* inv_std = inv_std_->mutable_cpu_data();
+  const int m = num_ * spatial_;
+  std::vector<float> mean(channels_), variance(channels_);
+  if (use_global_stats_) {
+    StoredStatistics(mean.data(), variance.data());
+  } else {
+    // Channels are independent: each thread takes whole channels, so every sum runs in the one-thread order.
+#pragma omp parallel for if (bottom[0]->count() >= ParallelElementThreshold()) schedule(static)
+    for (int c = 0; c < channels_; ++c) {
+      double sum = 0, sumsq = 0;
+      for (int n = 0; n < num_; ++n) {
+        const float* p = x + (n * channels_ + c) * spatial_;
+        for (int i = 0; i < spatial_; ++i) sum += p[i];
+      }
+      const double mu = m > 0 ? sum / m : 0.0;
+      for (int n = 0; n < num_; ++n) {
+        const float* p = x + (n * channels_ + c) * spatial_;
+        for (int i = 0; i < spatial_; ++i) sumsq += (p[i] - mu) * (p[i] - mu);
+      }
+      mean[c] = static_cast<float>(mu);
+      variance[c] = static_cast<float>(m > 0 ? sumsq / m : 0.0);
+    }
+    UpdateStatistics(mean.data(), variance.data());
+  }
+  for (int c = 0; c < channels_; ++c) inv_std[c] = 1.f / std::sqrt(variance[c] + eps_);
+  float* y = top[0]->mutable_cpu_data();  // may be x (in place): each element is read before it is written
+#pragma omp parallel for collapse(2) if (bottom[0]->count() >= ParallelElementThreshold()) schedule(static)
+  for (int n = 0; n < num_; ++n)
+    for (int c = 0; c < channels_; ++c) {
+      const int offset = (n * channels_ + c) * spatial_;
+      for (int i = 0; i < spatial_; ++i) {
+        xhat[offset + i] = (x[offset + i] - mean[c]) * inv_std[c];
+        y[offset + i] = xhat[offset + i];
+      }
+    }
+}
+
+void BatchNormLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                                  const std::vector<Blob*>& bottom) {
+  // The blobs get no gradient: they are statistics, not parameters.
+  if (!propagate_down[0]) return;
+  const float* dy = top[0]->cpu_diff();
+  float* dx = bottom[0]->mutable_cpu_diff();  // may be dy (in place)
+  const float* xhat = normalized_->cpu_data();
+  const float* inv_std = inv_std_->cpu_data();
+  const int m = num_ * spatial_;
+#pragma omp parallel for if (bottom[0]->count() >= ParallelElementThreshold()) schedule(static)
+  for (int c = 0; c < channels_; ++c) {
+    // With batch statistics: dx = inv_std * (dy - mean(dy) - xhat * mean(dy * xhat)).
+    double mean_dy = 0, mean_dy_xhat = 0;
+    if (!use_global_stats_ && m > 0) {
+      for (int n = 0; n < num_; ++n) {
+        const int offset = (n * channels_ + c) * spatial_;
+        for (int i = 0; i < spatial_; ++i) {
+          mean_dy += dy[offset + i];
+          mean_dy_xhat += static_cast<double>(dy[offset + i]) * xhat[offset + i];
+        }
+      }
+      mean_dy /= m;
+      mean_dy_xhat /= m;
+    }
+    for (int n = 0; n < num_; ++n) {
+      const int offset = (n * channels_ + c) * spatial_;
+      for (int i = 0; i < spatial_; ++i) {
+        const int j = offset + i;
+        dx[j] = static_cast<float>(inv_std[c] * (dy[j] - mean_dy - xhat[j] * mean_dy_xhat));
+      }
+    }
+  }
+}
+
+void BatchNormLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  CREMA_CHECK(bottom[0]->layout() == Layout::kPlain) << describe() << ": the GPU code takes the plain layout only";
+  const Device d = device();
+  const Broadcast g = ChannelGeometry();
+  const int count = bottom[0]->count();
+  const float* x = bottom[0]->data_on(d);
+  float* mean = workspace();
+  float* variance = mean + channels_;
+  float* scratch = variance + channels_;
+  float* inv_std = inv_std_->mutable_data_on(d);
+  if (use_global_stats_) {
+    for_each_element(
+        context(), channels_,
+        BatchNormStoredRule{params_[0]->data_on(d), params_[1]->data_on(d), params_[2]->data_on(d), mean, inv_std, eps_});
+  } else {
+    const int m = num_ * spatial_;
+    const float per_value = m > 0 ? 1.f / m : 0.f;
+    BroadcastSum(context(), g, per_value, x, 0.f, mean, scratch);
+    // The squared deviations go where x_hat will: that blob is free until the normalisation below.
+    float* squares = normalized_->mutable_data_on(d);
+    for_each_element(context(), count, BatchNormSquaredDeviationRule{x, mean, squares, channels_, spatial_});
+    BroadcastSum(context(), g, per_value, squares, 0.f, variance, scratch);
+    for_each_element(context(), channels_,
+                     BatchNormUpdateRule{mean, variance, params_[0]->mutable_data_on(d), params_[1]->mutable_data_on(d),
+                                         params_[2]->mutable_data_on(d), inv_std, fraction_,
+                                         m > 1 ? static_cast<float>(m) / (m - 1) : 1.f, eps_});
+  }
+  for_each_element(context(), count,
+                   BatchNormNormalizeRule{x, mean, inv_std, normalized_->mutable_data_on(d), top[0]->mutable_data_on(d),
+                                          channels_, spatial_});
+}
+
+void BatchNormLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                                  const std::vector<Blob*>& bottom) {
+  // The blobs get no gradient: they are statistics, not parameters.
+  if (!propagate_down[0]) return;
+  const Device d = device();
+  const int count = bottom[0]->count();
+  const float* dy = top[0]->diff_on(d);
+  const float* xhat = normalized_->data_on(d);
+  const float* inv_std = inv_std_->data_on(d);
+  float* mean_dy = nullptr;
+  float* mean_dy_xhat = nullptr;
+  if (!use_global_stats_) {
+    const Broadcast g = ChannelGeometry();
+    const int m = num_ * spatial_;
+    const float per_value = m > 0 ? 1.f / m : 0.f;
+    mean_dy = workspace();
+    mean_dy_xhat = mean_dy + channels_;
+    float* scratch = mean_dy_xhat + channels_;
+    float* products = scratch + BroadcastSumScratch(g);
+    BroadcastSum(context(), g, per_value, dy, 0.f, mean_dy, scratch);
+    for_each_element(context(), count, ProductRule{dy, xhat, products});
+    BroadcastSum(context(), g, per_value, products, 0.f, mean_dy_xhat, scratch);
+  }
+  for_each_element(context(), count,
+                   BatchNormBackwardRule{dy, xhat, inv_std, mean_dy, mean_dy_xhat, bottom[0]->mutable_diff_on(d),
+                                         channels_, spatial_});
+}
+
+}  // namespace crema

@@ -1,0 +1,154 @@
+// BatchNorm: normalises each channel (axis 1) of the bottom to zero mean and unit variance,
+//   y = (x - mean_c) / sqrt(var_c + eps),
+// with the statistics taken over every axis but the channel one (all items and positions).
+//
+// batch_norm_param:
+//   use_global_stats         normalise with the stored statistics instead of the batch's (default: true in the
+//                            TEST phase, false in TRAIN)
+//   moving_average_fraction  decay of the running sums (default 0.999)
+//   eps                      added to the variance before the square root (default 1e-5)
+// Bottoms -> tops: 1 -> 1 (in place allowed), the top of the bottom's shape. A 1-axis bottom is one channel.
+// Blobs (Caffe's order and shapes, so stored models load): running mean sum (C), running variance sum (C), and
+// a scale factor (1). The stored statistics are the sums divided by the factor (a 0 factor gives 0).
+// Every forward with batch statistics updates them: sum = sum * fraction + batch statistic (the variance with
+// the unbiased m / (m - 1) correction, m values per channel), factor = factor * fraction + 1.
+// The blobs are not learned: like Caffe, the layer gives them ParamSpecs with lr_mult 0 (and, where it adds
+// them, decay_mult 0), refuses an lr_mult other than 0, never writes their gradient, and sets
+// param_propagate_down false for them, so no solver moves them.
+// Backward goes through the batch statistics when they are used, and through the fixed affine transform
+// otherwise. The normalised values and 1 / sqrt(var + eps) are internal blobs (`<layer>.normalized`,
+// `<layer>.inv_std`), so a later in-place layer may overwrite the top.
+// The native engine runs on the CPU (loops over channels, sums in double) and on the GPU (the rules below, which
+// batch_norm.cu compiles, and the per-channel sums as matrix-vector products against ones, BroadcastSum).
+#pragma once
+
+#include <cmath>
+#include <vector>
+
+#include "core/elementwise.hpp"
+#include "layers/layer.hpp"
+#include "layers/neuron/bias.hpp"
+
+namespace crema {
+
+// Channel c's statistics from the stored sums: mean and 1 / sqrt(var + eps), the sums divided by the scale factor
+// (0 where the factor is 0).
+struct BatchNormStoredRule {
+  const float* mean_sum;
+  const float* variance_sum;
+  const float* factor;
+  float* mean;
+  float* inv_std;
+  float eps;
+  CREMA_HOST_DEVICE void operator()(int c) const {
+    const float scale = factor[0] == 0.f ? 0.f : 1.f / factor[0];
+    mean[c] = mean_sum[c] * scale;
+    inv_std[c] = 1.f / sqrtf(variance_sum[c] * scale + eps);
+  }
+};
+
+// Adds channel c's batch statistics to the running sums (the variance times the unbiased correction: 1 where the
+// variance given is unbiased already, as cuDNN's) and, unless inv_std is null, gives 1 / sqrt(var + eps); channel 0
+// also moves the scale factor.
+struct BatchNormUpdateRule {
+  const float* mean;
+  const float* variance;
+  float* mean_sum;
+  float* variance_sum;
+  float* factor;
+  float* inv_std;
+  float fraction, correction, eps;
+  CREMA_HOST_DEVICE void operator()(int c) const {
+    mean_sum[c] = mean_sum[c] * fraction + mean[c];
+    variance_sum[c] = variance_sum[c] * fraction + correction * variance[c];
+    if (c == 0) factor[0] = factor[0] * fraction + 1.f;
+    if (inv_std != nullptr) inv_std[c] = 1.f / sqrtf(variance[c] + eps);
+  }
+};
+
+// Value j of channel (j / spatial) % channels: its squared distance from the channel's mean, whose sums give the
+// variance.
+struct BatchNormSquaredDeviationRule {
+  const float* x;
+  const float* mean;
+  float* out;
+  int channels, spatial;
+  CREMA_HOST_DEVICE void operator()(int j) const {
+    const float deviation = x[j] - mean[j / spatial % channels];
+    out[j] = deviation * deviation;
+  }
+};
+
+// x_hat = (x - mean) * inv_std, written to the normalised blob and the top (which may be x: read before written);
+// xhat may be the top.
+struct BatchNormNormalizeRule {
+  const float* x;
+  const float* mean;
+  const float* inv_std;
+  float* xhat;
+  float* y;
+  int channels, spatial;
+  CREMA_HOST_DEVICE void operator()(int j) const {
+    const int c = j / spatial % channels;
+    const float value = (x[j] - mean[c]) * inv_std[c];
+    xhat[j] = value;
+    y[j] = value;
+  }
+};
+
+// dx = inv_std * (dy - mean(dy) - x_hat * mean(dy * x_hat)); with the stored statistics the means are absent
+// (nullptr) and dx = inv_std * dy. dx may be dy (in place).
+struct BatchNormBackwardRule {
+  const float* dy;
+  const float* xhat;
+  const float* inv_std;
+  const float* mean_dy;       // nullptr: stored statistics
+  const float* mean_dy_xhat;  // nullptr: stored statistics
+  float* dx;
+  int channels, spatial;
+  CREMA_HOST_DEVICE void operator()(int j) const {
+    const int c = j / spatial % channels;
+    dx[j] = mean_dy == nullptr ? inv_std[c] * dy[j] : inv_std[c] * (dy[j] - mean_dy[c] - xhat[j] * mean_dy_xhat[c]);
+  }
+};
+
+class BatchNormLayer : public Layer {
+ public:
+  using Layer::Layer;
+  const char* type() const override { return "BatchNorm"; }
+  int ExactNumBottomBlobs() const override { return 1; }
+  int ExactNumTopBlobs() const override { return 1; }
+  bool AllowsInPlace() const override { return true; }
+
+  void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+
+ protected:
+  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+
+  // What every engine shares. SetUpStatistics: LayerSetUp without the internal blobs (parameters, the three
+  // statistics blobs and their ParamSpecs). ReadShape: Reshape's checks, the sizes below and the top's shape.
+  void SetUpStatistics(const std::vector<Blob*>& bottom);
+  void ReadShape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top);
+  // The stored statistics: the sums divided by the scale factor (0 where the factor is 0).
+  void StoredStatistics(float* mean, float* variance) const;
+  // Adds a batch's statistics (its mean and biased variance per channel) to the running sums.
+  void UpdateStatistics(const float* mean, const float* variance);
+  int Channels(const Blob& bottom) const { return bottom.num_axes() == 1 ? 1 : bottom.shape(1); }
+  // The bottom seen around its channels, for the GPU's per-channel sums.
+  Broadcast ChannelGeometry() const { return {1, num_, channels_, spatial_}; }
+
+  bool use_global_stats_ = false;
+  float fraction_ = 0.999f;
+  float eps_ = 1e-5f;
+  int num_ = 0, channels_ = 0, spatial_ = 0;
+  Blob* normalized_ = nullptr;  // x_hat, kept for backward
+  Blob* inv_std_ = nullptr;     // 1 / sqrt(var + eps) per channel
+};
+
+}  // namespace crema

@@ -1,0 +1,131 @@
+// BatchNorm on cuDNN (see cudnn_batch_norm.hpp).
+#include "layers/normalization/cudnn_batch_norm.hpp"
+
+#ifdef CREMA_USE_CUDNN
+
+#include <algorithm>
+#include <sstream>
+
+#include "core/math_functions.hpp"
+
+namespace crema {
+
+std::string CudnnBatchNormLayer::Refusal(const EngineQuery& query) {
+  const BatchNormParameter& param = query.param.batch_norm_param();
+  std::ostringstream why;
+  if (param.eps() >= 0.f && static_cast<double>(param.eps()) < cudnn::kBatchNormMinEpsilon) {
+    why << "cuDNN's batch normalisation needs eps >= " << cudnn::kBatchNormMinEpsilon << " (eps " << param.eps() << ")";
+    return why.str();
+  }
+  const bool global = param.has_use_global_stats() ? param.use_global_stats() : query.param.phase() == TEST;
+  if (global || query.bottom_shapes.empty() || query.bottom_shapes[0].empty()) return "";
+  const std::vector<int>& shape = query.bottom_shapes[0];
+  const long long channels = shape.size() == 1 ? 1 : shape[1];
+  long long count = 1;
+  for (int dim : shape) count *= dim;
+  if (channels > 0 && count / channels == 1) {
+    why << "with batch statistics over one value per channel (input " << ShapeString(shape)
+        << "), cuDNN's unbiased variance divides by zero";
+    return why.str();
+  }
+  return "";
+}
+
+void CudnnBatchNormLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  SetUpStatistics(bottom);
+  mean_ = AddInternalBlob("mean");
+  inv_std_ = AddInternalBlob("inv_std");
+  input_ = AddInternalBlob("input");
+}
+
+void CudnnBatchNormLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  ReadShape(bottom, top);
+  const Blob& input = *bottom[0];
+  // The refusal saw the first shape; a later one may hold one value per channel.
+  CREMA_CHECK(use_global_stats_ || num_ * spatial_ != 1)
+      << describe() << ": the cudnn engine cannot normalise the input " << input.shape_string()
+      << " with batch statistics: one value per channel, where cuDNN's unbiased variance divides by zero; run it "
+      << "with the native engine (--engine=BatchNorm:native)";
+  in_place_ = top[0] == bottom[0];
+  mean_->Reshape({channels_});
+  inv_std_->Reshape({channels_});
+  input_->Reshape({in_place_ && !use_global_stats_ ? input.count() : 0});
+  if (input.count() > 0) {
+    x_desc_.SetPacked({num_, channels_, spatial_, 1});
+    cudnn::DescribeBatchNormChannels(x_desc_, &channels_desc_);
+  }
+  if (!use_global_stats_) {
+    const size_t channels = Aligned(channels_);
+    RequestWorkspace(std::max(3 * channels, 2 * channels + (in_place_ ? input.count() : 0)));
+  }
+}
+
+void CudnnBatchNormLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const Device d = device();
+  const int count = bottom[0]->count();
+  float* mean = mean_->mutable_data_on(d);
+  float* inv_std = inv_std_->mutable_data_on(d);
+  if (use_global_stats_) {
+    for_each_element(
+        context(), channels_,
+        BatchNormStoredRule{params_[0]->data_on(d), params_[1]->data_on(d), params_[2]->data_on(d), mean, inv_std, eps_});
+    float* y = top[0]->mutable_data_on(d);
+    for_each_element(context(), count,
+                     BatchNormNormalizeRule{bottom[0]->data_on(d), mean, inv_std, y, y, channels_, spatial_});
+    return;
+  }
+  // cuDNN adds factor * statistic to its running tensors after scaling them by 1 - factor: with factor 1 and
+  // zeros to start from (never garbage: 0 * NaN would stay NaN), they receive the batch's statistics.
+  const size_t channels = Aligned(channels_);
+  float* zeros = workspace();
+  float* batch_mean = zeros + channels;
+  float* batch_variance = zeros + 2 * channels;
+  set(context(), static_cast<int>(3 * channels), 0.f, zeros);
+  if (count > 0) {
+    const float* x = bottom[0]->data_on(d);
+    if (in_place_) {
+      float* kept = input_->mutable_data_on(d);
+      copy(context(), count, x, kept);
+      x = kept;
+    }
+    cudnn::BatchNormForwardTraining(context(), x_desc_, x, top[0]->mutable_data_on(d), channels_desc_,
+                                    context().ones(channels_), zeros, 1.0, batch_mean, batch_variance, eps_, mean,
+                                    inv_std);
+  }
+  // An empty batch adds zeros, as in the native engine.
+  for_each_element(
+      context(), channels_,
+      BatchNormUpdateRule{batch_mean, batch_variance, params_[0]->mutable_data_on(d), params_[1]->mutable_data_on(d),
+                          params_[2]->mutable_data_on(d), nullptr, fraction_, 1.f, eps_});
+}
+
+void CudnnBatchNormLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                                       const std::vector<Blob*>& bottom) {
+  // The blobs get no gradient: they are statistics, not parameters.
+  const int count = bottom[0]->count();
+  if (!propagate_down[0] || count == 0) return;
+  const Device d = device();
+  if (use_global_stats_) {
+    for_each_element(context(), count,
+                     BatchNormBackwardRule{top[0]->diff_on(d), nullptr, inv_std_->data_on(d), nullptr, nullptr,
+                                           bottom[0]->mutable_diff_on(d), channels_, spatial_});
+    return;
+  }
+  const size_t channels = Aligned(channels_);
+  float* scale_diff = workspace();
+  float* bias_diff = scale_diff + channels;
+  const float* dy = top[0]->diff_on(d);
+  if (in_place_) {
+    float* kept = scale_diff + 2 * channels;
+    copy(context(), count, dy, kept);
+    dy = kept;
+  }
+  const float* x = in_place_ ? input_->data_on(d) : bottom[0]->data_on(d);
+  cudnn::BatchNormBackward(context(), x_desc_, x, dy, bottom[0]->mutable_diff_on(d), channels_desc_,
+                           context().ones(channels_), scale_diff, bias_diff, eps_, mean_->data_on(d),
+                           inv_std_->data_on(d));
+}
+
+}  // namespace crema
+
+#endif  // CREMA_USE_CUDNN

@@ -1,0 +1,66 @@
+// BatchNorm, engine `cudnn` (GPU only, in builds with cuDNN): cuDNN's spatial batch normalisation (core/cudnn.hpp)
+// with Caffe's statistics. Parameters, checks and blobs as the native BatchNorm (layers/normalization/batch_norm.hpp), whose
+// class it extends; the blobs are updated by the native engine's formula (to float rounding: cuDNN sums in an order
+// of its own), so a snapshot does not depend on the engine.
+//
+// The bottom (N, C, ...) is seen as the 4-d (N, C, rest, 1) (a 1-axis bottom as (N, 1, 1, 1)); cuDNN's scale and
+// bias are the context's ones and zeros in the workspace (Caffe's BatchNorm has neither; Scale follows it).
+//   - With batch statistics: cuDNN's training forward gives y and keeps its mean and inverse deviation (the
+//     internal blobs `<layer>.mean`, `<layer>.inv_std`) for its backward. Its own running averages are not Caffe's
+//     sums; asked with factor 1 into zeroed scratch, they are the batch's mean and unbiased variance, which the
+//     native engine's rule (BatchNormUpdateRule, correction 1) adds to the blobs: sum = sum * fraction + statistic,
+//     factor = factor * fraction + 1.
+//   - With the stored statistics (use_global_stats; the TEST phase's default): a rule turns the sums into the mean
+//     and 1 / sqrt(var + eps), another normalises, and backward is the per-channel scale dy / sqrt(var + eps): the
+//     native engine's rules (BatchNormStoredRule, BatchNormNormalizeRule, BatchNormBackwardRule). cuDNN's backward
+//     assumes batch statistics, and its inference forward is not documented to run in place, as BatchNorm usually
+//     does; these rules are the same one pass over the values.
+// In place, cuDNN's training forward and backward still get separate buffers: the input is copied to the internal
+// blob `<layer>.input` (which backward reads, as the top may be overwritten by then), and backward copies dy to the
+// workspace. Out of place the input is read where it is.
+//
+// Takes (Refusal) every BatchNorm but one with batch statistics over one value per channel (N * rest = 1): cuDNN's
+// unbiased variance divides by zero there, where the native engine adds 0. (An eps below cuDNN's minimum would be
+// refused too; cuDNN 9's minimum is 0, which the layer's own check already asks.)
+#pragma once
+
+#ifdef CREMA_USE_CUDNN
+
+#include <string>
+#include <vector>
+
+#include "core/cudnn.hpp"
+#include "layers/layer_registry.hpp"
+#include "layers/normalization/batch_norm.hpp"
+
+namespace crema {
+
+class CudnnBatchNormLayer : public GpuOnly<BatchNormLayer> {
+ public:
+  using GpuOnly<BatchNormLayer>::GpuOnly;
+  void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+
+  // "" when the engine takes the query, else why not (the registry's refusal).
+  static std::string Refusal(const EngineQuery& query);
+
+ protected:
+  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+
+ private:
+  // The workspace's parts, each starting on a 256-byte boundary: training forward's zeros (cuDNN's bias) and
+  // cuDNN's running mean and variance; backward's scale and bias gradients (dropped) and, in place, a copy of dy.
+  static size_t Aligned(size_t floats) { return (floats + 63) / 64 * 64; }
+
+  bool in_place_ = false;
+  cudnn::TensorDescriptor x_desc_;         // (N, C, rest, 1)
+  cudnn::TensorDescriptor channels_desc_;  // (1, C, 1, 1)
+  Blob* mean_ = nullptr;                   // the mean each forward normalised with
+  Blob* input_ = nullptr;                  // in place with batch statistics: the input, for cuDNN's backward
+};
+
+}  // namespace crema
+
+#endif  // CREMA_USE_CUDNN

@@ -1,0 +1,130 @@
+#include "layers/normalization/onednn_batch_norm.hpp"
+
+#ifdef CREMA_USE_ONEDNN
+
+#include <unordered_map>
+
+#include "core/math_functions.hpp"
+#include "layers/onednn_util.hpp"
+
+namespace crema {
+
+using dnnl::memory;
+using onednn::CpuEngine;
+
+struct OneDnnBatchNormLayer::Primitives {
+  memory::desc data;                 // the bottom's layout, where the primitives work
+  memory::desc user_top;             // the top's layout
+  memory::desc statistics;           // mean and variance: C floats each
+  dnnl::batch_normalization_forward::primitive_desc forward;
+  dnnl::batch_normalization_backward::primitive_desc backward;
+  dnnl::primitive forward_primitive, backward_primitive;
+  size_t dst = 0, forward_scratch = 0, diff_dst = 0, backward_scratch = 0;  // workspace regions
+};
+
+OneDnnBatchNormLayer::OneDnnBatchNormLayer(const LayerParameter& param, std::shared_ptr<Context> context)
+    : BatchNormLayer(param, std::move(context)) {}
+
+OneDnnBatchNormLayer::~OneDnnBatchNormLayer() = default;
+
+std::string OneDnnBatchNormLayer::Refusal(const EngineQuery& query) {
+  if (query.bottom_shapes.empty()) return "";  // the layer's arity check names it
+  const std::vector<int>& shape = query.bottom_shapes.at(0);
+  if (shape.size() != 4) return "takes 4-d bottoms only";
+  if (shape[0] * shape[2] * shape[3] == 0) return "takes bottoms with values in every channel only";
+  return "";
+}
+
+void OneDnnBatchNormLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  BatchNormLayer::LayerSetUp(bottom, top);  // the native loops' buffers too, for a plain bottom
+  if (top[0] == bottom[0]) input_ = AddInternalBlob("input");
+  mean_ = AddInternalBlob("mean");
+  variance_ = AddInternalBlob("variance");
+}
+
+void OneDnnBatchNormLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const bool plain = bottom[0]->layout() == Layout::kPlain;
+  for (Blob* unused : plain ? std::vector<Blob*>{input_, mean_, variance_} : std::vector<Blob*>{normalized_, inv_std_})
+    if (unused != nullptr) unused->Reshape({0});
+  if (plain) {
+    primitives_.reset();
+    BatchNormLayer::Reshape(bottom, top);
+    return;
+  }
+  ReadShape(bottom, top);
+  CREMA_CHECK(bottom[0]->num_axes() == 4 && num_ * spatial_ > 0)
+      << describe() << ": the onednn engine takes 4-d bottoms with values in every channel (its refusal should "
+      << "have said so), not " << bottom[0]->shape_string();
+  if (input_) input_->ReshapeLike(*bottom[0]);
+  mean_->Reshape({channels_});
+  variance_->Reshape({channels_});
+  auto p = std::make_unique<Primitives>();
+  p->data = onednn::BlobDesc(*bottom[0]);
+  p->user_top = onednn::BlobDesc(*top[0]);
+  p->statistics = memory::desc({channels_}, memory::data_type::f32, memory::format_tag::x);
+  const auto flags = use_global_stats_ ? dnnl::normalization_flags::use_global_stats : dnnl::normalization_flags::none;
+  p->forward = dnnl::batch_normalization_forward::primitive_desc(
+      dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_training, p->data, eps_, flags),
+      onednn::UserScratchpad(), CpuEngine());
+  p->backward = dnnl::batch_normalization_backward::primitive_desc(
+      dnnl::batch_normalization_backward::desc(dnnl::prop_kind::backward_data, p->data, p->data, eps_, flags),
+      onednn::UserScratchpad(), CpuEngine(), p->forward);
+  p->forward_primitive = dnnl::batch_normalization_forward(p->forward);
+  p->backward_primitive = dnnl::batch_normalization_backward(p->backward);
+  onednn::Regions regions;
+  p->dst = regions.AddCopy(p->data, p->user_top);
+  p->forward_scratch = regions.Add(p->forward.scratchpad_desc());
+  regions.Restart();
+  p->diff_dst = regions.AddCopy(p->data, p->user_top);
+  p->backward_scratch = regions.Add(p->backward.scratchpad_desc());
+  RequestWorkspace(regions.Floats());
+  primitives_ = std::move(p);
+}
+
+void OneDnnBatchNormLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  if (!primitives_) return BatchNormLayer::Forward_cpu(bottom, top);
+  Primitives& p = *primitives_;
+  const float* x = bottom[0]->cpu_data();
+  if (input_ != nullptr && top[0] == bottom[0]) {
+    // In place, the top overwrites the input that backward reads: keep a copy.
+    cpu_copy(bottom[0]->count(), x, input_->mutable_cpu_data());
+    x = input_->cpu_data();
+  }
+  if (use_global_stats_) StoredStatistics(mean_->mutable_cpu_data(), variance_->mutable_cpu_data());
+  onednn::Binder bind(workspace());
+  const memory result = bind.Result(p.user_top, top[0]->mutable_cpu_data(), p.data, p.dst);
+  p.forward_primitive.execute(bind.stream(),
+                              {{DNNL_ARG_SRC, bind.Plain(p.data, x)},
+                               {DNNL_ARG_DST, result},
+                               {DNNL_ARG_MEAN, bind.Plain(p.statistics, mean_->mutable_cpu_data())},
+                               {DNNL_ARG_VARIANCE, bind.Plain(p.statistics, variance_->mutable_cpu_data())},
+                               {DNNL_ARG_SCRATCHPAD, bind.Scratch(p.forward.scratchpad_desc(), p.forward_scratch)}});
+  bind.Out(result, p.user_top, top[0]->mutable_cpu_data());
+  bind.stream().wait();
+  // oneDNN's variance is the biased one, as the native engine's batch statistic.
+  if (!use_global_stats_) UpdateStatistics(mean_->cpu_data(), variance_->cpu_data());
+}
+
+void OneDnnBatchNormLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                                        const std::vector<Blob*>& bottom) {
+  // The blobs get no gradient: they are statistics, not parameters.
+  if (!propagate_down[0]) return;
+  if (!primitives_) return BatchNormLayer::Backward_cpu(top, propagate_down, bottom);
+  Primitives& p = *primitives_;
+  const float* x = input_ != nullptr && top[0] == bottom[0] ? input_->cpu_data() : bottom[0]->cpu_data();
+  onednn::Binder bind(workspace());
+  // In place, diff_dst and diff_src are one buffer: the primitive reads every gradient before writing it.
+  p.backward_primitive.execute(
+      bind.stream(),
+      {{DNNL_ARG_SRC, bind.Plain(p.data, x)},
+       {DNNL_ARG_MEAN, bind.Plain(p.statistics, mean_->cpu_data())},
+       {DNNL_ARG_VARIANCE, bind.Plain(p.statistics, variance_->cpu_data())},
+       {DNNL_ARG_DIFF_DST, bind.In(p.user_top, top[0]->cpu_diff(), p.data, p.diff_dst)},
+       {DNNL_ARG_DIFF_SRC, bind.Plain(p.data, bottom[0]->mutable_cpu_diff())},
+       {DNNL_ARG_SCRATCHPAD, bind.Scratch(p.backward.scratchpad_desc(), p.backward_scratch)}});
+  bind.stream().wait();
+}
+
+}  // namespace crema
+
+#endif  // CREMA_USE_ONEDNN

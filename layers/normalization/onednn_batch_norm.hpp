@@ -1,0 +1,50 @@
+// BatchNorm, engine `onednn` (in builds with oneDNN): oneDNN's batch normalization primitives (no scale or
+// shift: Caffe's BatchNorm has none, a Scale layer follows it) forward and backward, with the native engine's
+// parameters, statistics blobs and running sums (layers/normalization/batch_norm.hpp). It reads its 4-d bottom in any layout,
+// so a run of oneDNN layers goes on through it (a ResNet's convolution, BatchNorm, Scale and ReLU stay in the
+// convolution's channel blocks). oneDNN's kernels for the other layouts are jit ones; for the plain layout it has
+// only a generic one, slower than the native loops (docs/performance.md), so a plain bottom goes through the
+// native engine's loops and buffers instead. In the other layouts, the batch's mean and variance are internal
+// blobs (`<layer>.mean`, `<layer>.variance`) kept for backward, and in place, forward keeps a copy of the input
+// (`<layer>.input`), which the backward primitive reads. Bottoms that are not 4-d fall to the native engine.
+#pragma once
+
+#ifdef CREMA_USE_ONEDNN
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "layers/layer_registry.hpp"
+#include "layers/normalization/batch_norm.hpp"
+
+namespace crema {
+
+class OneDnnBatchNormLayer : public BatchNormLayer {
+ public:
+  explicit OneDnnBatchNormLayer(const LayerParameter& param, std::shared_ptr<Context> context = nullptr);
+  ~OneDnnBatchNormLayer() override;
+  void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  bool ReadsLayout(int, Layout) const override { return true; }
+  Layout OffersLayout(int, const std::vector<Layout>& bottom_layouts) const override { return bottom_layouts[0]; }
+
+  // "" when the engine takes the query, else why not (the registry's refusal).
+  static std::string Refusal(const EngineQuery& query);
+
+ protected:
+  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+
+ private:
+  struct Primitives;  // layers/normalization/onednn_batch_norm.cpp (dnnl.hpp stays out of this header)
+  std::unique_ptr<Primitives> primitives_;
+  Blob* input_ = nullptr;  // in place: the input, kept for backward
+  Blob* mean_ = nullptr;   // the statistics the forward used, per channel
+  Blob* variance_ = nullptr;
+};
+
+}  // namespace crema
+
+#endif  // CREMA_USE_ONEDNN

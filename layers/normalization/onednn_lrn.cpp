@@ -1,0 +1,99 @@
+#include "layers/normalization/onednn_lrn.hpp"
+
+#ifdef CREMA_USE_ONEDNN
+
+#include <string>
+
+#include "layers/onednn_util.hpp"
+
+namespace crema {
+
+using dnnl::memory;
+using onednn::CpuEngine;
+using onednn::PlainDesc;
+
+namespace {
+
+// oneDNN's LRN for `param` over a bottom of `shape` (4-d). Caffe's WITHIN_CHANNEL adds 1 where ACROSS_CHANNELS
+// adds k; both divide alpha by the window's size, as oneDNN does.
+dnnl::lrn_forward::primitive_desc ForwardFor(const LRNParameter& param, const std::vector<int>& shape,
+                                             memory::format_tag layout = memory::format_tag::nchw) {
+  const bool across = param.norm_region() == LRNParameter::ACROSS_CHANNELS;
+  return dnnl::lrn_forward::primitive_desc(
+      dnnl::lrn_forward::desc(dnnl::prop_kind::forward_training,
+                              across ? dnnl::algorithm::lrn_across_channels : dnnl::algorithm::lrn_within_channel,
+                              PlainDesc(shape, layout), static_cast<memory::dim>(param.local_size()), param.alpha(),
+                              param.beta(), across ? param.k() : 1.f),
+      onednn::UserScratchpad(), CpuEngine());
+}
+
+}  // namespace
+
+OneDnnLRNLayer::OneDnnLRNLayer(const LayerParameter& param, std::shared_ptr<Context> context)
+    : LRNLayer(param, std::move(context)) {}
+
+OneDnnLRNLayer::~OneDnnLRNLayer() = default;
+
+std::string OneDnnLRNLayer::Refusal(const EngineQuery& query) {
+  if (query.bottom_shapes.empty()) return "";  // the layer's arity check names it
+  const std::vector<int>& shape = query.bottom_shapes.at(0);
+  const LRNParameter& param = query.param.lrn_param();
+  if (shape.size() != 4 || param.local_size() % 2 != 1) return "";  // the native engine names what is wrong
+  try {
+    ForwardFor(param, shape);
+  } catch (const dnnl::error& error) {
+    return std::string("oneDNN has no LRN primitive for it: ") + error.what();
+  }
+  return "";
+}
+
+void OneDnnLRNLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  ReadParameters();
+  saved_ = AddInternalBlob("workspace");
+}
+
+void OneDnnLRNLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  ReadShape(*bottom[0]);
+  top[0]->ReshapeLike(*bottom[0]);
+  const memory::desc user_src = onednn::BlobDesc(*bottom[0]), user_dst = onednn::BlobDesc(*top[0]);
+  dnnl::lrn_forward::primitive_desc forward;
+  dnnl::lrn_backward::primitive_desc backward;
+  // oneDNN's jit kernels take channel-blocked layouts (16 channels a block with AVX-512, 8 with AVX2); on
+  // NCHW its backward is the reference implementation, 10-50x slower than the native engine (a CaffeNet norm
+  // layer: 44-116 ms against 6-19). The first layout whose forward and backward are both not reference
+  // implementations is taken, with reorders from and to crema's NCHW around each pass (docs/performance.md).
+  // A bottom that comes in a run's layout is tried in that layout first: no reorder then.
+  std::vector<memory::format_tag> layouts = {memory::format_tag::nChw16c, memory::format_tag::nChw8c,
+                                             memory::format_tag::nhwc, memory::format_tag::nchw};
+  if (bottom[0]->layout() != Layout::kPlain) layouts.insert(layouts.begin(), onednn::TagOf(bottom[0]->layout()));
+  for (memory::format_tag layout : layouts) {
+    try {
+      forward = ForwardFor(param_.lrn_param(), bottom[0]->shape(), layout);
+      backward = dnnl::lrn_backward::primitive_desc(
+          dnnl::lrn_backward::desc(across_ ? dnnl::algorithm::lrn_across_channels : dnnl::algorithm::lrn_within_channel,
+                                   forward.src_desc(), forward.src_desc(), size_, alpha_, beta_, across_ ? k_ : 1.f),
+          onednn::UserScratchpad(), CpuEngine(), forward);
+    } catch (const dnnl::error&) {
+      continue;  // no primitive in this layout
+    }
+    if (!onednn::IsReference(forward) && !onednn::IsReference(backward)) break;
+  }
+  passes_ = std::make_unique<onednn::Passes>(user_src, user_dst, forward, backward, true);
+  RequestWorkspace(passes_->workspace_floats());
+  saved_->Reshape({static_cast<int>(passes_->saved_floats())});
+}
+
+void OneDnnLRNLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  passes_->Forward(workspace(), bottom[0]->cpu_data(), top[0]->mutable_cpu_data(), saved_->mutable_cpu_data());
+}
+
+void OneDnnLRNLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                                  const std::vector<Blob*>& bottom) {
+  if (!propagate_down[0]) return;
+  passes_->Backward(workspace(), bottom[0]->cpu_data(), top[0]->cpu_diff(), bottom[0]->mutable_cpu_diff(),
+                    saved_->mutable_cpu_data());
+}
+
+}  // namespace crema
+
+#endif  // CREMA_USE_ONEDNN

@@ -1,0 +1,49 @@
+// LRN, engine `onednn` (in builds with oneDNN): oneDNN's LRN primitives forward and backward, with the native
+// engine's parameters (layers/normalization/lrn.hpp): ACROSS_CHANNELS with k, and WITHIN_CHANNEL with 1 in k's place, as
+// Caffe computes it. oneDNN keeps what its backward needs in its own workspace (the internal blob
+// `<layer>.workspace`) instead of the native engine's scale. It reads crema's NCHW blobs directly; a shape or
+// window oneDNN has no primitive for is refused and falls to the native engine.
+#pragma once
+
+#ifdef CREMA_USE_ONEDNN
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "layers/layer_registry.hpp"
+#include "layers/normalization/lrn.hpp"
+
+namespace crema {
+
+namespace onednn {
+class Passes;  // layers/onednn_util.hpp (dnnl.hpp stays out of this header)
+}
+
+class OneDnnLRNLayer : public LRNLayer {
+ public:
+  explicit OneDnnLRNLayer(const LayerParameter& param, std::shared_ptr<Context> context = nullptr);
+  ~OneDnnLRNLayer() override;
+  void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  // Takes its bottom in any layout (and works in it when oneDNN's kernels for it are not the reference ones),
+  // and offers that layout to the top.
+  bool ReadsLayout(int, Layout) const override { return true; }
+  Layout OffersLayout(int, const std::vector<Layout>& bottom_layouts) const override { return bottom_layouts[0]; }
+
+  // "" when the engine takes the query, else why not (the registry's refusal).
+  static std::string Refusal(const EngineQuery& query);
+
+ protected:
+  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+
+ private:
+  std::unique_ptr<onednn::Passes> passes_;  // the primitives for the current shapes
+  Blob* saved_ = nullptr;                   // oneDNN's workspace, kept from Forward to Backward
+};
+
+}  // namespace crema
+
+#endif  // CREMA_USE_ONEDNN

@@ -1,7 +1,0 @@
-// The GPU kernels of PReLU's rules (prelu.hpp); the layer's code is in prelu.cpp.
-#include "core/elementwise.cuh"
-#include "layers/prelu.hpp"
-
-CREMA_GPU_ELEMENTWISE(crema::PReLUForwardRule);
-CREMA_GPU_ELEMENTWISE(crema::PReLUBackwardRule);
-CREMA_GPU_ELEMENTWISE(crema::PReLUSlopeTermRule);

@@ -1,5 +1,0 @@
-// The GPU kernel of the recurrent layers' shared rule (recurrent.hpp); their code is in recurrent.cpp.
-#include "core/elementwise.cuh"
-#include "layers/recurrent.hpp"
-
-CREMA_GPU_ELEMENTWISE(crema::RecurrentContRule);

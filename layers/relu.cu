@@ -1,6 +1,0 @@
-// The GPU kernels of ReLU's rules (relu.hpp); the layer's code is in relu.cpp.
-#include "core/elementwise.cuh"
-#include "layers/relu.hpp"
-
-CREMA_GPU_ELEMENTWISE(crema::ReLUForward);
-CREMA_GPU_ELEMENTWISE(crema::ReLUBackward);

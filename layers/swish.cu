@@ -1,6 +1,0 @@
-// The GPU kernels of Swish's rules (swish.hpp); the layer's code is in swish.cpp.
-#include "core/elementwise.cuh"
-#include "layers/swish.hpp"
-
-CREMA_GPU_ELEMENTWISE(crema::SwishForward);
-CREMA_GPU_ELEMENTWISE(crema::SwishBackward);

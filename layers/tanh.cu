@@ -1,6 +1,0 @@
-// The GPU kernels of TanH's rules (tanh.hpp); the layer's code is in tanh.cpp.
-#include "core/elementwise.cuh"
-#include "layers/tanh.hpp"
-
-CREMA_GPU_ELEMENTWISE(crema::TanHForward);
-CREMA_GPU_ELEMENTWISE(crema::TanHBackward);

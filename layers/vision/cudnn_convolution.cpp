@@ -1,0 +1,143 @@
+// Convolution and Deconvolution on cuDNN (see cudnn_convolution.hpp).
+#include "layers/vision/cudnn_convolution.hpp"
+
+#ifdef CREMA_USE_CUDNN
+
+#include <sstream>
+
+namespace crema {
+
+using cudnn::Direction;
+
+CudnnConvolutionLayer::CudnnConvolutionLayer(const LayerParameter& param, std::shared_ptr<Context> context,
+                                             bool transposed)
+    : GpuOnly<BaseConvolutionLayer>(param, std::move(context)), transposed_(transposed) {}
+
+std::string CudnnConvolutionLayer::Refusal(const EngineQuery& query) {
+  const ConvolutionParameter& conv = query.param.convolution_param();
+  if (query.bottom_shapes.empty()) return "";  // the layer's arity check names it
+  const std::vector<int>& shape = query.bottom_shapes[0];
+  const int axes = static_cast<int>(shape.size());
+  const int axis = conv.axis() < 0 ? conv.axis() + axes : conv.axis();
+  if (axis < 0 || axis >= axes) return "";  // the layer's own checks name the bad axis
+  std::ostringstream why;
+  // cuDNN's tensors are (N, C, spatial...): one batch axis before the channels.
+  if (axis != 1) {
+    why << "cuDNN takes the channels on axis 1 (N x C x spatial bottoms); this layer's channel axis is " << axis
+        << " of the shape " << ShapeString(shape);
+    return why.str();
+  }
+  // Its convolutions are 2-d and 3-d (1-d would need a dummy axis; Caffe's N-d above 3 has no cuDNN counterpart).
+  const int spatial = axes - 2;
+  if (spatial != 2 && spatial != 3) {
+    why << "cuDNN's engine takes 2-d and 3-d " << (query.param.type() == "Deconvolution" ? "de" : "")
+        << "convolutions (4-d or 5-d bottoms); this bottom has the shape " << ShapeString(shape);
+    return why.str();
+  }
+  // A kernel reaching past the padded input (one output in Caffe's rule, the im2col engine's) is not cuDNN's.
+  if (query.param.type() != "Deconvolution") {
+    KernelGeometry g;
+    try {
+      g = ConvolutionGeometry(conv, spatial, query.param.name());
+    } catch (const Error&) {
+      return "";  // the layer's own checks name what is wrong
+    }
+    for (int i = 0; i < spatial; ++i) {
+      if (shape[2 + i] + 2 * g.pad[i] < g.extent(i)) {
+        why << "kernel extent " << g.extent(i) << " reaches past the padded input (" << shape[2 + i] << " + 2 * pad "
+            << g.pad[i] << ") along spatial axis " << i << ", which cuDNN does not take";
+        return why.str();
+      }
+    }
+  }
+  return "";
+}
+
+void CudnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  BaseConvolutionLayer::Reshape(bottom, top);
+  CREMA_CHECK(channel_axis_ == 1 && (num_spatial_axes_ == 2 || num_spatial_axes_ == 3))
+      << describe() << ": the cudnn engine takes 2-d and 3-d convolutions over channel axis 1 (its refusal should "
+      << "have said so); input shape " << bottom[0]->shape_string();
+  empty_ = bottom[0]->count() == 0 || top[0]->count() == 0;
+  if (empty_) {
+    RequestWorkspace(0);
+    return;
+  }
+  // The convolution runs from its input to its output: the bottom to the top, or for Deconvolution the top to
+  // the bottom. The weights are its filter as they lie: (outputs, inputs / group, kernel...) of that convolution.
+  const std::vector<int>& bottom_shape = bottom[0]->shape();
+  const std::vector<int>& top_shape = top[0]->shape();
+  cudnn::ConvolutionKey key;
+  key.device = context().gpu_id();
+  key.input = transposed_ ? top_shape : bottom_shape;
+  key.filter = params_[0]->shape();
+  key.pad = geometry_.pad;
+  key.stride = geometry_.stride;
+  key.dilation = geometry_.dilation;
+  key.groups = group_;
+  plan_.Describe(key, transposed_ ? bottom_shape : top_shape, describe());
+  bias_.SetPacked({1, num_output_, 1, 1});
+  biased_top_.SetPacked({num_, num_output_, top_spatial_size_, 1});
+  // Describing needs no device, so the layer sets up anywhere (its shapes can be checked against cuDNN's on a
+  // machine without a GPU); choosing algorithms needs the GPU's handle, and running needs the GPU.
+  if (device() != Device::kGPU) {
+    RequestWorkspace(0);
+    return;
+  }
+  plan_.ChooseAlgorithms(context(), describe());
+  RequestWorkspace((plan_.largest_workspace_bytes() + sizeof(float) - 1) / sizeof(float));
+}
+
+void* CudnnConvolutionLayer::WorkspaceFor(Direction direction) {
+  return plan_.workspace_bytes(direction) > 0 ? workspace() : nullptr;
+}
+
+void CudnnConvolutionLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  if (empty_) return;
+  const float* weights = params_[0]->gpu_data();
+  for (size_t b = 0; b < bottom.size(); ++b) {
+    const float* input = bottom[b]->gpu_data();
+    float* output = top[b]->mutable_gpu_data();
+    if (transposed_)
+      plan_.BackwardData(context(), input, weights, output, WorkspaceFor(Direction::kBackwardData), 0.f);
+    else
+      plan_.Forward(context(), input, weights, output, WorkspaceFor(Direction::kForward), 0.f);
+    if (bias_term_) cudnn::AddBias(context(), bias_, params_[1]->gpu_data(), biased_top_, output);
+  }
+}
+
+void CudnnConvolutionLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                                         const std::vector<Blob*>& bottom) {
+  if (empty_) return;
+  const bool weight_grad = param_propagate_down(0);
+  const bool bias_grad = bias_term_ && param_propagate_down(1);
+  const float* weights = params_[0]->gpu_data();
+  for (size_t b = 0; b < top.size(); ++b) {
+    const float* top_diff = top[b]->gpu_diff();
+    // Parameter gradients accumulate (beta 1: over bottoms and calls); the bottom gradient is overwritten (beta 0).
+    if (bias_grad) cudnn::BiasGradient(context(), biased_top_, top_diff, bias_, params_[1]->mutable_gpu_diff());
+    if (weight_grad) {
+      // The filter gradient pairs the convolution's input with its output's gradient: the bottom's data with the
+      // top's gradient, or for Deconvolution the top's gradient with the bottom's data.
+      float* weight_diff = params_[0]->mutable_gpu_diff();
+      const float* bottom_data = bottom[b]->gpu_data();
+      if (transposed_)
+        plan_.BackwardFilter(context(), top_diff, bottom_data, weight_diff, WorkspaceFor(Direction::kBackwardFilter),
+                             1.f);
+      else
+        plan_.BackwardFilter(context(), bottom_data, top_diff, weight_diff, WorkspaceFor(Direction::kBackwardFilter),
+                             1.f);
+    }
+    if (propagate_down[b]) {
+      float* bottom_diff = bottom[b]->mutable_gpu_diff();
+      if (transposed_)
+        plan_.Forward(context(), top_diff, weights, bottom_diff, WorkspaceFor(Direction::kForward), 0.f);
+      else
+        plan_.BackwardData(context(), top_diff, weights, bottom_diff, WorkspaceFor(Direction::kBackwardData), 0.f);
+    }
+  }
+}
+
+}  // namespace crema
+
+#endif  // CREMA_USE_CUDNN

@@ -1,0 +1,328 @@
+#include "layers/vision/onednn_convolution.hpp"
+
+#ifdef CREMA_USE_ONEDNN
+
+#include <algorithm>
+#include <cstdlib>
+#include <sstream>
+#include <unordered_map>
+
+#include "core/math_functions.hpp"
+#include "layers/onednn_util.hpp"
+
+namespace crema {
+
+using dnnl::memory;
+using Tag = memory::format_tag;
+using onednn::CpuEngine;
+using onednn::Dims;
+using onednn::RightPadding;
+
+// Input channels (per group) below which the input gradient takes the GEMM steps rather than oneDNN's.
+constexpr int kFewChannels = 8;
+// The largest deconvolution stride the engine takes (see Refusal).
+constexpr int kLargestDeconvolutionStride = 8;
+
+// The primitives for the current shapes (convolution's or deconvolution's, behind oneDNN's common handles), the
+// plain (crema) layouts, the reorders between them and the workspace regions each buffer takes.
+struct OneDnnConvolutionLayer::Primitives {
+  bool gemm_backward_data = false;
+  Layout offered = Layout::kPlain;  // the layout the forward primitive writes its output in, as crema names it
+  memory::desc user_src, user_weights, user_bias, user_dst;
+  dnnl::primitive_desc_base forward, backward_data, backward_weights;
+  dnnl::primitive forward_primitive, backward_data_primitive, backward_weights_primitive;
+  onednn::WeightCache weights;       // the forward's weights, in its layout
+  bool data_reads_cached = false;    // the backward-data primitive wants the weights in the forward's layout
+
+  onednn::Regions regions;  // where each buffer lies in the workspace
+  size_t src = 0, dst = 0, forward_scratch = 0;
+  size_t backward_src = 0, backward_diff_dst = 0, computed_diff_weights = 0, diff_weights = 0, diff_bias = 0;
+  size_t weights_scratch = 0;
+  size_t data_weights = 0, data_diff_dst = 0, diff_src = 0, data_scratch = 0;
+  size_t plain_diff_dst = 0;  // the GEMM input gradient's output gradient, plain, after its columns
+};
+
+namespace {
+
+// The three primitive descriptors of one kind (oneDNN's convolution or deconvolution classes, whose
+// descriptors take the same arguments), with the activations in `src` and `dst`.
+template <class Forward, class BackwardData, class BackwardWeights>
+void DescribeKind(dnnl::algorithm algorithm, const memory::desc& src, const memory::desc& weights,
+                  const memory::desc* bias, const memory::desc& dst, const memory::dims& strides,
+                  const memory::dims& dilates, const memory::dims& pad_left, const memory::dims& pad_right,
+                  dnnl::primitive_desc_base* forward, dnnl::primitive_desc_base* backward_data,
+                  dnnl::primitive_desc_base* backward_weights) {
+  const dnnl::primitive_attr attr = onednn::UserScratchpad();  // the scratchpad comes from the workspace
+  const dnnl::engine& engine = CpuEngine();
+  const memory::desc no_bias;
+  const typename Forward::primitive_desc forward_pd(
+      typename Forward::desc(dnnl::prop_kind::forward_training, algorithm, src, weights, bias ? *bias : no_bias, dst,
+                             strides, dilates, pad_left, pad_right),
+      attr, engine);
+  *forward = forward_pd;
+  *backward_weights = typename BackwardWeights::primitive_desc(
+      bias ? typename BackwardWeights::desc(algorithm, src, weights, *bias, dst, strides, dilates, pad_left, pad_right)
+           : typename BackwardWeights::desc(algorithm, src, weights, dst, strides, dilates, pad_left, pad_right),
+      attr, engine, forward_pd);
+  *backward_data = typename BackwardData::primitive_desc(
+      typename BackwardData::desc(algorithm, src, weights, dst, strides, dilates, pad_left, pad_right), attr, engine,
+      forward_pd);
+}
+
+}  // namespace
+
+OneDnnConvolutionLayer::OneDnnConvolutionLayer(const LayerParameter& param, std::shared_ptr<Context> context,
+                                               bool transposed)
+    : BaseConvolutionLayer(param, std::move(context)), transposed_(transposed) {}
+
+OneDnnConvolutionLayer::~OneDnnConvolutionLayer() = default;
+
+std::string OneDnnConvolutionLayer::Refusal(const EngineQuery& query) {
+  const ConvolutionParameter& conv = query.param.convolution_param();
+  if (query.bottom_shapes.empty()) return "";  // the layer's arity check names it
+  const std::vector<int>& shape = query.bottom_shapes.at(0);
+  const int axis = conv.axis() < 0 ? conv.axis() + static_cast<int>(shape.size()) : conv.axis();
+  std::ostringstream why;
+  if (shape.size() != 4 || axis != 1) {
+    why << "oneDNN's engine takes 2-d " << (query.param.type() == "Deconvolution" ? "de" : "")
+        << "convolutions of N x C x H x W bottoms over axis 1; this one has " << shape.size()
+        << " axes and channel axis " << conv.axis();
+    return why.str();
+  }
+  KernelGeometry g;
+  try {
+    g = ConvolutionGeometry(conv, 2, query.param.name());
+  } catch (const Error&) {
+    return "";  // the layer's own checks name what is wrong
+  }
+  if (query.param.type() == "Deconvolution") {
+    // Its output size, stride * (in - 1) + extent - 2 * pad, is oneDNN's with pad on both sides. But oneDNN's
+    // deconvolution forward is slow for large strides (FCN's 16x and 32x upsampling: 1.5-2.8x the im2col
+    // engine's time, docs/performance.md), while it wins up to stride 8. CREMA_ONEDNN_DECONVOLUTION_STRIDES=N
+    // moves the limit, for such comparisons (benchmarks/deconvolution_engines.sh).
+    const char* limit_text = std::getenv("CREMA_ONEDNN_DECONVOLUTION_STRIDES");
+    const int limit = limit_text == nullptr ? kLargestDeconvolutionStride : std::atoi(limit_text);
+    for (int i = 0; i < 2; ++i) {
+      if (g.stride[i] > limit) {
+        why << "stride " << g.stride[i] << " is above " << limit
+            << ", where oneDNN's deconvolution measured slower than the im2col engine";
+        return why.str();
+      }
+    }
+    return "";
+  }
+  for (int i = 0; i < 2; ++i) {
+    const int in = shape[2 + i];
+    const int out = (in + 2 * g.pad[i] - g.extent(i)) / g.stride[i] + 1;
+    if (in + 2 * g.pad[i] - g.extent(i) <= -g.stride[i]) return "";  // no output: the layer's own error
+    if (in + 2 * g.pad[i] < g.extent(i)) {
+      why << "kernel extent " << g.extent(i) << " reaches past the padded input (" << in << " + 2 * pad " << g.pad[i]
+          << ") along spatial axis " << i << ", which oneDNN's output-size arithmetic does not take";
+      return why.str();
+    }
+    if (RightPadding(in, out, g.pad[i], g.extent(i), g.stride[i]) < 0) {
+      why << "stride " << g.stride[i] << " leaves more of the input unused along spatial axis " << i
+          << " than oneDNN's output-size arithmetic allows";
+      return why.str();
+    }
+  }
+  return "";
+}
+
+void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  BaseConvolutionLayer::Reshape(bottom, top);
+  const Blob& input = *bottom[0];
+  const int c = input.shape(1), h = input.shape(2), w = input.shape(3);
+  const int oh = top[0]->shape(2), ow = top[0]->shape(3);
+  const KernelGeometry& g = geometry_;
+  const memory::dims strides = Dims({g.stride[0], g.stride[1]});
+  const memory::dims dilates = Dims({g.dilation[0] - 1, g.dilation[1] - 1});  // oneDNN counts the gaps
+  const memory::dims pad_left = Dims({g.pad[0], g.pad[1]});
+  // A convolution's right pad makes oneDNN's output size Caffe's; a deconvolution's is its left one.
+  const memory::dims pad_right =
+      transposed_ ? pad_left
+                  : Dims({RightPadding(h, oh, g.pad[0], g.extent(0), g.stride[0]),
+                          RightPadding(w, ow, g.pad[1], g.extent(1), g.stride[1])});
+  CREMA_CHECK(pad_right[0] >= 0 && pad_right[1] >= 0)
+      << describe() << ": the onednn engine cannot reproduce this output size (its refusal should have said so)";
+
+  auto p = std::make_unique<Primitives>();
+  const auto f32 = memory::data_type::f32;
+  // The blobs' layouts: plain, or those of a run of oneDNN layers (the net's plan_layouts pass). With several
+  // bottoms, each pair is plain (ReadsLayout, OffersLayout).
+  p->user_src = onednn::BlobDesc(input);
+  p->user_dst = onednn::BlobDesc(*top[0]);
+  // oneDNN's weight dimensions are (outputs, inputs, kernel), with the groups first where there are several.
+  // Caffe's convolution weights lie in that order; its deconvolution weights have the inputs (the bottom's
+  // channels) first, which oneDNN names i-before-o.
+  const int outputs = num_output_ / group_, inputs = c / group_;
+  if (group_ == 1)
+    p->user_weights = memory::desc(Dims({num_output_, c, g.kernel[0], g.kernel[1]}), f32,
+                                   transposed_ ? Tag::iohw : Tag::oihw);
+  else
+    p->user_weights = memory::desc(Dims({group_, outputs, inputs, g.kernel[0], g.kernel[1]}), f32,
+                                   transposed_ ? Tag::giohw : Tag::goihw);
+  p->user_bias = memory::desc(Dims({num_output_}), f32, Tag::x);
+  const memory::desc any_weights(p->user_weights.dims(), f32, Tag::any);
+  // The three primitives with the activations (input, output and their gradients) in layout `activations`.
+  // The weight gradient comes in the primitive's own layout (asking for crema's plain one picks a GEMM-based
+  // implementation, measured 3-6x slower), reordered to crema's before it is added to the blob's diff.
+  const auto describe = [&](Tag activations) {
+    const memory::desc src(p->user_src.dims(), f32, activations), dst(p->user_dst.dims(), f32, activations);
+    const memory::desc* bias = bias_term_ ? &p->user_bias : nullptr;
+    if (transposed_)
+      DescribeKind<dnnl::deconvolution_forward, dnnl::deconvolution_backward_data,
+                   dnnl::deconvolution_backward_weights>(dnnl::algorithm::deconvolution_direct, src, any_weights, bias,
+                                                         dst, strides, dilates, pad_left, pad_right, &p->forward,
+                                                         &p->backward_data, &p->backward_weights);
+    else
+      DescribeKind<dnnl::convolution_forward, dnnl::convolution_backward_data, dnnl::convolution_backward_weights>(
+          dnnl::algorithm::convolution_direct, src, any_weights, bias, dst, strides, dilates, pad_left, pad_right,
+          &p->forward, &p->backward_data, &p->backward_weights);
+  };
+  // oneDNN's own choice is a channel-blocked layout (16 channels a block with AVX-512, 8 with AVX2). Where the
+  // channels do not fill whole blocks, the padding is computed too (LeNet's conv2: 20 inputs in 32, 50
+  // outputs in 64, twice the arithmetic), and channels-last (NHWC) kernels, which have no padding, ran its
+  // forward and backward 1.3-2x faster (docs/performance.md). CREMA_ONEDNN_ACTIVATIONS=blocked|nhwc forces one
+  // layout, for such comparisons.
+  const char* forced = std::getenv("CREMA_ONEDNN_ACTIVATIONS");
+  const std::string layout = forced == nullptr ? "" : forced;
+  describe(layout == "nhwc" ? Tag::nhwc : Tag::any);
+  const bool padded = p->forward.src_desc(0).get_size() > p->user_src.get_size() ||
+                      p->forward.dst_desc(0).get_size() > p->user_dst.get_size();
+  if (layout.empty() && padded) describe(Tag::nhwc);
+  p->forward_primitive = dnnl::primitive(p->forward.get());
+  p->backward_weights_primitive = dnnl::primitive(p->backward_weights.get());
+  // The input gradient of a convolution over a few channels (an RGB or grey image: CaffeNet's and CIFAR-10's
+  // conv1) comes out of oneDNN padded to a whole channel block, 16 channels computed for 3, in either layout;
+  // Caffe's GEMM and col2im steps ran CaffeNet's conv1 input gradient 2-3x faster (docs/performance.md). (A
+  // deconvolution's input gradient is a convolution forward, which has no such padding to undo.)
+  p->gemm_backward_data = !transposed_ && inputs < kFewChannels;
+  if (!p->gemm_backward_data) p->backward_data_primitive = dnnl::primitive(p->backward_data.get());
+  p->offered = onednn::LayoutOf(p->forward.dst_desc(0), top[0]->shape());
+  p->data_reads_cached = !p->gemm_backward_data && p->backward_data.weights_desc(0) == p->forward.weights_desc(0);
+
+  // The forward pass, the weight gradient and the input gradient run one after another and each uses the
+  // workspace afresh, so their regions overlap: the workspace is the largest phase, not their sum.
+  p->src = p->regions.AddCopy(p->forward.src_desc(0), p->user_src);
+  p->dst = p->regions.AddCopy(p->forward.dst_desc(0), p->user_dst);
+  p->forward_scratch = p->regions.Add(p->forward.scratchpad_desc());
+  p->regions.Restart();
+  p->backward_src = p->regions.AddCopy(p->backward_weights.src_desc(0), p->user_src);
+  p->backward_diff_dst = p->regions.AddCopy(p->backward_weights.diff_dst_desc(0), p->user_dst);
+  p->computed_diff_weights = p->regions.AddCopy(p->backward_weights.diff_weights_desc(0), p->user_weights);
+  p->diff_weights = p->regions.Add(p->user_weights);
+  p->diff_bias = p->regions.Add(p->user_bias);
+  p->weights_scratch = p->regions.Add(p->backward_weights.scratchpad_desc());
+  p->regions.Restart();
+  if (!p->gemm_backward_data) {
+    if (!p->data_reads_cached)
+      p->data_weights = p->regions.AddCopy(p->backward_data.weights_desc(0), p->user_weights);
+    p->data_diff_dst = p->regions.AddCopy(p->backward_data.diff_dst_desc(0), p->user_dst);
+    p->diff_src = p->regions.AddCopy(p->backward_data.diff_src_desc(0), p->user_src);
+    p->data_scratch = p->regions.Add(p->backward_data.scratchpad_desc());
+  }
+  size_t gemm_floats = 0;
+  if (p->gemm_backward_data) {
+    // The GEMM steps unroll into the workspace's start and read the output gradient plain: from a top in a run's
+    // layout, a plain copy placed after the columns.
+    onednn::Regions gemm;
+    if (column_floats() > 0) gemm.Add(memory::desc(Dims({static_cast<int>(column_floats())}), f32, Tag::x));
+    if (top[0]->layout() != Layout::kPlain) p->plain_diff_dst = gemm.Add(onednn::PlainDesc(top[0]->shape()));
+    gemm_floats = gemm.Floats();
+  }
+  RequestWorkspace(std::max(p->regions.Floats(), gemm_floats));
+  // A reshape keeps the weights' copy where the layout it wants stays the same.
+  if (primitives_) p->weights = std::move(primitives_->weights);
+  p->weights.Describe(p->forward.weights_desc(0), p->user_weights);
+  primitives_ = std::move(p);
+}
+
+bool OneDnnConvolutionLayer::ReadsLayout(int bottom, Layout layout) const {
+  // Any layout, reordered to the primitives' where it differs; but the GEMM steps write a plain input gradient.
+  return layout == Layout::kPlain || (layer_param().bottom_size() == 1 && !primitives_->gemm_backward_data);
+}
+
+Layout OneDnnConvolutionLayer::OffersLayout(int top, const std::vector<Layout>&) const {
+  return layer_param().bottom_size() == 1 ? primitives_->offered : Layout::kPlain;
+}
+
+using onednn::Binder;
+
+void OneDnnConvolutionLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  Primitives& p = *primitives_;
+  Binder bind(workspace());
+  const memory weights = p.weights.Get(*params_[0], bind.stream());
+  for (size_t b = 0; b < bottom.size(); ++b) {
+    const memory src = bind.In(p.user_src, bottom[b]->cpu_data(), p.forward.src_desc(0), p.src);
+    float* output = top[b]->mutable_cpu_data();
+    const memory dst = bind.Result(p.user_dst, output, p.forward.dst_desc(0), p.dst);
+    std::unordered_map<int, memory> args = {
+        {DNNL_ARG_SRC, src},
+        {DNNL_ARG_WEIGHTS, weights},
+        {DNNL_ARG_DST, dst},
+        {DNNL_ARG_SCRATCHPAD, bind.Scratch(p.forward.scratchpad_desc(), p.forward_scratch)}};
+    if (bias_term_) args[DNNL_ARG_BIAS] = bind.Plain(p.user_bias, params_[1]->cpu_data());
+    p.forward_primitive.execute(bind.stream(), args);
+    bind.Out(dst, p.user_dst, output);
+  }
+  bind.stream().wait();
+}
+
+void OneDnnConvolutionLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                                          const std::vector<Blob*>& bottom) {
+  Primitives& p = *primitives_;
+  const bool weight_grad = param_propagate_down(0);
+  const bool bias_grad = bias_term_ && param_propagate_down(1);
+  Binder bind(workspace());
+  for (size_t b = 0; b < top.size(); ++b) {
+    const float* top_diff = top[b]->cpu_diff();
+    if (weight_grad || bias_grad) {
+      const memory src = bind.In(p.user_src, bottom[b]->cpu_data(), p.backward_weights.src_desc(0), p.backward_src);
+      const memory diff_dst = bind.In(p.user_dst, top_diff, p.backward_weights.diff_dst_desc(0), p.backward_diff_dst);
+      const memory diff_weights = bind.Result(p.user_weights, bind.At(p.diff_weights),
+                                              p.backward_weights.diff_weights_desc(0), p.computed_diff_weights);
+      std::unordered_map<int, memory> args = {
+          {DNNL_ARG_SRC, src},
+          {DNNL_ARG_DIFF_DST, diff_dst},
+          {DNNL_ARG_DIFF_WEIGHTS, diff_weights},
+          {DNNL_ARG_SCRATCHPAD, bind.Scratch(p.backward_weights.scratchpad_desc(), p.weights_scratch)}};
+      if (bias_term_) args[DNNL_ARG_DIFF_BIAS] = memory(p.user_bias, CpuEngine(), bind.At(p.diff_bias));
+      p.backward_weights_primitive.execute(bind.stream(), args);
+      bind.Out(diff_weights, p.user_weights, bind.At(p.diff_weights));
+      bind.stream().wait();
+      // Gradients accumulate (over bottoms and calls): the net zeroes them before a backward.
+      if (weight_grad) cpu_axpy(params_[0]->count(), 1.f, bind.At(p.diff_weights), params_[0]->mutable_cpu_diff());
+      if (bias_grad) cpu_axpy(params_[1]->count(), 1.f, bind.At(p.diff_bias), params_[1]->mutable_cpu_diff());
+    }
+    if (propagate_down[b] && p.gemm_backward_data) {
+      if (top[b]->layout() != Layout::kPlain) {
+        const memory plain = bind.In(p.user_dst, top_diff, onednn::PlainDesc(top[b]->shape()), p.plain_diff_dst);
+        bind.stream().wait();
+        top_diff = static_cast<const float*>(plain.get_data_handle());
+      }
+      const float* weights = params_[0]->cpu_data();
+      float* input_diff = bottom[b]->mutable_cpu_diff();
+      for (int n = 0; n < num_; ++n) BackwardData(top_diff + n * top_dim_, weights, input_diff + n * bottom_dim_);
+    } else if (propagate_down[b]) {
+      const memory weights =
+          p.data_reads_cached
+              ? p.weights.Get(*params_[0], bind.stream())
+              : bind.In(p.user_weights, params_[0]->cpu_data(), p.backward_data.weights_desc(0), p.data_weights);
+      const memory diff_dst = bind.In(p.user_dst, top_diff, p.backward_data.diff_dst_desc(0), p.data_diff_dst);
+      float* input_diff = bottom[b]->mutable_cpu_diff();
+      const memory diff_src = bind.Result(p.user_src, input_diff, p.backward_data.diff_src_desc(0), p.diff_src);
+      p.backward_data_primitive.execute(
+          bind.stream(), {{DNNL_ARG_DIFF_DST, diff_dst},
+                          {DNNL_ARG_WEIGHTS, weights},
+                          {DNNL_ARG_DIFF_SRC, diff_src},
+                          {DNNL_ARG_SCRATCHPAD, bind.Scratch(p.backward_data.scratchpad_desc(), p.data_scratch)}});
+      bind.Out(diff_src, p.user_src, input_diff);
+      bind.stream().wait();
+    }
+  }
+}
+
+}  // namespace crema
+
+#endif  // CREMA_USE_ONEDNN

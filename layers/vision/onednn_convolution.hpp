@@ -1,0 +1,72 @@
+// Convolution and Deconvolution, engine `onednn` (in builds with oneDNN, Debian's libdnnl-dev): oneDNN's
+// (de)convolution primitives forward, backward-data and backward-weights, which choose their own blocked
+// memory layouts and kernels for the CPU they run on (AVX2 or AVX-512, found at run time). The engine reorders
+// the weights, and the input, output and gradients where their blobs' layouts are not the primitives' (plain
+// blobs; see below for runs), into the layouts the primitives chose and the results back, in the net's
+// workspace (so the plan sees every buffer, oneDNN's scratchpad included). The forward pass's weights are
+// reordered into the layer's own memory instead and kept while the weights are unchanged (a test pass or
+// inference reorders them once; onednn::WeightCache). Parameter gradients are computed into the workspace and
+// added to the blobs' diffs, which accumulate as with every engine.
+//
+// Layouts: oneDNN's channel-blocked one, or channels-last where blocks would pad the channels. The input
+// gradient of a convolution over fewer than 8 channels per group (an image's) takes BaseConvolutionLayer's GEMM
+// and col2im steps instead, since oneDNN computes it for a whole padded block.
+//
+// Takes 2-d (de)convolutions over channel axis 1 on the CPU. A convolution's output size must be one oneDNN's
+// arithmetic reproduces (a stride that leaves more than its own width of input unused is refused; the
+// `im2col_batched` engine then serves); a deconvolution's always is. Parameters and shapes:
+// layers/vision/base_convolution.hpp, layers/vision/deconvolution.hpp (whose weights, input channels first, oneDNN reads as
+// they are).
+//
+// Between this layer and the next oneDNN (or elementwise) layers, the net keeps the blobs in the primitives'
+// layout (core/layout.hpp, the plan_layouts pass): the reorders happen only at the edges of such a run.
+#pragma once
+
+#ifdef CREMA_USE_ONEDNN
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "layers/layer_registry.hpp"
+#include "layers/vision/base_convolution.hpp"
+
+namespace crema {
+
+// Both layers: `transposed` makes it the Deconvolution.
+class OneDnnConvolutionLayer : public BaseConvolutionLayer {
+ public:
+  explicit OneDnnConvolutionLayer(const LayerParameter& param, std::shared_ptr<Context> context = nullptr,
+                                  bool transposed = false);
+  ~OneDnnConvolutionLayer() override;
+  const char* type() const override { return transposed_ ? "Deconvolution" : "Convolution"; }
+  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  // Offers its top in the layout its forward primitive writes (channel blocks or channels-last), and reads a
+  // bottom in any layout (reordered where it is not the primitives').
+  bool ReadsLayout(int bottom, Layout layout) const override;
+  Layout OffersLayout(int top, const std::vector<Layout>& bottom_layouts) const override;
+
+  // "" when the engine takes the query, else why not (the registry's refusal).
+  static std::string Refusal(const EngineQuery& query);
+
+ protected:
+  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+  bool reverse_dimensions() const override { return transposed_; }
+
+ private:
+  const bool transposed_;
+  struct Primitives;  // the oneDNN objects (dnnl.hpp stays out of this header)
+  std::unique_ptr<Primitives> primitives_;
+};
+
+class OneDnnDeconvolutionLayer : public OneDnnConvolutionLayer {
+ public:
+  explicit OneDnnDeconvolutionLayer(const LayerParameter& param, std::shared_ptr<Context> context = nullptr)
+      : OneDnnConvolutionLayer(param, std::move(context), true) {}
+};
+
+}  // namespace crema
+
+#endif  // CREMA_USE_ONEDNN

@@ -1,0 +1,53 @@
+// Pooling, engine `onednn` (in builds with oneDNN): oneDNN's pooling primitives forward and backward, with
+// the native engine's parameters and output shapes (layers/vision/pooling.hpp). oneDNN keeps its own record of each
+// window's maximum (an internal blob, kept from Forward to Backward) instead of the native argmax.
+//
+// Takes MAX and AVE pooling of 4-d bottoms with one top (no argmax top) whose windows each cover some of the
+// input, and AVE only where oneDNN's divisor is Caffe's: the kernel's area when every window ends inside the
+// padded input, or the count of input pixels when there is no padding. The rest falls to the native engine.
+// Where a window holds equal maxima, the gradient may go to another of them than the native engine's (the
+// first); both are gradients of the same output.
+#pragma once
+
+#ifdef CREMA_USE_ONEDNN
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "layers/layer_registry.hpp"
+#include "layers/vision/pooling.hpp"
+
+namespace crema {
+
+namespace onednn {
+class Passes;  // layers/onednn_util.hpp (dnnl.hpp stays out of this header)
+}
+
+class OneDnnPoolingLayer : public PoolingLayer {
+ public:
+  explicit OneDnnPoolingLayer(const LayerParameter& param, std::shared_ptr<Context> context = nullptr);
+  ~OneDnnPoolingLayer() override;
+  int MaxTopBlobs() const override { return 1; }
+  void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  // Pools in whatever layout its bottom comes in (oneDNN's kernels take them all), and offers it to the top.
+  bool ReadsLayout(int, Layout) const override { return true; }
+  Layout OffersLayout(int, const std::vector<Layout>& bottom_layouts) const override { return bottom_layouts[0]; }
+
+  // "" when the engine takes the query, else why not (the registry's refusal).
+  static std::string Refusal(const EngineQuery& query);
+
+ protected:
+  void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
+
+ private:
+  std::unique_ptr<onednn::Passes> passes_;  // the primitives for the current shapes
+  Blob* maxima_ = nullptr;                  // MAX: oneDNN's workspace, where each window's maximum was
+};
+
+}  // namespace crema
+
+#endif  // CREMA_USE_ONEDNN
