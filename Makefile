@@ -139,7 +139,7 @@ test: deps all
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 
 data: demo-build
-	CREMA_BUILD_DIR=$(abspath $(DEMO_DIR)) bash examples/fashion_mnist/create_fashion_mnist.sh
+	CREMA_BUILD_DIR=$(abspath $(DEMO_DIR)) bash data/fashion_mnist/get_fashion_mnist.sh
 
 demo: deps demo-build data
 	GLOG_logtostderr=1 $(DEMO_DIR)/tools/crema train --solver=$(LENET_SOLVER) 2>&1 | tee $(DEMO_LOG)

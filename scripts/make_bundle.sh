@@ -50,7 +50,7 @@ while read -r _ binary _; do
 done <"$runs"
 cp "$runs" "$stage/tests/"
 cp "$build_dir/lib/libcrema.so" "$stage/lib/"
-# Scripts written for a build tree (examples/fashion_mnist/create_fashion_mnist.sh with CREMA_BUILD_DIR) look
+# Scripts written for a build tree (data/fashion_mnist/get_fashion_mnist.sh with CREMA_BUILD_DIR) look
 # for the tools in tools/.
 ln -s bin "$stage/tools"
 
