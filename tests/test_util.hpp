@@ -99,7 +99,7 @@ class TempDir {
 // Where Debian's dataset-fashion-mnist package puts the data set.
 constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
 // The folder the tests read Fashion-MNIST from: FASHION_MNIST_DIR where set (as
-// examples/fashion_mnist/create_fashion_mnist.sh reads it; a machine without the package, such as one the
+// data/fashion_mnist/get_fashion_mnist.sh reads it; a machine without the package, such as one the
 // bundle of docs/bundle.md runs on), else kFashionMnistDir.
 std::string FashionMnistDir();
 // Whether its four gzipped IDX files are there. Tests that need them skip without (CREMA_SKIP_WITHOUT_FASHION_MNIST).
