@@ -439,7 +439,7 @@ TEST(CudnnShapeTest, EveryConvolutionIsDescribedWithCaffesOutputShape) {
                   const std::vector<int> expected = TopShapeOf(native.get(), shape);
                   if (expected.empty()) continue;  // the layer's own checks refuse it
                   // A kernel past the padded input by less than a stride (one output, as Caffe computes it)
-                  // is declined, for the im2col engines to serve; every other shape is cuDNN's.
+                  // is declined, for the native and im2col_batched engines to serve; every other shape is cuDNN's.
                   const std::string refusal =
                       CudnnConvolutionLayer::Refusal(EngineQuery{param, {shape}, Device::kGPU});
                   if (!refusal.empty()) {

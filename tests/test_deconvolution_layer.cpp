@@ -247,7 +247,7 @@ TEST(DeconvolutionLayerTest, RejectsBadParametersAndShapes) {
 }
 
 #ifdef CREMA_USE_ONEDNN
-// oneDNN's engine refuses strides above 8 (measured slower there); the registry then picks im2col.
+// oneDNN's engine refuses strides above 8 (measured slower there); the registry then picks the native engine.
 TEST(DeconvolutionLayerTest, LargeStridesGoToTheNativeEngine) {
   const auto engine_for = [](const std::string& conv_param) {
     LayerParameter param =

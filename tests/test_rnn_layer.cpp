@@ -38,7 +38,8 @@ struct Fixture {
         std::make_unique<RNNLayer>(param ? *param : test::ParseLayer(LayerText(expose ? "expose_hidden: true" : "")));
     layer->SetUp(bottom.pointers, top.pointers);
     if (!param)
-      for (size_t i = 0; i < layer->params().size(); ++i) test::FillGaussian(layer->params()[i].get(), 0.f, 0.5f, 60 + i);
+      for (size_t i = 0; i < layer->params().size(); ++i)
+        test::FillGaussian(layer->params()[i].get(), 0.f, 0.5f, 60 + i);
   }
 };
 

@@ -292,7 +292,8 @@ TEST(Hdf5SnapshotTest, NetWeightsWrittenAndReadBackAreEqual) {
   copy.CopyTrainedLayersFrom(dir.file("n.caffemodel.h5"));
   for (const char* layer : {"ip", "ip_out"})
     for (size_t j = 0; j < 2; ++j)
-      EXPECT_EQ(test::DataOf(*copy.layer_by_name(layer)->params()[j]), test::DataOf(*net.layer_by_name(layer)->params()[j]))
+      EXPECT_EQ(test::DataOf(*copy.layer_by_name(layer)->params()[j]),
+                test::DataOf(*net.layer_by_name(layer)->params()[j]))
           << layer << " " << j;
 }
 

@@ -51,7 +51,8 @@ void InnerProductLayer::Reshape(const std::vector<Blob*>& bottom, const std::vec
   const int axis = FlattenAxis(input);
   CREMA_CHECK(input.count(axis) == K_) << describe() << ": input of shape " << input.shape_string() << " has "
                                        << input.count(axis) << " values per item from axis " << axis
-                                       << ", but the weights (shape " << params_[0]->shape_string() << ") expect " << K_;
+                                       << ", but the weights (shape " << params_[0]->shape_string() << ") expect "
+                                       << K_;
   M_ = input.count(0, axis);
   std::vector<int> top_shape(input.shape().begin(), input.shape().begin() + axis);
   top_shape.push_back(N_);

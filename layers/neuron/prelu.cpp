@@ -71,9 +71,9 @@ void PReLULayer::Backward_any(const std::vector<Blob*>& top, const std::vector<b
     BroadcastSum(context(), geometry_, 1.f, terms, 1.f, params_[0]->mutable_diff_on(d), terms + count);
   }
   if (propagate_down[0]) {
-    for_each_element(
-        context(), count,
-        PReLUBackwardRule{x, dy, params_[0]->data_on(d), bottom[0]->mutable_diff_on(d), geometry_.dim, geometry_.inner});
+    for_each_element(context(), count,
+                     PReLUBackwardRule{x, dy, params_[0]->data_on(d), bottom[0]->mutable_diff_on(d), geometry_.dim,
+                                       geometry_.inner});
   }
 }
 

@@ -188,9 +188,9 @@ void BatchNormLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::ve
   float* scratch = variance + channels_;
   float* inv_std = inv_std_->mutable_data_on(d);
   if (use_global_stats_) {
-    for_each_element(
-        context(), channels_,
-        BatchNormStoredRule{params_[0]->data_on(d), params_[1]->data_on(d), params_[2]->data_on(d), mean, inv_std, eps_});
+    for_each_element(context(), channels_,
+                     BatchNormStoredRule{params_[0]->data_on(d), params_[1]->data_on(d), params_[2]->data_on(d), mean,
+                                         inv_std, eps_});
   } else {
     const int m = num_ * spatial_;
     const float per_value = m > 0 ? 1.f / m : 0.f;

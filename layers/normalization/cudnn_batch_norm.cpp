@@ -66,9 +66,9 @@ void CudnnBatchNormLayer::Forward_gpu(const std::vector<Blob*>& bottom, const st
   float* mean = mean_->mutable_data_on(d);
   float* inv_std = inv_std_->mutable_data_on(d);
   if (use_global_stats_) {
-    for_each_element(
-        context(), channels_,
-        BatchNormStoredRule{params_[0]->data_on(d), params_[1]->data_on(d), params_[2]->data_on(d), mean, inv_std, eps_});
+    for_each_element(context(), channels_,
+                     BatchNormStoredRule{params_[0]->data_on(d), params_[1]->data_on(d), params_[2]->data_on(d), mean,
+                                         inv_std, eps_});
     float* y = top[0]->mutable_data_on(d);
     for_each_element(context(), count,
                      BatchNormNormalizeRule{bottom[0]->data_on(d), mean, inv_std, y, y, channels_, spatial_});

@@ -1,7 +1,7 @@
-// BatchNorm, engine `cudnn` (GPU only, in builds with cuDNN): cuDNN's spatial batch normalisation (core/cudnn.hpp)
-// with Caffe's statistics. Parameters, checks and blobs as the native BatchNorm (layers/normalization/batch_norm.hpp), whose
-// class it extends; the blobs are updated by the native engine's formula (to float rounding: cuDNN sums in an order
-// of its own), so a snapshot does not depend on the engine.
+// BatchNorm, engine `cudnn` (GPU only, in builds with cuDNN): cuDNN's spatial batch normalisation (core/cudnn.hpp) with
+// Caffe's statistics. Parameters, checks and blobs as the native BatchNorm (layers/normalization/batch_norm.hpp), whose
+// class it extends; the blobs are updated by the native engine's formula (to float rounding: cuDNN sums in an order of
+// its own), so a snapshot does not depend on the engine.
 //
 // The bottom (N, C, ...) is seen as the 4-d (N, C, rest, 1) (a 1-axis bottom as (N, 1, 1, 1)); cuDNN's scale and
 // bias are the context's ones and zeros in the workspace (Caffe's BatchNorm has neither; Scale follows it).

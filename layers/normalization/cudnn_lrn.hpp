@@ -1,6 +1,6 @@
-// LRN, engine `cudnn` (GPU only, in builds with cuDNN): ACROSS_CHANNELS through cuDNN's cross-channel LRN forward
-// and backward (core/cudnn.hpp). Parameters and checks as the native LRN (layers/normalization/lrn.hpp), whose class it extends.
-// cuDNN's formula is Caffe's: both divide alpha by the window's size, and an odd window is centred in both, so
+// LRN, engine `cudnn` (GPU only, in builds with cuDNN): ACROSS_CHANNELS through cuDNN's cross-channel LRN forward and
+// backward (core/cudnn.hpp). Parameters and checks as the native LRN (layers/normalization/lrn.hpp), whose class it
+// extends. cuDNN's formula is Caffe's: both divide alpha by the window's size, and an odd window is centred in both, so
 // local_size, alpha, beta and k go to cuDNN unchanged.
 //
 // Takes (Refusal): ACROSS_CHANNELS with the parameters cuDNN accepts: local_size from 1 to 16 (odd: the native

@@ -1,12 +1,12 @@
-// BatchNorm, engine `onednn` (in builds with oneDNN): oneDNN's batch normalization primitives (no scale or
-// shift: Caffe's BatchNorm has none, a Scale layer follows it) forward and backward, with the native engine's
-// parameters, statistics blobs and running sums (layers/normalization/batch_norm.hpp). It reads its 4-d bottom in any layout,
-// so a run of oneDNN layers goes on through it (a ResNet's convolution, BatchNorm, Scale and ReLU stay in the
-// convolution's channel blocks). oneDNN's kernels for the other layouts are jit ones; for the plain layout it has
-// only a generic one, slower than the native loops (docs/performance.md), so a plain bottom goes through the
-// native engine's loops and buffers instead. In the other layouts, the batch's mean and variance are internal
-// blobs (`<layer>.mean`, `<layer>.variance`) kept for backward, and in place, forward keeps a copy of the input
-// (`<layer>.input`), which the backward primitive reads. Bottoms that are not 4-d fall to the native engine.
+// BatchNorm, engine `onednn` (in builds with oneDNN): oneDNN's batch normalization primitives (no scale or shift:
+// Caffe's BatchNorm has none, a Scale layer follows it) forward and backward, with the native engine's parameters,
+// statistics blobs and running sums (layers/normalization/batch_norm.hpp). It reads its 4-d bottom in any layout, so a
+// run of oneDNN layers goes on through it (a ResNet's convolution, BatchNorm, Scale and ReLU stay in the convolution's
+// channel blocks). oneDNN's kernels for the other layouts are jit ones; for the plain layout it has only a generic one,
+// slower than the native loops (docs/performance.md), so a plain bottom goes through the native engine's loops and
+// buffers instead. In the other layouts, the batch's mean and variance are internal blobs (`<layer>.mean`,
+// `<layer>.variance`) kept for backward, and in place, forward keeps a copy of the input (`<layer>.input`), which the
+// backward primitive reads. Bottoms that are not 4-d fall to the native engine.
 #pragma once
 
 #ifdef CREMA_USE_ONEDNN

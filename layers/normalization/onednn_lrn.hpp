@@ -1,8 +1,8 @@
-// LRN, engine `onednn` (in builds with oneDNN): oneDNN's LRN primitives forward and backward, with the native
-// engine's parameters (layers/normalization/lrn.hpp): ACROSS_CHANNELS with k, and WITHIN_CHANNEL with 1 in k's place, as
-// Caffe computes it. oneDNN keeps what its backward needs in its own workspace (the internal blob
-// `<layer>.workspace`) instead of the native engine's scale. It reads crema's NCHW blobs directly; a shape or
-// window oneDNN has no primitive for is refused and falls to the native engine.
+// LRN, engine `onednn` (in builds with oneDNN): oneDNN's LRN primitives forward and backward, with the native engine's
+// parameters (layers/normalization/lrn.hpp): ACROSS_CHANNELS with k, and WITHIN_CHANNEL with 1 in k's place, as Caffe
+// computes it. oneDNN keeps what its backward needs in its own workspace (the internal blob `<layer>.workspace`)
+// instead of the native engine's scale. It reads crema's NCHW blobs directly; a shape or window oneDNN has no primitive
+// for is refused and falls to the native engine.
 #pragma once
 
 #ifdef CREMA_USE_ONEDNN

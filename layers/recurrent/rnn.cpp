@@ -35,8 +35,8 @@ void RNNLayer::Forward_any(const std::vector<Blob*>& bottom, const std::vector<B
   }
   float* o = o_->mutable_data_on(d);
   gemm(context(), Transpose::kNo, Transpose::kYes, TN, H, H, 1.f, h + NH, params_[W_hh_index + 1]->data_on(d), 0.f, o);
-  gemm(context(), Transpose::kNo, Transpose::kNo, TN, H, 1, 1.f, context().ones(TN), params_[W_hh_index + 2]->data_on(d),
-       1.f, o);
+  gemm(context(), Transpose::kNo, Transpose::kNo, TN, H, 1, 1.f, context().ones(TN),
+       params_[W_hh_index + 2]->data_on(d), 1.f, o);
   for_each_element(context(), TN * H, RNNOutputRule{o, top[0]->mutable_data_on(d)});
   FinalState(top, 0, h + static_cast<size_t>(T_) * NH);
 }
@@ -83,7 +83,8 @@ void RNNLayer::Backward_any(const std::vector<Blob*>& top, const std::vector<boo
     copy(context(), NH, FinalStateDiff(top, 0), h_0_diff);
   }
   BackwardInput(bottom, propagate_down, h_diff + NH, workspace());
-  if (param_propagate_down(W_hh_index)) AccumulateRecurrentWeightDiff(bottom, h_diff + NH, h, params_[W_hh_index].get());
+  if (param_propagate_down(W_hh_index))
+    AccumulateRecurrentWeightDiff(bottom, h_diff + NH, h, params_[W_hh_index].get());
 }
 
 }  // namespace crema

@@ -2,7 +2,7 @@
 // not beat the per-image engine, see docs/performance.md; force it with --engine=Convolution:im2col_batched):
 // the images of a block of the batch are unrolled
 // side by side into one column matrix of (channels * kernel) rows and (images * output positions) columns, and
-// each group's weights multiply it in one GEMM, instead of one small GEMM per image as the `im2col` engine
+// each group's weights multiply it in one GEMM, instead of one small GEMM per image as the `native` engine
 // (and Caffe) does. A small layer's products (LeNet's conv2: 50 x 500 x 64 per image) are too thin for the BLAS
 // to run near its peak; over a block of 64 images the same product is 50 x 500 x 4096.
 //
@@ -10,7 +10,7 @@
 // (image, channel, position) layout with the bias added on the way, and the top gradient is gathered back
 // into that layout for the backward products. The block is as many images as fit in kBlockFloats of
 // workspace (column matrix plus that staging matrix), split evenly over the batch; a block of one image
-// still works, so the engine accepts every shape the `im2col` engine does.
+// still works, so the engine accepts every shape the `native` engine does.
 // Parameters and shapes: layers/vision/base_convolution.hpp.
 #pragma once
 

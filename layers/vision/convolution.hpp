@@ -1,7 +1,7 @@
-// Convolution, engine `im2col` (the CPU default where oneDNN's engine is absent or refuses): per image, the
-// bottom's patches are unrolled into the net's workspace (im2col) and multiplied with the weights by cpu_gemm;
-// pointwise (1x1, stride 1, no pad) kernels skip the unrolling. Parameters and shapes: layers/vision/base_convolution.hpp.
-// The engine `reference` (layers/vision/reference_convolution.hpp) computes the same by direct loops.
+// Convolution, engine `native` (the CPU default where oneDNN's engine is absent or refuses): per image, the bottom's
+// patches are unrolled into the net's workspace (im2col) and multiplied with the weights by cpu_gemm; pointwise (1x1,
+// stride 1, no pad) kernels skip the unrolling. Parameters and shapes: layers/vision/base_convolution.hpp. The engine
+// `reference` (layers/vision/reference_convolution.hpp) computes the same by direct loops.
 #pragma once
 
 #include <vector>

@@ -34,7 +34,7 @@ std::string CudnnConvolutionLayer::Refusal(const EngineQuery& query) {
         << "convolutions (4-d or 5-d bottoms); this bottom has the shape " << ShapeString(shape);
     return why.str();
   }
-  // A kernel reaching past the padded input (one output in Caffe's rule, the im2col engine's) is not cuDNN's.
+  // A kernel reaching past the padded input (one output in Caffe's rule, the native engine's) is not cuDNN's.
   if (query.param.type() != "Deconvolution") {
     KernelGeometry g;
     try {

@@ -105,7 +105,7 @@ std::string OneDnnConvolutionLayer::Refusal(const EngineQuery& query) {
     for (int i = 0; i < 2; ++i) {
       if (g.stride[i] > limit) {
         why << "stride " << g.stride[i] << " is above " << limit
-            << ", where oneDNN's deconvolution measured slower than the im2col engine";
+            << ", where oneDNN's deconvolution measured slower than the native engine";
         return why.str();
       }
     }

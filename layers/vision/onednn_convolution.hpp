@@ -15,8 +15,8 @@
 // Takes 2-d (de)convolutions over channel axis 1 on the CPU. A convolution's output size must be one oneDNN's
 // arithmetic reproduces (a stride that leaves more than its own width of input unused is refused; the
 // `im2col_batched` engine then serves); a deconvolution's always is. Parameters and shapes:
-// layers/vision/base_convolution.hpp, layers/vision/deconvolution.hpp (whose weights, input channels first, oneDNN reads as
-// they are).
+// layers/vision/base_convolution.hpp, layers/vision/deconvolution.hpp (whose weights, input channels first, oneDNN
+// reads as they are).
 //
 // Between this layer and the next oneDNN (or elementwise) layers, the net keeps the blobs in the primitives'
 // layout (core/layout.hpp, the plan_layouts pass): the reorders happen only at the edges of such a run.
