@@ -89,6 +89,14 @@ class Layer {
   virtual bool AllowForceBackward(int bottom_index) const { return true; }
   // Whether top i may be the same blob as bottom i (in-place execution).
   virtual bool AllowsInPlace() const { return false; }
+  // What Backward reads, besides the top gradients, the parameters and the layer's internal blobs, when the layer
+  // runs out of place: the data of bottom `bottom`, the data of top `top`. A buffer that no later step and no
+  // backward reads need not be kept (the memory planner's lifetimes). The defaults, everything read, are always
+  // safe; a layer declares less only where its backward (every engine's: an engine inherits its base's answer)
+  // provably reads less, which GpuConformanceTest.BackwardReadsOnlyWhatItDeclares checks on every case. In
+  // place, the one blob holds the top, and a layer that needs its input keeps it (KeepInputWhenInPlace).
+  virtual bool BackwardReadsBottom(int bottom) const { return true; }
+  virtual bool BackwardReadsTop(int top) const { return true; }
   // Whether the tops are the net's inputs, filled by the caller (Input).
   virtual bool TopsAreNetInputs() const { return false; }
   // Whether the tops' shapes depend on the bottoms' values, not only on their shapes (Filter keeps the items its

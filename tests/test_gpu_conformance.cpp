@@ -314,8 +314,11 @@ struct Outputs {
 
 // Runs one case on `device` with `engine` forced ("" = the device's own choice); `engine_run` says which
 // engine the registry gave. `gpu_code_on_host` rehearses the engine's GPU code on a CPU context.
+// `poison_unread`: between forward and backward, the data of every bottom and top the layer declares its backward
+// does not read (Layer::BackwardReadsBottom / BackwardReadsTop) is overwritten with NaN, as a memory plan may
+// reuse it.
 Outputs RunCase(const Case& c, Device device, const std::string& engine, std::string* engine_run,
-                bool gpu_code_on_host = false) {
+                bool gpu_code_on_host = false, bool poison_unread = false) {
   auto context = std::make_shared<Context>(device, 0);
   context->set_gpu_code_on_host(gpu_code_on_host);
   LayerParameter param = test::ParseLayer("name: 'probe' " + c.layer);
@@ -353,6 +356,12 @@ Outputs RunCase(const Case& c, Device device, const std::string& engine, std::st
     for (int i = 0; i < top.pointers[t]->count(); ++i) diff[i] = random.Gaussian(0.f, 1.f);
   }
   for (auto& blob : layer->params()) blob->set_diff(0.f);
+  if (poison_unread) {
+    for (size_t b = 0; b < c.bottoms.size(); ++b)
+      if (!layer->BackwardReadsBottom(static_cast<int>(b))) bottom.pointers[b]->set_data(NAN);
+    for (int t = 0; t < c.tops; ++t)
+      if (!layer->BackwardReadsTop(t)) top.pointers[t]->set_data(NAN);
+  }
   const bool backward = c.backward;
   if (backward) layer->Backward(top.pointers, propagate_down, bottom.pointers);
 
@@ -440,6 +449,51 @@ TEST(GpuConformanceTest, GpuCodeRehearsedOnTheHostMatchesTheCpu) {
   }
   std::printf("  %d rehearsals, %d failed\n", runs, failures);
   EXPECT_GT(runs, 0);
+}
+
+// Runs everywhere: what a layer declares its backward does not read (Layer::BackwardReadsBottom / BackwardReadsTop)
+// it does not read. Every case, with every engine that runs on the CPU and the GPU code of the two-device engines
+// rehearsed on the host, gives the same gradients, bit for bit, when those bottoms and tops hold NaN during
+// backward. (cuDNN's engines, which need a device, declare everything read.)
+TEST(GpuConformanceTest, BackwardReadsOnlyWhatItDeclares) {
+  int runs = 0, declared = 0;
+  for (const Case& c : Cases()) {
+    if (!c.backward) continue;
+    const std::string type = TypeOf(c);
+    const std::vector<std::string> on_cpu = LayerRegistry::Global().Engines(type, Device::kCPU);
+    const std::vector<std::string> on_gpu = LayerRegistry::Global().Engines(type, Device::kGPU);
+    for (const std::string& engine : on_cpu) {
+      LayerParameter param = test::ParseLayer("name: 'probe' " + c.layer);
+      std::vector<std::vector<int>> shapes;
+      for (size_t b = 0; b < c.bottoms.size(); ++b) {
+        shapes.push_back(c.bottoms[b].shape);
+        param.add_bottom("in" + std::to_string(b));
+      }
+      for (int t = 0; t < c.tops; ++t) param.add_top("out" + std::to_string(t));
+      if (!LayerRegistry::Global().Refusal(engine, EngineQuery{param, shapes, Device::kCPU}).empty()) continue;
+      const bool both = std::find(on_gpu.begin(), on_gpu.end(), engine) != on_gpu.end();
+      for (const bool gpu_code : {false, true}) {
+        if (gpu_code && !both) continue;
+        std::string engine_run;
+        const Outputs kept = RunCase(c, Device::kCPU, engine, &engine_run, gpu_code);
+        const Outputs poisoned = RunCase(c, Device::kCPU, engine, &engine_run, gpu_code, /*poison_unread=*/true);
+        Outputs kept_gradients, poisoned_gradients;
+        for (size_t k = 0; k < kept.names.size(); ++k) {
+          if (kept.names[k].find("gradient") == std::string::npos) continue;
+          kept_gradients.Add(kept.names[k], kept.values[k]);
+          poisoned_gradients.Add(poisoned.names[k], poisoned.values[k]);
+        }
+        EXPECT_EQ(Compare(kept_gradients, poisoned_gradients, 0.f), "")
+            << c.layer << ", engine " << engine << (gpu_code ? " (GPU code on the host)" : "")
+            << ": the backward read data it declares it does not read";
+        ++runs;
+      }
+      auto layer = LayerRegistry::Global().Create(param, shapes, std::make_shared<Context>(Device::kCPU, 0));
+      for (size_t b = 0; b < shapes.size(); ++b) declared += !layer->BackwardReadsBottom(static_cast<int>(b));
+    }
+  }
+  std::printf("  %d runs; %d bottoms declared unread\n", runs, declared);
+  EXPECT_GT(declared, 0);
 }
 
 // One line per case and engine: the outcome, then every failure.

@@ -90,6 +90,9 @@ class ConcatLayer : public Layer {
  public:
   using Layer::Layer;
   const char* type() const override { return "Concat"; }
+  // Backward reads no data (it hands each bottom its part of the gradient).
+  bool BackwardReadsBottom(int) const override { return false; }
+  bool BackwardReadsTop(int) const override { return false; }
   int MinBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
 

@@ -105,6 +105,10 @@ class EltwiseLayer : public Layer {
  public:
   using Layer::Layer;
   const char* type() const override { return "Eltwise"; }
+  // SUM's backward scales the top's gradient and MAX's routes it by the internal argmax: neither reads data;
+  // PROD's reads the inputs and the product.
+  bool BackwardReadsBottom(int) const override { return param_.eltwise_param().operation() == EltwiseParameter::PROD; }
+  bool BackwardReadsTop(int) const override { return param_.eltwise_param().operation() == EltwiseParameter::PROD; }
   int MinBottomBlobs() const override { return 2; }
   int ExactNumTopBlobs() const override { return 1; }
 

@@ -56,6 +56,8 @@ class EmbedLayer : public Layer {
  public:
   using Layer::Layer;
   const char* type() const override { return "Embed"; }
+  // Backward reads the indices, not the output.
+  bool BackwardReadsTop(int) const override { return false; }
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
   bool AllowForceBackward(int) const override { return false; }

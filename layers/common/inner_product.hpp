@@ -18,6 +18,8 @@ class InnerProductLayer : public BothDevices<Layer> {
  public:
   using BothDevices<Layer>::BothDevices;
   const char* type() const override { return "InnerProduct"; }
+  // Backward reads the input (the weights' gradient), not the output.
+  bool BackwardReadsTop(int) const override { return false; }
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
 

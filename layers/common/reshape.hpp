@@ -19,6 +19,9 @@ class ReshapeLayer : public Layer {
  public:
   using Layer::Layer;
   const char* type() const override { return "Reshape"; }
+  // Backward reads no data (it a view).
+  bool BackwardReadsBottom(int) const override { return false; }
+  bool BackwardReadsTop(int) const override { return false; }
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
   std::vector<TopView> TopViews(int num_tops) const override { return {{0, 0, true}}; }

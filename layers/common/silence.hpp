@@ -16,6 +16,9 @@ class SilenceLayer : public BothDevices<Layer> {
  public:
   using BothDevices<Layer>::BothDevices;
   const char* type() const override { return "Silence"; }
+  // Backward reads no data (it zeroes the gradients).
+  bool BackwardReadsBottom(int) const override { return false; }
+  bool BackwardReadsTop(int) const override { return false; }
   int MinBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 0; }
 

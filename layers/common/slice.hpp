@@ -22,6 +22,9 @@ class SliceLayer : public Layer {
  public:
   using Layer::Layer;
   const char* type() const override { return "Slice"; }
+  // Backward reads no data (it gathers the parts' gradients).
+  bool BackwardReadsBottom(int) const override { return false; }
+  bool BackwardReadsTop(int) const override { return false; }
   int ExactNumBottomBlobs() const override { return 1; }
   int MinTopBlobs() const override { return 1; }
 

@@ -55,6 +55,8 @@ class SoftmaxLayer : public BothDevices<Layer> {
  public:
   using BothDevices<Layer>::BothDevices;
   const char* type() const override { return "Softmax"; }
+  // Backward reads the output (y (dy - sum(dy y))), not the input.
+  bool BackwardReadsBottom(int) const override { return false; }
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
   bool AllowsInPlace() const override { return true; }

@@ -13,6 +13,9 @@ class SplitLayer : public BothDevices<Layer> {
  public:
   using BothDevices<Layer>::BothDevices;
   const char* type() const override { return "Split"; }
+  // Backward reads no data (it sums the copies' gradients).
+  bool BackwardReadsBottom(int) const override { return false; }
+  bool BackwardReadsTop(int) const override { return false; }
   int ExactNumBottomBlobs() const override { return 1; }
   int MinTopBlobs() const override { return 1; }
   std::vector<TopView> TopViews(int num_tops) const override;

@@ -41,6 +41,9 @@ class TileLayer : public Layer {
  public:
   using Layer::Layer;
   const char* type() const override { return "Tile"; }
+  // Backward reads no data (it sums the copies' gradients).
+  bool BackwardReadsBottom(int) const override { return false; }
+  bool BackwardReadsTop(int) const override { return false; }
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
 

@@ -40,6 +40,9 @@ class EuclideanLossLayer : public BothDevices<LossLayer> {
  public:
   using BothDevices<LossLayer>::BothDevices;
   const char* type() const override { return "EuclideanLoss"; }
+  // Backward reads the difference kept from forward (an internal blob), no bottom and no top.
+  bool BackwardReadsBottom(int) const override { return false; }
+  bool BackwardReadsTop(int) const override { return false; }
   // Either bottom may receive a gradient.
   bool AllowForceBackward(int) const override { return true; }
 

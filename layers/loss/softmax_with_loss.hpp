@@ -74,6 +74,9 @@ class SoftmaxWithLossLayer : public BothDevices<LossLayer> {
  public:
   using BothDevices<LossLayer>::BothDevices;
   const char* type() const override { return "SoftmaxWithLoss"; }
+  // Backward reads the labels and the probabilities (the second top, or an internal blob), not the scores.
+  bool BackwardReadsBottom(int bottom) const override { return bottom != 0; }
+  bool BackwardReadsTop(int top) const override { return top == 1; }
   int ExactNumTopBlobs() const override { return -1; }  // the loss, and the probabilities when named
   int MinTopBlobs() const override { return 1; }
   int MaxTopBlobs() const override { return 2; }

@@ -29,6 +29,8 @@ class AbsValLayer : public NeuronLayer {
  public:
   using NeuronLayer::NeuronLayer;
   const char* type() const override { return "AbsVal"; }
+  // Backward reads its input.
+  bool BackwardReadsTop(int) const override { return false; }
   bool AllowsInPlace() const override { return false; }
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
 

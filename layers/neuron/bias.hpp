@@ -67,6 +67,9 @@ class BiasLayer : public Layer {
  public:
   using Layer::Layer;
   const char* type() const override { return "Bias"; }
+  // Backward reads no data (it sums the top's gradient).
+  bool BackwardReadsBottom(int) const override { return false; }
+  bool BackwardReadsTop(int) const override { return false; }
   int MinBottomBlobs() const override { return 1; }
   int MaxBottomBlobs() const override { return 2; }
   int ExactNumTopBlobs() const override { return 1; }

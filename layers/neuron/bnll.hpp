@@ -33,6 +33,8 @@ class BNLLLayer : public NeuronLayer {
  public:
   using NeuronLayer::NeuronLayer;
   const char* type() const override { return "BNLL"; }
+  // Backward reads its output.
+  bool BackwardReadsBottom(int) const override { return false; }
 
  protected:
   void ForwardElements(const Blob& bottom, Blob* top) override;

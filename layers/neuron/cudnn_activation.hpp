@@ -1,7 +1,7 @@
 // Sigmoid and TanH, engine `cudnn` (GPU only, in builds with cuDNN): cuDNN's activation forward and backward
 // (core/cudnn.hpp) in sigmoid or tanh mode, in place or not. Each extends the native layer (layers/neuron/sigmoid.hpp,
-// layers/neuron/tanh.hpp), whose parameters (none) and shapes it keeps; the two share CudnnActivationLayer, which ReLU's
-// cudnn engine (layers/neuron/cudnn_relu.hpp) extends too.
+// layers/neuron/tanh.hpp), whose parameters (none) and shapes it keeps; the two share CudnnActivationLayer, which
+// ReLU's cudnn engine (layers/neuron/cudnn_relu.hpp) extends too.
 //
 // Takes (no refusal) every Sigmoid and TanH.
 //
@@ -26,6 +26,9 @@ class CudnnActivationLayer : public Native {
  public:
   using Native::Native;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  // cuDNN's backward is given the output and, out of place, the input (whatever the native engine reads).
+  bool BackwardReadsBottom(int) const override { return true; }
+  bool BackwardReadsTop(int) const override { return true; }
 
  protected:
   // Called on both devices by NeuronLayer; on the CPU they fail (the registry never picks this engine there).

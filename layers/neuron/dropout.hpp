@@ -46,6 +46,9 @@ class DropoutLayer : public NeuronLayer {
  public:
   using NeuronLayer::NeuronLayer;
   const char* type() const override { return "Dropout"; }
+  // Backward reads neither its input nor its output.
+  bool BackwardReadsBottom(int) const override { return false; }
+  bool BackwardReadsTop(int) const override { return false; }
 
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;

@@ -33,6 +33,8 @@ class ExpLayer : public NeuronLayer {
  public:
   using NeuronLayer::NeuronLayer;
   const char* type() const override { return "Exp"; }
+  // Backward reads its output.
+  bool BackwardReadsBottom(int) const override { return false; }
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
 
  protected:

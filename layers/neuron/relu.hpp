@@ -37,6 +37,8 @@ class ReLULayer : public NeuronLayer {
  public:
   using NeuronLayer::NeuronLayer;
   const char* type() const override { return "ReLU"; }
+  // Backward reads its input.
+  bool BackwardReadsTop(int) const override { return false; }
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   // Each value on its own: any layout, kept from bottom to top (a run of oneDNN layers goes through ReLU).
   bool ReadsLayout(int, Layout) const override { return true; }

@@ -1,8 +1,8 @@
 // Sigmoid: y = 1 / (1 + exp(-x)), element by element. One bottom, one top of the same shape; may run in place
 // (the backward pass needs only the output). Runs on the CPU and the GPU from the same rules (sigmoid.cu).
 //
-// Params: none (sigmoid_param.engine: CUDNN asks for the cudnn engine, layers/neuron/cudnn_activation.hpp, where the GPU
-// has it; CAFFE for this one).
+// Params: none (sigmoid_param.engine: CUDNN asks for the cudnn engine, layers/neuron/cudnn_activation.hpp, where the
+// GPU has it; CAFFE for this one).
 #pragma once
 
 #include <cmath>
@@ -31,6 +31,8 @@ class SigmoidLayer : public NeuronLayer {
  public:
   using NeuronLayer::NeuronLayer;
   const char* type() const override { return "Sigmoid"; }
+  // Backward reads its output.
+  bool BackwardReadsBottom(int) const override { return false; }
 
  protected:
   void ForwardElements(const Blob& bottom, Blob* top) override;

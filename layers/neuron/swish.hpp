@@ -38,6 +38,8 @@ class SwishLayer : public NeuronLayer {
  public:
   using NeuronLayer::NeuronLayer;
   const char* type() const override { return "Swish"; }
+  // Backward reads its output.
+  bool BackwardReadsBottom(int) const override { return false; }
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
 

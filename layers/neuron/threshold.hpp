@@ -21,6 +21,9 @@ class ThresholdLayer : public NeuronLayer {
  public:
   using NeuronLayer::NeuronLayer;
   const char* type() const override { return "Threshold"; }
+  // Backward reads neither its input nor its output.
+  bool BackwardReadsBottom(int) const override { return false; }
+  bool BackwardReadsTop(int) const override { return false; }
 
  protected:
   void ForwardElements(const Blob& bottom, Blob* top) override;

@@ -19,7 +19,7 @@
 // Output size per spatial axis: (in + 2 * pad - (dilation * (kernel - 1) + 1)) / stride + 1, the division
 // truncating toward zero as Caffe's does: a kernel that reaches past the padded input by less than a stride gives
 // one output (taps beyond the input read as zero), with a warning; by a stride or more, an error. Engines that
-// cannot take the former (cuDNN, oneDNN) refuse it, and the im2col engine serves it.
+// cannot take the former (cuDNN, oneDNN) refuse it, and the native engine serves it.
 //
 // The GEMM steps speak of the convolution's input and output. For Convolution the input is the bottom; for
 // Deconvolution (reverse_dimensions()) it is the top, so its forward is this class's BackwardData and its
@@ -43,6 +43,8 @@ class BaseConvolutionLayer : public Layer {
 
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  // Backward reads the input (the weights' gradient), never the output: every engine, cuDNN's included.
+  bool BackwardReadsTop(int) const override { return false; }
 
  protected:
   // Deconvolution answers true: its top is the side the kernel slides over.

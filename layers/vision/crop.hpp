@@ -66,6 +66,9 @@ class CropLayer : public BothDevices<Layer> {
  public:
   using BothDevices<Layer>::BothDevices;
   const char* type() const override { return "Crop"; }
+  // Backward reads no data (it places the top's gradient).
+  bool BackwardReadsBottom(int) const override { return false; }
+  bool BackwardReadsTop(int) const override { return false; }
   int ExactNumBottomBlobs() const override { return 2; }
   int ExactNumTopBlobs() const override { return 1; }
   bool AllowForceBackward(int bottom_index) const override { return bottom_index == 0; }

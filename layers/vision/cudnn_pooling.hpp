@@ -38,6 +38,9 @@ class CudnnPoolingLayer : public GpuOnly<PoolingLayer> {
   using GpuOnly<PoolingLayer>::GpuOnly;
   // No mask top (see above).
   int MaxTopBlobs() const override { return 1; }
+  // cuDNN's backward is given the input and the output (it finds the maxima again).
+  bool BackwardReadsBottom(int) const override { return true; }
+  bool BackwardReadsTop(int) const override { return true; }
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
 

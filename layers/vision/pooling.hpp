@@ -240,6 +240,12 @@ class PoolingLayer : public Layer {
  public:
   using Layer::Layer;
   const char* type() const override { return "Pooling"; }
+  // Backward reads the argmax (an internal blob, or the mask top when there is one) and, for STOCHASTIC outside
+  // training, the input; never the pooled output.
+  bool BackwardReadsBottom(int) const override {
+    return param_.pooling_param().pool() == PoolingParameter::STOCHASTIC && phase() != TRAIN;
+  }
+  bool BackwardReadsTop(int top) const override { return top == 1; }
   int ExactNumBottomBlobs() const override { return 1; }
   int MinTopBlobs() const override { return 1; }
   int MaxTopBlobs() const override { return param_.pooling_param().pool() == PoolingParameter::MAX ? 2 : 1; }
