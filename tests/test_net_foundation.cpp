@@ -12,6 +12,7 @@
 #include "io/lmdb.hpp"
 #include "io/proto_io.hpp"
 #include "layers/layer_registry.hpp"
+#include "net/lifetimes.hpp"
 #include "net/net.hpp"
 #include "net/passes.hpp"
 #include "test_util.hpp"
@@ -480,6 +481,74 @@ TEST(NetGradientHookTest, APassThatRemovesAStepKeepsHooksAndUpdatesRight) {
           << "parameter " << p << " after iteration " << iteration;
   }
   EXPECT_EQ(reports, (std::vector<int>(5, 3)));
+}
+
+// Lifetimes (net/lifetimes.hpp) on a chain whose every buffer's first and last use are worked out by hand: five
+// steps (input, ip1, relu, ip2, loss), so forward is positions 0-4 and backward runs loss, ip2, relu, ip1 at 5-8
+// (the input step runs no backward) and ends at 9.
+TEST(NetLifetimesTest, EachBufferLivesFromItsFirstToItsLastUse) {
+  Net net(ParseNet(R"(
+    layer { name: 'input' type: 'Input' top: 'data' top: 'label'
+            input_param { shape { dim: 4 dim: 10 } shape { dim: 4 } } }
+    layer { name: 'ip1' type: 'InnerProduct' bottom: 'data' top: 'h1' inner_product_param { num_output: 8 } }
+    layer { name: 'relu' type: 'ReLU' bottom: 'h1' top: 'r1' }
+    layer { name: 'ip2' type: 'InnerProduct' bottom: 'r1' top: 'h2' inner_product_param { num_output: 3 } }
+    layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'h2' bottom: 'label' top: 'loss' })"));
+  ASSERT_EQ(net.plan().size(), 5u);
+  struct Expected {
+    std::string blob;
+    bool gradient;
+    int first, last;
+  };
+  const auto check = [&](bool with_backward, const std::vector<Expected>& expected) {
+    SCOPED_TRACE(with_backward ? "forward and backward" : "forward");
+    const NetLifetimes lifetimes = ComputeLifetimes(net, with_backward);
+    EXPECT_EQ(lifetimes.positions, with_backward ? 10 : 5);
+    ASSERT_EQ(lifetimes.buffers.size(), expected.size());
+    std::vector<long long> live(lifetimes.positions, 0);
+    size_t total = 0;
+    for (const Expected& e : expected) {
+      const auto found = std::find_if(lifetimes.buffers.begin(), lifetimes.buffers.end(), [&](const BufferLifetime& b) {
+        return b.blob == e.blob && b.gradient == e.gradient;
+      });
+      ASSERT_NE(found, lifetimes.buffers.end()) << e.blob << (e.gradient ? " gradient" : " data");
+      EXPECT_EQ(found->first, e.first) << e.blob << (e.gradient ? " gradient" : " data");
+      EXPECT_EQ(found->last, e.last) << e.blob << (e.gradient ? " gradient" : " data");
+      const size_t bytes = net.blob_by_name(e.blob)->count() * sizeof(float);
+      EXPECT_EQ(found->bytes, bytes) << e.blob;
+      total += bytes;
+      for (int p = e.first; p <= e.last; ++p) live[p] += static_cast<long long>(bytes);
+    }
+    EXPECT_EQ(lifetimes.total_bytes, total);
+    const auto peak = std::max_element(live.begin(), live.end());
+    EXPECT_EQ(lifetimes.peak_live_bytes, static_cast<size_t>(*peak));
+    EXPECT_EQ(lifetimes.peak_position, static_cast<int>(peak - live.begin()));
+    EXPECT_LT(lifetimes.peak_live_bytes, lifetimes.total_bytes);
+  };
+  // Forward: each blob from its writer to its last reader; the loss (the output) and the softmax's kept
+  // probabilities at the last step; the label from the start (the caller fills it) to the loss.
+  check(false, {{"data", false, 0, 1},
+                {"label", false, 0, 4},
+                {"h1", false, 1, 2},
+                {"r1", false, 2, 3},
+                {"h2", false, 3, 4},
+                {"loss", false, 4, 4},
+                {"loss.probabilities", false, 4, 4}});
+  // Forward and backward: what each backward reads keeps its input alive (ip1 the data, relu h1, ip2 r1, the
+  // loss the labels and probabilities); h2 is read by no backward; each gradient lives from the backward that
+  // writes it (the loss's from the forward that seeds it) to the one that reads it; the data needs none.
+  check(true, {{"data", false, 0, 8},
+               {"label", false, 0, 5},
+               {"h1", false, 1, 7},
+               {"r1", false, 2, 6},
+               {"h2", false, 3, 4},
+               {"loss", false, 4, 9},
+               {"loss.probabilities", false, 4, 5},
+               {"loss", true, 4, 5},
+               {"h2", true, 5, 6},
+               {"r1", true, 6, 7},
+               {"h1", true, 7, 8}});
+  EXPECT_EQ(ComputeLifetimes(net, false).total_bytes, net.activation_bytes());
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -28,6 +29,7 @@
 #include "io/db.hpp"
 #include "io/proto_io.hpp"
 #include "layers/layer_registry.hpp"
+#include "net/lifetimes.hpp"
 #include "net/net.hpp"
 #include "net/output_scores.hpp"
 #include "net/upgrade.hpp"
@@ -422,6 +424,14 @@ int Time() {
             << " (blob data and gradients, parameters, workspace, each buffer once); of which activation data "
             << net->activation_bytes() / mib << " MiB, workspace " << net->workspace_bytes() / mib
             << " MiB, parameters " << param_bytes / mib << " MiB";
+  // Each buffer from its first to its last use in the passes timed (net/lifetimes.hpp): the floor a memory plan
+  // could bring the activations (and, with backward, their gradients) down to. No plan binds them yet.
+  const NetLifetimes lifetimes = ComputeLifetimes(*net, backward);
+  LOG(INFO) << "Buffer lifetimes, " << (backward ? "forward and backward" : "forward only") << ": "
+            << lifetimes.total_bytes / mib << " MiB of " << (backward ? "activations and gradients" : "activations")
+            << ", at most " << lifetimes.peak_live_bytes / mib << " MiB of them live at once ("
+            << std::lround(100.0 * lifetimes.peak_live_bytes / std::max<size_t>(lifetimes.total_bytes, 1))
+            << "%; no memory plan binds them yet)";
   return 0;
 }
 

@@ -13,6 +13,7 @@
 #include "io/proto_io.hpp"
 #include "io/snapshot_io.hpp"
 #include "layers/layer_registry.hpp"
+#include "net/lifetimes.hpp"
 #include "net/passes.hpp"
 #include "net/upgrade.hpp"
 
@@ -208,9 +209,14 @@ void Net::Build(const NetParameter& in_param, const NetPasses& passes) {
     DeriveStepTables();
   }
   after_weights_ = passes.after_weights;
+  // What a memory plan could bring the activations to: the most bytes live at once (net/lifetimes.hpp).
+  const bool trains = std::any_of(plan_.begin(), plan_.end(), [](const PlanStep& step) { return step.needs_backward; });
+  const NetLifetimes lifetimes = ComputeLifetimes(*this, trains);
   LOG(INFO) << "Net '" << name_ << "' built: " << layers_.size() << " layers, " << blobs_.size() << " blobs, "
             << learnable_params_.size() << " learnable parameter blobs; activations take " << activation_bytes()
-            << " bytes, the workspace " << workspace_bytes() << " bytes";
+            << " bytes, the workspace " << workspace_bytes() << " bytes; "
+            << (trains ? "forward and backward touch " : "forward touches ") << lifetimes.total_bytes
+            << " bytes of buffers, at most " << lifetimes.peak_live_bytes << " of them live at once";
 }
 
 void Net::CollectParams() {

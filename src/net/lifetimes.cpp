@@ -1,0 +1,101 @@
+#include "net/lifetimes.hpp"
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+namespace crema {
+
+namespace {
+
+// Collects the touches of one pass, one entry per storage, in the order buffers are first met.
+class Touches {
+ public:
+  void Touch(const Net& net, int blob, bool gradient, int position) {
+    const Blob& b = *net.blobs()[blob];
+    const SyncedMemory* memory = gradient ? b.diff().get() : b.data().get();
+    auto [found, inserted] = index_.emplace(memory, static_cast<int>(buffers_.size()));
+    if (inserted) {
+      BufferLifetime buffer;
+      buffer.blob = net.blob_names()[blob];
+      buffer.gradient = gradient;
+      buffer.bytes = memory->size();
+      buffer.first = buffer.last = position;
+      buffers_.push_back(buffer);
+      return;
+    }
+    BufferLifetime& buffer = buffers_[found->second];
+    buffer.first = std::min(buffer.first, position);
+    buffer.last = std::max(buffer.last, position);
+  }
+  std::vector<BufferLifetime> Take() { return std::move(buffers_); }
+
+ private:
+  std::map<const SyncedMemory*, int> index_;
+  std::vector<BufferLifetime> buffers_;
+};
+
+}  // namespace
+
+NetLifetimes ComputeLifetimes(const Net& net, bool with_backward) {
+  const std::vector<PlanStep>& plan = net.plan();
+  const int steps = static_cast<int>(plan.size());
+  NetLifetimes result;
+  result.positions = with_backward ? 2 * steps : steps;
+  if (steps == 0) return result;
+  Touches touches;
+  std::map<const Blob*, int> id_of;
+  for (size_t id = 0; id < net.blobs().size(); ++id) id_of[net.blobs()[id].get()] = static_cast<int>(id);
+  // The caller fills the inputs before the first step.
+  for (const Blob* input : net.input_blobs()) touches.Touch(net, id_of.at(input), false, 0);
+  for (int s = 0; s < steps; ++s) {
+    const PlanStep& step = plan[s];
+    const Layer& layer = *net.layers()[step.layer];
+    for (int id : step.bottoms) touches.Touch(net, id, false, s);
+    for (size_t t = 0; t < step.tops.size(); ++t) {
+      touches.Touch(net, step.tops[t], false, s);
+      if (with_backward && layer.loss(static_cast<int>(t)) != 0.f) touches.Touch(net, step.tops[t], true, s);
+    }
+    for (int id : step.internals) touches.Touch(net, id, false, s);
+  }
+  const int end = result.positions - 1;
+  for (int id : net.output_blob_indices()) touches.Touch(net, id, false, end);
+  if (with_backward) {
+    for (int s = steps - 1; s >= 0; --s) {
+      const PlanStep& step = plan[s];
+      if (!step.needs_backward) continue;
+      const int position = 2 * steps - 1 - s;
+      const Layer& layer = *net.layers()[step.layer];
+      // In place, top and bottom are one blob, touched where either is read.
+      for (size_t t = 0; t < step.tops.size(); ++t) {
+        touches.Touch(net, step.tops[t], true, position);
+        if (layer.BackwardReadsTop(static_cast<int>(t))) touches.Touch(net, step.tops[t], false, position);
+      }
+      for (size_t b = 0; b < step.bottoms.size(); ++b) {
+        if (layer.BackwardReadsBottom(static_cast<int>(b))) touches.Touch(net, step.bottoms[b], false, position);
+        if (b < step.propagate_down.size() && step.propagate_down[b])
+          touches.Touch(net, step.bottoms[b], true, position);
+      }
+      for (int id : step.internals) touches.Touch(net, id, false, position);
+    }
+  }
+  result.buffers = touches.Take();
+  // Live bytes at each position, from each buffer's first to its last.
+  std::vector<long long> change(result.positions + 1, 0);
+  for (const BufferLifetime& buffer : result.buffers) {
+    result.total_bytes += buffer.bytes;
+    change[buffer.first] += static_cast<long long>(buffer.bytes);
+    change[buffer.last + 1] -= static_cast<long long>(buffer.bytes);
+  }
+  long long live = 0;
+  for (int position = 0; position < result.positions; ++position) {
+    live += change[position];
+    if (static_cast<size_t>(live) > result.peak_live_bytes) {
+      result.peak_live_bytes = static_cast<size_t>(live);
+      result.peak_position = position;
+    }
+  }
+  return result;
+}
+
+}  // namespace crema

@@ -1,0 +1,47 @@
+// Lifetimes: when, in one pass over a built net, each of its buffers is first and last touched. This is the
+// analysis a memory plan starts from (buffers whose lifetimes do not overlap can share memory); nothing here
+// moves memory yet.
+//
+// A pass is a sequence of positions: forward step s at position s (0 .. S-1), and, for a training pass, the
+// backward of step s at position 2S-1-s (backward runs the steps in reverse). A buffer is one storage: a blob's
+// data, or its gradient; a top that is a view of a bottom shares the bottom's buffer (Flatten, Split's copies).
+// Parameters, their gradients and the workspace are live throughout and are not listed.
+//
+// A buffer is touched where a step writes or reads it:
+//   forward    a step's bottoms and tops, its internal blobs; a loss top's gradient (the loss weight is seeded
+//              there); the net's inputs from the start (the caller fills them), its outputs to the end;
+//   backward   (steps that run backward) the top gradients it reads and the bottom gradients it writes, its
+//              internal blobs, and the bottom and top data its layer declares its backward reads
+//              (Layer::BackwardReadsBottom / BackwardReadsTop); run in place, the one blob is read where either
+//              is declared.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "net/net.hpp"
+
+namespace crema {
+
+struct BufferLifetime {
+  std::string blob;       // the net's name for a blob using the buffer (the first the pass touches)
+  bool gradient = false;  // the blob's gradient rather than its data
+  size_t bytes = 0;
+  int first = -1;  // positions, inclusive
+  int last = -1;
+};
+
+struct NetLifetimes {
+  int positions = 0;                    // S forward, or 2S with backward
+  std::vector<BufferLifetime> buffers;  // every buffer the pass touches, each once
+  size_t total_bytes = 0;               // all of them: what a net holds when every buffer has memory of its own
+  size_t peak_live_bytes = 0;           // the most bytes live at one position: no memory plan can use less
+  int peak_position = -1;
+};
+
+// The lifetimes of the buffers of `net`'s steps as they are now, for a forward pass alone (`with_backward` false:
+// testing, inference) or a forward and backward pass (training; only steps with needs_backward run backward).
+NetLifetimes ComputeLifetimes(const Net& net, bool with_backward);
+
+}  // namespace crema
