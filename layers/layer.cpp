@@ -129,7 +129,8 @@ void Layer::NoteFractional(float value, const std::string& named) {
 }
 
 void Layer::KeepInputWhenInPlace(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  if (bottom[0] == top[0] && kept_input_ == nullptr) kept_input_ = AddInternalBlob("input");
+  if (bottom[0] == top[0] && kept_input_ == nullptr)
+    kept_input_ = AddInternalBlob("input", InternalLifetime::kUntilBackward);
 }
 
 void Layer::ReshapeKeptInput(const Blob& bottom) {
@@ -189,9 +190,10 @@ void Layer::MakeTopViews(const std::vector<Blob*>& bottom, const std::vector<Blo
   }
 }
 
-Blob* Layer::AddInternalBlob(const std::string& what) {
+Blob* Layer::AddInternalBlob(const std::string& what, InternalLifetime lifetime) {
   internal_blobs_.push_back(std::make_shared<Blob>());
   internal_blob_names_.push_back(name() + "." + what);
+  internal_lifetimes_.push_back(lifetime);
   return internal_blobs_.back().get();
 }
 

@@ -89,6 +89,10 @@ class Layer {
   virtual bool AllowForceBackward(int bottom_index) const { return true; }
   // Whether top i may be the same blob as bottom i (in-place execution).
   virtual bool AllowsInPlace() const { return false; }
+  // Whether the memory plan may run the layer in place where the prototxt does not: top i written into the memory
+  // of bottom i (another blob object) when no later reader needs that bottom. Layers that allow in place do,
+  // unless their forward is a user's code that may read its input after writing its output (Python).
+  virtual bool PlanMayRunInPlace() const { return AllowsInPlace(); }
   // What Backward reads, besides the top gradients, the parameters and the layer's internal blobs, when the layer
   // runs out of place: the data of bottom `bottom`, the data of top `top`. A buffer that no later step and no
   // backward reads need not be kept (the memory planner's lifetimes). The defaults, everything read, are always
@@ -132,6 +136,12 @@ class Layer {
   // lists them in its plan beside the tops.
   const std::vector<std::shared_ptr<Blob>>& internal_blobs() const { return internal_blobs_; }
   const std::vector<std::string>& internal_blob_names() const { return internal_blob_names_; }
+  // How long an internal blob's values must live. kAcrossPasses (the default, always safe): from one pass into the
+  // next (a recurrent layer's carried state). kUntilBackward: every Forward writes all of it before anything reads
+  // it, and only this layer's Backward of the same pass reads it (pooling's argmax, dropout's mask); the memory plan
+  // then gives it memory from Forward to Backward only, and only for its step in a pass without backward.
+  enum class InternalLifetime { kAcrossPasses, kUntilBackward };
+  InternalLifetime internal_blob_lifetime(int index) const { return internal_lifetimes_[index]; }
 
   // Scratch memory: the floats this layer asked for in its last Reshape, and the buffer it uses. The net gives
   // every layer one shared workspace sized to the largest request; a layer on its own uses a buffer of its own.
@@ -140,6 +150,12 @@ class Layer {
     workspace_ = std::move(workspace);
     workspace_is_shared_ = true;
   }
+
+  // Whether Backward may follow Forward. A net whose memory is planned for forward alone says no (it refuses
+  // Backward), and a layer may then leave out what it saves only for backward (oneDNN's LRN keeps no workspace);
+  // the net reshapes the layer after changing it.
+  void set_backward_planned(bool planned) { backward_planned_ = planned; }
+  bool backward_planned() const { return backward_planned_; }
 
   float loss(int top_index) const { return top_index < static_cast<int>(loss_.size()) ? loss_[top_index] : 0.f; }
   void set_loss(int top_index, float weight);
@@ -184,7 +200,7 @@ class Layer {
   const std::shared_ptr<Context>& shared_context() const { return context_; }
 
   // In LayerSetUp: a blob kept from Forward to Backward, described by `what` ("argmax").
-  Blob* AddInternalBlob(const std::string& what);
+  Blob* AddInternalBlob(const std::string& what, InternalLifetime lifetime = InternalLifetime::kAcrossPasses);
   // In Reshape: this call's scratch needs `floats` values (the largest request of one Reshape counts).
   void RequestWorkspace(size_t floats);
   // In Forward or Backward: at least the requested floats, on the layer's device; contents undefined.
@@ -234,9 +250,11 @@ class Layer {
   std::unique_ptr<RandomStream> random_;
   std::vector<std::shared_ptr<Blob>> internal_blobs_;
   std::vector<std::string> internal_blob_names_;
+  std::vector<InternalLifetime> internal_lifetimes_;
   size_t workspace_floats_ = 0;
   std::shared_ptr<Blob> workspace_;
   bool workspace_is_shared_ = false;
+  bool backward_planned_ = true;
   bool warned_fractional_ = false;
   Blob* kept_input_ = nullptr;  // KeepInputWhenInPlace's copy, in place only
 };

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -368,6 +369,65 @@ TEST_P(ExamplesTest, LayoutRunsGiveThePlainNetsOutputsAndGradients) {
       worst = std::max(worst, std::fabs(actual[i].second[j] - want[j]));
     }
     EXPECT_LE(worst, 1e-4f * largest + 1e-6f) << expected[i].first << " (largest value " << largest << ")";
+  }
+}
+
+// Several iterations of a net in `phase` on a context with memory plans on or off: each iteration's outputs and, where
+// the net runs backward (TRAIN; a deploy net with force_backward), its parameters' and inputs' gradients, after
+// which the parameters take a plain SGD step, so that later iterations start from what earlier ones computed.
+std::vector<std::vector<float>> RunIterations(NetParameter param, bool deploy, float input_scale, Phase phase,
+                                              bool plan_memory, bool* planned) {
+  param.mutable_state()->set_phase(phase);
+  param.mutable_state()->clear_stage();
+  if (phase == TEST && !FirstTestStage(param).empty()) param.mutable_state()->add_stage(FirstTestStage(param));
+  if (deploy && phase == TRAIN) param.set_force_backward(true);
+  auto context = std::make_shared<Context>(Device::kCPU, 0, 1234);
+  context->set_plan_memory(plan_memory);
+  Net net(param, context);
+  if (phase == TEST) net.PlanMemory(false);  // tested forward only, as the solver's test nets and crema test are
+  *planned = net.memory_plan() != nullptr;
+  if (deploy) RandomizeDeployNet(&net, input_scale);
+  const bool backward = phase == TRAIN;
+  std::vector<std::vector<float>> results;
+  for (int iteration = 0; iteration < 3; ++iteration) {
+    if (deploy)
+      for (Blob* input : net.input_blobs()) Randomize(input, input_scale, 300 + iteration);
+    net.ClearParamDiffs();
+    results.push_back({net.Forward()});
+    for (int id : net.output_blob_indices()) results.push_back(test::DataOf(*net.blobs()[id]));
+    if (!backward) continue;
+    if (deploy) SetRandomOutputGradients(&net);
+    net.Backward();
+    for (Blob* param : net.learnable_params()) {
+      results.push_back(test::DiffOf(*param));
+      for (int i = 0; i < param->count(); ++i) param->mutable_cpu_data()[i] -= 1e-3f * param->cpu_diff()[i];
+    }
+    for (Blob* input : net.input_blobs()) results.push_back(test::DiffOf(*input));
+  }
+  return results;
+}
+
+// The memory plan (net/memory_plan.hpp) moves buffers and runs element layers in place; nothing it does may change
+// a value: training (forward and backward) and testing (forward alone) give bit for bit the unplanned net's
+// losses, outputs, gradients and updated parameters over several iterations.
+TEST_P(ExamplesTest, PlannedMemoryGivesTheUnplannedResultsBitForBit) {
+  const Example& example = GetParam();
+  const bool deploy = example.feed == Feed::kDeploy;
+  const NetParameter param = FedNet();
+  for (Phase phase : {TRAIN, TEST}) {
+    SCOPED_TRACE(phase == TRAIN ? "TRAIN" : "TEST");
+    bool planned = false, unplanned = true;
+    const auto expected = RunIterations(param, deploy, example.input_scale, phase, false, &unplanned);
+    const auto actual = RunIterations(param, deploy, example.input_scale, phase, true, &planned);
+    EXPECT_FALSE(unplanned);
+    EXPECT_TRUE(planned);
+    ASSERT_EQ(actual.size(), expected.size());
+    // Compared as bits, so that a NaN (R-CNN's deploy net diverges under random gradients) equals only itself.
+    for (size_t i = 0; i < actual.size(); ++i) {
+      ASSERT_EQ(actual[i].size(), expected[i].size()) << "result " << i;
+      EXPECT_EQ(std::memcmp(actual[i].data(), expected[i].data(), actual[i].size() * sizeof(float)), 0)
+          << "result " << i;
+    }
   }
 }
 

@@ -30,6 +30,7 @@
 #include "io/proto_io.hpp"
 #include "layers/layer_registry.hpp"
 #include "net/lifetimes.hpp"
+#include "net/memory_plan.hpp"
 #include "net/net.hpp"
 #include "net/output_scores.hpp"
 #include "net/upgrade.hpp"
@@ -58,6 +59,13 @@ DEFINE_bool(forward_only, false,
             "time: forward passes only, the parameters unchanged between them, as in inference. Without it each "
             "iteration runs forward and backward and then marks the parameters written, as the solver's update "
             "does, so that what engines keep derived from the weights is made again as in training");
+DEFINE_string(memory_plan, "share",
+              "train, test, time, classify: share (buffers whose lifetimes do not overlap share memory; element "
+              "layers run in place) or none (every blob keeps memory of its own, as in Caffe); a net's own "
+              "memory_plan: NONE turns it off for that net");
+DEFINE_string(keep_blobs, "",
+              "test, time: blobs to keep readable after each pass, comma-separated (the net's inputs and outputs "
+              "always are)");
 DEFINE_int32(level, 0, "the net's level (matched against min_level/max_level rules)");
 DEFINE_string(stage, "", "the net's stages, comma-separated (matched against stage/not_stage rules)");
 DEFINE_string(sigint_effect, "stop", "train: what Ctrl-C does: stop (snapshot, then stop), snapshot, none");
@@ -151,14 +159,23 @@ void CheckEngineFlag(const std::string& spec) {
 }
 
 // The context of `crema test` and `crema time`: the device --gpu names, the engines --engine forces.
+// --memory_plan, checked: whether nets plan their memory.
+bool PlanMemoryFlag() {
+  CREMA_CHECK(FLAGS_memory_plan == "share" || FLAGS_memory_plan == "none")
+      << "--memory_plan='" << FLAGS_memory_plan << "': use share or none";
+  return FLAGS_memory_plan == "share";
+}
+
 std::shared_ptr<Context> ToolContext() {
   CheckEngineFlag(FLAGS_engine);
+  const bool plan_memory = PlanMemoryFlag();
   const std::vector<int> gpus = SelectGpus();
   if (gpus.size() > 1)
     LOG(WARNING) << "--gpu names " << gpus.size() << " GPUs; testing and timing run on the first, GPU " << gpus[0]
                  << ", as in Caffe";
   auto context = std::make_shared<Context>(gpus.empty() ? Device::kCPU : Device::kGPU, gpus.empty() ? 0 : gpus[0]);
   context->ForceEngines(FLAGS_engine);
+  context->set_plan_memory(plan_memory);
   LOG(INFO) << (gpus.empty() ? std::string("Using the CPU") : "Using GPU " + std::to_string(gpus[0]));
   return context;
 }
@@ -237,6 +254,7 @@ int Train() {
   if (!FLAGS_snapshot.empty())
     CREMA_CHECK(FileExists(FLAGS_snapshot)) << "snapshot file '" << FLAGS_snapshot << "' does not exist";
   CheckEngineFlag(FLAGS_engine);
+  const bool plan_memory = PlanMemoryFlag();
   // After the command line's own files, what a person fixes first in the solver: the net it trains, then how
   // long it trains; CreateSolver checks the rest before it builds anything.
   Solver::CheckNets(param, FLAGS_solver);
@@ -245,6 +263,7 @@ int Train() {
 
   std::shared_ptr<Context> context = Solver::ContextFor(param);
   context->ForceEngines(FLAGS_engine);
+  context->set_plan_memory(plan_memory);
   LOG(INFO) << "Using the " << DeviceName(context->device())
             << (context->device() == Device::kGPU ? " " + std::to_string(context->gpu_id()) : std::string());
   std::unique_ptr<Solver> solver = CreateSolver(param, FLAGS_solver, context);
@@ -258,8 +277,9 @@ int Train() {
   return 0;
 }
 
-// Builds --model for `phase` on the tool's context, loads --weights, and runs the after-weights passes.
-std::unique_ptr<Net> LoadModel(Phase phase) {
+// Builds --model for `phase` on the tool's context, loads --weights, and runs the after-weights passes; with
+// `forward_only`, plans the net's memory for forward passes alone (test, classify).
+std::unique_ptr<Net> LoadModel(Phase phase, bool forward_only) {
   // A .caffemodel carries the definition of the net that wrote it: alone, it is the model too.
   const std::vector<std::string> weights_files = SplitList(FLAGS_weights);
   if (FLAGS_model.empty() && weights_files.size() == 1) {
@@ -286,13 +306,15 @@ std::unique_ptr<Net> LoadModel(Phase phase) {
   }
   CopyWeightsFiles(net.get(), weights_files);
   net->RunAfterWeightsPasses();
+  if (forward_only) net->PlanMemory(false);
+  if (!FLAGS_keep_blobs.empty()) net->KeepBlobs(SplitList(FLAGS_keep_blobs));
   return net;
 }
 
 int Test() {
   CREMA_CHECK(FLAGS_iterations > 0) << "--iterations must be positive, got " << FLAGS_iterations;
   if (FLAGS_weights.empty()) LOG(WARNING) << "No --weights given: testing the net's initial (random) weights";
-  std::unique_ptr<Net> net = LoadModel(ParsePhase(TEST));
+  std::unique_ptr<Net> net = LoadModel(ParsePhase(TEST), /*forward_only=*/true);
   OutputScores scores;
   double loss = 0;
   for (int i = 0; i < FLAGS_iterations; ++i) {
@@ -313,7 +335,7 @@ int Time() {
   CREMA_CHECK(FLAGS_iterations > 0) << "--iterations must be positive, got " << FLAGS_iterations;
   // The peak counts everything the run holds: the net's build, the untimed pass and the timed passes.
   MemoryStats::ResetPeak();
-  std::unique_ptr<Net> net = LoadModel(ParsePhase(TRAIN));
+  std::unique_ptr<Net> net = LoadModel(ParsePhase(TRAIN), FLAGS_forward_only);
   const bool on_cpu = net->context().device() == Device::kCPU;
   // The machine, and what its matrix product reaches: each layer's GFLOP/s below is compared with it.
   const double peak_gflops = on_cpu ? MeasureGemmPeakGflops() : 0.0;
@@ -424,14 +446,42 @@ int Time() {
             << " (blob data and gradients, parameters, workspace, each buffer once); of which activation data "
             << net->activation_bytes() / mib << " MiB, workspace " << net->workspace_bytes() / mib
             << " MiB, parameters " << param_bytes / mib << " MiB";
-  // Each buffer from its first to its last use in the passes timed (net/lifetimes.hpp): the floor a memory plan
-  // could bring the activations (and, with backward, their gradients) down to. No plan binds them yet.
-  const NetLifetimes lifetimes = ComputeLifetimes(*net, backward);
-  LOG(INFO) << "Buffer lifetimes, " << (backward ? "forward and backward" : "forward only") << ": "
-            << lifetimes.total_bytes / mib << " MiB of " << (backward ? "activations and gradients" : "activations")
-            << ", at most " << lifetimes.peak_live_bytes / mib << " MiB of them live at once ("
-            << std::lround(100.0 * lifetimes.peak_live_bytes / std::max<size_t>(lifetimes.total_bytes, 1))
-            << "%; no memory plan binds them yet)";
+  // The memory plan of the passes timed (net/memory_plan.hpp): the bytes of activations (and, with backward, their
+  // gradients) with each buffer in memory of its own, and with the plan; the floor no plan can go below (the most
+  // bytes live at one moment, net/lifetimes.hpp) beside them.
+  const std::string what = backward ? "activations and gradients" : "activations";
+  if (const MemoryPlan* plan = net->memory_plan()) {
+    LOG(INFO) << "Memory plan, " << (backward ? "forward and backward" : "forward only") << ": " << what << " take "
+              << plan->planned_bytes() / mib << " MiB planned (an arena of " << plan->arena_bytes / mib << " MiB for "
+              << plan->buffers.size() << " buffers, " << plan->in_place << " of them in place, and "
+              << plan->kept_bytes / mib << " MiB kept apart) instead of " << plan->unplanned_bytes / mib
+              << " MiB unplanned ("
+              << std::lround(100.0 * plan->planned_bytes() / std::max<size_t>(plan->unplanned_bytes, 1)) << "%)";
+  } else {
+    const NetLifetimes lifetimes = ComputeLifetimes(*net, backward);
+    LOG(INFO) << "Memory plan: none; " << what << " take " << lifetimes.total_bytes / mib << " MiB unplanned, at most "
+              << lifetimes.peak_live_bytes / mib << " MiB of them live at once";
+  }
+  // Where the most bytes are live at once, and the largest buffers there: what a smaller plan would have to change.
+  // (Taken before the plan bound the buffers: each with memory of its own, before running in place.)
+  const NetLifetimes lifetimes = net->memory_plan() ? net->memory_plan()->lifetimes : ComputeLifetimes(*net, backward);
+  if (lifetimes.peak_position >= 0) {
+    const int steps = static_cast<int>(plan.size()), at = lifetimes.peak_position;
+    const int step = at < steps ? at : 2 * steps - 1 - at;
+    std::vector<const BufferLifetime*> live;
+    for (const BufferLifetime& buffer : lifetimes.buffers)
+      if (buffer.first <= at && at <= buffer.last) live.push_back(&buffer);
+    std::sort(live.begin(), live.end(),
+              [](const BufferLifetime* a, const BufferLifetime* b) { return a->bytes > b->bytes; });
+    std::ostringstream largest;
+    for (size_t i = 0; i < live.size() && i < 6; ++i)
+      largest << (i ? ", " : "") << live[i]->blob << (live[i]->gradient ? " gradient " : " ") << std::fixed
+              << std::setprecision(1) << live[i]->bytes / mib << " MiB";
+    LOG(INFO) << "Most live at once: " << lifetimes.peak_live_bytes / mib << " MiB in the "
+              << (at < steps ? "forward" : "backward") << " pass of layer '" << net->layer_names()[plan[step].layer]
+              << "', " << live.size() << " buffers; the largest: " << largest.str();
+  }
+  LOG(INFO) << "Peak resident memory of the process: " << PeakResidentBytes() / mib << " MiB";
   return 0;
 }
 
@@ -473,7 +523,7 @@ int Classify() {
   source_options.root_folder = FLAGS_root_folder;
   std::unique_ptr<InputSource> source = OpenInputSource(FLAGS_input, source_options);
 
-  std::unique_ptr<Net> net = LoadModel(ParsePhase(TEST));
+  std::unique_ptr<Net> net = LoadModel(ParsePhase(TEST), /*forward_only=*/true);
   Classifier classifier(net.get(), options);
   LOG(INFO) << "Classifying " << source->Describe() << " in batches of " << classifier.batch_size();
   LOG(INFO) << "Scores: " << classifier.Describe();

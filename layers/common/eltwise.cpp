@@ -16,7 +16,8 @@ void EltwiseLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vecto
   }
   coeffs_.assign(bottom.size(), 1.f);
   for (int i = 0; i < p.coeff_size(); ++i) coeffs_[i] = p.coeff(i);
-  if (op_ == EltwiseParameter::MAX && argmax_ == nullptr) argmax_ = AddInternalBlob("argmax");
+  if (op_ == EltwiseParameter::MAX && argmax_ == nullptr)
+    argmax_ = AddInternalBlob("argmax", InternalLifetime::kUntilBackward);
 }
 
 void EltwiseLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {

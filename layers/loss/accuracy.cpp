@@ -12,7 +12,7 @@ void AccuracyLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vect
   top_k_ = static_cast<int>(accuracy_param.top_k());
   has_ignore_label_ = accuracy_param.has_ignore_label();
   ignore_label_ = accuracy_param.ignore_label();
-  if (hits_ == nullptr) hits_ = AddInternalBlob("hits");
+  if (hits_ == nullptr) hits_ = AddInternalBlob("hits", InternalLifetime::kUntilBackward);
 }
 
 void AccuracyLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {

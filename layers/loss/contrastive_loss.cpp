@@ -14,8 +14,9 @@ void ContrastiveLossLayer::LayerSetUp(const std::vector<Blob*>& bottom, const st
   legacy_ = param_.contrastive_loss_param().legacy_version();
   CREMA_CHECK(std::isfinite(margin_)) << describe() << ": contrastive_loss_param.margin must be finite, not "
                                       << margin_;
-  if (difference_ == nullptr) difference_ = AddInternalBlob("difference");
-  if (squared_distance_ == nullptr) squared_distance_ = AddInternalBlob("squared_distance");
+  if (difference_ == nullptr) difference_ = AddInternalBlob("difference", InternalLifetime::kUntilBackward);
+  if (squared_distance_ == nullptr)
+    squared_distance_ = AddInternalBlob("squared_distance", InternalLifetime::kUntilBackward);
   if (param_.propagate_down_size() > 2 && param_.propagate_down(2) && !warned_label_gradient_) {
     warned_label_gradient_ = true;
     LOG(WARNING) << describe() << ": propagate_down asks for a gradient to the similarity labels (bottom 2), which "

@@ -6,7 +6,7 @@
 namespace crema {
 
 void EuclideanLossLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  if (difference_ == nullptr) difference_ = AddInternalBlob("difference");
+  if (difference_ == nullptr) difference_ = AddInternalBlob("difference", InternalLifetime::kUntilBackward);
 }
 
 void EuclideanLossLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {

@@ -14,7 +14,7 @@ void InfogainLossLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::
   softmax_param.set_type("Softmax");
   softmax_param.mutable_softmax_param()->set_axis(infogain_param.axis());
   softmax_ = std::make_unique<SoftmaxLayer>(softmax_param, shared_context());
-  if (top.size() == 1 && prob_ == nullptr) prob_ = AddInternalBlob("probabilities");
+  if (top.size() == 1 && prob_ == nullptr) prob_ = AddInternalBlob("probabilities", InternalLifetime::kUntilBackward);
   // The class axis is checked here so that its error names this layer's field rather than the softmax's.
   CanonicalAxis(*bottom[0], infogain_param.axis(), "infogain_loss_param.axis");
   softmax_->SetUp({bottom[0]}, {probabilities(top)});

@@ -11,7 +11,7 @@ void SoftmaxWithLossLayer::LayerSetUp(const std::vector<Blob*>& bottom, const st
   softmax_param.set_type("Softmax");
   *softmax_param.mutable_softmax_param() = param_.softmax_param();
   softmax_ = std::make_unique<SoftmaxLayer>(softmax_param, shared_context());
-  if (top.size() == 1 && prob_ == nullptr) prob_ = AddInternalBlob("probabilities");
+  if (top.size() == 1 && prob_ == nullptr) prob_ = AddInternalBlob("probabilities", InternalLifetime::kUntilBackward);
   softmax_->SetUp({bottom[0]}, {probabilities(top)});
 
   const LossParameter& loss_param = param_.loss_param();

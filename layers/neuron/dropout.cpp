@@ -19,7 +19,7 @@ void DropoutLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vecto
   const bool scale_train = param_.dropout_param().scale_train();
   scale_ = scale_train ? 1.f / (1.f - ratio_) : 1.f;
   test_scale_ = scale_train ? 1.f : 1.f - ratio_;
-  if (phase() == TRAIN && mask_ == nullptr) mask_ = AddInternalBlob("mask");
+  if (phase() == TRAIN && mask_ == nullptr) mask_ = AddInternalBlob("mask", InternalLifetime::kUntilBackward);
 }
 
 void DropoutLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {

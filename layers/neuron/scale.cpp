@@ -22,7 +22,7 @@ void ScaleLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<
   }
   if (bias_term_) shapes.push_back(learned ? shapes[0] : bottom[1]->shape());
   bias_index_ = bias_term_ ? static_cast<int>(shapes.size()) - 1 : -1;
-  if (top[0] == bottom[0]) input_ = AddInternalBlob("input");
+  if (top[0] == bottom[0]) input_ = AddInternalBlob("input", InternalLifetime::kUntilBackward);
   if (!params_.empty()) {
     CREMA_CHECK(params_.size() == shapes.size())
         << me << ": the stored parameters hold " << params_.size() << " blob(s), but the layer needs " << shapes.size()

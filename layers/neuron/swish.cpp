@@ -5,7 +5,7 @@ namespace crema {
 void SwishLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const float beta = param_.swish_param().beta();
   CREMA_CHECK(std::isfinite(beta)) << describe() << ": swish_param.beta is " << beta << ", but must be finite";
-  if (sigmoid_ == nullptr) sigmoid_ = AddInternalBlob("sigmoid");
+  if (sigmoid_ == nullptr) sigmoid_ = AddInternalBlob("sigmoid", InternalLifetime::kUntilBackward);
 }
 
 void SwishLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {

@@ -11,8 +11,8 @@ namespace crema {
 
 void BatchNormLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   SetUpStatistics(bottom);
-  normalized_ = AddInternalBlob("normalized");
-  inv_std_ = AddInternalBlob("inv_std");
+  normalized_ = AddInternalBlob("normalized", InternalLifetime::kUntilBackward);
+  inv_std_ = AddInternalBlob("inv_std", InternalLifetime::kUntilBackward);
 }
 
 void BatchNormLayer::SetUpStatistics(const std::vector<Blob*>& bottom) {

@@ -8,7 +8,7 @@ namespace crema {
 
 void LRNLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   ReadParameters();
-  scale_ = AddInternalBlob("scale");
+  scale_ = AddInternalBlob("scale", InternalLifetime::kUntilBackward);
 }
 
 void LRNLayer::ReadParameters() {

@@ -37,9 +37,9 @@ std::string OneDnnBatchNormLayer::Refusal(const EngineQuery& query) {
 
 void OneDnnBatchNormLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   BatchNormLayer::LayerSetUp(bottom, top);  // the native loops' buffers too, for a plain bottom
-  if (top[0] == bottom[0]) input_ = AddInternalBlob("input");
-  mean_ = AddInternalBlob("mean");
-  variance_ = AddInternalBlob("variance");
+  if (top[0] == bottom[0]) input_ = AddInternalBlob("input", InternalLifetime::kUntilBackward);
+  mean_ = AddInternalBlob("mean", InternalLifetime::kUntilBackward);
+  variance_ = AddInternalBlob("variance", InternalLifetime::kUntilBackward);
 }
 
 void OneDnnBatchNormLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {

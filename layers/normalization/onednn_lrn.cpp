@@ -17,11 +17,11 @@ namespace {
 // oneDNN's LRN for `param` over a bottom of `shape` (4-d). Caffe's WITHIN_CHANNEL adds 1 where ACROSS_CHANNELS
 // adds k; both divide alpha by the window's size, as oneDNN does.
 dnnl::lrn_forward::primitive_desc ForwardFor(const LRNParameter& param, const std::vector<int>& shape,
-                                             memory::format_tag layout = memory::format_tag::nchw) {
+                                             memory::format_tag layout = memory::format_tag::nchw,
+                                             dnnl::prop_kind kind = dnnl::prop_kind::forward_training) {
   const bool across = param.norm_region() == LRNParameter::ACROSS_CHANNELS;
   return dnnl::lrn_forward::primitive_desc(
-      dnnl::lrn_forward::desc(dnnl::prop_kind::forward_training,
-                              across ? dnnl::algorithm::lrn_across_channels : dnnl::algorithm::lrn_within_channel,
+      dnnl::lrn_forward::desc(kind, across ? dnnl::algorithm::lrn_across_channels : dnnl::algorithm::lrn_within_channel,
                               PlainDesc(shape, layout), static_cast<memory::dim>(param.local_size()), param.alpha(),
                               param.beta(), across ? param.k() : 1.f),
       onednn::UserScratchpad(), CpuEngine());
@@ -49,14 +49,14 @@ std::string OneDnnLRNLayer::Refusal(const EngineQuery& query) {
 
 void OneDnnLRNLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   ReadParameters();
-  saved_ = AddInternalBlob("workspace");
+  saved_ = AddInternalBlob("workspace", InternalLifetime::kUntilBackward);
 }
 
 void OneDnnLRNLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   ReadShape(*bottom[0]);
   top[0]->ReshapeLike(*bottom[0]);
   const memory::desc user_src = onednn::BlobDesc(*bottom[0]), user_dst = onednn::BlobDesc(*top[0]);
-  dnnl::lrn_forward::primitive_desc forward;
+  dnnl::lrn_forward::primitive_desc training, forward;
   dnnl::lrn_backward::primitive_desc backward;
   // oneDNN's jit kernels take channel-blocked layouts (16 channels a block with AVX-512, 8 with AVX2); on
   // NCHW its backward is the reference implementation, 10-50x slower than the native engine (a CaffeNet norm
@@ -68,11 +68,15 @@ void OneDnnLRNLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector
   if (bottom[0]->layout() != Layout::kPlain) layouts.insert(layouts.begin(), onednn::TagOf(bottom[0]->layout()));
   for (memory::format_tag layout : layouts) {
     try {
-      forward = ForwardFor(param_.lrn_param(), bottom[0]->shape(), layout);
+      training = ForwardFor(param_.lrn_param(), bottom[0]->shape(), layout);
+      // Where no backward will run, the inference primitive: it keeps no workspace (twice the top's size).
+      forward = backward_planned()
+                    ? training
+                    : ForwardFor(param_.lrn_param(), bottom[0]->shape(), layout, dnnl::prop_kind::forward_inference);
       backward = dnnl::lrn_backward::primitive_desc(
           dnnl::lrn_backward::desc(across_ ? dnnl::algorithm::lrn_across_channels : dnnl::algorithm::lrn_within_channel,
-                                   forward.src_desc(), forward.src_desc(), size_, alpha_, beta_, across_ ? k_ : 1.f),
-          onednn::UserScratchpad(), CpuEngine(), forward);
+                                   training.src_desc(), training.src_desc(), size_, alpha_, beta_, across_ ? k_ : 1.f),
+          onednn::UserScratchpad(), CpuEngine(), training);
     } catch (const dnnl::error&) {
       continue;  // no primitive in this layout
     }

@@ -39,6 +39,7 @@ class PythonLayer : public Layer {
   const char* type() const override { return "Python"; }
   // As in Caffe, a Python layer may run in place: its code sees the same blob as bottom and top.
   bool AllowsInPlace() const override { return true; }
+  bool PlanMayRunInPlace() const override { return false; }
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   // "layer 'loss' (Python, module 'pyloss', class 'EuclideanLossLayer')": how errors name this layer.

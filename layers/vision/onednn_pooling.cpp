@@ -70,14 +70,14 @@ std::string PlanFor(const LayerParameter& layer, const std::vector<int>& shape, 
   return "";
 }
 
-dnnl::pooling_forward::primitive_desc ForwardFor(const Plan& plan, const memory::desc& src) {
+dnnl::pooling_forward::primitive_desc ForwardFor(const Plan& plan, const memory::desc& src,
+                                                 dnnl::prop_kind kind = dnnl::prop_kind::forward_training) {
   const memory::desc dst(
       Dims({static_cast<int>(src.dims()[0]), static_cast<int>(src.dims()[1]), plan.out_h, plan.out_w}),
       memory::data_type::f32, Tag::any);
-  return dnnl::pooling_forward::primitive_desc(
-      dnnl::pooling_forward::desc(dnnl::prop_kind::forward_training, plan.algorithm, src, dst, plan.strides,
-                                  plan.kernel, plan.pad_left, plan.pad_right),
-      onednn::UserScratchpad(), CpuEngine());
+  return dnnl::pooling_forward::primitive_desc(dnnl::pooling_forward::desc(kind, plan.algorithm, src, dst, plan.strides,
+                                                                           plan.kernel, plan.pad_left, plan.pad_right),
+                                               onednn::UserScratchpad(), CpuEngine());
 }
 
 }  // namespace
@@ -102,7 +102,8 @@ std::string OneDnnPoolingLayer::Refusal(const EngineQuery& query) {
 
 void OneDnnPoolingLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   ReadWindow();
-  if (method_ == PoolingParameter::MAX && maxima_ == nullptr) maxima_ = AddInternalBlob("maxima");
+  if (method_ == PoolingParameter::MAX && maxima_ == nullptr)
+    maxima_ = AddInternalBlob("maxima", InternalLifetime::kUntilBackward);
 }
 
 void OneDnnPoolingLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
@@ -114,16 +115,19 @@ void OneDnnPoolingLayer::Reshape(const std::vector<Blob*>& bottom, const std::ve
   CREMA_CHECK(plan.out_h == pooled_h_ && plan.out_w == pooled_w_) << describe() << ": output size mismatch";
   // The primitive works in the bottom's layout (plain, or a run's); the top gets the layout the net gave it.
   const memory::desc user_src = onednn::BlobDesc(*bottom[0]), user_dst = onednn::BlobDesc(*top[0]);
-  const auto forward = ForwardFor(plan, user_src);
+  // Where no backward will run, the inference primitive: it keeps no workspace of maxima.
+  const auto training = ForwardFor(plan, user_src);
+  const auto forward = backward_planned() ? training : ForwardFor(plan, user_src, dnnl::prop_kind::forward_inference);
   // The gradient in the forward's input layout first, then in oneDNN's choice: its choice for a global
   // pooling's gradient (a 1 x 1 top) may be a layout it has only the reference kernel for (a ResNet's average
   // pool over 16-channel blocks: 6 ms against 0.1).
   dnnl::pooling_backward::primitive_desc backward;
-  for (const memory::desc& src : {forward.src_desc(), memory::desc(user_src.dims(), memory::data_type::f32, Tag::any)}) {
+  for (const memory::desc& src :
+       {training.src_desc(), memory::desc(user_src.dims(), memory::data_type::f32, Tag::any)}) {
     backward = dnnl::pooling_backward::primitive_desc(
-        dnnl::pooling_backward::desc(plan.algorithm, src, forward.dst_desc(), plan.strides, plan.kernel,
-                                     plan.pad_left, plan.pad_right),
-        onednn::UserScratchpad(), CpuEngine(), forward);
+        dnnl::pooling_backward::desc(plan.algorithm, src, training.dst_desc(), plan.strides, plan.kernel, plan.pad_left,
+                                     plan.pad_right),
+        onednn::UserScratchpad(), CpuEngine(), training);
     if (!onednn::IsReference(backward)) break;
   }
   passes_ = std::make_unique<onednn::Passes>(user_src, user_dst, forward, backward, false);

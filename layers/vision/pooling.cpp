@@ -11,8 +11,9 @@ namespace crema {
 void PoolingLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   ReadWindow();
   if (argmax_ == nullptr) {
-    if (method_ == PoolingParameter::MAX && top.size() == 1) argmax_ = AddInternalBlob("argmax");
-    if (method_ == PoolingParameter::STOCHASTIC) argmax_ = AddInternalBlob("sample");
+    if (method_ == PoolingParameter::MAX && top.size() == 1)
+      argmax_ = AddInternalBlob("argmax", InternalLifetime::kUntilBackward);
+    if (method_ == PoolingParameter::STOCHASTIC) argmax_ = AddInternalBlob("sample", InternalLifetime::kUntilBackward);
   }
 }
 

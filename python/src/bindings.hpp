@@ -41,6 +41,9 @@ struct Defaults {
   Device device = Device::kCPU;
   int gpu_id = 0;
   uint64_t random_seed = Context::kDefaultSeed;
+  // Memory plans (net/memory_plan.hpp) are off unless crema.set_memory_plan('share') turns them on: pycaffe's
+  // scripts read any blob after a forward pass, and run forward and backward from any layer.
+  bool plan_memory = false;
 };
 Defaults& ModuleDefaults();
 // A context on the default device, seeded with `random_seed`. Raises crema.Error, saying why, where the default

@@ -29,7 +29,9 @@ std::shared_ptr<Context> MakeContext(uint64_t random_seed) {
     CREMA_CHECK(defaults.gpu_id < count) << "crema.set_device(" << defaults.gpu_id << "): this machine has " << count
                                          << " CUDA device(s)";
   }
-  return std::make_shared<Context>(defaults.device, defaults.gpu_id, random_seed);
+  auto context = std::make_shared<Context>(defaults.device, defaults.gpu_id, random_seed);
+  context->set_plan_memory(defaults.plan_memory);
+  return context;
 }
 
 namespace {
@@ -80,6 +82,18 @@ PYBIND11_MODULE(_crema, module) {
       py::arg("seed"),
       "The seed of the random streams (fillers, dropout) of nets made from now on (a solver uses its own "
       "random_seed).");
+  module.def(
+      "set_memory_plan",
+      [](const std::string& plan) {
+        CREMA_CHECK(plan == "share" || plan == "none")
+            << "crema.set_memory_plan('" << plan << "'): use 'share' or 'none'";
+        ModuleDefaults().plan_memory = plan == "share";
+      },
+      py::arg("plan"),
+      "'share': nets and solvers made from now on plan their memory as crema's tools do (buffers whose lifetimes do "
+      "not overlap share memory), so that after a forward pass only the inputs, the outputs and the blobs "
+      "Net.keep_blobs names hold their values, and forward and backward run whole; 'none' (the default): every "
+      "blob keeps its memory, as in Caffe.");
   module.def("mode", [] { return std::string(ModuleDefaults().device == crema::Device::kGPU ? "GPU" : "CPU"); });
   module.def("device", [] { return ModuleDefaults().gpu_id; });
   module.def("gpu_count", &crema::Context::gpu_count, "The number of CUDA devices visible (0 without CUDA).");

@@ -12,6 +12,7 @@
 #include "io/proto_io.hpp"
 #include "io/snapshot_io.hpp"
 #include "layers/data/memory_data.hpp"
+#include "net/memory_plan.hpp"
 
 namespace crema {
 namespace python {
@@ -137,6 +138,9 @@ py::dict Forward(const NetHandle& h, const py::object& start, const py::object& 
   const size_t last = end.is_none() ? net.plan().size() - 1 : StepOf(net, end.cast<std::string>());
   CREMA_CHECK(first <= last) << "forward: layer '" << start.cast<std::string>() << "' comes after layer '"
                              << end.cast<std::string>() << "'";
+  CREMA_CHECK((first == 0 && last + 1 == net.plan().size()) || net.memory_plan() == nullptr)
+      << "forward: net '" << net.name() << "' plans its memory (crema.set_memory_plan('share')), so it runs "
+      << "whole: a pass from or to a layer would read blobs whose memory other blobs took";
   {
     py::gil_scoped_release release;
     if (first == 0 && last + 1 == net.plan().size()) {
@@ -158,6 +162,9 @@ py::dict Backward(const NetHandle& h, const py::object& start, const py::object&
   const size_t last = end.is_none() ? 0 : StepOf(net, end.cast<std::string>());
   CREMA_CHECK(first >= last) << "backward: layer '" << start.cast<std::string>() << "' comes before layer '"
                              << end.cast<std::string>() << "'";
+  CREMA_CHECK((first + 1 == net.plan().size() && last == 0) || net.memory_plan() == nullptr)
+      << "backward: net '" << net.name() << "' plans its memory (crema.set_memory_plan('share')), so it runs "
+      << "whole: a pass from or to a layer would read blobs whose memory other blobs took";
   {
     py::gil_scoped_release release;
     if (first + 1 == net.plan().size() && last == 0) {
@@ -315,6 +322,27 @@ void BindNet(py::module_& module) {
           },
           "Reshapes every layer after an input changed shape (forward does this itself).")
       .def("clear_param_diffs", [](const NetHandle& h) { h.net->ClearParamDiffs(); })
+      .def(
+          "plan_memory", [](const NetHandle& h, bool backward) { h.net->PlanMemory(backward); }, py::arg("backward"),
+          "Plans the net's memory again, for forward and backward passes or (backward=False) forward alone, which "
+          "frees every activation after its last reader and refuses backward().")
+      .def(
+          "keep_blobs", [](const NetHandle& h, const std::vector<std::string>& names) { h.net->KeepBlobs(names); },
+          py::arg("names"), "Keeps these blobs readable after each pass under the net's memory plan.")
+      .def_property_readonly(
+          "memory_plan",
+          [](const NetHandle& h) -> py::object {
+            const MemoryPlan* plan = h.net->memory_plan();
+            if (plan == nullptr) return py::none();
+            py::dict summary;
+            summary["backward"] = plan->with_backward;
+            summary["planned_bytes"] = plan->planned_bytes();
+            summary["unplanned_bytes"] = plan->unplanned_bytes;
+            summary["arena_bytes"] = plan->arena_bytes;
+            summary["in_place"] = plan->in_place;
+            return std::move(summary);
+          },
+          "None, or the plan's bytes: {'backward', 'planned_bytes', 'unplanned_bytes', 'arena_bytes', 'in_place'}.")
       .def(
           "save", [](const NetHandle& h, const std::string& path) { Save(*h.net, path); }, py::arg("path"),
           "Writes the weights as a .caffemodel (binary), or in Caffe's HDF5 layout where the name ends in .h5.")

@@ -121,6 +121,21 @@ void Blob::ViewData(const std::shared_ptr<SyncedMemory>& memory, size_t offset, 
   Fit(&diff_, "diff");
 }
 
+void Blob::ViewDiff(const std::shared_ptr<SyncedMemory>& memory, size_t offset) {
+  CREMA_CHECK(memory != nullptr) << "cannot view a missing buffer";
+  const Storage view{memory, offset, true};
+  CREMA_CHECK(static_cast<size_t>(count_) <= view.available())
+      << "a view of shape " << shape_string() << " from value " << offset << " does not fit in a buffer of "
+      << memory->size() / sizeof(float) << " values";
+  diff_ = view;
+}
+
+void Blob::OwnStorage(bool gradient) {
+  Storage& storage = gradient ? diff_ : data_;
+  storage = Storage{};
+  Fit(&storage, gradient ? "diff" : "data");
+}
+
 std::vector<int> ShapeFromProto(const BlobShape& shape) {
   std::vector<int> dims;
   for (int i = 0; i < shape.dim_size(); ++i) {

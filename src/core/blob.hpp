@@ -78,6 +78,7 @@ class Blob {
   size_t data_offset() const { return data_.offset; }
   size_t diff_offset() const { return diff_.offset; }
   bool data_is_view() const { return data_.is_view; }
+  bool diff_is_view() const { return diff_.is_view; }
   // Changes whenever the data may have been written (SyncedMemory::version; any write to the storage it views
   // counts, and a fresh storage never repeats a stamp); 0 before the data has storage.
   uint64_t data_version() const { return data_.memory ? data_.memory->version() : 0; }
@@ -92,6 +93,11 @@ class Blob {
   // Makes this blob's data a view of `shape` floats of `memory` from float `offset` (a part of a larger
   // buffer). Throws when they do not fit.
   void ViewData(const std::shared_ptr<SyncedMemory>& memory, size_t offset, const std::vector<int>& shape);
+  // Makes this blob's diff a view of count() floats of `memory` from float `offset`.
+  void ViewDiff(const std::shared_ptr<SyncedMemory>& memory, size_t offset);
+  // Gives this blob's data (diff, when `gradient`) memory of its own again, fresh (zeros); the memory plan
+  // unbinds its views so.
+  void OwnStorage(bool gradient);
 
   // Host conveniences for tests and set-up code; running nets go through the device math (math_functions).
   void set_data(float value);

@@ -62,6 +62,11 @@ class Context {
   // Parses "NAME" or "TYPE:NAME" items, comma separated (the --engine flag); throws naming a malformed item.
   void ForceEngines(const std::string& spec);
 
+  // Whether the nets built on this context plan their memory (net/memory_plan.hpp): on by default; crema's
+  // --memory_plan=none turns it off for every net of a run, as `memory_plan: NONE` does in one net's prototxt.
+  void set_plan_memory(bool on) { plan_memory_ = on; }
+  bool plan_memory() const { return plan_memory_; }
+
   // A CPU context with this (GPU) context's seed, replica and forced engines, made once: where a layer of a GPU
   // net has no GPU engine, it runs on the host with it (LayerRegistry::Create).
   std::shared_ptr<Context> HostTwin();
@@ -113,6 +118,7 @@ class Context {
   uint64_t random_seed_;
   Replica replica_;
   std::map<std::string, std::string> forced_engines_;
+  bool plan_memory_ = true;
   std::unique_ptr<SyncedMemory> ones_;
   int ones_count_ = 0;
   std::shared_ptr<Context> host_twin_;

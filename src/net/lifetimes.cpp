@@ -11,27 +11,36 @@ namespace {
 // Collects the touches of one pass, one entry per storage, in the order buffers are first met.
 class Touches {
  public:
-  void Touch(const Net& net, int blob, bool gradient, int position) {
+  // Positions only grow, and a step's reads are touched before its writes, so the first touch decides read_first.
+  void Touch(const Net& net, int blob, bool gradient, int position, bool write) {
     const Blob& b = *net.blobs()[blob];
     const SyncedMemory* memory = gradient ? b.diff().get() : b.data().get();
-    auto [found, inserted] = index_.emplace(memory, static_cast<int>(buffers_.size()));
+    if (memory == nullptr) return;  // a blob of no values
+    // Under a memory plan many buffers lie in one arena: a buffer is a storage and where in it a blob starts.
+    const size_t offset = gradient ? b.diff_offset() : b.data_offset();
+    auto [found, inserted] = index_.emplace(std::make_pair(memory, offset), static_cast<int>(buffers_.size()));
     if (inserted) {
       BufferLifetime buffer;
       buffer.blob = net.blob_names()[blob];
       buffer.gradient = gradient;
-      buffer.bytes = memory->size();
+      // An owner's whole storage; a view (an arena's slot) what the blob sees of it.
+      const bool view = gradient ? b.diff_is_view() : b.data_is_view();
+      buffer.bytes = view ? static_cast<size_t>(b.count()) * sizeof(float) : memory->size();
       buffer.first = buffer.last = position;
+      buffer.read_first = !write;
+      buffer.memory = memory;
       buffers_.push_back(buffer);
-      return;
     }
     BufferLifetime& buffer = buffers_[found->second];
     buffer.first = std::min(buffer.first, position);
     buffer.last = std::max(buffer.last, position);
+    if (std::find(buffer.blob_ids.begin(), buffer.blob_ids.end(), blob) == buffer.blob_ids.end())
+      buffer.blob_ids.push_back(blob);
   }
   std::vector<BufferLifetime> Take() { return std::move(buffers_); }
 
  private:
-  std::map<const SyncedMemory*, int> index_;
+  std::map<std::pair<const SyncedMemory*, size_t>, int> index_;
   std::vector<BufferLifetime> buffers_;
 };
 
@@ -47,19 +56,24 @@ NetLifetimes ComputeLifetimes(const Net& net, bool with_backward) {
   std::map<const Blob*, int> id_of;
   for (size_t id = 0; id < net.blobs().size(); ++id) id_of[net.blobs()[id].get()] = static_cast<int>(id);
   // The caller fills the inputs before the first step.
-  for (const Blob* input : net.input_blobs()) touches.Touch(net, id_of.at(input), false, 0);
+  constexpr bool kRead = false, kWrite = true;
+  for (const Blob* input : net.input_blobs()) touches.Touch(net, id_of.at(input), false, 0, kRead);
   for (int s = 0; s < steps; ++s) {
     const PlanStep& step = plan[s];
     const Layer& layer = *net.layers()[step.layer];
-    for (int id : step.bottoms) touches.Touch(net, id, false, s);
+    for (int id : step.bottoms) touches.Touch(net, id, false, s, kRead);
+    // Internal blobs: written first where the layer declares Forward writes them whole for its Backward; else they
+    // may carry state from the last pass (a recurrent layer's carried state), read first.
+    for (size_t k = 0; k < step.internals.size(); ++k)
+      touches.Touch(net, step.internals[k], false, s,
+                    layer.internal_blob_lifetime(static_cast<int>(k)) == Layer::InternalLifetime::kUntilBackward);
     for (size_t t = 0; t < step.tops.size(); ++t) {
-      touches.Touch(net, step.tops[t], false, s);
-      if (with_backward && layer.loss(static_cast<int>(t)) != 0.f) touches.Touch(net, step.tops[t], true, s);
+      touches.Touch(net, step.tops[t], false, s, kWrite);
+      if (with_backward && layer.loss(static_cast<int>(t)) != 0.f) touches.Touch(net, step.tops[t], true, s, kWrite);
     }
-    for (int id : step.internals) touches.Touch(net, id, false, s);
   }
   const int end = result.positions - 1;
-  for (int id : net.output_blob_indices()) touches.Touch(net, id, false, end);
+  for (int id : net.output_blob_indices()) touches.Touch(net, id, false, end, kRead);
   if (with_backward) {
     for (int s = steps - 1; s >= 0; --s) {
       const PlanStep& step = plan[s];
@@ -68,15 +82,15 @@ NetLifetimes ComputeLifetimes(const Net& net, bool with_backward) {
       const Layer& layer = *net.layers()[step.layer];
       // In place, top and bottom are one blob, touched where either is read.
       for (size_t t = 0; t < step.tops.size(); ++t) {
-        touches.Touch(net, step.tops[t], true, position);
-        if (layer.BackwardReadsTop(static_cast<int>(t))) touches.Touch(net, step.tops[t], false, position);
+        touches.Touch(net, step.tops[t], true, position, kRead);
+        if (layer.BackwardReadsTop(static_cast<int>(t))) touches.Touch(net, step.tops[t], false, position, kRead);
       }
-      for (size_t b = 0; b < step.bottoms.size(); ++b) {
-        if (layer.BackwardReadsBottom(static_cast<int>(b))) touches.Touch(net, step.bottoms[b], false, position);
+      for (size_t b = 0; b < step.bottoms.size(); ++b)
+        if (layer.BackwardReadsBottom(static_cast<int>(b))) touches.Touch(net, step.bottoms[b], false, position, kRead);
+      for (int id : step.internals) touches.Touch(net, id, false, position, kRead);
+      for (size_t b = 0; b < step.bottoms.size(); ++b)
         if (b < step.propagate_down.size() && step.propagate_down[b])
-          touches.Touch(net, step.bottoms[b], true, position);
-      }
-      for (int id : step.internals) touches.Touch(net, id, false, position);
+          touches.Touch(net, step.bottoms[b], true, position, kWrite);
     }
   }
   result.buffers = touches.Take();

@@ -8,8 +8,10 @@
 // Parameters, their gradients and the workspace are live throughout and are not listed.
 //
 // A buffer is touched where a step writes or reads it:
-//   forward    a step's bottoms and tops, its internal blobs; a loss top's gradient (the loss weight is seeded
-//              there); the net's inputs from the start (the caller fills them), its outputs to the end;
+//   forward    a step's bottoms (read) and tops (written), its internal blobs (written where the layer declares
+//              them kUntilBackward, else read: they may carry state from the last pass); a loss top's
+//              gradient (written: the loss weight is seeded there); the net's inputs, read from the start (the
+//              caller fills them), its outputs, read at the end;
 //   backward   (steps that run backward) the top gradients it reads and the bottom gradients it writes, its
 //              internal blobs, and the bottom and top data its layer declares its backward reads
 //              (Layer::BackwardReadsBottom / BackwardReadsTop); run in place, the one blob is read where either
@@ -30,6 +32,12 @@ struct BufferLifetime {
   size_t bytes = 0;
   int first = -1;  // positions, inclusive
   int last = -1;
+  // Whether the pass reads the buffer before anything in it writes it: the net's inputs (the caller filled them),
+  // a gradient no later step contributes to (it holds the zeros it was made with), a layer's state from the last
+  // pass. Such a buffer carries values into the pass, so its memory cannot be shared with another's.
+  bool read_first = false;
+  const SyncedMemory* memory = nullptr;  // the storage itself
+  std::vector<int> blob_ids;             // the blobs whose data (or gradient) it is, views included
 };
 
 struct NetLifetimes {

@@ -14,6 +14,7 @@
 #include "io/snapshot_io.hpp"
 #include "layers/layer_registry.hpp"
 #include "net/lifetimes.hpp"
+#include "net/memory_plan.hpp"
 #include "net/passes.hpp"
 #include "net/upgrade.hpp"
 
@@ -51,6 +52,8 @@ Net::Net(const NetParameter& param, std::shared_ptr<Context> context, const NetP
     : context_(context ? std::move(context) : std::make_shared<Context>()) {
   Build(param, passes);
 }
+
+Net::~Net() = default;
 
 Net::Net(const std::string& path, Phase phase, int level, const std::vector<std::string>& stages,
          std::shared_ptr<Context> context)
@@ -209,14 +212,137 @@ void Net::Build(const NetParameter& in_param, const NetPasses& passes) {
     DeriveStepTables();
   }
   after_weights_ = passes.after_weights;
-  // What a memory plan could bring the activations to: the most bytes live at once (net/lifetimes.hpp).
-  const bool trains = std::any_of(plan_.begin(), plan_.end(), [](const PlanStep& step) { return step.needs_backward; });
-  const NetLifetimes lifetimes = ComputeLifetimes(*this, trains);
   LOG(INFO) << "Net '" << name_ << "' built: " << layers_.size() << " layers, " << blobs_.size() << " blobs, "
-            << learnable_params_.size() << " learnable parameter blobs; activations take " << activation_bytes()
-            << " bytes, the workspace " << workspace_bytes() << " bytes; "
-            << (trains ? "forward and backward touch " : "forward touches ") << lifetimes.total_bytes
-            << " bytes of buffers, at most " << lifetimes.peak_live_bytes << " of them live at once";
+            << learnable_params_.size() << " learnable parameter blobs; the workspace takes " << workspace_bytes()
+            << " bytes";
+
+  // The memory plan: for forward and backward wherever a step runs backward (a TEST net may be run backward, as
+  // in Caffe); whoever only runs the net forward plans it again for that (PlanMemory(false)).
+  plan_with_backward_ =
+      std::any_of(plan_.begin(), plan_.end(), [](const PlanStep& step) { return step.needs_backward; });
+  const std::string refusal = MemoryPlanRefusal(*this);
+  const char* off = param.memory_plan() == NetParameter::NONE ? "the net says memory_plan: NONE"
+                    : !context_->plan_memory()                ? "plans are turned off (--memory_plan=none)"
+                    : debug_info_                             ? "debug_info keeps every blob readable"
+                    : !refusal.empty()                        ? refusal.c_str()
+                                                              : nullptr;
+  if (off != nullptr) {
+    const NetLifetimes lifetimes = ComputeLifetimes(*this, plan_with_backward_);
+    LOG(INFO) << "Net '" << name_ << "': no memory plan (" << off << "); activations"
+              << (plan_with_backward_ ? " and gradients" : "") << " take " << lifetimes.total_bytes
+              << " bytes, at most " << lifetimes.peak_live_bytes << " of them live at once";
+    return;
+  }
+  plan_memory_ = true;
+  BindMemoryPlan();
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The memory plan
+
+void Net::TellLayersBackwardPlanned(bool planned) {
+  if (layers_backward_planned_ == planned) return;
+  layers_backward_planned_ = planned;
+  for (const auto& layer : layers_) layer->set_backward_planned(planned);
+  for (PlanStep& step : plan_) step.reshape_pending = true;
+}
+
+void Net::BindMemoryPlan() {
+  // Layers drop what they would save only for a backward pass that will not run, and every step takes the shapes
+  // and storage it has now, before the buffers are planned.
+  TellLayersBackwardPlanned(plan_with_backward_);
+  for (size_t step = 0; step < plan_.size(); ++step) ReshapeStep(step);
+  MemoryPlan plan = ComputeMemoryPlan(*this, MemoryPlanOptions{plan_with_backward_, kept_blobs_});
+  // The storages the plan moves stay alive until every view of them has moved too, so that a view nobody
+  // re-made shows up below (and no new storage takes an old one's address meanwhile).
+  std::vector<std::shared_ptr<SyncedMemory>> moved;
+  arena_ = std::make_shared<SyncedMemory>(plan.arena_bytes);
+  for (const PlannedBuffer& buffer : plan.buffers) {
+    Blob& owner = *blobs_[buffer.owner];
+    moved.push_back(buffer.gradient ? owner.diff() : owner.data());
+    if (buffer.gradient) {
+      owner.ViewDiff(arena_, buffer.offset / sizeof(float));
+    } else {
+      owner.ViewData(arena_, buffer.offset / sizeof(float), owner.shape());
+    }
+  }
+  memory_plan_ = std::make_unique<MemoryPlan>(std::move(plan));
+  for (PlanStep& step : plan_) step.reshape_pending = true;
+  for (size_t step = 0; step < plan_.size(); ++step) ReshapeStep(step);
+  std::set<const SyncedMemory*> old;
+  for (const auto& memory : moved) old.insert(memory.get());
+  for (size_t id = 0; id < blobs_.size(); ++id) {
+    if (old.count(blobs_[id]->data().get()) || old.count(blobs_[id]->diff().get())) {
+      LOG(WARNING) << "Net '" << name_ << "': blob '" << blob_names_[id]
+                   << "' still views memory the memory plan moved; the net runs without a plan";
+      ReleaseMemoryPlan(false, true);
+      plan_memory_ = false;
+      return;
+    }
+  }
+  planned_input_shapes_.clear();
+  for (const Blob* input : input_blobs_) planned_input_shapes_.push_back(input->shape());
+  reused_in_forward_.assign(blobs_.size(), false);
+  for (const PlannedBuffer& buffer : memory_plan_->buffers)
+    if (!buffer.gradient && buffer.reused_in_forward)
+      for (int id : buffer.blob_ids) reused_in_forward_[id] = true;
+  const MemoryPlan& p = *memory_plan_;
+  LOG(INFO) << "Net '" << name_ << "': memory plan for " << (p.with_backward ? "forward and backward" : "forward only")
+            << ": " << p.planned_bytes() << " bytes (an arena of " << p.arena_bytes << " for " << p.buffers.size()
+            << " buffers, " << p.in_place << " of them in place, and " << p.kept_bytes << " kept apart) instead of "
+            << p.unplanned_bytes << " ("
+            << std::lround(100.0 * p.planned_bytes() / std::max<size_t>(p.unplanned_bytes, 1)) << "%)";
+}
+
+void Net::ReleaseMemoryPlan(bool keep_values, bool reshape) {
+  if (!memory_plan_) return;
+  const Device device = context_->device();
+  for (const PlannedBuffer& buffer : memory_plan_->buffers) {
+    Blob& owner = *blobs_[buffer.owner];
+    const float* values = keep_values ? (buffer.gradient ? owner.diff_on(device) : owner.data_on(device)) : nullptr;
+    owner.OwnStorage(buffer.gradient);
+    if (values != nullptr)
+      copy(*context_, owner.count(), values,
+           buffer.gradient ? owner.mutable_diff_on(device) : owner.mutable_data_on(device));
+  }
+  memory_plan_.reset();
+  for (PlanStep& step : plan_) step.reshape_pending = true;
+  // In the middle of a pass the layers stay as they ran it (a forward-only net still refuses Backward).
+  if (reshape && !keep_values) TellLayersBackwardPlanned(true);
+  if (reshape)
+    for (size_t step = 0; step < plan_.size(); ++step) ReshapeStep(step);
+  arena_.reset();
+  reused_in_forward_.clear();
+}
+
+void Net::PlanMemory(bool with_backward) {
+  plan_with_backward_ = with_backward;
+  if (!plan_memory_) return;
+  ReleaseMemoryPlan(false, false);  // BindMemoryPlan reshapes
+  BindMemoryPlan();
+}
+
+void Net::KeepBlobs(const std::vector<std::string>& names) {
+  for (const std::string& name : names) {
+    blob_by_name(name);  // names the blob a net lacks
+    kept_blobs_.insert(blob_index_.at(name));
+  }
+  PlanMemory(plan_with_backward_);
+}
+
+void Net::UnplanMemory() {
+  ReleaseMemoryPlan(false, true);
+  plan_memory_ = false;
+}
+
+void Net::ReplanIfInputsChanged() {
+  if (!memory_plan_) return;
+  bool changed = false;
+  for (size_t i = 0; i < input_blobs_.size() && !changed; ++i)
+    changed = input_blobs_[i]->shape() != planned_input_shapes_[i];
+  if (!changed) return;
+  ReleaseMemoryPlan(false, false);  // BindMemoryPlan reshapes, for the new shapes
+  BindMemoryPlan();
 }
 
 void Net::CollectParams() {
@@ -342,12 +468,16 @@ std::string Net::BottomShapesNote(const std::vector<int>& bottoms) const {
 }
 
 void Net::RunAfterWeightsPasses() {
+  if (after_weights_.empty()) return;
+  // The passes see every blob with memory of its own, and the plan is made again for the steps they leave.
+  ReleaseMemoryPlan(false, true);
   for (const NetPass& pass : after_weights_) {
     pass.run(this);
     passes_run_.push_back(pass.name);
     DeriveStepTables();
   }
   after_weights_.clear();
+  if (plan_memory_) BindMemoryPlan();
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -359,6 +489,19 @@ void Net::ReshapeStep(size_t step) {
   bool changed = layer->ReshapesOnData() || s.reshape_pending;
   for (size_t b = 0; b < s.bottoms.size() && !changed; ++b) changed = !s.reshaped_for[b].Matches(*blobs_[s.bottoms[b]]);
   if (!changed) return;
+  if (memory_plan_) {
+    // A shape that changes in the middle of a pass (a data layer's tops) would need a larger arena there: the
+    // net goes on without a plan, keeping the values written so far.
+    for (size_t b = 0; b < s.bottoms.size(); ++b) {
+      if (s.reshaped_for[b].shape == blobs_[s.bottoms[b]]->shape()) continue;
+      LOG(INFO) << "Net '" << name_ << "': blob '" << UserBlobName(blob_names_[s.bottoms[b]]) << "' changed shape to "
+                << blobs_[s.bottoms[b]]->shape_string() << " in the middle of a pass; the net runs without a "
+                << "memory plan from now on";
+      ReleaseMemoryPlan(true, true);
+      plan_memory_ = false;
+      break;
+    }
+  }
   const std::vector<Blob*> bottoms = Blobs(s.bottoms);
   const std::vector<Blob*> tops = Blobs(s.tops);
   try {
@@ -375,6 +518,7 @@ void Net::ReshapeStep(size_t step) {
 }
 
 void Net::Reshape() {
+  ReplanIfInputsChanged();
   for (size_t step = 0; step < plan_.size(); ++step) ReshapeStep(step);
 }
 
@@ -400,6 +544,9 @@ float Net::ForwardStep(size_t step) {
 }
 
 void Net::BackwardStep(size_t step) {
+  CREMA_CHECK(layers_backward_planned_ || !plan_[step].needs_backward)
+      << "net '" << name_ << "' plans its memory for forward passes only (PlanMemory(false)), so the values "
+      << "backward needs are gone once read; plan it for backward too (PlanMemory(true)) to run it backward";
   const PlanStep& s = plan_[step];
   if (s.needs_backward) {
     Layer& layer = *layers_[s.layer];
@@ -422,6 +569,7 @@ void Net::BackwardStep(size_t step) {
 }
 
 float Net::Forward() {
+  ReplanIfInputsChanged();
   float loss = 0.f;
   for (size_t step = 0; step < plan_.size(); ++step) loss += ForwardStep(step);
   return loss;
@@ -554,9 +702,21 @@ std::string Net::DescribeNonFinite(size_t step, bool gradients) const {
 }
 
 std::string Net::DescribeFirstNonFinite() const {
+  // Under a memory plan, a top whose memory a later step reused no longer holds what its layer wrote: the search
+  // skips those steps, and says so.
+  bool skipped = false;
   for (size_t step = 0; step < plan_.size(); ++step) {
+    const PlanStep& s = plan_[step];
+    if (!reused_in_forward_.empty() &&
+        std::any_of(s.tops.begin(), s.tops.end(), [&](int id) { return reused_in_forward_[id]; })) {
+      skipped = true;
+      continue;
+    }
     const std::string where = DescribeNonFinite(step, /*gradients=*/false);
-    if (!where.empty()) return where;
+    if (!where.empty())
+      return where + (skipped ? " (the first found: the memory plan had reused some earlier tops; debug_info, "
+                                "which keeps every blob, finds the first layer)"
+                              : "");
   }
   return "";
 }

@@ -23,12 +23,15 @@
 // later step on the next Forward, and costs a comparison per step when nothing changed.
 //
 // Memory the plan sees: every blob (tops, internal blobs), the views between them, and one workspace (scratch
-// for one layer call at a time) sized to the largest request of any step.
+// for one layer call at a time) sized to the largest request of any step. Once built, the net plans that memory
+// (net/memory_plan.hpp): buffers whose lifetimes do not overlap share one arena, for a forward and backward pass
+// in a TRAIN net (or one with force_backward), for forward alone otherwise; see PlanMemory.
 #pragma once
 
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -65,6 +68,7 @@ struct PlanStep {
 };
 
 class Net;
+struct MemoryPlan;
 
 // A pass over the NetParameter, before any layer exists.
 struct ParameterPass {
@@ -91,6 +95,7 @@ class Net {
   // own).
   explicit Net(const NetParameter& param, std::shared_ptr<Context> context = nullptr,
                const NetPasses& passes = NetPasses::Default());
+  ~Net();
   // Reads a net definition (ReadNetDefinition: a prototxt, or a .caffemodel's own) and builds it for the given
   // phase, level and stages (overriding the file's state).
   Net(const std::string& path, Phase phase, int level = 0, const std::vector<std::string>& stages = {},
@@ -210,6 +215,24 @@ class Net {
   // parameters after its backward; "layer 'L' (TYPE) produced nan in top 'B' SHAPE at element I", or "".
   std::string DescribeNonFinite(size_t step, bool gradients) const;
 
+  // The memory plan (net/memory_plan.hpp). A net plans its memory once built, unless its prototxt says
+  // `memory_plan: NONE`, its context turns plans off (--memory_plan=none), it logs debug_info, or a layer's tops
+  // follow its bottoms' values (Filter): for a forward and backward pass where some step runs backward, for forward
+  // alone otherwise. Then the values of a blob are readable after Forward only while a later buffer has not reused
+  // its memory: the net's inputs, outputs, and the blobs KeepBlobs names always are. A new input shape (Reshape,
+  // Forward) plans again; a shape that changes in the middle of a pass (a data layer's) turns the plan off for the
+  // net's life.
+  // Plans again for a forward and backward pass, or for forward alone: what runs a net only forward (crema test,
+  // classify, extract_features, time --forward_only, a solver's test nets) says so, and the net then frees every
+  // activation after its last reader and refuses Backward.
+  void PlanMemory(bool with_backward);
+  // Keeps the named blobs readable (memory of their own) and plans again; a name the net lacks is an Error.
+  void KeepBlobs(const std::vector<std::string>& names);
+  // Gives every planned buffer memory of its own again (as with memory_plan: NONE), for the net's life.
+  void UnplanMemory();
+  // The plan in force; null when the net has none.
+  const MemoryPlan* memory_plan() const { return memory_plan_.get(); }
+
   // Bytes of the data of every blob of the plan (tops and internal blobs), each storage counted once.
   size_t activation_bytes() const;
   // Bytes of the shared workspace.
@@ -238,6 +261,18 @@ class Net {
   void ReshapeStep(size_t step);
   std::vector<Blob*> Blobs(const std::vector<int>& ids) const;
   std::string ParamDisplayName(int layer, int param) const;
+  // Plans with the current options (kept blobs, plan_with_backward_) and binds the plan: every planned buffer's
+  // owner becomes a view of the arena, and every step is reshaped so views and layers see the new storage.
+  void BindMemoryPlan();
+  // Gives the planned buffers memory of their own (copying their values when `keep_values`: a pass is under way);
+  // with `reshape`, tells the layers backward may run again (unless a pass is under way) and reshapes every step
+  // (a replan leaves that to BindMemoryPlan).
+  void ReleaseMemoryPlan(bool keep_values, bool reshape);
+  // Tells every layer whether Backward may follow Forward (Layer::set_backward_planned); where that changes, every
+  // step is marked to be reshaped.
+  void TellLayersBackwardPlanned(bool planned);
+  // Before a pass: plans again when the inputs' shapes changed since the plan was made.
+  void ReplanIfInputsChanged();
   void ForwardDebugInfo(size_t step) const;
   void BackwardDebugInfo(size_t step) const;
   // " [bottom shapes: 'data' 2 3 8 8 (384), ...]" for the blobs of ids `bottoms`, named as the user named them;
@@ -275,6 +310,16 @@ class Net {
   std::vector<std::vector<int>> layer_learnable_params_;    // per layer, per parameter: its learnable index
   bool debug_info_ = false;
   bool check_finite_ = false;
+  // The memory plan: wanted unless turned off; the plan bound now (null: none), its arena, what it keeps, and the
+  // input shapes it was made for.
+  bool plan_memory_ = false;
+  bool plan_with_backward_ = false;
+  bool layers_backward_planned_ = true;  // what the layers were last told
+  std::set<int> kept_blobs_;
+  std::unique_ptr<MemoryPlan> memory_plan_;
+  std::shared_ptr<SyncedMemory> arena_;
+  std::vector<std::vector<int>> planned_input_shapes_;
+  std::vector<bool> reused_in_forward_;  // per blob id: its data's memory is reused later in forward
 };
 
 // The net definition in `path`: a prototxt, or the one a .caffemodel carries beside its weights (crema's and

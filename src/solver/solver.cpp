@@ -220,6 +220,7 @@ void Solver::InitTestNets(const std::string& solver_path) {
   for (size_t i = 0; i < nets.size(); ++i) {
     ApplyState(&nets[i], TEST, param_.test_state_size() ? &param_.test_state(static_cast<int>(i)) : nullptr);
     test_nets_.push_back(std::make_unique<Net>(nets[i], context_));
+    test_nets_.back()->PlanMemory(false);  // tested forward only: activations freed after their last reader
     test_nets_.back()->ShareTrainedLayersWith(*net_);
   }
 }

@@ -19,9 +19,11 @@ def cpu_mode():
     """Every test starts on the CPU, and leaves the module's defaults as it found them."""
     crema.set_mode_cpu()
     crema.set_device(0)
+    crema.set_memory_plan("none")
     yield
     crema.set_mode_cpu()
     crema.set_device(0)
+    crema.set_memory_plan("none")
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@
 // varies from run to run: docs/performance.md).
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 namespace crema {
@@ -15,5 +16,7 @@ std::string BlasDescription();
 // The best GFLOP/s of `repeats` single-precision n x n x n matrix products through the BLAS crema uses, after
 // one untimed product: the machine's practical GEMM peak, which crema time compares each layer with.
 double MeasureGemmPeakGflops(int n = 1024, int repeats = 5);
+// The most memory the process has held resident so far (VmHWM in /proc/self/status), in bytes; 0 where unknown.
+size_t PeakResidentBytes();
 
 }  // namespace crema

@@ -160,6 +160,11 @@ std::vector<int64_t> ExtractFeatures(Net* net, const FeatureExtraction& job) {
     }
   }
 
+  // The blobs written out, and the labels, stay readable after each pass (the net's memory plan keeps them).
+  std::vector<std::string> kept = job.blob_names;
+  if (has_label_blob) kept.push_back("label");
+  net->PlanMemory(false);  // forward passes only
+  net->KeepBlobs(kept);
   LOG(INFO) << "Extracting features";
   std::vector<int64_t> items(count, 0);
   for (int batch = 0; batch < job.mini_batches; ++batch) {

@@ -1,0 +1,71 @@
+// The memory plan: which of a net's buffers share memory, and where each lies in one arena.
+//
+// From the lifetimes of one pass (net/lifetimes.hpp: forward only, or forward and backward), buffers whose lifetimes
+// do not overlap may use the same bytes. The planner
+//   - takes the buffers it may move: those a blob of the plan owns (views follow their owner), that the pass
+//     writes before it reads them, and that nobody outside the pass reads. It leaves with memory of their own the
+//     net's inputs and outputs, the tops of layers without bottoms (data layers fill them, on the host), the
+//     blobs a caller keeps (MemoryPlanOptions::keep), the internal blobs that carry values from one pass into
+//     the next (Layer::InternalLifetime), and every buffer read before it is written (a gradient no step
+//     contributes to keeps its zeros);
+//   - runs element layers in place where it can: a layer that allows it (Layer::PlanMayRunInPlace) writes its
+//     top i into the memory of its bottom i when the pass touches that bottom for the last time at this step
+//     (and in backward, the gradient of bottom i into that of top i); such a chain is one buffer;
+//   - places the buffers in one arena by offset: largest first, each in the smallest gap that fits among those
+//     already placed whose lifetimes overlap its own (best fit), offsets and sizes rounded to kArenaAlignment
+//     (oneDNN's and cuDNN's alignment; the size classes).
+// The same plan serves host and device memory: the arena is one SyncedMemory, and the blobs are views of it.
+// Net::PlanMemory binds a plan; this file only computes one.
+#pragma once
+
+#include <cstddef>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "net/lifetimes.hpp"
+
+namespace crema {
+
+constexpr size_t kArenaAlignment = 256;  // bytes
+
+struct MemoryPlanOptions {
+  bool with_backward = false;  // plan a forward and backward pass (training), or forward only
+  std::set<int> keep;          // blob ids whose values stay readable after the pass, each with memory of its own
+};
+
+struct PlannedBuffer {
+  const SyncedMemory* memory = nullptr;  // the storage the owner has now
+  int owner = -1;                        // the blob id that owns it (the others view it)
+  std::vector<int> blob_ids;             // every blob using it, the owner and its views
+  bool gradient = false;
+  size_t bytes = 0;
+  int first = -1, last = -1;  // positions in the pass
+  size_t offset = 0;          // bytes into the arena
+  bool in_place = false;      // takes over the memory of the buffer its step read for the last time
+  // Whether a buffer written later in the forward pass reuses some of its bytes: its values are gone once forward
+  // ends (the non-finite search skips it).
+  bool reused_in_forward = false;
+};
+
+struct MemoryPlan {
+  bool with_backward = false;
+  NetLifetimes lifetimes;              // of every buffer the pass touches, each with memory of its own
+  std::vector<PlannedBuffer> buffers;  // the buffers bound into the arena
+  size_t arena_bytes = 0;
+  // Every buffer the pass touches with memory of its own: what the net holds without a plan.
+  size_t unplanned_bytes = 0;
+  // The buffers the plan leaves with memory of their own (inputs, outputs, kept blobs, carried state...).
+  size_t kept_bytes = 0;
+  size_t planned_bytes() const { return arena_bytes + kept_bytes; }
+  int in_place = 0;  // buffers run in place by the plan
+};
+
+// Why a net is not planned ("" when it can be): a layer whose tops' shapes follow its bottoms' values (Filter)
+// would need the arena to grow mid-pass.
+std::string MemoryPlanRefusal(const Net& net);
+
+// The plan for `net`'s steps and storages as they are now.
+MemoryPlan ComputeMemoryPlan(const Net& net, const MemoryPlanOptions& options);
+
+}  // namespace crema

@@ -1,0 +1,249 @@
+// The memory plan (net/memory_plan.hpp): buffers live at the same time never share bytes, element layers run in
+// place where their input is dead, a planned net computes bit for bit what an unplanned one does, and what its
+// users read (inputs, outputs, kept blobs) stays readable. The example nets are checked in test_examples.cpp.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "net/memory_plan.hpp"
+#include "net/net.hpp"
+#include "test_util.hpp"
+
+namespace crema {
+namespace {
+
+// Input, then InnerProduct, ReLU, InnerProduct, Sigmoid, InnerProduct and a loss (with an Accuracy beside it in
+// TEST): ReLU's backward reads its bottom, Sigmoid's its top.
+std::string Chain(const std::string& header = "") {
+  return header + R"(
+    name: 'chain'
+    layer { name: 'input' type: 'Input' top: 'data' top: 'label'
+            input_param { shape { dim: 4 dim: 10 } shape { dim: 4 } } }
+    layer { name: 'ip1' type: 'InnerProduct' bottom: 'data' top: 'h1'
+            inner_product_param { num_output: 16 weight_filler { type: 'gaussian' std: 0.5 } } }
+    layer { name: 'relu1' type: 'ReLU' bottom: 'h1' top: 'r1' }
+    layer { name: 'ip2' type: 'InnerProduct' bottom: 'r1' top: 'h2'
+            inner_product_param { num_output: 16 weight_filler { type: 'gaussian' std: 0.5 } } }
+    layer { name: 'sigmoid2' type: 'Sigmoid' bottom: 'h2' top: 's2' }
+    layer { name: 'ip3' type: 'InnerProduct' bottom: 's2' top: 'h3'
+            inner_product_param { num_output: 3 weight_filler { type: 'gaussian' std: 0.5 } } }
+    layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'h3' bottom: 'label' top: 'loss' }
+    layer { name: 'accuracy' type: 'Accuracy' bottom: 'h3' bottom: 'label' top: 'accuracy'
+            include { phase: TEST } })";
+}
+
+NetParameter ChainFor(Phase phase, const std::string& header = "") {
+  NetParameter param = test::ParseNet(Chain(header));
+  param.mutable_state()->set_phase(phase);
+  return param;
+}
+
+// The same inputs in every net: random data, labels 0..2.
+void FillInputs(Net* net, uint64_t seed) {
+  test::FillGaussian(net->blob_by_name("data"), 0.f, 1.f, seed);
+  Blob* label = net->blob_by_name("label");
+  for (int i = 0; i < label->count(); ++i) label->mutable_cpu_data()[i] = static_cast<float>((i + seed) % 3);
+}
+
+bool Overlap(int first_a, int last_a, int first_b, int last_b) { return first_a <= last_b && first_b <= last_a; }
+
+// Whether `taker` took `giver`'s memory in place at the step where one ends and the other starts.
+bool InPlacePair(const PlannedBuffer& giver, const PlannedBuffer& taker) {
+  return taker.in_place && giver.last == taker.first && giver.offset == taker.offset;
+}
+
+TEST(MemoryPlanTest, BuffersLiveAtOnceNeverShareBytes) {
+  for (bool with_backward : {false, true}) {
+    SCOPED_TRACE(with_backward ? "forward and backward" : "forward");
+    Net net(ChainFor(with_backward ? TRAIN : TEST, "memory_plan: NONE"));
+    ASSERT_EQ(net.memory_plan(), nullptr);
+    const MemoryPlan plan = ComputeMemoryPlan(net, MemoryPlanOptions{with_backward, {}});
+    ASSERT_FALSE(plan.buffers.empty());
+    EXPECT_EQ(plan.unplanned_bytes, ComputeLifetimes(net, with_backward).total_bytes);
+    EXPECT_LT(plan.planned_bytes(), plan.unplanned_bytes);
+    for (const PlannedBuffer& a : plan.buffers) {
+      EXPECT_EQ(a.offset % kArenaAlignment, 0u);
+      EXPECT_LE(a.offset + a.bytes, plan.arena_bytes);
+      for (const PlannedBuffer& b : plan.buffers) {
+        if (&a == &b || !Overlap(a.first, a.last, b.first, b.last) || InPlacePair(a, b) || InPlacePair(b, a)) continue;
+        const bool disjoint = a.offset + a.bytes <= b.offset || b.offset + b.bytes <= a.offset;
+        EXPECT_TRUE(disjoint) << net.blob_names()[a.owner] << (a.gradient ? " gradient" : "") << " [" << a.first << ", "
+                              << a.last << "] at " << a.offset << " and " << net.blob_names()[b.owner]
+                              << (b.gradient ? " gradient" : "") << " [" << b.first << ", " << b.last << "] at "
+                              << b.offset;
+      }
+    }
+    // The inputs and the outputs keep memory of their own.
+    for (const PlannedBuffer& buffer : plan.buffers) {
+      const std::string& name = net.blob_names()[buffer.owner];
+      EXPECT_TRUE(name != "data" && name != "label" && (buffer.gradient || (name != "loss" && name != "accuracy")))
+          << name;
+    }
+  }
+}
+
+// The buffers a plan runs in place, as "blob" or "blob gradient".
+std::vector<std::string> InPlaceBuffers(const Net& net, const MemoryPlan& plan) {
+  std::vector<std::string> names;
+  for (const PlannedBuffer& buffer : plan.buffers)
+    if (buffer.in_place) names.push_back(net.blob_names()[buffer.owner] + (buffer.gradient ? " gradient" : ""));
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// Forward alone, both element layers write over their dead inputs. Training: ReLU's backward reads h1, so r1
+// needs memory of its own, while Sigmoid's reads its top, so s2 still takes h2's; backward, each layer's bottom
+// gradient takes its top gradient's memory.
+TEST(MemoryPlanTest, ElementLayersRunInPlaceWhereTheirInputIsDead) {
+  Net forward(ChainFor(TEST, "memory_plan: NONE"));
+  EXPECT_EQ(InPlaceBuffers(forward, ComputeMemoryPlan(forward, MemoryPlanOptions{false, {}})),
+            (std::vector<std::string>{"r1", "s2"}));
+  Net training(ChainFor(TRAIN, "memory_plan: NONE"));
+  EXPECT_EQ(InPlaceBuffers(training, ComputeMemoryPlan(training, MemoryPlanOptions{true, {}})),
+            (std::vector<std::string>{"h1 gradient", "h2 gradient", "s2"}));
+}
+
+// Several iterations of SGD on two nets, one planned and one not: losses, outputs, parameter gradients and
+// parameters agree bit for bit.
+TEST(MemoryPlanTest, APlannedNetTrainsBitForBitAsAnUnplannedOne) {
+  Net planned(ChainFor(TRAIN));
+  Net unplanned(ChainFor(TRAIN, "memory_plan: NONE"));
+  ASSERT_NE(planned.memory_plan(), nullptr);
+  EXPECT_TRUE(planned.memory_plan()->with_backward);
+  EXPECT_GT(planned.memory_plan()->in_place, 0);
+  ASSERT_EQ(unplanned.memory_plan(), nullptr);
+  for (size_t p = 0; p < planned.learnable_params().size(); ++p)
+    unplanned.learnable_params()[p]->FromProto([&] {
+      BlobProto proto;
+      planned.learnable_params()[p]->ToProto(&proto);
+      return proto;
+    }());
+  for (int iteration = 0; iteration < 4; ++iteration) {
+    SCOPED_TRACE("iteration " + std::to_string(iteration));
+    for (Net* net : {&planned, &unplanned}) {
+      FillInputs(net, 10 + iteration);
+      net->ClearParamDiffs();
+    }
+    const float loss = planned.ForwardBackward();
+    EXPECT_EQ(loss, unplanned.ForwardBackward());
+    EXPECT_GT(loss, 0.f);
+    for (size_t p = 0; p < planned.learnable_params().size(); ++p) {
+      Blob* mine = planned.learnable_params()[p];
+      Blob* theirs = unplanned.learnable_params()[p];
+      ASSERT_EQ(test::DiffOf(*mine), test::DiffOf(*theirs)) << "parameter " << p;
+      for (Blob* blob : {mine, theirs})
+        for (int i = 0; i < blob->count(); ++i) blob->mutable_cpu_data()[i] -= 0.1f * blob->cpu_diff()[i];
+    }
+    EXPECT_EQ(test::DiffOf(*planned.blob_by_name("data")), test::DiffOf(*unplanned.blob_by_name("data")));
+  }
+}
+
+// The host rehearsal of the GPU code (Context::set_gpu_code_on_host) runs the layers' GPU slots over the same arena
+// logic (one SyncedMemory, the blobs views of it): planned and unplanned agree bit for bit there too.
+TEST(MemoryPlanTest, TheHostRehearsalOfGpuCodeTrainsBitForBitAsUnplanned) {
+  std::vector<std::vector<float>> results[2];
+  for (bool plan : {false, true}) {
+    auto context = std::make_shared<Context>(Device::kCPU, 0, 77);
+    context->ForceEngines("native");
+    context->set_gpu_code_on_host(true);
+    context->set_plan_memory(plan);
+    Net net(ChainFor(TRAIN), context);
+    ASSERT_EQ(net.memory_plan() != nullptr, plan);
+    for (int iteration = 0; iteration < 3; ++iteration) {
+      FillInputs(&net, 20 + iteration);
+      net.ClearParamDiffs();
+      results[plan].push_back({net.ForwardBackward()});
+      for (Blob* param : net.learnable_params()) {
+        results[plan].push_back(test::DiffOf(*param));
+        for (int i = 0; i < param->count(); ++i) param->mutable_cpu_data()[i] -= 0.1f * param->cpu_diff()[i];
+      }
+    }
+  }
+  ASSERT_EQ(results[0].size(), results[1].size());
+  for (size_t i = 0; i < results[0].size(); ++i) EXPECT_EQ(results[1][i], results[0][i]) << "result " << i;
+}
+
+// A net with learnable layers is planned for backward too, whatever its phase (Caffe runs a TEST net backward when
+// asked); planned for forward alone, its outputs match the unplanned net's, a blob a later step overwrote is
+// marked so, a kept blob keeps its values, and backward is refused with the way out.
+TEST(MemoryPlanTest, AForwardOnlyNetKeepsWhatItsUsersRead) {
+  Net planned(ChainFor(TEST));
+  Net unplanned(ChainFor(TEST, "memory_plan: NONE"));
+  ASSERT_NE(planned.memory_plan(), nullptr);
+  EXPECT_TRUE(planned.memory_plan()->with_backward);
+  const size_t with_backward = planned.memory_plan()->planned_bytes();
+  planned.PlanMemory(false);
+  EXPECT_FALSE(planned.memory_plan()->with_backward);
+  EXPECT_LT(planned.memory_plan()->planned_bytes(), with_backward);
+  unplanned.ShareTrainedLayersWith(planned);
+  for (Net* net : {&planned, &unplanned}) FillInputs(net, 3);
+  EXPECT_EQ(planned.Forward(), unplanned.Forward());
+  EXPECT_EQ(test::DataOf(*planned.blob_by_name("accuracy")), test::DataOf(*unplanned.blob_by_name("accuracy")));
+  const size_t unkept_bytes = planned.memory_plan()->planned_bytes();
+  // h1 is dead once ReLU read it, and its memory holds r1 now: the non-finite search must not trust it.
+  const auto reused = [&](const std::string& name) {
+    for (const PlannedBuffer& buffer : planned.memory_plan()->buffers)
+      if (!buffer.gradient && planned.blob_names()[buffer.owner] == name) return buffer.reused_in_forward;
+    return false;
+  };
+  EXPECT_TRUE(reused("h1"));
+  planned.KeepBlobs({"h1", "h2"});
+  EXPECT_GT(planned.memory_plan()->planned_bytes(), unkept_bytes);
+  EXPECT_FALSE(reused("h1"));
+  planned.Forward();
+  EXPECT_EQ(test::DataOf(*planned.blob_by_name("h1")), test::DataOf(*unplanned.blob_by_name("h1")));
+  EXPECT_EQ(test::DataOf(*planned.blob_by_name("h2")), test::DataOf(*unplanned.blob_by_name("h2")));
+  EXPECT_NE(test::ErrorMessage([&] { planned.KeepBlobs({"no_such_blob"}); }).find("no_such_blob"), std::string::npos);
+  const std::string refusal = test::ErrorMessage([&] { planned.Backward(); });
+  EXPECT_NE(refusal.find("forward passes only"), std::string::npos) << refusal;
+  EXPECT_NE(refusal.find("PlanMemory(true)"), std::string::npos) << refusal;
+  planned.PlanMemory(true);
+  FillInputs(&planned, 4);
+  FillInputs(&unplanned, 4);
+  EXPECT_EQ(planned.ForwardBackward(), unplanned.ForwardBackward());
+  EXPECT_EQ(test::DiffOf(*planned.blob_by_name("data")), test::DiffOf(*unplanned.blob_by_name("data")));
+}
+
+// A new input shape plans again (a larger arena), and the outputs still match.
+TEST(MemoryPlanTest, ANewInputShapePlansAgain) {
+  Net planned(ChainFor(TEST));
+  Net unplanned(ChainFor(TEST, "memory_plan: NONE"));
+  unplanned.ShareTrainedLayersWith(planned);
+  const size_t arena = planned.memory_plan()->arena_bytes;
+  for (Net* net : {&planned, &unplanned}) {
+    net->blob_by_name("data")->Reshape({9, 10});
+    net->blob_by_name("label")->Reshape({9});
+    FillInputs(net, 5);
+  }
+  EXPECT_EQ(planned.Forward(), unplanned.Forward());
+  ASSERT_NE(planned.memory_plan(), nullptr);
+  EXPECT_GT(planned.memory_plan()->arena_bytes, arena);
+  EXPECT_EQ(planned.blob_by_name("h3")->shape(), (std::vector<int>{9, 3}));
+  EXPECT_EQ(test::DataOf(*planned.blob_by_name("accuracy")), test::DataOf(*unplanned.blob_by_name("accuracy")));
+}
+
+// memory_plan: NONE, a context that turns plans off, debug_info and UnplanMemory all leave every blob its memory.
+TEST(MemoryPlanTest, ThePlanCanBeTurnedOff) {
+  EXPECT_EQ(Net(ChainFor(TEST, "memory_plan: NONE")).memory_plan(), nullptr);
+  EXPECT_EQ(Net(ChainFor(TEST, "debug_info: true")).memory_plan(), nullptr);
+  auto context = std::make_shared<Context>();
+  context->set_plan_memory(false);
+  EXPECT_EQ(Net(ChainFor(TRAIN), context).memory_plan(), nullptr);
+  Net net(ChainFor(TRAIN));
+  ASSERT_NE(net.memory_plan(), nullptr);
+  EXPECT_TRUE(net.blob_by_name("h2")->data_is_view());  // a slot of the arena
+  EXPECT_TRUE(net.blob_by_name("h2")->diff_is_view());
+  net.UnplanMemory();
+  EXPECT_EQ(net.memory_plan(), nullptr);
+  EXPECT_FALSE(net.blob_by_name("h2")->data_is_view());
+  EXPECT_FALSE(net.blob_by_name("h2")->diff_is_view());
+  EXPECT_NE(net.blob_by_name("h1")->data().get(), net.blob_by_name("h2")->data().get());
+  FillInputs(&net, 1);
+  EXPECT_GT(net.ForwardBackward(), 0.f);
+}
+
+}  // namespace
+}  // namespace crema
