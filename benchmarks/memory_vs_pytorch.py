@@ -9,7 +9,8 @@ crema trains it with `crema train` (SGD with momentum, a few iterations, no snap
 the negative log of the softmax's probability of the label, and torch.optim.SGD with momentum. Each run is a process
 of its own, and its peak resident memory is what the kernel reports for it (wait4's ru_maxrss): the runtime, the
 parameters, the solver's history and the activations, everything a user's process holds. crema's own account of
-its activation memory (planned and unplanned bytes, `crema time`'s "Memory plan" line) is printed beside it.
+its activation memory is printed beside it: the planned bytes (`crema time`'s "Memory plan" line) against the bytes
+the same net holds with --memory_plan=none.
 
   benchmarks/memory_vs_pytorch.py [--nets googlenet,resnet50] [--infer-batch 10] [--train-batch 32]
                                   [--crema build/tools/crema]
@@ -147,7 +148,10 @@ def main():
             for mode in ("infer", "train"):
                 torch_rss, _ = peak_rss_mib([sys.executable, os.path.abspath(__file__), "--torch-worker", name,
                                              str(args.infer_batch if mode == "infer" else args.train_batch), mode])
-                planned, unplanned = results[mode, "share"][1]
+                # The plan's bytes against what the same net holds without one (--memory_plan=none: layers then
+                # also keep what they save for a backward pass, as oneDNN's LRN and pooling do).
+                planned = results[mode, "share"][1][0]
+                unplanned = results[mode, "none"][1][1]
                 rows.append((name, "inference (batch %d)" % args.infer_batch if mode == "infer"
                              else "training (batch %d)" % args.train_batch,
                              planned, unplanned, results[mode, "share"][0], results[mode, "none"][0], torch_rss))
@@ -155,7 +159,7 @@ def main():
     for line in plans:
         print(line)
     print()
-    print("| net | run | crema activations planned | unplanned | planned/unplanned | crema peak RSS | "
+    print("| net | run | crema activations, planned | without a plan | planned/unplanned | crema peak RSS | "
           "crema peak RSS, no plan | PyTorch peak RSS | crema/PyTorch |")
     print("|---|---|---|---|---|---|---|---|---|")
     for name, run, planned, unplanned, rss, rss_none, torch_rss in rows:
