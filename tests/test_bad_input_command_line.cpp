@@ -117,6 +117,15 @@ TEST_F(BadInputCommandLineTest, NonBooleanValueIsNamed) {
                        {"--noforward_only takes no value; write --forward_only=true"});
 }
 
+TEST_F(BadInputCommandLineTest, MemoryPlanFlagsNameWhatIsWrong) {
+  std::string output;
+  EXPECT_EQ(test::RunCommand(Test("--memory_plan=none --keep_blobs=conv1,ip1"), &output), 0) << output;
+  test::ExpectBadInput("command line", "--memory_plan not share or none", Test("--memory_plan=off"),
+                       {"crema: error: --memory_plan='off': use share or none"});
+  test::ExpectBadInput("command line", "--keep_blobs names a blob the net lacks", Test("--keep_blobs=conv1,conv9"),
+                       {"has no blob named 'conv9'"});
+}
+
 TEST_F(BadInputCommandLineTest, FlagWithoutItsValueIsNamed) {
   test::ExpectBadInput("command line", "flag without its value (at the end)", kCrema + " test --model",
                        {"--model needs a value: --model=VALUE"});
