@@ -27,6 +27,7 @@
 #include "io/proto_io.hpp"
 #include "layers/layer_registry.hpp"
 #include "layers/vision/kernel_geometry.hpp"
+#include "net/memory_plan.hpp"
 #include "net/net.hpp"
 #include "net/passes.hpp"
 #include "test_util.hpp"
@@ -386,6 +387,15 @@ std::vector<std::vector<float>> RunIterations(NetParameter param, bool deploy, f
   Net net(param, context);
   if (phase == TEST) net.PlanMemory(false);  // tested forward only, as the solver's test nets and crema test are
   *planned = net.memory_plan() != nullptr;
+  // Every buffer the plan moved is a slot of its one arena (a step's reshape must not have given it memory back).
+  if (*planned) {
+    std::set<const SyncedMemory*> memories;
+    for (const PlannedBuffer& buffer : net.memory_plan()->buffers) {
+      const Blob& owner = *net.blobs()[buffer.owner];
+      memories.insert(buffer.gradient ? owner.diff().get() : owner.data().get());
+    }
+    EXPECT_EQ(memories.size(), 1u) << "the moved buffers lie in " << memories.size() << " memories";
+  }
   if (deploy) RandomizeDeployNet(&net, input_scale);
   const bool backward = phase == TRAIN;
   std::vector<std::vector<float>> results;

@@ -54,6 +54,12 @@ class ReductionLayer : public Layer {
   const char* type() const override { return "Reduction"; }
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
+  // SUM and MEAN spread the gradient evenly; ASUM and SUMSQ need the input's signs and values.
+  bool BackwardReadsBottom(int) const override {
+    return param_.reduction_param().operation() == ReductionParameter::ASUM ||
+           param_.reduction_param().operation() == ReductionParameter::SUMSQ;
+  }
+  bool BackwardReadsTop(int) const override { return false; }
 
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
 

@@ -50,6 +50,7 @@ class ScaleLayer : public Layer {
   int MaxBottomBlobs() const override { return 2; }
   int ExactNumTopBlobs() const override { return 1; }
   bool AllowsInPlace() const override { return true; }
+  bool BackwardReadsTop(int) const override { return false; }  // the input (and the scale bottom) only
   bool ReadsLayout(int bottom, Layout layout) const override {
     return layout == Layout::kPlain || (bottom == 0 && per_channel_);
   }

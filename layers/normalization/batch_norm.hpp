@@ -119,6 +119,10 @@ class BatchNormLayer : public Layer {
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
   bool AllowsInPlace() const override { return true; }
+  // The native backward reads the normalized values and inverse deviations it kept; oneDNN's and cuDNN's read the
+  // input, and say so.
+  bool BackwardReadsBottom(int) const override { return false; }
+  bool BackwardReadsTop(int) const override { return false; }
 
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;

@@ -38,6 +38,7 @@ namespace crema {
 class CudnnBatchNormLayer : public GpuOnly<BatchNormLayer> {
  public:
   using GpuOnly<BatchNormLayer>::GpuOnly;
+  bool BackwardReadsBottom(int) const override { return true; }  // cuDNN's backward takes the input
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
 

@@ -92,6 +92,9 @@ class LRNLayer : public Layer {
   const char* type() const override { return "LRN"; }
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
+  // Every engine's backward reads the input (with the native scale or oneDNN's workspace; cuDNN recomputes the
+  // output), never the output.
+  bool BackwardReadsTop(int) const override { return false; }
 
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;

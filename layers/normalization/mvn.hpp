@@ -80,6 +80,7 @@ class MVNLayer : public Layer {
   const char* type() const override { return "MVN"; }
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
+  bool BackwardReadsTop(int) const override { return false; }  // the input only
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
 
  protected:

@@ -28,6 +28,7 @@ class OneDnnBatchNormLayer : public BatchNormLayer {
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   bool ReadsLayout(int, Layout) const override { return true; }
   Layout OffersLayout(int, const std::vector<Layout>& bottom_layouts) const override { return bottom_layouts[0]; }
+  bool BackwardReadsBottom(int) const override { return true; }  // oneDNN's backward takes the input
 
   // "" when the engine takes the query, else why not (the registry's refusal).
   static std::string Refusal(const EngineQuery& query);

@@ -102,7 +102,10 @@ void Blob::ViewOf(const Blob& source, bool with_diff) {
   if (with_diff) {
     diff_ = Storage{source.diff_.memory, source.diff_.offset, true};
   } else {
-    if (diff_.is_view) diff_ = Storage{};
+    // The diff stays this blob's: its own memory, or a slot of some larger buffer (the memory plan's arena) while
+    // the count fits there; never the source's.
+    const bool sources = diff_.memory == source.diff_.memory && diff_.offset == source.diff_.offset;
+    if (diff_.is_view && (sources || static_cast<size_t>(count_) > diff_.available())) diff_ = Storage{};
     Fit(&diff_, "diff");
   }
 }

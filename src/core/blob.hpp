@@ -88,7 +88,8 @@ class Blob {
   void ShareData(const Blob& source);
   void ShareDiff(const Blob& source);
   // Makes this blob a view of `source` as a whole: its data (and diff, when `with_diff`) and its shape. The
-  // net makes a layer's declared top views this way before the layer reshapes them.
+  // net makes a layer's declared top views this way before the layer reshapes them. Without `with_diff` the diff
+  // stays this blob's own (its memory, or the slot of a larger buffer it views while the count fits there).
   void ViewOf(const Blob& source, bool with_diff);
   // Makes this blob's data a view of `shape` floats of `memory` from float `offset` (a part of a larger
   // buffer). Throws when they do not fit.

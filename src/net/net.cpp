@@ -269,16 +269,23 @@ void Net::BindMemoryPlan() {
   memory_plan_ = std::make_unique<MemoryPlan>(std::move(plan));
   for (PlanStep& step : plan_) step.reshape_pending = true;
   for (size_t step = 0; step < plan_.size(); ++step) ReshapeStep(step);
+  // Every moved buffer must still be its slot of the arena, and no blob may still view moved memory.
   std::set<const SyncedMemory*> old;
   for (const auto& memory : moved) old.insert(memory.get());
-  for (size_t id = 0; id < blobs_.size(); ++id) {
-    if (old.count(blobs_[id]->data().get()) || old.count(blobs_[id]->diff().get())) {
-      LOG(WARNING) << "Net '" << name_ << "': blob '" << blob_names_[id]
-                   << "' still views memory the memory plan moved; the net runs without a plan";
-      ReleaseMemoryPlan(false, true);
-      plan_memory_ = false;
-      return;
-    }
+  std::string astray;
+  for (size_t id = 0; id < blobs_.size() && astray.empty(); ++id)
+    if (old.count(blobs_[id]->data().get()) || old.count(blobs_[id]->diff().get()))
+      astray = "blob '" + blob_names_[id] + "' still views memory the memory plan moved";
+  for (const PlannedBuffer& buffer : memory_plan_->buffers) {
+    const Blob& owner = *blobs_[buffer.owner];
+    if (!astray.empty() || (buffer.gradient ? owner.diff() : owner.data()) == arena_) continue;
+    astray = "blob '" + blob_names_[buffer.owner] + "' lost its slot of the arena when its step was reshaped";
+  }
+  if (!astray.empty()) {
+    LOG(WARNING) << "Net '" << name_ << "': " << astray << "; the net runs without a plan";
+    ReleaseMemoryPlan(false, true);
+    plan_memory_ = false;
+    return;
   }
   planned_input_shapes_.clear();
   for (const Blob* input : input_blobs_) planned_input_shapes_.push_back(input->shape());
@@ -299,6 +306,7 @@ void Net::ReleaseMemoryPlan(bool keep_values, bool reshape) {
   const Device device = context_->device();
   for (const PlannedBuffer& buffer : memory_plan_->buffers) {
     Blob& owner = *blobs_[buffer.owner];
+    if ((buffer.gradient ? owner.diff() : owner.data()) != arena_) continue;  // not (or no longer) in the arena
     const float* values = keep_values ? (buffer.gradient ? owner.diff_on(device) : owner.data_on(device)) : nullptr;
     owner.OwnStorage(buffer.gradient);
     if (values != nullptr)
