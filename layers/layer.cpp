@@ -134,12 +134,13 @@ void Layer::KeepInputWhenInPlace(const std::vector<Blob*>& bottom, const std::ve
 }
 
 void Layer::ReshapeKeptInput(const Blob& bottom) {
-  if (kept_input_ != nullptr) kept_input_->ReshapeLike(bottom);
+  // Where no backward will run, nothing reads the copy.
+  if (kept_input_ != nullptr) kept_input_->Reshape(backward_planned() ? bottom.shape() : std::vector<int>{0});
 }
 
 void Layer::KeepInput(const Blob& bottom) {
   const Device d = device();
-  if (kept_input_ != nullptr) copy(*context_, bottom.count(), bottom.data_on(d), kept_input_->mutable_data_on(d));
+  if (kept_input_ != nullptr && backward_planned()) copy(*context_, bottom.count(), bottom.data_on(d), kept_input_->mutable_data_on(d));
 }
 
 void Layer::set_loss(int top_index, float weight) {

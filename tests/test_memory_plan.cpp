@@ -225,6 +225,29 @@ TEST(MemoryPlanTest, ANewInputShapePlansAgain) {
   EXPECT_EQ(test::DataOf(*planned.blob_by_name("accuracy")), test::DataOf(*unplanned.blob_by_name("accuracy")));
 }
 
+// Planned for forward alone, the layers are told no backward runs: an in-place Scale keeps no copy of its input,
+// and gives what it gives with the copy; planned for backward again, the copy is back.
+TEST(MemoryPlanTest, InPlaceLayersKeepNoCopyWhereNoBackwardRuns) {
+  const std::string header = R"(
+    layer { name: 'input' type: 'Input' top: 'data' input_param { shape { dim: 2 dim: 3 dim: 4 } } }
+    layer { name: 'ip' type: 'InnerProduct' bottom: 'data' top: 'h'
+            inner_product_param { num_output: 6 axis: 1 weight_filler { type: 'gaussian' std: 0.5 } } }
+    layer { name: 'scale' type: 'Scale' bottom: 'h' top: 'h' scale_param { filler { type: 'gaussian' } } }
+    layer { name: 'out' type: 'InnerProduct' bottom: 'h' top: 'out' inner_product_param { num_output: 2 } })";
+  Net planned(test::ParseNet("force_backward: true" + header));
+  Net unplanned(test::ParseNet("force_backward: true memory_plan: NONE" + header));
+  unplanned.ShareTrainedLayersWith(planned);
+  ASSERT_EQ(planned.blob_by_name("scale.input")->count(), 6 * 2);
+  planned.PlanMemory(false);
+  EXPECT_EQ(planned.blob_by_name("scale.input")->count(), 0);
+  for (Net* net : {&planned, &unplanned}) test::FillGaussian(net->blob_by_name("data"), 0.f, 1.f, 9);
+  planned.Forward();
+  unplanned.Forward();
+  EXPECT_EQ(test::DataOf(*planned.blob_by_name("out")), test::DataOf(*unplanned.blob_by_name("out")));
+  planned.PlanMemory(true);
+  EXPECT_EQ(planned.blob_by_name("scale.input")->count(), 6 * 2);
+}
+
 // memory_plan: NONE, a context that turns plans off, debug_info and UnplanMemory all leave every blob its memory.
 TEST(MemoryPlanTest, ThePlanCanBeTurnedOff) {
   EXPECT_EQ(Net(ChainFor(TEST, "memory_plan: NONE")).memory_plan(), nullptr);

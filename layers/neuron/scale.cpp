@@ -58,7 +58,7 @@ void ScaleLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blo
         << "the scale (shape " << ScaleOf(bottom).shape_string() << ")";
   }
   if (top[0] != bottom[0]) top[0]->ReshapeLike(*bottom[0]);
-  if (input_) input_->ReshapeLike(*bottom[0]);
+  if (input_) input_->Reshape(backward_planned() ? bottom[0]->shape() : std::vector<int>{0});  // none without backward
   const Blob& x = *bottom[0];
   per_channel_ = bottom.size() == 1 && x.num_axes() == 4 && geometry_.axis == 1 && geometry_.dim == x.shape(1);
   block_ = ChannelBlock(x.layout(), x.num_axes() == 4 ? x.shape(1) : 1);
@@ -127,7 +127,7 @@ void SumPerChannel(const Broadcast& g, int block, bool threaded, float* out, Ter
 
 void ScaleLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const float* x = bottom[0]->cpu_data();
-  if (input_ && top[0] == bottom[0]) std::copy(x, x + bottom[0]->count(), input_->mutable_cpu_data());
+  if (input_ && top[0] == bottom[0] && backward_planned()) std::copy(x, x + bottom[0]->count(), input_->mutable_cpu_data());
   const float* scale = ScaleOf(bottom).cpu_data();
   float* y = top[0]->mutable_cpu_data();
   const bool threaded = bottom[0]->count() >= ParallelElementThreshold();
@@ -168,7 +168,7 @@ void ScaleLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector
   const Device d = device();
   const float* x = bottom[0]->data_on(d);
   const int count = bottom[0]->count();
-  if (input_ && top[0] == bottom[0]) copy(context(), count, x, input_->mutable_data_on(d));
+  if (input_ && top[0] == bottom[0] && backward_planned()) copy(context(), count, x, input_->mutable_data_on(d));
   for_each_element(
       context(), count,
       ScaleForwardRule{x, ScaleOf(bottom).data_on(d), bias_term_ ? params_[bias_index_]->data_on(d) : nullptr,

@@ -55,7 +55,8 @@ void OneDnnBatchNormLayer::Reshape(const std::vector<Blob*>& bottom, const std::
   CREMA_CHECK(bottom[0]->num_axes() == 4 && num_ * spatial_ > 0)
       << describe() << ": the onednn engine takes 4-d bottoms with values in every channel (its refusal should "
       << "have said so), not " << bottom[0]->shape_string();
-  if (input_) input_->ReshapeLike(*bottom[0]);
+  // The copy of the input that an in-place backward reads: none where no backward will run.
+  if (input_) input_->Reshape(backward_planned() ? bottom[0]->shape() : std::vector<int>{0});
   mean_->Reshape({channels_});
   variance_->Reshape({channels_});
   auto p = std::make_unique<Primitives>();
@@ -85,7 +86,7 @@ void OneDnnBatchNormLayer::Forward_cpu(const std::vector<Blob*>& bottom, const s
   if (!primitives_) return BatchNormLayer::Forward_cpu(bottom, top);
   Primitives& p = *primitives_;
   const float* x = bottom[0]->cpu_data();
-  if (input_ != nullptr && top[0] == bottom[0]) {
+  if (input_ != nullptr && top[0] == bottom[0] && backward_planned()) {
     // In place, the top overwrites the input that backward reads: keep a copy.
     cpu_copy(bottom[0]->count(), x, input_->mutable_cpu_data());
     x = input_->cpu_data();
