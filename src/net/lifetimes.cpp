@@ -23,9 +23,8 @@ class Touches {
       BufferLifetime buffer;
       buffer.blob = net.blob_names()[blob];
       buffer.gradient = gradient;
-      // An owner's whole storage; a view (an arena's slot) what the blob sees of it.
-      const bool view = gradient ? b.diff_is_view() : b.data_is_view();
-      buffer.bytes = view ? static_cast<size_t>(b.count()) * sizeof(float) : memory->size();
+      // What the blob's shape needs (an owner may hold more after shrinking; a slot of the arena is that much).
+      buffer.bytes = static_cast<size_t>(b.count()) * sizeof(float);
       buffer.first = buffer.last = position;
       buffer.read_first = !write;
       buffer.memory = memory;
