@@ -251,7 +251,7 @@ void Net::BindMemoryPlan() {
   // Layers drop what they would save only for a backward pass that will not run, and every step takes the shapes
   // and storage it has now, before the buffers are planned.
   TellLayersBackwardPlanned(plan_with_backward_);
-  for (size_t step = 0; step < plan_.size(); ++step) ReshapeStep(step);
+  ReshapeSteps(/*every=*/false);
   MemoryPlan plan = ComputeMemoryPlan(*this, MemoryPlanOptions{plan_with_backward_, kept_blobs_});
   // The storages the plan moves stay alive until every view of them has moved too, so that a view nobody
   // re-made shows up below (and no new storage takes an old one's address meanwhile).
@@ -267,8 +267,7 @@ void Net::BindMemoryPlan() {
     }
   }
   memory_plan_ = std::make_unique<MemoryPlan>(std::move(plan));
-  for (PlanStep& step : plan_) step.reshape_pending = true;
-  for (size_t step = 0; step < plan_.size(); ++step) ReshapeStep(step);
+  ReshapeSteps(/*every=*/true);
   // Every moved buffer must still be its slot of the arena, and no blob may still view moved memory.
   std::set<const SyncedMemory*> old;
   for (const auto& memory : moved) old.insert(memory.get());
@@ -314,11 +313,10 @@ void Net::ReleaseMemoryPlan(bool keep_values, bool reshape) {
            buffer.gradient ? owner.mutable_diff_on(device) : owner.mutable_data_on(device));
   }
   memory_plan_.reset();
-  for (PlanStep& step : plan_) step.reshape_pending = true;
+  for (PlanStep& step : plan_) step.reshape_pending = true;  // the storage moved (BindMemoryPlan reshapes)
   // In the middle of a pass the layers stay as they ran it (a forward-only net still refuses Backward).
   if (reshape && !keep_values) TellLayersBackwardPlanned(true);
-  if (reshape)
-    for (size_t step = 0; step < plan_.size(); ++step) ReshapeStep(step);
+  if (reshape) ReshapeSteps(/*every=*/true);
   arena_.reset();
   reused_in_forward_.clear();
 }
@@ -527,6 +525,12 @@ void Net::ReshapeStep(size_t step) {
 
 void Net::Reshape() {
   ReplanIfInputsChanged();
+  ReshapeSteps(/*every=*/false);
+}
+
+void Net::ReshapeSteps(bool every) {
+  if (every)
+    for (PlanStep& step : plan_) step.reshape_pending = true;
   for (size_t step = 0; step < plan_.size(); ++step) ReshapeStep(step);
 }
 

@@ -259,6 +259,9 @@ class Net {
   void IndexLayerName(int index, Layer& layer);
   // Re-makes the step's views and re-runs its layer's Reshape when its bottoms changed.
   void ReshapeStep(size_t step);
+  // ReshapeStep for every step in order; with `every`, each is reshaped whether or not its bottoms changed (their
+  // storage moved: the memory plan's binding and release).
+  void ReshapeSteps(bool every);
   std::vector<Blob*> Blobs(const std::vector<int>& ids) const;
   std::string ParamDisplayName(int layer, int param) const;
   // Plans with the current options (kept blobs, plan_with_backward_) and binds the plan: every planned buffer's
