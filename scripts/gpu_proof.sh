@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# One session of the GPU proof (docs/gpu-record.md) on a machine with an NVIDIA GPU, run from the repository
+# root beside a bundle built with `make bundle BUNDLE_FASHION_MNIST=1`: what the machine is, the whole test suite
+# from the bundle, then the GPU benchmark against PyTorch. Everything it prints also goes to files under
+# $GPU_PROOF_OUT (default $OUT, else /tmp/gpu-proof): machine.txt, tests.txt, logs.tgz, bench.txt.
+#
+# Usage: scripts/gpu_proof.sh [tests|bench|all] [RUN_TESTS_ARGS ...]
+#   tests   the suite only (RUN_TESTS_ARGS go to run_tests.sh: patterns, -t, -- --gtest_filter=...)
+#   bench   the benchmark only (GPU_PROOF_BENCH_ARGS: extra arguments of benchmarks/gpu_vs_pytorch.py)
+#   all     both (the default)
+# Environment: GPU_PROOF_BUNDLE (default build-bundle/crema-bundle.tar.xz), GPU_PROOF_JOBS (run_tests.sh -j,
+# default 8), GPU_PROOF_LIMIT (seconds one test run may take, default 300).
+set -uo pipefail
+
+what=${1:-all}
+(($#)) && shift
+out=${GPU_PROOF_OUT:-${OUT:-/tmp/gpu-proof}}
+mkdir -p "$out"
+tarball=${GPU_PROOF_BUNDLE:-build-bundle/crema-bundle.tar.xz}
+bundle=/tmp/crema-bundle
+
+# ---- the machine -------------------------------------------------------------------------------------------
+# The CUDA libraries the bundle leaves out: /usr/local/cuda's where it has them, else the ones PyTorch's pip
+# packages carry (nvidia/cu13/lib, nvidia/cudnn/lib).
+cuda_dirs=()
+for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcudnn.so.9; do
+  found=$(find -H /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda-*/lib64 \
+    /opt /usr/local/lib /usr/lib -maxdepth 8 -name "$lib" 2>/dev/null | head -1)
+  if [[ -n $found ]]; then
+    dir=$(dirname "$found")
+    [[ " ${cuda_dirs[*]} " == *" $dir "* ]] || cuda_dirs+=("$dir")
+  else
+    echo "gpu_proof.sh: $lib not found on this machine" >&2
+  fi
+done
+CUDA_LIB_DIR=$(
+  IFS=:
+  echo "${cuda_dirs[*]}"
+)
+export CUDA_LIB_DIR
+{
+  echo "date: $(date -u)"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>&1
+  nvidia-smi 2>&1 | sed -n '1,4p'
+  command -v nvcc >/dev/null && nvcc --version | tail -2
+  echo "CUDA libraries used: $CUDA_LIB_DIR"
+  for dir in "${cuda_dirs[@]}"; do
+    for file in "$dir"/lib{cudnn,cublas,cudart}.so.[0-9]*.*; do [[ -e $file ]] && printf '%s ' "${file##*/}"; done
+  done
+  echo
+  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn",
+torch.backends.cudnn.version(), torch.cuda.get_device_name(0))' 2>&1
+  lscpu | grep -E '^Model name|^CPU\(s\)'
+} 2>&1 | tee "$out/machine.txt"
+
+if [[ ! -x $bundle/run_tests.sh ]]; then
+  [[ -f $tarball ]] || { echo "gpu_proof.sh: no bundle at $tarball (make bundle BUNDLE_FASHION_MNIST=1)" >&2; exit 2; }
+  if command -v xz >/dev/null; then tar xf "$tarball" -C /tmp; else python3 -m tarfile -e "$tarball" /tmp; fi
+fi
+grep -E '^(commit|built|configuration)' "$bundle/BUILD-INFO" 2>/dev/null | tee -a "$out/machine.txt"
+
+status=0
+# ---- the suite ---------------------------------------------------------------------------------------------
+if [[ $what == all || $what == tests ]]; then
+  "$bundle/run_tests.sh" -j "${GPU_PROOF_JOBS:-8}" -t "${GPU_PROOF_LIMIT:-300}" -l /tmp/gpu-proof-logs "$@" 2>&1 |
+    tee "$out/tests.txt"
+  status=${PIPESTATUS[0]}
+  tar czf "$out/logs.tgz" -C /tmp gpu-proof-logs
+fi
+
+# ---- the benchmark -----------------------------------------------------------------------------------------
+if [[ $what == all || $what == bench ]]; then
+  # shellcheck disable=SC2086  # extra arguments as words
+  PYTHONUNBUFFERED=1 python3 benchmarks/gpu_vs_pytorch.py --crema "$bundle/bin/crema" --crema-lib-path "$CUDA_LIB_DIR" \
+    --nets lenet,cifar10_quick,caffenet,googlenet,resnet50 --batch caffenet=128,googlenet=128,resnet50=64 \
+    --allow-tf32 ${GPU_PROOF_BENCH_ARGS:-} 2>&1 | tee "$out/bench.txt"
+  ((status == 0)) && status=${PIPESTATUS[0]}
+fi
+exit "$status"
