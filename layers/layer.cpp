@@ -128,19 +128,40 @@ void Layer::NoteFractional(float value, const std::string& named) {
                << ", truncated toward zero as Caffe does (said once for this layer)";
 }
 
+bool Layer::BackwardReadsInPlace(int index) const {
+  return BackwardReadsTop(index) || (BackwardReadsBottom(index) && (index != 0 || kept_input_ == nullptr));
+}
+
 void Layer::KeepInputWhenInPlace(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   if (bottom[0] == top[0] && kept_input_ == nullptr)
     kept_input_ = AddInternalBlob("input", InternalLifetime::kUntilBackward);
 }
 
+bool Layer::BorrowKeptInput(const Blob* source, const std::string& source_name) {
+  if (kept_input_ == nullptr) return false;
+  borrowed_input_ = source;
+  borrowed_name_ = source_name;
+  if (source != nullptr) kept_input_->Reshape({0});  // else the next Reshape sizes the copy again
+  return true;
+}
+
 void Layer::ReshapeKeptInput(const Blob& bottom) {
-  // Where no backward will run, nothing reads the copy.
-  if (kept_input_ != nullptr) kept_input_->Reshape(backward_planned() ? bottom.shape() : std::vector<int>{0});
+  if (kept_input_ == nullptr) return;
+  // Where no backward will run, nothing reads the copy; where another layer's values stand in for it, none is made.
+  kept_input_->Reshape(backward_planned() && borrowed_input_ == nullptr ? bottom.shape() : std::vector<int>{0});
+  if (borrowed_input_ != nullptr && backward_planned()) {
+    CREMA_CHECK(borrowed_input_->count() == bottom.count() && borrowed_input_->layout() == bottom.layout())
+        << describe() << ": reads its input in backward from '" << borrowed_name_ << "' (shape "
+        << borrowed_input_->shape_string() << ", " << LayoutName(borrowed_input_->layout())
+        << " layout), which no longer matches the input (shape " << bottom.shape_string() << ", "
+        << LayoutName(bottom.layout()) << " layout)";
+  }
 }
 
 void Layer::KeepInput(const Blob& bottom) {
   const Device d = device();
-  if (kept_input_ != nullptr && backward_planned()) copy(*context_, bottom.count(), bottom.data_on(d), kept_input_->mutable_data_on(d));
+  if (kept_input_ != nullptr && borrowed_input_ == nullptr && backward_planned())
+    copy(*context_, bottom.count(), bottom.data_on(d), kept_input_->mutable_data_on(d));
 }
 
 void Layer::set_loss(int top_index, float weight) {

@@ -101,6 +101,22 @@ class Layer {
   // place, the one blob holds the top, and a layer that needs its input keeps it (KeepInputWhenInPlace).
   virtual bool BackwardReadsBottom(int bottom) const { return true; }
   virtual bool BackwardReadsTop(int top) const { return true; }
+  // In place (top `index` and bottom `index` one blob, which holds the top after Forward): whether Backward reads
+  // that blob's data. By default where it reads the top, or the bottom without keeping a copy of it (ReLU reads its
+  // output as its input). A layer that keeps its input when in place (KeepInputWhenInPlace, Scale, oneDNN's and
+  // cuDNN's BatchNorm) reads the copy, and the blob only where it reads its top: the planner may then give the
+  // blob's memory to others once the later layers are done with it.
+  virtual bool BackwardReadsInPlace(int index) const;
+  // An internal blob that holds, unchanged from this layer's Forward until its Backward, exactly the values Forward
+  // wrote to top `top` (BatchNorm's normalized values, where it keeps them), else nullptr. A later layer running in
+  // place on that top, which would keep a copy of its input for its backward, reads this blob instead
+  // (BorrowKeptInput, from the net's share_kept_inputs pass).
+  virtual const Blob* KeptTop(int top) const { return nullptr; }
+  // In place, where the layer keeps a copy of its input for backward (KeepInputWhenInPlace): reads `source`
+  // instead, which the caller guarantees holds the input's values from this layer's Forward until its Backward;
+  // the copy then takes no memory. nullptr goes back to copying (from the next Reshape). False, and nothing
+  // changes, where the layer keeps no copy.
+  bool BorrowKeptInput(const Blob* source, const std::string& source_name);
   // Whether the tops are the net's inputs, filled by the caller (Input).
   virtual bool TopsAreNetInputs() const { return false; }
   // Whether the tops' shapes depend on the bottoms' values, not only on their shapes (Filter keeps the items its
@@ -192,7 +208,9 @@ class Layer {
   void KeepInputWhenInPlace(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top);
   void ReshapeKeptInput(const Blob& bottom);
   void KeepInput(const Blob& bottom);
-  const Blob& Input(const Blob& bottom) const { return kept_input_ != nullptr ? *kept_input_ : bottom; }
+  const Blob& Input(const Blob& bottom) const {
+    return borrowed_input_ != nullptr ? *borrowed_input_ : kept_input_ != nullptr ? *kept_input_ : bottom;
+  }
 
   // This layer's own random stream, seeded from the context's seed and the layer's name on first use.
   RandomStream* random();
@@ -256,7 +274,9 @@ class Layer {
   bool workspace_is_shared_ = false;
   bool backward_planned_ = true;
   bool warned_fractional_ = false;
-  Blob* kept_input_ = nullptr;  // KeepInputWhenInPlace's copy, in place only
+  Blob* kept_input_ = nullptr;            // KeepInputWhenInPlace's copy, in place only
+  const Blob* borrowed_input_ = nullptr;  // BorrowKeptInput's source, read instead of the copy
+  std::string borrowed_name_;
 };
 
 // A layer that reads a data set into its tops on the host (Data, ImageData, WindowData, HDF5Data, MemoryData):

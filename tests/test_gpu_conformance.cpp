@@ -316,9 +316,10 @@ struct Outputs {
 // engine the registry gave. `gpu_code_on_host` rehearses the engine's GPU code on a CPU context.
 // `poison_unread`: between forward and backward, the data of every bottom and top the layer declares its backward
 // does not read (Layer::BackwardReadsBottom / BackwardReadsTop) is overwritten with NaN, as a memory plan may
-// reuse it.
+// reuse it. `in_place`: top 0 is bottom 0's blob (the layer must allow it), and poisoning overwrites that blob where
+// the layer declares its backward does not read it in place (Layer::BackwardReadsInPlace).
 Outputs RunCase(const Case& c, Device device, const std::string& engine, std::string* engine_run,
-                bool gpu_code_on_host = false, bool poison_unread = false) {
+                bool gpu_code_on_host = false, bool poison_unread = false, bool in_place = false) {
   auto context = std::make_shared<Context>(device, 0);
   context->set_gpu_code_on_host(gpu_code_on_host);
   LayerParameter param = test::ParseLayer("name: 'probe' " + c.layer);
@@ -341,8 +342,13 @@ Outputs RunCase(const Case& c, Device device, const std::string& engine, std::st
     propagate_down.push_back(spec.classes == 0);
   }
   for (int t = 0; t < c.tops; ++t) {
-    param.add_top("out" + std::to_string(t));
-    top.Add({});
+    const bool shared = in_place && t == 0;
+    param.add_top(shared ? "in0" : "out" + std::to_string(t));
+    if (shared) {
+      top.pointers.push_back(bottom.pointers[0]);
+    } else {
+      top.Add({});
+    }
   }
   std::unique_ptr<Layer> layer = LayerRegistry::Global().Create(param, shapes, context);
   *engine_run = layer->engine() + (layer->device() == device ? "" : " (on the host)");
@@ -357,10 +363,11 @@ Outputs RunCase(const Case& c, Device device, const std::string& engine, std::st
   }
   for (auto& blob : layer->params()) blob->set_diff(0.f);
   if (poison_unread) {
-    for (size_t b = 0; b < c.bottoms.size(); ++b)
+    for (size_t b = in_place ? 1 : 0; b < c.bottoms.size(); ++b)
       if (!layer->BackwardReadsBottom(static_cast<int>(b))) bottom.pointers[b]->set_data(NAN);
-    for (int t = 0; t < c.tops; ++t)
+    for (int t = in_place ? 1 : 0; t < c.tops; ++t)
       if (!layer->BackwardReadsTop(t)) top.pointers[t]->set_data(NAN);
+    if (in_place && !layer->BackwardReadsInPlace(0)) top.pointers[0]->set_data(NAN);
   }
   const bool backward = c.backward;
   if (backward) layer->Backward(top.pointers, propagate_down, bottom.pointers);
@@ -454,9 +461,10 @@ TEST(GpuConformanceTest, GpuCodeRehearsedOnTheHostMatchesTheCpu) {
 // Runs everywhere: what a layer declares its backward does not read (Layer::BackwardReadsBottom / BackwardReadsTop)
 // it does not read. Every case, with every engine that runs on the CPU and the GPU code of the two-device engines
 // rehearsed on the host, gives the same gradients, bit for bit, when those bottoms and tops hold NaN during
-// backward. (cuDNN's engines, which need a device, declare everything read.)
+// backward; where the layer allows in place, the same holds run in place for the one blob and
+// Layer::BackwardReadsInPlace. (cuDNN's engines need a device; this test cannot check them.)
 TEST(GpuConformanceTest, BackwardReadsOnlyWhatItDeclares) {
-  int runs = 0, declared = 0;
+  int runs = 0, declared = 0, in_place_runs = 0, declared_in_place = 0;
   for (const Case& c : Cases()) {
     if (!c.backward) continue;
     const std::string type = TypeOf(c);
@@ -472,28 +480,37 @@ TEST(GpuConformanceTest, BackwardReadsOnlyWhatItDeclares) {
       for (int t = 0; t < c.tops; ++t) param.add_top("out" + std::to_string(t));
       if (!LayerRegistry::Global().Refusal(engine, EngineQuery{param, shapes, Device::kCPU}).empty()) continue;
       const bool both = std::find(on_gpu.begin(), on_gpu.end(), engine) != on_gpu.end();
-      for (const bool gpu_code : {false, true}) {
-        if (gpu_code && !both) continue;
-        std::string engine_run;
-        const Outputs kept = RunCase(c, Device::kCPU, engine, &engine_run, gpu_code);
-        const Outputs poisoned = RunCase(c, Device::kCPU, engine, &engine_run, gpu_code, /*poison_unread=*/true);
-        Outputs kept_gradients, poisoned_gradients;
-        for (size_t k = 0; k < kept.names.size(); ++k) {
-          if (kept.names[k].find("gradient") == std::string::npos) continue;
-          kept_gradients.Add(kept.names[k], kept.values[k]);
-          poisoned_gradients.Add(poisoned.names[k], poisoned.values[k]);
-        }
-        EXPECT_EQ(Compare(kept_gradients, poisoned_gradients, 0.f), "")
-            << c.layer << ", engine " << engine << (gpu_code ? " (GPU code on the host)" : "")
-            << ": the backward read data it declares it does not read";
-        ++runs;
-      }
       auto layer = LayerRegistry::Global().Create(param, shapes, std::make_shared<Context>(Device::kCPU, 0));
+      // Out of place, and in place where the layer allows it (its top 0 the shape of its bottom 0).
+      const bool may_run_in_place = layer->AllowsInPlace() && !shapes.empty() && c.tops > 0;
+      for (const bool in_place : {false, true}) {
+        if (in_place && !may_run_in_place) continue;
+        for (const bool gpu_code : {false, true}) {
+          if (gpu_code && !both) continue;
+          std::string engine_run;
+          const Outputs kept = RunCase(c, Device::kCPU, engine, &engine_run, gpu_code, false, in_place);
+          const Outputs poisoned = RunCase(c, Device::kCPU, engine, &engine_run, gpu_code, true, in_place);
+          Outputs kept_gradients, poisoned_gradients;
+          for (size_t k = 0; k < kept.names.size(); ++k) {
+            if (kept.names[k].find("gradient") == std::string::npos) continue;
+            kept_gradients.Add(kept.names[k], kept.values[k]);
+            poisoned_gradients.Add(poisoned.names[k], poisoned.values[k]);
+          }
+          EXPECT_EQ(Compare(kept_gradients, poisoned_gradients, 0.f), "")
+              << c.layer << ", engine " << engine << (gpu_code ? " (GPU code on the host)" : "")
+              << (in_place ? ", in place" : "") << ": the backward read data it declares it does not read";
+          ++runs;
+          in_place_runs += in_place;
+          declared_in_place += in_place && !layer->BackwardReadsInPlace(0);
+        }
+      }
       for (size_t b = 0; b < shapes.size(); ++b) declared += !layer->BackwardReadsBottom(static_cast<int>(b));
     }
   }
-  std::printf("  %d runs; %d bottoms declared unread\n", runs, declared);
+  std::printf("  %d runs (%d in place); %d bottoms declared unread, %d in-place runs where the blob is unread\n", runs,
+              in_place_runs, declared, declared_in_place);
   EXPECT_GT(declared, 0);
+  EXPECT_GT(declared_in_place, 0);
 }
 
 // One line per case and engine: the outcome, then every failure.

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "layers/layer_registry.hpp"
 #include "net/memory_plan.hpp"
 #include "net/net.hpp"
 #include "test_util.hpp"
@@ -143,6 +144,90 @@ TEST(MemoryPlanTest, APlannedNetTrainsBitForBitAsAnUnplannedOne) {
 
 // The host rehearsal of the GPU code (Context::set_gpu_code_on_host) runs the layers' GPU slots over the same arena
 // logic (one SyncedMemory, the blobs views of it): planned and unplanned agree bit for bit there too.
+// A ResNet's unit: Convolution, then BatchNorm, Scale and ReLU in place on its output. Planned for backward, the
+// Scale reads the normalized values BatchNorm keeps instead of keeping a copy of its own (Layer::BorrowKeptInput),
+// and the blob they share is not kept for backward (Layer::BackwardReadsInPlace), with each BatchNorm engine of the
+// CPU; training gives the unplanned net's numbers bit for bit, and without the plan the Scale copies again.
+TEST(MemoryPlanTest, AScaleAfterBatchNormReadsTheNormalizedValuesItKeeps) {
+  const std::string text = R"(
+    name: 'unit'
+    layer { name: 'input' type: 'Input' top: 'data' top: 'label'
+            input_param { shape { dim: 4 dim: 3 dim: 6 dim: 6 } shape { dim: 4 } } }
+    layer { name: 'conv' type: 'Convolution' bottom: 'data' top: 'conv'
+            convolution_param { num_output: 16 kernel_size: 3 pad: 1 weight_filler { type: 'gaussian' std: 0.3 } } }
+    layer { name: 'bn' type: 'BatchNorm' bottom: 'conv' top: 'conv' }
+    layer { name: 'scale' type: 'Scale' bottom: 'conv' top: 'conv'
+            scale_param { bias_term: true filler { type: 'gaussian' } bias_filler { type: 'gaussian' } } }
+    layer { name: 'relu' type: 'ReLU' bottom: 'conv' top: 'conv' }
+    layer { name: 'ip' type: 'InnerProduct' bottom: 'conv' top: 'ip'
+            inner_product_param { num_output: 3 weight_filler { type: 'gaussian' std: 0.1 } } }
+    layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip' bottom: 'label' top: 'loss' })";
+  std::vector<std::string> engines = LayerRegistry::Global().Engines("BatchNorm", Device::kCPU);
+  ASSERT_FALSE(engines.empty());
+  for (const std::string& engine : engines) {
+    SCOPED_TRACE("BatchNorm engine " + engine);
+    std::unique_ptr<Net> nets[2];
+    for (int planned = 0; planned < 2; ++planned) {
+      auto context = std::make_shared<Context>(Device::kCPU, 0, 5);
+      context->force_engine("BatchNorm", engine);
+      NetParameter param = test::ParseNet(text);
+      if (!planned) param.set_memory_plan(NetParameter::NONE);
+      param.mutable_state()->set_phase(TRAIN);
+      nets[planned] = std::make_unique<Net>(param, context);
+    }
+    Net& planned = *nets[1];
+    Net& unplanned = *nets[0];
+    ASSERT_NE(planned.memory_plan(), nullptr);
+    const Blob& scale_copy = *planned.layer_by_name("scale")->internal_blobs().at(0);
+    EXPECT_EQ(scale_copy.count(), 0) << "the Scale still copies its input under a plan";
+    EXPECT_EQ(unplanned.layer_by_name("scale")->internal_blobs().at(0)->count(), 4 * 16 * 6 * 6);
+    // The unplanned figure (memory_plan: NONE's) counts the Scale's copy; the buffers the plan placed do not.
+    EXPECT_EQ(planned.memory_plan()->unplanned_bytes - planned.memory_plan()->lifetimes.total_bytes,
+              4 * 16 * 6 * 6 * sizeof(float));
+    // Every layer's blobs (BatchNorm's statistics too), the same in both nets.
+    const auto blobs_of = [](const Net& net) {
+      std::vector<Blob*> blobs;
+      for (const auto& layer : net.layers())
+        for (const auto& blob : layer->params()) blobs.push_back(blob.get());
+      return blobs;
+    };
+    ASSERT_EQ(blobs_of(planned).size(), blobs_of(unplanned).size());
+    for (size_t p = 0; p < blobs_of(planned).size(); ++p) {
+      BlobProto proto;
+      blobs_of(planned)[p]->ToProto(&proto);
+      blobs_of(unplanned)[p]->FromProto(proto);
+    }
+    for (int iteration = 0; iteration < 3; ++iteration) {
+      SCOPED_TRACE("iteration " + std::to_string(iteration));
+      for (Net* net : {&planned, &unplanned}) {
+        test::FillGaussian(net->blob_by_name("data"), 0.f, 1.f, 40 + iteration);
+        Blob* label = net->blob_by_name("label");
+        for (int i = 0; i < label->count(); ++i) label->mutable_cpu_data()[i] = static_cast<float>((i + iteration) % 3);
+        net->ClearParamDiffs();
+      }
+      EXPECT_EQ(planned.ForwardBackward(), unplanned.ForwardBackward());
+      for (size_t p = 0; p < planned.learnable_params().size(); ++p) {
+        Blob* mine = planned.learnable_params()[p];
+        Blob* theirs = unplanned.learnable_params()[p];
+        ASSERT_EQ(test::DiffOf(*mine), test::DiffOf(*theirs)) << "parameter " << p;
+        for (Blob* blob : {mine, theirs})
+          for (int i = 0; i < blob->count(); ++i) blob->mutable_cpu_data()[i] -= 0.1f * blob->cpu_diff()[i];
+      }
+    }
+    for (size_t p = 0; p < blobs_of(planned).size(); ++p)
+      EXPECT_EQ(test::DataOf(*blobs_of(planned)[p]), test::DataOf(*blobs_of(unplanned)[p])) << "blob " << p;
+    planned.UnplanMemory();
+    EXPECT_EQ(scale_copy.count(), 4 * 16 * 6 * 6) << "without the plan the Scale copies its input again";
+    for (Net* net : {&planned, &unplanned}) {
+      test::FillGaussian(net->blob_by_name("data"), 0.f, 1.f, 50);
+      net->ClearParamDiffs();
+    }
+    EXPECT_EQ(planned.ForwardBackward(), unplanned.ForwardBackward());
+    for (size_t p = 0; p < planned.learnable_params().size(); ++p)
+      EXPECT_EQ(test::DiffOf(*planned.learnable_params()[p]), test::DiffOf(*unplanned.learnable_params()[p]));
+  }
+}
+
 TEST(MemoryPlanTest, TheHostRehearsalOfGpuCodeTrainsBitForBitAsUnplanned) {
   std::vector<std::vector<float>> results[2];
   for (bool plan : {false, true}) {

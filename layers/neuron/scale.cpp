@@ -22,7 +22,7 @@ void ScaleLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<
   }
   if (bias_term_) shapes.push_back(learned ? shapes[0] : bottom[1]->shape());
   bias_index_ = bias_term_ ? static_cast<int>(shapes.size()) - 1 : -1;
-  if (top[0] == bottom[0]) input_ = AddInternalBlob("input", InternalLifetime::kUntilBackward);
+  KeepInputWhenInPlace(bottom, top);
   if (!params_.empty()) {
     CREMA_CHECK(params_.size() == shapes.size())
         << me << ": the stored parameters hold " << params_.size() << " blob(s), but the layer needs " << shapes.size()
@@ -58,7 +58,7 @@ void ScaleLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blo
         << "the scale (shape " << ScaleOf(bottom).shape_string() << ")";
   }
   if (top[0] != bottom[0]) top[0]->ReshapeLike(*bottom[0]);
-  if (input_) input_->Reshape(backward_planned() ? bottom[0]->shape() : std::vector<int>{0});  // none without backward
+  ReshapeKeptInput(*bottom[0]);
   const Blob& x = *bottom[0];
   per_channel_ = bottom.size() == 1 && x.num_axes() == 4 && geometry_.axis == 1 && geometry_.dim == x.shape(1);
   block_ = ChannelBlock(x.layout(), x.num_axes() == 4 ? x.shape(1) : 1);
@@ -127,7 +127,7 @@ void SumPerChannel(const Broadcast& g, int block, bool threaded, float* out, Ter
 
 void ScaleLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const float* x = bottom[0]->cpu_data();
-  if (input_ && top[0] == bottom[0] && backward_planned()) std::copy(x, x + bottom[0]->count(), input_->mutable_cpu_data());
+  KeepInput(*bottom[0]);
   const float* scale = ScaleOf(bottom).cpu_data();
   float* y = top[0]->mutable_cpu_data();
   const bool threaded = bottom[0]->count() >= ParallelElementThreshold();
@@ -150,7 +150,7 @@ void ScaleLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<b
                   [&](int j) { return static_cast<double>(dy[j]); });
   }
   if (learned ? param_propagate_down(0) : propagate_down[1]) {
-    const float* x = input_ && top[0] == bottom[0] ? input_->cpu_data() : bottom[0]->cpu_data();
+    const float* x = Input(*bottom[0]).cpu_data();
     float* ds = (learned ? params_[0].get() : bottom[1])->mutable_cpu_diff();
     // A learned parameter's gradient accumulates (the net zeroes it); a bottom's is overwritten.
     if (!learned) std::fill(ds, ds + geometry_.dim, 0.f);
@@ -168,7 +168,7 @@ void ScaleLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector
   const Device d = device();
   const float* x = bottom[0]->data_on(d);
   const int count = bottom[0]->count();
-  if (input_ && top[0] == bottom[0] && backward_planned()) copy(context(), count, x, input_->mutable_data_on(d));
+  KeepInput(*bottom[0]);
   for_each_element(
       context(), count,
       ScaleForwardRule{x, ScaleOf(bottom).data_on(d), bias_term_ ? params_[bias_index_]->data_on(d) : nullptr,
@@ -187,7 +187,7 @@ void ScaleLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector<b
   if (bias_term_ && param_propagate_down(bias_index_))
     BroadcastSum(context(), geometry_, 1.f, dy, 1.f, params_[bias_index_]->mutable_diff_on(d), scratch);
   if (learned ? param_propagate_down(0) : propagate_down[1]) {
-    const float* x = (input_ && top[0] == bottom[0] ? input_ : bottom[0])->data_on(d);
+    const float* x = Input(*bottom[0]).data_on(d);
     for_each_element(context(), count, ProductRule{dy, x, products});
     // A learned parameter's gradient accumulates (the net zeroes it); a bottom's is overwritten.
     BroadcastSum(context(), geometry_, 1.f, products, learned ? 1.f : 0.f,

@@ -12,7 +12,8 @@
 // Bottoms -> tops: 1 or 2 -> 1 (in place allowed). Blobs, in Caffe's order: with one bottom, the learned scale
 // (bottom.shape[axis : axis + num_axes]) then the bias if bias_term; with two, the second bottom is the scale
 // (not learned, num_axes ignored; it gets a gradient when asked) and the only blob is the bias if bias_term.
-// In place, forward keeps a copy of the input (internal blob `<layer>.input`) for the scale's gradient.
+// In place, forward keeps a copy of the input (internal blob `<layer>.input`) for the scale's gradient, unless the
+// layer before it keeps those values itself (a BatchNorm's normalized values: Layer::BorrowKeptInput).
 // A learned per-channel scale of a 4-d bottom (axis 1, one axis: a ResNet's Scale after BatchNorm) reads the
 // bottom in any layout (core/layout.hpp) and writes the top in it, so a run of oneDNN layers goes through it;
 // every sum runs in the order of the plain layout, so results do not depend on the layout.
@@ -77,8 +78,7 @@ class ScaleLayer : public Layer {
   bool per_channel_ = false;  // a learned scale over axis 1 of a 4-d bottom (any layout)
   int block_ = 1;             // the bottom's channel block (core/layout.hpp): 1 when plain
   bool bias_term_ = false;
-  int bias_index_ = -1;    // index of the bias in params_, -1 without one
-  Blob* input_ = nullptr;  // copy of the input when running in place
+  int bias_index_ = -1;  // index of the bias in params_, -1 without one
 };
 
 }  // namespace crema

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "core/elementwise.hpp"
 #include "core/math_functions.hpp"
@@ -147,32 +148,42 @@ void BatchNormLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vect
                                   const std::vector<Blob*>& bottom) {
   // The blobs get no gradient: they are statistics, not parameters.
   if (!propagate_down[0]) return;
-  const float* dy = top[0]->cpu_diff();
-  float* dx = bottom[0]->mutable_cpu_diff();  // may be dy (in place)
-  const float* xhat = normalized_->cpu_data();
-  const float* inv_std = inv_std_->cpu_data();
-  const int m = num_ * spatial_;
-#pragma omp parallel for if (bottom[0]->count() >= ParallelElementThreshold()) schedule(static)
-  for (int c = 0; c < channels_; ++c) {
-    // With batch statistics: dx = inv_std * (dy - mean(dy) - xhat * mean(dy * xhat)).
-    double mean_dy = 0, mean_dy_xhat = 0;
-    if (!use_global_stats_ && m > 0) {
-      for (int n = 0; n < num_; ++n) {
-        const int offset = (n * channels_ + c) * spatial_;
-        for (int i = 0; i < spatial_; ++i) {
-          mean_dy += dy[offset + i];
-          mean_dy_xhat += static_cast<double>(dy[offset + i]) * xhat[offset + i];
-        }
+  // dx may be dy (in place).
+  BatchNormBackwardLoops(top[0]->cpu_diff(), normalized_->cpu_data(), inv_std_->cpu_data(),
+                         bottom[0]->mutable_cpu_diff(), num_, channels_, spatial_, 1, !use_global_stats_);
+}
+
+void BatchNormBackwardLoops(const float* dy, const float* xhat, const float* inv_std, float* dx, int num, int channels,
+                            int spatial, int block, bool batch_statistics) {
+  const int blocks = block > 0 ? channels / block : 0;
+  const int m = num * spatial;
+  const bool threaded = static_cast<long long>(m) * channels >= ParallelElementThreshold();
+  // Each thread takes whole channel blocks, so every sum runs in the one-thread order.
+#pragma omp parallel for if (threaded) schedule(static)
+  for (int cb = 0; cb < blocks; ++cb) {
+    std::vector<double> mean_dy(block, 0.0), mean_dy_xhat(block, 0.0);
+    if (batch_statistics && m > 0) {
+      for (int n = 0; n < num; ++n) {
+        const float* dy_n = dy + static_cast<size_t>(n * blocks + cb) * spatial * block;
+        const float* xhat_n = xhat + static_cast<size_t>(n * blocks + cb) * spatial * block;
+        for (int s = 0; s < spatial; ++s)
+          for (int l = 0; l < block; ++l) {
+            mean_dy[l] += dy_n[s * block + l];
+            mean_dy_xhat[l] += static_cast<double>(dy_n[s * block + l]) * xhat_n[s * block + l];
+          }
       }
-      mean_dy /= m;
-      mean_dy_xhat /= m;
+      for (int l = 0; l < block; ++l) {
+        mean_dy[l] /= m;
+        mean_dy_xhat[l] /= m;
+      }
     }
-    for (int n = 0; n < num_; ++n) {
-      const int offset = (n * channels_ + c) * spatial_;
-      for (int i = 0; i < spatial_; ++i) {
-        const int j = offset + i;
-        dx[j] = static_cast<float>(inv_std[c] * (dy[j] - mean_dy - xhat[j] * mean_dy_xhat));
-      }
+    for (int n = 0; n < num; ++n) {
+      const size_t offset = static_cast<size_t>(n * blocks + cb) * spatial * block;
+      for (int s = 0; s < spatial; ++s)
+        for (int l = 0; l < block; ++l) {
+          const size_t j = offset + s * block + l;
+          dx[j] = static_cast<float>(inv_std[cb * block + l] * (dy[j] - mean_dy[l] - xhat[j] * mean_dy_xhat[l]));
+        }
     }
   }
 }

@@ -112,6 +112,13 @@ struct BatchNormBackwardRule {
   }
 };
 
+// The CPU's backward over a blob of `num` items, `channels` channels and `spatial` positions in any layout
+// (core/layout.hpp: value (n, c, s) at ((n * C/b + c / b) * S + s) * b + c % b, `block` = b): dx = inv_std * (dy -
+// mean(dy) - x_hat * mean(dy * x_hat)) with batch statistics, inv_std * dy with stored ones; the means per channel over
+// items and positions, summed in double in the plain layout's order whatever the layout. dx may be dy (in place).
+void BatchNormBackwardLoops(const float* dy, const float* xhat, const float* inv_std, float* dx, int num, int channels,
+                            int spatial, int block, bool batch_statistics);
+
 class BatchNormLayer : public Layer {
  public:
   using Layer::Layer;
@@ -123,6 +130,8 @@ class BatchNormLayer : public Layer {
   // input, and say so.
   bool BackwardReadsBottom(int) const override { return false; }
   bool BackwardReadsTop(int) const override { return false; }
+  // The normalized values are the top's, kept until backward: a Scale in place after it reads them.
+  const Blob* KeptTop(int) const override { return normalized_; }
 
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;

@@ -39,6 +39,12 @@ class CudnnBatchNormLayer : public GpuOnly<BatchNormLayer> {
  public:
   using GpuOnly<BatchNormLayer>::GpuOnly;
   bool BackwardReadsBottom(int) const override { return true; }  // cuDNN's backward takes the input
+  // In place it reads its copy of the input (batch statistics) or no input at all (stored statistics).
+  bool BackwardReadsInPlace(int index) const override {
+    return !in_place_ && GpuOnly<BatchNormLayer>::BackwardReadsInPlace(index);
+  }
+  // cuDNN keeps no normalized values (its backward takes the input).
+  const Blob* KeptTop(int) const override { return nullptr; }
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
 

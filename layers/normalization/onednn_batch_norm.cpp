@@ -2,6 +2,7 @@
 
 #ifdef CREMA_USE_ONEDNN
 
+#include <cmath>
 #include <unordered_map>
 
 #include "core/math_functions.hpp"
@@ -37,16 +38,17 @@ std::string OneDnnBatchNormLayer::Refusal(const EngineQuery& query) {
 
 void OneDnnBatchNormLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   BatchNormLayer::LayerSetUp(bottom, top);  // the native loops' buffers too, for a plain bottom
-  if (top[0] == bottom[0]) input_ = AddInternalBlob("input", InternalLifetime::kUntilBackward);
+  in_place_ = top[0] == bottom[0];
   mean_ = AddInternalBlob("mean", InternalLifetime::kUntilBackward);
   variance_ = AddInternalBlob("variance", InternalLifetime::kUntilBackward);
 }
 
 void OneDnnBatchNormLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const bool plain = bottom[0]->layout() == Layout::kPlain;
-  for (Blob* unused : plain ? std::vector<Blob*>{input_, mean_, variance_} : std::vector<Blob*>{normalized_, inv_std_})
-    if (unused != nullptr) unused->Reshape({0});
   if (plain) {
+    mean_->Reshape({0});
+    variance_->Reshape({0});
+    normalized_->set_layout(Layout::kPlain);
     primitives_.reset();
     BatchNormLayer::Reshape(bottom, top);
     return;
@@ -55,8 +57,11 @@ void OneDnnBatchNormLayer::Reshape(const std::vector<Blob*>& bottom, const std::
   CREMA_CHECK(bottom[0]->num_axes() == 4 && num_ * spatial_ > 0)
       << describe() << ": the onednn engine takes 4-d bottoms with values in every channel (its refusal should "
       << "have said so), not " << bottom[0]->shape_string();
-  // The copy of the input that an in-place backward reads: none where no backward will run.
-  if (input_) input_->Reshape(backward_planned() ? bottom[0]->shape() : std::vector<int>{0});
+  // What an in-place backward reads: none out of place, or where no backward will run.
+  const bool keep_normalized = in_place_ && backward_planned();
+  normalized_->Reshape(keep_normalized ? bottom[0]->shape() : std::vector<int>{0});
+  normalized_->set_layout(bottom[0]->layout());
+  inv_std_->Reshape({keep_normalized ? channels_ : 0});
   mean_->Reshape({channels_});
   variance_->Reshape({channels_});
   auto p = std::make_unique<Primitives>();
@@ -67,17 +72,19 @@ void OneDnnBatchNormLayer::Reshape(const std::vector<Blob*>& bottom, const std::
   p->forward = dnnl::batch_normalization_forward::primitive_desc(
       dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_training, p->data, eps_, flags),
       onednn::UserScratchpad(), CpuEngine());
-  p->backward = dnnl::batch_normalization_backward::primitive_desc(
-      dnnl::batch_normalization_backward::desc(dnnl::prop_kind::backward_data, p->data, p->data, eps_, flags),
-      onednn::UserScratchpad(), CpuEngine(), p->forward);
   p->forward_primitive = dnnl::batch_normalization_forward(p->forward);
-  p->backward_primitive = dnnl::batch_normalization_backward(p->backward);
   onednn::Regions regions;
   p->dst = regions.AddCopy(p->data, p->user_top);
   p->forward_scratch = regions.Add(p->forward.scratchpad_desc());
-  regions.Restart();
-  p->diff_dst = regions.AddCopy(p->data, p->user_top);
-  p->backward_scratch = regions.Add(p->backward.scratchpad_desc());
+  if (!in_place_) {  // in place, backward runs the native rule
+    p->backward = dnnl::batch_normalization_backward::primitive_desc(
+        dnnl::batch_normalization_backward::desc(dnnl::prop_kind::backward_data, p->data, p->data, eps_, flags),
+        onednn::UserScratchpad(), CpuEngine(), p->forward);
+    p->backward_primitive = dnnl::batch_normalization_backward(p->backward);
+    regions.Restart();
+    p->diff_dst = regions.AddCopy(p->data, p->user_top);
+    p->backward_scratch = regions.Add(p->backward.scratchpad_desc());
+  }
   RequestWorkspace(regions.Floats());
   primitives_ = std::move(p);
 }
@@ -85,12 +92,8 @@ void OneDnnBatchNormLayer::Reshape(const std::vector<Blob*>& bottom, const std::
 void OneDnnBatchNormLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   if (!primitives_) return BatchNormLayer::Forward_cpu(bottom, top);
   Primitives& p = *primitives_;
+  // In place, src and dst are one buffer (oneDNN allows it).
   const float* x = bottom[0]->cpu_data();
-  if (input_ != nullptr && top[0] == bottom[0] && backward_planned()) {
-    // In place, the top overwrites the input that backward reads: keep a copy.
-    cpu_copy(bottom[0]->count(), x, input_->mutable_cpu_data());
-    x = input_->cpu_data();
-  }
   if (use_global_stats_) StoredStatistics(mean_->mutable_cpu_data(), variance_->mutable_cpu_data());
   onednn::Binder bind(workspace());
   const memory result = bind.Result(p.user_top, top[0]->mutable_cpu_data(), p.data, p.dst);
@@ -104,6 +107,13 @@ void OneDnnBatchNormLayer::Forward_cpu(const std::vector<Blob*>& bottom, const s
   bind.stream().wait();
   // oneDNN's variance is the biased one, as the native engine's batch statistic.
   if (!use_global_stats_) UpdateStatistics(mean_->cpu_data(), variance_->cpu_data());
+  if (in_place_ && backward_planned()) {
+    // What the in-place backward reads: the normalized values (the top, in its layout) and 1 / sqrt(var + eps).
+    cpu_copy(top[0]->count(), top[0]->cpu_data(), normalized_->mutable_cpu_data());
+    const float* variance = variance_->cpu_data();
+    float* inv_std = inv_std_->mutable_cpu_data();
+    for (int c = 0; c < channels_; ++c) inv_std[c] = 1.f / std::sqrt(variance[c] + eps_);
+  }
 }
 
 void OneDnnBatchNormLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
@@ -111,8 +121,14 @@ void OneDnnBatchNormLayer::Backward_cpu(const std::vector<Blob*>& top, const std
   // The blobs get no gradient: they are statistics, not parameters.
   if (!propagate_down[0]) return;
   if (!primitives_) return BatchNormLayer::Backward_cpu(top, propagate_down, bottom);
+  if (in_place_) {
+    // dx overwrites dy: the rule reads a channel block's gradients before writing them.
+    return BatchNormBackwardLoops(top[0]->cpu_diff(), normalized_->cpu_data(), inv_std_->cpu_data(),
+                                  bottom[0]->mutable_cpu_diff(), num_, channels_, spatial_,
+                                  ChannelBlock(bottom[0]->layout(), channels_), !use_global_stats_);
+  }
   Primitives& p = *primitives_;
-  const float* x = input_ != nullptr && top[0] == bottom[0] ? input_->cpu_data() : bottom[0]->cpu_data();
+  const float* x = bottom[0]->cpu_data();
   onednn::Binder bind(workspace());
   // In place, diff_dst and diff_src are one buffer: the primitive reads every gradient before writing it.
   p.backward_primitive.execute(

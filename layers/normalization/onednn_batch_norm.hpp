@@ -5,8 +5,11 @@
 // channel blocks). oneDNN's kernels for the other layouts are jit ones; for the plain layout it has only a generic one,
 // slower than the native loops (docs/performance.md), so a plain bottom goes through the native engine's loops and
 // buffers instead. In the other layouts, the batch's mean and variance are internal blobs (`<layer>.mean`,
-// `<layer>.variance`) kept for backward, and in place, forward keeps a copy of the input (`<layer>.input`), which the
-// backward primitive reads. Bottoms that are not 4-d fall to the native engine.
+// `<layer>.variance`) kept for backward. Out of place, oneDNN's backward primitive reads them and the input. In place,
+// where the top overwrites the input, forward runs in place and keeps the normalized values it wrote
+// (`<layer>.normalized`, the top's layout) and 1 / sqrt(var + eps) (`<layer>.inv_std`), and backward runs the native
+// engine's rule over them in that layout (BatchNormBackwardLoops): the one copy a Scale in place after it reads too
+// (Layer::KeptTop), where a copy of the input would need a second. Bottoms that are not 4-d fall to the native engine.
 #pragma once
 
 #ifdef CREMA_USE_ONEDNN
@@ -29,6 +32,10 @@ class OneDnnBatchNormLayer : public BatchNormLayer {
   bool ReadsLayout(int, Layout) const override { return true; }
   Layout OffersLayout(int, const std::vector<Layout>& bottom_layouts) const override { return bottom_layouts[0]; }
   bool BackwardReadsBottom(int) const override { return true; }  // oneDNN's backward takes the input
+  // In place it reads the normalized values it kept, in any layout.
+  bool BackwardReadsInPlace(int) const override { return false; }
+  // Its normalized values: on a plain bottom (the native loops), or in place.
+  const Blob* KeptTop(int) const override { return primitives_ == nullptr || in_place_ ? normalized_ : nullptr; }
 
   // "" when the engine takes the query, else why not (the registry's refusal).
   static std::string Refusal(const EngineQuery& query);
@@ -41,8 +48,8 @@ class OneDnnBatchNormLayer : public BatchNormLayer {
  private:
   struct Primitives;  // layers/normalization/onednn_batch_norm.cpp (dnnl.hpp stays out of this header)
   std::unique_ptr<Primitives> primitives_;
-  Blob* input_ = nullptr;  // in place: the input, kept for backward
-  Blob* mean_ = nullptr;   // the statistics the forward used, per channel
+  bool in_place_ = false;
+  Blob* mean_ = nullptr;  // the statistics the forward used, per channel
   Blob* variance_ = nullptr;
 };
 

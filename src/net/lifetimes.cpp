@@ -79,13 +79,18 @@ NetLifetimes ComputeLifetimes(const Net& net, bool with_backward) {
       if (!step.needs_backward) continue;
       const int position = 2 * steps - 1 - s;
       const Layer& layer = *net.layers()[step.layer];
-      // In place, top and bottom are one blob, touched where either is read.
+      // In place, top and bottom are one blob (holding the top), touched where the layer reads it: a layer that
+      // keeps a copy of its input reads the copy.
+      const auto in_place = [&](size_t t) { return t < step.bottoms.size() && step.bottoms[t] == step.tops[t]; };
       for (size_t t = 0; t < step.tops.size(); ++t) {
         touches.Touch(net, step.tops[t], true, position, kRead);
-        if (layer.BackwardReadsTop(static_cast<int>(t))) touches.Touch(net, step.tops[t], false, position, kRead);
+        const int index = static_cast<int>(t);
+        if (in_place(t) ? layer.BackwardReadsInPlace(index) : layer.BackwardReadsTop(index))
+          touches.Touch(net, step.tops[t], false, position, kRead);
       }
       for (size_t b = 0; b < step.bottoms.size(); ++b)
-        if (layer.BackwardReadsBottom(static_cast<int>(b))) touches.Touch(net, step.bottoms[b], false, position, kRead);
+        if (!(b < step.tops.size() && in_place(b)) && layer.BackwardReadsBottom(static_cast<int>(b)))
+          touches.Touch(net, step.bottoms[b], false, position, kRead);
       for (int id : step.internals) touches.Touch(net, id, false, position, kRead);
       for (size_t b = 0; b < step.bottoms.size(); ++b)
         if (b < step.propagate_down.size() && step.propagate_down[b])

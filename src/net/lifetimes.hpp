@@ -14,8 +14,9 @@
 //              caller fills them), its outputs, read at the end;
 //   backward   (steps that run backward) the top gradients it reads and the bottom gradients it writes, its
 //              internal blobs, and the bottom and top data its layer declares its backward reads
-//              (Layer::BackwardReadsBottom / BackwardReadsTop); run in place, the one blob is read where either
-//              is declared.
+//              (Layer::BackwardReadsBottom / BackwardReadsTop); run in place, the one blob is read where the
+//              layer says its backward reads it (Layer::BackwardReadsInPlace: not where it keeps a copy of its
+//              input and reads the copy).
 #pragma once
 
 #include <cstddef>

@@ -53,7 +53,8 @@ struct MemoryPlan {
   NetLifetimes lifetimes;              // of every buffer the pass touches, each with memory of its own
   std::vector<PlannedBuffer> buffers;  // the buffers bound into the arena
   size_t arena_bytes = 0;
-  // Every buffer the pass touches with memory of its own: what the net holds without a plan.
+  // Every buffer the pass touches with memory of its own: what the net holds without a plan. (The net sets it to
+  // what it holds with memory_plan: NONE, before layers share kept values: Net::ShareKeptInputs.)
   size_t unplanned_bytes = 0;
   // The buffers the plan leaves with memory of their own (inputs, outputs, kept blobs, carried state...).
   size_t kept_bytes = 0;

@@ -247,12 +247,44 @@ void Net::TellLayersBackwardPlanned(bool planned) {
   for (PlanStep& step : plan_) step.reshape_pending = true;
 }
 
+int Net::ShareKeptInputs(bool share) {
+  int borrowers = 0;
+  for (size_t s = 0; s < plan_.size(); ++s) {
+    const PlanStep& step = plan_[s];
+    Layer& layer = *layers_[step.layer];
+    if (!share) {
+      layer.BorrowKeptInput(nullptr, "");
+      continue;
+    }
+    if (!step.needs_backward || step.bottoms.empty() || step.tops.empty() || step.bottoms[0] != step.tops[0]) continue;
+    // The step that last wrote the input before this one: its kept values are the input's, and it runs backward
+    // after this step does, so they live until this step's backward has read them.
+    for (size_t w = s; w-- > 0;) {
+      const PlanStep& writer = plan_[w];
+      const auto top = std::find(writer.tops.begin(), writer.tops.end(), step.bottoms[0]);
+      if (top == writer.tops.end()) continue;
+      const Layer& source = *layers_[writer.layer];
+      const Blob* kept = writer.needs_backward ? source.KeptTop(static_cast<int>(top - writer.tops.begin())) : nullptr;
+      std::string name;
+      for (size_t k = 0; k < source.internal_blobs().size(); ++k)
+        if (source.internal_blobs()[k].get() == kept) name = source.internal_blob_names()[k];
+      if (kept != nullptr && !name.empty() && layer.BorrowKeptInput(kept, name)) ++borrowers;
+      break;
+    }
+  }
+  return borrowers;
+}
+
 void Net::BindMemoryPlan() {
   // Layers drop what they would save only for a backward pass that will not run, and every step takes the shapes
   // and storage it has now, before the buffers are planned.
   TellLayersBackwardPlanned(plan_with_backward_);
   ReshapeSteps(/*every=*/false);
+  // What the net takes without a plan (as memory_plan: NONE runs it), before the plan shares kept values.
+  const size_t unplanned_bytes = ComputeLifetimes(*this, plan_with_backward_).total_bytes;
+  if (plan_with_backward_) ShareKeptInputs(true);
   MemoryPlan plan = ComputeMemoryPlan(*this, MemoryPlanOptions{plan_with_backward_, kept_blobs_});
+  plan.unplanned_bytes = unplanned_bytes;
   // The storages the plan moves stay alive until every view of them has moved too, so that a view nobody
   // re-made shows up below (and no new storage takes an old one's address meanwhile).
   std::vector<std::shared_ptr<SyncedMemory>> moved;
@@ -313,6 +345,7 @@ void Net::ReleaseMemoryPlan(bool keep_values, bool reshape) {
            buffer.gradient ? owner.mutable_diff_on(device) : owner.mutable_data_on(device));
   }
   memory_plan_.reset();
+  ShareKeptInputs(false);                                    // layers copy their inputs again (from the reshapes below)
   for (PlanStep& step : plan_) step.reshape_pending = true;  // the storage moved (BindMemoryPlan reshapes)
   // In the middle of a pass the layers stay as they ran it (a forward-only net still refuses Backward).
   if (reshape && !keep_values) TellLayersBackwardPlanned(true);

@@ -274,6 +274,11 @@ class Net {
   // Tells every layer whether Backward may follow Forward (Layer::set_backward_planned); where that changes, every
   // step is marked to be reshaped.
   void TellLayersBackwardPlanned(bool planned);
+  // Under a plan with backward: where a layer in place would copy its input for its backward and the step that
+  // wrote that input keeps the same values until its own, later, backward (Layer::KeptTop: BatchNorm's normalized
+  // values before a Scale), the layer reads those instead (Layer::BorrowKeptInput). `share` false undoes it.
+  // Returns how many layers borrow.
+  int ShareKeptInputs(bool share);
   // Before a pass: plans again when the inputs' shapes changed since the plan was made.
   void ReplanIfInputsChanged();
   void ForwardDebugInfo(size_t step) const;
