@@ -147,7 +147,8 @@ TEST(MemoryPlanTest, APlannedNetTrainsBitForBitAsAnUnplannedOne) {
 // A ResNet's unit: Convolution, then BatchNorm, Scale and ReLU in place on its output. Planned for backward, the
 // Scale reads the normalized values BatchNorm keeps instead of keeping a copy of its own (Layer::BorrowKeptInput),
 // and the blob they share is not kept for backward (Layer::BackwardReadsInPlace), with each BatchNorm engine of the
-// CPU; training gives the unplanned net's numbers bit for bit, and without the plan the Scale copies again.
+// CPU and the host rehearsal of the native engine's GPU code; training gives the unplanned net's numbers bit for
+// bit, and without the plan the Scale copies again.
 TEST(MemoryPlanTest, AScaleAfterBatchNormReadsTheNormalizedValuesItKeeps) {
   const std::string text = R"(
     name: 'unit'
@@ -162,13 +163,21 @@ TEST(MemoryPlanTest, AScaleAfterBatchNormReadsTheNormalizedValuesItKeeps) {
     layer { name: 'ip' type: 'InnerProduct' bottom: 'conv' top: 'ip'
             inner_product_param { num_output: 3 weight_filler { type: 'gaussian' std: 0.1 } } }
     layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip' bottom: 'label' top: 'loss' })";
-  std::vector<std::string> engines = LayerRegistry::Global().Engines("BatchNorm", Device::kCPU);
-  ASSERT_FALSE(engines.empty());
-  for (const std::string& engine : engines) {
-    SCOPED_TRACE("BatchNorm engine " + engine);
+  // Each CPU engine, and the host rehearsal of the GPU code of each engine that runs on both devices.
+  std::vector<std::pair<std::string, bool>> runs;
+  const std::vector<std::string> on_gpu = LayerRegistry::Global().Engines("BatchNorm", Device::kGPU);
+  for (const std::string& engine : LayerRegistry::Global().Engines("BatchNorm", Device::kCPU)) {
+    runs.emplace_back(engine, false);
+    if (std::find(on_gpu.begin(), on_gpu.end(), engine) != on_gpu.end()) runs.emplace_back(engine, true);
+  }
+  ASSERT_GE(runs.size(), 2u);
+  for (const auto& [engine, rehearsal] : runs) {
+    SCOPED_TRACE("BatchNorm engine " + engine + (rehearsal ? ", GPU code on the host" : ""));
     std::unique_ptr<Net> nets[2];
     for (int planned = 0; planned < 2; ++planned) {
       auto context = std::make_shared<Context>(Device::kCPU, 0, 5);
+      context->set_gpu_code_on_host(rehearsal);
+      if (rehearsal) context->ForceEngines("native");  // every layer's code for both devices
       context->force_engine("BatchNorm", engine);
       NetParameter param = test::ParseNet(text);
       if (!planned) param.set_memory_plan(NetParameter::NONE);
