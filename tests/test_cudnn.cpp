@@ -532,7 +532,8 @@ TEST(CudnnShapeTest, TheEnginesSetUpAnywhereButRunOnlyOnTheGpu) {
 
 // The LRN, BatchNorm, Sigmoid and TanH engines set up on the host too, declaring the memory they will use on the GPU:
 // LRN a workspace for backward's recomputed output; BatchNorm, with batch statistics, scratch for cuDNN's
-// statistics and, in place, a copy of the input (an internal blob) and of the top's gradient (the workspace);
+// statistics and, in place, the normalized values it keeps (an internal blob, which a Scale in place after it may
+// read: KeptTop) and a copy of the top's gradient (the workspace);
 // Sigmoid and TanH nothing.
 TEST(CudnnShapeTest, LRNBatchNormSigmoidAndTanHDeclareTheirMemoryAndRunOnlyOnTheGpu) {
   const auto set_up = [](Layer* layer, const std::vector<int>& shape, bool in_place) {
@@ -553,9 +554,10 @@ TEST(CudnnShapeTest, LRNBatchNormSigmoidAndTanHDeclareTheirMemoryAndRunOnlyOnThe
     CudnnBatchNormLayer train(Param("BatchNorm", "phase: TRAIN"));
     set_up(&train, {4, 3, 5, 5}, in_place);
     // 3 channels take one 64-float block each: zeros and cuDNN's running mean and variance; backward's two
-    // parameter gradients and, in place, dy's copy.
-    EXPECT_EQ(train.workspace_floats(), in_place ? 128u + 300u : 192u);
-    EXPECT_EQ(train.internal_blob_names(), (std::vector<std::string>{"l.mean", "l.inv_std", "l.input"}));
+    // parameter gradients, zeros and, in place, dy's copy.
+    EXPECT_EQ(train.workspace_floats(), in_place ? 192u + 300u : 192u);
+    EXPECT_EQ(train.internal_blob_names(), (std::vector<std::string>{"l.mean", "l.inv_std", "l.normalized"}));
+    EXPECT_EQ(train.KeptTop(0), in_place ? train.internal_blobs()[2].get() : nullptr);
     EXPECT_EQ(train.internal_blobs()[0]->count(), 3);
     EXPECT_EQ(train.internal_blobs()[1]->count(), 3);
     EXPECT_EQ(train.internal_blobs()[2]->count(), in_place ? 300 : 0);
@@ -564,6 +566,7 @@ TEST(CudnnShapeTest, LRNBatchNormSigmoidAndTanHDeclareTheirMemoryAndRunOnlyOnThe
     set_up(&stored, {4, 3, 5, 5}, in_place);
     EXPECT_EQ(stored.workspace_floats(), 0u);
     EXPECT_EQ(stored.internal_blobs()[2]->count(), 0);
+    EXPECT_EQ(stored.KeptTop(0), nullptr);
   }
   // A shape the refusal never saw: the layer names it.
   CudnnBatchNormLayer one(Param("BatchNorm", "phase: TRAIN"));

@@ -385,6 +385,19 @@ Outputs RunCase(const Case& c, Device device, const std::string& engine, std::st
   return out;
 }
 
+// Whether a case's layer may run in place (top 0 as bottom 0's blob).
+bool MayRunInPlace(const Case& c) {
+  if (c.bottoms.empty() || c.tops == 0) return false;
+  LayerParameter param = test::ParseLayer("name: 'probe' " + c.layer);
+  std::vector<std::vector<int>> shapes;
+  for (size_t b = 0; b < c.bottoms.size(); ++b) {
+    shapes.push_back(c.bottoms[b].shape);
+    param.add_bottom("in" + std::to_string(b));
+  }
+  for (int t = 0; t < c.tops; ++t) param.add_top("out" + std::to_string(t));
+  return LayerRegistry::Global().Create(param, shapes, std::make_shared<Context>(Device::kCPU, 0))->AllowsInPlace();
+}
+
 // The largest relative difference of two runs, and where it was.
 std::string Compare(const Outputs& expected, const Outputs& actual, float tolerance) {
   if (expected.names != actual.names) return "the runs produced different outputs";
@@ -440,17 +453,21 @@ TEST(GpuConformanceTest, GpuCodeRehearsedOnTheHostMatchesTheCpu) {
       std::vector<std::vector<int>> shapes;
       for (const Bottom& b : c.bottoms) shapes.push_back(b.shape);
       if (!LayerRegistry::Global().Refusal(engine, EngineQuery{param, shapes, Device::kGPU}).empty()) continue;
-      std::string engine_run, problem;
-      try {
-        problem = Compare(expected, RunCase(c, Device::kCPU, engine, &engine_run, true), c.tolerance);
-      } catch (const Error& error) {
-        problem = error.what();
-      }
-      ++runs;
-      if (!problem.empty()) {
-        ++failures;
-        ADD_FAILURE() << c.layer << ": the GPU code of engine '" << engine << "' on the host (CPU: " << reference_engine
-                      << "): " << problem;
+      for (const bool in_place : {false, true}) {
+        if (in_place && !MayRunInPlace(c)) continue;
+        std::string engine_run, problem;
+        try {
+          problem =
+              Compare(expected, RunCase(c, Device::kCPU, engine, &engine_run, true, false, in_place), c.tolerance);
+        } catch (const Error& error) {
+          problem = error.what();
+        }
+        ++runs;
+        if (!problem.empty()) {
+          ++failures;
+          ADD_FAILURE() << c.layer << ": the GPU code of engine '" << engine << "' on the host"
+                        << (in_place ? ", in place" : "") << " (CPU: " << reference_engine << "): " << problem;
+        }
       }
     }
   }
@@ -482,7 +499,7 @@ TEST(GpuConformanceTest, BackwardReadsOnlyWhatItDeclares) {
       const bool both = std::find(on_gpu.begin(), on_gpu.end(), engine) != on_gpu.end();
       auto layer = LayerRegistry::Global().Create(param, shapes, std::make_shared<Context>(Device::kCPU, 0));
       // Out of place, and in place where the layer allows it (its top 0 the shape of its bottom 0).
-      const bool may_run_in_place = layer->AllowsInPlace() && !shapes.empty() && c.tops > 0;
+      const bool may_run_in_place = MayRunInPlace(c);
       for (const bool in_place : {false, true}) {
         if (in_place && !may_run_in_place) continue;
         for (const bool gpu_code : {false, true}) {
@@ -524,24 +541,31 @@ TEST(GpuConformanceTest, EveryGpuEngineMatchesTheCpu) {
     // fallback where none does).
     std::vector<std::string> engines = LayerRegistry::Global().Engines(TypeOf(c), Device::kGPU);
     engines.push_back("");
-    for (const std::string& engine : engines) {
-      std::string engine_run, problem;
-      try {
-        problem = Compare(expected, RunCase(c, Device::kGPU, engine, &engine_run), c.tolerance);
-      } catch (const Error& error) {
-        // A forced engine that refuses this case says so; that is not a failure of the engine.
-        const std::string what = error.what();
-        if (what.find("cannot run it") != std::string::npos) {
-          std::printf("  %-60.60s %-18s refused\n", c.layer.c_str(), engine.c_str());
-          continue;
+    // Out of place, and in place where the layer allows it (against the CPU's out-of-place run).
+    for (const bool in_place : {false, true}) {
+      if (in_place && !MayRunInPlace(c)) continue;
+      for (const std::string& engine : engines) {
+        std::string engine_run, problem;
+        try {
+          problem =
+              Compare(expected, RunCase(c, Device::kGPU, engine, &engine_run, false, false, in_place), c.tolerance);
+        } catch (const Error& error) {
+          // A forced engine that refuses this case says so; that is not a failure of the engine.
+          const std::string what = error.what();
+          if (what.find("cannot run it") != std::string::npos) {
+            std::printf("  %-60.60s %-18s refused\n", c.layer.c_str(), engine.c_str());
+            continue;
+          }
+          problem = what;
         }
-        problem = what;
-      }
-      ++runs;
-      std::printf("  %-60.60s %-18s %s\n", c.layer.c_str(), engine_run.c_str(), problem.empty() ? "OK" : "FAIL");
-      if (!problem.empty()) {
-        ++failures;
-        ADD_FAILURE() << c.layer << " on engine '" << engine_run << "' (CPU: " << reference_engine << "): " << problem;
+        ++runs;
+        std::printf("  %-60.60s %-18s %s%s\n", c.layer.c_str(), engine_run.c_str(), problem.empty() ? "OK" : "FAIL",
+                    in_place ? " (in place)" : "");
+        if (!problem.empty()) {
+          ++failures;
+          ADD_FAILURE() << c.layer << " on engine '" << engine_run << "'" << (in_place ? ", in place" : "")
+                        << " (CPU: " << reference_engine << "): " << problem;
+        }
       }
     }
   }

@@ -33,9 +33,10 @@ std::string CudnnBatchNormLayer::Refusal(const EngineQuery& query) {
 
 void CudnnBatchNormLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   SetUpStatistics(bottom);
-  mean_ = AddInternalBlob("mean");
-  inv_std_ = AddInternalBlob("inv_std");
-  input_ = AddInternalBlob("input");
+  // Every forward writes all three (the kept values in place with batch statistics; none otherwise).
+  mean_ = AddInternalBlob("mean", InternalLifetime::kUntilBackward);
+  inv_std_ = AddInternalBlob("inv_std", InternalLifetime::kUntilBackward);
+  kept_ = AddInternalBlob("normalized", InternalLifetime::kUntilBackward);
 }
 
 void CudnnBatchNormLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
@@ -49,14 +50,14 @@ void CudnnBatchNormLayer::Reshape(const std::vector<Blob*>& bottom, const std::v
   in_place_ = top[0] == bottom[0];
   mean_->Reshape({channels_});
   inv_std_->Reshape({channels_});
-  input_->Reshape({in_place_ && !use_global_stats_ ? input.count() : 0});
+  kept_->Reshape({in_place_ && !use_global_stats_ ? input.count() : 0});
   if (input.count() > 0) {
     x_desc_.SetPacked({num_, channels_, spatial_, 1});
     cudnn::DescribeBatchNormChannels(x_desc_, &channels_desc_);
   }
   if (!use_global_stats_) {
     const size_t channels = Aligned(channels_);
-    RequestWorkspace(std::max(3 * channels, 2 * channels + (in_place_ ? input.count() : 0)));
+    RequestWorkspace(3 * channels + (in_place_ ? input.count() : 0));
   }
 }
 
@@ -82,15 +83,12 @@ void CudnnBatchNormLayer::Forward_gpu(const std::vector<Blob*>& bottom, const st
   float* batch_variance = zeros + 2 * channels;
   set(context(), static_cast<int>(3 * channels), 0.f, zeros);
   if (count > 0) {
-    const float* x = bottom[0]->data_on(d);
-    if (in_place_) {
-      float* kept = input_->mutable_data_on(d);
-      copy(context(), count, x, kept);
-      x = kept;
-    }
-    cudnn::BatchNormForwardTraining(context(), x_desc_, x, top[0]->mutable_data_on(d), channels_desc_,
+    // In place, y goes to the kept normalized values first, then to the top (which is the input).
+    float* y = in_place_ ? kept_->mutable_data_on(d) : top[0]->mutable_data_on(d);
+    cudnn::BatchNormForwardTraining(context(), x_desc_, bottom[0]->data_on(d), y, channels_desc_,
                                     context().ones(channels_), zeros, 1.0, batch_mean, batch_variance, eps_, mean,
                                     inv_std);
+    if (in_place_) copy(context(), count, y, top[0]->mutable_data_on(d));
   }
   // An empty batch adds zeros, as in the native engine.
   for_each_element(
@@ -116,11 +114,19 @@ void CudnnBatchNormLayer::Backward_gpu(const std::vector<Blob*>& top, const std:
   float* bias_diff = scale_diff + channels;
   const float* dy = top[0]->diff_on(d);
   if (in_place_) {
-    float* kept = scale_diff + 2 * channels;
-    copy(context(), count, dy, kept);
-    dy = kept;
+    // x_hat = (x - mean) * inv_std is what the kept values are: given as the input with mean 0 and inverse deviation
+    // 1, and with inv_std as cuDNN's scale, cuDNN's gradient inv_std * (dy - mean(dy) - x_hat * mean(dy * x_hat)) is
+    // the same.
+    float* zeros = scale_diff + 2 * channels;
+    float* kept_dy = scale_diff + 3 * channels;
+    set(context(), channels_, 0.f, zeros);
+    copy(context(), count, dy, kept_dy);
+    cudnn::BatchNormBackward(context(), x_desc_, kept_->data_on(d), kept_dy, bottom[0]->mutable_diff_on(d),
+                             channels_desc_, inv_std_->data_on(d), scale_diff, bias_diff, eps_, zeros,
+                             context().ones(channels_));
+    return;
   }
-  const float* x = in_place_ ? input_->data_on(d) : bottom[0]->data_on(d);
+  const float* x = bottom[0]->data_on(d);
   cudnn::BatchNormBackward(context(), x_desc_, x, dy, bottom[0]->mutable_diff_on(d), channels_desc_,
                            context().ones(channels_), scale_diff, bias_diff, eps_, mean_->data_on(d),
                            inv_std_->data_on(d));

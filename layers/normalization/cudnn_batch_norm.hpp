@@ -15,9 +15,11 @@
 //     native engine's rules (BatchNormStoredRule, BatchNormNormalizeRule, BatchNormBackwardRule). cuDNN's backward
 //     assumes batch statistics, and its inference forward is not documented to run in place, as BatchNorm usually
 //     does; these rules are the same one pass over the values.
-// In place, cuDNN's training forward and backward still get separate buffers: the input is copied to the internal
-// blob `<layer>.input` (which backward reads, as the top may be overwritten by then), and backward copies dy to the
-// workspace. Out of place the input is read where it is.
+// In place with batch statistics, cuDNN's training forward writes y to the internal blob `<layer>.normalized`, which
+// is copied to the top and kept for backward (the top may be overwritten by then: a Scale in place reads the kept
+// values too, Layer::KeptTop). Backward hands cuDNN those normalized values as its input, with a saved mean of 0, a
+// saved inverse deviation of 1 and 1 / sqrt(var + eps) as the scale, which is the same gradient; it copies dy to
+// the workspace. Out of place the input is read where it is. (Not yet run on a GPU.)
 //
 // Takes (Refusal) every BatchNorm but one with batch statistics over one value per channel (N * rest = 1): cuDNN's
 // unbiased variance divides by zero there, where the native engine adds 0. (An eps below cuDNN's minimum would be
@@ -43,8 +45,8 @@ class CudnnBatchNormLayer : public GpuOnly<BatchNormLayer> {
   bool BackwardReadsInPlace(int index) const override {
     return !in_place_ && GpuOnly<BatchNormLayer>::BackwardReadsInPlace(index);
   }
-  // cuDNN keeps no normalized values (its backward takes the input).
-  const Blob* KeptTop(int) const override { return nullptr; }
+  // In place with batch statistics it keeps its normalized values.
+  const Blob* KeptTop(int) const override { return in_place_ && !use_global_stats_ ? kept_ : nullptr; }
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
 
@@ -58,14 +60,15 @@ class CudnnBatchNormLayer : public GpuOnly<BatchNormLayer> {
 
  private:
   // The workspace's parts, each starting on a 256-byte boundary: training forward's zeros (cuDNN's bias) and
-  // cuDNN's running mean and variance; backward's scale and bias gradients (dropped) and, in place, a copy of dy.
+  // cuDNN's running mean and variance; backward's scale and bias gradients (dropped), zeros (in place: the saved
+  // mean) and, in place, a copy of dy.
   static size_t Aligned(size_t floats) { return (floats + 63) / 64 * 64; }
 
   bool in_place_ = false;
   cudnn::TensorDescriptor x_desc_;         // (N, C, rest, 1)
   cudnn::TensorDescriptor channels_desc_;  // (1, C, 1, 1)
   Blob* mean_ = nullptr;                   // the mean each forward normalised with
-  Blob* input_ = nullptr;                  // in place with batch statistics: the input, for cuDNN's backward
+  Blob* kept_ = nullptr;                   // in place with batch statistics: the normalized values, for backward
 };
 
 }  // namespace crema
