@@ -385,16 +385,22 @@ Outputs RunCase(const Case& c, Device device, const std::string& engine, std::st
   return out;
 }
 
-// Whether a case's layer may run in place (top 0 as bottom 0's blob).
-bool MayRunInPlace(const Case& c) {
-  if (c.bottoms.empty() || c.tops == 0) return false;
+// A case's layer with its bottoms ("in0", ...) and tops ("out0", ...) named, and the bottoms' shapes.
+LayerParameter ProbeLayer(const Case& c, std::vector<std::vector<int>>* shapes) {
   LayerParameter param = test::ParseLayer("name: 'probe' " + c.layer);
-  std::vector<std::vector<int>> shapes;
   for (size_t b = 0; b < c.bottoms.size(); ++b) {
-    shapes.push_back(c.bottoms[b].shape);
+    shapes->push_back(c.bottoms[b].shape);
     param.add_bottom("in" + std::to_string(b));
   }
   for (int t = 0; t < c.tops; ++t) param.add_top("out" + std::to_string(t));
+  return param;
+}
+
+// Whether a case's layer may run in place (top 0 as bottom 0's blob).
+bool MayRunInPlace(const Case& c) {
+  if (c.bottoms.empty() || c.tops == 0) return false;
+  std::vector<std::vector<int>> shapes;
+  const LayerParameter param = ProbeLayer(c, &shapes);
   return LayerRegistry::Global().Create(param, shapes, std::make_shared<Context>(Device::kCPU, 0))->AllowsInPlace();
 }
 
@@ -488,13 +494,8 @@ TEST(GpuConformanceTest, BackwardReadsOnlyWhatItDeclares) {
     const std::vector<std::string> on_cpu = LayerRegistry::Global().Engines(type, Device::kCPU);
     const std::vector<std::string> on_gpu = LayerRegistry::Global().Engines(type, Device::kGPU);
     for (const std::string& engine : on_cpu) {
-      LayerParameter param = test::ParseLayer("name: 'probe' " + c.layer);
       std::vector<std::vector<int>> shapes;
-      for (size_t b = 0; b < c.bottoms.size(); ++b) {
-        shapes.push_back(c.bottoms[b].shape);
-        param.add_bottom("in" + std::to_string(b));
-      }
-      for (int t = 0; t < c.tops; ++t) param.add_top("out" + std::to_string(t));
+      const LayerParameter param = ProbeLayer(c, &shapes);
       if (!LayerRegistry::Global().Refusal(engine, EngineQuery{param, shapes, Device::kCPU}).empty()) continue;
       const bool both = std::find(on_gpu.begin(), on_gpu.end(), engine) != on_gpu.end();
       auto layer = LayerRegistry::Global().Create(param, shapes, std::make_shared<Context>(Device::kCPU, 0));

@@ -49,6 +49,17 @@ void FillInputs(Net* net, uint64_t seed) {
   for (int i = 0; i < label->count(); ++i) label->mutable_cpu_data()[i] = static_cast<float>((i + seed) % 3);
 }
 
+// Every learnable parameter's gradient the same, bit for bit, in both nets; then one plain SGD step on each.
+void ExpectSameGradientsThenStep(Net* planned, Net* unplanned) {
+  for (size_t p = 0; p < planned->learnable_params().size(); ++p) {
+    Blob* mine = planned->learnable_params()[p];
+    Blob* theirs = unplanned->learnable_params()[p];
+    ASSERT_EQ(test::DiffOf(*mine), test::DiffOf(*theirs)) << "parameter " << p;
+    for (Blob* blob : {mine, theirs})
+      for (int i = 0; i < blob->count(); ++i) blob->mutable_cpu_data()[i] -= 0.1f * blob->cpu_diff()[i];
+  }
+}
+
 bool Overlap(int first_a, int last_a, int first_b, int last_b) { return first_a <= last_b && first_b <= last_a; }
 
 // Whether `taker` took `giver`'s memory in place at the step where one ends and the other starts.
@@ -131,13 +142,7 @@ TEST(MemoryPlanTest, APlannedNetTrainsBitForBitAsAnUnplannedOne) {
     const float loss = planned.ForwardBackward();
     EXPECT_EQ(loss, unplanned.ForwardBackward());
     EXPECT_GT(loss, 0.f);
-    for (size_t p = 0; p < planned.learnable_params().size(); ++p) {
-      Blob* mine = planned.learnable_params()[p];
-      Blob* theirs = unplanned.learnable_params()[p];
-      ASSERT_EQ(test::DiffOf(*mine), test::DiffOf(*theirs)) << "parameter " << p;
-      for (Blob* blob : {mine, theirs})
-        for (int i = 0; i < blob->count(); ++i) blob->mutable_cpu_data()[i] -= 0.1f * blob->cpu_diff()[i];
-    }
+    ExpectSameGradientsThenStep(&planned, &unplanned);
     EXPECT_EQ(test::DiffOf(*planned.blob_by_name("data")), test::DiffOf(*unplanned.blob_by_name("data")));
   }
 }
@@ -215,13 +220,7 @@ TEST(MemoryPlanTest, AScaleAfterBatchNormReadsTheNormalizedValuesItKeeps) {
         net->ClearParamDiffs();
       }
       EXPECT_EQ(planned.ForwardBackward(), unplanned.ForwardBackward());
-      for (size_t p = 0; p < planned.learnable_params().size(); ++p) {
-        Blob* mine = planned.learnable_params()[p];
-        Blob* theirs = unplanned.learnable_params()[p];
-        ASSERT_EQ(test::DiffOf(*mine), test::DiffOf(*theirs)) << "parameter " << p;
-        for (Blob* blob : {mine, theirs})
-          for (int i = 0; i < blob->count(); ++i) blob->mutable_cpu_data()[i] -= 0.1f * blob->cpu_diff()[i];
-      }
+      ExpectSameGradientsThenStep(&planned, &unplanned);
     }
     for (size_t p = 0; p < blobs_of(planned).size(); ++p)
       EXPECT_EQ(test::DataOf(*blobs_of(planned)[p]), test::DataOf(*blobs_of(unplanned)[p])) << "blob " << p;
