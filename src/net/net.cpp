@@ -345,7 +345,9 @@ void Net::ReleaseMemoryPlan(bool keep_values, bool reshape) {
            buffer.gradient ? owner.mutable_diff_on(device) : owner.mutable_data_on(device));
   }
   memory_plan_.reset();
-  ShareKeptInputs(false);                                    // layers copy their inputs again (from the reshapes below)
+  // Layers copy their inputs again (from the reshapes below); in the middle of a pass they go on reading the kept
+  // values they borrowed, which moved with their values, since this pass's forward made no copy.
+  if (!keep_values) ShareKeptInputs(false);
   for (PlanStep& step : plan_) step.reshape_pending = true;  // the storage moved (BindMemoryPlan reshapes)
   // In the middle of a pass the layers stay as they ran it (a forward-only net still refuses Backward).
   if (reshape && !keep_values) TellLayersBackwardPlanned(true);
