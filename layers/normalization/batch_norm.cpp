@@ -131,7 +131,7 @@ void BatchNormLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::ve
     }
     UpdateStatistics(mean.data(), variance.data());
   }
-  for (int c = 0; c < channels_; ++c) inv_std[c] = 1.f / std::sqrt(variance[c] + eps_);
+  InverseDeviations(variance.data(), inv_std);
   float* y = top[0]->mutable_cpu_data();  // may be x (in place): each element is read before it is written
 #pragma omp parallel for collapse(2) if (bottom[0]->count() >= ParallelElementThreshold()) schedule(static)
   for (int n = 0; n < num_; ++n)

@@ -152,6 +152,10 @@ class BatchNormLayer : public Layer {
   void StoredStatistics(float* mean, float* variance) const;
   // Adds a batch's statistics (its mean and biased variance per channel) to the running sums.
   void UpdateStatistics(const float* mean, const float* variance);
+  // 1 / sqrt(var + eps) per channel, on the host.
+  void InverseDeviations(const float* variance, float* inv_std) const {
+    for (int c = 0; c < channels_; ++c) inv_std[c] = 1.f / std::sqrt(variance[c] + eps_);
+  }
   int Channels(const Blob& bottom) const { return bottom.num_axes() == 1 ? 1 : bottom.shape(1); }
   // The bottom seen around its channels, for the GPU's per-channel sums.
   Broadcast ChannelGeometry() const { return {1, num_, channels_, spatial_}; }

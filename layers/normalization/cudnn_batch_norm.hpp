@@ -41,7 +41,7 @@ class CudnnBatchNormLayer : public GpuOnly<BatchNormLayer> {
  public:
   using GpuOnly<BatchNormLayer>::GpuOnly;
   bool BackwardReadsBottom(int) const override { return true; }  // cuDNN's backward takes the input
-  // In place it reads its copy of the input (batch statistics) or no input at all (stored statistics).
+  // In place it reads the normalized values it kept (batch statistics) or no input at all (stored statistics).
   bool BackwardReadsInPlace(int index) const override {
     return !in_place_ && GpuOnly<BatchNormLayer>::BackwardReadsInPlace(index);
   }

@@ -2,7 +2,6 @@
 
 #ifdef CREMA_USE_ONEDNN
 
-#include <cmath>
 #include <unordered_map>
 
 #include "core/math_functions.hpp"
@@ -110,9 +109,7 @@ void OneDnnBatchNormLayer::Forward_cpu(const std::vector<Blob*>& bottom, const s
   if (in_place_ && backward_planned()) {
     // What the in-place backward reads: the normalized values (the top, in its layout) and 1 / sqrt(var + eps).
     cpu_copy(top[0]->count(), top[0]->cpu_data(), normalized_->mutable_cpu_data());
-    const float* variance = variance_->cpu_data();
-    float* inv_std = inv_std_->mutable_cpu_data();
-    for (int c = 0; c < channels_; ++c) inv_std[c] = 1.f / std::sqrt(variance[c] + eps_);
+    InverseDeviations(variance_->cpu_data(), inv_std_->mutable_cpu_data());
   }
 }
 
@@ -130,7 +127,6 @@ void OneDnnBatchNormLayer::Backward_cpu(const std::vector<Blob*>& top, const std
   Primitives& p = *primitives_;
   const float* x = bottom[0]->cpu_data();
   onednn::Binder bind(workspace());
-  // In place, diff_dst and diff_src are one buffer: the primitive reads every gradient before writing it.
   p.backward_primitive.execute(
       bind.stream(),
       {{DNNL_ARG_SRC, bind.Plain(p.data, x)},

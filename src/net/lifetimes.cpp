@@ -81,7 +81,9 @@ NetLifetimes ComputeLifetimes(const Net& net, bool with_backward) {
       const Layer& layer = *net.layers()[step.layer];
       // In place, top and bottom are one blob (holding the top), touched where the layer reads it: a layer that
       // keeps a copy of its input reads the copy.
-      const auto in_place = [&](size_t t) { return t < step.bottoms.size() && step.bottoms[t] == step.tops[t]; };
+      const auto in_place = [&](size_t i) {
+        return i < step.tops.size() && i < step.bottoms.size() && step.bottoms[i] == step.tops[i];
+      };
       for (size_t t = 0; t < step.tops.size(); ++t) {
         touches.Touch(net, step.tops[t], true, position, kRead);
         const int index = static_cast<int>(t);
@@ -89,7 +91,7 @@ NetLifetimes ComputeLifetimes(const Net& net, bool with_backward) {
           touches.Touch(net, step.tops[t], false, position, kRead);
       }
       for (size_t b = 0; b < step.bottoms.size(); ++b)
-        if (!(b < step.tops.size() && in_place(b)) && layer.BackwardReadsBottom(static_cast<int>(b)))
+        if (!in_place(b) && layer.BackwardReadsBottom(static_cast<int>(b)))
           touches.Touch(net, step.bottoms[b], false, position, kRead);
       for (int id : step.internals) touches.Touch(net, id, false, position, kRead);
       for (size_t b = 0; b < step.bottoms.size(); ++b)
