@@ -2,6 +2,7 @@
 
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -256,6 +257,31 @@ RandomStream* Layer::random() {
     random_ = std::make_unique<RandomStream>(RandomStream::DeriveSeed(context_->random_seed(), name()));
   }
   return random_.get();
+}
+
+bool Layer::Replayable() const {
+  return std::find(internal_lifetimes_.begin(), internal_lifetimes_.end(), InternalLifetime::kAcrossPasses) ==
+         internal_lifetimes_.end();
+}
+
+void Layer::PrepareReplay() { replay_random_ = random_ ? std::make_unique<RandomStream>(*random_) : nullptr; }
+
+void Layer::Replay(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  random_ = replay_random_ ? std::make_unique<RandomStream>(*replay_random_) : nullptr;
+  const bool updates = ForwardUpdatesParams();
+  const Device d = device();
+  if (updates) {
+    replay_params_.resize(params_.size());
+    for (size_t i = 0; i < params_.size(); ++i) {
+      if (!replay_params_[i]) replay_params_[i] = std::make_shared<Blob>();
+      replay_params_[i]->ReshapeLike(*params_[i]);
+      copy(*context_, params_[i]->count(), params_[i]->data_on(d), replay_params_[i]->mutable_data_on(d));
+    }
+  }
+  Forward(bottom, top);
+  if (updates)
+    for (size_t i = 0; i < params_.size(); ++i)
+      copy(*context_, params_[i]->count(), replay_params_[i]->data_on(d), params_[i]->mutable_data_on(d));
 }
 
 void Layer::SaveRuntimeState(LayerRuntimeState* state) const {

@@ -117,6 +117,19 @@ class Layer {
   // the copy then takes no memory. nullptr goes back to copying (from the next Reshape). False, and nothing
   // changes, where the layer keeps no copy.
   bool BorrowKeptInput(const Blob* source, const std::string& source_name);
+  // Recompute (net/schedule.hpp): whether Forward may run a second time between this pass's Forward and Backward
+  // (Replay) and write bit for bit what the first run wrote, leaving the layer as the first run left it. By default
+  // where no internal blob carries values from one pass into the next (recurrent layers' state); a layer whose
+  // forward has effects outside its tops (files, Python code) says no.
+  virtual bool Replayable() const;
+  // Whether Forward changes parameters (BatchNorm's running statistics, in training): Replay puts them back.
+  virtual bool ForwardUpdatesParams() const { return false; }
+  // Before a Forward that Replay may repeat: remembers the random stream as it is (Dropout's mask, stochastic
+  // pooling's picks: the replay draws the same numbers).
+  void PrepareReplay();
+  // Runs Forward again as the Forward after PrepareReplay ran: the same random numbers, and parameters that Forward
+  // updates as that run left them.
+  void Replay(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top);
   // Whether the tops are the net's inputs, filled by the caller (Input).
   virtual bool TopsAreNetInputs() const { return false; }
   // Whether the tops' shapes depend on the bottoms' values, not only on their shapes (Filter keeps the items its
@@ -266,6 +279,9 @@ class Layer {
   std::shared_ptr<Context> context_;
   std::string engine_;
   std::unique_ptr<RandomStream> random_;
+  // PrepareReplay's record: the stream as it was (null: none was made yet), and the parameters Forward updates.
+  std::unique_ptr<RandomStream> replay_random_;
+  std::vector<std::shared_ptr<Blob>> replay_params_;
   std::vector<std::shared_ptr<Blob>> internal_blobs_;
   std::vector<std::string> internal_blob_names_;
   std::vector<InternalLifetime> internal_lifetimes_;

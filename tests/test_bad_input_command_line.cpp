@@ -120,8 +120,8 @@ TEST_F(BadInputCommandLineTest, NonBooleanValueIsNamed) {
 TEST_F(BadInputCommandLineTest, MemoryPlanFlagsNameWhatIsWrong) {
   std::string output;
   EXPECT_EQ(test::RunCommand(Test("--memory_plan=none --keep_blobs=conv1,ip1"), &output), 0) << output;
-  test::ExpectBadInput("command line", "--memory_plan not share or none", Test("--memory_plan=off"),
-                       {"crema: error: --memory_plan='off': use share or none"});
+  test::ExpectBadInput("command line", "--memory_plan not share, recompute or none", Test("--memory_plan=off"),
+                       {"crema: error: --memory_plan='off': use share, recompute or none"});
   test::ExpectBadInput("command line", "--keep_blobs names a blob the net lacks", Test("--keep_blobs=conv1,conv9"),
                        {"has no blob named 'conv9'"});
 }

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -373,20 +374,25 @@ TEST_P(ExamplesTest, LayoutRunsGiveThePlainNetsOutputsAndGradients) {
   }
 }
 
-// Several iterations of a net in `phase` on a context with memory plans on or off: each iteration's outputs and, where
+// Several iterations of a net in `phase` on a context with memory plans on or off (and recompute on or off): each
+// iteration's outputs and, where
 // the net runs backward (TRAIN; a deploy net with force_backward), its parameters' and inputs' gradients, after
 // which the parameters take a plain SGD step, so that later iterations start from what earlier ones computed.
 std::vector<std::vector<float>> RunIterations(NetParameter param, bool deploy, float input_scale, Phase phase,
-                                              bool plan_memory, bool* planned) {
+                                              bool plan_memory, bool* planned, bool recompute = false,
+                                              int* replays = nullptr, bool every_cut = false) {
   param.mutable_state()->set_phase(phase);
   param.mutable_state()->clear_stage();
   if (phase == TEST && !FirstTestStage(param).empty()) param.mutable_state()->add_stage(FirstTestStage(param));
   if (deploy && phase == TRAIN) param.set_force_backward(true);
   auto context = std::make_shared<Context>(Device::kCPU, 0, 1234);
   context->set_plan_memory(plan_memory);
+  context->set_recompute(recompute);
   Net net(param, context);
   if (phase == TEST) net.PlanMemory(false);  // tested forward only, as the solver's test nets and crema test are
+  if (every_cut) net.RecomputeSegments(SegmentCuts(net));
   *planned = net.memory_plan() != nullptr;
+  if (replays != nullptr) *replays = net.schedule().replays;
   // Every buffer the plan moved is a slot of its one arena (a step's reshape must not have given it memory back).
   if (*planned) {
     std::set<const SyncedMemory*> memories;
@@ -417,9 +423,20 @@ std::vector<std::vector<float>> RunIterations(NetParameter param, bool deploy, f
   return results;
 }
 
+// Compared as bits, so that a NaN (R-CNN's deploy net diverges under random gradients) equals only itself.
+void ExpectSameBits(const std::vector<std::vector<float>>& actual, const std::vector<std::vector<float>>& expected) {
+  ASSERT_EQ(actual.size(), expected.size());
+  for (size_t i = 0; i < actual.size(); ++i) {
+    ASSERT_EQ(actual[i].size(), expected[i].size()) << "result " << i;
+    EXPECT_EQ(std::memcmp(actual[i].data(), expected[i].data(), actual[i].size() * sizeof(float)), 0) << "result " << i;
+  }
+}
+
 // The memory plan (net/memory_plan.hpp) moves buffers and runs element layers in place; nothing it does may change
 // a value: training (forward and backward) and testing (forward alone) give bit for bit the unplanned net's
-// losses, outputs, gradients and updated parameters over several iterations.
+// losses, outputs, gradients and updated parameters over several iterations. So does training with recompute
+// (net/schedule.hpp), which runs parts of forward again in backward: Dropout's masks, BatchNorm's running statistics
+// (in the parameters compared) and the data layers' cursors (the next iteration's inputs) come out as without it.
 TEST_P(ExamplesTest, PlannedMemoryGivesTheUnplannedResultsBitForBit) {
   const Example& example = GetParam();
   const bool deploy = example.feed == Feed::kDeploy;
@@ -431,12 +448,24 @@ TEST_P(ExamplesTest, PlannedMemoryGivesTheUnplannedResultsBitForBit) {
     const auto actual = RunIterations(param, deploy, example.input_scale, phase, true, &planned);
     EXPECT_FALSE(unplanned);
     EXPECT_TRUE(planned);
-    ASSERT_EQ(actual.size(), expected.size());
-    // Compared as bits, so that a NaN (R-CNN's deploy net diverges under random gradients) equals only itself.
-    for (size_t i = 0; i < actual.size(); ++i) {
-      ASSERT_EQ(actual[i].size(), expected[i].size()) << "result " << i;
-      EXPECT_EQ(std::memcmp(actual[i].data(), expected[i].data(), actual[i].size() * sizeof(float)), 0)
-          << "result " << i;
+    ExpectSameBits(actual, expected);
+    if (phase != TRAIN) continue;
+    // Recompute with the planner's segments (none where recompute would not save memory), then with a segment at
+    // every place one may begin, which replays all it can.
+    for (bool every_cut : {false, true}) {
+      SCOPED_TRACE(every_cut ? "recompute, a segment at every cut" : "recompute");
+      int replays = 0;
+      const auto recomputed =
+          RunIterations(param, deploy, example.input_scale, phase, true, &planned, true, &replays, every_cut);
+      ExpectSameBits(recomputed, expected);
+      std::printf("[ recompute] %s%s: %d steps replayed\n", example.prototxt, every_cut ? ", every cut" : "", replays);
+      // Two nets have nothing to replay: logistic regression's one layer with parameters reads only the data, and the
+      // LSTM carries state from one pass into the next (Layer::Replayable).
+      const std::string name = example.prototxt;
+      if (every_cut && name != "hdf5_classification/logreg_train_test.prototxt" &&
+          name != "lstm_sequence/lstm_train_test.prototxt") {
+        EXPECT_GT(replays, 0);
+      }
     }
   }
 }

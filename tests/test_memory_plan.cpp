@@ -72,7 +72,7 @@ TEST(MemoryPlanTest, BuffersLiveAtOnceNeverShareBytes) {
     SCOPED_TRACE(with_backward ? "forward and backward" : "forward");
     Net net(ChainFor(with_backward ? TRAIN : TEST, "memory_plan: NONE"));
     ASSERT_EQ(net.memory_plan(), nullptr);
-    const MemoryPlan plan = ComputeMemoryPlan(net, MemoryPlanOptions{with_backward, {}});
+    const MemoryPlan plan = ComputeMemoryPlan(net, MemoryPlanOptions{with_backward, {}, {}});
     ASSERT_FALSE(plan.buffers.empty());
     EXPECT_EQ(plan.unplanned_bytes, ComputeLifetimes(net, with_backward).total_bytes);
     EXPECT_LT(plan.planned_bytes(), plan.unplanned_bytes);
@@ -111,10 +111,10 @@ std::vector<std::string> InPlaceBuffers(const Net& net, const MemoryPlan& plan) 
 // gradient takes its top gradient's memory.
 TEST(MemoryPlanTest, ElementLayersRunInPlaceWhereTheirInputIsDead) {
   Net forward(ChainFor(TEST, "memory_plan: NONE"));
-  EXPECT_EQ(InPlaceBuffers(forward, ComputeMemoryPlan(forward, MemoryPlanOptions{false, {}})),
+  EXPECT_EQ(InPlaceBuffers(forward, ComputeMemoryPlan(forward, MemoryPlanOptions{false, {}, {}})),
             (std::vector<std::string>{"r1", "s2"}));
   Net training(ChainFor(TRAIN, "memory_plan: NONE"));
-  EXPECT_EQ(InPlaceBuffers(training, ComputeMemoryPlan(training, MemoryPlanOptions{true, {}})),
+  EXPECT_EQ(InPlaceBuffers(training, ComputeMemoryPlan(training, MemoryPlanOptions{true, {}, {}})),
             (std::vector<std::string>{"h1 gradient", "h2 gradient", "s2"}));
 }
 

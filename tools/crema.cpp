@@ -61,8 +61,9 @@ DEFINE_bool(forward_only, false,
             "does, so that what engines keep derived from the weights is made again as in training");
 DEFINE_string(memory_plan, "share",
               "train, test, time, classify: share (buffers whose lifetimes do not overlap share memory; element "
-              "layers run in place) or none (every blob keeps memory of its own, as in Caffe); a net's own "
-              "memory_plan: NONE turns it off for that net");
+              "layers run in place), recompute (as share, and training keeps only segment boundaries from forward "
+              "to backward, computing the rest again in backward) or none (every blob keeps memory of its own, as "
+              "in Caffe); a net's own memory_plan: NONE turns it off for that net");
 DEFINE_string(keep_blobs, "",
               "test, time: blobs to keep readable after each pass, comma-separated (the net's inputs and outputs "
               "always are)");
@@ -159,23 +160,27 @@ void CheckEngineFlag(const std::string& spec) {
 }
 
 // The context of `crema test` and `crema time`: the device --gpu names, the engines --engine forces.
-// --memory_plan, checked: whether nets plan their memory.
-bool PlanMemoryFlag() {
-  CREMA_CHECK(FLAGS_memory_plan == "share" || FLAGS_memory_plan == "none")
-      << "--memory_plan='" << FLAGS_memory_plan << "': use share or none";
-  return FLAGS_memory_plan == "share";
+// --memory_plan: checked, and then on a context: whether nets plan their memory, and whether training nets recompute.
+void CheckMemoryPlanFlag() {
+  CREMA_CHECK(FLAGS_memory_plan == "share" || FLAGS_memory_plan == "none" || FLAGS_memory_plan == "recompute")
+      << "--memory_plan='" << FLAGS_memory_plan << "': use share, recompute or none";
+}
+void SetMemoryPlan(Context* context) {
+  CheckMemoryPlanFlag();
+  context->set_plan_memory(FLAGS_memory_plan != "none");
+  context->set_recompute(FLAGS_memory_plan == "recompute");
 }
 
 std::shared_ptr<Context> ToolContext() {
   CheckEngineFlag(FLAGS_engine);
-  const bool plan_memory = PlanMemoryFlag();
+  CheckMemoryPlanFlag();
   const std::vector<int> gpus = SelectGpus();
   if (gpus.size() > 1)
     LOG(WARNING) << "--gpu names " << gpus.size() << " GPUs; testing and timing run on the first, GPU " << gpus[0]
                  << ", as in Caffe";
   auto context = std::make_shared<Context>(gpus.empty() ? Device::kCPU : Device::kGPU, gpus.empty() ? 0 : gpus[0]);
   context->ForceEngines(FLAGS_engine);
-  context->set_plan_memory(plan_memory);
+  SetMemoryPlan(context.get());
   LOG(INFO) << (gpus.empty() ? std::string("Using the CPU") : "Using GPU " + std::to_string(gpus[0]));
   return context;
 }
@@ -254,7 +259,7 @@ int Train() {
   if (!FLAGS_snapshot.empty())
     CREMA_CHECK(FileExists(FLAGS_snapshot)) << "snapshot file '" << FLAGS_snapshot << "' does not exist";
   CheckEngineFlag(FLAGS_engine);
-  const bool plan_memory = PlanMemoryFlag();
+  CheckMemoryPlanFlag();
   // After the command line's own files, what a person fixes first in the solver: the net it trains, then how
   // long it trains; CreateSolver checks the rest before it builds anything.
   Solver::CheckNets(param, FLAGS_solver);
@@ -263,7 +268,7 @@ int Train() {
 
   std::shared_ptr<Context> context = Solver::ContextFor(param);
   context->ForceEngines(FLAGS_engine);
-  context->set_plan_memory(plan_memory);
+  SetMemoryPlan(context.get());
   LOG(INFO) << "Using the " << DeviceName(context->device())
             << (context->device() == Device::kGPU ? " " + std::to_string(context->gpu_id()) : std::string());
   std::unique_ptr<Solver> solver = CreateSolver(param, FLAGS_solver, context);
@@ -357,8 +362,10 @@ int Time() {
   Context& context = net->context();
   context.Synchronize();
   const auto& plan = net->plan();
-  std::vector<double> forward_ms(plan.size(), 0), backward_ms(plan.size(), 0);
-  double forward_total = 0, backward_total = 0;
+  // Backward follows the net's schedule: under recompute, each segment's replays come before its backward.
+  const PassSchedule schedule = net->schedule();
+  std::vector<double> forward_ms(plan.size(), 0), backward_ms(plan.size(), 0), replay_ms(plan.size(), 0);
+  double forward_total = 0, backward_total = 0, replay_total = 0;
   const auto start = Clock::now();
   for (int i = 0; i < FLAGS_iterations; ++i) {
     const auto forward_start = Clock::now();
@@ -374,12 +381,20 @@ int Time() {
       continue;
     }
     const auto backward_start = Clock::now();
-    for (size_t s = plan.size(); s-- > 0;) {
-      if (!plan[s].needs_backward) continue;
+    for (size_t e = plan.size(); e < schedule.events.size(); ++e) {
+      const PassEvent& event = schedule.events[e];
+      const size_t s = static_cast<size_t>(event.step);
+      const bool replay = event.kind == PassEvent::Kind::kReplay;
+      if (!replay && !plan[s].needs_backward) continue;
       const auto t0 = Clock::now();
-      net->BackwardStep(s);
+      if (replay) {
+        net->ReplayStep(s);
+      } else {
+        net->BackwardStep(s);
+      }
       context.Synchronize();
-      backward_ms[s] += ms(Clock::now() - t0);
+      (replay ? replay_ms : backward_ms)[s] += ms(Clock::now() - t0);
+      if (replay) replay_total += ms(Clock::now() - t0);
     }
     backward_total += ms(Clock::now() - backward_start);
     LOG(INFO) << "Iteration: " << i + 1 << " forward-backward time: " << ms(Clock::now() - forward_start) << " ms.";
@@ -397,6 +412,8 @@ int Time() {
     const std::string& name = net->layer_names()[plan[s].layer];
     LOG(INFO) << std::setw(10) << name << "\tforward: " << forward_ms[s] / FLAGS_iterations << " ms.";
     if (backward) LOG(INFO) << std::setw(10) << name << "\tbackward: " << backward_ms[s] / FLAGS_iterations << " ms.";
+    if (schedule.replayed[s])
+      LOG(INFO) << std::setw(10) << name << "\treplay: " << replay_ms[s] / FLAGS_iterations << " ms.";
   }
   // Arithmetic: the layers that count their floating-point operations (the matrix-product layers).
   double forward_flops = 0, backward_flops = 0;
@@ -428,6 +445,13 @@ int Time() {
   if (backward) {
     LOG(INFO) << "Average Backward pass: " << backward_total / FLAGS_iterations << " ms.";
     LOG(INFO) << "Average Forward-Backward: " << (forward_total + backward_total) / FLAGS_iterations << " ms.";
+    // What recompute costs: the replays within the backward pass, beside the rest of the iteration.
+    const double rest = forward_total + backward_total - replay_total;
+    LOG(INFO) << "Recompute: " << schedule.replays << " of " << plan.size() << " steps run forward again in backward ("
+              << std::max<size_t>(schedule.segments.size(), 1) << " segments), " << replay_total / FLAGS_iterations
+              << " ms per iteration, " << std::fixed << std::setprecision(1)
+              << (rest > 0 ? 100.0 * replay_total / rest : 0.0) << "% on top of the rest" << std::defaultfloat
+              << std::setprecision(6);
   }
   LOG(INFO) << "Total Time: " << total << " ms.";
   if (backward)
@@ -466,20 +490,24 @@ int Time() {
   // (Taken before the plan bound the buffers: each with memory of its own, before running in place.)
   const NetLifetimes lifetimes = net->memory_plan() ? net->memory_plan()->lifetimes : ComputeLifetimes(*net, backward);
   if (lifetimes.peak_position >= 0) {
-    const int steps = static_cast<int>(plan.size()), at = lifetimes.peak_position;
-    const int step = at < steps ? at : 2 * steps - 1 - at;
+    const PassSchedule events = net->memory_plan() ? net->memory_plan()->schedule : PlainSchedule(*net, backward);
+    const int at = lifetimes.peak_position;
+    const PassEvent& event = events.events[at];
     std::vector<const BufferLifetime*> live;
     for (const BufferLifetime& buffer : lifetimes.buffers)
-      if (buffer.first <= at && at <= buffer.last) live.push_back(&buffer);
+      if (std::any_of(buffer.intervals.begin(), buffer.intervals.end(), [&](const std::pair<int, int>& interval) {
+            return interval.first <= at && at <= interval.second;
+          }))
+        live.push_back(&buffer);
     std::sort(live.begin(), live.end(),
               [](const BufferLifetime* a, const BufferLifetime* b) { return a->bytes > b->bytes; });
     std::ostringstream largest;
     for (size_t i = 0; i < live.size() && i < 6; ++i)
       largest << (i ? ", " : "") << live[i]->blob << (live[i]->gradient ? " gradient " : " ") << std::fixed
               << std::setprecision(1) << live[i]->bytes / mib << " MiB";
-    LOG(INFO) << "Most live at once: " << lifetimes.peak_live_bytes / mib << " MiB in the "
-              << (at < steps ? "forward" : "backward") << " pass of layer '" << net->layer_names()[plan[step].layer]
-              << "', " << live.size() << " buffers; the largest: " << largest.str();
+    LOG(INFO) << "Most live at once: " << lifetimes.peak_live_bytes / mib << " MiB in the " << EventName(event.kind)
+              << " pass of layer '" << net->layer_names()[plan[event.step].layer] << "', " << live.size()
+              << " buffers; the largest: " << largest.str();
   }
   LOG(INFO) << "Peak resident memory of the process: " << PeakResidentBytes() / mib << " MiB";
   return 0;

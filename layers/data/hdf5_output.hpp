@@ -29,6 +29,7 @@ class HDF5OutputLayer : public Layer {
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
 
   const char* type() const override { return "HDF5Output"; }
+  bool Replayable() const override { return false; }  // its forward writes a file
   int ExactNumBottomBlobs() const override { return 2; }
   int ExactNumTopBlobs() const override { return 0; }
   bool AllowForceBackward(int bottom_index) const override { return false; }

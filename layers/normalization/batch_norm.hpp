@@ -132,6 +132,8 @@ class BatchNormLayer : public Layer {
   bool BackwardReadsTop(int) const override { return false; }
   // The normalized values are the top's, kept until backward: a Scale in place after it reads them.
   const Blob* KeptTop(int) const override { return normalized_; }
+  // Training moves the running statistics (a replay puts them back: updated once per iteration).
+  bool ForwardUpdatesParams() const override { return !use_global_stats_; }
 
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;

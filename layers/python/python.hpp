@@ -40,6 +40,7 @@ class PythonLayer : public Layer {
   // As in Caffe, a Python layer may run in place: its code sees the same blob as bottom and top.
   bool AllowsInPlace() const override { return true; }
   bool PlanMayRunInPlace() const override { return false; }
+  bool Replayable() const override { return false; }  // the user's code may count, draw or write
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   // "layer 'loss' (Python, module 'pyloss', class 'EuclideanLossLayer')": how errors name this layer.

@@ -44,6 +44,7 @@ struct Defaults {
   // Memory plans (net/memory_plan.hpp) are off unless crema.set_memory_plan('share') turns them on: pycaffe's
   // scripts read any blob after a forward pass, and run forward and backward from any layer.
   bool plan_memory = false;
+  bool recompute = false;  // set_memory_plan('recompute')
 };
 Defaults& ModuleDefaults();
 // A context on the default device, seeded with `random_seed`. Raises crema.Error, saying why, where the default

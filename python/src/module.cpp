@@ -31,6 +31,7 @@ std::shared_ptr<Context> MakeContext(uint64_t random_seed) {
   }
   auto context = std::make_shared<Context>(defaults.device, defaults.gpu_id, random_seed);
   context->set_plan_memory(defaults.plan_memory);
+  context->set_recompute(defaults.recompute);
   return context;
 }
 
@@ -85,15 +86,17 @@ PYBIND11_MODULE(_crema, module) {
   module.def(
       "set_memory_plan",
       [](const std::string& plan) {
-        CREMA_CHECK(plan == "share" || plan == "none")
-            << "crema.set_memory_plan('" << plan << "'): use 'share' or 'none'";
-        ModuleDefaults().plan_memory = plan == "share";
+        CREMA_CHECK(plan == "share" || plan == "none" || plan == "recompute")
+            << "crema.set_memory_plan('" << plan << "'): use 'share', 'recompute' or 'none'";
+        ModuleDefaults().plan_memory = plan != "none";
+        ModuleDefaults().recompute = plan == "recompute";
       },
       py::arg("plan"),
       "'share': nets and solvers made from now on plan their memory as crema's tools do (buffers whose lifetimes do "
       "not overlap share memory), so that after a forward pass only the inputs, the outputs and the blobs "
-      "Net.keep_blobs names hold their values, and forward and backward run whole; 'none' (the default): every "
-      "blob keeps its memory, as in Caffe.");
+      "Net.keep_blobs names hold their values, and forward and backward run whole; 'recompute': as 'share', and "
+      "training keeps only segment boundaries from forward to backward, computing the rest again in backward; "
+      "'none' (the default): every blob keeps its memory, as in Caffe.");
   module.def("mode", [] { return std::string(ModuleDefaults().device == crema::Device::kGPU ? "GPU" : "CPU"); });
   module.def("device", [] { return ModuleDefaults().gpu_id; });
   module.def("gpu_count", &crema::Context::gpu_count, "The number of CUDA devices visible (0 without CUDA).");

@@ -66,6 +66,10 @@ class Context {
   // --memory_plan=none turns it off for every net of a run, as `memory_plan: NONE` does in one net's prototxt.
   void set_plan_memory(bool on) { plan_memory_ = on; }
   bool plan_memory() const { return plan_memory_; }
+  // Whether training nets built on this context recompute values in backward instead of keeping them (as
+  // `memory_plan: RECOMPUTE` in a prototxt; crema's --memory_plan=recompute): off by default.
+  void set_recompute(bool on) { recompute_ = on; }
+  bool recompute() const { return recompute_; }
 
   // A CPU context with this (GPU) context's seed, replica and forced engines, made once: where a layer of a GPU
   // net has no GPU engine, it runs on the host with it (LayerRegistry::Create).
@@ -119,6 +123,7 @@ class Context {
   Replica replica_;
   std::map<std::string, std::string> forced_engines_;
   bool plan_memory_ = true;
+  bool recompute_ = false;
   std::unique_ptr<SyncedMemory> ones_;
   int ones_count_ = 0;
   std::shared_ptr<Context> host_twin_;

@@ -28,9 +28,16 @@ class Touches {
       buffer.first = buffer.last = position;
       buffer.read_first = !write;
       buffer.memory = memory;
+      buffer.intervals.emplace_back(position, position);
       buffers_.push_back(buffer);
     }
     BufferLifetime& buffer = buffers_[found->second];
+    // A write at a later position than any touch so far (no read of it there) starts the values anew.
+    if (write && position > buffer.last) {
+      buffer.intervals.emplace_back(position, position);
+    } else {
+      buffer.intervals.back().second = std::max(buffer.intervals.back().second, position);
+    }
     buffer.first = std::min(buffer.first, position);
     buffer.last = std::max(buffer.last, position);
     if (std::find(buffer.blob_ids.begin(), buffer.blob_ids.end(), blob) == buffer.blob_ids.end())
@@ -45,11 +52,11 @@ class Touches {
 
 }  // namespace
 
-NetLifetimes ComputeLifetimes(const Net& net, bool with_backward) {
+NetLifetimes ComputeLifetimes(const Net& net, const PassSchedule& schedule) {
   const std::vector<PlanStep>& plan = net.plan();
   const int steps = static_cast<int>(plan.size());
   NetLifetimes result;
-  result.positions = with_backward ? 2 * steps : steps;
+  result.positions = static_cast<int>(schedule.events.size());
   if (steps == 0) return result;
   Touches touches;
   std::map<const Blob*, int> id_of;
@@ -57,55 +64,65 @@ NetLifetimes ComputeLifetimes(const Net& net, bool with_backward) {
   // The caller fills the inputs before the first step.
   constexpr bool kRead = false, kWrite = true;
   for (const Blob* input : net.input_blobs()) touches.Touch(net, id_of.at(input), false, 0, kRead);
-  for (int s = 0; s < steps; ++s) {
+  const auto forward = [&](int s, int position) {
     const PlanStep& step = plan[s];
     const Layer& layer = *net.layers()[step.layer];
-    for (int id : step.bottoms) touches.Touch(net, id, false, s, kRead);
+    for (int id : step.bottoms) touches.Touch(net, id, false, position, kRead);
     // Internal blobs: written first where the layer declares Forward writes them whole for its Backward; else they
     // may carry state from the last pass (a recurrent layer's carried state), read first.
     for (size_t k = 0; k < step.internals.size(); ++k)
-      touches.Touch(net, step.internals[k], false, s,
+      touches.Touch(net, step.internals[k], false, position,
                     layer.internal_blob_lifetime(static_cast<int>(k)) == Layer::InternalLifetime::kUntilBackward);
     for (size_t t = 0; t < step.tops.size(); ++t) {
-      touches.Touch(net, step.tops[t], false, s, kWrite);
-      if (with_backward && layer.loss(static_cast<int>(t)) != 0.f) touches.Touch(net, step.tops[t], true, s, kWrite);
+      touches.Touch(net, step.tops[t], false, position, kWrite);
+      if (schedule.with_backward && layer.loss(static_cast<int>(t)) != 0.f)
+        touches.Touch(net, step.tops[t], true, position, kWrite);
     }
-  }
-  const int end = result.positions - 1;
-  for (int id : net.output_blob_indices()) touches.Touch(net, id, false, end, kRead);
-  if (with_backward) {
-    for (int s = steps - 1; s >= 0; --s) {
-      const PlanStep& step = plan[s];
-      if (!step.needs_backward) continue;
-      const int position = 2 * steps - 1 - s;
-      const Layer& layer = *net.layers()[step.layer];
-      // In place, top and bottom are one blob (holding the top), touched where the layer reads it: a layer that
-      // keeps a copy of its input reads the copy.
-      const auto in_place = [&](size_t i) {
-        return i < step.tops.size() && i < step.bottoms.size() && step.bottoms[i] == step.tops[i];
-      };
-      for (size_t t = 0; t < step.tops.size(); ++t) {
-        touches.Touch(net, step.tops[t], true, position, kRead);
-        const int index = static_cast<int>(t);
-        if (in_place(t) ? layer.BackwardReadsInPlace(index) : layer.BackwardReadsTop(index))
-          touches.Touch(net, step.tops[t], false, position, kRead);
-      }
-      for (size_t b = 0; b < step.bottoms.size(); ++b)
-        if (!in_place(b) && layer.BackwardReadsBottom(static_cast<int>(b)))
-          touches.Touch(net, step.bottoms[b], false, position, kRead);
-      for (int id : step.internals) touches.Touch(net, id, false, position, kRead);
-      for (size_t b = 0; b < step.bottoms.size(); ++b)
-        if (b < step.propagate_down.size() && step.propagate_down[b])
-          touches.Touch(net, step.bottoms[b], true, position, kWrite);
+  };
+  const auto backward = [&](int s, int position) {
+    const PlanStep& step = plan[s];
+    if (!step.needs_backward) return;
+    const Layer& layer = *net.layers()[step.layer];
+    // In place, top and bottom are one blob (holding the top), touched where the layer reads it: a layer that
+    // keeps a copy of its input reads the copy.
+    const auto in_place = [&](size_t i) {
+      return i < step.tops.size() && i < step.bottoms.size() && step.bottoms[i] == step.tops[i];
+    };
+    for (size_t t = 0; t < step.tops.size(); ++t) {
+      touches.Touch(net, step.tops[t], true, position, kRead);
+      const int index = static_cast<int>(t);
+      if (in_place(t) ? layer.BackwardReadsInPlace(index) : layer.BackwardReadsTop(index))
+        touches.Touch(net, step.tops[t], false, position, kRead);
     }
+    for (size_t b = 0; b < step.bottoms.size(); ++b)
+      if (!in_place(b) && layer.BackwardReadsBottom(static_cast<int>(b)))
+        touches.Touch(net, step.bottoms[b], false, position, kRead);
+    for (int id : step.internals) touches.Touch(net, id, false, position, kRead);
+    for (size_t b = 0; b < step.bottoms.size(); ++b)
+      if (b < step.propagate_down.size() && step.propagate_down[b])
+        touches.Touch(net, step.bottoms[b], true, position, kWrite);
+  };
+  const int forward_end = std::min(steps, result.positions) - 1;
+  for (int position = 0; position < result.positions; ++position) {
+    const PassEvent& event = schedule.events[position];
+    if (event.kind == PassEvent::Kind::kBackward) {
+      backward(event.step, position);
+    } else {
+      forward(event.step, position);
+    }
+    // The net's outputs are read once forward ends, and stay readable to the end of the pass.
+    if (position == forward_end)
+      for (int id : net.output_blob_indices()) touches.Touch(net, id, false, result.positions - 1, kRead);
   }
   result.buffers = touches.Take();
   // Live bytes at each position, from each buffer's first to its last.
   std::vector<long long> change(result.positions + 1, 0);
   for (const BufferLifetime& buffer : result.buffers) {
     result.total_bytes += buffer.bytes;
-    change[buffer.first] += static_cast<long long>(buffer.bytes);
-    change[buffer.last + 1] -= static_cast<long long>(buffer.bytes);
+    for (const auto& [first, last] : buffer.intervals) {
+      change[first] += static_cast<long long>(buffer.bytes);
+      change[last + 1] -= static_cast<long long>(buffer.bytes);
+    }
   }
   long long live = 0;
   for (int position = 0; position < result.positions; ++position) {
@@ -116,6 +133,23 @@ NetLifetimes ComputeLifetimes(const Net& net, bool with_backward) {
     }
   }
   return result;
+}
+
+NetLifetimes ComputeLifetimes(const Net& net, bool with_backward) {
+  return ComputeLifetimes(net, PlainSchedule(net, with_backward));
+}
+
+bool IntervalsOverlap(const std::vector<std::pair<int, int>>& a, const std::vector<std::pair<int, int>>& b) {
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    if (a[i].first <= b[j].second && b[j].first <= a[i].second) return true;
+    if (a[i].second < b[j].second) {
+      ++i;
+    } else {
+      ++j;
+    }
+  }
+  return false;
 }
 
 }  // namespace crema

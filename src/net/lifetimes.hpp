@@ -2,8 +2,9 @@
 // analysis a memory plan starts from (buffers whose lifetimes do not overlap can share memory); nothing here
 // moves memory yet.
 //
-// A pass is a sequence of positions: forward step s at position s (0 .. S-1), and, for a training pass, the
-// backward of step s at position 2S-1-s (backward runs the steps in reverse). A buffer is one storage: a blob's
+// A pass is a sequence of positions, one per event of its schedule (net/schedule.hpp): forward step s at position s
+// (0 .. S-1), and, for a plain training pass, the backward of step s at position 2S-1-s (backward runs the steps in
+// reverse); a recompute pass puts each segment's replays before its backward. A buffer is one storage: a blob's
 // data, or its gradient; a top that is a view of a bottom shares the bottom's buffer (Flatten, Split's copies).
 // Parameters, their gradients and the workspace are live throughout and are not listed.
 //
@@ -16,14 +17,19 @@
 //              internal blobs, and the bottom and top data its layer declares its backward reads
 //              (Layer::BackwardReadsBottom / BackwardReadsTop); run in place, the one blob is read where the
 //              layer says its backward reads it (Layer::BackwardReadsInPlace: not where it keeps a copy of its
-//              input and reads the copy).
+//              input and reads the copy);
+//   replay     (recompute) as forward.
+// A buffer lives from a write to the last read before the next write that does not also read it (a replay writes
+// anew what forward wrote): each such stretch is one interval, and between them its memory is free.
 #pragma once
 
 #include <cstddef>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "net/net.hpp"
+#include "net/schedule.hpp"
 
 namespace crema {
 
@@ -31,8 +37,9 @@ struct BufferLifetime {
   std::string blob;       // the net's name for a blob using the buffer (the first the pass touches)
   bool gradient = false;  // the blob's gradient rather than its data
   size_t bytes = 0;
-  int first = -1;  // positions, inclusive
+  int first = -1;  // positions, inclusive: from the first touch to the last
   int last = -1;
+  std::vector<std::pair<int, int>> intervals;  // where its values live, inclusive, ascending, within [first, last]
   // Whether the pass reads the buffer before anything in it writes it: the net's inputs (the caller filled them),
   // a gradient no later step contributes to (it holds the zeros it was made with), a layer's state from the last
   // pass. Such a buffer carries values into the pass, so its memory cannot be shared with another's.
@@ -42,15 +49,20 @@ struct BufferLifetime {
 };
 
 struct NetLifetimes {
-  int positions = 0;                    // S forward, or 2S with backward
+  int positions = 0;                    // the schedule's events: S forward, or 2S with backward, more with replays
   std::vector<BufferLifetime> buffers;  // every buffer the pass touches, each once
   size_t total_bytes = 0;               // all of them: what a net holds when every buffer has memory of its own
   size_t peak_live_bytes = 0;           // the most bytes live at one position: no memory plan can use less
   int peak_position = -1;
 };
 
-// The lifetimes of the buffers of `net`'s steps as they are now, for a forward pass alone (`with_backward` false:
-// testing, inference) or a forward and backward pass (training; only steps with needs_backward run backward).
+// The lifetimes of the buffers of `net`'s steps as they are now, in a pass that runs `schedule` (only steps with
+// needs_backward run backward).
+NetLifetimes ComputeLifetimes(const Net& net, const PassSchedule& schedule);
+// For a plain forward pass (`with_backward` false: testing, inference) or forward and backward pass (training).
 NetLifetimes ComputeLifetimes(const Net& net, bool with_backward);
+
+// Whether two lists of intervals (inclusive, ascending) share a position.
+bool IntervalsOverlap(const std::vector<std::pair<int, int>>& a, const std::vector<std::pair<int, int>>& b);
 
 }  // namespace crema

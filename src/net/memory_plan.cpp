@@ -1,6 +1,7 @@
 #include "net/memory_plan.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <numeric>
 
@@ -41,9 +42,10 @@ std::string MemoryPlanRefusal(const Net& net) {
 
 MemoryPlan ComputeMemoryPlan(const Net& net, const MemoryPlanOptions& options) {
   MemoryPlan plan;
-  plan.lifetimes = ComputeLifetimes(net, options.with_backward);
+  plan.schedule = options.schedule.events.empty() ? PlainSchedule(net, options.with_backward) : options.schedule;
+  plan.lifetimes = ComputeLifetimes(net, plan.schedule);
   const NetLifetimes& lifetimes = plan.lifetimes;
-  plan.with_backward = options.with_backward;
+  plan.with_backward = plan.schedule.with_backward;
   plan.unplanned_bytes = lifetimes.total_bytes;
   const int steps = static_cast<int>(net.plan().size());
 
@@ -80,25 +82,57 @@ MemoryPlan ComputeMemoryPlan(const Net& net, const MemoryPlanOptions& options) {
     planned.bytes = buffer.bytes;
     planned.first = buffer.first;
     planned.last = buffer.last;
+    planned.intervals = buffer.intervals;
     plan.buffers.push_back(planned);
   }
   const int n = static_cast<int>(plan.buffers.size());
 
   // In place: at a step whose layer allows it, top i takes the memory of bottom i when this step is the last to
-  // touch the bottom and the first to touch the top (backward: bottom i's gradient takes top i's).
+  // touch the bottom and the first to touch the top (backward: bottom i's gradient takes top i's). In a recompute
+  // pass the step runs twice (forward, replay), and the two may meet at each; they must not overlap elsewhere.
   std::vector<int> parent(n);
   std::iota(parent.begin(), parent.end(), 0);
+  std::vector<std::vector<std::pair<int, int>>> group_intervals(n);  // per root: its members' intervals
+  for (int i = 0; i < n; ++i) group_intervals[i] = plan.buffers[i].intervals;
   std::vector<bool> handed_on(n, false);  // a buffer gives its memory to one successor at most
-  auto merge = [&](const SyncedMemory* from, const SyncedMemory* to, int position) {
+  // Whether the intervals of a giver's group and a taker's group meet only where one ends and the other begins, at
+  // one of `positions`.
+  const auto meet_only_at = [](const std::vector<std::pair<int, int>>& giver,
+                               const std::vector<std::pair<int, int>>& taker, const std::vector<int>& positions) {
+    for (const auto& g : giver)
+      for (const auto& t : taker) {
+        if (g.second < t.first || t.second < g.first) continue;
+        if (g.second != t.first || std::find(positions.begin(), positions.end(), t.first) == positions.end())
+          return false;
+      }
+    return true;
+  };
+  auto merge = [&](const SyncedMemory* from, const SyncedMemory* to, const std::vector<int>& positions) {
     auto a = index_of.find(from), b = index_of.find(to);
     if (a == index_of.end() || b == index_of.end() || a->second == b->second) return;
     PlannedBuffer& giver = plan.buffers[a->second];
     PlannedBuffer& taker = plan.buffers[b->second];
-    if (giver.last != position || taker.first != position || handed_on[a->second] || taker.bytes > giver.bytes) return;
+    const int giver_root = Root(parent, a->second), taker_root = Root(parent, b->second);
+    if (giver_root == taker_root || handed_on[a->second] || taker.bytes > giver.bytes) return;
+    if (std::find(positions.begin(), positions.end(), giver.last) == positions.end() ||
+        std::find(positions.begin(), positions.end(), taker.first) == positions.end() ||
+        !meet_only_at(group_intervals[giver_root], group_intervals[taker_root], positions))
+      return;
     handed_on[a->second] = true;
     taker.in_place = true;
-    parent[Root(parent, b->second)] = Root(parent, a->second);
+    parent[taker_root] = giver_root;
+    std::vector<std::pair<int, int>>& joined = group_intervals[giver_root];
+    joined.insert(joined.end(), group_intervals[taker_root].begin(), group_intervals[taker_root].end());
+    std::sort(joined.begin(), joined.end());
+    group_intervals[taker_root].clear();
   };
+  // Where each step runs forward (and replays), and backward.
+  std::vector<std::vector<int>> forward_at(steps), backward_at(steps);
+  for (size_t position = 0; position < plan.schedule.events.size(); ++position) {
+    const PassEvent& event = plan.schedule.events[position];
+    (event.kind == PassEvent::Kind::kBackward ? backward_at : forward_at)[event.step].push_back(
+        static_cast<int>(position));
+  }
   for (int s = 0; s < steps; ++s) {
     const PlanStep& step = net.plan()[s];
     const Layer& layer = *net.layers()[step.layer];
@@ -107,9 +141,9 @@ MemoryPlan ComputeMemoryPlan(const Net& net, const MemoryPlanOptions& options) {
     for (size_t i = 0; i < pairs; ++i) {
       const Blob& bottom = *net.blobs()[step.bottoms[i]];
       const Blob& top = *net.blobs()[step.tops[i]];
-      merge(bottom.data().get(), top.data().get(), s);
-      if (options.with_backward && step.needs_backward && i < step.propagate_down.size() && step.propagate_down[i])
-        merge(top.diff().get(), bottom.diff().get(), 2 * steps - 1 - s);
+      merge(bottom.data().get(), top.data().get(), forward_at[s]);
+      if (plan.with_backward && step.needs_backward && i < step.propagate_down.size() && step.propagate_down[i])
+        merge(top.diff().get(), bottom.diff().get(), backward_at[s]);
     }
   }
 
@@ -117,16 +151,19 @@ MemoryPlan ComputeMemoryPlan(const Net& net, const MemoryPlanOptions& options) {
   struct Group {
     size_t bytes = 0;
     int first = 0, last = 0;
+    std::vector<std::pair<int, int>> intervals;
     size_t offset = 0;
     std::vector<int> members;
   };
   std::map<int, Group> groups;
   for (int i = 0; i < n; ++i) {
-    Group& group = groups[Root(parent, i)];
+    const int root = Root(parent, i);
+    Group& group = groups[root];
     const PlannedBuffer& buffer = plan.buffers[i];
     if (group.members.empty()) {
       group.first = buffer.first;
       group.last = buffer.last;
+      group.intervals = group_intervals[root];
     }
     group.bytes = std::max(group.bytes, RoundUp(buffer.bytes));
     group.first = std::min(group.first, buffer.first);
@@ -143,7 +180,8 @@ MemoryPlan ComputeMemoryPlan(const Net& net, const MemoryPlanOptions& options) {
     // The ranges taken, during this group's life, by groups already placed.
     std::vector<std::pair<size_t, size_t>> taken;
     for (const Group* other : placed)
-      if (other->first <= group->last && group->first <= other->last)
+      if (other->first <= group->last && group->first <= other->last &&
+          IntervalsOverlap(other->intervals, group->intervals))
         taken.emplace_back(other->offset, other->offset + other->bytes);
     std::sort(taken.begin(), taken.end());
     size_t best = 0, best_gap = SIZE_MAX, cursor = 0;
@@ -175,6 +213,53 @@ MemoryPlan ComputeMemoryPlan(const Net& net, const MemoryPlanOptions& options) {
     }
   }
   return plan;
+}
+
+MemoryPlan ComputeRecomputePlan(const Net& net, const MemoryPlanOptions& options, const RecomputeOptions& recompute) {
+  MemoryPlanOptions plain = options;
+  plain.with_backward = true;
+  plain.schedule = PassSchedule();
+  const MemoryPlan stored = ComputeMemoryPlan(net, plain);
+  MemoryPlan best = stored;
+  const bool any =
+      std::find(recompute.recomputable.begin(), recompute.recomputable.end(), true) != recompute.recomputable.end();
+  const std::vector<int> cuts = SegmentCuts(net);
+  const int steps = static_cast<int>(net.plan().size());
+  if (!any || cuts.empty() || steps == 0) return best;
+  // Chen et al.'s rule: n steps of m bytes each in sqrt(n) segments of sqrt(n) m bytes.
+  double total = 0;
+  for (const BufferLifetime& buffer : ComputeLifetimes(net, false).buffers) total += static_cast<double>(buffer.bytes);
+  const double rule = total / std::sqrt(static_cast<double>(steps));
+  const auto plan_for = [&](const std::vector<int>& segments, int stored_tail) {
+    MemoryPlanOptions with = plain;
+    with.schedule = RecomputeSchedule(net, segments, recompute.recomputable, stored_tail);
+    return ComputeMemoryPlan(net, with);
+  };
+  std::vector<int> chosen;
+  for (double scale : {0.25, 0.35, 0.5, 0.7, 1.0, 1.4, 2.0, 2.8, 4.0}) {
+    const std::vector<int> segments = GreedySegments(net, cuts, rule * scale);
+    if (segments.size() < 2) continue;
+    MemoryPlan candidate = plan_for(segments, 0);
+    if (candidate.schedule.replays == 0 || candidate.planned_bytes() >= best.planned_bytes()) continue;
+    best = std::move(candidate);
+    chosen = segments;
+  }
+  if (chosen.empty() || recompute.budget_bytes == 0 || best.planned_bytes() > recompute.budget_bytes) return best;
+  // Within a budget: store whole the most segments backward reaches first that keep the plan within it (the plan
+  // grows with each stored segment; a binary search over how many).
+  if (stored.planned_bytes() <= recompute.budget_bytes) return stored;
+  int low = 1, high = static_cast<int>(chosen.size());  // `low` fits (the last segment is always stored)
+  while (high - low > 1) {
+    const int middle = (low + high) / 2;
+    MemoryPlan candidate = plan_for(chosen, middle);
+    if (candidate.planned_bytes() <= recompute.budget_bytes) {
+      low = middle;
+      best = std::move(candidate);
+    } else {
+      high = middle;
+    }
+  }
+  return best;
 }
 
 }  // namespace crema

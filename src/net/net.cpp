@@ -221,6 +221,8 @@ void Net::Build(const NetParameter& in_param, const NetPasses& passes) {
   plan_with_backward_ =
       std::any_of(plan_.begin(), plan_.end(), [](const PlanStep& step) { return step.needs_backward; });
   const std::string refusal = MemoryPlanRefusal(*this);
+  recompute_ = param.memory_plan() == NetParameter::RECOMPUTE || context_->recompute();
+  memory_budget_ = static_cast<size_t>(param.memory_budget());
   const char* off = param.memory_plan() == NetParameter::NONE ? "the net says memory_plan: NONE"
                     : !context_->plan_memory()                ? "plans are turned off (--memory_plan=none)"
                     : debug_info_                             ? "debug_info keeps every blob readable"
@@ -283,7 +285,7 @@ void Net::BindMemoryPlan() {
   // What the net takes without a plan (as memory_plan: NONE runs it), before the plan shares kept values.
   const size_t unplanned_bytes = ComputeLifetimes(*this, plan_with_backward_).total_bytes;
   if (plan_with_backward_) ShareKeptInputs(true);
-  MemoryPlan plan = ComputeMemoryPlan(*this, MemoryPlanOptions{plan_with_backward_, kept_blobs_});
+  MemoryPlan plan = ChoosePlan();
   plan.unplanned_bytes = unplanned_bytes;
   // The storages the plan moves stay alive until every view of them has moved too, so that a view nobody
   // re-made shows up below (and no new storage takes an old one's address meanwhile).
@@ -299,6 +301,7 @@ void Net::BindMemoryPlan() {
     }
   }
   memory_plan_ = std::make_unique<MemoryPlan>(std::move(plan));
+  schedule_ = memory_plan_->schedule;
   ReshapeSteps(/*every=*/true);
   // Every moved buffer must still be its slot of the arena, and no blob may still view moved memory.
   std::set<const SyncedMemory*> old;
@@ -329,7 +332,32 @@ void Net::BindMemoryPlan() {
             << ": " << p.planned_bytes() << " bytes (an arena of " << p.arena_bytes << " for " << p.buffers.size()
             << " buffers, " << p.in_place << " of them in place, and " << p.kept_bytes << " kept apart) instead of "
             << p.unplanned_bytes << " ("
-            << std::lround(100.0 * p.planned_bytes() / std::max<size_t>(p.unplanned_bytes, 1)) << "%)";
+            << std::lround(100.0 * p.planned_bytes() / std::max<size_t>(p.unplanned_bytes, 1)) << "%)"
+            << (p.schedule.replays > 0
+                    ? "; backward runs " + std::to_string(p.schedule.replays) + " of " + std::to_string(plan_.size()) +
+                          " steps' forward again, in " + std::to_string(p.schedule.segments.size()) + " segments"
+                    : std::string());
+  if (memory_budget_ > 0 && p.with_backward && p.planned_bytes() > memory_budget_)
+    LOG(WARNING) << "Net '" << name_ << "': memory_budget " << memory_budget_ << " bytes is below the smallest plan ("
+                 << p.planned_bytes() << " bytes" << (recompute_ ? ", recomputing" : "")
+                 << "); the net uses the smallest";
+}
+
+MemoryPlan Net::ChoosePlan() {
+  MemoryPlanOptions options{plan_with_backward_, kept_blobs_, PassSchedule()};
+  if (plan_with_backward_ && !chosen_segments_.empty()) {
+    options.schedule = RecomputeSchedule(*this, chosen_segments_, RecomputableSteps(*this, true));
+    return ComputeMemoryPlan(*this, options);
+  }
+  if (!plan_with_backward_ || !(recompute_ || WantsRecompute(*this, false))) return ComputeMemoryPlan(*this, options);
+  RecomputeOptions recompute;
+  recompute.recomputable = RecomputableSteps(*this, recompute_);
+  recompute.budget_bytes = memory_budget_;
+  return ComputeRecomputePlan(*this, options, recompute);
+}
+
+PassSchedule Net::schedule() const {
+  return schedule_.replays > 0 ? schedule_ : PlainSchedule(*this, plan_with_backward_);
 }
 
 void Net::ReleaseMemoryPlan(bool keep_values, bool reshape) {
@@ -345,6 +373,7 @@ void Net::ReleaseMemoryPlan(bool keep_values, bool reshape) {
            buffer.gradient ? owner.mutable_diff_on(device) : owner.mutable_data_on(device));
   }
   memory_plan_.reset();
+  if (!keep_values) schedule_ = PassSchedule();  // a pass under way goes on replaying as it began
   // Layers copy their inputs again (from the reshapes below); in the middle of a pass they go on reading the kept
   // values they borrowed, which moved with their values, since this pass's forward made no copy.
   if (!keep_values) ShareKeptInputs(false);
@@ -361,6 +390,21 @@ void Net::PlanMemory(bool with_backward) {
   if (!plan_memory_) return;
   ReleaseMemoryPlan(false, false);  // BindMemoryPlan reshapes
   BindMemoryPlan();
+}
+
+void Net::RecomputeSegments(const std::vector<int>& segments) {
+  const std::vector<int> cuts = SegmentCuts(*this);
+  for (size_t i = 0; i < segments.size(); ++i) {
+    CREMA_CHECK(segments[i] == 0 || std::binary_search(cuts.begin(), cuts.end(), segments[i]))
+        << "net '" << name_ << "': a recompute segment cannot begin at step " << segments[i]
+        << (segments[i] > 0 && segments[i] < static_cast<int>(plan_.size())
+                ? " (layer '" + layer_names_[plan_[segments[i]].layer] +
+                      "'): a value crossing there is overwritten later"
+                : std::string(": the net has ") + std::to_string(plan_.size()) + " steps");
+    CREMA_CHECK(i == 0 || segments[i - 1] < segments[i]) << "net '" << name_ << "': recompute segments must ascend";
+  }
+  chosen_segments_ = segments;
+  PlanMemory(plan_with_backward_);
 }
 
 void Net::KeepBlobs(const std::vector<std::string>& names) {
@@ -518,6 +562,7 @@ void Net::RunAfterWeightsPasses() {
     DeriveStepTables();
   }
   after_weights_.clear();
+  chosen_segments_.clear();  // steps may have gone
   if (plan_memory_) BindMemoryPlan();
 }
 
@@ -575,6 +620,7 @@ float Net::ForwardStep(size_t step) {
   Layer& layer = *layers_[s.layer];
   float loss = 0.f;
   try {
+    if (step < schedule_.replayed.size() && schedule_.replayed[step]) layer.PrepareReplay();
     loss = layer.Forward(Blobs(s.bottoms), Blobs(s.tops));
   } catch (const Error& error) {
     CREMA_FAIL() << NamingLayer(error.what(), layer.name(), layer.type());
@@ -588,6 +634,18 @@ float Net::ForwardStep(size_t step) {
                                << " (debug_info checks every step)";
   }
   return loss;
+}
+
+void Net::ReplayStep(size_t step) {
+  const PlanStep& s = plan_[step];
+  Layer& layer = *layers_[s.layer];
+  try {
+    layer.Replay(Blobs(s.bottoms), Blobs(s.tops));
+  } catch (const Error& error) {
+    CREMA_FAIL() << NamingLayer(error.what(), layer.name(), layer.type()) << " (recomputing it for backward)";
+  } catch (const std::bad_alloc&) {
+    CREMA_FAIL() << NamingLayer("out of host memory recomputing the forward pass", layer.name(), layer.type());
+  }
 }
 
 void Net::BackwardStep(size_t step) {
@@ -623,7 +681,18 @@ float Net::Forward() {
 }
 
 void Net::Backward() {
-  for (size_t step = plan_.size(); step-- > 0;) BackwardStep(step);
+  if (schedule_.replays > 0) {
+    for (size_t e = plan_.size(); e < schedule_.events.size(); ++e) {
+      const PassEvent& event = schedule_.events[e];
+      if (event.kind == PassEvent::Kind::kReplay) {
+        ReplayStep(event.step);
+      } else {
+        BackwardStep(event.step);
+      }
+    }
+  } else {
+    for (size_t step = plan_.size(); step-- > 0;) BackwardStep(step);
+  }
   if (debug_info_) {
     double asum_data = 0, asum_diff = 0, sumsq_data = 0, sumsq_diff = 0;
     for (Blob* param : learnable_params_) {

@@ -37,6 +37,7 @@
 
 #include "core/blob.hpp"
 #include "layers/layer.hpp"
+#include "net/schedule.hpp"
 
 namespace crema {
 
@@ -110,8 +111,12 @@ class Net {
   // Runs one step of the plan (tools that time or inspect single steps use these).
   float ForwardStep(size_t step);
   void BackwardStep(size_t step);
+  // Runs step `step`'s forward again, as a recompute schedule does before the backward of its segment
+  // (Layer::Replay: the values the first run wrote, bit for bit).
+  void ReplayStep(size_t step);
   // Runs the plan backward from the loss tops, accumulating into parameter gradients. Once every step that
-  // uses a learnable parameter has run backward, the gradient-ready callback gets that parameter's index.
+  // uses a learnable parameter has run backward, the gradient-ready callback gets that parameter's index. Under a
+  // recompute plan, each segment's replays run just before its backward (schedule()).
   void Backward();
   float ForwardBackward() {
     float loss = Forward();
@@ -226,12 +231,19 @@ class Net {
   // classify, extract_features, time --forward_only, a solver's test nets) says so, and the net then frees every
   // activation after its last reader and refuses Backward.
   void PlanMemory(bool with_backward);
+  // Plans a training pass with recompute over segments beginning at the given steps (each one of SegmentCuts(),
+  // ascending), replaying every step that may replay (net/schedule.hpp), instead of the segments the planner would
+  // choose; empty: the planner chooses again. For tests and for users who place the segments themselves.
+  void RecomputeSegments(const std::vector<int>& segments);
   // Keeps the named blobs readable (memory of their own) and plans again; a name the net lacks is an Error.
   void KeepBlobs(const std::vector<std::string>& names);
   // Gives every planned buffer memory of its own again (as with memory_plan: NONE), for the net's life.
   void UnplanMemory();
   // The plan in force; null when the net has none.
   const MemoryPlan* memory_plan() const { return memory_plan_.get(); }
+  // The order a pass runs the steps in (net/schedule.hpp): with replays where the plan recomputes (memory_plan:
+  // RECOMPUTE, a layer's recompute mark, --memory_plan=recompute), which Backward follows; else the plain one.
+  PassSchedule schedule() const;
 
   // Bytes of the data of every blob of the plan (tops and internal blobs), each storage counted once.
   size_t activation_bytes() const;
@@ -274,6 +286,8 @@ class Net {
   // Tells every layer whether Backward may follow Forward (Layer::set_backward_planned); where that changes, every
   // step is marked to be reshaped.
   void TellLayersBackwardPlanned(bool planned);
+  // The plan for a pass with backward: with recompute where the net, a layer or the context asks for it.
+  MemoryPlan ChoosePlan();
   // Under a plan with backward: where a layer in place would copy its input for its backward and the step that
   // wrote that input keeps the same values until its own, later, backward (Layer::KeptTop: BatchNorm's normalized
   // values before a Scale), the layer reads those instead (Layer::BorrowKeptInput). `share` false undoes it.
@@ -322,6 +336,10 @@ class Net {
   // input shapes it was made for.
   bool plan_memory_ = false;
   bool plan_with_backward_ = false;
+  bool recompute_ = false;               // memory_plan: RECOMPUTE (or the context's --memory_plan=recompute)
+  size_t memory_budget_ = 0;             // NetParameter.memory_budget
+  PassSchedule schedule_;                // of the plan bound (kept while a pass that began under it runs on)
+  std::vector<int> chosen_segments_;     // RecomputeSegments'
   bool layers_backward_planned_ = true;  // what the layers were last told
   std::set<int> kept_blobs_;
   std::unique_ptr<MemoryPlan> memory_plan_;

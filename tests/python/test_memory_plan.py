@@ -41,7 +41,7 @@ def test_off_by_default_and_on_when_asked(write):
     net.plan_memory(backward=False)
     assert net.memory_plan["backward"] is False
     assert net.memory_plan["planned_bytes"] < plan["planned_bytes"]
-    with pytest.raises(crema.Error, match="use 'share' or 'none'"):
+    with pytest.raises(crema.Error, match="use 'share', 'recompute' or 'none'"):
         crema.set_memory_plan("some")
 
 
