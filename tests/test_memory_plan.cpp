@@ -361,5 +361,224 @@ TEST(MemoryPlanTest, ThePlanCanBeTurnedOff) {
   EXPECT_GT(net.ForwardBackward(), 0.f);
 }
 
+// ---------------------------------------------------------------------------------------------------------
+// Recompute (net/schedule.hpp)
+
+// What a replay must repeat exactly: a Convolution with BatchNorm (running statistics), Scale and ReLU in place on
+// its output, stochastic pooling and Dropout (random draws), then a classifier.
+std::string ReplayNet(const std::string& header = "") {
+  return header + R"(
+    name: 'replay'
+    layer { name: 'input' type: 'Input' top: 'data' top: 'label'
+            input_param { shape { dim: 4 dim: 3 dim: 8 dim: 8 } shape { dim: 4 } } }
+    layer { name: 'conv1' type: 'Convolution' bottom: 'data' top: 'conv1'
+            convolution_param { num_output: 8 kernel_size: 3 pad: 1 weight_filler { type: 'gaussian' std: 0.3 } } }
+    layer { name: 'bn1' type: 'BatchNorm' bottom: 'conv1' top: 'conv1' }
+    layer { name: 'scale1' type: 'Scale' bottom: 'conv1' top: 'conv1'
+            scale_param { bias_term: true filler { type: 'gaussian' } bias_filler { type: 'gaussian' } } }
+    layer { name: 'relu1' type: 'ReLU' bottom: 'conv1' top: 'conv1' }
+    layer { name: 'pool1' type: 'Pooling' bottom: 'conv1' top: 'pool1'
+            pooling_param { pool: STOCHASTIC kernel_size: 2 stride: 2 } }
+    layer { name: 'conv2' type: 'Convolution' bottom: 'pool1' top: 'conv2'
+            convolution_param { num_output: 8 kernel_size: 3 pad: 1 weight_filler { type: 'gaussian' std: 0.3 } } }
+    layer { name: 'relu2' type: 'ReLU' bottom: 'conv2' top: 'conv2' }
+    layer { name: 'drop2' type: 'Dropout' bottom: 'conv2' top: 'conv2' dropout_param { dropout_ratio: 0.5 } }
+    layer { name: 'ip' type: 'InnerProduct' bottom: 'conv2' top: 'ip'
+            inner_product_param { num_output: 3 weight_filler { type: 'gaussian' std: 0.1 } } }
+    layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip' bottom: 'label' top: 'loss' })";
+}
+
+// Every layer's parameters (BatchNorm's statistics too).
+std::vector<Blob*> LayerParams(const Net& net) {
+  std::vector<Blob*> blobs;
+  for (const auto& layer : net.layers())
+    for (const auto& blob : layer->params()) blobs.push_back(blob.get());
+  return blobs;
+}
+
+// The steps a net's schedule replays, by layer name.
+std::vector<std::string> ReplayedLayers(const Net& net) {
+  std::vector<std::string> names;
+  const PassSchedule schedule = net.schedule();
+  for (size_t s = 0; s < net.plan().size(); ++s)
+    if (schedule.replayed[s]) names.push_back(net.layer_names()[net.plan()[s].layer]);
+  return names;
+}
+
+// Trains `recomputed` and `stored` side by side (the same parameters and inputs) and expects bit-identical losses,
+// gradients, statistics and updated parameters after each of several iterations.
+void ExpectSameTraining(Net* recomputed, Net* stored) {
+  ASSERT_EQ(LayerParams(*recomputed).size(), LayerParams(*stored).size());
+  for (size_t p = 0; p < LayerParams(*stored).size(); ++p) {
+    BlobProto proto;
+    LayerParams(*stored)[p]->ToProto(&proto);
+    LayerParams(*recomputed)[p]->FromProto(proto);
+  }
+  for (int iteration = 0; iteration < 4; ++iteration) {
+    SCOPED_TRACE("iteration " + std::to_string(iteration));
+    for (Net* net : {recomputed, stored}) {
+      test::FillGaussian(net->blob_by_name("data"), 0.f, 1.f, 60 + iteration);
+      Blob* label = net->blob_by_name("label");
+      for (int i = 0; i < label->count(); ++i) label->mutable_cpu_data()[i] = static_cast<float>((i + iteration) % 3);
+      net->ClearParamDiffs();
+    }
+    const float loss = recomputed->ForwardBackward();
+    EXPECT_EQ(loss, stored->ForwardBackward());
+    EXPECT_GT(loss, 0.f);
+    EXPECT_EQ(test::DiffOf(*recomputed->blob_by_name("data")), test::DiffOf(*stored->blob_by_name("data")));
+    ExpectSameGradientsThenStep(recomputed, stored);
+    for (size_t p = 0; p < LayerParams(*stored).size(); ++p)
+      EXPECT_EQ(test::DataOf(*LayerParams(*recomputed)[p]), test::DataOf(*LayerParams(*stored)[p])) << "blob " << p;
+  }
+}
+
+NetParameter ReplayNetFor(const std::string& header) {
+  NetParameter param = test::ParseNet(ReplayNet(header));
+  param.mutable_state()->set_phase(TRAIN);
+  return param;
+}
+
+// Replays draw the random numbers the first forward drew (stochastic pooling's picks, Dropout's mask) and leave
+// BatchNorm's running statistics as one forward leaves them: with a segment at every place one may begin (every
+// replayable step whose values backward reads runs twice), training equals training without a plan bit for bit,
+// on the CPU and in the host rehearsal of the GPU code.
+TEST(MemoryPlanTest, RecomputeReplaysRandomLayersAndBatchNormExactly) {
+  for (bool rehearsal : {false, true}) {
+    SCOPED_TRACE(rehearsal ? "GPU code on the host" : "CPU");
+    std::unique_ptr<Net> nets[2];
+    for (int recompute = 0; recompute < 2; ++recompute) {
+      auto context = std::make_shared<Context>(Device::kCPU, 0, 9);
+      context->set_gpu_code_on_host(rehearsal);
+      if (rehearsal) context->ForceEngines("native");
+      nets[recompute] =
+          std::make_unique<Net>(ReplayNetFor(recompute ? "memory_plan: RECOMPUTE" : "memory_plan: NONE"), context);
+    }
+    Net& recomputed = *nets[1];
+    recomputed.RecomputeSegments(SegmentCuts(recomputed));
+    ASSERT_NE(recomputed.memory_plan(), nullptr);
+    const std::vector<std::string> replayed = ReplayedLayers(recomputed);
+    for (const char* layer : {"conv1", "bn1", "scale1", "relu1", "pool1", "conv2", "relu2", "drop2"})
+      EXPECT_NE(std::find(replayed.begin(), replayed.end(), layer), replayed.end()) << layer << " is not replayed";
+    ExpectSameTraining(&recomputed, nets[0].get());
+  }
+}
+
+// A segment never begins inside an in-place chain (the value at the cut would be overwritten by the chain's later
+// layers): here only before conv1 and after it, relu1, pool1 and the rest.
+TEST(MemoryPlanTest, SegmentsNeverCutAnInPlaceChain) {
+  Net net(ReplayNetFor("memory_plan: NONE"));
+  std::vector<std::string> starts;
+  for (int cut : SegmentCuts(net)) starts.push_back(net.layer_names()[net.plan()[cut].layer]);
+  EXPECT_EQ(starts, (std::vector<std::string>{"conv1", "pool1", "conv2", "ip", "loss"}));
+  EXPECT_THROW(net.RecomputeSegments({0, 3}), Error);  // between bn1 and scale1
+}
+
+// The buffers a replay writes live twice, from forward to their last forward reader and from the replay to their
+// last backward reader; no two buffers live at one position share a byte, with one arena for every interval.
+TEST(MemoryPlanTest, ReplayedBuffersLiveTwiceAndNeverShareBytesWithOthersLiveThen) {
+  Net net(ReplayNetFor("memory_plan: NONE"));
+  MemoryPlanOptions options{true, {}, {}};
+  options.schedule = RecomputeSchedule(net, SegmentCuts(net), RecomputableSteps(net, true));
+  ASSERT_GT(options.schedule.replays, 0);
+  const MemoryPlan plan = ComputeMemoryPlan(net, options);
+  int twice = 0;
+  for (const PlannedBuffer& buffer : plan.buffers) twice += buffer.intervals.size() > 1 ? 1 : 0;
+  EXPECT_GT(twice, 0);
+  for (const PlannedBuffer& a : plan.buffers)
+    for (const PlannedBuffer& b : plan.buffers) {
+      if (&a == &b || a.offset + a.bytes <= b.offset || b.offset + b.bytes <= a.offset) continue;
+      // Sharing bytes: only where one's interval ends at the step whose top takes the other's memory in place.
+      for (const auto& x : a.intervals)
+        for (const auto& y : b.intervals) {
+          const bool overlap = x.first <= y.second && y.first <= x.second;
+          const bool handed_over = (x.second == y.first && b.in_place) || (y.second == x.first && a.in_place);
+          EXPECT_TRUE(!overlap || handed_over)
+              << net.blob_names()[a.owner] << (a.gradient ? " gradient" : "") << " [" << x.first << ", " << x.second
+              << "] and " << net.blob_names()[b.owner] << (b.gradient ? " gradient" : "") << " [" << y.first << ", "
+              << y.second << "] share bytes";
+        }
+    }
+}
+
+// The per-layer mark: recompute: false keeps a layer's values under RECOMPUTE (and the layers after it in its in-place
+// chain then cannot replay either: their input would be gone); recompute: true replays a layer in a net whose plan
+// is SHARE. Both train bit for bit as without a plan.
+TEST(MemoryPlanTest, TheRecomputeMarkChoosesLayers) {
+  NetParameter stored_param = ReplayNetFor("memory_plan: NONE");
+  {
+    NetParameter param = ReplayNetFor("memory_plan: RECOMPUTE");
+    for (LayerParameter& layer : *param.mutable_layer())
+      if (layer.name() == "conv2") layer.set_recompute(false);
+    Net net(param);
+    net.RecomputeSegments(SegmentCuts(net));
+    const std::vector<std::string> replayed = ReplayedLayers(net);
+    EXPECT_EQ(std::find(replayed.begin(), replayed.end(), "conv2"), replayed.end());
+    EXPECT_NE(std::find(replayed.begin(), replayed.end(), "bn1"), replayed.end());
+    Net stored(stored_param);
+    ExpectSameTraining(&net, &stored);
+  }
+  {
+    NetParameter param = ReplayNetFor("");
+    for (LayerParameter& layer : *param.mutable_layer())
+      if (layer.name() == "pool1") layer.set_recompute(true);
+    Net net(param);
+    net.RecomputeSegments(SegmentCuts(net));
+    EXPECT_EQ(ReplayedLayers(net), std::vector<std::string>{"pool1"});
+    Net stored(stored_param);
+    ExpectSameTraining(&net, &stored);
+  }
+}
+
+// Twelve Convolution + ReLU (in place) units on 16 x 16 images, then a classifier: deep enough that recompute
+// saves memory.
+NetParameter DeepChainFor(const std::string& header) {
+  std::string text = header + R"(
+    name: 'deep'
+    layer { name: 'input' type: 'Input' top: 'data' top: 'label'
+            input_param { shape { dim: 4 dim: 8 dim: 16 dim: 16 } shape { dim: 4 } } })";
+  std::string bottom = "data";
+  for (int i = 1; i <= 12; ++i) {
+    const std::string top = "conv" + std::to_string(i);
+    text += "layer { name: '" + top + "' type: 'Convolution' bottom: '" + bottom + "' top: '" + top +
+            "' convolution_param { num_output: 8 kernel_size: 3 pad: 1 weight_filler { type: 'gaussian' std: 0.1 } "
+            "} } layer { name: 'relu" +
+            std::to_string(i) + "' type: 'ReLU' bottom: '" + top + "' top: '" + top + "' }";
+    bottom = top;
+  }
+  text += "layer { name: 'ip' type: 'InnerProduct' bottom: '" + bottom +
+          "' top: 'ip' inner_product_param { num_output: 3 weight_filler { type: 'gaussian' std: 0.01 } } } "
+          "layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip' bottom: 'label' top: 'loss' }";
+  NetParameter param = test::ParseNet(text);
+  param.mutable_state()->set_phase(TRAIN);
+  return param;
+}
+
+// RECOMPUTE chooses segments that take less memory than storing everything; with memory_budget between that and
+// storing, it replays fewer steps and stays within the budget; both train bit for bit as without a plan.
+TEST(MemoryPlanTest, RecomputeTakesLessMemoryAndABudgetRecomputesLess) {
+  Net share(DeepChainFor(""));
+  Net recompute(DeepChainFor("memory_plan: RECOMPUTE"));
+  ASSERT_NE(share.memory_plan(), nullptr);
+  ASSERT_NE(recompute.memory_plan(), nullptr);
+  const size_t stored_bytes = share.memory_plan()->planned_bytes();
+  const size_t least_bytes = recompute.memory_plan()->planned_bytes();
+  const int most_replays = recompute.schedule().replays;
+  EXPECT_EQ(share.schedule().replays, 0);
+  EXPECT_GT(most_replays, 0);
+  EXPECT_GT(recompute.schedule().segments.size(), 2u);
+  EXPECT_LT(least_bytes, stored_bytes * 3 / 4);
+  const size_t budget = (least_bytes + stored_bytes) / 2;
+  Net budgeted(DeepChainFor("memory_plan: RECOMPUTE memory_budget: " + std::to_string(budget)));
+  EXPECT_LE(budgeted.memory_plan()->planned_bytes(), budget);
+  EXPECT_GT(budgeted.memory_plan()->planned_bytes(), least_bytes);
+  EXPECT_LT(budgeted.schedule().replays, most_replays);
+  Net enough(DeepChainFor("memory_plan: RECOMPUTE memory_budget: " + std::to_string(stored_bytes)));
+  EXPECT_EQ(enough.schedule().replays, 0) << "a budget that storing fits needs no replay";
+  for (Net* net : {&recompute, &budgeted}) {
+    Net stored(DeepChainFor("memory_plan: NONE"));
+    ExpectSameTraining(net, &stored);
+  }
+}
+
 }  // namespace
 }  // namespace crema

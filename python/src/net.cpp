@@ -340,9 +340,16 @@ void BindNet(py::module_& module) {
             summary["unplanned_bytes"] = plan->unplanned_bytes;
             summary["arena_bytes"] = plan->arena_bytes;
             summary["in_place"] = plan->in_place;
+            summary["replays"] = plan->schedule.replays;
+            std::vector<std::string> replayed;
+            for (size_t s = 0; s < plan->schedule.replayed.size(); ++s)
+              if (plan->schedule.replayed[s]) replayed.push_back(h.net->layer_names()[h.net->plan()[s].layer]);
+            summary["replayed"] = replayed;
             return std::move(summary);
           },
-          "None, or the plan's bytes: {'backward', 'planned_bytes', 'unplanned_bytes', 'arena_bytes', 'in_place'}.")
+          "None, or the plan: {'backward', 'planned_bytes', 'unplanned_bytes', 'arena_bytes', 'in_place', 'replays', "
+          "'replayed'}: the bytes, how many buffers run in place, and under recompute how many layers, and which, "
+          "run forward again in backward.")
       .def(
           "save", [](const NetHandle& h, const std::string& path) { Save(*h.net, path); }, py::arg("path"),
           "Writes the weights as a .caffemodel (binary), or in Caffe's HDF5 layout where the name ends in .h5.")

@@ -346,7 +346,7 @@ void Net::BindMemoryPlan() {
 MemoryPlan Net::ChoosePlan() {
   MemoryPlanOptions options{plan_with_backward_, kept_blobs_, PassSchedule()};
   if (plan_with_backward_ && !chosen_segments_.empty()) {
-    options.schedule = RecomputeSchedule(*this, chosen_segments_, RecomputableSteps(*this, true));
+    options.schedule = RecomputeSchedule(*this, chosen_segments_, RecomputableSteps(*this, recompute_));
     return ComputeMemoryPlan(*this, options);
   }
   if (!plan_with_backward_ || !(recompute_ || WantsRecompute(*this, false))) return ComputeMemoryPlan(*this, options);

@@ -232,8 +232,9 @@ class Net {
   // activation after its last reader and refuses Backward.
   void PlanMemory(bool with_backward);
   // Plans a training pass with recompute over segments beginning at the given steps (each one of SegmentCuts(),
-  // ascending), replaying every step that may replay (net/schedule.hpp), instead of the segments the planner would
-  // choose; empty: the planner chooses again. For tests and for users who place the segments themselves.
+  // ascending), replaying what the net's recompute settings allow (net/schedule.hpp: RecomputableSteps), instead of
+  // the segments the planner would choose; empty: the planner chooses again. For tests and for users who place the
+  // segments themselves.
   void RecomputeSegments(const std::vector<int>& segments);
   // Keeps the named blobs readable (memory of their own) and plans again; a name the net lacks is an Error.
   void KeepBlobs(const std::vector<std::string>& names);

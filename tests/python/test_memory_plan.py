@@ -1,6 +1,6 @@
 """Memory plans from Python (crema.set_memory_plan): off by default, so every blob keeps its values as in pycaffe;
-turned on, a net shares memory between blobs, gives the unplanned net's results bit for bit, keeps readable what
-keep_blobs names, and refuses passes from or to a layer."""
+turned on, a net shares memory between blobs, gives the unplanned net's results bit for bit (with recompute too),
+keeps readable what keep_blobs names, and refuses passes from or to a layer."""
 
 import numpy as np
 import pytest
@@ -67,6 +67,54 @@ def test_planned_training_matches_unplanned_bit_for_bit(write):
                 mine.data[...] -= 0.1 * mine.diff
                 theirs.data[...] -= 0.1 * theirs.diff
         np.testing.assert_array_equal(planned.blobs["data"].diff, plain.blobs["data"].diff)
+
+
+DEEP = """
+name: "deep"
+layer { name: "data" type: "Input" top: "data" top: "label"
+        input_param { shape { dim: 4 dim: 8 dim: 16 dim: 16 } shape { dim: 4 } } }
+""" + "".join(
+    'layer {{ name: "conv{i}" type: "Convolution" bottom: "{b}" top: "conv{i}" convolution_param {{ num_output: 8 '
+    'kernel_size: 3 pad: 1 weight_filler {{ type: "gaussian" std: 0.1 }} }} }}\n'
+    'layer {{ name: "relu{i}" type: "ReLU" bottom: "conv{i}" top: "conv{i}" }}\n'.format(
+        i=i, b="data" if i == 1 else "conv%d" % (i - 1))
+    for i in range(1, 13)
+) + """
+layer { name: "ip" type: "InnerProduct" bottom: "conv12" top: "ip"
+        inner_product_param { num_output: 3 weight_filler { type: "gaussian" std: 0.01 } } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "loss" }
+"""
+
+
+def test_recompute_takes_less_memory_and_trains_bit_for_bit(write):
+    path = write("deep.prototxt", DEEP)
+    plain = crema.Net(path, crema.TRAIN)
+    crema.set_memory_plan("share")
+    shared = crema.Net(path, crema.TRAIN)
+    crema.set_memory_plan("recompute")
+    recomputed = crema.Net(path, crema.TRAIN)
+    plan = recomputed.memory_plan
+    assert plan["replays"] > 0 and "conv2" in plan["replayed"]
+    assert shared.memory_plan["replays"] == 0
+    assert plan["planned_bytes"] < shared.memory_plan["planned_bytes"]
+    for name, params in plain.params.items():
+        for mine, theirs in zip(recomputed.params[name], params):
+            mine.data[...] = theirs.data
+    rng = np.random.default_rng(3)
+    for iteration in range(3):
+        x = rng.normal(size=(4, 8, 16, 16)).astype(np.float32)
+        y = (np.arange(4) % 3).astype(np.float32)
+        losses = []
+        for net in (plain, recomputed):
+            net.clear_param_diffs()
+            losses.append(net.forward(data=x, label=y)["loss"])
+            net.backward()
+        assert losses[0] == losses[1]
+        for name, params in plain.params.items():
+            for mine, theirs in zip(recomputed.params[name], params):
+                np.testing.assert_array_equal(mine.diff, theirs.diff)
+                mine.data[...] -= 0.1 * mine.diff
+                theirs.data[...] -= 0.1 * theirs.diff
 
 
 def test_kept_blobs_stay_readable_and_partial_passes_are_refused(write):
