@@ -12,6 +12,11 @@ parameters, the solver's history and the activations, everything a user's proces
 its activation memory is printed beside it: the planned bytes (`crema time`'s "Memory plan" line) against the bytes
 the same net holds with --memory_plan=none.
 
+Training runs a third time with --memory_plan=recompute (segments of the net computed again in backward instead of
+kept): its peak resident memory and planned bytes, and what it costs in time, from `crema time --iterations=3` on
+the same net with share and with recompute, one after the other (the milliseconds per iteration of each), and from
+the recompute run's own "Recompute:" line (the replays' milliseconds against the rest of the same iterations).
+
   benchmarks/memory_vs_pytorch.py [--nets googlenet,resnet50] [--infer-batch 10] [--train-batch 32]
                                   [--crema build/tools/crema]
 
@@ -91,6 +96,15 @@ def torch_worker(name, batch, train):
         optimizer.step()
 
 
+def iteration_ms(log):
+    return float(re.search(r"Average Forward-Backward: ([0-9.]+) ms", log).group(1))
+
+
+def recompute_share(log):
+    """The replays' time as a fraction of the rest of the iteration, from a `crema time` "Recompute:" line."""
+    return float(re.search(r"Recompute: .* ([0-9.]+)% on top of the rest", log).group(1)) / 100
+
+
 def crema_plan_line(log):
     match = re.search(r"Memory plan[^\n]*", log)
     return match.group(0) if match else "?"
@@ -118,7 +132,7 @@ def main():
         torch_worker(name, int(batch), train == "train")
         return
     env = dict(os.environ, GLOG_logtostderr="1")
-    rows, plans = [], []
+    rows, plans, recompute_rows = [], [], []
     with tempfile.TemporaryDirectory() as workdir:
         cpu = None
         for name in args.nets.split(","):
@@ -131,20 +145,25 @@ def main():
                 f.write('net: "%s"\nbase_lr: 0.001\nmomentum: 0.9\nweight_decay: 0.0005\nlr_policy: "fixed"\n'
                         "max_iter: %d\ndisplay: 1\nsnapshot_after_train: false\nrandom_seed: 1\n"
                         % (train, TRAIN_ITERATIONS))
-            results = {}
-            for plan in ("share", "none"):
-                time_command = [args.crema, "time", "--model=" + infer, "--phase=TEST", "--forward_only",
-                                "--iterations=2", "--memory_plan=" + plan]
-                rss, log = peak_rss_mib(time_command, env)
-                results["infer", plan] = (rss, planned_mib(log))
-                plans.append("%s inference, --memory_plan=%s: %s" % (name, plan, crema_plan_line(log)))
-                cpu = cpu or re.search(r"CPU: (.*)", log).group(1).strip()
+            results, logs = {}, {}
+            for plan in ("share", "none", "recompute"):
+                if plan != "recompute":  # forward alone recomputes nothing
+                    time_command = [args.crema, "time", "--model=" + infer, "--phase=TEST", "--forward_only",
+                                    "--iterations=2", "--memory_plan=" + plan]
+                    rss, log = peak_rss_mib(time_command, env)
+                    results["infer", plan] = (rss, planned_mib(log))
+                    plans.append("%s inference, --memory_plan=%s: %s" % (name, plan, crema_plan_line(log)))
+                    cpu = cpu or re.search(r"CPU: (.*)", log).group(1).strip()
                 rss, _ = peak_rss_mib([args.crema, "train", "--solver=" + solver, "--memory_plan=" + plan], env)
                 # The training pass's own account, from crema time on the same net (forward and backward).
-                _, log = peak_rss_mib([args.crema, "time", "--model=" + train, "--iterations=1",
+                _, log = peak_rss_mib([args.crema, "time", "--model=" + train, "--iterations=3",
                                        "--memory_plan=" + plan], env)
                 results["train", plan] = (rss, planned_mib(log))
+                logs[plan] = log
                 plans.append("%s training, --memory_plan=%s: %s" % (name, plan, crema_plan_line(log)))
+                if plan == "recompute":
+                    plans.append("%s training, --memory_plan=recompute: %s"
+                                 % (name, re.search(r"Recompute:[^\n]*", log).group(0)))
             for mode in ("infer", "train"):
                 torch_rss, _ = peak_rss_mib([sys.executable, os.path.abspath(__file__), "--torch-worker", name,
                                              str(args.infer_batch if mode == "infer" else args.train_batch), mode])
@@ -155,6 +174,10 @@ def main():
                 rows.append((name, "inference (batch %d)" % args.infer_batch if mode == "infer"
                              else "training (batch %d)" % args.train_batch,
                              planned, unplanned, results[mode, "share"][0], results[mode, "none"][0], torch_rss))
+                if mode == "train":
+                    recompute_rows.append((name, args.train_batch, results["train", "recompute"][1][0], unplanned,
+                                           results["train", "recompute"][0], torch_rss, iteration_ms(logs["share"]),
+                                           iteration_ms(logs["recompute"]), recompute_share(logs["recompute"])))
     print("CPU:", cpu)
     for line in plans:
         print(line)
@@ -166,6 +189,14 @@ def main():
         print("| %s | %s | %.1f MiB | %.1f MiB | %.0f%% | %.0f MiB | %.0f MiB | %.0f MiB | %.2f |"
               % (name, run, planned, unplanned, 100 * planned / unplanned, rss, rss_none, torch_rss,
                  rss / torch_rss))
+    print()
+    print("| net | training with recompute | planned | planned/unplanned | crema peak RSS | PyTorch peak RSS | "
+          "crema/PyTorch | ms/iteration, share | ms/iteration, recompute | extra time | replays/rest |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for name, batch, planned, unplanned, rss, torch_rss, share_ms, recompute_ms, replays in recompute_rows:
+        print("| %s | batch %d | %.1f MiB | %.0f%% | %.0f MiB | %.0f MiB | %.2f | %.0f | %.0f | %+.0f%% | %.0f%% |"
+              % (name, batch, planned, 100 * planned / unplanned, rss, torch_rss, rss / torch_rss, share_ms,
+                 recompute_ms, 100 * (recompute_ms / share_ms - 1), 100 * replays))
 
 
 if __name__ == "__main__":
