@@ -74,7 +74,7 @@ TEST(MemoryPlanTest, BuffersLiveAtOnceNeverShareBytes) {
     ASSERT_EQ(net.memory_plan(), nullptr);
     const MemoryPlan plan = ComputeMemoryPlan(net, MemoryPlanOptions{with_backward, {}, {}});
     ASSERT_FALSE(plan.buffers.empty());
-    EXPECT_EQ(plan.unplanned_bytes, ComputeLifetimes(net, with_backward).total_bytes);
+    EXPECT_EQ(plan.unplanned_bytes, ComputeLifetimes(net, with_backward).total_bytes + plan.unplanned_workspace_bytes);
     EXPECT_LT(plan.planned_bytes(), plan.unplanned_bytes);
     for (const PlannedBuffer& a : plan.buffers) {
       EXPECT_EQ(a.offset % kArenaAlignment, 0u);
@@ -86,6 +86,29 @@ TEST(MemoryPlanTest, BuffersLiveAtOnceNeverShareBytes) {
                               << a.last << "] at " << a.offset << " and " << net.blob_names()[b.owner]
                               << (b.gradient ? " gradient" : "") << " [" << b.first << ", " << b.last << "] at "
                               << b.offset;
+      }
+    }
+    // Each step's workspace is a slot of the arena that no buffer live where the step runs, and no other workspace,
+    // shares.
+    ASSERT_FALSE(plan.workspaces.empty());
+    for (const PlannedWorkspace& w : plan.workspaces) {
+      EXPECT_EQ(w.offset % kArenaAlignment, 0u);
+      EXPECT_LE(w.offset + w.bytes, plan.arena_bytes);
+      const auto disjoint = [&](size_t offset, size_t bytes) {
+        return w.offset + w.bytes <= offset || offset + bytes <= w.offset;
+      };
+      for (const PlannedBuffer& b : plan.buffers) {
+        for (int position : w.positions) {
+          if (b.first <= position && position <= b.last) {
+            EXPECT_TRUE(disjoint(b.offset, b.bytes)) << "the workspace of step " << w.step << " and "
+                                                     << net.blob_names()[b.owner] << (b.gradient ? " gradient" : "");
+          }
+        }
+      }
+      for (const PlannedWorkspace& other : plan.workspaces) {
+        if (&other != &w) {
+          EXPECT_TRUE(disjoint(other.offset, other.bytes) || other.positions != w.positions);
+        }
       }
     }
     // The inputs and the outputs keep memory of their own.
@@ -127,6 +150,10 @@ TEST(MemoryPlanTest, APlannedNetTrainsBitForBitAsAnUnplannedOne) {
   EXPECT_TRUE(planned.memory_plan()->with_backward);
   EXPECT_GT(planned.memory_plan()->in_place, 0);
   ASSERT_EQ(unplanned.memory_plan(), nullptr);
+  // The layers' workspaces are slots of the arena: the shared one is empty.
+  EXPECT_FALSE(planned.memory_plan()->workspaces.empty());
+  EXPECT_EQ(planned.workspace_bytes(), 0u);
+  EXPECT_GT(unplanned.workspace_bytes(), 0u);
   for (size_t p = 0; p < planned.learnable_params().size(); ++p)
     unplanned.learnable_params()[p]->FromProto([&] {
       BlobProto proto;
@@ -196,7 +223,8 @@ TEST(MemoryPlanTest, AScaleAfterBatchNormReadsTheNormalizedValuesItKeeps) {
     EXPECT_EQ(scale_copy.count(), 0) << "the Scale still copies its input under a plan";
     EXPECT_EQ(unplanned.layer_by_name("scale")->internal_blobs().at(0)->count(), 4 * 16 * 6 * 6);
     // The unplanned figure (memory_plan: NONE's) counts the Scale's copy; the buffers the plan placed do not.
-    EXPECT_EQ(planned.memory_plan()->unplanned_bytes - planned.memory_plan()->lifetimes.total_bytes,
+    EXPECT_EQ(planned.memory_plan()->unplanned_bytes - planned.memory_plan()->unplanned_workspace_bytes -
+                  planned.memory_plan()->lifetimes.total_bytes,
               4 * 16 * 6 * 6 * sizeof(float));
     // Every layer's blobs (BatchNorm's statistics too), the same in both nets.
     const auto blobs_of = [](const Net& net) {

@@ -154,6 +154,7 @@ MemoryPlan ComputeMemoryPlan(const Net& net, const MemoryPlanOptions& options) {
     std::vector<std::pair<int, int>> intervals;
     size_t offset = 0;
     std::vector<int> members;
+    int workspace = -1;  // or the index of a step's workspace (plan.workspaces)
   };
   std::map<int, Group> groups;
   for (int i = 0; i < n; ++i) {
@@ -170,6 +171,27 @@ MemoryPlan ComputeMemoryPlan(const Net& net, const MemoryPlanOptions& options) {
     group.last = std::max(group.last, buffer.last);
     group.members.push_back(i);
   }
+  // Each step's workspace: scratch for its layer's calls, live only where the step runs (forward, replay, backward).
+  for (int s = 0; s < steps; ++s) {
+    const size_t floats = net.layers()[net.plan()[s].layer]->workspace_floats();
+    if (floats == 0) continue;
+    PlannedWorkspace workspace;
+    workspace.step = s;
+    workspace.bytes = floats * sizeof(float);
+    workspace.positions = forward_at[s];
+    if (plan.with_backward && net.plan()[s].needs_backward)
+      workspace.positions.insert(workspace.positions.end(), backward_at[s].begin(), backward_at[s].end());
+    std::sort(workspace.positions.begin(), workspace.positions.end());
+    Group& group = groups[n + static_cast<int>(plan.workspaces.size())];
+    group.bytes = RoundUp(workspace.bytes);
+    group.first = workspace.positions.front();
+    group.last = workspace.positions.back();
+    for (int position : workspace.positions) group.intervals.emplace_back(position, position);
+    group.workspace = static_cast<int>(plan.workspaces.size());
+    plan.unplanned_workspace_bytes = std::max(plan.unplanned_workspace_bytes, workspace.bytes);
+    plan.workspaces.push_back(workspace);
+  }
+  plan.unplanned_bytes += plan.unplanned_workspace_bytes;
   std::vector<Group*> order;
   for (auto& [root, group] : groups) order.push_back(&group);
   std::stable_sort(order.begin(), order.end(), [](const Group* a, const Group* b) {
@@ -198,8 +220,10 @@ MemoryPlan ComputeMemoryPlan(const Net& net, const MemoryPlanOptions& options) {
     plan.arena_bytes = std::max(plan.arena_bytes, group->offset + group->bytes);
     placed.push_back(group);
   }
-  for (const auto& [root, group] : groups)
+  for (const auto& [root, group] : groups) {
     for (int i : group.members) plan.buffers[i].offset = group.offset;
+    if (group.workspace >= 0) plan.workspaces[group.workspace].offset = group.offset;
+  }
   for (const PlannedBuffer& buffer : plan.buffers) plan.in_place += buffer.in_place ? 1 : 0;
 
   // Which buffers' bytes a later forward write reuses.

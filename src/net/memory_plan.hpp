@@ -12,6 +12,8 @@
 //     top i into the memory of its bottom i when the pass touches that bottom for the last time at this step
 //     (and in backward, the gradient of bottom i into that of top i); such a chain is one buffer (in a recompute
 //     pass, where the two overlap only where this step runs, in forward or in its replay);
+//   - gives each step's workspace (its layer's scratch, Layer::RequestWorkspace) a slot of its own, live only at the
+//     positions where the step runs, instead of one buffer shared by every layer for the net's life;
 //   - places the buffers in one arena by offset: largest first, each in the smallest gap that fits among those
 //     already placed whose lifetimes overlap its own (best fit; a lifetime may be several intervals), offsets and
 //     sizes rounded to kArenaAlignment (oneDNN's and cuDNN's alignment; the size classes).
@@ -55,15 +57,26 @@ struct PlannedBuffer {
   bool reused_in_forward = false;
 };
 
+// A step's workspace (Layer::RequestWorkspace): a slot of the arena where its layer's calls find scratch.
+struct PlannedWorkspace {
+  int step = -1;
+  size_t bytes = 0;
+  std::vector<int> positions;  // where the step runs: its only intervals, one position each
+  size_t offset = 0;
+};
+
 struct MemoryPlan {
   bool with_backward = false;
   PassSchedule schedule;               // the order the pass runs its steps in (replays: recompute)
   NetLifetimes lifetimes;              // of every buffer the pass touches, each with memory of its own
   std::vector<PlannedBuffer> buffers;  // the buffers bound into the arena
+  std::vector<PlannedWorkspace> workspaces;  // the steps' workspaces, in the arena too
   size_t arena_bytes = 0;
-  // Every buffer the pass touches with memory of its own: what the net holds without a plan. (The net sets it to
-  // what it holds with memory_plan: NONE, before layers share kept values: Net::ShareKeptInputs.)
+  // Every buffer the pass touches with memory of its own, and one workspace the size of the largest request: what
+  // the net holds without a plan. (The net sets it to what it holds with memory_plan: NONE, before layers share kept
+  // values: Net::ShareKeptInputs.)
   size_t unplanned_bytes = 0;
+  size_t unplanned_workspace_bytes = 0;  // of which the shared workspace
   // The buffers the plan leaves with memory of their own (inputs, outputs, kept blobs, carried state...).
   size_t kept_bytes = 0;
   size_t planned_bytes() const { return arena_bytes + kept_bytes; }

@@ -286,7 +286,7 @@ void Net::BindMemoryPlan() {
   const size_t unplanned_bytes = ComputeLifetimes(*this, plan_with_backward_).total_bytes;
   if (plan_with_backward_) ShareKeptInputs(true);
   MemoryPlan plan = ChoosePlan();
-  plan.unplanned_bytes = unplanned_bytes;
+  plan.unplanned_bytes = unplanned_bytes + plan.unplanned_workspace_bytes;
   // The storages the plan moves stay alive until every view of them has moved too, so that a view nobody
   // re-made shows up below (and no new storage takes an old one's address meanwhile).
   std::vector<std::shared_ptr<SyncedMemory>> moved;
@@ -299,6 +299,17 @@ void Net::BindMemoryPlan() {
     } else {
       owner.ViewData(arena_, buffer.offset / sizeof(float), owner.shape());
     }
+  }
+  // Each step's workspace becomes a view of its slot; the shared workspace, which no layer then needs, goes.
+  workspace_ = std::make_shared<Blob>(std::vector<int>{0});
+  for (const auto& layer : layers_) layer->set_workspace(workspace_);
+  layer_workspaces_.assign(layers_.size(), nullptr);
+  for (const PlannedWorkspace& slot : plan.workspaces) {
+    auto view = std::make_shared<Blob>();
+    view->ViewData(arena_, slot.offset / sizeof(float), {static_cast<int>(slot.bytes / sizeof(float))});
+    const int layer = plan_[slot.step].layer;
+    layers_[layer]->set_workspace(view);
+    layer_workspaces_[layer] = std::move(view);
   }
   memory_plan_ = std::make_unique<MemoryPlan>(std::move(plan));
   schedule_ = memory_plan_->schedule;
@@ -374,6 +385,12 @@ void Net::ReleaseMemoryPlan(bool keep_values, bool reshape) {
   }
   memory_plan_.reset();
   if (!keep_values) schedule_ = PassSchedule();  // a pass under way goes on replaying as it began
+  // Every layer shares one workspace again, as large as the largest request.
+  layer_workspaces_.clear();
+  size_t largest = 0;
+  for (const auto& layer : layers_) largest = std::max(largest, layer->workspace_floats());
+  if (static_cast<size_t>(workspace_->count()) < largest) workspace_->Reshape({static_cast<int>(largest)});
+  for (const auto& layer : layers_) layer->set_workspace(workspace_);
   // Layers copy their inputs again (from the reshapes below); in the middle of a pass they go on reading the kept
   // values they borrowed, which moved with their values, since this pass's forward made no copy.
   if (!keep_values) ShareKeptInputs(false);
@@ -599,7 +616,14 @@ void Net::ReshapeStep(size_t step) {
   }
   for (size_t b = 0; b < bottoms.size(); ++b) s.reshaped_for[b] = BlobSignature::Of(*bottoms[b]);
   s.reshape_pending = false;
-  if (layer->workspace_floats() > static_cast<size_t>(workspace_->count()))
+  // A layer whose request outgrew its slot of the arena goes back to the shared workspace.
+  if (s.layer < static_cast<int>(layer_workspaces_.size()) && layer_workspaces_[s.layer] &&
+      layer->workspace_floats() > static_cast<size_t>(layer_workspaces_[s.layer]->count())) {
+    layer_workspaces_[s.layer].reset();
+    layer->set_workspace(workspace_);
+  }
+  if (layer->workspace_floats() > static_cast<size_t>(workspace_->count()) &&
+      !(s.layer < static_cast<int>(layer_workspaces_.size()) && layer_workspaces_[s.layer]))
     workspace_->Reshape({static_cast<int>(layer->workspace_floats())});
 }
 

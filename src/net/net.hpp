@@ -25,7 +25,8 @@
 // Memory the plan sees: every blob (tops, internal blobs), the views between them, and one workspace (scratch
 // for one layer call at a time) sized to the largest request of any step. Once built, the net plans that memory
 // (net/memory_plan.hpp): buffers whose lifetimes do not overlap share one arena, for a forward and backward pass
-// in a TRAIN net (or one with force_backward), for forward alone otherwise; see PlanMemory.
+// in a TRAIN net (or one with force_backward), for forward alone otherwise, and each step's workspace is a slot of
+// that arena, live where the step runs; see PlanMemory.
 #pragma once
 
 #include <functional>
@@ -248,7 +249,8 @@ class Net {
 
   // Bytes of the data of every blob of the plan (tops and internal blobs), each storage counted once.
   size_t activation_bytes() const;
-  // Bytes of the shared workspace.
+  // Bytes of the shared workspace (under a memory plan each step's workspace is a slot of the arena instead, and the
+  // shared one is empty unless a request outgrew its slot).
   size_t workspace_bytes() const { return static_cast<size_t>(workspace_->count()) * sizeof(float); }
 
   // The names of the passes this net was built with, in the order they ran.
@@ -341,6 +343,7 @@ class Net {
   size_t memory_budget_ = 0;             // NetParameter.memory_budget
   PassSchedule schedule_;                // of the plan bound (kept while a pass that began under it runs on)
   std::vector<int> chosen_segments_;     // RecomputeSegments'
+  std::vector<std::shared_ptr<Blob>> layer_workspaces_;  // per layer: its slot of the arena (null: the shared one)
   bool layers_backward_planned_ = true;  // what the layers were last told
   std::set<int> kept_blobs_;
   std::unique_ptr<MemoryPlan> memory_plan_;
