@@ -200,8 +200,8 @@ TEST_F(CliTest, TrainResumeTestAndTime) {
   const std::string recomputed = Crema("time --model=" + net + " --iterations=1 --memory_plan=recompute", 0);
   EXPECT_TRUE(std::regex_search(recomputed, std::regex("Recompute: [0-9]+ of [0-9]+ steps run forward again in "
                                                        "backward \\([0-9]+ segments\\), [0-9.e+-]+ ms per iteration")));
-  EXPECT_TRUE(std::regex_search(recomputed, std::regex("Memory plan, forward and backward: activations and gradients "
-                                                       "take [0-9.e+-]+ MiB planned")));
+  EXPECT_TRUE(std::regex_search(recomputed, std::regex("Memory plan, forward and backward: activations, gradients and "
+                                                       "workspaces take [0-9.e+-]+ MiB planned")));
   // The machine and its measured GEMM peak; each matrix-product layer's arithmetic against it. conv: 8 images,
   // 4 outputs of 3x3x1 taps at 6x6 positions: 8 x (2 x 4 x 9 x 36 + 4 x 36 for the bias) = 21,888 FLOP forward;
   // backward the weight and bias gradients only (the data gets none), as many.

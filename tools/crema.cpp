@@ -473,18 +473,20 @@ int Time() {
   // The memory plan of the passes timed (net/memory_plan.hpp): the bytes of activations (and, with backward, their
   // gradients) with each buffer in memory of its own, and with the plan; the floor no plan can go below (the most
   // bytes live at one moment, net/lifetimes.hpp) beside them.
-  const std::string what = backward ? "activations and gradients" : "activations";
+  const std::string what = backward ? "activations, gradients and workspaces" : "activations and workspaces";
   if (const MemoryPlan* plan = net->memory_plan()) {
     LOG(INFO) << "Memory plan, " << (backward ? "forward and backward" : "forward only") << ": " << what << " take "
               << plan->planned_bytes() / mib << " MiB planned (an arena of " << plan->arena_bytes / mib << " MiB for "
               << plan->buffers.size() << " buffers, " << plan->in_place << " of them in place, and "
-              << plan->kept_bytes / mib << " MiB kept apart) instead of " << plan->unplanned_bytes / mib
-              << " MiB unplanned ("
+              << plan->workspaces.size() << " workspaces, and " << plan->kept_bytes / mib
+              << " MiB kept apart) instead of " << plan->unplanned_bytes / mib << " MiB unplanned ("
               << std::lround(100.0 * plan->planned_bytes() / std::max<size_t>(plan->unplanned_bytes, 1)) << "%)";
   } else {
     const NetLifetimes lifetimes = ComputeLifetimes(*net, backward);
-    LOG(INFO) << "Memory plan: none; " << what << " take " << lifetimes.total_bytes / mib << " MiB unplanned, at most "
-              << lifetimes.peak_live_bytes / mib << " MiB of them live at once";
+    LOG(INFO) << "Memory plan: none; " << what << " take " << (lifetimes.total_bytes + net->workspace_bytes()) / mib
+              << " MiB unplanned (the shared workspace " << net->workspace_bytes() / mib << " MiB); at most "
+              << lifetimes.peak_live_bytes / mib << " MiB of the "
+              << (backward ? "activations and gradients" : "activations") << " live at once";
   }
   // Where the most bytes are live at once, and the largest buffers there: what a smaller plan would have to change.
   // (Taken before the plan bound the buffers: each with memory of its own, before running in place.)

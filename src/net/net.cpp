@@ -341,8 +341,8 @@ void Net::BindMemoryPlan() {
   const MemoryPlan& p = *memory_plan_;
   LOG(INFO) << "Net '" << name_ << "': memory plan for " << (p.with_backward ? "forward and backward" : "forward only")
             << ": " << p.planned_bytes() << " bytes (an arena of " << p.arena_bytes << " for " << p.buffers.size()
-            << " buffers, " << p.in_place << " of them in place, and " << p.kept_bytes << " kept apart) instead of "
-            << p.unplanned_bytes << " ("
+            << " buffers, " << p.in_place << " of them in place, and " << p.workspaces.size() << " workspaces, and "
+            << p.kept_bytes << " kept apart) instead of " << p.unplanned_bytes << " ("
             << std::lround(100.0 * p.planned_bytes() / std::max<size_t>(p.unplanned_bytes, 1)) << "%)"
             << (p.schedule.replays > 0
                     ? "; backward runs " + std::to_string(p.schedule.replays) + " of " + std::to_string(plan_.size()) +
