@@ -181,17 +181,29 @@ TEST(MemoryPlanTest, APlannedNetTrainsBitForBitAsAnUnplannedOne) {
 // and the blob they share is not kept for backward (Layer::BackwardReadsInPlace), with each BatchNorm engine of the
 // CPU and the host rehearsal of the native engine's GPU code; training gives the unplanned net's numbers bit for
 // bit, and without the plan the Scale copies again.
+// A ResNet's unit on `bottom`: Convolution 'conv<suffix>' (3x3, `outputs` channels), then BatchNorm 'bn<suffix>', Scale
+// 'scale<suffix>' and ReLU 'relu<suffix>' in place on its output.
+std::string ConvolutionUnit(const std::string& suffix, const std::string& bottom, int outputs) {
+  const std::string conv = "conv" + suffix;
+  return "layer { name: '" + conv + "' type: 'Convolution' bottom: '" + bottom + "' top: '" + conv +
+         "' convolution_param { num_output: " + std::to_string(outputs) +
+         " kernel_size: 3 pad: 1 weight_filler { type: 'gaussian' std: 0.3 } } }\n"
+         "layer { name: 'bn" +
+         suffix + "' type: 'BatchNorm' bottom: '" + conv + "' top: '" + conv +
+         "' }\n"
+         "layer { name: 'scale" +
+         suffix + "' type: 'Scale' bottom: '" + conv + "' top: '" + conv +
+         "' scale_param { bias_term: true filler { type: 'gaussian' } bias_filler { type: 'gaussian' } } }\n"
+         "layer { name: 'relu" +
+         suffix + "' type: 'ReLU' bottom: '" + conv + "' top: '" + conv + "' }\n";
+}
+
 TEST(MemoryPlanTest, AScaleAfterBatchNormReadsTheNormalizedValuesItKeeps) {
   const std::string text = R"(
     name: 'unit'
     layer { name: 'input' type: 'Input' top: 'data' top: 'label'
-            input_param { shape { dim: 4 dim: 3 dim: 6 dim: 6 } shape { dim: 4 } } }
-    layer { name: 'conv' type: 'Convolution' bottom: 'data' top: 'conv'
-            convolution_param { num_output: 16 kernel_size: 3 pad: 1 weight_filler { type: 'gaussian' std: 0.3 } } }
-    layer { name: 'bn' type: 'BatchNorm' bottom: 'conv' top: 'conv' }
-    layer { name: 'scale' type: 'Scale' bottom: 'conv' top: 'conv'
-            scale_param { bias_term: true filler { type: 'gaussian' } bias_filler { type: 'gaussian' } } }
-    layer { name: 'relu' type: 'ReLU' bottom: 'conv' top: 'conv' }
+            input_param { shape { dim: 4 dim: 3 dim: 6 dim: 6 } shape { dim: 4 } } })" +
+                           ConvolutionUnit("", "data", 16) + R"(
     layer { name: 'ip' type: 'InnerProduct' bottom: 'conv' top: 'ip'
             inner_product_param { num_output: 3 weight_filler { type: 'gaussian' std: 0.1 } } }
     layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip' bottom: 'label' top: 'loss' })";
@@ -398,13 +410,8 @@ std::string ReplayNet(const std::string& header = "") {
   return header + R"(
     name: 'replay'
     layer { name: 'input' type: 'Input' top: 'data' top: 'label'
-            input_param { shape { dim: 4 dim: 3 dim: 8 dim: 8 } shape { dim: 4 } } }
-    layer { name: 'conv1' type: 'Convolution' bottom: 'data' top: 'conv1'
-            convolution_param { num_output: 8 kernel_size: 3 pad: 1 weight_filler { type: 'gaussian' std: 0.3 } } }
-    layer { name: 'bn1' type: 'BatchNorm' bottom: 'conv1' top: 'conv1' }
-    layer { name: 'scale1' type: 'Scale' bottom: 'conv1' top: 'conv1'
-            scale_param { bias_term: true filler { type: 'gaussian' } bias_filler { type: 'gaussian' } } }
-    layer { name: 'relu1' type: 'ReLU' bottom: 'conv1' top: 'conv1' }
+            input_param { shape { dim: 4 dim: 3 dim: 8 dim: 8 } shape { dim: 4 } } })" +
+         ConvolutionUnit("1", "data", 8) + R"(
     layer { name: 'pool1' type: 'Pooling' bottom: 'conv1' top: 'pool1'
             pooling_param { pool: STOCHASTIC kernel_size: 2 stride: 2 } }
     layer { name: 'conv2' type: 'Convolution' bottom: 'pool1' top: 'conv2'

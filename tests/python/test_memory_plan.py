@@ -28,6 +28,28 @@ def inputs(seed):
     return rng.normal(size=(6, 4)).astype(np.float32), (np.arange(6) % 5).astype(np.float32)
 
 
+def train_side_by_side(plain, planned, inputs_of):
+    """Three SGD steps on both nets from the same parameters and inputs: losses, parameter gradients and the inputs'
+    gradients equal bit for bit."""
+    for name, params in plain.params.items():
+        for mine, theirs in zip(planned.params[name], params):
+            mine.data[...] = theirs.data
+    for iteration in range(3):
+        x, y = inputs_of(iteration)
+        losses = []
+        for net in (plain, planned):
+            net.clear_param_diffs()
+            losses.append(net.forward(data=x, label=y)["loss"])
+            net.backward()
+        assert losses[0] == losses[1]
+        for name, params in plain.params.items():
+            for mine, theirs in zip(planned.params[name], params):
+                np.testing.assert_array_equal(mine.diff, theirs.diff)
+                mine.data[...] -= 0.1 * mine.diff
+                theirs.data[...] -= 0.1 * theirs.diff
+        np.testing.assert_array_equal(planned.blobs["data"].diff, plain.blobs["data"].diff)
+
+
 def test_off_by_default_and_on_when_asked(write):
     path = write("chain.prototxt", CHAIN)
     assert crema.Net(path, crema.TRAIN).memory_plan is None
@@ -50,23 +72,7 @@ def test_planned_training_matches_unplanned_bit_for_bit(write):
     plain = crema.Net(path, crema.TRAIN)
     crema.set_memory_plan("share")
     planned = crema.Net(path, crema.TRAIN)
-    for name, params in plain.params.items():
-        for mine, theirs in zip(planned.params[name], params):
-            mine.data[...] = theirs.data
-    for iteration in range(3):
-        x, y = inputs(iteration)
-        losses = []
-        for net in (plain, planned):
-            net.clear_param_diffs()
-            losses.append(net.forward(data=x, label=y)["loss"])
-            net.backward()
-        assert losses[0] == losses[1]
-        for name, params in plain.params.items():
-            for mine, theirs in zip(planned.params[name], params):
-                np.testing.assert_array_equal(mine.diff, theirs.diff)
-                mine.data[...] -= 0.1 * mine.diff
-                theirs.data[...] -= 0.1 * theirs.diff
-        np.testing.assert_array_equal(planned.blobs["data"].diff, plain.blobs["data"].diff)
+    train_side_by_side(plain, planned, inputs)
 
 
 DEEP = """
@@ -97,24 +103,12 @@ def test_recompute_takes_less_memory_and_trains_bit_for_bit(write):
     assert plan["replays"] > 0 and "conv2" in plan["replayed"]
     assert shared.memory_plan["replays"] == 0
     assert plan["planned_bytes"] < shared.memory_plan["planned_bytes"]
-    for name, params in plain.params.items():
-        for mine, theirs in zip(recomputed.params[name], params):
-            mine.data[...] = theirs.data
     rng = np.random.default_rng(3)
-    for iteration in range(3):
-        x = rng.normal(size=(4, 8, 16, 16)).astype(np.float32)
-        y = (np.arange(4) % 3).astype(np.float32)
-        losses = []
-        for net in (plain, recomputed):
-            net.clear_param_diffs()
-            losses.append(net.forward(data=x, label=y)["loss"])
-            net.backward()
-        assert losses[0] == losses[1]
-        for name, params in plain.params.items():
-            for mine, theirs in zip(recomputed.params[name], params):
-                np.testing.assert_array_equal(mine.diff, theirs.diff)
-                mine.data[...] -= 0.1 * mine.diff
-                theirs.data[...] -= 0.1 * theirs.diff
+    train_side_by_side(
+        plain,
+        recomputed,
+        lambda _: (rng.normal(size=(4, 8, 16, 16)).astype(np.float32), (np.arange(4) % 3).astype(np.float32)),
+    )
 
 
 def test_kept_blobs_stay_readable_and_partial_passes_are_refused(write):
