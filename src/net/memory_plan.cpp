@@ -268,15 +268,17 @@ MemoryPlan ComputeRecomputePlan(const Net& net, const MemoryPlanOptions& options
     best = std::move(candidate);
     chosen = segments;
   }
-  if (chosen.empty() || recompute.budget_bytes == 0 || best.planned_bytes() > recompute.budget_bytes) return best;
-  // Within a budget: store whole the most segments backward reaches first that keep the plan within it (the plan
-  // grows with each stored segment; a binary search over how many).
-  if (stored.planned_bytes() <= recompute.budget_bytes) return stored;
+  if (chosen.empty()) return best;
+  // Store whole the most segments backward reaches first that keep the plan within the limit: the budget, or without
+  // one (or below the least the segments give) the least they give: a segment whose values cost no byte at the peak
+  // is not run twice. (The plan grows with each stored segment; a binary search over how many.)
+  const size_t limit = std::max(recompute.budget_bytes, best.planned_bytes());
+  if (stored.planned_bytes() <= limit) return stored;
   int low = 1, high = static_cast<int>(chosen.size());  // `low` fits (the last segment is always stored)
   while (high - low > 1) {
     const int middle = (low + high) / 2;
     MemoryPlan candidate = plan_for(chosen, middle);
-    if (candidate.planned_bytes() <= recompute.budget_bytes) {
+    if (candidate.planned_bytes() <= limit) {
       low = middle;
       best = std::move(candidate);
     } else {

@@ -98,9 +98,10 @@ struct RecomputeOptions {
 // A plan for forward and backward with recompute (`options.with_backward` is taken as true). Segments come from
 // Chen et al.'s greedy rule (GreedySegments) with segment sizes around their square-root rule's (n steps of equal
 // size m in sqrt(n) segments: sqrt(n m * m) bytes each), scaled over a range; each is planned and the smallest plan
-// is kept. With a
-// budget, the segments backward reaches first are then stored whole (no replay) as long as the plan stays within
-// it, so the fewest steps run twice. Where nothing can be recomputed, the plan is the plain one.
+// is kept. Then the segments backward reaches first are stored whole (no replay) as long as the plan stays within
+// the budget, or without one within that smallest plan (a segment whose values cost no byte at the peak is not run
+// twice), so the fewest steps run twice. Where nothing can be recomputed, the plan is the plain
+// one.
 MemoryPlan ComputeRecomputePlan(const Net& net, const MemoryPlanOptions& options, const RecomputeOptions& recompute);
 
 }  // namespace crema
