@@ -13,6 +13,7 @@
 #include "io/proto_io.hpp"
 #include "layers/layer_registry.hpp"
 #include "net/lifetimes.hpp"
+#include "net/memory_plan.hpp"
 #include "net/net.hpp"
 #include "net/passes.hpp"
 #include "test_util.hpp"
@@ -219,12 +220,22 @@ TEST(NetPlanTest, ViewsInternalBlobsAndTheWorkspaceAreInThePlan) {
   ASSERT_EQ(steps.at("pool")->internals.size(), 1u);
   EXPECT_EQ(net.blob_names()[steps.at("pool")->internals[0]], "pool.argmax");
   EXPECT_EQ(net.blob_by_name("pool.argmax")->shape(), net.blob_by_name("pool")->shape());
-  // The convolution (batched engine) takes its block from the one workspace: the columns of 1 channel * 3 * 3
-  // kernel rows and the staging of its 2 outputs, at 8 * 8 positions, for both images.
-  EXPECT_EQ(net.workspace_bytes(), (9u + 2u) * 64u * 2u * sizeof(float));
+  // The convolution (batched engine) takes its block from its workspace (a slot of the memory plan's arena): the
+  // columns of 1 channel * 3 * 3 kernel rows and the staging of its 2 outputs, at 8 * 8 positions, for both images.
+  const auto conv_workspace = [&] {
+    size_t bytes = 0;
+    for (const PlannedWorkspace& slot : net.memory_plan()->workspaces)
+      if (net.layer_names()[net.plan()[slot.step].layer] == "conv") bytes = slot.bytes;
+    return bytes;
+  };
+  ASSERT_NE(net.memory_plan(), nullptr);
+  EXPECT_EQ(conv_workspace(), (9u + 2u) * 64u * 2u * sizeof(float));
+  EXPECT_EQ(net.workspace_bytes(), 0u);  // the shared one is not needed
   net.blob_by_name("data")->Reshape({1, 1, 16, 16});
   net.Forward();
-  EXPECT_EQ(net.workspace_bytes(), (9u + 2u) * 256u * sizeof(float));  // one larger image
+  EXPECT_EQ(conv_workspace(), (9u + 2u) * 256u * sizeof(float));  // one larger image
+  net.UnplanMemory();  // without a plan, every layer shares one workspace, as large as the largest request
+  EXPECT_EQ(net.workspace_bytes(), (9u + 2u) * 256u * sizeof(float));
   // Activation bytes count each storage once: views add nothing.
   std::set<const SyncedMemory*> storages;
   size_t bytes = 0;

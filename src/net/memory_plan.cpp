@@ -52,6 +52,12 @@ MemoryPlan ComputeMemoryPlan(const Net& net, const MemoryPlanOptions& options) {
   // Blobs whose values someone outside the pass reads, or fills: each keeps memory of its own.
   std::set<int> kept = options.keep;
   for (int id : net.output_blob_indices()) kept.insert(id);
+  // The net's inputs keep their gradients too: the caller reshapes an input blob itself (its gradient must be able
+  // to grow with it), and reads its gradient after backward.
+  std::set<int> inputs;
+  for (size_t id = 0; id < net.blobs().size(); ++id)
+    for (const Blob* input : net.input_blobs())
+      if (net.blobs()[id].get() == input) inputs.insert(static_cast<int>(id));
   std::set<int> carried;  // internal blobs that carry values from one pass into the next
   for (const PlanStep& step : net.plan()) {
     if (step.bottoms.empty()) kept.insert(step.tops.begin(), step.tops.end());
@@ -67,7 +73,8 @@ MemoryPlan ComputeMemoryPlan(const Net& net, const MemoryPlanOptions& options) {
   for (const BufferLifetime& buffer : lifetimes.buffers) {
     const int owner = OwnerOf(net, buffer);
     bool move = owner >= 0 && !buffer.read_first && buffer.bytes > 0;
-    for (int id : buffer.blob_ids) move = move && !carried.count(id) && (buffer.gradient || !kept.count(id));
+    for (int id : buffer.blob_ids)
+      move = move && !carried.count(id) && (buffer.gradient ? !inputs.count(id) : !kept.count(id));
     if (!move) {
       plan.kept_bytes += buffer.bytes;
       continue;

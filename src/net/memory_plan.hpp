@@ -4,10 +4,10 @@
 // replays: net/schedule.hpp), buffers whose lifetimes do not overlap may use the same bytes. The planner
 //   - takes the buffers it may move: those a blob of the plan owns (views follow their owner), that the pass
 //     writes before it reads them, and that nobody outside the pass reads. It leaves with memory of their own the
-//     net's inputs and outputs, the tops of layers without bottoms (data layers fill them, on the host), the
-//     blobs a caller keeps (MemoryPlanOptions::keep), the internal blobs that carry values from one pass into
-//     the next (Layer::InternalLifetime), and every buffer read before it is written (a gradient no step
-//     contributes to keeps its zeros);
+//     net's inputs (their gradients too: the caller reshapes an input itself) and outputs, the tops of layers
+//     without bottoms (data layers fill them, on the host), the blobs a caller keeps (MemoryPlanOptions::keep), the
+//     internal blobs that carry values from one pass into the next (Layer::InternalLifetime), and every buffer
+//     read before it is written (a gradient no step contributes to keeps its zeros);
 //   - runs element layers in place where it can: a layer that allows it (Layer::PlanMayRunInPlace) writes its
 //     top i into the memory of its bottom i when the pass touches that bottom for the last time at this step
 //     (and in backward, the gradient of bottom i into that of top i); such a chain is one buffer (in a recompute
