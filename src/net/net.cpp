@@ -360,7 +360,7 @@ MemoryPlan Net::ChoosePlan() {
     options.schedule = RecomputeSchedule(*this, chosen_segments_, RecomputableSteps(*this, recompute_));
     return ComputeMemoryPlan(*this, options);
   }
-  if (!plan_with_backward_ || !(recompute_ || WantsRecompute(*this, false))) return ComputeMemoryPlan(*this, options);
+  if (!plan_with_backward_ || !(recompute_ || LayerMarkedRecompute(*this))) return ComputeMemoryPlan(*this, options);
   RecomputeOptions recompute;
   recompute.recomputable = RecomputableSteps(*this, recompute_);
   recompute.budget_bytes = memory_budget_;
@@ -385,11 +385,8 @@ void Net::ReleaseMemoryPlan(bool keep_values, bool reshape) {
   }
   memory_plan_.reset();
   if (!keep_values) schedule_ = PassSchedule();  // a pass under way goes on replaying as it began
-  // Every layer shares one workspace again, as large as the largest request.
+  // Every layer shares one workspace again (the reshapes below, or BindMemoryPlan's, size it to the largest request).
   layer_workspaces_.clear();
-  size_t largest = 0;
-  for (const auto& layer : layers_) largest = std::max(largest, layer->workspace_floats());
-  if (static_cast<size_t>(workspace_->count()) < largest) workspace_->Reshape({static_cast<int>(largest)});
   for (const auto& layer : layers_) layer->set_workspace(workspace_);
   // Layers copy their inputs again (from the reshapes below); in the middle of a pass they go on reading the kept
   // values they borrowed, which moved with their values, since this pass's forward made no copy.
@@ -616,14 +613,16 @@ void Net::ReshapeStep(size_t step) {
   }
   for (size_t b = 0; b < bottoms.size(); ++b) s.reshaped_for[b] = BlobSignature::Of(*bottoms[b]);
   s.reshape_pending = false;
-  // A layer whose request outgrew its slot of the arena goes back to the shared workspace.
-  if (s.layer < static_cast<int>(layer_workspaces_.size()) && layer_workspaces_[s.layer] &&
-      layer->workspace_floats() > static_cast<size_t>(layer_workspaces_[s.layer]->count())) {
-    layer_workspaces_[s.layer].reset();
+  // The layer's slot of the arena, if it has one; a request that outgrew it goes back to the shared workspace.
+  std::shared_ptr<Blob>* slot = s.layer < static_cast<int>(layer_workspaces_.size()) && layer_workspaces_[s.layer]
+                                    ? &layer_workspaces_[s.layer]
+                                    : nullptr;
+  if (slot != nullptr && layer->workspace_floats() > static_cast<size_t>((*slot)->count())) {
+    slot->reset();
+    slot = nullptr;
     layer->set_workspace(workspace_);
   }
-  if (layer->workspace_floats() > static_cast<size_t>(workspace_->count()) &&
-      !(s.layer < static_cast<int>(layer_workspaces_.size()) && layer_workspaces_[s.layer]))
+  if (slot == nullptr && layer->workspace_floats() > static_cast<size_t>(workspace_->count()))
     workspace_->Reshape({static_cast<int>(layer->workspace_floats())});
 }
 

@@ -136,8 +136,7 @@ std::vector<bool> RecomputableSteps(const Net& net, bool net_recomputes) {
   return result;
 }
 
-bool WantsRecompute(const Net& net, bool context_recompute) {
-  if (context_recompute) return true;
+bool LayerMarkedRecompute(const Net& net) {
   for (const PlanStep& step : net.plan()) {
     const LayerParameter& param = net.layers()[step.layer]->layer_param();
     if (param.has_recompute() && param.recompute()) return true;

@@ -40,15 +40,13 @@ struct PassSchedule {
   std::vector<int> segments;      // recompute: the first step of each segment, ascending (empty for a plain pass)
   std::vector<bool> replayed;     // per step: its forward runs again in backward
   int replays = 0;                // steps replayed
-  int forward_steps() const { return static_cast<int>(replayed.size()); }
 };
 
 // Forward of every step in order; with backward, then every step's backward in reverse.
 PassSchedule PlainSchedule(const Net& net, bool with_backward);
 
-// Whether the user's settings ask `net` to recompute (NetParameter.memory_plan: RECOMPUTE, or a layer marked
-// recompute: true), given whether its context says so for the whole run (--memory_plan=recompute).
-bool WantsRecompute(const Net& net, bool context_recompute);
+// Whether a layer of `net` is marked recompute: true (which asks for recompute in a net whose plan is SHARE).
+bool LayerMarkedRecompute(const Net& net);
 
 // The steps that may run forward again: those with bottoms whose layer can (Layer::Replayable) and, by their
 // layer's recompute mark, or else by `net_recomputes`, should.
