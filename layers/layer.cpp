@@ -51,6 +51,9 @@ void Layer::CheckArity(const std::vector<Blob*>& bottom, const std::vector<Blob*
 void Layer::SetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   CheckArity(bottom, top);
   LayerSetUp(bottom, top);
+  CREMA_CHECK(lent_taken_ == lent_internal_.size())
+      << describe() << ": the layer it is part of lent it " << lent_internal_.size() << " internal blob(s), but it "
+      << "took " << lent_taken_;
   MakeTopViews(bottom, top);
   Reshape(bottom, top);
   // Loss weights: explicit ones from the prototxt win over the layer's defaults (a loss's 1).
@@ -177,7 +180,7 @@ void Layer::set_param_propagate_down(int index, bool value) {
 
 float Layer::Forward(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const Device device = this->device();
-  if (device == Device::kGPU || context_->gpu_code_on_host()) {
+  if (RunsGpuCode()) {
     Forward_gpu(bottom, top);
   } else {
     Forward_cpu(bottom, top);
@@ -197,7 +200,7 @@ float Layer::Forward(const std::vector<Blob*>& bottom, const std::vector<Blob*>&
 
 void Layer::Backward(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                      const std::vector<Blob*>& bottom) {
-  if (device() == Device::kGPU || context_->gpu_code_on_host()) {
+  if (RunsGpuCode()) {
     Backward_gpu(top, propagate_down, bottom);
   } else {
     Backward_cpu(top, propagate_down, bottom);
@@ -213,8 +216,14 @@ void Layer::MakeTopViews(const std::vector<Blob*>& bottom, const std::vector<Blo
   }
 }
 
+void Layer::LendInternalBlobs(std::vector<std::shared_ptr<Blob>> blobs) {
+  lent_internal_ = std::move(blobs);
+  lent_taken_ = 0;
+}
+
 Blob* Layer::AddInternalBlob(const std::string& what, InternalLifetime lifetime) {
-  internal_blobs_.push_back(std::make_shared<Blob>());
+  internal_blobs_.push_back(lent_taken_ < lent_internal_.size() ? lent_internal_[lent_taken_++]
+                                                                : std::make_shared<Blob>());
   internal_blob_names_.push_back(name() + "." + what);
   internal_lifetimes_.push_back(lifetime);
   return internal_blobs_.back().get();
@@ -228,6 +237,8 @@ void Layer::RequestWorkspace(size_t floats) {
   if (!workspace_) workspace_ = std::make_shared<Blob>();
   if (static_cast<size_t>(workspace_->count()) < floats) workspace_->Reshape({static_cast<int>(floats)});
 }
+
+bool Layer::RunsGpuCode() const { return device() == Device::kGPU || context_->gpu_code_on_host(); }
 
 float* Layer::workspace() {
   CREMA_CHECK(workspace_ && static_cast<size_t>(workspace_->count()) >= workspace_floats_)

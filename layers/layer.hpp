@@ -171,6 +171,21 @@ class Layer {
   // then gives it memory from Forward to Backward only, and only for its step in a pass without backward.
   enum class InternalLifetime { kAcrossPasses, kUntilBackward };
   InternalLifetime internal_blob_lifetime(int index) const { return internal_lifetimes_[index]; }
+  // For a layer made of other layers (SPP runs a Pooling per level): before the inner layer's SetUp, the blobs its
+  // LayerSetUp will add (AddInternalBlob), in order, are given as the outer layer's own internal blobs, which the
+  // net sees and plans. SetUp checks that the inner layer took them all.
+  void LendInternalBlobs(std::vector<std::shared_ptr<Blob>> blobs);
+
+  // Memory the layer holds for as long as it lives, outside the net's plan because it is no pass's scratch and no
+  // value of one: a data layer's batches read ahead, an engine's weights reordered into its own layout, a loss's
+  // matrix read from a file. The net lists it beside the plan (Net::HeldBuffers, `crema time`); none by default.
+  // Scratch of one call is a workspace request instead, and values kept from forward to backward internal blobs.
+  struct HeldBuffer {
+    std::string what;  // "batches read ahead (3 of 3)"
+    size_t bytes = 0;
+    Device device = Device::kCPU;
+  };
+  virtual std::vector<HeldBuffer> HeldBuffers() const { return {}; }
 
   // Scratch memory: the floats this layer asked for in its last Reshape, and the buffer it uses. The net gives
   // every layer one shared workspace sized to the largest request; a layer on its own uses a buffer of its own.
@@ -236,6 +251,9 @@ class Layer {
   void RequestWorkspace(size_t floats);
   // In Forward or Backward: at least the requested floats, on the layer's device; contents undefined.
   float* workspace();
+  // Whether Forward and Backward run the layer's GPU code (on a GPU, or rehearsed on the host): what a layer asks
+  // workspace for in Reshape may depend on it.
+  bool RunsGpuCode() const;
 
   // Parameters that came with the LayerParameter (from a .caffemodel) must have the shapes this prototxt
   // implies; names[i] says what blob i is in errors ("weights", "bias"). Legacy files store every blob as 4-d
@@ -285,6 +303,8 @@ class Layer {
   std::vector<std::shared_ptr<Blob>> internal_blobs_;
   std::vector<std::string> internal_blob_names_;
   std::vector<InternalLifetime> internal_lifetimes_;
+  std::vector<std::shared_ptr<Blob>> lent_internal_;  // LendInternalBlobs' blobs, and how many AddInternalBlob took
+  size_t lent_taken_ = 0;
   size_t workspace_floats_ = 0;
   std::shared_ptr<Blob> workspace_;
   bool workspace_is_shared_ = false;
@@ -323,6 +343,8 @@ class LossLayer : public Layer {
   int ExactNumTopBlobs() const override { return 1; }
   bool AutoTopBlobs() const override { return true; }
   bool AllowForceBackward(int bottom_index) const override { return bottom_index != 1; }
+  // The loss's backward reads the gradient of its loss top (the loss weight), never the loss itself.
+  bool BackwardReadsTop(int top) const override { return top != 0; }
 
  protected:
   float DefaultLossWeight(int top_index) const override { return top_index == 0 ? 1.f : 0.f; }

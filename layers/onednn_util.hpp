@@ -107,6 +107,8 @@ class WeightCache {
   const dnnl::memory::desc& wanted() const { return wanted_; }
   // The weights of `blob` in the wanted layout: the blob's own data, the copy kept, or a new copy.
   dnnl::memory Get(const Blob& blob, dnnl::stream& stream);
+  // The bytes of the copy (0 while none is made).
+  size_t bytes() const { return copy_ ? copy_->size() : 0; }
 
  private:
   dnnl::memory::desc wanted_, user_;

@@ -61,6 +61,8 @@ TEST(BatchReindexLayerTest, FractionalIndicesAreTruncatedWithOneWarning) {
     top.Add({});
     BatchReindexLayer layer(test::ParseLayer("name: 'r' type: 'BatchReindex'"), context);
     layer.SetUp(bottom.pointers, top.pointers);
+    // The GPU code's backward builds its list (3 + 1 offsets, 4 positions) in a workspace the plan sees.
+    EXPECT_EQ(layer.workspace_floats(), gpu_code == 1 ? 8u : 0u);
     test::LoggedWarnings warnings;
     layer.Forward(bottom.pointers, top.pointers);
     const int picks[] = {2, 0, 2, 0};

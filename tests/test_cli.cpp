@@ -195,6 +195,11 @@ TEST_F(CliTest, TrainResumeTestAndTime) {
   convolution_engines = "cudnn, " + convolution_engines;  // the GPU's, listed first
 #endif
   EXPECT_TRUE(std::regex_search(timed, std::regex("Memory: peak [0-9.]+ MiB on the host")));
+  // Beside the plan, what the layers hold for their whole life: here the batches the Data layer reads ahead.
+  EXPECT_TRUE(
+      std::regex_search(timed, std::regex("Held by layers beside the plan: [0-9.]+ MiB on the host \\([0-9]+ "
+                                          "buffers; the largest: .*'data' batches read ahead \\(up to [0-9]+\\) "
+                                          "[0-9.]+ MiB")));
   // What recompute costs (here nothing: storing takes no more memory in so small a net), and the plan's bytes.
   EXPECT_TRUE(std::regex_search(timed, std::regex("Recompute: 0 of [0-9]+ steps run forward again in backward")));
   const std::string recomputed = Crema("time --model=" + net + " --iterations=1 --memory_plan=recompute", 0);

@@ -105,6 +105,20 @@ TEST(DataLayerTest, DataTopAlone) {
   EXPECT_EQ(fixture.Next(), (std::vector<float>{0, 1, 16, 17, 32, 33}));
 }
 
+// The batches read ahead are memory outside the net's plan: the layer lists them, at up to `prefetch` batches of
+// data and labels.
+TEST(DataLayerTest, ListsTheBatchesItReadsAhead) {
+  test::TempDir dir;
+  const std::string source = WriteDataSet(dir, 4, 2, 3, 5);
+  Fixture fixture(DataLayerParam(source, "batch_size: 2 prefetch: 3"));
+  fixture.Next();
+  const std::vector<Layer::HeldBuffer> held = fixture.layer.HeldBuffers();
+  ASSERT_EQ(held.size(), 1u);
+  EXPECT_EQ(held[0].bytes, 3 * sizeof(float) * (2 * 2 * 3 * 5 + 2));
+  EXPECT_EQ(held[0].device, Device::kCPU);
+  EXPECT_NE(held[0].what.find("read ahead (up to 3)"), std::string::npos) << held[0].what;
+}
+
 TEST(DataLayerTest, AppliesTheTransformation) {
   test::TempDir dir;
   const std::string source = WriteDataSet(dir, 2, 1, 3, 4);

@@ -63,6 +63,9 @@ TEST(EmbedLayerTest, GpuCodeAccumulatesTheCpuGradients) {
     top.Add({});
     EmbedLayer layer(test::ParseLayer("name: 'e' type: 'Embed' embed_param { num_output: 3 input_dim: 6 }"), context);
     layer.SetUp(bottom.pointers, top.pointers);
+    // The GPU code's backward builds its list in a workspace the plan sees: at most 6 rows used (and their offsets,
+    // and one more) and the 7 positions.
+    EXPECT_EQ(layer.workspace_floats(), gpu_code == 1 ? 2u * 6 + 1 + 7 : 0u);
     for (size_t i = 0; i < layer.params().size(); ++i) {
       test::FillGaussian(layer.params()[i].get(), 0.f, 1.f, 3 + i);
       layer.params()[i]->set_diff(0.5f);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "layers/data/memory_data.hpp"
 #include "layers/layer_registry.hpp"
 #include "net/memory_plan.hpp"
 #include "net/net.hpp"
@@ -612,6 +613,34 @@ TEST(MemoryPlanTest, RecomputeTakesLessMemoryAndABudgetRecomputesLess) {
   for (Net* net : {&recompute, &budgeted}) {
     Net stored(DeepChainFor("memory_plan: NONE"));
     ExpectSameTraining(net, &stored);
+  }
+}
+
+// What a layer holds for its whole life (a MemoryData layer's items, an engine's reordered weights) is no buffer of a
+// pass: the net lists it beside the plan, largest first, with the layer it belongs to.
+TEST(MemoryPlanTest, LayersListWhatTheyHoldBesideThePlan) {
+  Net net(test::ParseNet(R"(name: 'held'
+    layer { name: 'data' type: 'MemoryData' top: 'data' top: 'label'
+            memory_data_param { batch_size: 2 channels: 3 height: 8 width: 8 } }
+    layer { name: 'conv' type: 'Convolution' bottom: 'data' top: 'conv'
+            convolution_param { num_output: 16 kernel_size: 3 weight_filler { type: 'gaussian' std: 0.1 } } }
+    layer { name: 'silence' type: 'Silence' bottom: 'conv' bottom: 'label' })"));
+  EXPECT_TRUE(net.HeldBuffers().empty());
+  std::vector<float> items(6 * 3 * 8 * 8, 0.5f), labels(6, 1.f);
+  dynamic_cast<MemoryDataLayer&>(*net.layer_by_name("data")).Reset(items.data(), labels.data(), 6);
+  net.Forward();
+  const std::vector<Net::HeldBuffer> held = net.HeldBuffers();
+  ASSERT_FALSE(held.empty());
+  EXPECT_EQ(net.layer_names()[held[0].layer], "data");
+  EXPECT_EQ(held[0].buffer.bytes, sizeof(float) * (items.size() + labels.size()));
+  EXPECT_NE(held[0].buffer.what.find("the 6 items given"), std::string::npos) << held[0].buffer.what;
+  // A oneDNN convolution whose primitive wants another layout than crema's keeps the weights reordered once.
+  const Layer& conv = *net.layer_by_name("conv");
+  for (size_t i = 1; i < held.size(); ++i) {
+    EXPECT_EQ(net.layer_names()[held[i].layer], "conv");
+    EXPECT_EQ(conv.engine(), "onednn");
+    EXPECT_GE(held[i].buffer.bytes, sizeof(float) * 16 * 3 * 3 * 3);
+    EXPECT_LE(held[i].buffer.bytes, held[i - 1].buffer.bytes);
   }
 }
 

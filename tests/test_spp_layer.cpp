@@ -56,6 +56,14 @@ TEST(SPPLayerTest, EachItemIsItsLevelsBinsInOrder) {
   fixture.layer->Forward(fixture.bottom.pointers, fixture.top.pointers);
   ASSERT_EQ(fixture.top.pointers[0]->shape(), (std::vector<int>{1, 63}));
   EXPECT_EQ(test::DataOf(*fixture.top.pointers[0]), PyramidOfMaxima(*fixture.bottom.pointers[0], 3));
+  // The argmax each level's Pooling keeps for backward is an internal blob of the SPP layer (the net plans it), and
+  // stays that one blob when the levels are set up anew: level 2's, 3 channels of 4 x 4 bins of the one item.
+  const auto& names = fixture.layer->internal_blob_names();
+  const auto found = std::find(names.begin(), names.end(), "spp.level2.argmax");
+  ASSERT_NE(found, names.end());
+  const int index = static_cast<int>(found - names.begin());
+  EXPECT_EQ(fixture.layer->internal_blobs()[index]->shape(), (std::vector<int>{1, 3, 4, 4}));
+  EXPECT_EQ(fixture.layer->internal_blob_lifetime(index), Layer::InternalLifetime::kUntilBackward);
 }
 
 TEST(SPPLayerTest, OneLevelIsGlobalPooling) {

@@ -511,6 +511,22 @@ int Time() {
               << " pass of layer '" << net->layer_names()[plan[event.step].layer] << "', " << live.size()
               << " buffers; the largest: " << largest.str();
   }
+  // What the layers hold beside the plan for their whole life (batches read ahead, weights reordered for an engine).
+  const std::vector<Net::HeldBuffer> held = net->HeldBuffers();
+  if (!held.empty()) {
+    size_t on_host = 0, on_gpu = 0;
+    std::ostringstream largest;
+    for (size_t i = 0; i < held.size(); ++i) {
+      (held[i].buffer.device == Device::kGPU ? on_gpu : on_host) += held[i].buffer.bytes;
+      if (i < 6)
+        largest << (i ? ", " : "") << "'" << net->layer_names()[held[i].layer] << "' " << held[i].buffer.what << " "
+                << std::fixed << std::setprecision(2) << held[i].buffer.bytes / mib << " MiB"
+                << (held[i].buffer.device == Device::kGPU ? " on the GPU" : "");
+    }
+    LOG(INFO) << "Held by layers beside the plan: " << on_host / mib << " MiB on the host"
+              << (on_gpu ? ", " + std::to_string(on_gpu / mib) + " MiB on the GPU" : std::string()) << " ("
+              << held.size() << " buffers; the largest: " << largest.str() << ")";
+  }
   LOG(INFO) << "Peak resident memory of the process: " << PeakResidentBytes() / mib << " MiB";
   return 0;
 }

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <sstream>
+#include <vector>
 
 #include "core/elementwise.hpp"
 #include "core/math_functions.hpp"
@@ -17,6 +18,8 @@ void BatchReindexLayer::Reshape(const std::vector<Blob*>& bottom, const std::vec
   std::vector<int> shape = data.shape();
   shape[0] = indices.count();
   top[0]->Reshape(shape);
+  // The GPU's backward: the positions sorted by the item they pick, built on the host, in the workspace.
+  if (RunsGpuCode()) RequestWorkspace(static_cast<size_t>(data.shape(0)) + 1 + indices.count());
 }
 
 int BatchReindexLayer::Index(const Blob& data, const Blob& indices, int m) {
@@ -75,16 +78,18 @@ void BatchReindexLayer::Backward_gpu(const std::vector<Blob*>& top, const std::v
   std::vector<int> first(items + 1, 0);
   for (int m = 0; m < count; ++m) ++first[Index(*bottom[0], *bottom[1], m) + 1];
   for (int n = 0; n < items; ++n) first[n + 1] += first[n];
-  picks_.Reshape({items + 1 + count});
-  float* offsets = picks_.mutable_cpu_data();
+  std::vector<float> picks(static_cast<size_t>(items) + 1 + count);
+  float* offsets = picks.data();
   float* positions = offsets + items + 1;
   for (int n = 0; n <= items; ++n) offsets[n] = static_cast<float>(first[n]);
   const float* indices = bottom[1]->cpu_data();
   for (int m = 0; m < count; ++m) positions[first[LabelClass(indices[m])]++] = static_cast<float>(m);
+  float* list = workspace();
+  upload(context(), static_cast<int>(picks.size()), picks.data(), list);
   const Device d = device();
-  for_each_element(context(), bottom[0]->count(),
-                   BatchReindexBackwardRule{top[0]->diff_on(d), picks_.data_on(d), bottom[0]->mutable_diff_on(d),
-                                            bottom[0]->count(1), items});
+  for_each_element(
+      context(), bottom[0]->count(),
+      BatchReindexBackwardRule{top[0]->diff_on(d), list, bottom[0]->mutable_diff_on(d), bottom[0]->count(1), items});
 }
 
 }  // namespace crema

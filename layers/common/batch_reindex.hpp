@@ -51,6 +51,9 @@ class BatchReindexLayer : public Layer {
   int ExactNumBottomBlobs() const override { return 2; }
   int ExactNumTopBlobs() const override { return 1; }
   bool AllowForceBackward(int bottom_index) const override { return bottom_index == 0; }
+  // Backward reads the indices, not the data, nor the top.
+  bool BackwardReadsBottom(int bottom) const override { return bottom == 1; }
+  bool BackwardReadsTop(int) const override { return false; }
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
 
  protected:
@@ -64,7 +67,6 @@ class BatchReindexLayer : public Layer {
  private:
   // Index m, truncated toward zero; throws where it is not an item of the data, warns (once) if fractional.
   int Index(const Blob& data, const Blob& indices, int m);
-  Blob picks_;  // the GPU's backward: BatchReindexBackwardRule's list, written on the host
 };
 
 }  // namespace crema

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "core/elementwise.hpp"
 #include "core/filler.hpp"
@@ -38,6 +39,10 @@ void EmbedLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blo
   std::vector<int> shape = bottom[0]->shape();
   shape.push_back(num_output_);
   top[0]->Reshape(shape);
+  // The GPU's backward: the rows used, their offsets and the positions by row, built on the host, in the
+  // workspace (at most 2 * min(items, input_dim) + 1 + items values).
+  const size_t items = bottom[0]->count();
+  if (RunsGpuCode()) RequestWorkspace(2 * std::min(items, static_cast<size_t>(input_dim_)) + 1 + items);
 }
 
 int EmbedLayer::Index(const Blob& indices, int position) {
@@ -110,8 +115,8 @@ void EmbedLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector<b
     std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return rows[a] < rows[b]; });
     int used = 0;
     for (int i = 0; i < items; ++i) used += i == 0 || rows[order[i]] != rows[order[i - 1]];
-    picks_.Reshape({2 * used + 1 + items});
-    float* used_rows = picks_.mutable_cpu_data();
+    std::vector<float> picks(2 * static_cast<size_t>(used) + 1 + items);
+    float* used_rows = picks.data();
     float* offsets = used_rows + used;
     float* positions = offsets + used + 1;
     int u = 0;
@@ -123,9 +128,10 @@ void EmbedLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector<b
       positions[i] = static_cast<float>(order[i]);
     }
     offsets[used] = static_cast<float>(items);
-    for_each_element(
-        context(), used * num_output_,
-        EmbedWeightGradientRule{top_diff, picks_.data_on(d), params_[0]->mutable_diff_on(d), num_output_, used});
+    float* list = workspace();
+    upload(context(), static_cast<int>(picks.size()), picks.data(), list);
+    for_each_element(context(), used * num_output_,
+                     EmbedWeightGradientRule{top_diff, list, params_[0]->mutable_diff_on(d), num_output_, used});
   }
   if (bias_term_ && param_propagate_down(1)) {
     gemv(context(), Transpose::kYes, items, num_output_, 1.f, top_diff, context().ones(items), 1.f,

@@ -77,7 +77,6 @@ class EmbedLayer : public Layer {
   int Index(const Blob& indices, int position);
   int num_output_ = 0, input_dim_ = 0;
   bool bias_term_ = true;
-  Blob picks_;  // the GPU's backward: EmbedWeightGradientRule's list, written on the host
 };
 
 }  // namespace crema

@@ -8,6 +8,7 @@
 // Reshape; the GPU's rules find the kept items in lists its forward pass writes on the host from that reading.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "core/elementwise.hpp"
@@ -46,6 +47,11 @@ class FilterLayer : public Layer {
   int MinTopBlobs() const override { return 1; }
   bool AllowForceBackward(int bottom_index) const override { return bottom_index + 1 < num_bottoms_; }
   bool ReshapesOnData() const override { return true; }
+  // The positions of the items kept, from Forward to Backward.
+  std::vector<HeldBuffer> HeldBuffers() const override {
+    return {{"the positions of the " + std::to_string(kept_.size()) + " items kept", sizeof(int) * kept_.size(),
+             Device::kCPU}};
+  }
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
 

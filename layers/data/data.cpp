@@ -96,6 +96,7 @@ void DataLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<B
   }
   data_shape.insert(data_shape.begin(), batch_size_);
   top[0]->Reshape(data_shape);
+  batch_bytes_ = sizeof(float) * (static_cast<size_t>(top[0]->count()) + batch_size_);
   if (top.size() > 1) top[1]->Reshape({batch_size_});
   LOG(INFO) << describe() << ": output data size " << top[0]->shape_string();
 
@@ -164,6 +165,16 @@ DataLayer::Batch DataLayer::ReadBatch() {
   return batch;
 }
 
+std::vector<Layer::HeldBuffer> DataLayer::HeldBuffers() const {
+  std::vector<HeldBuffer> held{
+      {"batches read ahead (up to " + std::to_string(capacity_) + ")", capacity_ * batch_bytes_, Device::kCPU}};
+  if (const size_t uploaded = upload_bytes_) {
+    held.push_back({"upload buffers", uploaded, Device::kGPU});
+    held.push_back({"upload buffers' host copies", uploaded, Device::kCPU});
+  }
+  return held;
+}
+
 void DataLayer::Upload(Batch* batch, void* stream) {
 #ifdef CREMA_USE_CUDA
   // A buffer of the pool that no queued or consumed batch holds any more (Forward_gpu drops its reference only
@@ -177,6 +188,7 @@ void DataLayer::Upload(Batch* batch, void* stream) {
   if (batch->device_data == nullptr) {
     batch->device_data = std::make_shared<Blob>(batch->data_shape);
     upload_buffers_.push_back(batch->device_data);
+    upload_bytes_ += sizeof(float) * batch->device_data->count();
     // A new device block may be one the net freed while its kernels still ran on the compute stream, which
     // this thread's stream does not wait for: wait for the whole device once, when the buffer is made.
     batch->device_data->mutable_gpu_data();

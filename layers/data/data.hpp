@@ -62,6 +62,9 @@ class DataLayer : public HostDataLayer {
   void SaveRuntimeState(LayerRuntimeState* state) const override;
   // Throws naming the key and the source when the saved record is not in the database.
   void RestoreRuntimeState(const LayerRuntimeState& state) override;
+  // The batches read ahead (up to data_param.prefetch, at the first record's shape) and, on a GPU, the buffers
+  // they are uploaded into (each with its host copy).
+  std::vector<HeldBuffer> HeldBuffers() const override;
 
  protected:
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
@@ -112,6 +115,7 @@ class DataLayer : public HostDataLayer {
   uint64_t records_read_ = 0;
   int batch_size_ = 0;
   size_t capacity_ = 1;
+  size_t batch_bytes_ = 0;  // one batch's data and labels, at the first record's shape
   Replica replica_;
 
   // Shared between the prefetch thread and the consumer, under mutex_.
@@ -125,6 +129,7 @@ class DataLayer : public HostDataLayer {
   std::atomic<bool> stop_{false};
   // The device buffers batches are uploaded into, reused (the prefetch thread's own).
   std::vector<std::shared_ptr<Blob>> upload_buffers_;
+  std::atomic<size_t> upload_bytes_{0};  // their bytes on the device, for HeldBuffers (read by other threads)
   bool running_ = false;
   bool failed_ = false;
   std::string error_;

@@ -294,4 +294,11 @@ void HDF5DataLayer::RestoreRuntimeState(const LayerRuntimeState& state) {
   records_read_ = state.records_read();
 }
 
+std::vector<Layer::HeldBuffer> HDF5DataLayer::HeldBuffers() const {
+  size_t floats = 0;
+  for (const auto& values : loaded_) floats += values.size();
+  if (floats == 0) return {};
+  return {{"the datasets of '" + files_[loaded_file_] + "'", sizeof(float) * floats, Device::kCPU}};
+}
+
 }  // namespace crema

@@ -46,6 +46,8 @@ class HDF5DataLayer : public HostDataLayer {
   void SaveRuntimeState(LayerRuntimeState* state) const override;
   // Throws naming the layer when the state does not fit the files of the list.
   void RestoreRuntimeState(const LayerRuntimeState& state) override;
+  // The datasets of the file loaded now.
+  std::vector<HeldBuffer> HeldBuffers() const override;
 
  protected:
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;

@@ -85,4 +85,10 @@ void MemoryDataLayer::RestoreRuntimeState(const LayerRuntimeState& state) {
   position_ = static_cast<int>(position);
 }
 
+std::vector<Layer::HeldBuffer> MemoryDataLayer::HeldBuffers() const {
+  if (data_.empty() && labels_.empty()) return {};
+  return {{"the " + std::to_string(items_) + " items given", sizeof(float) * (data_.size() + labels_.size()),
+           Device::kCPU}};
+}
+
 }  // namespace crema

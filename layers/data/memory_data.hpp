@@ -49,6 +49,8 @@ class MemoryDataLayer : public HostDataLayer {
 
   void SaveRuntimeState(LayerRuntimeState* state) const override;
   void RestoreRuntimeState(const LayerRuntimeState& state) override;
+  // The items it was given (Reset copies them).
+  std::vector<HeldBuffer> HeldBuffers() const override;
 
  protected:
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;

@@ -94,6 +94,8 @@ class ContrastiveLossLayer : public BothDevices<LossLayer> {
  public:
   using BothDevices<LossLayer>::BothDevices;
   const char* type() const override { return "ContrastiveLoss"; }
+  // Backward reads the pairs' labels and the differences Forward kept, not the features.
+  bool BackwardReadsBottom(int bottom) const override { return bottom == 2; }
   int ExactNumBottomBlobs() const override { return 3; }
   bool AllowForceBackward(int bottom_index) const override { return bottom_index != 2; }
 

@@ -87,4 +87,12 @@ void InfogainLossLayer::Backward_any(const std::vector<Blob*>& top, const std::v
                                         bottom[0]->mutable_diff_on(device())});
 }
 
+std::vector<Layer::HeldBuffer> InfogainLossLayer::HeldBuffers() const {
+  if (infogain_from_file_.count() == 0) return {};
+  const size_t bytes = sizeof(float) * infogain_from_file_.count();
+  std::vector<HeldBuffer> held{{"H read from infogain_loss_param.source", bytes, Device::kCPU}};
+  if (device() == Device::kGPU) held.push_back({"H read from infogain_loss_param.source", bytes, Device::kGPU});
+  return held;
+}
+
 }  // namespace crema

@@ -101,6 +101,9 @@ class InfogainLossLayer : public BothDevices<LossLayer> {
  public:
   using BothDevices<LossLayer>::BothDevices;
   const char* type() const override { return "InfogainLoss"; }
+  // Backward reads the probabilities (an internal blob, or top 1), the labels and H, not the scores.
+  bool BackwardReadsBottom(int bottom) const override { return bottom != 0; }
+  bool BackwardReadsTop(int top) const override { return top == 1; }
   int ExactNumBottomBlobs() const override { return -1; }  // H from a bottom or from infogain_loss_param.source
   int MinBottomBlobs() const override { return 2; }
   int MaxBottomBlobs() const override { return 3; }
@@ -112,6 +115,8 @@ class InfogainLossLayer : public BothDevices<LossLayer> {
 
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  // H, when read from infogain_loss_param.source.
+  std::vector<HeldBuffer> HeldBuffers() const override;
 
   // Probabilities are clamped to at least this before the log.
   static constexpr float kMinProbability = 1e-20f;

@@ -87,7 +87,7 @@ void BiasLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob
   geometry_ = BroadcastOver(describe(), "bias_param", *bottom[0], param_.bias_param().axis(), bias, "bias");
   if (top[0] != bottom[0]) top[0]->ReshapeLike(*bottom[0]);
   // The GPU's gradient sums need the sums over inner positions (the CPU's loops need nothing).
-  if (device() == Device::kGPU || context().gpu_code_on_host()) RequestWorkspace(BroadcastSumScratch(geometry_));
+  if (RunsGpuCode()) RequestWorkspace(BroadcastSumScratch(geometry_));
 }
 
 void BiasLayer::ForwardByRule(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {

@@ -67,8 +67,7 @@ void ScaleLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blo
       << "per-channel scale of a 4-d input writing its output in the same layout takes";
   // The GPU's scale gradient: the products dy * x, then their sums over inner positions (the CPU's loops sum in
   // place).
-  if (device() == Device::kGPU || context().gpu_code_on_host())
-    RequestWorkspace(static_cast<size_t>(x.count()) + BroadcastSumScratch(geometry_));
+  if (RunsGpuCode()) RequestWorkspace(static_cast<size_t>(x.count()) + BroadcastSumScratch(geometry_));
 }
 
 namespace {

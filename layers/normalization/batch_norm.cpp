@@ -61,7 +61,7 @@ void BatchNormLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector
   // The GPU's statistics: two values per channel (the mean and variance, or backward's means of dy and
   // dy * x_hat), then, with batch statistics, the sums' scratch and backward's products dy * x_hat. The CPU's loops
   // need none.
-  if (device() == Device::kGPU || context().gpu_code_on_host()) {
+  if (RunsGpuCode()) {
     RequestWorkspace(2 * static_cast<size_t>(channels_) +
                      (use_global_stats_ ? 0 : BroadcastSumScratch(ChannelGeometry()) + bottom[0]->count()));
   }

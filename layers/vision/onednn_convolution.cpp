@@ -77,6 +77,12 @@ OneDnnConvolutionLayer::OneDnnConvolutionLayer(const LayerParameter& param, std:
 
 OneDnnConvolutionLayer::~OneDnnConvolutionLayer() = default;
 
+std::vector<Layer::HeldBuffer> OneDnnConvolutionLayer::HeldBuffers() const {
+  const size_t bytes = primitives_ ? primitives_->weights.bytes() : 0;
+  if (bytes == 0) return {};
+  return {{"the weights reordered for oneDNN", bytes, Device::kCPU}};
+}
+
 std::string OneDnnConvolutionLayer::Refusal(const EngineQuery& query) {
   const ConvolutionParameter& conv = query.param.convolution_param();
   if (query.bottom_shapes.empty()) return "";  // the layer's arity check names it

@@ -45,6 +45,8 @@ class OneDnnConvolutionLayer : public BaseConvolutionLayer {
   // bottom in any layout (reordered where it is not the primitives').
   bool ReadsLayout(int bottom, Layout layout) const override;
   Layout OffersLayout(int top, const std::vector<Layout>& bottom_layouts) const override;
+  // The weights reordered into the forward primitive's layout, once it has run (none where that is crema's own).
+  std::vector<HeldBuffer> HeldBuffers() const override;
 
   // "" when the engine takes the query, else why not (the registry's refusal).
   static std::string Refusal(const EngineQuery& query);

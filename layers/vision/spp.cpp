@@ -13,6 +13,14 @@ void SPPLayer::LayerSetUp(const std::vector<Blob*>&, const std::vector<Blob*>&) 
   levels_ = static_cast<int>(param.pyramid_height());
   for (int l = 0; l < levels_; ++l) pooled_.push_back(AddInternalBlob("level" + std::to_string(l)));
   if (levels_ > 1) level_gradient_ = AddInternalBlob("level_gradient");
+  const auto pool = param.pool();
+  if (pool == SPPParameter::MAX || pool == SPPParameter::STOCHASTIC) {
+    for (int l = 0; l < levels_; ++l) {
+      AddInternalBlob("level" + std::to_string(l) + (pool == SPPParameter::MAX ? ".argmax" : ".sample"),
+                      InternalLifetime::kUntilBackward);
+      level_kept_.push_back(internal_blobs().back());
+    }
+  }
 }
 
 void SPPLayer::BuildLevels(const Blob& input) {
@@ -35,6 +43,7 @@ void SPPLayer::BuildLevels(const Blob& input) {
     pooling->set_pad_h((kernel_h * bins - height_ + 1) / 2);
     pooling->set_pad_w((kernel_w * bins - width_ + 1) / 2);
     pools_.push_back(std::make_unique<PoolingLayer>(level, shared_context()));
+    if (!level_kept_.empty()) pools_.back()->LendInternalBlobs({level_kept_[l]});
     Blob* in = const_cast<Blob*>(&input);
     pools_.back()->SetUp({in}, {pooled_[l]});
     CREMA_CHECK(pooled_[l]->shape(2) == bins && pooled_[l]->shape(3) == bins)

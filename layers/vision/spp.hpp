@@ -39,6 +39,11 @@ class SPPLayer : public BothDevices<Layer> {
  public:
   using BothDevices<Layer>::BothDevices;
   const char* type() const override { return "SPP"; }
+  // As its Pooling levels: the argmax (an internal blob), and the input only for STOCHASTIC outside training.
+  bool BackwardReadsBottom(int) const override {
+    return param_.spp_param().pool() == SPPParameter::STOCHASTIC && phase() != TRAIN;
+  }
+  bool BackwardReadsTop(int) const override { return false; }
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
@@ -57,6 +62,9 @@ class SPPLayer : public BothDevices<Layer> {
   int height_ = -1, width_ = -1;
   std::vector<std::unique_ptr<PoolingLayer>> pools_;
   std::vector<Blob*> pooled_;       // each level's output (internal blobs)
+  // What each level's Pooling keeps from forward to backward (MAX: the argmax, STOCHASTIC: the samples): internal
+  // blobs of this layer, lent to the Pooling layers, so that the net plans them.
+  std::vector<std::shared_ptr<Blob>> level_kept_;
   Blob* level_gradient_ = nullptr;  // the bottom's data with a gradient of its own, for levels after the first
 };
 

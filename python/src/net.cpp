@@ -350,6 +350,17 @@ void BindNet(py::module_& module) {
           "None, or the plan: {'backward', 'planned_bytes', 'unplanned_bytes', 'arena_bytes', 'in_place', 'replays', "
           "'replayed'}: the bytes, how many buffers run in place, and under recompute how many layers, and which, "
           "run forward again in backward.")
+      .def_property_readonly(
+          "held_buffers",
+          [](const NetHandle& h) {
+            py::list held;
+            for (const Net::HeldBuffer& buffer : h.net->HeldBuffers())
+              held.append(py::make_tuple(h.net->layer_names()[buffer.layer], buffer.buffer.what, buffer.buffer.bytes,
+                                         buffer.buffer.device == Device::kGPU ? "gpu" : "cpu"));
+            return held;
+          },
+          "What the layers hold beside the memory plan for their whole life, largest first: (layer, what, bytes, "
+          "'cpu' or 'gpu') for batches read ahead, weights reordered for an engine, data given to MemoryData.")
       .def(
           "save", [](const NetHandle& h, const std::string& path) { Save(*h.net, path); }, py::arg("path"),
           "Writes the weights as a .caffemodel (binary), or in Caffe's HDF5 layout where the name ends in .h5.")

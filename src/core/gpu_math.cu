@@ -41,6 +41,10 @@ void gpu_copy(Context& context, int n, const float* x, float* y) {
   if (x != y) CREMA_CUDA_CHECK(cudaMemcpyAsync(y, x, sizeof(float) * n, cudaMemcpyDeviceToDevice, context.stream()));
 }
 
+void gpu_upload(Context& context, int n, const float* x, float* y) {
+  if (n > 0) CREMA_CUDA_CHECK(cudaMemcpyAsync(y, x, sizeof(float) * n, cudaMemcpyHostToDevice, context.stream()));
+}
+
 double gpu_dot(Context& context, int n, const float* x, const float* y) {
   float result = 0.f;
   CREMA_CUBLAS_CHECK(cublasSdot(context.cublas(), n, x, 1, y, 1, &result));

@@ -16,6 +16,8 @@ void gpu_axpy(Context& context, int n, float alpha, const float* x, float* y);
 void gpu_scale(Context& context, int n, float alpha, float* x);
 void gpu_set(Context& context, int n, float value, float* x);
 void gpu_copy(Context& context, int n, const float* x, float* y);
+// From pageable host memory: cudaMemcpyAsync stages `x` before it returns, so the caller may free it then.
+void gpu_upload(Context& context, int n, const float* x, float* y);
 double gpu_dot(Context& context, int n, const float* x, const float* y);
 double gpu_asum(Context& context, int n, const float* x);
 double gpu_sum(Context& context, int n, const float* x);

@@ -100,6 +100,9 @@ void set(Context& context, int n, float value, float* x) {
 void copy(Context& context, int n, const float* x, float* y) {
   CREMA_ON_DEVICE(gpu_copy(context, n, x, y), cpu_copy(n, x, y));
 }
+void upload(Context& context, int n, const float* x, float* y) {
+  CREMA_ON_DEVICE(gpu_upload(context, n, x, y), cpu_copy(n, x, y));
+}
 double dot(Context& context, int n, const float* x, const float* y) {
   CREMA_ON_DEVICE(gpu_dot(context, n, x, y), cpu_dot(n, x, y));
 }

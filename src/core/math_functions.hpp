@@ -33,6 +33,9 @@ void axpy(Context& context, int n, float alpha, const float* x, float* y);
 void scale(Context& context, int n, float alpha, float* x);
 void set(Context& context, int n, float value, float* x);
 void copy(Context& context, int n, const float* x, float* y);
+// n values from host memory `x` into `y` on the context's device, in stream order; `x` may be freed on return
+// (lists a layer builds on the host for its GPU code: BatchReindex's and Embed's picks).
+void upload(Context& context, int n, const float* x, float* y);
 double dot(Context& context, int n, const float* x, const float* y);
 void gemm(Context& context, Transpose trans_a, Transpose trans_b, int M, int N, int K, float alpha, const float* A,
           const float* B, float beta, float* C);

@@ -873,6 +873,16 @@ size_t Net::activation_bytes() const {
   return bytes;
 }
 
+std::vector<Net::HeldBuffer> Net::HeldBuffers() const {
+  std::vector<HeldBuffer> held;
+  for (size_t i = 0; i < layers_.size(); ++i)
+    for (Layer::HeldBuffer& buffer : layers_[i]->HeldBuffers())
+      if (buffer.bytes > 0) held.push_back({static_cast<int>(i), std::move(buffer)});
+  std::stable_sort(held.begin(), held.end(),
+                   [](const HeldBuffer& a, const HeldBuffer& b) { return a.buffer.bytes > b.buffer.bytes; });
+  return held;
+}
+
 void Net::IndexLayerName(int index, Layer& layer) {
   const std::string& name = layer_names_[index];
   auto [found, first] = layer_index_.emplace(name, index);

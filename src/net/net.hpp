@@ -249,6 +249,13 @@ class Net {
 
   // Bytes of the data of every blob of the plan (tops and internal blobs), each storage counted once.
   size_t activation_bytes() const;
+  // What the layers hold outside the plan for as long as they live (Layer::HeldBuffers: batches read ahead, weights
+  // reordered for an engine), each with the index of its layer, largest first.
+  struct HeldBuffer {
+    int layer;
+    Layer::HeldBuffer buffer;
+  };
+  std::vector<HeldBuffer> HeldBuffers() const;
   // Bytes of the shared workspace (under a memory plan each step's workspace is a slot of the arena instead, and the
   // shared one is empty unless a request outgrew its slot).
   size_t workspace_bytes() const { return static_cast<size_t>(workspace_->count()) * sizeof(float); }

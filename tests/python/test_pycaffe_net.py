@@ -110,7 +110,10 @@ def test_set_input_arrays(write):
     net = caffe.Net(write("memory.prototxt", MEMORY_NET), caffe.TRAIN)
     data = np.arange(12, dtype=np.float32).reshape(4, 1, 1, 3)
     labels = np.array([5, 6, 7, 8], np.float32)
+    assert net.held_buffers == []
     net.set_input_arrays(data, labels)
+    # The layer's copy of the items is memory outside the net's plan, listed beside it.
+    assert net.held_buffers == [("mem", "the 4 items given", 4 * (12 + 4), "cpu")]
     first = net.forward(blobs=["label"])
     np.testing.assert_array_equal(first["out"], data[:2])
     np.testing.assert_array_equal(first["label"].ravel(), [5, 6])
