@@ -12,7 +12,7 @@ packages=(
   libopenblas-dev libdnnl-dev
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev libopencv-dnn-dev
   liblmdb-dev libleveldb-dev libhdf5-dev zlib1g-dev
-  libgtest-dev libgmock-dev
+  libgtest-dev libgmock-dev libcpp-httplib-dev
   python3-dev pybind11-dev python3-numpy python3-pytest python3-protobuf python3-pydot
   graphviz
   dataset-fashion-mnist

@@ -10,11 +10,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
@@ -39,6 +41,7 @@
 #include "tools/lib/cpu_info.hpp"
 #include "tools/lib/device_query.hpp"
 #include "tools/lib/input_source.hpp"
+#include "tools/lib/monitor.hpp"
 #include "tools/tool_main.hpp"
 
 DEFINE_string(solver, "", "train: the solver prototxt");
@@ -71,6 +74,9 @@ DEFINE_int32(level, 0, "the net's level (matched against min_level/max_level rul
 DEFINE_string(stage, "", "the net's stages, comma-separated (matched against stage/not_stage rules)");
 DEFINE_string(sigint_effect, "stop", "train: what Ctrl-C does: stop (snapshot, then stop), snapshot, none");
 DEFINE_string(sighup_effect, "snapshot", "train: what SIGHUP does: stop, snapshot, none");
+DEFINE_string(monitor, "",
+              "train: serve a page that follows the run at [HOST:]PORT (loopback unless a host is given; port 0: any "
+              "free one), from which it can be snapshot and stopped with the token the log prints");
 DEFINE_string(input, "",
               "classify: what to classify: an image file, a folder of images (subfolders included), a list file of "
               "'path label' lines, or an LMDB/LevelDB of Datum records");
@@ -208,17 +214,29 @@ void CopyWeightsFiles(Net* net, const std::vector<std::string>& files) {
     LOG(INFO) << "Layer " << layer << ": not in the weights files; starting from its fillers";
 }
 
-Solver* g_solver = nullptr;
+// The solver while it trains: signals and the monitor's controls (another thread) act on it.
+std::atomic<Solver*> g_solver{nullptr};
 
 void ApplySignalEffect(const std::string& effect) {
-  if (g_solver == nullptr) return;
+  Solver* solver = g_solver;
+  if (solver == nullptr) return;
   if (effect == "stop") {
-    g_solver->RequestSnapshot();
-    g_solver->RequestStop();
+    solver->RequestSnapshot();
+    solver->RequestStop();
   } else if (effect == "snapshot") {
-    g_solver->RequestSnapshot();
+    solver->RequestSnapshot();
   }
 }
+
+// Tells the monitor's record which iteration runs.
+class MonitorProgress : public SolverCallback {
+ public:
+  explicit MonitorProgress(TrainingRecord* record) : record_(record) {}
+  void OnStart(int iteration) override { record_->SetIteration(iteration); }
+
+ private:
+  TrainingRecord* record_;
+};
 
 extern "C" void HandleSignal(int signal) {
   ApplySignalEffect(signal == SIGINT ? FLAGS_sigint_effect : FLAGS_sighup_effect);
@@ -266,6 +284,20 @@ int Train() {
   Solver::CheckMaxIter(param);
   if (FLAGS_debug_info) param.set_debug_info(true);
 
+  // The monitor listens before any net is built: an address in use is an error before anything else is done.
+  std::unique_ptr<TrainingRecord> record;
+  std::unique_ptr<MonitorServer> monitor;
+  if (!FLAGS_monitor.empty()) {
+    record = std::make_unique<TrainingRecord>(std::filesystem::path(FLAGS_solver).stem().string(), param.max_iter());
+    record->Listen();
+    monitor = std::make_unique<MonitorServer>(
+        FLAGS_monitor, record.get(),
+        MonitorServer::Actions{[] { ApplySignalEffect("snapshot"); }, [] { ApplySignalEffect("stop"); }},
+        MonitorServer::NewToken());
+    LOG(INFO) << "Monitor: " << monitor->Url() << " (this run's page; its token lets the page snapshot and stop "
+              << "training)";
+  }
+
   std::shared_ptr<Context> context = Solver::ContextFor(param);
   context->ForceEngines(FLAGS_engine);
   SetMemoryPlan(context.get());
@@ -274,10 +306,17 @@ int Train() {
   std::unique_ptr<Solver> solver = CreateSolver(param, FLAGS_solver, context);
   if (!FLAGS_weights.empty()) LOG(INFO) << "Fine-tuning from " << FLAGS_weights;
   CopyWeightsFiles(solver->net(), SplitList(FLAGS_weights));
+  MonitorProgress progress(record.get());
+  if (record) solver->AddCallback(&progress);
   g_solver = solver.get();
   std::signal(SIGINT, HandleSignal);
   std::signal(SIGHUP, HandleSignal);
   solver->Solve(FLAGS_snapshot);
+  if (record) {
+    record->SetIteration(solver->iter());
+    record->SetEnded(solver->iter() < param.max_iter());
+  }
+  monitor.reset();  // its controls act on g_solver
   g_solver = nullptr;
   return 0;
 }
@@ -663,6 +702,7 @@ const std::map<std::string, std::vector<std::string>> kFlagCommands = {
     {"snapshot", {"train"}},
     {"sigint_effect", {"train"}},
     {"sighup_effect", {"train"}},
+    {"monitor", {"train"}},
     {"model", {"test", "time", "classify"}},
     {"weights", {"train", "test", "time", "classify"}},
     {"iterations", {"test", "time"}},
