@@ -14,7 +14,7 @@ packages=(
   liblmdb-dev libleveldb-dev libhdf5-dev zlib1g-dev
   libgtest-dev libgmock-dev libcpp-httplib-dev
   python3-dev pybind11-dev python3-numpy python3-pytest python3-protobuf python3-pydot
-  graphviz
+  graphviz chromium chromium-driver
   dataset-fashion-mnist
 )
 case "${1:-}" in

@@ -1,0 +1,163 @@
+"""The training monitor's page in a real browser: Debian's headless Chromium, driven over WebDriver (chromedriver)
+with nothing but the standard library, follows `crema train --monitor` while it trains: the loss chart grows between
+two looks, "Snapshot now" is refused without the run's token and writes a snapshot with it, "Stop" ends the run
+after one. The screenshot it takes goes to $CREMA_MONITOR_SCREENSHOT when set (docs/images/monitor.png is one)."""
+
+import base64
+import json
+import os
+import pathlib
+import re
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+
+import pytest
+
+NET = """name: "small"
+layer { name: "data" type: "DummyData" top: "data" top: "target"
+        dummy_data_param { shape { dim: 16 dim: 8 } shape { dim: 16 dim: 1 }
+                           data_filler { type: "gaussian" } data_filler { type: "gaussian" } } }
+layer { name: "ip" type: "InnerProduct" bottom: "data" top: "ip"
+        inner_product_param { num_output: 1 weight_filler { type: "gaussian" std: 0.1 } } }
+layer { name: "loss" type: "EuclideanLoss" bottom: "ip" bottom: "target" top: "loss" }
+"""
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def wait_for(what, check, seconds=30):
+    """check() until it returns something true; fails naming `what` after `seconds`."""
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.1)
+    pytest.fail(f"gave up waiting for {what}")
+
+
+class Browser:
+    """A WebDriver session on headless Chromium, through chromedriver's HTTP interface."""
+
+    def __init__(self):
+        for program in ("chromium", "chromedriver"):
+            if shutil.which(program) is None:
+                pytest.fail(f"{program} is not installed (scripts/install_deps.sh installs chromium and chromium-driver)")
+        port = free_port()
+        self.driver = subprocess.Popen(["chromedriver", f"--port={port}"], stdout=subprocess.DEVNULL,
+                                       stderr=subprocess.DEVNULL)
+        self.base = f"http://127.0.0.1:{port}"
+        wait_for("chromedriver", self._ready)
+        options = {"binary": shutil.which("chromium"),
+                   "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1300,1000"]}
+        answer = self._call("POST", "/session", {"capabilities": {"alwaysMatch": {
+            "browserName": "chrome", "goog:chromeOptions": options}}})
+        self.session = f"/session/{answer['sessionId']}"
+
+    def _ready(self):
+        try:
+            return self._call("GET", "/status")["ready"]
+        except OSError:
+            return False
+
+    def _call(self, method, path, body=None):
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.base + path, data=data, method=method,
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return json.load(response)["value"]
+
+    def call(self, method, path, body=None):
+        return self._call(method, self.session + path, body)
+
+    def open(self, url):
+        self.call("POST", "/url", {"url": url})
+
+    def script(self, code):
+        return self.call("POST", "/execute/sync", {"script": code, "args": []})
+
+    def element(self, css):
+        found = self.call("POST", "/element", {"using": "css selector", "value": css})
+        return next(iter(found.values()))
+
+    def click(self, css):
+        self.call("POST", f"/element/{self.element(css)}/click", {})
+
+    def type(self, css, text):
+        element = self.element(css)
+        self.call("POST", f"/element/{element}/clear", {})
+        if text:
+            self.call("POST", f"/element/{element}/value", {"text": text})
+
+    def text(self, css):
+        return self.call("GET", f"/element/{self.element(css)}/text")
+
+    def screenshot(self):
+        return base64.b64decode(self.call("GET", "/screenshot"))
+
+    def close(self):
+        try:
+            self._call("DELETE", self.session)
+        finally:
+            self.driver.terminate()
+            self.driver.wait(timeout=30)
+
+
+def test_the_page_follows_snapshots_and_stops_a_run(tmp_path, tools_dir):
+    (tmp_path / "net.prototxt").write_text(NET)
+    (tmp_path / "solver.prototxt").write_text(
+        f"net: '{tmp_path / 'net.prototxt'}' base_lr: 0.001 lr_policy: 'fixed' display: 500 max_iter: 100000000 "
+        f"snapshot_prefix: '{tmp_path / 'small'}'")
+    log_path = tmp_path / "train.log"
+    with open(log_path, "w") as log:
+        training = subprocess.Popen([str(tools_dir / "crema"), "train", f"--solver={tmp_path / 'solver.prototxt'}",
+                                     "--monitor=127.0.0.1:0"], stdout=log, stderr=subprocess.STDOUT)
+    browser = None
+    try:
+        match = wait_for("the Monitor: line", lambda: re.search(r"Monitor: (http://127\.0\.0\.1:\d+/\?token=(\w+))",
+                                                                 log_path.read_text()))
+        url, token = match.group(1), match.group(2)
+        browser = Browser()
+        browser.open(url)
+        # Two looks at the loss chart: more points the second time, drawn without reloading the page.
+        points = "const p = document.querySelector(\"[data-key='loss'] path\");" \
+                 "return p ? (p.getAttribute('d').match(/[ML]/g) || []).length : 0;"
+        first = wait_for("the loss chart", lambda: browser.script(points) >= 2 and browser.script(points))
+        second = wait_for("the loss chart to grow", lambda: browser.script(points) > first and browser.script(points))
+        assert second > first
+        assert browser.script("return performance.getEntriesByType('navigation').length") == 1
+        assert browser.text("#phase") == "training"
+        assert int(browser.text("#iteration")) > 0
+
+        # Without the token the page is refused; with it a snapshot follows.
+        browser.type("#token", "")
+        browser.click("#snapshot")
+        assert "needs the run's token" in wait_for("the refusal", lambda: browser.text("#said"))
+        assert not list(tmp_path.glob("*.solverstate"))
+        browser.type("#token", token)
+        browser.click("#snapshot")
+        wait_for("the snapshot on the page", lambda: ".solverstate" in browser.text("#snapshots"))
+        snapshots = list(tmp_path.glob("small_iter_*.solverstate"))
+        assert len(snapshots) == 1
+
+        shot = browser.screenshot()
+        assert shot.startswith(b"\x89PNG") and len(shot) > 10000
+        pathlib.Path(os.environ.get("CREMA_MONITOR_SCREENSHOT", tmp_path / "monitor.png")).write_bytes(shot)
+
+        browser.click("#stop")
+        assert training.wait(timeout=60) == 0
+        assert "Optimization stopped early" in log_path.read_text()
+        assert len(list(tmp_path.glob("small_iter_*.solverstate"))) == 2
+    finally:
+        if browser is not None:
+            browser.close()
+        if training.poll() is None:
+            training.kill()
+            training.wait()
