@@ -151,6 +151,12 @@ TEST(MonitorTest, TheServerAnswersThePageTheStateAndTheControlsOnlyWithTheToken)
   EXPECT_EQ(Request(port, "POST", "/api/stop?token=secret").status, 200);
   EXPECT_EQ(snapshots, 1);
   EXPECT_EQ(stops, 1);
+  // The drawing of the net: none until the run has made it.
+  EXPECT_EQ(Request(port, "GET", "/net.svg").status, 404);
+  server.SetNetSvg("<svg>net</svg>");
+  const Answer net = Request(port, "GET", "/net.svg");
+  EXPECT_EQ(net.status, 200);
+  EXPECT_EQ(net.body, "<svg>net</svg>");
   const Answer missing = Request(port, "GET", "/no/such/page");
   EXPECT_EQ(missing.status, 404);
   EXPECT_NE(missing.body.find("no such page: /no/such/page"), std::string::npos) << missing.body;
@@ -226,6 +232,15 @@ TEST(MonitorTest, ATrainingRunIsFollowedSnapshotAndStoppedFromThePage) {
   EXPECT_GT(std::stoll(Field(later, "iteration")), std::stoll(Field(first, "iteration"))) << later;
   EXPECT_NE(later.find("\"loss\":[[0,"), std::string::npos) << later;
   EXPECT_EQ(Field(later, "phase"), "\"training\"");
+  // The training net, drawn beside training (Graphviz).
+  Answer drawing;
+  for (int wait = 0; wait < 600 && drawing.status != 200; ++wait) {
+    drawing = Request(port, "GET", "/net.svg");
+    if (drawing.status != 200) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(drawing.status, 200);
+  EXPECT_NE(drawing.body.find("<svg"), std::string::npos);
+  EXPECT_NE(drawing.body.find("InnerProduct"), std::string::npos);
 
   // Snapshot now: refused without the token; with it, a snapshot appears and training goes on.
   EXPECT_EQ(Request(port, "POST", "/api/snapshot").status, 403);

@@ -20,9 +20,11 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <iterator>
 #include <map>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/context.hpp"
@@ -42,6 +44,7 @@
 #include "tools/lib/device_query.hpp"
 #include "tools/lib/input_source.hpp"
 #include "tools/lib/monitor.hpp"
+#include "tools/lib/net_graph.hpp"
 #include "tools/tool_main.hpp"
 
 DEFINE_string(solver, "", "train: the solver prototxt");
@@ -228,6 +231,35 @@ void ApplySignalEffect(const std::string& effect) {
   }
 }
 
+// A thread joined when it goes out of scope (also when training throws).
+struct JoinedThread {
+  std::thread thread;
+  ~JoinedThread() {
+    if (thread.joinable()) thread.join();
+  }
+};
+
+// The monitor page's drawing of the training net (draw_net's, without shapes), made beside training: Graphviz
+// may take a second for a large net.
+std::thread DrawNetForMonitor(NetParameter definition, MonitorServer* monitor) {
+  return std::thread([definition = std::move(definition), monitor] {
+    const std::filesystem::path svg =
+        std::filesystem::temp_directory_path() / ("crema-monitor-net-" + std::to_string(getpid()) + ".svg");
+    try {
+      NetGraphOptions options;
+      options.phase = GraphPhase::kTrain;
+      options.shapes = false;
+      WriteNetGraph(NetGraphToDot(BuildNetGraph(definition, options)), svg.string());
+      std::ifstream file(svg, std::ios::binary);
+      monitor->SetNetSvg(std::string(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()));
+    } catch (const Error& error) {
+      LOG(WARNING) << "Monitor: the page shows no drawing of the net: " << error.what();
+    }
+    std::error_code ignored;
+    std::filesystem::remove(svg, ignored);
+  });
+}
+
 // Tells the monitor's record which iteration runs.
 class MonitorProgress : public SolverCallback {
  public:
@@ -307,7 +339,11 @@ int Train() {
   if (!FLAGS_weights.empty()) LOG(INFO) << "Fine-tuning from " << FLAGS_weights;
   CopyWeightsFiles(solver->net(), SplitList(FLAGS_weights));
   MonitorProgress progress(record.get());
-  if (record) solver->AddCallback(&progress);
+  JoinedThread drawing;
+  if (record) {
+    solver->AddCallback(&progress);
+    drawing.thread = DrawNetForMonitor(solver->train_net_definition(), monitor.get());
+  }
   g_solver = solver.get();
   std::signal(SIGINT, HandleSignal);
   std::signal(SIGHUP, HandleSignal);
@@ -316,6 +352,7 @@ int Train() {
     record->SetIteration(solver->iter());
     record->SetEnded(solver->iter() < param.max_iter());
   }
+  if (drawing.thread.joinable()) drawing.thread.join();
   monitor.reset();  // its controls act on g_solver
   g_solver = nullptr;
   return 0;

@@ -88,6 +88,9 @@ class Solver {
 
   int iter() const { return iter_; }
   const SolverParameter& param() const { return param_; }
+  // The training net as the solver read it (from its net or train_net file, or its net_param), before the
+  // training state chose its layers.
+  const NetParameter& train_net_definition() const { return recorded_train_net_; }
   Net* net() { return net_.get(); }
   // The test nets, in the order of the solver's test_net / test_net_param / net's TEST phase; they share the
   // training net's parameters (the Python module shows them as solver.test_nets).

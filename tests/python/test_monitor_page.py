@@ -135,6 +135,9 @@ def test_the_page_follows_snapshots_and_stops_a_run(tmp_path, tools_dir):
         assert browser.script("return performance.getEntriesByType('navigation').length") == 1
         assert browser.text("#phase") == "training"
         assert int(browser.text("#iteration")) > 0
+        # The training net, drawn by Graphviz beside training, shows up under "The net".
+        wait_for("the drawing of the net", lambda: browser.script(
+            "const n = document.getElementById('net'); return !n.hidden && n.querySelector('img').naturalWidth > 0"))
 
         # Without the token the page is refused; with it a snapshot follows.
         browser.type("#token", "")

@@ -235,6 +235,15 @@ MonitorServer::MonitorServer(const std::string& address, TrainingRecord* record,
   server_->Get("/", [](const httplib::Request&, httplib::Response& response) {
     response.set_content(kMonitorPage, "text/html; charset=utf-8");
   });
+  server_->Get("/net.svg", [this](const httplib::Request&, httplib::Response& response) {
+    std::lock_guard<std::mutex> lock(net_svg_mutex_);
+    if (net_svg_.empty()) {
+      response.status = 404;
+      response.set_content("{\"error\":\"the net is not drawn (yet)\"}", "application/json");
+      return;
+    }
+    response.set_content(net_svg_, "image/svg+xml");
+  });
   server_->Get("/api/state", [record](const httplib::Request&, httplib::Response& response) {
     response.set_header("Cache-Control", "no-store");
     response.set_content(record->StateJson(), "application/json");
@@ -293,6 +302,11 @@ MonitorServer::MonitorServer(const std::string& address, TrainingRecord* record,
 MonitorServer::~MonitorServer() {
   server_->stop();
   if (thread_.joinable()) thread_.join();
+}
+
+void MonitorServer::SetNetSvg(std::string svg) {
+  std::lock_guard<std::mutex> lock(net_svg_mutex_);
+  net_svg_ = std::move(svg);
 }
 
 std::string MonitorServer::Url() const {

@@ -104,6 +104,8 @@ class MonitorServer {
   int port() const { return port_; }
   // "http://HOST:PORT/?token=TOKEN": what the log prints for a person to open.
   std::string Url() const;
+  // The net drawn (draw_net's SVG), served as GET /net.svg from now on (404 until then).
+  void SetNetSvg(std::string svg);
 
   // A fresh random token: 32 hexadecimal digits from the system's random device.
   static std::string NewToken();
@@ -112,6 +114,8 @@ class MonitorServer {
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
   std::atomic<bool> listen_returned_{false};
+  std::mutex net_svg_mutex_;
+  std::string net_svg_;
   std::string host_;
   int port_ = 0;
   std::string token_;
