@@ -122,7 +122,8 @@ TEST(MonitorTest, TheServerAnswersThePageTheStateAndTheControlsOnlyWithTheToken)
   TrainingRecord record("run", 10);
   record.AddLine(Line(0, "Iteration 0, loss = 1.5"));
   int snapshots = 0, stops = 0;
-  MonitorServer server("127.0.0.1:0", &record, {[&] { ++snapshots; }, [&] { ++stops; }}, "secret");
+  MonitorServer server(
+      "127.0.0.1:0", [&record] { return record.StateJson(); }, {[&] { ++snapshots; }, [&] { ++stops; }}, "secret");
   ASSERT_GT(server.port(), 0);
   EXPECT_EQ(server.Url(), "http://127.0.0.1:" + std::to_string(server.port()) + "/?token=secret");
   const int port = server.port();
@@ -172,11 +173,24 @@ TEST(MonitorTest, TheServerAnswersThePageTheStateAndTheControlsOnlyWithTheToken)
   EXPECT_EQ(served, 80);
 
   // The address taken, and addresses that are none.
-  test::ExpectErrorContaining([&] { MonitorServer again(std::to_string(port), &record, {}, "t"); },
-                              {"--monitor='" + std::to_string(port) + "'", "port " + std::to_string(port), "in use"});
-  test::ExpectErrorContaining([&] { MonitorServer bad("127.0.0.1:http", &record, {}, "t"); },
-                              {"--monitor='127.0.0.1:http'", "HOST:PORT"});
-  test::ExpectErrorContaining([&] { MonitorServer bad("70000", &record, {}, "t"); }, {"65535"});
+  test::ExpectErrorContaining(
+      [&] {
+        MonitorServer again(
+            std::to_string(port), [] { return std::string(); }, {}, "t");
+      },
+      {"--monitor='" + std::to_string(port) + "'", "port " + std::to_string(port), "in use"});
+  test::ExpectErrorContaining(
+      [&] {
+        MonitorServer bad(
+            "127.0.0.1:http", [] { return std::string(); }, {}, "t");
+      },
+      {"--monitor='127.0.0.1:http'", "HOST:PORT"});
+  test::ExpectErrorContaining(
+      [&] {
+        MonitorServer bad(
+            "70000", [] { return std::string(); }, {}, "t");
+      },
+      {"65535"});
   EXPECT_EQ(MonitorServer::NewToken().size(), 32u);
   EXPECT_NE(MonitorServer::NewToken(), MonitorServer::NewToken());
 }
@@ -270,6 +284,75 @@ TEST(MonitorTest, ATrainingRunIsFollowedSnapshotAndStoppedFromThePage) {
   for (const auto& entry : std::filesystem::directory_iterator(dir.file("")))
     snapshots += entry.path().extension() == ".solverstate";
   EXPECT_EQ(snapshots, 2);
+}
+
+// `crema monitor`: logs of finished or running runs, crema's and Caffe's forms alike, side by side; served, or
+// exported as one file that needs no server.
+TEST(MonitorTest, LogsOfCremaAndCaffeAreShownSideBySideAndExported) {
+  test::TempDir dir;
+  const std::string ours = dir.file("ours.log"), caffes = dir.file("caffes.log");
+  {
+    std::ofstream log(ours);
+    for (const std::string& line :
+         {Line(0, "Iteration 0, loss = 2.3"), Line(0, "Iteration 0, lr = 0.01"), Line(9, "Iteration 100, loss = 0.6"),
+          Line(10, "Iteration 100, Testing net (#0)"), Line(11, "    Test net output #0: accuracy = 0.85")})
+      log << line << "\n";
+    // Caffe's glog (no year in the prefix) and its display line with the speed in it.
+    std::ofstream(caffes) << "Log file created at: 2016/11/22 10:31:00\n"
+                          << "I1122 10:31:07.123456  1234 solver.cpp:218] Iteration 0 (0 iter/s, 0.1s/100 iters), "
+                             "loss = 2.4\n"
+                          << "I1122 10:31:17.123456  1234 solver.cpp:218] Iteration 100 (10 iter/s, 10s/100 iters), "
+                             "loss = 0.7\n"
+                          << "I1122 10:31:18.000000  1234 solver.cpp:330] Iteration 100, Testing net (#0)\n"
+                          << "I1122 10:31:19.000000  1234 solver.cpp:397]     Test net output #0: accuracy = 0.8\n";
+  }
+  LoggedRuns runs({ours, caffes});
+  ASSERT_EQ(runs.size(), 2u);
+  std::string state = runs.StateJson();
+  EXPECT_EQ(Field(state, "live"), "false");
+  EXPECT_EQ(Field(state, "name"), "\"2 runs\"");
+  EXPECT_NE(state.find("{\"name\":\"ours\",\"loss\":[[0,0,2.3],[100,9,0.6]]"), std::string::npos) << state;
+  EXPECT_NE(state.find("{\"name\":\"caffes\",\"loss\":[[0,0,2.4],[100,10,0.7]]"), std::string::npos) << state;
+  EXPECT_NE(state.find("\"rows\":[[100,11.876544,0.8]]"), std::string::npos) << state;
+  // A run still writing its log: read again as it grows.
+  std::ofstream(ours, std::ios::app) << Line(19, "Iteration 200, loss = 0.4") << "\n";
+  EXPECT_NE(runs.StateJson().find("[100,9,0.6],[200,19,0.4]]"), std::string::npos);
+
+  // A folder stands for the logs in it; snapshots and files without training lines are passed over.
+  std::filesystem::create_directories(dir.file("runs"));
+  std::filesystem::copy_file(ours, dir.file("runs/a.log"));
+  std::filesystem::copy_file(caffes, dir.file("runs/b.log"));
+  std::ofstream(dir.file("runs/net_iter_100.caffemodel")) << "Iteration 100, loss = 1";
+  std::ofstream(dir.file("runs/notes.txt")) << "nothing to draw\n";
+  EXPECT_EQ(LoggedRuns({dir.file("runs")}).size(), 2u);
+  test::ExpectErrorContaining([&] { LoggedRuns missing({dir.file("no.log")}); }, {"no.log", "does not exist"});
+  test::ExpectErrorContaining([&] { LoggedRuns none({dir.file("runs/notes.txt")}); },
+                              {"notes.txt", "holds no training log lines"});
+  std::filesystem::create_directories(dir.file("empty"));
+  test::ExpectErrorContaining([&] { LoggedRuns none({dir.file("empty")}); }, {"empty", "holds no file with"});
+
+  // Served without a token: the page controls nothing.
+  MonitorServer server(
+      "0", [&runs] { return runs.StateJson(); }, {}, "");
+  EXPECT_EQ(Request(server.port(), "POST", "/api/stop?token=").status, 404);
+  EXPECT_NE(Request(server.port(), "GET", "/api/state").body.find("\"caffes\""), std::string::npos);
+
+  // Exported: the page with the state inside, no server needed; a "</" in a name cannot end the script early.
+  const std::string page = StaticMonitorPage("{\"live\":false,\"name\":\"a</script>b\",\"runs\":[]}");
+  EXPECT_NE(page.find("window.CREMA_STATE = {\"live\":false,\"name\":\"a<\\/script>b\""), std::string::npos);
+  const std::string crema = test::ToolsDir() + "/crema";
+  std::string output;
+  ASSERT_EQ(
+      test::RunCommand(crema + " monitor " + ours + " " + caffes + " --export=" + dir.file("report.html"), &output), 0)
+      << output;
+  const std::string report = test::FileBytes(dir.file("report.html"));
+  EXPECT_NE(report.find("window.CREMA_STATE = {\"live\":false,\"name\":\"2 runs\""), std::string::npos);
+  EXPECT_NE(report.find("\"name\":\"caffes\""), std::string::npos);
+  EXPECT_EQ(report.find("://"), std::string::npos);
+  EXPECT_EQ(test::RunCommand(crema + " monitor", &output), 1);
+  EXPECT_NE(output.find("monitor needs the logs to show"), std::string::npos) << output;
+  EXPECT_EQ(test::RunCommand(crema + " monitor " + dir.file("no.log") + " --export=" + dir.file("x.html"), &output), 1);
+  EXPECT_NE(output.find("no.log' does not exist"), std::string::npos) << output;
 }
 
 }  // namespace

@@ -79,7 +79,9 @@ DEFINE_string(sigint_effect, "stop", "train: what Ctrl-C does: stop (snapshot, t
 DEFINE_string(sighup_effect, "snapshot", "train: what SIGHUP does: stop, snapshot, none");
 DEFINE_string(monitor, "",
               "train: serve a page that follows the run at [HOST:]PORT (loopback unless a host is given; port 0: any "
-              "free one), from which it can be snapshot and stopped with the token the log prints");
+              "free one), from which it can be snapshot and stopped with the token the log prints; monitor: where "
+              "to serve the logs' page (default 8080)");
+DEFINE_string(export, "", "monitor: write the logs' page as one self-contained HTML file instead of serving it");
 DEFINE_string(input, "",
               "classify: what to classify: an image file, a folder of images (subfolders included), a list file of "
               "'path label' lines, or an LMDB/LevelDB of Datum records");
@@ -323,7 +325,7 @@ int Train() {
     record = std::make_unique<TrainingRecord>(std::filesystem::path(FLAGS_solver).stem().string(), param.max_iter());
     record->Listen();
     monitor = std::make_unique<MonitorServer>(
-        FLAGS_monitor, record.get(),
+        FLAGS_monitor, [r = record.get()] { return r->StateJson(); },
         MonitorServer::Actions{[] { ApplySignalEffect("snapshot"); }, [] { ApplySignalEffect("stop"); }},
         MonitorServer::NewToken());
     LOG(INFO) << "Monitor: " << monitor->Url() << " (this run's page; its token lets the page snapshot and stop "
@@ -687,6 +689,32 @@ int DeviceQuery() {
   return 0;
 }
 
+std::atomic<bool> g_monitor_interrupted{false};
+extern "C" void HandleMonitorSignal(int) { g_monitor_interrupted = true; }
+
+// crema monitor: the page over logs, served until Ctrl-C, or written as one file.
+int Monitor(const std::vector<std::string>& logs) {
+  LoggedRuns runs(logs);
+  if (!FLAGS_export.empty()) {
+    const std::string page = StaticMonitorPage(runs.StateJson());
+    std::ofstream file(FLAGS_export, std::ios::binary);
+    CREMA_CHECK(file.good()) << "--export='" << FLAGS_export << "': cannot write it";
+    file << page;
+    file.close();
+    CREMA_CHECK(file.good()) << "--export='" << FLAGS_export << "': writing it failed";
+    LOG(INFO) << "Wrote the page of " << runs.size() << " run(s) to " << FLAGS_export;
+    return 0;
+  }
+  MonitorServer server(
+      FLAGS_monitor.empty() ? "8080" : FLAGS_monitor, [&runs] { return runs.StateJson(); }, {}, "");
+  LOG(INFO) << "Monitor: http://" << server.host() << ":" << server.port() << "/ (" << runs.size()
+            << " run(s); logs still written are read again as they grow; Ctrl-C ends it)";
+  std::signal(SIGINT, HandleMonitorSignal);
+  std::signal(SIGTERM, HandleMonitorSignal);
+  while (!g_monitor_interrupted) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  return 0;
+}
+
 const char kUsage[] =
     "command line for crema, a Caffe-compatible deep-learning framework.\n"
     "usage: crema <command> <flags>\n\n"
@@ -696,9 +724,12 @@ const char kUsage[] =
     "  time    time a net's layers forward and backward, with each layer's engine and the peak memory\n"
     "          (--model, --iterations, --forward_only)\n"
     "  classify  predict the classes of images with a trained net (--model, --weights, --input)\n"
-    "  device_query  show the properties of the GPUs (--gpu; default all of them)";
+    "  device_query  show the properties of the GPUs (--gpu; default all of them)\n"
+    "  monitor LOG_OR_FOLDER...  the training page over finished or running logs, side by side "
+    "(--monitor=[HOST:]PORT,\n"
+    "          or --export=REPORT.html)";
 
-const char* const kCommands[] = {"train", "test", "time", "classify", "device_query"};
+const char* const kCommands[] = {"train", "test", "time", "classify", "device_query", "monitor"};
 
 std::string CommandList() {
   std::string list;
@@ -721,7 +752,9 @@ std::string CommandProblem(int argc, char** argv) {
     return "unknown command '" + command + "' (" + (nearest.empty() ? "" : "did you mean " + nearest + "? ") +
            "commands: " + CommandList() + ")";
   }
-  if (argc == 2) return "";
+  if (argc == 2) return command == "monitor" ? "monitor needs the logs to show: crema monitor LOG_OR_FOLDER..." : "";
+  // monitor takes its logs as arguments.
+  if (command == "monitor") return "";
   const std::string extra = argv[2];
   if (IsCommand(extra)) return "one command at a time: got '" + command + "' and '" + extra + "'";
   return "unexpected argument '" + extra + "' after the command '" + command +
@@ -739,7 +772,8 @@ const std::map<std::string, std::vector<std::string>> kFlagCommands = {
     {"snapshot", {"train"}},
     {"sigint_effect", {"train"}},
     {"sighup_effect", {"train"}},
-    {"monitor", {"train"}},
+    {"monitor", {"train", "monitor"}},
+    {"export", {"monitor"}},
     {"model", {"test", "time", "classify"}},
     {"weights", {"train", "test", "time", "classify"}},
     {"iterations", {"test", "time"}},
@@ -803,6 +837,7 @@ int main(int argc, char** argv) {
     if (command == "test") return crema::Test();
     if (command == "time") return crema::Time();
     if (command == "classify") return crema::Classify();
+    if (command == "monitor") return crema::Monitor(std::vector<std::string>(argv + 2, argv + argc));
     return crema::DeviceQuery();
   } catch (const crema::Error& error) {
     std::fprintf(stderr, "crema: error: %s\n", error.what());

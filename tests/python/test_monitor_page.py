@@ -1,7 +1,8 @@
 """The training monitor's page in a real browser: Debian's headless Chromium, driven over WebDriver (chromedriver)
 with nothing but the standard library, follows `crema train --monitor` while it trains: the loss chart grows between
 two looks, "Snapshot now" is refused without the run's token and writes a snapshot with it, "Stop" ends the run
-after one. The screenshot it takes goes to $CREMA_MONITOR_SCREENSHOT when set (docs/images/monitor.png is one)."""
+after one. The screenshot it takes goes to $CREMA_MONITOR_SCREENSHOT when set (docs/images/monitor.png is one).
+And `crema monitor --export`'s report of two logs (crema's and Caffe's) opens from a file with the network cut off."""
 
 import base64
 import json
@@ -46,7 +47,7 @@ def wait_for(what, check, seconds=30):
 class Browser:
     """A WebDriver session on headless Chromium, through chromedriver's HTTP interface."""
 
-    def __init__(self):
+    def __init__(self, offline=False):
         for program in ("chromium", "chromedriver"):
             if shutil.which(program) is None:
                 pytest.fail(f"{program} is not installed (scripts/install_deps.sh installs chromium and chromium-driver)")
@@ -57,6 +58,9 @@ class Browser:
         wait_for("chromedriver", self._ready)
         options = {"binary": shutil.which("chromium"),
                    "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1300,1000"]}
+        if offline:
+            # Every name unresolvable and every request through a proxy that is not there: no network at all.
+            options["args"] += ["--host-resolver-rules=MAP * ~NOTFOUND", "--proxy-server=http://127.0.0.1:9"]
         answer = self._call("POST", "/session", {"capabilities": {"alwaysMatch": {
             "browserName": "chrome", "goog:chromeOptions": options}}})
         self.session = f"/session/{answer['sessionId']}"
@@ -164,3 +168,39 @@ def test_the_page_follows_snapshots_and_stops_a_run(tmp_path, tools_dir):
         if training.poll() is None:
             training.kill()
             training.wait()
+
+
+CREMA_LOG = """I20261128 10:00:00.000000 1 solver.cpp:1] Iteration 0, loss = 2.3
+I20261128 10:00:00.000000 1 solver.cpp:1] Iteration 0, lr = 0.01
+I20261128 10:00:09.000000 1 solver.cpp:1] Iteration 100, loss = 0.6
+I20261128 10:00:10.000000 1 solver.cpp:1] Iteration 100, Testing net (#0)
+I20261128 10:00:11.000000 1 solver.cpp:1]     Test net output #0: accuracy = 0.85
+"""
+CAFFE_LOG = """I1122 10:31:07.123456  1234 solver.cpp:218] Iteration 0 (0 iter/s, 0.1s/100 iters), loss = 2.4
+I1122 10:31:17.123456  1234 solver.cpp:218] Iteration 100 (10 iter/s, 10s/100 iters), loss = 0.7
+I1122 10:31:18.000000  1234 solver.cpp:330] Iteration 100, Testing net (#0)
+I1122 10:31:19.000000  1234 solver.cpp:397]     Test net output #0: accuracy = 0.8
+"""
+
+
+def test_an_exported_report_of_two_logs_opens_without_network(tmp_path, tools_dir):
+    (tmp_path / "ours.log").write_text(CREMA_LOG)
+    (tmp_path / "caffes.log").write_text(CAFFE_LOG)
+    report = tmp_path / "report.html"
+    subprocess.run([str(tools_dir / "crema"), "monitor", str(tmp_path / "ours.log"), str(tmp_path / "caffes.log"),
+                    f"--export={report}"], check=True, capture_output=True)
+    browser = Browser(offline=True)
+    try:
+        browser.open(report.as_uri())
+        legend = wait_for("the loss chart", lambda: browser.script(
+            "const l = document.querySelector(\"[data-key='loss'] .legend\"); return l && l.textContent"))
+        assert "ours loss" in legend and "caffes loss" in legend
+        assert "ours test accuracy" in browser.text("[data-key='other'] .legend")
+        # The two runs' last figures, side by side.
+        rows = browser.script("return [...document.querySelectorAll('#finals tr')].map(r => r.textContent)")
+        assert len(rows) == 3 and rows[1].startswith("ours100") and rows[2].startswith("caffes100"), rows
+        assert browser.text("#phase") == "2 logs"
+        # Nothing was fetched: the report holds everything it shows.
+        assert browser.script("return performance.getEntriesByType('resource').length") == 0
+    finally:
+        browser.close()

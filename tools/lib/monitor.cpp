@@ -223,7 +223,103 @@ std::string TrainingRecord::StateJson() {
   return out.str();
 }
 
-MonitorServer::MonitorServer(const std::string& address, TrainingRecord* record, Actions actions, std::string token)
+namespace {
+
+// Files a folder of runs holds that are no logs: snapshots and data, which can be large.
+bool SkippedInFolder(const std::filesystem::path& file) {
+  for (const char* extension : {".caffemodel", ".solverstate", ".h5", ".binaryproto", ".mdb", ".png", ".svg"})
+    if (file.extension() == extension) return true;
+  return false;
+}
+
+bool HoldsTrainingLines(const TrainingLog& log) {
+  if (!log.losses.empty() || !log.train.rows.empty()) return true;
+  for (const LogTable& table : log.tests)
+    if (!table.rows.empty()) return true;
+  return false;
+}
+
+}  // namespace
+
+LoggedRuns::LoggedRuns(const std::vector<std::string>& paths) {
+  CREMA_CHECK(!paths.empty()) << "name the logs to show: log files, or folders of them";
+  const char* kWhat = "training log lines (such as 'Iteration N, loss = X' or 'Test net output #0: accuracy = X')";
+  for (const std::string& path : paths) {
+    std::error_code error;
+    CREMA_CHECK(std::filesystem::exists(path, error)) << "log '" << path << "' does not exist";
+    if (!std::filesystem::is_directory(path, error)) {
+      Run run;
+      run.path = path;
+      CREMA_CHECK(Refresh(&run)) << "'" << path << "' holds no " << kWhat;
+      runs_.push_back(std::move(run));
+      continue;
+    }
+    std::vector<std::filesystem::path> files;
+    for (const auto& entry : std::filesystem::directory_iterator(path, error))
+      if (entry.is_regular_file() && !SkippedInFolder(entry.path())) files.push_back(entry.path());
+    std::sort(files.begin(), files.end());
+    const size_t before = runs_.size();
+    for (const auto& file : files) {
+      Run run;
+      run.path = file.string();
+      if (Refresh(&run)) runs_.push_back(std::move(run));
+    }
+    CREMA_CHECK(runs_.size() > before) << "folder '" << path << "' holds no file with " << kWhat;
+  }
+  // Each run is named after its file; where two files share a name, by their paths as given.
+  for (Run& run : runs_) {
+    run.name = std::filesystem::path(run.path).stem().string();
+    for (const Run& other : runs_)
+      if (&other != &run && std::filesystem::path(other.path).stem() == std::filesystem::path(run.path).stem())
+        run.name = run.path;
+  }
+}
+
+bool LoggedRuns::Refresh(Run* run) {
+  std::error_code error;
+  const auto modified = std::filesystem::last_write_time(run->path, error);
+  const uintmax_t bytes = std::filesystem::file_size(run->path, error);
+  if (!error && (modified != run->modified || bytes != run->bytes)) {
+    run->log = ReadTrainingLog(run->path);
+    run->modified = modified;
+    run->bytes = bytes;
+  }
+  return HoldsTrainingLines(run->log);
+}
+
+std::string LoggedRuns::StateJson() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::ostringstream out;
+  out << "{\"live\":false,\"name\":"
+      << JsonString(runs_.size() == 1 ? runs_[0].name : std::to_string(runs_.size()) + " runs") << ",\"runs\":[";
+  for (size_t r = 0; r < runs_.size(); ++r) {
+    try {
+      Refresh(&runs_[r]);  // a run still writing its log
+    } catch (const Error&) {
+      // A log removed since: what was read stays on the page.
+    }
+    out << (r ? "," : "") << TrainingLogJson(runs_[r].name, runs_[r].log);
+  }
+  out << "]}";
+  return out.str();
+}
+
+std::string StaticMonitorPage(const std::string& state_json) {
+  // Inside a <script> element "</" would end it: JSON allows "<\/" for it in strings, the only place it occurs.
+  std::string safe;
+  for (size_t i = 0; i < state_json.size(); ++i) {
+    safe += state_json[i];
+    if (state_json[i] == '<' && i + 1 < state_json.size() && state_json[i + 1] == '/') safe += '\\';
+  }
+  std::string page = kMonitorPage;
+  const size_t script = page.find("<script>");
+  CREMA_CHECK(script != std::string::npos) << "the monitor page has no script";
+  page.insert(script, "<script>window.CREMA_STATE = " + safe + ";</script>\n");
+  return page;
+}
+
+MonitorServer::MonitorServer(const std::string& address, std::function<std::string()> state, Actions actions,
+                             std::string token)
     : server_(std::make_unique<httplib::Server>()), token_(std::move(token)) {
   const size_t colon = address.rfind(':');
   host_ = colon == std::string::npos ? "127.0.0.1" : address.substr(0, colon);
@@ -244,9 +340,9 @@ MonitorServer::MonitorServer(const std::string& address, TrainingRecord* record,
     }
     response.set_content(net_svg_, "image/svg+xml");
   });
-  server_->Get("/api/state", [record](const httplib::Request&, httplib::Response& response) {
+  server_->Get("/api/state", [state = std::move(state)](const httplib::Request&, httplib::Response& response) {
     response.set_header("Cache-Control", "no-store");
-    response.set_content(record->StateJson(), "application/json");
+    response.set_content(state(), "application/json");
   });
   // The controls: POST only (a link or an image cannot trigger them), and only with the run's token.
   const auto control = [this](std::function<void()> action, const char* done) {
@@ -266,8 +362,10 @@ MonitorServer::MonitorServer(const std::string& address, TrainingRecord* record,
       response.set_content(std::string("{\"ok\":") + JsonString(done) + "}", "application/json");
     };
   };
-  server_->Post("/api/snapshot", control(std::move(actions.snapshot), "a snapshot follows this iteration"));
-  server_->Post("/api/stop", control(std::move(actions.stop), "training stops after a snapshot"));
+  if (!token_.empty()) {
+    server_->Post("/api/snapshot", control(std::move(actions.snapshot), "a snapshot follows this iteration"));
+    server_->Post("/api/stop", control(std::move(actions.stop), "training stops after a snapshot"));
+  }
   server_->set_error_handler([](const httplib::Request& request, httplib::Response& response) {
     if (!response.body.empty()) return;
     const std::string what = response.status == 404

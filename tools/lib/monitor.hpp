@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -83,10 +84,36 @@ class TrainingRecord : public google::LogSink {
   TrainingLog parsed_;
 };
 
-// The server of the page: GET / (the page), GET /api/state (the record's StateJson), POST /api/snapshot and POST
-// /api/stop (with the run's token in an X-Crema-Token header or a token= parameter; 403 without it). It binds its
-// address on construction, so that an address in use is an error before training starts, and serves on threads
-// of its own until destroyed.
+// Finished or running logs shown side by side (`crema monitor LOG_OR_FOLDER...`): each file read again when it has
+// changed since (a run still writing it), a folder standing for the files in it that hold training log lines.
+class LoggedRuns {
+ public:
+  // Throws naming a path that does not exist, and a file (or a folder with none) that holds no training lines.
+  explicit LoggedRuns(const std::vector<std::string>& paths);
+  // {"live": false, "name", "runs": [TrainingLogJson(...), ...]}: each run named after its file.
+  std::string StateJson();
+  size_t size() const { return runs_.size(); }
+
+ private:
+  struct Run {
+    std::string path, name;
+    std::filesystem::file_time_type modified;
+    uintmax_t bytes = ~uintmax_t{0};
+    TrainingLog log;
+  };
+  // Reads the run's file again where it changed; false when it holds no training lines.
+  static bool Refresh(Run* run);
+  std::mutex mutex_;
+  std::vector<Run> runs_;
+};
+
+// The page as one self-contained file that shows `state_json` (a StateJson) without a server.
+std::string StaticMonitorPage(const std::string& state_json);
+
+// The server of the page: GET / (the page), GET /api/state (`state()`), GET /net.svg, and with a token POST
+// /api/snapshot and POST /api/stop (the token in an X-Crema-Token header or a token= parameter; 403 without it). It
+// binds its address on construction, so that an address in use is an error before training starts, and serves on
+// threads of its own until destroyed.
 class MonitorServer {
  public:
   struct Actions {
@@ -94,8 +121,8 @@ class MonitorServer {
     std::function<void()> stop;      // snapshot, then stop (as Ctrl-C does)
   };
   // `address` is "PORT" (loopback) or "HOST:PORT"; port 0 takes a free one. Throws naming the address when it is
-  // malformed or cannot be bound.
-  MonitorServer(const std::string& address, TrainingRecord* record, Actions actions, std::string token);
+  // malformed or cannot be bound. Without a token the page controls nothing (the control requests get 404).
+  MonitorServer(const std::string& address, std::function<std::string()> state, Actions actions, std::string token);
   ~MonitorServer();
   MonitorServer(const MonitorServer&) = delete;
   MonitorServer& operator=(const MonitorServer&) = delete;
