@@ -57,7 +57,8 @@ class Browser:
         self.base = f"http://127.0.0.1:{port}"
         wait_for("chromedriver", self._ready)
         options = {"binary": shutil.which("chromium"),
-                   "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1300,1000"]}
+                   "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                            "--window-size=1300,1000"]}
         if offline:
             # Every name unresolvable and every request through a proxy that is not there: no network at all.
             options["args"] += ["--host-resolver-rules=MAP * ~NOTFOUND", "--proxy-server=http://127.0.0.1:9"]
