@@ -47,9 +47,18 @@ Answer Request(int port, const std::string& method, const std::string& target, c
   const std::string request = method + " " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n" +
                               "Content-Length: 0\r\n" + headers + "\r\n";
   EXPECT_EQ(send(socket_fd, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
+  // Read until the body is whole (by its Content-Length) or the server closes the connection.
   std::string raw;
   char buffer[4096];
-  for (ssize_t got; (got = recv(socket_fd, buffer, sizeof buffer, 0)) > 0;) raw.append(buffer, got);
+  for (ssize_t got; (got = recv(socket_fd, buffer, sizeof buffer, 0)) > 0;) {
+    raw.append(buffer, got);
+    const size_t end = raw.find("\r\n\r\n");
+    std::smatch length;
+    if (end != std::string::npos &&
+        std::regex_search(raw.cbegin(), raw.cbegin() + end, length, std::regex("Content-Length: ([0-9]+)")) &&
+        raw.size() >= end + 4 + std::stoul(length[1]))
+      break;
+  }
   close(socket_fd);
   const size_t space = raw.find(' ');
   const size_t body = raw.find("\r\n\r\n");
@@ -109,6 +118,11 @@ TEST(MonitorTest, TheRecordTurnsTheLogIntoTheStateThePageDraws) {
   EXPECT_EQ(state.find("does not keep"), std::string::npos);
   EXPECT_GT(std::stoll(Field(state, "peak_resident_bytes")), 0);
 
+  EXPECT_EQ(Field(state, "layers"), "null");
+  record.SetLayerTimes(100, {{"conv1", "Convolution", 1.5, 2.25}, {"loss", "SoftmaxWithLoss", 0.125, 0}});
+  EXPECT_NE(record.StateJson().find("\"layers\":{\"iteration\":100,\"times\":[[\"conv1\",\"Convolution\",1.5,2.25],"
+                                    "[\"loss\",\"SoftmaxWithLoss\",0.125,0]]}"),
+            std::string::npos);
   record.AddLine(Line(13, "Iteration 120, Testing net (#0)"));
   EXPECT_EQ(Field(record.StateJson(), "phase"), "\"testing\"");
   record.SetEnded(true);
@@ -161,6 +175,25 @@ TEST(MonitorTest, TheServerAnswersThePageTheStateAndTheControlsOnlyWithTheToken)
   const Answer missing = Request(port, "GET", "/no/such/page");
   EXPECT_EQ(missing.status, 404);
   EXPECT_NE(missing.body.find("no such page: /no/such/page"), std::string::npos) << missing.body;
+
+  // Clients that go away: before sending anything, in the middle of a request, before reading the answer. The
+  // server goes on serving.
+  for (const std::string& sent :
+       {std::string(), std::string("GET /api/sta"), std::string("GET /api/state HTTP/1.1\r\n\r\n")}) {
+    const int socket_fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<uint16_t>(port));
+    inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
+    ASSERT_EQ(connect(socket_fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+    if (!sent.empty()) {
+      EXPECT_EQ(send(socket_fd, sent.data(), sent.size(), 0), static_cast<ssize_t>(sent.size()));
+    }
+    close(socket_fd);
+  }
+  EXPECT_EQ(Request(port, "GET", "/api/state").status, 200);
+  // A request that is no HTTP.
+  EXPECT_EQ(Request(port, "BREW", "/coffee").status, 400);
 
   // Many clients at once.
   std::vector<std::thread> clients;
@@ -246,6 +279,17 @@ TEST(MonitorTest, ATrainingRunIsFollowedSnapshotAndStoppedFromThePage) {
   EXPECT_GT(std::stoll(Field(later, "iteration")), std::stoll(Field(first, "iteration"))) << later;
   EXPECT_NE(later.find("\"loss\":[[0,"), std::string::npos) << later;
   EXPECT_EQ(Field(later, "phase"), "\"training\"");
+  // Each layer timed in one iteration of every display interval (200 here).
+  std::string timed;
+  for (int wait = 0; wait < 600; ++wait) {
+    timed = state();
+    if (timed.find("\"layers\":{") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(std::regex_search(
+      timed, std::regex("\"layers\":\\{\"iteration\":[1-9][0-9]*00,\"times\":\\[\\[\"data\",\"DummyData\","
+                        "[0-9.e+-]+,0\\],\\[\"ip\",\"InnerProduct\",")))
+      << timed;
   // The training net, drawn beside training (by Graphviz, where it is installed: a bundle's machine may lack it).
   std::string ignored;
   if (test::RunCommand("command -v dot", &ignored) == 0) {

@@ -102,6 +102,28 @@ TEST(NetSplitTest, MissingBottomNamesLayerAndBlob) {
   EXPECT_NE(message.find("nothing"), std::string::npos) << message;
 }
 
+// Step timing (the training monitor's per-layer breakdown): off, nothing is kept; on, every step's forward and, where
+// it runs backward, its backward take time; turning it on again starts from zero.
+TEST(NetTest, StepTimingMeasuresEachStepWhileOn) {
+  Net net(ParseNet(test::SmallNet()));
+  net.ForwardBackward();
+  EXPECT_TRUE(net.step_times().empty());
+  net.set_step_timing(true);
+  net.ForwardBackward();
+  net.set_step_timing(false);
+  ASSERT_EQ(net.step_times().size(), net.plan().size());
+  for (size_t s = 0; s < net.plan().size(); ++s) {
+    EXPECT_GT(net.step_times()[s].forward_ms, 0) << net.layer_names()[net.plan()[s].layer];
+    EXPECT_EQ(net.step_times()[s].backward_ms > 0, net.plan()[s].needs_backward)
+        << net.layer_names()[net.plan()[s].layer];
+  }
+  const std::vector<Net::StepTimes> first = net.step_times();
+  net.ForwardBackward();  // off: the figures stay
+  EXPECT_EQ(net.step_times()[0].forward_ms, first[0].forward_ms);
+  net.set_step_timing(true);
+  EXPECT_EQ(net.step_times()[0].forward_ms, 0);
+}
+
 TEST(NetTest, BuildsPlanWithSplitsInPlaceAndOutputs) {
   Net net(ParseNet(kBranchyNet));
   EXPECT_TRUE(net.has_layer("data_input_0_split"));

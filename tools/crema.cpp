@@ -262,14 +262,34 @@ std::thread DrawNetForMonitor(NetParameter definition, MonitorServer* monitor) {
   });
 }
 
-// Tells the monitor's record which iteration runs.
+// Tells the monitor's record which iteration runs, and times each layer of the training net in one iteration of
+// every `every` (the solver's display interval, else 100): the page's per-layer breakdown.
 class MonitorProgress : public SolverCallback {
  public:
-  explicit MonitorProgress(TrainingRecord* record) : record_(record) {}
-  void OnStart(int iteration) override { record_->SetIteration(iteration); }
+  MonitorProgress(TrainingRecord* record, Net* net, int every) : record_(record), net_(net), every_(every) {}
+  void OnStart(int iteration) override {
+    record_->SetIteration(iteration);
+    timing_ = iteration > 0 && iteration % every_ == 0;
+    if (timing_) net_->set_step_timing(true);
+  }
+  void OnGradientsReady(int iteration) override {
+    if (!timing_) return;
+    net_->set_step_timing(false);
+    timing_ = false;
+    std::vector<TrainingRecord::LayerTime> times;
+    const std::vector<Net::StepTimes>& steps = net_->step_times();
+    for (size_t s = 0; s < steps.size(); ++s) {
+      const Layer& layer = *net_->layers()[net_->plan()[s].layer];
+      times.push_back({layer.name(), layer.type(), steps[s].forward_ms, steps[s].backward_ms});
+    }
+    record_->SetLayerTimes(iteration, std::move(times));
+  }
 
  private:
   TrainingRecord* record_;
+  Net* net_;
+  int every_;
+  bool timing_ = false;
 };
 
 extern "C" void HandleSignal(int signal) {
@@ -340,7 +360,7 @@ int Train() {
   std::unique_ptr<Solver> solver = CreateSolver(param, FLAGS_solver, context);
   if (!FLAGS_weights.empty()) LOG(INFO) << "Fine-tuning from " << FLAGS_weights;
   CopyWeightsFiles(solver->net(), SplitList(FLAGS_weights));
-  MonitorProgress progress(record.get());
+  MonitorProgress progress(record.get(), solver->net(), param.display() > 0 ? param.display() : 100);
   JoinedThread drawing;
   if (record) {
     solver->AddCallback(&progress);

@@ -637,14 +637,35 @@ void Net::ReshapeSteps(bool every) {
   for (size_t step = 0; step < plan_.size(); ++step) ReshapeStep(step);
 }
 
+void Net::set_step_timing(bool on) {
+  step_timing_ = on;
+  if (on) step_times_.assign(plan_.size(), StepTimes());
+}
+
+double Net::StepTimer::Stop() {
+  if (!running) return 0;
+  if (net->context_->device() == Device::kGPU) net->context_->Synchronize();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+Net::StepTimer Net::StartStepTimer() {
+  StepTimer timer{this, step_timing_, {}};
+  if (!step_timing_) return timer;
+  if (context_->device() == Device::kGPU) context_->Synchronize();  // the work of earlier steps is not this one's
+  timer.start = std::chrono::steady_clock::now();
+  return timer;
+}
+
 float Net::ForwardStep(size_t step) {
   ReshapeStep(step);
   const PlanStep& s = plan_[step];
   Layer& layer = *layers_[s.layer];
   float loss = 0.f;
+  StepTimer timer = StartStepTimer();
   try {
     if (step < schedule_.replayed.size() && schedule_.replayed[step]) layer.PrepareReplay();
     loss = layer.Forward(Blobs(s.bottoms), Blobs(s.tops));
+    if (timer.running) step_times_[step].forward_ms += timer.Stop();
   } catch (const Error& error) {
     CREMA_FAIL() << NamingLayer(error.what(), layer.name(), layer.type());
   } catch (const std::bad_alloc&) {
@@ -662,8 +683,10 @@ float Net::ForwardStep(size_t step) {
 void Net::ReplayStep(size_t step) {
   const PlanStep& s = plan_[step];
   Layer& layer = *layers_[s.layer];
+  StepTimer timer = StartStepTimer();
   try {
     layer.Replay(Blobs(s.bottoms), Blobs(s.tops));
+    if (timer.running) step_times_[step].backward_ms += timer.Stop();
   } catch (const Error& error) {
     CREMA_FAIL() << NamingLayer(error.what(), layer.name(), layer.type()) << " (recomputing it for backward)";
   } catch (const std::bad_alloc&) {
@@ -678,8 +701,10 @@ void Net::BackwardStep(size_t step) {
   const PlanStep& s = plan_[step];
   if (s.needs_backward) {
     Layer& layer = *layers_[s.layer];
+    StepTimer timer = StartStepTimer();
     try {
       layer.Backward(Blobs(s.tops), s.propagate_down, Blobs(s.bottoms));
+      if (timer.running) step_times_[step].backward_ms += timer.Stop();
     } catch (const Error& error) {
       CREMA_FAIL() << NamingLayer(error.what(), layer.name(), layer.type());
     } catch (const std::bad_alloc&) {

@@ -29,6 +29,7 @@
 // that arena, live where the step runs; see PlanMemory.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -112,6 +113,14 @@ class Net {
   // Runs one step of the plan (tools that time or inspect single steps use these).
   float ForwardStep(size_t step);
   void BackwardStep(size_t step);
+  // Wall time of each step while on (the training monitor samples an iteration so): the milliseconds of its forward
+  // and of its backward (replays under recompute included), summed since timing was turned on. On a GPU each
+  // timed step waits for the device, so the figures are the step's own. Off by default; turning it on clears them.
+  struct StepTimes {
+    double forward_ms = 0, backward_ms = 0;
+  };
+  void set_step_timing(bool on);
+  const std::vector<StepTimes>& step_times() const { return step_times_; }
   // Runs step `step`'s forward again, as a recompute schedule does before the backward of its segment
   // (Layer::Replay: the values the first run wrote, bit for bit).
   void ReplayStep(size_t step);
@@ -342,6 +351,16 @@ class Net {
   std::vector<std::vector<int>> layer_learnable_params_;    // per layer, per parameter: its learnable index
   bool debug_info_ = false;
   bool check_finite_ = false;
+  bool step_timing_ = false;
+  std::vector<StepTimes> step_times_;
+  // set_step_timing's clock around one step.
+  struct StepTimer {
+    Net* net;
+    bool running;
+    std::chrono::steady_clock::time_point start;
+    double Stop();  // the milliseconds since start (after the device's work), 0 when not running
+  };
+  StepTimer StartStepTimer();
   // The memory plan: wanted unless turned off; the plan bound now (null: none), its arena, what it keeps, and the
   // input shapes it was made for.
   bool plan_memory_ = false;

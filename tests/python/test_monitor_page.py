@@ -140,6 +140,10 @@ def test_the_page_follows_snapshots_and_stops_a_run(tmp_path, tools_dir):
         assert browser.script("return performance.getEntriesByType('navigation').length") == 1
         assert browser.text("#phase") == "training"
         assert int(browser.text("#iteration")) > 0
+        # Where one sampled iteration's time went, layer by layer.
+        layers = wait_for("the layer times", lambda: browser.script(
+            "const p = document.getElementById('layers'); return !p.hidden && p.textContent"))
+        assert "InnerProduct" in layers and "EuclideanLoss" in layers
         # The training net, drawn by Graphviz beside training, shows up under "The net".
         wait_for("the drawing of the net", lambda: browser.script(
             "const n = document.getElementById('net'); return !n.hidden && n.querySelector('img').naturalWidth > 0"))

@@ -177,16 +177,26 @@ void TrainingRecord::AddLine(const std::string& line) {
   if (line.find(", loss = ") != std::string::npos || line.find(", lr = ") != std::string::npos) testing_ = false;
 }
 
+void TrainingRecord::SetLayerTimes(int64_t iteration, std::vector<LayerTime> times) {
+  std::lock_guard<std::mutex> lock(lines_mutex_);
+  layer_times_iteration_ = iteration;
+  layer_times_ = std::move(times);
+}
+
 std::string TrainingRecord::StateJson() {
   std::string lines;
   uint64_t version;
   std::vector<std::string> snapshots;
   bool testing;
+  int64_t layer_times_iteration;
+  std::vector<LayerTime> layer_times;
   {
     std::lock_guard<std::mutex> lock(lines_mutex_);
     version = lines_version_;
     snapshots = snapshots_;
     testing = testing_;
+    layer_times_iteration = layer_times_iteration_;
+    layer_times = layer_times_;
     if (version != parsed_version_) lines = lines_;
   }
   std::ostringstream out;
@@ -219,7 +229,21 @@ std::string TrainingRecord::StateJson() {
   const MemoryStats memory = MemoryStats::Now();
   out << "],\"memory\":{\"peak_resident_bytes\":" << PeakResidentBytes()
       << ",\"host_peak_bytes\":" << memory.host_peak_bytes << ",\"device_peak_bytes\":" << memory.device_peak_bytes
-      << "},\"runs\":[" << TrainingLogJson(name_, parsed_) << "]}";
+      << "},\"layers\":";
+  if (layer_times_iteration < 0) {
+    out << "null";
+  } else {
+    out << "{\"iteration\":" << layer_times_iteration << ",\"times\":[";
+    for (size_t i = 0; i < layer_times.size(); ++i) {
+      out << (i ? ",[" : "[") << JsonString(layer_times[i].name) << ',' << JsonString(layer_times[i].type) << ',';
+      PutNumber(out, layer_times[i].forward_ms);
+      out << ',';
+      PutNumber(out, layer_times[i].backward_ms);
+      out << ']';
+    }
+    out << "]}";
+  }
+  out << ",\"runs\":[" << TrainingLogJson(name_, parsed_) << "]}";
   return out.str();
 }
 

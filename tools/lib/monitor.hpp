@@ -58,11 +58,18 @@ class TrainingRecord : public google::LogSink {
 
   // The iteration the solver runs now (the solver's callback sets it); the run has ended (stopped: before max_iter).
   void SetIteration(int64_t iteration) { iteration_ = iteration; }
+  // The time each layer of the training net took in one sampled iteration (Net::set_step_timing).
+  struct LayerTime {
+    std::string name, type;
+    double forward_ms = 0, backward_ms = 0;
+  };
+  void SetLayerTimes(int64_t iteration, std::vector<LayerTime> times);
   void SetEnded(bool stopped) { ended_ = stopped ? 2 : 1; }
 
   // The state the page reads (GET /api/state): {"live": true, "name", "iteration", "max_iter", "phase":
   // "training" | "testing" | "done" | "stopped", "iterations_per_second", "seconds_left" (null until known),
   // "snapshots": [paths], "memory": {"peak_resident_bytes", "host_peak_bytes", "device_peak_bytes"},
+  // "layers": null or {"iteration", "times": [[name, type, forward ms, backward ms], ...]} (the latest sample),
   // "runs": [TrainingLogJson(...)]}.
   std::string StateJson();
 
@@ -77,6 +84,8 @@ class TrainingRecord : public google::LogSink {
   std::string lines_;       // the lines parse_log reads, each ending in "\n"
   uint64_t lines_version_ = 0;
   std::vector<std::string> snapshots_;
+  int64_t layer_times_iteration_ = -1;
+  std::vector<LayerTime> layer_times_;
   bool testing_ = false;  // a "Testing net" line came after the last training display
 
   std::mutex parse_mutex_;  // one parse at a time; the latest kept for requests until a line arrives
