@@ -126,6 +126,23 @@ TEST_F(BadInputCommandLineTest, MemoryPlanFlagsNameWhatIsWrong) {
                        {"has no blob named 'conv9'"});
 }
 
+TEST_F(BadInputCommandLineTest, MonitorAddressesAndLogsThatAreNoneAreNamed) {
+  test::ExpectBadInput("command line", "--monitor not a port",
+                       kCrema + " train --solver=" + solver_ + " --monitor=http",
+                       {"crema: error: --monitor='http': give PORT (on 127.0.0.1) or HOST:PORT"});
+  test::ExpectBadInput("command line", "--monitor on an address of no interface",
+                       kCrema + " train --solver=" + solver_ + " --monitor=192.0.2.7:0",
+                       {"--monitor='192.0.2.7:0': cannot listen on 192.0.2.7"});
+  test::ExpectBadInput("command line", "crema monitor without logs", kCrema + " monitor",
+                       {"monitor needs the logs to show: crema monitor LOG_OR_FOLDER..."});
+  test::ExpectBadInput("command line", "crema monitor on a log that is not there",
+                       kCrema + " monitor " + dir_.file("no_such.log") + " --export=" + dir_.file("report.html"),
+                       {"crema: error: log '", "no_such.log' does not exist"});
+  test::ExpectBadInput("command line", "crema monitor on a file without training lines",
+                       kCrema + " monitor " + model_ + " --export=" + dir_.file("report.html"),
+                       {"net.prototxt' holds no training log lines"});
+}
+
 TEST_F(BadInputCommandLineTest, FlagWithoutItsValueIsNamed) {
   test::ExpectBadInput("command line", "flag without its value (at the end)", kCrema + " test --model",
                        {"--model needs a value: --model=VALUE"});
@@ -138,9 +155,9 @@ TEST_F(BadInputCommandLineTest, FlagWithoutItsValueIsNamed) {
 TEST_F(BadInputCommandLineTest, UnknownCommandListsTheCommands) {
   test::ExpectBadInput("command line", "unknown command", kCrema + " trian --solver=" + solver_,
                        {"crema: error: unknown command 'trian' (did you mean train? commands: train, test, time, "
-                        "classify, device_query)"});
+                        "classify, device_query, monitor)"});
   test::ExpectBadInput("command line", "unknown command (nothing near)", kCrema + " frobnicate",
-                       {"unknown command 'frobnicate' (commands: train, test, time, classify, device_query)"});
+                       {"unknown command 'frobnicate' (commands: train, test, time, classify, device_query, monitor)"});
 }
 
 TEST_F(BadInputCommandLineTest, NoCommandShowsTheUsageOnStderr) {

@@ -122,8 +122,10 @@ def test_the_page_follows_snapshots_and_stops_a_run(tmp_path, tools_dir):
         f"snapshot_prefix: '{tmp_path / 'small'}'")
     log_path = tmp_path / "train.log"
     with open(log_path, "w") as log:
+        # The "Monitor:" line is an INFO line, which ctest's GLOG_minloglevel=1 for the Python tests would hide.
         training = subprocess.Popen([str(tools_dir / "crema"), "train", f"--solver={tmp_path / 'solver.prototxt'}",
-                                     "--monitor=127.0.0.1:0"], stdout=log, stderr=subprocess.STDOUT)
+                                     "--monitor=127.0.0.1:0"], stdout=log, stderr=subprocess.STDOUT,
+                                    env=dict(os.environ, GLOG_minloglevel="0"))
     browser = None
     try:
         match = wait_for("the Monitor: line", lambda: re.search(r"Monitor: (http://127\.0\.0\.1:\d+/\?token=(\w+))",
