@@ -30,20 +30,25 @@ struct Answer {
   std::string body;
 };
 
-// One HTTP/1.1 request to 127.0.0.1:port, the connection closed after the answer (a client of its own: the test
-// does not trust the server's library to check it).
-Answer Request(int port, const std::string& method, const std::string& target, const std::string& headers = "") {
+// A socket connected to 127.0.0.1:port, or -1.
+int Connect(int port) {
   const int socket_fd = socket(AF_INET, SOCK_STREAM, 0);
   EXPECT_GE(socket_fd, 0);
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_port = htons(static_cast<uint16_t>(port));
   inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
+  if (connect(socket_fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0) return socket_fd;
+  close(socket_fd);
+  return -1;
+}
+
+// One HTTP/1.1 request to 127.0.0.1:port, the connection closed after the answer (a client of its own: the test
+// does not trust the server's library to check it).
+Answer Request(int port, const std::string& method, const std::string& target, const std::string& headers = "") {
   Answer answer;
-  if (connect(socket_fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
-    close(socket_fd);
-    return answer;
-  }
+  const int socket_fd = Connect(port);
+  if (socket_fd < 0) return answer;
   const std::string request = method + " " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n" +
                               "Content-Length: 0\r\n" + headers + "\r\n";
   EXPECT_EQ(send(socket_fd, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
@@ -180,12 +185,8 @@ TEST(MonitorTest, TheServerAnswersThePageTheStateAndTheControlsOnlyWithTheToken)
   // server goes on serving.
   for (const std::string& sent :
        {std::string(), std::string("GET /api/sta"), std::string("GET /api/state HTTP/1.1\r\n\r\n")}) {
-    const int socket_fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(static_cast<uint16_t>(port));
-    inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
-    ASSERT_EQ(connect(socket_fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+    const int socket_fd = Connect(port);
+    ASSERT_GE(socket_fd, 0);
     if (!sent.empty()) {
       EXPECT_EQ(send(socket_fd, sent.data(), sent.size(), 0), static_cast<ssize_t>(sent.size()));
     }
