@@ -184,6 +184,8 @@ void TrainingRecord::SetLayerTimes(int64_t iteration, std::vector<LayerTime> tim
 }
 
 std::string TrainingRecord::StateJson() {
+  // The parse lock first, then the lines' (AddLine takes only the latter): parsed_version_ is the parse lock's.
+  std::lock_guard<std::mutex> parse_lock(parse_mutex_);
   std::string lines;
   uint64_t version;
   std::vector<std::string> snapshots;
@@ -200,7 +202,6 @@ std::string TrainingRecord::StateJson() {
     if (version != parsed_version_) lines = lines_;
   }
   std::ostringstream out;
-  std::lock_guard<std::mutex> parse_lock(parse_mutex_);
   if (version != parsed_version_) {
     std::istringstream stream(lines);
     // The record's lines carry their year (glog 0.6 writes it), so the end year is not needed.
