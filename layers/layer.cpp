@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/math_functions.hpp"
+#include "layers/neuron/fused_activation.hpp"
 
 namespace crema {
 
@@ -185,6 +186,8 @@ float Layer::Forward(const std::vector<Blob*>& bottom, const std::vector<Blob*>&
   } else {
     Forward_cpu(bottom, top);
   }
+  if (fused_activation_.kind != FusedActivation::kNone && !ComputesFusedActivation())
+    for (Blob* blob : top) ApplyFusedActivation(context(), fused_activation_, blob);
   // A top with a loss weight contributes weight * sum(top) to the objective: its diff is set to the weight (so
   // that backward starts from it) and the loss is the dot product of data and diff, on the device.
   double loss = 0;
@@ -198,8 +201,38 @@ float Layer::Forward(const std::vector<Blob*>& bottom, const std::vector<Blob*>&
   return static_cast<float>(loss);
 }
 
+void Layer::AbsorbChannelAffine(const std::vector<float>&, const std::vector<float>&) {
+  CREMA_FAIL() << describe() << " cannot absorb a per-channel scale and shift into its parameters";
+}
+
+std::string FusedActivation::describe() const {
+  std::ostringstream out;
+  switch (kind) {
+    case kNone:
+      return "none";
+    case kReLU:
+      out << "ReLU";
+      if (alpha != 0.f) out << "(negative_slope " << alpha << ")";
+      break;
+    case kELU:
+      out << "ELU(alpha " << alpha << ")";
+      break;
+    case kSigmoid:
+      return "Sigmoid";
+    case kTanH:
+      return "TanH";
+    case kClip:
+      out << "Clip(" << alpha << ", " << beta << ")";
+      break;
+  }
+  return out.str();
+}
+
 void Layer::Backward(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                      const std::vector<Blob*>& bottom) {
+  CREMA_CHECK(fused_activation_.kind == FusedActivation::kNone)
+      << describe() << " has the activation " << fused_activation_.describe()
+      << " fused into it for inference, and no backward pass";
   if (RunsGpuCode()) {
     Backward_gpu(top, propagate_down, bottom);
   } else {

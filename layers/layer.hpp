@@ -33,6 +33,18 @@ namespace crema {
 // ignore_label. Rules read only labels that Layer::CheckLabels accepted on the host, so the conversion is defined.
 CREMA_HOST_DEVICE inline int LabelClass(float value) { return static_cast<int>(value); }
 
+// An element rule a layer applies to its own output before writing it: the inference rewrites (net/fold.hpp) fuse a
+// ReLU, ELU, Sigmoid, TanH or Clip into the Convolution, Deconvolution or InnerProduct before it, whose engine then
+// computes it in the same pass (oneDNN's post-ops) or right after its own work (the other engines).
+struct FusedActivation {
+  enum Kind { kNone, kReLU, kELU, kSigmoid, kTanH, kClip };
+  Kind kind = kNone;
+  float alpha = 0.f;  // ReLU: the negative slope; ELU: alpha; Clip: the minimum
+  float beta = 0.f;   // Clip: the maximum
+  // "ReLU", "ELU(alpha 1)", ...: what crema time lists.
+  std::string describe() const;
+};
+
 class Layer {
  public:
   // Without a context, the layer gets one of its own: the CPU, seed 1701 (tests, standalone use).
@@ -187,6 +199,32 @@ class Layer {
   };
   virtual std::vector<HeldBuffer> HeldBuffers() const { return {}; }
 
+  // Inference rewrites (net/fold.hpp), for a net that runs forward only. What a layer says of itself with its
+  // current parameters; the net decides where a rewrite is safe (the blobs it would leave unwritten are read by no
+  // one else) and builds the rewritten layers.
+  // The activation this layer is, where it is one that a producer may fuse (ReLU, ELU, Sigmoid, TanH, Clip); kind
+  // kNone otherwise.
+  virtual FusedActivation AsFusedActivation() const { return {}; }
+  // Whether Forward copies its bottom to its top unchanged (Dropout in TEST, Split): the step may vanish, its readers
+  // reading the bottom.
+  virtual bool ForwardIsIdentity() const { return false; }
+  // Where Forward maps each channel (axis 1) c of its one bottom to scale[c] * x + shift[c] (BatchNorm with stored
+  // statistics, Scale and Bias with learned per-channel parameters): fills them, with `channels` entries, and says
+  // true. False otherwise.
+  virtual bool ChannelAffine(int channels, std::vector<float>* scale, std::vector<float>* shift) const { return false; }
+  // Whether this layer's output channels (axis 1 of its one top) can absorb a channel affine map into its own
+  // parameters (Convolution, Deconvolution, InnerProduct over axis 1; the rewrite gives one without a bias a bias),
+  // and the absorbing, by a layer with a bias: weights of output channel c times scale[c], bias[c] * scale[c] +
+  // shift[c].
+  virtual bool AbsorbsChannelAffine() const { return false; }
+  virtual void AbsorbChannelAffine(const std::vector<float>& scale, const std::vector<float>& shift);
+  // Whether this layer can apply `activation` to its output (the producers above), and, before SetUp, asking it to.
+  // An engine that computes it in its own pass answers ComputesFusedActivation(); for the others Forward applies it
+  // to the tops after the engine's work.
+  virtual bool TakesFusedActivation(const FusedActivation& activation) const { return false; }
+  void set_fused_activation(const FusedActivation& activation) { fused_activation_ = activation; }
+  const FusedActivation& fused_activation() const { return fused_activation_; }
+
   // Scratch memory: the floats this layer asked for in its last Reshape, and the buffer it uses. The net gives
   // every layer one shared workspace sized to the largest request; a layer on its own uses a buffer of its own.
   size_t workspace_floats() const { return workspace_floats_; }
@@ -291,6 +329,9 @@ class Layer {
   std::vector<std::shared_ptr<Blob>> params_;
   std::vector<bool> param_propagate_down_;
   std::vector<float> loss_;
+  FusedActivation fused_activation_;
+  // An engine that computes the fused activation itself (in its primitive) says so; Forward leaves it alone then.
+  virtual bool ComputesFusedActivation() const { return false; }
 
  private:
   void CheckArity(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) const;

@@ -59,6 +59,32 @@ dnnl::primitive_attr UserScratchpad() {
   return attr;
 }
 
+dnnl::primitive_attr UserScratchpadWith(const FusedActivation& activation) {
+  dnnl::primitive_attr attr = UserScratchpad();
+  if (activation.kind == FusedActivation::kNone) return attr;
+  dnnl::algorithm algorithm = dnnl::algorithm::eltwise_relu;  // alpha: the negative slope
+  switch (activation.kind) {
+    case FusedActivation::kELU:
+      algorithm = dnnl::algorithm::eltwise_elu;
+      break;
+    case FusedActivation::kSigmoid:
+      algorithm = dnnl::algorithm::eltwise_logistic;
+      break;
+    case FusedActivation::kTanH:
+      algorithm = dnnl::algorithm::eltwise_tanh;
+      break;
+    case FusedActivation::kClip:  // alpha, beta: the bounds
+      algorithm = dnnl::algorithm::eltwise_clip;
+      break;
+    default:
+      break;
+  }
+  dnnl::post_ops ops;
+  ops.append_eltwise(1.f, algorithm, activation.alpha, activation.beta);
+  attr.set_post_ops(ops);
+  return attr;
+}
+
 bool IsReference(const dnnl::primitive_desc_base& pd) {
   return std::string(pd.impl_info_str()).find("ref") != std::string::npos;
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/blob.hpp"
+#include "layers/layer.hpp"
 
 namespace crema {
 namespace onednn {
@@ -44,6 +45,9 @@ Layout LayoutOf(const dnnl::memory::desc& desc, const std::vector<int>& shape);
 
 // Primitive attributes with the scratchpad in the caller's hands (the net's workspace), as every engine has it.
 dnnl::primitive_attr UserScratchpad();
+// UserScratchpad with `activation` (a fused ReLU, ELU, Sigmoid, TanH or Clip; none: nothing) as an eltwise post-op:
+// the primitive applies it to its output as it writes it.
+dnnl::primitive_attr UserScratchpadWith(const FusedActivation& activation);
 
 // Whether oneDNN implements `pd` with its reference kernel (plain loops: 10-100x slower than its jit ones),
 // which engines avoid by trying another layout (LRN, pooling's gradient).

@@ -584,6 +584,63 @@ TEST_P(ExamplesTest, EveryEngineAgreesWithTheReferenceEngineOnTheNetsLayers) {
   }
 }
 
+// The outputs of one forward pass in TEST, forward only, with the inference rewrites (net/fold.hpp) or without
+// (fold: false): random parameters (deploy nets) and BatchNorm statistics of random means and variances, so that a
+// fold that got a channel wrong shows. `rewrites` receives what the net did.
+std::vector<std::pair<std::string, std::vector<float>>> RunForInference(NetParameter param, bool deploy,
+                                                                        float input_scale, bool fold,
+                                                                        std::vector<std::string>* rewrites) {
+  param.mutable_state()->set_phase(TEST);
+  param.mutable_state()->clear_stage();
+  if (!FirstTestStage(param).empty()) param.mutable_state()->add_stage(FirstTestStage(param));
+  param.set_fold(fold);
+  Net net(param, std::make_shared<Context>(Device::kCPU, 0, 1234));
+  net.PlanMemory(false);
+  uint64_t seed = 400;
+  if (deploy) RandomizeDeployNet(&net, input_scale);
+  for (const auto& layer : net.layers()) {
+    const std::string type = layer->type();
+    if (type == "BatchNorm") {
+      test::FillUniform(layer->params()[0].get(), -0.5f, 0.5f, seed++);  // mean sums
+      test::FillUniform(layer->params()[1].get(), 1.f, 3.f, seed++);     // variance sums
+      layer->params()[2]->set_data(2.f);                                 // the factor dividing both
+    } else if (type == "Scale" || type == "Bias") {
+      for (const auto& blob : layer->params()) test::FillUniform(blob.get(), 0.5f, 1.5f, seed++);
+    }
+  }
+  net.RunAfterWeightsPasses();
+  *rewrites = net.rewrites();
+  net.Forward();
+  std::vector<std::pair<std::string, std::vector<float>>> outputs;
+  for (int id : net.output_blob_indices()) outputs.push_back({net.blob_names()[id], test::DataOf(*net.blobs()[id])});
+  return outputs;
+}
+
+// The inference rewrites change no output: folded and unfolded nets agree within float rounding (1e-5 of the
+// largest value of each output), and every net with a convolution or inner product followed by an activation or a
+// BatchNorm was rewritten.
+TEST_P(ExamplesTest, TheFoldedNetGivesTheUnfoldedNetsOutputs) {
+  const Example& example = GetParam();
+  const bool deploy = example.feed == Feed::kDeploy;
+  if (example.feed == Feed::kSequence) GTEST_SKIP() << "a recurrent net: nothing of it folds";
+  const NetParameter param = FedNet();
+  std::vector<std::string> none, rewrites;
+  const auto expected = RunForInference(param, deploy, example.input_scale, false, &none);
+  const auto actual = RunForInference(param, deploy, example.input_scale, true, &rewrites);
+  EXPECT_TRUE(none.empty());
+  EXPECT_FALSE(rewrites.empty());
+  ASSERT_EQ(expected.size(), actual.size());
+  for (size_t r = 0; r < expected.size(); ++r) {
+    SCOPED_TRACE("output " + expected[r].first);
+    ASSERT_EQ(expected[r].first, actual[r].first);
+    ASSERT_EQ(expected[r].second.size(), actual[r].second.size());
+    float largest = 0.f;
+    for (float v : expected[r].second) largest = std::max(largest, std::abs(v));
+    for (size_t k = 0; k < expected[r].second.size(); ++k)
+      ASSERT_NEAR(actual[r].second[k], expected[r].second[k], 1e-5f * largest + 1e-7f) << "at " << k;
+  }
+}
+
 // Runs everywhere: every layer of the net, in TRAIN and in TEST, has a GPU engine that takes it (its parameters and
 // its bottoms' shapes), so that a GPU net runs no layer on the host.
 TEST_P(ExamplesTest, EveryLayerRunsOnTheGpu) {

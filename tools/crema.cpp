@@ -70,6 +70,11 @@ DEFINE_string(memory_plan, "share",
               "layers run in place), recompute (as share, and training keeps only segment boundaries from forward "
               "to backward, computing the rest again in backward) or none (every blob keeps memory of its own, as "
               "in Caffe); a net's own memory_plan: NONE turns it off for that net");
+DEFINE_string(fold, "all",
+              "test, time, classify: all (a net that runs forward only folds BatchNorm, Scale and Bias into the "
+              "convolution or inner product before them, fuses the activation after one into it, and drops Dropout "
+              "and Split steps, once its weights are loaded; crema time lists what it did) or none (the plan as "
+              "written); a net's own fold: false turns it off for that net");
 DEFINE_string(keep_blobs, "",
               "test, time: blobs to keep readable after each pass, comma-separated (the net's inputs and outputs "
               "always are)");
@@ -175,11 +180,13 @@ void CheckEngineFlag(const std::string& spec) {
 void CheckMemoryPlanFlag() {
   CREMA_CHECK(FLAGS_memory_plan == "share" || FLAGS_memory_plan == "none" || FLAGS_memory_plan == "recompute")
       << "--memory_plan='" << FLAGS_memory_plan << "': use share, recompute or none";
+  CREMA_CHECK(FLAGS_fold == "all" || FLAGS_fold == "none") << "--fold='" << FLAGS_fold << "': use all or none";
 }
 void SetMemoryPlan(Context* context) {
   CheckMemoryPlanFlag();
   context->set_plan_memory(FLAGS_memory_plan != "none");
   context->set_recompute(FLAGS_memory_plan == "recompute");
+  context->set_fold(FLAGS_fold != "none");
 }
 
 std::shared_ptr<Context> ToolContext() {
@@ -408,9 +415,10 @@ std::unique_ptr<Net> LoadModel(Phase phase, bool forward_only) {
     net = std::make_unique<Net>(FLAGS_model, phase, FLAGS_level, SplitList(FLAGS_stage), ToolContext());
   }
   CopyWeightsFiles(net.get(), weights_files);
-  net->RunAfterWeightsPasses();
+  // What the passes after the weights may rewrite depends on how the net runs and on what is read from it.
   if (forward_only) net->PlanMemory(false);
   if (!FLAGS_keep_blobs.empty()) net->KeepBlobs(SplitList(FLAGS_keep_blobs));
+  net->RunAfterWeightsPasses();
   return net;
 }
 
@@ -504,6 +512,14 @@ int Time() {
   for (size_t s = 0; s < plan.size(); ++s) {
     const Layer& layer = *net->layers()[plan[s].layer];
     LOG(INFO) << std::setw(10) << layer.name() << "\t" << layer.type() << "\t" << layer.engine();
+  }
+  // The inference rewrites (net/fold.hpp): what was folded and fused into what, and what went.
+  if (!net->rewrites().empty()) {
+    LOG(INFO) << "Rewritten for inference (" << net->rewrites().size() << " rewrites; --fold=none runs the plan as "
+              << "written):";
+    for (const std::string& rewrite : net->rewrites()) LOG(INFO) << "  " << rewrite;
+  } else if (FLAGS_forward_only) {
+    LOG(INFO) << "Rewritten for inference: nothing" << (FLAGS_fold == "none" ? " (--fold=none)" : "");
   }
   LOG(INFO) << "Average time per layer: ";
   for (size_t s = 0; s < plan.size(); ++s) {

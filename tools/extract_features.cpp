@@ -80,8 +80,7 @@ int Run(const std::vector<std::string>& arguments) {
   const std::vector<std::string> copied = net.CopyTrainedLayersFrom(weights);
   for (const auto& layer : net.LayersNotCopied(copied))
     LOG(WARNING) << "Layer " << layer << ": not in '" << weights << "'; its parameters are its fillers'";
-  net.RunAfterWeightsPasses();
-  ExtractFeatures(&net, job);
+  ExtractFeatures(&net, job);  // which runs the passes after the weights, once it knows the blobs it reads
   return 0;
 }
 

@@ -54,9 +54,23 @@ void InnerProductLayer::Reshape(const std::vector<Blob*>& bottom, const std::vec
                                        << ", but the weights (shape " << params_[0]->shape_string() << ") expect "
                                        << K_;
   M_ = input.count(0, axis);
+  axis_ = axis;
   std::vector<int> top_shape(input.shape().begin(), input.shape().begin() + axis);
   top_shape.push_back(N_);
   top[0]->Reshape(top_shape);
+}
+
+void InnerProductLayer::AbsorbChannelAffine(const std::vector<float>& scale, const std::vector<float>& shift) {
+  CREMA_CHECK(AbsorbsChannelAffine() && bias_term_ && scale.size() == static_cast<size_t>(N_) &&
+              shift.size() == scale.size())
+      << describe() << ": a scale and shift of " << scale.size() << " outputs cannot fold into " << N_ << " outputs";
+  // Output n's weights: row n of N x K, or column n of K x N (transpose).
+  float* weights = params_[0]->mutable_cpu_data();
+  for (int k = 0; k < K_; ++k)
+    for (int n = 0; n < N_; ++n)
+      weights[transpose_ ? static_cast<size_t>(k) * N_ + n : static_cast<size_t>(n) * K_ + k] *= scale[n];
+  float* bias = params_[1]->mutable_cpu_data();
+  for (int n = 0; n < N_; ++n) bias[n] = bias[n] * scale[n] + shift[n];
 }
 
 void InnerProductLayer::Forward_any(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {

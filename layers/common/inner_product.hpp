@@ -27,6 +27,12 @@ class InnerProductLayer : public BothDevices<Layer> {
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   double ForwardFlops() const override;
   double BackwardFlops(const std::vector<bool>& propagate_down) const override;
+  // Inference rewrites (net/fold.hpp): with the output on axis 1 (items x outputs), a per-output scale and shift
+  // folds into the weights and the bias (the rewrite gives a layer without one a bias); a fused activation runs over
+  // the output after the product.
+  bool AbsorbsChannelAffine() const override { return axis_ == 1; }
+  void AbsorbChannelAffine(const std::vector<float>& scale, const std::vector<float>& shift) override;
+  bool TakesFusedActivation(const FusedActivation&) const override { return true; }
 
  protected:
   void Forward_any(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
@@ -38,6 +44,7 @@ class InnerProductLayer : public BothDevices<Layer> {
   int FlattenAxis(const Blob& bottom) const;
 
   int M_ = 0, K_ = 0, N_ = 0;
+  int axis_ = 1;  // the flattening axis, as of the last Reshape
   bool bias_term_ = true;
   bool transpose_ = false;
 };

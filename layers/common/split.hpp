@@ -19,6 +19,8 @@ class SplitLayer : public BothDevices<Layer> {
   int ExactNumBottomBlobs() const override { return 1; }
   int MinTopBlobs() const override { return 1; }
   std::vector<TopView> TopViews(int num_tops) const override;
+  // Forward only hands the bottom out (the tops view it).
+  bool ForwardIsIdentity() const override { return true; }
 
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   // The tops see the bottom's memory, so they share its layout, whatever it is (backward sums gradients value

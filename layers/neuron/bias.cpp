@@ -64,6 +64,20 @@ void BroadcastSum(Context& context, const Broadcast& g, float alpha, const float
   }
 }
 
+bool PerChannelValues(const Broadcast& g, const Blob& operand, int channels, std::vector<float>* values) {
+  const bool one = operand.count() == 1, per_channel = g.axis == 1 && g.dim == channels && operand.count() == channels;
+  if (!one && !per_channel) return false;
+  values->resize(channels);
+  for (int c = 0; c < channels; ++c) (*values)[c] = operand.cpu_data()[one ? 0 : c];
+  return true;
+}
+
+bool BiasLayer::ChannelAffine(int channels, std::vector<float>* scale, std::vector<float>* shift) const {
+  if (layer_param().bottom_size() != 1 || !PerChannelValues(geometry_, *params_[0], channels, shift)) return false;
+  scale->assign(channels, 1.f);
+  return true;
+}
+
 void BiasLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const BiasParameter& param = param_.bias_param();
   const std::string me = describe();

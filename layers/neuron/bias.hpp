@@ -37,6 +37,9 @@ std::vector<int> BroadcastOperandShape(const std::string& me, const std::string&
 // broadcasts over `bottom`; throws naming both shapes.
 Broadcast BroadcastOver(const std::string& me, const std::string& field, const Blob& bottom, int axis,
                         const Blob& operand, const char* operand_name);
+// An operand broadcast as `g` says, as one value per channel of axis 1 (`channels` of them): where it has one value
+// per channel there, or one value for all. False for other operands.
+bool PerChannelValues(const Broadcast& g, const Blob& operand, int channels, std::vector<float>* values);
 
 // out[d] = alpha * (the sum of values[o, d, i] over o and i) + beta * out[d], on the context's device, as
 // matrix-vector products against ones: on the GPU cuBLAS's reduction, not one thread per d looping over outer *
@@ -77,6 +80,8 @@ class BiasLayer : public Layer {
 
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  // A learned bias per channel of axis 1, or one for every value: scale 1, shift the bias.
+  bool ChannelAffine(int channels, std::vector<float>* scale, std::vector<float>* shift) const override;
 
  protected:
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;

@@ -32,6 +32,9 @@ class ClipLayer : public NeuronLayer {
  public:
   using NeuronLayer::NeuronLayer;
   const char* type() const override { return "Clip"; }
+  FusedActivation AsFusedActivation() const override {
+    return {FusedActivation::kClip, param_.clip_param().min(), param_.clip_param().max()};
+  }
   // Backward reads its input.
   bool BackwardReadsTop(int) const override { return false; }
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;

@@ -46,6 +46,8 @@ class DropoutLayer : public NeuronLayer {
  public:
   using NeuronLayer::NeuronLayer;
   const char* type() const override { return "Dropout"; }
+  // The TEST phase copies its input where the scaling is done in training (scale_train, the default).
+  bool ForwardIsIdentity() const override { return phase() == TEST && param_.dropout_param().scale_train(); }
   // Backward reads neither its input nor its output.
   bool BackwardReadsBottom(int) const override { return false; }
   bool BackwardReadsTop(int) const override { return false; }

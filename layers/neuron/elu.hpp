@@ -35,6 +35,7 @@ class ELULayer : public NeuronLayer {
  public:
   using NeuronLayer::NeuronLayer;
   const char* type() const override { return "ELU"; }
+  FusedActivation AsFusedActivation() const override { return {FusedActivation::kELU, param_.elu_param().alpha()}; }
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
 
  protected:

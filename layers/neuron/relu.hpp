@@ -37,6 +37,9 @@ class ReLULayer : public NeuronLayer {
  public:
   using NeuronLayer::NeuronLayer;
   const char* type() const override { return "ReLU"; }
+  FusedActivation AsFusedActivation() const override {
+    return {FusedActivation::kReLU, param_.relu_param().negative_slope()};
+  }
   // Backward reads its input.
   bool BackwardReadsTop(int) const override { return false; }
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;

@@ -49,6 +49,16 @@ void ScaleLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<
   }
 }
 
+bool ScaleLayer::ChannelAffine(int channels, std::vector<float>* scale, std::vector<float>* shift) const {
+  if (layer_param().bottom_size() != 1 || !PerChannelValues(geometry_, *params_[0], channels, scale)) return false;
+  if (!bias_term_) {
+    shift->assign(channels, 0.f);
+    return true;
+  }
+  // The bias broadcasts as the scale does (the same shape).
+  return PerChannelValues(geometry_, *params_[1], channels, shift);
+}
+
 void ScaleLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   geometry_ =
       BroadcastOver(describe(), "scale_param", *bottom[0], param_.scale_param().axis(), ScaleOf(bottom), "scale");

@@ -62,6 +62,8 @@ class ScaleLayer : public Layer {
 
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  // A learned scale (and bias) per channel of axis 1, or one for every value: its values.
+  bool ChannelAffine(int channels, std::vector<float>* scale, std::vector<float>* shift) const override;
 
  protected:
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;

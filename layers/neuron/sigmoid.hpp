@@ -31,6 +31,7 @@ class SigmoidLayer : public NeuronLayer {
  public:
   using NeuronLayer::NeuronLayer;
   const char* type() const override { return "Sigmoid"; }
+  FusedActivation AsFusedActivation() const override { return {FusedActivation::kSigmoid}; }
   // Backward reads its output.
   bool BackwardReadsBottom(int) const override { return false; }
 

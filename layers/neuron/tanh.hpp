@@ -30,6 +30,7 @@ class TanHLayer : public NeuronLayer {
  public:
   using NeuronLayer::NeuronLayer;
   const char* type() const override { return "TanH"; }
+  FusedActivation AsFusedActivation() const override { return {FusedActivation::kTanH}; }
   // Backward reads its output.
   bool BackwardReadsBottom(int) const override { return false; }
 

@@ -81,6 +81,17 @@ void BatchNormLayer::ReadShape(const std::vector<Blob*>& bottom, const std::vect
   if (top[0] != bottom[0]) top[0]->ReshapeLike(input);
 }
 
+bool BatchNormLayer::ChannelAffine(int channels, std::vector<float>* scale, std::vector<float>* shift) const {
+  if (!use_global_stats_ || channels != channels_) return false;
+  std::vector<float> mean(channels), variance(channels);
+  StoredStatistics(mean.data(), variance.data());
+  scale->resize(channels);
+  shift->resize(channels);
+  InverseDeviations(variance.data(), scale->data());
+  for (int c = 0; c < channels; ++c) (*shift)[c] = -mean[c] * (*scale)[c];
+  return true;
+}
+
 void BatchNormLayer::StoredStatistics(float* mean, float* variance) const {
   const float stored = params_[2]->cpu_data()[0];
   const float factor = stored == 0.f ? 0.f : 1.f / stored;

@@ -134,6 +134,8 @@ class BatchNormLayer : public Layer {
   const Blob* KeptTop(int) const override { return normalized_; }
   // Training moves the running statistics (a replay puts them back: updated once per iteration).
   bool ForwardUpdatesParams() const override { return !use_global_stats_; }
+  // With the stored statistics: scale 1 / sqrt(var + eps) and shift -mean / sqrt(var + eps) per channel.
+  bool ChannelAffine(int channels, std::vector<float>* scale, std::vector<float>* shift) const override;
 
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;

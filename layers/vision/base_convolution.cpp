@@ -49,6 +49,27 @@ void BaseConvolutionLayer::LayerSetUp(const std::vector<Blob*>& bottom, const st
   }
 }
 
+void BaseConvolutionLayer::AbsorbChannelAffine(const std::vector<float>& scale, const std::vector<float>& shift) {
+  CREMA_CHECK(AbsorbsChannelAffine() && bias_term_ && scale.size() == static_cast<size_t>(num_output_) &&
+              shift.size() == scale.size())
+      << describe() << ": a scale and shift of " << scale.size() << " channels cannot fold into " << num_output_
+      << " outputs";
+  // The weights are (conv_out_channels, conv_in_channels / group, kernel...): a convolution's output channel is
+  // the first axis; a deconvolution's is the second, within the group of the first (its input channel).
+  float* weights = params_[0]->mutable_cpu_data();
+  const int kernel = params_[0]->count(2);
+  const int rows = params_[0]->shape(0), columns = params_[0]->shape(1);
+  for (int row = 0; row < rows; ++row) {
+    for (int column = 0; column < columns; ++column) {
+      const int output = reverse_dimensions() ? row / (rows / group_) * columns + column : row;
+      float* tap = weights + (static_cast<size_t>(row) * columns + column) * kernel;
+      for (int k = 0; k < kernel; ++k) tap[k] *= scale[output];
+    }
+  }
+  float* bias = params_[1]->mutable_cpu_data();
+  for (int c = 0; c < num_output_; ++c) bias[c] = bias[c] * scale[c] + shift[c];
+}
+
 int BaseConvolutionLayer::OutputSize(int axis, int in, const Blob& input) {
   const int pad = geometry_.pad[axis], extent = geometry_.extent(axis);
   if (reverse_dimensions()) {

@@ -45,6 +45,12 @@ class BaseConvolutionLayer : public Layer {
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   // Backward reads the input (the weights' gradient), never the output: every engine, cuDNN's included.
   bool BackwardReadsTop(int) const override { return false; }
+  // Inference rewrites (net/fold.hpp): a per-channel scale and shift of the output (channel axis 1) folds into the
+  // weights and the bias (the rewrite gives a layer without one a bias); every engine applies a fused activation
+  // (oneDNN's in its primitive).
+  bool AbsorbsChannelAffine() const override { return channel_axis_ == 1; }
+  void AbsorbChannelAffine(const std::vector<float>& scale, const std::vector<float>& shift) override;
+  bool TakesFusedActivation(const FusedActivation&) const override { return true; }
 
  protected:
   // Deconvolution answers true: its top is the side the kernel slides over.

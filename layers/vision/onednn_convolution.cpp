@@ -50,15 +50,16 @@ template <class Forward, class BackwardData, class BackwardWeights>
 void DescribeKind(dnnl::algorithm algorithm, const memory::desc& src, const memory::desc& weights,
                   const memory::desc* bias, const memory::desc& dst, const memory::dims& strides,
                   const memory::dims& dilates, const memory::dims& pad_left, const memory::dims& pad_right,
-                  dnnl::primitive_desc_base* forward, dnnl::primitive_desc_base* backward_data,
-                  dnnl::primitive_desc_base* backward_weights) {
+                  const FusedActivation& activation, dnnl::primitive_desc_base* forward,
+                  dnnl::primitive_desc_base* backward_data, dnnl::primitive_desc_base* backward_weights) {
   const dnnl::primitive_attr attr = onednn::UserScratchpad();  // the scratchpad comes from the workspace
   const dnnl::engine& engine = CpuEngine();
   const memory::desc no_bias;
+  // A fused activation is the forward's post-op (inference only: the layer then has no backward).
   const typename Forward::primitive_desc forward_pd(
       typename Forward::desc(dnnl::prop_kind::forward_training, algorithm, src, weights, bias ? *bias : no_bias, dst,
                              strides, dilates, pad_left, pad_right),
-      attr, engine);
+      onednn::UserScratchpadWith(activation), engine);
   *forward = forward_pd;
   *backward_weights = typename BackwardWeights::primitive_desc(
       bias ? typename BackwardWeights::desc(algorithm, src, weights, *bias, dst, strides, dilates, pad_left, pad_right)
@@ -179,12 +180,12 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
     if (transposed_)
       DescribeKind<dnnl::deconvolution_forward, dnnl::deconvolution_backward_data,
                    dnnl::deconvolution_backward_weights>(dnnl::algorithm::deconvolution_direct, src, any_weights, bias,
-                                                         dst, strides, dilates, pad_left, pad_right, &p->forward,
-                                                         &p->backward_data, &p->backward_weights);
+                                                         dst, strides, dilates, pad_left, pad_right, fused_activation_,
+                                                         &p->forward, &p->backward_data, &p->backward_weights);
     else
       DescribeKind<dnnl::convolution_forward, dnnl::convolution_backward_data, dnnl::convolution_backward_weights>(
           dnnl::algorithm::convolution_direct, src, any_weights, bias, dst, strides, dilates, pad_left, pad_right,
-          &p->forward, &p->backward_data, &p->backward_weights);
+          fused_activation_, &p->forward, &p->backward_data, &p->backward_weights);
   };
   // oneDNN's own choice is a channel-blocked layout (16 channels a block with AVX-512, 8 with AVX2). Where the
   // channels do not fill whole blocks, the padding is computed too (LeNet's conv2: 20 inputs in 32, 50

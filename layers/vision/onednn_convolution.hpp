@@ -56,6 +56,8 @@ class OneDnnConvolutionLayer : public BaseConvolutionLayer {
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
   bool reverse_dimensions() const override { return transposed_; }
+  // A fused activation is a post-op of the forward primitive.
+  bool ComputesFusedActivation() const override { return fused_activation_.kind != FusedActivation::kNone; }
 
  private:
   const bool transposed_;

@@ -70,6 +70,11 @@ class Context {
   // `memory_plan: RECOMPUTE` in a prototxt; crema's --memory_plan=recompute): off by default.
   void set_recompute(bool on) { recompute_ = on; }
   bool recompute() const { return recompute_; }
+  // Whether nets built on this context that run forward only rewrite themselves for inference (net/fold.hpp:
+  // BatchNorm and Scale folded into convolutions, activations fused; as `fold: false` in a prototxt turns off for
+  // one net; crema's --fold=none): on by default.
+  void set_fold(bool on) { fold_ = on; }
+  bool fold() const { return fold_; }
 
   // A CPU context with this (GPU) context's seed, replica and forced engines, made once: where a layer of a GPU
   // net has no GPU engine, it runs on the host with it (LayerRegistry::Create).
@@ -124,6 +129,7 @@ class Context {
   std::map<std::string, std::string> forced_engines_;
   bool plan_memory_ = true;
   bool recompute_ = false;
+  bool fold_ = true;
   std::unique_ptr<SyncedMemory> ones_;
   int ones_count_ = 0;
   std::shared_ptr<Context> host_twin_;

@@ -117,6 +117,7 @@ void Net::Build(const NetParameter& in_param, const NetPasses& passes) {
   name_ = param.name();
   phase_ = param.state().phase();
   force_backward_ = param.force_backward();
+  fold_ = param.fold();
   // A net without layers would "run" and report a loss of 0: always a wrong file or wrong include rules.
   if (param.layer_size() == 0) {
     const std::string net = (name_.empty() ? std::string("the net") : "net '" + name_ + "'") +
@@ -183,13 +184,7 @@ void Net::Build(const NetParameter& in_param, const NetPasses& passes) {
     }
     // The plan records what the layer declared: views of bottoms, and internal blobs beside the tops.
     step.views = layer->TopViews(static_cast<int>(tops.size()));
-    for (size_t i = 0; i < layer->internal_blobs().size(); ++i) {
-      step.internals.push_back(static_cast<int>(blobs_.size()));
-      blobs_.push_back(layer->internal_blobs()[i]);
-      blob_names_.push_back(layer->internal_blob_names()[i]);
-      blob_index_[blob_names_.back()] = step.internals.back();
-      blob_loss_weights_.push_back(0.f);
-    }
+    RegisterInternalBlobs(*layer, &step);
     for (Blob* bottom : bottoms) step.reshaped_for.push_back(BlobSignature::Of(*bottom));
     layer->set_workspace(workspace_);
     if (layer->workspace_floats() > static_cast<size_t>(workspace_->count()))
@@ -200,6 +195,8 @@ void Net::Build(const NetParameter& in_param, const NetPasses& passes) {
     layer_names_.push_back(layer_param.name());
     IndexLayerName(l, *layer);
     added_by_pass_.push_back(!user_layers.count(layer_param.name()));
+    rewrite_of_.push_back(l);
+    derived_of_layer_.push_back(-1);
     layers_.push_back(std::move(layer));
     plan_.push_back(std::move(step));
   }
@@ -241,6 +238,105 @@ void Net::Build(const NetParameter& in_param, const NetPasses& passes) {
 
 // ---------------------------------------------------------------------------------------------------------
 // The memory plan
+
+void Net::RegisterInternalBlobs(const Layer& layer, PlanStep* step) {
+  for (size_t i = 0; i < layer.internal_blobs().size(); ++i) {
+    step->internals.push_back(static_cast<int>(blobs_.size()));
+    blobs_.push_back(layer.internal_blobs()[i]);
+    blob_names_.push_back(layer.internal_blob_names()[i]);
+    blob_index_[blob_names_.back()] = step->internals.back();
+    blob_loss_weights_.push_back(0.f);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Rewriting the plan
+
+bool Net::BlobReadOutside(int id) const {
+  return !plan_memory_ || kept_blobs_.count(id) > 0 ||
+         std::find(output_blob_indices_.begin(), output_blob_indices_.end(), id) != output_blob_indices_.end();
+}
+
+int Net::ReplaceStepLayer(size_t step, LayerParameter param, const std::vector<int>& tops,
+                          const std::function<void(Layer&)>& prepare) {
+  PlanStep& s = plan_[step];
+  const int replaced = rewrite_of_[s.layer];
+  param.clear_blobs();
+  std::vector<std::vector<int>> bottom_shapes;
+  for (int id : s.bottoms) bottom_shapes.push_back(blobs_[id]->shape());
+  std::unique_ptr<Layer> layer = LayerRegistry::Global().Create(param, bottom_shapes, context_);
+  if (prepare) prepare(*layer);
+  s.tops = tops;
+  s.internals.clear();
+  try {
+    layer->SetUp(Blobs(s.bottoms), Blobs(s.tops));
+  } catch (const Error& error) {
+    CREMA_FAIL() << NamingLayer(error.what(), param.name(), param.type()) << " (rewritten for inference)"
+                 << BottomShapesNote(s.bottoms);
+  }
+  s.views = layer->TopViews(static_cast<int>(s.tops.size()));
+  RegisterInternalBlobs(*layer, &s);
+  s.reshaped_for.clear();
+  for (int id : s.bottoms) s.reshaped_for.push_back(BlobSignature::Of(*blobs_[id]));
+  s.propagate_down.assign(s.bottoms.size(), false);
+  s.needs_backward = false;
+  layer->set_backward_planned(layers_backward_planned_);
+  layer->set_workspace(workspace_);
+  if (layer->workspace_floats() > static_cast<size_t>(workspace_->count()))
+    workspace_->Reshape({static_cast<int>(layer->workspace_floats())});
+  const int index = static_cast<int>(layers_.size());
+  layers_.push_back(std::move(layer));
+  layer_names_.push_back(layer_names_[replaced]);
+  added_by_pass_.push_back(true);
+  rewrite_of_.push_back(replaced);
+  derived_of_layer_.push_back(-1);
+  layer_learnable_params_.push_back({});
+  if (!layer_workspaces_.empty()) layer_workspaces_.push_back(nullptr);
+  s.layer = index;
+  return index;
+}
+
+void Net::AddDerivedParams(int layer, std::vector<const Blob*> sources, std::function<void()> derive) {
+  DerivedParams derived{std::move(sources), {}, std::move(derive)};
+  derived_of_layer_[layer] = static_cast<int>(derived_.size());
+  derived_.push_back(std::move(derived));
+  RefreshDerivedParams(layer);
+}
+
+void Net::RefreshDerivedParams(int layer) {
+  DerivedParams& derived = derived_[derived_of_layer_[layer]];
+  bool changed = derived.versions.size() != derived.sources.size();
+  for (size_t i = 0; i < derived.sources.size() && !changed; ++i)
+    changed = derived.sources[i]->data_version() != derived.versions[i];
+  if (!changed) return;
+  derived.derive();
+  derived.versions.clear();
+  for (const Blob* source : derived.sources) derived.versions.push_back(source->data_version());
+}
+
+void Net::RemoveStep(size_t step) { plan_.erase(plan_.begin() + static_cast<std::ptrdiff_t>(step)); }
+
+void Net::RedirectReads(size_t step, int from, int to) {
+  for (size_t s = step + 1; s < plan_.size(); ++s)
+    for (int& bottom : plan_[s].bottoms)
+      if (bottom == from) bottom = to;
+}
+
+int Net::DropBlobsNoStepUses() {
+  std::vector<bool> used(blobs_.size(), false);
+  for (const PlanStep& step : plan_)
+    for (const std::vector<int>* ids : {&step.bottoms, &step.tops, &step.internals})
+      for (int id : *ids) used[id] = true;
+  for (const Blob* input : input_blobs_)
+    for (size_t id = 0; id < blobs_.size(); ++id) used[id] = used[id] || blobs_[id].get() == input;
+  int dropped = 0;
+  for (size_t id = 0; id < blobs_.size(); ++id) {
+    if (used[id] || BlobReadOutside(static_cast<int>(id))) continue;
+    blobs_[id] = std::make_shared<Blob>(blobs_[id]->shape());
+    ++dropped;
+  }
+  return dropped;
+}
 
 void Net::TellLayersBackwardPlanned(bool planned) {
   if (layers_backward_planned_ == planned) return;
@@ -400,6 +496,9 @@ void Net::ReleaseMemoryPlan(bool keep_values, bool reshape) {
 }
 
 void Net::PlanMemory(bool with_backward) {
+  CREMA_CHECK(!with_backward || rewrites_.empty())
+      << "net '" << name_ << "' was rewritten for inference (" << rewrites_.size()
+      << " steps folded or fused) and runs forward only; build it with fold: false (--fold=none) to run it backward";
   plan_with_backward_ = with_backward;
   if (!plan_memory_) return;
   ReleaseMemoryPlan(false, false);  // BindMemoryPlan reshapes
@@ -424,7 +523,16 @@ void Net::RecomputeSegments(const std::vector<int>& segments) {
 void Net::KeepBlobs(const std::vector<std::string>& names) {
   for (const std::string& name : names) {
     blob_by_name(name);  // names the blob a net lacks
-    kept_blobs_.insert(blob_index_.at(name));
+    const int id = blob_index_.at(name);
+    bool computed = std::find(input_blobs_.begin(), input_blobs_.end(), blobs_[id].get()) != input_blobs_.end();
+    for (const PlanStep& step : plan_)
+      computed = computed || std::find(step.tops.begin(), step.tops.end(), id) != step.tops.end() ||
+                 std::find(step.internals.begin(), step.internals.end(), id) != step.internals.end();
+    CREMA_CHECK(computed || rewrites_.empty())
+        << "net '" << name_ << "': blob '" << name << "' is no longer computed: the inference rewrites folded the "
+        << "step that wrote it into another (" << rewrites_.size() << " rewrites; crema time lists them); ask for it "
+        << "before the weights are loaded, or build the net with fold: false (--fold=none)";
+    kept_blobs_.insert(id);
   }
   PlanMemory(plan_with_backward_);
 }
@@ -660,6 +768,7 @@ float Net::ForwardStep(size_t step) {
   ReshapeStep(step);
   const PlanStep& s = plan_[step];
   Layer& layer = *layers_[s.layer];
+  if (derived_of_layer_[s.layer] >= 0) RefreshDerivedParams(s.layer);
   float loss = 0.f;
   StepTimer timer = StartStepTimer();
   try {
@@ -900,9 +1009,17 @@ size_t Net::activation_bytes() const {
 
 std::vector<Net::HeldBuffer> Net::HeldBuffers() const {
   std::vector<HeldBuffer> held;
-  for (size_t i = 0; i < layers_.size(); ++i)
+  for (size_t i = 0; i < layers_.size(); ++i) {
     for (Layer::HeldBuffer& buffer : layers_[i]->HeldBuffers())
       if (buffer.bytes > 0) held.push_back({static_cast<int>(i), std::move(buffer)});
+    // A rewritten layer's parameters of its own (weights with a BatchNorm folded in), beside the file's.
+    if (derived_of_layer_[i] < 0) continue;
+    const auto& original = layers_[rewrite_of_[i]]->params();
+    size_t bytes = 0;
+    for (const auto& param : layers_[i]->params())
+      if (std::find(original.begin(), original.end(), param) == original.end()) bytes += param->count() * sizeof(float);
+    if (bytes > 0) held.push_back({static_cast<int>(i), {"parameters folded for inference", bytes, Device::kCPU}});
+  }
   std::stable_sort(held.begin(), held.end(),
                    [](const HeldBuffer& a, const HeldBuffer& b) { return a.buffer.bytes > b.buffer.bytes; });
   return held;
@@ -959,7 +1076,8 @@ std::vector<std::string> Net::CopyTrainedLayersFrom(const NetParameter& trained)
   // fine-tuning: running on would score, extract or train from the fillers' random values.
   std::vector<std::string> with_params, in_file;
   for (size_t l = 0; l < layers_.size(); ++l)
-    if (!layers_[l]->params().empty() && !added_by_pass_[l]) with_params.push_back(layer_names_[l]);
+    if (!layers_[l]->params().empty() && !added_by_pass_[l] && rewrite_of_[l] == static_cast<int>(l))
+      with_params.push_back(layer_names_[l]);
   for (const auto& source : trained.layer())
     if (source.blobs_size() > 0) in_file.push_back(source.name());
   CREMA_CHECK(!copied.empty() || with_params.empty())
@@ -1054,6 +1172,7 @@ std::vector<std::string> Net::LayersNotCopied(const std::vector<std::string>& co
   }
   std::vector<std::string> missing;
   for (size_t l = 0; l < layers_.size(); ++l) {
+    if (rewrite_of_[l] != static_cast<int>(l)) continue;  // derived from the layer it stands for
     for (const auto& blob : layers_[l]->params()) {
       if (!covered.count(blob->data().get())) {
         missing.push_back(layer_names_[l]);
@@ -1066,6 +1185,7 @@ std::vector<std::string> Net::LayersNotCopied(const std::vector<std::string>& co
 
 void Net::ShareTrainedLayersWith(const Net& other) {
   for (size_t l = 0; l < other.layers_.size(); ++l) {
+    if (other.rewrite_of_[l] != static_cast<int>(l)) continue;
     auto found = layer_index_.find(other.layer_names_[l]);
     if (found == layer_index_.end()) continue;
     auto& mine = layers_[found->second]->params();
@@ -1090,6 +1210,8 @@ void Net::ToProto(NetParameter* param, bool write_diff) const {
     // that the definition it carries builds the same net again (an Input layer made from the deprecated `input`
     // fields is written: the net needs it).
     if (added_by_pass_[l] && layers_[l]->type() == std::string("Split")) continue;
+    // A layer rewritten for inference is written as the prototxt has it, with its own parameters.
+    if (rewrite_of_[l] != static_cast<int>(l)) continue;
     LayerParameter* layer = param->add_layer();
     layers_[l]->ToProto(layer, write_diff);
     for (int b = 0; b < layer->bottom_size(); ++b) layer->set_bottom(b, UserBlobName(layer->bottom(b)));
@@ -1122,8 +1244,9 @@ NetParameter ReadNetDefinition(const std::string& path) {
 }
 
 void Net::SaveRuntimeState(const std::string& net_name, SolverState* state) const {
-  for (const auto& layer : layers_) {
-    if (!layer->HasRuntimeState()) continue;
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const auto& layer = layers_[l];
+    if (!layer->HasRuntimeState() || rewrite_of_[l] != static_cast<int>(l)) continue;
     LayerRuntimeState* saved = state->add_layer_state();
     layer->SaveRuntimeState(saved);
     saved->set_net(net_name);

@@ -11,7 +11,8 @@
 //   after-build passes over the built plan: decide_backward (which steps run backward, and to which bottoms),
 //                      plan_layouts
 //   after-weights      over the plan once weights are loaded (RunAfterWeightsPasses; inference tools call it,
-//                      training never does): where BatchNorm folding will go
+//                      training never does): the inference rewrites of a net that runs forward only (net/fold.hpp:
+//                      BatchNorm and Scale folded into convolutions, activations fused, identities dropped)
 // The result is `plan()`: an ordered list of steps, each naming the layer, the blobs it reads and writes, the
 // tops that are views of its bottoms, and its internal blobs. Forward runs the steps in order, Backward in
 // reverse. Steps and layers are two lists (a pass may remove or reorder steps); every table taken from the steps
@@ -272,6 +273,41 @@ class Net {
   // The names of the passes this net was built with, in the order they ran.
   const std::vector<std::string>& passes_run() const { return passes_run_; }
 
+  // Rewriting the plan (the inference rewrites of net/fold.hpp use these; steps and layers stay two lists).
+  // Whether the net runs forward only: no step runs backward, or whoever runs it said so (PlanMemory(false)).
+  bool forward_only() const { return !plan_with_backward_; }
+  // Whether the inference rewrites may run: the net's `fold` field and its context's setting (--fold).
+  bool fold_allowed() const { return fold_ && context_->fold(); }
+  // Whether blob `id`'s values are read from outside the plan after a forward pass: the net's outputs, the blobs
+  // KeepBlobs named, and, in a net without a memory plan, every blob (each keeps its values for whoever reads it, as
+  // in Caffe). A rewrite never leaves such a blob unwritten or changes what it holds.
+  bool BlobReadOutside(int id) const;
+  // Replaces step `step`'s layer with a new one built from `param` (without its blobs; the registry picks the engine
+  // for the step's bottoms as for any layer), which `prepare` configures before it is set up over the step's bottoms
+  // and `tops`. The step then runs forward only. The replaced layer stays in layers() with its parameters, which
+  // weight files read and write and Python shows; the new one stands for it (rewrite_of), under its name, and is never
+  // written to a file. Returns the new layer's index.
+  int ReplaceStepLayer(size_t step, LayerParameter param, const std::vector<int>& tops,
+                       const std::function<void(Layer&)>& prepare);
+  // The layer that layer `layer` stands for: the replaced one for a rewritten layer, else `layer` itself.
+  int rewrite_of(int layer) const { return rewrite_of_[layer]; }
+  // Parameters derived from others (weights with a BatchNorm folded in): `derive` computes layer `layer`'s from
+  // `sources` now, and again before the layer's step runs forward whenever the data of a source may have changed
+  // since (Blob::data_version: Python's edits, other weights copied in).
+  void AddDerivedParams(int layer, std::vector<const Blob*> sources, std::function<void()> derive);
+  // Removes step `step` from the plan (its layer stays in layers()).
+  void RemoveStep(size_t step);
+  // Later steps (after `step`) read blob `to` where they read `from`.
+  void RedirectReads(size_t step, int from, int to);
+  // Gives every blob that no step reads or writes any more, and that is not read from outside (BlobReadOutside),
+  // new storage of its shape, allocated only if something touches it: the memory of the values a rewrite no longer
+  // computes goes, and no such blob views another's memory. Returns how many blobs it gave new storage.
+  int DropBlobsNoStepUses();
+  // What the rewrites did, a line for each rewritten step ("conv1 [onednn]: folded bn1, scale1; fused relu1 (ReLU)"):
+  // crema time lists them, Python shows them as Net.rewrites.
+  void RecordRewrite(std::string note) { rewrites_.push_back(std::move(note)); }
+  const std::vector<std::string>& rewrites() const { return rewrites_; }
+
  private:
   void Build(const NetParameter& param, const NetPasses& passes);
   // CopyTrainedLayersFrom's copy, without the check that something was copied.
@@ -290,6 +326,10 @@ class Net {
   void IndexLayerName(int index, Layer& layer);
   // Re-makes the step's views and re-runs its layer's Reshape when its bottoms changed.
   void ReshapeStep(size_t step);
+  // Lists the internal blobs of `layer` (just set up for `step`) among the net's blobs and in the step.
+  void RegisterInternalBlobs(const Layer& layer, PlanStep* step);
+  // Runs the derivation of layer `layer`'s parameters again where a source changed (AddDerivedParams).
+  void RefreshDerivedParams(int layer);
   // ReshapeStep for every step in order; with `every`, each is reshaped whether or not its bottoms changed (their
   // storage moved: the memory plan's binding and release).
   void ReshapeSteps(bool every);
@@ -338,6 +378,18 @@ class Net {
   std::vector<bool> added_by_pass_;  // per layer: not in the prototxt (a Split, say), not written to .caffemodel
   std::shared_ptr<Blob> workspace_;
   std::vector<NetPass> after_weights_;
+  // The rewrites: per layer, the layer it stands for (itself for the prototxt's and the Splits); the derived
+  // parameters, each with the versions of its sources it was derived from; per layer, its derivation (-1: none).
+  std::vector<int> rewrite_of_;
+  struct DerivedParams {
+    std::vector<const Blob*> sources;
+    std::vector<uint64_t> versions;
+    std::function<void()> derive;
+  };
+  std::vector<DerivedParams> derived_;
+  std::vector<int> derived_of_layer_;
+  std::vector<std::string> rewrites_;
+  bool fold_ = true;  // NetParameter.fold
   std::vector<std::string> passes_run_;
   std::function<void(int)> gradient_ready_;
   std::vector<int> gradient_ready_step_;              // per learnable parameter

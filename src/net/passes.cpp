@@ -10,6 +10,7 @@
 #include <sstream>
 #include <utility>
 
+#include "net/fold.hpp"
 #include "net/upgrade.hpp"
 
 namespace crema {
@@ -22,6 +23,12 @@ NetPasses NetPasses::Default() {
                       {"upgrade_inputs", UpgradeInputs},
                       {"insert_splits", InsertSplits}};
   passes.after_build = {{"decide_backward", DecideBackward}, {"plan_layouts", PlanLayouts}};
+  // The inference rewrites (net/fold.hpp), for a net that runs forward only.
+  passes.after_weights = {{"plain_layouts", PlainLayoutsForRewrites},
+                          {"fold_identities", FoldIdentities},
+                          {"fold_into_producers", FoldIntoProducers},
+                          {"drop_unused_blobs", DropUnusedBlobs},
+                          {"plan_layouts", PlanLayoutsAfterRewrites}};
   return passes;
 }
 

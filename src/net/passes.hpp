@@ -8,6 +8,8 @@
 // After-build passes (over a built net: its steps, layers and blobs):
 //   decide_backward which steps run backward, and to which bottoms they send gradients
 //   plan_layouts    keep a blob in its writer's layout where every reader takes it (core/layout.hpp)
+// After-weights passes (once the weights are loaded; Net::RunAfterWeightsPasses): the inference rewrites of
+// net/fold.hpp, for a net that runs forward only.
 //
 // Adding a pass: write it here as a function, add it to NetPasses::Default() (passes.cpp) at the stage it
 // belongs to, and test it on its own (tests/test_net_foundation.cpp, NetPassesTest). docs/architecture.md has a worked

@@ -165,6 +165,8 @@ std::vector<int64_t> ExtractFeatures(Net* net, const FeatureExtraction& job) {
   if (has_label_blob) kept.push_back("label");
   net->PlanMemory(false);  // forward passes only
   net->KeepBlobs(kept);
+  // Once it is known what is read: the inference rewrites never fold a blob written out away.
+  net->RunAfterWeightsPasses();
   LOG(INFO) << "Extracting features";
   std::vector<int64_t> items(count, 0);
   for (int batch = 0; batch < job.mini_batches; ++batch) {

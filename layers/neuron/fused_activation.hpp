@@ -1,0 +1,16 @@
+// The activations a Convolution, Deconvolution or InnerProduct applies to its own output when the inference
+// rewrites fuse one into it (FusedActivation, layers/layer.hpp; net/fold.hpp): the rules of the ReLU, ELU, Sigmoid,
+// TanH and Clip layers themselves, run over the top in place, on the layer's device.
+#pragma once
+
+#include "core/blob.hpp"
+#include "core/context.hpp"
+#include "layers/layer.hpp"
+
+namespace crema {
+
+// top = activation(top), value by value, with the activation layer's own rule (so a fused net computes what the
+// unfused one does, bit for bit, where the engine leaves the activation to this).
+void ApplyFusedActivation(Context& context, const FusedActivation& activation, Blob* top);
+
+}  // namespace crema

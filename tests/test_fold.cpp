@@ -1,0 +1,259 @@
+// The inference rewrites (net/fold.hpp): where they fold and fuse, where they must not, that the folded net computes
+// the unfolded net's outputs (values computed here by the unfolded net, whose layers have tests of their own), that
+// weight files and the parameters users see stay the prototxt's, that folded weights follow edits, and that every
+// engine with a fused activation computes the reference engine's result followed by the activation layer's.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "io/proto_io.hpp"
+#include "layers/layer_registry.hpp"
+#include "net/fold.hpp"
+#include "net/net.hpp"
+#include "test_util.hpp"
+
+namespace crema {
+namespace {
+
+using test::ParseNet;
+
+// A convolution without a bias, BatchNorm, Scale with a bias and ReLU, in place (as ResNet has them), then a
+// second unit out of place (conv2 -> bn2 -> sc2 -> relu2), then an inner product with a BatchNorm, a Dropout and a
+// TanH.
+const char kNet[] = R"(
+  name: 'folding'
+  layer { name: 'data' type: 'Input' top: 'data' input_param { shape { dim: 2 dim: 3 dim: 9 dim: 9 } } }
+  layer { name: 'conv1' type: 'Convolution' bottom: 'data' top: 'conv1'
+          convolution_param { num_output: 8 kernel_size: 3 pad: 1 bias_term: false } }
+  layer { name: 'bn1' type: 'BatchNorm' bottom: 'conv1' top: 'conv1' }
+  layer { name: 'sc1' type: 'Scale' bottom: 'conv1' top: 'conv1' scale_param { bias_term: true } }
+  layer { name: 'relu1' type: 'ReLU' bottom: 'conv1' top: 'conv1' }
+  layer { name: 'conv2' type: 'Convolution' bottom: 'conv1' top: 'conv2'
+          convolution_param { num_output: 6 kernel_size: 3 stride: 2 group: 2 } }
+  layer { name: 'bn2' type: 'BatchNorm' bottom: 'conv2' top: 'bn2' }
+  layer { name: 'sc2' type: 'Scale' bottom: 'bn2' top: 'sc2' scale_param { bias_term: true } }
+  layer { name: 'relu2' type: 'ReLU' bottom: 'sc2' top: 'relu2' relu_param { negative_slope: 0.1 } }
+  layer { name: 'fc' type: 'InnerProduct' bottom: 'relu2' top: 'fc'
+          inner_product_param { num_output: 5 transpose: true } }
+  layer { name: 'bnfc' type: 'BatchNorm' bottom: 'fc' top: 'fc' }
+  layer { name: 'drop' type: 'Dropout' bottom: 'fc' top: 'drop' }
+  layer { name: 'tanh' type: 'TanH' bottom: 'drop' top: 'out' }
+)";
+
+// Random weights and statistics: every BatchNorm's means and variances (the factor dividing them 2), every Scale's
+// scale and bias, every convolution's and inner product's weights.
+void Randomize(Net* net, uint64_t seed) {
+  for (const auto& layer : net->layers()) {
+    const std::string type = layer->type();
+    if (type == "BatchNorm") {
+      test::FillUniform(layer->params()[0].get(), -1.f, 1.f, seed++);
+      test::FillUniform(layer->params()[1].get(), 0.5f, 4.f, seed++);
+      layer->params()[2]->set_data(2.f);
+    } else {
+      for (const auto& blob : layer->params()) test::FillUniform(blob.get(), -0.5f, 1.f, seed++);
+    }
+  }
+  for (Blob* input : net->input_blobs()) test::FillGaussian(input, 0.f, 1.f, seed++);
+}
+
+struct Built {
+  std::unique_ptr<Net> net;
+  std::vector<float> out;
+};
+
+// The net of `text`, forward only, with `prepare` run before the passes after the weights; its output after one pass.
+Built Build(const std::string& text, bool fold, bool plan_memory = true,
+            const std::function<void(Net*)>& prepare = nullptr) {
+  NetParameter param = ParseNet(text);
+  param.set_fold(fold);
+  auto context = std::make_shared<Context>(Device::kCPU, 0, 7);
+  context->set_plan_memory(plan_memory);
+  Built built{std::make_unique<Net>(param, context), {}};
+  Randomize(built.net.get(), 11);
+  built.net->PlanMemory(false);
+  if (prepare) prepare(built.net.get());
+  built.net->RunAfterWeightsPasses();
+  built.net->Forward();
+  built.out = test::DataOf(*built.net->blob_by_name("out"));
+  return built;
+}
+
+void ExpectClose(const std::vector<float>& actual, const std::vector<float>& expected) {
+  ASSERT_EQ(actual.size(), expected.size());
+  float largest = 0.f;
+  for (float v : expected) largest = std::max(largest, std::abs(v));
+  ASSERT_GT(largest, 0.f);
+  for (size_t i = 0; i < expected.size(); ++i) EXPECT_NEAR(actual[i], expected[i], 1e-5f * largest) << "at " << i;
+}
+
+std::vector<std::string> StepLayers(const Net& net) {
+  std::vector<std::string> names;
+  for (const PlanStep& step : net.plan()) names.push_back(net.layer_names()[step.layer]);
+  return names;
+}
+
+TEST(FoldTest, BatchNormScaleAndActivationsFoldIntoTheProducersWithTheSameOutputs) {
+  const Built unfolded = Build(kNet, false);
+  const Built folded = Build(kNet, true);
+  EXPECT_TRUE(unfolded.net->rewrites().empty());
+  // The Dropout goes first; then the TanH reads the inner product's output and fuses into it.
+  EXPECT_EQ(StepLayers(*folded.net), (std::vector<std::string>{"data", "conv1", "conv2", "fc"}));
+  ASSERT_EQ(folded.net->rewrites().size(), 4u);
+  EXPECT_EQ(folded.net->rewrites()[0], "drop (Dropout): removed, its forward pass copies its input");
+  EXPECT_NE(folded.net->rewrites()[1].find("conv1 (Convolution): folded bn1 (BatchNorm), sc1 (Scale); fused relu1 "
+                                           "(ReLU)"),
+            std::string::npos)
+      << folded.net->rewrites()[1];
+  EXPECT_NE(folded.net->rewrites()[2].find("fused relu2 (ReLU(negative_slope 0.1))"), std::string::npos);
+  EXPECT_NE(folded.net->rewrites()[3].find("fc (InnerProduct): folded bnfc (BatchNorm); fused tanh (TanH)"),
+            std::string::npos);
+  ExpectClose(folded.out, unfolded.out);
+  // The rewritten layers stand for the prototxt's, whose parameters stay the user's.
+  const Net& net = *folded.net;
+  const int conv1 = net.plan()[1].layer;
+  EXPECT_NE(net.rewrite_of(conv1), conv1);
+  EXPECT_EQ(net.layer_by_name("conv1"), net.layers()[net.rewrite_of(conv1)].get());
+  EXPECT_EQ(net.layer_by_name("conv1")->params().size(), 1u);  // still no bias
+  EXPECT_EQ(net.layers()[conv1]->params().size(), 2u);         // the folded one has one
+}
+
+TEST(FoldTest, WeightFilesHoldTheUnfoldedLayersAndLoadIntoAFoldedNet) {
+  const Built unfolded = Build(kNet, false);
+  const Built folded = Build(kNet, true);
+  NetParameter a, b;
+  unfolded.net->ToProto(&a);
+  folded.net->ToProto(&b);
+  EXPECT_EQ(a.SerializeAsString(), b.SerializeAsString());
+  // A folded net takes weights as the prototxt's layers have them, and derives its folded weights again.
+  test::TempDir dir;
+  const std::string weights = dir.file("w.caffemodel");
+  WriteProtoToBinaryFile(a, weights);
+  Built other = Build(kNet, true);
+  ASSERT_FALSE(other.net->rewrites().empty());
+  other.net->CopyTrainedLayersFrom(weights);
+  other.net->Forward();
+  ExpectClose(test::DataOf(*other.net->blob_by_name("out")), unfolded.out);
+}
+
+TEST(FoldTest, FoldedWeightsFollowEditsOfTheLayersParameters) {
+  Built unfolded = Build(kNet, false);
+  Built folded = Build(kNet, true);
+  // As Python's net.params['bn1'][1].data[...] = v and net.params['conv2'][0].data[...] = w do.
+  for (Net* net : {unfolded.net.get(), folded.net.get()}) {
+    test::FillUniform(net->layer_by_name("bn1")->params()[1].get(), 1.f, 2.f, 99);
+    test::FillUniform(net->layer_by_name("conv2")->params()[0].get(), -1.f, 1.f, 98);
+    net->Forward();
+  }
+  const std::vector<float> expected = test::DataOf(*unfolded.net->blob_by_name("out"));
+  EXPECT_GT(test::AbsSum(expected), 0.0);
+  ExpectClose(test::DataOf(*folded.net->blob_by_name("out")), expected);
+  float before = 0.f;
+  for (size_t i = 0; i < expected.size(); ++i) before = std::max(before, std::abs(expected[i] - unfolded.out[i]));
+  EXPECT_GT(before, 1e-3f);  // the edits changed the outputs
+}
+
+TEST(FoldTest, BlobsReadFromOutsideStopTheFoldsThatWouldLeaveThemUnwritten) {
+  // Kept by name before the passes: conv2's output is read, so bn2 may not fold out of place; bn2's top too.
+  const Built kept = Build(kNet, true, true, [](Net* net) { net->KeepBlobs({"conv2", "bn2"}); });
+  EXPECT_EQ(StepLayers(*kept.net), (std::vector<std::string>{"data", "conv1", "conv2", "bn2", "sc2", "relu2", "fc"}));
+  ExpectClose(kept.out, Build(kNet, false).out);
+  // Without a memory plan every blob keeps its values for whoever reads them: only the in-place chains fold (and the
+  // Dropout out of place stays).
+  const Built unplanned = Build(kNet, true, false);
+  EXPECT_EQ(StepLayers(*unplanned.net),
+            (std::vector<std::string>{"data", "conv1", "conv2", "bn2", "sc2", "relu2", "fc", "drop", "tanh"}));
+  // A blob folded away cannot be asked for afterwards.
+  const Built folded = Build(kNet, true);
+  test::ExpectErrorContaining([&] { folded.net->KeepBlobs({"bn2"}); },
+                              {"blob 'bn2' is no longer computed", "fold: false"});
+}
+
+TEST(FoldTest, NetsThatRunBackwardOrSayNoAreNotRewritten) {
+  // A net planned for backward (training, force_backward) keeps its plan.
+  NetParameter param = ParseNet(kNet);
+  param.set_force_backward(true);
+  Net backward(param);
+  backward.RunAfterWeightsPasses();
+  EXPECT_TRUE(backward.rewrites().empty());
+  EXPECT_EQ(backward.plan().size(), 13u);
+  // The context's setting (--fold=none).
+  auto context = std::make_shared<Context>();
+  context->set_fold(false);
+  Net off(ParseNet(kNet), context);
+  off.RunAfterWeightsPasses();
+  EXPECT_TRUE(off.rewrites().empty());
+  // A rewritten net refuses to be planned for backward, and its fused layers refuse a backward pass.
+  const Built folded = Build(kNet, true);
+  test::ExpectErrorContaining([&] { folded.net->PlanMemory(true); }, {"rewritten for inference", "fold: false"});
+}
+
+TEST(FoldTest, DeconvolutionsFoldPerOutputChannelWithGroups) {
+  const char net[] = R"(
+    layer { name: 'data' type: 'Input' top: 'data' input_param { shape { dim: 2 dim: 4 dim: 5 dim: 5 } } }
+    layer { name: 'up' type: 'Deconvolution' bottom: 'data' top: 'up'
+            convolution_param { num_output: 6 kernel_size: 3 stride: 2 group: 2 } }
+    layer { name: 'bn' type: 'BatchNorm' bottom: 'up' top: 'up' }
+    layer { name: 'bias' type: 'Bias' bottom: 'up' top: 'up' }
+    layer { name: 'elu' type: 'ELU' bottom: 'up' top: 'out' elu_param { alpha: 0.5 } }
+  )";
+  const Built folded = Build(net, true);
+  EXPECT_EQ(StepLayers(*folded.net), (std::vector<std::string>{"data", "up"}));
+  ExpectClose(folded.out, Build(net, false).out);
+}
+
+// Every engine of Convolution, Deconvolution and InnerProduct, with every activation fused, against the reference
+// engine followed by the activation's own layer.
+TEST(FoldTest, EveryEngineWithAFusedActivationMatchesTheReferenceAndTheActivationLayer) {
+  struct Producer {
+    const char* type;
+    const char* params;
+  };
+  const std::vector<Producer> producers = {
+      {"Convolution", "convolution_param { num_output: 12 kernel_size: 3 pad: 1 }"},
+      {"Convolution", "convolution_param { num_output: 16 kernel_size: 1 group: 2 }"},
+      {"Deconvolution", "convolution_param { num_output: 5 kernel_size: 2 stride: 2 }"},
+      {"InnerProduct", "inner_product_param { num_output: 7 }"}};
+  const std::vector<std::string> activations = {"type: 'ReLU'",
+                                                "type: 'ReLU' relu_param { negative_slope: 0.2 }",
+                                                "type: 'ELU' elu_param { alpha: 0.7 }",
+                                                "type: 'Sigmoid'",
+                                                "type: 'TanH'",
+                                                "type: 'Clip' clip_param { min: -0.3 max: 0.4 }"};
+  int compared = 0;
+  for (const Producer& producer : producers) {
+    for (const std::string& engine : LayerRegistry::Global().Engines(producer.type, Device::kCPU)) {
+      for (const std::string& activation : activations) {
+        SCOPED_TRACE(std::string(producer.type) + " " + producer.params + ", engine " + engine + ", " + activation);
+        const std::string text = std::string(R"(
+          layer { name: 'data' type: 'Input' top: 'data' input_param { shape { dim: 2 dim: 8 dim: 6 dim: 6 } } }
+          layer { name: 'p' type: ')") +
+                                 producer.type + "' bottom: 'data' top: 'p' " + producer.params +
+                                 " }\n layer { name: 'a' " + activation + " bottom: 'p' top: 'out' }";
+        const auto run = [&](const std::string& forced, bool fold) {
+          NetParameter param = ParseNet(text);
+          param.set_fold(fold);
+          auto context = std::make_shared<Context>(Device::kCPU, 0, 7);
+          context->force_engine(producer.type, forced);
+          Net net(param, context);
+          Randomize(&net, 21);
+          net.RunAfterWeightsPasses();
+          EXPECT_EQ(net.plan().size(), fold ? 2u : 3u);
+          EXPECT_EQ(net.layers()[net.plan()[1].layer]->engine(), forced);
+          net.Forward();
+          return test::DataOf(*net.blob_by_name("out"));
+        };
+        const std::string reference = LayerRegistry::Global().Engines(producer.type, Device::kCPU).back();
+        ExpectClose(run(engine, true), run(reference, false));
+        ++compared;
+      }
+    }
+  }
+  EXPECT_GE(compared, 4 * 2 * 6);  // at least the native and reference engines of each
+}
+
+}  // namespace
+}  // namespace crema
