@@ -449,20 +449,30 @@ def _field(number, payload):
 
 def write_caffemodel(net, model, path):
     """The weights of `model` (torch_net(net)) as a binary NetParameter: each learned layer with its name, type
-    and blobs (weights, then bias) in Caffe's shapes. Written field by field (BlobProto.data packed), since the
-    CaffeNet family's 60 million weights are slow through protobuf's Python lists."""
+    and blobs in Caffe's shapes: weights, then bias; a BatchNorm's running mean and variance and a scale factor of
+    1 (Caffe keeps sums and the factor that divides them); a Scale folded into the BatchNorm before it (torch's
+    affine BatchNorm2d) its weight and bias. Written field by field (BlobProto.data packed), since the CaffeNet
+    family's 60 million weights are slow through protobuf's Python lists."""
+    import torch
+
     pb = schema()
     with open(path, "wb") as f:
+        batch_norm = None  # the module of the last BatchNorm, whose affine part a folded Scale holds
         for layer in net.layer:
-            if layer.name not in model.learned:
+            if layer.name in model.folded:
+                tensors = [batch_norm.weight, batch_norm.bias]
+            elif layer.name in model.learned:
+                module = model.learned[layer.name]
+                if layer.type == "BatchNorm":
+                    batch_norm = module
+                    tensors = [module.running_mean, module.running_var, torch.ones(1)]
+                else:
+                    tensors = [module.weight] + ([module.bias] if module.bias is not None else [])
+            else:
                 continue
-            module = model.learned[layer.name]
             head = pb.LayerParameter(name=layer.name, type=layer.type).SerializeToString()
             blobs = b""
-            if layer.type in ("BatchNorm", "Scale"):
-                raise ValueError("layer '%s': write_caffemodel writes Convolution and InnerProduct weights only"
-                                 % layer.name)
-            for tensor in [module.weight] + ([module.bias] if module.bias is not None else []):
+            for tensor in tensors:
                 shape = pb.BlobShape(dim=list(tensor.shape)).SerializeToString()
                 values = tensor.detach().contiguous().numpy().astype("<f4").tobytes()
                 blob = _field(7, shape) + _field(5, values)  # BlobProto.shape = 7, BlobProto.data = 5 (packed)

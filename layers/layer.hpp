@@ -76,6 +76,7 @@ class Layer {
   // Learned parameters (weights, biases): what Caffe calls a layer's blobs, and what a .caffemodel holds as a
   // layer's `blobs`.
   std::vector<std::shared_ptr<Blob>>& params() { return params_; }
+  const std::vector<std::shared_ptr<Blob>>& params() const { return params_; }
 
   // Floating-point operations (a multiply-add counts two) of one Forward, and of one Backward that computes
   // the parameter gradients the layer learns and the bottom gradients `propagate_down` asks for, at the

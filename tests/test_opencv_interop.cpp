@@ -417,6 +417,75 @@ TEST(OpenCvInteropTest, ResNetShapedNetAgrees) {
   ExpectAgreement(RunBoth(WriteNet(dir, "resnet.prototxt", kResNetShaped), 3, -1.f, 1.f, 16), 11);
 }
 
+// crema fold writes the ResNet-shaped net with its BatchNorm and Scale layers folded into the convolutions (which get
+// biases) and its ReLUs after them, as plain Caffe layers: OpenCV reads those files and computes what crema computes
+// with the net as written.
+TEST(OpenCvInteropTest, ANetFoldedByCremaFoldGivesTheSameOutputsUnderOpenCv) {
+  test::TempDir dir;
+  const std::string model = WriteNet(dir, "resnet.prototxt", kResNetShaped);
+  NetParameter param;
+  ReadProtoFromTextFile(model, &param);
+  param.set_fold(false);
+  Net net(param, std::make_shared<Context>(Device::kCPU, 0, 17));
+  RandomStream random(17);
+  FillParameters(&net, 1.f, &random);
+  Blob& input = *net.input_blobs()[0];
+  Fill(Filler("uniform", -1.f, 1.f), &input, &random);
+  net.Forward();
+  SpreadScores(param, &net);
+  net.Forward();
+  const std::vector<float> expected = PlainValues(*net.blob_by_name("prob"));
+  NetParameter trained;
+  net.ToProto(&trained);
+  const std::string weights = dir.file("resnet.caffemodel");
+  WriteProtoToBinaryFile(trained, weights);
+
+  const std::string folded_model = dir.file("folded.prototxt"), folded_weights = dir.file("folded.caffemodel");
+  std::string output;
+  ASSERT_EQ(test::RunCommand(test::ToolsDir() + "/crema fold --model=" + model + " --weights=" + weights +
+                                 " --output_model=" + folded_model + " --output_weights=" + folded_weights,
+                             &output),
+            0)
+      << output;
+  // Plain layers: no BatchNorm or Scale is left, each convolution has a bias, and the ReLUs are there, in place.
+  NetParameter folded;
+  ReadProtoFromTextFile(folded_model, &folded);
+  int convolutions = 0, relus = 0;
+  for (const auto& layer : folded.layer()) {
+    EXPECT_NE(layer.type(), "BatchNorm") << layer.name();
+    EXPECT_NE(layer.type(), "Scale") << layer.name();
+    EXPECT_EQ(layer.blobs_size(), 0) << layer.name();
+    if (layer.type() == "Convolution") {
+      EXPECT_TRUE(layer.convolution_param().bias_term()) << layer.name();
+      ++convolutions;
+    }
+    if (layer.type() == "ReLU") {
+      EXPECT_EQ(layer.bottom(0), layer.top(0)) << layer.name();
+      ++relus;
+    }
+  }
+  EXPECT_EQ(convolutions, 6);
+  EXPECT_EQ(relus, 5);
+  EXPECT_EQ(folded.layer_size(), 6 + 5 + 6);  // + data, two Eltwise, pool, fc, prob
+
+  cv::dnn::Net opencv = cv::dnn::readNetFromCaffe(folded_model, folded_weights);
+  ASSERT_FALSE(opencv.empty());
+  opencv.setPreferableBackend(cv::dnn::DNN_BACKEND_OPENCV);
+  opencv.setPreferableTarget(cv::dnn::DNN_TARGET_CPU);
+  const std::vector<int> shape = input.shape();
+  std::vector<float> values = PlainValues(input);
+  opencv.setInput(cv::Mat(static_cast<int>(shape.size()), shape.data(), CV_32F, values.data()));
+  const cv::Mat prob = opencv.forward("prob");
+  ASSERT_EQ(prob.total(), expected.size());
+  const std::vector<float> actual(prob.ptr<float>(), prob.ptr<float>() + prob.total());
+  const auto [largest, worst] = LargestAndWorst(expected, actual);
+  EXPECT_GT(largest, 0.0);
+  EXPECT_LE(worst, kRelativeTolerance * largest) << "largest " << largest;
+  // The probabilities mean something: neither saturated nor uniform.
+  EXPECT_LT(*std::max_element(expected.begin(), expected.end()), 0.99f);
+  EXPECT_GT(*std::max_element(expected.begin(), expected.end()), 0.2f);
+}
+
 // Pooling windows at the edges, where Caffe's rules are particular: with ceil rounding the last window may
 // overhang the padded input; AVE then divides by the part of the window inside the input plus its padding (not by
 // the whole kernel, nor by the inside part alone); a last window starting in the padding is dropped. And LRN in

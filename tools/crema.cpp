@@ -33,6 +33,7 @@
 #include "io/db.hpp"
 #include "io/proto_io.hpp"
 #include "layers/layer_registry.hpp"
+#include "net/fold.hpp"
 #include "net/lifetimes.hpp"
 #include "net/memory_plan.hpp"
 #include "net/net.hpp"
@@ -75,6 +76,8 @@ DEFINE_string(fold, "all",
               "convolution or inner product before them, fuses the activation after one into it, and drops Dropout "
               "and Split steps, once its weights are loaded; crema time lists what it did) or none (the plan as "
               "written); a net's own fold: false turns it off for that net");
+DEFINE_string(output_model, "", "fold: the folded net's definition to write (a prototxt)");
+DEFINE_string(output_weights, "", "fold: the folded net's weights to write (a .caffemodel)");
 DEFINE_string(keep_blobs, "",
               "test, time: blobs to keep readable after each pass, comma-separated (the net's inputs and outputs "
               "always are)");
@@ -751,6 +754,30 @@ int Monitor(const std::vector<std::string>& logs) {
   return 0;
 }
 
+// crema fold: the deploy net --model with --weights, rewritten for inference (BatchNorm, Scale and Bias folded into
+// the convolutions and inner products, activations after them fused, Dropout gone), written back as plain Caffe
+// layers that BVLC Caffe and OpenCV's dnn module read.
+int Fold() {
+  CREMA_CHECK(!FLAGS_output_model.empty() && !FLAGS_output_weights.empty())
+      << "fold writes the folded net's definition and weights: give --output_model=F.prototxt and "
+         "--output_weights=F.caffemodel";
+  CREMA_CHECK(FLAGS_fold != "none") << "fold with --fold=none would write the net unchanged";
+  if (FLAGS_weights.empty()) LOG(WARNING) << "No --weights given: folding the net's initial (random) weights";
+  CREMA_CHECK(FLAGS_output_model != FLAGS_output_weights)
+      << "--output_model and --output_weights name the same file '" << FLAGS_output_model << "'";
+  for (const std::string& input : {FLAGS_model, FLAGS_weights})
+    CREMA_CHECK(input.empty() || (input != FLAGS_output_model && input != FLAGS_output_weights))
+        << "'" << input << "' is read and would be overwritten: write the folded net elsewhere";
+  std::unique_ptr<Net> net = LoadModel(ParsePhase(TEST), /*forward_only=*/true);
+  for (const std::string& rewrite : net->rewrites()) LOG(INFO) << "  " << rewrite;
+  if (net->rewrites().empty()) LOG(WARNING) << "Nothing of net '" << net->name() << "' folds: it is written as it is";
+  WriteProtoToTextFile(FoldedNetParameter(*net, false), FLAGS_output_model);
+  WriteProtoToBinaryFile(FoldedNetParameter(*net, true), FLAGS_output_weights);
+  LOG(INFO) << "Wrote the folded net (" << net->plan().size() << " layers; " << net->rewrites().size()
+            << " rewrites) to " << FLAGS_output_model << " and its weights to " << FLAGS_output_weights;
+  return 0;
+}
+
 const char kUsage[] =
     "command line for crema, a Caffe-compatible deep-learning framework.\n"
     "usage: crema <command> <flags>\n\n"
@@ -760,12 +787,14 @@ const char kUsage[] =
     "  time    time a net's layers forward and backward, with each layer's engine and the peak memory\n"
     "          (--model, --iterations, --forward_only)\n"
     "  classify  predict the classes of images with a trained net (--model, --weights, --input)\n"
+    "  fold    write a deploy net with BatchNorm and Scale folded into its convolutions and its activations\n"
+    "          fused, as plain Caffe layers (--model, --weights, --output_model, --output_weights)\n"
     "  device_query  show the properties of the GPUs (--gpu; default all of them)\n"
     "  monitor LOG_OR_FOLDER...  the training page over finished or running logs, side by side "
     "(--monitor=[HOST:]PORT,\n"
     "          or --export=REPORT.html)";
 
-const char* const kCommands[] = {"train", "test", "time", "classify", "device_query", "monitor"};
+const char* const kCommands[] = {"train", "test", "time", "classify", "fold", "device_query", "monitor"};
 
 std::string CommandList() {
   std::string list;
@@ -810,14 +839,17 @@ const std::map<std::string, std::vector<std::string>> kFlagCommands = {
     {"sighup_effect", {"train"}},
     {"monitor", {"train", "monitor"}},
     {"export", {"monitor"}},
-    {"model", {"test", "time", "classify"}},
-    {"weights", {"train", "test", "time", "classify"}},
+    {"model", {"test", "time", "classify", "fold"}},
+    {"weights", {"train", "test", "time", "classify", "fold"}},
+    {"output_model", {"fold"}},
+    {"output_weights", {"fold"}},
+    {"fold", {"test", "time", "classify", "fold"}},
     {"iterations", {"test", "time"}},
-    {"phase", {"test", "time", "classify"}},
+    {"phase", {"test", "time", "classify", "fold"}},
     {"forward_only", {"time"}},
-    {"level", {"train", "test", "time", "classify"}},
-    {"stage", {"train", "test", "time", "classify"}},
-    {"engine", {"train", "test", "time", "classify"}},
+    {"level", {"train", "test", "time", "classify", "fold"}},
+    {"stage", {"train", "test", "time", "classify", "fold"}},
+    {"engine", {"train", "test", "time", "classify", "fold"}},
     {"debug_info", {"train", "test", "time", "classify"}},
     {"input", {"classify"}},
     {"output", {"classify"}},
@@ -873,6 +905,7 @@ int main(int argc, char** argv) {
     if (command == "test") return crema::Test();
     if (command == "time") return crema::Time();
     if (command == "classify") return crema::Classify();
+    if (command == "fold") return crema::Fold();
     if (command == "monitor") return crema::Monitor(std::vector<std::string>(argv + 2, argv + argc));
     return crema::DeviceQuery();
   } catch (const crema::Error& error) {

@@ -45,6 +45,7 @@ struct Defaults {
   // scripts read any blob after a forward pass, and run forward and backward from any layer.
   bool plan_memory = false;
   bool recompute = false;  // set_memory_plan('recompute')
+  bool fold = true;        // set_fold
 };
 Defaults& ModuleDefaults();
 // A context on the default device, seeded with `random_seed`. Raises crema.Error, saying why, where the default

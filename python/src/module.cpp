@@ -32,6 +32,7 @@ std::shared_ptr<Context> MakeContext(uint64_t random_seed) {
   auto context = std::make_shared<Context>(defaults.device, defaults.gpu_id, random_seed);
   context->set_plan_memory(defaults.plan_memory);
   context->set_recompute(defaults.recompute);
+  context->set_fold(defaults.fold);
   return context;
 }
 
@@ -97,6 +98,14 @@ PYBIND11_MODULE(_crema, module) {
       "Net.keep_blobs names hold their values, and forward and backward run whole; 'recompute': as 'share', and "
       "training keeps only segment boundaries from forward to backward, computing the rest again in backward; "
       "'none' (the default): every blob keeps its memory, as in Caffe.");
+  module.def(
+      "set_fold", [](bool on) { ModuleDefaults().fold = on; }, py::arg("on"),
+      "Whether nets made from now on with weights, when they run forward only (a deploy net, or a TEST net without a "
+      "loss), rewrite themselves for inference as crema's tools do: BatchNorm, Scale and Bias folded into the "
+      "convolution or inner product before them, the activation after one fused into it, Dropout and Split steps "
+      "dropped. Only where no blob a user may read changes: without a memory plan (the default) every blob stays "
+      "readable, so only chains in place fold. Net.params stay the weights as loaded; edits to them are folded again "
+      "before the next forward. True by default; net.rewrites lists what was done.");
   module.def("mode", [] { return std::string(ModuleDefaults().device == crema::Device::kGPU ? "GPU" : "CPU"); });
   module.def("device", [] { return ModuleDefaults().gpu_id; });
   module.def("gpu_count", &crema::Context::gpu_count, "The number of CUDA devices visible (0 without CUDA).");

@@ -34,15 +34,26 @@ int BlobId(const Net& net, const Blob* blob) {
   return -1;
 }
 
-// The plan step that runs layer `name` (its first, should a pass ever split a layer's work).
+// The plan step that runs layer `name` (its first, should a pass ever split a layer's work), or the layer rewritten
+// for inference that stands for it.
 size_t StepOf(const Net& net, const std::string& name) {
   CREMA_CHECK(net.has_layer(name)) << "net '" << net.name() << "' has no layer '" << name << "'";
   const Layer* layer = net.layer_by_name(name);
   for (size_t step = 0; step < net.plan().size(); ++step)
-    if (net.layers()[net.plan()[step].layer].get() == layer) return step;
-  CREMA_FAIL() << "layer '" << name << "' of net '" << net.name() << "' has no step in the plan";
+    if (net.layers()[net.rewrite_of(net.plan()[step].layer)].get() == layer) return step;
+  for (const PlanStep& step : net.plan())
+    for (int absorbed : net.absorbed(step.layer))
+      CREMA_CHECK(net.layers()[absorbed].get() != layer)
+          << "layer '" << name << "' of net '" << net.name() << "' was folded into layer '"
+          << net.layer_names()[step.layer] << "' for inference (net.rewrites); to run from or to it, make the net "
+          << "after crema.set_fold(False)";
+  CREMA_FAIL() << "layer '" << name << "' of net '" << net.name() << "' has no step in the plan"
+               << (net.rewrites().empty() ? "" : " (the inference rewrites removed it: net.rewrites)");
   return 0;
 }
+
+// Whether layer `l` is one of the prototxt's (or a Split), not a layer rewritten for inference standing for one.
+bool ShownLayer(const Net& net, size_t l) { return net.rewrite_of(static_cast<int>(l)) == static_cast<int>(l); }
 
 // Pycaffe's net.blobs: the blobs the prototxt names (every top), not the copies the net's passes added (Split
 // tops) nor the layers' internal blobs.
@@ -62,7 +73,7 @@ py::object Params(const NetHandle& h) {
   py::object params = py::module_::import("collections").attr("OrderedDict")();
   const auto& layers = h.net->layers();
   for (size_t l = 0; l < layers.size(); ++l) {
-    if (layers[l]->params().empty()) continue;
+    if (layers[l]->params().empty() || !ShownLayer(*h.net, l)) continue;
     py::list blobs;
     for (size_t i = 0; i < layers[l]->params().size(); ++i)
       blobs.append(
@@ -240,7 +251,12 @@ NetHandle MakeNet(const std::string& prototxt, int phase, const py::object& weig
     py::gil_scoped_release release;
     net = std::make_shared<Net>(prototxt, net_phase, level, stages, context);
   }
-  if (!weights.is_none()) CopyFrom(*net, py::module_::import("os").attr("fspath")(weights).cast<std::string>());
+  if (!weights.is_none()) {
+    CopyFrom(*net, py::module_::import("os").attr("fspath")(weights).cast<std::string>());
+    // With its weights, a net that runs forward only is rewritten for inference (crema.set_fold).
+    py::gil_scoped_release release;
+    net->RunAfterWeightsPasses();
+  }
   return NetHandle{net, net.get()};
 }
 
@@ -285,11 +301,21 @@ void BindNet(py::module_& module) {
       .def_property_readonly("layers",
                              [](const NetHandle& h) {
                                py::list layers;
-                               for (const auto& layer : h.net->layers())
-                                 layers.append(LayerHandle{h.owner, layer.get()});
+                               for (size_t l = 0; l < h.net->layers().size(); ++l)
+                                 if (ShownLayer(*h.net, l))
+                                   layers.append(LayerHandle{h.owner, h.net->layers()[l].get()});
                                return layers;
                              })
-      .def_property_readonly("layer_names", [](const NetHandle& h) { return h.net->layer_names(); })
+      .def_property_readonly("layer_names",
+                             [](const NetHandle& h) {
+                               std::vector<std::string> names;
+                               for (size_t l = 0; l < h.net->layers().size(); ++l)
+                                 if (ShownLayer(*h.net, l)) names.push_back(h.net->layer_names()[l]);
+                               return names;
+                             })
+      .def_property_readonly(
+          "rewrites", [](const NetHandle& h) { return h.net->rewrites(); },
+          "What the inference rewrites did to the plan (crema.set_fold), one line each.")
       .def_property_readonly("top_names", [](const NetHandle& h) { return BlobNamesByLayer(h, true); })
       .def_property_readonly("bottom_names", [](const NetHandle& h) { return BlobNamesByLayer(h, false); })
       .def("_set_input_arrays", &SetInputArrays, py::arg("data"), py::arg("labels"))

@@ -186,10 +186,59 @@ void FoldIntoProducers(Net* net) {
     }
     std::vector<size_t> gone = folded;
     if (activation.kind != FusedActivation::kNone) gone.push_back(activation_step);
+    std::vector<int> absorbed;
+    for (size_t step : gone) absorbed.push_back(plan[step].layer);
+    net->SetAbsorbed(index, absorbed);
     std::sort(gone.rbegin(), gone.rend());
     for (size_t step : gone) net->RemoveStep(step);
     net->RecordRewrite(note.str());
   }
+}
+
+NetParameter FoldedNetParameter(const Net& net, bool with_weights) {
+  NetParameter param;
+  param.set_name(net.name());
+  const auto written = [&](const Layer& layer, const PlanStep& step) {
+    LayerParameter* out = param.add_layer();
+    layer.ToProto(out, false);
+    if (!with_weights) out->clear_blobs();
+    out->clear_phase();
+    out->clear_bottom();
+    out->clear_top();
+    for (int id : step.bottoms) out->add_bottom(net.UserBlobName(net.blob_names()[id]));
+    for (int id : step.tops) out->add_top(net.blob_names()[id]);
+    return out;
+  };
+  for (const PlanStep& step : net.plan()) {
+    const Layer& layer = *net.layers()[step.layer];
+    LayerParameter* producer = written(layer, step);
+    if (net.rewrite_of(step.layer) == step.layer) continue;
+    // A rewritten producer: the prototxt's parameters, with the bias the fold gave it, and the fused activation after
+    // it as the layer it was, in place on the producer's output.
+    const Layer& original = *net.layers()[net.rewrite_of(step.layer)];
+    const bool bias = layer.params().size() > original.params().size();
+    LayerParameter restored = original.layer_param();
+    restored.clear_phase();
+    restored.clear_blobs();
+    *restored.mutable_bottom() = producer->bottom();
+    *restored.mutable_top() = producer->top();
+    *restored.mutable_blobs() = producer->blobs();
+    if (bias && restored.has_inner_product_param()) restored.mutable_inner_product_param()->set_bias_term(true);
+    if (bias && !restored.has_inner_product_param()) restored.mutable_convolution_param()->set_bias_term(true);
+    *producer = restored;
+    for (int absorbed : net.absorbed(step.layer)) {
+      const Layer& activation = *net.layers()[absorbed];
+      if (activation.AsFusedActivation().kind == FusedActivation::kNone) continue;
+      LayerParameter* out = param.add_layer();
+      *out = activation.layer_param();
+      out->clear_phase();
+      out->clear_bottom();
+      out->clear_top();
+      out->add_bottom(producer->top(0));
+      out->add_top(producer->top(0));
+    }
+  }
+  return param;
 }
 
 void DropUnusedBlobs(Net* net) {

@@ -35,4 +35,11 @@ void DropUnusedBlobs(Net* net);
 // PlanLayouts (net/passes.hpp) where the rewrites applied.
 void PlanLayoutsAfterRewrites(Net* net);
 
+// The net as its steps run it, written as plain Caffe layers that BVLC Caffe and OpenCV's dnn module read (crema
+// fold): each step's layer in order, a rewritten producer as its prototxt's layer with the folded weights and a bias
+// (bias_term: true), then the activation fused into it as the layer it was, in place on its output; the steps that
+// went do not appear, and readers of a Split's copies read the blob itself. With `with_weights` every layer carries
+// its parameters (a .caffemodel); without, none (the definition).
+NetParameter FoldedNetParameter(const Net& net, bool with_weights);
+
 }  // namespace crema

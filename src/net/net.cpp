@@ -196,6 +196,7 @@ void Net::Build(const NetParameter& in_param, const NetPasses& passes) {
     IndexLayerName(l, *layer);
     added_by_pass_.push_back(!user_layers.count(layer_param.name()));
     rewrite_of_.push_back(l);
+    absorbed_.emplace_back();
     derived_of_layer_.push_back(-1);
     layers_.push_back(std::move(layer));
     plan_.push_back(std::move(step));
@@ -289,6 +290,7 @@ int Net::ReplaceStepLayer(size_t step, LayerParameter param, const std::vector<i
   layer_names_.push_back(layer_names_[replaced]);
   added_by_pass_.push_back(true);
   rewrite_of_.push_back(replaced);
+  absorbed_.emplace_back();
   derived_of_layer_.push_back(-1);
   layer_learnable_params_.push_back({});
   if (!layer_workspaces_.empty()) layer_workspaces_.push_back(nullptr);

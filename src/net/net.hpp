@@ -307,6 +307,10 @@ class Net {
   // crema time lists them, Python shows them as Net.rewrites.
   void RecordRewrite(std::string note) { rewrites_.push_back(std::move(note)); }
   const std::vector<std::string>& rewrites() const { return rewrites_; }
+  // The layers whose steps a rewritten layer took over (folded and fused into it), in order: what a folded net
+  // written as plain layers (FoldedNetParameter) needs to say it again.
+  void SetAbsorbed(int layer, std::vector<int> absorbed) { absorbed_[layer] = std::move(absorbed); }
+  const std::vector<int>& absorbed(int layer) const { return absorbed_[layer]; }
 
  private:
   void Build(const NetParameter& param, const NetPasses& passes);
@@ -381,6 +385,7 @@ class Net {
   // The rewrites: per layer, the layer it stands for (itself for the prototxt's and the Splits); the derived
   // parameters, each with the versions of its sources it was derived from; per layer, its derivation (-1: none).
   std::vector<int> rewrite_of_;
+  std::vector<std::vector<int>> absorbed_;  // per layer: SetAbsorbed's
   struct DerivedParams {
     std::vector<const Blob*> sources;
     std::vector<uint64_t> versions;

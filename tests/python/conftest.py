@@ -20,10 +20,12 @@ def cpu_mode():
     crema.set_mode_cpu()
     crema.set_device(0)
     crema.set_memory_plan("none")
+    crema.set_fold(True)
     yield
     crema.set_mode_cpu()
     crema.set_device(0)
     crema.set_memory_plan("none")
+    crema.set_fold(True)
 
 
 @pytest.fixture
