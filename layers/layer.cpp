@@ -49,7 +49,14 @@ void Layer::CheckArity(const std::vector<Blob*>& bottom, const std::vector<Blob*
                           << " top(s)";
 }
 
-void Layer::SetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+std::vector<Blob*> Layer::OwnBottoms(const std::vector<Blob*>& bottom) const {
+  if (!fused_sum_) return bottom;
+  CREMA_CHECK(!bottom.empty()) << describe() << ": a fused sum needs its summand as the last bottom";
+  return std::vector<Blob*>(bottom.begin(), bottom.end() - 1);
+}
+
+void Layer::SetUp(const std::vector<Blob*>& all_bottoms, const std::vector<Blob*>& top) {
+  const std::vector<Blob*> bottom = OwnBottoms(all_bottoms);
   CheckArity(bottom, top);
   LayerSetUp(bottom, top);
   CREMA_CHECK(lent_taken_ == lent_internal_.size())
@@ -57,6 +64,10 @@ void Layer::SetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& to
       << "took " << lent_taken_;
   MakeTopViews(bottom, top);
   Reshape(bottom, top);
+  if (fused_sum_)
+    CREMA_CHECK(all_bottoms.back()->shape() == top[0]->shape())
+        << describe() << ": the summand of its fused sum has shape " << all_bottoms.back()->shape_string()
+        << ", its top " << top[0]->shape_string();
   // Loss weights: explicit ones from the prototxt win over the layer's defaults (a loss's 1).
   if (param_.loss_weight_size() > 0) {
     CREMA_CHECK(param_.loss_weight_size() == static_cast<int>(top.size()))
@@ -179,13 +190,20 @@ void Layer::set_param_propagate_down(int index, bool value) {
   param_propagate_down_[index] = value;
 }
 
-float Layer::Forward(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+float Layer::Forward(const std::vector<Blob*>& all_bottoms, const std::vector<Blob*>& top) {
   const Device device = this->device();
+  const std::vector<Blob*> bottom = OwnBottoms(all_bottoms);
+  summand_ = fused_sum_ ? all_bottoms.back() : nullptr;
   if (RunsGpuCode()) {
     Forward_gpu(bottom, top);
   } else {
     Forward_cpu(bottom, top);
   }
+  if (fused_sum_ && !ComputesFusedSum()) {
+    CREMA_CHECK(!ComputesFusedActivation()) << describe() << ": its engine applies the activation before the sum";
+    ApplyFusedSum(context(), *summand_, top[0]);
+  }
+  summand_ = nullptr;
   if (fused_activation_.kind != FusedActivation::kNone && !ComputesFusedActivation())
     for (Blob* blob : top) ApplyFusedActivation(context(), fused_activation_, blob);
   // A top with a loss weight contributes weight * sum(top) to the objective: its diff is set to the weight (so

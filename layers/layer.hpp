@@ -225,6 +225,18 @@ class Layer {
   virtual bool TakesFusedActivation(const FusedActivation& activation) const { return false; }
   void set_fused_activation(const FusedActivation& activation) { fused_activation_ = activation; }
   const FusedActivation& fused_activation() const { return fused_activation_; }
+  // Whether Forward is the plain sum of its two bottoms (Eltwise SUM with coefficients 1), which a producer of one
+  // of them may take over (ResNet's shortcut sums).
+  virtual bool ForwardIsSumOfTwo() const { return false; }
+  // Whether this layer can add a blob of its top's shape to its output (before the fused activation), and, before
+  // SetUp, asking it to: the step then gives the layer that blob as its last bottom (the summand), which SetUp,
+  // Reshape and the engine's forward do not see among the bottoms; the engine adds it in its own pass where it
+  // says so (ComputesFusedSum), else Forward adds it after the engine's work.
+  virtual bool TakesFusedSum() const { return false; }
+  void set_fused_sum(bool on) { fused_sum_ = on; }
+  bool fused_sum() const { return fused_sum_; }
+  // The bottoms the layer's own code sees: without the summand of a fused sum.
+  std::vector<Blob*> OwnBottoms(const std::vector<Blob*>& bottom) const;
 
   // Scratch memory: the floats this layer asked for in its last Reshape, and the buffer it uses. The net gives
   // every layer one shared workspace sized to the largest request; a layer on its own uses a buffer of its own.
@@ -331,8 +343,12 @@ class Layer {
   std::vector<bool> param_propagate_down_;
   std::vector<float> loss_;
   FusedActivation fused_activation_;
+  bool fused_sum_ = false;
+  const Blob* summand_ = nullptr;  // during Forward, with a fused sum: the blob to add
   // An engine that computes the fused activation itself (in its primitive) says so; Forward leaves it alone then.
   virtual bool ComputesFusedActivation() const { return false; }
+  // The same for the fused sum (the engine reads summand_); one that computes the activation must compute the sum.
+  virtual bool ComputesFusedSum() const { return false; }
 
  private:
   void CheckArity(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) const;

@@ -59,9 +59,14 @@ dnnl::primitive_attr UserScratchpad() {
   return attr;
 }
 
-dnnl::primitive_attr UserScratchpadWith(const FusedActivation& activation) {
+dnnl::primitive_attr UserScratchpadWith(const FusedActivation& activation, bool sum) {
   dnnl::primitive_attr attr = UserScratchpad();
-  if (activation.kind == FusedActivation::kNone) return attr;
+  dnnl::post_ops ops;
+  if (sum) ops.append_sum(1.f);
+  if (activation.kind == FusedActivation::kNone) {
+    if (sum) attr.set_post_ops(ops);
+    return attr;
+  }
   dnnl::algorithm algorithm = dnnl::algorithm::eltwise_relu;  // alpha: the negative slope
   switch (activation.kind) {
     case FusedActivation::kELU:
@@ -79,7 +84,6 @@ dnnl::primitive_attr UserScratchpadWith(const FusedActivation& activation) {
     default:
       break;
   }
-  dnnl::post_ops ops;
   ops.append_eltwise(1.f, algorithm, activation.alpha, activation.beta);
   attr.set_post_ops(ops);
   return attr;

@@ -47,7 +47,8 @@ Layout LayoutOf(const dnnl::memory::desc& desc, const std::vector<int>& shape);
 dnnl::primitive_attr UserScratchpad();
 // UserScratchpad with `activation` (a fused ReLU, ELU, Sigmoid, TanH or Clip; none: nothing) as an eltwise post-op:
 // the primitive applies it to its output as it writes it.
-dnnl::primitive_attr UserScratchpadWith(const FusedActivation& activation);
+// With `sum`, a sum post-op first: the primitive adds what its output buffer holds (a fused Eltwise SUM's summand).
+dnnl::primitive_attr UserScratchpadWith(const FusedActivation& activation, bool sum = false);
 
 // Whether oneDNN implements `pd` with its reference kernel (plain loops: 10-100x slower than its jit ones),
 // which engines avoid by trying another layout (LRN, pooling's gradient).

@@ -205,8 +205,45 @@ TEST(FoldTest, DeconvolutionsFoldPerOutputChannelWithGroups) {
   ExpectClose(folded.out, Build(net, false).out);
 }
 
-// Every engine of Convolution, Deconvolution and InnerProduct, with every activation fused, against the reference
-// engine followed by the activation's own layer.
+// ResNet's shortcut: a sum whose other operand is already computed fuses into the producer of the last operand, with
+// the ReLU after it; where the other operand comes later, the later producer takes the sum.
+TEST(FoldTest, SumsWithAnOperandComputedBeforeFuseIntoTheProducer) {
+  const char net[] = R"(
+    layer { name: 'data' type: 'Input' top: 'data' input_param { shape { dim: 2 dim: 4 dim: 6 dim: 6 } } }
+    layer { name: 'a' type: 'Convolution' bottom: 'data' top: 'a'
+            convolution_param { num_output: 8 kernel_size: 3 pad: 1 bias_term: false } }
+    layer { name: 'a_bn' type: 'BatchNorm' bottom: 'a' top: 'a' }
+    layer { name: 'a_relu' type: 'ReLU' bottom: 'a' top: 'a' }
+    layer { name: 'b' type: 'Convolution' bottom: 'a' top: 'b' convolution_param { num_output: 8 kernel_size: 1 } }
+    layer { name: 'b_bn' type: 'BatchNorm' bottom: 'b' top: 'b' }
+    layer { name: 'c' type: 'Convolution' bottom: 'a' top: 'c' convolution_param { num_output: 8 kernel_size: 3 pad: 1 } }
+    layer { name: 'sum1' type: 'Eltwise' bottom: 'b' bottom: 'a' top: 'sum1' }
+    layer { name: 'sum1_relu' type: 'ReLU' bottom: 'sum1' top: 'sum1' }
+    layer { name: 'sum2' type: 'Eltwise' bottom: 'sum1' bottom: 'c' top: 'sum2' eltwise_param { coeff: 1 coeff: 1 } }
+    layer { name: 'out' type: 'Sigmoid' bottom: 'sum2' top: 'out' }
+  )";
+  const Built folded = Build(net, true);
+  // b: the BatchNorm, then the sum with 'a' (computed before b) and the ReLU. c: the sum with sum1 (which b now
+  // writes, before c) and the Sigmoid.
+  EXPECT_EQ(StepLayers(*folded.net), (std::vector<std::string>{"data", "a", "b", "c"}));
+  std::string notes;
+  for (const std::string& note : folded.net->rewrites()) notes += note + "\n";
+  EXPECT_NE(notes.find("b (Convolution): folded b_bn (BatchNorm); fused sum1 (sum with 'a'); fused sum1_relu (ReLU)"),
+            std::string::npos)
+      << notes;
+  EXPECT_NE(notes.find("c (Convolution): fused sum2 (sum with 'sum1'); fused out (Sigmoid)"), std::string::npos)
+      << notes;
+  ExpectClose(folded.out, Build(net, false).out);
+  // A sum with coefficients other than 1 is no plain sum, and stays.
+  std::string scaled = net;
+  scaled.replace(scaled.find("coeff: 1 coeff: 1"), 17, "coeff: 1 coeff: 2");
+  const Built kept = Build(scaled, true);
+  EXPECT_EQ(StepLayers(*kept.net), (std::vector<std::string>{"data", "a", "b", "c", "sum2", "out"}));
+  ExpectClose(kept.out, Build(scaled, false).out);
+}
+
+// Every engine of Convolution, Deconvolution and InnerProduct, with every activation fused, with and without a sum
+// before it, against the reference engine followed by the Eltwise and activation layers.
 TEST(FoldTest, EveryEngineWithAFusedActivationMatchesTheReferenceAndTheActivationLayer) {
   struct Producer {
     const char* type;
@@ -227,32 +264,44 @@ TEST(FoldTest, EveryEngineWithAFusedActivationMatchesTheReferenceAndTheActivatio
   for (const Producer& producer : producers) {
     for (const std::string& engine : LayerRegistry::Global().Engines(producer.type, Device::kCPU)) {
       for (const std::string& activation : activations) {
-        SCOPED_TRACE(std::string(producer.type) + " " + producer.params + ", engine " + engine + ", " + activation);
-        const std::string text = std::string(R"(
-          layer { name: 'data' type: 'Input' top: 'data' input_param { shape { dim: 2 dim: 8 dim: 6 dim: 6 } } }
-          layer { name: 'p' type: ')") +
-                                 producer.type + "' bottom: 'data' top: 'p' " + producer.params +
-                                 " }\n layer { name: 'a' " + activation + " bottom: 'p' top: 'out' }";
-        const auto run = [&](const std::string& forced, bool fold) {
-          NetParameter param = ParseNet(text);
-          param.set_fold(fold);
-          auto context = std::make_shared<Context>(Device::kCPU, 0, 7);
-          context->force_engine(producer.type, forced);
-          Net net(param, context);
-          Randomize(&net, 21);
-          net.RunAfterWeightsPasses();
-          EXPECT_EQ(net.plan().size(), fold ? 2u : 3u);
-          EXPECT_EQ(net.layers()[net.plan()[1].layer]->engine(), forced);
-          net.Forward();
-          return test::DataOf(*net.blob_by_name("out"));
-        };
-        const std::string reference = LayerRegistry::Global().Engines(producer.type, Device::kCPU).back();
-        ExpectClose(run(engine, true), run(reference, false));
-        ++compared;
+        for (const bool sum : {false, true}) {
+          SCOPED_TRACE(std::string(producer.type) + " " + producer.params + ", engine " + engine + ", " + activation +
+                       (sum ? ", after a sum" : ""));
+          // With a sum, q computes its other operand first (the same layer as p, on the same input).
+          const std::string layer = std::string("' type: '") + producer.type + "' bottom: 'data' " + producer.params;
+          const std::string text =
+              std::string("layer { name: 'data' type: 'Input' top: 'data' ") +
+              "input_param { shape { dim: 2 dim: 8 dim: 6 dim: 6 } } }\n" +
+              (sum ? "layer { name: 'q" + layer + " top: 'q' }\n" : "") + "layer { name: 'p" + layer + " top: 'p' }\n" +
+              (sum ? "layer { name: 's' type: 'Eltwise' bottom: 'p' bottom: 'q' top: 's' }\n" : "") +
+              "layer { name: 'a' " + activation + (sum ? " bottom: 's'" : " bottom: 'p'") + " top: 'out' }";
+          // Unfolded, a sum adds q, the Split of 'data' and the Eltwise; folded, the Split goes too.
+          const size_t steps = sum ? 6 : 3, folded_steps = sum ? 3 : 2;
+          const auto run = [&](const std::string& forced, bool fold) {
+            NetParameter param = ParseNet(text);
+            param.set_fold(fold);
+            auto context = std::make_shared<Context>(Device::kCPU, 0, 7);
+            context->force_engine(producer.type, forced);
+            Net net(param, context);
+            Randomize(&net, 21);
+            net.RunAfterWeightsPasses();
+            EXPECT_EQ(net.plan().size(), fold ? folded_steps : steps);
+            for (const PlanStep& step : net.plan()) {
+              if (net.layers()[step.layer]->type() == std::string(producer.type)) {
+                EXPECT_EQ(net.layers()[step.layer]->engine(), forced);
+              }
+            }
+            net.Forward();
+            return test::DataOf(*net.blob_by_name("out"));
+          };
+          const std::string reference = LayerRegistry::Global().Engines(producer.type, Device::kCPU).back();
+          ExpectClose(run(engine, true), run(reference, false));
+          ++compared;
+        }
       }
     }
   }
-  EXPECT_GE(compared, 4 * 2 * 6);  // at least the native and reference engines of each
+  EXPECT_GE(compared, 4 * 2 * 6 * 2);  // at least the native and reference engines of each
 }
 
 }  // namespace

@@ -4,6 +4,14 @@
 
 namespace crema {
 
+bool EltwiseLayer::ForwardIsSumOfTwo() const {
+  const EltwiseParameter& p = param_.eltwise_param();
+  if (p.operation() != EltwiseParameter::SUM || param_.bottom_size() != 2) return false;
+  for (float coeff : p.coeff())
+    if (coeff != 1.f) return false;
+  return true;
+}
+
 void EltwiseLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const EltwiseParameter& p = param_.eltwise_param();
   op_ = p.operation();

@@ -109,6 +109,8 @@ class EltwiseLayer : public Layer {
   // PROD's reads the inputs and the product.
   bool BackwardReadsBottom(int) const override { return param_.eltwise_param().operation() == EltwiseParameter::PROD; }
   bool BackwardReadsTop(int) const override { return param_.eltwise_param().operation() == EltwiseParameter::PROD; }
+  // SUM of two bottoms with coefficients 1 (none given): what a producer of one of them may fuse (net/fold.hpp).
+  bool ForwardIsSumOfTwo() const override;
   int MinBottomBlobs() const override { return 2; }
   int ExactNumTopBlobs() const override { return 1; }
 

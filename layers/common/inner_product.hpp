@@ -33,6 +33,7 @@ class InnerProductLayer : public BothDevices<Layer> {
   bool AbsorbsChannelAffine() const override { return axis_ == 1; }
   void AbsorbChannelAffine(const std::vector<float>& scale, const std::vector<float>& shift) override;
   bool TakesFusedActivation(const FusedActivation&) const override { return true; }
+  bool TakesFusedSum() const override { return true; }
 
  protected:
   void Forward_any(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;

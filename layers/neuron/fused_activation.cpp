@@ -1,5 +1,7 @@
 #include "layers/neuron/fused_activation.hpp"
 
+#include "core/layout.hpp"
+#include "core/math_functions.hpp"
 #include "layers/neuron/clip.hpp"
 #include "layers/neuron/elu.hpp"
 #include "layers/neuron/relu.hpp"
@@ -7,6 +9,15 @@
 #include "layers/neuron/tanh.hpp"
 
 namespace crema {
+
+void ApplyFusedSum(Context& context, const Blob& summand, Blob* top) {
+  CREMA_CHECK(summand.count() == top->count() && summand.layout() == top->layout())
+      << "a fused sum adds a blob of shape " << summand.shape_string() << " (" << LayoutName(summand.layout())
+      << ") to one of shape " << top->shape_string() << " (" << LayoutName(top->layout()) << ")";
+  if (top->count() == 0) return;
+  const Device d = context.device();
+  axpy(context, top->count(), 1.f, summand.data_on(d), top->mutable_data_on(d));
+}
 
 void ApplyFusedActivation(Context& context, const FusedActivation& activation, Blob* top) {
   const int n = top->count();

@@ -12,5 +12,7 @@ namespace crema {
 // top = activation(top), value by value, with the activation layer's own rule (so a fused net computes what the
 // unfused one does, bit for bit, where the engine leaves the activation to this).
 void ApplyFusedActivation(Context& context, const FusedActivation& activation, Blob* top);
+// top += summand (a fused Eltwise SUM), value by value; both of one shape and layout.
+void ApplyFusedSum(Context& context, const Blob& summand, Blob* top);
 
 }  // namespace crema

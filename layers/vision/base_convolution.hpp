@@ -51,6 +51,7 @@ class BaseConvolutionLayer : public Layer {
   bool AbsorbsChannelAffine() const override { return channel_axis_ == 1; }
   void AbsorbChannelAffine(const std::vector<float>& scale, const std::vector<float>& shift) override;
   bool TakesFusedActivation(const FusedActivation&) const override { return true; }
+  bool TakesFusedSum() const override { return param_.bottom_size() == 1; }
 
  protected:
   // Deconvolution answers true: its top is the side the kernel slides over.

@@ -58,6 +58,8 @@ class OneDnnConvolutionLayer : public BaseConvolutionLayer {
   bool reverse_dimensions() const override { return transposed_; }
   // A fused activation is a post-op of the forward primitive.
   bool ComputesFusedActivation() const override { return fused_activation_.kind != FusedActivation::kNone; }
+  // And a fused sum as a sum post-op before it.
+  bool ComputesFusedSum() const override { return fused_sum(); }
 
  private:
   const bool transposed_;

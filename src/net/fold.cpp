@@ -109,8 +109,11 @@ void FoldIntoProducers(Net* net) {
     const int channels = output.num_axes() >= 2 ? output.shape(1) : 0;
     const bool absorbs = producer->AbsorbsChannelAffine() && channels > 0;
     // Follow the producer's output through the steps that may fold into it.
+    // In order: channel affine maps, then a sum with a blob already computed, then an activation.
     std::vector<size_t> folded;  // the affine steps, in order
     std::vector<Layer*> affine;
+    int summand = -1;  // the sum's other operand
+    size_t sum_step = 0;
     FusedActivation activation;
     size_t activation_step = 0;
     int current = plan[s].tops[0];
@@ -118,27 +121,40 @@ void FoldIntoProducers(Net* net) {
     while (activation.kind == FusedActivation::kNone) {
       const std::vector<size_t> readers = ReadersOf(plan, last, current);
       if (readers.size() != 1) break;
-      const PlanStep& next = plan[readers[0]];
-      if (next.bottoms.size() != 1 || next.tops.size() != 1) break;
+      const size_t r = readers[0];
+      const PlanStep& next = plan[r];
+      if (next.tops.size() != 1) break;
       const bool in_place = next.tops[0] == current;
       // Out of place, the blob between them will no longer be written.
       if (!in_place && net->BlobReadOutside(current)) break;
       Layer& layer = *net->layers()[next.layer];
-      std::vector<float> scale, shift;
-      const FusedActivation candidate = layer.AsFusedActivation();
-      if (absorbs && layer.ChannelAffine(channels, &scale, &shift)) {
-        folded.push_back(readers[0]);
-        affine.push_back(&layer);
-      } else if (candidate.kind != FusedActivation::kNone && producer->TakesFusedActivation(candidate)) {
-        activation = candidate;
-        activation_step = readers[0];
+      if (next.bottoms.size() == 2) {
+        // A sum whose other operand is final before the producer runs: written by an earlier step (or an input),
+        // and by no step from the producer to the sum.
+        const int other = next.bottoms[0] == current ? next.bottoms[1] : next.bottoms[0];
+        bool ready = summand < 0 && other != current && layer.ForwardIsSumOfTwo() && producer->TakesFusedSum();
+        for (size_t between = s; between < r && ready; ++between) ready = !Contains(plan[between].tops, other);
+        if (!ready) break;
+        summand = other;
+        sum_step = r;
       } else {
-        break;
+        if (next.bottoms.size() != 1) break;
+        std::vector<float> scale, shift;
+        const FusedActivation candidate = layer.AsFusedActivation();
+        if (absorbs && summand < 0 && layer.ChannelAffine(channels, &scale, &shift)) {
+          folded.push_back(r);
+          affine.push_back(&layer);
+        } else if (candidate.kind != FusedActivation::kNone && producer->TakesFusedActivation(candidate)) {
+          activation = candidate;
+          activation_step = r;
+        } else {
+          break;
+        }
       }
       current = next.tops[0];
-      last = readers[0];
+      last = r;
     }
-    if (folded.empty() && activation.kind == FusedActivation::kNone) continue;
+    if (folded.empty() && summand < 0 && activation.kind == FusedActivation::kNone) continue;
 
     // The record, before the steps go.
     std::ostringstream note;
@@ -148,12 +164,19 @@ void FoldIntoProducers(Net* net) {
       for (size_t i = 0; i < folded.size(); ++i)
         note << (i ? ", " : " ") << net->layer_names()[plan[folded[i]].layer] << " (" << affine[i]->type() << ")";
     }
+    if (summand >= 0)
+      note << (folded.empty() ? ": " : "; ") << "fused " << net->layer_names()[plan[sum_step].layer] << " (sum with '"
+           << net->UserBlobName(net->blob_names()[summand]) << "')";
     if (activation.kind != FusedActivation::kNone)
-      note << (folded.empty() ? ": " : "; ") << "fused " << net->layer_names()[plan[activation_step].layer] << " ("
-           << activation.describe() << ")";
+      note << (folded.empty() && summand < 0 ? ": " : "; ") << "fused "
+           << net->layer_names()[plan[activation_step].layer] << " (" << activation.describe() << ")";
 
-    const int index = net->ReplaceStepLayer(s, RewrittenParameter(*producer, !folded.empty()), {current},
-                                            [&](Layer& layer) { layer.set_fused_activation(activation); });
+    if (summand >= 0) plan[s].bottoms.push_back(summand);  // the step reads it: the memory plan keeps it until then
+    const int index =
+        net->ReplaceStepLayer(s, RewrittenParameter(*producer, !folded.empty()), {current}, [&](Layer& layer) {
+          layer.set_fused_activation(activation);
+          layer.set_fused_sum(summand >= 0);
+        });
     Layer* rewritten = net->layers()[index].get();
     note << " [" << rewritten->engine() << "]";
     if (folded.empty()) {
@@ -185,6 +208,7 @@ void FoldIntoProducers(Net* net) {
       });
     }
     std::vector<size_t> gone = folded;
+    if (summand >= 0) gone.push_back(sum_step);
     if (activation.kind != FusedActivation::kNone) gone.push_back(activation_step);
     std::vector<int> absorbed;
     for (size_t step : gone) absorbed.push_back(plan[step].layer);
@@ -225,17 +249,33 @@ NetParameter FoldedNetParameter(const Net& net, bool with_weights) {
     *restored.mutable_blobs() = producer->blobs();
     if (bias && restored.has_inner_product_param()) restored.mutable_inner_product_param()->set_bias_term(true);
     if (bias && !restored.has_inner_product_param()) restored.mutable_convolution_param()->set_bias_term(true);
+    // A fused sum: the producer writes the sum's other operand, as the prototxt named it, and the sum follows.
+    const Layer* sum = nullptr;
+    for (int absorbed : net.absorbed(step.layer))
+      if (net.layers()[absorbed]->ForwardIsSumOfTwo()) sum = net.layers()[absorbed].get();
+    if (sum != nullptr) {
+      const std::string summand = restored.bottom(restored.bottom_size() - 1);
+      restored.mutable_bottom()->RemoveLast();
+      for (const std::string& operand : sum->layer_param().bottom())
+        if (net.UserBlobName(operand) != summand) restored.set_top(0, net.UserBlobName(operand));
+    }
     *producer = restored;
+    const std::string output = net.blob_names()[step.tops[0]];
     for (int absorbed : net.absorbed(step.layer)) {
-      const Layer& activation = *net.layers()[absorbed];
-      if (activation.AsFusedActivation().kind == FusedActivation::kNone) continue;
+      const Layer& layer = *net.layers()[absorbed];
+      const bool activation = layer.AsFusedActivation().kind != FusedActivation::kNone;
+      if (!activation && &layer != sum) continue;
       LayerParameter* out = param.add_layer();
-      *out = activation.layer_param();
+      *out = layer.layer_param();
       out->clear_phase();
       out->clear_bottom();
       out->clear_top();
-      out->add_bottom(producer->top(0));
-      out->add_top(producer->top(0));
+      if (activation) {
+        out->add_bottom(output);
+      } else {
+        for (const std::string& operand : layer.layer_param().bottom()) out->add_bottom(net.UserBlobName(operand));
+      }
+      out->add_top(output);
     }
   }
   return param;
