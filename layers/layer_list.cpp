@@ -12,6 +12,7 @@
 #include "layers/common/inner_product.hpp"
 #include "layers/common/onednn_concat.hpp"
 #include "layers/common/onednn_eltwise.hpp"
+#include "layers/common/onednn_inner_product.hpp"
 #include "layers/common/parameter.hpp"
 #include "layers/common/reduction.hpp"
 #include "layers/common/reshape.hpp"
@@ -167,6 +168,9 @@ void RegisterBuiltinLayers(LayerRegistry* registry) {
   registry->Add<ScaleLayer>("Scale", {"native", kCpuAndGpu});
   registry->Add<BiasLayer>("Bias", {"native", kCpuAndGpu});
   // Common: products, joining, cutting, combining and reshaping blobs, softmax
+#ifdef CREMA_USE_ONEDNN
+  registry->Add<OneDnnInnerProductLayer>("InnerProduct", {"onednn", kCpuOnly, CaffeEngine::kCaffe});
+#endif
   registry->Add<InnerProductLayer>("InnerProduct", {"native", kCpuAndGpu});
   registry->Add<FlattenLayer>("Flatten", {"native", kCpuAndGpu});
   registry->Add<ReshapeLayer>("Reshape", {"native", kCpuAndGpu});

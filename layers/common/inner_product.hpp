@@ -40,14 +40,15 @@ class InnerProductLayer : public BothDevices<Layer> {
   void Backward_any(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
 
- private:
-  // The canonical `axis` for this bottom; throws naming the layer when it is out of range.
-  int FlattenAxis(const Blob& bottom) const;
-
+  // Items (M), inputs per item (K) and outputs (N) of the product, as of the last Reshape.
   int M_ = 0, K_ = 0, N_ = 0;
   int axis_ = 1;  // the flattening axis, as of the last Reshape
   bool bias_term_ = true;
   bool transpose_ = false;
+
+ private:
+  // The canonical `axis` for this bottom; throws naming the layer when it is out of range.
+  int FlattenAxis(const Blob& bottom) const;
 };
 
 }  // namespace crema
