@@ -126,6 +126,25 @@ TEST_F(BadInputCommandLineTest, MemoryPlanFlagsNameWhatIsWrong) {
                        {"has no blob named 'conv9'"});
 }
 
+TEST_F(BadInputCommandLineTest, FoldFlagsNameWhatIsWrong) {
+  std::string output;
+  EXPECT_EQ(test::RunCommand(Test("--fold=none"), &output), 0) << output;
+  test::ExpectBadInput("command line", "--fold not all or none", Test("--fold=some"),
+                       {"crema: error: --fold='some': use all or none"});
+  const std::string fold = kCrema + " fold --model=" + model_;
+  const std::string folded = " --output_model=" + dir_.file("f.prototxt") + " --output_weights=" + dir_.file("f.w");
+  EXPECT_EQ(test::RunCommand(fold + folded, &output), 0) << output;
+  EXPECT_TRUE(test::FileBytes(dir_.file("f.w")).size() > 0);
+  test::ExpectBadInput("command line", "crema fold without its outputs", fold,
+                       {"crema: error: fold writes the folded net's definition and weights: give "
+                        "--output_model=F.prototxt and --output_weights=F.caffemodel"});
+  test::ExpectBadInput("command line", "crema fold writing over its model",
+                       fold + " --output_model=" + model_ + " --output_weights=" + dir_.file("g.w"),
+                       {"is read and would be overwritten: write the folded net elsewhere"});
+  test::ExpectBadInput("command line", "crema fold with --fold=none", fold + folded + " --fold=none",
+                       {"crema: error: fold with --fold=none would write the net unchanged"});
+}
+
 TEST_F(BadInputCommandLineTest, MonitorAddressesAndLogsThatAreNoneAreNamed) {
   test::ExpectBadInput("command line", "--monitor not a port",
                        kCrema + " train --solver=" + solver_ + " --monitor=http",
@@ -155,9 +174,10 @@ TEST_F(BadInputCommandLineTest, FlagWithoutItsValueIsNamed) {
 TEST_F(BadInputCommandLineTest, UnknownCommandListsTheCommands) {
   test::ExpectBadInput("command line", "unknown command", kCrema + " trian --solver=" + solver_,
                        {"crema: error: unknown command 'trian' (did you mean train? commands: train, test, time, "
-                        "classify, device_query, monitor)"});
-  test::ExpectBadInput("command line", "unknown command (nothing near)", kCrema + " frobnicate",
-                       {"unknown command 'frobnicate' (commands: train, test, time, classify, device_query, monitor)"});
+                        "classify, fold, device_query, monitor)"});
+  test::ExpectBadInput(
+      "command line", "unknown command (nothing near)", kCrema + " frobnicate",
+      {"unknown command 'frobnicate' (commands: train, test, time, classify, fold, device_query, monitor)"});
 }
 
 TEST_F(BadInputCommandLineTest, NoCommandShowsTheUsageOnStderr) {
@@ -165,7 +185,7 @@ TEST_F(BadInputCommandLineTest, NoCommandShowsTheUsageOnStderr) {
   EXPECT_CONTAINS(err, "usage: crema <command> <flags>");
   EXPECT_CONTAINS(err, "-solver");
   test::ExpectBadInput("command line", "no command", kCrema,
-                       {"crema: error: no command given; commands: train, test, time, classify, device_query"});
+                       {"crema: error: no command given; commands: train, test, time, classify, fold, device_query"});
   test::ExpectBadInput("command line", "flags but no command", kCrema + " --solver=" + solver_, {"no command given"});
 }
 
