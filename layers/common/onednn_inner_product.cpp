@@ -13,6 +13,10 @@ using Tag = memory::format_tag;
 using onednn::CpuEngine;
 using onednn::Dims;
 
+// Weights from this many values on (1 MiB) are read from memory rather than from the caches, and the primitive over
+// weights reordered once pays; below, oneDNN's primitive with its scratchpad brings nothing the matrix product lacks.
+constexpr int64_t kLargeWeights = int64_t{1} << 18;
+
 struct OneDnnInnerProductLayer::Primitive {
   memory::desc src, user_weights, bias, dst;
   dnnl::inner_product_forward::primitive_desc forward;
@@ -37,7 +41,7 @@ bool OneDnnInnerProductLayer::ComputesFusedActivation() const {
 
 void OneDnnInnerProductLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   InnerProductLayer::Reshape(bottom, top);  // M_, K_, N_ and the top's shape
-  if (backward_planned() || fused_sum()) {
+  if (backward_planned() || fused_sum() || static_cast<int64_t>(N_) * K_ < kLargeWeights) {
     primitive_.reset();  // the native matrix products
     return;
   }

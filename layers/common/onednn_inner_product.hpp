@@ -3,8 +3,8 @@
 // chose and kept while they are unchanged (onednn::WeightCache), and a fused activation as its post-op. A fully
 // connected layer over few items is bound by reading its weights: CaffeNet's fc6 at batch 16 reads 151 MB to do 1.2
 // GFLOP, and a matrix product handed the plain weights repacks them on every call. Where backward may run (training),
-// the engine is the native one: the matrix products on the plain weights, forward and backward, so training is
-// unchanged. Parameters and shapes: layers/common/inner_product.hpp.
+// and for weights under 1 MiB (which the caches hold), the engine is the native one: the matrix products on the plain
+// weights, so training is unchanged. Parameters and shapes: layers/common/inner_product.hpp.
 #pragma once
 
 #ifdef CREMA_USE_ONEDNN

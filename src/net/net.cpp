@@ -502,7 +502,12 @@ void Net::PlanMemory(bool with_backward) {
       << "net '" << name_ << "' was rewritten for inference (" << rewrites_.size()
       << " steps folded or fused) and runs forward only; build it with fold: false (--fold=none) to run it backward";
   plan_with_backward_ = with_backward;
-  if (!plan_memory_) return;
+  if (!plan_memory_) {
+    // No memory to plan, but the layers may leave out what they keep only for backward all the same (and choose
+    // their inference forms: InnerProduct's oneDNN primitive), and Backward is refused, as under a plan.
+    TellLayersBackwardPlanned(with_backward);
+    return;
+  }
   ReleaseMemoryPlan(false, false);  // BindMemoryPlan reshapes
   BindMemoryPlan();
 }

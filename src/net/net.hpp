@@ -240,7 +240,8 @@ class Net {
   // net's life.
   // Plans again for a forward and backward pass, or for forward alone: what runs a net only forward (crema test,
   // classify, extract_features, time --forward_only, a solver's test nets) says so, and the net then frees every
-  // activation after its last reader and refuses Backward.
+  // activation after its last reader (under a plan), tells its layers (Layer::set_backward_planned) and refuses
+  // Backward.
   void PlanMemory(bool with_backward);
   // Plans a training pass with recompute over segments beginning at the given steps (each one of SegmentCuts(),
   // ascending), replaying what the net's recompute settings allow (net/schedule.hpp: RecomputableSteps), instead of
