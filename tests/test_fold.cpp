@@ -82,12 +82,14 @@ Built Build(const std::string& text, bool fold, bool plan_memory = true,
   return built;
 }
 
-void ExpectClose(const std::vector<float>& actual, const std::vector<float>& expected) {
+// Within `tolerance` of the largest magnitude: 1e-5 for a fold on the same engines (the folded weights round
+// differently), more across engines that sum in other orders.
+void ExpectClose(const std::vector<float>& actual, const std::vector<float>& expected, float tolerance = 1e-5f) {
   ASSERT_EQ(actual.size(), expected.size());
   float largest = 0.f;
   for (float v : expected) largest = std::max(largest, std::abs(v));
   ASSERT_GT(largest, 0.f);
-  for (size_t i = 0; i < expected.size(); ++i) EXPECT_NEAR(actual[i], expected[i], 1e-5f * largest) << "at " << i;
+  for (size_t i = 0; i < expected.size(); ++i) EXPECT_NEAR(actual[i], expected[i], tolerance * largest) << "at " << i;
 }
 
 std::vector<std::string> StepLayers(const Net& net) {
@@ -253,7 +255,10 @@ TEST(FoldTest, EveryEngineWithAFusedActivationMatchesTheReferenceAndTheActivatio
       {"Convolution", "convolution_param { num_output: 12 kernel_size: 3 pad: 1 }"},
       {"Convolution", "convolution_param { num_output: 16 kernel_size: 1 group: 2 }"},
       {"Deconvolution", "convolution_param { num_output: 5 kernel_size: 2 stride: 2 }"},
-      {"InnerProduct", "inner_product_param { num_output: 7 }"}};
+      {"InnerProduct", "inner_product_param { num_output: 7 }"},
+      // Weights of 1 MiB and more: oneDNN's inner product over its own layout of them, in a net that runs forward only.
+      {"InnerProduct", "inner_product_param { num_output: 1024 }"},
+      {"InnerProduct", "inner_product_param { num_output: 1024 transpose: true }"}};
   const std::vector<std::string> activations = {"type: 'ReLU'",
                                                 "type: 'ReLU' relu_param { negative_slope: 0.2 }",
                                                 "type: 'ELU' elu_param { alpha: 0.7 }",
@@ -295,13 +300,15 @@ TEST(FoldTest, EveryEngineWithAFusedActivationMatchesTheReferenceAndTheActivatio
             return test::DataOf(*net.blob_by_name("out"));
           };
           const std::string reference = LayerRegistry::Global().Engines(producer.type, Device::kCPU).back();
-          ExpectClose(run(engine, true), run(reference, false));
+          // Another engine sums in another order: oneDNN's over 288 inputs differs from the reference by up to 2e-5
+          // of a clipped output's largest value (0.4).
+          ExpectClose(run(engine, true), run(reference, false), 1e-4f);
           ++compared;
         }
       }
     }
   }
-  EXPECT_GE(compared, 4 * 2 * 6 * 2);  // at least the native and reference engines of each
+  EXPECT_GE(compared, 6 * 2 * 6 * 2);  // at least two engines of each
 }
 
 }  // namespace
