@@ -45,14 +45,22 @@ def outputs(path, weights, image):
     return net, net.forward(data=image)["prob"].copy()
 
 
-def test_chains_in_place_fold_and_blobs_stay_readable(unit):
+def side_by_side(unit, seed, plan="none"):
+    """The net made without and with the rewrites (the latter under memory plan `plan`), run on one random image:
+    (image, unfolded net, its output, folded net, its output)."""
     path, weights = unit
-    image = np.random.default_rng(4).normal(size=(2, 3, 8, 8)).astype(np.float32)
+    image = np.random.default_rng(seed).normal(size=(2, 3, 8, 8)).astype(np.float32)
     crema.set_fold(False)
     plain, expected = outputs(path, weights, image)
-    assert plain.rewrites == []
     crema.set_fold(True)
+    crema.set_memory_plan(plan)
     net, actual = outputs(path, weights, image)
+    return image, plain, expected, net, actual
+
+
+def test_chains_in_place_fold_and_blobs_stay_readable(unit):
+    _, plain, expected, net, actual = side_by_side(unit, 4)
+    assert plain.rewrites == []
     np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-6)
     # Without a memory plan every blob stays readable: the chain in place folds, conv2 -> bn2 out of place does not.
     assert len(net.rewrites) == 1 and net.rewrites[0].startswith("conv1 (Convolution): folded bn1")
@@ -69,12 +77,7 @@ def test_chains_in_place_fold_and_blobs_stay_readable(unit):
 
 
 def test_edits_to_the_weights_are_folded_again(unit):
-    path, weights = unit
-    image = np.random.default_rng(5).normal(size=(2, 3, 8, 8)).astype(np.float32)
-    crema.set_fold(False)
-    plain, _ = outputs(path, weights, image)
-    crema.set_fold(True)
-    net, before = outputs(path, weights, image)
+    image, plain, _, net, before = side_by_side(unit, 5)
     for n in (plain, net):
         n.params["bn1"][1].data[...] *= 3.0
         n.params["scale1"][0].data[...] *= -0.5
@@ -85,12 +88,6 @@ def test_edits_to_the_weights_are_folded_again(unit):
 
 
 def test_with_a_memory_plan_out_of_place_chains_fold_too(unit):
-    path, weights = unit
-    image = np.random.default_rng(6).normal(size=(2, 3, 8, 8)).astype(np.float32)
-    crema.set_fold(False)
-    _, expected = outputs(path, weights, image)
-    crema.set_fold(True)
-    crema.set_memory_plan("share")
-    net, actual = outputs(path, weights, image)
+    _, _, expected, net, actual = side_by_side(unit, 6, plan="share")
     np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-6)
     assert [r.split(":")[0] for r in net.rewrites] == ["conv1 (Convolution)", "conv2 (Convolution)"]
