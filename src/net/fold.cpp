@@ -130,9 +130,11 @@ void FoldIntoProducers(Net* net) {
       Layer& layer = *net->layers()[next.layer];
       if (next.bottoms.size() == 2) {
         // A sum whose other operand is final before the producer runs: written by an earlier step (or an input),
-        // and by no step from the producer to the sum.
+        // and by no step from the producer to the sum; and not the sum's top (the producer's output would overwrite
+        // it before an engine that adds after its work reads it).
         const int other = next.bottoms[0] == current ? next.bottoms[1] : next.bottoms[0];
-        bool ready = summand < 0 && other != current && layer.ForwardIsSumOfTwo() && producer->TakesFusedSum();
+        bool ready = summand < 0 && other != current && next.tops[0] != other && layer.ForwardIsSumOfTwo() &&
+                     producer->TakesFusedSum();
         for (size_t between = s; between < r && ready; ++between) ready = !Contains(plan[between].tops, other);
         if (!ready) break;
         summand = other;

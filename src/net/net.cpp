@@ -328,9 +328,7 @@ int Net::DropBlobsNoStepUses() {
   std::vector<bool> used(blobs_.size(), false);
   for (const PlanStep& step : plan_)
     for (const std::vector<int>* ids : {&step.bottoms, &step.tops, &step.internals})
-      for (int id : *ids) used[id] = true;
-  for (const Blob* input : input_blobs_)
-    for (size_t id = 0; id < blobs_.size(); ++id) used[id] = used[id] || blobs_[id].get() == input;
+      for (int id : *ids) used[id] = true;  // the net's inputs too: they are the tops of its Input steps
   int dropped = 0;
   for (size_t id = 0; id < blobs_.size(); ++id) {
     if (used[id] || BlobReadOutside(static_cast<int>(id))) continue;
