@@ -4,6 +4,7 @@
 // engine with a fused activation computes the reference engine's result followed by the activation layer's.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <memory>

@@ -131,7 +131,7 @@ void FoldIntoProducers(Net* net) {
       if (next.bottoms.size() == 2) {
         // A sum whose other operand is final before the producer runs: written by an earlier step (or an input),
         // and by no step from the producer to the sum; and not the sum's top (the producer's output would overwrite
-        // it before an engine that adds after its work reads it).
+        // it before an engine that adds after its work reads it: no layer of today sums in place, but one may).
         const int other = next.bottoms[0] == current ? next.bottoms[1] : next.bottoms[0];
         bool ready = summand < 0 && other != current && next.tops[0] != other && layer.ForwardIsSumOfTwo() &&
                      producer->TakesFusedSum();
