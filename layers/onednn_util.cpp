@@ -59,32 +59,34 @@ dnnl::primitive_attr UserScratchpad() {
   return attr;
 }
 
-dnnl::primitive_attr UserScratchpadWith(const FusedActivation& activation, bool sum) {
-  dnnl::primitive_attr attr = UserScratchpad();
-  dnnl::post_ops ops;
-  if (sum) ops.append_sum(1.f);
-  if (activation.kind == FusedActivation::kNone) {
-    if (sum) attr.set_post_ops(ops);
-    return attr;
-  }
-  dnnl::algorithm algorithm = dnnl::algorithm::eltwise_relu;  // alpha: the negative slope
+namespace {
+
+// oneDNN's eltwise algorithm for a fused activation (alpha and beta as FusedActivation has them: ReLU's negative
+// slope, ELU's alpha, Clip's bounds).
+dnnl::algorithm EltwiseAlgorithm(const FusedActivation& activation) {
   switch (activation.kind) {
     case FusedActivation::kELU:
-      algorithm = dnnl::algorithm::eltwise_elu;
-      break;
+      return dnnl::algorithm::eltwise_elu;
     case FusedActivation::kSigmoid:
-      algorithm = dnnl::algorithm::eltwise_logistic;
-      break;
+      return dnnl::algorithm::eltwise_logistic;
     case FusedActivation::kTanH:
-      algorithm = dnnl::algorithm::eltwise_tanh;
-      break;
-    case FusedActivation::kClip:  // alpha, beta: the bounds
-      algorithm = dnnl::algorithm::eltwise_clip;
-      break;
+      return dnnl::algorithm::eltwise_tanh;
+    case FusedActivation::kClip:
+      return dnnl::algorithm::eltwise_clip;
     default:
-      break;
+      return dnnl::algorithm::eltwise_relu;
   }
-  ops.append_eltwise(1.f, algorithm, activation.alpha, activation.beta);
+}
+
+}  // namespace
+
+dnnl::primitive_attr UserScratchpadWith(const FusedActivation& activation, bool sum) {
+  dnnl::primitive_attr attr = UserScratchpad();
+  if (!sum && activation.kind == FusedActivation::kNone) return attr;
+  dnnl::post_ops ops;
+  if (sum) ops.append_sum(1.f);
+  if (activation.kind != FusedActivation::kNone)
+    ops.append_eltwise(1.f, EltwiseAlgorithm(activation), activation.alpha, activation.beta);
   attr.set_post_ops(ops);
   return attr;
 }

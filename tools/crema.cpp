@@ -771,8 +771,12 @@ int Fold() {
   std::unique_ptr<Net> net = LoadModel(ParsePhase(TEST), /*forward_only=*/true);
   for (const std::string& rewrite : net->rewrites()) LOG(INFO) << "  " << rewrite;
   if (net->rewrites().empty()) LOG(WARNING) << "Nothing of net '" << net->name() << "' folds: it is written as it is";
-  WriteProtoToTextFile(FoldedNetParameter(*net, false), FLAGS_output_model);
-  WriteProtoToBinaryFile(FoldedNetParameter(*net, true), FLAGS_output_weights);
+  // The weights once (the CaffeNet family's are 240 MB), and the definition is that without them.
+  const NetParameter weights = FoldedNetParameter(*net);
+  NetParameter definition = weights;
+  for (LayerParameter& layer : *definition.mutable_layer()) layer.clear_blobs();
+  WriteProtoToTextFile(definition, FLAGS_output_model);
+  WriteProtoToBinaryFile(weights, FLAGS_output_weights);
   LOG(INFO) << "Wrote the folded net (" << net->plan().size() << " layers; " << net->rewrites().size()
             << " rewrites) to " << FLAGS_output_model << " and its weights to " << FLAGS_output_weights;
   return 0;

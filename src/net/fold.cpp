@@ -221,13 +221,12 @@ void FoldIntoProducers(Net* net) {
   }
 }
 
-NetParameter FoldedNetParameter(const Net& net, bool with_weights) {
+NetParameter FoldedNetParameter(const Net& net) {
   NetParameter param;
   param.set_name(net.name());
   const auto written = [&](const Layer& layer, const PlanStep& step) {
     LayerParameter* out = param.add_layer();
     layer.ToProto(out, false);
-    if (!with_weights) out->clear_blobs();
     out->clear_phase();
     out->clear_bottom();
     out->clear_top();

@@ -37,9 +37,9 @@ void PlanLayoutsAfterRewrites(Net* net);
 
 // The net as its steps run it, written as plain Caffe layers that BVLC Caffe and OpenCV's dnn module read (crema
 // fold): each step's layer in order, a rewritten producer as its prototxt's layer with the folded weights and a bias
-// (bias_term: true), then the activation fused into it as the layer it was, in place on its output; the steps that
-// went do not appear, and readers of a Split's copies read the blob itself. With `with_weights` every layer carries
-// its parameters (a .caffemodel); without, none (the definition).
-NetParameter FoldedNetParameter(const Net& net, bool with_weights);
+// (bias_term: true), then the sum and the activation fused into it as the layers they were, in place on its output;
+// the steps that went do not appear, and readers of a Split's copies read the blob itself. Every layer carries its
+// parameters (a .caffemodel); without the blobs it is the definition.
+NetParameter FoldedNetParameter(const Net& net);
 
 }  // namespace crema
