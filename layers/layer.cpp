@@ -192,7 +192,9 @@ void Layer::set_param_propagate_down(int index, bool value) {
 
 float Layer::Forward(const std::vector<Blob*>& all_bottoms, const std::vector<Blob*>& top) {
   const Device device = this->device();
-  const std::vector<Blob*> bottom = OwnBottoms(all_bottoms);
+  // No copy of the bottoms on every pass of every layer: only a fused sum's layer leaves one out.
+  std::vector<Blob*> own;
+  const std::vector<Blob*>& bottom = fused_sum_ ? (own = OwnBottoms(all_bottoms)) : all_bottoms;
   summand_ = fused_sum_ ? all_bottoms.back() : nullptr;
   if (RunsGpuCode()) {
     Forward_gpu(bottom, top);
