@@ -235,6 +235,10 @@ class Layer {
   virtual bool TakesFusedSum() const { return false; }
   void set_fused_sum(bool on) { fused_sum_ = on; }
   bool fused_sum() const { return fused_sum_; }
+  // With a fused sum: whether the engine adds into an output that already holds the summand's values, so that the
+  // memory plan may give the top the summand's memory where no later step reads the summand (forward only), which
+  // saves copying it there first. Engines that write their output before adding (Forward's generic sum) do not.
+  virtual bool SumsIntoSummandMemory() const { return false; }
   // The bottoms the layer's own code sees: without the summand of a fused sum.
   std::vector<Blob*> OwnBottoms(const std::vector<Blob*>& bottom) const;
 

@@ -6,13 +6,19 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#ifdef CREMA_USE_ONEDNN
+#include <dnnl.hpp>
+#endif
+
 #include "io/proto_io.hpp"
 #include "layers/layer_registry.hpp"
+#include "layers/vision/onednn_convolution.hpp"
 #include "net/fold.hpp"
 #include "net/net.hpp"
 #include "test_util.hpp"
@@ -311,6 +317,101 @@ TEST(FoldTest, EveryEngineWithAFusedActivationMatchesTheReferenceAndTheActivatio
   }
   EXPECT_GE(compared, 6 * 2 * 6 * 2);  // at least two engines of each
 }
+
+// On the GPU the rewritten net computes the CPU's outputs: cuDNN's convolution adds the fused sum itself (in the
+// summand's memory where the plan put it there) and computes the fused ReLU with the bias in one call.
+TEST(FoldTest, TheFoldedNetOnTheGpuGivesTheCpusOutputs) {
+  CREMA_SKIP_WITHOUT_GPU();
+  const std::string text = R"(
+    layer { name: 'data' type: 'Input' top: 'data' input_param { shape { dim: 2 dim: 16 dim: 10 dim: 10 } } }
+    layer { name: 'c0' type: 'Convolution' bottom: 'data' top: 'a'
+            convolution_param { num_output: 16 kernel_size: 3 pad: 1 bias_term: false } }
+    layer { name: 'bn0' type: 'BatchNorm' bottom: 'a' top: 'a' }
+    layer { name: 'sc0' type: 'Scale' bottom: 'a' top: 'a' scale_param { bias_term: true } }
+    layer { name: 'r0' type: 'ReLU' bottom: 'a' top: 'a' }
+    layer { name: 'c1' type: 'Convolution' bottom: 'a' top: 'b' convolution_param { num_output: 16 kernel_size: 1 } }
+    layer { name: 'r1' type: 'ReLU' bottom: 'b' top: 'b' relu_param { negative_slope: 0.1 } }
+    layer { name: 'c2' type: 'Convolution' bottom: 'b' top: 'c' convolution_param { num_output: 16 kernel_size: 3 pad: 1 } }
+    layer { name: 'sum' type: 'Eltwise' bottom: 'c' bottom: 'a' top: 's' }
+    layer { name: 'r2' type: 'ReLU' bottom: 's' top: 's' }
+    layer { name: 'pool' type: 'Pooling' bottom: 's' top: 'out' pooling_param { pool: AVE kernel_size: 2 stride: 2 } }
+  )";
+  const auto run = [&](Device device) {
+    NetParameter param = ParseNet(text);
+    auto context = std::make_shared<Context>(device, 0, 7);
+    Net net(param, context);
+    Randomize(&net, 3);
+    net.PlanMemory(false);
+    net.RunAfterWeightsPasses();
+    EXPECT_GE(net.rewrites().size(), 3u);  // c0, c1 and c2 (and the Split of a)
+    net.Forward();
+    return test::DataOf(*net.blob_by_name("out"));
+  };
+  ExpectClose(run(Device::kGPU), run(Device::kCPU), 1e-4f);
+}
+
+#ifdef CREMA_USE_ONEDNN
+// In a net that runs forward only, oneDNN's engine may compute 3x3 convolutions of stride 1 by Winograd's minimal
+// filtering (where oneDNN has it for the CPU: AVX-512), with the fused sum and ReLU; and a fused sum whose summand dies
+// there writes its output into the summand's memory, unless the convolution also reads the summand as its input.
+// Either way the outputs are the reference engine's, unfolded (within rounding: Winograd's transforms and another
+// summation order).
+TEST(FoldTest, WinogradConvolutionsAndSumsInTheSummandsMemoryMatchTheReference) {
+  // Winograd wherever oneDNN has it (by default only where it measures faster, which a test cannot rely on).
+  struct Setting {
+    Setting() { setenv("CREMA_ONEDNN_WINOGRAD", "1", 1); }
+    ~Setting() { unsetenv("CREMA_ONEDNN_WINOGRAD"); }
+  } always;
+  for (const bool summand_is_input : {false, true}) {
+    SCOPED_TRACE(summand_is_input ? "the convolution reads the summand" : "ResNet's shortcut");
+    const std::string text = std::string(R"(
+      layer { name: 'data' type: 'Input' top: 'data' input_param { shape { dim: 2 dim: 32 dim: 12 dim: 12 } } }
+      layer { name: 'c0' type: 'Convolution' bottom: 'data' top: 'a' convolution_param { num_output: 32 kernel_size: 3 pad: 1 } }
+      layer { name: 'r0' type: 'ReLU' bottom: 'a' top: 'a' }
+      layer { name: 'c1' type: 'Convolution' bottom: 'a' top: 'b' convolution_param { num_output: 32 kernel_size: 3 pad: 1 } }
+      layer { name: 'r1' type: 'ReLU' bottom: 'b' top: 'b' }
+      layer { name: 'c2' type: 'Convolution' bottom: ')") +
+                             (summand_is_input ? "a" : "b") + R"(' top: 'c'
+              convolution_param { num_output: 32 kernel_size: 3 pad: 1 } }
+      layer { name: 'sum' type: 'Eltwise' bottom: 'c' bottom: 'a' top: 's' }
+      layer { name: 'r2' type: 'ReLU' bottom: 's' top: 's' }
+      layer { name: 'pool' type: 'Pooling' bottom: 's' top: 'out' pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
+    )";
+    const std::string reference = LayerRegistry::Global().Engines("Convolution", Device::kCPU).back();
+    const auto run = [&](const std::string& engine, bool fold) {
+      NetParameter param = ParseNet(text);
+      param.set_fold(fold);
+      auto context = std::make_shared<Context>(Device::kCPU, 0, 7);
+      context->force_engine("Convolution", engine);
+      Built built{std::make_unique<Net>(param, context), {}};
+      Randomize(built.net.get(), 5);
+      built.net->PlanMemory(false);
+      built.net->RunAfterWeightsPasses();
+      built.net->Forward();
+      built.out = test::DataOf(*built.net->blob_by_name("out"));
+      return built;
+    };
+    const Built folded = run("onednn", true);
+    const Built unfolded = run(reference, false);
+    ExpectClose(folded.out, unfolded.out, 1e-4f);
+    const Net& net = *folded.net;
+    const PlanStep* fused = nullptr;
+    for (const PlanStep& step : net.plan())
+      if (net.layer_names()[net.rewrite_of(step.layer)] == "c2") fused = &step;
+    ASSERT_NE(fused, nullptr);
+    ASSERT_EQ(fused->bottoms.size(), 2u);  // the input and the summand 'a'
+    EXPECT_EQ(net.blob_names()[fused->bottoms[1]], "a");
+    const Blob& summand = *net.blobs()[fused->bottoms[1]];
+    const Blob& output = *net.blobs()[fused->tops[0]];
+    EXPECT_EQ(summand.cpu_data() == output.cpu_data(), !summand_is_input);
+    const auto* layer = dynamic_cast<const OneDnnConvolutionLayer*>(net.layers()[fused->layer].get());
+    ASSERT_NE(layer, nullptr);
+    if (dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core) {
+      EXPECT_NE(layer->implementation().find("wino"), std::string::npos) << layer->implementation();
+    }
+  }
+}
+#endif
 
 }  // namespace
 }  // namespace crema

@@ -3,8 +3,11 @@
 #ifdef CREMA_USE_ONEDNN
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <sstream>
 #include <unordered_map>
 
@@ -27,6 +30,7 @@ constexpr int kLargestDeconvolutionStride = 8;
 // The primitives for the current shapes (convolution's or deconvolution's, behind oneDNN's common handles), the
 // plain (crema) layouts, the reorders between them and the workspace regions each buffer takes.
 struct OneDnnConvolutionLayer::Primitives {
+  bool with_backward = false;  // the backward primitives are made (none for inference)
   bool gemm_backward_data = false;
   Layout offered = Layout::kPlain;  // the layout the forward primitive writes its output in, as crema names it
   memory::desc user_src, user_weights, user_bias, user_dst;
@@ -45,32 +49,114 @@ struct OneDnnConvolutionLayer::Primitives {
 
 namespace {
 
-// The three primitive descriptors of one kind (oneDNN's convolution or deconvolution classes, whose
-// descriptors take the same arguments), with the activations in `src` and `dst`.
+// Whether a 3x3 convolution of stride 1 runs by Winograd's minimal filtering (CREMA_ONEDNN_WINOGRAD: 0 never, 1
+// wherever oneDNN has it, unset where it measures faster).
+enum class Winograd { kNever, kMeasured, kAlways };
+
+Winograd WinogradSetting() {
+  const char* setting = std::getenv("CREMA_ONEDNN_WINOGRAD");
+  if (setting == nullptr) return Winograd::kMeasured;
+  return std::string(setting) == "0" ? Winograd::kNever : Winograd::kAlways;
+}
+
+// The fastest of three forward runs of `pd` (after one to warm up), in seconds, on buffers of its own filled with
+// zeros (the kernels' time does not depend on the values).
+double TimeForward(const dnnl::primitive_desc_base& pd) {
+  const dnnl::engine& engine = CpuEngine();
+  dnnl::stream stream(engine);
+  std::unordered_map<int, memory> args;
+  const auto add = [&](int argument, const memory::desc& desc) {
+    if (desc.get_size() == 0) return;
+    memory buffer(desc, engine);
+    std::memset(buffer.get_data_handle(), 0, desc.get_size());
+    args[argument] = buffer;
+  };
+  add(DNNL_ARG_SRC, pd.src_desc(0));
+  add(DNNL_ARG_WEIGHTS, pd.weights_desc(0));
+  add(DNNL_ARG_BIAS, pd.weights_desc(1));
+  add(DNNL_ARG_DST, pd.dst_desc(0));
+  add(DNNL_ARG_SCRATCHPAD, pd.scratchpad_desc());
+  const dnnl::primitive primitive(pd.get());
+  double best = 0;
+  for (int run = 0; run < 4; ++run) {
+    const auto start = std::chrono::steady_clock::now();
+    primitive.execute(stream, args);
+    stream.wait();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (run == 1 || (run > 1 && seconds < best)) best = seconds;
+  }
+  return best;
+}
+
+std::string DimsText(const memory::desc& desc) {
+  std::ostringstream text;
+  for (const auto d : desc.dims()) text << d << 'x';
+  return text.str();
+}
+
+// Whether Winograd's forward beats the direct one on this CPU by a margin (under 0.85 of its time, so that a close
+// race does not flip between runs): measured once per process for each pair of kernels and shapes.
+bool WinogradIsFaster(const dnnl::primitive_desc_base& winograd, const dnnl::primitive_desc_base& direct) {
+  static std::mutex mutex;
+  static std::map<std::string, bool> decided;
+  const std::string key = DimsText(direct.src_desc(0)) + DimsText(direct.weights_desc(0)) +
+                          DimsText(direct.dst_desc(0)) + (direct.weights_desc(1).get_size() ? "bias " : "") +
+                          winograd.impl_info_str() + " " + direct.impl_info_str();
+  const std::lock_guard<std::mutex> lock(mutex);
+  const auto known = decided.find(key);
+  if (known != decided.end()) return known->second;
+  const bool faster = TimeForward(winograd) < 0.85 * TimeForward(direct);
+  decided[key] = faster;
+  return faster;
+}
+
+// The primitive descriptors of one kind (oneDNN's convolution or deconvolution classes, whose descriptors take the
+// same arguments), with the activations in `src` and `dst`: the forward pass's, and the two backward passes' where
+// `backward` asks for them. `winograd` says whether the forward pass may use Winograd's minimal filtering instead
+// of the direct kernels, where oneDNN has it for these shapes, post-ops and CPU.
 template <class Forward, class BackwardData, class BackwardWeights>
 void DescribeKind(dnnl::algorithm algorithm, const memory::desc& src, const memory::desc& weights,
                   const memory::desc* bias, const memory::desc& dst, const memory::dims& strides,
                   const memory::dims& dilates, const memory::dims& pad_left, const memory::dims& pad_right,
-                  const FusedActivation& activation, bool sum, dnnl::primitive_desc_base* forward,
-                  dnnl::primitive_desc_base* backward_data, dnnl::primitive_desc_base* backward_weights) {
+                  const FusedActivation& activation, bool sum, bool backward, Winograd winograd,
+                  dnnl::primitive_desc_base* forward, dnnl::primitive_desc_base* backward_data,
+                  dnnl::primitive_desc_base* backward_weights) {
   const dnnl::primitive_attr attr = onednn::UserScratchpad();  // the scratchpad comes from the workspace
+  const dnnl::primitive_attr forward_attr = onednn::UserScratchpadWith(activation, sum);
   const dnnl::engine& engine = CpuEngine();
-  const memory::desc no_bias;
-  // A fused activation is the forward's post-op (inference only: the layer then has no backward). Inference keeps
-  // the training kind too: oneDNN 2.6 answers the inference kind with its brgconv kernels, measured 20% slower on
-  // ResNet-50 at batch 1 (36 ms against 30, AVX-512) than the jit kernels it picks for training.
-  const typename Forward::primitive_desc forward_pd(
-      typename Forward::desc(dnnl::prop_kind::forward_training, algorithm, src, weights, bias ? *bias : no_bias, dst,
-                             strides, dilates, pad_left, pad_right),
-      onednn::UserScratchpadWith(activation, sum), engine);
-  *forward = forward_pd;
+  const memory::desc no_bias = bias ? *bias : memory::desc();
+  const auto describe = [&](dnnl::prop_kind kind, dnnl::algorithm how) {
+    return typename Forward::primitive_desc(
+        typename Forward::desc(kind, how, src, weights, no_bias, dst, strides, dilates, pad_left, pad_right),
+        forward_attr, engine);
+  };
+  // A fused activation is the forward's post-op (inference only: the layer then has no backward). The direct
+  // forward keeps the training kind for inference too: oneDNN 2.6 answers the inference kind with its brgconv
+  // kernels, measured 20% slower on ResNet-50 at batch 1 (36 ms against 30, AVX-512) than the jit kernels it picks
+  // for training.
+  const typename Forward::primitive_desc direct = describe(dnnl::prop_kind::forward_training, algorithm);
+  *forward = direct;
+  // Winograd's forward is an inference one (the training kind picks 4x3 tiles, measured slower than the direct
+  // kernels on 256 and 512 channels). Its 3x3 convolutions took half the direct kernels' time on ResNet-50 on a Zen
+  // 5 (batch 1 and 16), but an earlier trial on a Xeon measured Winograd slower (docs/performance.md): hence the
+  // measurement. Its rounding error is a few times the direct kernels' (docs/layers.md).
+  if (winograd != Winograd::kNever) {
+    try {
+      const typename Forward::primitive_desc candidate =
+          describe(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_winograd);
+      if (winograd == Winograd::kAlways || WinogradIsFaster(candidate, direct)) *forward = candidate;
+    } catch (const dnnl::error&) {
+      // none for these shapes, post-ops or CPU: the direct kernels
+    }
+  }
+  if (!backward) return;
   *backward_weights = typename BackwardWeights::primitive_desc(
       bias ? typename BackwardWeights::desc(algorithm, src, weights, *bias, dst, strides, dilates, pad_left, pad_right)
            : typename BackwardWeights::desc(algorithm, src, weights, dst, strides, dilates, pad_left, pad_right),
-      attr, engine, forward_pd);
+      attr, engine, direct);
   *backward_data = typename BackwardData::primitive_desc(
       typename BackwardData::desc(algorithm, src, weights, dst, strides, dilates, pad_left, pad_right), attr, engine,
-      forward_pd);
+      direct);
 }
 
 }  // namespace
@@ -177,18 +263,25 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
   // The three primitives with the activations (input, output and their gradients) in layout `activations`.
   // The weight gradient comes in the primitive's own layout (asking for crema's plain one picks a GEMM-based
   // implementation, measured 3-6x slower), reordered to crema's before it is added to the blob's diff.
+  // Without a backward pass (inference), only the forward primitive is made, and a 3x3 convolution of stride 1 may
+  // take Winograd's.
+  const bool backward = backward_planned();
+  const bool three_by_three = !transposed_ && group_ == 1 && g.kernel[0] == 3 && g.kernel[1] == 3 && g.stride[0] == 1 &&
+                              g.stride[1] == 1 && g.dilation[0] == 1 && g.dilation[1] == 1;
+  const Winograd winograd = !backward && three_by_three ? WinogradSetting() : Winograd::kNever;
   const auto describe = [&](Tag activations) {
     const memory::desc src(p->user_src.dims(), f32, activations), dst(p->user_dst.dims(), f32, activations);
     const memory::desc* bias = bias_term_ ? &p->user_bias : nullptr;
     if (transposed_)
       DescribeKind<dnnl::deconvolution_forward, dnnl::deconvolution_backward_data,
-                   dnnl::deconvolution_backward_weights>(
-          dnnl::algorithm::deconvolution_direct, src, any_weights, bias, dst, strides, dilates, pad_left, pad_right,
-          fused_activation_, fused_sum(), &p->forward, &p->backward_data, &p->backward_weights);
+                   dnnl::deconvolution_backward_weights>(dnnl::algorithm::deconvolution_direct, src, any_weights, bias,
+                                                         dst, strides, dilates, pad_left, pad_right, fused_activation_,
+                                                         fused_sum(), backward, Winograd::kNever, &p->forward,
+                                                         &p->backward_data, &p->backward_weights);
     else
       DescribeKind<dnnl::convolution_forward, dnnl::convolution_backward_data, dnnl::convolution_backward_weights>(
           dnnl::algorithm::convolution_direct, src, any_weights, bias, dst, strides, dilates, pad_left, pad_right,
-          fused_activation_, fused_sum(), &p->forward, &p->backward_data, &p->backward_weights);
+          fused_activation_, fused_sum(), backward, winograd, &p->forward, &p->backward_data, &p->backward_weights);
   };
   // oneDNN's own choice is a channel-blocked layout (16 channels a block with AVX-512, 8 with AVX2). Where the
   // channels do not fill whole blocks, the padding is computed too (LeNet's conv2: 20 inputs in 32, 50
@@ -202,6 +295,19 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
                       p->forward.dst_desc(0).get_size() > p->user_dst.get_size();
   if (layout.empty() && padded) describe(Tag::nhwc);
   p->forward_primitive = dnnl::primitive(p->forward.get());
+  p->offered = onednn::LayoutOf(p->forward.dst_desc(0), top[0]->shape());
+  p->with_backward = backward;
+  // A reshape keeps the weights' copy where the layout it wants stays the same.
+  if (primitives_) p->weights = std::move(primitives_->weights);
+  p->weights.Describe(p->forward.weights_desc(0), p->user_weights);
+  p->src = p->regions.AddCopy(p->forward.src_desc(0), p->user_src);
+  p->dst = p->regions.AddCopy(p->forward.dst_desc(0), p->user_dst);
+  p->forward_scratch = p->regions.Add(p->forward.scratchpad_desc());
+  if (!backward) {
+    RequestWorkspace(p->regions.Floats());
+    primitives_ = std::move(p);
+    return;
+  }
   p->backward_weights_primitive = dnnl::primitive(p->backward_weights.get());
   // The input gradient of a convolution over a few channels (an RGB or grey image: CaffeNet's and CIFAR-10's
   // conv1) comes out of oneDNN padded to a whole channel block, 16 channels computed for 3, in either layout;
@@ -209,14 +315,10 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
   // deconvolution's input gradient is a convolution forward, which has no such padding to undo.)
   p->gemm_backward_data = !transposed_ && inputs < kFewChannels;
   if (!p->gemm_backward_data) p->backward_data_primitive = dnnl::primitive(p->backward_data.get());
-  p->offered = onednn::LayoutOf(p->forward.dst_desc(0), top[0]->shape());
   p->data_reads_cached = !p->gemm_backward_data && p->backward_data.weights_desc(0) == p->forward.weights_desc(0);
 
-  // The forward pass, the weight gradient and the input gradient run one after another and each uses the
-  // workspace afresh, so their regions overlap: the workspace is the largest phase, not their sum.
-  p->src = p->regions.AddCopy(p->forward.src_desc(0), p->user_src);
-  p->dst = p->regions.AddCopy(p->forward.dst_desc(0), p->user_dst);
-  p->forward_scratch = p->regions.Add(p->forward.scratchpad_desc());
+  // The forward pass (its regions above), the weight gradient and the input gradient run one after another and each
+  // uses the workspace afresh, so their regions overlap: the workspace is the largest phase, not their sum.
   p->regions.Restart();
   p->backward_src = p->regions.AddCopy(p->backward_weights.src_desc(0), p->user_src);
   p->backward_diff_dst = p->regions.AddCopy(p->backward_weights.diff_dst_desc(0), p->user_dst);
@@ -242,10 +344,11 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
     gemm_floats = gemm.Floats();
   }
   RequestWorkspace(std::max(p->regions.Floats(), gemm_floats));
-  // A reshape keeps the weights' copy where the layout it wants stays the same.
-  if (primitives_) p->weights = std::move(primitives_->weights);
-  p->weights.Describe(p->forward.weights_desc(0), p->user_weights);
   primitives_ = std::move(p);
+}
+
+std::string OneDnnConvolutionLayer::implementation() const {
+  return primitives_ ? primitives_->forward.impl_info_str() : "";
 }
 
 bool OneDnnConvolutionLayer::ReadsLayout(int bottom, Layout layout) const {
@@ -271,10 +374,13 @@ void OneDnnConvolutionLayer::Forward_cpu(const std::vector<Blob*>& bottom, const
     // A fused sum: the primitive adds what its output buffer holds, so the summand goes there first, in its layout.
     if (summand_ != nullptr) {
       memory summand(onednn::BlobDesc(*summand_), CpuEngine(), const_cast<float*>(summand_->cpu_data()));
-      memory target = dst;
-      if (summand.get_desc() != target.get_desc()) {
+      const bool shared = summand.get_data_handle() == dst.get_data_handle();
+      if (summand.get_desc() != dst.get_desc()) {
+        CREMA_CHECK(!shared) << describe() << ": the summand of its fused sum shares the output's memory but lies in "
+                             << "another layout";
+        memory target = dst;
         dnnl::reorder(summand, target).execute(bind.stream(), summand, target);
-      } else if (summand.get_data_handle() != dst.get_data_handle()) {
+      } else if (!shared) {
         std::memcpy(dst.get_data_handle(), summand.get_data_handle(), dst.get_desc().get_size());
       }
     }
@@ -293,6 +399,8 @@ void OneDnnConvolutionLayer::Forward_cpu(const std::vector<Blob*>& bottom, const
 void OneDnnConvolutionLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                           const std::vector<Blob*>& bottom) {
   Primitives& p = *primitives_;
+  CREMA_CHECK(p.with_backward) << describe() << ": its primitives were made for forward passes only (no backward "
+                               << "planned); plan the backward pass before running it";
   const bool weight_grad = param_propagate_down(0);
   const bool bias_grad = bias_term_ && param_propagate_down(1);
   Binder bind(workspace());

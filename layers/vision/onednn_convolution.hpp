@@ -48,6 +48,10 @@ class OneDnnConvolutionLayer : public BaseConvolutionLayer {
   // The weights reordered into the forward primitive's layout, once it has run (none where that is crema's own).
   std::vector<HeldBuffer> HeldBuffers() const override;
 
+  // oneDNN's name for the forward kernel it chose (Winograd's: "jit_fp32_wino_2x3:avx512_core", say), for tests and
+  // diagnostics; "" before the first Reshape.
+  std::string implementation() const;
+
   // "" when the engine takes the query, else why not (the registry's refusal).
   static std::string Refusal(const EngineQuery& query);
 
@@ -58,9 +62,14 @@ class OneDnnConvolutionLayer : public BaseConvolutionLayer {
   bool reverse_dimensions() const override { return transposed_; }
   // A fused activation is a post-op of the forward primitive.
   bool ComputesFusedActivation() const override { return fused_activation_.kind != FusedActivation::kNone; }
-  // And a fused sum as a sum post-op before it.
+  // And a fused sum as a sum post-op before it, which adds what the output holds: the summand, copied there unless
+  // the memory plan put the output in the summand's memory.
   bool ComputesFusedSum() const override { return fused_sum(); }
 
+ public:
+  bool SumsIntoSummandMemory() const override { return fused_sum(); }
+
+ protected:
  private:
   const bool transposed_;
   struct Primitives;  // the oneDNN objects (dnnl.hpp stays out of this header)

@@ -153,6 +153,21 @@ MemoryPlan ComputeMemoryPlan(const Net& net, const MemoryPlanOptions& options) {
         merge(top.diff().get(), bottom.diff().get(), backward_at[s]);
     }
   }
+  // A fused sum the engine adds into its output's memory (forward only): the output takes the summand's memory
+  // where the summand's values die there, in the same layout.
+  for (int s = 0; s < steps && !plan.with_backward; ++s) {
+    const PlanStep& step = net.plan()[s];
+    const Layer& layer = *net.layers()[step.layer];
+    if (!layer.fused_sum() || !layer.SumsIntoSummandMemory() || step.tops.empty()) continue;
+    // Not where the layer also reads the summand as an input of its own (x + conv(x)), which the output would
+    // overwrite while the engine reads it.
+    const int id = step.bottoms.back();
+    if (std::count(step.bottoms.begin(), step.bottoms.end(), id) > 1) continue;
+    const Blob& summand = *net.blobs()[id];
+    const Blob& top = *net.blobs()[step.tops[0]];
+    if (summand.layout() == top.layout() && summand.shape() == top.shape())
+      merge(summand.data().get(), top.data().get(), forward_at[s]);
+  }
 
   // Groups: the members' lifetimes joined, the largest member's size.
   struct Group {
