@@ -5,6 +5,8 @@
 
 #include <sstream>
 
+#include "core/math_functions.hpp"
+
 namespace crema {
 
 using cudnn::Direction;
@@ -77,6 +79,7 @@ void CudnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std:
   key.groups = group_;
   plan_.Describe(key, transposed_ ? bottom_shape : top_shape, describe());
   bias_.SetPacked({1, num_output_, 1, 1});
+  relu_.Set(cudnn::ActivationMode::kReLU);
   biased_top_.SetPacked({num_, num_output_, top_spatial_size_, 1});
   // Describing needs no device, so the layer sets up anywhere (its shapes can be checked against cuDNN's on a
   // machine without a GPU); choosing algorithms needs the GPU's handle, and running needs the GPU.
@@ -92,16 +95,30 @@ void* CudnnConvolutionLayer::WorkspaceFor(Direction direction) {
   return plan_.workspace_bytes(direction) > 0 ? workspace() : nullptr;
 }
 
+bool CudnnConvolutionLayer::FusesBiasAndReLU() const {
+  return !transposed_ && bias_term_ && num_spatial_axes_ == 2 && fused_activation_.kind == FusedActivation::kReLU &&
+         fused_activation_.alpha == 0.f;
+}
+
 void CudnnConvolutionLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   if (empty_) return;
   const float* weights = params_[0]->gpu_data();
   for (size_t b = 0; b < bottom.size(); ++b) {
     const float* input = bottom[b]->gpu_data();
     float* output = top[b]->mutable_gpu_data();
+    // A fused sum adds to what the output holds: the summand, there already where the memory plan put the output in
+    // its memory.
+    const bool sum = summand_ != nullptr && ComputesFusedSum();
+    if (sum && summand_->gpu_data() != output) copy(context(), top[b]->count(), summand_->gpu_data(), output);
+    if (FusesBiasAndReLU()) {
+      plan_.ForwardBiasReLU(context(), input, weights, sum, bias_, params_[1]->gpu_data(), relu_, output,
+                            WorkspaceFor(Direction::kForward));
+      continue;
+    }
     if (transposed_)
       plan_.BackwardData(context(), input, weights, output, WorkspaceFor(Direction::kBackwardData), 0.f);
     else
-      plan_.Forward(context(), input, weights, output, WorkspaceFor(Direction::kForward), 0.f);
+      plan_.Forward(context(), input, weights, output, WorkspaceFor(Direction::kForward), sum ? 1.f : 0.f);
     if (bias_term_) cudnn::AddBias(context(), bias_, params_[1]->gpu_data(), biased_top_, output);
   }
 }

@@ -15,6 +15,9 @@
 // Takes (Refusal): 2-d and 3-d convolutions over channel axis 1 (N x C x H x W or N x C x D x H x W bottoms);
 // everything BaseConvolutionLayer accepts there (pads, strides, dilations, groups, several bottoms).
 //
+// In a rewritten inference plan (net/fold.hpp) the forward adds a fused sum itself and computes a fused ReLU with the
+// bias in one cuDNN call; other fused activations follow as Layer::Forward's separate pass.
+//
 // On a CPU context (never the registry's choice) the layer still sets up: describing the convolution to cuDNN
 // needs no device, and checks cuDNN's output shape against Caffe's; it chooses no algorithms and does not run.
 #pragma once
@@ -49,8 +52,18 @@ class CudnnConvolutionLayer : public GpuOnly<BaseConvolutionLayer> {
   void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
   bool reverse_dimensions() const override { return transposed_; }
+  // Inference rewrites: a fused sum is added by the convolution itself (beta 1 over the output that holds the
+  // summand), and a fused ReLU (slope 0) with the bias in the same call, cudnnConvolutionBiasActivationForward.
+  bool ComputesFusedSum() const override { return !transposed_ && fused_sum(); }
+  bool ComputesFusedActivation() const override { return FusesBiasAndReLU(); }
+
+ public:
+  bool SumsIntoSummandMemory() const override { return ComputesFusedSum(); }
 
  private:
+  // Whether the forward is one cudnnConvolutionBiasActivationForward: a 2-d convolution with a bias and a fused
+  // ReLU without slope (cuDNN's fused call takes no other activation but identity, and that with one algorithm).
+  bool FusesBiasAndReLU() const;
   // The workspace for a call of `direction` (nullptr where its algorithm needs none).
   void* WorkspaceFor(cudnn::Direction direction);
 
@@ -60,6 +73,7 @@ class CudnnConvolutionLayer : public GpuOnly<BaseConvolutionLayer> {
   // The bias (1, num_output, 1, 1) and the top it is added to, seen as (N, num_output, spatial positions, 1): the
   // same packed memory, in the 4-d form every cuDNN version's bias calls take.
   cudnn::TensorDescriptor bias_, biased_top_;
+  cudnn::ActivationDescriptor relu_;  // for FusesBiasAndReLU
 };
 
 class CudnnDeconvolutionLayer : public CudnnConvolutionLayer {

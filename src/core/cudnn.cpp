@@ -405,6 +405,15 @@ void ConvolutionPlan::Forward(Context& context, const float* input, const float*
                                            output_.get(), output));
 }
 
+void ConvolutionPlan::ForwardBiasReLU(Context& context, const float* input, const float* filter, bool sum,
+                                      const TensorDescriptor& bias_desc, const float* bias,
+                                      const ActivationDescriptor& relu, float* output, void* workspace) const {
+  const float alpha = 1.f, alpha2 = sum ? 1.f : 0.f;
+  CREMA_CUDNN_CALL(cudnnConvolutionBiasActivationForward(
+      context.cudnn(), &alpha, input_.get(), input, filter_.get(), filter, convolution_.get(), forward_, workspace,
+      forward_bytes_, &alpha2, output_.get(), output, bias_desc.get(), bias, relu.get(), output_.get(), output));
+}
+
 void ConvolutionPlan::BackwardData(Context& context, const float* output_diff, const float* filter, float* input_diff,
                                    void* workspace, float beta) const {
   const float alpha = 1.f;

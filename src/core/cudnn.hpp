@@ -241,6 +241,12 @@ class ConvolutionPlan {
   // output = conv(input, filter) + beta * output
   void Forward(Context& context, const float* input, const float* filter, float* output, void* workspace,
                float beta) const;
+  // output = relu(conv(input, filter) + (sum ? output : 0) + bias), one cudnnConvolutionBiasActivationForward with
+  // the forward algorithm (ReLU in `relu`; the summand is what `output` holds, cuDNN's z aliasing y; `bias` has
+  // `bias_desc` (1, C, 1, 1)).
+  void ForwardBiasReLU(Context& context, const float* input, const float* filter, bool sum,
+                       const TensorDescriptor& bias_desc, const float* bias, const ActivationDescriptor& relu,
+                       float* output, void* workspace) const;
   // input_diff = conv^T(output_diff, filter) + beta * input_diff
   void BackwardData(Context& context, const float* output_diff, const float* filter, float* input_diff, void* workspace,
                     float beta) const;
