@@ -59,34 +59,36 @@ Winograd WinogradSetting() {
   return std::string(setting) == "0" ? Winograd::kNever : Winograd::kAlways;
 }
 
-// The fastest of three forward runs of `pd` (after one to warm up), in seconds, on buffers of its own filled with
-// zeros (the kernels' time does not depend on the values).
-double TimeForward(const dnnl::primitive_desc_base& pd) {
-  const dnnl::engine& engine = CpuEngine();
-  dnnl::stream stream(engine);
-  std::unordered_map<int, memory> args;
-  const auto add = [&](int argument, const memory::desc& desc) {
-    if (desc.get_size() == 0) return;
-    memory buffer(desc, engine);
-    std::memset(buffer.get_data_handle(), 0, desc.get_size());
-    args[argument] = buffer;
-  };
-  add(DNNL_ARG_SRC, pd.src_desc(0));
-  add(DNNL_ARG_WEIGHTS, pd.weights_desc(0));
-  add(DNNL_ARG_BIAS, pd.weights_desc(1));
-  add(DNNL_ARG_DST, pd.dst_desc(0));
-  add(DNNL_ARG_SCRATCHPAD, pd.scratchpad_desc());
-  const dnnl::primitive primitive(pd.get());
-  double best = 0;
-  for (int run = 0; run < 4; ++run) {
-    const auto start = std::chrono::steady_clock::now();
-    primitive.execute(stream, args);
-    stream.wait();
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (run == 1 || (run > 1 && seconds < best)) best = seconds;
+// One forward primitive on buffers of its own filled with zeros (the kernels' time does not depend on the values),
+// run and timed.
+class TimedForward {
+ public:
+  explicit TimedForward(const dnnl::primitive_desc_base& pd) : stream_(CpuEngine()), primitive_(pd.get()) {
+    const auto add = [&](int argument, const memory::desc& desc) {
+      if (desc.get_size() == 0) return;
+      memory buffer(desc, CpuEngine());
+      std::memset(buffer.get_data_handle(), 0, desc.get_size());
+      args_[argument] = buffer;
+    };
+    add(DNNL_ARG_SRC, pd.src_desc(0));
+    add(DNNL_ARG_WEIGHTS, pd.weights_desc(0));
+    add(DNNL_ARG_BIAS, pd.weights_desc(1));
+    add(DNNL_ARG_DST, pd.dst_desc(0));
+    add(DNNL_ARG_SCRATCHPAD, pd.scratchpad_desc());
   }
-  return best;
-}
+  // Seconds of one run.
+  double Run() {
+    const auto start = std::chrono::steady_clock::now();
+    primitive_.execute(stream_, args_);
+    stream_.wait();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+
+ private:
+  dnnl::stream stream_;
+  dnnl::primitive primitive_;
+  std::unordered_map<int, memory> args_;
+};
 
 std::string DimsText(const memory::desc& desc) {
   std::ostringstream text;
@@ -105,7 +107,16 @@ bool WinogradIsFaster(const dnnl::primitive_desc_base& winograd, const dnnl::pri
   const std::lock_guard<std::mutex> lock(mutex);
   const auto known = decided.find(key);
   if (known != decided.end()) return known->second;
-  const bool faster = TimeForward(winograd) < 0.85 * TimeForward(direct);
+  // Each once to warm up, then five runs of each in turn (so that a busy moment slows both), the fastest of each.
+  TimedForward timed_winograd(winograd), timed_direct(direct);
+  timed_winograd.Run();
+  timed_direct.Run();
+  double winograd_seconds = 1e30, direct_seconds = 1e30;
+  for (int round = 0; round < 5; ++round) {
+    winograd_seconds = std::min(winograd_seconds, timed_winograd.Run());
+    direct_seconds = std::min(direct_seconds, timed_direct.Run());
+  }
+  const bool faster = winograd_seconds < 0.85 * direct_seconds;
   decided[key] = faster;
   return faster;
 }
