@@ -135,10 +135,10 @@ void DescribeKind(dnnl::algorithm algorithm, const memory::desc& src, const memo
   const dnnl::primitive_attr attr = onednn::UserScratchpad();  // the scratchpad comes from the workspace
   const dnnl::primitive_attr forward_attr = onednn::UserScratchpadWith(activation, sum);
   const dnnl::engine& engine = CpuEngine();
-  const memory::desc no_bias = bias ? *bias : memory::desc();
+  const memory::desc bias_desc = bias ? *bias : memory::desc();  // an empty one: no bias
   const auto describe = [&](dnnl::prop_kind kind, dnnl::algorithm how) {
     return typename Forward::primitive_desc(
-        typename Forward::desc(kind, how, src, weights, no_bias, dst, strides, dilates, pad_left, pad_right),
+        typename Forward::desc(kind, how, src, weights, bias_desc, dst, strides, dilates, pad_left, pad_right),
         forward_attr, engine);
   };
   // A fused activation is the forward's post-op (inference only: the layer then has no backward). The direct
