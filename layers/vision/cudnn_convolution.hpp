@@ -46,6 +46,9 @@ class CudnnConvolutionLayer : public GpuOnly<BaseConvolutionLayer> {
   static std::string Refusal(const EngineQuery& query);
   // The plan of the current shapes (its chosen algorithms), for tests and logs.
   const cudnn::ConvolutionPlan& plan() const { return plan_; }
+  // Its fused sum adds to what the output holds (beta 1, or cuDNN's z aliasing y): the output may lie in the
+  // summand's memory.
+  bool SumsIntoSummandMemory() const override { return ComputesFusedSum(); }
 
  protected:
   void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
@@ -56,9 +59,6 @@ class CudnnConvolutionLayer : public GpuOnly<BaseConvolutionLayer> {
   // summand), and a fused ReLU (slope 0) with the bias in the same call, cudnnConvolutionBiasActivationForward.
   bool ComputesFusedSum() const override { return !transposed_ && fused_sum(); }
   bool ComputesFusedActivation() const override { return FusesBiasAndReLU(); }
-
- public:
-  bool SumsIntoSummandMemory() const override { return ComputesFusedSum(); }
 
  private:
   // Whether the forward is one cudnnConvolutionBiasActivationForward: a 2-d convolution with a bias and a fused

@@ -47,6 +47,8 @@ class OneDnnConvolutionLayer : public BaseConvolutionLayer {
   Layout OffersLayout(int top, const std::vector<Layout>& bottom_layouts) const override;
   // The weights reordered into the forward primitive's layout, once it has run (none where that is crema's own).
   std::vector<HeldBuffer> HeldBuffers() const override;
+  // Its fused sum is a post-op adding to the output: the output may lie in the summand's memory.
+  bool SumsIntoSummandMemory() const override { return fused_sum(); }
 
   // oneDNN's name for the forward kernel it chose (Winograd's: "jit_fp32_wino_2x3:avx512_core", say), for tests and
   // diagnostics; "" before the first Reshape.
@@ -66,10 +68,6 @@ class OneDnnConvolutionLayer : public BaseConvolutionLayer {
   // the memory plan put the output in the summand's memory.
   bool ComputesFusedSum() const override { return fused_sum(); }
 
- public:
-  bool SumsIntoSummandMemory() const override { return fused_sum(); }
-
- protected:
  private:
   const bool transposed_;
   struct Primitives;  // the oneDNN objects (dnnl.hpp stays out of this header)
