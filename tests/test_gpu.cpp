@@ -270,7 +270,8 @@ TEST(GpuTest, TrainingOnTheGpuNeverCopiesParametersToTheHost) {
 std::vector<std::vector<float>> TrainSmallConvNet(const std::string& source, const char* mode) {
   SolverParameter param;
   ReadProtoFromText(std::string("base_lr: 0.05 lr_policy: 'step' gamma: 0.5 stepsize: 10 momentum: 0.9 "
-                                "weight_decay: 0.001 display: 0 max_iter: 20 random_seed: 7 solver_mode: ") +
+                                "weight_decay: 0.001 display: 0 max_iter: 20 random_seed: 7 snapshot_after_train: false "
+                                "solver_mode: ") +
                         mode,
                     "solver", &param);
   ReadProtoFromText(R"(
@@ -295,6 +296,16 @@ std::vector<std::vector<float>> TrainSmallConvNet(const std::string& source, con
   std::vector<std::vector<float>> weights;
   for (Blob* blob : solver->net()->learnable_params()) weights.push_back(test::DataOf(*blob));
   return weights;
+}
+
+// The CPU half of the test below, where every machine runs it: the solver and net it builds are valid and train.
+TEST(GpuTest, TheSmallConvNetTrainsOnTheCpu) {
+  test::TempDir dir;
+  test::WriteRandomDatums(dir.file("train_lmdb"), 64, 8, 8, 4, 3);
+  const auto weights = TrainSmallConvNet(dir.file("train_lmdb"), "CPU");
+  ASSERT_EQ(weights.size(), 6u);  // conv, ip1 and ip2, each with a bias
+  for (const auto& blob : weights)
+    for (float value : blob) ASSERT_TRUE(std::isfinite(value));
 }
 
 TEST(GpuTest, TrainingASmallConvNetGivesTheCpusWeights) {
