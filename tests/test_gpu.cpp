@@ -4,9 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
+#include <iterator>
 
 #include "core/blob.hpp"
 #include "core/context.hpp"
+#include "core/cublas_library.hpp"
 #include "core/gpu_math.hpp"
 #include "core/math_functions.hpp"
 #include "io/proto_io.hpp"
@@ -19,6 +22,55 @@
 
 namespace crema {
 namespace {
+
+#ifdef CREMA_USE_CUDA
+// cuBLAS is opened on first use, not at start-up (core/cublas_library.hpp). These come first in the file, so that
+// where the whole binary runs in one process no GPU test has opened it yet.
+TEST(CublasTest, ACpuRunNeverOpensCublas) {
+  NetParameter param;
+  ReadProtoFromText(R"(
+    layer { name: 'input' type: 'Input' top: 'data' input_param { shape { dim: 2 dim: 8 } } }
+    layer { name: 'fc' type: 'InnerProduct' bottom: 'data' top: 'fc'
+            inner_product_param { num_output: 3 weight_filler { type: 'gaussian' } } }
+  )",
+                    "net", &param);
+  Net net(param, std::make_shared<Context>(Device::kCPU, 0));
+  test::FillGaussian(net.blob_by_name("data"));
+  net.Forward();
+  std::ifstream maps("/proc/self/maps");
+  ASSERT_TRUE(maps.good());
+  const std::string mapped((std::istreambuf_iterator<char>(maps)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(mapped.find("libcublas"), std::string::npos) << "cuBLAS was loaded by a run that never used it";
+  EXPECT_FALSE(CublasLoaded());
+}
+
+TEST(CublasTest, AMissingOrForeignLibraryIsNamed) {
+  std::string message = test::ErrorMessage([] { LoadCublasLibrary("/nonexistent/" + CublasLibraryName()); });
+  EXPECT_NE(message.find("cannot open the cuBLAS library '/nonexistent/libcublas.so."), std::string::npos)
+      << message;
+  // A library that opens but is not cuBLAS: the first missing entry point is named.
+  message = test::ErrorMessage([] { LoadCublasLibrary("libz.so.1"); });
+  EXPECT_NE(message.find("'libz.so.1' has no cublasCreate_v2"), std::string::npos) << message;
+}
+
+TEST(CublasTest, TheToolkitsLibraryGivesEveryEntryPoint) {
+  CublasLibrary library;
+  try {
+    library = LoadCublasLibrary(CublasLibraryName());
+  } catch (const Error& error) {
+    GTEST_SKIP() << "no cuBLAS on this machine's library path: " << error.what();
+  }
+  EXPECT_EQ(library.path, CublasLibraryName());
+  for (const void* entry : {reinterpret_cast<const void*>(library.Create), reinterpret_cast<const void*>(library.Destroy),
+                            reinterpret_cast<const void*>(library.SetStream),
+                            reinterpret_cast<const void*>(library.GetStatusString),
+                            reinterpret_cast<const void*>(library.Sgemm), reinterpret_cast<const void*>(library.Sgemv),
+                            reinterpret_cast<const void*>(library.Saxpy), reinterpret_cast<const void*>(library.Sscal),
+                            reinterpret_cast<const void*>(library.Sdot), reinterpret_cast<const void*>(library.Sasum)})
+    EXPECT_NE(entry, nullptr);
+  EXPECT_STREQ(library.GetStatusString(CUBLAS_STATUS_NOT_INITIALIZED), "CUBLAS_STATUS_NOT_INITIALIZED");
+}
+#endif
 
 TEST(GpuTest, AGpuContextWithoutAGpuIsAClearError) {
   if (Context::gpu_count() > 0) GTEST_SKIP() << "a CUDA device is present; the error path cannot be reached";

@@ -84,7 +84,7 @@ Context::~Context() {
   if (cudnn_ != nullptr) cudnn::DestroyHandle(cudnn_);
 #endif
 #ifdef CREMA_USE_CUDA
-  if (cublas_ != nullptr) cublasDestroy(cublas_);
+  if (cublas_ != nullptr) Cublas().Destroy(cublas_);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 #endif
 }
@@ -157,8 +157,8 @@ cudaStream_t Context::stream() {
 cublasHandle_t Context::cublas() {
   if (cublas_ == nullptr) {
     MakeCurrent();
-    CREMA_CUBLAS_CHECK(cublasCreate(&cublas_));
-    CREMA_CUBLAS_CHECK(cublasSetStream(cublas_, stream()));
+    CREMA_CUBLAS_CHECK(Cublas().Create(&cublas_));
+    CREMA_CUBLAS_CHECK(Cublas().SetStream(cublas_, stream()));
   }
   return cublas_;
 }

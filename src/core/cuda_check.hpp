@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 
 #include "core/common.hpp"
+#include "core/cublas_library.hpp"
 
 #define CREMA_CUDA_CHECK(call)                                                                   \
   do {                                                                                           \
@@ -18,7 +19,7 @@
   do {                                                                                           \
     cublasStatus_t crema_cublas_status = (call);                                                 \
     CREMA_CHECK(crema_cublas_status == CUBLAS_STATUS_SUCCESS)                                    \
-        << "cuBLAS call " #call " failed: " << cublasGetStatusString(crema_cublas_status);       \
+        << "cuBLAS call " #call " failed: " << ::crema::Cublas().GetStatusString(crema_cublas_status);     \
   } while (0)
 #endif
 

@@ -14,7 +14,7 @@ void gpu_gemm(Context& context, Transpose trans_a, Transpose trans_b, int M, int
               const float* B, float beta, float* C) {
   const int lda = trans_a == Transpose::kNo ? K : M;
   const int ldb = trans_b == Transpose::kNo ? N : K;
-  CREMA_CUBLAS_CHECK(cublasSgemm(context.cublas(), to_cublas(trans_b), to_cublas(trans_a), N, M, K, &alpha, B, ldb, A,
+  CREMA_CUBLAS_CHECK(Cublas().Sgemm(context.cublas(), to_cublas(trans_b), to_cublas(trans_a), N, M, K, &alpha, B, ldb, A,
                                  lda, &beta, C, N));
 }
 
@@ -22,15 +22,15 @@ void gpu_gemv(Context& context, Transpose trans_a, int M, int N, float alpha, co
               float beta, float* y) {
   // Row-major A (M x N) is column-major A^T (N x M): flip the transposition.
   const cublasOperation_t op = trans_a == Transpose::kNo ? CUBLAS_OP_T : CUBLAS_OP_N;
-  CREMA_CUBLAS_CHECK(cublasSgemv(context.cublas(), op, N, M, &alpha, A, N, x, 1, &beta, y, 1));
+  CREMA_CUBLAS_CHECK(Cublas().Sgemv(context.cublas(), op, N, M, &alpha, A, N, x, 1, &beta, y, 1));
 }
 
 void gpu_axpy(Context& context, int n, float alpha, const float* x, float* y) {
-  CREMA_CUBLAS_CHECK(cublasSaxpy(context.cublas(), n, &alpha, x, 1, y, 1));
+  CREMA_CUBLAS_CHECK(Cublas().Saxpy(context.cublas(), n, &alpha, x, 1, y, 1));
 }
 
 void gpu_scale(Context& context, int n, float alpha, float* x) {
-  CREMA_CUBLAS_CHECK(cublasSscal(context.cublas(), n, &alpha, x, 1));
+  CREMA_CUBLAS_CHECK(Cublas().Sscal(context.cublas(), n, &alpha, x, 1));
 }
 
 void gpu_set(Context& context, int n, float value, float* x) {
@@ -47,13 +47,13 @@ void gpu_upload(Context& context, int n, const float* x, float* y) {
 
 double gpu_dot(Context& context, int n, const float* x, const float* y) {
   float result = 0.f;
-  CREMA_CUBLAS_CHECK(cublasSdot(context.cublas(), n, x, 1, y, 1, &result));
+  CREMA_CUBLAS_CHECK(Cublas().Sdot(context.cublas(), n, x, 1, y, 1, &result));
   return result;
 }
 
 double gpu_asum(Context& context, int n, const float* x) {
   float result = 0.f;
-  CREMA_CUBLAS_CHECK(cublasSasum(context.cublas(), n, x, 1, &result));
+  CREMA_CUBLAS_CHECK(Cublas().Sasum(context.cublas(), n, x, 1, &result));
   return result;
 }
 
