@@ -81,10 +81,9 @@ const CublasLibrary& Cublas() {
         errors += std::string(errors.empty() ? "" : "; ") + error.what();
       }
     }
-    CREMA_FAIL() << errors
-                  << (chosen != nullptr && *chosen != '\0'
-                          ? " (CREMA_CUBLAS_LIBRARY names it)"
-                          : " (set CREMA_CUBLAS_LIBRARY to the file, or put its folder in LD_LIBRARY_PATH)");
+    throw Error(errors + (chosen != nullptr && *chosen != '\0'
+                              ? " (CREMA_CUBLAS_LIBRARY names it)"
+                              : " (set CREMA_CUBLAS_LIBRARY to the file, or put its folder in LD_LIBRARY_PATH)"));
   }();
   return library;
 }
