@@ -292,10 +292,13 @@ void RunDeployNet(NetParameter param, float input_scale) {
 // named. `kept` counts the blobs the plan keeps in a layout other than plain.
 std::vector<std::pair<std::string, std::vector<float>>> RunOnce(NetParameter param, bool deploy, float input_scale,
                                                                 const NetPasses& passes, int* kept,
-                                                                Device device = Device::kCPU) {
+                                                                Device device = Device::kCPU,
+                                                                const std::vector<std::string>& native_types = {}) {
   if (deploy) param.set_force_backward(true);
   param.mutable_state()->set_phase(TRAIN);
-  Net net(param, std::make_shared<Context>(device, 0, 1234), passes);
+  auto context = std::make_shared<Context>(device, 0, 1234);
+  for (const std::string& type : native_types) context->force_engine(type, "native");
+  Net net(param, context, passes);
   *kept = 0;
   for (const auto& blob : net.blobs()) *kept += blob->layout() != Layout::kPlain;
   if (deploy) RandomizeDeployNet(&net, input_scale);
@@ -669,7 +672,12 @@ TEST_P(ExamplesTest, EveryLayerRunsOnTheGpu) {
 }
 
 // On a GPU, the net's outputs and gradients (one forward and backward pass in TRAIN, as the layout test above) are
-// the CPU's, within float rounding of another summation order (cuDNN's and cuBLAS's algorithms).
+// the CPU's, within float rounding of another summation order (cuDNN's and cuBLAS's algorithms). How far rounding
+// alone moves each result is measured on the CPU itself, with the convolutions and inner products on the native
+// engines (im2col and a product) instead of oneDNN's: a first layer's weight gradient, summed through a deep net's
+// whole backward, moves far more than an output does. The GPU may differ from the CPU by 2e-3 of the result's
+// largest value, or by 4 times that measured spread where it is larger (an H200 put GoogLeNet's first gradient
+// 4.4e-4 from the CPU's where 2e-3 of its largest value is 1.9e-4).
 TEST_P(ExamplesTest, TheGpuNetGivesTheCpuNetsOutputsAndGradients) {
   CREMA_SKIP_WITHOUT_GPU();
   const Example& example = GetParam();
@@ -677,15 +685,28 @@ TEST_P(ExamplesTest, TheGpuNetGivesTheCpuNetsOutputsAndGradients) {
   const NetParameter param = FedNet();
   int kept = 0;
   const auto cpu = RunOnce(param, deploy, example.input_scale, NetPasses::Default(), &kept, Device::kCPU);
+  const auto other_order = RunOnce(param, deploy, example.input_scale, NetPasses::Default(), &kept, Device::kCPU,
+                                   {"Convolution", "InnerProduct", "Deconvolution"});
   const auto gpu = RunOnce(param, deploy, example.input_scale, NetPasses::Default(), &kept, Device::kGPU);
   ASSERT_EQ(cpu.size(), gpu.size());
+  ASSERT_EQ(cpu.size(), other_order.size());
   for (size_t r = 0; r < cpu.size(); ++r) {
     SCOPED_TRACE(cpu[r].first);
     ASSERT_EQ(cpu[r].second.size(), gpu[r].second.size());
-    float largest = 0.f;
-    for (float v : cpu[r].second) largest = std::max(largest, std::abs(v));
+    ASSERT_EQ(cpu[r].second.size(), other_order[r].second.size());
+    float largest = 0.f, spread = 0.f, worst = 0.f;
+    for (size_t k = 0; k < cpu[r].second.size(); ++k) {
+      largest = std::max(largest, std::abs(cpu[r].second[k]));
+      spread = std::max(spread, std::abs(other_order[r].second[k] - cpu[r].second[k]));
+      worst = std::max(worst, std::abs(gpu[r].second[k] - cpu[r].second[k]));
+    }
+    const float allowed = std::max(2e-3f * largest, 4.f * spread) + 1e-5f;
+    if (worst > 2e-3f * largest)
+      std::printf("  %s: GPU off by %.3g, CPU orders by %.3g, largest %.3g\n", cpu[r].first.c_str(), worst, spread,
+                  largest);
     for (size_t k = 0; k < cpu[r].second.size(); ++k)
-      ASSERT_NEAR(gpu[r].second[k], cpu[r].second[k], 2e-3f * largest + 1e-5f) << "at " << k;
+      ASSERT_NEAR(gpu[r].second[k], cpu[r].second[k], allowed)
+          << "at " << k << " (CPU orders differ by up to " << spread << ", largest " << largest << ")";
   }
 }
 
