@@ -292,6 +292,12 @@ def main():
                     out = run_torch(name, setting, args)
                     record("pytorch", name, setting, out["times"])
                     torch_info[setting[1]] = out["info"]
+                # Progress as it goes: a run cut short by a time limit still leaves what it measured.
+                print("round %d, %s: %s" % (round_index + 1, name, "; ".join(
+                    "%s%s %s" % (peer, "" if setting is None else " " + repr(setting),
+                                 " ".join("%s %.3g ms" % (key, values[-1]) for key, values in sorted(times.items())))
+                    for (peer, net, setting), times in sorted(results.items(), key=repr) if net == name)),
+                    file=sys.stderr, flush=True)
             print("round %d of %d done" % (round_index + 1, args.rounds), file=sys.stderr)
 
     info = torch_info[False]
