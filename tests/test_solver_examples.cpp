@@ -102,7 +102,10 @@ TEST_F(SolverExamplesTest, LenetRmsProp) {
 // must agree within 0.03 absolute (accuracy) or 3% (losses). Rounding alone moves them, and more the longer the run:
 // on the CPU, products on OpenBLAS instead of oneDNN moved ResNet's accuracy after 100 iterations by 0.016, and the
 // autoencoders' losses after 150 iterations by up to 25% (Nesterov; AdaGrad 0.4%, while an H200 put AdaGrad 5.4%
-// from its CPU) but after 50 by at most 0.9% (AdaGrad), so the autoencoders are compared after 50.
+// from its CPU) but after 50 by at most 0.9% (AdaGrad), so the autoencoders are compared after 50. AdaGrad after 20:
+// its first step moves each weight by the learning rate times the sign of its gradient, so rounding on either side of
+// zero takes a full step either way, and between 20 and 50 iterations its runs part: after 50 an H200's CPU ended 8%
+// from a Zen 5's (388 against 356 to 359), its GPU 8% from its CPU; after 20 the two CPU GEMMs agree within 1e-5.
 TEST_F(SolverExamplesTest, EveryExampleSolverTrainsOnTheGpuToTheCpusResult) {
   CREMA_SKIP_WITHOUT_GPU();
   struct Run {
@@ -117,7 +120,7 @@ TEST_F(SolverExamplesTest, EveryExampleSolverTrainsOnTheGpuToTheCpusResult) {
       {"fashion_mnist/resnet_solver.prototxt", 100, "accuracy"},
       {"mnist/mnist_autoencoder_solver.prototxt", 50, "cross_entropy_loss"},
       {"mnist/mnist_autoencoder_solver_nesterov.prototxt", 50, "cross_entropy_loss"},
-      {"mnist/mnist_autoencoder_solver_adagrad.prototxt", 50, "cross_entropy_loss"},
+      {"mnist/mnist_autoencoder_solver_adagrad.prototxt", 20, "cross_entropy_loss"},
       {"mnist/mnist_autoencoder_solver_adadelta.prototxt", 50, "cross_entropy_loss"},
   };
   for (const Run& run : runs) {
