@@ -170,8 +170,8 @@ sanitize-build:
 	env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake --build $(SANITIZE_DIR) -j $(JOBS)
 
 # Under the sanitizers the ImageNet-size example nets (CaffeNet, AlexNet, GoogLeNet, ResNet-50, R-CNN) took half
-# the test run (1368 of 2766 test-seconds; 24 min on 2 cores), over code their small siblings (LeNet, CIFAR-10, ...) run there too;
-# the main build's `make test` runs them all. SANITIZE_EXCLUDE= runs everything.
+# the test run (1368 of 2766 test-seconds; 24 min on 2 cores), over code their small siblings (LeNet, CIFAR-10,
+# ...) run there too; the main build's `make test` runs them all. SANITIZE_EXCLUDE= runs everything.
 SANITIZE_EXCLUDE ?= ExamplesTest\..*/(imagenet|rcnn)_
 sanitize: sanitize-build
 	cd $(SANITIZE_DIR) && $(SANITIZER_ENV) ctest --output-on-failure -j $(JOBS) $(if $(SANITIZE_EXCLUDE),-E '$(SANITIZE_EXCLUDE)')

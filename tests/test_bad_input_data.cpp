@@ -16,10 +16,10 @@
 
 #include "io/db.hpp"
 #include "io/hdf5.hpp"
+#include "io/image_io.hpp"
 #include "io/lmdb.hpp"
 #include "io/proto_io.hpp"
 #include "io/snapshot_io.hpp"
-#include "io/image_io.hpp"
 #include "test_util.hpp"
 
 namespace crema {

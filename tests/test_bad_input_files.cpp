@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "io/hdf5.hpp"
+#include "io/image_io.hpp"
 #include "io/proto_io.hpp"
 #include "io/snapshot_io.hpp"
 #include "net/net.hpp"
-#include "io/image_io.hpp"
 #include "test_util.hpp"
 
 namespace crema {

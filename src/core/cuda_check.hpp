@@ -8,18 +8,18 @@
 #include "core/common.hpp"
 #include "core/cublas_library.hpp"
 
-#define CREMA_CUDA_CHECK(call)                                                                   \
-  do {                                                                                           \
-    cudaError_t crema_cuda_status = (call);                                                      \
-    CREMA_CHECK(crema_cuda_status == cudaSuccess)                                                \
-        << "CUDA call " #call " failed: " << cudaGetErrorString(crema_cuda_status);              \
+#define CREMA_CUDA_CHECK(call)                                                      \
+  do {                                                                              \
+    cudaError_t crema_cuda_status = (call);                                         \
+    CREMA_CHECK(crema_cuda_status == cudaSuccess)                                   \
+        << "CUDA call " #call " failed: " << cudaGetErrorString(crema_cuda_status); \
   } while (0)
 
-#define CREMA_CUBLAS_CHECK(call)                                                                 \
-  do {                                                                                           \
-    cublasStatus_t crema_cublas_status = (call);                                                 \
-    CREMA_CHECK(crema_cublas_status == CUBLAS_STATUS_SUCCESS)                                    \
-        << "cuBLAS call " #call " failed: " << ::crema::Cublas().GetStatusString(crema_cublas_status);     \
+#define CREMA_CUBLAS_CHECK(call)                                                                       \
+  do {                                                                                                 \
+    cublasStatus_t crema_cublas_status = (call);                                                       \
+    CREMA_CHECK(crema_cublas_status == CUBLAS_STATUS_SUCCESS)                                          \
+        << "cuBLAS call " #call " failed: " << ::crema::Cublas().GetStatusString(crema_cublas_status); \
   } while (0)
 #endif
 

@@ -14,8 +14,8 @@ void gpu_gemm(Context& context, Transpose trans_a, Transpose trans_b, int M, int
               const float* B, float beta, float* C) {
   const int lda = trans_a == Transpose::kNo ? K : M;
   const int ldb = trans_b == Transpose::kNo ? N : K;
-  CREMA_CUBLAS_CHECK(Cublas().Sgemm(context.cublas(), to_cublas(trans_b), to_cublas(trans_a), N, M, K, &alpha, B, ldb, A,
-                                 lda, &beta, C, N));
+  CREMA_CUBLAS_CHECK(Cublas().Sgemm(context.cublas(), to_cublas(trans_b), to_cublas(trans_a), N, M, K, &alpha, B, ldb,
+                                    A, lda, &beta, C, N));
 }
 
 void gpu_gemv(Context& context, Transpose trans_a, int M, int N, float alpha, const float* A, const float* x,
