@@ -12,6 +12,8 @@
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
+
+#include "io/image_codecs_library.hpp"
 #endif
 
 namespace crema {
@@ -106,7 +108,7 @@ std::pair<uint32_t, uint32_t> ClaimedImageSize(const std::string& bytes) {
 
 Datum ReadImageToDatum(const std::string& path, int label, int new_height, int new_width, ImageColor color) {
   std::string why;
-  cv::Mat image = CatchingOpenCv([&] { return cv::imread(path, ReadFlag(color)); }, &why);
+  cv::Mat image = CatchingOpenCv([&] { return ImageCodecs().imread(path, ReadFlag(color)); }, &why);
   CREMA_CHECK(!image.empty()) << "cannot read image '" << path << "' (missing, unreadable or not an image)" << why;
   if (new_height > 0 && new_width > 0 && (image.rows != new_height || image.cols != new_width)) {
     cv::resize(image, image, cv::Size(new_width, new_height), 0, 0, cv::INTER_LINEAR);
@@ -128,7 +130,7 @@ Datum DecodeDatum(const Datum& datum, ImageColor color) {
       << claimed_width << " pixels, more than so few compressed bytes can hold: its header is damaged";
   const cv::Mat buffer(1, static_cast<int>(bytes.size()), CV_8UC1, const_cast<char*>(bytes.data()));
   std::string why;
-  cv::Mat image = CatchingOpenCv([&] { return cv::imdecode(buffer, ReadFlag(color)); }, &why);
+  cv::Mat image = CatchingOpenCv([&] { return ImageCodecs().imdecode(buffer, ReadFlag(color)); }, &why);
   CREMA_CHECK(!image.empty()) << "an encoded datum (" << bytes.size() << " bytes) is not an image OpenCV can decode"
                               << why;
   return MatToDatum(image, datum.label());
@@ -183,7 +185,7 @@ bool CanEncodeImageFormat(const std::string& format) {
   const std::string name = NormalizedFormat(format);
   if (name.empty()) return false;
   try {
-    return cv::haveImageWriter("image." + name);
+    return ImageCodecs().haveImageWriter("image." + name);
   } catch (const cv::Exception&) {
     return false;
   }
@@ -200,7 +202,7 @@ Datum ReadImageToEncodedDatum(const std::string& path, int label, int new_height
   const cv::Mat buffer(1, static_cast<int>(bytes.size()), CV_8UC1, bytes.data());
   auto decode = [&](int flag) {
     std::string why;
-    cv::Mat image = CatchingOpenCv([&] { return cv::imdecode(buffer, flag); }, &why);
+    cv::Mat image = CatchingOpenCv([&] { return ImageCodecs().imdecode(buffer, flag); }, &why);
     CREMA_CHECK(!image.empty()) << "cannot read image '" << path << "' (not an image OpenCV can decode)" << why;
     return image;
   };
@@ -231,7 +233,7 @@ Datum ReadImageToEncodedDatum(const std::string& path, int label, int new_height
   std::vector<unsigned char> encoded;
   bool written = false;
   try {
-    written = cv::imencode("." + target, image, encoded);
+    written = ImageCodecs().imencode("." + target, image, encoded, {});
   } catch (const cv::Exception&) {
     written = false;
   }
@@ -244,7 +246,8 @@ std::string EncodeImage(const std::string& extension, const unsigned char* pixel
                         int channels) {
   const cv::Mat image(height, width, CV_8UC(channels), const_cast<unsigned char*>(pixels));
   std::vector<unsigned char> encoded;
-  CREMA_CHECK(cv::imencode(extension, image, encoded)) << "cannot encode an image as '" << extension << "'";
+  CREMA_CHECK(ImageCodecs().imencode(extension, image, encoded, {}))
+      << "cannot encode an image as '" << extension << "'";
   return std::string(encoded.begin(), encoded.end());
 }
 

@@ -13,6 +13,7 @@
 #endif
 
 #include "core/common.hpp"
+#include "io/image_codecs_library.hpp"
 #include "io/proto_io.hpp"
 
 namespace crema {
@@ -478,7 +479,7 @@ void WriteDrawingPng(const Drawing& drawing, const std::string& path) {
   cv::Mat image;
   cv::resize(canvas, image, cv::Size(drawing.width, drawing.height), 0, 0, cv::INTER_AREA);
   std::vector<unsigned char> bytes;
-  CREMA_CHECK(cv::imencode(".png", image, bytes)) << path << ": OpenCV could not encode the chart as PNG";
+  CREMA_CHECK(ImageCodecs().imencode(".png", image, bytes, {})) << path << ": OpenCV could not encode the chart as PNG";
   WriteStringToFileAtomically(std::string(bytes.begin(), bytes.end()), path);
 }
 
