@@ -21,6 +21,7 @@
 #include "layers/vision/onednn_convolution.hpp"
 #include "net/fold.hpp"
 #include "net/net.hpp"
+#include "solver/solver.hpp"
 #include "test_util.hpp"
 
 namespace crema {
@@ -163,6 +164,66 @@ TEST(FoldTest, FoldedWeightsFollowEditsOfTheLayersParameters) {
   float before = 0.f;
   for (size_t i = 0; i < expected.size(); ++i) before = std::max(before, std::abs(expected[i] - unfolded.out[i]));
   EXPECT_GT(before, 1e-3f);  // the edits changed the outputs
+}
+
+// A solver's test nets are rewritten over the weights they share with the training net, and derive their folded
+// weights again after each update: every test gives the unfolded test net's outputs. BatchNorm learns its statistics
+// in TRAIN and folds with them in TEST, so each update changes both the weights and the statistics the fold reads.
+TEST(FoldTest, SolverTestNetsFoldOverTheTrainingNetsWeightsAfterEachUpdate) {
+  const char kTrainTest[] = R"(
+    name: 'solver_fold'
+    layer { name: 'data' type: 'DummyData' top: 'data' top: 'target'
+            dummy_data_param { shape { dim: 4 dim: 3 dim: 6 dim: 6 } shape { dim: 4 dim: 5 }
+                               data_filler { type: 'gaussian' std: 1 } data_filler { type: 'uniform' } } }
+    layer { name: 'conv' type: 'Convolution' bottom: 'data' top: 'conv'
+            convolution_param { num_output: 4 kernel_size: 3 bias_term: false weight_filler { type: 'xavier' } } }
+    layer { name: 'bn' type: 'BatchNorm' bottom: 'conv' top: 'conv' }
+    layer { name: 'sc' type: 'Scale' bottom: 'conv' top: 'conv'
+            scale_param { bias_term: true filler { type: 'uniform' min: 0.5 max: 1.5 } } }
+    layer { name: 'relu' type: 'ReLU' bottom: 'conv' top: 'conv' }
+    layer { name: 'drop' type: 'Dropout' bottom: 'conv' top: 'conv' }
+    layer { name: 'fc' type: 'InnerProduct' bottom: 'conv' top: 'fc'
+            inner_product_param { num_output: 5 weight_filler { type: 'xavier' } } }
+    layer { name: 'loss' type: 'EuclideanLoss' bottom: 'fc' bottom: 'target' top: 'loss' }
+  )";
+  SolverParameter param;
+  ReadProtoFromText(
+      "base_lr: 0.05 lr_policy: 'fixed' momentum: 0.9 max_iter: 6 test_iter: 2 test_interval: 2 "
+      "test_initialization: false random_seed: 5 snapshot_after_train: false",
+      "solver", &param);
+  ReadProtoFromText(kTrainTest, "net", param.mutable_net_param());
+  std::vector<std::vector<float>> losses[2];
+  for (int fold = 0; fold < 2; ++fold) {
+    auto context = std::make_shared<Context>(Device::kCPU, 0, 5);
+    context->set_fold(fold == 1);
+    auto solver = CreateSolver(param, "", context);
+    ASSERT_EQ(solver->test_nets().size(), 1u);
+    const Net& test_net = *solver->test_nets()[0];
+    if (fold) {
+      // The Dropout goes, and conv takes bn, sc and relu.
+      ASSERT_EQ(test_net.rewrites().size(), 2u);
+      EXPECT_NE(test_net.rewrites()[1].find("conv (Convolution): folded bn (BatchNorm), sc (Scale); fused relu"),
+                std::string::npos)
+          << test_net.rewrites()[1];
+    } else {
+      EXPECT_TRUE(test_net.rewrites().empty());
+    }
+    for (int round = 0; round < 3; ++round) {
+      solver->Step(2);
+      losses[fold].emplace_back();
+      const auto scores = solver->TestAll();
+      for (const auto& mean : scores[0]) losses[fold].back().push_back(mean.value);
+    }
+  }
+  ASSERT_EQ(losses[1].size(), 3u);
+  for (size_t round = 0; round < 3; ++round) {
+    ASSERT_EQ(losses[1][round].size(), 1u);
+    EXPECT_NEAR(losses[1][round][0], losses[0][round][0], 1e-5f * std::abs(losses[0][round][0])) << "round " << round;
+    // Training moved the test loss, so a fold over stale weights would have shown.
+    if (round > 0) {
+      EXPECT_GT(std::abs(losses[0][round][0] - losses[0][round - 1][0]), 1e-3f * losses[0][0][0]);
+    }
+  }
 }
 
 TEST(FoldTest, BlobsReadFromOutsideStopTheFoldsThatWouldLeaveThemUnwritten) {

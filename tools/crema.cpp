@@ -72,7 +72,8 @@ DEFINE_string(memory_plan, "share",
               "to backward, computing the rest again in backward) or none (every blob keeps memory of its own, as "
               "in Caffe); a net's own memory_plan: NONE turns it off for that net");
 DEFINE_string(fold, "all",
-              "test, time, classify: all (a net that runs forward only folds BatchNorm, Scale and Bias into the "
+              "train (its test nets), test, time, classify: all (a net that runs forward only folds BatchNorm, "
+              "Scale and Bias into the "
               "convolution or inner product before them, fuses the activation after one into it, and drops Dropout "
               "and Split steps, once its weights are loaded; crema time lists what it did) or none (the plan as "
               "written); a net's own fold: false turns it off for that net");
@@ -847,7 +848,7 @@ const std::map<std::string, std::vector<std::string>> kFlagCommands = {
     {"weights", {"train", "test", "time", "classify", "fold"}},
     {"output_model", {"fold"}},
     {"output_weights", {"fold"}},
-    {"fold", {"test", "time", "classify", "fold"}},
+    {"fold", {"train", "test", "time", "classify", "fold"}},
     {"iterations", {"test", "time"}},
     {"phase", {"test", "time", "classify", "fold"}},
     {"forward_only", {"time"}},

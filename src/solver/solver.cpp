@@ -222,6 +222,9 @@ void Solver::InitTestNets(const std::string& solver_path) {
     test_nets_.push_back(std::make_unique<Net>(nets[i], context_));
     test_nets_.back()->PlanMemory(false);  // tested forward only: activations freed after their last reader
     test_nets_.back()->ShareTrainedLayersWith(*net_);
+    // A test net runs forward only: it is rewritten for inference (net/fold.hpp) over the train net's weights, and
+    // its folded weights are derived again before the first test pass after each update (Net::AddDerivedParams).
+    test_nets_.back()->RunAfterWeightsPasses();
   }
 }
 
