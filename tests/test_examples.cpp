@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -377,13 +378,38 @@ TEST_P(ExamplesTest, LayoutRunsGiveThePlainNetsOutputsAndGradients) {
   }
 }
 
+// The bits of `count` floats, as one 64-bit digest (each 8 bytes mixed in by a multiply and a rotate, the length last):
+// the CaffeNet family's gradients are 60 million floats an iteration, too many to keep a copy of every one.
+struct Bits {
+  uint64_t digest;
+  size_t count;
+  bool operator==(const Bits& other) const { return digest == other.digest && count == other.count; }
+};
+
+Bits BitsOf(const float* values, size_t count) {
+  uint64_t digest = 0x9E3779B97F4A7C15ull;
+  size_t i = 0;
+  for (; i + 2 <= count; i += 2) {
+    uint64_t word;
+    std::memcpy(&word, values + i, sizeof(word));
+    digest = ((digest ^ word) * 0xFF51AFD7ED558CCDull);
+    digest = (digest << 31) | (digest >> 33);
+  }
+  if (i < count) {
+    uint32_t last;
+    std::memcpy(&last, values + i, sizeof(last));
+    digest = ((digest ^ last) * 0xC4CEB9FE1A85EC53ull);
+  }
+  return {digest ^ count, count};
+}
+
 // Several iterations of a net in `phase` on a context with memory plans on or off (and recompute on or off): each
 // iteration's outputs and, where
 // the net runs backward (TRAIN; a deploy net with force_backward), its parameters' and inputs' gradients, after
 // which the parameters take a plain SGD step, so that later iterations start from what earlier ones computed.
-std::vector<std::vector<float>> RunIterations(NetParameter param, bool deploy, float input_scale, Phase phase,
-                                              bool plan_memory, bool* planned, bool recompute = false,
-                                              int* replays = nullptr, bool every_cut = false, int iterations = 3) {
+std::vector<Bits> RunIterations(NetParameter param, bool deploy, float input_scale, Phase phase, bool plan_memory,
+                                bool* planned, bool recompute = false, int* replays = nullptr, bool every_cut = false,
+                                int iterations = 3) {
   param.mutable_state()->set_phase(phase);
   param.mutable_state()->clear_stage();
   if (phase == TEST && !FirstTestStage(param).empty()) param.mutable_state()->add_stage(FirstTestStage(param));
@@ -407,31 +433,36 @@ std::vector<std::vector<float>> RunIterations(NetParameter param, bool deploy, f
   }
   if (deploy) RandomizeDeployNet(&net, input_scale);
   const bool backward = phase == TRAIN;
-  std::vector<std::vector<float>> results;
+  std::vector<Bits> results;
   for (int iteration = 0; iteration < iterations; ++iteration) {
     if (deploy)
       for (Blob* input : net.input_blobs()) Randomize(input, input_scale, 300 + iteration);
     net.ClearParamDiffs();
-    results.push_back({net.Forward()});
-    for (int id : net.output_blob_indices()) results.push_back(test::DataOf(*net.blobs()[id]));
+    const float loss = net.Forward();
+    results.push_back(BitsOf(&loss, 1));
+    for (int id : net.output_blob_indices())
+      results.push_back(BitsOf(net.blobs()[id]->cpu_data(), static_cast<size_t>(net.blobs()[id]->count())));
     if (!backward) continue;
     if (deploy) SetRandomOutputGradients(&net);
     net.Backward();
     for (Blob* param : net.learnable_params()) {
-      results.push_back(test::DiffOf(*param));
-      for (int i = 0; i < param->count(); ++i) param->mutable_cpu_data()[i] -= 1e-3f * param->cpu_diff()[i];
+      const float* gradient = param->cpu_diff();
+      results.push_back(BitsOf(gradient, static_cast<size_t>(param->count())));
+      float* data = param->mutable_cpu_data();
+      for (int i = 0; i < param->count(); ++i) data[i] -= 1e-3f * gradient[i];
     }
-    for (Blob* input : net.input_blobs()) results.push_back(test::DiffOf(*input));
+    for (Blob* input : net.input_blobs())
+      results.push_back(BitsOf(input->cpu_diff(), static_cast<size_t>(input->count())));
   }
   return results;
 }
 
 // Compared as bits, so that a NaN (R-CNN's deploy net diverges under random gradients) equals only itself.
-void ExpectSameBits(const std::vector<std::vector<float>>& actual, const std::vector<std::vector<float>>& expected) {
+void ExpectSameBits(const std::vector<Bits>& actual, const std::vector<Bits>& expected) {
   ASSERT_EQ(actual.size(), expected.size());
   for (size_t i = 0; i < actual.size(); ++i) {
-    ASSERT_EQ(actual[i].size(), expected[i].size()) << "result " << i;
-    EXPECT_EQ(std::memcmp(actual[i].data(), expected[i].data(), actual[i].size() * sizeof(float)), 0) << "result " << i;
+    ASSERT_EQ(actual[i].count, expected[i].count) << "result " << i;
+    EXPECT_TRUE(actual[i] == expected[i]) << "result " << i << " (" << expected[i].count << " values) differs";
   }
 }
 
@@ -712,6 +743,9 @@ TEST_P(ExamplesTest, TheGpuNetGivesTheCpuNetsOutputsAndGradients) {
 }
 
 // Test names from the file names: "imagenet/googlenet_deploy.prototxt" -> imagenet_googlenet_deploy.
+// Printed as its file, so that test names (ctest's include the parameter) stay the same from run to run.
+void PrintTo(const Example& example, std::ostream* out) { *out << example.prototxt; }
+
 std::string ExampleName(const ::testing::TestParamInfo<Example>& info) {
   std::string name = info.param.prototxt;
   name = name.substr(0, name.rfind(".prototxt"));
