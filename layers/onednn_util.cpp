@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 
@@ -15,6 +17,42 @@ using dnnl::memory;
 const dnnl::engine& CpuEngine() {
   static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   return engine;
+}
+
+dnnl::stream& CpuStream() {
+  thread_local dnnl::stream stream(CpuEngine());
+  return stream;
+}
+
+namespace {
+
+// A 64-bit FNV-1a digest of a memory descriptor's bytes (oneDNN zeroes a descriptor before filling it in, so equal
+// descriptors have equal bytes; a lookup confirms with ==).
+uint64_t DigestOf(const memory::desc& desc, uint64_t digest) {
+  const auto* bytes = reinterpret_cast<const unsigned char*>(&desc.data);
+  for (size_t i = 0; i < sizeof(desc.data); ++i) digest = (digest ^ bytes[i]) * 0x100000001B3ull;
+  return digest;
+}
+
+struct CachedReorder {
+  memory::desc from, to;
+  dnnl::reorder primitive;
+};
+
+}  // namespace
+
+const dnnl::reorder& Reorder(const memory::desc& from, const memory::desc& to) {
+  // Entries are never removed (a net has a few layout pairs; a process, a few dozen): references stay valid.
+  static std::mutex mutex;
+  static std::unordered_multimap<uint64_t, std::unique_ptr<CachedReorder>> cache;
+  const uint64_t key = DigestOf(to, DigestOf(from, 0xCBF29CE484222325ull));
+  std::lock_guard<std::mutex> lock(mutex);
+  const auto [first, last] = cache.equal_range(key);
+  for (auto entry = first; entry != last; ++entry)
+    if (entry->second->from == from && entry->second->to == to) return entry->second->primitive;
+  auto made = std::make_unique<CachedReorder>(
+      CachedReorder{from, to, dnnl::reorder(dnnl::reorder::primitive_desc(CpuEngine(), from, CpuEngine(), to))});
+  return cache.emplace(key, std::move(made))->second->primitive;
 }
 
 int RightPadding(int in, int out, int pad, int extent, int stride) {
@@ -122,7 +160,7 @@ void Regions::Restart() { bytes_ = 0; }
 
 size_t Regions::Floats() const { return largest_ == 0 ? 0 : (largest_ + 64) / sizeof(float); }
 
-Binder::Binder(float* workspace) : stream_(CpuEngine()) {
+Binder::Binder(float* workspace) {
   const auto address = reinterpret_cast<uintptr_t>(workspace);
   base_ = reinterpret_cast<char*>((address + 63) / 64 * 64);
 }
@@ -135,7 +173,7 @@ memory Binder::In(const memory::desc& user, const float* data, const memory::des
   memory plain = Plain(user, data);
   if (wanted == user) return plain;
   memory copy(wanted, CpuEngine(), base_ + region);
-  dnnl::reorder(plain, copy).execute(stream_, plain, copy);
+  Reorder(user, wanted).execute(CpuStream(), plain, copy);
   return copy;
 }
 
@@ -147,7 +185,7 @@ memory Binder::Result(const memory::desc& user, float* data, const memory::desc&
 void Binder::Out(const memory& result, const memory::desc& user, float* data) {
   if (result.get_desc() == user) return;
   memory plain(user, CpuEngine(), data);
-  dnnl::reorder(result, plain).execute(stream_, const_cast<memory&>(result), plain);
+  Reorder(result.get_desc(), user).execute(CpuStream(), const_cast<memory&>(result), plain);
 }
 
 memory Binder::Scratch(const memory::desc& desc, size_t region) { return memory(desc, CpuEngine(), base_ + region); }
@@ -167,7 +205,7 @@ memory WeightCache::Get(const Blob& blob, dnnl::stream& stream) {
   if (!copy_) copy_ = std::make_shared<SyncedMemory>(wanted_.get_size());
   memory copy(wanted_, CpuEngine(), copy_->mutable_cpu_data());
   if (blob.data_version() != version_ || data != source_) {
-    dnnl::reorder(source, copy).execute(stream, source, copy);
+    Reorder(user_, wanted_).execute(stream, source, copy);
     version_ = blob.data_version();
     source_ = data;
   }

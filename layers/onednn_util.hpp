@@ -20,6 +20,12 @@ namespace onednn {
 
 // One engine for the process: oneDNN's CPU engine is stateless apart from its kernel caches.
 const dnnl::engine& CpuEngine();
+// The calling thread's stream on that engine (made once per thread: a layer call no longer makes one).
+dnnl::stream& CpuStream();
+// The reorder primitive from layout `from` to layout `to`, made once per pair for the process and kept (thread-safe):
+// making one costs some microseconds (its implementation is looked up and its kernel made or found in oneDNN's cache),
+// as much as a small reorder's work, and a layer reorders the same pair on every pass.
+const dnnl::reorder& Reorder(const dnnl::memory::desc& from, const dnnl::memory::desc& to);
 
 // oneDNN computes out = (in + pad_left + pad_right - extent) / stride + 1 exactly, where Caffe rounds (down
 // for convolution, up for pooling) with the same pad on both sides: the right pad that gives Caffe's size
@@ -91,10 +97,9 @@ class Binder {
   // A memory over crema's own buffer, in its layout.
   dnnl::memory Plain(const dnnl::memory::desc& user, const float* data);
   float* At(size_t region) { return reinterpret_cast<float*>(base_ + region); }
-  dnnl::stream& stream() { return stream_; }
+  dnnl::stream& stream() { return CpuStream(); }
 
  private:
-  dnnl::stream stream_;
   char* base_ = nullptr;
 };
 

@@ -37,23 +37,41 @@ trap 'rm -rf "$scratch"' EXIT
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
 
-crashed=()
-for target in "${targets[@]}"; do
-  corpus=$work/corpus/$target
-  log=$work/fuzz_$target.log
-  mkdir -p "$corpus"
-  options=(-max_total_time="$seconds" -timeout=30 -rss_limit_mb=3072 -print_final_stats=1
-           -artifact_prefix="$work/artifacts/$target-")
+# One fuzzer a core at a time (each for its full SECONDS), each in a folder of its own; reports in target order.
+fuzz_one() {
+  local target=$1 corpus=$work/corpus/$1 log=$work/fuzz_$1.log
+  mkdir -p "$corpus" "$scratch/$target"
+  local options=(-max_total_time="$seconds" -timeout=30 -rss_limit_mb=3072 -print_final_stats=1
+                 -artifact_prefix="$work/artifacts/$target-")
   [ -f "$work/seeds/$target.dict" ] && options+=(-dict="$work/seeds/$target.dict")
-  echo "=== fuzz_$target: ${seconds} s (corpus: $(find "$corpus" -type f | wc -l) inputs, log: $log)"
-  if (cd "$scratch" && "$work/fuzz_$target" "${options[@]}" "$corpus" "$work/seeds/$target") > "$log" 2>&1; then
+  (cd "$scratch/$target" && "$work/fuzz_$target" "${options[@]}" "$corpus" "$work/seeds/$target") > "$log" 2>&1
+}
+parallel=$(nproc 2>/dev/null || echo 1)
+declare -A pid_of
+crashed=()
+report() {
+  local target=$1 log=$work/fuzz_$1.log
+  if wait "${pid_of[$target]}"; then
+    echo "=== fuzz_$target: ${seconds} s (corpus: $(find "$work/corpus/$target" -type f | wc -l) inputs, log: $log)"
     grep -E '^(Done|stat::number_of_executed_units|stat::new_units_added)|cov: .*(DONE|REDUCE|NEW)' "$log" | tail -4
   else
-    echo "fuzz_$target: CRASH (the end of $log follows)"
+    echo "=== fuzz_$target: CRASH (the end of $log follows)"
     tail -n 80 "$log"
     crashed+=("$target")
   fi
+}
+started=()
+for target in "${targets[@]}"; do
+  if [ ${#started[@]} -ge "$parallel" ]; then
+    report "${started[0]}"
+    started=("${started[@]:1}")
+  fi
+  echo "=== fuzz_$target: starting, ${seconds} s"
+  fuzz_one "$target" &
+  pid_of[$target]=$!
+  started+=("$target")
 done
+for target in "${started[@]}"; do report "$target"; done
 
 if [ ${#crashed[@]} -gt 0 ]; then
   echo "fuzz.sh: crashes in: ${crashed[*]}; inputs in $work/artifacts/" >&2

@@ -73,7 +73,7 @@ void OneDnnConcatLayer::Backward_cpu(const std::vector<Blob*>& top, const std::v
     if (!propagate_down[b]) continue;
     memory part = bind.Plain(p.parts[b], top[0]->cpu_diff());
     memory gradient(p.bottoms[b], CpuEngine(), bottom[b]->mutable_cpu_diff());
-    dnnl::reorder(part, gradient).execute(bind.stream(), part, gradient);
+    onednn::Reorder(part.get_desc(), gradient.get_desc()).execute(bind.stream(), part, gradient);
   }
   bind.stream().wait();
 }

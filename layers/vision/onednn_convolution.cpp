@@ -390,7 +390,7 @@ void OneDnnConvolutionLayer::Forward_cpu(const std::vector<Blob*>& bottom, const
         CREMA_CHECK(!shared) << describe() << ": the summand of its fused sum shares the output's memory but lies in "
                              << "another layout";
         memory target = dst;
-        dnnl::reorder(summand, target).execute(bind.stream(), summand, target);
+        onednn::Reorder(summand.get_desc(), target.get_desc()).execute(bind.stream(), summand, target);
       } else if (!shared) {
         std::memcpy(dst.get_data_handle(), summand.get_data_handle(), dst.get_desc().get_size());
       }
