@@ -1,14 +1,11 @@
 #include "io/image_codecs_library.hpp"
 
 #ifdef CREMA_USE_OPENCV
-#include <dlfcn.h>
-
 #include <atomic>
-#include <cstdlib>
 #include <opencv2/imgcodecs.hpp>
 #include <type_traits>
 
-#include "core/common.hpp"
+#include "core/shared_library.hpp"
 
 namespace crema {
 
@@ -34,18 +31,12 @@ static_assert(std::is_same_v<ImageCodecsLibrary::EncodeFunction,
 static_assert(std::is_same_v<ImageCodecsLibrary::HaveWriterFunction,
                              decltype(static_cast<ImageCodecsLibrary::HaveWriterFunction>(&cv::haveImageWriter))>);
 
+constexpr char kWhat[] = "OpenCV's image codecs library";
+
 template <typename Function>
-void Resolve(void* handle, const std::string& file, const char* symbol, const char* what, Function* function) {
-  dlerror();
-  void* address = dlsym(handle, symbol);
-  const char* error = dlerror();
-  if (address == nullptr || error != nullptr) {
-    const std::string reason = error != nullptr ? error : "the symbol is null";
-    dlclose(handle);
-    CREMA_FAIL() << "OpenCV's image codecs library '" << file << "' has no " << what << " (" << reason
-                 << "): crema was built against OpenCV " << CV_VERSION;
-  }
-  *function = reinterpret_cast<Function>(address);
+void Resolve(void* handle, const std::string& file, const char* symbol, const char* name, Function* function) {
+  *function = reinterpret_cast<Function>(
+      SharedLibrarySymbol(handle, file, kWhat, symbol, name, ": crema was built against OpenCV " CV_VERSION));
 }
 
 }  // namespace
@@ -55,12 +46,7 @@ std::string ImageCodecsLibraryName() {
 }
 
 ImageCodecsLibrary LoadImageCodecsLibrary(const std::string& file) {
-  void* handle = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (handle == nullptr) {
-    const char* error = dlerror();
-    CREMA_FAIL() << "cannot open OpenCV's image codecs library '" << file
-                 << "': " << (error != nullptr ? error : "unknown error");
-  }
+  void* handle = OpenSharedLibrary(file, kWhat);
   ImageCodecsLibrary library;
   library.path = file;
   Resolve(handle, file, kImread, "cv::imread", &library.imread);
@@ -73,30 +59,16 @@ ImageCodecsLibrary LoadImageCodecsLibrary(const std::string& file) {
 
 const ImageCodecsLibrary& ImageCodecs() {
   static const ImageCodecsLibrary library = [] {
-    std::vector<std::string> candidates;
-    const char* chosen = std::getenv("CREMA_IMGCODECS_LIBRARY");
-    if (chosen != nullptr && *chosen != '\0') {
-      candidates.push_back(chosen);
-    } else {
-      candidates.push_back(ImageCodecsLibraryName());
+    std::vector<std::string> defaults = {ImageCodecsLibraryName()};
 #ifdef CREMA_IMGCODECS_CONFIGURED_PATH
-      if (CREMA_IMGCODECS_CONFIGURED_PATH != candidates.front()) candidates.push_back(CREMA_IMGCODECS_CONFIGURED_PATH);
+    if (CREMA_IMGCODECS_CONFIGURED_PATH != defaults.front()) defaults.push_back(CREMA_IMGCODECS_CONFIGURED_PATH);
 #endif
-    }
-    std::string errors;
-    for (const std::string& candidate : candidates) {
-      try {
-        ImageCodecsLibrary loaded = LoadImageCodecsLibrary(candidate);
-        codecs_loaded = true;
-        return loaded;
-      } catch (const Error& error) {
-        errors += std::string(errors.empty() ? "" : "; ") + error.what();
-      }
-    }
-    throw Error(errors + (chosen != nullptr && *chosen != '\0'
-                              ? " (CREMA_IMGCODECS_LIBRARY names it)"
-                              : " (install OpenCV's imgcodecs, Debian: libopencv-imgcodecs406, or set "
-                                "CREMA_IMGCODECS_LIBRARY to the file)"));
+    const LibraryCandidates candidates = CandidatesFor(
+        "CREMA_IMGCODECS_LIBRARY", defaults,
+        "(install OpenCV's imgcodecs, Debian: libopencv-imgcodecs406, or set CREMA_IMGCODECS_LIBRARY to the file)");
+    ImageCodecsLibrary loaded = LoadFirst(candidates, LoadImageCodecsLibrary);
+    codecs_loaded = true;
+    return loaded;
   }();
   return library;
 }
