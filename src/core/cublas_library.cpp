@@ -2,7 +2,6 @@
 
 #ifdef CREMA_USE_CUDA
 #include <atomic>
-#include <vector>
 
 #include "core/shared_library.hpp"
 
