@@ -7,7 +7,9 @@ PyTorch (for ONNX Runtime, npm's onnxruntime-node run by ort_worker.js). crema r
 --forward_only` (the inference rewrites on, as in every tool; `--fold=none` as another setting, to show what they
 give), OpenCV its default backend on the CPU, ONNX Runtime its CPU provider with every graph optimization. Each
 peer at each of its thread settings (one per core and one), in alternating rounds; per setting the median of the
-rounds, and each peer's best setting compared.
+rounds, and each peer's best setting compared. Every peer runs the same number of passes of a net: --iterations, or
+more where that many would take under --min-seconds (a batch of LeNet takes a tenth of a millisecond: twenty passes
+measure the first passes' warming up and the machine's noise more than the net).
 
 Needs: build/tools/crema; python3-torch, python3-opencv, python3-protobuf (Debian); node and, in benchmarks/,
 `npm install --ignore-scripts` (onnxruntime-node; its install script fetches GPU binaries from elsewhere, the CPU
@@ -121,7 +123,8 @@ def run_ort(onnx, threads, iterations, shapes):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--iterations", type=int, default=20)
+    parser.add_argument("--iterations", type=int, default=20, help="passes per measurement, at least")
+    parser.add_argument("--min-seconds", type=float, default=0.5, help="passes enough for this long (crema's pace)")
     parser.add_argument("--nets", default=",".join(NETS))
     parser.add_argument("--batches", default="1,16")
     parser.add_argument("--crema", default=os.path.join(ROOT, "build", "tools", "crema"))
@@ -142,17 +145,22 @@ def main():
     info = None
     with tempfile.TemporaryDirectory() as workdir:
         files = {case: prepare(case[0], case[1], workdir) for case in cases}
+        # Passes per case: from crema's pace on a short run (every peer then runs as many).
+        passes = {}
+        for case, (prototxt, caffemodel, _, _) in files.items():
+            probe, _ = run_crema(args.crema, prototxt, caffemodel, "1 thread", "none", 5)
+            passes[case] = max(args.iterations, int(args.min_seconds * 1000 / max(probe, 1e-3)))
         for round_index in range(args.rounds):
             for case in cases:
                 prototxt, caffemodel, onnx, shapes = files[case]
                 for setting in crema_settings:
-                    ms, info = run_crema(args.crema, prototxt, caffemodel, setting[0], setting[1], args.iterations)
+                    ms, info = run_crema(args.crema, prototxt, caffemodel, setting[0], setting[1], passes[case])
                     results.setdefault(("crema", case, setting), []).append(ms)
                 for threads in thread_settings:
                     results.setdefault(("opencv", case, threads), []).append(
-                        run_opencv(prototxt, caffemodel, threads, args.iterations, shapes))
+                        run_opencv(prototxt, caffemodel, threads, passes[case], shapes))
                     results.setdefault(("ort", case, threads), []).append(
-                        run_ort(onnx, threads, args.iterations, shapes))
+                        run_ort(onnx, threads, passes[case], shapes))
             print("round %d of %d done" % (round_index + 1, args.rounds), file=sys.stderr)
 
     import cv2
@@ -161,26 +169,28 @@ def main():
     print("CPU: %s" % info["CPU"])
     print("crema: %s (BLAS %s); OpenCV %s (dnn, default backend); ONNX Runtime %s (onnxruntime-node, CPU)"
           % (args.crema, info["BLAS"], cv2.__version__, ort_version))
-    print("%d rounds of %d iterations, alternating; per setting the median of the rounds, ms per batch\n"
-          % (args.rounds, args.iterations))
+    print("%d rounds, alternating, of %s passes; per setting the median of the rounds, ms per batch\n"
+          % (args.rounds, ", ".join("%d (%s, %d)" % (n, c[0], c[1]) for c, n in passes.items())))
     median = lambda peer, case, s: statistics.median(results[(peer, case, s)])
     print("| net (batch) | crema, each setting | OpenCV, each setting | ONNX Runtime, each setting | crema best "
           "| crema unfolded best | OpenCV best | ONNX Runtime best | vs OpenCV | vs ONNX Runtime |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     threads_name = lambda t: "%d thread%s" % (t, "s" if t > 1 else "")
+    fmt = lambda ms: ("%.3f" if ms < 1 else "%.2f") % ms  # sub-millisecond figures to the microsecond
     for case in cases:
         crema = {s: median("crema", case, s) for s in crema_settings}
         opencv = {t: median("opencv", case, t) for t in thread_settings}
         ort = {t: median("ort", case, t) for t in thread_settings}
         folded = min(ms for s, ms in crema.items() if s[1] == "all")
         unfolded = min(ms for s, ms in crema.items() if s[1] == "none")
-        print("| %s (%d) | %s | %s | %s | %.2f | %.2f | %.2f | %.2f | %.2fx | %.2fx |" % (
+        print("| %s (%d) | %s | %s | %s | %s | %s | %s | %s | %.2fx | %.2fx |" % (
             case[0], case[1],
-            " / ".join("%.2f (%s%s)" % (ms, s[0], "" if s[1] == "all" else ", --fold=none") for s, ms in crema.items()),
-            " / ".join("%.2f (%s)" % (ms, threads_name(t)) for t, ms in opencv.items()),
-            " / ".join("%.2f (%s)" % (ms, threads_name(t)) for t, ms in ort.items()),
-            folded, unfolded, min(opencv.values()), min(ort.values()), min(opencv.values()) / folded,
-            min(ort.values()) / folded))
+            " / ".join("%s (%s%s)" % (fmt(ms), s[0], "" if s[1] == "all" else ", --fold=none")
+                       for s, ms in crema.items()),
+            " / ".join("%s (%s)" % (fmt(ms), threads_name(t)) for t, ms in opencv.items()),
+            " / ".join("%s (%s)" % (fmt(ms), threads_name(t)) for t, ms in ort.items()),
+            fmt(folded), fmt(unfolded), fmt(min(opencv.values())), fmt(min(ort.values())),
+            min(opencv.values()) / folded, min(ort.values()) / folded))
 
 
 if __name__ == "__main__":

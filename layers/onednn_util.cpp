@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -134,13 +135,19 @@ bool IsReference(const dnnl::primitive_desc_base& pd) {
 
 void RunOnSources(const dnnl::primitive& primitive, const dnnl::primitive_desc_base& pd,
                   const std::vector<memory::desc>& sources, const std::vector<Blob*>& bottom,
-                  const memory::desc& dst_desc, float* dst, float* workspace, size_t scratch) {
-  Binder bind(workspace);
-  std::unordered_map<int, memory> args = {{DNNL_ARG_DST, memory(dst_desc, CpuEngine(), dst)},
-                                          {DNNL_ARG_SCRATCHPAD, bind.Scratch(pd.scratchpad_desc(), scratch)}};
-  for (size_t b = 0; b < bottom.size(); ++b)
-    args[DNNL_ARG_MULTIPLE_SRC + static_cast<int>(b)] = bind.Plain(sources[b], bottom[b]->cpu_data());
-  primitive.execute(bind.stream(), args);
+                  const memory::desc& dst_desc, float* dst, float* workspace, size_t scratch, Bindings* bindings) {
+  Binder bind(workspace, bindings);
+  // Any number of sources (a DenseNet's concatenations have dozens): no fixed Args here.
+  std::vector<memory> bound = {bind.Plain(dst_desc, dst), bind.Scratch(pd.scratchpad_desc(), scratch)};
+  std::vector<dnnl_exec_arg_t> args = {{DNNL_ARG_DST, bound[0].get()}, {DNNL_ARG_SCRATCHPAD, bound[1].get()}};
+  bound.reserve(bound.size() + bottom.size());
+  for (size_t b = 0; b < bottom.size(); ++b) {
+    bound.push_back(bind.Plain(sources[b], bottom[b]->cpu_data()));
+    args.push_back({DNNL_ARG_MULTIPLE_SRC + static_cast<int>(b), bound.back().get()});
+  }
+  dnnl::error::wrap_c_api(
+      dnnl_primitive_execute(primitive.get(), bind.stream().get(), static_cast<int>(args.size()), args.data()),
+      "could not run a oneDNN primitive");
   bind.stream().wait();
 }
 
@@ -159,56 +166,123 @@ void Regions::Restart() { bytes_ = 0; }
 
 size_t Regions::Floats() const { return largest_ == 0 ? 0 : (largest_ + 64) / sizeof(float); }
 
-Binder::Binder(float* workspace) {
+Args::Args(std::initializer_list<std::pair<int, memory>> args) {
+  for (const auto& [arg, bound] : args) (*this)[arg] = bound;
+}
+
+memory& Args::operator[](int arg) {
+  for (int i = 0; i < size_; ++i)
+    if (args_[i].first == arg) return args_[i].second;
+  CREMA_CHECK(size_ < kMost) << "a oneDNN call with more than " << kMost << " arguments";
+  args_[size_].first = arg;
+  return args_[size_++].second;
+}
+
+void Args::Run(const dnnl::primitive& primitive, dnnl::stream& stream) const {
+  dnnl_exec_arg_t args[kMost];
+  for (int i = 0; i < size_; ++i) args[i] = {args_[i].first, args_[i].second.get()};
+  dnnl::error::wrap_c_api(dnnl_primitive_execute(primitive.get(), stream.get(), size_, args),
+                          "could not run a oneDNN primitive");
+}
+
+void RunReorder(const dnnl::reorder& reorder, dnnl::stream& stream, const memory& from, const memory& to) {
+  const dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, from.get()}, {DNNL_ARG_TO, to.get()}};
+  dnnl::error::wrap_c_api(dnnl_primitive_execute(reorder.get(), stream.get(), 2, args), "could not run a reorder");
+}
+
+memory Bindings::Next(const memory::desc& desc, void* data) {
+  if (next_ == entries_.size()) entries_.emplace_back();
+  Entry& entry = entries_[next_++];
+  // Descriptors made by oneDNN are zeroed before they are filled in, so equal ones have equal bytes; two equal
+  // ones whose bytes differed would only cost a new memory.
+  if (!entry.memory || std::memcmp(&entry.desc.data, &desc.data, sizeof(desc.data)) != 0) {
+    entry = Entry{desc, memory(desc, CpuEngine(), data), data, nullptr};
+  } else if (entry.data != data) {
+    entry.memory.set_data_handle(data);
+    entry.data = data;
+  }
+  return entry.memory;
+}
+
+const dnnl::reorder& Bindings::ReorderOfLastTwo() {
+  CREMA_CHECK(next_ >= 2) << "a reorder asked for before its two memories";
+  Entry& to = entries_[next_ - 1];
+  if (to.reorder == nullptr) to.reorder = &Reorder(entries_[next_ - 2].desc, to.desc);
+  return *to.reorder;
+}
+
+Binder::Binder(float* workspace, Bindings* bindings) : bindings_(bindings) {
   const auto address = reinterpret_cast<uintptr_t>(workspace);
   base_ = reinterpret_cast<char*>((address + 63) / 64 * 64);
+  if (bindings_ != nullptr) bindings_->Restart();
 }
 
-memory Binder::Plain(const memory::desc& user, const float* data) {
-  return memory(user, CpuEngine(), const_cast<float*>(data));
+memory Binder::Make(const memory::desc& desc, const void* data) {
+  void* handle = const_cast<void*>(data);
+  return bindings_ != nullptr ? bindings_->Next(desc, handle) : memory(desc, CpuEngine(), handle);
 }
+
+void Binder::ReorderLastTwo(const memory& from, const memory& to) {
+  const dnnl::reorder& reorder =
+      bindings_ != nullptr ? bindings_->ReorderOfLastTwo() : Reorder(from.get_desc(), to.get_desc());
+  RunReorder(reorder, CpuStream(), from, to);
+}
+
+memory Binder::Plain(const memory::desc& user, const float* data) { return Make(user, data); }
 
 memory Binder::In(const memory::desc& user, const float* data, const memory::desc& wanted, size_t region) {
-  memory plain = Plain(user, data);
+  const memory plain = Make(user, data);
   if (wanted == user) return plain;
-  memory copy(wanted, CpuEngine(), base_ + region);
-  Reorder(user, wanted).execute(CpuStream(), plain, copy);
+  const memory copy = Make(wanted, base_ + region);
+  ReorderLastTwo(plain, copy);
   return copy;
 }
 
 memory Binder::Result(const memory::desc& user, float* data, const memory::desc& wanted, size_t region) {
-  if (wanted == user) return memory(user, CpuEngine(), data);
-  return memory(wanted, CpuEngine(), base_ + region);
+  return wanted == user ? Make(user, data) : Make(wanted, base_ + region);
 }
 
 void Binder::Out(const memory& result, const memory::desc& user, float* data) {
-  if (result.get_desc() == user) return;
-  memory plain(user, CpuEngine(), data);
-  Reorder(result.get_desc(), user).execute(CpuStream(), const_cast<memory&>(result), plain);
+  // Result() gave the buffer itself where the layouts agree, and a workspace region where they differ.
+  if (result.get_data_handle() == data) return;
+  // The result was the memory made last only where nothing was bound after it; otherwise it is bound again here.
+  const memory from = Make(result.get_desc(), result.get_data_handle());
+  const memory plain = Make(user, data);
+  ReorderLastTwo(from, plain);
 }
 
-memory Binder::Scratch(const memory::desc& desc, size_t region) { return memory(desc, CpuEngine(), base_ + region); }
+memory Binder::Scratch(const memory::desc& desc, size_t region) { return Make(desc, base_ + region); }
 
 void WeightCache::Describe(const memory::desc& wanted, const memory::desc& user) {
   if (wanted == wanted_ && user == user_) return;
   wanted_ = wanted;
   user_ = user;
   copy_.reset();
+  source_memory_ = memory();
+  copy_memory_ = memory();
+  reorder_ = nullptr;
   version_ = 0;
 }
 
 memory WeightCache::Get(const Blob& blob, dnnl::stream& stream) {
-  const float* data = blob.cpu_data();
-  memory source(user_, CpuEngine(), const_cast<float*>(data));
-  if (plain()) return source;
-  if (!copy_) copy_ = std::make_shared<SyncedMemory>(wanted_.get_size());
-  memory copy(wanted_, CpuEngine(), copy_->mutable_cpu_data());
+  float* data = const_cast<float*>(blob.cpu_data());
+  if (!source_memory_) {
+    source_memory_ = memory(user_, CpuEngine(), data);
+  } else if (source_memory_.get_data_handle() != data) {
+    source_memory_.set_data_handle(data);
+  }
+  if (plain()) return source_memory_;
+  if (!copy_) {
+    copy_ = std::make_shared<SyncedMemory>(wanted_.get_size());
+    copy_memory_ = memory(wanted_, CpuEngine(), copy_->mutable_cpu_data());
+    reorder_ = &Reorder(user_, wanted_);
+  }
   if (blob.data_version() != version_ || data != source_) {
-    Reorder(user_, wanted_).execute(stream, source, copy);
+    RunReorder(*reorder_, stream, source_memory_, copy_memory_);
     version_ = blob.data_version();
     source_ = data;
   }
-  return copy;
+  return copy_memory_;
 }
 
 Passes::Passes(const memory::desc& user_src, const memory::desc& user_dst, const dnnl::primitive_desc_base& forward,
@@ -220,6 +294,10 @@ Passes::Passes(const memory::desc& user_src, const memory::desc& user_dst, const
       forward_(forward.get()),
       backward_(backward.get()),
       backward_reads_src_(backward_reads_src),
+      forward_src_(forward.src_desc()),
+      forward_dst_(forward.dst_desc()),
+      forward_scratch_desc_(forward.scratchpad_desc()),
+      workspace_desc_(forward.workspace_desc()),
       saved_floats_((forward.workspace_desc().get_size() + sizeof(float) - 1) / sizeof(float)) {
   src_ = regions_.AddCopy(forward.src_desc(), user_src);
   dst_ = regions_.AddCopy(forward.dst_desc(), user_dst);
@@ -232,28 +310,26 @@ Passes::Passes(const memory::desc& user_src, const memory::desc& user_dst, const
 }
 
 void Passes::Forward(float* workspace, const float* src, float* dst, float* saved) {
-  Binder bind(workspace);
-  const memory result = bind.Result(user_dst_, dst, forward_pd_.dst_desc(), dst_);
-  std::unordered_map<int, memory> args = {
-      {DNNL_ARG_SRC, bind.In(user_src_, src, forward_pd_.src_desc(), src_)},
-      {DNNL_ARG_DST, result},
-      {DNNL_ARG_SCRATCHPAD, bind.Scratch(forward_pd_.scratchpad_desc(), forward_scratch_)}};
-  if (saved_floats_ > 0) args[DNNL_ARG_WORKSPACE] = bind.Plain(forward_pd_.workspace_desc(), saved);
-  forward_.execute(bind.stream(), args);
+  Binder bind(workspace, &forward_bindings_);
+  const memory result = bind.Result(user_dst_, dst, forward_dst_, dst_);
+  Args args = {{DNNL_ARG_SRC, bind.In(user_src_, src, forward_src_, src_)},
+               {DNNL_ARG_DST, result},
+               {DNNL_ARG_SCRATCHPAD, bind.Scratch(forward_scratch_desc_, forward_scratch_)}};
+  if (saved_floats_ > 0) args[DNNL_ARG_WORKSPACE] = bind.Plain(workspace_desc_, saved);
+  args.Run(forward_, bind.stream());
   bind.Out(result, user_dst_, dst);
   bind.stream().wait();
 }
 
 void Passes::Backward(float* workspace, const float* src, const float* diff_dst, float* diff_src, float* saved) {
-  Binder bind(workspace);
+  Binder bind(workspace, &backward_bindings_);
   const memory result = bind.Result(user_src_, diff_src, backward_pd_.diff_src_desc(), diff_src_);
-  std::unordered_map<int, memory> args = {
-      {DNNL_ARG_DIFF_DST, bind.In(user_dst_, diff_dst, backward_pd_.diff_dst_desc(), diff_dst_)},
-      {DNNL_ARG_DIFF_SRC, result},
-      {DNNL_ARG_SCRATCHPAD, bind.Scratch(backward_pd_.scratchpad_desc(), backward_scratch_)}};
-  if (backward_reads_src_) args[DNNL_ARG_SRC] = bind.In(user_src_, src, forward_pd_.src_desc(), backward_src_);
-  if (saved_floats_ > 0) args[DNNL_ARG_WORKSPACE] = bind.Plain(forward_pd_.workspace_desc(), saved);
-  backward_.execute(bind.stream(), args);
+  Args args = {{DNNL_ARG_DIFF_DST, bind.In(user_dst_, diff_dst, backward_pd_.diff_dst_desc(), diff_dst_)},
+               {DNNL_ARG_DIFF_SRC, result},
+               {DNNL_ARG_SCRATCHPAD, bind.Scratch(backward_pd_.scratchpad_desc(), backward_scratch_)}};
+  if (backward_reads_src_) args[DNNL_ARG_SRC] = bind.In(user_src_, src, forward_src_, backward_src_);
+  if (saved_floats_ > 0) args[DNNL_ARG_WORKSPACE] = bind.Plain(workspace_desc_, saved);
+  args.Run(backward_, bind.stream());
   bind.Out(result, user_src_, diff_src);
   bind.stream().wait();
 }

@@ -10,6 +10,7 @@
 #include <initializer_list>
 #include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <utility>
 #include <vector>
 
 #include "core/blob.hpp"
@@ -61,10 +62,12 @@ dnnl::primitive_attr UserScratchpadWith(const FusedActivation& activation, bool 
 bool IsReference(const dnnl::primitive_desc_base& pd);
 
 // Runs `primitive` (a concat or a sum: `pd`) over several bottoms, each in its layout `sources[b]`, into the
-// top `dst` (layout `dst_desc`), with its scratchpad in `workspace` at region `scratch`.
+// top `dst` (layout `dst_desc`), with its scratchpad in `workspace` at region `scratch`; its memories kept in
+// `bindings` from call to call.
+class Bindings;
 void RunOnSources(const dnnl::primitive& primitive, const dnnl::primitive_desc_base& pd,
                   const std::vector<dnnl::memory::desc>& sources, const std::vector<Blob*>& bottom,
-                  const dnnl::memory::desc& dst_desc, float* dst, float* workspace, size_t scratch);
+                  const dnnl::memory::desc& dst_desc, float* dst, float* workspace, size_t scratch, Bindings* bindings);
 
 // Workspace regions for one layer's buffers, in bytes from a 64-byte aligned start. Phases that run one
 // after another (forward, each gradient) reuse the same bytes: Restart() begins a new phase.
@@ -82,10 +85,56 @@ class Regions {
   size_t bytes_ = 0, largest_ = 0;
 };
 
-// Binds crema's buffers and the workspace to oneDNN memories, reordering between layouts where they differ.
+// The arguments of one primitive call, without a heap allocation (dnnl::primitive::execute copies a map into a
+// vector on every call): at most kMost of them, each set once per call.
+class Args {
+ public:
+  static constexpr int kMost = 12;
+  Args() = default;
+  Args(std::initializer_list<std::pair<int, dnnl::memory>> args);
+  // The memory bound to argument `arg` (DNNL_ARG_SRC...), added empty where it is not bound yet.
+  dnnl::memory& operator[](int arg);
+  // Runs `primitive` over these arguments on `stream` (without waiting for it).
+  void Run(const dnnl::primitive& primitive, dnnl::stream& stream) const;
+
+ private:
+  std::pair<int, dnnl::memory> args_[kMost];
+  int size_ = 0;
+};
+
+// Runs `reorder` from `from` into `to`.
+void RunReorder(const dnnl::reorder& reorder, dnnl::stream& stream, const dnnl::memory& from, const dnnl::memory& to);
+
+// The oneDNN memories of one kind of call of a layer (its forward, or one of its gradients), kept from one call to
+// the next. Making a memory costs about a microsecond (oneDNN allocates its objects and looks up its layout), and a
+// reorder's lookup as much: at batch 1 that is a small layer's whole work, on every pass. A call asks for its
+// memories in the same order every time, so its k-th request is matched with the k-th memory kept: the same
+// descriptor reuses it, pointed at the new buffer where the buffer moved (a new memory plan, another bottom);
+// another descriptor replaces it. A Binder made over the Bindings asks through them.
+class Bindings {
+ public:
+  // The next memory of the call: `desc` over `data`.
+  dnnl::memory Next(const dnnl::memory::desc& desc, void* data);
+  // The reorder from the descriptor of the memory asked for before the last to that of the last (made once per entry).
+  const dnnl::reorder& ReorderOfLastTwo();
+  void Restart() { next_ = 0; }
+
+ private:
+  struct Entry {
+    dnnl::memory::desc desc;
+    dnnl::memory memory;
+    void* data = nullptr;
+    const dnnl::reorder* reorder = nullptr;  // into this entry, from the one before it
+  };
+  std::vector<Entry> entries_;
+  size_t next_ = 0;
+};
+
+// Binds crema's buffers and the workspace to oneDNN memories, reordering between layouts where they differ. With
+// `bindings`, the memories are those kept from the call before (Bindings); without, made afresh.
 class Binder {
  public:
-  explicit Binder(float* workspace);
+  explicit Binder(float* workspace, Bindings* bindings = nullptr);
   // `data` in layout `user`, as the primitive wants it (`wanted`): itself, or a reordered copy in the workspace.
   dnnl::memory In(const dnnl::memory::desc& user, const float* data, const dnnl::memory::desc& wanted, size_t region);
   // Where the primitive writes a result destined for `data` (layout `user`): `data` itself, or a workspace
@@ -100,7 +149,12 @@ class Binder {
   dnnl::stream& stream() { return CpuStream(); }
 
  private:
+  dnnl::memory Make(const dnnl::memory::desc& desc, const void* data);
+  // Reorders `from` into `to`, the two memories made last.
+  void ReorderLastTwo(const dnnl::memory& from, const dnnl::memory& to);
+
   char* base_ = nullptr;
+  Bindings* bindings_ = nullptr;
 };
 
 // Weights reordered into a primitive's layout, kept from one pass to the next while the blob's data is
@@ -123,6 +177,8 @@ class WeightCache {
  private:
   dnnl::memory::desc wanted_, user_;
   std::shared_ptr<SyncedMemory> copy_;
+  dnnl::memory source_memory_, copy_memory_;  // kept from call to call (Bindings says why)
+  const dnnl::reorder* reorder_ = nullptr;
   uint64_t version_ = 0;           // the blob's data_version when the copy was made (0: none made)
   const float* source_ = nullptr;  // and its data
 };
@@ -148,7 +204,10 @@ class Passes {
   dnnl::primitive_desc_base forward_pd_, backward_pd_;
   dnnl::primitive forward_, backward_;
   bool backward_reads_src_;
+  // The forward primitive's descriptors, queried once (a query costs as much as a small pooling's work).
+  dnnl::memory::desc forward_src_, forward_dst_, forward_scratch_desc_, workspace_desc_;
   Regions regions_;
+  Bindings forward_bindings_, backward_bindings_;
   size_t saved_floats_ = 0;  // of oneDNN's workspace (0: the primitives keep none)
   size_t src_ = 0, dst_ = 0, forward_scratch_ = 0, backward_src_ = 0, diff_dst_ = 0, diff_src_ = 0,
          backward_scratch_ = 0;

@@ -76,6 +76,19 @@ void InnerProductLayer::AbsorbChannelAffine(const std::vector<float>& scale, con
 void InnerProductLayer::Forward_any(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const Device d = device();
   float* output = top[0]->mutable_data_on(d);
+  if (M_ == 1) {
+    // One item (inference at batch 1): a matrix-vector product that starts from the bias. Two matrix products,
+    // the second of rank 1 for the bias, cost several times this work in their calls alone.
+    if (bias_term_) copy(context(), N_, params_[1]->data_on(d), output);
+    if (transpose_) {
+      gemv(context(), Transpose::kYes, K_, N_, 1.f, params_[0]->data_on(d), bottom[0]->data_on(d),
+           bias_term_ ? 1.f : 0.f, output);
+    } else {
+      gemv(context(), Transpose::kNo, N_, K_, 1.f, params_[0]->data_on(d), bottom[0]->data_on(d),
+           bias_term_ ? 1.f : 0.f, output);
+    }
+    return;
+  }
   gemm(context(), Transpose::kNo, transpose_ ? Transpose::kNo : Transpose::kYes, M_, N_, K_, 1.f, bottom[0]->data_on(d),
        params_[0]->data_on(d), 0.f, output);
   if (bias_term_) {

@@ -15,6 +15,7 @@ struct OneDnnConcatLayer::Primitives {
   dnnl::concat::primitive_desc forward;
   dnnl::concat forward_primitive;
   size_t scratch = 0;  // oneDNN's scratchpad, in the workspace
+  onednn::Bindings forward_bindings, backward_bindings;  // the memories of the last call, kept for the next
 };
 
 OneDnnConcatLayer::OneDnnConcatLayer(const LayerParameter& param, std::shared_ptr<Context> context)
@@ -62,18 +63,18 @@ void OneDnnConcatLayer::Reshape(const std::vector<Blob*>& bottom, const std::vec
 void OneDnnConcatLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   Primitives& p = *primitives_;
   onednn::RunOnSources(p.forward_primitive, p.forward, p.bottoms, bottom, p.forward.dst_desc(),
-                       top[0]->mutable_cpu_data(), workspace(), p.scratch);
+                       top[0]->mutable_cpu_data(), workspace(), p.scratch, &p.forward_bindings);
 }
 
 void OneDnnConcatLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                      const std::vector<Blob*>& bottom) {
   Primitives& p = *primitives_;
-  onednn::Binder bind(workspace());
+  onednn::Binder bind(workspace(), &p.backward_bindings);
   for (size_t b = 0; b < bottom.size(); ++b) {
     if (!propagate_down[b]) continue;
-    memory part = bind.Plain(p.parts[b], top[0]->cpu_diff());
-    memory gradient(p.bottoms[b], CpuEngine(), bottom[b]->mutable_cpu_diff());
-    onednn::Reorder(part.get_desc(), gradient.get_desc()).execute(bind.stream(), part, gradient);
+    const memory part = bind.Plain(p.parts[b], top[0]->cpu_diff());
+    const memory gradient = bind.Plain(p.bottoms[b], bottom[b]->mutable_cpu_diff());
+    onednn::RunReorder(onednn::Reorder(p.parts[b], p.bottoms[b]), bind.stream(), part, gradient);
   }
   bind.stream().wait();
 }

@@ -16,6 +16,7 @@ struct OneDnnEltwiseLayer::Primitives {
   dnnl::sum forward_primitive;
   std::vector<dnnl::reorder> gradients;  // the top's gradient times each bottom's coefficient, in its layout
   size_t scratch = 0;                    // oneDNN's scratchpad, in the workspace
+  onednn::Bindings forward_bindings, backward_bindings;  // the memories of the last call, kept for the next
 };
 
 OneDnnEltwiseLayer::OneDnnEltwiseLayer(const LayerParameter& param, std::shared_ptr<Context> context)
@@ -60,18 +61,18 @@ void OneDnnEltwiseLayer::Reshape(const std::vector<Blob*>& bottom, const std::ve
 void OneDnnEltwiseLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   Primitives& p = *primitives_;
   onednn::RunOnSources(p.forward_primitive, p.forward, p.bottoms, bottom, p.top, top[0]->mutable_cpu_data(),
-                       workspace(), p.scratch);
+                       workspace(), p.scratch, &p.forward_bindings);
 }
 
 void OneDnnEltwiseLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                       const std::vector<Blob*>& bottom) {
   Primitives& p = *primitives_;
-  onednn::Binder bind(workspace());
-  memory gradient = bind.Plain(p.top, top[0]->cpu_diff());
+  onednn::Binder bind(workspace(), &p.backward_bindings);
+  const memory gradient = bind.Plain(p.top, top[0]->cpu_diff());
   for (size_t b = 0; b < bottom.size(); ++b) {
     if (!propagate_down[b]) continue;
-    memory out(p.bottoms[b], CpuEngine(), bottom[b]->mutable_cpu_diff());
-    p.gradients[b].execute(bind.stream(), gradient, out);
+    onednn::RunReorder(p.gradients[b], bind.stream(), gradient,
+                       bind.Plain(p.bottoms[b], bottom[b]->mutable_cpu_diff()));
   }
   bind.stream().wait();
 }

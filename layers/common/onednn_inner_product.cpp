@@ -22,6 +22,8 @@ struct OneDnnInnerProductLayer::Primitive {
   dnnl::inner_product_forward::primitive_desc forward;
   dnnl::primitive primitive;
   onednn::WeightCache weights;
+  memory::desc scratch_desc;  // queried once
+  onednn::Bindings bindings;  // the memories of the last call, kept for the next
   size_t scratch = 0;
 };
 
@@ -62,7 +64,8 @@ void OneDnnInnerProductLayer::Reshape(const std::vector<Blob*>& bottom, const st
   p->primitive = dnnl::primitive(p->forward.get());
   p->weights.Describe(p->forward.weights_desc(), p->user_weights);
   onednn::Regions regions;
-  p->scratch = regions.Add(p->forward.scratchpad_desc());
+  p->scratch_desc = p->forward.scratchpad_desc();
+  p->scratch = regions.Add(p->scratch_desc);
   RequestWorkspace(regions.Floats());
   primitive_ = std::move(p);
 }
@@ -73,13 +76,13 @@ void OneDnnInnerProductLayer::Forward_any(const std::vector<Blob*>& bottom, cons
     return;
   }
   Primitive& p = *primitive_;
-  onednn::Binder bind(workspace());
-  std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, bind.Plain(p.src, bottom[0]->cpu_data())},
-                                          {DNNL_ARG_WEIGHTS, p.weights.Get(*params_[0], bind.stream())},
-                                          {DNNL_ARG_DST, memory(p.dst, CpuEngine(), top[0]->mutable_cpu_data())},
-                                          {DNNL_ARG_SCRATCHPAD, bind.Scratch(p.forward.scratchpad_desc(), p.scratch)}};
+  onednn::Binder bind(workspace(), &p.bindings);
+  onednn::Args args = {{DNNL_ARG_SRC, bind.Plain(p.src, bottom[0]->cpu_data())},
+                       {DNNL_ARG_WEIGHTS, p.weights.Get(*params_[0], bind.stream())},
+                       {DNNL_ARG_DST, bind.Plain(p.dst, top[0]->mutable_cpu_data())},
+                       {DNNL_ARG_SCRATCHPAD, bind.Scratch(p.scratch_desc, p.scratch)}};
   if (bias_term_) args[DNNL_ARG_BIAS] = bind.Plain(p.bias, params_[1]->cpu_data());
-  p.primitive.execute(bind.stream(), args);
+  args.Run(p.primitive, bind.stream());
   bind.stream().wait();
 }
 

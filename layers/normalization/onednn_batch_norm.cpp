@@ -20,6 +20,7 @@ struct OneDnnBatchNormLayer::Primitives {
   dnnl::batch_normalization_backward::primitive_desc backward;
   dnnl::primitive forward_primitive, backward_primitive;
   size_t dst = 0, forward_scratch = 0, diff_dst = 0, backward_scratch = 0;  // workspace regions
+  onednn::Bindings forward_bindings, backward_bindings;  // the memories of the last call, kept for the next
 };
 
 OneDnnBatchNormLayer::OneDnnBatchNormLayer(const LayerParameter& param, std::shared_ptr<Context> context)
@@ -94,14 +95,14 @@ void OneDnnBatchNormLayer::Forward_cpu(const std::vector<Blob*>& bottom, const s
   // In place, src and dst are one buffer (oneDNN allows it).
   const float* x = bottom[0]->cpu_data();
   if (use_global_stats_) StoredStatistics(mean_->mutable_cpu_data(), variance_->mutable_cpu_data());
-  onednn::Binder bind(workspace());
+  onednn::Binder bind(workspace(), &p.forward_bindings);
   const memory result = bind.Result(p.user_top, top[0]->mutable_cpu_data(), p.data, p.dst);
-  p.forward_primitive.execute(bind.stream(),
-                              {{DNNL_ARG_SRC, bind.Plain(p.data, x)},
-                               {DNNL_ARG_DST, result},
-                               {DNNL_ARG_MEAN, bind.Plain(p.statistics, mean_->mutable_cpu_data())},
-                               {DNNL_ARG_VARIANCE, bind.Plain(p.statistics, variance_->mutable_cpu_data())},
-                               {DNNL_ARG_SCRATCHPAD, bind.Scratch(p.forward.scratchpad_desc(), p.forward_scratch)}});
+  onednn::Args({{DNNL_ARG_SRC, bind.Plain(p.data, x)},
+                {DNNL_ARG_DST, result},
+                {DNNL_ARG_MEAN, bind.Plain(p.statistics, mean_->mutable_cpu_data())},
+                {DNNL_ARG_VARIANCE, bind.Plain(p.statistics, variance_->mutable_cpu_data())},
+                {DNNL_ARG_SCRATCHPAD, bind.Scratch(p.forward.scratchpad_desc(), p.forward_scratch)}})
+      .Run(p.forward_primitive, bind.stream());
   bind.Out(result, p.user_top, top[0]->mutable_cpu_data());
   bind.stream().wait();
   // oneDNN's variance is the biased one, as the native engine's batch statistic.
@@ -126,15 +127,14 @@ void OneDnnBatchNormLayer::Backward_cpu(const std::vector<Blob*>& top, const std
   }
   Primitives& p = *primitives_;
   const float* x = bottom[0]->cpu_data();
-  onednn::Binder bind(workspace());
-  p.backward_primitive.execute(
-      bind.stream(),
-      {{DNNL_ARG_SRC, bind.Plain(p.data, x)},
-       {DNNL_ARG_MEAN, bind.Plain(p.statistics, mean_->cpu_data())},
-       {DNNL_ARG_VARIANCE, bind.Plain(p.statistics, variance_->cpu_data())},
-       {DNNL_ARG_DIFF_DST, bind.In(p.user_top, top[0]->cpu_diff(), p.data, p.diff_dst)},
-       {DNNL_ARG_DIFF_SRC, bind.Plain(p.data, bottom[0]->mutable_cpu_diff())},
-       {DNNL_ARG_SCRATCHPAD, bind.Scratch(p.backward.scratchpad_desc(), p.backward_scratch)}});
+  onednn::Binder bind(workspace(), &p.backward_bindings);
+  onednn::Args({{DNNL_ARG_SRC, bind.Plain(p.data, x)},
+                {DNNL_ARG_MEAN, bind.Plain(p.statistics, mean_->cpu_data())},
+                {DNNL_ARG_VARIANCE, bind.Plain(p.statistics, variance_->cpu_data())},
+                {DNNL_ARG_DIFF_DST, bind.In(p.user_top, top[0]->cpu_diff(), p.data, p.diff_dst)},
+                {DNNL_ARG_DIFF_SRC, bind.Plain(p.data, bottom[0]->mutable_cpu_diff())},
+                {DNNL_ARG_SCRATCHPAD, bind.Scratch(p.backward.scratchpad_desc(), p.backward_scratch)}})
+      .Run(p.backward_primitive, bind.stream());
   bind.stream().wait();
 }
 

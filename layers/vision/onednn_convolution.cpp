@@ -39,6 +39,10 @@ struct OneDnnConvolutionLayer::Primitives {
   onednn::WeightCache weights;       // the forward's weights, in its layout
   bool data_reads_cached = false;    // the backward-data primitive wants the weights in the forward's layout
 
+  // The forward primitive's descriptors, queried once (each query costs some hundred nanoseconds, on every pass).
+  memory::desc forward_src, forward_dst, forward_scratch_desc;
+  onednn::Bindings forward_bindings, backward_bindings;  // the memories of the last call, kept for the next
+
   onednn::Regions regions;  // where each buffer lies in the workspace
   size_t src = 0, dst = 0, forward_scratch = 0;
   size_t backward_src = 0, backward_diff_dst = 0, computed_diff_weights = 0, diff_weights = 0, diff_bias = 0;
@@ -311,6 +315,9 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
   // A reshape keeps the weights' copy where the layout it wants stays the same.
   if (primitives_) p->weights = std::move(primitives_->weights);
   p->weights.Describe(p->forward.weights_desc(0), p->user_weights);
+  p->forward_src = p->forward.src_desc(0);
+  p->forward_dst = p->forward.dst_desc(0);
+  p->forward_scratch_desc = p->forward.scratchpad_desc();
   p->src = p->regions.AddCopy(p->forward.src_desc(0), p->user_src);
   p->dst = p->regions.AddCopy(p->forward.dst_desc(0), p->user_dst);
   p->forward_scratch = p->regions.Add(p->forward.scratchpad_desc());
@@ -376,32 +383,31 @@ using onednn::Binder;
 
 void OneDnnConvolutionLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   Primitives& p = *primitives_;
-  Binder bind(workspace());
+  Binder bind(workspace(), &p.forward_bindings);
   const memory weights = p.weights.Get(*params_[0], bind.stream());
   for (size_t b = 0; b < bottom.size(); ++b) {
-    const memory src = bind.In(p.user_src, bottom[b]->cpu_data(), p.forward.src_desc(0), p.src);
+    const memory src = bind.In(p.user_src, bottom[b]->cpu_data(), p.forward_src, p.src);
     float* output = top[b]->mutable_cpu_data();
-    const memory dst = bind.Result(p.user_dst, output, p.forward.dst_desc(0), p.dst);
+    const memory dst = bind.Result(p.user_dst, output, p.forward_dst, p.dst);
     // A fused sum: the primitive adds what its output buffer holds, so the summand goes there first, in its layout.
     if (summand_ != nullptr) {
-      memory summand(onednn::BlobDesc(*summand_), CpuEngine(), const_cast<float*>(summand_->cpu_data()));
+      const memory::desc summand_desc = onednn::BlobDesc(*summand_);
+      const memory summand = bind.Plain(summand_desc, summand_->cpu_data());
       const bool shared = summand.get_data_handle() == dst.get_data_handle();
-      if (summand.get_desc() != dst.get_desc()) {
+      if (summand_desc != p.forward_dst) {
         CREMA_CHECK(!shared) << describe() << ": the summand of its fused sum shares the output's memory but lies in "
                              << "another layout";
-        memory target = dst;
-        onednn::Reorder(summand.get_desc(), target.get_desc()).execute(bind.stream(), summand, target);
+        onednn::RunReorder(onednn::Reorder(summand_desc, p.forward_dst), bind.stream(), summand, dst);
       } else if (!shared) {
-        std::memcpy(dst.get_data_handle(), summand.get_data_handle(), dst.get_desc().get_size());
+        std::memcpy(dst.get_data_handle(), summand.get_data_handle(), p.forward_dst.get_size());
       }
     }
-    std::unordered_map<int, memory> args = {
-        {DNNL_ARG_SRC, src},
-        {DNNL_ARG_WEIGHTS, weights},
-        {DNNL_ARG_DST, dst},
-        {DNNL_ARG_SCRATCHPAD, bind.Scratch(p.forward.scratchpad_desc(), p.forward_scratch)}};
+    onednn::Args args = {{DNNL_ARG_SRC, src},
+                         {DNNL_ARG_WEIGHTS, weights},
+                         {DNNL_ARG_DST, dst},
+                         {DNNL_ARG_SCRATCHPAD, bind.Scratch(p.forward_scratch_desc, p.forward_scratch)}};
     if (bias_term_) args[DNNL_ARG_BIAS] = bind.Plain(p.user_bias, params_[1]->cpu_data());
-    p.forward_primitive.execute(bind.stream(), args);
+    args.Run(p.forward_primitive, bind.stream());
     bind.Out(dst, p.user_dst, output);
   }
   bind.stream().wait();
@@ -414,7 +420,7 @@ void OneDnnConvolutionLayer::Backward_cpu(const std::vector<Blob*>& top, const s
                                << "planned); plan the backward pass before running it";
   const bool weight_grad = param_propagate_down(0);
   const bool bias_grad = bias_term_ && param_propagate_down(1);
-  Binder bind(workspace());
+  Binder bind(workspace(), &p.backward_bindings);
   for (size_t b = 0; b < top.size(); ++b) {
     const float* top_diff = top[b]->cpu_diff();
     if (weight_grad || bias_grad) {
@@ -422,13 +428,13 @@ void OneDnnConvolutionLayer::Backward_cpu(const std::vector<Blob*>& top, const s
       const memory diff_dst = bind.In(p.user_dst, top_diff, p.backward_weights.diff_dst_desc(0), p.backward_diff_dst);
       const memory diff_weights = bind.Result(p.user_weights, bind.At(p.diff_weights),
                                               p.backward_weights.diff_weights_desc(0), p.computed_diff_weights);
-      std::unordered_map<int, memory> args = {
+      onednn::Args args = {
           {DNNL_ARG_SRC, src},
           {DNNL_ARG_DIFF_DST, diff_dst},
           {DNNL_ARG_DIFF_WEIGHTS, diff_weights},
           {DNNL_ARG_SCRATCHPAD, bind.Scratch(p.backward_weights.scratchpad_desc(), p.weights_scratch)}};
-      if (bias_term_) args[DNNL_ARG_DIFF_BIAS] = memory(p.user_bias, CpuEngine(), bind.At(p.diff_bias));
-      p.backward_weights_primitive.execute(bind.stream(), args);
+      if (bias_term_) args[DNNL_ARG_DIFF_BIAS] = bind.Plain(p.user_bias, bind.At(p.diff_bias));
+      args.Run(p.backward_weights_primitive, bind.stream());
       bind.Out(diff_weights, p.user_weights, bind.At(p.diff_weights));
       bind.stream().wait();
       // Gradients accumulate (over bottoms and calls): the net zeroes them before a backward.
@@ -452,11 +458,11 @@ void OneDnnConvolutionLayer::Backward_cpu(const std::vector<Blob*>& top, const s
       const memory diff_dst = bind.In(p.user_dst, top_diff, p.backward_data.diff_dst_desc(0), p.data_diff_dst);
       float* input_diff = bottom[b]->mutable_cpu_diff();
       const memory diff_src = bind.Result(p.user_src, input_diff, p.backward_data.diff_src_desc(0), p.diff_src);
-      p.backward_data_primitive.execute(
-          bind.stream(), {{DNNL_ARG_DIFF_DST, diff_dst},
-                          {DNNL_ARG_WEIGHTS, weights},
-                          {DNNL_ARG_DIFF_SRC, diff_src},
-                          {DNNL_ARG_SCRATCHPAD, bind.Scratch(p.backward_data.scratchpad_desc(), p.data_scratch)}});
+      onednn::Args({{DNNL_ARG_DIFF_DST, diff_dst},
+                    {DNNL_ARG_WEIGHTS, weights},
+                    {DNNL_ARG_DIFF_SRC, diff_src},
+                    {DNNL_ARG_SCRATCHPAD, bind.Scratch(p.backward_data.scratchpad_desc(), p.data_scratch)}})
+          .Run(p.backward_data_primitive, bind.stream());
       bind.Out(diff_src, p.user_src, input_diff);
       bind.stream().wait();
     }

@@ -31,7 +31,13 @@ namespace crema {
 // On the host.
 template <typename Rule>
 inline void for_each_element(int n, const Rule& rule) {
-#pragma omp parallel for if (n >= ParallelElementThreshold()) schedule(static)
+  // Below the threshold, no parallel region at all: even one whose `if` is false makes and frees a team (a heap
+  // allocation, 1-3 us), more than a small rule's work (a softmax over 10 classes).
+  if (n < ParallelElementThreshold()) {
+    for (int i = 0; i < n; ++i) rule(i);
+    return;
+  }
+#pragma omp parallel for schedule(static)
   for (int i = 0; i < n; ++i) rule(i);
 }
 
