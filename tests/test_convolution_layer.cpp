@@ -198,6 +198,29 @@ TEST(ConvolutionLayerTest, NewWeightsBetweenPassesAreUsed) {
   }
 }
 
+// Engines may keep the memories bound to their buffers from pass to pass (onednn::Bindings): a bottom, top or
+// weights whose storage moved between two passes of the same shapes (another memory plan, shared weights) must
+// be read and written where it is now, not where it was.
+TEST(ConvolutionLayerTest, BuffersThatMoveBetweenPassesAreFollowed) {
+  for (const std::string& engine : Engines()) {
+    SCOPED_TRACE(engine);
+    Fixture fixture("num_output: 32 kernel_size: 3 pad: 1", {{2, 16, 5, 4}}, engine);
+    fixture.ExpectMatchesReference({{1, 1}, {1, 1}, {1, 1}});
+    for (int round = 0; round < 2; ++round) {
+      Blob bottom(fixture.bottom.pointers[0]->shape()), top(fixture.top.pointers[0]->shape());
+      Blob weights(fixture.layer->params()[0]->shape());
+      test::FillGaussian(&bottom, 0.f, 1.f, 300 + round);
+      test::FillGaussian(&weights, 0.f, 1.f, 400 + round);
+      const float* old_top = fixture.top.pointers[0]->cpu_data();
+      fixture.bottom.pointers[0]->ShareData(bottom);
+      fixture.top.pointers[0]->ShareData(top);
+      fixture.layer->params()[0]->ShareData(weights);
+      ASSERT_NE(fixture.top.pointers[0]->cpu_data(), old_top);
+      fixture.ExpectMatchesReference({{1, 1}, {1, 1}, {1, 1}});
+    }
+  }
+}
+
 TEST(ConvolutionLayerTest, ReshapeFollowsBatchAndSpatialSizeChanges) {
   for (const std::string& engine : Engines()) {
     SCOPED_TRACE(engine);
