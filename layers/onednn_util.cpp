@@ -9,6 +9,8 @@
 #include <string>
 #include <unordered_map>
 
+#include "core/threads.hpp"
+
 namespace crema {
 namespace onednn {
 
@@ -299,6 +301,8 @@ Passes::Passes(const memory::desc& user_src, const memory::desc& user_dst, const
       forward_scratch_desc_(forward.scratchpad_desc()),
       workspace_desc_(forward.workspace_desc()),
       saved_floats_((forward.workspace_desc().get_size() + sizeof(float) - 1) / sizeof(float)) {
+  // A pooling's or LRN's arithmetic is a few operations per value: its memory is what counts.
+  one_thread_ = SmallWork(0, static_cast<double>(user_src.get_size() + user_dst.get_size()));
   src_ = regions_.AddCopy(forward.src_desc(), user_src);
   dst_ = regions_.AddCopy(forward.dst_desc(), user_dst);
   forward_scratch_ = regions_.Add(forward.scratchpad_desc());
@@ -310,6 +314,7 @@ Passes::Passes(const memory::desc& user_src, const memory::desc& user_dst, const
 }
 
 void Passes::Forward(float* workspace, const float* src, float* dst, float* saved) {
+  OneThreadWhile threads(one_thread_);
   Binder bind(workspace, &forward_bindings_);
   const memory result = bind.Result(user_dst_, dst, forward_dst_, dst_);
   Args args = {{DNNL_ARG_SRC, bind.In(user_src_, src, forward_src_, src_)},

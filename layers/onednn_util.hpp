@@ -206,6 +206,7 @@ class Passes {
   bool backward_reads_src_;
   // The forward primitive's descriptors, queried once (a query costs as much as a small pooling's work).
   dnnl::memory::desc forward_src_, forward_dst_, forward_scratch_desc_, workspace_desc_;
+  bool one_thread_ = false;  // the forward is small work (SmallWork, core/threads.hpp): run on one thread
   Regions regions_;
   Bindings forward_bindings_, backward_bindings_;
   size_t saved_floats_ = 0;  // of oneDNN's workspace (0: the primitives keep none)

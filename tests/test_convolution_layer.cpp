@@ -206,16 +206,19 @@ TEST(ConvolutionLayerTest, BuffersThatMoveBetweenPassesAreFollowed) {
     SCOPED_TRACE(engine);
     Fixture fixture("num_output: 32 kernel_size: 3 pad: 1", {{2, 16, 5, 4}}, engine);
     fixture.ExpectMatchesReference({{1, 1}, {1, 1}, {1, 1}});
+    // Every storage stays alive to the end, so that no new buffer can take a freed one's address.
+    std::vector<std::unique_ptr<Blob>> storages;
     for (int round = 0; round < 2; ++round) {
-      Blob bottom(fixture.bottom.pointers[0]->shape()), top(fixture.top.pointers[0]->shape());
-      Blob weights(fixture.layer->params()[0]->shape());
-      test::FillGaussian(&bottom, 0.f, 1.f, 300 + round);
-      test::FillGaussian(&weights, 0.f, 1.f, 400 + round);
-      const float* old_top = fixture.top.pointers[0]->cpu_data();
-      fixture.bottom.pointers[0]->ShareData(bottom);
-      fixture.top.pointers[0]->ShareData(top);
-      fixture.layer->params()[0]->ShareData(weights);
-      ASSERT_NE(fixture.top.pointers[0]->cpu_data(), old_top);
+      for (Blob* blob : {fixture.bottom.pointers[0], fixture.top.pointers[0], fixture.layer->params()[0].get()}) {
+        storages.push_back(std::make_unique<Blob>(blob->shape()));
+        storages.back()->ShareData(*blob);  // the old storage, kept
+        auto moved = std::make_unique<Blob>(blob->shape());
+        test::FillGaussian(moved.get(), 0.f, 1.f, 300 + static_cast<int>(storages.size()));
+        const float* old = blob->cpu_data();
+        blob->ShareData(*moved);
+        ASSERT_NE(blob->cpu_data(), old);
+        storages.push_back(std::move(moved));
+      }
       fixture.ExpectMatchesReference({{1, 1}, {1, 1}, {1, 1}});
     }
   }

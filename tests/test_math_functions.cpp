@@ -3,6 +3,7 @@
 // oneDNN: as built (products on oneDNN's sgemm) and with CREMA_GEMM=openblas (products on OpenBLAS).
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cstdlib>
 #include <string>
@@ -74,6 +75,37 @@ TEST(CpuGemmTest, ProductsRunWhereThePolicySays) {
     EXPECT_EQ(threads(), 1);
     EXPECT_NE(description.find("OpenBLAS 1 thread"), std::string::npos) << description;
   }
+}
+
+// Small steps run on one thread and the thread count comes back after; a nested scope, or one told no, changes nothing.
+TEST(ThreadPolicyTest, OneThreadWhileLimitsTheScopeOnly) {
+  const int before = omp_get_max_threads();
+  {
+    OneThreadWhile one(true);
+    EXPECT_EQ(omp_get_max_threads(), 1);
+    {
+      OneThreadWhile nested(true);
+      EXPECT_EQ(omp_get_max_threads(), 1);
+    }
+    EXPECT_EQ(omp_get_max_threads(), 1);
+    int threads_seen = 0;
+#pragma omp parallel
+    {
+#pragma omp atomic
+      ++threads_seen;
+    }
+    EXPECT_EQ(threads_seen, 1);
+  }
+  EXPECT_EQ(omp_get_max_threads(), before);
+  {
+    OneThreadWhile none(false);
+    EXPECT_EQ(omp_get_max_threads(), before);
+  }
+  EXPECT_EQ(omp_get_max_threads(), before);
+  // LeNet's steps at batch 1 are small; its conv2 at batch 64, or a 1.6 MB weight matrix, are not.
+  EXPECT_TRUE(SmallWork(0.59e6, 50e3));
+  EXPECT_FALSE(SmallWork(3.2e6 * 64, 2e6));
+  EXPECT_FALSE(SmallWork(0.8e6, 1.6e6));
 }
 
 }  // namespace

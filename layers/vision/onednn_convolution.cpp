@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "core/math_functions.hpp"
+#include "core/threads.hpp"
 #include "layers/onednn_util.hpp"
 
 namespace crema {
@@ -31,6 +32,7 @@ constexpr int kLargestDeconvolutionStride = 8;
 // plain (crema) layouts, the reorders between them and the workspace regions each buffer takes.
 struct OneDnnConvolutionLayer::Primitives {
   bool with_backward = false;  // the backward primitives are made (none for inference)
+  bool one_thread = false;     // the forward is small work (SmallWork): made and run on one thread
   bool gemm_backward_data = false;
   Layout offered = Layout::kPlain;  // the layout the forward primitive writes its output in, as crema names it
   memory::desc user_src, user_weights, user_bias, user_dst;
@@ -305,11 +307,19 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
   // layout, for such comparisons.
   const char* forced = std::getenv("CREMA_ONEDNN_ACTIVATIONS");
   const std::string layout = forced == nullptr ? "" : forced;
-  describe(layout == "nhwc" ? Tag::nhwc : Tag::any);
-  const bool padded = p->forward.src_desc(0).get_size() > p->user_src.get_size() ||
-                      p->forward.dst_desc(0).get_size() > p->user_dst.get_size();
-  if (layout.empty() && padded) describe(Tag::nhwc);
-  p->forward_primitive = dnnl::primitive(p->forward.get());
+  // oneDNN's kernels split their work for the threads there are when they are made: a small forward is made for
+  // one (and run on one, Forward_cpu).
+  const double flops = 2.0 * top[0]->count() * inputs * g.kernel[0] * g.kernel[1];
+  p->one_thread = SmallWork(flops, sizeof(float) * (static_cast<double>(input.count()) + top[0]->count() +
+                                                    static_cast<double>(params_[0]->count())));
+  {
+    OneThreadWhile threads(p->one_thread);
+    describe(layout == "nhwc" ? Tag::nhwc : Tag::any);
+    const bool padded = p->forward.src_desc(0).get_size() > p->user_src.get_size() ||
+                        p->forward.dst_desc(0).get_size() > p->user_dst.get_size();
+    if (layout.empty() && padded) describe(Tag::nhwc);
+    p->forward_primitive = dnnl::primitive(p->forward.get());
+  }
   p->offered = onednn::LayoutOf(p->forward.dst_desc(0), top[0]->shape());
   p->with_backward = backward;
   // A reshape keeps the weights' copy where the layout it wants stays the same.
@@ -383,6 +393,7 @@ using onednn::Binder;
 
 void OneDnnConvolutionLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   Primitives& p = *primitives_;
+  OneThreadWhile threads(p.one_thread);
   Binder bind(workspace(), &p.forward_bindings);
   const memory weights = p.weights.Get(*params_[0], bind.stream());
   for (size_t b = 0; b < bottom.size(); ++b) {

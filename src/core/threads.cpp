@@ -52,6 +52,25 @@ void ApplyThreadPolicy() {
   });
 }
 
+bool SmallWork(double flops, double bytes) { return flops < 1.5e6 && bytes < 512.0 * 1024; }
+
+OneThreadWhile::OneThreadWhile(bool one) {
+#ifdef _OPENMP
+  if (one && !omp_in_parallel() && omp_get_max_threads() > 1) {
+    saved_ = omp_get_max_threads();
+    omp_set_num_threads(1);
+  }
+#else
+  (void)one;
+#endif
+}
+
+OneThreadWhile::~OneThreadWhile() {
+#ifdef _OPENMP
+  if (saved_ > 0) omp_set_num_threads(saved_);
+#endif
+}
+
 int ParallelElementThreshold() {
   static const int threshold = [] {
     if (const char* value = std::getenv("CREMA_PARALLEL_ELEMENTS")) {

@@ -26,6 +26,25 @@ bool GemmOnOneDnn();
 // threaded, docs/performance.md). With every parallel region on OpenMP's one pool nothing competes, and loops
 // from THRESHOLD elements on are split (measured, docs/performance.md). CREMA_PARALLEL_ELEMENTS=N overrides it.
 int ParallelElementThreshold();
+// Whether a step of `flops` arithmetic over `bytes` of memory (its inputs, outputs and weights) is small enough
+// to run on one thread: under about a megaflop over data that fits a core's L2 cache. A second core costs
+// microseconds to wake and to fetch what the first wrote; a small step's whole work is that much (LeNet at batch 1:
+// its poolings took 8-12 us on two threads against 2 on one, docs/performance.md).
+bool SmallWork(double flops, double bytes);
+
+// While it lives, the calling thread's parallel regions (OpenMP's, so oneDNN's primitives too, made or run) take one
+// thread, where `one` is true; nothing changes otherwise.
+class OneThreadWhile {
+ public:
+  explicit OneThreadWhile(bool one);
+  ~OneThreadWhile();
+  OneThreadWhile(const OneThreadWhile&) = delete;
+  OneThreadWhile& operator=(const OneThreadWhile&) = delete;
+
+ private:
+  int saved_ = 0;  // the threads before (0: left alone)
+};
+
 // What runs where: "matrix products on oneDNN's sgemm, 2 OpenMP threads (also oneDNN's primitives and
 // crema's loops); OpenBLAS 1 thread", for crema time.
 std::string ThreadPolicyDescription();
