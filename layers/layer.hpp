@@ -245,6 +245,9 @@ class Layer {
   // Scratch memory: the floats this layer asked for in its last Reshape, and the buffer it uses. The net gives
   // every layer one shared workspace sized to the largest request; a layer on its own uses a buffer of its own.
   size_t workspace_floats() const { return workspace_floats_; }
+  // The blob the workspace lies in (the net's shared one, or the layer's slot of the arena; null before the net
+  // gave one): what analyses of the plan's memory read (net/step_graph.hpp).
+  const Blob* workspace_blob() const { return workspace_.get(); }
   void set_workspace(std::shared_ptr<Blob> workspace) {
     workspace_ = std::move(workspace);
     workspace_is_shared_ = true;

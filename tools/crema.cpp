@@ -38,6 +38,7 @@
 #include "net/memory_plan.hpp"
 #include "net/net.hpp"
 #include "net/output_scores.hpp"
+#include "net/step_graph.hpp"
 #include "net/upgrade.hpp"
 #include "solver/solver.hpp"
 #include "tools/lib/classifier.hpp"
@@ -525,6 +526,8 @@ int Time() {
   } else if (FLAGS_forward_only) {
     LOG(INFO) << "Rewritten for inference: nothing" << (FLAGS_fold == "none" ? " (--fold=none)" : "");
   }
+  // What could run at once (net/step_graph.hpp), as the memory is bound now: the ground for execution lanes.
+  LOG(INFO) << "Step graph of the forward pass: " << ForwardStepGraph(*net).Describe(*net);
   LOG(INFO) << "Average time per layer: ";
   for (size_t s = 0; s < plan.size(); ++s) {
     const std::string& name = net->layer_names()[plan[s].layer];

@@ -52,7 +52,14 @@ void ApplyThreadPolicy() {
   });
 }
 
-bool SmallWork(double flops, double bytes) { return flops < 1.5e6 && bytes < 512.0 * 1024; }
+bool SmallWork(double flops, double bytes) {
+  // CREMA_SMALL_STEPS=threaded runs every step on every thread, for comparisons.
+  static const bool threaded = [] {
+    const char* setting = std::getenv("CREMA_SMALL_STEPS");
+    return setting != nullptr && std::strcmp(setting, "threaded") == 0;
+  }();
+  return !threaded && flops < 1.5e6 && bytes < 512.0 * 1024;
+}
 
 OneThreadWhile::OneThreadWhile(bool one) {
 #ifdef _OPENMP

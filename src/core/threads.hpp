@@ -29,7 +29,8 @@ int ParallelElementThreshold();
 // Whether a step of `flops` arithmetic over `bytes` of memory (its inputs, outputs and weights) is small enough
 // to run on one thread: under about a megaflop over data that fits a core's L2 cache. A second core costs
 // microseconds to wake and to fetch what the first wrote; a small step's whole work is that much (LeNet at batch 1:
-// its poolings took 8-12 us on two threads against 2 on one, docs/performance.md).
+// its poolings took 8-12 us on two threads against 2 on one, docs/performance.md). CREMA_SMALL_STEPS=threaded:
+// never (for comparisons).
 bool SmallWork(double flops, double bytes);
 
 // While it lives, the calling thread's parallel regions (OpenMP's, so oneDNN's primitives too, made or run) take one

@@ -1,0 +1,121 @@
+#include "net/step_graph.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+
+#include "net/net.hpp"
+
+namespace crema {
+
+namespace {
+
+// Floats [begin, end) of one storage.
+struct Range {
+  const void* storage = nullptr;
+  size_t begin = 0, end = 0;
+  bool Overlaps(const Range& other) const { return storage == other.storage && begin < other.end && other.begin < end; }
+};
+
+// The data of `blob` as a range (none where it has no storage yet or no values).
+void AddData(const Blob& blob, std::vector<Range>* ranges) {
+  if (!blob.data() || blob.count() == 0) return;
+  ranges->push_back({blob.data().get(), blob.data_offset(), blob.data_offset() + static_cast<size_t>(blob.count())});
+}
+
+bool AnyOverlap(const std::vector<Range>& a, const std::vector<Range>& b) {
+  for (const Range& x : a)
+    for (const Range& y : b)
+      if (x.Overlaps(y)) return true;
+  return false;
+}
+
+// A step whose layer has effects beyond the blobs it reads and writes: a source of data (its reader's queue and
+// position), a Python layer (the interpreter, and whatever the user's code keeps).
+bool HasOutsideEffects(const Layer& layer, const PlanStep& step) {
+  return step.bottoms.empty() || std::strcmp(layer.type(), "Python") == 0;
+}
+
+}  // namespace
+
+StepGraph ForwardStepGraph(const Net& net) {
+  const std::vector<PlanStep>& plan = net.plan();
+  const auto& blobs = net.blobs();
+  const size_t n = plan.size();
+  std::vector<std::vector<Range>> reads(n), writes(n);
+  std::vector<bool> outside(n);
+  for (size_t s = 0; s < n; ++s) {
+    const PlanStep& step = plan[s];
+    const Layer& layer = *net.layers()[step.layer];
+    for (int b : step.bottoms) AddData(*blobs[b], &reads[s]);
+    for (int t : step.tops) AddData(*blobs[t], &writes[s]);
+    // Internal blobs may carry state from the last pass (read) and are written anew (written): both.
+    for (int i : step.internals) {
+      AddData(*blobs[i], &reads[s]);
+      AddData(*blobs[i], &writes[s]);
+    }
+    const Blob* workspace = layer.workspace_blob();
+    if (layer.workspace_floats() > 0 && workspace != nullptr && workspace->data())
+      writes[s].push_back(
+          {workspace->data().get(), workspace->data_offset(), workspace->data_offset() + layer.workspace_floats()});
+    outside[s] = HasOutsideEffects(layer, step);
+  }
+  StepGraph graph;
+  graph.waits_for.resize(n);
+  graph.depth.assign(n, 0);
+  for (size_t b = 0; b < n; ++b) {
+    for (size_t a = 0; a < b; ++a) {
+      const bool conflict = (outside[a] && outside[b]) || AnyOverlap(writes[a], reads[b]) ||
+                            AnyOverlap(reads[a], writes[b]) || AnyOverlap(writes[a], writes[b]);
+      if (!conflict) continue;
+      graph.waits_for[b].push_back(static_cast<int>(a));
+      graph.depth[b] = std::max(graph.depth[b], graph.depth[a] + 1);
+    }
+  }
+  return graph;
+}
+
+int StepGraph::Width() const {
+  std::vector<int> at_depth;
+  for (int d : depth) {
+    if (static_cast<size_t>(d) >= at_depth.size()) at_depth.resize(d + 1, 0);
+    ++at_depth[d];
+  }
+  return at_depth.empty() ? 0 : *std::max_element(at_depth.begin(), at_depth.end());
+}
+
+bool StepGraph::Allows(const std::vector<int>& order) const {
+  std::vector<int> position(size(), -1);
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (order[i] < 0 || static_cast<size_t>(order[i]) >= size() || position[order[i]] >= 0) return false;
+    position[order[i]] = static_cast<int>(i);
+  }
+  if (order.size() != size()) return false;
+  for (size_t s = 0; s < size(); ++s)
+    for (int before : waits_for[s])
+      if (position[before] > position[s]) return false;
+  return true;
+}
+
+std::string StepGraph::Describe(const Net& net) const {
+  std::vector<std::vector<int>> by_depth;
+  for (size_t s = 0; s < size(); ++s) {
+    if (static_cast<size_t>(depth[s]) >= by_depth.size()) by_depth.resize(depth[s] + 1);
+    by_depth[depth[s]].push_back(static_cast<int>(s));
+  }
+  size_t widest = 0;
+  for (size_t d = 1; d < by_depth.size(); ++d)
+    if (by_depth[d].size() > by_depth[widest].size()) widest = d;
+  std::ostringstream out;
+  out << size() << " steps, " << by_depth.size() << " deep, at most " << Width() << " at once";
+  if (!by_depth.empty() && by_depth[widest].size() > 1) {
+    out << " (depth " << widest << ":";
+    for (size_t i = 0; i < by_depth[widest].size() && i < 6; ++i)
+      out << (i ? ", " : " ") << net.layer_names()[net.plan()[by_depth[widest][i]].layer];
+    if (by_depth[widest].size() > 6) out << ", ...";
+    out << ")";
+  }
+  return out.str();
+}
+
+}  // namespace crema

@@ -1,0 +1,45 @@
+// The step graph: which steps of a forward pass must run before which, from the memory each step reads and writes.
+// It is what execution lanes (several steps at once: GoogLeNet's inception towers, a Siamese net's two towers)
+// start from; nothing here runs steps yet.
+//
+// Memory, not blob names: under a memory plan two blobs may share bytes of the arena (their lifetimes did not
+// overlap in the sequential order), a view (Flatten, Split's copies, Reshape) shares its bottom's storage, an
+// in-place step reads and writes one buffer, and every step that uses the net's shared workspace writes the same
+// scratch. So each step's reads and writes are byte ranges of storages (a SyncedMemory and an offset), and step b
+// waits for an earlier step a wherever
+//   - a writes what b reads (b needs a's result),
+//   - a reads what b writes (b must not overwrite a's input before a read it), or
+//   - both write the same bytes (the later value must be the one left);
+// a step whose layer has effects beyond its blobs (a data layer's queue, a Python layer's interpreter, a random
+// stream shared by the context) waits for every earlier step of that kind. Running the steps in any order that
+// keeps these edges gives the sequential results bit for bit, since every step still sees exactly the bytes it saw.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace crema {
+
+class Net;
+
+struct StepGraph {
+  // Per step of the plan: the earlier steps it waits for directly (after removing edges implied by others is not
+  // attempted: a step lists every earlier step it conflicts with, in increasing order).
+  std::vector<std::vector<int>> waits_for;
+  // Per step: its depth, the longest chain of waits before it (0: it waits for nothing).
+  std::vector<int> depth;
+
+  size_t size() const { return waits_for.size(); }
+  // The most steps of one depth: how many could run at once in the widest part of the pass.
+  int Width() const;
+  // Whether running the steps in `order` (a permutation of the steps) keeps every edge.
+  bool Allows(const std::vector<int>& order) const;
+  // "12 steps, 9 deep, at most 4 at once (depth 3: conv2a, conv2b, ...)": for crema time.
+  std::string Describe(const Net& net) const;
+};
+
+// The graph of `net`'s forward pass as its memory is bound now (memory plan, layouts, workspaces): rebuild it after
+// anything rebinds the memory.
+StepGraph ForwardStepGraph(const Net& net);
+
+}  // namespace crema
