@@ -135,12 +135,12 @@ bool IsReference(const dnnl::primitive_desc_base& pd) {
   return std::string(pd.impl_info_str()).find("ref") != std::string::npos;
 }
 
-void RunOnSources(const dnnl::primitive& primitive, const dnnl::primitive_desc_base& pd,
+void RunOnSources(const dnnl::primitive& primitive, const memory::desc& scratch_desc,
                   const std::vector<memory::desc>& sources, const std::vector<Blob*>& bottom,
                   const memory::desc& dst_desc, float* dst, float* workspace, size_t scratch, Bindings* bindings) {
   Binder bind(workspace, bindings);
   // Any number of sources (a DenseNet's concatenations have dozens): no fixed Args here.
-  std::vector<memory> bound = {bind.Plain(dst_desc, dst), bind.Scratch(pd.scratchpad_desc(), scratch)};
+  std::vector<memory> bound = {bind.Plain(dst_desc, dst), bind.Scratch(scratch_desc, scratch)};
   std::vector<dnnl_exec_arg_t> args = {{DNNL_ARG_DST, bound[0].get()}, {DNNL_ARG_SCRATCHPAD, bound[1].get()}};
   bound.reserve(bound.size() + bottom.size());
   for (size_t b = 0; b < bottom.size(); ++b) {

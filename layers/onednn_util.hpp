@@ -61,11 +61,11 @@ dnnl::primitive_attr UserScratchpadWith(const FusedActivation& activation, bool 
 // which engines avoid by trying another layout (LRN, pooling's gradient).
 bool IsReference(const dnnl::primitive_desc_base& pd);
 
-// Runs `primitive` (a concat or a sum: `pd`) over several bottoms, each in its layout `sources[b]`, into the
-// top `dst` (layout `dst_desc`), with its scratchpad in `workspace` at region `scratch`; its memories kept in
-// `bindings` from call to call.
+// Runs `primitive` (a concat or a sum) over several bottoms, each in its layout `sources[b]`, into the top `dst`
+// (layout `dst_desc`), with its scratchpad (layout `scratch_desc`) in `workspace` at region `scratch`; its memories
+// kept in `bindings` from call to call.
 class Bindings;
-void RunOnSources(const dnnl::primitive& primitive, const dnnl::primitive_desc_base& pd,
+void RunOnSources(const dnnl::primitive& primitive, const dnnl::memory::desc& scratch_desc,
                   const std::vector<dnnl::memory::desc>& sources, const std::vector<Blob*>& bottom,
                   const dnnl::memory::desc& dst_desc, float* dst, float* workspace, size_t scratch, Bindings* bindings);
 

@@ -14,7 +14,8 @@ struct OneDnnConcatLayer::Primitives {
   std::vector<memory::desc> parts;    // each bottom's part of the top (sub-memories of the top's layout)
   dnnl::concat::primitive_desc forward;
   dnnl::concat forward_primitive;
-  size_t scratch = 0;  // oneDNN's scratchpad, in the workspace
+  memory::desc top, scratch_desc;                        // the top's layout and the scratchpad's, queried once
+  size_t scratch = 0;                                    // oneDNN's scratchpad, in the workspace
   onednn::Bindings forward_bindings, backward_bindings;  // the memories of the last call, kept for the next
 };
 
@@ -55,15 +56,17 @@ void OneDnnConcatLayer::Reshape(const std::vector<Blob*>& bottom, const std::vec
   p->forward = dnnl::concat::primitive_desc(whole, 1, p->bottoms, CpuEngine(), onednn::UserScratchpad());
   p->forward_primitive = dnnl::concat(p->forward);
   onednn::Regions regions;
-  p->scratch = regions.Add(p->forward.scratchpad_desc());
+  p->top = p->forward.dst_desc();
+  p->scratch_desc = p->forward.scratchpad_desc();
+  p->scratch = regions.Add(p->scratch_desc);
   RequestWorkspace(regions.Floats());
   primitives_ = std::move(p);
 }
 
 void OneDnnConcatLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   Primitives& p = *primitives_;
-  onednn::RunOnSources(p.forward_primitive, p.forward, p.bottoms, bottom, p.forward.dst_desc(),
-                       top[0]->mutable_cpu_data(), workspace(), p.scratch, &p.forward_bindings);
+  onednn::RunOnSources(p.forward_primitive, p.scratch_desc, p.bottoms, bottom, p.top, top[0]->mutable_cpu_data(),
+                       workspace(), p.scratch, &p.forward_bindings);
 }
 
 void OneDnnConcatLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,

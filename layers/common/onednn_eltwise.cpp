@@ -15,6 +15,7 @@ struct OneDnnEltwiseLayer::Primitives {
   dnnl::sum::primitive_desc forward;
   dnnl::sum forward_primitive;
   std::vector<dnnl::reorder> gradients;  // the top's gradient times each bottom's coefficient, in its layout
+  memory::desc scratch_desc;             // the scratchpad's layout, queried once
   size_t scratch = 0;                    // oneDNN's scratchpad, in the workspace
   onednn::Bindings forward_bindings, backward_bindings;  // the memories of the last call, kept for the next
 };
@@ -53,14 +54,15 @@ void OneDnnEltwiseLayer::Reshape(const std::vector<Blob*>& bottom, const std::ve
         dnnl::reorder::primitive_desc(CpuEngine(), p->top, CpuEngine(), p->bottoms[b], scaled));
   }
   onednn::Regions regions;
-  p->scratch = regions.Add(p->forward.scratchpad_desc());
+  p->scratch_desc = p->forward.scratchpad_desc();
+  p->scratch = regions.Add(p->scratch_desc);
   RequestWorkspace(regions.Floats());
   primitives_ = std::move(p);
 }
 
 void OneDnnEltwiseLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   Primitives& p = *primitives_;
-  onednn::RunOnSources(p.forward_primitive, p.forward, p.bottoms, bottom, p.top, top[0]->mutable_cpu_data(),
+  onednn::RunOnSources(p.forward_primitive, p.scratch_desc, p.bottoms, bottom, p.top, top[0]->mutable_cpu_data(),
                        workspace(), p.scratch, &p.forward_bindings);
 }
 

@@ -328,9 +328,9 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
   p->forward_src = p->forward.src_desc(0);
   p->forward_dst = p->forward.dst_desc(0);
   p->forward_scratch_desc = p->forward.scratchpad_desc();
-  p->src = p->regions.AddCopy(p->forward.src_desc(0), p->user_src);
-  p->dst = p->regions.AddCopy(p->forward.dst_desc(0), p->user_dst);
-  p->forward_scratch = p->regions.Add(p->forward.scratchpad_desc());
+  p->src = p->regions.AddCopy(p->forward_src, p->user_src);
+  p->dst = p->regions.AddCopy(p->forward_dst, p->user_dst);
+  p->forward_scratch = p->regions.Add(p->forward_scratch_desc);
   if (!backward) {
     RequestWorkspace(p->regions.Floats());
     primitives_ = std::move(p);
