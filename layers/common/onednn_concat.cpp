@@ -2,6 +2,8 @@
 
 #ifdef CREMA_USE_ONEDNN
 
+#include <cstring>
+
 #include "layers/onednn_util.hpp"
 
 namespace crema {
@@ -17,7 +19,38 @@ struct OneDnnConcatLayer::Primitives {
   memory::desc top, scratch_desc;                        // the top's layout and the scratchpad's, queried once
   size_t scratch = 0;                                    // oneDNN's scratchpad, in the workspace
   onednn::Bindings forward_bindings, backward_bindings;  // the memories of the last call, kept for the next
+  // Whether every bottom and the top share one layout in which an image's channels lie in one stretch of memory
+  // (plain, or channel blocks, whose channel counts are multiples of the block): then each image of the top is its
+  // bottoms' images one after another, and the join is one copy per bottom and image. oneDNN's concat walked 16-channel
+  // blocks in small pieces (GoogLeNet's inception_3b at batch 1: 0.8 ms for 1.5 MB; the copies take under 0.1).
+  bool by_images = false;
 };
+
+namespace {
+
+// Copies each bottom's images into (or, `to_bottoms`, out of) its stretch of each image of the top: `sizes` are the
+// bottoms' floats per image.
+void CopyImages(int images, const std::vector<size_t>& sizes, size_t top_image, const std::vector<float*>& bottoms,
+                float* top, bool to_bottoms) {
+  const long long total = static_cast<long long>(images) * static_cast<long long>(top_image);
+#pragma omp parallel for if (images > 1 && total >= (1LL << 20))
+  for (int n = 0; n < images; ++n) {
+    size_t offset = static_cast<size_t>(n) * top_image;
+    for (size_t b = 0; b < bottoms.size(); ++b) {
+      float* image = bottoms[b] == nullptr ? nullptr : bottoms[b] + static_cast<size_t>(n) * sizes[b];
+      if (image != nullptr) {
+        if (to_bottoms) {
+          std::memcpy(image, top + offset, sizes[b] * sizeof(float));
+        } else {
+          std::memcpy(top + offset, image, sizes[b] * sizeof(float));
+        }
+      }
+      offset += sizes[b];
+    }
+  }
+}
+
+}  // namespace
 
 OneDnnConcatLayer::OneDnnConcatLayer(const LayerParameter& param, std::shared_ptr<Context> context)
     : ConcatLayer(param, std::move(context)) {}
@@ -53,6 +86,9 @@ void OneDnnConcatLayer::Reshape(const std::vector<Blob*>& bottom, const std::vec
                                             onednn::Dims({0, channel, 0, 0})));
     channel += b->shape(1);
   }
+  const Layout layout = top[0]->layout();
+  p->by_images = layout != Layout::kChannelsLast;
+  for (const Blob* b : bottom) p->by_images = p->by_images && b->layout() == layout;
   p->forward = dnnl::concat::primitive_desc(whole, 1, p->bottoms, CpuEngine(), onednn::UserScratchpad());
   p->forward_primitive = dnnl::concat(p->forward);
   onednn::Regions regions;
@@ -65,6 +101,17 @@ void OneDnnConcatLayer::Reshape(const std::vector<Blob*>& bottom, const std::vec
 
 void OneDnnConcatLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   Primitives& p = *primitives_;
+  if (p.by_images) {
+    std::vector<size_t> sizes;
+    std::vector<float*> sources;
+    for (const Blob* b : bottom) {
+      sizes.push_back(static_cast<size_t>(b->count(1)));
+      sources.push_back(const_cast<float*>(b->cpu_data()));
+    }
+    CopyImages(top[0]->shape(0), sizes, static_cast<size_t>(top[0]->count(1)), sources, top[0]->mutable_cpu_data(),
+               false);
+    return;
+  }
   onednn::RunOnSources(p.forward_primitive, p.scratch_desc, p.bottoms, bottom, p.top, top[0]->mutable_cpu_data(),
                        workspace(), p.scratch, &p.forward_bindings);
 }
@@ -72,6 +119,17 @@ void OneDnnConcatLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std:
 void OneDnnConcatLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                      const std::vector<Blob*>& bottom) {
   Primitives& p = *primitives_;
+  if (p.by_images) {
+    std::vector<size_t> sizes;
+    std::vector<float*> gradients;
+    for (size_t b = 0; b < bottom.size(); ++b) {
+      sizes.push_back(static_cast<size_t>(bottom[b]->count(1)));
+      gradients.push_back(propagate_down[b] ? bottom[b]->mutable_cpu_diff() : nullptr);
+    }
+    CopyImages(top[0]->shape(0), sizes, static_cast<size_t>(top[0]->count(1)), gradients,
+               const_cast<float*>(top[0]->cpu_diff()), true);
+    return;
+  }
   onednn::Binder bind(workspace(), &p.backward_bindings);
   for (size_t b = 0; b < bottom.size(); ++b) {
     if (!propagate_down[b]) continue;

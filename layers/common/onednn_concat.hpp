@@ -1,9 +1,10 @@
 // Concat, engine `onednn` (in builds with oneDNN): joins 4-d bottoms along the channel axis with oneDNN's concat
 // primitive, which takes each bottom in its own layout and writes the top in its own. So it reads the
 // channel-blocked outputs of a run of oneDNN convolutions (GoogLeNet's inception branches) as they are, and
-// the run goes on through it. Backward copies each bottom's part of the top's gradient out, reordered to the
-// bottom's layout where the two differ. Parameters and shapes as the native engine (layers/common/concat.hpp); any
-// other axis, or bottoms that are not 4-d, fall to it.
+// the run goes on through it. Where the bottoms and the top share a layout whose images are contiguous (plain or
+// channel blocks), the join is one copy per bottom and image instead (and backward the copies back). Backward copies
+// each bottom's part of the top's gradient out, reordered to the bottom's layout where the two differ. Parameters and
+// shapes as the native engine (layers/common/concat.hpp); any other axis, or bottoms that are not 4-d, fall to it.
 #pragma once
 
 #ifdef CREMA_USE_ONEDNN
