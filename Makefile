@@ -118,7 +118,7 @@ LENET_SOLVER := examples/fashion_mnist/lenet_solver.prototxt
 
 DEMO_TARGETS := crema convert_mnist
 
-.PHONY: all demo-build deps test data demo finetune bundle sanitize-build sanitize fuzz clean format help force-configure
+.PHONY: all demo-build deps test data demo finetune bundle sanitize-build sanitize tsan fuzz clean format help force-configure
 
 # cmake --build runs its own make (or ninja) with JOBS workers. This make's flags are not handed down, so a
 # top-level `make -j` neither shares its job slots with it nor warns about them.
@@ -179,6 +179,26 @@ SANITIZE_EXCLUDE ?= ExamplesTest\..*/(imagenet|rcnn)_|^SolverExamplesTest\.|^Fas
 sanitize: sanitize-build
 	cd $(SANITIZE_DIR) && $(SANITIZER_ENV) ctest --output-on-failure -j $(JOBS) $(if $(SANITIZE_EXCLUDE),-E '$(SANITIZE_EXCLUDE)')
 
+# ThreadSanitizer over the execution lanes' tests (docs/architecture.md, "Execution lanes"): clang, LLVM's OpenMP
+# and its Archer tool (which tells ThreadSanitizer about OpenMP's fork, join and barriers), the CPU only, without
+# oneDNN (a library built against GNU OpenMP, whose synchronisation ThreadSanitizer cannot see). Only the lanes'
+# test program is built; any report fails it. LLVM's OpenMP library is not instrumented: what it does inside itself
+# (its own locks) is left out (ignore_noninstrumented_modules). With the runner's lock taken out around a finished
+# step's bookkeeping, this run reports the race (checked by hand).
+TSAN_DIR ?= build-tsan
+TSAN_OPTIONS_CMAKE := -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DCREMA_CPU_ONLY=ON -DCREMA_USE_MPI=OFF \
+  -DCREMA_USE_ONEDNN=OFF -DCREMA_BLAS=openblas -DCREMA_SANITIZE=thread -DCREMA_WARNINGS_AS_ERRORS=$(call on_off,$(WERROR))
+TSAN_FILTER ?= StepLanesTest.*:LanesTest.*:ContextTest.*
+tsan:
+	$(if $(filter-out . .. / ./,$(strip $(TSAN_DIR))),,$(error refusing to build in TSAN_DIR = '$(TSAN_DIR)'))
+	scripts/install_deps.sh sanitize
+	CC=clang CXX=clang++ cmake -S . -B $(TSAN_DIR) $(TSAN_OPTIONS_CMAKE)
+	env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake --build $(TSAN_DIR) --target test_lanes -j $(JOBS)
+	cd $(TSAN_DIR)/tests && OMP_TOOL_LIBRARIES="$$(ls /usr/lib/llvm-*/lib/libarcher.so | head -n 1)" \
+	  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ignore_noninstrumented_modules=1" OPENBLAS_NUM_THREADS=1 \
+	  ./test_lanes --gtest_filter='$(TSAN_FILTER)'
+
 fuzz: sanitize-build
 	scripts/fuzz.sh $(SANITIZE_DIR) $(FUZZ_SECONDS)
 
@@ -212,6 +232,8 @@ help:
 	@echo '                    BUNDLE_CUDA_ARCH=90, BUNDLE_ONEDNN=1, BUNDLE_FASHION_MNIST=0 (1: carry the data set)'
 	@echo '  make sanitize     build with clang, AddressSanitizer and UndefinedBehaviorSanitizer (CPU only) in'
 	@echo '                    $(SANITIZE_DIR)/ and run every test there'
+	@echo '  make tsan         build the execution lanes tests with clang and ThreadSanitizer in $(TSAN_DIR)/ and'
+	@echo '                    run them (LLVM OpenMP with its Archer tool)'
 	@echo '  make fuzz         the same build, then each libFuzzer target for FUZZ_SECONDS=$(FUZZ_SECONDS) s'
 	@echo '                    (scripts/fuzz.sh; crashes are kept in $(SANITIZE_DIR)/fuzz/artifacts/)'
 	@echo '  make clean        remove the build directories ($(BUILD_DIR), $(DEMO_DIR))'

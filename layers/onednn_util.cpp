@@ -38,6 +38,7 @@ uint64_t DigestOf(const memory::desc& desc, uint64_t digest) {
 
 struct CachedReorder {
   memory::desc from, to;
+  int threads;  // made for (oneDNN's kernels split their work for the threads there are when they are made)
   dnnl::reorder primitive;
 };
 
@@ -47,13 +48,17 @@ const dnnl::reorder& Reorder(const memory::desc& from, const memory::desc& to) {
   // Entries are never removed (a net has a few layout pairs; a process, a few dozen): references stay valid.
   static std::mutex mutex;
   static std::unordered_multimap<uint64_t, std::unique_ptr<CachedReorder>> cache;
-  const uint64_t key = DigestOf(to, DigestOf(from, 0xCBF29CE484222325ull));
+  // A step on a lane (inside a parallel region) runs its reorders on one thread: they are made for one there.
+  const int threads = CurrentThreadCount();
+  const uint64_t key = DigestOf(to, DigestOf(from, 0xCBF29CE484222325ull)) ^ static_cast<uint64_t>(threads);
   std::lock_guard<std::mutex> lock(mutex);
   const auto [first, last] = cache.equal_range(key);
   for (auto entry = first; entry != last; ++entry)
-    if (entry->second->from == from && entry->second->to == to) return entry->second->primitive;
-  auto made = std::make_unique<CachedReorder>(
-      CachedReorder{from, to, dnnl::reorder(dnnl::reorder::primitive_desc(CpuEngine(), from, CpuEngine(), to))});
+    if (entry->second->from == from && entry->second->to == to && entry->second->threads == threads)
+      return entry->second->primitive;
+  OneThreadWhile one(threads == 1);
+  auto made = std::make_unique<CachedReorder>(CachedReorder{
+      from, to, threads, dnnl::reorder(dnnl::reorder::primitive_desc(CpuEngine(), from, CpuEngine(), to))});
   return cache.emplace(key, std::move(made))->second->primitive;
 }
 

@@ -409,7 +409,7 @@ Bits BitsOf(const float* values, size_t count) {
 // which the parameters take a plain SGD step, so that later iterations start from what earlier ones computed.
 std::vector<Bits> RunIterations(NetParameter param, bool deploy, float input_scale, Phase phase, bool plan_memory,
                                 bool* planned, bool recompute = false, int* replays = nullptr, bool every_cut = false,
-                                int iterations = 3) {
+                                int iterations = 3, int lanes = 0, int* wide_stretches = nullptr) {
   param.mutable_state()->set_phase(phase);
   param.mutable_state()->clear_stage();
   if (phase == TEST && !FirstTestStage(param).empty()) param.mutable_state()->add_stage(FirstTestStage(param));
@@ -417,6 +417,7 @@ std::vector<Bits> RunIterations(NetParameter param, bool deploy, float input_sca
   auto context = std::make_shared<Context>(Device::kCPU, 0, 1234);
   context->set_plan_memory(plan_memory);
   context->set_recompute(recompute);
+  context->set_lanes(lanes);
   Net net(param, context);
   if (phase == TEST) net.PlanMemory(false);  // tested forward only, as the solver's test nets and crema test are
   if (every_cut) net.RecomputeSegments(SegmentCuts(net));
@@ -454,6 +455,7 @@ std::vector<Bits> RunIterations(NetParameter param, bool deploy, float input_sca
     for (Blob* input : net.input_blobs())
       results.push_back(BitsOf(input->cpu_diff(), static_cast<size_t>(input->count())));
   }
+  if (wide_stretches != nullptr) *wide_stretches = static_cast<int>(net.step_lanes().wide_stretches().size());
   return results;
 }
 
@@ -503,6 +505,28 @@ TEST_P(ExamplesTest, PlannedMemoryGivesTheUnplannedResultsBitForBit) {
         EXPECT_GT(replays, 0);
       }
     }
+  }
+}
+
+// Execution lanes (net/lanes.hpp) run independent steps of forward at once, under a memory plan made for that:
+// training and testing give bit for bit what running every step in order gives, over iterations that each start
+// from what the one before left (parameters, BatchNorm's statistics, data cursors, random streams).
+TEST_P(ExamplesTest, LanesGiveTheInOrderResultsBitForBit) {
+  const Example& example = GetParam();
+  const bool deploy = example.feed == Feed::kDeploy;
+  const NetParameter param = FedNet();
+  for (Phase phase : {TRAIN, TEST}) {
+    SCOPED_TRACE(phase == TRAIN ? "TRAIN" : "TEST");
+    bool planned = false;
+    int wide = 0;
+    const auto on_lanes = RunIterations(param, deploy, example.input_scale, phase, true, &planned, false, nullptr,
+                                        false, 2, /*lanes=*/3, &wide);
+    // A chain of steps (CaffeNet) has no stretch to run on lanes: every step ran alone, in order.
+    std::printf("[ lanes    ] %s: %d wide stretches\n", example.prototxt, wide);
+    if (wide == 0) continue;
+    const auto in_order =
+        RunIterations(param, deploy, example.input_scale, phase, true, &planned, false, nullptr, false, 2, /*lanes=*/1);
+    ExpectSameBits(on_lanes, in_order);
   }
 }
 

@@ -78,6 +78,12 @@ DEFINE_string(fold, "all",
               "convolution or inner product before them, fuses the activation after one into it, and drops Dropout "
               "and Split steps, once its weights are loaded; crema time lists what it did) or none (the plan as "
               "written); a net's own fold: false turns it off for that net");
+DEFINE_int32(lanes, 0,
+             "train, test, time, classify: how many steps of a net's forward pass may run at once on the CPU, "
+             "where none waits for another (inception towers), each on a thread of its own, with results bit for "
+             "bit those of running them in order: 1 runs every step in order, N up to N at once; 0 leaves it to "
+             "each net's lanes field, else automatic (on 2 to 4 threads, each wide stretch of the plan is timed "
+             "both ways and runs the faster)");
 DEFINE_string(output_model, "", "fold: the folded net's definition to write (a prototxt)");
 DEFINE_string(output_weights, "", "fold: the folded net's weights to write (a .caffemodel)");
 DEFINE_string(keep_blobs, "",
@@ -186,12 +192,15 @@ void CheckMemoryPlanFlag() {
   CREMA_CHECK(FLAGS_memory_plan == "share" || FLAGS_memory_plan == "none" || FLAGS_memory_plan == "recompute")
       << "--memory_plan='" << FLAGS_memory_plan << "': use share, recompute or none";
   CREMA_CHECK(FLAGS_fold == "all" || FLAGS_fold == "none") << "--fold='" << FLAGS_fold << "': use all or none";
+  CREMA_CHECK(FLAGS_lanes >= 0 && FLAGS_lanes <= 256)
+      << "--lanes=" << FLAGS_lanes << ": use 0 (the net's choice), 1 (in order) or a number of lanes up to 256";
 }
 void SetMemoryPlan(Context* context) {
   CheckMemoryPlanFlag();
   context->set_plan_memory(FLAGS_memory_plan != "none");
   context->set_recompute(FLAGS_memory_plan == "recompute");
   context->set_fold(FLAGS_fold != "none");
+  context->set_lanes(FLAGS_lanes);
 }
 
 std::shared_ptr<Context> ToolContext() {
@@ -469,6 +478,14 @@ int Time() {
   const bool backward = !FLAGS_forward_only;
   net->Forward();
   if (backward) net->Backward();
+  // With lanes (net/lanes.hpp) a forward pass is timed whole, each step by the net's step timing; in the automatic
+  // mode the untimed passes go on until every wide stretch has chosen how it runs.
+  const bool on_lanes = net->lanes() > 1;
+  for (int warm = 0; on_lanes && !net->step_lanes().settled() && warm < 50; ++warm) {
+    net->Forward();
+    if (backward) net->Backward();
+  }
+  if (on_lanes) net->set_step_timing(true);
   // On a GPU the kernels run after their launch returns: each step is timed to the end of its work.
   Context& context = net->context();
   context.Synchronize();
@@ -480,11 +497,16 @@ int Time() {
   const auto start = Clock::now();
   for (int i = 0; i < FLAGS_iterations; ++i) {
     const auto forward_start = Clock::now();
-    for (size_t s = 0; s < plan.size(); ++s) {
-      const auto t0 = Clock::now();
-      net->ForwardStep(s);
-      context.Synchronize();
-      forward_ms[s] += ms(Clock::now() - t0);
+    if (on_lanes) {
+      net->step_lanes().set_recording(i + 1 == FLAGS_iterations);
+      net->Forward();
+    } else {
+      for (size_t s = 0; s < plan.size(); ++s) {
+        const auto t0 = Clock::now();
+        net->ForwardStep(s);
+        context.Synchronize();
+        forward_ms[s] += ms(Clock::now() - t0);
+      }
     }
     forward_total += ms(Clock::now() - forward_start);
     if (!backward) {
@@ -513,6 +535,11 @@ int Time() {
     for (Blob* param : net->learnable_params()) param->mutable_data_on(context.device());
   }
   const double total = ms(Clock::now() - start);
+  if (on_lanes) {
+    for (size_t s = 0; s < plan.size(); ++s) forward_ms[s] = net->step_times()[s].forward_ms;
+    net->set_step_timing(false);
+    net->step_lanes().set_recording(false);
+  }
   LOG(INFO) << "Engines: ";
   for (size_t s = 0; s < plan.size(); ++s) {
     const Layer& layer = *net->layers()[plan[s].layer];
@@ -528,6 +555,27 @@ int Time() {
   }
   // What could run at once (net/step_graph.hpp), as the memory is bound now: the ground for execution lanes.
   LOG(INFO) << "Step graph of the forward pass: " << ForwardStepGraph(*net).Describe(*net);
+  LOG(INFO) << "Lanes: " << (on_lanes ? net->step_lanes().Describe() : "1 (every step in order)");
+  if (on_lanes) {
+    // Which steps overlapped: each step of the last timed pass, where it ran (a lane, or alone on all threads) and
+    // when, in milliseconds since the pass began.
+    if (net->lanes_automatic()) {
+      LOG(INFO) << "Wide stretches (best of the timed passes: in order, on lanes):";
+      for (const StepLanes::WideStretch& wide : net->step_lanes().wide_stretches())
+        LOG(INFO) << "  " << net->layer_names()[plan[wide.begin].layer] << " .. "
+                  << net->layer_names()[plan[wide.end - 1].layer] << " (" << wide.end - wide.begin
+                  << " steps): " << wide.in_order_ms << " ms, " << wide.lanes_ms
+                  << " ms: " << (wide.on_lanes ? "lanes" : "in order");
+    }
+    LOG(INFO) << "Steps of the last timed pass (lane, start - end ms):";
+    for (const LaneRecord& record : net->step_lanes().record()) {
+      std::ostringstream line;
+      line << std::setw(10) << net->layer_names()[plan[record.step].layer] << "	"
+           << (record.lane < 0 ? std::string("alone") : "lane " + std::to_string(record.lane)) << "	" << std::fixed
+           << std::setprecision(3) << record.start_ms << " - " << record.end_ms;
+      LOG(INFO) << line.str();
+    }
+  }
   LOG(INFO) << "Average time per layer: ";
   for (size_t s = 0; s < plan.size(); ++s) {
     const std::string& name = net->layer_names()[plan[s].layer];

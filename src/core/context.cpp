@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <mutex>
 #include <sstream>
 #include <vector>
 
@@ -130,7 +131,10 @@ void Context::Synchronize() {
 }
 
 const float* Context::ones(int count) {
+  std::lock_guard<std::mutex> lock(ones_mutex_);
   if (count > ones_count_) {
+    // A pointer handed out before stays valid: a step on another lane may still be reading it.
+    if (ones_) retired_ones_.push_back(std::move(ones_));
     ones_ = std::make_unique<SyncedMemory>(static_cast<size_t>(count) * sizeof(float));
     float* host = static_cast<float*>(ones_->mutable_cpu_data());
     for (int i = 0; i < count; ++i) host[i] = 1.f;

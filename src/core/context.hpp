@@ -4,15 +4,17 @@
 // and, in CUDA builds, the CUDA stream and the cuBLAS / cuDNN handles, each created on first use.
 //
 // Nothing here is process-wide: every layer reaches its own context through Layer::context(), so two nets
-// with two contexts train side by side in one process (one solver per GPU; concurrent branches later). A
-// context is used by one thread at a time.
+// with two contexts train side by side in one process (one solver per GPU). The lanes of one net (net/lanes.hpp)
+// call into its context at once: ones() is safe for that, and the rest is only read while a pass runs.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #ifdef CREMA_USE_CUDA
 #include <cublas_v2.h>
@@ -75,6 +77,11 @@ class Context {
   // one net; crema's --fold=none): on by default.
   void set_fold(bool on) { fold_ = on; }
   bool fold() const { return fold_; }
+  // The execution lanes of the nets built on this context (net/lanes.hpp; crema's --lanes, as `lanes:` in a
+  // prototxt for one net): 0 (the default) chooses per net, 1 runs every step in order, N > 1 runs up to N steps
+  // at once wherever the plan allows.
+  void set_lanes(int lanes) { lanes_ = lanes; }
+  int lanes() const { return lanes_; }
 
   // A CPU context with this (GPU) context's seed, replica and forced engines, made once: where a layer of a GPU
   // net has no GPU engine, it runs on the host with it (LayerRegistry::Create).
@@ -92,7 +99,8 @@ class Context {
   // of GPU work take it before reading the clock.
   void Synchronize();
 
-  // `count` ones on this context's device; bias terms broadcast and sum with it. Grows as asked.
+  // `count` ones on this context's device; bias terms broadcast and sum with it. Grows as asked; safe to call from
+  // several lanes at once, and a pointer it returned stays valid for the context's life.
   const float* ones(int count);
 
   // Deterministic mode: engines use only algorithms whose results do not depend on the order of parallel
@@ -131,7 +139,10 @@ class Context {
   bool recompute_ = false;
   bool fold_ = true;
   std::unique_ptr<SyncedMemory> ones_;
+  std::vector<std::unique_ptr<SyncedMemory>> retired_ones_;  // smaller ones, still pointed at
   int ones_count_ = 0;
+  std::mutex ones_mutex_;
+  int lanes_ = 0;
   std::shared_ptr<Context> host_twin_;
   bool deterministic_ = false;
   bool gpu_code_on_host_ = false;

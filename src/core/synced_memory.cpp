@@ -251,8 +251,9 @@ const void* SyncedMemory::cpu_data() {
 
 void* SyncedMemory::mutable_cpu_data() {
   to_cpu();
-  head_ = Head::kAtHost;
-  version_ = next_version++;
+  // Lanes write parts of one arena at once: the head is written only where it changes, the version atomically.
+  if (head_ != Head::kAtHost) head_ = Head::kAtHost;
+  version_.store(next_version++, std::memory_order_relaxed);
   return host_;
 }
 
@@ -264,7 +265,7 @@ const void* SyncedMemory::gpu_data() {
 void* SyncedMemory::mutable_gpu_data() {
   to_gpu();
   head_ = Head::kAtDevice;
-  version_ = next_version++;
+  version_.store(next_version++, std::memory_order_relaxed);
   return device_;
 }
 

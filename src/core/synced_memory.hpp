@@ -2,6 +2,7 @@
 // copied only when the other side was written since: the "head" says which copies are current.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -55,7 +56,7 @@ class SyncedMemory {
   // construction and at every request for a mutable pointer, so that (memory, stamp) never repeats. Caches
   // derived from the contents (an engine's weights reordered into its own layout) stay valid while it holds.
   // Writers ask for a mutable pointer for each round of writes, as the host/device sync already requires.
-  uint64_t version() const { return version_; }
+  uint64_t version() const { return version_.load(std::memory_order_relaxed); }
 
  private:
   void to_cpu();
@@ -66,7 +67,7 @@ class SyncedMemory {
   void* device_ = nullptr;
   [[maybe_unused]] int device_id_ = -1;  // the GPU of device_ (CUDA builds)
   Head head_ = Head::kUninitialized;
-  uint64_t version_;
+  std::atomic<uint64_t> version_;
 };
 
 }  // namespace crema

@@ -22,15 +22,15 @@ Function* OpenBlasSymbol(const char* name) {
   return reinterpret_cast<Function*>(dlsym(RTLD_DEFAULT, name));
 }
 
-int OpenMpThreads() {
+}  // namespace
+
+int OpenMpThreadCount() {
 #ifdef _OPENMP
   return omp_get_max_threads();
 #else
   return 1;
 #endif
 }
-
-}  // namespace
 
 bool GemmOnOneDnn() {
 #ifdef CREMA_USE_ONEDNN
@@ -61,9 +61,18 @@ bool SmallWork(double flops, double bytes) {
   return !threaded && flops < 1.5e6 && bytes < 512.0 * 1024;
 }
 
+int CurrentThreadCount() {
+#ifdef _OPENMP
+  return omp_in_parallel() ? 1 : omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
 OneThreadWhile::OneThreadWhile(bool one) {
 #ifdef _OPENMP
-  if (one && !omp_in_parallel() && omp_get_max_threads() > 1) {
+  // Inside a parallel region (a lane) this sets what oneDNN reads when it makes a primitive there.
+  if (one && omp_get_max_threads() > 1) {
     saved_ = omp_get_max_threads();
     omp_set_num_threads(1);
   }
@@ -95,10 +104,10 @@ int ParallelElementThreshold() {
 std::string ThreadPolicyDescription() {
   std::ostringstream out;
   if (GemmOnOneDnn()) {
-    out << "matrix products on oneDNN's sgemm, " << OpenMpThreads()
+    out << "matrix products on oneDNN's sgemm, " << OpenMpThreadCount()
         << " OpenMP threads (also oneDNN's primitives and crema's loops)";
   } else {
-    out << "matrix products on the BLAS's threads, " << OpenMpThreads() << " OpenMP threads for crema's loops"
+    out << "matrix products on the BLAS's threads, " << OpenMpThreadCount() << " OpenMP threads for crema's loops"
 #ifdef CREMA_USE_ONEDNN
         << " and oneDNN's primitives"
 #endif

@@ -17,6 +17,12 @@ namespace crema {
 
 // Applies the policy once per process (Context's constructor calls it, before any net runs).
 void ApplyThreadPolicy();
+// The threads a parallel region of the calling thread takes (OpenMP's; 1 without OpenMP).
+int OpenMpThreadCount();
+// The threads a parallel region opened here would run on: 1 inside one (a lane: nested regions take one thread), else
+// OpenMpThreadCount(). oneDNN splits a primitive's work for the threads there are when it is made, so a primitive is
+// made for the threads it will run on.
+int CurrentThreadCount();
 // Whether cpu_gemm runs on oneDNN's sgemm (fixed for the process).
 bool GemmOnOneDnn();
 // From how many elements crema's own loops (elementwise rules, pooling, softmax) split over OpenMP's threads.
@@ -34,7 +40,8 @@ int ParallelElementThreshold();
 bool SmallWork(double flops, double bytes);
 
 // While it lives, the calling thread's parallel regions (OpenMP's, so oneDNN's primitives too, made or run) take one
-// thread, where `one` is true; nothing changes otherwise.
+// thread, where `one` is true; nothing changes otherwise. Inside a parallel region it makes what oneDNN reads when it
+// makes a primitive there one thread, as the primitive will run.
 class OneThreadWhile {
  public:
   explicit OneThreadWhile(bool one);

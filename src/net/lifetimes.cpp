@@ -1,6 +1,7 @@
 #include "net/lifetimes.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <utility>
 
@@ -42,6 +43,7 @@ class Touches {
     buffer.last = std::max(buffer.last, position);
     if (std::find(buffer.blob_ids.begin(), buffer.blob_ids.end(), blob) == buffer.blob_ids.end())
       buffer.blob_ids.push_back(blob);
+    buffer.touches.emplace_back(position, write);
   }
   std::vector<BufferLifetime> Take() { return std::move(buffers_); }
 
@@ -134,6 +136,111 @@ NetLifetimes ComputeLifetimes(const Net& net, const PassSchedule& schedule) {
   }
   return result;
 }
+
+PassOrder::PassOrder(int positions)
+    : positions_(positions),
+      words_((positions + 63) / 64),
+      before_(static_cast<size_t>(positions) * words_, 0),
+      after_(static_cast<size_t>(positions) * words_, 0) {}
+
+void PassOrder::AddEdge(int from, int to) {
+  if (from == to) return;
+  if (from > to) std::swap(from, to);  // an edge never points back in the schedule's order
+  edges_.emplace_back(from, to);
+}
+
+void PassOrder::Close() {
+  std::sort(edges_.begin(), edges_.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+  // Edges point forward in position, so one sweep in order of the later end sees each predecessor complete.
+  for (const auto& [from, to] : edges_) {
+    uint64_t* into = &before_[static_cast<size_t>(to) * words_];
+    const uint64_t* from_before = &before_[static_cast<size_t>(from) * words_];
+    for (size_t w = 0; w < words_; ++w) into[w] |= from_before[w];
+    into[from / 64] |= uint64_t{1} << (from % 64);
+  }
+  for (int q = 0; q < positions_; ++q)
+    for (int p = 0; p < q; ++p)
+      if (Before(p, q)) after_[static_cast<size_t>(p) * words_ + q / 64] |= uint64_t{1} << (q % 64);
+  edges_.clear();
+}
+
+bool PassOrder::Before(int p, int q) const {
+  return p < q && (before_[static_cast<size_t>(q) * words_ + p / 64] >> (p % 64) & 1) != 0;
+}
+
+void PassOrder::AddUnorderedWith(int p, std::vector<uint64_t>* bits) const {
+  bits->resize(words_, 0);
+  const uint64_t* before = &before_[static_cast<size_t>(p) * words_];
+  const uint64_t* after = &after_[static_cast<size_t>(p) * words_];
+  for (size_t w = 0; w < words_; ++w) {
+    uint64_t ordered = before[w] | after[w];
+    if (w == static_cast<size_t>(p / 64)) ordered |= uint64_t{1} << (p % 64);
+    // Positions past the end are not events.
+    if (w + 1 == words_ && positions_ % 64 != 0) ordered |= ~uint64_t{0} << (positions_ % 64);
+    (*bits)[w] |= ~ordered;
+  }
+}
+
+PassOrder ComputePassOrder(const Net& net, const PassSchedule& schedule, const NetLifetimes& lifetimes,
+                           int in_order_from) {
+  PassOrder order(lifetimes.positions);
+  // The events from `in_order_from` on run one after another, once all before them have run.
+  if (in_order_from >= 0 && in_order_from < lifetimes.positions) {
+    for (int position = 0; position < in_order_from; ++position) order.AddEdge(position, in_order_from);
+    for (int position = in_order_from + 1; position < lifetimes.positions; ++position)
+      order.AddEdge(position - 1, position);
+  }
+  // One buffer: a write comes before every later touch, a read before every later write (the closure gives the
+  // rest). Touches at one position are one event's.
+  for (const BufferLifetime& buffer : lifetimes.buffers) {
+    std::vector<std::pair<int, bool>> touches = buffer.touches;
+    std::sort(touches.begin(), touches.end());
+    int last_write = -1;
+    std::vector<int> reads_since;  // reads after the last write
+    for (const auto& [position, write] : touches) {
+      if (last_write >= 0) order.AddEdge(last_write, position);
+      if (write) {
+        for (int read : reads_since) order.AddEdge(read, position);
+        reads_since.clear();
+        last_write = position;
+      } else {
+        reads_since.push_back(position);
+      }
+    }
+  }
+  // What the lifetimes leave out: parameters' gradients (backward accumulates into them: shared parameters' steps one
+  // after another), parameters a forward writes (BatchNorm's statistics), and steps with effects beyond their blobs.
+  std::map<const void*, int> last_at;
+  const std::vector<PlanStep>& plan = net.plan();
+  for (int position = 0; position < lifetimes.positions && position < static_cast<int>(schedule.events.size());
+       ++position) {
+    const PassEvent& event = schedule.events[position];
+    const PlanStep& step = plan[event.step];
+    const Layer& layer = *net.layers()[step.layer];
+    const bool backward = event.kind == PassEvent::Kind::kBackward;
+    if (backward && !step.needs_backward) continue;
+    std::vector<const void*> keys;
+    for (const auto& param : layer.params())
+      if (backward ? param->diff() != nullptr : (StepWritesParams(layer) && param->data() != nullptr))
+        keys.push_back(backward ? static_cast<const void*>(param->diff().get()) : param->data().get());
+    if (StepHasOutsideEffects(layer, step)) keys.push_back(&order);  // one key for every such step
+    for (const void* key : keys) {
+      auto [found, inserted] = last_at.emplace(key, position);
+      if (!inserted) {
+        order.AddEdge(found->second, position);
+        found->second = position;
+      }
+    }
+  }
+  order.Close();
+  return order;
+}
+
+bool StepHasOutsideEffects(const Layer& layer, const PlanStep& step) {
+  return step.bottoms.empty() || std::strcmp(layer.type(), "Python") == 0;
+}
+
+bool StepWritesParams(const Layer& layer) { return std::strcmp(layer.type(), "BatchNorm") == 0; }
 
 NetLifetimes ComputeLifetimes(const Net& net, bool with_backward) {
   return ComputeLifetimes(net, PlainSchedule(net, with_backward));

@@ -23,7 +23,9 @@
 // anew what forward wrote): each such stretch is one interval, and between them its memory is free.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -46,6 +48,7 @@ struct BufferLifetime {
   bool read_first = false;
   const SyncedMemory* memory = nullptr;  // the storage itself
   std::vector<int> blob_ids;             // the blobs whose data (or gradient) it is, views included
+  std::vector<std::pair<int, bool>> touches;  // every (position, write) in the order met
 };
 
 struct NetLifetimes {
@@ -61,6 +64,44 @@ struct NetLifetimes {
 NetLifetimes ComputeLifetimes(const Net& net, const PassSchedule& schedule);
 // For a plain forward pass (`with_backward` false: testing, inference) or forward and backward pass (training).
 NetLifetimes ComputeLifetimes(const Net& net, bool with_backward);
+
+// Which events of a pass must come before which when independent events may run at once (execution lanes): p comes
+// before q where a chain of dependencies leads from p to q, each link one buffer that p writes and q touches
+// later, or that p reads and q writes later; a parameter's gradient that both accumulate into (backward of shared
+// parameters); a parameter a forward writes (StepWritesParams); or effects beyond their blobs in both
+// (StepHasOutsideEffects). Events no chain links may run in either order, or at once. The memory plan for lanes
+// shares bytes only between buffers whose every touch is so ordered (net/memory_plan.hpp).
+class PassOrder {
+ public:
+  PassOrder() = default;
+  explicit PassOrder(int positions);
+  void AddEdge(int from, int to);
+  // Takes the closure of the edges added (call once, after the last AddEdge).
+  void Close();
+  int positions() const { return positions_; }
+  // Whether p comes before q (p < q and a chain of edges leads from p to q).
+  bool Before(int p, int q) const;
+  bool Ordered(int p, int q) const { return p == q || Before(std::min(p, q), std::max(p, q)); }
+  // Sets in `bits` (one bit per position) every position that may run at the same time as p.
+  void AddUnorderedWith(int p, std::vector<uint64_t>* bits) const;
+
+ private:
+  int positions_ = 0;
+  size_t words_ = 0;
+  std::vector<uint64_t> before_, after_;  // per position, a bitset of positions before it / after it
+  std::vector<std::pair<int, int>> edges_;
+};
+// Events from position `in_order_from` on (-1: none) run one after another once every earlier event has run (backward
+// runs in order today: only forward steps run on lanes).
+PassOrder ComputePassOrder(const Net& net, const PassSchedule& schedule, const NetLifetimes& lifetimes,
+                           int in_order_from = -1);
+
+// A step whose layer has effects beyond the blobs it reads and writes: a source of data (its reader's queue and
+// position), a Python layer (the interpreter, and whatever the user's code keeps). Such steps run one at a time, in
+// the plan's order.
+bool StepHasOutsideEffects(const Layer& layer, const PlanStep& step);
+// A step whose forward writes its layer's parameters (BatchNorm's running statistics).
+bool StepWritesParams(const Layer& layer);
 
 // Whether two lists of intervals (inclusive, ascending) share a position.
 bool IntervalsOverlap(const std::vector<std::pair<int, int>>& a, const std::vector<std::pair<int, int>>& b);

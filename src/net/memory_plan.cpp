@@ -93,6 +93,11 @@ MemoryPlan ComputeMemoryPlan(const Net& net, const MemoryPlanOptions& options) {
     plan.buffers.push_back(planned);
   }
   const int n = static_cast<int>(plan.buffers.size());
+  // With lanes, which events may run at once: bytes are shared only between buffers whose touches are all ordered.
+  PassOrder order;
+  // Only forward runs on lanes: backward's events stay in order.
+  if (options.concurrent) order = ComputePassOrder(net, plan.schedule, lifetimes, steps);
+  plan.concurrent = options.concurrent;
 
   // In place: at a step whose layer allows it, top i takes the memory of bottom i when this step is the last to
   // touch the bottom and the first to touch the top (backward: bottom i's gradient takes top i's). In a recompute
@@ -125,6 +130,15 @@ MemoryPlan ComputeMemoryPlan(const Net& net, const MemoryPlanOptions& options) {
         std::find(positions.begin(), positions.end(), taker.first) == positions.end() ||
         !meet_only_at(group_intervals[giver_root], group_intervals[taker_root], positions))
       return;
+    // With lanes, "the last to touch the bottom" must hold in every order the lanes may take: every other touch of
+    // the giver comes before this step, and every other touch of the taker after it.
+    if (options.concurrent) {
+      const int at = giver.last;
+      for (const auto& [position, write] : movable[a->second]->touches)
+        if (position != at && !order.Before(position, at)) return;
+      for (const auto& [position, write] : movable[b->second]->touches)
+        if (position != at && !order.Before(at, position)) return;
+    }
     handed_on[a->second] = true;
     taker.in_place = true;
     parent[taker_root] = giver_root;
@@ -177,6 +191,8 @@ MemoryPlan ComputeMemoryPlan(const Net& net, const MemoryPlanOptions& options) {
     size_t offset = 0;
     std::vector<int> members;
     int workspace = -1;  // or the index of a step's workspace (plan.workspaces)
+    std::vector<int> touched_at;       // with lanes: the positions its members are touched at
+    std::vector<uint64_t> concurrent;  // with lanes: a bit for every position that may run alongside one of those
   };
   std::map<int, Group> groups;
   for (int i = 0; i < n; ++i) {
@@ -192,6 +208,8 @@ MemoryPlan ComputeMemoryPlan(const Net& net, const MemoryPlanOptions& options) {
     group.first = std::min(group.first, buffer.first);
     group.last = std::max(group.last, buffer.last);
     group.members.push_back(i);
+    if (options.concurrent)
+      for (const auto& [position, write] : movable[i]->touches) group.touched_at.push_back(position);
   }
   // Each step's workspace: scratch for its layer's calls, live only where the step runs (forward, replay, backward).
   for (int s = 0; s < steps; ++s) {
@@ -210,23 +228,34 @@ MemoryPlan ComputeMemoryPlan(const Net& net, const MemoryPlanOptions& options) {
     group.last = workspace.positions.back();
     for (int position : workspace.positions) group.intervals.emplace_back(position, position);
     group.workspace = static_cast<int>(plan.workspaces.size());
+    if (options.concurrent) group.touched_at = workspace.positions;
     plan.unplanned_workspace_bytes = std::max(plan.unplanned_workspace_bytes, workspace.bytes);
     plan.workspaces.push_back(workspace);
   }
   plan.unplanned_bytes += plan.unplanned_workspace_bytes;
-  std::vector<Group*> order;
-  for (auto& [root, group] : groups) order.push_back(&group);
-  std::stable_sort(order.begin(), order.end(), [](const Group* a, const Group* b) {
+  std::vector<Group*> by_size;
+  for (auto& [root, group] : groups) by_size.push_back(&group);
+  std::stable_sort(by_size.begin(), by_size.end(), [](const Group* a, const Group* b) {
     return a->bytes != b->bytes ? a->bytes > b->bytes : a->first < b->first;
   });
+  if (options.concurrent)
+    for (auto& [root, group] : groups)
+      for (int position : group.touched_at) order.AddUnorderedWith(position, &group.concurrent);
+  // Whether two groups may be live at once: their lifetimes in the schedule's order overlap, or (lanes) an event
+  // touching one may run alongside an event touching the other.
+  const auto live_together = [&](const Group& a, const Group& b) {
+    if (a.first <= b.last && b.first <= a.last && IntervalsOverlap(a.intervals, b.intervals)) return true;
+    if (!options.concurrent) return false;
+    for (int position : b.touched_at)
+      if (a.concurrent[position / 64] >> (position % 64) & 1) return true;
+    return false;
+  };
   std::vector<const Group*> placed;
-  for (Group* group : order) {
+  for (Group* group : by_size) {
     // The ranges taken, during this group's life, by groups already placed.
     std::vector<std::pair<size_t, size_t>> taken;
     for (const Group* other : placed)
-      if (other->first <= group->last && group->first <= other->last &&
-          IntervalsOverlap(other->intervals, group->intervals))
-        taken.emplace_back(other->offset, other->offset + other->bytes);
+      if (live_together(*other, *group)) taken.emplace_back(other->offset, other->offset + other->bytes);
     std::sort(taken.begin(), taken.end());
     size_t best = 0, best_gap = SIZE_MAX, cursor = 0;
     bool found = false;

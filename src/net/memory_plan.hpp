@@ -40,6 +40,11 @@ struct MemoryPlanOptions {
   std::set<int> keep;          // blob ids whose values stay readable after the pass, each with memory of its own
   // The pass's order of steps; with no events, the plain one (PlainSchedule).
   PassSchedule schedule;
+  // Whether forward steps the pass's dependencies leave unordered may run at once (execution lanes; backward runs in
+  // order): buffers then share
+  // bytes only where every touch of one comes before every touch of the other in every order the lanes may take
+  // (PassOrder), and a step's bottom is run in place only where every other touch of it comes before the step.
+  bool concurrent = false;
 };
 
 struct PlannedBuffer {
@@ -67,6 +72,7 @@ struct PlannedWorkspace {
 
 struct MemoryPlan {
   bool with_backward = false;
+  bool concurrent = false;             // planned for lanes (MemoryPlanOptions::concurrent)
   PassSchedule schedule;               // the order the pass runs its steps in (replays: recompute)
   NetLifetimes lifetimes;              // of every buffer the pass touches, each with memory of its own
   std::vector<PlannedBuffer> buffers;  // the buffers bound into the arena

@@ -4,18 +4,21 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <new>
 #include <set>
 #include <sstream>
 
 #include "core/math_functions.hpp"
+#include "core/threads.hpp"
 #include "io/proto_io.hpp"
 #include "io/snapshot_io.hpp"
 #include "layers/layer_registry.hpp"
 #include "net/lifetimes.hpp"
 #include "net/memory_plan.hpp"
 #include "net/passes.hpp"
+#include "net/step_graph.hpp"
 #include "net/upgrade.hpp"
 
 namespace crema {
@@ -218,6 +221,10 @@ void Net::Build(const NetParameter& in_param, const NetPasses& passes) {
   // in Caffe); whoever only runs the net forward plans it again for that (PlanMemory(false)).
   plan_with_backward_ =
       std::any_of(plan_.begin(), plan_.end(), [](const PlanStep& step) { return step.needs_backward; });
+  lanes_requested_ = param.lanes();
+  CREMA_CHECK(lanes_requested_ >= 0) << "net '" << name_ << "': lanes: " << lanes_requested_
+                                     << " is not a number of lanes (0: automatic, 1: in order, N: up to N at once)";
+  ChooseLanes(context_->lanes() > 0 ? context_->lanes() : lanes_requested_);
   const std::string refusal = MemoryPlanRefusal(*this);
   recompute_ = param.memory_plan() == NetParameter::RECOMPUTE || context_->recompute();
   memory_budget_ = static_cast<size_t>(param.memory_budget());
@@ -374,6 +381,7 @@ int Net::ShareKeptInputs(bool share) {
 }
 
 void Net::BindMemoryPlan() {
+  step_lanes_.Invalidate();
   // Layers drop what they would save only for a backward pass that will not run, and every step takes the shapes
   // and storage it has now, before the buffers are planned.
   TellLayersBackwardPlanned(plan_with_backward_);
@@ -456,7 +464,12 @@ MemoryPlan Net::ChoosePlan() {
     options.schedule = RecomputeSchedule(*this, chosen_segments_, RecomputableSteps(*this, recompute_));
     return ComputeMemoryPlan(*this, options);
   }
-  if (!plan_with_backward_ || !(recompute_ || LayerMarkedRecompute(*this))) return ComputeMemoryPlan(*this, options);
+  // With lanes, a plan that keeps independent steps independent. A recompute plan is made for running in order (it
+  // is there to save bytes); lanes then run at once what its bytes allow.
+  if (!plan_with_backward_ || !(recompute_ || LayerMarkedRecompute(*this))) {
+    options.concurrent = lanes() > 1;
+    return ComputeMemoryPlan(*this, options);
+  }
   RecomputeOptions recompute;
   recompute.recomputable = RecomputableSteps(*this, recompute_);
   recompute.budget_bytes = memory_budget_;
@@ -469,6 +482,7 @@ PassSchedule Net::schedule() const {
 
 void Net::ReleaseMemoryPlan(bool keep_values, bool reshape) {
   if (!memory_plan_) return;
+  step_lanes_.Invalidate();
   const Device device = context_->device();
   for (const PlannedBuffer& buffer : memory_plan_->buffers) {
     Blob& owner = *blobs_[buffer.owner];
@@ -622,6 +636,7 @@ void Net::CollectParams() {
 }
 
 void Net::DeriveStepTables() {
+  step_lanes_.Invalidate();
   // Inputs: the tops of the steps whose layers feed the net from outside (Input, data layers).
   input_blobs_.clear();
   for (const PlanStep& step : plan_)
@@ -697,11 +712,14 @@ void Net::RunAfterWeightsPasses() {
 // Running
 
 void Net::ReshapeStep(size_t step) {
+  if (!StepNeedsReshape(step)) return;
   PlanStep& s = plan_[step];
   Layer* layer = layers_[s.layer].get();
-  bool changed = layer->ReshapesOnData() || s.reshape_pending;
-  for (size_t b = 0; b < s.bottoms.size() && !changed; ++b) changed = !s.reshaped_for[b].Matches(*blobs_[s.bottoms[b]]);
-  if (!changed) return;
+  // The step graph holds while only the layer is made again (a layout pass); a bottom that changed shape or
+  // storage, a plan let go or a workspace that moved make it again.
+  bool moved = false;
+  for (size_t b = 0; b < s.bottoms.size() && !moved; ++b) moved = !s.reshaped_for[b].Matches(*blobs_[s.bottoms[b]]);
+  if (moved || layer->ReshapesOnData()) step_lanes_.Invalidate();
   if (memory_plan_) {
     // A shape that changes in the middle of a pass (a data layer's tops) would need a larger arena there: the
     // net goes on without a plan, keeping the values written so far.
@@ -731,6 +749,7 @@ void Net::ReshapeStep(size_t step) {
                                     ? &layer_workspaces_[s.layer]
                                     : nullptr;
   if (slot != nullptr && layer->workspace_floats() > static_cast<size_t>((*slot)->count())) {
+    step_lanes_.Invalidate();
     slot->reset();
     slot = nullptr;
     layer->set_workspace(workspace_);
@@ -769,8 +788,19 @@ Net::StepTimer Net::StartStepTimer() {
   return timer;
 }
 
+bool Net::StepNeedsReshape(size_t step) const {
+  const PlanStep& s = plan_[step];
+  bool changed = layers_[s.layer]->ReshapesOnData() || s.reshape_pending;
+  for (size_t b = 0; b < s.bottoms.size() && !changed; ++b) changed = !s.reshaped_for[b].Matches(*blobs_[s.bottoms[b]]);
+  return changed;
+}
+
 float Net::ForwardStep(size_t step) {
   ReshapeStep(step);
+  return RunForwardStep(step);
+}
+
+float Net::RunForwardStep(size_t step) {
   const PlanStep& s = plan_[step];
   Layer& layer = *layers_[s.layer];
   if (derived_of_layer_[s.layer] >= 0) RefreshDerivedParams(s.layer);
@@ -837,9 +867,64 @@ void Net::BackwardStep(size_t step) {
 
 float Net::Forward() {
   ReplanIfInputsChanged();
+  if (lanes() > 1) return ForwardOnLanes();
   float loss = 0.f;
   for (size_t step = 0; step < plan_.size(); ++step) loss += ForwardStep(step);
   return loss;
+}
+
+float Net::ForwardOnLanes() {
+  ReshapeSteps(/*every=*/false);
+  if (!step_lanes_.prepared()) step_lanes_.Prepare(ForwardStepGraph(*this));
+  std::vector<float> losses(plan_.size(), 0.f);
+  // Storage is made on first use (SyncedMemory): two lanes making the arena at once would each make one. Every
+  // storage the steps use is made here, before any lane runs.
+  for (const PlanStep& s : plan_) {
+    const Layer& layer = *layers_[s.layer];
+    for (const std::vector<int>* ids : {&s.bottoms, &s.tops, &s.internals})
+      for (int id : *ids)
+        if (blobs_[id]->count() > 0) blobs_[id]->cpu_data();
+    for (size_t t = 0; t < s.tops.size(); ++t)
+      if (layer.loss(static_cast<int>(t)) != 0.f && blobs_[s.tops[t]]->count() > 0) blobs_[s.tops[t]]->cpu_diff();
+    for (const auto& param : layer.params())
+      if (param->count() > 0) param->cpu_data();
+    const Blob* workspace = layer.workspace_blob();
+    if (workspace != nullptr && workspace->count() > 0) workspace->cpu_data();
+  }
+  const std::vector<int> left = step_lanes_.Run([&](int step) {
+    if (StepNeedsReshape(step)) return false;
+    losses[step] = RunForwardStep(step);
+    return true;
+  });
+  for (int step : left) losses[step] = ForwardStep(step);
+  // The loss in the plan's order, as Forward sums it.
+  float loss = 0.f;
+  for (float step_loss : losses) loss += step_loss;
+  return loss;
+}
+
+void Net::ChooseLanes(int requested) {
+  std::string refusal;
+  if (context_->device() == Device::kGPU) refusal = "on a GPU";
+  if (debug_info_) refusal = "debug_info";
+  for (const auto& layer : layers_) {
+    if (std::strcmp(layer->type(), "Python") == 0) refusal = "a Python layer";
+    if (layer->ReshapesOnData()) refusal = "a layer whose tops' shapes follow its bottoms' values";
+  }
+  const int threads = OpenMpThreadCount();
+  lanes_automatic_ = requested == 0 && refusal.empty() && threads >= 2 && threads <= 4;
+  // (A net that runs backward runs in order whatever it asked for: lanes().)
+  lanes_ = !refusal.empty() ? 1 : requested > 0 ? requested : lanes_automatic_ ? threads : 1;
+  if (requested > 1 && !refusal.empty())
+    LOG(INFO) << "Net '" << name_ << "' runs its steps in order (" << refusal << "), not on " << requested << " lanes";
+  step_lanes_.Configure(lanes_, lanes_automatic_);
+  step_lanes_.Invalidate();
+}
+
+void Net::set_lanes(int lanes) {
+  CREMA_CHECK(lanes >= 0) << "net '" << name_ << "': " << lanes << " is not a number of lanes";
+  ChooseLanes(lanes);
+  if (plan_memory_) PlanMemory(plan_with_backward_);
 }
 
 void Net::Backward() {

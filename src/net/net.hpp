@@ -40,6 +40,7 @@
 
 #include "core/blob.hpp"
 #include "layers/layer.hpp"
+#include "net/lanes.hpp"
 #include "net/schedule.hpp"
 
 namespace crema {
@@ -113,6 +114,21 @@ class Net {
   void Reshape();
   // Runs one step of the plan (tools that time or inspect single steps use these).
   float ForwardStep(size_t step);
+  // Execution lanes (net/lanes.hpp): how many steps of the forward pass may run at once (1: in order). Chosen when
+  // the net is built: the context's (--lanes), else the net's `lanes` field, else automatic (up to four where there
+  // are two to four OpenMP threads, each wide stretch timed both ways); always 1 on a GPU (lanes of streams are not
+  // built yet), under debug_info (its lines follow the plan's order), in nets with a Python layer (the
+  // interpreter) or a layer whose tops' shapes follow its bottoms' values, and in a net planned for backward
+  // (training: backward's kernels sum in an order that follows their threads, so a step's gradients on a lane's one
+  // thread would differ from in order; only nets that run forward alone, PlanMemory(false), run on lanes). With lanes
+  // the memory plan shares bytes only between buffers whose uses are ordered whatever runs at once
+  // (MemoryPlanOptions::concurrent).
+  int lanes() const { return plan_with_backward_ ? 1 : lanes_; }
+  bool lanes_automatic() const { return lanes_automatic_; }
+  // Sets the lanes (0: automatic, as when built) and plans the memory again for them.
+  void set_lanes(int lanes);
+  // The lanes' runner: what ran at once in the last recorded pass (crema time records one).
+  StepLanes& step_lanes() { return step_lanes_; }
   void BackwardStep(size_t step);
   // Wall time of each step while on (the training monitor samples an iteration so): the milliseconds of its forward
   // and of its backward (replays under recompute included), summed since timing was turned on. On a GPU each
@@ -338,6 +354,15 @@ class Net {
   // ReshapeStep for every step in order; with `every`, each is reshaped whether or not its bottoms changed (their
   // storage moved: the memory plan's binding and release).
   void ReshapeSteps(bool every);
+  // Whether step `step`'s bottoms changed shape or storage since it was last reshaped (ReshapeStep would act).
+  bool StepNeedsReshape(size_t step) const;
+  // Forward of step `step` as reshaped already.
+  float RunForwardStep(size_t step);
+  // Forward on the lanes: reshapes every step first, then runs the steps through step_lanes_; a step whose bottoms
+  // changed shape mid-pass (a data layer's new batch shape) stops the lanes and the rest runs in order.
+  float ForwardOnLanes();
+  // The lanes this net runs with, from the request (0: automatic) and what the net holds.
+  void ChooseLanes(int requested);
   std::vector<Blob*> Blobs(const std::vector<int>& ids) const;
   std::string ParamDisplayName(int layer, int param) const;
   // Plans with the current options (kept blobs, plan_with_backward_) and binds the plan: every planned buffer's
@@ -434,6 +459,10 @@ class Net {
   std::shared_ptr<SyncedMemory> arena_;
   std::vector<std::vector<int>> planned_input_shapes_;
   std::vector<bool> reused_in_forward_;  // per blob id: its data's memory is reused later in forward
+  int lanes_ = 1;
+  bool lanes_automatic_ = false;
+  int lanes_requested_ = 0;  // the net's field, or 0
+  StepLanes step_lanes_;     // prepared over the forward step graph; invalidated whenever memory or shapes move
 };
 
 // The net definition in `path`: a prototxt, or the one a .caffemodel carries beside its weights (crema's and

@@ -4,18 +4,16 @@
 #include <cstring>
 #include <sstream>
 
+#include "net/lifetimes.hpp"
 #include "net/net.hpp"
 
 namespace crema {
 
 namespace {
 
-// Floats [begin, end) of one storage.
-struct Range {
-  const void* storage = nullptr;
-  size_t begin = 0, end = 0;
-  bool Overlaps(const Range& other) const { return storage == other.storage && begin < other.end && other.begin < end; }
-};
+using Range = StepRange;
+
+bool Overlaps(const Range& a, const Range& b) { return a.storage == b.storage && a.begin < b.end && b.begin < a.end; }
 
 // The data of `blob` as a range (none where it has no storage yet or no values).
 void AddData(const Blob& blob, std::vector<Range>* ranges) {
@@ -26,47 +24,56 @@ void AddData(const Blob& blob, std::vector<Range>* ranges) {
 bool AnyOverlap(const std::vector<Range>& a, const std::vector<Range>& b) {
   for (const Range& x : a)
     for (const Range& y : b)
-      if (x.Overlaps(y)) return true;
+      if (Overlaps(x, y)) return true;
   return false;
-}
-
-// A step whose layer has effects beyond the blobs it reads and writes: a source of data (its reader's queue and
-// position), a Python layer (the interpreter, and whatever the user's code keeps).
-bool HasOutsideEffects(const Layer& layer, const PlanStep& step) {
-  return step.bottoms.empty() || std::strcmp(layer.type(), "Python") == 0;
 }
 
 }  // namespace
 
-StepGraph ForwardStepGraph(const Net& net) {
+std::vector<StepAccess> ForwardStepAccess(const Net& net) {
   const std::vector<PlanStep>& plan = net.plan();
   const auto& blobs = net.blobs();
-  const size_t n = plan.size();
-  std::vector<std::vector<Range>> reads(n), writes(n);
-  std::vector<bool> outside(n);
-  for (size_t s = 0; s < n; ++s) {
+  std::vector<StepAccess> access(plan.size());
+  for (size_t s = 0; s < plan.size(); ++s) {
     const PlanStep& step = plan[s];
     const Layer& layer = *net.layers()[step.layer];
-    for (int b : step.bottoms) AddData(*blobs[b], &reads[s]);
-    for (int t : step.tops) AddData(*blobs[t], &writes[s]);
+    std::vector<Range>& reads = access[s].reads;
+    std::vector<Range>& writes = access[s].writes;
+    for (int b : step.bottoms) AddData(*blobs[b], &reads);
+    for (size_t t = 0; t < step.tops.size(); ++t) {
+      const Blob& top = *blobs[step.tops[t]];
+      AddData(top, &writes);
+      // A loss top's gradient is seeded with its weight in forward.
+      if (layer.loss(static_cast<int>(t)) != 0.f && top.diff() && top.count() > 0)
+        writes.push_back({top.diff().get(), top.diff_offset(), top.diff_offset() + static_cast<size_t>(top.count())});
+    }
+    // Parameters: read; written where the forward updates them (BatchNorm's statistics).
+    for (const auto& param : layer.params()) AddData(*param, StepWritesParams(layer) ? &writes : &reads);
     // Internal blobs may carry state from the last pass (read) and are written anew (written): both.
     for (int i : step.internals) {
-      AddData(*blobs[i], &reads[s]);
-      AddData(*blobs[i], &writes[s]);
+      AddData(*blobs[i], &reads);
+      AddData(*blobs[i], &writes);
     }
     const Blob* workspace = layer.workspace_blob();
     if (layer.workspace_floats() > 0 && workspace != nullptr && workspace->data())
-      writes[s].push_back(
+      writes.push_back(
           {workspace->data().get(), workspace->data_offset(), workspace->data_offset() + layer.workspace_floats()});
-    outside[s] = HasOutsideEffects(layer, step);
+    access[s].outside_effects = StepHasOutsideEffects(layer, step);
   }
+  return access;
+}
+
+StepGraph ForwardStepGraph(const Net& net) {
+  const std::vector<StepAccess> access = ForwardStepAccess(net);
+  const size_t n = access.size();
   StepGraph graph;
   graph.waits_for.resize(n);
   graph.depth.assign(n, 0);
   for (size_t b = 0; b < n; ++b) {
     for (size_t a = 0; a < b; ++a) {
-      const bool conflict = (outside[a] && outside[b]) || AnyOverlap(writes[a], reads[b]) ||
-                            AnyOverlap(reads[a], writes[b]) || AnyOverlap(writes[a], writes[b]);
+      const bool conflict =
+          (access[a].outside_effects && access[b].outside_effects) || AnyOverlap(access[a].writes, access[b].reads) ||
+          AnyOverlap(access[a].reads, access[b].writes) || AnyOverlap(access[a].writes, access[b].writes);
       if (!conflict) continue;
       graph.waits_for[b].push_back(static_cast<int>(a));
       graph.depth[b] = std::max(graph.depth[b], graph.depth[a] + 1);

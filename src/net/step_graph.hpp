@@ -38,6 +38,19 @@ struct StepGraph {
   std::string Describe(const Net& net) const;
 };
 
+// What one step of a forward pass reads and writes: floats [begin, end) of a storage (a SyncedMemory).
+struct StepRange {
+  const void* storage = nullptr;
+  size_t begin = 0, end = 0;
+};
+struct StepAccess {
+  std::vector<StepRange> reads, writes;
+  bool outside_effects = false;  // a data source or a Python layer (StepHasOutsideEffects)
+};
+// Per step of `net`'s forward pass, what it reads and writes as its memory is bound now: the ground the graph is made
+// from (tests check that a step writes nothing else).
+std::vector<StepAccess> ForwardStepAccess(const Net& net);
+
 // The graph of `net`'s forward pass as its memory is bound now (memory plan, layouts, workspaces): rebuild it after
 // anything rebinds the memory.
 StepGraph ForwardStepGraph(const Net& net);

@@ -1,0 +1,360 @@
+// Execution lanes (net/lanes.hpp) and the memory plan made for them (MemoryPlanOptions::concurrent):
+//   - the runner runs the steps of a wide stretch at once (two steps that each wait to see the other start both
+//     finish), never a step before what it waits for, stops on a step that declines or throws and says what is left,
+//     and in the automatic mode times both ways and settles;
+//   - the plan made for lanes shares bytes only between buffers whose uses the net's own dependencies order, so its
+//     step graph keeps every branch of GoogLeNet independent (the plan made for running in order does not);
+//   - a net run forward only gives the in-order results on lanes, a net planned for backward runs in order, and
+//     nets running at once on several threads (on lanes or not) each give what each gives alone;
+//   - the context's ones() serves several lanes at once.
+// That lanes give every example net's in-order results bit for bit is ExamplesTest.LanesGiveTheInOrderResultsBitForBit.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/context.hpp"
+#include "io/proto_io.hpp"
+#include "net/lanes.hpp"
+#include "net/lifetimes.hpp"
+#include "net/memory_plan.hpp"
+#include "net/net.hpp"
+#include "net/step_graph.hpp"
+#include "test_util.hpp"
+
+namespace crema {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// 0 -> {1, 2, 3, 4} -> 5 -> 6, and 3 -> 4 inside the stretch.
+StepGraph Diamond() {
+  StepGraph graph;
+  graph.waits_for = {{}, {0}, {0}, {0}, {0, 3}, {1, 2, 3, 4}, {5}};
+  graph.depth = {0, 1, 1, 1, 2, 3, 4};
+  return graph;
+}
+
+TEST(StepLanesTest, StepsOfAWideStretchRunAtOnceNeverBeforeWhatTheyWaitFor) {
+  const StepGraph graph = Diamond();
+  StepLanes lanes;
+  lanes.Configure(2, /*automatic=*/false);
+  lanes.Prepare(graph);
+  std::atomic<int> started{0}, running{0}, most_at_once{0}, clock{0};
+  std::vector<int> began(graph.size(), -1), ended(graph.size(), -1);
+  std::mutex mutex;
+  const std::vector<int> left = lanes.Run([&](int step) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      began[step] = clock++;
+    }
+    const int now = ++running;
+    int most = most_at_once.load();
+    while (now > most && !most_at_once.compare_exchange_weak(most, now)) {
+    }
+    // The stretch's first steps wait (up to 10 s) to see another step of it start: on one lane they never would.
+    if (step >= 1 && step <= 3 && ++started <= 2) {
+      const auto deadline = Clock::now() + std::chrono::seconds(10);
+      while (started.load() < 2 && Clock::now() < deadline) std::this_thread::yield();
+    }
+    --running;
+    std::lock_guard<std::mutex> lock(mutex);
+    ended[step] = clock++;
+    return true;
+  });
+  EXPECT_TRUE(left.empty());
+  EXPECT_EQ(most_at_once.load(), 2);
+  for (size_t s = 0; s < graph.size(); ++s) {
+    ASSERT_GE(began[s], 0) << "step " << s << " never ran";
+    for (int before : graph.waits_for[s])
+      EXPECT_LT(ended[before], began[s]) << "step " << s << " began before step " << before << " ended";
+  }
+}
+
+TEST(StepLanesTest, OneLaneRunsTheStepsInOrderOnTheCallingThread) {
+  const StepGraph graph = Diamond();
+  StepLanes lanes;
+  lanes.Configure(1, false);
+  lanes.Prepare(graph);
+  std::vector<int> order;
+  const std::thread::id caller = std::this_thread::get_id();
+  lanes.Run([&](int step) {
+    EXPECT_EQ(std::this_thread::get_id(), caller);
+    order.push_back(step);
+    return true;
+  });
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4, 5, 6}));
+}
+
+TEST(StepLanesTest, ADecliningStepStopsTheLanesAndWhatIsLeftIsReturned) {
+  const StepGraph graph = Diamond();
+  StepLanes lanes;
+  lanes.Configure(3, false);
+  lanes.Prepare(graph);
+  std::vector<std::atomic<bool>> ran(graph.size());
+  const std::vector<int> left = lanes.Run([&](int step) {
+    if (step == 3) return false;  // as a step whose bottoms changed shape mid-pass
+    ran[step] = true;
+    return true;
+  });
+  // Step 3, and all that waits for it, is left; what ran never waited for anything left.
+  for (int must : {3, 4, 5, 6}) EXPECT_NE(std::find(left.begin(), left.end(), must), left.end()) << must;
+  EXPECT_TRUE(std::is_sorted(left.begin(), left.end()));
+  for (size_t s = 0; s < graph.size(); ++s) {
+    const bool is_left = std::find(left.begin(), left.end(), static_cast<int>(s)) != left.end();
+    EXPECT_NE(ran[s].load(), is_left) << "step " << s;
+    if (is_left) continue;
+    for (int before : graph.waits_for[s]) EXPECT_TRUE(ran[before].load()) << "step " << s << " ran, but not " << before;
+  }
+}
+
+TEST(StepLanesTest, AnExceptionInALaneStopsTheLanesAndIsRethrown) {
+  const StepGraph graph = Diamond();
+  StepLanes lanes;
+  lanes.Configure(2, false);
+  lanes.Prepare(graph);
+  std::atomic<bool> after_ran{false};
+  try {
+    lanes.Run([&](int step) {
+      if (step == 2) throw std::runtime_error("step 2 failed");
+      if (step >= 5) after_ran = true;
+      return true;
+    });
+    ADD_FAILURE() << "no exception came out of the lanes";
+  } catch (const std::runtime_error& error) {
+    EXPECT_STREQ(error.what(), "step 2 failed");
+  }
+  EXPECT_FALSE(after_ran.load()) << "steps waiting for the failed one ran";
+}
+
+TEST(StepLanesTest, TheAutomaticModeTimesEachWideStretchBothWaysThenSettles) {
+  const StepGraph graph = Diamond();
+  StepLanes lanes;
+  lanes.Configure(2, /*automatic=*/true);
+  lanes.Prepare(graph);
+  int passes = 0;
+  while (!lanes.settled() && passes < 100) {
+    lanes.Run([](int) { return true; });
+    ++passes;
+  }
+  EXPECT_TRUE(lanes.settled());
+  // An untimed pass each way, then three timed each way.
+  EXPECT_EQ(passes, 8);
+  EXPECT_NE(lanes.Describe().find("1 wide stretches"), std::string::npos) << lanes.Describe();
+}
+
+// GoogLeNet's deploy net at batch 1 with memory plans made for `lanes`.
+std::unique_ptr<Net> GoogLeNet(int lanes, bool plan_memory = true) {
+  NetParameter param;
+  ReadProtoFromTextFile(test::SourceDir() + "/examples/imagenet/googlenet_deploy.prototxt", &param);
+  for (LayerParameter& layer : *param.mutable_layer())
+    if (layer.type() == "Input")
+      for (BlobShape& shape : *layer.mutable_input_param()->mutable_shape()) shape.set_dim(0, 1);
+  auto context = std::make_shared<Context>(Device::kCPU, 0, 7);
+  context->set_lanes(lanes);
+  context->set_plan_memory(plan_memory);
+  auto net = std::make_unique<Net>(param, context);
+  net->PlanMemory(false);
+  net->Forward();
+  return net;
+}
+
+// The edges of `net`'s step graph (as its memory is bound) that its own dependencies do not imply.
+int EdgesBeyondTheNetsOwn(const Net& net, const PassOrder& own) {
+  const StepGraph graph = ForwardStepGraph(net);
+  int beyond = 0;
+  for (size_t s = 0; s < graph.size(); ++s)
+    for (int before : graph.waits_for[s]) beyond += own.Before(before, static_cast<int>(s)) ? 0 : 1;
+  return beyond;
+}
+
+TEST(LanesMemoryPlanTest, ThePlanForLanesSharesBytesOnlyBetweenUsesTheNetOrders) {
+  // The net's own order: from the lifetimes of the net with every blob in memory of its own.
+  const std::unique_ptr<Net> unplanned = GoogLeNet(1, /*plan_memory=*/false);
+  const NetLifetimes lifetimes = ComputeLifetimes(*unplanned, false);
+  const PassOrder own = ComputePassOrder(*unplanned, PlainSchedule(*unplanned, false), lifetimes);
+  const std::unique_ptr<Net> for_lanes = GoogLeNet(2);
+  const std::unique_ptr<Net> in_order = GoogLeNet(1);
+  ASSERT_NE(for_lanes->memory_plan(), nullptr);
+  ASSERT_NE(in_order->memory_plan(), nullptr);
+  EXPECT_TRUE(for_lanes->memory_plan()->concurrent);
+  EXPECT_FALSE(in_order->memory_plan()->concurrent);
+  ASSERT_EQ(for_lanes->plan().size(), unplanned->plan().size());
+  EXPECT_EQ(EdgesBeyondTheNetsOwn(*for_lanes, own), 0) << ForwardStepGraph(*for_lanes).Describe(*for_lanes);
+  // The plan for running in order reuses bytes between the towers of an inception module (and so orders them): the
+  // check above can fail.
+  EXPECT_GT(EdgesBeyondTheNetsOwn(*in_order, own), 0);
+  EXPECT_GT(ForwardStepGraph(*for_lanes).Width(), ForwardStepGraph(*in_order).Width());
+  // Still a plan: far below every buffer with memory of its own.
+  const MemoryPlan& plan = *for_lanes->memory_plan();
+  EXPECT_LT(plan.planned_bytes(), plan.unplanned_bytes / 2);
+  std::printf("[ lanes    ] GoogLeNet b1 arena: %zu bytes for lanes, %zu in order, %zu unplanned\n",
+              plan.planned_bytes(), in_order->memory_plan()->planned_bytes(), plan.unplanned_bytes);
+}
+
+// Every byte of the arena a step changes lies in what ForwardStepAccess says it writes: the step graph's ground, for
+// each step of `net` run in order (the arena compared before and after each step).
+void ExpectStepsWriteOnlyWhatTheySay(Net* net) {
+  net->Forward();  // binds the memory and reshapes every step
+  ASSERT_NE(net->memory_plan(), nullptr);
+  const std::vector<StepAccess> access = ForwardStepAccess(*net);
+  const PlannedBuffer& any = net->memory_plan()->buffers.front();
+  const Blob& owner = *net->blobs()[any.owner];
+  const auto arena = any.gradient ? owner.diff() : owner.data();
+  const size_t floats = arena->size() / sizeof(float);
+  for (size_t s = 0; s < net->plan().size(); ++s) {
+    float* values = static_cast<float*>(arena->mutable_cpu_data());
+    // What the earlier steps wrote stays (this step reads it); everything else gets a pattern it would not write.
+    std::vector<bool> declared(floats, false);
+    for (const StepRange& range : access[s].writes)
+      if (range.storage == arena.get())
+        for (size_t i = range.begin; i < range.end && i < floats; ++i) declared[i] = true;
+    std::vector<float> before(values, values + floats);
+    net->ForwardStep(s);
+    const float* after = static_cast<const float*>(arena->cpu_data());
+    size_t stray = 0, first = 0;
+    for (size_t i = 0; i < floats; ++i)
+      if (!declared[i] && std::memcmp(&after[i], &before[i], sizeof(float)) != 0 && stray++ == 0) first = i;
+    EXPECT_EQ(stray, 0u) << "step " << s << " (" << net->layer_names()[net->plan()[s].layer] << ") changed " << stray
+                         << " floats of the arena outside what it declares, the first at " << first;
+  }
+}
+
+TEST(LanesMemoryPlanTest, EveryStepWritesOnlyWhatTheStepGraphSays) {
+  for (int lanes : {1, 2}) {
+    SCOPED_TRACE(lanes);
+    const std::unique_ptr<Net> googlenet = GoogLeNet(lanes);
+    ExpectStepsWriteOnlyWhatTheySay(googlenet.get());
+  }
+}
+
+// A small training net with two towers, its own data (Input blobs) and a loss.
+const char kTowersTraining[] = R"(
+  name: 'towers'
+  force_backward: true
+  layer { name: 'data' type: 'Input' top: 'data' top: 'label'
+          input_param { shape { dim: 4 dim: 3 dim: 10 dim: 10 } shape { dim: 4 } } }
+  layer { name: 'a' type: 'Convolution' bottom: 'data' top: 'a'
+          convolution_param { num_output: 6 kernel_size: 3 pad: 1 weight_filler { type: 'gaussian' std: 0.1 } } }
+  layer { name: 'relu_a' type: 'ReLU' bottom: 'a' top: 'a' }
+  layer { name: 'b' type: 'Convolution' bottom: 'data' top: 'b'
+          convolution_param { num_output: 5 kernel_size: 1 weight_filler { type: 'gaussian' std: 0.1 } } }
+  layer { name: 'pool_b' type: 'Pooling' bottom: 'b' top: 'pool_b'
+          pooling_param { pool: MAX kernel_size: 3 stride: 1 pad: 1 } }
+  layer { name: 'join' type: 'Concat' bottom: 'a' bottom: 'pool_b' top: 'joined' }
+  layer { name: 'ip' type: 'InnerProduct' bottom: 'joined' top: 'ip'
+          inner_product_param { num_output: 3 weight_filler { type: 'gaussian' std: 0.05 } } }
+  layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip' bottom: 'label' top: 'loss' }
+)";
+
+// `iterations` of forward, backward and an SGD step; the losses and the final parameters. A net planned for backward
+// runs in order whatever lanes it asked for (a step on a lane has its engines made for one thread, and backward's
+// kernels sum in an order that follows their threads).
+std::vector<float> Train(int lanes, uint64_t seed, int iterations) {
+  auto context = std::make_shared<Context>(Device::kCPU, 0, seed);
+  context->set_lanes(lanes);
+  Net net(test::ParseNet(kTowersTraining), context);
+  EXPECT_EQ(net.lanes(), 1);
+  std::vector<float> results;
+  for (int i = 0; i < iterations; ++i) {
+    test::FillGaussian(net.input_blobs()[0], 0.f, 1.f, seed + i);
+    float* labels = net.input_blobs()[1]->mutable_cpu_data();
+    for (int k = 0; k < 4; ++k) labels[k] = static_cast<float>((seed + i + k) % 3);
+    net.ClearParamDiffs();
+    results.push_back(net.Forward());
+    net.Backward();
+    for (Blob* param : net.learnable_params()) {
+      float* data = param->mutable_cpu_data();
+      const float* diff = param->cpu_diff();
+      for (int k = 0; k < param->count(); ++k) data[k] -= 0.1f * diff[k];
+    }
+  }
+  for (Blob* param : net.learnable_params()) {
+    const std::vector<float> values = test::DataOf(*param);
+    results.insert(results.end(), values.begin(), values.end());
+  }
+  return results;
+}
+
+// `passes` forward passes of the towers net run forward only (as a test net or crema test runs it) on `lanes`:
+// each pass's loss and joined features.
+std::vector<float> Infer(int lanes, uint64_t seed, int passes) {
+  auto context = std::make_shared<Context>(Device::kCPU, 0, seed);
+  context->set_lanes(lanes);
+  Net net(test::ParseNet(kTowersTraining), context);
+  net.KeepBlobs({"joined"});
+  net.PlanMemory(false);
+  if (lanes > 0) {
+    EXPECT_EQ(net.lanes(), lanes);
+  }
+  std::vector<float> results;
+  for (int i = 0; i < passes; ++i) {
+    test::FillGaussian(net.input_blobs()[0], 0.f, 1.f, seed + i);
+    float* labels = net.input_blobs()[1]->mutable_cpu_data();
+    for (int k = 0; k < 4; ++k) labels[k] = static_cast<float>((seed + i + k) % 3);
+    results.push_back(net.Forward());
+    const std::vector<float> joined = test::DataOf(*net.blob_by_name("joined"));
+    results.insert(results.end(), joined.begin(), joined.end());
+  }
+  return results;
+}
+
+void ExpectSameBits(const std::vector<float>& actual, const std::vector<float>& expected) {
+  ASSERT_EQ(actual.size(), expected.size());
+  size_t differ = 0, first = 0;
+  for (size_t i = 0; i < actual.size(); ++i)
+    if (std::memcmp(&actual[i], &expected[i], sizeof(float)) != 0 && differ++ == 0) first = i;
+  if (differ > 0)
+    ADD_FAILURE() << differ << " of " << actual.size() << " values differ, the first at " << first << ": "
+                  << actual[first] << " against " << expected[first];
+}
+
+TEST(LanesTest, ANetRunForwardOnlyOnLanesGivesTheInOrderResultsBitForBit) {
+  for (int lanes : {2, 3, 0}) {  // 0: automatic, each stretch timed both ways, its steps made for each
+    SCOPED_TRACE(lanes);
+    ExpectSameBits(Infer(lanes, 11, 12), Infer(1, 11, 12));
+  }
+}
+
+TEST(LanesTest, ANetThatRunsBackwardRunsInOrder) { ExpectSameBits(Train(2, 11, 3), Train(1, 11, 3)); }
+
+TEST(LanesTest, TwoNetsOnOneDeviceAtOnceGiveEachItsSoloResult) {
+  const std::vector<float> training_alone = Train(2, 21, 6), inference_alone = Infer(2, 22, 8),
+                           other_inference_alone = Infer(3, 23, 8);
+  std::vector<float> training, inference, other_inference;
+  std::thread one([&] { training = Train(2, 21, 6); });
+  std::thread two([&] { inference = Infer(2, 22, 8); });
+  std::thread three([&] { other_inference = Infer(3, 23, 8); });
+  one.join();
+  two.join();
+  three.join();
+  ExpectSameBits(training, training_alone);
+  ExpectSameBits(inference, inference_alone);
+  ExpectSameBits(other_inference, other_inference_alone);
+}
+
+TEST(ContextTest, OnesServesSeveralThreadsAtOnceAndKeepsWhatItHandedOut) {
+  Context context;
+  std::vector<std::thread> threads;
+  std::atomic<int> wrong{0};
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int count = 1 + t; count < 4000; count += 97) {
+        const float* ones = context.ones(count);
+        for (int i = 0; i < count; ++i) wrong += ones[i] != 1.f;
+      }
+    });
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(wrong.load(), 0);
+}
+
+}  // namespace
+}  // namespace crema
