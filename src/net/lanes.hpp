@@ -90,7 +90,6 @@ class StepLanes {
   bool recording_ = false;
   std::vector<Stretch> stretches_;
   std::vector<std::vector<int>> waited_by_;  // per step: the later steps that wait for it
-  std::vector<int> waits_;                   // per step: how many steps it waits for
   std::vector<double> cost_ms_;              // per step: its last measured time (the priority of a ready step)
   std::vector<LaneRecord> record_;
 };

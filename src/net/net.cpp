@@ -754,8 +754,10 @@ void Net::ReshapeStep(size_t step) {
     slot = nullptr;
     layer->set_workspace(workspace_);
   }
-  if (slot == nullptr && layer->workspace_floats() > static_cast<size_t>(workspace_->count()))
+  if (slot == nullptr && layer->workspace_floats() > static_cast<size_t>(workspace_->count())) {
     workspace_->Reshape({static_cast<int>(layer->workspace_floats())});
+    step_lanes_.Invalidate();  // the shared workspace has new storage
+  }
 }
 
 void Net::Reshape() {
@@ -875,22 +877,24 @@ float Net::Forward() {
 
 float Net::ForwardOnLanes() {
   ReshapeSteps(/*every=*/false);
-  if (!step_lanes_.prepared()) step_lanes_.Prepare(ForwardStepGraph(*this));
-  std::vector<float> losses(plan_.size(), 0.f);
-  // Storage is made on first use (SyncedMemory): two lanes making the arena at once would each make one. Every
-  // storage the steps use is made here, before any lane runs.
-  for (const PlanStep& s : plan_) {
-    const Layer& layer = *layers_[s.layer];
-    for (const std::vector<int>* ids : {&s.bottoms, &s.tops, &s.internals})
-      for (int id : *ids)
-        if (blobs_[id]->count() > 0) blobs_[id]->cpu_data();
-    for (size_t t = 0; t < s.tops.size(); ++t)
-      if (layer.loss(static_cast<int>(t)) != 0.f && blobs_[s.tops[t]]->count() > 0) blobs_[s.tops[t]]->cpu_diff();
-    for (const auto& param : layer.params())
-      if (param->count() > 0) param->cpu_data();
-    const Blob* workspace = layer.workspace_blob();
-    if (workspace != nullptr && workspace->count() > 0) workspace->cpu_data();
+  if (!step_lanes_.prepared()) {
+    // Storage is made on first use (SyncedMemory): two lanes making the arena at once would each make one. Every
+    // storage the steps use is made here, before any lane runs (storage that moves later makes the graph again).
+    for (const PlanStep& s : plan_) {
+      const Layer& layer = *layers_[s.layer];
+      for (const std::vector<int>* ids : {&s.bottoms, &s.tops, &s.internals})
+        for (int id : *ids)
+          if (blobs_[id]->count() > 0) blobs_[id]->cpu_data();
+      for (size_t t = 0; t < s.tops.size(); ++t)
+        if (layer.loss(static_cast<int>(t)) != 0.f && blobs_[s.tops[t]]->count() > 0) blobs_[s.tops[t]]->cpu_diff();
+      for (const auto& param : layer.params())
+        if (param->count() > 0) param->cpu_data();
+      const Blob* workspace = layer.workspace_blob();
+      if (workspace != nullptr && workspace->count() > 0) workspace->cpu_data();
+    }
+    step_lanes_.Prepare(ForwardStepGraph(*this));
   }
+  std::vector<float> losses(plan_.size(), 0.f);
   const std::vector<int> left = step_lanes_.Run([&](int step) {
     if (StepNeedsReshape(step)) return false;
     losses[step] = RunForwardStep(step);
