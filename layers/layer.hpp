@@ -137,6 +137,15 @@ class Layer {
   virtual bool Replayable() const;
   // Whether Forward changes parameters (BatchNorm's running statistics, in training): Replay puts them back.
   virtual bool ForwardUpdatesParams() const { return false; }
+  // Whether the results of the layer's forward (`backward` false) or backward pass may change with the number of
+  // threads it runs on: where an engine splits one sum over the threads and adds the parts (oneDNN's weight
+  // gradients and batch statistics, matrix products that split their inner dimension). On execution lanes such a
+  // pass runs alone on all the threads, as in order; every other may run on a lane's one thread, with primitives
+  // made for all of them (a kernel that splits a sum may even wait there for threads that never come). By default
+  // a layer with parameters says so of its backward (their gradients are sums over the batch); a layer says no only
+  // where every sum runs on one thread whatever the count, which GpuConformanceTest.OneThreadGivesAllThreadsResults
+  // WhereDeclared checks on every case and CPU engine.
+  virtual bool ThreadCountChangesPass(bool backward) const { return backward && !params_.empty(); }
   // Before a Forward that Replay may repeat: remembers the random stream as it is (Dropout's mask, stochastic
   // pooling's picks: the replay draws the same numbers).
   void PrepareReplay();

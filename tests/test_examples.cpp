@@ -455,7 +455,9 @@ std::vector<Bits> RunIterations(NetParameter param, bool deploy, float input_sca
     for (Blob* input : net.input_blobs())
       results.push_back(BitsOf(input->cpu_diff(), static_cast<size_t>(input->count())));
   }
-  if (wide_stretches != nullptr) *wide_stretches = static_cast<int>(net.step_lanes().wide_stretches().size());
+  if (wide_stretches != nullptr)
+    *wide_stretches = static_cast<int>(net.step_lanes().wide_stretches().size() +
+                                       (backward ? net.backward_lanes().wide_stretches().size() : 0));
   return results;
 }
 
@@ -508,9 +510,10 @@ TEST_P(ExamplesTest, PlannedMemoryGivesTheUnplannedResultsBitForBit) {
   }
 }
 
-// Execution lanes (net/lanes.hpp) run independent steps of forward at once, under a memory plan made for that:
-// training and testing give bit for bit what running every step in order gives, over iterations that each start
-// from what the one before left (parameters, BatchNorm's statistics, data cursors, random streams).
+// Execution lanes (net/lanes.hpp) run independent steps of forward and of backward at once, under a memory plan
+// made for that: training (losses, outputs, gradients, updated parameters) and testing give bit for bit what running
+// every step in order gives, over iterations that each start from what the one before left (parameters, BatchNorm's
+// statistics, data cursors, random streams).
 TEST_P(ExamplesTest, LanesGiveTheInOrderResultsBitForBit) {
   const Example& example = GetParam();
   const bool deploy = example.feed == Feed::kDeploy;
@@ -521,7 +524,7 @@ TEST_P(ExamplesTest, LanesGiveTheInOrderResultsBitForBit) {
     int wide = 0;
     const auto on_lanes = RunIterations(param, deploy, example.input_scale, phase, true, &planned, false, nullptr,
                                         false, 2, /*lanes=*/3, &wide);
-    // A chain of steps (CaffeNet) has no stretch to run on lanes: every step ran alone, in order.
+    // A chain of steps (CaffeNet) has no stretch to run on lanes, forward or backward: every step ran alone, in order.
     std::printf("[ lanes    ] %s: %d wide stretches\n", example.prototxt, wide);
     if (wide == 0) continue;
     const auto in_order =

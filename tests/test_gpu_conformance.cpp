@@ -9,9 +9,15 @@
 // GPU engine goes unchecked. The GPU tests skip with a message where no device exists.
 #include <gtest/gtest.h>
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <exception>
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -20,6 +26,7 @@
 #include "core/blob.hpp"
 #include "core/context.hpp"
 #include "core/random.hpp"
+#include "core/threads.hpp"
 #include "layers/layer_registry.hpp"
 #include "test_util.hpp"
 
@@ -318,8 +325,37 @@ struct Outputs {
 // does not read (Layer::BackwardReadsBottom / BackwardReadsTop) is overwritten with NaN, as a memory plan may
 // reuse it. `in_place`: top 0 is bottom 0's blob (the layer must allow it), and poisoning overwrites that blob where
 // the layer declares its backward does not read it in place (Layer::BackwardReadsInPlace).
+// As on an execution lane: inside a parallel region of two threads, the first runs `work` (its nested regions,
+// oneDNN's included, take one thread) while the other waits. Exceptions come out.
+void OnALane(const std::function<void()>& work) {
+#ifdef _OPENMP
+  std::exception_ptr failure;
+#pragma omp parallel num_threads(2)
+  {
+    if (omp_get_thread_num() == 0) {
+      try {
+        work();
+      } catch (...) {
+        failure = std::current_exception();
+      }
+    }
+  }
+  if (failure) std::rethrow_exception(failure);
+#else
+  work();
+#endif
+}
+
+// Which passes of a case run on a lane (OnALane), after the layer was made and reshaped on the calling thread with
+// all the threads, as a net's steps are: chosen once the layer is set up.
+struct Lane {
+  bool forward = false, backward = false;
+};
+using ChooseLane = std::function<Lane(const Layer&)>;
+
 Outputs RunCase(const Case& c, Device device, const std::string& engine, std::string* engine_run,
-                bool gpu_code_on_host = false, bool poison_unread = false, bool in_place = false) {
+                bool gpu_code_on_host = false, bool poison_unread = false, bool in_place = false,
+                const ChooseLane& choose_lane = nullptr) {
   auto context = std::make_shared<Context>(device, 0);
   context->set_gpu_code_on_host(gpu_code_on_host);
   LayerParameter param = test::ParseLayer("name: 'probe' " + c.layer);
@@ -353,7 +389,12 @@ Outputs RunCase(const Case& c, Device device, const std::string& engine, std::st
   std::unique_ptr<Layer> layer = LayerRegistry::Global().Create(param, shapes, context);
   *engine_run = layer->engine() + (layer->device() == device ? "" : " (on the host)");
   layer->SetUp(bottom.pointers, top.pointers);
-  layer->Forward(bottom.pointers, top.pointers);
+  const Lane lane = choose_lane ? choose_lane(*layer) : Lane();
+  if (lane.forward) {
+    OnALane([&] { layer->Forward(bottom.pointers, top.pointers); });
+  } else {
+    layer->Forward(bottom.pointers, top.pointers);
+  }
   // Random top gradients (a loss top keeps the loss weight Forward gave it); parameter gradients start at 0.
   for (int t = 0; t < c.tops; ++t) {
     if (layer->loss(t) != 0.f) continue;
@@ -370,7 +411,11 @@ Outputs RunCase(const Case& c, Device device, const std::string& engine, std::st
     if (in_place && !layer->BackwardReadsInPlace(0)) top.pointers[0]->set_data(NAN);
   }
   const bool backward = c.backward;
-  if (backward) layer->Backward(top.pointers, propagate_down, bottom.pointers);
+  if (backward && lane.backward) {
+    OnALane([&] { layer->Backward(top.pointers, propagate_down, bottom.pointers); });
+  } else if (backward) {
+    layer->Backward(top.pointers, propagate_down, bottom.pointers);
+  }
 
   Outputs out;
   for (int t = 0; t < c.tops; ++t) out.Add("top " + std::to_string(t), test::DataOf(*top.pointers[t]));
@@ -529,6 +574,60 @@ TEST(GpuConformanceTest, BackwardReadsOnlyWhatItDeclares) {
               in_place_runs, declared, declared_in_place);
   EXPECT_GT(declared, 0);
   EXPECT_GT(declared_in_place, 0);
+}
+
+// Runs everywhere with two or more OpenMP threads (ctest runs it again as threaded.* with every loop and step
+// split over four threads): what execution lanes rely on. A step on a lane runs on one thread (inside the lanes'
+// parallel region, where nested regions, oneDNN's included, take one); in order it runs on all of them. Every case,
+// with every engine on the CPU, gives the same tops bit for bit both ways, and the same gradients too unless its
+// layer declares that the thread count changes its backward (Layer::ThreadCountChangesBackward: such steps run
+// alone on all the threads).
+TEST(GpuConformanceTest, OneThreadGivesAllThreadsResultsWhereDeclared) {
+#ifndef _OPENMP
+  GTEST_SKIP() << "built without OpenMP: everything runs on one thread";
+#else
+  if (OpenMpThreadCount() < 2) GTEST_SKIP() << "one OpenMP thread: nothing to compare";
+  int runs = 0, declared = 0;
+  for (const Case& c : Cases()) {
+    const std::string type = TypeOf(c);
+    for (const std::string& engine : LayerRegistry::Global().Engines(type, Device::kCPU)) {
+      std::vector<std::vector<int>> shapes;
+      const LayerParameter param = ProbeLayer(c, &shapes);
+      if (!LayerRegistry::Global().Refusal(engine, EngineQuery{param, shapes, Device::kCPU}).empty()) continue;
+      // A pass whose results may change with the thread count runs alone on all the threads in a net, never on a
+      // lane (where a kernel made for several threads may wait for the others forever).
+      Lane lane;
+      const ChooseLane choose = [&](const Layer& layer) {
+        lane.forward = !layer.ThreadCountChangesPass(/*backward=*/false);
+        lane.backward = !layer.ThreadCountChangesPass(/*backward=*/true);
+        return lane;
+      };
+      std::string engine_run;
+      const Outputs all = RunCase(c, Device::kCPU, engine, &engine_run);
+      Outputs one;
+      try {
+        one = RunCase(c, Device::kCPU, engine, &engine_run, false, false, false, choose);
+      } catch (const std::exception& error) {
+        ADD_FAILURE() << c.layer << ", engine " << engine_run << ": on a lane: " << error.what();
+        continue;
+      }
+      ASSERT_EQ(all.names, one.names) << c.layer;
+      for (size_t k = 0; k < all.names.size(); ++k) {
+        Outputs expected, actual;
+        expected.Add(all.names[k], all.values[k]);
+        actual.Add(one.names[k], one.values[k]);
+        EXPECT_EQ(Compare(expected, actual, 0.f), "")
+            << c.layer << ", engine " << engine_run << ": on a lane's one thread differs from in order on "
+            << OpenMpThreadCount() << " threads; the layer does not declare it (ThreadCountChangesPass)";
+      }
+      ++runs;
+      declared += !lane.forward || !lane.backward;
+    }
+  }
+  std::printf("  %d runs on %d threads and on a lane; %d declare a pass that runs alone on all the threads\n", runs,
+              OpenMpThreadCount(), declared);
+  EXPECT_GT(runs, 0);
+#endif
 }
 
 // One line per case and engine: the outcome, then every failure.

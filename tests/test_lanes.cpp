@@ -4,8 +4,11 @@
 //     and in the automatic mode times both ways and settles;
 //   - the plan made for lanes shares bytes only between buffers whose uses the net's own dependencies order, so its
 //     step graph keeps every branch of GoogLeNet independent (the plan made for running in order does not);
-//   - a net run forward only gives the in-order results on lanes, a net planned for backward runs in order, and
-//     nets running at once on several threads (on lanes or not) each give what each gives alone;
+//   - every backward step, like every forward step, writes only what its step graph says; steps that run alone (their
+//     results change with the thread count) are ordered after the ready steps that run on lanes;
+//   - a net gives the in-order results on lanes, forward only and training (losses, gradients, updated parameters),
+//     a solver's snapshots (weights and state) are the in-order ones byte for byte, and nets running at once on
+//     several threads (on lanes or not) each give what each gives alone;
 //   - the context's ones() serves several lanes at once.
 // That lanes give every example net's in-order results bit for bit is ExamplesTest.LanesGiveTheInOrderResultsBitForBit.
 #include <gtest/gtest.h>
@@ -23,11 +26,13 @@
 
 #include "core/context.hpp"
 #include "io/proto_io.hpp"
+#include "io/snapshot_io.hpp"
 #include "net/lanes.hpp"
 #include "net/lifetimes.hpp"
 #include "net/memory_plan.hpp"
 #include "net/net.hpp"
 #include "net/step_graph.hpp"
+#include "solver/solver.hpp"
 #include "test_util.hpp"
 
 namespace crema {
@@ -236,6 +241,72 @@ TEST(LanesMemoryPlanTest, EveryStepWritesOnlyWhatTheStepGraphSays) {
   }
 }
 
+// GoogLeNet's deploy net at batch 1 as a training net (a label and a softmax loss for its probabilities), planned for
+// backward with memory plans made for `lanes`.
+std::unique_ptr<Net> TrainingGoogLeNet(int lanes) {
+  NetParameter param;
+  ReadProtoFromTextFile(test::SourceDir() + "/examples/imagenet/googlenet_deploy.prototxt", &param);
+  for (LayerParameter& layer : *param.mutable_layer()) {
+    if (layer.type() == "Input") {
+      for (BlobShape& shape : *layer.mutable_input_param()->mutable_shape()) shape.set_dim(0, 1);
+      layer.add_top("label");
+      layer.mutable_input_param()->add_shape()->add_dim(1);
+    }
+    if (layer.type() == "Softmax") {
+      layer.set_type("SoftmaxWithLoss");
+      layer.add_bottom("label");
+    }
+  }
+  auto context = std::make_shared<Context>(Device::kCPU, 0, 7);
+  context->set_lanes(lanes);
+  auto net = std::make_unique<Net>(param, context);
+  net->input_blobs()[1]->mutable_cpu_data()[0] = 3;
+  test::FillGaussian(net->input_blobs()[0], 0.f, 1.f, 5);
+  return net;
+}
+
+// As ExpectStepsWriteOnlyWhatTheySay, for each step of backward (BackwardStepAccess), run in order after a forward.
+void ExpectBackwardStepsWriteOnlyWhatTheySay(Net* net) {
+  net->ClearParamDiffs();
+  net->Forward();
+  ASSERT_NE(net->memory_plan(), nullptr);
+  const std::vector<StepAccess> access = BackwardStepAccess(*net);
+  const std::vector<int> steps = BackwardSteps(*net);
+  ASSERT_EQ(access.size(), steps.size());
+  ASSERT_FALSE(steps.empty());
+  const PlannedBuffer& any = net->memory_plan()->buffers.front();
+  const Blob& owner = *net->blobs()[any.owner];
+  const auto arena = any.gradient ? owner.diff() : owner.data();
+  const size_t floats = arena->size() / sizeof(float);
+  int alone = 0;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    float* values = static_cast<float*>(arena->mutable_cpu_data());
+    std::vector<bool> declared(floats, false);
+    for (const StepRange& range : access[i].writes)
+      if (range.storage == arena.get())
+        for (size_t k = range.begin; k < range.end && k < floats; ++k) declared[k] = true;
+    std::vector<float> before(values, values + floats);
+    net->BackwardStep(steps[i]);
+    const float* after = static_cast<const float*>(arena->cpu_data());
+    size_t stray = 0, first = 0;
+    for (size_t k = 0; k < floats; ++k)
+      if (!declared[k] && std::memcmp(&after[k], &before[k], sizeof(float)) != 0 && stray++ == 0) first = k;
+    EXPECT_EQ(stray, 0u) << "the backward of step " << steps[i] << " ("
+                         << net->layer_names()[net->plan()[steps[i]].layer] << ") changed " << stray
+                         << " floats of the arena outside what it declares, the first at " << first;
+    alone += access[i].alone;
+  }
+  EXPECT_GT(alone, 0);  // the convolutions
+}
+
+TEST(LanesMemoryPlanTest, EveryBackwardStepWritesOnlyWhatTheStepGraphSays) {
+  for (int lanes : {1, 2}) {
+    SCOPED_TRACE(lanes);
+    const std::unique_ptr<Net> googlenet = TrainingGoogLeNet(lanes);
+    ExpectBackwardStepsWriteOnlyWhatTheySay(googlenet.get());
+  }
+}
+
 // A small training net with two towers, its own data (Input blobs) and a loss.
 const char kTowersTraining[] = R"(
   name: 'towers'
@@ -255,14 +326,14 @@ const char kTowersTraining[] = R"(
   layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip' bottom: 'label' top: 'loss' }
 )";
 
-// `iterations` of forward, backward and an SGD step; the losses and the final parameters. A net planned for backward
-// runs in order whatever lanes it asked for (a step on a lane has its engines made for one thread, and backward's
-// kernels sum in an order that follows their threads).
+// `iterations` of forward, backward and an SGD step on `lanes`; the losses and the final parameters.
 std::vector<float> Train(int lanes, uint64_t seed, int iterations) {
   auto context = std::make_shared<Context>(Device::kCPU, 0, seed);
   context->set_lanes(lanes);
   Net net(test::ParseNet(kTowersTraining), context);
-  EXPECT_EQ(net.lanes(), 1);
+  if (lanes > 0) {
+    EXPECT_EQ(net.lanes(), lanes);
+  }
   std::vector<float> results;
   for (int i = 0; i < iterations; ++i) {
     test::FillGaussian(net.input_blobs()[0], 0.f, 1.f, seed + i);
@@ -324,7 +395,110 @@ TEST(LanesTest, ANetRunForwardOnlyOnLanesGivesTheInOrderResultsBitForBit) {
   }
 }
 
-TEST(LanesTest, ANetThatRunsBackwardRunsInOrder) { ExpectSameBits(Train(2, 11, 3), Train(1, 11, 3)); }
+TEST(LanesTest, TrainingOnLanesGivesTheInOrderResultsBitForBit) {
+  const std::vector<float> in_order = Train(1, 11, 12);
+  for (int lanes : {2, 3, 0}) {
+    SCOPED_TRACE(lanes);
+    ExpectSameBits(Train(lanes, 11, 12), in_order);
+  }
+}
+
+// The towers net's backward: the loss, the inner product and the concatenation, then each tower's own steps. Its
+// convolutions' weight gradients change with the thread count and run alone; the ReLU's and the pooling's backward
+// are ready together and run on the lanes, so the arranged order puts them before either convolution, which in the
+// plan's reverse order lies between them.
+TEST(LanesTest, BackwardRunsOnLanesWithTheConvolutionsAlone) {
+  auto context = std::make_shared<Context>(Device::kCPU, 0, 3);
+  context->set_lanes(2);
+  Net net(test::ParseNet(kTowersTraining), context);
+  net.Forward();
+  net.Backward();
+  ASSERT_EQ(net.lanes(), 2);
+  const StepLanes& lanes = net.backward_lanes();
+  ASSERT_TRUE(lanes.prepared());
+  const std::vector<StepLanes::WideStretch> wide = lanes.wide_stretches();
+  ASSERT_EQ(wide.size(), 1u) << const_cast<StepLanes&>(lanes).Describe();
+  std::vector<std::string> names;
+  for (int i = wide[0].begin; i < wide[0].end; ++i)
+    names.push_back(net.layer_names()[net.plan()[net.backward_lane_step(i)].layer]);
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"pool_b", "relu_a"}));
+  // Every step of backward is in the order once.
+  const std::vector<int> steps = BackwardSteps(net);
+  std::vector<int> arranged;
+  for (size_t i = 0; i < steps.size(); ++i) arranged.push_back(net.backward_lane_step(static_cast<int>(i)));
+  std::sort(arranged.begin(), arranged.end());
+  std::vector<int> sorted = steps;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(arranged, sorted);
+}
+
+// A solver trains a net with towers of every kind (a convolution with ReLU and Dropout, BatchNorm and Scale in
+// training, pooling) from an LMDB, on `lanes`; its last snapshot's two files.
+std::pair<std::string, std::string> SolveOnLanes(int lanes, const std::string& source, const std::string& prefix) {
+  SolverParameter param;
+  ReadProtoFromText(
+      "base_lr: 0.02 lr_policy: 'fixed' momentum: 0.9 weight_decay: 0.0005 display: 0 max_iter: 12 "
+      "snapshot: 12 random_seed: 9 solver_mode: CPU type: 'Adam'",
+      "solver", &param);
+  ReadProtoFromText(R"(
+    name: 'towers'
+    layer { name: 'data' type: 'Data' top: 'data' top: 'label'
+            data_param { source: ')" +
+                        source + R"(' batch_size: 8 backend: LMDB }
+            transform_param { scale: 0.00390625 mirror: true } }
+    layer { name: 'a' type: 'Convolution' bottom: 'data' top: 'a'
+            convolution_param { num_output: 8 kernel_size: 3 pad: 1 weight_filler { type: 'xavier' } } }
+    layer { name: 'relu_a' type: 'ReLU' bottom: 'a' top: 'a' }
+    layer { name: 'drop_a' type: 'Dropout' bottom: 'a' top: 'a' dropout_param { dropout_ratio: 0.3 } }
+    layer { name: 'b' type: 'Convolution' bottom: 'data' top: 'b'
+            convolution_param { num_output: 8 kernel_size: 1 weight_filler { type: 'xavier' } } }
+    layer { name: 'bn_b' type: 'BatchNorm' bottom: 'b' top: 'b' }
+    layer { name: 'scale_b' type: 'Scale' bottom: 'b' top: 'b' scale_param { bias_term: true } }
+    layer { name: 'relu_b' type: 'ReLU' bottom: 'b' top: 'b' }
+    layer { name: 'pool_c' type: 'Pooling' bottom: 'data' top: 'pool_c'
+            pooling_param { pool: AVE kernel_size: 3 stride: 1 pad: 1 } }
+    layer { name: 'join' type: 'Concat' bottom: 'a' bottom: 'b' bottom: 'pool_c' top: 'joined' }
+    layer { name: 'ip' type: 'InnerProduct' bottom: 'joined' top: 'ip'
+            inner_product_param { num_output: 4 weight_filler { type: 'xavier' } } }
+    layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip' bottom: 'label' top: 'loss' }
+  )",
+                    "net", param.mutable_net_param());
+  param.mutable_net_param()->set_lanes(lanes);
+  param.set_snapshot_prefix(prefix);
+  auto solver = CreateSolver(param);
+  EXPECT_EQ(solver->net()->lanes(), lanes);
+  solver->Solve();
+  if (lanes > 1) {
+    EXPECT_FALSE(solver->net()->backward_lanes().wide_stretches().empty());
+  }
+  // The state names its weights file and records the solver and the net as given (the prefix, the lanes): the rest,
+  // the solver's history, the loss window and every layer's runtime state (data cursors, random streams), must match.
+  SolverState state;
+  ReadSolverStateFile(prefix + "_iter_12.solverstate", &state);
+  EXPECT_EQ(state.train_net().lanes(), lanes);
+  state.clear_learned_net();
+  state.clear_solver();
+  state.clear_train_net();
+  std::string kept;
+  state.SerializeToString(&kept);
+  return {test::FileBytes(prefix + "_iter_12.caffemodel"), kept};
+}
+
+TEST(LanesTest, ASolverOnLanesWritesTheInOrderSnapshotsByteForByte) {
+  test::TempDir dir;
+  const std::string source = dir.file("train_lmdb");
+  test::WriteRandomDatums(source, 40, 8, 8, 4, 17);
+  const auto in_order = SolveOnLanes(1, source, dir.file("in_order"));
+  ASSERT_FALSE(in_order.first.empty());
+  ASSERT_FALSE(in_order.second.empty());
+  for (int lanes : {2, 3}) {
+    SCOPED_TRACE(lanes);
+    const auto on_lanes = SolveOnLanes(lanes, source, dir.file("lanes" + std::to_string(lanes)));
+    EXPECT_TRUE(on_lanes.first == in_order.first) << "the weights differ";
+    EXPECT_TRUE(on_lanes.second == in_order.second) << "the solver states differ";
+  }
+}
 
 TEST(LanesTest, TwoNetsOnOneDeviceAtOnceGiveEachItsSoloResult) {
   const std::vector<float> training_alone = Train(2, 21, 6), inference_alone = Infer(2, 22, 8),
@@ -339,6 +513,32 @@ TEST(LanesTest, TwoNetsOnOneDeviceAtOnceGiveEachItsSoloResult) {
   ExpectSameBits(training, training_alone);
   ExpectSameBits(inference, inference_alone);
   ExpectSameBits(other_inference, other_inference_alone);
+}
+
+// Training GoogLeNet on lanes: the plan made for them keeps the towers' backward steps apart too, and a pass on
+// lanes gives the in-order loss and gradients bit for bit.
+TEST(LanesTest, GoogLeNetTrainsOnLanesAsInOrder) {
+  const auto run = [](int lanes) {
+    const std::unique_ptr<Net> net = TrainingGoogLeNet(lanes);
+    std::vector<float> results;
+    for (int pass = 0; pass < 2; ++pass) {
+      net->ClearParamDiffs();
+      results.push_back(net->Forward());
+      net->Backward();
+      for (Blob* param : net->learnable_params()) {
+        const std::vector<float> gradient = test::DiffOf(*param);
+        results.insert(results.end(), gradient.begin(), gradient.end());
+      }
+    }
+    if (lanes > 1) {
+      EXPECT_TRUE(net->memory_plan()->concurrent);
+      EXPECT_FALSE(net->backward_lanes().wide_stretches().empty());
+      std::printf("[ lanes    ] GoogLeNet b1 training: forward %s; backward %s\n", net->step_lanes().Describe().c_str(),
+                  net->backward_lanes().Describe().c_str());
+    }
+    return results;
+  };
+  ExpectSameBits(run(2), run(1));
 }
 
 TEST(ContextTest, OnesServesSeveralThreadsAtOnceAndKeepsWhatItHandedOut) {

@@ -478,10 +478,14 @@ int Time() {
   const bool backward = !FLAGS_forward_only;
   net->Forward();
   if (backward) net->Backward();
-  // With lanes (net/lanes.hpp) a forward pass is timed whole, each step by the net's step timing; in the automatic
-  // mode the untimed passes go on until every wide stretch has chosen how it runs.
+  // With lanes (net/lanes.hpp) each pass is timed whole, each step by the net's step timing (backward in order under
+  // recompute); in the automatic mode the untimed passes go on until every wide stretch has chosen how it runs.
   const bool on_lanes = net->lanes() > 1;
-  for (int warm = 0; on_lanes && !net->step_lanes().settled() && warm < 50; ++warm) {
+  const bool backward_on_lanes = on_lanes && backward && net->schedule().replays == 0;
+  for (int warm = 0;
+       on_lanes && (!net->step_lanes().settled() || (backward_on_lanes && !net->backward_lanes().settled())) &&
+       warm < 50;
+       ++warm) {
     net->Forward();
     if (backward) net->Backward();
   }
@@ -514,7 +518,11 @@ int Time() {
       continue;
     }
     const auto backward_start = Clock::now();
-    for (size_t e = plan.size(); e < schedule.events.size(); ++e) {
+    if (backward_on_lanes) {
+      net->backward_lanes().set_recording(i + 1 == FLAGS_iterations);
+      net->Backward();
+    }
+    for (size_t e = plan.size(); !backward_on_lanes && e < schedule.events.size(); ++e) {
       const PassEvent& event = schedule.events[e];
       const size_t s = static_cast<size_t>(event.step);
       const bool replay = event.kind == PassEvent::Kind::kReplay;
@@ -536,9 +544,13 @@ int Time() {
   }
   const double total = ms(Clock::now() - start);
   if (on_lanes) {
-    for (size_t s = 0; s < plan.size(); ++s) forward_ms[s] = net->step_times()[s].forward_ms;
+    for (size_t s = 0; s < plan.size(); ++s) {
+      forward_ms[s] = net->step_times()[s].forward_ms;
+      if (backward_on_lanes) backward_ms[s] = net->step_times()[s].backward_ms;
+    }
     net->set_step_timing(false);
     net->step_lanes().set_recording(false);
+    net->backward_lanes().set_recording(false);
   }
   LOG(INFO) << "Engines: ";
   for (size_t s = 0; s < plan.size(); ++s) {
@@ -556,21 +568,27 @@ int Time() {
   // What could run at once (net/step_graph.hpp), as the memory is bound now: the ground for execution lanes.
   LOG(INFO) << "Step graph of the forward pass: " << ForwardStepGraph(*net).Describe(*net);
   LOG(INFO) << "Lanes: " << (on_lanes ? net->step_lanes().Describe() : "1 (every step in order)");
-  if (on_lanes) {
-    // Which steps overlapped: each step of the last timed pass, where it ran (a lane, or alone on all threads) and
-    // when, in milliseconds since the pass began.
+  if (backward_on_lanes) LOG(INFO) << "Lanes of backward: " << net->backward_lanes().Describe();
+  // Which steps overlapped: for each pass on lanes, each step of the last timed pass, where it ran (a lane, or alone
+  // on all threads) and when, in milliseconds since the pass began.
+  for (const bool of_backward : {false, true}) {
+    if (!on_lanes || (of_backward && !backward_on_lanes)) continue;
+    StepLanes& lanes = of_backward ? net->backward_lanes() : net->step_lanes();
+    const char* pass = of_backward ? "backward" : "forward";
+    const auto name_of = [&](int i) -> const std::string& {
+      return net->layer_names()[plan[of_backward ? net->backward_lane_step(i) : net->forward_lane_step(i)].layer];
+    };
     if (net->lanes_automatic()) {
-      LOG(INFO) << "Wide stretches (best of the timed passes: in order, on lanes):";
-      for (const StepLanes::WideStretch& wide : net->step_lanes().wide_stretches())
-        LOG(INFO) << "  " << net->layer_names()[plan[wide.begin].layer] << " .. "
-                  << net->layer_names()[plan[wide.end - 1].layer] << " (" << wide.end - wide.begin
+      LOG(INFO) << "Wide stretches of " << pass << " (best of the timed passes: in order, on lanes):";
+      for (const StepLanes::WideStretch& wide : lanes.wide_stretches())
+        LOG(INFO) << "  " << name_of(wide.begin) << " .. " << name_of(wide.end - 1) << " (" << wide.end - wide.begin
                   << " steps): " << wide.in_order_ms << " ms, " << wide.lanes_ms
                   << " ms: " << (wide.on_lanes ? "lanes" : "in order");
     }
-    LOG(INFO) << "Steps of the last timed pass (lane, start - end ms):";
-    for (const LaneRecord& record : net->step_lanes().record()) {
+    LOG(INFO) << "Steps of the last timed " << pass << " pass (lane, start - end ms):";
+    for (const LaneRecord& record : lanes.record()) {
       std::ostringstream line;
-      line << std::setw(10) << net->layer_names()[plan[record.step].layer] << "	"
+      line << std::setw(10) << name_of(record.step) << "	"
            << (record.lane < 0 ? std::string("alone") : "lane " + std::to_string(record.lane)) << "	" << std::fixed
            << std::setprecision(3) << record.start_ms << " - " << record.end_ms;
       LOG(INFO) << line.str();

@@ -52,6 +52,7 @@ class ScaleLayer : public Layer {
   int ExactNumTopBlobs() const override { return 1; }
   bool AllowsInPlace() const override { return true; }
   bool BackwardReadsTop(int) const override { return false; }  // the input (and the scale bottom) only
+  bool ThreadCountChangesPass(bool) const override { return false; }  // each thread sums whole channels
   bool ReadsLayout(int bottom, Layout layout) const override {
     return layout == Layout::kPlain || (bottom == 0 && per_channel_);
   }

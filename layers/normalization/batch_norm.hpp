@@ -134,6 +134,8 @@ class BatchNormLayer : public Layer {
   const Blob* KeptTop(int) const override { return normalized_; }
   // Training moves the running statistics (a replay puts them back: updated once per iteration).
   bool ForwardUpdatesParams() const override { return !use_global_stats_; }
+  // Its blobs are statistics, not learned (no gradient), and each thread sums whole channels.
+  bool ThreadCountChangesPass(bool) const override { return false; }
   // With the stored statistics: scale 1 / sqrt(var + eps) and shift -mean / sqrt(var + eps) per channel.
   bool ChannelAffine(int channels, std::vector<float>* scale, std::vector<float>* shift) const override;
 

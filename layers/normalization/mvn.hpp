@@ -81,6 +81,8 @@ class MVNLayer : public Layer {
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
   bool BackwardReadsTop(int) const override { return false; }  // the input only
+  // Its means are matrix-vector products.
+  bool ThreadCountChangesPass(bool backward) const override { return backward; }
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
 
  protected:

@@ -32,6 +32,8 @@ class OneDnnBatchNormLayer : public BatchNormLayer {
   bool ReadsLayout(int, Layout) const override { return true; }
   Layout OffersLayout(int, const std::vector<Layout>& bottom_layouts) const override { return bottom_layouts[0]; }
   bool BackwardReadsBottom(int) const override { return true; }  // oneDNN's backward takes the input
+  // oneDNN splits its sums over the threads: the gradients, and in training the batch's statistics.
+  bool ThreadCountChangesPass(bool backward) const override { return backward || !use_global_stats_; }
   // In place it reads the normalized values it kept, in any layout.
   bool BackwardReadsInPlace(int) const override { return false; }
   // Its normalized values: on a plain bottom (the native loops), or in place.

@@ -375,6 +375,10 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
   primitives_ = std::move(p);
 }
 
+bool OneDnnConvolutionLayer::ThreadCountChangesPass(bool backward) const {
+  return backward || implementation().find("wino") != std::string::npos;
+}
+
 std::string OneDnnConvolutionLayer::implementation() const {
   return primitives_ ? primitives_->forward.impl_info_str() : "";
 }

@@ -50,6 +50,11 @@ class OneDnnConvolutionLayer : public BaseConvolutionLayer {
   // Its fused sum is a post-op adding to the output: the output may lie in the summand's memory.
   bool SumsIntoSummandMemory() const override { return fused_sum(); }
 
+  // Backward: the weights' gradient sums over the batch and the positions, split over the threads. Forward:
+  // Winograd's kernels split their sums too (on one thread they gave other bits than on two, where the direct
+  // kernels, which split their outputs, give the same).
+  bool ThreadCountChangesPass(bool backward) const override;
+
   // oneDNN's name for the forward kernel it chose (Winograd's: "jit_fp32_wino_2x3:avx512_core", say), for tests and
   // diagnostics; "" before the first Reshape.
   std::string implementation() const;

@@ -84,25 +84,8 @@ NetLifetimes ComputeLifetimes(const Net& net, const PassSchedule& schedule) {
   const auto backward = [&](int s, int position) {
     const PlanStep& step = plan[s];
     if (!step.needs_backward) return;
-    const Layer& layer = *net.layers()[step.layer];
-    // In place, top and bottom are one blob (holding the top), touched where the layer reads it: a layer that
-    // keeps a copy of its input reads the copy.
-    const auto in_place = [&](size_t i) {
-      return i < step.tops.size() && i < step.bottoms.size() && step.bottoms[i] == step.tops[i];
-    };
-    for (size_t t = 0; t < step.tops.size(); ++t) {
-      touches.Touch(net, step.tops[t], true, position, kRead);
-      const int index = static_cast<int>(t);
-      if (in_place(t) ? layer.BackwardReadsInPlace(index) : layer.BackwardReadsTop(index))
-        touches.Touch(net, step.tops[t], false, position, kRead);
-    }
-    for (size_t b = 0; b < step.bottoms.size(); ++b)
-      if (!in_place(b) && layer.BackwardReadsBottom(static_cast<int>(b)))
-        touches.Touch(net, step.bottoms[b], false, position, kRead);
-    for (int id : step.internals) touches.Touch(net, id, false, position, kRead);
-    for (size_t b = 0; b < step.bottoms.size(); ++b)
-      if (b < step.propagate_down.size() && step.propagate_down[b])
-        touches.Touch(net, step.bottoms[b], true, position, kWrite);
+    ForEachBackwardTouch(net, step,
+                         [&](int id, bool gradient, bool write) { touches.Touch(net, id, gradient, position, write); });
   };
   const int forward_end = std::min(steps, result.positions) - 1;
   for (int position = 0; position < result.positions; ++position) {
@@ -149,19 +132,37 @@ void PassOrder::AddEdge(int from, int to) {
   edges_.emplace_back(from, to);
 }
 
+void PassOrder::AddBarrier(int at) {
+  if (at > 0 && at < positions_) barriers_.push_back(at);
+}
+
 void PassOrder::Close() {
   std::sort(edges_.begin(), edges_.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
-  // Edges point forward in position, so one sweep in order of the later end sees each predecessor complete.
-  for (const auto& [from, to] : edges_) {
-    uint64_t* into = &before_[static_cast<size_t>(to) * words_];
-    const uint64_t* from_before = &before_[static_cast<size_t>(from) * words_];
-    for (size_t w = 0; w < words_; ++w) into[w] |= from_before[w];
-    into[from / 64] |= uint64_t{1} << (from % 64);
+  std::sort(barriers_.begin(), barriers_.end());
+  // Edges point forward in position, so a sweep in order of position sees each predecessor complete: a position
+  // comes after everything before the last barrier at or before it, and after each edge's source and what that
+  // comes after.
+  size_t edge = 0, barrier = 0;
+  int fence = 0;  // every position before it comes before this one
+  for (int q = 0; q < positions_; ++q) {
+    uint64_t* into = &before_[static_cast<size_t>(q) * words_];
+    while (barrier < barriers_.size() && barriers_[barrier] <= q) fence = barriers_[barrier++];
+    for (int p = 0; p < fence; p += 64) {
+      const int bits = std::min(64, fence - p);
+      into[p / 64] |= bits == 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1;
+    }
+    for (; edge < edges_.size() && edges_[edge].second == q; ++edge) {
+      const int from = edges_[edge].first;
+      const uint64_t* from_before = &before_[static_cast<size_t>(from) * words_];
+      for (size_t w = 0; w < words_; ++w) into[w] |= from_before[w];
+      into[from / 64] |= uint64_t{1} << (from % 64);
+    }
   }
   for (int q = 0; q < positions_; ++q)
     for (int p = 0; p < q; ++p)
       if (Before(p, q)) after_[static_cast<size_t>(p) * words_ + q / 64] |= uint64_t{1} << (q % 64);
   edges_.clear();
+  barriers_.clear();
 }
 
 bool PassOrder::Before(int p, int q) const {
@@ -181,15 +182,11 @@ void PassOrder::AddUnorderedWith(int p, std::vector<uint64_t>* bits) const {
   }
 }
 
-PassOrder ComputePassOrder(const Net& net, const PassSchedule& schedule, const NetLifetimes& lifetimes,
-                           int in_order_from) {
+PassOrder ComputePassOrder(const Net& net, const PassSchedule& schedule, const NetLifetimes& lifetimes) {
   PassOrder order(lifetimes.positions);
-  // The events from `in_order_from` on run one after another, once all before them have run.
-  if (in_order_from >= 0 && in_order_from < lifetimes.positions) {
-    for (int position = 0; position < in_order_from; ++position) order.AddEdge(position, in_order_from);
-    for (int position = in_order_from + 1; position < lifetimes.positions; ++position)
-      order.AddEdge(position - 1, position);
-  }
+  const std::vector<PlanStep>& plan = net.plan();
+  // Backward (and a recompute pass's replays) begins once forward has ended: they are two calls.
+  order.AddBarrier(static_cast<int>(plan.size()));
   // One buffer: a write comes before every later touch, a read before every later write (the closure gives the
   // rest). Touches at one position are one event's.
   for (const BufferLifetime& buffer : lifetimes.buffers) {
@@ -211,7 +208,6 @@ PassOrder ComputePassOrder(const Net& net, const PassSchedule& schedule, const N
   // What the lifetimes leave out: parameters' gradients (backward accumulates into them: shared parameters' steps one
   // after another), parameters a forward writes (BatchNorm's statistics), and steps with effects beyond their blobs.
   std::map<const void*, int> last_at;
-  const std::vector<PlanStep>& plan = net.plan();
   for (int position = 0; position < lifetimes.positions && position < static_cast<int>(schedule.events.size());
        ++position) {
     const PassEvent& event = schedule.events[position];
@@ -234,6 +230,27 @@ PassOrder ComputePassOrder(const Net& net, const PassSchedule& schedule, const N
   }
   order.Close();
   return order;
+}
+
+void ForEachBackwardTouch(const Net& net, const PlanStep& step,
+                          const std::function<void(int id, bool gradient, bool write)>& touch) {
+  const Layer& layer = *net.layers()[step.layer];
+  // In place, top and bottom are one blob (holding the top), touched where the layer reads it: a layer that keeps a
+  // copy of its input reads the copy.
+  const auto in_place = [&](size_t i) {
+    return i < step.tops.size() && i < step.bottoms.size() && step.bottoms[i] == step.tops[i];
+  };
+  for (size_t t = 0; t < step.tops.size(); ++t) {
+    touch(step.tops[t], true, false);
+    const int index = static_cast<int>(t);
+    if (in_place(t) ? layer.BackwardReadsInPlace(index) : layer.BackwardReadsTop(index))
+      touch(step.tops[t], false, false);
+  }
+  for (size_t b = 0; b < step.bottoms.size(); ++b)
+    if (!in_place(b) && layer.BackwardReadsBottom(static_cast<int>(b))) touch(step.bottoms[b], false, false);
+  for (int id : step.internals) touch(id, false, false);
+  for (size_t b = 0; b < step.bottoms.size(); ++b)
+    if (b < step.propagate_down.size() && step.propagate_down[b]) touch(step.bottoms[b], true, true);
 }
 
 bool StepHasOutsideEffects(const Layer& layer, const PlanStep& step) {

@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -76,7 +77,9 @@ class PassOrder {
   PassOrder() = default;
   explicit PassOrder(int positions);
   void AddEdge(int from, int to);
-  // Takes the closure of the edges added (call once, after the last AddEdge).
+  // Every position before `at` comes before every position from `at` on (the end of forward).
+  void AddBarrier(int at);
+  // Takes the closure of the edges and barriers added (call once, after the last).
   void Close();
   int positions() const { return positions_; }
   // Whether p comes before q (p < q and a chain of edges leads from p to q).
@@ -90,11 +93,18 @@ class PassOrder {
   size_t words_ = 0;
   std::vector<uint64_t> before_, after_;  // per position, a bitset of positions before it / after it
   std::vector<std::pair<int, int>> edges_;
+  std::vector<int> barriers_;
 };
-// Events from position `in_order_from` on (-1: none) run one after another once every earlier event has run (backward
-// runs in order today: only forward steps run on lanes).
-PassOrder ComputePassOrder(const Net& net, const PassSchedule& schedule, const NetLifetimes& lifetimes,
-                           int in_order_from = -1);
+// Besides the chains above, backward begins once forward has ended (a barrier). (A step that runs alone on all the
+// threads, Layer::ThreadCountChangesPass, runs beside no other, but in any order its chains allow.)
+PassOrder ComputePassOrder(const Net& net, const PassSchedule& schedule, const NetLifetimes& lifetimes);
+
+// What the backward of `step` touches among the net's blobs, as the lifetimes above take it: `touch(blob, gradient,
+// write)` for its tops' gradients and the data its layer declares its backward reads (read), its internal blobs
+// (read), and the gradients of the bottoms it propagates to (written). The step graph adds the parameters and the
+// workspace (net/step_graph.hpp).
+void ForEachBackwardTouch(const Net& net, const PlanStep& step,
+                          const std::function<void(int id, bool gradient, bool write)>& touch);
 
 // A step whose layer has effects beyond the blobs it reads and writes: a source of data (its reader's queue and
 // position), a Python layer (the interpreter, and whatever the user's code keeps). Such steps run one at a time, in

@@ -95,8 +95,7 @@ MemoryPlan ComputeMemoryPlan(const Net& net, const MemoryPlanOptions& options) {
   const int n = static_cast<int>(plan.buffers.size());
   // With lanes, which events may run at once: bytes are shared only between buffers whose touches are all ordered.
   PassOrder order;
-  // Only forward runs on lanes: backward's events stay in order.
-  if (options.concurrent) order = ComputePassOrder(net, plan.schedule, lifetimes, steps);
+  if (options.concurrent) order = ComputePassOrder(net, plan.schedule, lifetimes);
   plan.concurrent = options.concurrent;
 
   // In place: at a step whose layer allows it, top i takes the memory of bottom i when this step is the last to

@@ -381,7 +381,7 @@ int Net::ShareKeptInputs(bool share) {
 }
 
 void Net::BindMemoryPlan() {
-  step_lanes_.Invalidate();
+  InvalidateLanes();
   // Layers drop what they would save only for a backward pass that will not run, and every step takes the shapes
   // and storage it has now, before the buffers are planned.
   TellLayersBackwardPlanned(plan_with_backward_);
@@ -482,7 +482,7 @@ PassSchedule Net::schedule() const {
 
 void Net::ReleaseMemoryPlan(bool keep_values, bool reshape) {
   if (!memory_plan_) return;
-  step_lanes_.Invalidate();
+  InvalidateLanes();
   const Device device = context_->device();
   for (const PlannedBuffer& buffer : memory_plan_->buffers) {
     Blob& owner = *blobs_[buffer.owner];
@@ -636,7 +636,7 @@ void Net::CollectParams() {
 }
 
 void Net::DeriveStepTables() {
-  step_lanes_.Invalidate();
+  InvalidateLanes();
   // Inputs: the tops of the steps whose layers feed the net from outside (Input, data layers).
   input_blobs_.clear();
   for (const PlanStep& step : plan_)
@@ -719,7 +719,7 @@ void Net::ReshapeStep(size_t step) {
   // storage, a plan let go or a workspace that moved make it again.
   bool moved = false;
   for (size_t b = 0; b < s.bottoms.size() && !moved; ++b) moved = !s.reshaped_for[b].Matches(*blobs_[s.bottoms[b]]);
-  if (moved || layer->ReshapesOnData()) step_lanes_.Invalidate();
+  if (moved || layer->ReshapesOnData()) InvalidateLanes();
   if (memory_plan_) {
     // A shape that changes in the middle of a pass (a data layer's tops) would need a larger arena there: the
     // net goes on without a plan, keeping the values written so far.
@@ -749,14 +749,14 @@ void Net::ReshapeStep(size_t step) {
                                     ? &layer_workspaces_[s.layer]
                                     : nullptr;
   if (slot != nullptr && layer->workspace_floats() > static_cast<size_t>((*slot)->count())) {
-    step_lanes_.Invalidate();
+    InvalidateLanes();
     slot->reset();
     slot = nullptr;
     layer->set_workspace(workspace_);
   }
   if (slot == nullptr && layer->workspace_floats() > static_cast<size_t>(workspace_->count())) {
     workspace_->Reshape({static_cast<int>(layer->workspace_floats())});
-    step_lanes_.Invalidate();  // the shared workspace has new storage
+    InvalidateLanes();  // the shared workspace has new storage
   }
 }
 
@@ -863,8 +863,10 @@ void Net::BackwardStep(size_t step) {
                                  << " (debug_info checks every step)";
     }
   }
-  if (gradient_ready_)
+  if (gradient_ready_ && !params_ready_after_[step].empty()) {
+    std::lock_guard<std::mutex> lock(gradient_ready_mutex_);
     for (int param : params_ready_after_[step]) gradient_ready_(param);
+  }
 }
 
 float Net::Forward() {
@@ -875,32 +877,44 @@ float Net::Forward() {
   return loss;
 }
 
+void Net::MakeStepStorage(bool gradients) {
+  // Storage is made on first use (SyncedMemory): two lanes making the arena at once would each make one. Every
+  // storage the steps use is made before any lane runs (storage that moves later makes the graphs again).
+  for (const PlanStep& s : plan_) {
+    const Layer& layer = *layers_[s.layer];
+    for (const std::vector<int>* ids : {&s.bottoms, &s.tops, &s.internals})
+      for (int id : *ids) {
+        if (blobs_[id]->count() == 0) continue;
+        blobs_[id]->cpu_data();
+        if (gradients) blobs_[id]->cpu_diff();
+      }
+    for (size_t t = 0; t < s.tops.size(); ++t)
+      if (layer.loss(static_cast<int>(t)) != 0.f && blobs_[s.tops[t]]->count() > 0) blobs_[s.tops[t]]->cpu_diff();
+    for (const auto& param : layer.params()) {
+      if (param->count() == 0) continue;
+      param->cpu_data();
+      if (gradients) param->cpu_diff();
+    }
+    const Blob* workspace = layer.workspace_blob();
+    if (workspace != nullptr && workspace->count() > 0) workspace->cpu_data();
+  }
+}
+
 float Net::ForwardOnLanes() {
   ReshapeSteps(/*every=*/false);
   if (!step_lanes_.prepared()) {
-    // Storage is made on first use (SyncedMemory): two lanes making the arena at once would each make one. Every
-    // storage the steps use is made here, before any lane runs (storage that moves later makes the graph again).
-    for (const PlanStep& s : plan_) {
-      const Layer& layer = *layers_[s.layer];
-      for (const std::vector<int>* ids : {&s.bottoms, &s.tops, &s.internals})
-        for (int id : *ids)
-          if (blobs_[id]->count() > 0) blobs_[id]->cpu_data();
-      for (size_t t = 0; t < s.tops.size(); ++t)
-        if (layer.loss(static_cast<int>(t)) != 0.f && blobs_[s.tops[t]]->count() > 0) blobs_[s.tops[t]]->cpu_diff();
-      for (const auto& param : layer.params())
-        if (param->count() > 0) param->cpu_data();
-      const Blob* workspace = layer.workspace_blob();
-      if (workspace != nullptr && workspace->count() > 0) workspace->cpu_data();
-    }
-    step_lanes_.Prepare(ForwardStepGraph(*this));
+    MakeStepStorage(/*gradients=*/false);
+    step_lanes_.Prepare(ArrangeForLanes(ForwardStepAccess(*this), &forward_steps_));
   }
   std::vector<float> losses(plan_.size(), 0.f);
-  const std::vector<int> left = step_lanes_.Run([&](int step) {
+  const std::vector<int> left = step_lanes_.Run([&](int i) {
+    const int step = forward_steps_[i];
     if (StepNeedsReshape(step)) return false;
     losses[step] = RunForwardStep(step);
     return true;
   });
-  for (int step : left) losses[step] = ForwardStep(step);
+  // The lanes' order keeps every edge: the rest runs in it.
+  for (int i : left) losses[forward_steps_[i]] = ForwardStep(forward_steps_[i]);
   // The loss in the plan's order, as Forward sums it.
   float loss = 0.f;
   for (float step_loss : losses) loss += step_loss;
@@ -917,12 +931,12 @@ void Net::ChooseLanes(int requested) {
   }
   const int threads = OpenMpThreadCount();
   lanes_automatic_ = requested == 0 && refusal.empty() && threads >= 2 && threads <= 4;
-  // (A net that runs backward runs in order whatever it asked for: lanes().)
   lanes_ = !refusal.empty() ? 1 : requested > 0 ? requested : lanes_automatic_ ? threads : 1;
   if (requested > 1 && !refusal.empty())
     LOG(INFO) << "Net '" << name_ << "' runs its steps in order (" << refusal << "), not on " << requested << " lanes";
   step_lanes_.Configure(lanes_, lanes_automatic_);
-  step_lanes_.Invalidate();
+  backward_lanes_.Configure(lanes_, lanes_automatic_);
+  InvalidateLanes();
 }
 
 void Net::set_lanes(int lanes) {
@@ -931,8 +945,33 @@ void Net::set_lanes(int lanes) {
   if (plan_memory_) PlanMemory(plan_with_backward_);
 }
 
+void Net::BackwardOnLanes() {
+  if (!backward_lanes_.prepared()) {
+    MakeStepStorage(/*gradients=*/true);
+    const std::vector<int> steps = BackwardSteps(*this);
+    std::vector<int> order;
+    backward_lanes_.Prepare(ArrangeForLanes(BackwardStepAccess(*this), &order));
+    backward_steps_.clear();
+    for (int i : order) backward_steps_.push_back(steps[i]);
+  }
+  const std::vector<int> left = backward_lanes_.Run([&](int i) {
+    BackwardStep(backward_steps_[i]);
+    return true;
+  });
+  CREMA_CHECK(left.empty()) << "net '" << name_ << "': " << left.size() << " steps of backward did not run";
+  // Gradient hooks of steps that run no backward (a parameter no step with a gradient uses) fire at the end.
+  if (gradient_ready_) {
+    for (size_t step = plan_.size(); step-- > 0;) {
+      if (plan_[step].needs_backward) continue;
+      for (int param : params_ready_after_[step]) gradient_ready_(param);
+    }
+  }
+}
+
 void Net::Backward() {
-  if (schedule_.replays > 0) {
+  if (lanes_ > 1 && schedule_.replays == 0) {
+    BackwardOnLanes();
+  } else if (schedule_.replays > 0) {
     for (size_t e = plan_.size(); e < schedule_.events.size(); ++e) {
       const PassEvent& event = schedule_.events[e];
       if (event.kind == PassEvent::Kind::kReplay) {

@@ -34,6 +34,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
@@ -114,21 +115,25 @@ class Net {
   void Reshape();
   // Runs one step of the plan (tools that time or inspect single steps use these).
   float ForwardStep(size_t step);
-  // Execution lanes (net/lanes.hpp): how many steps of the forward pass may run at once (1: in order). Chosen when
-  // the net is built: the context's (--lanes), else the net's `lanes` field, else automatic (up to four where there
-  // are two to four OpenMP threads, each wide stretch timed both ways); always 1 on a GPU (lanes of streams are not
-  // built yet), under debug_info (its lines follow the plan's order), in nets with a Python layer (the
-  // interpreter) or a layer whose tops' shapes follow its bottoms' values, and in a net planned for backward
-  // (training: backward's kernels sum in an order that follows their threads, so a step's gradients on a lane's one
-  // thread would differ from in order; only nets that run forward alone, PlanMemory(false), run on lanes). With lanes
-  // the memory plan shares bytes only between buffers whose uses are ordered whatever runs at once
-  // (MemoryPlanOptions::concurrent).
-  int lanes() const { return plan_with_backward_ ? 1 : lanes_; }
+  // Execution lanes (net/lanes.hpp): how many steps of a pass may run at once (1: in order). Chosen when the net is
+  // built: the context's (--lanes), else the net's `lanes` field, else automatic (up to four where there are two
+  // to four OpenMP threads, each wide stretch timed both ways); always 1 on a GPU (lanes of streams are not built
+  // yet), under debug_info (its lines follow the plan's order), and in nets with a Python layer (the interpreter) or
+  // a layer whose tops' shapes follow its bottoms' values. Forward and backward both run on lanes (backward in
+  // order under recompute, whose replays interleave with it); a step whose results change with the thread count
+  // (Layer::ThreadCountChangesPass: oneDNN's weight gradients) runs alone on all the threads, so the results are
+  // the in-order ones bit for bit. With lanes the memory plan shares bytes only between buffers whose uses are
+  // ordered whatever runs at once (MemoryPlanOptions::concurrent).
+  int lanes() const { return lanes_; }
   bool lanes_automatic() const { return lanes_automatic_; }
   // Sets the lanes (0: automatic, as when built) and plans the memory again for them.
   void set_lanes(int lanes);
-  // The lanes' runner: what ran at once in the last recorded pass (crema time records one).
+  // The lanes' runners, forward and backward: what ran at once in the last recorded pass (crema time records one).
   StepLanes& step_lanes() { return step_lanes_; }
+  StepLanes& backward_lanes() { return backward_lanes_; }
+  // The plan step that lane step i of each pass runs (the lanes' order: ArrangeForLanes).
+  int forward_lane_step(int i) const { return forward_steps_[i]; }
+  int backward_lane_step(int i) const { return backward_steps_[i]; }
   void BackwardStep(size_t step);
   // Wall time of each step while on (the training monitor samples an iteration so): the milliseconds of its forward
   // and of its backward (replays under recompute included), summed since timing was turned on. On a GPU each
@@ -361,6 +366,16 @@ class Net {
   // Forward on the lanes: reshapes every step first, then runs the steps through step_lanes_; a step whose bottoms
   // changed shape mid-pass (a data layer's new batch shape) stops the lanes and the rest runs in order.
   float ForwardOnLanes();
+  // Backward on the lanes (not under recompute): every step that runs backward, through backward_lanes_.
+  void BackwardOnLanes();
+  // Makes every storage the steps touch (SyncedMemory makes it on first use: two lanes must not both make one): the
+  // data, and with `gradients` the gradients too.
+  void MakeStepStorage(bool gradients);
+  // The lanes' graphs no longer hold (memory or shapes moved): both are made again before their next pass.
+  void InvalidateLanes() {
+    step_lanes_.Invalidate();
+    backward_lanes_.Invalidate();
+  }
   // The lanes this net runs with, from the request (0: automatic) and what the net holds.
   void ChooseLanes(int requested);
   std::vector<Blob*> Blobs(const std::vector<int>& ids) const;
@@ -463,6 +478,9 @@ class Net {
   bool lanes_automatic_ = false;
   int lanes_requested_ = 0;  // the net's field, or 0
   StepLanes step_lanes_;     // prepared over the forward step graph; invalidated whenever memory or shapes move
+  StepLanes backward_lanes_;                         // over the backward step graph, likewise
+  std::vector<int> forward_steps_, backward_steps_;  // the plan step of each lane step, per pass
+  std::mutex gradient_ready_mutex_;  // gradient hooks fire one at a time, from whichever lane finished the step
 };
 
 // The net definition in `path`: a prototxt, or the one a .caffemodel carries beside its weights (crema's and

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <set>
 #include <sstream>
 
 #include "net/lifetimes.hpp"
@@ -59,12 +60,65 @@ std::vector<StepAccess> ForwardStepAccess(const Net& net) {
       writes.push_back(
           {workspace->data().get(), workspace->data_offset(), workspace->data_offset() + layer.workspace_floats()});
     access[s].outside_effects = StepHasOutsideEffects(layer, step);
+    access[s].alone = layer.ThreadCountChangesPass(/*backward=*/false);
   }
   return access;
 }
 
-StepGraph ForwardStepGraph(const Net& net) {
-  const std::vector<StepAccess> access = ForwardStepAccess(net);
+std::vector<int> BackwardSteps(const Net& net) {
+  std::vector<int> steps;
+  for (size_t s = net.plan().size(); s-- > 0;)
+    if (net.plan()[s].needs_backward) steps.push_back(static_cast<int>(s));
+  return steps;
+}
+
+std::vector<StepAccess> BackwardStepAccess(const Net& net) {
+  const std::vector<PlanStep>& plan = net.plan();
+  const auto& blobs = net.blobs();
+  const std::vector<int> steps = BackwardSteps(net);
+  std::vector<StepAccess> access(steps.size());
+  const auto add_diff = [](const Blob& blob, std::vector<Range>* ranges) {
+    if (!blob.diff() || blob.count() == 0) return;
+    ranges->push_back({blob.diff().get(), blob.diff_offset(), blob.diff_offset() + static_cast<size_t>(blob.count())});
+  };
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const PlanStep& step = plan[steps[i]];
+    const Layer& layer = *net.layers()[step.layer];
+    std::vector<Range>& reads = access[i].reads;
+    std::vector<Range>& writes = access[i].writes;
+    ForEachBackwardTouch(net, step, [&](int id, bool gradient, bool write) {
+      const Blob& blob = *blobs[id];
+      std::vector<Range>* ranges = write ? &writes : &reads;
+      if (gradient) {
+        add_diff(blob, ranges);
+      } else {
+        AddData(blob, ranges);
+      }
+    });
+    // Parameters: read; their gradients accumulate (read and written).
+    for (const auto& param : layer.params()) {
+      AddData(*param, &reads);
+      add_diff(*param, &reads);
+      add_diff(*param, &writes);
+    }
+    // Internal blobs: read, and maybe written (scratch), values and gradients alike.
+    for (int k : step.internals) {
+      for (std::vector<Range>* ranges : {&reads, &writes}) {
+        AddData(*blobs[k], ranges);
+        add_diff(*blobs[k], ranges);
+      }
+    }
+    const Blob* workspace = layer.workspace_blob();
+    if (layer.workspace_floats() > 0 && workspace != nullptr && workspace->data())
+      writes.push_back(
+          {workspace->data().get(), workspace->data_offset(), workspace->data_offset() + layer.workspace_floats()});
+    access[i].outside_effects = std::strcmp(layer.type(), "Python") == 0;
+    access[i].alone = layer.ThreadCountChangesPass(/*backward=*/true);
+  }
+  return access;
+}
+
+StepGraph StepGraphOf(const std::vector<StepAccess>& access) {
   const size_t n = access.size();
   StepGraph graph;
   graph.waits_for.resize(n);
@@ -72,8 +126,9 @@ StepGraph ForwardStepGraph(const Net& net) {
   for (size_t b = 0; b < n; ++b) {
     for (size_t a = 0; a < b; ++a) {
       const bool conflict =
-          (access[a].outside_effects && access[b].outside_effects) || AnyOverlap(access[a].writes, access[b].reads) ||
-          AnyOverlap(access[a].reads, access[b].writes) || AnyOverlap(access[a].writes, access[b].writes);
+          access[a].alone || access[b].alone || (access[a].outside_effects && access[b].outside_effects) ||
+          AnyOverlap(access[a].writes, access[b].reads) || AnyOverlap(access[a].reads, access[b].writes) ||
+          AnyOverlap(access[a].writes, access[b].writes);
       if (!conflict) continue;
       graph.waits_for[b].push_back(static_cast<int>(a));
       graph.depth[b] = std::max(graph.depth[b], graph.depth[a] + 1);
@@ -81,6 +136,42 @@ StepGraph ForwardStepGraph(const Net& net) {
   }
   return graph;
 }
+
+StepGraph ArrangeForLanes(const std::vector<StepAccess>& access, std::vector<int>* order) {
+  const size_t n = access.size();
+  // What waits for what, leaving aside which steps run alone (that is about threads, not order).
+  std::vector<StepAccess> unconstrained = access;
+  for (StepAccess& step : unconstrained) step.alone = false;
+  const StepGraph free = StepGraphOf(unconstrained);
+  std::vector<int> waiting(n, 0);
+  std::vector<std::vector<int>> released(n);
+  for (size_t s = 0; s < n; ++s) {
+    waiting[s] = static_cast<int>(free.waits_for[s].size());
+    for (int before : free.waits_for[s]) released[before].push_back(static_cast<int>(s));
+  }
+  // Ready steps that run on lanes first, each time the earliest; a step that runs alone only when none is ready.
+  std::set<int> ready_lane, ready_alone;
+  const auto make_ready = [&](int s) { (access[s].alone ? ready_alone : ready_lane).insert(s); };
+  for (size_t s = 0; s < n; ++s)
+    if (waiting[s] == 0) make_ready(static_cast<int>(s));
+  order->clear();
+  while (!ready_lane.empty() || !ready_alone.empty()) {
+    std::set<int>& from = ready_lane.empty() ? ready_alone : ready_lane;
+    const int s = *from.begin();
+    from.erase(from.begin());
+    order->push_back(s);
+    for (int later : released[s])
+      if (--waiting[later] == 0) make_ready(later);
+  }
+  std::vector<StepAccess> arranged;
+  arranged.reserve(n);
+  for (int s : *order) arranged.push_back(access[s]);
+  return StepGraphOf(arranged);
+}
+
+StepGraph ForwardStepGraph(const Net& net) { return StepGraphOf(ForwardStepAccess(net)); }
+
+StepGraph BackwardStepGraph(const Net& net) { return StepGraphOf(BackwardStepAccess(net)); }
 
 int StepGraph::Width() const {
   std::vector<int> at_depth;

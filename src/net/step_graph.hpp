@@ -1,6 +1,6 @@
-// The step graph: which steps of a forward pass must run before which, from the memory each step reads and writes.
-// It is what execution lanes (several steps at once: GoogLeNet's inception towers, a Siamese net's two towers)
-// start from; nothing here runs steps yet.
+// The step graph: which steps of a pass (forward, or backward) must run before which, from the memory each step
+// reads and writes. It is what execution lanes (several steps at once: GoogLeNet's inception towers, a Siamese
+// net's two towers) start from (net/lanes.hpp).
 //
 // Memory, not blob names: under a memory plan two blobs may share bytes of the arena (their lifetimes did not
 // overlap in the sequential order), a view (Flatten, Split's copies, Reshape) shares its bottom's storage, an
@@ -11,8 +11,10 @@
 //   - a reads what b writes (b must not overwrite a's input before a read it), or
 //   - both write the same bytes (the later value must be the one left);
 // a step whose layer has effects beyond its blobs (a data layer's queue, a Python layer's interpreter, a random
-// stream shared by the context) waits for every earlier step of that kind. Running the steps in any order that
-// keeps these edges gives the sequential results bit for bit, since every step still sees exactly the bytes it saw.
+// stream shared by the context) waits for every earlier step of that kind, and a step whose results change with
+// the thread count (Layer::ThreadCountChangesPass) waits for every earlier step and every later one waits for it
+// (it runs alone on all the threads). Running the steps in any order that keeps these edges gives the sequential
+// results bit for bit, since every step still sees exactly the bytes it saw and computes them as it did.
 #pragma once
 
 #include <string>
@@ -46,6 +48,7 @@ struct StepRange {
 struct StepAccess {
   std::vector<StepRange> reads, writes;
   bool outside_effects = false;  // a data source or a Python layer (StepHasOutsideEffects)
+  bool alone = false;            // its results change with the thread count: ordered with every other step
 };
 // Per step of `net`'s forward pass, what it reads and writes as its memory is bound now: the ground the graph is made
 // from (tests check that a step writes nothing else).
@@ -54,5 +57,28 @@ std::vector<StepAccess> ForwardStepAccess(const Net& net);
 // The graph of `net`'s forward pass as its memory is bound now (memory plan, layouts, workspaces): rebuild it after
 // anything rebinds the memory.
 StepGraph ForwardStepGraph(const Net& net);
+
+// Backward: the steps that run backward (PlanStep::needs_backward), in the order backward runs them (the plan's,
+// reversed); step i of the backward graph and of BackwardStepAccess is plan step BackwardSteps(net)[i]. A backward
+// reads its tops' gradients, the data its layer declares it reads (Layer::BackwardReadsBottom / BackwardReadsTop /
+// BackwardReadsInPlace, as the memory plan's lifetimes), its parameters and internal blobs, and writes the
+// gradients of the bottoms it propagates to, its parameters' gradients (which accumulate: shared parameters'
+// steps run one after another), its internal blobs and its workspace. A Python layer's backward runs the
+// interpreter (outside effects).
+std::vector<int> BackwardSteps(const Net& net);
+std::vector<StepAccess> BackwardStepAccess(const Net& net);
+StepGraph BackwardStepGraph(const Net& net);
+
+// The graph of steps with these reads and writes, in this order (both passes use it).
+StepGraph StepGraphOf(const std::vector<StepAccess>& access);
+
+// The order execution lanes run a pass in: `order` lists the steps of `access` (indices into it) in an order that
+// keeps every edge, and the graph returned is the graph of the steps in that order. A step that runs alone
+// (StepAccess::alone) may run at any point its edges allow, but nothing runs beside it: so the order puts it where
+// it holds up least, after every step that runs on lanes and is ready (earliest first), and the steps between two
+// alone steps form the stretches the lanes run at once. (A backward in the plan's reverse order would put each
+// inception tower's convolutions, which run alone, between the towers' other steps.) With no alone step it is the
+// given order.
+StepGraph ArrangeForLanes(const std::vector<StepAccess>& access, std::vector<int>* order);
 
 }  // namespace crema
