@@ -423,6 +423,40 @@ TEST(LanesTest, BackwardRunsOnLanesWithTheConvolutionsAlone) {
   EXPECT_EQ(arranged, sorted);
 }
 
+// A chain with a label beside it (read by the accuracy and the loss at the end, through a Split that only hands
+// the label out): the chain runs in order on all the threads, and only the accuracy and the loss, which are
+// independent and both compute, form a wide stretch (the net's outputs, read once the pass has ended, do not order
+// the accuracy, an output, before the loss, the last step, in the plan made for lanes).
+TEST(LanesTest, AStepThatComputesNothingDoesNotMakeAChainWide) {
+  auto context = std::make_shared<Context>(Device::kCPU, 0, 3);
+  context->set_lanes(2);
+  Net net(test::ParseNet(R"(
+    name: 'chain'
+    state { phase: TEST }
+    layer { name: 'data' type: 'Input' top: 'data' top: 'label'
+            input_param { shape { dim: 4 dim: 3 dim: 10 dim: 10 } shape { dim: 4 } } }
+    layer { name: 'conv' type: 'Convolution' bottom: 'data' top: 'conv'
+            convolution_param { num_output: 6 kernel_size: 3 weight_filler { type: 'gaussian' std: 0.1 } } }
+    layer { name: 'relu' type: 'ReLU' bottom: 'conv' top: 'conv' }
+    layer { name: 'ip' type: 'InnerProduct' bottom: 'conv' top: 'ip'
+            inner_product_param { num_output: 3 weight_filler { type: 'gaussian' std: 0.1 } } }
+    layer { name: 'accuracy' type: 'Accuracy' bottom: 'ip' bottom: 'label' top: 'accuracy' }
+    layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip' bottom: 'label' top: 'loss' }
+  )"),
+          context);
+  net.PlanMemory(false);
+  net.input_blobs()[1]->set_data(1.f);
+  net.Forward();
+  ASSERT_EQ(net.lanes(), 2);
+  const std::vector<StepLanes::WideStretch> wide = net.step_lanes().wide_stretches();
+  ASSERT_EQ(wide.size(), 1u) << net.step_lanes().Describe();
+  std::vector<std::string> names;
+  for (int i = wide[0].begin; i < wide[0].end; ++i)
+    names.push_back(net.layer_names()[net.plan()[net.forward_lane_step(i)].layer]);
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"accuracy", "loss"}));
+}
+
 // A solver trains a net with towers of every kind (a convolution with ReLU and Dropout, BatchNorm and Scale in
 // training, pooling) from an LMDB, on `lanes`; its last snapshot's two files.
 std::pair<std::string, std::string> SolveOnLanes(int lanes, const std::string& source, const std::string& prefix) {

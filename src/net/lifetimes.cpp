@@ -13,7 +13,9 @@ namespace {
 class Touches {
  public:
   // Positions only grow, and a step's reads are touched before its writes, so the first touch decides read_first.
-  void Touch(const Net& net, int blob, bool gradient, int position, bool write) {
+  // `step`: the touch is a step's (listed in BufferLifetime::touches); the net's outputs, read once the pass has
+  // ended, live to the last position but are read by no step there.
+  void Touch(const Net& net, int blob, bool gradient, int position, bool write, bool step = true) {
     const Blob& b = *net.blobs()[blob];
     const SyncedMemory* memory = gradient ? b.diff().get() : b.data().get();
     if (memory == nullptr) return;  // a blob of no values
@@ -43,7 +45,7 @@ class Touches {
     buffer.last = std::max(buffer.last, position);
     if (std::find(buffer.blob_ids.begin(), buffer.blob_ids.end(), blob) == buffer.blob_ids.end())
       buffer.blob_ids.push_back(blob);
-    buffer.touches.emplace_back(position, write);
+    if (step) buffer.touches.emplace_back(position, write);
   }
   std::vector<BufferLifetime> Take() { return std::move(buffers_); }
 
@@ -97,7 +99,8 @@ NetLifetimes ComputeLifetimes(const Net& net, const PassSchedule& schedule) {
     }
     // The net's outputs are read once forward ends, and stay readable to the end of the pass.
     if (position == forward_end)
-      for (int id : net.output_blob_indices()) touches.Touch(net, id, false, result.positions - 1, kRead);
+      for (int id : net.output_blob_indices())
+        touches.Touch(net, id, false, result.positions - 1, kRead, /*step=*/false);
   }
   result.buffers = touches.Take();
   // Live bytes at each position, from each buffer's first to its last.

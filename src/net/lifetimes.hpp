@@ -49,7 +49,9 @@ struct BufferLifetime {
   bool read_first = false;
   const SyncedMemory* memory = nullptr;  // the storage itself
   std::vector<int> blob_ids;             // the blobs whose data (or gradient) it is, views included
-  std::vector<std::pair<int, bool>> touches;  // every (position, write) in the order met
+  // Every (position, write) of a step, in the order met; not the read of the net's outputs once the pass has ended
+  // (that keeps an output alive to the last position, but no step there reads it: it orders nothing).
+  std::vector<std::pair<int, bool>> touches;
 };
 
 struct NetLifetimes {

@@ -60,7 +60,13 @@ std::vector<StepAccess> ForwardStepAccess(const Net& net) {
       writes.push_back(
           {workspace->data().get(), workspace->data_offset(), workspace->data_offset() + layer.workspace_floats()});
     access[s].outside_effects = StepHasOutsideEffects(layer, step);
-    access[s].alone = layer.ThreadCountChangesPass(/*backward=*/false);
+    // A step whose every top is a view of a bottom computes nothing (Split's copies, Flatten): alone it costs
+    // nothing, and beside a chain it would make the chain a wide stretch, run on one lane's one thread (AlexNet's
+    // label Split beside conv1 .. fc8).
+    bool only_views = !step.tops.empty() && step.views.size() == step.tops.size() && step.internals.empty() &&
+                      layer.workspace_floats() == 0;
+    for (size_t t = 0; t < step.tops.size(); ++t) only_views = only_views && layer.loss(static_cast<int>(t)) == 0.f;
+    access[s].alone = layer.ThreadCountChangesPass(/*backward=*/false) || only_views;
   }
   return access;
 }

@@ -48,7 +48,9 @@ struct StepRange {
 struct StepAccess {
   std::vector<StepRange> reads, writes;
   bool outside_effects = false;  // a data source or a Python layer (StepHasOutsideEffects)
-  bool alone = false;            // its results change with the thread count: ordered with every other step
+  // Runs beside no other step: its results change with the thread count, or (forward) it computes nothing (every top
+  // a view), so alone it costs nothing and it does not make a chain beside it look wide.
+  bool alone = false;
 };
 // Per step of `net`'s forward pass, what it reads and writes as its memory is bound now: the ground the graph is made
 // from (tests check that a step writes nothing else).
