@@ -880,13 +880,18 @@ float Net::Forward() {
 void Net::MakeStepStorage(bool gradients) {
   // Storage is made on first use (SyncedMemory): two lanes making the arena at once would each make one. Every
   // storage the steps use is made before any lane runs (storage that moves later makes the graphs again).
+  // Gradients only where backward touches them: the tops and internal blobs of a step that runs backward, and the
+  // bottoms it propagates to (an input's gradient no step writes is never made).
   for (const PlanStep& s : plan_) {
     const Layer& layer = *layers_[s.layer];
+    const bool backward = gradients && s.needs_backward;
     for (const std::vector<int>* ids : {&s.bottoms, &s.tops, &s.internals})
-      for (int id : *ids) {
-        if (blobs_[id]->count() == 0) continue;
-        blobs_[id]->cpu_data();
-        if (gradients) blobs_[id]->cpu_diff();
+      for (size_t k = 0; k < ids->size(); ++k) {
+        Blob& blob = *blobs_[(*ids)[k]];
+        if (blob.count() == 0) continue;
+        blob.cpu_data();
+        const bool propagated = ids != &s.bottoms || (k < s.propagate_down.size() && s.propagate_down[k]);
+        if (backward && propagated) blob.cpu_diff();
       }
     for (size_t t = 0; t < s.tops.size(); ++t)
       if (layer.loss(static_cast<int>(t)) != 0.f && blobs_[s.tops[t]]->count() > 0) blobs_[s.tops[t]]->cpu_diff();
