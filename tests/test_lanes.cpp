@@ -316,6 +316,13 @@ const char kTowersTraining[] = R"(
   layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip' bottom: 'label' top: 'loss' }
 )";
 
+// The towers net's data (Gaussian) and labels (0 to 2), drawn from `seed`.
+void FeedTowers(Net* net, uint64_t seed) {
+  test::FillGaussian(net->input_blobs()[0], 0.f, 1.f, seed);
+  float* labels = net->input_blobs()[1]->mutable_cpu_data();
+  for (int k = 0; k < 4; ++k) labels[k] = static_cast<float>((seed + k) % 3);
+}
+
 // `iterations` of forward, backward and an SGD step on `lanes`; the losses and the final parameters.
 std::vector<float> Train(int lanes, uint64_t seed, int iterations) {
   auto context = std::make_shared<Context>(Device::kCPU, 0, seed);
@@ -326,9 +333,7 @@ std::vector<float> Train(int lanes, uint64_t seed, int iterations) {
   }
   std::vector<float> results;
   for (int i = 0; i < iterations; ++i) {
-    test::FillGaussian(net.input_blobs()[0], 0.f, 1.f, seed + i);
-    float* labels = net.input_blobs()[1]->mutable_cpu_data();
-    for (int k = 0; k < 4; ++k) labels[k] = static_cast<float>((seed + i + k) % 3);
+    FeedTowers(&net, seed + i);
     net.ClearParamDiffs();
     results.push_back(net.Forward());
     net.Backward();
@@ -358,9 +363,7 @@ std::vector<float> Infer(int lanes, uint64_t seed, int passes) {
   }
   std::vector<float> results;
   for (int i = 0; i < passes; ++i) {
-    test::FillGaussian(net.input_blobs()[0], 0.f, 1.f, seed + i);
-    float* labels = net.input_blobs()[1]->mutable_cpu_data();
-    for (int k = 0; k < 4; ++k) labels[k] = static_cast<float>((seed + i + k) % 3);
+    FeedTowers(&net, seed + i);
     results.push_back(net.Forward());
     const std::vector<float> joined = test::DataOf(*net.blob_by_name("joined"));
     results.insert(results.end(), joined.begin(), joined.end());

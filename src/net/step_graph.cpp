@@ -177,8 +177,6 @@ StepGraph ArrangeForLanes(const std::vector<StepAccess>& access, std::vector<int
 
 StepGraph ForwardStepGraph(const Net& net) { return StepGraphOf(ForwardStepAccess(net)); }
 
-StepGraph BackwardStepGraph(const Net& net) { return StepGraphOf(BackwardStepAccess(net)); }
-
 int StepGraph::Width() const {
   std::vector<int> at_depth;
   for (int d : depth) {

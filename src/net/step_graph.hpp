@@ -61,15 +61,14 @@ std::vector<StepAccess> ForwardStepAccess(const Net& net);
 StepGraph ForwardStepGraph(const Net& net);
 
 // Backward: the steps that run backward (PlanStep::needs_backward), in the order backward runs them (the plan's,
-// reversed); step i of the backward graph and of BackwardStepAccess is plan step BackwardSteps(net)[i]. A backward
-// reads its tops' gradients, the data its layer declares it reads (Layer::BackwardReadsBottom / BackwardReadsTop /
-// BackwardReadsInPlace, as the memory plan's lifetimes), its parameters and internal blobs, and writes the
-// gradients of the bottoms it propagates to, its parameters' gradients (which accumulate: shared parameters'
+// reversed); step i of BackwardStepAccess is plan step BackwardSteps(net)[i] (ArrangeForLanes makes the graph). A
+// backward reads its tops' gradients, the data its layer declares it reads (Layer::BackwardReadsBottom /
+// BackwardReadsTop / BackwardReadsInPlace, as the memory plan's lifetimes), its parameters and internal blobs, and
+// writes the gradients of the bottoms it propagates to, its parameters' gradients (which accumulate: shared parameters'
 // steps run one after another), its internal blobs and its workspace. A Python layer's backward runs the
 // interpreter (outside effects).
 std::vector<int> BackwardSteps(const Net& net);
 std::vector<StepAccess> BackwardStepAccess(const Net& net);
-StepGraph BackwardStepGraph(const Net& net);
 
 // The graph of steps with these reads and writes, in this order (both passes use it).
 StepGraph StepGraphOf(const std::vector<StepAccess>& access);
