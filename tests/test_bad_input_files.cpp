@@ -168,11 +168,17 @@ TEST(BadInputModelFileTest, FoldersAndMissingOrBinaryModelFilesAreNamed) {
                               {dir.file("a_folder"), "is a folder, not a file"});
   test::ExpectErrorContaining([&] { ReadProtoFromBinaryFile(dir.file("a_folder"), &param); },
                               {dir.file("a_folder"), "is a folder, not a file"});
-  // Devices are read as files (/dev/stdin works), but an endless one is not read until memory runs out.
+  // Devices and pipes are read as files (weights through /dev/stdin work), parsed as they are read: an endless
+  // device is refused at its first byte that starts no field, not read until memory runs out.
   WriteText(dir.file("small.prototxt"), SmallNet());
+  EXPECT_EQ(test::RunCommand(kCrema + " time --iterations=1 --model=" + dir.file("small.prototxt") +
+                                 " --weights=/dev/stdin < " + dir.file("small.caffemodel"),
+                             &output),
+            0)
+      << output;
   test::ExpectBadInput("files", "an endless device given as --weights (/dev/zero)",
                        kCrema + " time --iterations=1 --model=" + dir.file("small.prototxt") + " --weights=/dev/zero",
-                       {"cannot read '/dev/zero'", "more than 2 GiB"});
+                       {"'/dev/zero' is not a valid binary caffe.NetParameter", "parsing stopped after 1 bytes"});
 }
 
 // ---- data layers' files --------------------------------------------------------------------------------------

@@ -1,11 +1,12 @@
 #include "io/proto_io.hpp"
 
+#include <fcntl.h>
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/text_format.h>
 #include <google/protobuf/util/message_differencer.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -188,7 +189,25 @@ void ReadProtoFromTextFile(const std::string& path, google::protobuf::Message* m
 }
 
 void ReadProtoFromBinaryFile(const std::string& path, google::protobuf::Message* message) {
-  ReadProtoFromBinary(ReadFileToString(path), path, message);
+  std::error_code error;
+  if (std::filesystem::is_regular_file(path, error) || std::filesystem::is_directory(path, error)) {
+    ReadProtoFromBinary(ReadFileToString(path), path, message);
+    return;
+  }
+  // A pipe or a device, whose size is known only at its end: parsed as it is read, so that bytes no message starts
+  // with (an endless /dev/zero: a zero tag) are refused at once rather than after the 2 GiB limit.
+  std::ifstream in(path, std::ios::binary);
+  CREMA_CHECK(in.good()) << "cannot open '" << path << "': " << std::strerror(errno);
+  google::protobuf::io::IstreamInputStream stream(&in);
+  google::protobuf::io::CodedInputStream coded(&stream);
+  coded.SetTotalBytesLimit(INT32_MAX);
+  const bool parsed = message->ParseFromCodedStream(&coded) && coded.ConsumedEntireMessage();
+  CREMA_CHECK(!in.bad()) << "error reading '" << path << "'";
+  CREMA_CHECK(coded.CurrentPosition() < INT32_MAX)
+      << "cannot read '" << path << "': it holds more than 2 GiB, the most crema reads from one file (an endless "
+      << "device?)";
+  CREMA_CHECK(parsed) << "'" << path << "' is not a valid binary " << message->GetTypeName() << " (parsing stopped "
+                      << "after " << coded.CurrentPosition() << " bytes; truncated or of another kind?)";
 }
 
 void ReadProtoFromBinary(const std::string& bytes, const std::string& origin, google::protobuf::Message* message) {
