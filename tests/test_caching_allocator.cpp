@@ -1,14 +1,14 @@
-#include "core/caching_allocator.hpp"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <map>
 #include <set>
 #include <thread>
 #include <vector>
 
+#include "core/caching_allocator.hpp"
 #include "test_util.hpp"
 
 namespace crema {
@@ -195,6 +195,123 @@ TEST(CachingAllocatorTest, ThreadsAllocatingAtOnceGetDistinctBlocks) {
   for (const auto& blocks : held)
     for (void* block : blocks) cache.Free(block);
   EXPECT_EQ(cache.stats().in_use, 0u);
+}
+
+// The host rehearsal of a device's streams for the cache: an event is a number that completes when the test says
+// its stream's work has run (Run), or when the host waits for it.
+struct StreamsBackend : CountingBackend {
+  int next_event = 1;
+  std::map<int, CachingAllocator::Stream> stream_of;  // live events
+  std::set<int> completed;
+  int waits = 0;
+
+  CachingAllocator::Backend MakeWithEvents() {
+    CachingAllocator::Backend backend = Make();
+    backend.record = [this](CachingAllocator::Stream stream) {
+      stream_of[next_event] = stream;
+      return reinterpret_cast<CachingAllocator::Event>(static_cast<intptr_t>(next_event++));
+    };
+    backend.done = [this](CachingAllocator::Event event) { return completed.count(Number(event)) > 0; };
+    backend.wait = [this](CachingAllocator::Event event) {
+      completed.insert(Number(event));
+      ++waits;
+    };
+    backend.forget = [this](CachingAllocator::Event event) {
+      EXPECT_EQ(stream_of.erase(Number(event)), 1u) << "an event forgotten twice or never recorded";
+    };
+    return backend;
+  }
+  static int Number(CachingAllocator::Event event) { return static_cast<int>(reinterpret_cast<intptr_t>(event)); }
+  // The work queued on `stream` so far has run: its events complete.
+  void Run(CachingAllocator::Stream stream) {
+    for (const auto& [event, on] : stream_of)
+      if (on == stream) completed.insert(event);
+  }
+};
+
+CachingAllocator::Stream StreamNumber(intptr_t n) { return reinterpret_cast<CachingAllocator::Stream>(n); }
+
+TEST(CachingAllocatorTest, AFreedBlockServesItsOwnStreamAtOnceAndAnotherOnlyOnceItsWorkHasRun) {
+  StreamsBackend backend;
+  const CachingAllocator::Stream a = StreamNumber(1), b = StreamNumber(2);
+  {
+    CachingAllocator cache(backend.MakeWithEvents());
+    void* block = cache.Allocate(1000, a);
+    cache.Free(block);
+    EXPECT_EQ(backend.stream_of.size(), 1u);  // an event on a, its home
+    // Stream a's next work queues after what used the block there: it takes it back at once.
+    EXPECT_EQ(cache.Allocate(1000, a), block);
+    EXPECT_TRUE(backend.stream_of.empty());  // that event is no longer needed
+    cache.Free(block);
+    // Stream b's work would run beside a's: a new block, until a's work has run.
+    void* other = cache.Allocate(1000, b);
+    EXPECT_NE(other, block);
+    EXPECT_EQ(cache.pending(), 1u);
+    cache.Free(other);
+    backend.Run(a);
+    void* again = cache.Allocate(1000, b);
+    EXPECT_TRUE(again == block || again == other);
+    void* last = cache.Allocate(1000, b);
+    EXPECT_TRUE((last == block || last == other) && last != again);
+    EXPECT_EQ(backend.allocations, 2);
+    cache.Free(again);
+    cache.Free(last);
+  }
+  // The cache waited for what was pending before giving the blocks back.
+  EXPECT_TRUE(backend.live.empty());
+  EXPECT_TRUE(backend.stream_of.empty());
+}
+
+TEST(CachingAllocatorTest, ABlockUsedOnAnotherStreamWaitsForThatStreamToo) {
+  StreamsBackend backend;
+  const CachingAllocator::Stream a = StreamNumber(1), b = StreamNumber(2);
+  CachingAllocator cache(backend.MakeWithEvents());
+  void* block = cache.Allocate(4096, a);
+  cache.RecordUse(block, b);
+  cache.RecordUse(block, b);  // once is enough
+  cache.RecordUse(block, a);  // its home: nothing more
+  cache.Free(block);
+  EXPECT_EQ(backend.stream_of.size(), 2u);  // events on a and on b
+  // Even its home stream waits for b's reads.
+  void* fresh = cache.Allocate(4096, a);
+  EXPECT_NE(fresh, block);
+  cache.Free(fresh);
+  backend.Run(b);
+  void* reused = cache.Allocate(4096, a);  // its own stream first: one of the two, whichever b's event no longer holds
+  EXPECT_TRUE(reused == block || reused == fresh);
+  cache.Free(reused);
+  backend.Run(a);
+  void* on_b = cache.Allocate(4096, b);
+  EXPECT_NE(on_b, nullptr);
+  EXPECT_EQ(backend.allocations, 2);
+  cache.Free(on_b);
+  test::ExpectErrorContaining([&] { cache.RecordUse(StreamNumber(7), a); }, {"a block not in use"});
+}
+
+TEST(CachingAllocatorTest, OutOfMemoryWaitsForPendingBlocksBeforeGivingThemBack) {
+  StreamsBackend backend;
+  backend.capacity = 8192;
+  const CachingAllocator::Stream a = StreamNumber(1), b = StreamNumber(2);
+  CachingAllocator cache(backend.MakeWithEvents());
+  void* first = cache.Allocate(4096, a);
+  void* second = cache.Allocate(4096, a);
+  cache.Free(first);
+  cache.Free(second);
+  // Another class on b: the backend is full, the freed blocks' events pending; the cache waits for them, gives the
+  // blocks back and the request fits.
+  void* big = cache.Allocate(8192, b);
+  EXPECT_NE(big, nullptr);
+  EXPECT_EQ(backend.waits, 2);
+  EXPECT_EQ(backend.releases, 2);
+  EXPECT_TRUE(backend.stream_of.empty());
+  cache.Free(big);
+}
+
+TEST(CachingAllocatorTest, ABackendGivesEveryEventHookOrNone) {
+  StreamsBackend backend;
+  CachingAllocator::Backend partial = backend.MakeWithEvents();
+  partial.wait = nullptr;
+  test::ExpectErrorContaining([&] { CachingAllocator cache(partial); }, {"all four event hooks or none"});
 }
 
 }  // namespace

@@ -275,9 +275,17 @@ TEST(LanesMemoryPlanTest, EveryStepWritesOnlyWhatTheStepGraphSays) {
   }
 }
 
+// A CPU context for `lanes`, seeded; with `streams` its nets' lanes are rehearsed streams (as on a GPU).
+std::shared_ptr<Context> LanesContext(int lanes, uint64_t seed, bool streams) {
+  auto context = std::make_shared<Context>(Device::kCPU, 0, seed);
+  context->set_lanes(lanes);
+  context->set_streams_on_host(streams);
+  return context;
+}
+
 // GoogLeNet's deploy net at batch 1 as a training net (a label and a softmax loss for its probabilities), planned for
 // backward with memory plans made for `lanes`.
-std::unique_ptr<Net> TrainingGoogLeNet(int lanes) {
+std::unique_ptr<Net> TrainingGoogLeNet(int lanes, bool streams = false) {
   NetParameter param;
   ReadProtoFromTextFile(test::SourceDir() + "/examples/imagenet/googlenet_deploy.prototxt", &param);
   for (LayerParameter& layer : *param.mutable_layer()) {
@@ -291,9 +299,7 @@ std::unique_ptr<Net> TrainingGoogLeNet(int lanes) {
       layer.add_bottom("label");
     }
   }
-  auto context = std::make_shared<Context>(Device::kCPU, 0, 7);
-  context->set_lanes(lanes);
-  auto net = std::make_unique<Net>(param, context);
+  auto net = std::make_unique<Net>(param, LanesContext(lanes, 7, streams));
   net->input_blobs()[1]->mutable_cpu_data()[0] = 3;
   test::FillGaussian(net->input_blobs()[0], 0.f, 1.f, 5);
   return net;
@@ -334,12 +340,11 @@ void FeedTowers(Net* net, uint64_t seed) {
 }
 
 // `iterations` of forward, backward and an SGD step on `lanes`; the losses and the final parameters.
-std::vector<float> Train(int lanes, uint64_t seed, int iterations) {
-  auto context = std::make_shared<Context>(Device::kCPU, 0, seed);
-  context->set_lanes(lanes);
-  Net net(test::ParseNet(kTowersTraining), context);
+std::vector<float> Train(int lanes, uint64_t seed, int iterations, bool streams = false) {
+  Net net(test::ParseNet(kTowersTraining), LanesContext(lanes, seed, streams));
   if (lanes > 0) {
     EXPECT_EQ(net.lanes(), lanes);
+    EXPECT_EQ(net.lanes_on_streams(), streams && lanes > 1);
   }
   std::vector<float> results;
   for (int i = 0; i < iterations; ++i) {
@@ -362,10 +367,8 @@ std::vector<float> Train(int lanes, uint64_t seed, int iterations) {
 
 // `passes` forward passes of the towers net run forward only (as a test net or crema test runs it) on `lanes`:
 // each pass's loss and joined features.
-std::vector<float> Infer(int lanes, uint64_t seed, int passes) {
-  auto context = std::make_shared<Context>(Device::kCPU, 0, seed);
-  context->set_lanes(lanes);
-  Net net(test::ParseNet(kTowersTraining), context);
+std::vector<float> Infer(int lanes, uint64_t seed, int passes, bool streams = false) {
+  Net net(test::ParseNet(kTowersTraining), LanesContext(lanes, seed, streams));
   net.KeepBlobs({"joined"});
   net.PlanMemory(false);
   if (lanes > 0) {
@@ -379,6 +382,13 @@ std::vector<float> Infer(int lanes, uint64_t seed, int passes) {
     results.insert(results.end(), joined.begin(), joined.end());
   }
   return results;
+}
+
+// The graph a net's streams keep: its step graph with no step alone (as Net makes it for streams).
+StepGraph StreamsGraphOf(const Net& net, bool backward) {
+  std::vector<StepAccess> access = backward ? BackwardStepAccess(net) : ForwardStepAccess(net);
+  for (StepAccess& step : access) step.alone = false;
+  return StepGraphOf(access);
 }
 
 void ExpectSameBits(const std::vector<float>& actual, const std::vector<float>& expected) {
@@ -539,24 +549,27 @@ TEST(LanesTest, ASolverOnLanesWritesTheInOrderSnapshotsByteForByte) {
 
 TEST(LanesTest, TwoNetsOnOneDeviceAtOnceGiveEachItsSoloResult) {
   const std::vector<float> training_alone = Train(2, 21, 6), inference_alone = Infer(2, 22, 8),
-                           other_inference_alone = Infer(3, 23, 8);
-  std::vector<float> training, inference, other_inference;
+                           other_inference_alone = Infer(3, 23, 8), streams_alone = Train(3, 24, 6, true);
+  std::vector<float> training, inference, other_inference, on_streams;
   std::thread one([&] { training = Train(2, 21, 6); });
   std::thread two([&] { inference = Infer(2, 22, 8); });
   std::thread three([&] { other_inference = Infer(3, 23, 8); });
+  std::thread four([&] { on_streams = Train(3, 24, 6, true); });
   one.join();
   two.join();
   three.join();
+  four.join();
   ExpectSameBits(training, training_alone);
   ExpectSameBits(inference, inference_alone);
   ExpectSameBits(other_inference, other_inference_alone);
+  ExpectSameBits(on_streams, streams_alone);
 }
 
 // Training GoogLeNet on lanes: the plan made for them keeps the towers' backward steps apart too, and a pass on
-// lanes gives the in-order loss and gradients bit for bit.
+// lanes gives the in-order loss and gradients bit for bit; on rehearsed streams as well.
 TEST(LanesTest, GoogLeNetTrainsOnLanesAsInOrder) {
-  const auto run = [](int lanes) {
-    const std::unique_ptr<Net> net = TrainingGoogLeNet(lanes);
+  const auto run = [](int lanes, bool streams) {
+    const std::unique_ptr<Net> net = TrainingGoogLeNet(lanes, streams);
     std::vector<float> results;
     for (int pass = 0; pass < 2; ++pass) {
       net->ClearParamDiffs();
@@ -567,7 +580,13 @@ TEST(LanesTest, GoogLeNetTrainsOnLanesAsInOrder) {
         results.insert(results.end(), gradient.begin(), gradient.end());
       }
     }
-    if (lanes > 1) {
+    if (lanes > 1 && streams) {
+      EXPECT_TRUE(net->memory_plan()->concurrent);
+      EXPECT_EQ(net->forward_streams().streams, lanes);
+      EXPECT_EQ(net->backward_streams().streams, lanes);
+      std::printf("[ streams  ] GoogLeNet b1 training: forward on %s; backward on %s\n",
+                  net->forward_streams().Describe().c_str(), net->backward_streams().Describe().c_str());
+    } else if (lanes > 1) {
       EXPECT_TRUE(net->memory_plan()->concurrent);
       EXPECT_FALSE(net->backward_lanes().wide_stretches().empty());
       std::printf("[ lanes    ] GoogLeNet b1 training: forward %s; backward %s\n", net->step_lanes().Describe().c_str(),
@@ -575,7 +594,37 @@ TEST(LanesTest, GoogLeNetTrainsOnLanesAsInOrder) {
     }
     return results;
   };
-  ExpectSameBits(run(2), run(1));
+  const std::vector<float> in_order = run(1, false);
+  ExpectSameBits(run(2, false), in_order);
+  ExpectSameBits(run(3, true), in_order);
+}
+
+// Lanes as a GPU's streams, rehearsed on the host (net/streams.hpp): each pass's steps are queued on the streams of
+// the schedule and run in a random interleaving that keeps only each stream's order and the events, so a missing
+// event would let a step read a value not yet written, or overwritten (the inputs change every pass, and the plan for
+// lanes shares bytes between buffers). Forward only and training, on 2 to 4 streams, give the in-order bits.
+TEST(LanesTest, RehearsedStreamsGiveTheInOrderResultsBitForBit) {
+  const std::vector<float> inferred = Infer(1, 31, 8), trained = Train(1, 31, 8);
+  for (int streams : {2, 3, 4}) {
+    SCOPED_TRACE(streams);
+    ExpectSameBits(Infer(streams, 31, 8, /*streams=*/true), inferred);
+    ExpectSameBits(Train(streams, 31, 8, /*streams=*/true), trained);
+  }
+  // The rehearsal does interleave: the towers run out of their queueing order.
+  Net net(test::ParseNet(kTowersTraining), LanesContext(2, 5, true));
+  FeedTowers(&net, 5);
+  net.Forward();
+  net.Backward();
+  EXPECT_EQ(net.forward_streams().streams, 2);
+  EXPECT_TRUE(net.forward_streams().Keeps(StreamsGraphOf(net, /*backward=*/false)));
+  EXPECT_TRUE(net.backward_streams().Keeps(StreamsGraphOf(net, /*backward=*/true)));
+  const auto* rehearsal = dynamic_cast<const RehearsedStreams*>(net.stream_device());
+  ASSERT_NE(rehearsal, nullptr);
+  EXPECT_GT(rehearsal->reordered(), 0);
+  // Without the rehearsal (automatic lanes), a context that asks for none runs in order, as on a GPU.
+  Net automatic(test::ParseNet(kTowersTraining), LanesContext(0, 5, true));
+  EXPECT_EQ(automatic.lanes(), 1);
+  EXPECT_FALSE(automatic.lanes_on_streams());
 }
 
 TEST(ContextTest, OnesServesSeveralThreadsAtOnceAndKeepsWhatItHandedOut) {

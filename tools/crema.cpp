@@ -489,7 +489,9 @@ int Time() {
     net->Forward();
     if (backward) net->Backward();
   }
-  if (on_lanes) net->set_step_timing(true);
+  // On a device's streams a step's own time is not measured (waiting for each step would undo the overlap).
+  const bool on_streams = on_lanes && net->lanes_on_streams();
+  if (on_lanes && !on_streams) net->set_step_timing(true);
   // On a GPU the kernels run after their launch returns: each step is timed to the end of its work.
   Context& context = net->context();
   context.Synchronize();
@@ -543,7 +545,7 @@ int Time() {
     for (Blob* param : net->learnable_params()) param->mutable_data_on(context.device());
   }
   const double total = ms(Clock::now() - start);
-  if (on_lanes) {
+  if (on_lanes && !on_streams) {
     for (size_t s = 0; s < plan.size(); ++s) {
       forward_ms[s] = net->step_times()[s].forward_ms;
       if (backward_on_lanes) backward_ms[s] = net->step_times()[s].backward_ms;
@@ -567,12 +569,17 @@ int Time() {
   }
   // What could run at once (net/step_graph.hpp), as the memory is bound now: the ground for execution lanes.
   LOG(INFO) << "Step graph of the forward pass: " << ForwardStepGraph(*net).Describe(*net);
-  LOG(INFO) << "Lanes: " << (on_lanes ? net->step_lanes().Describe() : "1 (every step in order)");
-  if (backward_on_lanes) LOG(INFO) << "Lanes of backward: " << net->backward_lanes().Describe();
+  if (on_streams) {
+    LOG(INFO) << "Lanes: " << net->lanes() << " streams; forward on " << net->forward_streams().Describe();
+    if (backward_on_lanes) LOG(INFO) << "Lanes of backward: " << net->backward_streams().Describe();
+  } else {
+    LOG(INFO) << "Lanes: " << (on_lanes ? net->step_lanes().Describe() : "1 (every step in order)");
+    if (backward_on_lanes) LOG(INFO) << "Lanes of backward: " << net->backward_lanes().Describe();
+  }
   // Which steps overlapped: for each pass on lanes, each step of the last timed pass, where it ran (a lane, or alone
   // on all threads) and when, in milliseconds since the pass began.
   for (const bool of_backward : {false, true}) {
-    if (!on_lanes || (of_backward && !backward_on_lanes)) continue;
+    if (!on_lanes || on_streams || (of_backward && !backward_on_lanes)) continue;
     StepLanes& lanes = of_backward ? net->backward_lanes() : net->step_lanes();
     const char* pass = of_backward ? "backward" : "forward";
     const auto name_of = [&](int i) -> const std::string& {
@@ -594,8 +601,8 @@ int Time() {
       LOG(INFO) << line.str();
     }
   }
-  LOG(INFO) << "Average time per layer: ";
-  for (size_t s = 0; s < plan.size(); ++s) {
+  LOG(INFO) << "Average time per layer: " << (on_streams ? "(not measured on streams)" : "");
+  for (size_t s = 0; s < plan.size() && !on_streams; ++s) {
     const std::string& name = net->layer_names()[plan[s].layer];
     LOG(INFO) << std::setw(10) << name << "\tforward: " << forward_ms[s] / FLAGS_iterations << " ms.";
     if (backward) LOG(INFO) << std::setw(10) << name << "\tbackward: " << backward_ms[s] / FLAGS_iterations << " ms.";

@@ -9,9 +9,13 @@
 // 1, 1.25, 1.5 and 1.75 times a power of two (at most a quarter wasted), so that sizes that differ a little
 // (a last batch, a reshaped input) share blocks.
 //
-// Blocks are reused on the understanding that all work on them is ordered on one stream per device (what
-// crema's contexts do): a block freed after kernels were queued on it is only written again by work queued
-// later on the same stream. Thread-safe.
+// Streams: a GPU runs the work of several streams at once (execution lanes, two nets on one device), so a block
+// freed on the host may still be read by kernels queued before. Each block has the stream it was allocated for (its
+// home) and the other streams it was used on (RecordUse). Freeing it records an event on each of them (Backend::
+// record); a request on the home stream takes it back at once (its later work queues after what used it there) once
+// the other streams' events are done, and a request on any other stream once all of them are. Without the event
+// hooks (a backend with one stream, the tests' host backends) a freed block serves the next request of its class.
+// Thread-safe.
 #pragma once
 
 #include <cstddef>
@@ -19,6 +23,8 @@
 #include <map>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 namespace crema {
 
@@ -26,9 +32,18 @@ class CachingAllocator {
  public:
   // The underlying allocator: `allocate` returns nullptr when it cannot (out of memory), `release` gives a
   // block back.
+  // A stream (a cudaStream_t; null for the device's default stream) and an event recorded on one.
+  using Stream = void*;
+  using Event = void*;
   struct Backend {
     std::function<void*(size_t bytes)> allocate;
     std::function<void(void* block)> release;
+    // Stream-ordered reuse, all four or none: `record` returns an event that completes when the work `stream` has
+    // queued so far has run, `done` whether it has, `wait` blocks the host until it has, `forget` gives it back.
+    std::function<Event(Stream stream)> record;
+    std::function<bool(Event event)> done;
+    std::function<void(Event event)> wait;
+    std::function<void(Event event)> forget;
   };
   // Bytes handed out (in use) and taken from the backend (in use + cached), now and at their peaks.
   struct Stats {
@@ -42,26 +57,40 @@ class CachingAllocator {
   CachingAllocator(const CachingAllocator&) = delete;
   CachingAllocator& operator=(const CachingAllocator&) = delete;
 
-  // A block of at least `bytes` (its size class), or nullptr when the backend cannot give one even with the
-  // cache emptied. Zero bytes get the smallest class.
-  void* Allocate(size_t bytes);
-  // Takes back a block from Allocate; it stays cached until a request of its class or ReleaseCached().
+  // A block of at least `bytes` (its size class) for work on `stream`, or nullptr when the backend cannot give one
+  // even with the cache emptied (after waiting for the events of freed blocks). Zero bytes get the smallest class.
+  void* Allocate(size_t bytes, Stream stream = nullptr);
+  // Work on `stream` uses `block` too: freeing it waits for that work as well.
+  void RecordUse(void* block, Stream stream);
+  // Takes back a block from Allocate; it stays cached until a request of its class may take it or ReleaseCached().
   void Free(void* block);
-  // Gives every cached block back to the backend.
+  // Gives every cached block back to the backend, first waiting for what may still use them.
   void ReleaseCached();
 
   Stats stats() const;
   void ResetPeaks();  // starts new peaks from what is held now
+  // Freed blocks whose streams' events are not all done yet.
+  size_t pending() const;
 
   static size_t SizeClass(size_t bytes);
 
  private:
+  struct Block {
+    size_t size = 0;  // its size class
+    Stream home = nullptr;
+    std::vector<Stream> uses;                       // other streams it was used on (in use)
+    std::vector<std::pair<Stream, Event>> pending;  // events recorded when it was freed, not yet seen done
+    bool in_use = false;
+  };
+  bool streams() const { return static_cast<bool>(backend_.record); }
+  // Whether a cached block may serve a request on `stream`: drops the events seen done.
+  bool ReadyFor(Block* block, Stream stream);
   void ReleaseCachedLocked();
 
   Backend backend_;
   mutable std::mutex mutex_;
-  std::multimap<size_t, void*> cached_;         // size class -> free blocks
-  std::unordered_map<void*, size_t> in_use_;    // block -> its size class
+  std::multimap<size_t, void*> cached_;      // size class -> freed blocks
+  std::unordered_map<void*, Block> blocks_;  // every block taken from the backend and not given back
   Stats stats_;
 };
 

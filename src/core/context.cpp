@@ -82,11 +82,46 @@ Context::Context(Device device, int gpu_id, uint64_t random_seed)
 
 Context::~Context() {
 #ifdef CREMA_USE_CUDNN
-  if (cudnn_ != nullptr) cudnn::DestroyHandle(cudnn_);
+  for (cudnnHandle_t handle : cudnn_)
+    if (handle != nullptr) cudnn::DestroyHandle(handle);
 #endif
 #ifdef CREMA_USE_CUDA
-  if (cublas_ != nullptr) Cublas().Destroy(cublas_);
-  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  for (cublasHandle_t handle : cublas_)
+    if (handle != nullptr) Cublas().Destroy(handle);
+  for (cudaStream_t stream : streams_)
+    if (stream != nullptr) cudaStreamDestroy(stream);
+#endif
+}
+
+namespace {
+
+// The calling thread's lane, and the context it is a lane of (LaneScope).
+thread_local const Context* lane_context = nullptr;
+thread_local int lane_of_context = 0;
+
+}  // namespace
+
+Context::LaneScope::LaneScope(Context& context, int lane)
+    : previous_context_(lane_context), previous_lane_(lane_of_context), previous_stream_(AllocationStream()) {
+  CREMA_CHECK(lane >= 0) << "lane " << lane << " does not exist";
+#ifdef CREMA_USE_CUDA
+  if (context.device() == Device::kGPU) SetAllocationStream(context.lane_stream(lane));
+#endif
+  lane_context = &context;
+  lane_of_context = lane;
+}
+
+Context::LaneScope::~LaneScope() {
+  lane_context = previous_context_;
+  lane_of_context = previous_lane_;
+  SetAllocationStream(previous_stream_);
+}
+
+int Context::current_lane() const { return lane_context == this ? lane_of_context : 0; }
+
+void Context::MakeCurrent() const {
+#ifdef CREMA_USE_CUDA
+  if (device_ == Device::kGPU) CREMA_CUDA_CHECK(cudaSetDevice(gpu_id_));
 #endif
 }
 
@@ -145,36 +180,42 @@ const float* Context::ones(int count) {
 }
 
 #ifdef CREMA_USE_CUDA
-void Context::MakeCurrent() const {
-  if (device_ == Device::kGPU) CREMA_CUDA_CHECK(cudaSetDevice(gpu_id_));
-}
-
-cudaStream_t Context::stream() {
-  if (stream_ == nullptr) {
+cudaStream_t Context::lane_stream(int lane) {
+  std::lock_guard<std::mutex> lock(lanes_mutex_);
+  if (static_cast<int>(streams_.size()) <= lane) streams_.resize(lane + 1, nullptr);
+  if (streams_[lane] == nullptr) {
     MakeCurrent();
-    // A blocking stream: SyncedMemory's copies on the legacy default stream wait for the kernels queued here.
-    CREMA_CUDA_CHECK(cudaStreamCreate(&stream_));
+    // Blocking streams: SyncedMemory's copies on the legacy default stream wait for the kernels queued on them.
+    CREMA_CUDA_CHECK(cudaStreamCreate(&streams_[lane]));
   }
-  return stream_;
+  return streams_[lane];
 }
 
 cublasHandle_t Context::cublas() {
-  if (cublas_ == nullptr) {
+  const int lane = current_lane();
+  cudaStream_t stream = lane_stream(lane);
+  std::lock_guard<std::mutex> lock(lanes_mutex_);
+  if (static_cast<int>(cublas_.size()) <= lane) cublas_.resize(lane + 1, nullptr);
+  if (cublas_[lane] == nullptr) {
     MakeCurrent();
-    CREMA_CUBLAS_CHECK(Cublas().Create(&cublas_));
-    CREMA_CUBLAS_CHECK(Cublas().SetStream(cublas_, stream()));
+    CREMA_CUBLAS_CHECK(Cublas().Create(&cublas_[lane]));
+    CREMA_CUBLAS_CHECK(Cublas().SetStream(cublas_[lane], stream));
   }
-  return cublas_;
+  return cublas_[lane];
 }
 #endif
 
 #ifdef CREMA_USE_CUDNN
 cudnnHandle_t Context::cudnn() {
-  if (cudnn_ == nullptr) {
+  const int lane = current_lane();
+  cudaStream_t stream = lane_stream(lane);
+  std::lock_guard<std::mutex> lock(lanes_mutex_);
+  if (static_cast<int>(cudnn_.size()) <= lane) cudnn_.resize(lane + 1, nullptr);
+  if (cudnn_[lane] == nullptr) {
     MakeCurrent();
-    cudnn_ = cudnn::CreateHandle(stream());
+    cudnn_[lane] = cudnn::CreateHandle(stream);
   }
-  return cudnn_;
+  return cudnn_[lane];
 }
 #endif
 

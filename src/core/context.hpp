@@ -1,7 +1,8 @@
 // The execution context of a net (a solver's nets share the solver's): the device they run on, the base seed
 // of their random streams, which data-parallel replica they are, the engines the user forces, whether results
 // must be reproducible bit for bit (deterministic mode), the scratch memory cuDNN's convolutions may ask for,
-// and, in CUDA builds, the CUDA stream and the cuBLAS / cuDNN handles, each created on first use.
+// and, in CUDA builds, the CUDA streams (one per execution lane) and their cuBLAS / cuDNN handles, each created on
+// first use.
 //
 // Nothing here is process-wide: every layer reaches its own context through Layer::context(), so two nets
 // with two contexts train side by side in one process (one solver per GPU). The lanes of one net (net/lanes.hpp)
@@ -94,6 +95,11 @@ class Context {
   // and the device's memory are left to a GPU run.
   bool gpu_code_on_host() const { return gpu_code_on_host_; }
   void set_gpu_code_on_host(bool value) { gpu_code_on_host_ = value && device_ == Device::kCPU; }
+  // The host rehearsal of execution lanes on a GPU (tests only): the nets built on a CPU context with this set run
+  // their lanes as on a GPU's streams (net/streams.hpp: RehearsedStreams, every pass's steps queued and then run in a
+  // random interleaving the events allow, seeded with random_seed()), and, as on a GPU, only when asked for.
+  bool streams_on_host() const { return streams_on_host_; }
+  void set_streams_on_host(bool value) { streams_on_host_ = value && device_ == Device::kCPU; }
 
   // Waits until the work queued on this context's GPU stream has run (nothing to wait for on the CPU): timings
   // of GPU work take it before reading the clock.
@@ -115,11 +121,34 @@ class Context {
   size_t cudnn_workspace_limit() const { return cudnn_workspace_limit_; }
   void set_cudnn_workspace_limit(size_t bytes) { cudnn_workspace_limit_ = bytes; }
 
-#ifdef CREMA_USE_CUDA
-  // Makes this context's GPU the calling thread's current device (for worker threads).
+  // Makes this context's GPU the calling thread's current device (nets do at the start of every pass; nothing to do on
+  // the CPU).
   void MakeCurrent() const;
-  cudaStream_t stream();
+
+  // Execution lanes on a GPU (net/streams.hpp): lane k has a stream of its own (lane 0's is the context's stream,
+  // where all work outside lanes is queued), with its own cuBLAS and cuDNN handles. While a LaneScope is alive, the
+  // calling thread's work on this context (stream(), cublas(), cudnn()) goes to that lane's stream; elsewhere, to
+  // lane 0's, and the device memory it allocates is for that stream (SetAllocationStream). Streams and handles are made
+  // on first use, once, whichever thread asks.
+  class LaneScope {
+   public:
+    LaneScope(Context& context, int lane);
+    ~LaneScope();
+    LaneScope(const LaneScope&) = delete;
+    LaneScope& operator=(const LaneScope&) = delete;
+
+   private:
+    const Context* previous_context_;
+    int previous_lane_;
+    void* previous_stream_;
+  };
+  // The calling thread's lane on this context (0 outside a LaneScope).
+  int current_lane() const;
+
+#ifdef CREMA_USE_CUDA
+  cudaStream_t stream() { return lane_stream(current_lane()); }
   cublasHandle_t cublas();
+  cudaStream_t lane_stream(int lane);
 #endif
 #ifdef CREMA_USE_CUDNN
   cudnnHandle_t cudnn();
@@ -146,13 +175,15 @@ class Context {
   std::shared_ptr<Context> host_twin_;
   bool deterministic_ = false;
   bool gpu_code_on_host_ = false;
+  bool streams_on_host_ = false;
   size_t cudnn_workspace_limit_ = kDefaultCudnnWorkspaceLimitMiB << 20;
+  std::mutex lanes_mutex_;  // making streams and handles
 #ifdef CREMA_USE_CUDA
-  cudaStream_t stream_ = nullptr;
-  cublasHandle_t cublas_ = nullptr;
+  std::vector<cudaStream_t> streams_;  // per lane, null until made
+  std::vector<cublasHandle_t> cublas_;
 #endif
 #ifdef CREMA_USE_CUDNN
-  cudnnHandle_t cudnn_ = nullptr;
+  std::vector<cudnnHandle_t> cudnn_;
 #endif
 };
 

@@ -102,6 +102,8 @@ void* allocate_host(size_t bytes) {
   return pointer;
 }
 
+thread_local void* allocation_stream = nullptr;
+
 #ifdef CREMA_USE_CUDA
 // One cache of device blocks per GPU (core/caching_allocator.hpp), never destroyed: blocks may be freed by
 // static destructors after the CUDA runtime has begun to shut down, when giving them back is moot.
@@ -126,6 +128,32 @@ CachingAllocator& DeviceCache(int device) {
       return pointer;
     };
     backend.release = [](void* pointer) { cudaFree(pointer); };
+    // Events for stream-ordered reuse, from a pool of this device's (the hooks run under the cache's lock, one at a
+    // time), made and recorded with the device current, whichever thread frees the block.
+    auto pool = std::make_shared<std::vector<cudaEvent_t>>();
+    backend.record = [device, pool](void* stream) -> void* {
+      int current = device;
+      CREMA_CUDA_CHECK(cudaGetDevice(&current));
+      if (current != device) CREMA_CUDA_CHECK(cudaSetDevice(device));
+      cudaEvent_t event = nullptr;
+      if (pool->empty()) {
+        CREMA_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+      } else {
+        event = pool->back();
+        pool->pop_back();
+      }
+      CREMA_CUDA_CHECK(cudaEventRecord(event, static_cast<cudaStream_t>(stream)));
+      if (current != device) CREMA_CUDA_CHECK(cudaSetDevice(current));
+      return event;
+    };
+    backend.done = [](void* event) {
+      const cudaError_t status = cudaEventQuery(static_cast<cudaEvent_t>(event));
+      if (status == cudaErrorNotReady) return false;
+      CREMA_CUDA_CHECK(status);
+      return true;
+    };
+    backend.wait = [](void* event) { CREMA_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event))); };
+    backend.forget = [pool](void* event) { pool->push_back(static_cast<cudaEvent_t>(event)); };
     cache = new CachingAllocator(std::move(backend));
   }
   return *cache;
@@ -133,7 +161,7 @@ CachingAllocator& DeviceCache(int device) {
 
 void* allocate_device(size_t bytes, int* device_id) {
   CREMA_CUDA_CHECK(cudaGetDevice(device_id));
-  void* pointer = DeviceCache(*device_id).Allocate(bytes);
+  void* pointer = DeviceCache(*device_id).Allocate(bytes, AllocationStream());
   if (pointer == nullptr) {
     size_t free_bytes = 0, total_bytes = 0;
     cudaMemGetInfo(&free_bytes, &total_bytes);
@@ -173,6 +201,9 @@ void MemoryStats::ResetPeak() {
 #endif
 }
 
+void SetAllocationStream(void* stream) { allocation_stream = stream; }
+void* AllocationStream() { return allocation_stream; }
+
 void SetHostMemoryLimit(size_t bytes) { HostLimit() = bytes; }
 size_t HostMemoryLimit() { return HostLimit(); }
 
@@ -188,6 +219,14 @@ SyncedMemory::~SyncedMemory() {
     DeviceCache(device_id_).Free(device_);
     device_counter.remove(bytes_);
   }
+#endif
+}
+
+void SyncedMemory::record_stream(void* stream) {
+#ifdef CREMA_USE_CUDA
+  if (device_ != nullptr) DeviceCache(device_id_).RecordUse(device_, stream);
+#else
+  (void)stream;
 #endif
 }
 

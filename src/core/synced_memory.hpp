@@ -31,6 +31,11 @@ struct MemoryStats {
 void SetHostMemoryLimit(size_t bytes);
 size_t HostMemoryLimit();
 
+// The stream (a cudaStream_t) the device blocks the calling thread allocates are for (core/caching_allocator.hpp):
+// null, the device's default stream, except while a GPU context's lane runs work (Context::LaneScope sets the lane's).
+void SetAllocationStream(void* stream);
+void* AllocationStream();
+
 class SyncedMemory {
  public:
   enum class Head { kUninitialized, kAtHost, kAtDevice, kSynced };
@@ -51,6 +56,9 @@ class SyncedMemory {
   // both current: the caller synchronizes `stream` before anyone reads the device copy. The data prefetch
   // thread uploads batches so, on a stream of its own, while the compute stream runs. CUDA builds only.
   void async_gpu_push(void* stream);
+  // Work queued on `stream` (a cudaStream_t) uses the device copy, besides the stream it was allocated for: its block
+  // is reused after this memory is freed only once that work has run. Nothing to do without a device copy.
+  void record_stream(void* stream);
   Head head() const { return head_; }
   // A stamp that changes whenever the contents may have changed: taken from one process-wide counter at
   // construction and at every request for a mutable pointer, so that (memory, stamp) never repeats. Caches

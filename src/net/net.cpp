@@ -870,8 +870,9 @@ void Net::BackwardStep(size_t step) {
 }
 
 float Net::Forward() {
+  context_->MakeCurrent();
   ReplanIfInputsChanged();
-  if (lanes() > 1) return ForwardOnLanes();
+  if (lanes() > 1) return stream_device_ ? ForwardOnStreams() : ForwardOnLanes();
   float loss = 0.f;
   for (size_t step = 0; step < plan_.size(); ++step) loss += ForwardStep(step);
   return loss;
@@ -926,9 +927,58 @@ float Net::ForwardOnLanes() {
   return loss;
 }
 
+namespace {
+
+// The streams' graph of a pass: every step may run beside any other the edges allow (a kernel's results do not depend
+// on the stream it runs on, so no step runs alone).
+StepGraph StreamsGraph(std::vector<StepAccess> access) {
+  for (StepAccess& step : access) step.alone = false;
+  return StepGraphOf(access);
+}
+
+}  // namespace
+
+float Net::ForwardOnStreams() {
+  ReshapeSteps(/*every=*/false);
+  if (forward_streams_.steps.size() != plan_.size()) {
+    if (context_->device() == Device::kCPU) MakeStepStorage(/*gradients=*/false);
+    const std::vector<StepAccess> access = ForwardStepAccess(*this);
+    forward_streams_ = ScheduleOnStreams(StreamsGraph(access), lanes_);
+    NoteStorageUses(access, &forward_streams_);
+  }
+  std::vector<float> losses(plan_.size(), 0.f);
+  RunOnStreams(forward_streams_, stream_device_.get(), [&](int step) {
+    CREMA_CHECK(!StepNeedsReshape(step)) << "net '" << name_ << "': layer '" << layer_names_[plan_[step].layer]
+                                         << "' found its bottoms reshaped in a pass on streams";
+    losses[step] = RunForwardStep(step);
+  });
+  float loss = 0.f;
+  for (float step_loss : losses) loss += step_loss;
+  return loss;
+}
+
+void Net::BackwardOnStreams() {
+  const std::vector<int> steps = BackwardSteps(*this);
+  if (backward_streams_.steps.size() != steps.size()) {
+    if (context_->device() == Device::kCPU) MakeStepStorage(/*gradients=*/true);
+    const std::vector<StepAccess> access = BackwardStepAccess(*this);
+    backward_streams_ = ScheduleOnStreams(StreamsGraph(access), lanes_);
+    NoteStorageUses(access, &backward_streams_);
+  }
+  RunOnStreams(backward_streams_, stream_device_.get(), [&](int i) { BackwardStep(steps[i]); });
+  if (gradient_ready_) {
+    for (size_t step = plan_.size(); step-- > 0;) {
+      if (plan_[step].needs_backward) continue;
+      for (int param : params_ready_after_[step]) gradient_ready_(param);
+    }
+  }
+}
+
 void Net::ChooseLanes(int requested) {
   std::string refusal;
-  if (context_->device() == Device::kGPU) refusal = "on a GPU";
+  // On a GPU (and in its host rehearsal) lanes are streams: only when asked for, since they have not yet run on a GPU.
+  const bool streams = context_->device() == Device::kGPU || context_->streams_on_host();
+  if (streams && requested == 0) refusal = "on a GPU, lanes are used only when asked for";
   if (debug_info_) refusal = "debug_info";
   for (const auto& layer : layers_) {
     if (std::strcmp(layer->type(), "Python") == 0) refusal = "a Python layer";
@@ -939,6 +989,14 @@ void Net::ChooseLanes(int requested) {
   lanes_ = !refusal.empty() ? 1 : requested > 0 ? requested : lanes_automatic_ ? threads : 1;
   if (requested > 1 && !refusal.empty())
     LOG(INFO) << "Net '" << name_ << "' runs its steps in order (" << refusal << "), not on " << requested << " lanes";
+  stream_device_.reset();
+  if (streams && lanes_ > 1) {
+    if (context_->device() == Device::kGPU) {
+      stream_device_ = DeviceStreams(context_.get());
+    } else {
+      stream_device_ = std::make_unique<RehearsedStreams>(context_->random_seed());
+    }
+  }
   step_lanes_.Configure(lanes_, lanes_automatic_);
   backward_lanes_.Configure(lanes_, lanes_automatic_);
   InvalidateLanes();
@@ -974,7 +1032,10 @@ void Net::BackwardOnLanes() {
 }
 
 void Net::Backward() {
-  if (lanes_ > 1 && schedule_.replays == 0) {
+  context_->MakeCurrent();
+  if (lanes_ > 1 && schedule_.replays == 0 && stream_device_) {
+    BackwardOnStreams();
+  } else if (lanes_ > 1 && schedule_.replays == 0) {
     BackwardOnLanes();
   } else if (schedule_.replays > 0) {
     for (size_t e = plan_.size(); e < schedule_.events.size(); ++e) {

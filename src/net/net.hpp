@@ -43,6 +43,7 @@
 #include "layers/layer.hpp"
 #include "net/lanes.hpp"
 #include "net/schedule.hpp"
+#include "net/streams.hpp"
 
 namespace crema {
 
@@ -117,13 +118,13 @@ class Net {
   float ForwardStep(size_t step);
   // Execution lanes (net/lanes.hpp): how many steps of a pass may run at once (1: in order). Chosen when the net is
   // built: the context's (--lanes), else the net's `lanes` field, else automatic (up to four where there are two
-  // to four OpenMP threads, each wide stretch timed both ways); always 1 on a GPU (lanes of streams are not built
-  // yet), under debug_info (its lines follow the plan's order), and in nets with a Python layer (the interpreter) or
-  // a layer whose tops' shapes follow its bottoms' values. Forward and backward both run on lanes (backward in
-  // order under recompute, whose replays interleave with it); a step whose results change with the thread count
-  // (Layer::ThreadCountChangesPass: oneDNN's weight gradients) runs alone on all the threads, so the results are
-  // the in-order ones bit for bit. With lanes the memory plan shares bytes only between buffers whose uses are
-  // ordered whatever runs at once (MemoryPlanOptions::concurrent).
+  // to four OpenMP threads, each wide stretch timed both ways); on a GPU 1 unless asked for (lanes are the device's
+  // streams there, net/streams.hpp: not yet run on a GPU), and 1 under debug_info (its lines follow the plan's order),
+  // and in nets with a Python layer (the interpreter) or a layer whose tops' shapes follow its bottoms' values. Forward
+  // and backward both run on lanes (backward in order under recompute, whose replays interleave with it); a step whose
+  // results change with the thread count (Layer::ThreadCountChangesPass: oneDNN's weight gradients) runs alone on all
+  // the threads, so the results are the in-order ones bit for bit. With lanes the memory plan shares bytes only between
+  // buffers whose uses are ordered whatever runs at once (MemoryPlanOptions::concurrent).
   int lanes() const { return lanes_; }
   bool lanes_automatic() const { return lanes_automatic_; }
   // Sets the lanes (0: automatic, as when built) and plans the memory again for them.
@@ -134,6 +135,12 @@ class Net {
   // The plan step that lane step i of each pass runs (the lanes' order: ArrangeForLanes).
   int forward_lane_step(int i) const { return forward_steps_[i]; }
   int backward_lane_step(int i) const { return backward_steps_[i]; }
+  // Whether the lanes are streams of a device (a GPU's, or their host rehearsal: Context::set_streams_on_host), and
+  // the schedules of the last passes on them (steps numbered as the plan's, backward's as BackwardSteps).
+  bool lanes_on_streams() const { return stream_device_ != nullptr; }
+  const StreamSchedule& forward_streams() const { return forward_streams_; }
+  const StreamSchedule& backward_streams() const { return backward_streams_; }
+  const StreamDevice* stream_device() const { return stream_device_.get(); }
   void BackwardStep(size_t step);
   // Wall time of each step while on (the training monitor samples an iteration so): the milliseconds of its forward
   // and of its backward (replays under recompute included), summed since timing was turned on. On a GPU each
@@ -368,6 +375,10 @@ class Net {
   float ForwardOnLanes();
   // Backward on the lanes (not under recompute): every step that runs backward, through backward_lanes_.
   void BackwardOnLanes();
+  // The same on a device's streams: every step queued at once, in the plan's order (backward: BackwardSteps), on
+  // the streams of its schedule, steps that wait for each other ordered by events.
+  float ForwardOnStreams();
+  void BackwardOnStreams();
   // Makes every storage the steps touch (SyncedMemory makes it on first use: two lanes must not both make one): the
   // data, and with `gradients` the gradients too.
   void MakeStepStorage(bool gradients);
@@ -375,6 +386,7 @@ class Net {
   void InvalidateLanes() {
     step_lanes_.Invalidate();
     backward_lanes_.Invalidate();
+    forward_streams_ = backward_streams_ = StreamSchedule();
   }
   // The lanes this net runs with, from the request (0: automatic) and what the net holds.
   void ChooseLanes(int requested);
@@ -480,6 +492,8 @@ class Net {
   StepLanes step_lanes_;     // prepared over the forward step graph; invalidated whenever memory or shapes move
   StepLanes backward_lanes_;                         // over the backward step graph, likewise
   std::vector<int> forward_steps_, backward_steps_;  // the plan step of each lane step, per pass
+  std::unique_ptr<StreamDevice> stream_device_;      // lanes on streams: the device's, or rehearsed; else null
+  StreamSchedule forward_streams_, backward_streams_;  // empty until made (InvalidateLanes empties them)
   std::mutex gradient_ready_mutex_;  // gradient hooks fire one at a time, from whichever lane finished the step
 };
 
