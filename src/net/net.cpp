@@ -966,11 +966,15 @@ void Net::BackwardOnStreams() {
     NoteStorageUses(access, &backward_streams_);
   }
   RunOnStreams(backward_streams_, stream_device_.get(), [&](int i) { BackwardStep(steps[i]); });
-  if (gradient_ready_) {
-    for (size_t step = plan_.size(); step-- > 0;) {
-      if (plan_[step].needs_backward) continue;
-      for (int param : params_ready_after_[step]) gradient_ready_(param);
-    }
+  FireHooksOfStepsWithoutBackward();
+}
+
+void Net::FireHooksOfStepsWithoutBackward() {
+  // A parameter no step with a gradient uses: its hook fires at the end.
+  if (!gradient_ready_) return;
+  for (size_t step = plan_.size(); step-- > 0;) {
+    if (plan_[step].needs_backward) continue;
+    for (int param : params_ready_after_[step]) gradient_ready_(param);
   }
 }
 
@@ -1022,13 +1026,7 @@ void Net::BackwardOnLanes() {
     return true;
   });
   CREMA_CHECK(left.empty()) << "net '" << name_ << "': " << left.size() << " steps of backward did not run";
-  // Gradient hooks of steps that run no backward (a parameter no step with a gradient uses) fire at the end.
-  if (gradient_ready_) {
-    for (size_t step = plan_.size(); step-- > 0;) {
-      if (plan_[step].needs_backward) continue;
-      for (int param : params_ready_after_[step]) gradient_ready_(param);
-    }
-  }
+  FireHooksOfStepsWithoutBackward();
 }
 
 void Net::Backward() {

@@ -379,6 +379,8 @@ class Net {
   // the streams of its schedule, steps that wait for each other ordered by events.
   float ForwardOnStreams();
   void BackwardOnStreams();
+  // After backward on lanes or streams: the gradient hooks of steps that run no backward.
+  void FireHooksOfStepsWithoutBackward();
   // Makes every storage the steps touch (SyncedMemory makes it on first use: two lanes must not both make one): the
   // data, and with `gradients` the gradients too.
   void MakeStepStorage(bool gradients);
