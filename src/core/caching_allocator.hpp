@@ -30,11 +30,11 @@ namespace crema {
 
 class CachingAllocator {
  public:
-  // The underlying allocator: `allocate` returns nullptr when it cannot (out of memory), `release` gives a
-  // block back.
   // A stream (a cudaStream_t; null for the device's default stream) and an event recorded on one.
   using Stream = void*;
   using Event = void*;
+  // The underlying allocator: `allocate` returns nullptr when it cannot (out of memory), `release` gives a
+  // block back.
   struct Backend {
     std::function<void*(size_t bytes)> allocate;
     std::function<void(void* block)> release;

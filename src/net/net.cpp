@@ -940,7 +940,7 @@ StepGraph StreamsGraph(std::vector<StepAccess> access) {
 
 float Net::ForwardOnStreams() {
   ReshapeSteps(/*every=*/false);
-  if (forward_streams_.steps.size() != plan_.size()) {
+  if (forward_streams_.steps.empty()) {
     if (context_->device() == Device::kCPU) MakeStepStorage(/*gradients=*/false);
     const std::vector<StepAccess> access = ForwardStepAccess(*this);
     forward_streams_ = ScheduleOnStreams(StreamsGraph(access), lanes_);
@@ -958,14 +958,14 @@ float Net::ForwardOnStreams() {
 }
 
 void Net::BackwardOnStreams() {
-  const std::vector<int> steps = BackwardSteps(*this);
-  if (backward_streams_.steps.size() != steps.size()) {
+  if (backward_streams_.steps.empty()) {
     if (context_->device() == Device::kCPU) MakeStepStorage(/*gradients=*/true);
+    backward_steps_ = BackwardSteps(*this);  // on streams, in the order backward runs them
     const std::vector<StepAccess> access = BackwardStepAccess(*this);
     backward_streams_ = ScheduleOnStreams(StreamsGraph(access), lanes_);
     NoteStorageUses(access, &backward_streams_);
   }
-  RunOnStreams(backward_streams_, stream_device_.get(), [&](int i) { BackwardStep(steps[i]); });
+  RunOnStreams(backward_streams_, stream_device_.get(), [&](int i) { BackwardStep(backward_steps_[i]); });
   FireHooksOfStepsWithoutBackward();
 }
 
