@@ -627,6 +627,75 @@ TEST(LanesTest, RehearsedStreamsGiveTheInOrderResultsBitForBit) {
   EXPECT_FALSE(automatic.lanes_on_streams());
 }
 
+// The towers net trained with each parameter's SGD step queued by its gradient hook (Net::GradientReady::Then, as a
+// data-parallel reducer queues a parameter's all-reduce): the losses and the final parameters. Checks that every
+// hook's work ran once per pass, and on streams that each hook fired while its step was queued, before any of the
+// pass's work had run.
+std::vector<float> TrainFromHooks(int lanes, uint64_t seed, int iterations, bool streams) {
+  Net net(test::ParseNet(kTowersTraining), LanesContext(lanes, seed, streams));
+  const auto* rehearsal = dynamic_cast<const RehearsedStreams*>(net.stream_device());
+  EXPECT_EQ(rehearsal != nullptr, streams && lanes > 1);
+  std::vector<int> runs(net.learnable_params().size(), 0);
+  int64_t ran_before = 0;
+  int hooks = 0;
+  net.set_gradient_ready_callback([&](const Net::GradientReady& ready) {
+    ++hooks;
+    if (rehearsal != nullptr) {
+      EXPECT_EQ(rehearsal->operations_run(), ran_before) << "hook of " << ready.index();
+    }
+    Blob* param = net.learnable_params()[ready.index()];
+    ready.Then([&runs, param, index = ready.index()] {
+      ++runs[index];
+      float* data = param->mutable_cpu_data();
+      const float* diff = param->cpu_diff();
+      for (int k = 0; k < param->count(); ++k) data[k] -= 0.1f * diff[k];
+    });
+  });
+  std::vector<float> results;
+  for (int i = 0; i < iterations; ++i) {
+    FeedTowers(&net, seed + i);
+    net.ClearParamDiffs();
+    results.push_back(net.Forward());
+    if (rehearsal != nullptr) ran_before = rehearsal->operations_run();
+    net.Backward();
+    for (size_t p = 0; p < runs.size(); ++p) EXPECT_EQ(runs[p], i + 1) << "parameter " << p;
+  }
+  EXPECT_EQ(hooks, iterations * static_cast<int>(runs.size()));
+  for (Blob* param : net.learnable_params()) {
+    const std::vector<float> values = test::DataOf(*param);
+    results.insert(results.end(), values.begin(), values.end());
+  }
+  return results;
+}
+
+// What a gradient hook queues sees the complete gradient, and is done when Backward returns: in order and on CPU lanes
+// it runs at once; on (rehearsed) streams the hook fires as its step is queued and the work runs on the pass's side
+// stream after the step's event, interleaved at random with the rest of backward. An update made there before the
+// gradient is complete, or before a step still to run has read the parameter, would change the bits.
+TEST(LanesTest, GradientHooksQueueWorkThatSeesTheCompleteGradient) {
+  const std::vector<float> trained = Train(1, 41, 6);
+  ExpectSameBits(TrainFromHooks(1, 41, 6, /*streams=*/false), trained);
+  ExpectSameBits(TrainFromHooks(2, 41, 6, /*streams=*/false), trained);
+  for (int streams : {2, 3}) {
+    SCOPED_TRACE(streams);
+    ExpectSameBits(TrainFromHooks(streams, 41, 6, /*streams=*/true), trained);
+  }
+  // Backward's schedule records an event after each step that completes a parameter, waited for or not.
+  Net net(test::ParseNet(kTowersTraining), LanesContext(2, 41, true));
+  net.set_gradient_ready_callback([](int) {});
+  FeedTowers(&net, 41);
+  net.Forward();
+  net.Backward();
+  const StreamSchedule& schedule = net.backward_streams();
+  for (size_t p = 0; p < net.learnable_params().size(); ++p) {
+    const int step = net.gradient_ready_step(static_cast<int>(p));
+    const auto it = std::find_if(schedule.steps.begin(), schedule.steps.end(),
+                                 [&](const StreamStep& queued) { return net.backward_lane_step(queued.step) == step; });
+    ASSERT_NE(it, schedule.steps.end()) << p;
+    EXPECT_GE(it->event, 1) << p;
+  }
+}
+
 TEST(ContextTest, OnesServesSeveralThreadsAtOnceAndKeepsWhatItHandedOut) {
   Context context;
   std::vector<std::thread> threads;

@@ -210,8 +210,8 @@ class RecordingCallback : public SolverCallback {
     events.push_back("start " + std::to_string(iteration));
     before_update = Parameters();
   }
-  void OnParameterGradientReady(int iteration, int index) override {
-    events.push_back("gradient " + std::to_string(iteration) + " " + std::to_string(index));
+  void OnParameterGradientReady(int iteration, const Net::GradientReady& ready) override {
+    events.push_back("gradient " + std::to_string(iteration) + " " + std::to_string(ready.index()));
   }
   void OnGradientsReady(int iteration) override {
     events.push_back("ready " + std::to_string(iteration));

@@ -14,7 +14,17 @@
 
 namespace crema {
 
-DataLayer::~DataLayer() { StopPrefetching(); }
+DataLayer::~DataLayer() {
+  StopPrefetching();
+#ifdef CREMA_USE_CUDA
+  if (upload_stream_ != nullptr) {
+    // The buffers' device blocks go back to the cache, which records an event on their stream, before it goes.
+    queue_.clear();
+    upload_buffers_.clear();
+    cudaStreamDestroy(static_cast<cudaStream_t>(upload_stream_));
+  }
+#endif
+}
 
 TransformationParameter DataLayer::MergedTransformParam() const {
   TransformationParameter transform = param_.transform_param();
@@ -175,55 +185,75 @@ std::vector<Layer::HeldBuffer> DataLayer::HeldBuffers() const {
   return held;
 }
 
+#ifdef CREMA_USE_CUDA
+struct DataLayer::UploadBuffer {
+  explicit UploadBuffer(const std::vector<int>& shape) : blob(shape) {
+    CREMA_CUDA_CHECK(cudaEventCreateWithFlags(&consumed, cudaEventDisableTiming));
+  }
+  ~UploadBuffer() {
+    if (consumed != nullptr) cudaEventDestroy(consumed);
+  }
+  UploadBuffer(const UploadBuffer&) = delete;
+  UploadBuffer& operator=(const UploadBuffer&) = delete;
+  Blob blob;
+  cudaEvent_t consumed = nullptr;  // recorded on the compute stream after the batch's copy into the top
+};
+#else
+struct DataLayer::UploadBuffer {
+  Blob blob;
+};
+#endif
+
 void DataLayer::Upload(Batch* batch, void* stream) {
 #ifdef CREMA_USE_CUDA
-  // A buffer of the pool that no queued or consumed batch holds any more (Forward_gpu drops its reference only
-  // after its copy ran), else a new one.
-  for (const auto& buffer : upload_buffers_) {
-    if (buffer.use_count() == 1 && buffer->shape() == batch->data_shape) {
-      batch->device_data = buffer;
+  // A buffer of the pool that no queued or consumed batch holds any more, else a new one. A consumed batch's buffer
+  // may still be read by the compute stream's copy (Forward_gpu does not wait for it): the upload waits, on the
+  // device, for the event recorded after that copy. A new buffer's device block comes from the cache for this
+  // thread's stream (SetAllocationStream in PrefetchLoop): a block the net freed is handed over only once the work
+  // queued on it has run.
+  std::shared_ptr<UploadBuffer> buffer;
+  for (const auto& pooled : upload_buffers_) {
+    if (pooled.use_count() == 1 && pooled->blob.shape() == batch->data_shape) {
+      buffer = pooled;
+      CREMA_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), buffer->consumed, 0));
       break;
     }
   }
-  if (batch->device_data == nullptr) {
-    batch->device_data = std::make_shared<Blob>(batch->data_shape);
-    upload_buffers_.push_back(batch->device_data);
-    upload_bytes_ += sizeof(float) * batch->device_data->count();
-    // A new device block may be one the net freed while its kernels still ran on the compute stream, which
-    // this thread's stream does not wait for: wait for the whole device once, when the buffer is made.
-    batch->device_data->mutable_gpu_data();
-    CREMA_CUDA_CHECK(cudaDeviceSynchronize());
+  if (buffer == nullptr) {
+    buffer = std::make_shared<UploadBuffer>(batch->data_shape);
+    upload_buffers_.push_back(buffer);
+    upload_bytes_ += sizeof(float) * buffer->blob.count();
   }
-  std::copy(batch->data.begin(), batch->data.end(), batch->device_data->mutable_cpu_data());
-  batch->device_data->data()->async_gpu_push(stream);
+  std::copy(batch->data.begin(), batch->data.end(), buffer->blob.mutable_cpu_data());
+  buffer->blob.data()->async_gpu_push(stream);
   CREMA_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
+  batch->device_data = std::move(buffer);
   batch->data = {};
+#else
+  (void)batch;
+  (void)stream;
 #endif
 }
 
 void DataLayer::PrefetchLoop() {
-#ifdef CREMA_USE_CUDA
-  // On a GPU net the thread uploads each batch on a stream of its own, which never waits for the compute
-  // stream, so the copy overlaps the net's work on the previous batch.
-  struct StreamOwner {
-    cudaStream_t stream = nullptr;
-    ~StreamOwner() {
-      if (stream != nullptr) cudaStreamDestroy(stream);
-    }
-  } upload;
-#endif
   try {
 #ifdef CREMA_USE_CUDA
+    // On a GPU net the thread uploads each batch on a stream of its own, which never waits for the compute
+    // stream, so the copy overlaps the net's work on the previous batch. The stream lives as long as the layer:
+    // the buffers' device blocks are its (the cache records an event on it when they are freed).
     if (device() == Device::kGPU) {
       context().MakeCurrent();
-      CREMA_CUDA_CHECK(cudaStreamCreateWithFlags(&upload.stream, cudaStreamNonBlocking));
+      if (upload_stream_ == nullptr) {
+        cudaStream_t stream = nullptr;
+        CREMA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+        upload_stream_ = stream;
+      }
+      SetAllocationStream(upload_stream_);
     }
 #endif
     for (;;) {
       Batch batch = ReadBatch();
-#ifdef CREMA_USE_CUDA
-      if (upload.stream != nullptr) Upload(&batch, upload.stream);
-#endif
+      if (upload_stream_ != nullptr) Upload(&batch, upload_stream_);
       Position next = CurrentPosition();
       std::unique_lock<std::mutex> lock(mutex_);
       changed_.wait(lock, [this] { return stop_ || queue_.size() < capacity_; });
@@ -295,10 +325,13 @@ void DataLayer::WriteLabels(const Batch& batch, const std::vector<Blob*>& top) {
 void DataLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   Batch batch = NextBatch();
   if (top[0]->shape() != batch.data_shape) top[0]->Reshape(batch.data_shape);
-  copy(context(), top[0]->count(), batch.device_data->gpu_data(), top[0]->mutable_gpu_data());
 #ifdef CREMA_USE_CUDA
-  // The batch's device block goes back to the cache when `batch` ends; the copy must have read it by then.
-  CREMA_CUDA_CHECK(cudaStreamSynchronize(context().stream()));
+  copy(context(), top[0]->count(), batch.device_data->blob.gpu_data(), top[0]->mutable_gpu_data());
+  // The buffer goes back to the pool when `batch` ends; the next upload into it waits for this copy on the device,
+  // so the host queues on without waiting.
+  CREMA_CUDA_CHECK(cudaEventRecord(batch.device_data->consumed, context().stream()));
+#else
+  CREMA_FAIL() << describe() << ": a GPU net needs a crema built with CUDA";
 #endif
   WriteLabels(batch, top);
 }

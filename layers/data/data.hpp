@@ -73,6 +73,9 @@ class DataLayer : public HostDataLayer {
   void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
 
  private:
+  // A device buffer a batch is uploaded into, with the event the compute stream records once it has read it
+  // (defined in CUDA builds).
+  struct UploadBuffer;
   // Where a batch starts: everything needed to read it again.
   struct Position {
     std::string key;
@@ -85,7 +88,7 @@ class DataLayer : public HostDataLayer {
     std::vector<float> data;
     std::vector<float> labels;
     // On a GPU net: the data, uploaded by the prefetch thread (then `data` is empty).
-    std::shared_ptr<Blob> device_data;
+    std::shared_ptr<UploadBuffer> device_data;
   };
   // The next batch from the prefetch queue (waiting for it), or the thread's error.
   Batch NextBatch();
@@ -102,7 +105,8 @@ class DataLayer : public HostDataLayer {
   void AdvanceCursor();
   void SkipRecords(uint64_t count);
   Batch ReadBatch();
-  // On a GPU context: moves the batch's data to the device on the prefetch thread's stream and waits for it.
+  // On a GPU context: moves the batch's data to the device on the prefetch thread's stream (after the compute
+  // stream's last read of the buffer it reuses) and waits for it.
   void Upload(Batch* batch, void* stream);
   void PrefetchLoop();
 
@@ -127,9 +131,11 @@ class DataLayer : public HostDataLayer {
   Position next_unqueued_;
   // Also read without the lock between records, so a stop request need not wait for a whole batch.
   std::atomic<bool> stop_{false};
-  // The device buffers batches are uploaded into, reused (the prefetch thread's own).
-  std::vector<std::shared_ptr<Blob>> upload_buffers_;
+  // The device buffers batches are uploaded into, reused (the prefetch thread's own): one in use by a queued or
+  // consumed batch is held by it too.
+  std::vector<std::shared_ptr<UploadBuffer>> upload_buffers_;
   std::atomic<size_t> upload_bytes_{0};  // their bytes on the device, for HeldBuffers (read by other threads)
+  void* upload_stream_ = nullptr;        // the prefetch thread's stream (a cudaStream_t), made by its first run
   bool running_ = false;
   bool failed_ = false;
   std::string error_;

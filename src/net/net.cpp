@@ -840,7 +840,41 @@ void Net::ReplayStep(size_t step) {
   }
 }
 
+void Net::GradientReady::Then(const std::function<void()>& work) const {
+  if (side_ == nullptr) {
+    work();
+  } else {
+    side_->Queue(event_, work);
+  }
+}
+
+void Net::set_gradient_ready_callback(std::function<void(const GradientReady&)> callback) {
+  gradient_ready_ = std::move(callback);
+  // Backward's schedule on streams records an event after each step that completes a gradient only with a callback.
+  backward_streams_ = StreamSchedule();
+}
+
+void Net::set_gradient_ready_callback(std::function<void(int)> callback) {
+  if (!callback) {
+    set_gradient_ready_callback(std::function<void(const GradientReady&)>());
+    return;
+  }
+  set_gradient_ready_callback(
+      [callback = std::move(callback)](const GradientReady& ready) { callback(ready.index()); });
+}
+
+void Net::FireGradientHooks(size_t step, SideStream* side, int event) {
+  if (!gradient_ready_ || params_ready_after_[step].empty()) return;
+  std::lock_guard<std::mutex> lock(gradient_ready_mutex_);
+  for (int param : params_ready_after_[step]) gradient_ready_(GradientReady(param, side, event));
+}
+
 void Net::BackwardStep(size_t step) {
+  RunBackwardStep(step);
+  FireGradientHooks(step);
+}
+
+void Net::RunBackwardStep(size_t step) {
   CREMA_CHECK(layers_backward_planned_ || !plan_[step].needs_backward)
       << "net '" << name_ << "' plans its memory for forward passes only (PlanMemory(false)), so the values "
       << "backward needs are gone once read; plan it for backward too (PlanMemory(true)) to run it backward";
@@ -862,10 +896,6 @@ void Net::BackwardStep(size_t step) {
       CREMA_CHECK(where.empty()) << "non-finite value in the backward pass of net '" << name_ << "': " << where
                                  << " (debug_info checks every step)";
     }
-  }
-  if (gradient_ready_ && !params_ready_after_[step].empty()) {
-    std::lock_guard<std::mutex> lock(gradient_ready_mutex_);
-    for (int param : params_ready_after_[step]) gradient_ready_(param);
   }
 }
 
@@ -962,19 +992,31 @@ void Net::BackwardOnStreams() {
     if (context_->device() == Device::kCPU) MakeStepStorage(/*gradients=*/true);
     backward_steps_ = BackwardSteps(*this);  // on streams, in the order backward runs them
     const std::vector<StepAccess> access = BackwardStepAccess(*this);
-    backward_streams_ = ScheduleOnStreams(StreamsGraph(access), lanes_);
+    // With a gradient hook, each step that completes a parameter's gradient records an event for it.
+    std::vector<bool> announced(backward_steps_.size(), false);
+    for (size_t i = 0; gradient_ready_ && i < backward_steps_.size(); ++i)
+      announced[i] = !params_ready_after_[backward_steps_[i]].empty();
+    backward_streams_ = ScheduleOnStreams(StreamsGraph(access), lanes_, &announced);
     NoteStorageUses(access, &backward_streams_);
   }
-  RunOnStreams(backward_streams_, stream_device_.get(), [&](int i) { BackwardStep(backward_steps_[i]); });
-  FireHooksOfStepsWithoutBackward();
+  // The hooks fire as the steps are queued, each with its step's event; the work they queue runs on the side stream.
+  BesideThePass hooks;
+  hooks.queued = [&](const StreamStep& queued, SideStream* side) {
+    FireGradientHooks(backward_steps_[queued.step], side, queued.event);
+  };
+  hooks.last = [&](SideStream* side) { FireHooksOfStepsWithoutBackward(side); };
+  RunOnStreams(
+      backward_streams_, stream_device_.get(), [&](int i) { RunBackwardStep(backward_steps_[i]); },
+      gradient_ready_ ? &hooks : nullptr);
 }
 
-void Net::FireHooksOfStepsWithoutBackward() {
+void Net::FireHooksOfStepsWithoutBackward(SideStream* side) {
   // A parameter no step with a gradient uses: its hook fires at the end.
   if (!gradient_ready_) return;
+  std::lock_guard<std::mutex> lock(gradient_ready_mutex_);
   for (size_t step = plan_.size(); step-- > 0;) {
     if (plan_[step].needs_backward) continue;
-    for (int param : params_ready_after_[step]) gradient_ready_(param);
+    for (int param : params_ready_after_[step]) gradient_ready_(GradientReady(param, side, -1));
   }
 }
 

@@ -165,9 +165,30 @@ class Net {
   // Sets every learnable parameter's gradient to zero.
   void ClearParamDiffs();
 
-  // Data parallelism: called during Backward with the index (into learnable_params()) of each parameter as
-  // soon as its gradient is complete, so an all-reduce can overlap the rest of backward. Empty: none.
-  void set_gradient_ready_callback(std::function<void(int)> callback) { gradient_ready_ = std::move(callback); }
+  // A learnable parameter's gradient is complete, as the gradient-ready callback is told. In order and on CPU lanes
+  // the callback runs once the step that completes it has run, and Then runs the work at once. On streams
+  // (lanes_on_streams()) it runs when that step is queued, before the device has run it: Then queues the work on the
+  // pass's side stream (SideStream) after an event recorded with the step, and the pass ends only once the work has
+  // run, so what follows Backward on the context's stream (an update) sees it. Work that reads the gradient (an
+  // all-reduce) goes through Then; read directly in the callback, a gradient on streams may not be there yet. The
+  // work runs with the context's stream set to the side stream (Context::stream()).
+  class GradientReady {
+   public:
+    int index() const { return index_; }  // into learnable_params()
+    void Then(const std::function<void()>& work) const;
+
+   private:
+    friend class Net;
+    GradientReady(int index, SideStream* side, int event) : index_(index), side_(side), event_(event) {}
+    int index_;
+    SideStream* side_;  // null: the gradient is complete now
+    int event_;
+  };
+  // Data parallelism: called during Backward for each learnable parameter as soon as its gradient is complete, so an
+  // all-reduce can overlap the rest of backward; one call at a time. Empty: none.
+  void set_gradient_ready_callback(std::function<void(const GradientReady&)> callback);
+  // The same given the parameter's index only (for work that needs no device order).
+  void set_gradient_ready_callback(std::function<void(int)> callback);
   // The step after whose backward learnable parameter `index` is complete.
   int gradient_ready_step(int index) const { return gradient_ready_step_[index]; }
 
@@ -379,8 +400,12 @@ class Net {
   // the streams of its schedule, steps that wait for each other ordered by events.
   float ForwardOnStreams();
   void BackwardOnStreams();
-  // After backward on lanes or streams: the gradient hooks of steps that run no backward.
-  void FireHooksOfStepsWithoutBackward();
+  // Backward of one step, without the gradient hooks (BackwardStep runs both).
+  void RunBackwardStep(size_t step);
+  // The gradient hooks of the parameters complete after `step`: now (`side` null), or on streams after `event`.
+  void FireGradientHooks(size_t step, SideStream* side = nullptr, int event = -1);
+  // After backward on lanes or streams: the gradient hooks of steps that run no backward (complete from the start).
+  void FireHooksOfStepsWithoutBackward(SideStream* side = nullptr);
   // Makes every storage the steps touch (SyncedMemory makes it on first use: two lanes must not both make one): the
   // data, and with `gradients` the gradients too.
   void MakeStepStorage(bool gradients);
@@ -451,7 +476,7 @@ class Net {
   std::vector<std::string> rewrites_;
   bool fold_ = true;  // NetParameter.fold
   std::vector<std::string> passes_run_;
-  std::function<void(int)> gradient_ready_;
+  std::function<void(const GradientReady&)> gradient_ready_;
   std::vector<int> gradient_ready_step_;              // per learnable parameter
   std::vector<std::vector<int>> params_ready_after_;  // per step: learnable parameters complete after it
   std::vector<Blob*> input_blobs_;

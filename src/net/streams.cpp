@@ -23,7 +23,7 @@ void Merge(Clock* into, const Clock& from) {
 
 }  // namespace
 
-StreamSchedule ScheduleOnStreams(const StepGraph& graph, int streams) {
+StreamSchedule ScheduleOnStreams(const StepGraph& graph, int streams, const std::vector<bool>* announced) {
   const int n = static_cast<int>(graph.size());
   const int most = std::max(1, streams);
   StreamSchedule schedule;
@@ -86,11 +86,17 @@ StreamSchedule ScheduleOnStreams(const StepGraph& graph, int streams) {
     schedule.joins.push_back(event_of[last]);
     Merge(&end, after[last]);
   }
+  bool any_announced = false;
+  for (int s = 0; announced != nullptr && s < n && s < static_cast<int>(announced->size()); ++s) {
+    if (!(*announced)[s]) continue;
+    any_announced = true;
+    if (event_of[s] < 0) event_of[s] = events++;
+  }
   for (int s = 0; s < n; ++s) schedule.steps[s].event = event_of[s];
   schedule.streams = 1;
   for (int t = 0; t < most; ++t)
     if (queued[t] > 0) schedule.streams = t + 1;
-  schedule.events = schedule.streams > 1 ? events : 0;
+  schedule.events = schedule.streams > 1 || any_announced ? events : 0;
   return schedule;
 }
 
@@ -160,10 +166,22 @@ std::string StreamSchedule::Describe() const {
   return out.str();
 }
 
-void RunOnStreams(const StreamSchedule& schedule, StreamDevice* device, const std::function<void(int step)>& launch) {
-  device->Prepare(schedule.streams, schedule.events);
+void SideStream::Queue(int event, const std::function<void()>& work) {
+  if (!used_) device_->Wait(stream_, start_);
+  used_ = true;
+  if (event >= 0) device_->Wait(stream_, event);
+  device_->Launch(stream_, work);
+}
+
+void RunOnStreams(const StreamSchedule& schedule, StreamDevice* device, const std::function<void(int step)>& launch,
+                  const BesideThePass* beside) {
+  // With work beside the pass: its stream, and two events after the schedule's (the pass's start, the side's end).
+  const int start_event = schedule.events, end_event = schedule.events + 1;
+  device->Prepare(schedule.streams + (beside ? 1 : 0), schedule.events + (beside ? 2 : 0));
+  SideStream side(device, schedule.streams, start_event);
   std::vector<bool> forked(schedule.streams, false);
   if (schedule.streams > 1) device->Record(0, 0);
+  if (beside) device->Record(0, start_event);
   for (const StreamStep& step : schedule.steps) {
     if (step.stream != 0 && !forked[step.stream]) {
       forked[step.stream] = true;
@@ -172,6 +190,12 @@ void RunOnStreams(const StreamSchedule& schedule, StreamDevice* device, const st
     for (int event : step.waits) device->Wait(step.stream, event);
     device->Launch(step.stream, [&launch, &step] { launch(step.step); });
     if (step.event >= 0) device->Record(step.stream, step.event);
+    if (beside && beside->queued) beside->queued(step, &side);
+  }
+  if (beside && beside->last) beside->last(&side);
+  if (side.used()) {
+    device->Record(side.stream(), end_event);
+    device->Wait(0, end_event);
   }
   for (int event : schedule.joins) device->Wait(0, event);
   for (const auto& [stream, storage] : schedule.uses) device->Uses(stream, const_cast<void*>(storage));

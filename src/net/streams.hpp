@@ -57,8 +57,10 @@ struct StreamSchedule {
   bool Keeps(const StepGraph& graph) const;
 };
 
-// The schedule of `graph`'s steps on at most `streams` streams.
-StreamSchedule ScheduleOnStreams(const StepGraph& graph, int streams);
+// The schedule of `graph`'s steps on at most `streams` streams. A step `announced` marks (when given: one flag per
+// step) records an event even where no step waits for it, so that work beside the pass can (SideStream: a parameter's
+// gradient is complete after its step).
+StreamSchedule ScheduleOnStreams(const StepGraph& graph, int streams, const std::vector<bool>* announced = nullptr);
 // Fills `schedule`'s uses from what its steps read and write (`access`, the graph's ground).
 void NoteStorageUses(const std::vector<StepAccess>& access, StreamSchedule* schedule);
 
@@ -85,9 +87,37 @@ class StreamDevice {
   }
 };
 
+// Work queued beside a pass on streams (RunOnStreams with a BesideThePass), on a stream of its own: the stream after
+// the schedule's. Each piece waits for the pass's start and for an event of the schedule (a step's StreamStep::event),
+// and the pass ends, on stream 0, only once every piece has run; so the work sees the step's results as soon as the
+// device has them (an all-reduce of a parameter's gradient while backward goes on) and what follows the pass sees the
+// work's. On the host thread that queues the pass, while it queues it.
+class SideStream {
+ public:
+  SideStream(StreamDevice* device, int stream, int start_event)
+      : device_(device), stream_(stream), start_(start_event) {}
+  // Queues `work` after `event` (-1: after the pass's start only).
+  void Queue(int event, const std::function<void()>& work);
+  int stream() const { return stream_; }
+  bool used() const { return used_; }
+
+ private:
+  StreamDevice* device_;
+  int stream_, start_;
+  bool used_ = false;
+};
+
+// What a pass on streams calls while it queues: after each step (and its event) is queued, then after the last.
+struct BesideThePass {
+  std::function<void(const StreamStep& step, SideStream* side)> queued;
+  std::function<void(SideStream* side)> last;
+};
+
 // Queues every step of `schedule` on `device`, `launch(step)` doing the step's work, with the fork, the waits, the
-// records and the joins.
-void RunOnStreams(const StreamSchedule& schedule, StreamDevice* device, const std::function<void(int step)>& launch);
+// records and the joins; with `beside`, calls it as it queues, with the pass's side stream (one more stream and two
+// more events than the schedule's: the pass's start and the side stream's end).
+void RunOnStreams(const StreamSchedule& schedule, StreamDevice* device, const std::function<void(int step)>& launch,
+                  const BesideThePass* beside = nullptr);
 
 // The streams of `context`'s GPU (lane k: Context::lane_stream(k)), with events of their own; work launched on a
 // stream runs with the context's lane set to it (Context::LaneScope), so its kernels, cuBLAS and cuDNN calls queue

@@ -177,9 +177,9 @@ Solver::Solver(const SolverParameter& param, const std::string& solver_path, std
   for (int set = 0; set < history_sets_; ++set)
     for (Blob* blob : net_->learnable_params()) history_.push_back(std::make_shared<Blob>(blob->shape()));
   // Parameter gradients are complete only in the last of an iteration's iter_size backward passes.
-  net_->set_gradient_ready_callback([this](int index) {
+  net_->set_gradient_ready_callback([this](const Net::GradientReady& ready) {
     if (last_backward_pass_)
-      for (SolverCallback* callback : callbacks_) callback->OnParameterGradientReady(iter_, index);
+      for (SolverCallback* callback : callbacks_) callback->OnParameterGradientReady(iter_, ready);
   });
   LOG(INFO) << "Solver: learning rate policy " << param_.lr_policy() << ", base_lr "
             << param_.base_lr() << ", batch accumulation iter_size " << param_.iter_size();

@@ -21,9 +21,10 @@ class SolverCallback {
   virtual ~SolverCallback() = default;
   // Before the iteration's forward and backward passes (e.g. broadcast the parameters).
   virtual void OnStart(int iteration) {}
-  // During the iteration's last backward pass, as soon as learnable parameter `index`'s gradient is complete
-  // (e.g. start its all-reduce while the rest of backward runs).
-  virtual void OnParameterGradientReady(int iteration, int index) {}
+  // During the iteration's last backward pass, as soon as learnable parameter `ready.index()`'s gradient is complete
+  // (e.g. start its all-reduce while the rest of backward runs: through ready.Then, which orders it after the
+  // gradient on a GPU's streams; Net::GradientReady).
+  virtual void OnParameterGradientReady(int iteration, const Net::GradientReady& ready) {}
   // After the iteration's backward passes, before the update (e.g. wait for the all-reduces).
   virtual void OnGradientsReady(int iteration) {}
 };
