@@ -1,10 +1,14 @@
 #include <gtest/gtest.h>
+#include <omp.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "core/filler.hpp"
+#include "core/philox.hpp"
 #include "test_util.hpp"
 
 namespace crema {
@@ -160,6 +164,112 @@ TEST(FillerTest, UnknownTypeNamesTheKnownOnes) {
     for (const std::string& known : KnownFillerTypes()) EXPECT_NE(message.find(known), std::string::npos) << message;
   }
   EXPECT_EQ(KnownFillerTypes().size(), 7u);
+}
+
+// The random fillers' values are a pure function of the stream's next two draws and the value's index: with one
+// thread and with several (each fill above 2^15 values runs on all of them) the same bits.
+TEST(FillerTest, RandomFillsGiveTheSameValuesOnAnyThreadCount) {
+  const char* fillers[] = {"type: 'gaussian' mean: 0.5 std: 3", "type: 'gaussian' sparse: 30", "type: 'uniform' min: -2",
+                           "type: 'xavier'", "type: 'msra'", "type: 'positive_unitball'"};
+  const int saved = omp_get_max_threads();
+  for (const char* filler : fillers) {
+    SCOPED_TRACE(filler);
+    std::vector<std::vector<float>> results;
+    for (int threads : {1, 2, 3}) {
+      omp_set_num_threads(threads);
+      Blob blob({300, 7, 5, 5});  // 52,500 values
+      RandomStream random(21);
+      Fill(ParseFiller(filler), &blob, &random);
+      results.push_back(test::DataOf(blob));
+    }
+    omp_set_num_threads(saved);
+    for (size_t r = 1; r < results.size(); ++r)
+      EXPECT_EQ(std::memcmp(results[r].data(), results[0].data(), results[0].size() * sizeof(float)), 0) << r;
+  }
+}
+
+// A fill takes two 32-bit draws from the stream whatever the blob's size (a sparse Gaussian four): the next layer's
+// fill does not depend on how big this one was. Different seeds give different values.
+TEST(FillerTest, ARandomFillTakesTwoDrawsFromTheStream) {
+  for (const char* filler : {"type: 'gaussian'", "type: 'uniform'", "type: 'xavier'", "type: 'msra'"}) {
+    SCOPED_TRACE(filler);
+    for (int n : {1, 5, 100000}) {
+      Blob blob({n});
+      RandomStream random(8), expected(8);
+      Fill(ParseFiller(filler), &blob, &random);
+      expected.NextUint32();
+      expected.NextUint32();
+      EXPECT_EQ(random.Save(), expected.Save()) << n;
+    }
+    Blob a({1000}), b({1000});
+    RandomStream first(8), second(9);
+    Fill(ParseFiller(filler), &a, &first);
+    Fill(ParseFiller(filler), &b, &second);
+    EXPECT_NE(test::DataOf(a), test::DataOf(b));
+  }
+}
+
+// The values as documented, computed here from the tested Philox function (test_philox.cpp) in double precision:
+// key = first draw << 32 | second draw; value 4j + k from block j's word k; uniform: low + (high - low) * (bits >> 8)
+// / 2^24; Gaussian: Box-Muller on words (0, 1) and (2, 3), radius from ((bits >> 8) + 1) / 2^24, cosine then sine.
+TEST(FillerTest, RandomFillsDrawTheDocumentedValues) {
+  const int n = 70003;  // a last block of three
+  RandomStream keys(15);
+  const uint64_t high = keys.NextUint32();
+  const uint64_t key = (high << 32) | keys.NextUint32();
+  const auto word = [&](int i) {
+    const uint32_t j = static_cast<uint32_t>(i / 4);
+    return Philox4x32_10({{j, 0u, 0u, 0u}}, static_cast<uint32_t>(key), static_cast<uint32_t>(key >> 32)).v[i % 4];
+  };
+  Blob uniform({n}), gaussian({n});
+  RandomStream for_uniform(15), for_gaussian(15);
+  Fill(ParseFiller("type: 'uniform' min: -3 max: 5"), &uniform, &for_uniform);
+  Fill(ParseFiller("type: 'gaussian' mean: 2 std: 0.5"), &gaussian, &for_gaussian);
+  double worst_uniform = 0, worst_gaussian = 0;
+  for (int i = 0; i < n; ++i) {
+    const double u = -3.0 + 8.0 * ((word(i) >> 8) / 16777216.0);
+    worst_uniform = std::max(worst_uniform, std::fabs(uniform.cpu_data()[i] - u));
+    const int first = i - i % 2;  // the pair's radius word
+    const double radius = std::sqrt(-2.0 * std::log(((word(first) >> 8) + 1) / 16777216.0));
+    const double angle = 2.0 * M_PI * ((word(first + 1) >> 8) / 16777216.0);
+    const double z = 2.0 + 0.5 * radius * (i % 2 == 0 ? std::cos(angle) : std::sin(angle));
+    worst_gaussian = std::max(worst_gaussian, std::fabs(gaussian.cpu_data()[i] - z));
+  }
+  EXPECT_LT(worst_uniform, 1e-6);
+  EXPECT_LT(worst_gaussian, 2e-5);  // float logarithm, square root, sine and cosine
+}
+
+// Kolmogorov-Smirnov distance between `values` and a distribution's CDF.
+template <typename Cdf>
+double KolmogorovSmirnov(std::vector<float> values, Cdf cdf) {
+  std::sort(values.begin(), values.end());
+  const double n = static_cast<double>(values.size());
+  double distance = 0;
+  for (size_t i = 0; i < values.size(); ++i) {
+    const double f = cdf(values[i]);
+    distance = std::max({distance, std::fabs(f - i / n), std::fabs((i + 1) / n - f)});
+  }
+  return distance;
+}
+
+// Two million values of each follow their distribution (the Kolmogorov-Smirnov distance under its 0.1% critical
+// value, 1.95 / sqrt(n)), and neighbours (the two of a Box-Muller pair, and successive pairs) are uncorrelated.
+TEST(FillerTest, RandomFillsFollowTheirDistributions) {
+  const int n = 1 << 21;
+  Blob gaussian({n}), uniform({n});
+  RandomStream random(33);
+  Fill(ParseFiller("type: 'gaussian' mean: 0 std: 1"), &gaussian, &random);
+  Fill(ParseFiller("type: 'uniform' min: 0 max: 1"), &uniform, &random);
+  const double critical = 1.95 / std::sqrt(static_cast<double>(n));
+  EXPECT_LT(KolmogorovSmirnov(test::DataOf(gaussian), [](double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); }),
+            critical);
+  EXPECT_LT(KolmogorovSmirnov(test::DataOf(uniform), [](double x) { return std::clamp(x, 0.0, 1.0); }), critical);
+  const float* z = gaussian.cpu_data();
+  for (int lag : {1, 2, 4}) {
+    double sum = 0;
+    for (int i = 0; i + lag < n; ++i) sum += static_cast<double>(z[i]) * z[i + lag];
+    EXPECT_LT(std::fabs(sum / (n - lag)), 4.0 / std::sqrt(static_cast<double>(n))) << "lag " << lag;
+  }
 }
 
 }  // namespace

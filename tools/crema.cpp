@@ -460,7 +460,12 @@ int Time() {
   CREMA_CHECK(FLAGS_iterations > 0) << "--iterations must be positive, got " << FLAGS_iterations;
   // The peak counts everything the run holds: the net's build, the untimed pass and the timed passes.
   MemoryStats::ResetPeak();
+  const auto build_start = std::chrono::steady_clock::now();
   std::unique_ptr<Net> net = LoadModel(ParsePhase(TRAIN), FLAGS_forward_only);
+  // What a user waits for before the first pass: the layers set up, their parameters filled (or read), the plan made.
+  LOG(INFO) << "Net built in "
+            << std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - build_start).count()
+            << " ms" << (FLAGS_weights.empty() ? " (parameters from the fillers)" : " (weights read)");
   const bool on_cpu = net->context().device() == Device::kCPU;
   // The machine, and what its matrix product reaches: each layer's GFLOP/s below is compared with it.
   const double peak_gflops = on_cpu ? MeasureGemmPeakGflops() : 0.0;
