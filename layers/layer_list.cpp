@@ -7,6 +7,7 @@
 #include "layers/common/cudnn_softmax.hpp"
 #include "layers/common/eltwise.hpp"
 #include "layers/common/embed.hpp"
+#include "layers/common/expression.hpp"
 #include "layers/common/filter.hpp"
 #include "layers/common/flatten.hpp"
 #include "layers/common/inner_product.hpp"
@@ -187,6 +188,7 @@ void RegisterBuiltinLayers(LayerRegistry* registry) {
   registry->Add<TileLayer>("Tile", {"native", kCpuAndGpu});
   registry->Add<SilenceLayer>("Silence", {"native", kCpuAndGpu});
   registry->Add<ReductionLayer>("Reduction", {"native", kCpuAndGpu});
+  registry->Add<ExpressionLayer>("Expression", {"native", kCpuOnly});
   registry->Add<ArgMaxLayer>("ArgMax", {"native", kCpuAndGpu});
   registry->Add<BatchReindexLayer>("BatchReindex", {"native", kCpuAndGpu});
   registry->Add<FilterLayer>("Filter", {"native", kCpuAndGpu});

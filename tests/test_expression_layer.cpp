@@ -1,0 +1,346 @@
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/formula.hpp"
+#include "layers/common/expression.hpp"
+#include "net/net.hpp"
+#include "test_util.hpp"
+
+namespace crema {
+namespace {
+
+LayerParameter ExpressionParam(const std::vector<std::string>& bottoms, const std::vector<std::string>& formulas) {
+  std::string text = "name: 'expr' type: 'Expression'";
+  for (const std::string& name : bottoms) text += " bottom: '" + name + "'";
+  for (size_t k = 0; k < formulas.size(); ++k) text += " top: 'y" + std::to_string(k) + "'";
+  text += " expression_param {";
+  for (const std::string& formula : formulas) {
+    std::string quoted;
+    for (char c : formula) quoted += c == '\'' ? std::string("\\'") : std::string(1, c);
+    text += " formula: '" + quoted + "'";
+  }
+  return test::ParseLayer(text + " }");
+}
+
+// Values in [low, high] with a random sign when `signed_values`: away from the kinks at 0 (abs, relu) and the
+// domains' edges (log, sqrt).
+void FillAway(Blob* blob, float low, float high, bool signed_values, uint64_t seed) {
+  test::FillUniform(blob, low, high, seed);
+  if (!signed_values) return;
+  float* data = blob->mutable_cpu_data();
+  for (int i = 0; i < blob->count(); ++i)
+    if ((i * 7 + static_cast<int>(seed)) % 3 == 0) data[i] = -data[i];
+}
+
+struct Case {
+  const char* formula;
+  std::function<double(double, double)> reference;  // over a and b
+};
+
+// Every operator and function, each computed here in double.
+const Case kCases[] = {
+    {"a + b * 2 - 0.5", [](double a, double b) { return a + b * 2 - 0.5; }},
+    {"a / b", [](double a, double b) { return a / b; }},
+    {"-a^2 + 2^3^2 / 256", [](double a, double) { return -(a * a) + 2.0; }},  // precedence, right-associative ^
+    {"b ^ -a ^ 2 - - + a", [](double a, double b) { return std::pow(b, -(a * a)) + a; }},
+    {"a ^ b", [](double a, double b) { return std::pow(std::fabs(a), b); }},
+    {"pow(b, 1.5)", [](double, double b) { return std::pow(b, 1.5); }},
+    {"exp(a) * log(b)", [](double a, double b) { return std::exp(a) * std::log(b); }},
+    {"sqrt(b) + abs(a)", [](double a, double b) { return std::sqrt(b) + std::fabs(a); }},
+    {"tanh(a) - sigmoid(b * a)", [](double a, double b) { return std::tanh(a) - 1 / (1 + std::exp(-b * a)); }},
+    {"relu(a) + softplus(a * 3)", [](double a, double) { return std::max(a, 0.0) + std::log1p(std::exp(3 * a)); }},
+    {"erf(a / 2)", [](double a, double) { return std::erf(a / 2); }},
+    {"min(a, b) * max(a, -b)", [](double a, double b) { return std::min(a, b) * std::max(a, -b); }},
+    {"where(a > 0, a * b, exp(a) - 1)", [](double a, double b) { return a > 0 ? a * b : std::exp(a) - 1; }},
+    {"(a < b) + (a <= b) * 2 + (a >= b) * 4 + (a == a) * 8 + (a != b) * 16",
+     [](double a, double b) { return (a < b) + (a <= b) * 2 + (a >= b) * 4 + 8 + (a != b) * 16; }},
+    {"`a` * sigmoid(`a`)", [](double a, double) { return a / (1 + std::exp(-a)); }},
+};
+
+TEST(ExpressionLayerTest, EveryOperatorAndFunctionComputesItsValue) {
+  for (const Case& c : kCases) {
+    SCOPED_TRACE(c.formula);
+    test::BlobList bottom, top;
+    // a: signed, away from 0; b: positive (log, sqrt, powers of a base), and for "a ^ b" a positive base.
+    const bool positive_a = std::string(c.formula) == "a ^ b";
+    FillAway(bottom.Add({2, 3, 4}), 0.2f, 1.5f, !positive_a, 3);
+    FillAway(bottom.Add({2, 3, 4}), 0.3f, 2.0f, false, 4);
+    top.Add({});
+    ExpressionLayer layer(ExpressionParam({"a", "b"}, {c.formula}));
+    layer.SetUp(bottom.pointers, top.pointers);
+    ASSERT_EQ(top.pointers[0]->shape(), bottom.pointers[0]->shape());
+    layer.Forward(bottom.pointers, top.pointers);
+    for (int i = 0; i < 24; ++i) {
+      const double expected = c.reference(bottom.pointers[0]->cpu_data()[i], bottom.pointers[1]->cpu_data()[i]);
+      EXPECT_NEAR(top.pointers[0]->cpu_data()[i], expected, 2e-6 * std::max(1.0, std::fabs(expected))) << i;
+    }
+  }
+}
+
+// The symbolic gradients against central differences, for every case above, with a bottom that holds one value
+// (broadcast: its gradient is the sum over the elements), several tops, and reductions.
+TEST(ExpressionLayerTest, GradientsCheckForEveryFormula) {
+  for (const Case& c : kCases) {
+    if (std::strchr(c.formula, '<') != nullptr) continue;  // comparisons: piecewise constant
+    SCOPED_TRACE(c.formula);
+    test::BlobList bottom, top;
+    const bool positive_a = std::string(c.formula) == "a ^ b";
+    FillAway(bottom.Add({2, 3, 4}), 0.2f, 1.5f, !positive_a, 5);
+    FillAway(bottom.Add({2, 3, 4}), 0.3f, 2.0f, false, 6);
+    top.Add({});
+    ExpressionLayer layer(ExpressionParam({"a", "b"}, {c.formula}));
+    layer.SetUp(bottom.pointers, top.pointers);
+    test::GradientChecker checker(1e-3f, 2e-3f);
+    checker.CheckGradient(&layer, bottom.pointers, top.pointers);
+  }
+  for (const std::vector<std::string>& formulas : {std::vector<std::string>{"a * w + b"},
+                                                   {"mean((a - b)^2 * w)"},
+                                                   {"sum(a * sigmoid(b * w))", "a * b - w"},
+                                                   {"where(a > b, a, b) * w", "relu(a) / (1 + w * w)"}}) {
+    SCOPED_TRACE(formulas[0]);
+    test::BlobList bottom, top;
+    FillAway(bottom.Add({3, 5}), 0.1f, 1.2f, true, 7);
+    FillAway(bottom.Add({3, 5}), 0.1f, 1.2f, true, 8);
+    FillAway(bottom.Add({1}), 0.5f, 0.9f, false, 9);  // w: one value for every element
+    for (size_t k = 0; k < formulas.size(); ++k) top.Add({});
+    ExpressionLayer layer(ExpressionParam({"a", "b", "w"}, formulas));
+    layer.SetUp(bottom.pointers, top.pointers);
+    test::GradientChecker checker(1e-3f, 2e-3f);
+    checker.CheckGradient(&layer, bottom.pointers, top.pointers);
+  }
+}
+
+// Built-in layers and the same written as formulas: the same outputs and gradients within 1e-6 of their scale.
+TEST(ExpressionLayerTest, FormulasGiveTheBuiltInLayersResults) {
+  struct Pair {
+    std::string builtin;
+    std::vector<std::string> bottoms;
+    std::string formula;
+  };
+  const Pair pairs[] = {
+      {"type: 'Swish'", {"x"}, "x * sigmoid(x)"},
+      {"type: 'ELU' elu_param { alpha: 0.7 }", {"x"}, "where(x > 0, x, 0.7 * (exp(x) - 1))"},
+      {"type: 'Sigmoid'", {"x"}, "sigmoid(x)"},
+      {"type: 'TanH'", {"x"}, "tanh(x)"},
+      {"type: 'Power' power_param { power: 2.5 scale: 0.7 shift: 1.5 }", {"x"}, "(1.5 + 0.7 * x) ^ 2.5"},
+      {"type: 'Eltwise' eltwise_param { operation: PROD }", {"x", "z"}, "x * z"},
+  };
+  for (const Pair& pair : pairs) {
+    SCOPED_TRACE(pair.formula);
+    test::BlobList bottom, top, bottom2, top2;
+    for (size_t i = 0; i < pair.bottoms.size(); ++i) {
+      FillAway(bottom.Add({2, 3, 5, 4}), 0.05f, 2.0f, true, 11 + i);
+      Blob* copy = bottom2.Add({2, 3, 5, 4});
+      std::memcpy(copy->mutable_cpu_data(), bottom.pointers[i]->cpu_data(), sizeof(float) * copy->count());
+    }
+    top.Add({});
+    top2.Add({});
+    std::string text = "name: 'builtin' " + pair.builtin;
+    for (const std::string& name : pair.bottoms) text += " bottom: '" + name + "'";
+    auto builtin = test::MakeLayer(text + " top: 'y'");
+    ExpressionLayer expression(ExpressionParam(pair.bottoms, {pair.formula}));
+    builtin->SetUp(bottom.pointers, top.pointers);
+    expression.SetUp(bottom2.pointers, top2.pointers);
+    builtin->Forward(bottom.pointers, top.pointers);
+    expression.Forward(bottom2.pointers, top2.pointers);
+    test::FillGaussian(top.pointers[0], 0.f, 1.f, 21);  // the top's gradient, the same for both
+    std::memcpy(top.pointers[0]->mutable_cpu_diff(), top.pointers[0]->cpu_data(), sizeof(float) * 120);
+    test::FillGaussian(top2.pointers[0], 0.f, 1.f, 21);
+    std::memcpy(top2.pointers[0]->mutable_cpu_diff(), top2.pointers[0]->cpu_data(), sizeof(float) * 120);
+    builtin->Forward(bottom.pointers, top.pointers);
+    expression.Forward(bottom2.pointers, top2.pointers);
+    const std::vector<bool> down(pair.bottoms.size(), true);
+    builtin->Backward(top.pointers, down, bottom.pointers);
+    expression.Backward(top2.pointers, down, bottom2.pointers);
+    const auto close = [](const std::vector<float>& x, const std::vector<float>& y, const char* what) {
+      ASSERT_EQ(x.size(), y.size());
+      for (size_t i = 0; i < x.size(); ++i)
+        EXPECT_NEAR(x[i], y[i], 1e-6 * std::max(1.0, std::fabs(static_cast<double>(y[i])))) << what << " " << i;
+    };
+    close(test::DataOf(*top2.pointers[0]), test::DataOf(*top.pointers[0]), "top");
+    for (size_t i = 0; i < pair.bottoms.size(); ++i)
+      close(test::DiffOf(*bottom2.pointers[i]), test::DiffOf(*bottom.pointers[i]), "bottom gradient");
+  }
+}
+
+// Equal subexpressions are one node, in a formula, across formulas and between a formula and its gradient; a
+// program makes one pass whatever its length.
+TEST(ExpressionLayerTest, EqualSubexpressionsAreOneNode) {
+  FormulaGraph graph({"x", "y"});
+  const int first = graph.Parse("x * sigmoid(x) + y").node;
+  const size_t nodes = graph.nodes().size();
+  EXPECT_EQ(graph.Parse("y + sigmoid(x) * x").node, first);  // commuted operands
+  EXPECT_EQ(graph.nodes().size(), nodes);
+  const int seed = graph.AddInput("dy");
+  const std::vector<int> gradients = graph.Differentiate(first, seed);
+  EXPECT_EQ(gradients[1], seed);  // d/dy of (... + y) is the seed itself
+  // d/dx = dy * (sigmoid(x) + x * sigmoid(x) * (1 - sigmoid(x))): sigmoid(x) is the forward's node.
+  const std::string described = graph.Describe(gradients[0]);
+  EXPECT_NE(described.find("sigmoid(x)"), std::string::npos) << described;
+  int sigmoids = 0;
+  for (const FormulaNode& node : graph.nodes()) sigmoids += node.op == FormulaOp::kSigmoid;
+  EXPECT_EQ(sigmoids, 1);
+  // Constants fold, and multiplying by one or adding zero leaves the operand.
+  EXPECT_EQ(graph.Parse("(2 + 3) * 0 + x * 1").node, graph.Input(0));
+}
+
+// Costly values forward computes and backward needs are kept (in a top where a top is that value, else in an
+// internal blob), and backward declares to the memory plan only what it reads.
+TEST(ExpressionLayerTest, BackwardKeepsTheCostlyValuesAndDeclaresWhatItReads) {
+  struct Expectation {
+    std::vector<std::string> formulas;
+    size_t internal;
+    std::vector<bool> reads_bottom, reads_top;
+  };
+  const Expectation expectations[] = {
+      {{"a * sigmoid(a)"}, 1, {true, false}, {false}},                // sigmoid(a) kept, a read
+      {{"sigmoid(a)"}, 0, {false, false}, {true}},                    // the top is sigmoid(a)
+      {{"a * b"}, 0, {true, true}, {false}},                          // nothing costly
+      {{"exp(a) + b"}, 1, {false, false}, {false}},                   // d/da = exp(a), kept; d/db = 1
+      {{"tanh(a)", "tanh(a) * b"}, 0, {false, true}, {true, false}},  // top 0 serves top 1's gradient too
+  };
+  for (const Expectation& e : expectations) {
+    SCOPED_TRACE(e.formulas[0]);
+    test::BlobList bottom, top;
+    FillAway(bottom.Add({3, 4}), 0.2f, 1.0f, true, 51);
+    FillAway(bottom.Add({3, 4}), 0.2f, 1.0f, true, 52);
+    for (size_t k = 0; k < e.formulas.size(); ++k) top.Add({});
+    ExpressionLayer layer(ExpressionParam({"a", "b"}, e.formulas));
+    layer.SetUp(bottom.pointers, top.pointers);
+    EXPECT_EQ(layer.internal_blobs().size(), e.internal);
+    for (int i = 0; i < 2; ++i) EXPECT_EQ(layer.BackwardReadsBottom(i), e.reads_bottom[i]) << "bottom " << i;
+    for (size_t k = 0; k < e.formulas.size(); ++k)
+      EXPECT_EQ(layer.BackwardReadsTop(static_cast<int>(k)), e.reads_top[k]) << "top " << k;
+    // What backward does not read may be anything by then: overwritten, the gradients are the same.
+    layer.Forward(bottom.pointers, top.pointers);
+    for (Blob* blob : top.pointers) test::FillGaussian(blob, 0.f, 1.f, 53);
+    for (Blob* blob : top.pointers)
+      std::memcpy(blob->mutable_cpu_diff(), blob->cpu_data(), sizeof(float) * blob->count());
+    layer.Forward(bottom.pointers, top.pointers);
+    layer.Backward(top.pointers, {true, true}, bottom.pointers);
+    const std::vector<float> expected_a = test::DiffOf(*bottom.pointers[0]),
+                             expected_b = test::DiffOf(*bottom.pointers[1]);
+    for (int i = 0; i < 2; ++i)
+      if (!e.reads_bottom[i]) test::FillGaussian(bottom.pointers[i], 5.f, 1.f, 54);
+    for (size_t k = 0; k < e.formulas.size(); ++k)
+      if (!e.reads_top[k]) {
+        // Overwrite the data, keep the gradient.
+        std::vector<float> diff = test::DiffOf(*top.pointers[k]);
+        test::FillGaussian(top.pointers[k], 5.f, 1.f, 55);
+        std::memcpy(top.pointers[k]->mutable_cpu_diff(), diff.data(), sizeof(float) * diff.size());
+      }
+    layer.Backward(top.pointers, {true, true}, bottom.pointers);
+    EXPECT_EQ(test::DiffOf(*bottom.pointers[0]), expected_a);
+    EXPECT_EQ(test::DiffOf(*bottom.pointers[1]), expected_b);
+  }
+}
+
+// Sums (a mean, a broadcast bottom's gradient) add per chunk and then in chunk order: the same bits on one thread
+// and on several.
+TEST(ExpressionLayerTest, SumsAreTheSameOnAnyThreadCount) {
+  const int saved = omp_get_max_threads();
+  std::vector<float> results;
+  for (int threads : {1, 2, 3}) {
+    omp_set_num_threads(threads);
+    test::BlobList bottom, top;
+    test::FillGaussian(bottom.Add({1 << 18}), 0.f, 1.f, 31);
+    FillAway(bottom.Add({1}), 0.5f, 0.6f, false, 32);
+    top.Add({});
+    ExpressionLayer layer(ExpressionParam({"a", "w"}, {"mean(exp(a * w))"}));
+    layer.SetUp(bottom.pointers, top.pointers);
+    layer.Forward(bottom.pointers, top.pointers);
+    top.pointers[0]->mutable_cpu_diff()[0] = 1.f;
+    layer.Backward(top.pointers, {true, true}, bottom.pointers);
+    results.push_back(top.pointers[0]->cpu_data()[0]);
+    results.push_back(bottom.pointers[1]->cpu_diff()[0]);
+  }
+  omp_set_num_threads(saved);
+  for (size_t r = 2; r < results.size(); ++r)
+    EXPECT_EQ(std::memcmp(&results[r], &results[r % 2], sizeof(float)), 0) << r;
+}
+
+// A net whose activation and loss are formulas trains as the same net with the built-in Swish and EuclideanLoss
+// (mean((y - t)^2) with loss_weight 0.5 is EuclideanLoss's sum over 2N): the same losses, step after step.
+TEST(ExpressionLayerTest, ANetWithFormulasTrainsAsWithTheBuiltInLayers) {
+  const auto net_text = [](const std::string& activation, const std::string& loss) {
+    return R"(
+      force_backward: true
+      layer { name: 'data' type: 'Input' top: 'x' top: 't' input_param { shape { dim: 64 dim: 4 } shape { dim: 64 dim: 1 } } }
+      layer { name: 'ip1' type: 'InnerProduct' bottom: 'x' top: 'h' inner_product_param { num_output: 16
+              weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.1 } } })" +
+           activation + R"(
+      layer { name: 'ip2' type: 'InnerProduct' bottom: 'a' top: 'y' inner_product_param { num_output: 1
+              weight_filler { type: 'gaussian' std: 0.5 } } })" +
+           loss;
+  };
+  Net formulas(test::ParseNet(net_text(
+                   "layer { name: 'act' type: 'Expression' bottom: 'h' top: 'a' "
+                   "expression_param { formula: 'h * sigmoid(h)' } }",
+                   "layer { name: 'loss' type: 'Expression' bottom: 'y' bottom: 't' top: 'loss' loss_weight: 0.5 "
+                   "expression_param { formula: 'mean((y - t)^2)' } }")),
+               std::make_shared<Context>(Device::kCPU, 0, 3));
+  Net builtin(
+      test::ParseNet(net_text("layer { name: 'act' type: 'Swish' bottom: 'h' top: 'a' }",
+                              "layer { name: 'loss' type: 'EuclideanLoss' bottom: 'y' bottom: 't' top: 'loss' }")),
+      std::make_shared<Context>(Device::kCPU, 0, 3));
+  std::vector<float> losses[2];
+  Net* nets[2] = {&formulas, &builtin};
+  for (int k = 0; k < 2; ++k) {
+    Net& net = *nets[k];
+    test::FillGaussian(net.input_blobs()[0], 0.f, 1.f, 41);
+    // The target: a smooth function of the inputs.
+    const float* x = net.input_blobs()[0]->cpu_data();
+    float* t = net.input_blobs()[1]->mutable_cpu_data();
+    for (int n = 0; n < 64; ++n) t[n] = std::tanh(x[4 * n] - 0.5f * x[4 * n + 1] + 0.25f * x[4 * n + 2] * x[4 * n + 3]);
+    for (int step = 0; step < 60; ++step) {
+      net.ClearParamDiffs();
+      losses[k].push_back(net.ForwardBackward());
+      for (Blob* param : net.learnable_params())
+        for (int i = 0; i < param->count(); ++i) param->mutable_cpu_data()[i] -= 0.1f * param->cpu_diff()[i];
+    }
+  }
+  for (size_t step = 0; step < losses[0].size(); ++step)
+    EXPECT_NEAR(losses[0][step], losses[1][step], 1e-4 * losses[1][step]) << step;
+  EXPECT_LT(losses[0].back(), 0.5f * losses[0].front());
+}
+
+TEST(ExpressionLayerTest, ErrorsNameTheLayerTheFormulaAndTheColumn) {
+  const auto error = [](const std::vector<std::string>& bottoms, const std::vector<std::string>& formulas,
+                        const std::vector<std::vector<int>>& shapes, const std::vector<std::string>& parts) {
+    SCOPED_TRACE(formulas.empty() ? "" : formulas[0]);
+    test::BlobList bottom, top;
+    for (const auto& shape : shapes) bottom.Add(shape);
+    LayerParameter param = ExpressionParam(bottoms, formulas);
+    // Two formulas stand for a mismatch: one top only.
+    if (formulas.size() == 2) param.mutable_top()->RemoveLast();
+    for (int k = 0; k < param.top_size(); ++k) top.Add({});
+    ExpressionLayer layer(param);
+    test::ExpectErrorContaining([&] { layer.SetUp(bottom.pointers, top.pointers); }, parts);
+  };
+  error({"x"}, {"x * sigmod(x)"}, {{3}}, {"'expr'", "formula 0", "column 5", "unknown function 'sigmod'", "sigmoid"});
+  error({"x"}, {"x + y"}, {{3}}, {"column 5", "unknown name 'y'", "the inputs: x"});
+  error({"x"}, {"pow(x)"}, {{3}}, {"column 1", "pow takes 2 arguments, got 1"});
+  error({"x"}, {"(x + 1"}, {{3}}, {"column 7", "expected ')'"});
+  error({"x"}, {"x 2"}, {{3}}, {"column 3", "unexpected '2'"});
+  error({"x"}, {"x - mean(x)"}, {{3}}, {"column 5", "mean(...) may only be the whole formula"});
+  error({"x"}, {"x", "x"}, {{3}}, {"2 formulas for 1 top"});
+  error({"x", "z"}, {"x * z"}, {{2, 3}, {3, 2}}, {"bottom 'z' has shape", "or hold one value"});
+  // Nesting is bounded (the parser recurses), long chains of operators are not.
+  error({"x"}, {std::string(300, '(') + "x" + std::string(300, ')')}, {{3}}, {"more than 200 nested"});
+  test::BlobList bottom, top;
+  bottom.Add({3});
+  top.Add({});
+  std::string chain = "x";
+  for (int k = 0; k < 5000; ++k) chain += k % 2 ? " + x" : " * -x";
+  ExpressionLayer long_chain(ExpressionParam({"x"}, {chain + " ^ 1 ^ 1 ^ 1"}));
+  EXPECT_NO_THROW(long_chain.SetUp(bottom.pointers, top.pointers));
+}
+
+}  // namespace
+}  // namespace crema
