@@ -188,7 +188,7 @@ void RegisterBuiltinLayers(LayerRegistry* registry) {
   registry->Add<TileLayer>("Tile", {"native", kCpuAndGpu});
   registry->Add<SilenceLayer>("Silence", {"native", kCpuAndGpu});
   registry->Add<ReductionLayer>("Reduction", {"native", kCpuAndGpu});
-  registry->Add<ExpressionLayer>("Expression", {"native", kCpuOnly});
+  registry->Add<ExpressionLayer>("Expression", {"native", kCpuAndGpu});
   registry->Add<ArgMaxLayer>("ArgMax", {"native", kCpuAndGpu});
   registry->Add<BatchReindexLayer>("BatchReindex", {"native", kCpuAndGpu});
   registry->Add<FilterLayer>("Filter", {"native", kCpuAndGpu});

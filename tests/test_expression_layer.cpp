@@ -310,6 +310,37 @@ TEST(ExpressionLayerTest, ANetWithFormulasTrainsAsWithTheBuiltInLayers) {
   EXPECT_LT(losses[0].back(), 0.5f * losses[0].front());
 }
 
+// In a net a blob read by several layers reaches each through a copy of a Split (renamed); the formulas still name
+// it as the prototxt does. bottom_name gives the bottoms other names.
+TEST(ExpressionLayerTest, FormulasNameBottomsAsThePrototxtDoesInANet) {
+  Net net(test::ParseNet(R"(
+    layer { name: 'data' type: 'Input' top: 'conv/out' top: 'w' input_param { shape { dim: 2 dim: 3 } shape { dim: 1 } } }
+    layer { name: 'twice' type: 'Expression' bottom: 'conv/out' top: 'a' expression_param { formula: '2 * `conv/out`' } }
+    layer { name: 'alias' type: 'Expression' bottom: 'conv/out' bottom: 'w' top: 'b'
+            expression_param { formula: 'x * w' bottom_name: 'x' bottom_name: 'w' } }
+    layer { name: 'sum' type: 'Expression' bottom: 'a' bottom: 'b' bottom: 'conv/out' top: 'c'
+            expression_param { formula: 'a + b - `conv/out`' } })"),
+          std::make_shared<Context>(Device::kCPU, 0, 1));
+  // 'conv/out' has three readers: each reads a Split's copy.
+  int splits = 0;
+  for (const auto& layer : net.layers()) splits += std::string(layer->type()) == "Split";
+  EXPECT_GE(splits, 1);
+  test::FillGaussian(net.input_blobs()[0], 0.f, 1.f, 61);
+  net.input_blobs()[1]->mutable_cpu_data()[0] = 3.f;
+  net.Forward();
+  const float* x = net.input_blobs()[0]->cpu_data();
+  const float* c = net.blob_by_name("c")->cpu_data();
+  for (int i = 0; i < 6; ++i) EXPECT_FLOAT_EQ(c[i], 2 * x[i] + x[i] * 3.f - x[i]) << i;
+  test::ExpectErrorContaining(
+      [] {
+        Net bad(test::ParseNet(R"(
+          layer { name: 'data' type: 'Input' top: 'x' input_param { shape { dim: 2 } } }
+          layer { name: 'e' type: 'Expression' bottom: 'x' top: 'y' expression_param { formula: 'x' bottom_name: 'a' bottom_name: 'b' } })"),
+                std::make_shared<Context>(Device::kCPU, 0, 1));
+      },
+      {"'e'", "2 bottom_name for 1 bottoms"});
+}
+
 TEST(ExpressionLayerTest, ErrorsNameTheLayerTheFormulaAndTheColumn) {
   const auto error = [](const std::vector<std::string>& bottoms, const std::vector<std::string>& formulas,
                         const std::vector<std::vector<int>>& shapes, const std::vector<std::string>& parts) {

@@ -140,6 +140,13 @@ const std::vector<Case>& Cases() {
       {"type: 'Threshold' threshold_param { threshold: 0.2 }", {Values({3, 40})}, 1e-4f, 1, false},
       {"type: 'Clip' clip_param { min: -0.5 max: 0.7 }", {Values({3, 40})}},
       {"type: 'Swish' swish_param { beta: 1.5 }", {Values({3, 40})}},
+      // Expression: a kept costly value (sigmoid), a broadcast bottom, two tops (one a mean), a bottom read only
+      // through what forward kept (tanh(b) is top 0), and one that backward does not read at all (c: d/dc = 1).
+      {"type: 'Expression' expression_param { formula: 'tanh(b)' formula: 'mean(a * sigmoid(a) * w + tanh(b) + c)' "
+       "bottom_name: 'a' bottom_name: 'b' bottom_name: 'c' bottom_name: 'w' }",
+       {Values({3, 40}), Values({3, 40}), Values({3, 40}), Values({1})},
+       1e-4f,
+       2},
       {"type: 'PReLU'", {Values({2, 3, 4, 4})}},
       // Common
       {"type: 'InnerProduct' inner_product_param { num_output: 7 " RANDOM_FILLERS " }", {Values({4, 3, 2, 5})}},

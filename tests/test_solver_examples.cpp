@@ -108,6 +108,24 @@ TEST_F(SolverExamplesTest, LenetRmsProp) {
   ExpectLenetLearns(*slices_, "lenet_solver_rmsprop.prototxt", "RMSProp", 200, 0.5f, /*seeds=*/3);
 }
 
+// The Expression autoencoder (examples/expression): its formulas' gradients train it, the reconstruction's error
+// on the test slice falling to under half its start in 200 iterations.
+TEST_F(SolverExamplesTest, ExpressionAutoencoderLearns) {
+  SolverParameter param = slices_->ExampleSolver("expression/autoencoder_solver.prototxt");
+  param.set_max_iter(200);
+  param.set_test_iter(0, 5);
+  param.set_test_interval(200);
+  param.set_display(0);
+  auto solver = CreateSolver(param);
+  const auto before = solver->TestAll();
+  solver->Step(200);
+  const auto after = solver->TestAll();
+  for (const char* output : {"loss", "l2_error"}) {
+    const float start = Output(before, 0, output), end = Output(after, 0, output);
+    EXPECT_LT(end, 0.5f * start) << output << ": " << start << " before, " << end << " after 200 iterations";
+  }
+}
+
 // Every example solver on the Fashion-MNIST slices, with solver_mode: GPU, ends where the CPU run ends: the
 // same data in the same order, the same initial weights and dropout masks (drawn on the host), so the runs differ
 // only by float rounding (another summation order in cuDNN and cuBLAS). The test net's outputs after `iterations`

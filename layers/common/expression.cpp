@@ -12,10 +12,14 @@ void ExpressionLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::ve
       << describe() << ": expression_param has " << param.formula_size() << " formula"
       << (param.formula_size() == 1 ? "" : "s") << " for " << top.size() << " top" << (top.size() == 1 ? "" : "s")
       << " (one formula per top)";
-  std::vector<std::string> names(param_.bottom().begin(), param_.bottom().end());
+  CREMA_CHECK(param.bottom_name_size() == 0 || param.bottom_name_size() == static_cast<int>(bottom.size()))
+      << describe() << ": expression_param has " << param.bottom_name_size() << " bottom_name for " << bottom.size()
+      << " bottoms (none, or one per bottom)";
+  std::vector<std::string> names(param.bottom_name().begin(), param.bottom_name().end());
+  if (names.empty()) names.assign(param_.bottom().begin(), param_.bottom().end());
   for (size_t i = 0; i < names.size(); ++i)
     for (size_t j = 0; j < i; ++j)
-      CREMA_CHECK(names[i] != names[j]) << describe() << ": bottom '" << names[i] << "' is given twice";
+      CREMA_CHECK(names[i] != names[j]) << describe() << ": two bottoms are both called '" << names[i] << "'";
   graph_ = std::make_unique<FormulaGraph>(names);
   formulas_.clear();
   for (int k = 0; k < param.formula_size(); ++k) {
@@ -81,6 +85,10 @@ void ExpressionLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::ve
   backward_.reset();
 }
 
+std::string ExpressionLayer::BottomName(int i) const {
+  return i < static_cast<int>(graph_->input_names().size()) ? graph_->input_names()[i] : param_.bottom(i);
+}
+
 bool ExpressionLayer::BackwardReadsTop(int top) const {
   return top < static_cast<int>(reads_top_.size()) ? reads_top_[top] : true;
 }
@@ -96,9 +104,8 @@ void ExpressionLayer::Reshape(const std::vector<Blob*>& bottom, const std::vecto
   elements_ = largest->count();
   for (size_t i = 0; i < bottom.size(); ++i)
     CREMA_CHECK(bottom[i]->count() == 1 || bottom[i]->shape() == largest->shape())
-        << describe() << ": bottom '" << param_.bottom(static_cast<int>(i)) << "' has shape "
-        << bottom[i]->shape_string() << ", but every bottom must have the largest one's shape "
-        << largest->shape_string() << " or hold one value";
+        << describe() << ": bottom '" << BottomName(static_cast<int>(i)) << "' has shape " << bottom[i]->shape_string()
+        << ", but every bottom must have the largest one's shape " << largest->shape_string() << " or hold one value";
   for (size_t k = 0; k < top.size(); ++k) {
     if (formulas_[k].reduction != FormulaReduction::kNone) {
       top[k]->Reshape(std::vector<int>());

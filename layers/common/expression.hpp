@@ -1,7 +1,8 @@
 // Expression: tops computed element by element from formulas over the bottoms, written in the prototxt
 // (src/core/formula.hpp for what a formula may say):
 //   layer { name: 'swish' type: 'Expression' bottom: 'x' top: 'y' expression_param { formula: 'x * sigmoid(x)' } }
-// One formula per top, over the bottoms by blob name (`conv1/out` in backquotes where a name is not an identifier).
+// One formula per top, over the bottoms by blob name (`conv1/out` in backquotes where a name is not an identifier),
+// or by the names bottom_name gives them (one per bottom: bottom: 'conv1/out' bottom_name: 'x').
 // Every bottom has the shape of the largest, or holds one value, used for every element (a learned scalar, say). A
 // top has the largest bottom's shape; a formula that is sum(...) or mean(...) as a whole gives a scalar (shape (),
 // as Caffe's losses: with a loss_weight it is a loss).
@@ -14,10 +15,12 @@
 // in an internal blob ("<layer>.kept<k>"); backward reads them and computes the rest again, and declares to the
 // memory plan only the bottoms and tops it reads.
 //
-// Params (expression_param): formula (repeated, one per top). Not in place. CPU only so far.
+// Params (expression_param): formula (repeated, one per top), bottom_name (none or one per bottom). Not in place.
+// On a GPU the programs run on the host for now (the values go there and back); kernels are to come.
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/formula.hpp"
@@ -43,8 +46,19 @@ class ExpressionLayer : public Layer {
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
+  // On a GPU, the programs run on the host for now: the values go there and back (SyncedMemory), until formulas are
+  // compiled into kernels.
+  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
+    Forward_cpu(bottom, top);
+  }
+  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override {
+    Backward_cpu(top, propagate_down, bottom);
+  }
 
  private:
+  // The name the formulas call bottom i.
+  std::string BottomName(int i) const;
   // Bottom i's values as a program's input (broadcast where it holds one value and the elements are more).
   std::vector<FormulaProgram::InputArray> BottomInputs(const std::vector<Blob*>& bottom) const;
 

@@ -151,6 +151,10 @@ NetParameter InsertSplits(const NetParameter& param) {
     for (int b = 0; b < layer->bottom_size(); ++b) {
       const Producer& p = bottom_producer[l][b];
       if (copies(p) <= 1) continue;
+      // An Expression layer's formulas name its bottoms as the prototxt does: it keeps those names.
+      if (layer->type() == "Expression" && layer->expression_param().bottom_name_size() == 0)
+        for (const std::string& name : param.layer(l).bottom())
+          layer->mutable_expression_param()->add_bottom_name(name);
       const std::string& producer_name = param.layer(p.first).name();
       const std::string blob = param.layer(p.first).top(p.second);
       layer->set_bottom(b, SplitTopName(blob, producer_name, p.second, next_copy[p]++));
