@@ -17,6 +17,7 @@
 #include "core/blob.hpp"
 #include "core/common.hpp"
 #include "core/context.hpp"
+#include "core/formula.hpp"
 #include "core/random.hpp"
 #include "core/synced_memory.hpp"
 #include "io/data_transformer.hpp"
@@ -183,6 +184,16 @@ layer { name: 'drop' type: 'Dropout' bottom: 'ip' top: 'ip' }
 layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip' bottom: 'label' top: 'loss' }
 )";
 
+// Expression layers (their formulas: the parser, the symbolic gradients) in a net that builds without data.
+constexpr char kExpressionNet[] = R"(name: 'FuzzExpressions'
+layer { name: 'data' type: 'Input' top: 'x' top: 'w' input_param { shape { dim: 2 dim: 3 } shape { dim: 1 } } }
+layer { name: 'act' type: 'Expression' bottom: 'x' top: 'a'
+  expression_param { formula: 'where(x > 0, x, 0.5 * (exp(x) - 1)) * sigmoid(-x ^ 2) + min(abs(x), sqrt(x * x + 1))' } }
+layer { name: 'two' type: 'Expression' bottom: 'a' bottom: 'w' top: 'b' top: 'loss' loss_weight: 0 loss_weight: 1
+  expression_param { formula: 'tanh(u) / (1 + softplus(v) ^ 2)' formula: 'mean(((u - erf(v)) ^ 2 != pow(u, 2)) <= v)'
+                     bottom_name: 'u' bottom_name: 'v' } }
+)";
+
 std::vector<std::unique_ptr<Solver>>& Solvers() {
   static std::vector<std::unique_ptr<Solver>> solvers = [] {
     std::vector<std::unique_ptr<Solver>> made;
@@ -231,7 +242,8 @@ int NetSeeds(const std::string& source_dir, const std::string& folder) {
   }
   WriteFile(folder + "/fuzz_weights.prototxt", kWeightsNet);
   WriteFile(folder + "/fuzz_solver.prototxt", kSolverNet);
-  return count + 2;
+  WriteFile(folder + "/fuzz_expressions.prototxt", kExpressionNet);
+  return count + 3;
 }
 
 void CollectNames(const google::protobuf::Descriptor* message, std::set<const google::protobuf::Descriptor*>* seen,
@@ -254,6 +266,10 @@ void WriteDictionary(const std::string& path) {
   std::string text = "# The schema's field and enum value names and the layer types (fuzz/fuzz_targets.cpp).\n";
   for (const std::string& name : names) text += "\"" + name + "\"\n";
   for (const char* token : {"{", "}", ":", "\\\"", "'", "#", "nan", "inf", "-1", "2147483647", "4294967296"})
+    text += "\"" + std::string(token) + "\"\n";
+  // The Expression layer's formulas: their functions and operators.
+  for (const std::string& function : FormulaFunctions()) text += "\"" + function + "(\"\n";
+  for (const char* token : {"(", ")", ",", "+", "-", "*", "/", "^", "<", "<=", ">", ">=", "==", "!=", "`"})
     text += "\"" + std::string(token) + "\"\n";
   WriteFile(path, text);
 }
@@ -333,6 +349,61 @@ int SolverStateSeeds(const std::string& folder) {
   return count;
 }
 
+// ---- formula ---------------------------------------------------------------------------------------------------
+
+// The formula text over inputs a, b, c (arrays) and w (one value): parsed, differentiated with respect to every
+// input, and the value and the gradients computed on a few elements, as an Expression layer does.
+Outcome Formula(const uint8_t* data, size_t size) {
+  const std::string text = Bytes(data, size);
+  return Run([&] {
+    FormulaGraph graph({"a", "b", "c", "w"});
+    const FormulaGraph::Parsed parsed = graph.Parse(text);
+    const int seed = graph.AddInput("dy");
+    const std::vector<int> gradients = graph.Differentiate(parsed.node, seed);
+    constexpr int kCount = 37;
+    std::vector<float> a(kCount), b(kCount), c(kCount), dy(kCount, 0.5f), out(kCount);
+    for (int i = 0; i < kCount; ++i) {
+      a[i] = 0.25f * (i - 18);
+      b[i] = 0.1f * i + 0.05f;
+      c[i] = (i % 3) - 1.f;
+    }
+    const float w = 0.75f;
+    const std::vector<FormulaProgram::InputArray> inputs = {
+        {a.data(), false}, {b.data(), false}, {c.data(), false}, {&w, true}, {dy.data(), false}};
+    std::vector<double> sums(1, 0.0);
+    const bool reduce = parsed.reduction != FormulaReduction::kNone;
+    FormulaProgram(graph, {{parsed.node, reduce}}).Run(kCount, inputs, {out.data()}, &sums);
+    std::vector<FormulaProgram::Output> backward;
+    std::vector<std::vector<float>> gradient_values;
+    std::vector<float*> targets;
+    for (size_t i = 0; i < 4; ++i) {
+      if (gradients[i] < 0) continue;
+      backward.push_back({gradients[i], i == 3});  // w's gradient is summed over the elements
+      gradient_values.emplace_back(kCount);
+    }
+    for (auto& values : gradient_values) targets.push_back(values.data());
+    std::vector<double> gradient_sums(backward.size(), 0.0);
+    if (!backward.empty()) FormulaProgram(graph, backward).Run(kCount, inputs, targets, &gradient_sums);
+  });
+}
+
+int FormulaSeeds(const std::string& folder) {
+  const char* formulas[] = {
+      "a * sigmoid(a)",
+      "where(a > 0, a, w * (exp(a) - 1))",
+      "mean((a - b) ^ 2 * w)",
+      "sum(log(b) + sqrt(b) * abs(c))",
+      "-a ^ 2 + 2 ^ 3 ^ 2 / 256 - - + b",
+      "tanh(a) / (1 + softplus(b) ^ 2) + erf(c / 2)",
+      "min(a, b) * max(a, -b) + pow(b, 1.5)",
+      "(a < b) + (a <= b) * 2 + (a >= b) * 4 + (a == c) * 8 + (a != b) * 16",
+      "relu(`a`) * w + c",
+  };
+  int count = 0;
+  for (const char* formula : formulas) WriteFile(folder + "/formula" + std::to_string(count++) + ".txt", formula);
+  return count;
+}
+
 }  // namespace
 
 const std::vector<Target>& Targets() {
@@ -341,6 +412,7 @@ const std::vector<Target>& Targets() {
       {"caffemodel", "a binary caffemodel parsed and its weights copied into a net", Caffemodel},
       {"datum", "a Datum record parsed, decoded and transformed as a Data layer does", DatumRecord},
       {"solverstate", "a .solverstate file restored into an SGD and an Adam solver", SolverStateFile},
+      {"formula", "an Expression layer's formula parsed, differentiated and run", Formula},
   };
   return targets;
 }
@@ -378,6 +450,8 @@ std::vector<int> WriteSeeds(const std::string& source_dir, const std::string& fo
       counts.push_back(CaffemodelSeeds(seeds));
     } else if (name == "datum") {
       counts.push_back(DatumSeeds(seeds));
+    } else if (name == "formula") {
+      counts.push_back(FormulaSeeds(seeds));
     } else {
       counts.push_back(SolverStateSeeds(seeds));
     }
