@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""A chain of five element layers against the same written as one Expression layer, side by side: `crema time` on
-two nets over one input (16 x 64 x 56 x 56, forward and backward), in alternating rounds, the median of each.
+"""A chain of five element layers against the same written as one Expression layer, and against the chain fused by
+the fuse_elements pass, side by side: `crema time` on three nets over one input (16 x 64 x 56 x 56, forward and
+backward), in alternating rounds, the median of each.
 
   chain:      Power (0.5 x + 1) -> TanH -> Power (^2) -> Sigmoid -> AbsVal   (five passes over memory each way)
   expression: abs(sigmoid(tanh(0.5 * x + 1)^2))                              (one pass each way)
+  fused:      the chain's prototxt with `fuse_elements: true`                (the pass writes the expression)
 
 The outputs and gradients agree within float rounding (ExpressionLayerTest covers each function against the
 built-in layers). Needs build/tools/crema only.
@@ -22,6 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 HEAD = """name: "%s"
 force_backward: true
+%s
 layer { name: "data" type: "Input" top: "x" input_param { shape { dim: 16 dim: 64 dim: 56 dim: 56 } } }
 """
 CHAIN = """layer { name: "p1" type: "Power" bottom: "x" top: "a" power_param { scale: 0.5 shift: 1 } }
@@ -50,16 +53,18 @@ def main():
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--crema", default=os.path.join(ROOT, "build", "tools", "crema"))
     args = parser.parse_args()
-    times = {"chain": ([], []), "expression": ([], [])}
+    names = ("chain", "expression", "fused")
+    times = {name: ([], []) for name in names}
     cpu = "?"
     with tempfile.TemporaryDirectory() as workdir:
         paths = {}
-        for name, body in (("chain", CHAIN), ("expression", EXPRESSION)):
+        for name, body, fuse in (("chain", CHAIN, ""), ("expression", EXPRESSION, ""),
+                                 ("fused", CHAIN, "fuse_elements: true")):
             paths[name] = os.path.join(workdir, name + ".prototxt")
             with open(paths[name], "w") as f:
-                f.write(HEAD % name + body)
+                f.write(HEAD % (name, fuse) + body)
         for _ in range(args.rounds):
-            for name in ("chain", "expression"):
+            for name in names:
                 forward, backward, cpu = run(args.crema, paths[name], args.iterations)
                 times[name][0].append(forward)
                 times[name][1].append(backward)
@@ -69,14 +74,16 @@ def main():
     print("| net | forward (ms) | backward (ms) | forward + backward (ms) |")
     print("|---|---|---|---|")
     medians = {}
-    for name in ("chain", "expression"):
+    for name in names:
         f, b = statistics.median(times[name][0]), statistics.median(times[name][1])
         medians[name] = (f, b)
         print("| %s | %.2f | %.2f | %.2f |" % (name, f, b, f + b))
-    (cf, cb), (ef, eb) = medians["chain"], medians["expression"]
     print()
-    print("expression vs chain: forward %.2fx, backward %.2fx, forward + backward %.2fx" %
-          (cf / ef, cb / eb, (cf + cb) / (ef + eb)))
+    cf, cb = medians["chain"]
+    for name in ("expression", "fused"):
+        ef, eb = medians[name]
+        print("%s vs chain: forward %.2fx, backward %.2fx, forward + backward %.2fx" %
+              (name, cf / ef, cb / eb, (cf + cb) / (ef + eb)))
 
 
 if __name__ == "__main__":

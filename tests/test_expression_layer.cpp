@@ -9,6 +9,7 @@
 
 #include "core/formula.hpp"
 #include "layers/common/expression.hpp"
+#include "net/fuse.hpp"
 #include "net/net.hpp"
 #include "test_util.hpp"
 
@@ -339,6 +340,109 @@ TEST(ExpressionLayerTest, FormulasNameBottomsAsThePrototxtDoesInANet) {
                 std::make_shared<Context>(Device::kCPU, 0, 1));
       },
       {"'e'", "2 bottom_name for 1 bottoms"});
+}
+
+// A net of element layers, the same with fuse_elements: the outputs and the input's gradient of both, one forward
+// and backward pass on the same input and top gradient.
+struct FusedRun {
+  std::vector<std::string> types;  // the layer types of the built net
+  std::vector<float> y, dx;
+};
+FusedRun RunElements(const std::string& layers, bool fuse) {
+  NetParameter param = test::ParseNet(
+      "force_backward: true layer { name: 'data' type: 'Input' top: 'x' input_param { shape { dim: 4 dim: 50 } } }" +
+      layers);
+  param.set_fuse_elements(fuse);
+  Net net(param, std::make_shared<Context>(Device::kCPU, 0, 1));
+  FusedRun run;
+  for (const auto& layer : net.layers()) run.types.push_back(layer->type());
+  FillAway(net.input_blobs()[0], 0.05f, 1.5f, true, 71);
+  net.Forward();
+  Blob* y = net.blob_by_name("y");
+  run.y = test::DataOf(*y);
+  // The top's gradient, set after forward (the memory plan may give its bytes to forward's buffers before).
+  Blob gradient(y->shape());
+  test::FillGaussian(&gradient, 0.f, 1.f, 72);
+  std::memcpy(y->mutable_cpu_diff(), gradient.cpu_data(), sizeof(float) * y->count());
+  net.Backward();
+  run.dx = test::DiffOf(*net.input_blobs()[0]);
+  return run;
+}
+
+// Every element layer the pass fuses, in runs (out of place and in place after the first), gives the unfused net's
+// outputs and input gradient within float rounding, as one Expression layer.
+TEST(FuseElementsTest, RunsOfElementLayersBecomeOneExpressionWithTheSameResults) {
+  // In place only where no earlier layer's backward reads the blob the in-place layer overwrites (a TanH in place
+  // followed by a Power in place would hand TanH's backward the power's output, as in Caffe).
+  const std::string runs[] = {
+      R"(layer { name: 'p1' type: 'Power' bottom: 'x' top: 'a' power_param { scale: 0.5 shift: 1 } }
+         layer { name: 't' type: 'TanH' bottom: 'a' top: 'a' }
+         layer { name: 'p2' type: 'Power' bottom: 'a' top: 'c' power_param { power: 2 } }
+         layer { name: 's' type: 'Sigmoid' bottom: 'c' top: 'b' }
+         layer { name: 'r' type: 'AbsVal' bottom: 'b' top: 'y' })",
+      R"(layer { name: 'leaky' type: 'ReLU' bottom: 'x' top: 'a' relu_param { negative_slope: 0.1 } }
+         layer { name: 'elu' type: 'ELU' bottom: 'a' top: 'b' elu_param { alpha: 0.7 } }
+         layer { name: 'swish' type: 'Swish' bottom: 'b' top: 'c' swish_param { beta: 1.3 } }
+         layer { name: 'bnll' type: 'BNLL' bottom: 'c' top: 'd' }
+         layer { name: 'clip' type: 'Clip' bottom: 'd' top: 'y' clip_param { min: 0.2 max: 1.1 } })",
+      R"(layer { name: 'exp' type: 'Exp' bottom: 'x' top: 'a' exp_param { base: 2 scale: 0.5 shift: 0.1 } }
+         layer { name: 'log' type: 'Log' bottom: 'a' top: 'b' log_param { base: 10 scale: 3 shift: 1 } }
+         layer { name: 'e' type: 'Exp' bottom: 'b' top: 'c' }
+         layer { name: 'l' type: 'Log' bottom: 'c' top: 'd' }
+         layer { name: 'relu' type: 'ReLU' bottom: 'd' top: 'y' })",
+  };
+  for (const std::string& layers : runs) {
+    SCOPED_TRACE(layers.substr(0, 60));
+    const FusedRun plain = RunElements(layers, false), fused = RunElements(layers, true);
+    EXPECT_EQ(plain.types.size(), 6u);
+    EXPECT_EQ(fused.types, (std::vector<std::string>{"Input", "Expression"}));
+    ASSERT_EQ(fused.y.size(), plain.y.size());
+    for (size_t i = 0; i < plain.y.size(); ++i) {
+      EXPECT_NEAR(fused.y[i], plain.y[i], 2e-6 * std::max(1.f, std::fabs(plain.y[i]))) << i;
+      EXPECT_NEAR(fused.dx[i], plain.dx[i], 1e-5 * std::max(1.f, std::fabs(plain.dx[i]))) << i;
+    }
+  }
+}
+
+// What the pass leaves alone: a run of one, a layer whose top has another reader (the run stops there), a run in
+// place on its input from its first layer, a loss weight, a forced engine; and nothing without fuse_elements.
+TEST(FuseElementsTest, ThePassLeavesAloneWhatItMustNot) {
+  const auto types = [](const std::string& layers, bool fuse = true) {
+    NetParameter param = test::ParseNet(
+        "force_backward: true layer { name: 'data' type: 'Input' top: 'x' input_param { shape { dim: 2 dim: 3 } } }" +
+        layers);
+    param.set_fuse_elements(fuse);
+    std::string joined;
+    const NetParameter fused = FuseElementLayers(param);
+    for (const LayerParameter& layer : fused.layer()) joined += layer.type() + " ";
+    return joined;
+  };
+  const std::string chain = R"(
+      layer { name: 'a' type: 'Sigmoid' bottom: 'x' top: 'a' }
+      layer { name: 'b' type: 'TanH' bottom: 'a' top: 'b' })";
+  EXPECT_EQ(types(chain), "Input Expression ");
+  EXPECT_EQ(types(chain, false), "Input Sigmoid TanH ");
+  EXPECT_EQ(types("layer { name: 'a' type: 'Sigmoid' bottom: 'x' top: 'a' }"), "Input Sigmoid ");
+  EXPECT_EQ(types(chain + "layer { name: 'c' type: 'AbsVal' bottom: 'a' top: 'c' }"), "Input Sigmoid TanH AbsVal ");
+  EXPECT_EQ(types(R"(layer { name: 'a' type: 'Sigmoid' bottom: 'x' top: 'x' }
+                     layer { name: 'b' type: 'TanH' bottom: 'x' top: 'x' })"),
+            "Input Sigmoid TanH ");
+  EXPECT_EQ(types(R"(layer { name: 'a' type: 'Sigmoid' bottom: 'x' top: 'a' loss_weight: 1 }
+                     layer { name: 'b' type: 'TanH' bottom: 'a' top: 'b' })"),
+            "Input Sigmoid TanH ");
+  EXPECT_EQ(types(R"(layer { name: 'a' type: 'ReLU' bottom: 'x' top: 'a' relu_param { engine: CAFFE } }
+                     layer { name: 'b' type: 'TanH' bottom: 'a' top: 'b' })"),
+            "Input ReLU TanH ");
+  // The fused layer: named after the layers, reading the run's input as x, writing its last top.
+  NetParameter param =
+      test::ParseNet("layer { name: 'data' type: 'Input' top: 'x' input_param { shape { dim: 2 } } }" + chain);
+  param.set_fuse_elements(true);
+  const NetParameter result = FuseElementLayers(param);
+  const LayerParameter& fused = result.layer(1);
+  EXPECT_EQ(fused.name(), "a+b");
+  EXPECT_EQ(fused.bottom(0), "x");
+  EXPECT_EQ(fused.top(0), "b");
+  EXPECT_EQ(fused.expression_param().formula(0), "tanh(sigmoid(x))");
 }
 
 TEST(ExpressionLayerTest, ErrorsNameTheLayerTheFormulaAndTheColumn) {

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "net/fold.hpp"
+#include "net/fuse.hpp"
 #include "net/upgrade.hpp"
 
 namespace crema {
@@ -21,6 +22,7 @@ NetPasses NetPasses::Default() {
   passes.parameter = {{"upgrade_legacy", UpgradeLegacyNetPass},
                       {"filter", FilterNet},
                       {"upgrade_inputs", UpgradeInputs},
+                      {"fuse_elements", FuseElementLayers},
                       {"insert_splits", InsertSplits}};
   passes.after_build = {{"decide_backward", DecideBackward}, {"plan_layouts", PlanLayouts}};
   // The inference rewrites (net/fold.hpp), for a net that runs forward only.

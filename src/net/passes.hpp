@@ -4,6 +4,7 @@
 //   upgrade_legacy  Caffe's V0 and V1 nets and deprecated fields in today's form (net/upgrade.hpp)
 //   filter          keep the layers whose include/exclude rules match the net's state (phase, level, stages)
 //   upgrade_inputs  turn the deprecated net-level input / input_shape / input_dim into an Input layer
+//   fuse_elements   with NetParameter.fuse_elements: runs of element layers become one Expression (net/fuse.hpp)
 //   insert_splits   give every reader of a blob read more than once its own copy through a Split layer
 // After-build passes (over a built net: its steps, layers and blobs):
 //   decide_backward which steps run backward, and to which bottoms they send gradients
