@@ -449,6 +449,23 @@ class BothDevices : public Base {
   }
 };
 
+// A layer whose code runs on the host on either device (the Python layer's user code, the Expression layer's
+// programs for now): its GPU slots run its CPU ones, and SyncedMemory moves the values to the host and back.
+template <typename Base>
+class HostOnGpu : public Base {
+ public:
+  using Base::Base;
+
+ protected:
+  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) final {
+    this->Forward_cpu(bottom, top);
+  }
+  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) final {
+    this->Backward_cpu(top, propagate_down, bottom);
+  }
+};
+
 // A GPU-only engine (cuDNN's): its CPU slots fail clearly. The registry never picks it for a CPU context.
 template <typename Base>
 class GpuOnly : public Base {

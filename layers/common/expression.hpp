@@ -28,9 +28,9 @@
 
 namespace crema {
 
-class ExpressionLayer : public Layer {
+class ExpressionLayer : public HostOnGpu<Layer> {
  public:
-  using Layer::Layer;
+  using HostOnGpu<Layer>::HostOnGpu;
   const char* type() const override { return "Expression"; }
   int MinBottomBlobs() const override { return 1; }
   int MinTopBlobs() const override { return 1; }
@@ -46,15 +46,6 @@ class ExpressionLayer : public Layer {
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
-  // On a GPU, the programs run on the host for now: the values go there and back (SyncedMemory), until formulas are
-  // compiled into kernels.
-  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
-    Forward_cpu(bottom, top);
-  }
-  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override {
-    Backward_cpu(top, propagate_down, bottom);
-  }
 
  private:
   // The name the formulas call bottom i.

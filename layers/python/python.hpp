@@ -33,9 +33,9 @@ using PythonLayerBackend = std::function<std::unique_ptr<PythonLayerImpl>(Python
 void SetPythonLayerBackend(PythonLayerBackend backend);
 PythonLayerBackend CurrentPythonLayerBackend();
 
-class PythonLayer : public Layer {
+class PythonLayer : public HostOnGpu<Layer> {
  public:
-  using Layer::Layer;
+  using HostOnGpu<Layer>::HostOnGpu;
   const char* type() const override { return "Python"; }
   // As in Caffe, a Python layer may run in place: its code sees the same blob as bottom and top.
   bool AllowsInPlace() const override { return true; }
@@ -50,13 +50,6 @@ class PythonLayer : public Layer {
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
-  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
-    Forward_cpu(bottom, top);
-  }
-  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                    const std::vector<Blob*>& bottom) override {
-    Backward_cpu(top, propagate_down, bottom);
-  }
 
  private:
   std::unique_ptr<PythonLayerImpl> impl_;

@@ -190,42 +190,40 @@ class Parser {
       if (Accept(token)) return graph_->Apply(op, left, Sum());
     return left;
   }
-  int Sum() {
-    int node = Product();
+  // One level of left-associative operators (two of them) over the operands `next` parses.
+  template <typename Next>
+  int LeftAssociative(const std::pair<const char*, FormulaOp> (&operators)[2], Next next) {
+    int node = next();
     for (;;) {
-      if (Accept("+")) {
-        node = graph_->Apply(FormulaOp::kAdd, node, Product());
-      } else if (Accept("-")) {
-        node = graph_->Apply(FormulaOp::kSub, node, Product());
-      } else {
-        return node;
-      }
+      const auto* found = std::find_if(std::begin(operators), std::end(operators),
+                                       [this](const std::pair<const char*, FormulaOp>& o) { return Accept(o.first); });
+      if (found == std::end(operators)) return node;
+      node = graph_->Apply(found->second, node, next());
     }
   }
+  int Sum() {
+    static const std::pair<const char*, FormulaOp> kOperators[2] = {{"+", FormulaOp::kAdd}, {"-", FormulaOp::kSub}};
+    return LeftAssociative(kOperators, [this] { return Product(); });
+  }
   int Product() {
-    int node = Unary();
+    static const std::pair<const char*, FormulaOp> kOperators[2] = {{"*", FormulaOp::kMul}, {"/", FormulaOp::kDiv}};
+    return LeftAssociative(kOperators, [this] { return Unary(); });
+  }
+  // A run of signs before an operand ("- - + x"): whether they negate it. A loop, however long the run.
+  bool Negated() {
+    bool negated = false;
     for (;;) {
-      if (Accept("*")) {
-        node = graph_->Apply(FormulaOp::kMul, node, Unary());
-      } else if (Accept("/")) {
-        node = graph_->Apply(FormulaOp::kDiv, node, Unary());
-      } else {
-        return node;
+      if (Accept("-")) {
+        negated = !negated;
+      } else if (!Accept("+")) {
+        return negated;
       }
     }
   }
   int Unary() {
-    // A run of signs ("- - - x") recurses too.
-    int signs = 0;
-    for (;;) {
-      if (Accept("-")) {
-        ++signs;
-      } else if (!Accept("+")) {
-        break;
-      }
-    }
+    const bool negated = Negated();
     const int node = Power();
-    return signs % 2 == 1 ? graph_->Apply(FormulaOp::kNeg, node) : node;
+    return negated ? graph_->Apply(FormulaOp::kNeg, node) : node;
   }
   int Power() {
     // base ^ [signs] p1 ^ [signs] p2 ...: right-associative, each exponent with its own signs, folded from the right
@@ -233,15 +231,8 @@ class Parser {
     const int base = Primary();
     std::vector<std::pair<int, bool>> exponents;  // operand, negated
     while (Accept("^")) {
-      int signs = 0;
-      for (;;) {
-        if (Accept("-")) {
-          ++signs;
-        } else if (!Accept("+")) {
-          break;
-        }
-      }
-      exponents.emplace_back(Primary(), signs % 2 == 1);
+      const bool negated = Negated();
+      exponents.emplace_back(Primary(), negated);
     }
     if (exponents.empty()) return base;
     int folded = -1;
