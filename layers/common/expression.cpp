@@ -157,41 +157,40 @@ void ExpressionLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vec
     if (!reads_bottom_[i]) inputs[i].data = nullptr;
   for (const Kept& kept : kept_)
     inputs[kept.input] = {kept.top >= 0 ? top[kept.top]->cpu_data() : kept.blob->cpu_data(), false};
-  // A reduction's gradient reaches every element alike: dy, over the elements for a mean.
+  // Each top's gradient is an input of the graph (after the bottoms); a reduction's reaches every element alike: dy,
+  // over the elements for a mean.
   std::vector<float> reduced(top.size(), 0.f);
-  for (size_t k = 0; k < top.size(); ++k) {
-    if (formulas_[k].reduction != FormulaReduction::kNone) {
-      const float dy = top[k]->cpu_diff()[0];
-      reduced[k] = formulas_[k].reduction == FormulaReduction::kMean && elements_ > 0
-                       ? static_cast<float>(dy / static_cast<double>(elements_))
-                       : dy;
-    }
-  }
-  // Each seed is an input of the graph, after the bottoms.
   for (size_t k = 0; k < top.size(); ++k) {
     const int input = graph_->nodes()[seeds_[k]].input;
     if (formulas_[k].reduction == FormulaReduction::kNone) {
       inputs[input] = {top[k]->cpu_diff(), false};
-    } else {
-      inputs[input] = {&reduced[k], true};
+      continue;
     }
+    const float dy = top[k]->cpu_diff()[0];
+    reduced[k] = formulas_[k].reduction == FormulaReduction::kMean && elements_ > 0
+                     ? static_cast<float>(dy / static_cast<double>(elements_))
+                     : dy;
+    inputs[input] = {&reduced[k], true};
   }
+  // Every gradient the program has is computed: into the bottom's diff, summed for a broadcast bottom, or into a
+  // scratch it drops for a bottom that needs none.
   std::vector<float*> outputs;
   std::vector<size_t> written;
+  std::vector<std::vector<float>> scratch(bottom.size());
   for (size_t i = 0; i < bottom.size(); ++i) {
     if (gradients_[i] < 0) {
       if (propagate_down[i]) std::fill_n(bottom[i]->mutable_cpu_diff(), bottom[i]->count(), 0.f);
       continue;
     }
-    // Every gradient the program has is computed; a bottom that needs none gets it in a scratch it drops.
-    outputs.push_back(propagate_down[i] && !backward_broadcast_[i] ? bottom[i]->mutable_cpu_diff() : nullptr);
+    float* target = nullptr;
+    if (!backward_broadcast_[i] && propagate_down[i]) {
+      target = bottom[i]->mutable_cpu_diff();
+    } else if (!backward_broadcast_[i]) {
+      scratch[i].resize(static_cast<size_t>(elements_));
+      target = scratch[i].data();
+    }
+    outputs.push_back(target);
     written.push_back(i);
-  }
-  std::vector<std::vector<float>> unused(outputs.size());
-  for (size_t o = 0; o < outputs.size(); ++o) {
-    if (outputs[o] != nullptr || backward_broadcast_[written[o]]) continue;
-    unused[o].resize(static_cast<size_t>(elements_));
-    outputs[o] = unused[o].data();
   }
   std::vector<double> sums(outputs.size(), 0.0);
   backward_->Run(elements_, inputs, outputs, &sums);

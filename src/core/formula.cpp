@@ -633,13 +633,9 @@ FormulaProgram::FormulaProgram(const FormulaGraph& graph, const std::vector<Outp
   // The nodes the outputs need, in id order (operands first); one register each. Registers are reused once their
   // last reader has run, so a long formula needs few chunks of scratch.
   const auto& nodes = graph.nodes();
-  std::vector<bool> needed(nodes.size(), false);
-  for (const Output& output : outputs) needed[output.node] = true;
-  for (int n = static_cast<int>(nodes.size()) - 1; n >= 0; --n) {
-    if (!needed[n]) continue;
-    for (int operand : {nodes[n].a, nodes[n].b, nodes[n].c})
-      if (operand >= 0) needed[operand] = true;
-  }
+  std::vector<int> roots;
+  for (const Output& output : outputs) roots.push_back(output.node);
+  const std::vector<bool> needed = graph.Reachable(roots);
   std::vector<int> last_use(nodes.size(), -1);
   for (size_t n = 0; n < nodes.size(); ++n) {
     if (!needed[n]) continue;
