@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <sstream>
+#include <type_traits>
 
 #include "core/common.hpp"
 
@@ -32,68 +33,85 @@ uint32_t Bits(float value) {
   return bits;
 }
 
-// One element of an operation, as the program and constant folding compute it.
-float Evaluate(FormulaOp op, float a, float b, float c) {
-  switch (op) {
-    case FormulaOp::kAdd:
-      return a + b;
-    case FormulaOp::kSub:
-      return a - b;
-    case FormulaOp::kMul:
-      return a * b;
-    case FormulaOp::kDiv:
-      return a / b;
-    case FormulaOp::kPow:
-      return std::pow(a, b);
-    case FormulaOp::kNeg:
-      return -a;
-    case FormulaOp::kExp:
-      return std::exp(a);
-    case FormulaOp::kLog:
-      return std::log(a);
-    case FormulaOp::kSqrt:
-      return std::sqrt(a);
-    case FormulaOp::kAbs:
-      return std::fabs(a);
-    case FormulaOp::kTanh:
-      return std::tanh(a);
-    case FormulaOp::kSigmoid:
-      return 1.f / (1.f + std::exp(-a));
-    case FormulaOp::kRelu:
-      return a > 0.f ? a : 0.f;
-    case FormulaOp::kSoftplus:
-      // log(1 + e^a) without overflow: max(a, 0) + log1p(e^-|a|).
-      return std::max(a, 0.f) + std::log1p(std::exp(-std::fabs(a)));
-    case FormulaOp::kErf:
-      return std::erf(a);
-    case FormulaOp::kMin:
-      return std::min(a, b);
-    case FormulaOp::kMax:
-      return std::max(a, b);
-    case FormulaOp::kLess:
-      return a < b ? 1.f : 0.f;
-    case FormulaOp::kLessEqual:
-      return a <= b ? 1.f : 0.f;
-    case FormulaOp::kGreater:
-      return a > b ? 1.f : 0.f;
-    case FormulaOp::kGreaterEqual:
-      return a >= b ? 1.f : 0.f;
-    case FormulaOp::kEqual:
-      return a == b ? 1.f : 0.f;
-    case FormulaOp::kNotEqual:
-      return a != b ? 1.f : 0.f;
-    case FormulaOp::kWhere:
-      return a != 0.f ? b : c;
-    case FormulaOp::kSign:
-      return a > 0.f ? 1.f : a < 0.f ? -1.f : 0.f;
-    case FormulaOp::kConstant:
-    case FormulaOp::kInput:
-      break;
-  }
-  return 0.f;
+// One element of an operation, as the program and constant folding compute it: one definition per operation.
+template <FormulaOp kOp>
+inline float Element(float a, float b, float c) {
+  if constexpr (kOp == FormulaOp::kAdd) return a + b;
+  if constexpr (kOp == FormulaOp::kSub) return a - b;
+  if constexpr (kOp == FormulaOp::kMul) return a * b;
+  if constexpr (kOp == FormulaOp::kDiv) return a / b;
+  if constexpr (kOp == FormulaOp::kPow) return std::pow(a, b);
+  if constexpr (kOp == FormulaOp::kNeg) return -a;
+  if constexpr (kOp == FormulaOp::kExp) return std::exp(a);
+  if constexpr (kOp == FormulaOp::kLog) return std::log(a);
+  if constexpr (kOp == FormulaOp::kSqrt) return std::sqrt(a);
+  if constexpr (kOp == FormulaOp::kAbs) return std::fabs(a);
+  if constexpr (kOp == FormulaOp::kTanh) return std::tanh(a);
+  if constexpr (kOp == FormulaOp::kSigmoid) return 1.f / (1.f + std::exp(-a));
+  if constexpr (kOp == FormulaOp::kRelu) return a > 0.f ? a : 0.f;
+  // log(1 + e^a) without overflow: max(a, 0) + log1p(e^-|a|).
+  if constexpr (kOp == FormulaOp::kSoftplus) return std::max(a, 0.f) + std::log1p(std::exp(-std::fabs(a)));
+  if constexpr (kOp == FormulaOp::kErf) return std::erf(a);
+  if constexpr (kOp == FormulaOp::kMin) return std::min(a, b);
+  if constexpr (kOp == FormulaOp::kMax) return std::max(a, b);
+  if constexpr (kOp == FormulaOp::kLess) return a < b ? 1.f : 0.f;
+  if constexpr (kOp == FormulaOp::kLessEqual) return a <= b ? 1.f : 0.f;
+  if constexpr (kOp == FormulaOp::kGreater) return a > b ? 1.f : 0.f;
+  if constexpr (kOp == FormulaOp::kGreaterEqual) return a >= b ? 1.f : 0.f;
+  if constexpr (kOp == FormulaOp::kEqual) return a == b ? 1.f : 0.f;
+  if constexpr (kOp == FormulaOp::kNotEqual) return a != b ? 1.f : 0.f;
+  if constexpr (kOp == FormulaOp::kWhere) return a != 0.f ? b : c;
+  if constexpr (kOp == FormulaOp::kSign) return a > 0.f ? 1.f : a < 0.f ? -1.f : 0.f;
+  return 0.f;  // constants and inputs are not computed
 }
 
-int Arity(FormulaOp op) {
+// Calls `f(std::integral_constant<FormulaOp, op>{})` for the operation `op` names at run time, so that `f` sees it
+// as a constant (one loop per operation, each with its element function inlined).
+template <typename F>
+auto Dispatch(FormulaOp op, F&& f) {
+  using O = FormulaOp;
+  switch (op) {
+#define CREMA_FORMULA_CASE(name) \
+  case O::name:                  \
+    return f(std::integral_constant<O, O::name>{});
+    CREMA_FORMULA_CASE(kAdd)
+    CREMA_FORMULA_CASE(kSub)
+    CREMA_FORMULA_CASE(kMul)
+    CREMA_FORMULA_CASE(kDiv)
+    CREMA_FORMULA_CASE(kPow)
+    CREMA_FORMULA_CASE(kNeg)
+    CREMA_FORMULA_CASE(kExp)
+    CREMA_FORMULA_CASE(kLog)
+    CREMA_FORMULA_CASE(kSqrt)
+    CREMA_FORMULA_CASE(kAbs)
+    CREMA_FORMULA_CASE(kTanh)
+    CREMA_FORMULA_CASE(kSigmoid)
+    CREMA_FORMULA_CASE(kRelu)
+    CREMA_FORMULA_CASE(kSoftplus)
+    CREMA_FORMULA_CASE(kErf)
+    CREMA_FORMULA_CASE(kMin)
+    CREMA_FORMULA_CASE(kMax)
+    CREMA_FORMULA_CASE(kLess)
+    CREMA_FORMULA_CASE(kLessEqual)
+    CREMA_FORMULA_CASE(kGreater)
+    CREMA_FORMULA_CASE(kGreaterEqual)
+    CREMA_FORMULA_CASE(kEqual)
+    CREMA_FORMULA_CASE(kNotEqual)
+    CREMA_FORMULA_CASE(kWhere)
+    CREMA_FORMULA_CASE(kSign)
+#undef CREMA_FORMULA_CASE
+    case O::kConstant:
+    case O::kInput:
+      break;
+  }
+  return f(std::integral_constant<O, O::kConstant>{});
+}
+
+float Evaluate(FormulaOp op, float a, float b, float c) {
+  return Dispatch(op, [&](auto k) { return Element<decltype(k)::value>(a, b, c); });
+}
+
+constexpr int Arity(FormulaOp op) {
   switch (op) {
     case FormulaOp::kConstant:
     case FormulaOp::kInput:
@@ -705,62 +723,15 @@ void FormulaProgram::Run(int64_t count, const std::vector<InputArray>& inputs, c
             }
             break;
           }
-          case FormulaOp::kAdd:
-            for (int i = 0; i < length; ++i) out[i] = a[i] + b[i];
-            break;
-          case FormulaOp::kSub:
-            for (int i = 0; i < length; ++i) out[i] = a[i] - b[i];
-            break;
-          case FormulaOp::kMul:
-            for (int i = 0; i < length; ++i) out[i] = a[i] * b[i];
-            break;
-          case FormulaOp::kDiv:
-            for (int i = 0; i < length; ++i) out[i] = a[i] / b[i];
-            break;
-          case FormulaOp::kNeg:
-            for (int i = 0; i < length; ++i) out[i] = -a[i];
-            break;
-          case FormulaOp::kRelu:
-            for (int i = 0; i < length; ++i) out[i] = a[i] > 0.f ? a[i] : 0.f;
-            break;
-          case FormulaOp::kWhere:
-            for (int i = 0; i < length; ++i) out[i] = a[i] != 0.f ? b[i] : c[i];
-            break;
-          case FormulaOp::kExp:
-            for (int i = 0; i < length; ++i) out[i] = std::exp(a[i]);
-            break;
-          case FormulaOp::kLog:
-            for (int i = 0; i < length; ++i) out[i] = std::log(a[i]);
-            break;
-          case FormulaOp::kSqrt:
-            for (int i = 0; i < length; ++i) out[i] = std::sqrt(a[i]);
-            break;
-          case FormulaOp::kAbs:
-            for (int i = 0; i < length; ++i) out[i] = std::fabs(a[i]);
-            break;
-          case FormulaOp::kTanh:
-            for (int i = 0; i < length; ++i) out[i] = std::tanh(a[i]);
-            break;
-          case FormulaOp::kSigmoid:
-            for (int i = 0; i < length; ++i) out[i] = 1.f / (1.f + std::exp(-a[i]));
-            break;
-          case FormulaOp::kMin:
-            for (int i = 0; i < length; ++i) out[i] = std::min(a[i], b[i]);
-            break;
-          case FormulaOp::kMax:
-            for (int i = 0; i < length; ++i) out[i] = std::max(a[i], b[i]);
-            break;
-          case FormulaOp::kGreater:
-            for (int i = 0; i < length; ++i) out[i] = a[i] > b[i] ? 1.f : 0.f;
-            break;
-          case FormulaOp::kLess:
-            for (int i = 0; i < length; ++i) out[i] = a[i] < b[i] ? 1.f : 0.f;
-            break;
-          case FormulaOp::kSign:
-            for (int i = 0; i < length; ++i) out[i] = a[i] > 0.f ? 1.f : a[i] < 0.f ? -1.f : 0.f;
-            break;
-          default:  // the rest, one call per element (the same functions constant folding uses)
-            for (int i = 0; i < length; ++i) out[i] = Evaluate(in.op, a[i], b ? b[i] : 0.f, c ? c[i] : 0.f);
+          default:
+            // Operands an operation does not read are absent: the loop reads them only where it does.
+            Dispatch(in.op, [&](auto k) {
+              constexpr FormulaOp kOp = decltype(k)::value;
+              constexpr int arity = Arity(kOp);
+              for (int i = 0; i < length; ++i)
+                out[i] = Element<kOp>(arity > 0 ? a[i] : 0.f, arity > 1 ? b[i] : 0.f, arity > 2 ? c[i] : 0.f);
+              return 0;
+            });
         }
       }
       for (size_t k = 0; k < output_count; ++k) {
