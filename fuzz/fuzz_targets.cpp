@@ -356,10 +356,11 @@ int SolverStateSeeds(const std::string& folder) {
 Outcome Formula(const uint8_t* data, size_t size) {
   const std::string text = Bytes(data, size);
   return Run([&] {
-    FormulaGraph graph({"a", "b", "c", "w"});
-    const FormulaGraph::Parsed parsed = graph.Parse(text);
-    const int seed = graph.AddInput("dy");
-    const std::vector<int> gradients = graph.Differentiate(parsed.node, seed);
+    // a, b and c over the axes n and i (an n of 1), w over none: one value.
+    FormulaGraph graph({"a", "b", "c", "w"}, {"n", "i"}, {3, 3, 3, 0});
+    const int node = graph.Parse(text);
+    const int seed = graph.AddInput("dy", graph.nodes()[node].axes);
+    const std::vector<int> gradients = graph.Differentiate(node, seed);
     constexpr int kCount = 37;
     std::vector<float> a(kCount), b(kCount), c(kCount), dy(kCount, 0.5f), out(kCount);
     for (int i = 0; i < kCount; ++i) {
@@ -368,22 +369,19 @@ Outcome Formula(const uint8_t* data, size_t size) {
       c[i] = (i % 3) - 1.f;
     }
     const float w = 0.75f;
-    const std::vector<FormulaProgram::InputArray> inputs = {
-        {a.data(), false}, {b.data(), false}, {c.data(), false}, {&w, true}, {dy.data(), false}};
-    std::vector<double> sums(1, 0.0);
-    const bool reduce = parsed.reduction != FormulaReduction::kNone;
-    FormulaProgram(graph, {{parsed.node, reduce}}).Run(kCount, inputs, {out.data()}, &sums);
+    const std::vector<int64_t> dims = {1, kCount};
+    const std::vector<const float*> inputs = {a.data(), b.data(), c.data(), &w, dy.data()};
+    FormulaProgram(graph, {{node, graph.nodes()[node].axes}}).Run(dims, inputs, {out.data()});
     std::vector<FormulaProgram::Output> backward;
     std::vector<std::vector<float>> gradient_values;
     std::vector<float*> targets;
     for (size_t i = 0; i < 4; ++i) {
       if (gradients[i] < 0) continue;
-      backward.push_back({gradients[i], i == 3});  // w's gradient is summed over the elements
+      backward.push_back({gradients[i], i == 3 ? AxisMask{0} : AxisMask{3}});  // w's gradient: summed to one value
       gradient_values.emplace_back(kCount);
     }
     for (auto& values : gradient_values) targets.push_back(values.data());
-    std::vector<double> gradient_sums(backward.size(), 0.0);
-    if (!backward.empty()) FormulaProgram(graph, backward).Run(kCount, inputs, targets, &gradient_sums);
+    if (!backward.empty()) FormulaProgram(graph, backward).Run(dims, inputs, targets);
   });
 }
 
@@ -392,6 +390,8 @@ int FormulaSeeds(const std::string& folder) {
       "a * sigmoid(a)",
       "where(a > 0, a, w * (exp(a) - 1))",
       "mean((a - b) ^ 2 * w)",
+      "exp(a - max[i](a)) / sum[i](exp(a - max[i](a)))",
+      "a - mean[i](a) + min(b) * sum[n, i](c)",
       "sum(log(b) + sqrt(b) * abs(c))",
       "-a ^ 2 + 2 ^ 3 ^ 2 / 256 - - + b",
       "tanh(a) / (1 + softplus(b) ^ 2) + erf(c / 2)",

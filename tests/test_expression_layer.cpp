@@ -1,9 +1,11 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -117,6 +119,131 @@ TEST(ExpressionLayerTest, GradientsCheckForEveryFormula) {
   }
 }
 
+// Distinct values at least `gap` apart, in a random order: no ties for max and min, nor a step of the numeric
+// gradient that changes which element is the largest.
+void FillDistinct(Blob* blob, float gap, uint64_t seed) {
+  std::vector<int> order(static_cast<size_t>(blob->count()));
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+  std::mt19937 random(static_cast<uint32_t>(seed));
+  std::shuffle(order.begin(), order.end(), random);
+  for (size_t i = 0; i < order.size(); ++i)
+    blob->mutable_cpu_data()[i] = gap * (order[i] - 0.5f * static_cast<float>(order.size()));
+}
+
+// Every broadcast and reduction form against central differences: bottoms over all the axes n c h w, over c alone
+// (as (C) and as (1, C, 1, 1)), over h w, and one value; reductions over some axes, every axis, nested ones, and
+// the shapes of the tops they give.
+TEST(ExpressionLayerTest, BroadcastsAndReductionsAlongNamedAxesCheck) {
+  struct Form {
+    std::string formula;
+    std::vector<int> shape;  // the top's
+  };
+  const Form forms[] = {
+      {"x * s + t", {2, 3, 4, 5}},
+      {"x * u - w * s", {2, 3, 4, 5}},
+      {"sum[h, w](x * s)", {2, 3}},
+      {"mean[c](x) * u", {2, 4, 5}},
+      {"exp(x - max[c](x)) / sum[c](exp(x - max[c](x)))", {2, 3, 4, 5}},
+      {"max[h, w](x) + min[n](x * t)", {2, 3, 4, 5}},
+      {"mean((x - t)^2 * w)", {}},
+      {"sum(x) * s + max(u)", {3}},
+      {"(x - mean[c](x)) / sqrt(mean[c]((x - mean[c](x))^2) + 0.1)", {2, 3, 4, 5}},
+      {"sum[n](sum[c, h](x * s) * u)", {4, 5}},
+      {"s * u", {3, 4, 5}},
+  };
+  for (const Form& form : forms) {
+    SCOPED_TRACE(form.formula);
+    test::BlobList bottom, top;
+    FillDistinct(bottom.Add({2, 3, 4, 5}), 0.02f, 81);         // x: n c h w
+    FillAway(bottom.Add({3}), 0.3f, 1.2f, true, 82);           // s: c
+    FillAway(bottom.Add({1, 3, 1, 1}), 0.3f, 1.2f, true, 83);  // t: c, kept as axes of 1
+    FillDistinct(bottom.Add({4, 5}), 0.05f, 84);               // u: h w
+    FillAway(bottom.Add({1}), 0.5f, 0.9f, false, 85);          // w: one value
+    top.Add({});
+    ExpressionLayer layer(ExpressionParam({"x", "s", "t", "u", "w"}, {form.formula}));
+    layer.SetUp(bottom.pointers, top.pointers);
+    EXPECT_EQ(top.pointers[0]->shape(), form.shape);
+    test::GradientChecker checker(1e-3f, 2e-3f);
+    checker.CheckGradient(&layer, bottom.pointers, top.pointers);
+  }
+}
+
+// The values of reductions and broadcasts, computed here in double: a softmax over c, a mean over h and w, a
+// per-channel scale, a layer normalization over c with a per-channel gain.
+TEST(ExpressionLayerTest, ReductionsAndBroadcastsComputeTheirValues) {
+  test::BlobList bottom, top;
+  test::FillGaussian(bottom.Add({2, 3, 4, 5}), 0.f, 1.f, 91);
+  test::FillGaussian(bottom.Add({3}), 0.f, 1.f, 92);
+  for (int k = 0; k < 4; ++k) top.Add({});
+  ExpressionLayer layer(
+      ExpressionParam({"x", "g"}, {"exp(x - max[c](x)) / sum[c](exp(x - max[c](x)))", "mean[h, w](x)", "x * g",
+                                   "(x - mean[c](x)) / sqrt(mean[c]((x - mean[c](x))^2) + 1e-5) * g"}));
+  layer.SetUp(bottom.pointers, top.pointers);
+  layer.Forward(bottom.pointers, top.pointers);
+  const float* x = bottom.pointers[0]->cpu_data();
+  const float* g = bottom.pointers[1]->cpu_data();
+  const auto at = [](int n, int c, int h, int w) { return ((n * 3 + c) * 4 + h) * 5 + w; };
+  for (int n = 0; n < 2; ++n)
+    for (int h = 0; h < 4; ++h)
+      for (int w = 0; w < 5; ++w) {
+        double total = 0, mean = 0, variance = 0;
+        for (int c = 0; c < 3; ++c) {
+          total += std::exp(static_cast<double>(x[at(n, c, h, w)]));
+          mean += x[at(n, c, h, w)] / 3.0;
+        }
+        for (int c = 0; c < 3; ++c) variance += (x[at(n, c, h, w)] - mean) * (x[at(n, c, h, w)] - mean) / 3.0;
+        for (int c = 0; c < 3; ++c) {
+          const int i = at(n, c, h, w);
+          EXPECT_NEAR(top.pointers[0]->cpu_data()[i], std::exp(static_cast<double>(x[i])) / total, 1e-6);
+          EXPECT_NEAR(top.pointers[2]->cpu_data()[i], static_cast<double>(x[i]) * g[c], 1e-6);
+          EXPECT_NEAR(top.pointers[3]->cpu_data()[i], (x[i] - mean) / std::sqrt(variance + 1e-5) * g[c], 2e-5);
+        }
+      }
+  ASSERT_EQ(top.pointers[1]->shape(), (std::vector<int>{2, 3}));
+  for (int n = 0; n < 2; ++n)
+    for (int c = 0; c < 3; ++c) {
+      double mean = 0;
+      for (int h = 0; h < 4; ++h)
+        for (int w = 0; w < 5; ++w) mean += x[at(n, c, h, w)] / 20.0;
+      EXPECT_NEAR(top.pointers[1]->cpu_data()[n * 3 + c], mean, 1e-6);
+    }
+}
+
+// bottom_axes says what a bottom's shape leaves in doubt, and axes renames the axes.
+TEST(ExpressionLayerTest, BottomAxesAndAxisNamesAreTheParams) {
+  test::BlobList bottom, top;
+  test::FillGaussian(bottom.Add({2, 3, 3}), 0.f, 1.f, 95);
+  test::FillGaussian(bottom.Add({3}), 0.f, 1.f, 96);
+  top.Add({});
+  LayerParameter param = ExpressionParam({"x", "v"}, {"sum[row](x * v)"});
+  param.mutable_expression_param()->set_axes("batch, row col");
+  param.mutable_expression_param()->add_bottom_axes("");
+  param.mutable_expression_param()->add_bottom_axes("col");
+  ExpressionLayer layer(param);
+  layer.SetUp(bottom.pointers, top.pointers);
+  ASSERT_EQ(top.pointers[0]->shape(), (std::vector<int>{2, 3}));
+  layer.Forward(bottom.pointers, top.pointers);
+  const float* x = bottom.pointers[0]->cpu_data();
+  const float* v = bottom.pointers[1]->cpu_data();
+  for (int n = 0; n < 2; ++n)
+    for (int col = 0; col < 3; ++col) {
+      double sum = 0;
+      for (int row = 0; row < 3; ++row) sum += static_cast<double>(x[(n * 3 + row) * 3 + col]) * v[col];
+      EXPECT_NEAR(top.pointers[0]->cpu_data()[n * 3 + col], sum, 1e-5);
+    }
+  // A batch of another size reshapes; a bottom of the wrong size is named.
+  bottom.pointers[0]->Reshape({5, 3, 3});
+  layer.Reshape(bottom.pointers, top.pointers);
+  EXPECT_EQ(top.pointers[0]->shape(), (std::vector<int>{5, 3}));
+  bottom.pointers[1]->Reshape({4});
+  test::ExpectErrorContaining([&] { layer.Reshape(bottom.pointers, top.pointers); },
+                              {"'expr'", "bottom 'v' has shape", "the axes col", "it must be (3)"});
+  param.mutable_expression_param()->set_axes("n c");
+  ExpressionLayer wrong(param);
+  test::ExpectErrorContaining([&] { wrong.SetUp(bottom.pointers, top.pointers); },
+                              {"'expr'", "axes 'n c' names 2 axes", "has 3"});
+}
+
 // Built-in layers and the same written as formulas: the same outputs and gradients within 1e-6 of their scale.
 TEST(ExpressionLayerTest, FormulasGiveTheBuiltInLayersResults) {
   struct Pair {
@@ -173,12 +300,12 @@ TEST(ExpressionLayerTest, FormulasGiveTheBuiltInLayersResults) {
 // Equal subexpressions are one node, in a formula, across formulas and between a formula and its gradient; a
 // program makes one pass whatever its length.
 TEST(ExpressionLayerTest, EqualSubexpressionsAreOneNode) {
-  FormulaGraph graph({"x", "y"});
-  const int first = graph.Parse("x * sigmoid(x) + y").node;
+  FormulaGraph graph({"x", "y"}, {"i"});
+  const int first = graph.Parse("x * sigmoid(x) + y");
   const size_t nodes = graph.nodes().size();
-  EXPECT_EQ(graph.Parse("y + sigmoid(x) * x").node, first);  // commuted operands
+  EXPECT_EQ(graph.Parse("y + sigmoid(x) * x"), first);  // commuted operands
   EXPECT_EQ(graph.nodes().size(), nodes);
-  const int seed = graph.AddInput("dy");
+  const int seed = graph.AddInput("dy", 1);
   const std::vector<int> gradients = graph.Differentiate(first, seed);
   EXPECT_EQ(gradients[1], seed);  // d/dy of (... + y) is the seed itself
   // d/dx = dy * (sigmoid(x) + x * sigmoid(x) * (1 - sigmoid(x))): sigmoid(x) is the forward's node.
@@ -188,7 +315,7 @@ TEST(ExpressionLayerTest, EqualSubexpressionsAreOneNode) {
   for (const FormulaNode& node : graph.nodes()) sigmoids += node.op == FormulaOp::kSigmoid;
   EXPECT_EQ(sigmoids, 1);
   // Constants fold, and multiplying by one or adding zero leaves the operand.
-  EXPECT_EQ(graph.Parse("(2 + 3) * 0 + x * 1").node, graph.Input(0));
+  EXPECT_EQ(graph.Parse("(2 + 3) * 0 + x * 1"), graph.Input(0));
 }
 
 // Costly values forward computes and backward needs are kept (in a top where a top is that value, else in an
@@ -242,8 +369,8 @@ TEST(ExpressionLayerTest, BackwardKeepsTheCostlyValuesAndDeclaresWhatItReads) {
   }
 }
 
-// Sums (a mean, a broadcast bottom's gradient) add per chunk and then in chunk order: the same bits on one thread
-// and on several.
+// Reductions (a mean, a sum over an axis, a broadcast bottom's gradient) add in fixed blocks and then in block order:
+// the same bits on one thread and on several.
 TEST(ExpressionLayerTest, SumsAreTheSameOnAnyThreadCount) {
   const int saved = omp_get_max_threads();
   std::vector<float> results;
@@ -258,12 +385,40 @@ TEST(ExpressionLayerTest, SumsAreTheSameOnAnyThreadCount) {
     layer.Forward(bottom.pointers, top.pointers);
     top.pointers[0]->mutable_cpu_diff()[0] = 1.f;
     layer.Backward(top.pointers, {true, true}, bottom.pointers);
-    results.push_back(top.pointers[0]->cpu_data()[0]);
-    results.push_back(bottom.pointers[1]->cpu_diff()[0]);
+    std::vector<float> run = {top.pointers[0]->cpu_data()[0], bottom.pointers[1]->cpu_diff()[0]};
+    // Reductions over an axis: long runs (along c, in blocks) and short ones (along n), and a per-channel bottom's
+    // gradient (summed along n).
+    test::BlobList bottom2, top2;
+    test::FillGaussian(bottom2.Add({3, 70001}), 0.f, 1.f, 33);
+    test::FillGaussian(bottom2.Add({70001}), 0.f, 1.f, 34);
+    top2.Add({});
+    top2.Add({});
+    ExpressionLayer axes(ExpressionParam({"x", "s"}, {"sum[c](x * x)", "sum[n](x * s)"}));
+    axes.SetUp(bottom2.pointers, top2.pointers);
+    axes.Forward(bottom2.pointers, top2.pointers);
+    test::FillGaussian(top2.pointers[1], 0.f, 1.f, 35);
+    std::memcpy(top2.pointers[1]->mutable_cpu_diff(), top2.pointers[1]->cpu_data(), sizeof(float) * 70001);
+    std::fill_n(top2.pointers[0]->mutable_cpu_diff(), 3, 1.f);
+    axes.Forward(bottom2.pointers, top2.pointers);
+    axes.Backward(top2.pointers, {true, true}, bottom2.pointers);
+    const std::vector<float> sums = test::DataOf(*top2.pointers[0]), columns = test::DataOf(*top2.pointers[1]),
+                             gradient = test::DiffOf(*bottom2.pointers[1]);
+    run.insert(run.end(), sums.begin(), sums.end());
+    run.insert(run.end(), columns.begin(), columns.begin() + 1000);
+    run.insert(run.end(), gradient.begin(), gradient.begin() + 1000);
+    // The long sums against double.
+    for (int n = 0; n < 3; ++n) {
+      double sum = 0;
+      for (int c = 0; c < 70001; ++c)
+        sum += std::pow(static_cast<double>(bottom2.pointers[0]->cpu_data()[n * 70001 + c]), 2);
+      EXPECT_NEAR(sums[n], sum, 1e-6 * sum);
+    }
+    results.insert(results.end(), run.begin(), run.end());
   }
   omp_set_num_threads(saved);
-  for (size_t r = 2; r < results.size(); ++r)
-    EXPECT_EQ(std::memcmp(&results[r], &results[r % 2], sizeof(float)), 0) << r;
+  const size_t each = results.size() / 3;
+  for (size_t r = each; r < results.size(); ++r)
+    EXPECT_EQ(std::memcmp(&results[r], &results[r % each], sizeof(float)), 0) << r;
 }
 
 // A net whose activation and loss are formulas trains as the same net with the built-in Swish and EuclideanLoss
@@ -463,9 +618,14 @@ TEST(ExpressionLayerTest, ErrorsNameTheLayerTheFormulaAndTheColumn) {
   error({"x"}, {"pow(x)"}, {{3}}, {"column 1", "pow takes 2 arguments, got 1"});
   error({"x"}, {"(x + 1"}, {{3}}, {"column 7", "expected ')'"});
   error({"x"}, {"x 2"}, {{3}}, {"column 3", "unexpected '2'"});
-  error({"x"}, {"x - mean(x)"}, {{3}}, {"column 5", "mean(...) may only be the whole formula"});
+  error({"x"}, {"x - mean[q](x)"}, {{3}}, {"column 10", "unknown axis 'q'", "the axes: n"});
+  error({"x"}, {"max[n](x, x)"}, {{3}}, {"column 1", "max[...] takes 1 argument, got 2"});
+  error({"x"}, {"exp[n](x)"}, {{3}}, {"column 4", "only sum, mean, max and min take axes"});
+  error({"x"}, {"sum[](x)"}, {{3}}, {"sum[] names no axis"});
   error({"x"}, {"x", "x"}, {{3}}, {"2 formulas for 1 top"});
-  error({"x", "z"}, {"x * z"}, {{2, 3}, {3, 2}}, {"bottom 'z' has shape", "or hold one value"});
+  error({"x", "z"}, {"x * z"}, {{2, 3}, {3, 2}},
+        {"bottom 'z' has shape (3, 2)", "not the size of some of the axes", "bottom_axes"});
+  error({"x", "z"}, {"x * z"}, {{2, 3, 3}, {3}}, {"bottom 'z'", "may vary over the axes c or h", "bottom_axes"});
   // Nesting is bounded (the parser recurses), long chains of operators are not.
   error({"x"}, {std::string(300, '(') + "x" + std::string(300, ')')}, {{3}}, {"more than 200 nested"});
   test::BlobList bottom, top;

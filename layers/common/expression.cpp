@@ -1,10 +1,115 @@
 #include "layers/common/expression.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <map>
+#include <sstream>
 #include <string>
 
 namespace crema {
+
+namespace {
+
+// Names in a list written "n c h w" or "n, c, h, w".
+std::vector<std::string> SplitNames(const std::string& text) {
+  std::vector<std::string> names;
+  std::string name;
+  for (char c : text + " ") {
+    if (c == ' ' || c == ',' || c == '\t') {
+      if (!name.empty()) names.push_back(name);
+      name.clear();
+    } else {
+      name += c;
+    }
+  }
+  return names;
+}
+
+std::vector<std::string> DefaultAxisNames(size_t rank) {
+  static const std::vector<std::vector<std::string>> kNames = {
+      {}, {"n"}, {"n", "c"}, {"n", "c", "h"}, {"n", "c", "h", "w"}, {"n", "c", "d", "h", "w"}};
+  if (rank < kNames.size()) return kNames[rank];
+  std::vector<std::string> names;
+  for (size_t a = 0; a < rank; ++a) names.push_back("a" + std::to_string(a));
+  return names;
+}
+
+std::string ShapeText(const std::vector<int>& shape) {
+  std::ostringstream out;
+  out << "(";
+  for (size_t a = 0; a < shape.size(); ++a) out << (a ? ", " : "") << shape[a];
+  out << ")";
+  return out.str();
+}
+
+// Whether a bottom of `shape` holds a value over the axes `axes` of a full shape `full`, laid out as those axes are:
+// its sizes other than 1 are theirs, in order ((C), (1, C, 1, 1) and (C, 1) all hold a value over c).
+bool Fits(const std::vector<int>& shape, AxisMask axes, const std::vector<int>& full) {
+  std::vector<int> mine, theirs;
+  for (int size : shape)
+    if (size != 1) mine.push_back(size);
+  for (size_t a = 0; a < full.size(); ++a)
+    if ((axes & (AxisMask{1} << a)) && full[a] != 1) theirs.push_back(full[a]);
+  return mine == theirs;
+}
+
+}  // namespace
+
+AxisMask ExpressionLayer::BottomAxes(int i, const Blob& blob, const std::vector<int>& full) const {
+  const ExpressionParameter& param = param_.expression_param();
+  const std::vector<std::string>& names = graph_->axis_names();
+  const std::vector<int>& shape = blob.shape();
+  const AxisMask all = graph_->all_axes();
+  const std::string name = BottomName(i);
+  if (param.bottom_axes_size() > 0 && !param.bottom_axes(i).empty()) {
+    AxisMask axes = 0;
+    int last = -1;
+    for (const std::string& axis : SplitNames(param.bottom_axes(i))) {
+      const auto found = std::find(names.begin(), names.end(), axis);
+      CREMA_CHECK(found != names.end()) << describe() << ": bottom_axes '" << param.bottom_axes(i) << "' of bottom '"
+                                        << name << "' names the axis '" << axis << "', not one of the layer's axes "
+                                        << graph_->DescribeAxes(all);
+      const int index = static_cast<int>(found - names.begin());
+      CREMA_CHECK(index > last) << describe() << ": bottom_axes '" << param.bottom_axes(i) << "' of bottom '" << name
+                                << "' must name axes once each, in the order " << graph_->DescribeAxes(all);
+      last = index;
+      axes |= AxisMask{1} << index;
+    }
+    return axes;
+  }
+  if (shape == full) return all;
+  if (blob.count() == 1) return 0;
+  // The same number of axes, with 1 where it is broadcast.
+  if (shape.size() == full.size()) {
+    AxisMask axes = 0;
+    for (size_t a = 0; a < full.size(); ++a)
+      if (shape[a] == full[a]) axes |= AxisMask{1} << a;
+    if (Fits(shape, axes, full)) return axes;
+  }
+  // Fewer axes: the one way its sizes are sizes of the full shape's axes, in order.
+  std::vector<AxisMask> found;
+  const std::function<void(size_t, size_t, AxisMask)> match = [&](size_t d, size_t from, AxisMask axes) {
+    if (found.size() > 1) return;
+    if (d == shape.size()) {
+      found.push_back(axes);
+      return;
+    }
+    for (size_t a = from; a < full.size(); ++a)
+      if (full[a] == shape[d]) match(d + 1, a + 1, axes | (AxisMask{1} << a));
+  };
+  match(0, 0, 0);
+  std::ostringstream full_text;
+  full_text << "the axes " << graph_->DescribeAxes(all) << " of the largest bottom '" << BottomName(full_) << "' are "
+            << ShapeText(full);
+  CREMA_CHECK(!found.empty()) << describe() << ": bottom '" << name << "' has shape " << ShapeText(shape)
+                              << ", which is not the size of some of the axes (" << full_text.str()
+                              << ") or one value; expression_param.bottom_axes names the axes of each bottom";
+  CREMA_CHECK(found.size() == 1) << describe() << ": bottom '" << name << "' has shape " << ShapeText(shape)
+                                 << ", which may vary over the axes " << graph_->DescribeAxes(found[0]) << " or "
+                                 << graph_->DescribeAxes(found[1]) << " (" << full_text.str()
+                                 << "): say which in expression_param.bottom_axes";
+  return found[0];
+}
 
 void ExpressionLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const ExpressionParameter& param = param_.expression_param();
@@ -15,12 +120,34 @@ void ExpressionLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::ve
   CREMA_CHECK(param.bottom_name_size() == 0 || param.bottom_name_size() == static_cast<int>(bottom.size()))
       << describe() << ": expression_param has " << param.bottom_name_size() << " bottom_name for " << bottom.size()
       << " bottoms (none, or one per bottom)";
+  CREMA_CHECK(param.bottom_axes_size() == 0 || param.bottom_axes_size() == static_cast<int>(bottom.size()))
+      << describe() << ": expression_param has " << param.bottom_axes_size() << " bottom_axes for " << bottom.size()
+      << " bottoms (none, or one per bottom)";
   std::vector<std::string> names(param.bottom_name().begin(), param.bottom_name().end());
   if (names.empty()) names.assign(param_.bottom().begin(), param_.bottom().end());
   for (size_t i = 0; i < names.size(); ++i)
     for (size_t j = 0; j < i; ++j)
       CREMA_CHECK(names[i] != names[j]) << describe() << ": two bottoms are both called '" << names[i] << "'";
-  graph_ = std::make_unique<FormulaGraph>(names);
+  // The axes: those of the largest bottom (the first of the largest).
+  full_ = 0;
+  for (size_t i = 0; i < bottom.size(); ++i)
+    if (bottom[i]->count() > bottom[full_]->count()) full_ = static_cast<int>(i);
+  const std::vector<int>& full = bottom[full_]->shape();
+  std::vector<std::string> axis_names = param.has_axes() ? SplitNames(param.axes()) : DefaultAxisNames(full.size());
+  CREMA_CHECK(axis_names.size() == full.size())
+      << describe() << ": expression_param.axes '" << param.axes() << "' names " << axis_names.size()
+      << " axes, but the largest bottom '" << names[full_] << "' has " << full.size() << " " << ShapeText(full);
+  CREMA_CHECK(full.size() <= static_cast<size_t>(kFormulaMostAxes))
+      << describe() << ": the largest bottom has " << full.size() << " axes; formulas take at most "
+      << kFormulaMostAxes;
+  for (size_t a = 0; a < axis_names.size(); ++a)
+    for (size_t b = 0; b < a; ++b)
+      CREMA_CHECK(axis_names[a] != axis_names[b])
+          << describe() << ": two axes are both called '" << axis_names[a] << "'";
+  graph_ = std::make_unique<FormulaGraph>(names, axis_names);
+  bottom_axes_.clear();
+  for (size_t i = 0; i < bottom.size(); ++i) bottom_axes_.push_back(BottomAxes(static_cast<int>(i), *bottom[i], full));
+  graph_ = std::make_unique<FormulaGraph>(names, axis_names, bottom_axes_);
   formulas_.clear();
   for (int k = 0; k < param.formula_size(); ++k) {
     try {
@@ -30,22 +157,21 @@ void ExpressionLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::ve
                    << "'): " << error.what();
     }
   }
-  // The gradients: one seed per top (its gradient, or for a reduction the scalar that reaches every element), and
-  // per bottom the sum over the tops of what reaches it.
+  const auto axes_of = [&](int node) { return graph_->nodes()[node].axes; };
+  // The gradients: one seed per top (its gradient, over the top's axes), and per bottom the sum over the tops of
+  // what reaches it.
   seeds_.clear();
   gradients_.assign(bottom.size(), -1);
   for (size_t k = 0; k < formulas_.size(); ++k) {
-    seeds_.push_back(graph_->AddInput("d(" + param_.top(static_cast<int>(k)) + ")"));
-    const std::vector<int> reached = graph_->Differentiate(formulas_[k].node, seeds_.back());
+    seeds_.push_back(graph_->AddInput("d(" + param_.top(static_cast<int>(k)) + ")", axes_of(formulas_[k])));
+    const std::vector<int> reached = graph_->Differentiate(formulas_[k], seeds_.back());
     for (size_t i = 0; i < bottom.size(); ++i) {
       if (reached[i] < 0) continue;
       gradients_[i] = gradients_[i] < 0 ? reached[i] : graph_->Apply(FormulaOp::kAdd, gradients_[i], reached[i]);
     }
   }
   // What backward keeps from forward: the costly values both passes compute.
-  std::vector<int> roots;
-  for (const FormulaGraph::Parsed& formula : formulas_) roots.push_back(formula.node);
-  const std::vector<bool> in_forward = graph_->Reachable(roots);
+  const std::vector<bool> in_forward = graph_->Reachable(formulas_);
   const std::vector<bool> in_backward = graph_->Reachable(gradients_);
   kept_.clear();
   std::map<int, int> replace;
@@ -56,14 +182,13 @@ void ExpressionLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::ve
     Kept kept;
     kept.node = static_cast<int>(n);
     for (size_t k = 0; k < formulas_.size() && kept.top < 0; ++k)
-      if (formulas_[k].node == kept.node && formulas_[k].reduction == FormulaReduction::kNone)
-        kept.top = static_cast<int>(k);
+      if (formulas_[k] == kept.node) kept.top = static_cast<int>(k);
     if (kept.top < 0) {
       if (blobs == static_cast<int>(kept_blobs_.size()))
         kept_blobs_.push_back(AddInternalBlob("kept" + std::to_string(blobs), InternalLifetime::kUntilBackward));
       kept.blob = kept_blobs_[blobs++];
     }
-    kept.input = graph_->nodes()[graph_->AddInput("kept" + std::to_string(kept_.size()))].input;
+    kept.input = graph_->nodes()[graph_->AddInput("kept" + std::to_string(kept_.size()), node.axes)].input;
     replace[kept.node] = graph_->Input(kept.input);
     kept_.push_back(kept);
   }
@@ -77,16 +202,16 @@ void ExpressionLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::ve
   for (const Kept& kept : kept_)
     if (kept.top >= 0) reads_top_[kept.top] = true;
   std::vector<FormulaProgram::Output> outputs;
-  for (const FormulaGraph::Parsed& formula : formulas_)
-    outputs.push_back({formula.node, formula.reduction != FormulaReduction::kNone});
+  for (int formula : formulas_) outputs.push_back({formula, axes_of(formula)});
   for (const Kept& kept : kept_)
-    if (kept.top < 0) outputs.push_back({kept.node, false});
+    if (kept.top < 0) outputs.push_back({kept.node, axes_of(kept.node)});
   forward_ = std::make_unique<FormulaProgram>(*graph_, outputs);
-  backward_.reset();
+  backward_.clear();
 }
 
 std::string ExpressionLayer::BottomName(int i) const {
-  return i < static_cast<int>(graph_->input_names().size()) ? graph_->input_names()[i] : param_.bottom(i);
+  return graph_ != nullptr && i < static_cast<int>(graph_->input_names().size()) ? graph_->input_names()[i]
+                                                                                 : param_.bottom(i);
 }
 
 bool ExpressionLayer::BackwardReadsTop(int top) const {
@@ -97,107 +222,69 @@ bool ExpressionLayer::BackwardReadsBottom(int bottom) const {
   return bottom < static_cast<int>(reads_bottom_.size()) ? reads_bottom_[bottom] : true;
 }
 
-void ExpressionLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  const Blob* largest = bottom[0];
-  for (const Blob* blob : bottom)
-    if (blob->count() > largest->count()) largest = blob;
-  elements_ = largest->count();
-  for (size_t i = 0; i < bottom.size(); ++i)
-    CREMA_CHECK(bottom[i]->count() == 1 || bottom[i]->shape() == largest->shape())
-        << describe() << ": bottom '" << BottomName(static_cast<int>(i)) << "' has shape " << bottom[i]->shape_string()
-        << ", but every bottom must have the largest one's shape " << largest->shape_string() << " or hold one value";
-  for (size_t k = 0; k < top.size(); ++k) {
-    if (formulas_[k].reduction != FormulaReduction::kNone) {
-      top[k]->Reshape(std::vector<int>());
-    } else {
-      top[k]->ReshapeLike(*largest);
-    }
-  }
-  for (const Kept& kept : kept_)
-    if (kept.blob != nullptr) kept.blob->ReshapeLike(*largest);
-  // Backward sums the gradient of a bottom that is broadcast: its program is made for the bottoms broadcast now.
-  std::vector<bool> broadcast(bottom.size());
-  for (size_t i = 0; i < bottom.size(); ++i) broadcast[i] = bottom[i]->count() == 1 && elements_ > 1;
-  if (backward_ == nullptr || broadcast != backward_broadcast_) {
-    std::vector<FormulaProgram::Output> outputs;
-    for (size_t i = 0; i < bottom.size(); ++i)
-      if (gradients_[i] >= 0) outputs.push_back({gradients_[i], broadcast[i]});
-    backward_ = std::make_unique<FormulaProgram>(*graph_, outputs);
-    backward_broadcast_ = broadcast;
-  }
+std::vector<int> ExpressionLayer::ShapeOver(AxisMask axes) const {
+  std::vector<int> shape;
+  for (size_t a = 0; a < dims_.size(); ++a)
+    if (axes & (AxisMask{1} << a)) shape.push_back(static_cast<int>(dims_[a]));
+  return shape;
 }
 
-std::vector<FormulaProgram::InputArray> ExpressionLayer::BottomInputs(const std::vector<Blob*>& bottom) const {
-  std::vector<FormulaProgram::InputArray> inputs(graph_->input_names().size());
+void ExpressionLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const std::vector<int>& full = bottom[full_]->shape();
+  CREMA_CHECK(full.size() == graph_->axis_names().size())
+      << describe() << ": bottom '" << BottomName(full_) << "' has shape " << bottom[full_]->shape_string() << ", but "
+      << graph_->axis_names().size() << " axes (" << graph_->DescribeAxes(graph_->all_axes()) << ") when set up";
+  dims_.assign(full.begin(), full.end());
   for (size_t i = 0; i < bottom.size(); ++i)
-    inputs[i] = {bottom[i]->cpu_data(), bottom[i]->count() == 1 && elements_ > 1};
-  return inputs;
+    CREMA_CHECK(Fits(bottom[i]->shape(), bottom_axes_[i], full))
+        << describe() << ": bottom '" << BottomName(static_cast<int>(i)) << "' has shape " << bottom[i]->shape_string()
+        << ", but it varies over "
+        << (bottom_axes_[i] ? "the axes " + graph_->DescribeAxes(bottom_axes_[i]) : std::string("no axis (one value)"))
+        << " of the largest bottom '" << BottomName(full_) << "' " << bottom[full_]->shape_string() << ": it must be "
+        << ShapeText(ShapeOver(bottom_axes_[i]));
+  for (size_t k = 0; k < top.size(); ++k) top[k]->Reshape(ShapeOver(graph_->nodes()[formulas_[k]].axes));
+  for (const Kept& kept : kept_)
+    if (kept.blob != nullptr) kept.blob->Reshape(ShapeOver(graph_->nodes()[kept.node].axes));
 }
 
 void ExpressionLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  std::vector<const float*> inputs(graph_->input_names().size(), nullptr);
+  for (size_t i = 0; i < bottom.size(); ++i) inputs[i] = bottom[i]->cpu_data();
   std::vector<float*> outputs;
   for (Blob* blob : top) outputs.push_back(blob->mutable_cpu_data());
   for (const Kept& kept : kept_)
     if (kept.blob != nullptr) outputs.push_back(kept.blob->mutable_cpu_data());
-  std::vector<double> sums(outputs.size(), 0.0);
-  forward_->Run(elements_, BottomInputs(bottom), outputs, &sums);
-  for (size_t k = 0; k < top.size(); ++k) {
-    if (formulas_[k].reduction == FormulaReduction::kNone) continue;
-    const double value =
-        formulas_[k].reduction == FormulaReduction::kMean && elements_ > 0 ? sums[k] / elements_ : sums[k];
-    top[k]->mutable_cpu_data()[0] = static_cast<float>(value);
-  }
+  forward_->Run(dims_, inputs, outputs);
 }
 
 void ExpressionLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                    const std::vector<Blob*>& bottom) {
-  // The bottoms backward reads (the others may hold other values by now: the memory plan), and what it kept.
-  std::vector<FormulaProgram::InputArray> inputs = BottomInputs(bottom);
+  // The bottoms backward reads (the others may hold other values by now: the memory plan), what it kept, and each
+  // top's gradient.
+  std::vector<const float*> inputs(graph_->input_names().size(), nullptr);
   for (size_t i = 0; i < bottom.size(); ++i)
-    if (!reads_bottom_[i]) inputs[i].data = nullptr;
-  for (const Kept& kept : kept_)
-    inputs[kept.input] = {kept.top >= 0 ? top[kept.top]->cpu_data() : kept.blob->cpu_data(), false};
-  // Each top's gradient is an input of the graph (after the bottoms); a reduction's reaches every element alike: dy,
-  // over the elements for a mean.
-  std::vector<float> reduced(top.size(), 0.f);
-  for (size_t k = 0; k < top.size(); ++k) {
-    const int input = graph_->nodes()[seeds_[k]].input;
-    if (formulas_[k].reduction == FormulaReduction::kNone) {
-      inputs[input] = {top[k]->cpu_diff(), false};
-      continue;
-    }
-    const float dy = top[k]->cpu_diff()[0];
-    reduced[k] = formulas_[k].reduction == FormulaReduction::kMean && elements_ > 0
-                     ? static_cast<float>(dy / static_cast<double>(elements_))
-                     : dy;
-    inputs[input] = {&reduced[k], true};
+    if (reads_bottom_[i]) inputs[i] = bottom[i]->cpu_data();
+  for (const Kept& kept : kept_) inputs[kept.input] = kept.top >= 0 ? top[kept.top]->cpu_data() : kept.blob->cpu_data();
+  for (size_t k = 0; k < top.size(); ++k) inputs[graph_->nodes()[seeds_[k]].input] = top[k]->cpu_diff();
+  // The gradients of the bottoms it propagates to, one program per set of them.
+  std::vector<bool> wanted(bottom.size());
+  for (size_t i = 0; i < bottom.size(); ++i) wanted[i] = propagate_down[i] && gradients_[i] >= 0;
+  std::unique_ptr<FormulaProgram>& program = backward_[wanted];
+  if (program == nullptr) {
+    std::vector<FormulaProgram::Output> outputs;
+    for (size_t i = 0; i < bottom.size(); ++i)
+      if (wanted[i]) outputs.push_back({gradients_[i], bottom_axes_[i]});
+    program = std::make_unique<FormulaProgram>(*graph_, outputs);
   }
-  // Every gradient the program has is computed: into the bottom's diff, summed for a broadcast bottom, or into a
-  // scratch it drops for a bottom that needs none.
   std::vector<float*> outputs;
-  std::vector<size_t> written;
-  std::vector<std::vector<float>> scratch(bottom.size());
   for (size_t i = 0; i < bottom.size(); ++i) {
-    if (gradients_[i] < 0) {
-      if (propagate_down[i]) std::fill_n(bottom[i]->mutable_cpu_diff(), bottom[i]->count(), 0.f);
-      continue;
+    if (wanted[i]) {
+      outputs.push_back(bottom[i]->mutable_cpu_diff());
+    } else if (propagate_down[i]) {
+      std::fill_n(bottom[i]->mutable_cpu_diff(), bottom[i]->count(), 0.f);
     }
-    float* target = nullptr;
-    if (!backward_broadcast_[i] && propagate_down[i]) {
-      target = bottom[i]->mutable_cpu_diff();
-    } else if (!backward_broadcast_[i]) {
-      scratch[i].resize(static_cast<size_t>(elements_));
-      target = scratch[i].data();
-    }
-    outputs.push_back(target);
-    written.push_back(i);
   }
-  std::vector<double> sums(outputs.size(), 0.0);
-  backward_->Run(elements_, inputs, outputs, &sums);
-  for (size_t o = 0; o < written.size(); ++o) {
-    const size_t i = written[o];
-    if (propagate_down[i] && backward_broadcast_[i]) bottom[i]->mutable_cpu_diff()[0] = static_cast<float>(sums[o]);
-  }
+  program->Run(dims_, inputs, outputs);
 }
 
 }  // namespace crema

@@ -1,24 +1,31 @@
-// Expression: tops computed element by element from formulas over the bottoms, written in the prototxt
-// (src/core/formula.hpp for what a formula may say):
+// Expression: tops computed from formulas over the bottoms, written in the prototxt (src/core/formula.hpp for what a
+// formula may say):
 //   layer { name: 'swish' type: 'Expression' bottom: 'x' top: 'y' expression_param { formula: 'x * sigmoid(x)' } }
 // One formula per top, over the bottoms by blob name (`conv1/out` in backquotes where a name is not an identifier),
 // or by the names bottom_name gives them (one per bottom: bottom: 'conv1/out' bottom_name: 'x').
-// Every bottom has the shape of the largest, or holds one value, used for every element (a learned scalar, say). A
-// top has the largest bottom's shape; a formula that is sum(...) or mean(...) as a whole gives a scalar (shape (),
-// as Caffe's losses: with a loss_weight it is a loss).
 //
-// When the layer is set up each formula is parsed (an error names the layer, the formula and the column) and its
-// gradient with respect to every bottom derived symbolically (FormulaGraph::Differentiate): the forward formulas
-// and the gradients are each one program that makes one pass over memory, in chunks, on all the threads. A bottom
-// that holds one value gets the sum of its elements' gradients. The costly values forward computes and a gradient
-// needs (FormulaCostly: sigmoid(x) in x * sigmoid(x)) are kept from forward, in a top where a top is that value, else
-// in an internal blob ("<layer>.kept<k>"); backward reads them and computes the rest again, and declares to the
-// memory plan only the bottoms and tops it reads.
+// Axes. The largest bottom's axes have names (expression_param.axes; by default "n c h w" for four axes, "n c" for
+// two, and so on), and every other bottom varies over some of them: one of the same shape over all, one that holds
+// one value over none, one of shape (C) or (1, C, 1, 1) beside an (N, C, H, W) over c; bottom_axes says which where
+// the shape leaves a doubt. A bottom is broadcast along the axes it does not vary over. Reductions name the axes
+// they take away: mean[h, w](x) is (N, C), sum((y - t)^2) a scalar (shape (), as Caffe's losses: with a loss_weight
+// it is a loss). A top has the shape of the axes its formula varies over.
 //
-// Params (expression_param): formula (repeated, one per top), bottom_name (none or one per bottom). Not in place.
-// On a GPU the programs run on the host for now (the values go there and back); kernels are to come.
+// When the layer is set up each formula is parsed (an error names the layer, the formula and the column), the
+// bottoms' axes found (an error names the bottom and its shape), and the gradient of every top with respect to every
+// bottom derived symbolically (FormulaGraph::Differentiate; a broadcast bottom gets the sum of its gradient along
+// the axes it is broadcast over). The forward formulas are one program and each set of gradients backward computes
+// another: a pass over memory per reduction and one for the rest, in chunks, on all the threads. The costly values
+// forward computes and a gradient needs (FormulaCostly: sigmoid(x) in x * sigmoid(x), a reduction) are kept from
+// forward, in a top where a top is that value, else in an internal blob ("<layer>.kept<k>"); backward reads them and
+// computes the rest again, and declares to the memory plan only the bottoms and tops it reads.
+//
+// Params (expression_param): formula (repeated, one per top), bottom_name (none or one per bottom), axes,
+// bottom_axes (none or one per bottom). Not in place. On a GPU the programs run on the host for now (the values go
+// there and back); kernels are to come.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,7 +46,7 @@ class ExpressionLayer : public HostOnGpu<Layer> {
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
 
-  // The graph of the formulas and their gradients, and the node of top k's formula (for tests and tools).
+  // The graph of the formulas and their gradients (for tests and tools).
   const FormulaGraph& graph() const { return *graph_; }
 
  protected:
@@ -50,15 +57,20 @@ class ExpressionLayer : public HostOnGpu<Layer> {
  private:
   // The name the formulas call bottom i.
   std::string BottomName(int i) const;
-  // Bottom i's values as a program's input (broadcast where it holds one value and the elements are more).
-  std::vector<FormulaProgram::InputArray> BottomInputs(const std::vector<Blob*>& bottom) const;
+  // The axes bottom i varies over, from bottom_axes or its shape.
+  AxisMask BottomAxes(int i, const Blob& blob, const std::vector<int>& full) const;
+  // The shape of a value over `axes` (the sizes of those axes, in axis order).
+  std::vector<int> ShapeOver(AxisMask axes) const;
 
   std::unique_ptr<FormulaGraph> graph_;
-  std::vector<FormulaGraph::Parsed> formulas_;  // per top
-  std::vector<int> seeds_;                      // per top: the input node of its gradient
-  std::vector<int> gradients_;                  // per bottom: its gradient's node, -1 where no formula reads it
+  int full_ = 0;                       // the largest bottom: its shape gives the axes their sizes
+  std::vector<AxisMask> bottom_axes_;  // per bottom
+  std::vector<int64_t> dims_;          // per axis, its size now
+  std::vector<int> formulas_;          // per top: its formula's node
+  std::vector<int> seeds_;             // per top: the input node of its gradient
+  std::vector<int> gradients_;         // per bottom: its gradient's node, -1 where no formula reads it
   // The values kept from forward for backward: per kept value, its forward node, the graph input backward reads it
-  // as, and where it is (a top's index, or -1: kept_blobs_[k]).
+  // as, and where it is (a top's index, or -1: blob, an internal blob).
   struct Kept {
     int node = -1, input = -1, top = -1;
     Blob* blob = nullptr;
@@ -67,10 +79,8 @@ class ExpressionLayer : public HostOnGpu<Layer> {
   std::vector<Blob*> kept_blobs_;  // internal blobs, made once
   std::vector<bool> reads_bottom_, reads_top_;
   std::unique_ptr<FormulaProgram> forward_;
-  // Backward: one program per set of broadcast bottoms (the gradient of a broadcast bottom is summed).
-  std::unique_ptr<FormulaProgram> backward_;
-  std::vector<bool> backward_broadcast_;
-  int64_t elements_ = 0;  // the largest bottom's count
+  // Backward: a program per set of bottoms it propagates to, made when first needed.
+  std::map<std::vector<bool>, std::unique_ptr<FormulaProgram>> backward_;
 };
 
 }  // namespace crema

@@ -4,6 +4,8 @@
 #include <cctype>
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <map>
 #include <sstream>
 #include <type_traits>
 
@@ -100,8 +102,7 @@ auto Dispatch(FormulaOp op, F&& f) {
     CREMA_FORMULA_CASE(kWhere)
     CREMA_FORMULA_CASE(kSign)
 #undef CREMA_FORMULA_CASE
-    case O::kConstant:
-    case O::kInput:
+    default:  // constants, inputs, reductions and counts are not element operations
       break;
   }
   return f(std::integral_constant<O, O::kConstant>{});
@@ -115,7 +116,11 @@ constexpr int Arity(FormulaOp op) {
   switch (op) {
     case FormulaOp::kConstant:
     case FormulaOp::kInput:
+    case FormulaOp::kCount:
       return 0;
+    case FormulaOp::kReduceSum:
+    case FormulaOp::kReduceMax:
+    case FormulaOp::kReduceMin:
     case FormulaOp::kNeg:
     case FormulaOp::kExp:
     case FormulaOp::kLog:
@@ -146,32 +151,17 @@ bool Commutes(FormulaOp op) {
 //   product    := unary {("*" | "/") unary}
 //   unary      := "-" unary | power
 //   power      := primary ["^" unary]
-//   primary    := number | name | `name` | function "(" comparison {"," comparison} ")" | "(" comparison ")"
+//   primary    := number | name | `name` | function ["[" axis {[","] axis} "]"] "(" comparison {"," comparison} ")"
+//               | "(" comparison ")"
 class Parser {
  public:
   Parser(FormulaGraph* graph, const std::string& text) : graph_(graph), text_(text) {}
 
-  FormulaGraph::Parsed ParseWhole() {
-    FormulaGraph::Parsed parsed;
-    Skip();
-    // A reduction of the whole formula: sum(...) or mean(...) with nothing after it.
-    for (const auto& [name, reduction] :
-         {std::pair<const char*, FormulaReduction>{"sum", FormulaReduction::kSum}, {"mean", FormulaReduction::kMean}}) {
-      const size_t length = std::strlen(name);
-      if (text_.compare(pos_, length, name) != 0) continue;
-      size_t after = pos_ + length;
-      while (after < text_.size() && std::isspace(static_cast<unsigned char>(text_[after]))) ++after;
-      if (after >= text_.size() || text_[after] != '(') continue;
-      pos_ = after + 1;
-      parsed.reduction = reduction;
-      parsed.node = Comparison();
-      Expect(')', std::string("to close ") + name + "(");
-      break;
-    }
-    if (parsed.reduction == FormulaReduction::kNone) parsed.node = Comparison();
+  int ParseWhole() {
+    const int node = Comparison();
     Skip();
     if (pos_ < text_.size()) Fail("unexpected '" + std::string(1, text_[pos_]) + "' after a complete formula");
-    return parsed;
+    return node;
   }
 
  private:
@@ -292,7 +282,7 @@ class Parser {
         ++pos_;
       const std::string name = text_.substr(at, pos_ - at);
       Skip();
-      if (pos_ < text_.size() && text_[pos_] == '(') return Call(name, at);
+      if (pos_ < text_.size() && (text_[pos_] == '(' || text_[pos_] == '[')) return Call(name, at);
       return Name(name, at);
     }
     Fail(std::string("unexpected '") + c + "'");
@@ -306,27 +296,67 @@ class Parser {
     for (const std::string& input : names) known += (known.empty() ? "" : ", ") + input;
     Fail("unknown name '" + name + "' (the inputs: " + known + ")");
   }
+  // The axes in brackets after a reduction's name, "[h, w]" (commas optional).
+  AxisMask Axes(const std::string& function) {
+    Expect('[', "");
+    AxisMask axes = 0;
+    for (;;) {
+      Skip();
+      if (pos_ < text_.size() && text_[pos_] == ']') break;
+      const size_t at = pos_;
+      while (pos_ < text_.size() && (std::isalnum(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '_'))
+        ++pos_;
+      const std::string axis = text_.substr(at, pos_ - at);
+      const auto& names = graph_->axis_names();
+      const auto found = std::find(names.begin(), names.end(), axis);
+      if (axis.empty() || found == names.end()) {
+        pos_ = at;
+        std::string known;
+        for (const std::string& name : names) known += (known.empty() ? "" : ", ") + name;
+        if (axis.empty()) Fail("expected an axis or ']' in " + function + "[...]");
+        Fail("unknown axis '" + axis + "' (the axes: " + (known.empty() ? "none" : known) + ")");
+      }
+      axes |= AxisMask{1} << (found - names.begin());
+      Accept(",");
+    }
+    ++pos_;
+    if (axes == 0) Fail(function + "[] names no axis (without brackets it reduces over every axis)");
+    return axes;
+  }
   int Call(const std::string& name, size_t at) {
+    const bool reduction = name == "sum" || name == "mean" || name == "max" || name == "min";
     const FunctionInfo* function = nullptr;
     for (const FunctionInfo& f : kFunctions)
       if (name == f.name) function = &f;
-    if (function == nullptr) {
+    if (function == nullptr && !reduction) {
       pos_ = at;
-      if (name == "sum" || name == "mean")
-        Fail(name + "(...) may only be the whole formula (a reduction of every element)");
       std::string known;
       for (const std::string& f : FormulaFunctions()) known += (known.empty() ? "" : ", ") + f;
       Fail("unknown function '" + name + "' (known: " + known + ")");
     }
-    Expect('(', "");
+    Skip();
+    const bool bracketed = pos_ < text_.size() && text_[pos_] == '[';
+    if (bracketed && !reduction) Fail("only sum, mean, max and min take axes in brackets");
+    const AxisMask axes = bracketed ? Axes(name) : graph_->all_axes();
+    Expect('(', "after " + name + (bracketed ? "[...]" : ""));
     std::vector<int> arguments{Comparison()};
     while (Accept(",")) arguments.push_back(Comparison());
-    if (static_cast<int>(arguments.size()) != function->arguments) {
+    // max and min with two arguments are element-wise; with one (or axes), and sum and mean, reductions.
+    const bool reduces = reduction && (bracketed || function == nullptr || arguments.size() == 1);
+    const int expected = reduces ? 1 : function->arguments;
+    if (static_cast<int>(arguments.size()) != expected) {
       pos_ = at;
-      Fail(name + " takes " + std::to_string(function->arguments) + " argument" +
-           (function->arguments == 1 ? "" : "s") + ", got " + std::to_string(arguments.size()));
+      Fail(name + (bracketed ? "[...]" : "") + " takes " + std::to_string(expected) + " argument" +
+           (expected == 1 ? "" : "s") + ", got " + std::to_string(arguments.size()));
     }
     Expect(')', "to close " + name + "(");
+    if (reduces) {
+      if (name == "sum") return graph_->Reduce(FormulaOp::kReduceSum, arguments[0], axes);
+      if (name == "max") return graph_->Reduce(FormulaOp::kReduceMax, arguments[0], axes);
+      if (name == "min") return graph_->Reduce(FormulaOp::kReduceMin, arguments[0], axes);
+      return graph_->Apply(FormulaOp::kDiv, graph_->Reduce(FormulaOp::kReduceSum, arguments[0], axes),
+                           graph_->Count(axes));
+    }
     arguments.resize(3, -1);
     return graph_->Apply(function->op, arguments[0], arguments[1], arguments[2]);
   }
@@ -348,10 +378,28 @@ std::vector<std::string> FormulaFunctions() {
   return names;
 }
 
-FormulaGraph::Parsed FormulaGraph::Parse(const std::string& text) { return Parser(this, text).ParseWhole(); }
+bool FormulaReduces(FormulaOp op) {
+  return op == FormulaOp::kReduceSum || op == FormulaOp::kReduceMax || op == FormulaOp::kReduceMin;
+}
+
+FormulaGraph::FormulaGraph(std::vector<std::string> input_names, std::vector<std::string> axis_names,
+                           std::vector<AxisMask> input_axes)
+    : input_names_(std::move(input_names)), axis_names_(std::move(axis_names)), input_axes_(std::move(input_axes)) {
+  if (axis_names_.size() > static_cast<size_t>(kFormulaMostAxes))
+    throw Error("a formula has at most " + std::to_string(kFormulaMostAxes) + " axes, not " +
+                std::to_string(axis_names_.size()));
+  if (input_axes_.empty()) input_axes_.assign(input_names_.size(), all_axes());
+  if (input_axes_.size() != input_names_.size())
+    throw Error("formula inputs: " + std::to_string(input_names_.size()) + " names but " +
+                std::to_string(input_axes_.size()) + " sets of axes");
+  for (AxisMask& axes : input_axes_) axes &= all_axes();
+}
+
+int FormulaGraph::Parse(const std::string& text) { return Parser(this, text).ParseWhole(); }
 
 int FormulaGraph::Add(const FormulaNode& node) {
-  const auto key = std::make_tuple(static_cast<int>(node.op), node.a, node.b, node.c, Bits(node.value), node.input);
+  const auto key =
+      std::make_tuple(static_cast<int>(node.op), node.a, node.b, node.c, Bits(node.value), node.input, node.reduce);
   const auto found = known_.find(key);
   if (found != known_.end()) return found->second;
   nodes_.push_back(node);
@@ -370,16 +418,52 @@ int FormulaGraph::Input(int index) {
   FormulaNode node;
   node.op = FormulaOp::kInput;
   node.input = index;
+  node.axes = input_axes_.at(static_cast<size_t>(index));
   node.varies = true;
   return Add(node);
 }
 
-int FormulaGraph::AddInput(const std::string& name) {
+int FormulaGraph::AddInput(const std::string& name, AxisMask axes) {
   input_names_.push_back(name);
+  input_axes_.push_back(axes & all_axes());
   return Input(static_cast<int>(input_names_.size()) - 1);
 }
 
+int FormulaGraph::Count(AxisMask axes) {
+  if (axes == 0) return Constant(1.f);
+  FormulaNode node;
+  node.op = FormulaOp::kCount;
+  node.reduce = axes;
+  return Add(node);
+}
+
+int FormulaGraph::Reduce(FormulaOp op, int a, AxisMask axes) {
+  CREMA_CHECK(FormulaReduces(op)) << "not a reduction";
+  // Along axes the value does not vary over, a sum is a product and a maximum the value itself.
+  const AxisMask along = axes & nodes_[a].axes;
+  if (along != axes && op == FormulaOp::kReduceSum) {
+    const int count = Count(axes & ~along);
+    return along == 0 ? Apply(FormulaOp::kMul, a, count) : Apply(FormulaOp::kMul, Reduce(op, a, along), count);
+  }
+  if (along == 0) return a;
+  FormulaNode node;
+  node.op = op;
+  node.a = a;
+  node.reduce = along;
+  node.axes = nodes_[a].axes & ~along;
+  node.varies = nodes_[a].varies;
+  return Add(node);
+}
+
+int FormulaGraph::Rebuild(const FormulaNode& node, int a, int b, int c) {
+  if (FormulaReduces(node.op)) return Reduce(node.op, a, node.reduce);
+  if (node.op == FormulaOp::kCount) return Count(node.reduce);
+  return Apply(node.op, a, b, c);
+}
+
 int FormulaGraph::Apply(FormulaOp op, int a, int b, int c) {
+  CREMA_CHECK(!FormulaReduces(op) && op != FormulaOp::kCount && op != FormulaOp::kInput && op != FormulaOp::kConstant)
+      << "FormulaGraph::Apply takes element operations";
   const auto is_constant = [&](int n, float value) {
     return n >= 0 && nodes_[n].op == FormulaOp::kConstant && Bits(nodes_[n].value) == Bits(value);
   };
@@ -433,6 +517,7 @@ int FormulaGraph::Apply(FormulaOp op, int a, int b, int c) {
   node.b = arity > 1 ? b : -1;
   node.c = arity > 2 ? c : -1;
   node.varies = nodes_[a].varies || (arity > 1 && nodes_[b].varies) || (arity > 2 && nodes_[c].varies);
+  node.axes = nodes_[a].axes | (arity > 1 ? nodes_[b].axes : 0) | (arity > 2 ? nodes_[c].axes : 0);
   return Add(node);
 }
 
@@ -444,6 +529,9 @@ std::vector<int> FormulaGraph::Differentiate(int root, int seed) {
   std::vector<int> gradients(input_names_.size(), -1);
   const auto add_to = [&](int node, int term) {
     if (node < 0 || !nodes_[node].varies || term < 0) return;
+    // A value broadcast along axes gets the sum of the gradients along them.
+    const AxisMask broadcast = nodes_[term].axes & ~nodes_[node].axes;
+    if (broadcast != 0) term = Reduce(FormulaOp::kReduceSum, term, broadcast);
     adjoint[node] = adjoint[node] < 0 ? term : Apply(FormulaOp::kAdd, adjoint[node], term);
   };
   const int zero = Constant(0.f), one = Constant(1.f);
@@ -524,6 +612,14 @@ std::vector<int> FormulaGraph::Differentiate(int root, int seed) {
         add_to(b, Apply(FormulaOp::kWhere, a, g, zero));
         add_to(c, Apply(FormulaOp::kWhere, a, zero, g));
         break;
+      case FormulaOp::kReduceSum:
+        add_to(a, g);  // the same along the reduced axes
+        break;
+      case FormulaOp::kReduceMax:
+      case FormulaOp::kReduceMin:
+        // To every element equal to the extreme (each of them where several are).
+        add_to(a, Apply(FormulaOp::kWhere, Apply(FormulaOp::kEqual, a, n), g, zero));
+        break;
       default:  // constants, comparisons and sign: no gradient
         break;
     }
@@ -549,7 +645,7 @@ int FormulaGraph::Substitute(int root, const std::map<int, int>& replace) {
       continue;
     }
     const auto rebuilt = [&](int operand) { return operand < 0 ? -1 : done.at(operand); };
-    done[n] = Apply(node.op, rebuilt(node.a), rebuilt(node.b), rebuilt(node.c));
+    done[n] = Rebuild(node, rebuilt(node.a), rebuilt(node.b), rebuilt(node.c));
   }
   return done.at(root);
 }
@@ -576,6 +672,9 @@ bool FormulaCostly(FormulaOp op) {
     case FormulaOp::kSigmoid:
     case FormulaOp::kSoftplus:
     case FormulaOp::kErf:
+    case FormulaOp::kReduceSum:
+    case FormulaOp::kReduceMax:
+    case FormulaOp::kReduceMin:
       return true;
     default:
       return false;
@@ -634,6 +733,17 @@ std::string FormulaGraph::Describe(int n) const {
     case FormulaOp::kSign:
       out << "sign(" << Describe(node.a) << ")";
       break;
+    case FormulaOp::kReduceSum:
+    case FormulaOp::kReduceMax:
+    case FormulaOp::kReduceMin:
+      out << (node.op == FormulaOp::kReduceSum   ? "sum"
+              : node.op == FormulaOp::kReduceMax ? "max"
+                                                 : "min")
+          << "[" << DescribeAxes(node.reduce) << "](" << Describe(node.a) << ")";
+      break;
+    case FormulaOp::kCount:
+      out << "count[" << DescribeAxes(node.reduce) << "]";
+      break;
     default: {
       const char* name = "?";
       for (const FunctionInfo& f : kFunctions)
@@ -647,116 +757,374 @@ std::string FormulaGraph::Describe(int n) const {
   return out.str();
 }
 
+std::string FormulaGraph::DescribeAxes(AxisMask axes) const {
+  std::string text;
+  for (size_t a = 0; a < axis_names_.size(); ++a)
+    if (axes & (AxisMask{1} << a)) text += (text.empty() ? "" : ", ") + axis_names_[a];
+  return text;
+}
+
+// ---- programs -------------------------------------------------------------------------------------------------
+
+namespace {
+
+constexpr int64_t kChunk = 512;         // floats per register: a pass's registers stay in the L1 cache
+constexpr int64_t kBlock = 8 * kChunk;  // a reduction's values are added in blocks of this many, then the blocks
+
+// The elements begin .. begin+length-1 of a pass's iteration (sizes: its axes, outer first) read from an array whose
+// element for the coordinates (i0, i1, ...) is at sum(ik * strides[k]): runs along the innermost axis at a time.
+void Gather(const float* data, const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides, int64_t begin,
+            int length, float* out) {
+  const int rank = static_cast<int>(sizes.size());
+  int64_t coordinate[kFormulaMostAxes];
+  int64_t rest = begin, base = 0;
+  for (int d = rank - 1; d >= 0; --d) {
+    coordinate[d] = rest % sizes[d];
+    rest /= sizes[d];
+    base += coordinate[d] * strides[d];
+  }
+  const int inner = rank - 1;
+  const int64_t step = strides[inner];
+  for (int done = 0; done < length;) {
+    const int run = static_cast<int>(std::min<int64_t>(length - done, sizes[inner] - coordinate[inner]));
+    if (step == 0) {
+      std::fill_n(out + done, run, data[base]);
+    } else if (step == 1) {
+      std::copy_n(data + base, run, out + done);
+    } else {
+      for (int k = 0; k < run; ++k) out[done + k] = data[base + k * step];
+    }
+    done += run;
+    base += run * step;
+    coordinate[inner] += run;
+    for (int d = inner; d > 0 && coordinate[d] == sizes[d]; --d) {
+      base += strides[d - 1] - sizes[d] * strides[d];
+      coordinate[d] = 0;
+      ++coordinate[d - 1];
+    }
+  }
+}
+
+// Adds `value` to a reduction's running result: a sum, or the largest or smallest value (NaN wins: no silent NaN).
+inline void Combine(FormulaOp op, double& result, double value) {
+  if (op == FormulaOp::kReduceSum) {
+    result += value;
+  } else if (!std::isnan(result) &&
+             (std::isnan(value) || (op == FormulaOp::kReduceMax ? value > result : value < result))) {
+    result = value;
+  }
+}
+
+double Identity(FormulaOp op) {
+  if (op == FormulaOp::kReduceMax) return -std::numeric_limits<double>::infinity();
+  if (op == FormulaOp::kReduceMin) return std::numeric_limits<double>::infinity();
+  return 0.0;
+}
+
+int64_t Elements(const std::vector<int64_t>& dims, AxisMask axes) {
+  int64_t count = 1;
+  for (size_t a = 0; a < dims.size(); ++a)
+    if (axes & (AxisMask{1} << a)) count *= dims[a];
+  return count;
+}
+
+}  // namespace
+
 FormulaProgram::FormulaProgram(const FormulaGraph& graph, const std::vector<Output>& outputs) : outputs_(outputs) {
-  // The nodes the outputs need, in id order (operands first); one register each. Registers are reused once their
-  // last reader has run, so a long formula needs few chunks of scratch.
   const auto& nodes = graph.nodes();
   std::vector<int> roots;
-  for (const Output& output : outputs) roots.push_back(output.node);
-  const std::vector<bool> needed = graph.Reachable(roots);
-  std::vector<int> last_use(nodes.size(), -1);
-  for (size_t n = 0; n < nodes.size(); ++n) {
-    if (!needed[n]) continue;
-    for (int operand : {nodes[n].a, nodes[n].b, nodes[n].c})
-      if (operand >= 0) last_use[operand] = static_cast<int>(n);
+  for (const Output& output : outputs) {
+    CREMA_CHECK((nodes[output.node].axes & ~output.axes) == 0)
+        << "a formula output over " << graph.DescribeAxes(output.axes) << " of a value over "
+        << graph.DescribeAxes(nodes[output.node].axes);
+    roots.push_back(output.node);
   }
-  for (const Output& output : outputs) last_use[output.node] = static_cast<int>(nodes.size());  // kept to the end
-  std::vector<int> register_of(nodes.size(), -1);
-  std::vector<int> free_registers;
+  // A pass per reduction, inner ones first (operands have lower ids), each filling a buffer later passes read.
+  const std::vector<bool> needed = graph.Reachable(roots);
+  std::vector<int> buffer_of(nodes.size(), -1);
   for (size_t n = 0; n < nodes.size(); ++n) {
+    if (!needed[n] || !FormulaReduces(nodes[n].op)) continue;
+    Pass pass = Compile(graph, {nodes[n].a}, buffer_of);
+    pass.loop = nodes[nodes[n].a].axes | nodes[n].reduce;
+    pass.reduced = nodes[n].reduce;
+    pass.reduce = nodes[n].op;
+    pass.buffer = static_cast<int>(buffer_axes_.size());
+    buffer_of[n] = pass.buffer;
+    buffer_axes_.push_back(nodes[n].axes);
+    passes_.push_back(std::move(pass));
+  }
+  // Then a pass per set of outputs over the same axes.
+  std::vector<bool> placed(outputs.size(), false);
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    if (placed[k]) continue;
+    std::vector<int> group_roots, group;
+    for (size_t j = k; j < outputs.size(); ++j) {
+      if (placed[j] || outputs[j].axes != outputs[k].axes) continue;
+      placed[j] = true;
+      group_roots.push_back(outputs[j].node);
+      group.push_back(static_cast<int>(j));
+    }
+    Pass pass = Compile(graph, group_roots, buffer_of);
+    pass.loop = outputs[k].axes;
+    pass.outputs = group;
+    passes_.push_back(std::move(pass));
+  }
+}
+
+FormulaProgram::Pass FormulaProgram::Compile(const FormulaGraph& graph, const std::vector<int>& roots,
+                                             const std::vector<int>& buffer_of) const {
+  // The nodes the roots need, in id order (operands first), down to the leaves: inputs, constants, counts and the
+  // reductions earlier passes computed. One register each, reused once its last reader has run, so a long formula
+  // needs few chunks of scratch.
+  const auto& nodes = graph.nodes();
+  const auto leaf = [&](int n) {
+    const FormulaOp op = nodes[n].op;
+    return op == FormulaOp::kInput || op == FormulaOp::kConstant || op == FormulaOp::kCount || buffer_of[n] >= 0;
+  };
+  int top = 0;
+  for (int root : roots) top = std::max(top, root);
+  std::vector<bool> needed(static_cast<size_t>(top) + 1, false);
+  for (int root : roots) needed[root] = true;
+  std::vector<int> last_use(needed.size(), -1);
+  for (int n = top; n >= 0; --n) {
+    if (!needed[n] || leaf(n)) continue;
+    for (int operand : {nodes[n].a, nodes[n].b, nodes[n].c}) {
+      if (operand < 0) continue;
+      needed[operand] = true;
+      last_use[operand] = std::max(last_use[operand], n);
+    }
+  }
+  for (int root : roots) last_use[root] = top + 1;  // kept to the end
+  Pass pass;
+  std::vector<int> register_of(needed.size(), -1);
+  std::vector<int> free_registers;
+  std::map<std::pair<int, int>, int> leaf_of;  // (input, buffer) -> leaf
+  for (int n = 0; n <= top; ++n) {
     if (!needed[n]) continue;
     const FormulaNode& node = nodes[n];
-    Instruction instruction{node.op, -1, -1, -1, -1, node.value, node.input};
-    instruction.a = node.a >= 0 ? register_of[node.a] : -1;
-    instruction.b = node.b >= 0 ? register_of[node.b] : -1;
-    instruction.c = node.c >= 0 ? register_of[node.c] : -1;
-    // Operands read for the last time free their registers before the result takes one (an element's result may
-    // overwrite its own operand: each instruction reads element i before writing element i).
-    for (int operand : {node.a, node.b, node.c})
-      if (operand >= 0 && last_use[operand] == static_cast<int>(n) &&
-          std::find(free_registers.begin(), free_registers.end(), register_of[operand]) == free_registers.end())
-        free_registers.push_back(register_of[operand]);
+    Instruction instruction{node.op, -1, -1, -1, -1, node.value, -1, node.reduce};
+    if (node.op == FormulaOp::kInput || buffer_of[n] >= 0) {
+      const std::pair<int, int> key(buffer_of[n] >= 0 ? -1 : node.input, buffer_of[n]);
+      if (!leaf_of.count(key)) {
+        leaf_of[key] = static_cast<int>(pass.leaves.size());
+        pass.leaves.push_back({key.first, key.second, node.axes});
+      }
+      instruction.op = FormulaOp::kInput;
+      instruction.leaf = leaf_of[key];
+    } else if (!leaf(n)) {
+      instruction.a = node.a >= 0 ? register_of[node.a] : -1;
+      instruction.b = node.b >= 0 ? register_of[node.b] : -1;
+      instruction.c = node.c >= 0 ? register_of[node.c] : -1;
+      // Operands read for the last time free their registers before the result takes one (an element's result may
+      // overwrite its own operand: each instruction reads element i before writing element i).
+      for (int operand : {node.a, node.b, node.c})
+        if (operand >= 0 && last_use[operand] == n &&
+            std::find(free_registers.begin(), free_registers.end(), register_of[operand]) == free_registers.end())
+          free_registers.push_back(register_of[operand]);
+    }
     if (free_registers.empty()) {
-      instruction.out = registers_++;
+      instruction.out = pass.registers++;
     } else {
       instruction.out = free_registers.back();
       free_registers.pop_back();
     }
     register_of[n] = instruction.out;
-    code_.push_back(instruction);
+    pass.code.push_back(instruction);
   }
-  for (const Output& output : outputs) output_registers_.push_back(register_of[output.node]);
+  for (int root : roots) pass.results.push_back(register_of[root]);
+  return pass;
 }
 
-void FormulaProgram::Run(int64_t count, const std::vector<InputArray>& inputs, const std::vector<float*>& outputs,
-                         std::vector<double>* sums, bool accumulate) const {
-  constexpr int64_t kChunk = 512;  // floats per register: a program's registers stay in the L1 cache
-  const int64_t chunks = (count + kChunk - 1) / kChunk;
-  const size_t output_count = outputs_.size();
-  // Per chunk and summed output: the chunk's sum, added in chunk order at the end.
-  std::vector<double> partial(static_cast<size_t>(chunks) * output_count, 0.0);
-  bool any_sum = false;
-  for (const Output& output : outputs_) any_sum = any_sum || output.sum;
-#pragma omp parallel if (count >= 4 * kChunk)
-  {
-    std::vector<float> scratch(static_cast<size_t>(std::max(registers_, 1)) * kChunk);
-#pragma omp for schedule(static)
-    for (int64_t chunk = 0; chunk < chunks; ++chunk) {
-      const int64_t begin = chunk * kChunk;
-      const int length = static_cast<int>(std::min(kChunk, count - begin));
-      for (const Instruction& in : code_) {
-        float* out = scratch.data() + static_cast<size_t>(in.out) * kChunk;
-        const float* a = in.a >= 0 ? scratch.data() + static_cast<size_t>(in.a) * kChunk : nullptr;
-        const float* b = in.b >= 0 ? scratch.data() + static_cast<size_t>(in.b) * kChunk : nullptr;
-        const float* c = in.c >= 0 ? scratch.data() + static_cast<size_t>(in.c) * kChunk : nullptr;
-        switch (in.op) {
-          case FormulaOp::kConstant:
-            std::fill(out, out + length, in.value);
-            break;
-          case FormulaOp::kInput: {
-            const InputArray& source = inputs[in.input];
-            CREMA_CHECK(source.data != nullptr) << "formula input " << in.input << " was not given";
-            if (source.broadcast) {
-              std::fill(out, out + length, source.data[0]);
-            } else {
-              std::copy(source.data + begin, source.data + begin + length, out);
-            }
-            break;
-          }
-          default:
-            // Operands an operation does not read are absent: the loop reads them only where it does.
-            Dispatch(in.op, [&](auto k) {
-              constexpr FormulaOp kOp = decltype(k)::value;
-              constexpr int arity = Arity(kOp);
-              for (int i = 0; i < length; ++i)
-                out[i] = Element<kOp>(arity > 0 ? a[i] : 0.f, arity > 1 ? b[i] : 0.f, arity > 2 ? c[i] : 0.f);
-              return 0;
-            });
-        }
+int FormulaProgram::instructions() const {
+  int count = 0;
+  for (const Pass& pass : passes_) count += static_cast<int>(pass.code.size());
+  return count;
+}
+
+void FormulaProgram::Run(const std::vector<int64_t>& dims, const std::vector<const float*>& inputs,
+                         const std::vector<float*>& outputs, bool accumulate) const {
+  CREMA_CHECK(outputs.size() == outputs_.size())
+      << "a formula program with " << outputs_.size() << " outputs got " << outputs.size();
+  std::vector<std::vector<float>> buffers(buffer_axes_.size());
+  for (size_t b = 0; b < buffers.size(); ++b) buffers[b].resize(static_cast<size_t>(Elements(dims, buffer_axes_[b])));
+  for (const Pass& pass : passes_) RunPass(pass, dims, inputs, buffers, outputs, accumulate);
+}
+
+void FormulaProgram::RunPass(const Pass& pass, const std::vector<int64_t>& dims,
+                             const std::vector<const float*>& inputs, std::vector<std::vector<float>>& buffers,
+                             const std::vector<float*>& outputs, bool accumulate) const {
+  // The iteration: the pass's axes of more than one element, those it keeps outer and those it reduces inner, each
+  // in axis order; element j of the iteration is element j of an output (or of the reduction's values, an output's
+  // run of `reduced` consecutive elements).
+  std::vector<int> order;
+  for (int inner = 0; inner < 2; ++inner)
+    for (size_t a = 0; a < dims.size(); ++a) {
+      const AxisMask bit = AxisMask{1} << a;
+      if ((pass.loop & bit) && ((pass.reduced & bit) != 0) == (inner == 1) && dims[a] != 1)
+        order.push_back(static_cast<int>(a));
+    }
+  std::vector<int64_t> sizes;
+  for (int a : order) sizes.push_back(dims[a]);
+  const int64_t total = Elements(dims, pass.loop);
+  const int64_t reduced = Elements(dims, pass.reduced);
+  // Per leaf: its values, and the step in them along each axis of the iteration (0 along the axes it is broadcast
+  // over); read straight where that is the iteration's own layout, gathered where not.
+  struct Source {
+    const float* data;
+    std::vector<int64_t> strides;
+    bool straight;
+  };
+  std::vector<Source> sources;
+  for (const Leaf& leaf : pass.leaves) {
+    Source source;
+    if (leaf.buffer >= 0) {
+      source.data = buffers[leaf.buffer].data();
+    } else {
+      CREMA_CHECK(leaf.input < static_cast<int>(inputs.size()) && inputs[leaf.input] != nullptr)
+          << "formula input " << leaf.input << " was not given";
+      source.data = inputs[leaf.input];
+    }
+    source.strides.assign(order.size(), 0);
+    source.straight = true;
+    int64_t stride = 1;
+    // Strides over the leaf's own layout (its axes in axis order), then compared with the iteration's.
+    std::vector<int64_t> own(dims.size(), 0);
+    for (int a = static_cast<int>(dims.size()) - 1; a >= 0; --a)
+      if (leaf.axes & (AxisMask{1} << a)) {
+        own[a] = stride;
+        stride *= dims[a];
       }
-      for (size_t k = 0; k < output_count; ++k) {
-        const float* result = scratch.data() + static_cast<size_t>(output_registers_[k]) * kChunk;
-        if (outputs_[k].sum) {
-          double sum = 0;
-          for (int i = 0; i < length; ++i) sum += result[i];
-          partial[static_cast<size_t>(chunk) * output_count + k] = sum;
-        } else if (accumulate) {
-          float* target = outputs[k] + begin;
-          for (int i = 0; i < length; ++i) target[i] += result[i];
-        } else {
-          std::copy(result, result + length, outputs[k] + begin);
+    int64_t iteration_stride = 1;
+    for (int d = static_cast<int>(order.size()) - 1; d >= 0; --d) {
+      source.strides[d] = own[order[d]];
+      source.straight = source.straight && source.strides[d] == iteration_stride;
+      iteration_stride *= sizes[d];
+    }
+    sources.push_back(std::move(source));
+  }
+  // Constants, with the counts of this run's sizes.
+  std::vector<float> values(pass.code.size());
+  for (size_t i = 0; i < pass.code.size(); ++i)
+    values[i] = pass.code[i].op == FormulaOp::kCount ? static_cast<float>(Elements(dims, pass.code[i].count))
+                                                     : pass.code[i].value;
+  // Computes the iteration's elements begin .. begin+length-1 into `scratch`'s registers.
+  const auto evaluate = [&](int64_t begin, int length, float* scratch) {
+    for (size_t i = 0; i < pass.code.size(); ++i) {
+      const Instruction& in = pass.code[i];
+      float* out = scratch + static_cast<size_t>(in.out) * kChunk;
+      const float* a = in.a >= 0 ? scratch + static_cast<size_t>(in.a) * kChunk : nullptr;
+      const float* b = in.b >= 0 ? scratch + static_cast<size_t>(in.b) * kChunk : nullptr;
+      const float* c = in.c >= 0 ? scratch + static_cast<size_t>(in.c) * kChunk : nullptr;
+      switch (in.op) {
+        case FormulaOp::kConstant:
+        case FormulaOp::kCount:
+          std::fill_n(out, length, values[i]);
+          break;
+        case FormulaOp::kInput: {
+          const Source& source = sources[in.leaf];
+          if (source.straight) {
+            std::copy_n(source.data + begin, length, out);
+          } else {
+            Gather(source.data, sizes, source.strides, begin, length, out);
+          }
+          break;
+        }
+        default:
+          // Operands an operation does not read are absent: the loop reads them only where it does.
+          Dispatch(in.op, [&](auto k) {
+            constexpr FormulaOp kOp = decltype(k)::value;
+            constexpr int arity = Arity(kOp);
+            for (int e = 0; e < length; ++e)
+              out[e] = Element<kOp>(arity > 0 ? a[e] : 0.f, arity > 1 ? b[e] : 0.f, arity > 2 ? c[e] : 0.f);
+            return 0;
+          });
+      }
+    }
+  };
+  const size_t scratch_size = static_cast<size_t>(std::max(pass.registers, 1)) * kChunk;
+  if (pass.reduced == 0) {
+    // Element outputs, chunk by chunk.
+    const int64_t chunks = (total + kChunk - 1) / kChunk;
+#pragma omp parallel if (total >= 4 * kChunk)
+    {
+      std::vector<float> scratch(scratch_size);
+#pragma omp for schedule(static)
+      for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+        const int64_t begin = chunk * kChunk;
+        const int length = static_cast<int>(std::min(kChunk, total - begin));
+        evaluate(begin, length, scratch.data());
+        for (size_t r = 0; r < pass.results.size(); ++r) {
+          const float* result = scratch.data() + static_cast<size_t>(pass.results[r]) * kChunk;
+          float* target = outputs[pass.outputs[r]] + begin;
+          if (accumulate) {
+            for (int e = 0; e < length; ++e) target[e] += result[e];
+          } else {
+            std::copy_n(result, length, target);
+          }
         }
       }
     }
+    return;
   }
-  if (any_sum) {
-    CREMA_CHECK(sums != nullptr && sums->size() == output_count)
-        << "a formula program's sums need one entry per output";
-    for (size_t k = 0; k < output_count; ++k) {
-      if (!outputs_[k].sum) continue;
-      double total = 0;
-      for (int64_t chunk = 0; chunk < chunks; ++chunk) total += partial[static_cast<size_t>(chunk) * output_count + k];
-      (*sums)[k] = total;
+  // A reduction. Each of its values is the reduction of a run of `reduced` consecutive elements of the iteration,
+  // taken in blocks of kBlock elements: where the runs are long, a task per block of a run and the blocks combined in
+  // order; where short, a task per kBlock / reduced whole runs. Tasks are fixed by the sizes alone: the same bits on
+  // any number of threads.
+  std::vector<float>& buffer = buffers[pass.buffer];
+  const int64_t values_count = static_cast<int64_t>(buffer.size());
+  if (reduced == 0 || total == 0) {
+    std::fill(buffer.begin(), buffer.end(), static_cast<float>(Identity(pass.reduce)));
+    return;
+  }
+  const int64_t blocks_per_value = reduced >= kBlock ? (reduced + kBlock - 1) / kBlock : 1;
+  const int64_t values_per_task = reduced >= kBlock ? 1 : std::max<int64_t>(1, kBlock / reduced);
+  const int64_t tasks =
+      reduced >= kBlock ? values_count * blocks_per_value : (values_count + values_per_task - 1) / values_per_task;
+  std::vector<double> partial(reduced >= kBlock ? static_cast<size_t>(tasks) : 0);
+  const int result_register = pass.results[0];
+#pragma omp parallel if (total >= 4 * kChunk)
+  {
+    std::vector<float> scratch(scratch_size);
+    std::vector<double> running(static_cast<size_t>(values_per_task));
+#pragma omp for schedule(static)
+    for (int64_t task = 0; task < tasks; ++task) {
+      int64_t begin, end, first_value;
+      if (reduced >= kBlock) {
+        first_value = task / blocks_per_value;
+        const int64_t block = task % blocks_per_value;
+        begin = first_value * reduced + block * kBlock;
+        end = first_value * reduced + std::min(reduced, (block + 1) * kBlock);
+      } else {
+        first_value = task * values_per_task;
+        begin = first_value * reduced;
+        end = std::min(values_count, first_value + values_per_task) * reduced;
+      }
+      std::fill(running.begin(), running.end(), Identity(pass.reduce));
+      for (int64_t at = begin; at < end; at += kChunk) {
+        const int length = static_cast<int>(std::min(kChunk, end - at));
+        evaluate(at, length, scratch.data());
+        const float* result = scratch.data() + static_cast<size_t>(result_register) * kChunk;
+        for (int e = 0; e < length;) {
+          const int64_t value = (at + e) / reduced;
+          const int run_end = static_cast<int>(std::min<int64_t>(length, (value + 1) * reduced - at));
+          double& into = running[static_cast<size_t>(value - first_value)];
+          for (; e < run_end; ++e) Combine(pass.reduce, into, result[e]);
+        }
+      }
+      if (reduced >= kBlock) {
+        partial[static_cast<size_t>(task)] = running[0];
+      } else {
+        for (int64_t v = first_value; v < std::min(values_count, first_value + values_per_task); ++v)
+          buffer[static_cast<size_t>(v)] = static_cast<float>(running[static_cast<size_t>(v - first_value)]);
+      }
+    }
+  }
+  if (reduced >= kBlock) {
+    for (int64_t v = 0; v < values_count; ++v) {
+      double result = Identity(pass.reduce);
+      for (int64_t block = 0; block < blocks_per_value; ++block)
+        Combine(pass.reduce, result, partial[static_cast<size_t>(v * blocks_per_value + block)]);
+      buffer[static_cast<size_t>(v)] = static_cast<float>(result);
     }
   }
 }
