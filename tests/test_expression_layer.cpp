@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -242,6 +243,60 @@ TEST(ExpressionLayerTest, BottomAxesAndAxisNamesAreTheParams) {
   ExpressionLayer wrong(param);
   test::ExpectErrorContaining([&] { wrong.SetUp(bottom.pointers, top.pointers); },
                               {"'expr'", "axes 'n c' names 2 axes", "has 3"});
+}
+
+// exp, sigmoid and tanh are computed without calls (vectorised): within a few ulp of double precision's values over
+// their whole range, infinity past exp's, and NaN for NaN.
+TEST(ExpressionLayerTest, ExpSigmoidAndTanhAreWithinAFewUlp) {
+  std::vector<float> values;
+  for (float x = 1e-30f; x < 88.7f; x *= 1.0001f) {
+    values.push_back(x);
+    values.push_back(-x);
+  }
+  for (float x : {0.f, -0.f, 88.72f, -87.3f, 0.4f, -0.4f, 0.39999998f}) values.push_back(x);
+  FormulaGraph graph({"x"}, {"i"});
+  const int x = graph.Input(0);
+  const std::vector<int> nodes = {graph.Apply(FormulaOp::kExp, x), graph.Apply(FormulaOp::kSigmoid, x),
+                                  graph.Apply(FormulaOp::kTanh, x)};
+  std::vector<std::vector<float>> results(3, std::vector<float>(values.size()));
+  FormulaProgram({graph, {{nodes[0], 1}, {nodes[1], 1}, {nodes[2], 1}}})
+      .Run({static_cast<int64_t>(values.size())}, {values.data()},
+           {results[0].data(), results[1].data(), results[2].data()});
+  const double ulp = std::ldexp(1.0, -23);
+  double worst[3] = {0, 0, 0};
+  for (size_t i = 0; i < values.size(); ++i) {
+    const double v = values[i];
+    const double expected[3] = {std::exp(v), 1 / (1 + std::exp(-v)), std::tanh(v)};
+    for (int k = 0; k < 3; ++k) {
+      // exp below -87.3 is 0 (std::exp gives denormals there); otherwise relative error in units of the last place.
+      if (k == 0 && values[i] < -87.3f) {
+        EXPECT_EQ(results[k][i], 0.f) << v;
+        continue;
+      }
+      if (expected[k] < 1e-37) continue;  // sigmoid of the most negative values: denormal, 0 here
+      worst[k] = std::max(worst[k], std::fabs(results[k][i] - expected[k]) / std::fabs(expected[k]) / ulp);
+    }
+  }
+  EXPECT_LE(worst[0], 2.0);
+  EXPECT_LE(worst[1], 4.0);
+  EXPECT_LE(worst[2], 4.0);
+  const float specials[] = {89.f, -100.f, std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()};
+  std::vector<float> out(3 * 5);
+  std::vector<float> special_values(std::begin(specials), std::end(specials));
+  FormulaProgram({graph, {{nodes[0], 1}, {nodes[1], 1}, {nodes[2], 1}}})
+      .Run({5}, {special_values.data()}, {out.data(), out.data() + 5, out.data() + 10});
+  EXPECT_EQ(out[0], std::numeric_limits<float>::infinity());  // exp(89)
+  EXPECT_EQ(out[1], 0.f);                                     // exp(-100)
+  EXPECT_EQ(out[2], std::numeric_limits<float>::infinity());
+  EXPECT_EQ(out[3], 0.f);
+  EXPECT_TRUE(std::isnan(out[4]));
+  EXPECT_EQ(out[5 + 2], 1.f);  // sigmoid(inf)
+  EXPECT_EQ(out[5 + 3], 0.f);
+  EXPECT_TRUE(std::isnan(out[5 + 4]));
+  EXPECT_EQ(out[10 + 2], 1.f);  // tanh(inf)
+  EXPECT_EQ(out[10 + 3], -1.f);
+  EXPECT_TRUE(std::isnan(out[10 + 4]));
 }
 
 // Built-in layers and the same written as formulas: the same outputs and gradients within 1e-6 of their scale.
