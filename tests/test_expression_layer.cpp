@@ -556,17 +556,19 @@ TEST(ExpressionLayerTest, FormulasNameBottomsAsThePrototxtDoesInANet) {
 // and backward pass on the same input and top gradient.
 struct FusedRun {
   std::vector<std::string> types;  // the layer types of the built net
-  std::vector<float> y, dx;
+  std::vector<float> y, dx, dz;    // the output, the gradients of the inputs x and z
 };
 FusedRun RunElements(const std::string& layers, bool fuse) {
   NetParameter param = test::ParseNet(
-      "force_backward: true layer { name: 'data' type: 'Input' top: 'x' input_param { shape { dim: 4 dim: 50 } } }" +
+      "force_backward: true layer { name: 'data' type: 'Input' top: 'x' top: 'z' "
+      "input_param { shape { dim: 4 dim: 50 } shape { dim: 4 dim: 50 } } }" +
       layers);
   param.set_fuse_elements(fuse);
   Net net(param, std::make_shared<Context>(Device::kCPU, 0, 1));
   FusedRun run;
   for (const auto& layer : net.layers()) run.types.push_back(layer->type());
   FillAway(net.input_blobs()[0], 0.05f, 1.5f, true, 71);
+  FillAway(net.input_blobs()[1], 0.05f, 1.5f, true, 73);
   net.Forward();
   Blob* y = net.blob_by_name("y");
   run.y = test::DataOf(*y);
@@ -576,6 +578,7 @@ FusedRun RunElements(const std::string& layers, bool fuse) {
   std::memcpy(y->mutable_cpu_diff(), gradient.cpu_data(), sizeof(float) * y->count());
   net.Backward();
   run.dx = test::DiffOf(*net.input_blobs()[0]);
+  run.dz = test::DiffOf(*net.input_blobs()[1]);
   return run;
 }
 
@@ -600,16 +603,24 @@ TEST(FuseElementsTest, RunsOfElementLayersBecomeOneExpressionWithTheSameResults)
          layer { name: 'e' type: 'Exp' bottom: 'b' top: 'c' }
          layer { name: 'l' type: 'Log' bottom: 'c' top: 'd' }
          layer { name: 'relu' type: 'ReLU' bottom: 'd' top: 'y' })",
+      // A residual sum and its ReLU in place, then a gate over the run's input and a maximum with the other.
+      R"(layer { name: 'sum' type: 'Eltwise' bottom: 'x' bottom: 'z' top: 'a' eltwise_param { coeff: 1 coeff: -0.5 } }
+         layer { name: 'relu' type: 'ReLU' bottom: 'a' top: 'a' }
+         layer { name: 'gate' type: 'Eltwise' bottom: 'x' bottom: 'a' top: 'b' eltwise_param { operation: PROD } }
+         layer { name: 'max' type: 'Eltwise' bottom: 'b' bottom: 'z' bottom: 'x' top: 'c' eltwise_param { operation: MAX } }
+         layer { name: 't' type: 'TanH' bottom: 'c' top: 'y' })",
   };
   for (const std::string& layers : runs) {
     SCOPED_TRACE(layers.substr(0, 60));
     const FusedRun plain = RunElements(layers, false), fused = RunElements(layers, true);
-    EXPECT_EQ(plain.types.size(), 6u);
+    // Five layers (and the Splits of blobs they read several times) in one.
+    EXPECT_EQ(plain.types.size() - std::count(plain.types.begin(), plain.types.end(), "Split"), 6u);
     EXPECT_EQ(fused.types, (std::vector<std::string>{"Input", "Expression"}));
     ASSERT_EQ(fused.y.size(), plain.y.size());
     for (size_t i = 0; i < plain.y.size(); ++i) {
       EXPECT_NEAR(fused.y[i], plain.y[i], 2e-6 * std::max(1.f, std::fabs(plain.y[i]))) << i;
       EXPECT_NEAR(fused.dx[i], plain.dx[i], 1e-5 * std::max(1.f, std::fabs(plain.dx[i]))) << i;
+      EXPECT_NEAR(fused.dz[i], plain.dz[i], 1e-5 * std::max(1.f, std::fabs(plain.dz[i]))) << i;
     }
   }
 }
@@ -643,6 +654,19 @@ TEST(FuseElementsTest, ThePassLeavesAloneWhatItMustNot) {
   EXPECT_EQ(types(R"(layer { name: 'a' type: 'ReLU' bottom: 'x' top: 'a' relu_param { engine: CAFFE } }
                      layer { name: 'b' type: 'TanH' bottom: 'a' top: 'b' })"),
             "Input ReLU TanH ");
+  // An Eltwise joins a run (at its start, or reading the run's value and blobs from before it), not one whose other
+  // bottom the run overwrote, nor one with a coefficient per bottom missing.
+  EXPECT_EQ(types("layer { name: 'e' type: 'Eltwise' bottom: 'x' bottom: 'x' top: 'a' }"
+                  "layer { name: 'r' type: 'ReLU' bottom: 'a' top: 'a' }"),
+            "Input Expression ");
+  EXPECT_EQ(types(chain + "layer { name: 'e' type: 'Eltwise' bottom: 'b' bottom: 'x' top: 'c' }"), "Input Expression ");
+  EXPECT_EQ(types(R"(layer { name: 'a' type: 'Sigmoid' bottom: 'x' top: 'a' }
+                     layer { name: 'b' type: 'TanH' bottom: 'a' top: 'a' }
+                     layer { name: 'e' type: 'Eltwise' bottom: 'a' bottom: 'x' top: 'c' })"),
+            "Input Expression ");
+  EXPECT_EQ(types("layer { name: 'e' type: 'Eltwise' bottom: 'x' bottom: 'x' top: 'a' eltwise_param { coeff: 2 } }"
+                  "layer { name: 'r' type: 'ReLU' bottom: 'a' top: 'a' }"),
+            "Input Eltwise ReLU ");
   // The fused layer: named after the layers, reading the run's input as x, writing its last top.
   NetParameter param =
       test::ParseNet("layer { name: 'data' type: 'Input' top: 'x' input_param { shape { dim: 2 } } }" + chain);

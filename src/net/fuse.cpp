@@ -1,8 +1,11 @@
 #include "net/fuse.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -70,6 +73,30 @@ std::string ElementLayerFormula(const LayerParameter& layer, const std::string& 
   return "";
 }
 
+std::string EltwiseFormula(const LayerParameter& layer, const std::vector<std::string>& operands) {
+  if (layer.type() != "Eltwise" || operands.size() < 2) return "";
+  const EltwiseParameter& p = layer.eltwise_param();
+  std::string formula;
+  switch (p.operation()) {
+    case EltwiseParameter::SUM:
+      if (p.coeff_size() != 0 && p.coeff_size() != static_cast<int>(operands.size())) return "";
+      for (size_t i = 0; i < operands.size(); ++i) {
+        const double coeff = p.coeff_size() == 0 ? 1.0 : p.coeff(static_cast<int>(i));
+        formula += (i ? " + " : "") + (coeff == 1.0 ? operands[i] : Number(coeff) + " * " + operands[i]);
+      }
+      return "(" + formula + ")";
+    case EltwiseParameter::PROD:
+      for (size_t i = 0; i < operands.size(); ++i) formula += (i ? " * " : "") + operands[i];
+      return "(" + formula + ")";
+    case EltwiseParameter::MAX:
+      // The gradient goes to the first of equal operands, as the layer's.
+      formula = operands[0];
+      for (size_t i = 1; i < operands.size(); ++i) formula = "max(" + formula + ", " + operands[i] + ")";
+      return formula;
+  }
+  return "";
+}
+
 NetParameter FuseElementLayers(const NetParameter& param) {
   if (!param.fuse_elements()) return param;
   // Readers of each version of each blob name: a version is (layer, top index); a bottom reads the latest version.
@@ -84,33 +111,66 @@ NetParameter FuseElementLayers(const NetParameter& param) {
     }
     for (int t = 0; t < layer.top_size(); ++t) latest[layer.top(t)] = {l, t};
   }
-  // A layer the pass may take into a run: fusable on its own.
-  const auto fusable = [&](int l, const std::string& x) {
+  // A run being built: the blobs it reads (named x, x1, x2, ... in its formula), and its formula.
+  struct Run {
+    std::vector<std::string> inputs, names;
+    std::string formula;
+    std::set<std::string> written;  // the blobs its layers write
+  };
+  // Layer l added to `run` (its first layer where run.formula is empty): false where it may not join. A layer joins
+  // where it is an element layer or an Eltwise, has nothing a formula cannot say (a loss weight, parameters, ...), and
+  // reads the run's value (but the first) and otherwise only blobs from before the run.
+  const auto join = [&](int l, Run* run) {
     const LayerParameter& layer = param.layer(l);
-    if (layer.bottom_size() != 1 || layer.top_size() != 1 || layer.loss_weight_size() > 0 || layer.param_size() > 0 ||
+    if (layer.bottom_size() < 1 || layer.top_size() != 1 || layer.loss_weight_size() > 0 || layer.param_size() > 0 ||
         layer.blobs_size() > 0 || layer.propagate_down_size() > 0 || layer.has_recompute())
-      return std::string();
-    return ElementLayerFormula(layer, x);
+      return false;
+    const std::string value = run->formula.empty() ? "" : param.layer(l - 1).top(0);
+    std::vector<std::string> operands;
+    bool reads_value = false;
+    for (const std::string& bottom : layer.bottom()) {
+      if (!value.empty() && bottom == value) {
+        operands.push_back(run->formula);
+        reads_value = true;
+        continue;
+      }
+      if (run->written.count(bottom)) return false;  // an earlier version, overwritten in the run
+      const auto known = std::find(run->inputs.begin(), run->inputs.end(), bottom);
+      if (known != run->inputs.end()) {
+        operands.push_back(run->names[known - run->inputs.begin()]);
+        continue;
+      }
+      run->inputs.push_back(bottom);
+      run->names.push_back(run->names.empty() ? "x" : "x" + std::to_string(run->names.size()));
+      operands.push_back(run->names.back());
+    }
+    if (!value.empty() && !reads_value) return false;
+    const std::string formula =
+        layer.bottom_size() == 1 ? ElementLayerFormula(layer, operands[0]) : EltwiseFormula(layer, operands);
+    if (formula.empty() || formula.size() > kLongestFormula) return false;
+    run->formula = formula;
+    run->written.insert(layer.top(0));
+    return true;
   };
   NetParameter result(param);
   result.clear_layer();
   int l = 0;
   while (l < param.layer_size()) {
     // The longest run from l: each next layer reads the top of the one before, its only reader.
-    std::string formula = fusable(l, "x");
-    int end = l + 1;
-    while (!formula.empty() && end < param.layer_size()) {
-      const LayerParameter& previous = param.layer(end - 1);
-      const LayerParameter& next = param.layer(end);
-      if (next.bottom_size() != 1 || next.bottom(0) != previous.top(0) || readers[{end - 1, 0}] != 1) break;
-      const std::string extended = fusable(end, formula);
-      if (extended.empty() || extended.size() > kLongestFormula) break;
-      formula = extended;
-      ++end;
+    Run run;
+    int end = l;
+    if (join(l, &run)) {
+      end = l + 1;
+      while (end < param.layer_size() && readers[{end - 1, 0}] == 1) {
+        Run longer = run;
+        if (!join(end, &longer)) break;
+        run = std::move(longer);
+        ++end;
+      }
     }
-    const std::string& input = param.layer(l).bottom_size() == 1 ? param.layer(l).bottom(0) : "";
-    const std::string& output = param.layer(end - 1).top_size() == 1 ? param.layer(end - 1).top(0) : "";
-    if (formula.empty() || end - l < 2 || input == output) {
+    const std::string output = end > l ? param.layer(end - 1).top(0) : "";
+    const bool in_place_on_input = std::find(run.inputs.begin(), run.inputs.end(), output) != run.inputs.end();
+    if (end - l < 2 || in_place_on_input) {
       *result.add_layer() = param.layer(l);
       ++l;
       continue;
@@ -121,10 +181,12 @@ NetParameter FuseElementLayers(const NetParameter& param) {
     fused->set_name(name);
     fused->set_type("Expression");
     if (param.layer(l).has_phase()) fused->set_phase(param.layer(l).phase());
-    fused->add_bottom(input);
+    for (size_t i = 0; i < run.inputs.size(); ++i) {
+      fused->add_bottom(run.inputs[i]);
+      fused->mutable_expression_param()->add_bottom_name(run.names[i]);
+    }
     fused->add_top(output);
-    fused->mutable_expression_param()->add_formula(formula);
-    fused->mutable_expression_param()->add_bottom_name("x");
+    fused->mutable_expression_param()->add_formula(run.formula);
     l = end;
   }
   return result;
