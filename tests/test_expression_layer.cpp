@@ -1,7 +1,10 @@
+#include <dirent.h>
 #include <gtest/gtest.h>
 #include <omp.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -11,6 +14,7 @@
 #include <vector>
 
 #include "core/formula.hpp"
+#include "core/formula_gpu.hpp"
 #include "layers/common/expression.hpp"
 #include "net/fuse.hpp"
 #include "net/net.hpp"
@@ -297,6 +301,60 @@ TEST(ExpressionLayerTest, ExpSigmoidAndTanhAreWithinAFewUlp) {
   EXPECT_EQ(out[10 + 2], 1.f);  // tanh(inf)
   EXPECT_EQ(out[10 + 3], -1.f);
   EXPECT_TRUE(std::isnan(out[10 + 4]));
+}
+
+// Every function, broadcast and reduction form, forward and gradients, as the CUDA source of one program: it
+// compiles with NVRTC (on the host: no GPU needed) to a kernel per pass, and the second compile comes from the disk
+// cache.
+TEST(ExpressionLayerTest, EveryFormulaCompilesToGpuKernels) {
+#ifndef CREMA_USE_CUDA
+  GTEST_SKIP() << "built without CUDA";
+#else
+  // a and b over n c h w, s over c, u over h w, w one value.
+  const AxisMask input_axes[] = {15, 15, 2, 12, 0};
+  FormulaGraph graph({"a", "b", "s", "u", "w"}, {"n", "c", "h", "w"}, {std::begin(input_axes), std::end(input_axes)});
+  std::vector<std::string> formulas = {"a * s + b * u",
+                                       "sum[h, w](a * s)",
+                                       "exp(a - max[c](a)) / sum[c](exp(a - max[c](a)))",
+                                       "max[h, w](a) + min[n](a * s)",
+                                       "mean((a - b)^2 * w)",
+                                       "sum(a) * s + max(u)"};
+  for (const Case& c : kCases) formulas.push_back(c.formula);
+  const std::string folder = ::testing::TempDir() + "/crema_kernel_cache_" + std::to_string(getpid());
+  setenv("CREMA_KERNEL_CACHE", folder.c_str(), 1);
+  // A program per formula, its value and its gradients: a pass per reduction and one per set of output axes.
+  for (const std::string& formula : formulas) {
+    SCOPED_TRACE(formula);
+    const int node = graph.Parse(formula);
+    std::vector<FormulaProgram::Output> outputs = {{node, graph.nodes()[node].axes}};
+    const int seed = graph.AddInput("d" + std::to_string(graph.input_names().size()), graph.nodes()[node].axes);
+    const std::vector<int> gradients = graph.Differentiate(node, seed);
+    for (size_t i = 0; i < 5; ++i)
+      if (gradients[i] >= 0) outputs.push_back({gradients[i], input_axes[i]});
+    const FormulaProgram program(graph, outputs);
+    const std::string source = program.CudaSource("crema_formula");
+    std::string ptx;
+    try {
+      ptx = CompileCudaToPtx(source, 9, 0);
+    } catch (const Error& error) {
+      FAIL() << error.what() << "\n" << source;
+    }
+    for (int p = 0; p < program.passes(); ++p)
+      EXPECT_NE(ptx.find(".entry crema_formula_" + std::to_string(p)), std::string::npos) << p;
+    // From the cache the second time: the same text.
+    EXPECT_EQ(CompileCudaToPtx(source, 9, 0), ptx);
+  }
+  int files = 0;
+  if (DIR* dir = opendir(folder.c_str())) {
+    while (dirent* entry = readdir(dir)) files += std::string(entry->d_name).rfind("formula-", 0) == 0;
+    closedir(dir);
+  }
+  EXPECT_EQ(files, static_cast<int>(formulas.size()));
+  // A source that does not compile is an error with NVRTC's log.
+  test::ExpectErrorContaining([] { CompileCudaToPtx("__global__ void broken() { undeclared = 1; }", 9, 0); },
+                              {"NVRTC cannot compile", "undeclared"});
+  unsetenv("CREMA_KERNEL_CACHE");
+#endif
 }
 
 // Built-in layers and the same written as formulas: the same outputs and gradients within 1e-6 of their scale.

@@ -1,10 +1,18 @@
 #include "layers/common/expression.hpp"
 
+#include <glog/logging.h>
+
+#include "core/formula_gpu.hpp"
+#ifdef CREMA_USE_CUDA
+#include "core/cuda_check.hpp"
+#endif
+
 #include <algorithm>
 #include <functional>
 #include <map>
 #include <sstream>
 #include <string>
+#include <utility>
 
 namespace crema {
 
@@ -54,6 +62,11 @@ bool Fits(const std::vector<int>& shape, AxisMask axes, const std::vector<int>& 
 }
 
 }  // namespace
+
+ExpressionLayer::ExpressionLayer(const LayerParameter& param, std::shared_ptr<Context> context)
+    : Layer(param, std::move(context)) {}
+
+ExpressionLayer::~ExpressionLayer() = default;
 
 AxisMask ExpressionLayer::BottomAxes(int i, const Blob& blob, const std::vector<int>& full) const {
   const ExpressionParameter& param = param_.expression_param();
@@ -205,6 +218,7 @@ void ExpressionLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::ve
   for (int formula : formulas_) outputs.push_back({formula, axes_of(formula)});
   for (const Kept& kept : kept_)
     if (kept.top < 0) outputs.push_back({kept.node, axes_of(kept.node)});
+  kernels_.clear();
   forward_ = std::make_unique<FormulaProgram>(*graph_, outputs);
   backward_.clear();
 }
@@ -257,25 +271,37 @@ void ExpressionLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::v
   forward_->Run(dims_, inputs, outputs);
 }
 
-void ExpressionLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
-                                   const std::vector<Blob*>& bottom) {
+std::vector<const float*> ExpressionLayer::BackwardInputs(const std::vector<Blob*>& top,
+                                                          const std::vector<Blob*>& bottom, Device device) const {
   // The bottoms backward reads (the others may hold other values by now: the memory plan), what it kept, and each
   // top's gradient.
   std::vector<const float*> inputs(graph_->input_names().size(), nullptr);
   for (size_t i = 0; i < bottom.size(); ++i)
-    if (reads_bottom_[i]) inputs[i] = bottom[i]->cpu_data();
-  for (const Kept& kept : kept_) inputs[kept.input] = kept.top >= 0 ? top[kept.top]->cpu_data() : kept.blob->cpu_data();
-  for (size_t k = 0; k < top.size(); ++k) inputs[graph_->nodes()[seeds_[k]].input] = top[k]->cpu_diff();
-  // The gradients of the bottoms it propagates to, one program per set of them.
-  std::vector<bool> wanted(bottom.size());
-  for (size_t i = 0; i < bottom.size(); ++i) wanted[i] = propagate_down[i] && gradients_[i] >= 0;
+    if (reads_bottom_[i]) inputs[i] = bottom[i]->data_on(device);
+  for (const Kept& kept : kept_)
+    inputs[kept.input] = kept.top >= 0 ? top[kept.top]->data_on(device) : kept.blob->data_on(device);
+  for (size_t k = 0; k < top.size(); ++k) inputs[graph_->nodes()[seeds_[k]].input] = top[k]->diff_on(device);
+  return inputs;
+}
+
+const FormulaProgram& ExpressionLayer::BackwardProgram(const std::vector<bool>& wanted) {
   std::unique_ptr<FormulaProgram>& program = backward_[wanted];
   if (program == nullptr) {
     std::vector<FormulaProgram::Output> outputs;
-    for (size_t i = 0; i < bottom.size(); ++i)
+    for (size_t i = 0; i < wanted.size(); ++i)
       if (wanted[i]) outputs.push_back({gradients_[i], bottom_axes_[i]});
     program = std::make_unique<FormulaProgram>(*graph_, outputs);
   }
+  return *program;
+}
+
+void ExpressionLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                                   const std::vector<Blob*>& bottom) {
+  const std::vector<const float*> inputs = BackwardInputs(top, bottom, Device::kCPU);
+  // The gradients of the bottoms it propagates to, one program per set of them.
+  std::vector<bool> wanted(bottom.size());
+  for (size_t i = 0; i < bottom.size(); ++i) wanted[i] = propagate_down[i] && gradients_[i] >= 0;
+  const FormulaProgram& program = BackwardProgram(wanted);
   std::vector<float*> outputs;
   for (size_t i = 0; i < bottom.size(); ++i) {
     if (wanted[i]) {
@@ -284,7 +310,64 @@ void ExpressionLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vec
       std::fill_n(bottom[i]->mutable_cpu_diff(), bottom[i]->count(), 0.f);
     }
   }
-  program->Run(dims_, inputs, outputs);
+  program.Run(dims_, inputs, outputs);
+}
+
+FormulaKernels* ExpressionLayer::KernelsFor(const FormulaProgram& program) {
+#ifdef CREMA_USE_CUDA
+  if (device() != Device::kGPU) return nullptr;
+  const auto found = kernels_.find(&program);
+  if (found != kernels_.end()) return found->second.get();
+  std::unique_ptr<FormulaKernels>& kernels = kernels_[&program];
+  try {
+    kernels = std::make_unique<FormulaKernels>(program);
+  } catch (const Error& error) {
+    LOG(WARNING) << describe() << " runs on the host: its kernels cannot be made (" << error.what() << ")";
+  }
+  return kernels.get();
+#else
+  (void)program;
+  return nullptr;
+#endif
+}
+
+void ExpressionLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+#ifdef CREMA_USE_CUDA
+  if (FormulaKernels* kernels = KernelsFor(*forward_)) {
+    std::vector<const float*> inputs(graph_->input_names().size(), nullptr);
+    for (size_t i = 0; i < bottom.size(); ++i) inputs[i] = bottom[i]->gpu_data();
+    std::vector<float*> outputs;
+    for (Blob* blob : top) outputs.push_back(blob->mutable_gpu_data());
+    for (const Kept& kept : kept_)
+      if (kept.blob != nullptr) outputs.push_back(kept.blob->mutable_gpu_data());
+    kernels->Run(dims_, inputs, outputs, false, context().stream());
+    return;
+  }
+#endif
+  Forward_cpu(bottom, top);
+}
+
+void ExpressionLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                                   const std::vector<Blob*>& bottom) {
+#ifdef CREMA_USE_CUDA
+  std::vector<bool> wanted(bottom.size());
+  for (size_t i = 0; i < bottom.size(); ++i) wanted[i] = propagate_down[i] && gradients_[i] >= 0;
+  if (FormulaKernels* kernels = KernelsFor(BackwardProgram(wanted))) {
+    const std::vector<const float*> inputs = BackwardInputs(top, bottom, Device::kGPU);
+    std::vector<float*> outputs;
+    for (size_t i = 0; i < bottom.size(); ++i) {
+      if (wanted[i]) {
+        outputs.push_back(bottom[i]->mutable_gpu_diff());
+      } else if (propagate_down[i]) {
+        CREMA_CUDA_CHECK(
+            cudaMemsetAsync(bottom[i]->mutable_gpu_diff(), 0, sizeof(float) * bottom[i]->count(), context().stream()));
+      }
+    }
+    kernels->Run(dims_, inputs, outputs, false, context().stream());
+    return;
+  }
+#endif
+  Backward_cpu(top, propagate_down, bottom);
 }
 
 }  // namespace crema

@@ -21,8 +21,9 @@
 // computes the rest again, and declares to the memory plan only the bottoms and tops it reads.
 //
 // Params (expression_param): formula (repeated, one per top), bottom_name (none or one per bottom), axes,
-// bottom_axes (none or one per bottom). Not in place. On a GPU the programs run on the host for now (the values go
-// there and back); kernels are to come.
+// bottom_axes (none or one per bottom). Not in place. On a GPU each pass is a kernel generated from the program and
+// compiled with NVRTC when first run (src/core/formula_gpu.hpp); where it cannot be, the layer runs on the host (the
+// values go there and back), saying why once. Not yet run on a GPU.
 #pragma once
 
 #include <map>
@@ -35,9 +36,12 @@
 
 namespace crema {
 
-class ExpressionLayer : public HostOnGpu<Layer> {
+class FormulaKernels;
+
+class ExpressionLayer : public Layer {
  public:
-  using HostOnGpu<Layer>::HostOnGpu;
+  explicit ExpressionLayer(const LayerParameter& param, std::shared_ptr<Context> context = nullptr);
+  ~ExpressionLayer() override;
   const char* type() const override { return "Expression"; }
   int MinBottomBlobs() const override { return 1; }
   int MinTopBlobs() const override { return 1; }
@@ -53,8 +57,20 @@ class ExpressionLayer : public HostOnGpu<Layer> {
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
+  void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
 
  private:
+  // Backward's program for the bottoms `wanted` (those it propagates to that a formula reads), made once.
+  const FormulaProgram& BackwardProgram(const std::vector<bool>& wanted);
+  // The program's kernels on this layer's GPU, compiled on first use; null where they cannot be (no NVRTC, a pass
+  // too large for a kernel's arguments: said once in the log) or the layer is not on a GPU: the host runs it.
+  FormulaKernels* KernelsFor(const FormulaProgram& program);
+  // The inputs backward reads, on `device`.
+  std::vector<const float*> BackwardInputs(const std::vector<Blob*>& top, const std::vector<Blob*>& bottom,
+                                           Device device) const;
+
   // The name the formulas call bottom i.
   std::string BottomName(int i) const;
   // The axes bottom i varies over, from bottom_axes or its shape.
@@ -81,6 +97,8 @@ class ExpressionLayer : public HostOnGpu<Layer> {
   std::unique_ptr<FormulaProgram> forward_;
   // Backward: a program per set of bottoms it propagates to, made when first needed.
   std::map<std::vector<bool>, std::unique_ptr<FormulaProgram>> backward_;
+  // Per program, its kernels (null: it runs on the host).
+  std::map<const FormulaProgram*, std::unique_ptr<FormulaKernels>> kernels_;
 };
 
 }  // namespace crema

@@ -152,6 +152,12 @@ class FormulaProgram {
   // they hold.
   void Run(const std::vector<int64_t>& dims, const std::vector<const float*>& inputs,
            const std::vector<float*>& outputs, bool accumulate = false) const;
+  // The CUDA C++ source of a kernel per pass, named "<name>_<pass>" (src/core/formula_gpu.hpp compiles it with NVRTC
+  // and runs it). Each takes one FormulaKernelArgs (declared in the source; kFormulaKernel* bound its arrays);
+  // throws crema::Error where a pass reads or writes more arrays than that holds.
+  std::string CudaSource(const std::string& name) const;
+  // The arrays, sizes and constants one kernel of CudaSource is given, as the source declares them.
+  static constexpr int kFormulaKernelLeaves = 12, kFormulaKernelOutputs = 12, kFormulaKernelCounts = 16;
   // The number of passes over memory, and the instructions run per element, over all passes.
   int passes() const { return static_cast<int>(passes_.size()); }
   int instructions() const;
@@ -180,6 +186,19 @@ class FormulaProgram {
     std::vector<int> results;  // per value the pass produces, its register
     std::vector<int> outputs;  // element passes: the program's outputs, one per result
   };
+  // A pass's iteration for the axes' sizes `dims`: its sizes (outer first; the axes of one element left out), its
+  // elements, the elements each value of a reduction reduces, per leaf the step along each axis of the iteration and
+  // whether it is read straight (its layout the iteration's), per instruction its constant (a count's, of these
+  // sizes).
+  struct Layout {
+    std::vector<int64_t> sizes;
+    int64_t total = 0, reduced = 1;
+    std::vector<std::vector<int64_t>> strides;
+    std::vector<bool> straight;
+    std::vector<float> values;
+  };
+  Layout PassLayout(const Pass& pass, const std::vector<int64_t>& dims) const;
+  friend class FormulaKernels;
   Pass Compile(const FormulaGraph& graph, const std::vector<int>& roots, const std::vector<int>& buffer_of) const;
   void RunPass(const Pass& pass, const std::vector<int64_t>& dims, const std::vector<const float*>& inputs,
                std::vector<std::vector<float>>& buffers, const std::vector<float*>& outputs, bool accumulate) const;
