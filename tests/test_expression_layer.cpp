@@ -667,6 +667,12 @@ TEST(FuseElementsTest, RunsOfElementLayersBecomeOneExpressionWithTheSameResults)
          layer { name: 'gate' type: 'Eltwise' bottom: 'x' bottom: 'a' top: 'b' eltwise_param { operation: PROD } }
          layer { name: 'max' type: 'Eltwise' bottom: 'b' bottom: 'z' bottom: 'x' top: 'c' eltwise_param { operation: MAX } }
          layer { name: 't' type: 'TanH' bottom: 'c' top: 'y' })",
+      // Expression layers in a run: their formulas take the run's value and its inputs.
+      R"(layer { name: 'g' type: 'Expression' bottom: 'x' bottom: 'z' top: 'a' expression_param { formula: 'x * sigmoid(z) - 0.25' } }
+         layer { name: 't' type: 'TanH' bottom: 'a' top: 'b' }
+         layer { name: 'e' type: 'Expression' bottom: 'b' bottom: 'x' top: 'c' expression_param { formula: '-b ^ 2 + `x` / 3' } }
+         layer { name: 'p' type: 'Power' bottom: 'c' top: 'd' power_param { scale: 0.5 } }
+         layer { name: 'q' type: 'Expression' bottom: 'd' top: 'y' expression_param { formula: 'where(d > 0, d, 0.1 * d)' } })",
   };
   for (const std::string& layers : runs) {
     SCOPED_TRACE(layers.substr(0, 60));
@@ -722,6 +728,9 @@ TEST(FuseElementsTest, ThePassLeavesAloneWhatItMustNot) {
                      layer { name: 'b' type: 'TanH' bottom: 'a' top: 'a' }
                      layer { name: 'e' type: 'Eltwise' bottom: 'a' bottom: 'x' top: 'c' })"),
             "Input Expression ");
+  EXPECT_EQ(types(chain + "layer { name: 'm' type: 'Expression' bottom: 'b' top: 'c' "
+                          "expression_param { formula: 'b - mean(b)' } }"),
+            "Input Expression Expression ");
   EXPECT_EQ(types("layer { name: 'e' type: 'Eltwise' bottom: 'x' bottom: 'x' top: 'a' eltwise_param { coeff: 2 } }"
                   "layer { name: 'r' type: 'ReLU' bottom: 'a' top: 'a' }"),
             "Input Eltwise ReLU ");

@@ -221,6 +221,12 @@ void ExpressionLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::ve
   kernels_.clear();
   forward_ = std::make_unique<FormulaProgram>(*graph_, outputs);
   backward_.clear();
+  // On a GPU the kernels are compiled now, as the net is built: forward's, and in training backward's for every
+  // bottom.
+  KernelsFor(*forward_);
+  std::vector<bool> every(bottom.size());
+  for (size_t i = 0; i < bottom.size(); ++i) every[i] = gradients_[i] >= 0;
+  if (phase() == TRAIN) KernelsFor(BackwardProgram(every));
 }
 
 std::string ExpressionLayer::BottomName(int i) const {

@@ -713,18 +713,24 @@ bool FormulaCostly(FormulaOp op) {
   }
 }
 
-std::string FormulaGraph::Describe(int n) const {
+std::string FormulaGraph::Describe(int n) const { return Describe(n, input_names_); }
+
+std::string FormulaGraph::Describe(int n, const std::vector<std::string>& names) const {
   const FormulaNode& node = nodes_[n];
   std::ostringstream out;
   const auto infix = [&](const char* op) {
-    out << "(" << Describe(node.a) << " " << op << " " << Describe(node.b) << ")";
+    out << "(" << Describe(node.a, names) << " " << op << " " << Describe(node.b, names) << ")";
   };
   switch (node.op) {
-    case FormulaOp::kConstant:
-      out << node.value;
+    case FormulaOp::kConstant: {
+      // Digits enough to read back the same float.
+      char text[32];
+      std::snprintf(text, sizeof(text), "%.9g", static_cast<double>(node.value));
+      out << text;
       break;
+    }
     case FormulaOp::kInput:
-      out << input_names_[node.input];
+      out << names[node.input];
       break;
     case FormulaOp::kAdd:
       infix("+");
@@ -760,10 +766,10 @@ std::string FormulaGraph::Describe(int n) const {
       infix("!=");
       break;
     case FormulaOp::kNeg:
-      out << "-" << Describe(node.a);
+      out << "(-" << Describe(node.a, names) << ")";
       break;
     case FormulaOp::kSign:
-      out << "sign(" << Describe(node.a) << ")";
+      out << "sign(" << Describe(node.a, names) << ")";
       break;
     case FormulaOp::kReduceSum:
     case FormulaOp::kReduceMax:
@@ -771,7 +777,7 @@ std::string FormulaGraph::Describe(int n) const {
       out << (node.op == FormulaOp::kReduceSum   ? "sum"
               : node.op == FormulaOp::kReduceMax ? "max"
                                                  : "min")
-          << "[" << DescribeAxes(node.reduce) << "](" << Describe(node.a) << ")";
+          << "[" << DescribeAxes(node.reduce) << "](" << Describe(node.a, names) << ")";
       break;
     case FormulaOp::kCount:
       out << "count[" << DescribeAxes(node.reduce) << "]";
@@ -780,9 +786,9 @@ std::string FormulaGraph::Describe(int n) const {
       const char* name = "?";
       for (const FunctionInfo& f : kFunctions)
         if (f.op == node.op) name = f.name;
-      out << name << "(" << Describe(node.a);
-      if (node.b >= 0) out << ", " << Describe(node.b);
-      if (node.c >= 0) out << ", " << Describe(node.c);
+      out << name << "(" << Describe(node.a, names);
+      if (node.b >= 0) out << ", " << Describe(node.b, names);
+      if (node.c >= 0) out << ", " << Describe(node.c, names);
       out << ")";
     }
   }

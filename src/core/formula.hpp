@@ -116,6 +116,8 @@ class FormulaGraph {
   // The node as text, for messages and tests ("x * sigmoid(x)"): shared subexpressions written out each time, so
   // for small formulas only.
   std::string Describe(int node) const;
+  // The same with input k written as names[k] (a formula substituted for it, in parentheses).
+  std::string Describe(int node, const std::vector<std::string>& names) const;
   // Axes as text: "h, w".
   std::string DescribeAxes(AxisMask axes) const;
 

@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/formula.hpp"
+
 namespace crema {
 
 namespace {
@@ -97,6 +99,31 @@ std::string EltwiseFormula(const LayerParameter& layer, const std::vector<std::s
   return "";
 }
 
+std::string ExpressionFormula(const LayerParameter& layer, const std::vector<std::string>& operands) {
+  const ExpressionParameter& p = layer.expression_param();
+  if (layer.type() != "Expression" || p.formula_size() != 1 || p.has_axes() || p.bottom_axes_size() > 0 ||
+      static_cast<int>(operands.size()) != layer.bottom_size())
+    return "";
+  // Parsed over its bottoms' names, each varying over one axis: a formula with a reduction reduces it, and is left
+  // alone (its axes are its bottoms' shapes').
+  std::vector<std::string> names(p.bottom_name().begin(), p.bottom_name().end());
+  if (names.empty()) names.assign(layer.bottom().begin(), layer.bottom().end());
+  if (names.size() != operands.size()) return "";
+  FormulaGraph graph(names, {"i"});
+  int node = -1;
+  try {
+    node = graph.Parse(p.formula(0));
+  } catch (const Error&) {
+    return "";  // the layer says what is wrong when it is set up
+  }
+  const std::vector<bool> reached = graph.Reachable({node});
+  for (size_t n = 0; n < reached.size(); ++n)
+    if (reached[n] && (FormulaReduces(graph.nodes()[n].op) || graph.nodes()[n].op == FormulaOp::kCount)) return "";
+  std::vector<std::string> substituted;
+  for (const std::string& operand : operands) substituted.push_back("(" + operand + ")");
+  return "(" + graph.Describe(node, substituted) + ")";
+}
+
 NetParameter FuseElementLayers(const NetParameter& param) {
   if (!param.fuse_elements()) return param;
   // Readers of each version of each blob name: a version is (layer, top index); a bottom reads the latest version.
@@ -145,8 +172,9 @@ NetParameter FuseElementLayers(const NetParameter& param) {
       operands.push_back(run->names.back());
     }
     if (!value.empty() && !reads_value) return false;
-    const std::string formula =
-        layer.bottom_size() == 1 ? ElementLayerFormula(layer, operands[0]) : EltwiseFormula(layer, operands);
+    const std::string formula = layer.type() == "Expression" ? ExpressionFormula(layer, operands)
+                                : layer.bottom_size() == 1   ? ElementLayerFormula(layer, operands[0])
+                                                             : EltwiseFormula(layer, operands);
     if (formula.empty() || formula.size() > kLongestFormula) return false;
     run->formula = formula;
     run->written.insert(layer.top(0));
@@ -171,6 +199,18 @@ NetParameter FuseElementLayers(const NetParameter& param) {
     const std::string output = end > l ? param.layer(end - 1).top(0) : "";
     const bool in_place_on_input = std::find(run.inputs.begin(), run.inputs.end(), output) != run.inputs.end();
     if (end - l < 2 || in_place_on_input) {
+      *result.add_layer() = param.layer(l);
+      ++l;
+      continue;
+    }
+    // A formula the layer cannot read back (a constant folded to infinity) leaves the run as it is.
+    bool readable = true;
+    try {
+      FormulaGraph(run.names).Parse(run.formula);
+    } catch (const Error&) {
+      readable = false;
+    }
+    if (!readable) {
       *result.add_layer() = param.layer(l);
       ++l;
       continue;

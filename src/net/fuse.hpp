@@ -1,12 +1,12 @@
 // The fuse_elements parameter pass (NetParameter.fuse_elements): runs of element layers become one Expression layer
 // (layers/common/expression.hpp). A run is two or more consecutive layers of the types below and Eltwise layers
-// (SUM, PROD, MAX), each with one top, no parameters, no loss weight, no propagate_down, no forced engine and no
-// recompute setting, each but the first reading the top of the one before, which no other layer reads, and
-// otherwise only blobs from before the run (a residual sum and its ReLU; a gate x * sigmoid(x)); the run's output
-// is not one of its inputs (a run in place on its input is left as it is). The Expression layer reads the run's
-// inputs (called x, x1, x2, ... in the formula), writes the run's last top, and is named after the layers it
-// replaces ("p1+t+p2"). Formulas keep each layer's value and gradient, also at its kinks (ReLU's and ELU's at 0 as
-// Caffe's).
+// (SUM, PROD, MAX) and Expression layers (one formula, no reductions, no axis settings), each with one top, no
+// parameters, no loss weight, no propagate_down, no forced engine and no recompute setting, each but the first reading
+// the top of the one before, which no other layer reads, and otherwise only blobs from before the run (a residual sum
+// and its ReLU; a gate x * sigmoid(x)); the run's output is not one of its inputs (a run in place on its input is left
+// as it is). The Expression layer reads the run's inputs (called x, x1, x2, ... in the formula), writes the run's last
+// top, and is named after the layers it replaces ("p1+t+p2"). Formulas keep each layer's value and gradient, also at
+// its kinks (ReLU's and ELU's at 0 as Caffe's).
 #pragma once
 
 #include <string>
@@ -22,6 +22,9 @@ std::string ElementLayerFormula(const LayerParameter& layer, const std::string& 
 
 // The formula of an Eltwise layer over its operands (formulas or names), or "" where it is not one the pass fuses.
 std::string EltwiseFormula(const LayerParameter& layer, const std::vector<std::string>& operands);
+
+// The formula of a one-top Expression layer without reductions or axis settings over its operands, or "".
+std::string ExpressionFormula(const LayerParameter& layer, const std::vector<std::string>& operands);
 
 // The pass: `param` with its runs fused where param.fuse_elements() is set, else `param` as it is.
 NetParameter FuseElementLayers(const NetParameter& param);
