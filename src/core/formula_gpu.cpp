@@ -35,6 +35,17 @@ std::string KernelCacheDirectory() {
 std::string CompileCudaToPtx(const std::string&, int, int) {
   throw Error("crema was built without CUDA: no kernels are compiled");
 }
+
+FormulaKernels::FormulaKernels(const FormulaProgram& program) : program_(program) {
+  throw Error("crema was built without CUDA: no kernels are made");
+}
+
+FormulaKernels::~FormulaKernels() = default;
+
+void FormulaKernels::Run(const std::vector<int64_t>&, const std::vector<const float*>&, const std::vector<float*>&,
+                         bool, void*) {
+  throw Error("crema was built without CUDA: no kernels run");
+}
 #else
 
 namespace {

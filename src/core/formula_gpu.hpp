@@ -23,7 +23,7 @@ std::string CompileCudaToPtx(const std::string& source, int major, int minor);
 // Where compiled kernels are kept ("" for nowhere).
 std::string KernelCacheDirectory();
 
-#ifdef CREMA_USE_CUDA
+// A program's kernels (in a build without CUDA, making one is an Error).
 class FormulaKernels {
  public:
   // Compiles `program`'s passes for the current device. `program` must outlive this.
@@ -43,6 +43,5 @@ class FormulaKernels {
   std::vector<float*> buffers_;  // the reductions' values, on the device
   std::vector<size_t> buffer_sizes_;
 };
-#endif
 
 }  // namespace crema
