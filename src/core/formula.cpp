@@ -71,13 +71,13 @@ __attribute__((always_inline)) inline float FastExp(float x) {
 // tanh without calls: the odd Taylor series to x^15 below 0.4 (the rest under 1e-9), 1 - 2 / (e^2|x| + 1) above.
 __attribute__((always_inline)) inline float FastTanh(float x) {
   const float x2 = x * x;
-  float p = -929569.f / 638512875;
-  p = p * x2 + 21844.f / 6081075;
-  p = p * x2 - 1382.f / 155925;
-  p = p * x2 + 62.f / 2835;
-  p = p * x2 - 17.f / 315;
-  p = p * x2 + 2.f / 15;
-  p = p * x2 - 1.f / 3;
+  float p = static_cast<float>(-929569.0 / 638512875.0);
+  p = p * x2 + static_cast<float>(21844.0 / 6081075.0);
+  p = p * x2 - static_cast<float>(1382.0 / 155925.0);
+  p = p * x2 + static_cast<float>(62.0 / 2835.0);
+  p = p * x2 - static_cast<float>(17.0 / 315.0);
+  p = p * x2 + static_cast<float>(2.0 / 15.0);
+  p = p * x2 - static_cast<float>(1.0 / 3.0);
   const float small = x + x * x2 * p;
   const float magnitude = std::fabs(x);
   const float large = 1.f - 2.f / (FastExp(2.f * magnitude) + 1.f);
