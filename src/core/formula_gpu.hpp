@@ -37,8 +37,8 @@ class FormulaKernels {
            const std::vector<float*>& outputs, bool accumulate, void* stream);
 
  private:
-  const FormulaProgram& program_;
-  void* library_ = nullptr;      // cudaLibrary_t
+  [[maybe_unused]] const FormulaProgram& program_;  // unused in a build without CUDA
+  [[maybe_unused]] void* library_ = nullptr;        // cudaLibrary_t
   std::vector<void*> kernels_;   // cudaKernel_t, per pass
   std::vector<float*> buffers_;  // the reductions' values, on the device
   std::vector<size_t> buffer_sizes_;
