@@ -174,18 +174,19 @@ TEST_F(BadInputCommandLineTest, FlagWithoutItsValueIsNamed) {
 TEST_F(BadInputCommandLineTest, UnknownCommandListsTheCommands) {
   test::ExpectBadInput("command line", "unknown command", kCrema + " trian --solver=" + solver_,
                        {"crema: error: unknown command 'trian' (did you mean train? commands: train, test, time, "
-                        "classify, fold, device_query, monitor)"});
+                        "classify, fold, export, device_query, monitor)"});
   test::ExpectBadInput(
       "command line", "unknown command (nothing near)", kCrema + " frobnicate",
-      {"unknown command 'frobnicate' (commands: train, test, time, classify, fold, device_query, monitor)"});
+      {"unknown command 'frobnicate' (commands: train, test, time, classify, fold, export, device_query, monitor)"});
 }
 
 TEST_F(BadInputCommandLineTest, NoCommandShowsTheUsageOnStderr) {
   const std::string err = Stderr(kCrema);
   EXPECT_CONTAINS(err, "usage: crema <command> <flags>");
   EXPECT_CONTAINS(err, "-solver");
-  test::ExpectBadInput("command line", "no command", kCrema,
-                       {"crema: error: no command given; commands: train, test, time, classify, fold, device_query"});
+  test::ExpectBadInput(
+      "command line", "no command", kCrema,
+      {"crema: error: no command given; commands: train, test, time, classify, fold, export, device_query"});
   test::ExpectBadInput("command line", "flags but no command", kCrema + " --solver=" + solver_, {"no command given"});
 }
 

@@ -34,6 +34,7 @@
 #include "core/random.hpp"
 #include "io/proto_io.hpp"
 #include "net/net.hpp"
+#include "onnx/export.hpp"
 #include "test_util.hpp"
 
 namespace crema {
@@ -91,6 +92,10 @@ void FillParameters(Net* net, float scale, RandomStream* random) {
     } else if (type == "Scale") {
       Fill(Filler("uniform", 0.5f, 1.5f), blobs[0].get(), random);
       if (blobs.size() > 1) Fill(Filler("gaussian", 0.f, 0.2f), blobs[1].get(), random);
+    } else if (type == "PReLU") {
+      Fill(Filler("uniform", 0.1f, 0.4f), blobs[0].get(), random);
+    } else if (type == "Bias") {
+      Fill(Filler("gaussian", 0.f, 0.2f * scale), blobs[0].get(), random);
     } else {
       FAIL() << "no filler rule for the parameters of " << type << " layer '" << net->layer_names()[l] << "'";
     }
@@ -161,11 +166,18 @@ NetParameter DeployOf(const NetParameter& train_test, const std::vector<int>& in
   return deploy;
 }
 
-// Builds `deploy_path` in crema with its Input batch set to `batch`, fills it at random, writes its weights, has
-// OpenCV read the same prototxt and those weights, runs both on the same input (uniform in [low, high)) and
-// returns every blob of the prototxt but the input as both computed it, in prototxt order (the final output last).
-std::vector<BlobPair> RunBoth(const std::string& deploy_path, int batch, float low, float high, uint64_t seed) {
+// A deploy net built in crema with its Input batch set to `batch`, filled at random (parameters, and an input
+// uniform in [low, high)), and every blob of the prototxt but the input as crema computed it.
+struct PreparedNet {
   NetParameter param;
+  std::unique_ptr<Net> net;
+  std::map<std::string, std::vector<float>> ours;
+  std::map<std::string, std::vector<int>> shapes;
+};
+
+PreparedNet Prepare(const std::string& deploy_path, int batch, float low, float high, uint64_t seed) {
+  PreparedNet prepared;
+  NetParameter& param = prepared.param;
   ReadProtoFromTextFile(deploy_path, &param);
   param.mutable_state()->set_phase(TEST);
   bool has_input = false;
@@ -175,9 +187,10 @@ std::vector<BlobPair> RunBoth(const std::string& deploy_path, int batch, float l
     has_input = true;
   }
   EXPECT_TRUE(has_input) << deploy_path << " has no Input layer";
-  Net net(param, std::make_shared<Context>(Device::kCPU, 0, seed));
+  prepared.net = std::make_unique<Net>(param, std::make_shared<Context>(Device::kCPU, 0, seed));
+  Net& net = *prepared.net;
   EXPECT_EQ(net.input_blobs().size(), 1u) << deploy_path;
-  if (net.input_blobs().size() != 1) return {};
+  if (net.input_blobs().size() != 1) return prepared;
 
   // Parameters and input, then the classifier's spread from one forward pass.
   RandomStream random(seed);
@@ -191,8 +204,6 @@ std::vector<BlobPair> RunBoth(const std::string& deploy_path, int batch, float l
   // crema's values, blob by blob, taken as soon as the layer that writes a blob last has run (a later step may
   // reuse a blob's memory once its readers are done).
   const auto writers = LastWriters(param);
-  std::map<std::string, std::vector<float>> ours;
-  std::map<std::string, std::vector<int>> shapes;
   for (size_t step = 0; step < net.plan().size(); ++step) {
     net.ForwardStep(step);
     const int layer = net.plan()[step].layer;
@@ -201,10 +212,46 @@ std::vector<BlobPair> RunBoth(const std::string& deploy_path, int batch, float l
       const std::string& blob = net.blob_names()[id];
       auto writer = writers.find(blob);
       if (writer == writers.end() || writer->second != net.layer_names()[layer]) continue;
-      ours[blob] = PlainValues(*net.blobs()[id]);
-      shapes[blob] = net.blobs()[id]->shape();
+      prepared.ours[blob] = PlainValues(*net.blobs()[id]);
+      prepared.shapes[blob] = net.blobs()[id]->shape();
     }
   }
+  return prepared;
+}
+
+// Sets `opencv`'s input to `net`'s and returns `names` as OpenCV computes them, paired with crema's values of the
+// blobs `blobs` (in that order).
+std::vector<BlobPair> CompareOutputs(cv::dnn::Net& opencv, const PreparedNet& prepared,
+                                     const std::vector<std::string>& blobs, const std::vector<std::string>& names) {
+  const Blob& input = *prepared.net->input_blobs()[0];
+  const std::vector<int> input_shape = input.shape();
+  std::vector<float> input_values = PlainValues(input);
+  opencv.setInput(cv::Mat(static_cast<int>(input_shape.size()), input_shape.data(), CV_32F, input_values.data()));
+  std::vector<cv::Mat> theirs;
+  opencv.forward(theirs, names);
+  EXPECT_EQ(theirs.size(), blobs.size());
+  std::vector<BlobPair> pairs;
+  for (size_t i = 0; i < blobs.size() && i < theirs.size(); ++i) {
+    const cv::Mat& actual = theirs[i];
+    BlobPair pair{blobs[i], prepared.shapes.at(blobs[i]), prepared.ours.at(blobs[i]), {}};
+    EXPECT_EQ(std::vector<int>(actual.size.p, actual.size.p + actual.dims), pair.shape)
+        << "blob '" << blobs[i] << "' (OpenCV's layer '" << names[i] << "')";
+    if (actual.total() != pair.ours.size()) continue;
+    pair.theirs.assign(actual.ptr<float>(), actual.ptr<float>() + actual.total());
+    pairs.push_back(std::move(pair));
+  }
+  return pairs;
+}
+
+// Builds `deploy_path` in crema (Prepare), writes its weights, has OpenCV read the same prototxt and those weights,
+// runs both on the same input and returns every blob of the prototxt but the input as both computed it, in prototxt
+// order (the final output last).
+std::vector<BlobPair> RunBoth(const std::string& deploy_path, int batch, float low, float high, uint64_t seed) {
+  const PreparedNet prepared = Prepare(deploy_path, batch, low, high, seed);
+  if (prepared.net == nullptr || prepared.net->input_blobs().size() != 1) return {};
+  const NetParameter& param = prepared.param;
+  const Net& net = *prepared.net;
+  const auto writers = LastWriters(param);
 
   test::TempDir dir;
   const std::string weights = dir.file("random.caffemodel");
@@ -231,32 +278,43 @@ std::vector<BlobPair> RunBoth(const std::string& deploy_path, int batch, float l
     }
   }
 
-  const std::vector<int> input_shape = input.shape();
-  std::vector<float> input_values = PlainValues(input);
-  opencv.setInput(cv::Mat(static_cast<int>(input_shape.size()), input_shape.data(), CV_32F, input_values.data()));
   // OpenCV names a layer's output by the layer.
   std::vector<std::string> blobs, layers;
   for (const auto& layer : param.layer())
     for (const auto& top : layer.top())
-      if (ours.count(top) && writers.at(top) == layer.name()) {
+      if (prepared.ours.count(top) && writers.at(top) == layer.name()) {
         blobs.push_back(top);
         layers.push_back(layer.name());
       }
-  std::vector<cv::Mat> theirs;
-  opencv.forward(theirs, layers);
-  EXPECT_EQ(theirs.size(), blobs.size());
+  return CompareOutputs(opencv, prepared, blobs, layers);
+}
 
-  std::vector<BlobPair> pairs;
-  for (size_t i = 0; i < blobs.size() && i < theirs.size(); ++i) {
-    const cv::Mat& actual = theirs[i];
-    BlobPair pair{blobs[i], shapes.at(blobs[i]), ours.at(blobs[i]), {}};
-    EXPECT_EQ(std::vector<int>(actual.size.p, actual.size.p + actual.dims), pair.shape)
-        << "blob '" << blobs[i] << "' (OpenCV's layer '" << layers[i] << "')";
-    if (actual.total() != pair.ours.size()) continue;
-    pair.theirs.assign(actual.ptr<float>(), actual.ptr<float>() + actual.total());
-    pairs.push_back(std::move(pair));
+// Builds `deploy_path` in crema (Prepare), exports it with ExportOnnx, has OpenCV's ONNX importer read the model, and
+// returns the net's outputs as both computed them. `blobs_to_compare` more blobs by name (the ONNX value that keeps
+// a blob's name is its final value).
+std::vector<BlobPair> RunOnnx(const std::string& deploy_path, int batch, float low, float high, uint64_t seed,
+                              const std::vector<std::string>& blobs_to_compare = {}) {
+  const PreparedNet prepared = Prepare(deploy_path, batch, low, high, seed);
+  if (prepared.net == nullptr || prepared.net->input_blobs().size() != 1) return {};
+  onnx::ModelProto model = ExportOnnx(*prepared.net);
+  // The blobs to compare as more outputs of the model: a runtime returns the values of its outputs by name.
+  for (const std::string& blob : blobs_to_compare) {
+    onnx::ValueInfoProto* output = model.mutable_graph()->add_output();
+    output->set_name(blob);
+    auto* tensor = output->mutable_type()->mutable_tensor_type();
+    tensor->set_elem_type(onnx::TensorProto::FLOAT);
+    for (int dim : prepared.shapes.at(blob)) tensor->mutable_shape()->add_dim()->set_dim_value(dim);
   }
-  return pairs;
+  std::string bytes;
+  EXPECT_TRUE(model.SerializeToString(&bytes));
+  cv::dnn::Net opencv = cv::dnn::readNetFromONNX(bytes.data(), bytes.size());
+  EXPECT_FALSE(opencv.empty()) << deploy_path;
+  if (opencv.empty()) return {};
+  opencv.setPreferableBackend(cv::dnn::DNN_BACKEND_OPENCV);
+  opencv.setPreferableTarget(cv::dnn::DNN_TARGET_CPU);
+  std::vector<std::string> blobs = blobs_to_compare;
+  for (int id : prepared.net->output_blob_indices()) blobs.push_back(prepared.net->blob_names()[id]);
+  return CompareOutputs(opencv, prepared, blobs, blobs);
 }
 
 // The largest magnitude in `reference` and the largest difference between `values` and it.
@@ -675,6 +733,139 @@ TEST(OpenCvInteropTest, DeconvolutionAndCropAgree) {
   test::TempDir dir;
   // conv1 pool1 score upscore crop upsample crop_each
   ExpectAgreement(RunBoth(WriteNet(dir, "deconv.prototxt", kDeconvolutionAndCrop), 2, -1.f, 1.f, 18), 7);
+}
+
+// ---- ONNX export (src/onnx/export.hpp) read by OpenCV's ONNX importer ----------------------------------------
+
+TEST(OnnxExportTest, LeNetAgreesUnderOpenCv) {
+  ExpectAgreement(RunOnnx(Example("fashion_mnist/lenet_deploy.prototxt"), 4, 0.f, 1.f, 21, {"conv1", "pool2", "ip1"}),
+                  4);
+}
+
+TEST(OnnxExportTest, Cifar10QuickAgreesUnderOpenCv) {
+  // AVE pools without padding whose last windows overhang: end padding not counted.
+  ExpectAgreement(RunOnnx(Example("cifar10/cifar10_quick_deploy.prototxt"), 4, 0.f, 1.f, 22, {"pool2", "pool3"}), 3);
+}
+
+TEST(OnnxExportTest, CaffeNetAgreesUnderOpenCv) {
+  // Grouped convolutions, LRN across channels, dropout (the identity), InnerProducts after a flatten.
+  ExpectAgreement(
+      RunOnnx(Example("imagenet/caffenet_deploy.prototxt"), 2, -128.f, 128.f, 23, {"norm1", "conv2", "norm2", "fc6"}),
+      5);
+}
+
+TEST(OnnxExportTest, GoogLeNetAgreesUnderOpenCv) {
+  // Inception concats, MAX pools that round up (112 -> 56), AVE 7x7.
+  ExpectAgreement(RunOnnx(Example("imagenet/googlenet_deploy.prototxt"), 2, -128.f, 128.f, 24,
+                          {"pool1/3x3_s2", "inception_3a/output", "inception_5b/output"}),
+                  4);
+}
+
+TEST(OnnxExportTest, ResNetShapedNetAgreesUnderOpenCv) {
+  // BatchNorm with its moving-average factor, Scale with a bias, Eltwise SUM, global average pooling.
+  test::TempDir dir;
+  ExpectAgreement(RunOnnx(WriteNet(dir, "resnet.prototxt", kResNetShaped), 3, -1.f, 1.f, 25, {"conv1", "res1", "res2"}),
+                  4);
+}
+
+TEST(OnnxExportTest, PoolingEdgesAgreeUnderOpenCv) {
+  // Every pooling edge of kPoolingAndLrn (an AVE window over padding and beyond it: a Pad node and uncounted end
+  // padding), and LRN across channels. LRN within a channel has no ONNX operator: an error naming the layer.
+  std::string text = kPoolingAndLrn;
+  const size_t within = text.find("layer { name: \"within\"");
+  ASSERT_NE(within, std::string::npos);
+  const std::string without = text.substr(0, within);
+  test::TempDir dir;
+  // ave_odd, and the outputs: max_odd, ave_even, max_even, ave_dropped, max_dropped, across.
+  ExpectAgreement(RunOnnx(WriteNet(dir, "pooling.prototxt", without), 2, -1.f, 1.f, 26, {"ave_odd"}), 7);
+  const PreparedNet lrn = Prepare(WriteNet(dir, "lrn.prototxt", text), 2, -1.f, 1.f, 27);
+  test::ExpectErrorContaining([&] { ExportOnnx(*lrn.net); }, {"layer 'within' (LRN)", "WITHIN_CHANNEL"});
+}
+
+// The element layers and the shape layers, each in the form Caffe gives it (Clip, written as opset 13's Clip with
+// its bounds as inputs, is not here: OpenCV 4.6 reads only the older form with attributes).
+const char kElementsAndShapes[] = R"(
+name: "ElementsAndShapes"
+layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 2 dim: 3 dim: 6 dim: 6 } } }
+layer { name: "conv" type: "Convolution" bottom: "data" top: "conv"
+        convolution_param { num_output: 4 kernel_size: 3 pad: 1 stride: 1 dilation: 1 } }
+layer { name: "prelu" type: "PReLU" bottom: "conv" top: "a" }
+layer { name: "power" type: "Power" bottom: "a" top: "b" power_param { power: 2 scale: 0.5 shift: 1.5 } }
+layer { name: "elu" type: "ELU" bottom: "conv" top: "c" elu_param { alpha: 0.7 } }
+layer { name: "sigmoid" type: "Sigmoid" bottom: "c" top: "d" }
+layer { name: "tanh" type: "TanH" bottom: "conv" top: "e" }
+layer { name: "abs" type: "AbsVal" bottom: "e" top: "f" }
+layer { name: "bnll" type: "BNLL" bottom: "conv" top: "g" }
+layer { name: "leaky" type: "ReLU" bottom: "conv" top: "h" relu_param { negative_slope: 0.2 } }
+layer { name: "sum" type: "Eltwise" bottom: "b" bottom: "d" bottom: "f" top: "sum"
+        eltwise_param { operation: SUM coeff: 0.5 coeff: -1 coeff: 2 } }
+layer { name: "prod" type: "Eltwise" bottom: "sum" bottom: "g" bottom: "h" top: "prod" eltwise_param { operation: PROD } }
+layer { name: "max" type: "Eltwise" bottom: "prod" bottom: "sum" top: "max" eltwise_param { operation: MAX } }
+layer { name: "bias" type: "Bias" bottom: "max" top: "biased" }
+layer { name: "scale" type: "Scale" bottom: "biased" top: "scaled" }
+layer { name: "deconv" type: "Deconvolution" bottom: "scaled" top: "deconv"
+        convolution_param { num_output: 6 kernel_size: 4 stride: 2 pad: 1 group: 2 } }
+layer { name: "concat" type: "Concat" bottom: "deconv" bottom: "deconv" top: "concat" concat_param { axis: 1 } }
+layer { name: "flatten" type: "Flatten" bottom: "concat" top: "flat" flatten_param { axis: 2 } }
+layer { name: "reshape" type: "Reshape" bottom: "flat" top: "reshaped" reshape_param { shape { dim: 0 dim: -1 dim: 8 } } }
+layer { name: "softmax" type: "Softmax" bottom: "reshaped" top: "out" softmax_param { axis: 2 } }
+)";
+
+TEST(OnnxExportTest, ElementAndShapeLayersAgreeUnderOpenCv) {
+  test::TempDir dir;
+  ExpectAgreement(RunOnnx(WriteNet(dir, "elements.prototxt", kElementsAndShapes), 2, -1.f, 1.f, 28,
+                          {"b", "d", "f", "g", "h", "sum", "prod", "max", "scaled", "deconv", "reshaped"}),
+                  12);
+}
+
+// The file itself: the operator set, the parameters as initializers, the inputs and outputs with their shapes (the
+// batch named with --dynamic_batch), and layers ONNX cannot express refused by name.
+TEST(OnnxExportTest, TheModelHasTheNetsInputsOutputsAndParameters) {
+  const PreparedNet lenet = Prepare(Example("fashion_mnist/lenet_deploy.prototxt"), 4, 0.f, 1.f, 29);
+  OnnxExportOptions options;
+  options.dynamic_batch = true;
+  std::string bytes;
+  ASSERT_TRUE(ExportOnnx(*lenet.net, options).SerializeToString(&bytes));
+  onnx::ModelProto model;
+  ASSERT_TRUE(model.ParseFromString(bytes));
+  EXPECT_EQ(model.ir_version(), 7);
+  ASSERT_EQ(model.opset_import_size(), 1);
+  EXPECT_EQ(model.opset_import(0).version(), 13);
+  const onnx::GraphProto& graph = model.graph();
+  std::vector<std::string> ops;
+  for (const auto& node : graph.node()) ops.push_back(node.op_type());
+  EXPECT_EQ(ops, (std::vector<std::string>{"Conv", "MaxPool", "Conv", "MaxPool", "Flatten", "Gemm", "Relu", "Gemm",
+                                           "Softmax"}));
+  EXPECT_EQ(graph.initializer_size(), 8);  // four weights, four biases
+  size_t values = 0;
+  for (const auto& tensor : graph.initializer()) values += tensor.raw_data().size() / sizeof(float);
+  size_t parameters = 0;
+  for (const Blob* blob : lenet.net->learnable_params()) parameters += static_cast<size_t>(blob->count());
+  EXPECT_EQ(values, parameters);
+  ASSERT_EQ(graph.input_size(), 1);
+  EXPECT_EQ(graph.input(0).name(), "data");
+  const auto& dims = graph.input(0).type().tensor_type().shape().dim();
+  ASSERT_EQ(dims.size(), 4);
+  EXPECT_EQ(dims[0].dim_param(), "batch");
+  EXPECT_EQ(dims[1].dim_value(), 1);
+  EXPECT_EQ(dims[3].dim_value(), 28);
+  ASSERT_EQ(graph.output_size(), 1);
+  EXPECT_EQ(graph.output(0).name(), "prob");
+  // A batch of another size runs the same model in OpenCV.
+  cv::dnn::Net opencv = cv::dnn::readNetFromONNX(bytes.data(), bytes.size());
+  ASSERT_FALSE(opencv.empty());
+  const std::vector<int> shape = {7, 1, 28, 28};
+  std::vector<float> input(7 * 28 * 28, 0.5f);
+  opencv.setInput(cv::Mat(4, shape.data(), CV_32F, input.data()));
+  EXPECT_EQ(opencv.forward().size[0], 7);
+  // ArgMax has no exact ONNX form in Caffe's output (indices as floats, optionally with values): refused by name.
+  test::TempDir dir;
+  const PreparedNet argmax =
+      Prepare(WriteNet(dir, "argmax.prototxt",
+                       "layer { name: 'data' type: 'Input' top: 'data' input_param { shape { dim: 2 dim: 5 } } }\n"
+                       "layer { name: 'best' type: 'ArgMax' bottom: 'data' top: 'best' }\n"),
+              2, 0.f, 1.f, 30);
+  test::ExpectErrorContaining([&] { ExportOnnx(*argmax.net); }, {"layer 'best' (ArgMax)", "cannot write ArgMax"});
 }
 
 #endif  // CREMA_USE_OPENCV

@@ -40,6 +40,7 @@
 #include "net/output_scores.hpp"
 #include "net/step_graph.hpp"
 #include "net/upgrade.hpp"
+#include "onnx/export.hpp"
 #include "solver/solver.hpp"
 #include "tools/lib/classifier.hpp"
 #include "tools/lib/cpu_info.hpp"
@@ -101,7 +102,11 @@ DEFINE_string(export, "", "monitor: write the logs' page as one self-contained H
 DEFINE_string(input, "",
               "classify: what to classify: an image file, a folder of images (subfolders included), a list file of "
               "'path label' lines, or an LMDB/LevelDB of Datum records");
-DEFINE_string(output, "", "classify: the CSV file of predictions to write; empty: standard output");
+DEFINE_string(output, "",
+              "classify: the CSV file of predictions to write; empty: standard output. export: the ONNX model to "
+              "write");
+DEFINE_int32(opset, 13, "export: the ONNX operator set the model is written against (13 or later)");
+DEFINE_bool(dynamic_batch, false, "export: the model's first dimension a named size (any batch) instead of the net's");
 DEFINE_string(mean_file, "", "classify: a mean image (.binaryproto, C x H x W of the net's input) to subtract");
 DEFINE_string(mean_value, "", "classify: a mean to subtract: one value, or one per channel (comma-separated)");
 DEFINE_double(scale, 1.0, "classify: what the pixels are multiplied by after the mean is subtracted");
@@ -864,6 +869,23 @@ int Fold() {
   return 0;
 }
 
+int Export() {
+  CREMA_CHECK(!FLAGS_output.empty()) << "export writes an ONNX model: give --output=MODEL.onnx";
+  for (const std::string& input : {FLAGS_model, FLAGS_weights})
+    CREMA_CHECK(input.empty() || input != FLAGS_output)
+        << "'" << input << "' is read and would be overwritten: write the ONNX model elsewhere";
+  if (FLAGS_weights.empty()) LOG(WARNING) << "No --weights given: exporting the net's initial (random) weights";
+  std::unique_ptr<Net> net = LoadModel(ParsePhase(TEST), /*forward_only=*/true);
+  for (const std::string& rewrite : net->rewrites()) LOG(INFO) << "  " << rewrite;
+  OnnxExportOptions options;
+  options.opset = FLAGS_opset;
+  options.dynamic_batch = FLAGS_dynamic_batch;
+  WriteOnnx(*net, FLAGS_output, options);
+  LOG(INFO) << "Wrote net '" << net->name() << "'" << (net->rewrites().empty() ? "" : " (folded)") << " as ONNX (opset "
+            << options.opset << ") to " << FLAGS_output;
+  return 0;
+}
+
 const char kUsage[] =
     "command line for crema, a Caffe-compatible deep-learning framework.\n"
     "usage: crema <command> <flags>\n\n"
@@ -875,12 +897,14 @@ const char kUsage[] =
     "  classify  predict the classes of images with a trained net (--model, --weights, --input)\n"
     "  fold    write a deploy net with BatchNorm and Scale folded into its convolutions and its activations\n"
     "          fused, as plain Caffe layers (--model, --weights, --output_model, --output_weights)\n"
+    "  export  write a net and its weights as an ONNX model (--model, --weights, --output, --opset, --fold,\n"
+    "          --dynamic_batch)\n"
     "  device_query  show the properties of the GPUs (--gpu; default all of them)\n"
     "  monitor LOG_OR_FOLDER...  the training page over finished or running logs, side by side "
     "(--monitor=[HOST:]PORT,\n"
     "          or --export=REPORT.html)";
 
-const char* const kCommands[] = {"train", "test", "time", "classify", "fold", "device_query", "monitor"};
+const char* const kCommands[] = {"train", "test", "time", "classify", "fold", "export", "device_query", "monitor"};
 
 std::string CommandList() {
   std::string list;
@@ -925,20 +949,22 @@ const std::map<std::string, std::vector<std::string>> kFlagCommands = {
     {"sighup_effect", {"train"}},
     {"monitor", {"train", "monitor"}},
     {"export", {"monitor"}},
-    {"model", {"test", "time", "classify", "fold"}},
-    {"weights", {"train", "test", "time", "classify", "fold"}},
+    {"model", {"test", "time", "classify", "fold", "export"}},
+    {"weights", {"train", "test", "time", "classify", "fold", "export"}},
     {"output_model", {"fold"}},
     {"output_weights", {"fold"}},
-    {"fold", {"train", "test", "time", "classify", "fold"}},
+    {"fold", {"train", "test", "time", "classify", "fold", "export"}},
     {"iterations", {"test", "time"}},
-    {"phase", {"test", "time", "classify", "fold"}},
+    {"phase", {"test", "time", "classify", "fold", "export"}},
     {"forward_only", {"time"}},
-    {"level", {"train", "test", "time", "classify", "fold"}},
-    {"stage", {"train", "test", "time", "classify", "fold"}},
-    {"engine", {"train", "test", "time", "classify", "fold"}},
+    {"level", {"train", "test", "time", "classify", "fold", "export"}},
+    {"stage", {"train", "test", "time", "classify", "fold", "export"}},
+    {"engine", {"train", "test", "time", "classify", "fold", "export"}},
     {"debug_info", {"train", "test", "time", "classify"}},
     {"input", {"classify"}},
-    {"output", {"classify"}},
+    {"output", {"classify", "export"}},
+    {"opset", {"export"}},
+    {"dynamic_batch", {"export"}},
     {"mean_file", {"classify"}},
     {"mean_value", {"classify"}},
     {"scale", {"classify"}},
@@ -992,6 +1018,7 @@ int main(int argc, char** argv) {
     if (command == "time") return crema::Time();
     if (command == "classify") return crema::Classify();
     if (command == "fold") return crema::Fold();
+    if (command == "export") return crema::Export();
     if (command == "monitor") return crema::Monitor(std::vector<std::string>(argv + 2, argv + argc));
     return crema::DeviceQuery();
   } catch (const crema::Error& error) {

@@ -13,6 +13,7 @@
 #include "io/snapshot_io.hpp"
 #include "layers/data/memory_data.hpp"
 #include "net/memory_plan.hpp"
+#include "onnx/export.hpp"
 
 namespace crema {
 namespace python {
@@ -390,6 +391,17 @@ void BindNet(py::module_& module) {
       .def(
           "save", [](const NetHandle& h, const std::string& path) { Save(*h.net, path); }, py::arg("path"),
           "Writes the weights as a .caffemodel (binary), or in Caffe's HDF5 layout where the name ends in .h5.")
+      .def(
+          "to_onnx",
+          [](const NetHandle& h, const std::string& path, int opset, bool dynamic_batch) {
+            OnnxExportOptions options;
+            options.opset = opset;
+            options.dynamic_batch = dynamic_batch;
+            WriteOnnx(*h.net, path, options);
+          },
+          py::arg("path"), py::arg("opset") = 13, py::arg("dynamic_batch") = false,
+          "Writes the net and its weights as an ONNX model (as crema export does; a folded net as crema fold writes "
+          "it); dynamic_batch names the first dimension so that any batch size runs.")
       .def(
           "copy_from", [](const NetHandle& h, const std::string& path) { return CopyFrom(*h.net, path); },
           py::arg("path"),
