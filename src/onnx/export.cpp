@@ -463,8 +463,30 @@ ModelProto ExportOnnx(const Net& net, const OnnxExportOptions& options) {
   NetParameter folded = FoldedNetParameter(net);
   folded.mutable_state()->set_phase(TEST);
   folded.set_fold(false);
+  // Split layers the folded net kept go (the net inserts its own): their readers read the blob they copy.
+  std::map<std::string, std::string> copied;
   NetParameter definition = folded;
-  for (LayerParameter& layer : *definition.mutable_layer()) layer.clear_blobs();
+  definition.clear_layer();
+  for (const LayerParameter& layer : folded.layer()) {
+    if (layer.type() == "Split") {
+      for (const std::string& top : layer.top()) copied[top] = layer.bottom(0);
+      continue;
+    }
+    LayerParameter* kept = definition.add_layer();
+    *kept = layer;
+    for (std::string& bottom : *kept->mutable_bottom())
+      while (copied.count(bottom)) bottom = copied.at(bottom);
+  }
+  for (LayerParameter& layer : *definition.mutable_layer()) {
+    layer.clear_blobs();
+    // The inputs as the net has them now (a batch reshaped since it was built).
+    if (layer.type() != "Input") continue;
+    layer.mutable_input_param()->clear_shape();
+    for (const std::string& top : layer.top()) {
+      BlobShape* shape = layer.mutable_input_param()->add_shape();
+      for (int dim : net.blob_by_name(top)->shape()) shape->add_dim(dim);
+    }
+  }
   auto context = std::make_shared<Context>(Device::kCPU, 0);
   context->set_fold(false);
   Net plain(definition, context);
