@@ -26,6 +26,8 @@
 #include "io/proto_io.hpp"
 #include "layers/layer_registry.hpp"
 #include "net/net.hpp"
+#include "onnx/export.hpp"
+#include "onnx/import.hpp"
 #include "solver/solver.hpp"
 
 namespace crema {
@@ -404,6 +406,48 @@ int FormulaSeeds(const std::string& folder) {
   return count;
 }
 
+// ---- onnx -----------------------------------------------------------------------------------------------------
+
+// An ONNX file: parsed, imported onto layers, and the imported net built with its weights, as crema import does.
+Outcome OnnxModel(const uint8_t* data, size_t size) {
+  const std::string bytes = Bytes(data, size);
+  return Run([&] {
+    onnx::ModelProto model;
+    if (!model.ParseFromString(bytes)) throw Error("not an ONNX model");
+    const ImportedNet imported = ImportOnnx(model, "fuzz.onnx");
+    NetParameter param = imported.definition;
+    param.mutable_state()->set_phase(TEST);
+    Net net(param, SharedContext());
+    net.CopyTrainedLayersFrom(imported.weights);
+  });
+}
+
+// The models crema export writes for the caffemodel target's net and for one with pools, concats and sums.
+int OnnxSeeds(const std::string& folder) {
+  const char* nets[] = {kWeightsNet, R"(name: 'FuzzOnnx'
+layer { name: 'data' type: 'Input' top: 'data' input_param { shape { dim: 1 dim: 2 dim: 7 dim: 7 } } }
+layer { name: 'conv' type: 'Convolution' bottom: 'data' top: 'conv'
+  convolution_param { num_output: 4 kernel_size: 3 pad: 1 weight_filler { type: 'gaussian' std: 0.1 } } }
+layer { name: 'relu' type: 'ReLU' bottom: 'conv' top: 'conv' }
+layer { name: 'ave' type: 'Pooling' bottom: 'conv' top: 'ave' pooling_param { pool: AVE kernel_size: 3 stride: 2 pad: 1 } }
+layer { name: 'max' type: 'Pooling' bottom: 'conv' top: 'max' pooling_param { pool: MAX kernel_size: 3 stride: 2 pad: 1 } }
+layer { name: 'cat' type: 'Concat' bottom: 'ave' bottom: 'max' top: 'cat' }
+layer { name: 'sum' type: 'Eltwise' bottom: 'ave' bottom: 'max' top: 'sum' eltwise_param { coeff: 1 coeff: -1 } }
+layer { name: 'lrn' type: 'LRN' bottom: 'cat' top: 'lrn' }
+layer { name: 'ip' type: 'InnerProduct' bottom: 'lrn' top: 'ip'
+  inner_product_param { num_output: 3 weight_filler { type: 'gaussian' std: 0.1 } } }
+layer { name: 'prob' type: 'Softmax' bottom: 'ip' top: 'prob' }
+)"};
+  int count = 0;
+  for (const char* text : nets) {
+    Net net(ParseNet(text, "an onnx seed"), SharedContext());
+    std::string bytes;
+    ExportOnnx(net).SerializeToString(&bytes);
+    WriteFile(folder + "/model" + std::to_string(count++) + ".onnx", bytes);
+  }
+  return count;
+}
+
 }  // namespace
 
 const std::vector<Target>& Targets() {
@@ -413,6 +457,7 @@ const std::vector<Target>& Targets() {
       {"datum", "a Datum record parsed, decoded and transformed as a Data layer does", DatumRecord},
       {"solverstate", "a .solverstate file restored into an SGD and an Adam solver", SolverStateFile},
       {"formula", "an Expression layer's formula parsed, differentiated and run", Formula},
+      {"onnx", "an ONNX model parsed, imported onto layers and the net built", OnnxModel},
   };
   return targets;
 }
@@ -452,6 +497,8 @@ std::vector<int> WriteSeeds(const std::string& source_dir, const std::string& fo
       counts.push_back(DatumSeeds(seeds));
     } else if (name == "formula") {
       counts.push_back(FormulaSeeds(seeds));
+    } else if (name == "onnx") {
+      counts.push_back(OnnxSeeds(seeds));
     } else {
       counts.push_back(SolverStateSeeds(seeds));
     }

@@ -31,6 +31,7 @@ struct Target {
 // datum: binary Datum -> decoded and transformed as a Data layer does, under four transformation settings.
 // solverstate: a .solverstate file -> restored into an SGD and an Adam solver of a fixed small net.
 // formula: an Expression layer's formula text -> parsed, differentiated, its value and gradients run on a few values.
+// onnx: an ONNX model file -> parsed, imported onto layers (crema import), the net built with the weights.
 const std::vector<Target>& Targets();
 // The target of that name; throws std::invalid_argument listing the names.
 const Target& TargetNamed(const std::string& name);

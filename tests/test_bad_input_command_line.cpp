@@ -174,10 +174,10 @@ TEST_F(BadInputCommandLineTest, FlagWithoutItsValueIsNamed) {
 TEST_F(BadInputCommandLineTest, UnknownCommandListsTheCommands) {
   test::ExpectBadInput("command line", "unknown command", kCrema + " trian --solver=" + solver_,
                        {"crema: error: unknown command 'trian' (did you mean train? commands: train, test, time, "
-                        "classify, fold, export, device_query, monitor)"});
-  test::ExpectBadInput(
-      "command line", "unknown command (nothing near)", kCrema + " frobnicate",
-      {"unknown command 'frobnicate' (commands: train, test, time, classify, fold, export, device_query, monitor)"});
+                        "classify, fold, export, import, device_query, monitor)"});
+  test::ExpectBadInput("command line", "unknown command (nothing near)", kCrema + " frobnicate",
+                       {"unknown command 'frobnicate' (commands: train, test, time, classify, fold, export, import, "
+                        "device_query, monitor)"});
 }
 
 TEST_F(BadInputCommandLineTest, NoCommandShowsTheUsageOnStderr) {
@@ -186,7 +186,7 @@ TEST_F(BadInputCommandLineTest, NoCommandShowsTheUsageOnStderr) {
   EXPECT_CONTAINS(err, "-solver");
   test::ExpectBadInput(
       "command line", "no command", kCrema,
-      {"crema: error: no command given; commands: train, test, time, classify, fold, export, device_query"});
+      {"crema: error: no command given; commands: train, test, time, classify, fold, export, import, device_query"});
   test::ExpectBadInput("command line", "flags but no command", kCrema + " --solver=" + solver_, {"no command given"});
 }
 

@@ -123,6 +123,7 @@ TEST_F(FuzzTargetsTest, DamagedSeedsAreRefusedWithAnError) {
       {"caffemodel", {"", std::string("\x0a\x05short", 7), "garbage that is not protobuf \xff\xff"}},
       {"datum", {"", std::string("\x08\x03", 2), "\xff\xff\xff"}},
       {"solverstate", {"", "\xff\xff\xff", std::string("\x08\x07", 2) /* iter 7, no history */}},
+      {"onnx", {"", "\xff\xff\xff", std::string("\x3a\x00", 2) /* an empty graph */}},
   };
   for (const auto& [name, inputs] : refused) {
     for (const std::string& input : inputs)

@@ -35,6 +35,7 @@
 #include "io/proto_io.hpp"
 #include "net/net.hpp"
 #include "onnx/export.hpp"
+#include "onnx/import.hpp"
 #include "test_util.hpp"
 
 namespace crema {
@@ -866,6 +867,114 @@ TEST(OnnxExportTest, TheModelHasTheNetsInputsOutputsAndParameters) {
                        "layer { name: 'best' type: 'ArgMax' bottom: 'data' top: 'best' }\n"),
               2, 0.f, 1.f, 30);
   test::ExpectErrorContaining([&] { ExportOnnx(*argmax.net); }, {"layer 'best' (ArgMax)", "cannot write ArgMax"});
+}
+
+// ---- ONNX import (src/onnx/import.hpp): crema's own exports read back ----------------------------------------
+
+// `deploy_path` prepared as above, exported, imported, built from the imported definition and weights, and run on
+// the same input: its outputs against the first net's.
+void ExpectRoundTrip(const std::string& deploy_path, int batch, float low, float high, uint64_t seed,
+                     const std::vector<std::string>& expected_types = {}) {
+  const PreparedNet prepared = Prepare(deploy_path, batch, low, high, seed);
+  ASSERT_NE(prepared.net, nullptr);
+  const ImportedNet imported = ImportOnnx(ExportOnnx(*prepared.net), "the exported model");
+  for (const LayerParameter& layer : imported.definition.layer()) EXPECT_EQ(layer.blobs_size(), 0) << layer.name();
+  if (!expected_types.empty()) {
+    std::vector<std::string> types;
+    for (const LayerParameter& layer : imported.definition.layer()) types.push_back(layer.type());
+    EXPECT_EQ(types, expected_types);
+  }
+  NetParameter param = imported.definition;
+  param.mutable_state()->set_phase(TEST);
+  Net net(param, std::make_shared<Context>(Device::kCPU, 0, seed));
+  net.CopyTrainedLayersFrom(imported.weights);
+  ASSERT_EQ(net.input_blobs().size(), 1u);
+  Blob& input = *net.input_blobs()[0];
+  const Blob& original = *prepared.net->input_blobs()[0];
+  ASSERT_EQ(input.shape(), original.shape());
+  const std::vector<float> values = PlainValues(original);
+  std::copy(values.begin(), values.end(), input.mutable_cpu_data());
+  net.Forward();
+  for (int id : prepared.net->output_blob_indices()) {
+    const std::string& name = prepared.net->blob_names()[id];
+    SCOPED_TRACE(name);
+    const std::vector<float> expected = prepared.ours.at(name), actual = PlainValues(*net.blob_by_name(name));
+    const auto [largest, worst] = LargestAndWorst(expected, actual);
+    EXPECT_GT(largest, 0);
+    EXPECT_LE(worst, 1e-5 * largest);
+  }
+}
+
+TEST(OnnxImportTest, LeNetComesBackAsItWent) {
+  ExpectRoundTrip(Example("fashion_mnist/lenet_deploy.prototxt"), 4, 0.f, 1.f, 31,
+                  {"Input", "Convolution", "Pooling", "Convolution", "Pooling", "Flatten", "InnerProduct", "ReLU",
+                   "InnerProduct", "Softmax"});
+}
+
+TEST(OnnxImportTest, ExampleAndTestNetsComeBackWithTheirOutputs) {
+  ExpectRoundTrip(Example("cifar10/cifar10_quick_deploy.prototxt"), 3, 0.f, 1.f, 32);
+  ExpectRoundTrip(Example("imagenet/googlenet_deploy.prototxt"), 1, -128.f, 128.f, 33);
+  test::TempDir dir;
+  ExpectRoundTrip(WriteNet(dir, "resnet.prototxt", kResNetShaped), 3, -1.f, 1.f, 34);
+  // The pooling edges: each AVE with padding is a Pad and an AveragePool in ONNX, one Caffe pooling again.
+  std::string pooling = kPoolingAndLrn;
+  pooling = pooling.substr(0, pooling.find("layer { name: \"within\""));
+  ExpectRoundTrip(WriteNet(dir, "pooling.prototxt", pooling), 2, -1.f, 1.f, 35);
+  ExpectRoundTrip(WriteNet(dir, "elements.prototxt", kElementsAndShapes), 2, -1.f, 1.f, 36);
+}
+
+// What crema import refuses, one error each: an operator it does not map (naming the node), a file that is not ONNX
+// (naming the file), a weight that is not a constant, a pooling whose padding Caffe cannot say.
+TEST(OnnxImportTest, WhatCannotBeMappedIsNamed) {
+  const auto model = [](const std::string& op, const std::vector<int64_t>& pads, bool include = true) {
+    onnx::ModelProto m;
+    m.add_opset_import()->set_version(13);
+    onnx::GraphProto* g = m.mutable_graph();
+    onnx::ValueInfoProto* input = g->add_input();
+    input->set_name("x");
+    auto* tensor = input->mutable_type()->mutable_tensor_type();
+    tensor->set_elem_type(onnx::TensorProto::FLOAT);
+    for (int64_t d : {1, 2, 5, 5}) tensor->mutable_shape()->add_dim()->set_dim_value(d);
+    onnx::NodeProto* node = g->add_node();
+    node->set_name("the_node");
+    node->set_op_type(op);
+    node->add_input("x");
+    node->add_output("y");
+    if (!pads.empty()) {
+      onnx::AttributeProto* kernel = node->add_attribute();
+      kernel->set_name("kernel_shape");
+      kernel->add_ints(3);
+      kernel->add_ints(3);
+      onnx::AttributeProto* p = node->add_attribute();
+      p->set_name("pads");
+      for (int64_t v : pads) p->add_ints(v);
+      onnx::AttributeProto* counted = node->add_attribute();
+      counted->set_name("count_include_pad");
+      counted->set_i(include ? 1 : 0);
+    }
+    return m;
+  };
+  test::ExpectErrorContaining([&] { ImportOnnx(model("Gather", {}), "m.onnx"); },
+                              {"m.onnx: node 'the_node' (Gather)", "cannot map Gather", "it maps Conv"});
+  test::ExpectErrorContaining([&] { ImportOnnx(model("Conv", {}), "m.onnx"); },
+                              {"node 'the_node' (Conv)", "has no input 1"});
+  // Padding 1 before and 2 after: an output size Caffe's one pad for both sides cannot give. Padding not counted
+  // in the average: Caffe counts it.
+  test::ExpectErrorContaining(
+      [&] {
+        ImportOnnx(model("AveragePool", {1, 1, 2, 2}), "m.onnx");
+      },
+      {"node 'the_node' (AveragePool)", "cannot give"});
+  test::ExpectErrorContaining(
+      [&] {
+        ImportOnnx(model("AveragePool", {1, 1, 1, 1}, false), "m.onnx");
+      },
+      {"node 'the_node' (AveragePool)", "window 0", "no Caffe form"});
+  EXPECT_NO_THROW(ImportOnnx(model("AveragePool", {1, 1, 1, 1}), "m.onnx"));
+  test::TempDir dir;
+  const std::string garbage = dir.file("garbage.onnx");
+  WriteStringToFileAtomically("this is not a model", garbage);
+  test::ExpectErrorContaining([&] { ImportOnnxFile(garbage); }, {"garbage.onnx", "is not an ONNX model"});
 }
 
 #endif  // CREMA_USE_OPENCV

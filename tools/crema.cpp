@@ -41,6 +41,7 @@
 #include "net/step_graph.hpp"
 #include "net/upgrade.hpp"
 #include "onnx/export.hpp"
+#include "onnx/import.hpp"
 #include "solver/solver.hpp"
 #include "tools/lib/classifier.hpp"
 #include "tools/lib/cpu_info.hpp"
@@ -51,7 +52,8 @@
 #include "tools/tool_main.hpp"
 
 DEFINE_string(solver, "", "train: the solver prototxt");
-DEFINE_string(model, "", "test, time: the net prototxt; classify: the deploy net prototxt");
+DEFINE_string(model, "",
+              "test, time, fold, export: the net prototxt; classify: the deploy net prototxt; import: the ONNX model");
 DEFINE_string(weights, "",
               "train: weights to fine-tune from (comma-separated .caffemodel or .caffemodel.h5 "
               "files, copied in order); test, time: the trained weights");
@@ -85,8 +87,8 @@ DEFINE_int32(lanes, 0,
              "bit those of running them in order: 1 runs every step in order, N up to N at once; 0 leaves it to "
              "each net's lanes field, else automatic (on 2 to 4 threads, each wide stretch of the plan is timed "
              "both ways and runs the faster)");
-DEFINE_string(output_model, "", "fold: the folded net's definition to write (a prototxt)");
-DEFINE_string(output_weights, "", "fold: the folded net's weights to write (a .caffemodel)");
+DEFINE_string(output_model, "", "fold, import: the net's definition to write (a prototxt)");
+DEFINE_string(output_weights, "", "fold, import: the net's weights to write (a .caffemodel)");
 DEFINE_string(keep_blobs, "",
               "test, time: blobs to keep readable after each pass, comma-separated (the net's inputs and outputs "
               "always are)");
@@ -886,6 +888,28 @@ int Export() {
   return 0;
 }
 
+int Import() {
+  CREMA_CHECK(!FLAGS_model.empty()) << "import reads an ONNX model: give --model=MODEL.onnx";
+  CREMA_CHECK(!FLAGS_output_model.empty() && !FLAGS_output_weights.empty())
+      << "import writes a net definition and its weights: give --output_model=NET.prototxt and "
+         "--output_weights=NET.caffemodel";
+  CREMA_CHECK(FLAGS_output_model != FLAGS_output_weights)
+      << "--output_model and --output_weights name the same file '" << FLAGS_output_model << "'";
+  for (const std::string& output : {FLAGS_output_model, FLAGS_output_weights})
+    CREMA_CHECK(output != FLAGS_model) << "'" << output << "' is read and would be overwritten";
+  const ImportedNet imported = ImportOnnxFile(FLAGS_model);
+  // Built once here, so that what the net's layers refuse (a shape, a setting) is said now, naming the layer.
+  NetParameter check = imported.definition;
+  check.mutable_state()->set_phase(TEST);
+  Net net(check, ToolContext());
+  net.CopyTrainedLayersFrom(imported.weights);
+  WriteProtoToTextFile(imported.definition, FLAGS_output_model);
+  WriteProtoToBinaryFile(imported.weights, FLAGS_output_weights);
+  LOG(INFO) << "Wrote " << imported.definition.layer_size() << " layers from " << FLAGS_model << " to "
+            << FLAGS_output_model << " and their weights to " << FLAGS_output_weights;
+  return 0;
+}
+
 const char kUsage[] =
     "command line for crema, a Caffe-compatible deep-learning framework.\n"
     "usage: crema <command> <flags>\n\n"
@@ -899,12 +923,14 @@ const char kUsage[] =
     "          fused, as plain Caffe layers (--model, --weights, --output_model, --output_weights)\n"
     "  export  write a net and its weights as an ONNX model (--model, --weights, --output, --opset, --fold,\n"
     "          --dynamic_batch)\n"
+    "  import  write an ONNX model as a net and its weights (--model=M.onnx, --output_model, --output_weights)\n"
     "  device_query  show the properties of the GPUs (--gpu; default all of them)\n"
     "  monitor LOG_OR_FOLDER...  the training page over finished or running logs, side by side "
     "(--monitor=[HOST:]PORT,\n"
     "          or --export=REPORT.html)";
 
-const char* const kCommands[] = {"train", "test", "time", "classify", "fold", "export", "device_query", "monitor"};
+const char* const kCommands[] = {"train",  "test",   "time",         "classify", "fold",
+                                 "export", "import", "device_query", "monitor"};
 
 std::string CommandList() {
   std::string list;
@@ -949,10 +975,10 @@ const std::map<std::string, std::vector<std::string>> kFlagCommands = {
     {"sighup_effect", {"train"}},
     {"monitor", {"train", "monitor"}},
     {"export", {"monitor"}},
-    {"model", {"test", "time", "classify", "fold", "export"}},
+    {"model", {"test", "time", "classify", "fold", "export", "import"}},
     {"weights", {"train", "test", "time", "classify", "fold", "export"}},
-    {"output_model", {"fold"}},
-    {"output_weights", {"fold"}},
+    {"output_model", {"fold", "import"}},
+    {"output_weights", {"fold", "import"}},
     {"fold", {"train", "test", "time", "classify", "fold", "export"}},
     {"iterations", {"test", "time"}},
     {"phase", {"test", "time", "classify", "fold", "export"}},
@@ -1019,6 +1045,7 @@ int main(int argc, char** argv) {
     if (command == "classify") return crema::Classify();
     if (command == "fold") return crema::Fold();
     if (command == "export") return crema::Export();
+    if (command == "import") return crema::Import();
     if (command == "monitor") return crema::Monitor(std::vector<std::string>(argv + 2, argv + argc));
     return crema::DeviceQuery();
   } catch (const crema::Error& error) {
