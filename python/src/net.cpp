@@ -14,6 +14,7 @@
 #include "layers/data/memory_data.hpp"
 #include "net/memory_plan.hpp"
 #include "onnx/export.hpp"
+#include "onnx/import.hpp"
 
 namespace crema {
 namespace python {
@@ -264,6 +265,24 @@ NetHandle MakeNet(const std::string& prototxt, int phase, const py::object& weig
 }  // namespace
 
 void BindNet(py::module_& module) {
+  module.def(
+      "import_onnx",
+      [](const std::string& onnx, const std::string& prototxt, const std::string& weights) {
+        ImportedNet imported;
+        {
+          py::gil_scoped_release release;
+          imported = ImportOnnxFile(onnx);
+        }
+        WriteProtoToTextFile(imported.definition, prototxt);
+        WriteProtoToBinaryFile(imported.weights, weights);
+        std::vector<std::string> layers;
+        for (const LayerParameter& layer : imported.definition.layer()) layers.push_back(layer.name());
+        return layers;
+      },
+      py::arg("onnx"), py::arg("prototxt"), py::arg("weights"),
+      "Maps an ONNX model onto crema's layers, as crema import does: writes the net definition (prototxt) and its "
+      "weights (.caffemodel), which crema.Net(prototxt, crema.TEST, weights=weights) or fine-tuning reads; returns "
+      "the layers' names.");
   py::class_<LayerHandle>(module, "Layer", "A layer of a net: its name, type, engine and parameter blobs.")
       .def_property_readonly("name", [](const LayerHandle& h) { return h.layer->name(); })
       .def_property_readonly("type", [](const LayerHandle& h) { return std::string(h.layer->type()); })

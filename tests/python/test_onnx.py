@@ -1,4 +1,4 @@
-"""Net.to_onnx and crema export: the ONNX model of a net holds its operators and its weights (read back with
+"""Net.to_onnx, crema export and crema.import_onnx: the ONNX model of a net holds its operators and its weights (read back with
 crema.proto.onnx_pb2); a net the inference rewrites folded is written folded; --dynamic_batch names the batch. Where
 python3-opencv is installed, its ONNX importer runs the models and gives crema's outputs (the C++ suite's
 OnnxExportTest does that on every example net through OpenCV's C++ library)."""
@@ -138,3 +138,24 @@ def test_crema_export_writes_a_model_for_any_batch(unit, tmp_path, tools_dir):
     assert actual.shape == (6, 5)
     for k in range(3):
         assert np.max(np.abs(actual[2 * k:2 * k + 2] - expected)) <= 1e-4 * np.max(np.abs(expected))
+
+
+def test_import_onnx_writes_a_net_that_gives_the_models_outputs(unit, tmp_path):
+    path, weights = unit
+    crema.set_fold(False)
+    try:
+        net = crema.Net(path, crema.TEST, weights=weights)
+        image = np.random.default_rng(9).normal(size=(2, 3, 9, 9)).astype(np.float32)
+        expected = net.forward(data=image)["prob"].copy()
+        net.to_onnx(str(tmp_path / "unit.onnx"))
+    finally:
+        crema.set_fold(True)
+    layers = crema.import_onnx(str(tmp_path / "unit.onnx"), str(tmp_path / "back.prototxt"),
+                               str(tmp_path / "back.caffemodel"))
+    assert "conv1" in layers and "fc" in layers
+    back = crema.Net(str(tmp_path / "back.prototxt"), crema.TEST, weights=str(tmp_path / "back.caffemodel"))
+    actual = back.forward(data=image)["prob"]
+    np.testing.assert_allclose(actual, expected, atol=1e-5 * np.abs(expected).max())
+    with pytest.raises(crema.Error, match="is not an ONNX model"):
+        (tmp_path / "bad.onnx").write_bytes(b"not a model")
+        crema.import_onnx(str(tmp_path / "bad.onnx"), str(tmp_path / "x.prototxt"), str(tmp_path / "x.caffemodel"))
