@@ -788,6 +788,7 @@ INSTANTIATE_TEST_SUITE_P(
         Lmdb("fashion_mnist/resnet_train_test.prototxt", 1, 28, 10), Deploy("fashion_mnist/lenet_deploy.prototxt"),
         Lmdb("mnist/mnist_autoencoder.prototxt", 1, 28, 10),
         Lmdb("expression/autoencoder_train_test.prototxt", 1, 28, 10),
+        Lmdb("onnx/resnet_train_test.prototxt", 1, 28, 10), Deploy("onnx/resnet_imported.prototxt"),
         Lmdb("cifar10/cifar10_quick_train_test.prototxt", 3, 32, 10),
         Deploy("cifar10/cifar10_quick_deploy.prototxt", 1.f),  // pixels in 0..1
         Lmdb("cifar10/cifar10_full_train_test.prototxt", 3, 32, 10),
