@@ -762,6 +762,21 @@ TEST(OnnxExportTest, GoogLeNetAgreesUnderOpenCv) {
                   4);
 }
 
+TEST(OnnxExportTest, AlexNetAndTheFullyConvolutionalCaffeNetAgreeUnderOpenCv) {
+  // AlexNet's ungrouped convolutions; CaffeNet's InnerProducts as convolutions on a 451x451 input (8x8 scores), its
+  // Softmax over channels at every place.
+  ExpectAgreement(RunOnnx(Example("imagenet/alexnet_deploy.prototxt"), 1, -128.f, 128.f, 37, {"norm2"}), 2);
+  ExpectAgreement(RunOnnx(Example("imagenet/caffenet_full_conv_deploy.prototxt"), 1, -128.f, 128.f, 38, {"fc6-conv"}),
+                  2);
+}
+
+TEST(OnnxExportTest, ResNet50AndTheRcnnDetectorAgreeUnderOpenCv) {
+  // ResNet-50: 53 BatchNorms with their factors and Scales, bottleneck blocks, a 7x7 average; R-CNN's detector:
+  // CaffeNet's layers ending in 200 scores without a Softmax.
+  ExpectAgreement(RunOnnx(Example("imagenet/resnet50_deploy.prototxt"), 1, -1.f, 1.f, 39, {"res2a", "res5c"}), 3);
+  ExpectAgreement(RunOnnx(Example("rcnn/rcnn_ilsvrc13_deploy.prototxt"), 1, -128.f, 128.f, 40, {"fc7"}), 2);
+}
+
 TEST(OnnxExportTest, ResNetShapedNetAgreesUnderOpenCv) {
   // BatchNorm with its moving-average factor, Scale with a bias, Eltwise SUM, global average pooling.
   test::TempDir dir;
