@@ -7,6 +7,7 @@ ctest sets PYTHONPATH to <build>/python and CREMA_TOOLS_DIR to <build>/tools; ru
 import os
 import pathlib
 
+import numpy as np
 import pytest
 
 import crema
@@ -46,3 +47,27 @@ def tools_dir():
     if not (folder / "crema").exists():
         pytest.fail(f"the crema tool is not in {folder} (set CREMA_TOOLS_DIR to the build's tools folder)")
     return folder
+
+
+@pytest.fixture
+def random_weights(tmp_path):
+    """random_weights(prototxt_path, seed) -> a .caffemodel of random parameters for the net: BatchNorm layers
+    (named bn*) with statistics drawn and a moving-average factor of 1.5, every other parameter uniform in [-1, 1]."""
+
+    def make(path, seed):
+        net = crema.Net(path, crema.TEST)
+        rng = np.random.default_rng(seed)
+        for name, params in net.params.items():
+            if name.startswith("bn"):
+                params[0].data[...] = rng.uniform(-1, 1, params[0].data.shape)
+                params[1].data[...] = rng.uniform(0.5, 2, params[1].data.shape)
+                params[2].data[...] = 1.5
+            else:
+                for blob in params:
+                    blob.data[...] = rng.uniform(-1, 1, blob.data.shape)
+        weights = str(tmp_path / (pathlib.Path(path).stem + ".caffemodel"))
+        net.save(weights)
+        return weights
+
+    return make
+

@@ -22,22 +22,10 @@ layer { name: "prob" type: "Softmax" bottom: "bn2" top: "prob" }
 
 
 @pytest.fixture
-def unit(write, tmp_path):
+def unit(write, random_weights):
     """The prototxt and a .caffemodel of random weights and statistics for it."""
     path = write("unit.prototxt", RESNET_UNIT)
-    net = crema.Net(path, crema.TEST)
-    rng = np.random.default_rng(3)
-    for name, params in net.params.items():
-        if name.startswith("bn"):
-            params[0].data[...] = rng.uniform(-1, 1, params[0].data.shape)
-            params[1].data[...] = rng.uniform(0.5, 2, params[1].data.shape)
-            params[2].data[...] = 1.5
-        else:
-            for blob in params:
-                blob.data[...] = rng.uniform(-1, 1, blob.data.shape)
-    weights = str(tmp_path / "unit.caffemodel")
-    net.save(weights)
-    return path, weights
+    return path, random_weights(path, 3)
 
 
 def outputs(path, weights, image):

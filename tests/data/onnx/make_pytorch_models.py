@@ -10,29 +10,15 @@ NAME.shapes.txt). Run once with python3-torch; the tests need only the files.
 """
 
 import os
+import sys
 
 import numpy as np
 import torch
 from torch import nn
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-class Basic(nn.Module):
-    def __init__(self, cin, cout, stride):
-        super().__init__()
-        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(cout)
-        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
-        self.bn2 = nn.BatchNorm2d(cout)
-        self.down = None
-        if stride != 1 or cin != cout:
-            self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
-
-    def forward(self, x):
-        y = torch.relu(self.bn1(self.conv1(x)))
-        y = self.bn2(self.conv2(y))
-        return torch.relu(y + (x if self.down is None else self.down(x)))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "examples", "onnx"))
+from make_resnet import Block  # noqa: E402  (the example's BasicBlock: the same module in both)
 
 
 class ResNet18Shaped(nn.Module):
@@ -42,7 +28,7 @@ class ResNet18Shaped(nn.Module):
                                   nn.ReLU(), nn.MaxPool2d(3, 2, 1))
         layers, cin = [], widths[0]
         for i, w in enumerate(widths):
-            layers += [Basic(cin, w, 1 if i == 0 else 2), Basic(w, w, 1)]
+            layers += [Block(cin, w, 1 if i == 0 else 2), Block(w, w, 1)]
             cin = w
         self.layers = nn.Sequential(*layers)
         self.pool = nn.AdaptiveAvgPool2d(1)
