@@ -33,6 +33,8 @@ NETS = {
     "alexnet": ("examples/imagenet/alexnet_deploy.prototxt", -128.0, 128.0),
     "googlenet": ("examples/imagenet/googlenet_deploy.prototxt", -128.0, 128.0),
     "resnet50": ("examples/imagenet/resnet50_deploy.prototxt", -1.0, 1.0),
+    "caffenet_full_conv": ("examples/imagenet/caffenet_full_conv_deploy.prototxt", -128.0, 128.0),
+    "rcnn_ilsvrc13": ("examples/rcnn/rcnn_ilsvrc13_deploy.prototxt", -128.0, 128.0),
 }
 
 
@@ -62,8 +64,8 @@ def fill(net, scale, rng):
 
 
 def spread_scores(net, image):
-    """Scales the last InnerProduct so the scores before the softmax spread with a standard deviation of 3."""
-    last = [n for n in net.params if net.layer_dict[n].type == "InnerProduct"][-1]
+    """Scales the last layer with parameters so the scores before the softmax spread with a standard deviation of 3."""
+    last = list(net.params)[-1]
     top = net.top_names[last][0]
     net.forward(data=image, end=last)
     spread = float(np.std(net.blobs[top].data))
