@@ -35,6 +35,8 @@ NETS = {
     "resnet50": ("examples/imagenet/resnet50_deploy.prototxt", -1.0, 1.0),
     "caffenet_full_conv": ("examples/imagenet/caffenet_full_conv_deploy.prototxt", -128.0, 128.0),
     "rcnn_ilsvrc13": ("examples/rcnn/rcnn_ilsvrc13_deploy.prototxt", -128.0, 128.0),
+    # Exp, Log, Swish, Crop, Slice, Tile, Reductions, Scale of two bottoms, ArgMax, Threshold.
+    "more_layers": ("tests/data/onnx/more_layers.prototxt", -1.0, 1.0),
 }
 
 
@@ -66,6 +68,8 @@ def fill(net, scale, rng):
 def spread_scores(net, image):
     """Scales the last layer with parameters so the scores before the softmax spread with a standard deviation of 3."""
     last = list(net.params)[-1]
+    if not any(net.layer_dict[n].type == "Softmax" for n in net.layer_dict):
+        return
     top = net.top_names[last][0]
     net.forward(data=image, end=last)
     spread = float(np.std(net.blobs[top].data))

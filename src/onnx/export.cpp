@@ -1,6 +1,7 @@
 #include "onnx/export.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <set>
@@ -262,15 +263,136 @@ class Exporter {
     }
     if (type == "Power") {
       const PowerParameter& pw = p.power_param();
-      std::string x = in(0);
-      if (pw.scale() != 1.f) x = w_.Apply("Mul", {x, w_.Constant(name + "/scale", {}, {pw.scale()})}, name + "/scaled");
-      if (pw.shift() != 0.f)
-        x = w_.Apply("Add", {x, w_.Constant(name + "/shift", {}, {pw.shift()})}, name + "/shifted");
+      const std::string x = Affine(in(0), pw.scale(), pw.shift(), name);
       if (pw.power() != 1.f) {
         one("Pow", {x, w_.Constant(name + "/power", {}, {pw.power()})});
       } else {
         one("Identity", {x});
       }
+      return;
+    }
+    if (type == "Exp" || type == "Log") {
+      // base^(shift + scale x) = e^(ln(base) (shift + scale x)); log_base(shift + scale x) = ln(...) / ln(base).
+      const bool exp = type == "Exp";
+      const float base = exp ? p.exp_param().base() : p.log_param().base();
+      const float scale = exp ? p.exp_param().scale() : p.log_param().scale();
+      const float shift = exp ? p.exp_param().shift() : p.log_param().shift();
+      const double log_base = base == -1.f ? 1.0 : std::log(static_cast<double>(base));
+      std::string x = Affine(in(0), scale, shift, name);
+      if (exp && log_base != 1.0)
+        x = w_.Apply("Mul", {x, w_.Constant(name + "/log_base", {}, {static_cast<float>(log_base)})}, name + "/scaled");
+      if (exp || log_base == 1.0) {
+        one(exp ? "Exp" : "Log", {x});
+      } else {
+        const std::string natural = w_.Apply("Log", {x}, name + "/ln");
+        one("Mul", {natural, w_.Constant(name + "/per_log_base", {}, {static_cast<float>(1.0 / log_base)})});
+      }
+      return;
+    }
+    if (type == "Swish") {
+      const float beta = p.swish_param().beta();
+      const std::string scaled =
+          beta == 1.f ? in(0) : w_.Apply("Mul", {in(0), w_.Constant(name + "/beta", {}, {beta})}, name + "/scaled");
+      one("Mul", {in(0), w_.Apply("Sigmoid", {scaled}, name + "/gate")});
+      return;
+    }
+    if (type == "Threshold") {
+      // 1 where x > threshold, else 0.
+      const std::string above = w_.Apply(
+          "Greater", {in(0), w_.Constant(name + "/threshold", {}, {p.threshold_param().threshold()})}, name + "/above");
+      Int(one("Cast", {above}), "to", TensorProto::FLOAT);
+      return;
+    }
+    if (type == "Crop") {
+      // The first input cut to the second's shape from `axis` on, at the offsets.
+      const CropParameter& c = p.crop_param();
+      const std::vector<int> shape = shape_in(0), reference = shape_out(0);
+      const int axis = CanonicalAxis(c.axis(), static_cast<int>(shape.size()));
+      std::vector<int64_t> starts, ends, axes;
+      for (int a = axis; a < static_cast<int>(shape.size()); ++a) {
+        const int64_t offset = c.offset_size() == 0 ? 0 : c.offset_size() == 1 ? c.offset(0) : c.offset(a - axis);
+        starts.push_back(offset);
+        ends.push_back(offset + reference[a]);
+        axes.push_back(a);
+      }
+      one("Slice", {in(0), w_.Integers(name + "/starts", starts), w_.Integers(name + "/ends", ends),
+                    w_.Integers(name + "/axes", axes)});
+      return;
+    }
+    if (type == "Slice") {
+      const SliceParameter& sp = p.slice_param();
+      const int rank = static_cast<int>(shape_in(0).size());
+      const int axis = CanonicalAxis(sp.has_slice_dim() ? static_cast<int>(sp.slice_dim()) : sp.axis(), rank);
+      std::vector<int64_t> sizes;
+      std::vector<std::string> outputs;
+      for (size_t k = 0; k < step.tops.size(); ++k) {
+        sizes.push_back(shape_out(static_cast<int>(k))[axis]);
+        outputs.push_back(out(static_cast<int>(k)));
+      }
+      Int(w_.Node("Split", {in(0), w_.Integers(name + "/split", sizes)}, outputs, name), "axis", axis);
+      return;
+    }
+    if (type == "Tile") {
+      const int rank = static_cast<int>(shape_in(0).size());
+      std::vector<int64_t> repeats(static_cast<size_t>(rank), 1);
+      repeats[CanonicalAxis(p.tile_param().axis(), rank)] = p.tile_param().tiles();
+      one("Tile", {in(0), w_.Integers(name + "/repeats", repeats)});
+      return;
+    }
+    if (type == "Reduction") {
+      // Over every axis from `axis` on, to the shape before it, times coeff.
+      const ReductionParameter& r = p.reduction_param();
+      const int rank = static_cast<int>(shape_in(0).size());
+      const int axis = CanonicalAxis(r.axis(), rank);
+      std::vector<int64_t> axes;
+      for (int a = axis; a < rank; ++a) axes.push_back(a);
+      const bool scaled = r.coeff() != 1.f;
+      std::string reduced;
+      NodeProto* node = nullptr;
+      const auto reduce = [&](const std::string& op, const std::vector<std::string>& inputs) {
+        if (scaled) {
+          reduced = w_.Apply(op, inputs, name + "/reduced", &node);
+        } else {
+          node = one(op, inputs);
+        }
+      };
+      if (r.operation() == ReductionParameter::SUM) {
+        reduce("ReduceSum", {in(0), w_.Integers(name + "/axes", axes)});  // opset 13: its axes an input
+      } else {
+        reduce(r.operation() == ReductionParameter::ASUM    ? "ReduceL1"
+               : r.operation() == ReductionParameter::SUMSQ ? "ReduceSumSquare"
+                                                            : "ReduceMean",
+               {in(0)});
+        Ints(node, "axes", axes);
+      }
+      Int(node, "keepdims", 0);
+      if (scaled) one("Mul", {reduced, w_.Constant(name + "/coeff", {}, {r.coeff()})});
+      return;
+    }
+    if (type == "ArgMax") {
+      const ArgMaxParameter& a = p.argmax_param();
+      CREMA_CHECK(a.top_k() == 1 && !a.out_max_val())
+          << "layer '" << name << "' (ArgMax): top_k " << a.top_k() << (a.out_max_val() ? " with out_max_val" : "")
+          << " has no ONNX operator (ONNX's ArgMax gives the index of the largest only)";
+      const int rank = static_cast<int>(shape_in(0).size());
+      std::string x = in(0);
+      const int axis = a.has_axis() ? CanonicalAxis(a.axis(), rank) : 1;
+      if (!a.has_axis() && rank != 2) {
+        NodeProto* flatten = nullptr;
+        x = w_.Apply("Flatten", {x}, name + "/flat", &flatten);
+        Int(flatten, "axis", 1);
+      }
+      NodeProto* argmax = nullptr;
+      const std::string index = w_.Apply("ArgMax", {x}, name + "/index", &argmax);
+      Int(argmax, "axis", axis);
+      Int(argmax, "keepdims", 1);
+      NodeProto* cast = nullptr;
+      const std::string as_float = w_.Apply("Cast", {index}, name + "/float", &cast);
+      Int(cast, "to", TensorProto::FLOAT);
+      // Caffe's shape: (N, 1, 1) without an axis; the input's with 1 on the axis with one.
+      std::vector<int64_t> dims = Dims(shape_out(0));
+      if (!dims.empty() && dims[0] == shape_in(0)[0]) dims[0] = 0;
+      one("Reshape", {as_float, w_.Integers(name + "/shape", dims)});
       return;
     }
     if (type == "Clip") {
@@ -335,10 +457,16 @@ class Exporter {
       return;
     }
     if (type == "Scale" || type == "Bias") {
-      CREMA_CHECK(step.bottoms.size() == 1)
-          << "layer '" << name << "' (" << type << ") with two bottoms cannot be written as ONNX yet";
       const int rank = static_cast<int>(shape_in(0).size());
       const int axis = CanonicalAxis(type == "Scale" ? p.scale_param().axis() : p.bias_param().axis(), rank);
+      if (step.bottoms.size() == 2) {
+        // The second bottom broadcast from `axis` on: reshaped to its sizes followed by ones.
+        const std::string factor =
+            w_.Apply("Reshape", {in(1), w_.Integers(name + "/shape", BroadcastDims(shape_in(1), axis, rank))},
+                     name + "/broadcast");
+        one(type == "Scale" ? "Mul" : "Add", {in(0), factor});
+        return;
+      }
       const Blob& first = param(0);
       const std::vector<int64_t> dims = BroadcastDims(first.shape(), axis, rank);
       if (type == "Bias") {
@@ -377,6 +505,14 @@ class Exporter {
   }
 
  private:
+  // shift + scale x, the neutral parts left out.
+  std::string Affine(const std::string& x, float scale, float shift, const std::string& name) {
+    std::string y = x;
+    if (scale != 1.f) y = w_.Apply("Mul", {y, w_.Constant(name + "/scale", {}, {scale})}, name + "/scaled");
+    if (shift != 0.f) y = w_.Apply("Add", {y, w_.Constant(name + "/shift", {}, {shift})}, name + "/shifted");
+    return y;
+  }
+
   // A product of several values, pairwise.
   std::vector<std::string> Product(const std::vector<std::string>& inputs, const std::string& name) {
     std::string product = inputs[0];
