@@ -91,8 +91,10 @@ Constant ReadConstant(const TensorProto& tensor, const std::string& where) {
   }
   if (c.values.empty() && !c.integers.empty())
     for (int64_t i : c.integers) c.values.push_back(static_cast<float>(i));
+  // Floats read as integers (a shape written as floats) where they are whole numbers in range; others never are.
   if (c.integers.empty() && !c.values.empty())
-    for (float v : c.values) c.integers.push_back(static_cast<int64_t>(v));
+    for (float v : c.values)
+      c.integers.push_back(std::isfinite(v) && std::fabs(v) < 9.2e18f ? static_cast<int64_t>(v) : 0);
   CREMA_CHECK(static_cast<int64_t>(c.values.size()) == count)
       << where << " has " << c.values.size() << " values for its shape " << DimsText(c.dims);
   return c;
@@ -149,6 +151,8 @@ class Importer {
       Dims dims;
       for (const auto& dim : input.type().tensor_type().shape().dim()) {
         if (dim.has_dim_value()) {
+          CREMA_CHECK(dim.dim_value() >= 1 && dim.dim_value() < (int64_t{1} << 31))
+              << origin_ << ": input '" << input.name() << "' has a size of " << dim.dim_value();
           dims.push_back(dim.dim_value());
         } else {
           dims.push_back(1);  // a named size (the batch): 1 in the definition, any when the net is reshaped
@@ -248,6 +252,15 @@ class Importer {
     const std::string auto_pad = String(node, "auto_pad", "NOTSET");
     CREMA_CHECK(auto_pad == "NOTSET" || auto_pad == "VALID")
         << Where(node) << ": auto_pad " << auto_pad << " is not mapped (write explicit pads)";
+    constexpr int64_t kMost = int64_t{1} << 20;
+    for (int a = 0; a < axes; ++a) {
+      CREMA_CHECK(g.kernel[a] >= 1 && g.kernel[a] <= kMost && g.stride[a] >= 1 && g.stride[a] <= kMost &&
+                  g.dilation[a] >= 1 && g.dilation[a] <= kMost)
+          << Where(node) << ": kernel " << g.kernel[a] << ", stride " << g.stride[a] << " and dilation "
+          << g.dilation[a] << " along spatial axis " << a << " (each from 1 to 2^20)";
+      CREMA_CHECK(pads[a] >= 0 && pads[a] <= kMost && pads[axes + a] >= 0 && pads[axes + a] <= kMost)
+          << Where(node) << ": pads " << pads[a] << " and " << pads[axes + a] << " (each from 0 to 2^20)";
+    }
     g.begin.assign(pads.begin(), pads.begin() + axes);
     g.end.assign(pads.begin() + axes, pads.end());
     g.input = node.input(0);
@@ -307,6 +320,7 @@ class Importer {
             << Where(node) << ": padding " << g.begin[a] << " before and " << g.end[a] << " after spatial axis " << a
             << "; Caffe's convolutions pad both sides alike";
       const int64_t group = Int(node, "group", 1);
+      CREMA_CHECK(group >= 1 && group <= (int64_t{1} << 20)) << Where(node) << ": group " << group;
       const bool transpose = op == "ConvTranspose";
       if (transpose) {
         for (int64_t p : Ints(node, "output_padding", {}))
@@ -479,6 +493,8 @@ class Importer {
       out[axis] = 0;
       for (int k = 0; k < node.input_size(); ++k) {
         bottoms.push_back(x(k));
+        CREMA_CHECK(xs(k).size() == out.size())
+            << Where(node) << ": inputs of " << out.size() << " and " << xs(k).size() << " axes";
         out[axis] += xs(k)[axis];
       }
       AddFor(node, "Concat", bottoms, out)->mutable_concat_param()->set_axis(static_cast<int>(axis));
@@ -488,6 +504,8 @@ class Importer {
       const Dims& in = xs();
       int64_t axis = Int(node, "axis", opset_ >= 13 ? -1 : 1);
       if (axis < 0) axis += static_cast<int64_t>(in.size());
+      CREMA_CHECK(axis >= 0 && axis < static_cast<int64_t>(in.size()))
+          << Where(node) << ": axis " << axis << " for " << in.size() << " axes";
       if (opset_ < 13)
         for (size_t a = static_cast<size_t>(axis) + 1; a < in.size(); ++a)
           CREMA_CHECK(in[a] == 1) << Where(node) << ": before opset 13 Softmax normalises over every axis from " << axis
@@ -499,6 +517,8 @@ class Importer {
       const Dims& in = xs();
       int64_t axis = Int(node, "axis", 1);
       if (axis < 0) axis += static_cast<int64_t>(in.size());
+      CREMA_CHECK(axis >= 0 && axis <= static_cast<int64_t>(in.size()))
+          << Where(node) << ": axis " << Int(node, "axis", 1) << " for " << in.size() << " axes";
       const Dims out = {Count(Dims(in.begin(), in.begin() + axis)), Count(Dims(in.begin() + axis, in.end()))};
       if (axis == 1) {
         AddFor(node, "Flatten", {x()}, out);
@@ -514,7 +534,9 @@ class Importer {
       Dims out(target.integers.begin(), target.integers.end());
       int64_t known = 1, infer = -1;
       for (size_t a = 0; a < out.size(); ++a) {
-        if (out[a] == 0) out[a] = in.at(a);
+        CREMA_CHECK(out[a] >= -1 && (out[a] != 0 || a < in.size()))
+            << Where(node) << ": size " << out[a] << " for axis " << a << " of " << DimsText(in);
+        if (out[a] == 0) out[a] = in[a];
         if (out[a] == -1) {
           infer = static_cast<int64_t>(a);
         } else {
@@ -531,6 +553,11 @@ class Importer {
       Dims perm = Ints(node, "perm", {});
       if (perm.empty())
         for (int64_t a = static_cast<int64_t>(in.size()) - 1; a >= 0; --a) perm.push_back(a);
+      Dims sorted = perm;
+      std::sort(sorted.begin(), sorted.end());
+      for (size_t a = 0; a < sorted.size(); ++a)
+        CREMA_CHECK(sorted[a] == static_cast<int64_t>(a) && sorted.size() == in.size())
+            << Where(node) << ": perm is not a permutation of the " << in.size() << " axes";
       Dims out, moved;
       for (int64_t a : perm) {
         out.push_back(in.at(a));
@@ -544,7 +571,8 @@ class Importer {
     }
     if (op == "LRN") {
       const int64_t size = Int(node, "size", 0);
-      CREMA_CHECK(size % 2 == 1) << Where(node) << ": size " << size << "; Caffe's LRN takes an odd size";
+      CREMA_CHECK(size > 0 && size % 2 == 1 && size < (int64_t{1} << 20))
+          << Where(node) << ": size " << size << "; Caffe's LRN takes an odd size";
       LRNParameter* lrn = AddFor(node, "LRN", {x()}, xs())->mutable_lrn_param();
       lrn->set_local_size(static_cast<uint32_t>(size));
       lrn->set_alpha(Float(node, "alpha", 1e-4f));
@@ -564,6 +592,8 @@ class Importer {
       const size_t rank = in.size();
       CREMA_CHECK(in.size() >= 3 && pads[0] == 0 && pads[1] == 0 && pads[rank] == 0 && pads[rank + 1] == 0)
           << Where(node) << ": padding of the batch or channel axis is not mapped";
+      for (int64_t p : pads)
+        CREMA_CHECK(p >= 0 && p <= (int64_t{1} << 20)) << Where(node) << ": a pad of " << p << " (from 0 to 2^20)";
       PendingPad pad;
       pad.input = node.input(0);
       Dims out = in;
