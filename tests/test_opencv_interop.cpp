@@ -960,6 +960,18 @@ TEST(OnnxImportTest, ExampleAndTestNetsComeBackWithTheirOutputs) {
   ExpectRoundTrip(WriteNet(dir, "elements.prototxt", kElementsAndShapes), 2, -1.f, 1.f, 36);
 }
 
+TEST(OnnxImportTest, ASplitComesBackAsASlice) {
+  // crema's Slice is written as ONNX's Split with its sizes; read back, one Slice layer with the same points.
+  test::TempDir dir;
+  ExpectRoundTrip(WriteNet(dir, "slice.prototxt", R"(
+    layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 2 dim: 3 dim: 6 dim: 6 } } }
+    layer { name: "conv" type: "Convolution" bottom: "data" top: "conv" convolution_param { num_output: 6 kernel_size: 3 } }
+    layer { name: "slice" type: "Slice" bottom: "conv" top: "a" top: "b" top: "c" slice_param { axis: 1 slice_point: 2 slice_point: 4 } }
+    layer { name: "sum" type: "Eltwise" bottom: "a" bottom: "c" top: "ac" }
+  )"),
+                  2, -1.f, 1.f, 42, {"Input", "Convolution", "Slice", "Eltwise"});
+}
+
 // What crema import refuses, one error each: an operator it does not map (naming the node), a file that is not ONNX
 // (naming the file), a weight that is not a constant, a pooling whose padding Caffe cannot say.
 TEST(OnnxImportTest, WhatCannotBeMappedIsNamed) {

@@ -500,6 +500,40 @@ class Importer {
       AddFor(node, "Concat", bottoms, out)->mutable_concat_param()->set_axis(static_cast<int>(axis));
       return;
     }
+    if (op == "Split") {
+      // A Slice layer: the sizes (an input from opset 13, an attribute before, else equal parts) as slice points.
+      const Dims& in = xs();
+      int64_t axis = Int(node, "axis", 0);
+      if (axis < 0) axis += static_cast<int64_t>(in.size());
+      CREMA_CHECK(axis >= 0 && axis < static_cast<int64_t>(in.size()))
+          << Where(node) << ": axis " << Int(node, "axis", 0) << " for " << in.size() << " axes";
+      Dims sizes = opset_ >= 13 && node.input_size() > 1 && !node.input(1).empty() ? RequireConstant(node, 1).integers
+                                                                                   : Ints(node, "split", {});
+      const int64_t parts = node.output_size();
+      if (sizes.empty()) {
+        CREMA_CHECK(in[axis] % parts == 0) << Where(node) << ": " << in[axis] << " cannot be split in " << parts;
+        sizes.assign(static_cast<size_t>(parts), in[axis] / parts);
+      }
+      CREMA_CHECK(static_cast<int64_t>(sizes.size()) == parts &&
+                  std::all_of(sizes.begin(), sizes.end(), [](int64_t n) { return n >= 1; }) &&
+                  std::accumulate(sizes.begin(), sizes.end(), int64_t{0}) == in[axis])
+          << Where(node) << ": sizes " << DimsText(sizes) << " for " << parts << " outputs of an axis of " << in[axis];
+      LayerParameter* layer = Add("Slice", name, {x()}, node.output(0));
+      layer->mutable_slice_param()->set_axis(static_cast<int>(axis));
+      int64_t point = 0;
+      for (int64_t k = 0; k < parts; ++k) {
+        const std::string& output = node.output(static_cast<int>(k));
+        if (k > 0) {
+          layer->add_top(output);
+          blob_[output] = output;
+        }
+        Dims shape = in;
+        shape[axis] = sizes[k];
+        shape_[output] = shape;
+        if (k + 1 < parts) layer->mutable_slice_param()->add_slice_point(static_cast<uint32_t>(point += sizes[k]));
+      }
+      return;
+    }
     if (op == "Softmax") {
       const Dims& in = xs();
       int64_t axis = Int(node, "axis", opset_ >= 13 ? -1 : 1);
@@ -610,7 +644,7 @@ class Importer {
                  << "ConvTranspose, Gemm, MatMul with a constant matrix, Relu, LeakyRelu, PRelu, Sigmoid, Tanh, Elu, "
                  << "Softplus, Abs, Clip, Pow with a constant exponent, MaxPool, AveragePool, GlobalAveragePool, "
                     "GlobalMaxPool, BatchNormalization, "
-                 << "Add, Sum, Sub, Mul, Div, Max, Concat, Softmax, Flatten, Reshape, Transpose of axes of one "
+                 << "Add, Sum, Sub, Mul, Div, Max, Concat, Split, Softmax, Flatten, Reshape, Transpose of axes of one "
                  << "element, Dropout, Identity, LRN, Constant and Pad before a convolution or pooling)";
   }
 
