@@ -972,6 +972,18 @@ TEST(OnnxImportTest, ASplitComesBackAsASlice) {
                   2, -1.f, 1.f, 42, {"Input", "Convolution", "Slice", "Eltwise"});
 }
 
+TEST(OnnxImportTest, ExpAndLogWithBasesComeBack) {
+  // Exported as Mul, Add, Exp, Log and Mul nodes; read back as Power, Exp and Log layers.
+  test::TempDir dir;
+  ExpectRoundTrip(WriteNet(dir, "explog.prototxt", R"(
+    layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 2 dim: 3 dim: 5 dim: 5 } } }
+    layer { name: "conv" type: "Convolution" bottom: "data" top: "conv" convolution_param { num_output: 4 kernel_size: 3 } }
+    layer { name: "exp" type: "Exp" bottom: "conv" top: "e" exp_param { base: 2 scale: 0.5 shift: 0.1 } }
+    layer { name: "log" type: "Log" bottom: "e" top: "l" log_param { base: 10 scale: 3 shift: 1 } }
+  )"),
+                  2, -1.f, 1.f, 43);
+}
+
 // What crema import refuses, one error each: an operator it does not map (naming the node), a file that is not ONNX
 // (naming the file), a weight that is not a constant, a pooling whose padding Caffe cannot say.
 TEST(OnnxImportTest, WhatCannotBeMappedIsNamed) {

@@ -413,8 +413,8 @@ class Importer {
       if (op == "LeakyRelu") layer->mutable_relu_param()->set_negative_slope(Float(node, "alpha", 0.01f));
       return;
     }
-    const std::map<std::string, std::string> elements = {
-        {"Sigmoid", "Sigmoid"}, {"Tanh", "TanH"}, {"Abs", "AbsVal"}, {"Softplus", "BNLL"}};
+    const std::map<std::string, std::string> elements = {{"Sigmoid", "Sigmoid"}, {"Tanh", "TanH"}, {"Abs", "AbsVal"},
+                                                         {"Softplus", "BNLL"},   {"Exp", "Exp"},   {"Log", "Log"}};
     if (elements.count(op)) {
       AddFor(node, elements.at(op), {x()}, xs());
       return;
@@ -640,12 +640,13 @@ class Importer {
       shape_[node.output(0)] = out;
       return;
     }
-    CREMA_FAIL() << Where(node) << ": crema import cannot map " << op << " onto a layer (it maps Conv, "
-                 << "ConvTranspose, Gemm, MatMul with a constant matrix, Relu, LeakyRelu, PRelu, Sigmoid, Tanh, Elu, "
-                 << "Softplus, Abs, Clip, Pow with a constant exponent, MaxPool, AveragePool, GlobalAveragePool, "
-                    "GlobalMaxPool, BatchNormalization, "
-                 << "Add, Sum, Sub, Mul, Div, Max, Concat, Split, Softmax, Flatten, Reshape, Transpose of axes of one "
-                 << "element, Dropout, Identity, LRN, Constant and Pad before a convolution or pooling)";
+    CREMA_FAIL()
+        << Where(node) << ": crema import cannot map " << op << " onto a layer (it maps Conv, "
+        << "ConvTranspose, Gemm, MatMul with a constant matrix, Relu, LeakyRelu, PRelu, Sigmoid, Tanh, Elu, "
+        << "Softplus, Abs, Exp, Log, Clip, Pow with a constant exponent, MaxPool, AveragePool, GlobalAveragePool, "
+           "GlobalMaxPool, BatchNormalization, "
+        << "Add, Sum, Sub, Mul, Div, Max, Concat, Split, Softmax, Flatten, Reshape, Transpose of axes of one "
+        << "element, Dropout, Identity, LRN, Constant and Pad before a convolution or pooling)";
   }
 
   // Whether a later node reads `value` (for outputs inference does not use).

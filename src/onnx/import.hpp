@@ -2,13 +2,13 @@
 // definition and a .caffemodel of its weights that crema test, time and train --weights (fine-tuning) read.
 //
 // Mapped: Conv, ConvTranspose, Gemm, MatMul with a constant matrix, Relu, LeakyRelu, PRelu, Sigmoid, Tanh, Elu,
-// Softplus, Abs, Clip, Pow with one constant exponent, MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool,
-// BatchNormalization (a BatchNorm and a Scale), Add, Sum, Mul (two values: an Eltwise; a constant: a Scale or Bias
-// broadcast as Caffe broadcasts, or a Power), Max, Concat, Split (a Slice), Softmax, Flatten, Reshape to a constant
-// shape, Transpose where it moves only axes of one element, Dropout and Identity (the value itself), LRN, Constant, and
-// Pad with zeros folded into the convolution or the average pooling that reads it. Anything else is an error naming the
-// node and its operator, and the shapes are checked as the net is built (a pooling whose padding Caffe cannot say: its
-// message names the node).
+// Softplus, Abs, Exp, Log, Clip, Pow with one constant exponent, MaxPool, AveragePool, GlobalAveragePool,
+// GlobalMaxPool, BatchNormalization (a BatchNorm and a Scale), Add, Sum, Mul (two values: an Eltwise; a constant: a
+// Scale or Bias broadcast as Caffe broadcasts, or a Power), Max, Concat, Split (a Slice), Softmax, Flatten, Reshape to
+// a constant shape, Transpose where it moves only axes of one element, Dropout and Identity (the value itself), LRN,
+// Constant, and Pad with zeros folded into the convolution or the average pooling that reads it. Anything else is an
+// error naming the node and its operator, and the shapes are checked as the net is built (a pooling whose padding Caffe
+// cannot say: its message names the node).
 #pragma once
 
 #include <string>
