@@ -182,7 +182,15 @@ class Importer {
   }
 
   std::string Where(const NodeProto& node) const {
-    return origin_ + ": node '" + (node.name().empty() ? node.output(0) : node.name()) + "' (" + node.op_type() + ")";
+    const std::string name = !node.name().empty()     ? node.name()
+                             : node.output_size() > 0 ? node.output(0)
+                                                      : "(unnamed, without outputs)";
+    return origin_ + ": node '" + name + "' (" + node.op_type() + ")";
+  }
+  // Input k of `node`, which it must have.
+  const std::string& In(const NodeProto& node, int k) const {
+    CREMA_CHECK(k < node.input_size()) << Where(node) << " has no input " << k;
+    return node.input(k);
   }
 
   // The crema blob an ONNX value is (an alias's source), checked to exist.
@@ -203,9 +211,9 @@ class Importer {
     return found == constants_.end() ? nullptr : &found->second;
   }
   const Constant& RequireConstant(const NodeProto& node, int input) const {
-    CREMA_CHECK(node.input_size() > input && !node.input(input).empty()) << Where(node) << " has no input " << input;
-    const Constant* c = ConstantOf(node.input(input));
-    CREMA_CHECK(c != nullptr) << Where(node) << ": input " << input << " ('" << node.input(input)
+    CREMA_CHECK(node.input_size() > input && !In(node, input).empty()) << Where(node) << " has no input " << input;
+    const Constant* c = ConstantOf(In(node, input));
+    CREMA_CHECK(c != nullptr) << Where(node) << ": input " << input << " ('" << In(node, input)
                               << "') must be a constant (an initializer) for crema import";
     return *c;
   }
@@ -229,8 +237,8 @@ class Importer {
     return Add(type, node.name().empty() ? node.output(0) : node.name(), bottoms, node.output(0));
   }
   void Alias(const NodeProto& node) {
-    blob_[node.output(0)] = Blob(node, node.input(0));
-    shape_[node.output(0)] = Shape(node, node.input(0));
+    blob_[node.output(0)] = Blob(node, In(node, 0));
+    shape_[node.output(0)] = Shape(node, In(node, 0));
   }
 
   // Spatial geometry: kernel, strides, pads (begin, end), dilations, with a Pad before it folded in.
@@ -263,7 +271,7 @@ class Importer {
     }
     g.begin.assign(pads.begin(), pads.begin() + axes);
     g.end.assign(pads.begin() + axes, pads.end());
-    g.input = node.input(0);
+    g.input = In(node, 0);
     g.pad_begin.assign(axes, 0);
     g.pad_end.assign(axes, 0);
     const auto pad = pads_.find(g.input);
@@ -286,8 +294,8 @@ class Importer {
     CREMA_CHECK(node.output_size() >= 1) << Where(node) << " has no output";
     CREMA_CHECK(node.domain().empty() || node.domain() == "ai.onnx")
         << Where(node) << " is of the operator set '" << node.domain() << "', not ONNX's own";
-    const auto x = [&](int k = 0) { return Blob(node, node.input(k)); };
-    const auto xs = [&](int k = 0) { return Shape(node, node.input(k)); };
+    const auto x = [&](int k = 0) { return Blob(node, In(node, k)); };
+    const auto xs = [&](int k = 0) { return Shape(node, In(node, k)); };
     const std::string name = node.name().empty() ? node.output(0) : node.name();
 
     if (op == "Constant") {
@@ -300,8 +308,8 @@ class Importer {
       for (int k = 1; k < node.output_size(); ++k)
         CREMA_CHECK(node.output(k).empty() || !Read(node.output(k)))
             << Where(node) << ": its mask output is read, which inference has no use for";
-      if (ConstantOf(node.input(0)) != nullptr) {
-        constants_[node.output(0)] = *ConstantOf(node.input(0));
+      if (ConstantOf(In(node, 0)) != nullptr) {
+        constants_[node.output(0)] = *ConstantOf(In(node, 0));
         return;
       }
       Alias(node);
@@ -351,7 +359,7 @@ class Importer {
         c->add_dilation(static_cast<uint32_t>(g.dilation[a]));
       }
       SetBlob(layer->add_blobs(), w.dims, w.values);
-      const bool bias = node.input_size() > 2 && !node.input(2).empty();
+      const bool bias = node.input_size() > 2 && !In(node, 2).empty();
       c->set_bias_term(bias);
       if (bias) {
         const Constant& b = RequireConstant(node, 2);
@@ -384,7 +392,7 @@ class Importer {
       ip->set_num_output(static_cast<uint32_t>(outputs));
       ip->set_axis(static_cast<int>(a.size()) - 1);
       SetBlob(layer->add_blobs(), {outputs, inner}, weights);
-      const bool bias = gemm && node.input_size() > 2 && !node.input(2).empty();
+      const bool bias = gemm && node.input_size() > 2 && !In(node, 2).empty();
       ip->set_bias_term(bias);
       if (bias) {
         const Constant& c = RequireConstant(node, 2);
@@ -440,8 +448,8 @@ class Importer {
         low = Float(node, "min", low);
         high = Float(node, "max", high);
       } else {
-        if (node.input_size() > 1 && !node.input(1).empty()) low = RequireConstant(node, 1).values.at(0);
-        if (node.input_size() > 2 && !node.input(2).empty()) high = RequireConstant(node, 2).values.at(0);
+        if (node.input_size() > 1 && !In(node, 1).empty()) low = RequireConstant(node, 1).values.at(0);
+        if (node.input_size() > 2 && !In(node, 2).empty()) high = RequireConstant(node, 2).values.at(0);
       }
       if (low == 0.f && high == FLT_MAX) {
         AddFor(node, "ReLU", {x()}, xs());
@@ -507,8 +515,8 @@ class Importer {
       if (axis < 0) axis += static_cast<int64_t>(in.size());
       CREMA_CHECK(axis >= 0 && axis < static_cast<int64_t>(in.size()))
           << Where(node) << ": axis " << Int(node, "axis", 0) << " for " << in.size() << " axes";
-      Dims sizes = opset_ >= 13 && node.input_size() > 1 && !node.input(1).empty() ? RequireConstant(node, 1).integers
-                                                                                   : Ints(node, "split", {});
+      Dims sizes = opset_ >= 13 && node.input_size() > 1 && !In(node, 1).empty() ? RequireConstant(node, 1).integers
+                                                                                 : Ints(node, "split", {});
       const int64_t parts = node.output_size();
       if (sizes.empty()) {
         CREMA_CHECK(in[axis] % parts == 0) << Where(node) << ": " << in[axis] << " cannot be split in " << parts;
@@ -618,7 +626,7 @@ class Importer {
       const std::string mode = String(node, "mode", "constant");
       CREMA_CHECK(mode == "constant") << Where(node) << ": mode " << mode << " is not mapped";
       Dims pads = opset_ >= 11 ? RequireConstant(node, 1).integers : Ints(node, "pads", {});
-      if (opset_ >= 11 && node.input_size() > 2 && !node.input(2).empty())
+      if (opset_ >= 11 && node.input_size() > 2 && !In(node, 2).empty())
         CREMA_CHECK(RequireConstant(node, 2).values.at(0) == 0.f) << Where(node) << ": pads with a value not 0";
       const Dims& in = xs();
       CREMA_CHECK(pads.size() == 2 * in.size())
@@ -629,7 +637,7 @@ class Importer {
       for (int64_t p : pads)
         CREMA_CHECK(p >= 0 && p <= (int64_t{1} << 20)) << Where(node) << ": a pad of " << p << " (from 0 to 2^20)";
       PendingPad pad;
-      pad.input = node.input(0);
+      pad.input = In(node, 0);
       Dims out = in;
       for (size_t a = 2; a < rank; ++a) {
         pad.begin.push_back(pads[a]);
@@ -660,10 +668,10 @@ class Importer {
   }
 
   void Reshape(const NodeProto& node, const Dims& out) {
-    LayerParameter* layer = AddFor(node, "Reshape", {Blob(node, node.input(0))}, out);
+    LayerParameter* layer = AddFor(node, "Reshape", {Blob(node, In(node, 0))}, out);
     BlobShape* shape = layer->mutable_reshape_param()->mutable_shape();
     // The first axis copied where it is the input's (any batch size), the others as they are.
-    const Dims& in = Shape(node, node.input(0));
+    const Dims& in = Shape(node, In(node, 0));
     for (size_t a = 0; a < out.size(); ++a) shape->add_dim(a == 0 && !in.empty() && out[0] == in[0] ? 0 : out[a]);
   }
 
@@ -752,12 +760,12 @@ class Importer {
     std::vector<std::string> values;
     const Constant* constant = nullptr;
     for (int k = 0; k < node.input_size(); ++k) {
-      if (const Constant* c = ConstantOf(node.input(k))) {
+      if (const Constant* c = ConstantOf(In(node, k))) {
         CREMA_CHECK(constant == nullptr && node.input_size() == 2 && (k == 1 || op == "Add" || op == "Mul"))
             << Where(node) << ": constants in these places are not mapped";
         constant = c;
       } else {
-        values.push_back(node.input(k));
+        values.push_back(In(node, k));
       }
     }
     CREMA_CHECK(!values.empty()) << Where(node) << ": every input is a constant";
