@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <set>
@@ -33,8 +34,12 @@ std::string DimsText(const Dims& dims) {
   return out.str();
 }
 
+// The number of elements, the largest int64 where the product overflows (every caller refuses such a count).
 int64_t Count(const Dims& dims) {
-  return std::accumulate(dims.begin(), dims.end(), int64_t{1}, std::multiplies<int64_t>());
+  int64_t count = 1;
+  for (int64_t dim : dims)
+    if (__builtin_mul_overflow(count, dim, &count)) return std::numeric_limits<int64_t>::max();
+  return count;
 }
 
 // A constant: an initializer or a Constant node's value, as floats (and as integers where it holds them).
