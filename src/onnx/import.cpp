@@ -4,7 +4,6 @@
 #include <cfloat>
 #include <cmath>
 #include <cstring>
-#include <functional>
 #include <limits>
 #include <map>
 #include <numeric>
