@@ -2,8 +2,9 @@
 """crema against PyTorch on an NVIDIA GPU, side by side in one run: the GPU counterpart of cpu_vs_pytorch.py.
 
 For each benchmark net, the same architecture runs forward+backward and forward only in crema and in PyTorch:
-crema as `crema time --gpu=N` on the net's deploy prototxt with force_backward (forward+backward), and the same
-with --forward_only (forward); PyTorch on CUDA with the prototxt's layers translated to a torch module by
+crema as `crema time --gpu=N --layer_times=false` on the net's deploy prototxt with force_backward
+(forward+backward: whole passes, each timed to the end of its work, no wait after each layer), and the same with
+--forward_only (forward); PyTorch on CUDA with the prototxt's layers translated to a torch module by
 benchmarks/caffe_nets.py, in the TRAIN phase as crema time runs it (Dropout active), the input requiring a
 gradient as crema's forced backward computes one, and the forward-only passes under torch.no_grad() (nothing is
 kept for a backward, as in crema's --forward_only). PyTorch runs at each of its settings,
@@ -182,7 +183,8 @@ def crema_env(args):
 
 def run_crema(name, forward_only, args, env, workdir):
     """`crema time` of the net: its milliseconds (forward+backward, or forward with forward_only) and its log."""
-    command = [args.crema, "time", "--model=" + write_deploy(name, workdir), "--iterations=%d" % args.iterations]
+    command = [args.crema, "time", "--model=" + write_deploy(name, workdir), "--iterations=%d" % args.iterations,
+               "--layer_times=false"]
     if args.device == "cuda":
         command.append("--gpu=%d" % args.gpu)
     if forward_only:
@@ -306,8 +308,8 @@ def main():
     else:
         print("Device: the CPU (--device cpu, a debug run: PyTorch on the CPU with %s, crema time without --gpu)"
               % info["device"])
-    print("crema: %s time%s; one untimed pass, then every layer timed to the end of its work (crema time "
-          "synchronizes the device after each layer, PyTorch only around its timed loop)"
+    print("crema: %s time%s --layer_times=false; one untimed pass, then whole passes, each timed to the end of its "
+          "work (PyTorch: its timed loop, synchronized at both ends)"
           % (args.crema, " --gpu=%d" % args.gpu if args.device == "cuda" else ""))
     if env.get("LD_LIBRARY_PATH") != os.environ.get("LD_LIBRARY_PATH"):
         print("crema's LD_LIBRARY_PATH: %s" % env["LD_LIBRARY_PATH"])

@@ -288,6 +288,39 @@ TEST(CachingAllocatorTest, ABlockUsedOnAnotherStreamWaitsForThatStreamToo) {
   test::ExpectErrorContaining([&] { cache.RecordUse(StreamNumber(7), a); }, {"a block not in use"});
 }
 
+// A stream destroyed while blocks were for it (a context's lane streams, with buffers that outlive them): freeing
+// such a block afterwards records its event on the default stream, never on the forgotten one (on a GPU recording
+// on a destroyed stream crashed, docs/gpu-record.md run 3).
+TEST(CachingAllocatorTest, AForgottenStreamIsNeverRecordedOnAgain) {
+  StreamsBackend backend;
+  const CachingAllocator::Stream lane = StreamNumber(3), other = StreamNumber(4);
+  CachingAllocator cache(backend.MakeWithEvents());
+  void* held = cache.Allocate(2048, lane);   // still held when the lane's stream goes
+  void* used = cache.Allocate(2048, other);  // used on the lane too
+  cache.RecordUse(used, lane);
+  void* freed = cache.Allocate(8192, lane);  // freed before: an event pending on the lane
+  cache.Free(freed);
+  backend.Run(lane);
+  cache.ForgetStream(lane);
+  cache.ForgetStream(nullptr);  // the default stream is never forgotten: nothing happens
+  const int first_new = backend.next_event;
+  cache.Free(held);
+  cache.Free(used);
+  EXPECT_EQ(backend.next_event, first_new + 2);  // held's event on the default stream, used's on its home
+  for (const auto& [event, stream] : backend.stream_of) {
+    if (event >= first_new) {
+      EXPECT_NE(stream, lane) << "event " << event;
+    }
+  }
+  // The default stream's request takes the block that was the lane's once its events are done.
+  backend.Run(nullptr);
+  backend.Run(other);
+  void* again = cache.Allocate(8192, nullptr);
+  EXPECT_EQ(again, freed);
+  EXPECT_EQ(backend.allocations, 3);
+  cache.Free(again);
+}
+
 TEST(CachingAllocatorTest, OutOfMemoryWaitsForPendingBlocksBeforeGivingThemBack) {
   StreamsBackend backend;
   backend.capacity = 8192;

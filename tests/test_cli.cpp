@@ -180,6 +180,13 @@ TEST_F(CliTest, TrainResumeTestAndTime) {
   EXPECT_TRUE(std::regex_search(timed, std::regex("Average Backward pass: [0-9.e+-]+ ms")));
   EXPECT_TRUE(std::regex_search(timed, std::regex("Average Forward-Backward: [0-9.e+-]+ ms")));
   EXPECT_CONTAINS(timed, "conv\tforward:");
+  // --layer_times=false: whole passes only, as a training run goes; no per-layer times.
+  const std::string whole = Crema("time --model=" + net + " --iterations=2 --layer_times=false", 0);
+  EXPECT_TRUE(std::regex_search(whole, std::regex("Average Forward-Backward: [0-9.e+-]+ ms")));
+  EXPECT_CONTAINS(whole, "Average time per layer: (not measured: --layer_times=false)");
+  EXPECT_EQ(whole.find("conv\tforward:"), std::string::npos);
+  EXPECT_CONTAINS(Crema("time --model=" + net + " --iterations=1 --cudnn_algorithms=fastest", 1),
+                  "--cudnn_algorithms='fastest': use measured");
   // Each layer's engine, and the peak memory the run held.
   EXPECT_CONTAINS(timed, "Engines:");
 #ifdef CREMA_USE_ONEDNN

@@ -17,8 +17,10 @@
 #include <vector>
 
 #include "core/context.hpp"
+#include "core/random.hpp"
 #include "layers/layer_registry.hpp"
 #include "net/net.hpp"
+#include "solver/solver.hpp"
 #include "test_util.hpp"
 
 #ifdef CREMA_USE_CUDNN
@@ -353,6 +355,48 @@ TEST(CudnnAlgorithmTest, TheCacheRanksEachShapeAndDirectionOnce) {
   EXPECT_EQ(cache.size(), 0u);
   EXPECT_EQ(base.ToString(),
             "GPU 0, input 2x3x8x8, filter 4x3x3x3, pad 1x1, stride 1x1, dilation 1x1, groups 1, float");
+}
+
+// A measured ranking (cudnnFind*) and the heuristics' (cudnnGet*_v7) of one shape and direction are two entries.
+TEST(CudnnAlgorithmTest, MeasuredAndHeuristicRankingsAreKeptApart) {
+  cudnn::AlgorithmCache cache;
+  int ranked = 0;
+  const auto rank = [&] {
+    ++ranked;
+    return cudnn::AlgorithmRanking{{ranked, 0, true}};
+  };
+  const cudnn::ConvolutionKey key = SomeKey();
+  EXPECT_EQ(cache.Find(key, cudnn::Direction::kForward, false, rank)[0].algorithm, 1);
+  EXPECT_EQ(cache.Find(key, cudnn::Direction::kForward, true, rank)[0].algorithm, 2);
+  EXPECT_EQ(cache.Find(key, cudnn::Direction::kForward, rank)[0].algorithm, 1);  // the heuristics' entry
+  EXPECT_EQ(cache.Find(key, cudnn::Direction::kForward, true, rank)[0].algorithm, 2);
+  EXPECT_EQ(ranked, 2);
+  EXPECT_EQ(cache.size(), 2u);
+}
+
+// The setting: measured by default, from CREMA_CUDNN_ALGORITHMS, from a solver's cudnn_algorithms; a wrong word is an
+// error naming where it came from and the words there are.
+TEST(CudnnAlgorithmTest, TheChoiceOfRankingComesFromTheEnvironmentOrTheSolver) {
+  EXPECT_EQ(Context().cudnn_algorithms(), Context::CudnnAlgorithms::kMeasured);
+  EXPECT_EQ(Context::ParseCudnnAlgorithms("heuristic", "x"), Context::CudnnAlgorithms::kHeuristic);
+  EXPECT_EQ(Context::ParseCudnnAlgorithms("measured", "x"), Context::CudnnAlgorithms::kMeasured);
+  try {
+    Context::ParseCudnnAlgorithms("fastest", "--cudnn_algorithms");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("--cudnn_algorithms='fastest': use measured"), std::string::npos)
+        << error.what();
+  }
+  ::setenv("CREMA_CUDNN_ALGORITHMS", "heuristic", 1);
+  EXPECT_EQ(Context().cudnn_algorithms(), Context::CudnnAlgorithms::kHeuristic);
+  ::setenv("CREMA_CUDNN_ALGORITHMS", "quick", 1);
+  EXPECT_THROW(Context(), Error);
+  ::unsetenv("CREMA_CUDNN_ALGORITHMS");
+  SolverParameter solver;
+  solver.set_solver_mode(SolverParameter::CPU);
+  EXPECT_EQ(Solver::ContextFor(solver)->cudnn_algorithms(), Context::CudnnAlgorithms::kMeasured);
+  solver.set_cudnn_algorithms(SolverParameter::HEURISTIC);
+  EXPECT_EQ(Solver::ContextFor(solver)->cudnn_algorithms(), Context::CudnnAlgorithms::kHeuristic);
 }
 
 TEST(CudnnAlgorithmTest, ThreadsSharingTheCacheRankAnEntryOnce) {
@@ -1190,6 +1234,48 @@ TEST(CudnnEngineTest, AShapeIsRankedOncePerProcess) {
   EXPECT_LE(after, before + 3);  // forward, backward data, backward filter (none if a repeat of this test ranked it)
   set_up();
   EXPECT_EQ(cudnn::AlgorithmCache::Global().size(), after);
+}
+
+// Both rankings run: a net of convolutions (a 1x1, a strided 3x3, a 5x5, a grouped one) with the algorithms
+// cuDNN's timings chose and with the heuristics' gives the same outputs and gradients, to float rounding.
+TEST(CudnnEngineTest, MeasuredAndHeuristicAlgorithmsGiveTheSameResults) {
+  CREMA_SKIP_WITHOUT_GPU();
+  const std::string text = R"(
+    force_backward: true
+    layer { name: 'input' type: 'Input' top: 'data' input_param { shape { dim: 8 dim: 16 dim: 28 dim: 28 } } }
+    layer { name: 'c1' type: 'Convolution' bottom: 'data' top: 'c1'
+            convolution_param { num_output: 32 kernel_size: 1 weight_filler { type: 'gaussian' std: 0.2 } } }
+    layer { name: 'c2' type: 'Convolution' bottom: 'c1' top: 'c2'
+            convolution_param { num_output: 32 kernel_size: 3 stride: 2 pad: 1 weight_filler { type: 'gaussian' std: 0.1 } } }
+    layer { name: 'c3' type: 'Convolution' bottom: 'c2' top: 'c3'
+            convolution_param { num_output: 24 kernel_size: 5 pad: 2 weight_filler { type: 'gaussian' std: 0.05 } } }
+    layer { name: 'c4' type: 'Convolution' bottom: 'c3' top: 'c4'
+            convolution_param { num_output: 24 kernel_size: 3 pad: 1 group: 4 weight_filler { type: 'gaussian' std: 0.1 } } }
+  )";
+  std::vector<std::vector<float>> results[2];
+  NetParameter weights;
+  for (int measured = 0; measured < 2; ++measured) {
+    auto context = std::make_shared<Context>(Device::kGPU, 0);
+    context->set_cudnn_algorithms(measured ? Context::CudnnAlgorithms::kMeasured
+                                           : Context::CudnnAlgorithms::kHeuristic);
+    Net net(test::ParseNet(text), context);
+    if (measured) {
+      net.CopyTrainedLayersFrom(weights);
+    } else {
+      net.ToProto(&weights);
+    }
+    test::FillGaussian(net.blob_by_name("data"), 0.f, 1.f, 29);
+    net.Forward();
+    Blob* top = net.blob_by_name("c4");
+    RandomStream random(31);
+    float* gradient = top->mutable_cpu_diff();
+    for (int i = 0; i < top->count(); ++i) gradient[i] = static_cast<float>(random.UniformInt(2001)) / 1000.f - 1.f;
+    net.Backward();
+    results[measured].push_back(test::DataOf(*top));
+    for (Blob* param : net.learnable_params()) results[measured].push_back(test::DiffOf(*param));
+    results[measured].push_back(test::DiffOf(*net.blob_by_name("data")));
+  }
+  ExpectClose(results[1], results[0], 1e-4, "measured against heuristic");
 }
 
 // In a net: every layer on its cuDNN engine, the workspace shared, the outputs those of the net on the CPU.

@@ -5,6 +5,7 @@
 //   crema classify --model=DEPLOY --weights=W --input=PATH [--output=preds.csv] [--mean_file=F | --mean_value=v,..]
 //                  [--scale=S] [--labels=FILE] [--top_k=5] [--batch_size=N] [--gpu=0] [--backend=lmdb|leveldb]
 //   crema device_query [--gpu=0]
+#include <execinfo.h>
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 #include <unistd.h>
@@ -16,6 +17,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
@@ -66,6 +68,10 @@ DEFINE_string(engine, "",
               "force engines: NAME for every layer type that has such an engine (e.g. reference), or "
               "TYPE:NAME items, comma-separated (e.g. Convolution:reference)");
 DEFINE_string(phase, "", "test, time: the net's phase, TRAIN or TEST (test defaults to TEST, time to TRAIN)");
+DEFINE_bool(layer_times, true,
+            "time: each layer timed on its own (on a GPU the device is waited for after each layer); false times "
+            "whole passes only, each to the end of its work, as a training or inference run goes (lanes on a "
+            "device's streams are always timed so)");
 DEFINE_bool(forward_only, false,
             "time: forward passes only, the parameters unchanged between them, as in inference. Without it each "
             "iteration runs forward and backward and then marks the parameters written, as the solver's update "
@@ -87,6 +93,11 @@ DEFINE_int32(lanes, 0,
              "bit those of running them in order: 1 runs every step in order, N up to N at once; 0 leaves it to "
              "each net's lanes field, else automatic (on 2 to 4 threads, each wide stretch of the plan is timed "
              "both ways and runs the faster)");
+DEFINE_string(cudnn_algorithms, "",
+              "train, test, time, classify on a GPU: how cuDNN convolutions choose their algorithms: measured (each "
+              "algorithm timed once per shape, the fastest taken; the default) or heuristic (cuDNN's heuristics, "
+              "the same choice every run); empty leaves it to the solver's cudnn_algorithms and "
+              "CREMA_CUDNN_ALGORITHMS");
 DEFINE_string(output_model, "", "fold, import: the net's definition to write (a prototxt)");
 DEFINE_string(output_weights, "", "fold, import: the net's weights to write (a .caffemodel)");
 DEFINE_string(keep_blobs, "",
@@ -208,6 +219,8 @@ void SetMemoryPlan(Context* context) {
   context->set_recompute(FLAGS_memory_plan == "recompute");
   context->set_fold(FLAGS_fold != "none");
   context->set_lanes(FLAGS_lanes);
+  if (!FLAGS_cudnn_algorithms.empty())
+    context->set_cudnn_algorithms(Context::ParseCudnnAlgorithms(FLAGS_cudnn_algorithms, "--cudnn_algorithms"));
 }
 
 std::shared_ptr<Context> ToolContext() {
@@ -503,21 +516,27 @@ int Time() {
   }
   // On a device's streams a step's own time is not measured (waiting for each step would undo the overlap).
   const bool on_streams = on_lanes && net->lanes_on_streams();
-  if (on_lanes && !on_streams) net->set_step_timing(true);
+  if (on_lanes && !on_streams && FLAGS_layer_times) net->set_step_timing(true);
   // On a GPU the kernels run after their launch returns: each step is timed to the end of its work.
   Context& context = net->context();
   context.Synchronize();
   const auto& plan = net->plan();
   // Backward follows the net's schedule: under recompute, each segment's replays come before its backward.
   const PassSchedule schedule = net->schedule();
+  // Whole passes (lanes, or --layer_times=false) or each step on its own; backward whole on lanes, or where the
+  // forward is (the net's schedule runs any replays).
+  const bool whole_passes = on_lanes || !FLAGS_layer_times;
+  const bool backward_whole = backward_on_lanes || !FLAGS_layer_times;
+  const bool layer_times_measured = !on_streams && FLAGS_layer_times;
   std::vector<double> forward_ms(plan.size(), 0), backward_ms(plan.size(), 0), replay_ms(plan.size(), 0);
   double forward_total = 0, backward_total = 0, replay_total = 0;
   const auto start = Clock::now();
   for (int i = 0; i < FLAGS_iterations; ++i) {
     const auto forward_start = Clock::now();
-    if (on_lanes) {
-      net->step_lanes().set_recording(i + 1 == FLAGS_iterations);
+    if (whole_passes) {
+      if (on_lanes) net->step_lanes().set_recording(i + 1 == FLAGS_iterations);
       net->Forward();
+      context.Synchronize();  // a pass is timed to the end of its work (queued on streams, it returns before)
     } else {
       for (size_t s = 0; s < plan.size(); ++s) {
         const auto t0 = Clock::now();
@@ -532,11 +551,12 @@ int Time() {
       continue;
     }
     const auto backward_start = Clock::now();
-    if (backward_on_lanes) {
-      net->backward_lanes().set_recording(i + 1 == FLAGS_iterations);
+    if (backward_whole) {
+      if (backward_on_lanes) net->backward_lanes().set_recording(i + 1 == FLAGS_iterations);
       net->Backward();
+      context.Synchronize();
     }
-    for (size_t e = plan.size(); !backward_on_lanes && e < schedule.events.size(); ++e) {
+    for (size_t e = plan.size(); !backward_whole && e < schedule.events.size(); ++e) {
       const PassEvent& event = schedule.events[e];
       const size_t s = static_cast<size_t>(event.step);
       const bool replay = event.kind == PassEvent::Kind::kReplay;
@@ -558,7 +578,7 @@ int Time() {
   }
   const double total = ms(Clock::now() - start);
   if (on_lanes && !on_streams) {
-    for (size_t s = 0; s < plan.size(); ++s) {
+    for (size_t s = 0; s < plan.size() && FLAGS_layer_times; ++s) {
       forward_ms[s] = net->step_times()[s].forward_ms;
       if (backward_on_lanes) backward_ms[s] = net->step_times()[s].backward_ms;
     }
@@ -613,8 +633,11 @@ int Time() {
       LOG(INFO) << line.str();
     }
   }
-  LOG(INFO) << "Average time per layer: " << (on_streams ? "(not measured on streams)" : "");
-  for (size_t s = 0; s < plan.size() && !on_streams; ++s) {
+  LOG(INFO) << "Average time per layer: "
+            << (on_streams          ? "(not measured on streams)"
+                : FLAGS_layer_times ? ""
+                                    : "(not measured: --layer_times=false)");
+  for (size_t s = 0; s < plan.size() && layer_times_measured; ++s) {
     const std::string& name = net->layer_names()[plan[s].layer];
     LOG(INFO) << std::setw(10) << name << "\tforward: " << forward_ms[s] / FLAGS_iterations << " ms.";
     if (backward) LOG(INFO) << std::setw(10) << name << "\tbackward: " << backward_ms[s] / FLAGS_iterations << " ms.";
@@ -631,7 +654,7 @@ int Time() {
     if (peak_gflops > 0) out << " (" << std::setprecision(0) << 100 * gflops / peak_gflops << "% of the GEMM peak)";
     return out.str();
   };
-  LOG(INFO) << "Arithmetic per layer:";
+  if (layer_times_measured) LOG(INFO) << "Arithmetic per layer:";
   for (size_t s = 0; s < plan.size(); ++s) {
     const Layer& layer = *net->layers()[plan[s].layer];
     const double forward = layer.ForwardFlops();
@@ -640,6 +663,7 @@ int Time() {
     if (forward == 0 && backward_layer == 0) continue;
     forward_flops += forward;
     backward_flops += backward_layer;
+    if (!layer_times_measured) continue;
     LOG(INFO) << std::setw(10) << layer.name() << "\tforward: " << rate(forward, forward_ms[s] / FLAGS_iterations);
     if (backward_layer > 0)
       LOG(INFO) << std::setw(10) << layer.name()
@@ -983,6 +1007,7 @@ const std::map<std::string, std::vector<std::string>> kFlagCommands = {
     {"iterations", {"test", "time"}},
     {"phase", {"test", "time", "classify", "fold", "export"}},
     {"forward_only", {"time"}},
+    {"layer_times", {"time"}},
     {"level", {"train", "test", "time", "classify", "fold", "export"}},
     {"stage", {"train", "test", "time", "classify", "fold", "export"}},
     {"engine", {"train", "test", "time", "classify", "fold", "export"}},
@@ -1013,7 +1038,31 @@ void WarnOfFlagsNotRead(const std::string& command) {
 }
 }  // namespace crema
 
+namespace {
+
+// A crash (a bad address, a bad instruction, a bus or arithmetic fault) prints the signal and the stack of the thread
+// it hit before the process dies of it as it would have: a report names the functions. Ending signals (SIGTERM,
+// SIGINT) keep their own handling.
+extern "C" void ReportCrash(int signal) {
+  const char* name = signal == SIGSEGV  ? "SIGSEGV (a bad memory access)"
+                     : signal == SIGBUS ? "SIGBUS (a bad memory access)"
+                     : signal == SIGFPE ? "SIGFPE (an arithmetic fault)"
+                                        : "SIGILL (an instruction this CPU lacks)";
+  const char intro[] = "crema: crashed with ";
+  (void)!write(STDERR_FILENO, intro, sizeof(intro) - 1);
+  (void)!write(STDERR_FILENO, name, std::strlen(name));
+  const char stack[] = "; the stack:\n";
+  (void)!write(STDERR_FILENO, stack, sizeof(stack) - 1);
+  void* frames[64];
+  backtrace_symbols_fd(frames, backtrace(frames, 64), STDERR_FILENO);
+  std::signal(signal, SIG_DFL);
+  std::raise(signal);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  for (int signal : {SIGSEGV, SIGBUS, SIGFPE, SIGILL}) std::signal(signal, ReportCrash);
   FLAGS_logtostderr = true;
   FLAGS_colorlogtostderr = false;
   gflags::SetUsageMessage(crema::kUsage);

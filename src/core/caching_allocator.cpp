@@ -110,6 +110,18 @@ void CachingAllocator::Free(void* block) {
   stats_.in_use -= held.size;
 }
 
+void CachingAllocator::ForgetStream(Stream stream) {
+  if (stream == nullptr) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& [pointer, block] : blocks_) {
+    if (block.home == stream) block.home = nullptr;
+    block.uses.erase(std::remove(block.uses.begin(), block.uses.end(), stream), block.uses.end());
+    // Its events have completed with the stream's work; as the default stream's they are waited for as any other.
+    for (auto& [pending_stream, event] : block.pending)
+      if (pending_stream == stream) pending_stream = nullptr;
+  }
+}
+
 void CachingAllocator::ReleaseCached() {
   std::lock_guard<std::mutex> lock(mutex_);
   ReleaseCachedLocked();

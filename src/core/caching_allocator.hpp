@@ -66,6 +66,10 @@ class CachingAllocator {
   void Free(void* block);
   // Gives every cached block back to the backend, first waiting for what may still use them.
   void ReleaseCached();
+  // `stream` is about to be destroyed, its work all run (the caller synchronized it): every block that was for it
+  // is now for the default stream (null), and it is no longer among any block's uses or pending events, so that
+  // freeing such a block later (a buffer that outlives the stream) records on a stream that still exists.
+  void ForgetStream(Stream stream);
 
   Stats stats() const;
   void ResetPeaks();  // starts new peaks from what is held now

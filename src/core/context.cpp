@@ -62,11 +62,21 @@ size_t WorkspaceLimitFromEnvironment(size_t default_bytes) {
 
 }  // namespace
 
+Context::CudnnAlgorithms Context::ParseCudnnAlgorithms(const std::string& text, const std::string& where) {
+  if (text == "measured") return CudnnAlgorithms::kMeasured;
+  if (text == "heuristic") return CudnnAlgorithms::kHeuristic;
+  CREMA_FAIL() << where << "='" << text << "': use measured (time cuDNN's algorithms once per shape, the default) or "
+               << "heuristic (cuDNN's heuristics' choice)";
+  return CudnnAlgorithms::kMeasured;
+}
+
 Context::Context(Device device, int gpu_id, uint64_t random_seed)
     : device_(device), gpu_id_(gpu_id), random_seed_(random_seed) {
   ApplyThreadPolicy();
   deterministic_ = DeterministicFromEnvironment();
   cudnn_workspace_limit_ = WorkspaceLimitFromEnvironment(cudnn_workspace_limit_);
+  if (const char* choice = std::getenv("CREMA_CUDNN_ALGORITHMS"); choice != nullptr && *choice != '\0')
+    cudnn_algorithms_ = ParseCudnnAlgorithms(choice, "CREMA_CUDNN_ALGORITHMS");
   if (device != Device::kGPU) return;
   CREMA_CHECK(built_with_cuda()) << "a GPU was asked for (--gpu or solver_mode: GPU), but this crema was built "
                                     "with CPU_ONLY; rebuild with CUDA (see Makefile.config.example) or run on the CPU";
@@ -81,6 +91,20 @@ Context::Context(Device device, int gpu_id, uint64_t random_seed)
 }
 
 Context::~Context() {
+#ifdef CREMA_USE_CUDA
+  // The lanes' streams go below. The buffers this context holds (the ones) were allocated for the lane that first
+  // asked, so they are freed first, and every block still meant for one of these streams (a buffer that outlives
+  // this context) is handed to the default stream: freeing it later would record an event on a destroyed stream,
+  // which crashed `crema time --gpu --lanes=3` on its way out.
+  ones_.reset();
+  retired_ones_.clear();
+  for (cudaStream_t stream : streams_) {
+    if (stream == nullptr) continue;
+    cudaSetDevice(gpu_id_);
+    cudaStreamSynchronize(stream);
+    ForgetDeviceStream(gpu_id_, stream);
+  }
+#endif
 #ifdef CREMA_USE_CUDNN
   for (cudnnHandle_t handle : cudnn_)
     if (handle != nullptr) cudnn::DestroyHandle(handle);

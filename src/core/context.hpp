@@ -120,6 +120,17 @@ class Context {
   static constexpr size_t kDefaultCudnnWorkspaceLimitMiB = 512;
   size_t cudnn_workspace_limit() const { return cudnn_workspace_limit_; }
   void set_cudnn_workspace_limit(size_t bytes) { cudnn_workspace_limit_ = bytes; }
+  // How cuDNN convolution engines rank their algorithms: kMeasured (the default) times every algorithm cuDNN has
+  // for a shape on this GPU once per process (cudnnFind*, as PyTorch's cudnn.benchmark) and takes the fastest that
+  // fits; kHeuristic takes cuDNN's heuristics' order (cudnnGet*_v7: no time, no memory, the same choice every run).
+  // Deterministic mode always ranks by the heuristics: timings can choose differently from run to run, and two
+  // algorithms give different bits. CREMA_CUDNN_ALGORITHMS=measured|heuristic from the environment, crema's
+  // --cudnn_algorithms, or a solver's cudnn_algorithms. Engines read it when they reshape.
+  enum class CudnnAlgorithms { kMeasured, kHeuristic };
+  CudnnAlgorithms cudnn_algorithms() const { return cudnn_algorithms_; }
+  void set_cudnn_algorithms(CudnnAlgorithms choice) { cudnn_algorithms_ = choice; }
+  // "measured" or "heuristic" (a flag's, a variable's or a field's text) as the setting; throws naming `where`.
+  static CudnnAlgorithms ParseCudnnAlgorithms(const std::string& text, const std::string& where);
 
   // Makes this context's GPU the calling thread's current device (nets do at the start of every pass; nothing to do on
   // the CPU).
@@ -177,6 +188,7 @@ class Context {
   bool gpu_code_on_host_ = false;
   bool streams_on_host_ = false;
   size_t cudnn_workspace_limit_ = kDefaultCudnnWorkspaceLimitMiB << 20;
+  CudnnAlgorithms cudnn_algorithms_ = CudnnAlgorithms::kMeasured;
   std::mutex lanes_mutex_;  // making streams and handles
 #ifdef CREMA_USE_CUDA
   std::vector<cudaStream_t> streams_;  // per lane, null until made

@@ -184,8 +184,13 @@ const AlgorithmCandidate* ChooseAlgorithm(const AlgorithmRanking& ranking, size_
 
 AlgorithmRanking AlgorithmCache::Find(const ConvolutionKey& key, Direction direction,
                                       const std::function<AlgorithmRanking()>& rank) {
+  return Find(key, direction, false, rank);
+}
+
+AlgorithmRanking AlgorithmCache::Find(const ConvolutionKey& key, Direction direction, bool measured,
+                                      const std::function<AlgorithmRanking()>& rank) {
   std::lock_guard<std::mutex> lock(mutex_);
-  const auto entry = std::make_pair(key, direction);
+  const auto entry = std::make_tuple(key, direction, measured);
   auto found = rankings_.find(entry);
   if (found == rankings_.end()) found = rankings_.emplace(entry, rank()).first;
   return found->second;
@@ -208,15 +213,18 @@ AlgorithmCache& AlgorithmCache::Global() {
 
 namespace {
 
-// How the algorithms are ranked: cuDNN's heuristics (cudnnGet*Algorithm_v7), not its benchmarks
-// (cudnnFind*Algorithm[Ex]). The engines choose in Reshape, when the net has not yet sized its shared workspace
-// (it does so from the layers' requests, which depend on the choice) and the blobs hold no data worth timing;
-// benchmarking there would need memory of its own, up to the limit, outside the net's plan. Heuristics cost
-// microseconds and no device memory, and they give the same choice on every run, where timings give
-// one that changes with the noise of the machine (so two runs could take different algorithms, and different
-// bits). The ranking lists every algorithm with a status; each that cuDNN supports here is kept with the
-// workspace its own query reports for the descriptors as they are (FMA math: the ranking's mathType is not used
-// for running, see ConvolutionDescriptor::Set).
+// How the algorithms are ranked (Context::cudnn_algorithms): by cuDNN's measurements on this GPU
+// (cudnnFind*Algorithm, the default), or by cuDNN's heuristics (cudnnGet*Algorithm_v7). The engines choose in
+// Reshape, when the net has not yet sized its shared workspace (it does so from the layers' requests, which depend
+// on the choice) and the blobs hold no data worth timing: the measuring calls run every algorithm on memory cuDNN
+// allocates for the purpose and frees again, once per shape, direction and GPU in the process (AlgorithmCache),
+// fastest first. Heuristics cost microseconds and no device memory and give the same choice on every run, where
+// timings give one that can change with the machine's noise (two runs may then take different algorithms, and
+// different bits; deterministic mode ranks by the heuristics). On an H200, GoogLeNet's training (batch 128) ran at
+// 1.00x PyTorch's speed with cudnn.benchmark on measured choices, 0.83x on the heuristics' (that run also waited
+// for the device after every layer; docs/gpu-record.md, runs 3 and 4). Either way each algorithm that cuDNN supports
+// here is kept with the workspace its own query reports for the descriptors as they are (FMA math, also while
+// measuring: the descriptor's math type).
 //
 // Left out: WINOGRAD_NONFUSED, in every direction. NVIDIA's engineers say its numerical precision is sometimes
 // not very good (TensorFlow skipped it for that reason); the engine must give the native engine's results to float
@@ -248,14 +256,18 @@ AlgorithmRanking Ranking(const std::vector<Perf>& perfs, int returned, Algo excl
   return ranking;
 }
 
-AlgorithmRanking RankForward(cudnnHandle_t handle, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w,
+AlgorithmRanking RankForward(cudnnHandle_t handle, bool measured, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w,
                              cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t y) {
   int most = 0;
   CREMA_CUDNN_CALL(cudnnGetConvolutionForwardAlgorithmMaxCount(handle, &most));
   std::vector<cudnnConvolutionFwdAlgoPerf_t> perfs(std::max(most, 1));
   int returned = 0;
-  CREMA_CUDNN_CALL(cudnnGetConvolutionForwardAlgorithm_v7(handle, x, w, conv, y, static_cast<int>(perfs.size()),
-                                                          &returned, perfs.data()));
+  const int count = static_cast<int>(perfs.size());
+  if (measured) {
+    CREMA_CUDNN_CALL(cudnnFindConvolutionForwardAlgorithm(handle, x, w, conv, y, count, &returned, perfs.data()));
+  } else {
+    CREMA_CUDNN_CALL(cudnnGetConvolutionForwardAlgorithm_v7(handle, x, w, conv, y, count, &returned, perfs.data()));
+  }
   return Ranking(
       perfs, returned, CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED,
       [&](cudnnConvolutionFwdAlgo_t algo, size_t* bytes) {
@@ -264,14 +276,21 @@ AlgorithmRanking RankForward(cudnnHandle_t handle, cudnnTensorDescriptor_t x, cu
       [](cudnnConvolutionFwdAlgo_t) { return false; });
 }
 
-AlgorithmRanking RankBackwardData(cudnnHandle_t handle, cudnnFilterDescriptor_t w, cudnnTensorDescriptor_t dy,
-                                  cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t dx) {
+AlgorithmRanking RankBackwardData(cudnnHandle_t handle, bool measured, cudnnFilterDescriptor_t w,
+                                  cudnnTensorDescriptor_t dy, cudnnConvolutionDescriptor_t conv,
+                                  cudnnTensorDescriptor_t dx) {
   int most = 0;
   CREMA_CUDNN_CALL(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(handle, &most));
   std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perfs(std::max(most, 1));
   int returned = 0;
-  CREMA_CUDNN_CALL(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, w, dy, conv, dx, static_cast<int>(perfs.size()),
-                                                               &returned, perfs.data()));
+  const int count = static_cast<int>(perfs.size());
+  if (measured) {
+    CREMA_CUDNN_CALL(
+        cudnnFindConvolutionBackwardDataAlgorithm(handle, w, dy, conv, dx, count, &returned, perfs.data()));
+  } else {
+    CREMA_CUDNN_CALL(
+        cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, w, dy, conv, dx, count, &returned, perfs.data()));
+  }
   return Ranking(
       perfs, returned, CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED,
       [&](cudnnConvolutionBwdDataAlgo_t algo, size_t* bytes) {
@@ -280,14 +299,21 @@ AlgorithmRanking RankBackwardData(cudnnHandle_t handle, cudnnFilterDescriptor_t 
       [](cudnnConvolutionBwdDataAlgo_t algo) { return algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_0; });
 }
 
-AlgorithmRanking RankBackwardFilter(cudnnHandle_t handle, cudnnTensorDescriptor_t x, cudnnTensorDescriptor_t dy,
-                                    cudnnConvolutionDescriptor_t conv, cudnnFilterDescriptor_t dw) {
+AlgorithmRanking RankBackwardFilter(cudnnHandle_t handle, bool measured, cudnnTensorDescriptor_t x,
+                                    cudnnTensorDescriptor_t dy, cudnnConvolutionDescriptor_t conv,
+                                    cudnnFilterDescriptor_t dw) {
   int most = 0;
   CREMA_CUDNN_CALL(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(handle, &most));
   std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perfs(std::max(most, 1));
   int returned = 0;
-  CREMA_CUDNN_CALL(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-      handle, x, dy, conv, dw, static_cast<int>(perfs.size()), &returned, perfs.data()));
+  const int count = static_cast<int>(perfs.size());
+  if (measured) {
+    CREMA_CUDNN_CALL(
+        cudnnFindConvolutionBackwardFilterAlgorithm(handle, x, dy, conv, dw, count, &returned, perfs.data()));
+  } else {
+    CREMA_CUDNN_CALL(
+        cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, x, dy, conv, dw, count, &returned, perfs.data()));
+  }
   return Ranking(
       perfs, returned, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED,
       [&](cudnnConvolutionBwdFilterAlgo_t algo, size_t* bytes) {
@@ -328,8 +354,11 @@ void ConvolutionPlan::ChooseAlgorithms(Context& context, const std::string& who)
   const size_t blob_bytes = static_cast<size_t>(std::numeric_limits<int>::max()) * sizeof(float);
   const size_t limit = std::min(context.cudnn_workspace_limit(), blob_bytes);
   const bool deterministic = context.deterministic();
+  // Timings can choose another algorithm on the next run, and another algorithm gives other bits: deterministic
+  // mode keeps to the heuristics' choice, the same on every run.
+  const bool measured = context.cudnn_algorithms() == Context::CudnnAlgorithms::kMeasured && !deterministic;
   const auto choose = [&](Direction direction, const std::function<AlgorithmRanking()>& rank) {
-    const AlgorithmRanking ranking = AlgorithmCache::Global().Find(key_, direction, rank);
+    const AlgorithmRanking ranking = AlgorithmCache::Global().Find(key_, direction, measured, rank);
     const AlgorithmCandidate* chosen = ChooseAlgorithm(ranking, limit, deterministic);
     if (chosen != nullptr) return *chosen;
     std::ostringstream why;
@@ -353,13 +382,13 @@ void ConvolutionPlan::ChooseAlgorithms(Context& context, const std::string& who)
     return AlgorithmCandidate{};
   };
   const AlgorithmCandidate forward = choose(Direction::kForward, [&] {
-    return RankForward(handle, input_.get(), filter_.get(), convolution_.get(), output_.get());
+    return RankForward(handle, measured, input_.get(), filter_.get(), convolution_.get(), output_.get());
   });
   const AlgorithmCandidate backward_data = choose(Direction::kBackwardData, [&] {
-    return RankBackwardData(handle, filter_.get(), output_.get(), convolution_.get(), input_.get());
+    return RankBackwardData(handle, measured, filter_.get(), output_.get(), convolution_.get(), input_.get());
   });
   const AlgorithmCandidate backward_filter = choose(Direction::kBackwardFilter, [&] {
-    return RankBackwardFilter(handle, input_.get(), output_.get(), convolution_.get(), filter_.get());
+    return RankBackwardFilter(handle, measured, input_.get(), output_.get(), convolution_.get(), filter_.get());
   });
   forward_ = static_cast<cudnnConvolutionFwdAlgo_t>(forward.algorithm);
   forward_bytes_ = forward.workspace_bytes;

@@ -23,6 +23,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -194,15 +195,20 @@ using AlgorithmRanking = std::vector<AlgorithmCandidate>;
 // keeps a net running under a small limit (implicit-GEMM algorithms need little or no workspace).
 const AlgorithmCandidate* ChooseAlgorithm(const AlgorithmRanking& ranking, size_t limit, bool deterministic);
 
-// Rankings per (key, direction), computed once per shape and kept for the process: the heuristics' answer is a
+// Rankings per (key, direction, how ranked), computed once per shape and kept for the process: the ranking is a
 // property of the GPU and the shapes, not of a net, so every net and context on a GPU shares it. The ranking is
 // cached rather than the choice, so that contexts with other limits or determinism choose from the same entry.
 // Thread-safe: contexts on several threads share one cache.
 class AlgorithmCache {
  public:
   // The ranking for (key, direction): made by `rank` on the first request, from the cache afterwards. `rank` runs
-  // under the cache's lock (it takes microseconds), so it is never run twice for one entry.
+  // under the cache's lock (microseconds by heuristics, milliseconds measured: two measurements at once would
+  // disturb each other's timings), so it is never run twice for one entry.
   AlgorithmRanking Find(const ConvolutionKey& key, Direction direction, const std::function<AlgorithmRanking()>& rank);
+  // The same for rankings made by `measured` timings (true) or the heuristics (false): each kept apart. A measured
+  // ranking takes milliseconds to make (it runs every algorithm once); it too is made once per entry.
+  AlgorithmRanking Find(const ConvolutionKey& key, Direction direction, bool measured,
+                        const std::function<AlgorithmRanking()>& rank);
   size_t size() const;
   void Clear();
   // The process's cache, used by ConvolutionPlan.
@@ -210,7 +216,7 @@ class AlgorithmCache {
 
  private:
   mutable std::mutex mutex_;
-  std::map<std::pair<ConvolutionKey, Direction>, AlgorithmRanking> rankings_;
+  std::map<std::tuple<ConvolutionKey, Direction, bool>, AlgorithmRanking> rankings_;
 };
 
 // One convolution at one shape: its descriptors and its three algorithms, chosen under the context's workspace
@@ -226,8 +232,8 @@ class ConvolutionPlan {
   // begin with `who` ("layer 'conv1' (Convolution)").
   void Describe(const ConvolutionKey& key, const std::vector<int>& output_shape, const std::string& who);
   // Chooses the three algorithms (AlgorithmCache::Global(), ChooseAlgorithm) under `context`'s
-  // cudnn_workspace_limit() and deterministic(); throws naming the direction, the key and the limit when no
-  // algorithm fits.
+  // cudnn_algorithms(), cudnn_workspace_limit() and deterministic(); throws naming the direction, the key and the limit
+  // when no algorithm fits.
   void ChooseAlgorithms(Context& context, const std::string& who);
   // Bytes of workspace each direction's algorithm needs, and the most of them (what the layer requests).
   size_t workspace_bytes(Direction direction) const;

@@ -222,6 +222,15 @@ SyncedMemory::~SyncedMemory() {
 #endif
 }
 
+void ForgetDeviceStream(int device, void* stream) {
+#ifdef CREMA_USE_CUDA
+  DeviceCache(device).ForgetStream(stream);
+#else
+  (void)device;
+  (void)stream;
+#endif
+}
+
 void SyncedMemory::record_stream(void* stream) {
 #ifdef CREMA_USE_CUDA
   if (device_ != nullptr) DeviceCache(device_id_).RecordUse(device_, stream);

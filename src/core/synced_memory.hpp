@@ -35,6 +35,10 @@ size_t HostMemoryLimit();
 // null, the device's default stream, except while a GPU context's lane runs work (Context::LaneScope sets the lane's).
 void SetAllocationStream(void* stream);
 void* AllocationStream();
+// A stream of GPU `device` about to be destroyed, its work all run: the device's block cache forgets it
+// (CachingAllocator::ForgetStream), so a block allocated for it and freed later is freed on the default stream.
+// Nothing to do in a CPU-only build.
+void ForgetDeviceStream(int device, void* stream);
 
 class SyncedMemory {
  public:

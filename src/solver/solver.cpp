@@ -78,9 +78,14 @@ std::shared_ptr<Context> Solver::ContextFor(const SolverParameter& param) {
       LOG(WARNING) << "The solver asks for solver_mode: GPU, but no GPU is available; training on the CPU.";
     gpu = false;
   }
-  return std::make_shared<Context>(
+  auto context = std::make_shared<Context>(
       gpu ? Device::kGPU : Device::kCPU, param.device_id(),
       param.random_seed() >= 0 ? static_cast<uint64_t>(param.random_seed()) : Context::kDefaultSeed);
+  if (param.has_cudnn_algorithms())
+    context->set_cudnn_algorithms(param.cudnn_algorithms() == SolverParameter::HEURISTIC
+                                      ? Context::CudnnAlgorithms::kHeuristic
+                                      : Context::CudnnAlgorithms::kMeasured);
+  return context;
 }
 
 void Solver::CheckNets(const SolverParameter& param, const std::string& solver_path) {
