@@ -329,11 +329,11 @@ TEST(CudnnAlgorithmTest, TheCacheRanksEachShapeAndDirectionOnce) {
     return cudnn::AlgorithmRanking{{ranked, 0, true}};
   };
   const cudnn::ConvolutionKey base = SomeKey();
-  EXPECT_EQ(cache.Find(base, cudnn::Direction::kForward, rank)[0].algorithm, 1);
-  EXPECT_EQ(cache.Find(base, cudnn::Direction::kForward, rank)[0].algorithm, 1);
+  EXPECT_EQ(cache.Find(base, cudnn::Direction::kForward, false, rank)[0].algorithm, 1);
+  EXPECT_EQ(cache.Find(base, cudnn::Direction::kForward, false, rank)[0].algorithm, 1);
   EXPECT_EQ(ranked, 1);
-  EXPECT_EQ(cache.Find(base, cudnn::Direction::kBackwardData, rank)[0].algorithm, 2);
-  EXPECT_EQ(cache.Find(base, cudnn::Direction::kBackwardFilter, rank)[0].algorithm, 3);
+  EXPECT_EQ(cache.Find(base, cudnn::Direction::kBackwardData, false, rank)[0].algorithm, 2);
+  EXPECT_EQ(cache.Find(base, cudnn::Direction::kBackwardFilter, false, rank)[0].algorithm, 3);
   std::vector<cudnn::ConvolutionKey> variants(8, base);
   variants[0].device = 1;
   variants[1].input[0] = 3;
@@ -345,11 +345,11 @@ TEST(CudnnAlgorithmTest, TheCacheRanksEachShapeAndDirectionOnce) {
   variants[7].data_type = CUDNN_DATA_HALF;
   for (const cudnn::ConvolutionKey& key : variants) {
     EXPECT_FALSE(key == base) << key.ToString();
-    cache.Find(key, cudnn::Direction::kForward, rank);
+    cache.Find(key, cudnn::Direction::kForward, false, rank);
   }
   EXPECT_EQ(ranked, 3 + 8);
   EXPECT_EQ(cache.size(), 3u + 8u);
-  for (const cudnn::ConvolutionKey& key : variants) cache.Find(key, cudnn::Direction::kForward, rank);
+  for (const cudnn::ConvolutionKey& key : variants) cache.Find(key, cudnn::Direction::kForward, false, rank);
   EXPECT_EQ(ranked, 3 + 8);
   cache.Clear();
   EXPECT_EQ(cache.size(), 0u);
@@ -368,7 +368,7 @@ TEST(CudnnAlgorithmTest, MeasuredAndHeuristicRankingsAreKeptApart) {
   const cudnn::ConvolutionKey key = SomeKey();
   EXPECT_EQ(cache.Find(key, cudnn::Direction::kForward, false, rank)[0].algorithm, 1);
   EXPECT_EQ(cache.Find(key, cudnn::Direction::kForward, true, rank)[0].algorithm, 2);
-  EXPECT_EQ(cache.Find(key, cudnn::Direction::kForward, rank)[0].algorithm, 1);  // the heuristics' entry
+  EXPECT_EQ(cache.Find(key, cudnn::Direction::kForward, false, rank)[0].algorithm, 1);
   EXPECT_EQ(cache.Find(key, cudnn::Direction::kForward, true, rank)[0].algorithm, 2);
   EXPECT_EQ(ranked, 2);
   EXPECT_EQ(cache.size(), 2u);
@@ -408,7 +408,7 @@ TEST(CudnnAlgorithmTest, ThreadsSharingTheCacheRankAnEntryOnce) {
       for (int i = 0; i < 200; ++i) {
         cudnn::ConvolutionKey key = SomeKey();
         key.input[0] = i % 10;
-        const auto ranking = cache.Find(key, static_cast<cudnn::Direction>(t % 3), [&] {
+        const auto ranking = cache.Find(key, static_cast<cudnn::Direction>(t % 3), false, [&] {
           ++ranked;
           return cudnn::AlgorithmRanking{{i % 10, 0, true}};
         });

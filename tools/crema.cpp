@@ -516,7 +516,9 @@ int Time() {
   }
   // On a device's streams a step's own time is not measured (waiting for each step would undo the overlap).
   const bool on_streams = on_lanes && net->lanes_on_streams();
-  if (on_lanes && !on_streams && FLAGS_layer_times) net->set_step_timing(true);
+  // Per-layer times: unless whole passes were asked for; on CPU lanes the net times each step as it runs.
+  const bool layer_times_measured = !on_streams && FLAGS_layer_times;
+  if (on_lanes && layer_times_measured) net->set_step_timing(true);
   // On a GPU the kernels run after their launch returns: each step is timed to the end of its work.
   Context& context = net->context();
   context.Synchronize();
@@ -527,7 +529,6 @@ int Time() {
   // forward is (the net's schedule runs any replays).
   const bool whole_passes = on_lanes || !FLAGS_layer_times;
   const bool backward_whole = backward_on_lanes || !FLAGS_layer_times;
-  const bool layer_times_measured = !on_streams && FLAGS_layer_times;
   std::vector<double> forward_ms(plan.size(), 0), backward_ms(plan.size(), 0), replay_ms(plan.size(), 0);
   double forward_total = 0, backward_total = 0, replay_total = 0;
   const auto start = Clock::now();
@@ -578,7 +579,7 @@ int Time() {
   }
   const double total = ms(Clock::now() - start);
   if (on_lanes && !on_streams) {
-    for (size_t s = 0; s < plan.size() && FLAGS_layer_times; ++s) {
+    for (size_t s = 0; s < plan.size() && layer_times_measured; ++s) {
       forward_ms[s] = net->step_times()[s].forward_ms;
       if (backward_on_lanes) backward_ms[s] = net->step_times()[s].backward_ms;
     }

@@ -98,9 +98,9 @@ Context::~Context() {
   // which crashed `crema time --gpu --lanes=3` on its way out.
   ones_.reset();
   retired_ones_.clear();
+  if (!streams_.empty()) cudaSetDevice(gpu_id_);  // unchecked: a destructor does not throw
   for (cudaStream_t stream : streams_) {
     if (stream == nullptr) continue;
-    cudaSetDevice(gpu_id_);
     cudaStreamSynchronize(stream);
     ForgetDeviceStream(gpu_id_, stream);
   }

@@ -182,11 +182,6 @@ const AlgorithmCandidate* ChooseAlgorithm(const AlgorithmRanking& ranking, size_
   return nullptr;
 }
 
-AlgorithmRanking AlgorithmCache::Find(const ConvolutionKey& key, Direction direction,
-                                      const std::function<AlgorithmRanking()>& rank) {
-  return Find(key, direction, false, rank);
-}
-
 AlgorithmRanking AlgorithmCache::Find(const ConvolutionKey& key, Direction direction, bool measured,
                                       const std::function<AlgorithmRanking()>& rank) {
   std::lock_guard<std::mutex> lock(mutex_);

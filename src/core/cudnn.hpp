@@ -201,12 +201,10 @@ const AlgorithmCandidate* ChooseAlgorithm(const AlgorithmRanking& ranking, size_
 // Thread-safe: contexts on several threads share one cache.
 class AlgorithmCache {
  public:
-  // The ranking for (key, direction): made by `rank` on the first request, from the cache afterwards. `rank` runs
-  // under the cache's lock (microseconds by heuristics, milliseconds measured: two measurements at once would
-  // disturb each other's timings), so it is never run twice for one entry.
-  AlgorithmRanking Find(const ConvolutionKey& key, Direction direction, const std::function<AlgorithmRanking()>& rank);
-  // The same for rankings made by `measured` timings (true) or the heuristics (false): each kept apart. A measured
-  // ranking takes milliseconds to make (it runs every algorithm once); it too is made once per entry.
+  // The ranking for (key, direction) made by `measured` timings (true) or the heuristics (false), each kept apart:
+  // made by `rank` on the first request, from the cache afterwards. `rank` runs under the cache's lock
+  // (microseconds by heuristics, milliseconds measured: two measurements at once would disturb each other's
+  // timings), so it is never run twice for one entry.
   AlgorithmRanking Find(const ConvolutionKey& key, Direction direction, bool measured,
                         const std::function<AlgorithmRanking()>& rank);
   size_t size() const;
