@@ -482,6 +482,10 @@ TEST(ConvolutionLayerTest, EveryEngineAgreesWithTheReferenceEngine) {
       {"num_output: 24 kernel_size: 3 stride: 2 pad: 1 group: 2", {{2, 20, 9, 8}}},
       {"num_output: 2 kernel_size: 2 stride: 2 bias_term: false axis: 2", {{2, 2, 3, 6, 6}}},
       {"num_output: 3 kernel_size: 3 kernel_size: 2 kernel_size: 2 pad: 1 force_nd_im2col: true", {{2, 2, 4, 3, 5}}},
+      // Input gradients over a few channels from images large enough that oneDNN's engine makes them a band of
+      // output rows at a time (40 rows in bands of 11, the last of 7; 35 in bands of 9), over an odd batch.
+      {"num_output: 8 kernel_size: 7 stride: 2 pad: 3", {{3, 3, 80, 80}}},
+      {"num_output: 6 kernel_size: 5 stride: 2 pad: 2 group: 3", {{2, 6, 70, 90}}},
   };
   // An engine may refuse a case (oneDNN's takes 2-d convolutions over axis 1 only), but every engine takes the
   // six 2-d cases.

@@ -354,6 +354,56 @@ TEST(NetPassesTest, PlanLayoutsKeepsAPassThroughLayersTopWithItsBottom) {
   }
 }
 
+// A Concat of a channel-blocked bottom and a channels-last one (a convolution after a reduction to 20 channels,
+// which blocks would pad: GoogLeNet's 5x5 branches) keeps its top in the blocked one's layout, every part starting on
+// a block, rather than plain; outputs and gradients are those of the net with every blob plain.
+TEST(NetPassesTest, PlanLayoutsJoinsMixedLayoutsIntoChannelBlocks) {
+#ifndef CREMA_USE_ONEDNN
+  GTEST_SKIP() << "no engine offers a layout other than plain in a build without oneDNN";
+#endif
+  const auto conv = [](const std::string& name, const std::string& bottom, int outputs) {
+    return "layer { name: '" + name + "' type: 'Convolution' bottom: '" + bottom + "' top: '" + name +
+           "' convolution_param { num_output: " + std::to_string(outputs) +
+           " kernel_size: 3 pad: 1 weight_filler { type: 'gaussian' std: 0.1 } bias_filler { type: 'gaussian' std: "
+           "0.1 } } }";
+  };
+  const NetParameter param = ParseNet(
+      "name: 'mixed' force_backward: true\n"
+      "layer { name: 'input' type: 'Input' top: 'data' input_param { shape { dim: 2 dim: 16 dim: 8 dim: 8 } } }" +
+      conv("wide", "data", 16) + conv("reduce", "data", 20) + conv("narrow", "reduce", 16) +
+      "layer { name: 'join' type: 'Concat' bottom: 'wide' bottom: 'narrow' top: 'join' }"
+      "layer { name: 'pool' type: 'Pooling' bottom: 'join' top: 'pool'"
+      " pooling_param { pool: MAX kernel_size: 2 stride: 2 } }");
+  NetPasses plain = NetPasses::Default();
+  plain.after_build.erase(std::remove_if(plain.after_build.begin(), plain.after_build.end(),
+                                         [](const NetPass& pass) { return pass.name == "plan_layouts"; }),
+                          plain.after_build.end());
+  Net expected(param, std::make_shared<Context>(Device::kCPU, 0, 5), plain);
+  Net net(param, std::make_shared<Context>(Device::kCPU, 0, 5));
+  ASSERT_EQ(net.layer_by_name("join")->engine(), "onednn");
+  const Layout blocked = net.blob_by_name("wide")->layout();
+  ASSERT_TRUE(blocked == Layout::kChannelBlocks8 || blocked == Layout::kChannelBlocks16) << LayoutName(blocked);
+  EXPECT_EQ(net.blob_by_name("narrow")->layout(), Layout::kChannelsLast);
+  EXPECT_EQ(net.blob_by_name("join")->layout(), blocked);
+  EXPECT_EQ(net.blob_by_name("pool")->layout(), Layout::kPlain);  // a net output
+  for (Net* n : {&net, &expected}) {
+    test::FillUniform(n->input_blobs()[0], -1.f, 1.f, 3);
+    n->Forward();
+    Blob* top = n->blob_by_name("pool");
+    Blob gradient(top->shape());
+    test::FillUniform(&gradient, -1.f, 1.f, 4);
+    std::copy(gradient.cpu_data(), gradient.cpu_data() + gradient.count(), top->mutable_cpu_diff());
+    n->Backward();
+  }
+  const auto expect_near = [](const std::vector<float>& got, const std::vector<float>& want, const char* what) {
+    ASSERT_EQ(got.size(), want.size()) << what;
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-5f) << what << " at " << i;
+  };
+  expect_near(test::DataOf(*net.blob_by_name("pool")), test::DataOf(*expected.blob_by_name("pool")), "pool");
+  expect_near(test::DiffOf(*net.input_blobs()[0]), test::DiffOf(*expected.input_blobs()[0]), "input gradient");
+  EXPECT_GT(test::AbsSum(test::DiffOf(*net.input_blobs()[0])), 0.0);
+}
+
 // After-weights passes run when asked (the inference tools ask once the weights are loaded), see the loaded
 // weights, and run once.
 TEST(NetPassesTest, AfterWeightsPassesSeeTheLoadedWeights) {

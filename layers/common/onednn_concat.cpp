@@ -14,6 +14,7 @@ using onednn::CpuEngine;
 struct OneDnnConcatLayer::Primitives {
   std::vector<memory::desc> bottoms;  // in their layouts
   std::vector<memory::desc> parts;    // each bottom's part of the top (sub-memories of the top's layout)
+  std::vector<int> channels;          // each bottom's channels
   dnnl::concat::primitive_desc forward;
   dnnl::concat forward_primitive;
   memory::desc top, scratch_desc;                        // the top's layout and the scratchpad's, queried once
@@ -68,9 +69,22 @@ std::string OneDnnConcatLayer::Refusal(const EngineQuery& query) {
 }
 
 Layout OneDnnConcatLayer::OffersLayout(int, const std::vector<Layout>& bottom_layouts) const {
-  for (Layout layout : bottom_layouts)
-    if (layout != bottom_layouts[0]) return Layout::kPlain;
-  return bottom_layouts[0];
+  bool shared = true;
+  for (Layout layout : bottom_layouts) shared = shared && layout == bottom_layouts[0];
+  if (shared) return bottom_layouts[0];
+  // Mixed: the first channel-blocked bottom's blocks where every bottom's channels fill whole blocks, so that each
+  // part of the top starts on a block; oneDNN's concat reorders the others into their parts. GoogLeNet's inception
+  // outputs join blocked branches with a channels-last one (a 5x5 convolution after a reduction to 24 channels, which
+  // would be padded in blocks): a plain top there cost its four readers a reorder each, forward and backward.
+  for (Layout layout : bottom_layouts) {
+    if (layout != Layout::kChannelBlocks8 && layout != Layout::kChannelBlocks16) continue;
+    if (primitives_ == nullptr) return Layout::kPlain;
+    const int block = ChannelBlock(layout, 0);
+    for (int c : primitives_->channels)
+      if (c % block != 0) return Layout::kPlain;
+    return layout;
+  }
+  return Layout::kPlain;
 }
 
 void OneDnnConcatLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
@@ -82,6 +96,7 @@ void OneDnnConcatLayer::Reshape(const std::vector<Blob*>& bottom, const std::vec
   int channel = 0;
   for (const Blob* b : bottom) {
     p->bottoms.push_back(onednn::BlobDesc(*b));
+    p->channels.push_back(b->shape(1));
     p->parts.push_back(whole.submemory_desc(onednn::Dims({b->shape(0), b->shape(1), b->shape(2), b->shape(3)}),
                                             onednn::Dims({0, channel, 0, 0})));
     channel += b->shape(1);

@@ -23,7 +23,8 @@ class OneDnnConcatLayer : public ConcatLayer {
   explicit OneDnnConcatLayer(const LayerParameter& param, std::shared_ptr<Context> context = nullptr);
   ~OneDnnConcatLayer() override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  // Any layout for each bottom; the top in the bottoms' layout where they all share one, else plain.
+  // Any layout for each bottom; the top in the bottoms' layout where they all share one, else in the channel blocks
+  // of one of them where every bottom's channels fill whole blocks, else plain.
   bool ReadsLayout(int, Layout) const override { return true; }
   Layout OffersLayout(int, const std::vector<Layout>& bottom_layouts) const override;
 

@@ -74,6 +74,10 @@ class OneDnnConvolutionLayer : public BaseConvolutionLayer {
   bool ComputesFusedSum() const override { return fused_sum(); }
 
  private:
+  // The input gradient by BaseConvolutionLayer's product and fold, a band of output rows at a time in `bands` (the
+  // workspace's stretches for them), the images split over the threads: from the plain output gradient `top_diff`.
+  void InputGradientByBands(const float* top_diff, const float* weights, float* bands, float* input_diff) const;
+
   const bool transposed_;
   struct Primitives;  // the oneDNN objects (dnnl.hpp stays out of this header)
   std::unique_ptr<Primitives> primitives_;
