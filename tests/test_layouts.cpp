@@ -65,8 +65,9 @@ struct LayoutRun {
 // from the seed too and the parameters as the layer fills them from the context's seed; returns, in plain order,
 // the top's data, then the bottoms' and the parameters' gradients, and the parameters' data after forward (the
 // running statistics of BatchNorm).
+// With `step`, the inputs are rounded to multiples of it, so that windows and sums meet equal values.
 std::vector<std::vector<float>> RunLayer(const std::string& text, const std::vector<std::vector<int>>& shapes,
-                                         const LayoutRun& run, uint64_t seed) {
+                                         const LayoutRun& run, uint64_t seed, float step = 0.f) {
   auto context = std::make_shared<Context>(Device::kCPU, 0, 11);
   LayerParameter param = test::ParseLayer(text);
   context->force_engine(param.type(), run.engine);
@@ -77,6 +78,9 @@ std::vector<std::vector<float>> RunLayer(const std::string& text, const std::vec
   for (size_t b = 0; b < shapes.size(); ++b) {
     Blob* blob = bottom.Add(shapes[b]);
     test::FillGaussian(blob, 0.5f, 1.5f, seed + b);
+    if (step > 0.f)
+      for (int i = 0; i < blob->count(); ++i)
+        blob->mutable_cpu_data()[i] = step * std::round(blob->cpu_data()[i] / step);
     inputs.push_back(test::DataOf(*blob));
   }
   if (run.in_place) {
@@ -180,6 +184,41 @@ TEST(LayoutTest, OneDnnEltwiseSumGivesTheNativeResultsInMixedLayouts) {
     SCOPED_TRACE(LayoutName(run.bottom_layouts[0]) + ", " + LayoutName(run.bottom_layouts[1]) + ", " +
                  LayoutName(run.bottom_layouts[2]) + " -> " + LayoutName(run.top_layout));
     ExpectSame(RunLayer(sum, shapes, run, 9), expected);
+  }
+}
+
+// MAX pooling of a bottom in channel blocks or channels-last runs crema's loops over the channels side by side
+// (layers/vision/pooling_lanes.hpp): the native engine's outputs and gradients bit for bit, equal maxima included
+// (the inputs rounded to tenths: the first of them wins, as natively), over windows clipped at the edges, a last
+// window past the input (CEIL), rectangular ones, a global one, and a stride past the kernel (inputs in no window get
+// no gradient); channels-last over 20 channels, whose last vector is partial.
+TEST(LayoutTest, OneDnnMaxPoolingGivesTheNativeResultsBitForBitInEveryLayout) {
+  const std::pair<std::string, std::vector<int>> cases[] = {
+      {"kernel_size: 3 stride: 1 pad: 1", {2, 32, 7, 9}},
+      {"kernel_size: 3 stride: 2", {2, 32, 10, 11}},
+      {"kernel_h: 3 kernel_w: 2 stride_h: 2 stride_w: 1 pad_h: 1", {1, 16, 6, 5}},
+      {"global_pooling: true", {2, 16, 5, 6}},
+      {"kernel_size: 2 stride: 3", {2, 16, 8, 8}},
+      {"kernel_size: 3 stride: 2 pad: 1", {3, 20, 9, 7}},
+  };
+  for (const auto& c : cases) {
+    const std::string pool = "name: 'pool' type: 'Pooling' pooling_param { pool: MAX " + c.first + " }";
+    const auto expected = RunLayer(pool, {c.second}, {"native", {Layout::kPlain}, Layout::kPlain, false}, 13, 0.1f);
+    for (Layout layout : kLayouts) {
+      if (c.second[1] % ChannelBlock(layout, c.second[1]) != 0) continue;
+      SCOPED_TRACE(LayoutName(layout) + ": " + c.first);
+      const auto actual = RunLayer(pool, {c.second}, {"onednn", {layout}, layout, false}, 13, 0.1f);
+      ASSERT_EQ(actual.size(), expected.size());
+      if (layout == Layout::kPlain) {  // oneDNN's own kernels: a gradient may go to another of equal maxima
+        ExpectSame({actual[0]}, {expected[0]});
+        continue;
+      }
+      for (size_t r = 0; r < actual.size(); ++r) {
+        ASSERT_EQ(actual[r].size(), expected[r].size());
+        for (size_t i = 0; i < actual[r].size(); ++i)
+          ASSERT_EQ(actual[r][i], expected[r][i]) << "result " << r << " at " << i;
+      }
+    }
   }
 }
 

@@ -2,11 +2,13 @@
 
 #ifdef CREMA_USE_ONEDNN
 
+#include <cstdlib>
 #include <sstream>
 #include <string>
 
 #include "layers/onednn_util.hpp"
 #include "layers/vision/kernel_geometry.hpp"
+#include "layers/vision/pooling_lanes.hpp"
 
 namespace crema {
 
@@ -113,6 +115,17 @@ void OneDnnPoolingLayer::Reshape(const std::vector<Blob*>& bottom, const std::ve
   CREMA_CHECK(why.empty() && !plan.kernel.empty())
       << describe() << ": the onednn engine cannot pool a bottom of shape " << bottom[0]->shape_string() << ": " << why;
   CREMA_CHECK(plan.out_h == pooled_h_ && plan.out_w == pooled_w_) << describe() << ": output size mismatch";
+  // MAX over channels side by side (a run's blocks, or channels-last), the top in the same layout: crema's own
+  // loops (layers/vision/pooling_lanes.hpp), their record of the maxima a byte an output.
+  in_lanes_ = method_ == PoolingParameter::MAX && bottom[0]->layout() != Layout::kPlain &&
+              top[0]->layout() == bottom[0]->layout() && kernel_h_ * kernel_w_ <= kMostWindowValues &&
+              std::getenv("CREMA_ONEDNN_POOLING") == nullptr;
+  if (in_lanes_) {
+    passes_.reset();
+    RequestWorkspace(0);
+    maxima_->Reshape({static_cast<int>((static_cast<size_t>(top[0]->count()) + sizeof(float) - 1) / sizeof(float))});
+    return;
+  }
   // The primitive works in the bottom's layout (plain, or a run's); the top gets the layout the net gave it.
   const memory::desc user_src = onednn::BlobDesc(*bottom[0]), user_dst = onednn::BlobDesc(*top[0]);
   // Where no backward will run, the inference primitive: it keeps no workspace of maxima.
@@ -136,6 +149,12 @@ void OneDnnPoolingLayer::Reshape(const std::vector<Blob*>& bottom, const std::ve
 }
 
 void OneDnnPoolingLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  if (in_lanes_) {
+    MaxPoolForwardInLanes(windows(), bottom[0]->layout(), bottom[0]->shape(0), bottom[0]->shape(1),
+                          bottom[0]->cpu_data(), top[0]->mutable_cpu_data(),
+                          reinterpret_cast<uint8_t*>(maxima_->mutable_cpu_data()));
+    return;
+  }
   passes_->Forward(workspace(), bottom[0]->cpu_data(), top[0]->mutable_cpu_data(),
                    maxima_ != nullptr ? maxima_->mutable_cpu_data() : nullptr);
 }
@@ -143,6 +162,11 @@ void OneDnnPoolingLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std
 void OneDnnPoolingLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                       const std::vector<Blob*>& bottom) {
   if (!propagate_down[0]) return;
+  if (in_lanes_) {
+    MaxPoolBackwardInLanes(windows(), bottom[0]->layout(), bottom[0]->shape(0), bottom[0]->shape(1), top[0]->cpu_diff(),
+                           reinterpret_cast<const uint8_t*>(maxima_->cpu_data()), bottom[0]->mutable_cpu_diff());
+    return;
+  }
   passes_->Backward(workspace(), nullptr, top[0]->cpu_diff(), bottom[0]->mutable_cpu_diff(),
                     maxima_ != nullptr ? maxima_->mutable_cpu_data() : nullptr);
 }

@@ -1,6 +1,9 @@
 // Pooling, engine `onednn` (in builds with oneDNN): oneDNN's pooling primitives forward and backward, with
 // the native engine's parameters and output shapes (layers/vision/pooling.hpp). oneDNN keeps its own record of each
-// window's maximum (an internal blob, kept from Forward to Backward) instead of the native argmax.
+// window's maximum (an internal blob, kept from Forward to Backward) instead of the native argmax. MAX pooling of a
+// bottom in a run's channel blocks or channels-last, its top in the same layout, runs crema's own vector loops
+// instead (layers/vision/pooling_lanes.hpp: several times oneDNN's speed there, and the native engine's results bit
+// for bit); CREMA_ONEDNN_POOLING=1 keeps oneDNN's primitives for them, for comparisons.
 //
 // Takes MAX and AVE pooling of 4-d bottoms with one top (no argmax top) whose windows each cover some of the
 // input, and AVE only where oneDNN's divisor is Caffe's: the kernel's area when every window ends inside the
@@ -46,6 +49,7 @@ class OneDnnPoolingLayer : public PoolingLayer {
  private:
   std::unique_ptr<onednn::Passes> passes_;  // the primitives for the current shapes
   Blob* maxima_ = nullptr;                  // MAX: oneDNN's workspace, where each window's maximum was
+  bool in_lanes_ = false;                   // MAX over channels side by side: crema's loops (pooling_lanes.hpp)
 };
 
 }  // namespace crema

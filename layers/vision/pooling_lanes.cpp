@@ -1,0 +1,245 @@
+#include "layers/vision/pooling_lanes.hpp"
+
+#include <algorithm>
+
+#include "core/common.hpp"
+#include "core/threads.hpp"
+
+namespace crema {
+
+namespace {
+
+// The vector width the loops are written for: a 16-channel block, or channels-last's channels 16 at a time.
+constexpr int kWidest = 16;
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+// Built for the vector units this CPU has (AVX-512, AVX2, else SSE2), chosen when the program loads.
+#define CREMA_LANE_LOOPS __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
+#define CREMA_INLINE inline __attribute__((always_inline))
+#else
+#define CREMA_LANE_LOOPS
+#define CREMA_INLINE inline
+#endif
+
+// GCC's vector types: vectors of L floats, L ints and L bytes. Each clone of the functions below compiles them for
+// its own vector units (a 16-float vector is one AVX-512 register, two AVX2 ones, four SSE2 ones). The helpers are
+// always inlined into those clones, so no vector crosses a call (-Wpsabi warns of the calls' ABI otherwise).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+typedef float Floats16 __attribute__((vector_size(64)));
+typedef int Ints16 __attribute__((vector_size(64)));
+typedef uint8_t Bytes16 __attribute__((vector_size(16)));
+typedef float Floats8 __attribute__((vector_size(32)));
+typedef int Ints8 __attribute__((vector_size(32)));
+typedef uint8_t Bytes8 __attribute__((vector_size(8)));
+
+template <int L>
+struct Lanes;
+template <>
+struct Lanes<16> {
+  using Floats = Floats16;
+  using Ints = Ints16;
+  using Bytes = Bytes16;
+};
+template <>
+struct Lanes<8> {
+  using Floats = Floats8;
+  using Ints = Ints8;
+  using Bytes = Bytes8;
+};
+
+template <typename Vector, typename T>
+CREMA_INLINE Vector Load(const T* p) {
+  Vector v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+template <typename Vector, typename T>
+CREMA_INLINE void Store(T* p, const Vector& v) {
+  __builtin_memcpy(p, &v, sizeof v);
+}
+
+// One output row `oy` of one group of lanes: `in` and `out` at the group's first value, `arg` laid out as `out`.
+// L lanes, all the channels' (vectors), or `active` < L of them (a channels-last tail: one lane at a time).
+template <int L>
+CREMA_INLINE void ForwardRow(const PoolingWindows& w, int oy, const float* in, int in_stride, float* out, uint8_t* arg,
+                             int out_stride, int active) {
+  using Floats = typename Lanes<L>::Floats;
+  using Ints = typename Lanes<L>::Ints;
+  using Bytes = typename Lanes<L>::Bytes;
+  const int y0 = oy * w.stride_h - w.pad_h;
+  const int ys = std::max(y0, 0), ye = std::min(y0 + w.kernel_h, w.height);
+  for (int ox = 0; ox < w.pooled_w; ++ox) {
+    const int x0 = ox * w.stride_w - w.pad_w;
+    const int xs = std::max(x0, 0), xe = std::min(x0 + w.kernel_w, w.width);
+    const float* first = in + (static_cast<long long>(ys) * w.width + xs) * in_stride;
+    const int first_at = (ys - y0) * w.kernel_w + (xs - x0);
+    const long long o = static_cast<long long>(oy * w.pooled_w + ox) * out_stride;
+    if (active == L) {
+      Floats best = Load<Floats>(first);
+      Ints at = first_at - Ints{};
+      for (int y = ys; y < ye; ++y) {
+        const float* row = in + static_cast<long long>(y) * w.width * in_stride;
+        for (int x = xs; x < xe; ++x) {
+          const Floats v = Load<Floats>(row + static_cast<long long>(x) * in_stride);
+          const Ints greater = v > best;
+          best = greater ? v : best;
+          at = greater ? (y - y0) * w.kernel_w + (x - x0) - Ints{} : at;
+        }
+      }
+      Store(out + o, best);
+      Store(arg + o, __builtin_convertvector(at, Bytes));
+      continue;
+    }
+    for (int l = 0; l < active; ++l) {
+      float best = first[l];
+      int at = first_at;
+      for (int y = ys; y < ye; ++y) {
+        for (int x = xs; x < xe; ++x) {
+          const float v = in[(static_cast<long long>(y) * w.width + x) * in_stride + l];
+          if (v > best) {
+            best = v;
+            at = (y - y0) * w.kernel_w + (x - x0);
+          }
+        }
+      }
+      out[o + l] = best;
+      arg[o + l] = static_cast<uint8_t>(at);
+    }
+  }
+}
+
+// One input row `y` of one group of lanes: each input's gradient, gathered from the outputs whose windows hold it
+// and whose maximum it was, in output order.
+template <int L>
+CREMA_INLINE void BackwardRow(const PoolingWindows& w, int y, const float* top_diff, const uint8_t* arg, int out_stride,
+                              float* bottom_diff, int in_stride, int active) {
+  using Floats = typename Lanes<L>::Floats;
+  using Ints = typename Lanes<L>::Ints;
+  int ph_first = 0, ph_last = 0;
+  PoolingWindows::Covering(y, w.pad_h, w.kernel_h, w.stride_h, w.pooled_h, &ph_first, &ph_last);
+  for (int x = 0; x < w.width; ++x) {
+    int pw_first = 0, pw_last = 0;
+    PoolingWindows::Covering(x, w.pad_w, w.kernel_w, w.stride_w, w.pooled_w, &pw_first, &pw_last);
+    float* d = bottom_diff + (static_cast<long long>(y) * w.width + x) * in_stride;
+    if (active == L) {
+      Floats total = {};
+      for (int ph = ph_first; ph < ph_last; ++ph) {
+        const int ky = y - (ph * w.stride_h - w.pad_h);
+        for (int pw = pw_first; pw < pw_last; ++pw) {
+          const int k = ky * w.kernel_w + (x - (pw * w.stride_w - w.pad_w));
+          const long long o = static_cast<long long>(ph * w.pooled_w + pw) * out_stride;
+          // Widened a lane at a time: the vectoriser makes that one zero-extension, where GCC 12's
+          // __builtin_convertvector of bytes to ints extracts them one by one.
+          int recorded[L];
+          for (int l = 0; l < L; ++l) recorded[l] = arg[o + l];
+          const Ints mine = Load<Ints>(recorded) == k;
+          total += mine ? Load<Floats>(top_diff + o) : Floats{};
+        }
+      }
+      Store(d, total);
+      continue;
+    }
+    for (int l = 0; l < active; ++l) {
+      float total = 0.f;
+      for (int ph = ph_first; ph < ph_last; ++ph) {
+        const int ky = y - (ph * w.stride_h - w.pad_h);
+        for (int pw = pw_first; pw < pw_last; ++pw) {
+          const long long o = static_cast<long long>(ph * w.pooled_w + pw) * out_stride + l;
+          if (arg[o] == ky * w.kernel_w + (x - (pw * w.stride_w - w.pad_w))) total += top_diff[o];
+        }
+      }
+      d[l] = total;
+    }
+  }
+}
+
+CREMA_LANE_LOOPS void ForwardRows16(const PoolingWindows& w, int oy, const float* in, int in_stride, float* out,
+                                    uint8_t* arg, int out_stride, int active) {
+  ForwardRow<16>(w, oy, in, in_stride, out, arg, out_stride, active);
+}
+
+CREMA_LANE_LOOPS void ForwardRows8(const PoolingWindows& w, int oy, const float* in, int in_stride, float* out,
+                                   uint8_t* arg, int out_stride) {
+  ForwardRow<8>(w, oy, in, in_stride, out, arg, out_stride, 8);
+}
+
+CREMA_LANE_LOOPS void BackwardRows16(const PoolingWindows& w, int y, const float* top_diff, const uint8_t* arg,
+                                     int out_stride, float* bottom_diff, int in_stride, int active) {
+  BackwardRow<16>(w, y, top_diff, arg, out_stride, bottom_diff, in_stride, active);
+}
+
+CREMA_LANE_LOOPS void BackwardRows8(const PoolingWindows& w, int y, const float* top_diff, const uint8_t* arg,
+                                    int out_stride, float* bottom_diff, int in_stride) {
+  BackwardRow<8>(w, y, top_diff, arg, out_stride, bottom_diff, in_stride, 8);
+}
+
+#pragma GCC diagnostic pop
+
+// Runs row(n, group, r) for every image, group and row, split over OpenMP's threads where `elements` (the values
+// written) are enough (core/threads.hpp). Every value is written by one call, so the split changes no bits.
+template <typename Row>
+void ForEachRow(int num, int groups, int rows, long long elements, Row row) {
+  const long long items = static_cast<long long>(num) * groups * rows;
+#pragma omp parallel for schedule(static) if (elements >= ParallelElementThreshold())
+  for (long long item = 0; item < items; ++item) {
+    const int r = static_cast<int>(item % rows);
+    const long long rest = item / rows;
+    row(static_cast<int>(rest / groups), static_cast<int>(rest % groups), r);
+  }
+}
+
+}  // namespace
+
+ChannelLanes::ChannelLanes(Layout layout, int channels, int positions) {
+  image_stride = static_cast<long long>(channels) * positions;
+  if (layout == Layout::kChannelsLast) {
+    lanes = std::min(channels, kWidest);
+    groups = (channels + kWidest - 1) / kWidest;
+    last_lanes = channels - (groups - 1) * kWidest;
+    group_stride = kWidest;
+    position_stride = channels;
+    return;
+  }
+  CREMA_CHECK(layout == Layout::kChannelBlocks8 || layout == Layout::kChannelBlocks16)
+      << "pooling in lanes takes channel blocks or channels-last, not " << LayoutName(layout);
+  lanes = last_lanes = ChannelBlock(layout, channels);
+  CREMA_CHECK(channels % lanes == 0) << channels << " channels do not fill blocks of " << lanes;
+  groups = channels / lanes;
+  group_stride = static_cast<long long>(positions) * lanes;
+  position_stride = lanes;
+}
+
+void MaxPoolForwardInLanes(const PoolingWindows& w, Layout layout, int num, int channels, const float* bottom,
+                           float* top, uint8_t* argmax) {
+  CREMA_CHECK(w.kernel_h * w.kernel_w <= kMostWindowValues)
+      << "a window of " << w.kernel_h << " x " << w.kernel_w << " values is more than a byte records";
+  const ChannelLanes in(layout, channels, w.height * w.width), out(layout, channels, w.pooled_h * w.pooled_w);
+  const bool eight = in.lanes == 8 && layout != Layout::kChannelsLast;
+  ForEachRow(num, in.groups, w.pooled_h, num * out.image_stride, [&](int n, int g, int oy) {
+    const float* from = bottom + n * in.image_stride + g * in.group_stride;
+    const long long at = n * out.image_stride + g * out.group_stride;
+    const int active = g + 1 == in.groups ? in.last_lanes : in.lanes;
+    if (eight)
+      ForwardRows8(w, oy, from, in.position_stride, top + at, argmax + at, out.position_stride);
+    else
+      ForwardRows16(w, oy, from, in.position_stride, top + at, argmax + at, out.position_stride, active);
+  });
+}
+
+void MaxPoolBackwardInLanes(const PoolingWindows& w, Layout layout, int num, int channels, const float* top_diff,
+                            const uint8_t* argmax, float* bottom_diff) {
+  const ChannelLanes in(layout, channels, w.height * w.width), out(layout, channels, w.pooled_h * w.pooled_w);
+  const bool eight = in.lanes == 8 && layout != Layout::kChannelsLast;
+  ForEachRow(num, in.groups, w.height, num * in.image_stride, [&](int n, int g, int y) {
+    const long long at = n * out.image_stride + g * out.group_stride;
+    float* to = bottom_diff + n * in.image_stride + g * in.group_stride;
+    const int active = g + 1 == in.groups ? in.last_lanes : in.lanes;
+    if (eight)
+      BackwardRows8(w, y, top_diff + at, argmax + at, out.position_stride, to, in.position_stride);
+    else
+      BackwardRows16(w, y, top_diff + at, argmax + at, out.position_stride, to, in.position_stride, active);
+  });
+}
+
+}  // namespace crema
