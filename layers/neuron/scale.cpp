@@ -132,6 +132,46 @@ void SumPerChannel(const Broadcast& g, int block, bool threaded, float* out, Ter
   SumPerChannelIn<0>(g, block, threaded, out, term);
 }
 
+// Training's usual backward in one pass: a learned scale and bias and the input's gradient. Per channel, the sums of
+// dy and of dy * x in SumPerChannel's order, and dx = dy * scale, dy read once (three passes read it three times).
+// In place dx is dy, each value read before it is written.
+template <int kBlock>
+void BackwardInOnePassIn(const Broadcast& g, int block, bool threaded, const float* dy, const float* x,
+                         const float* scale, float* dx, float* bias_diff, float* scale_diff) {
+  const int b = kBlock > 0 ? kBlock : block, blocks = g.dim / b;
+#pragma omp parallel for if (threaded) schedule(static)
+  for (int k = 0; k < blocks; ++k) {
+    double fixed[2][kBlock > 0 ? kBlock : 1] = {};
+    std::vector<double> dynamic(kBlock > 0 ? 0 : 2 * b, 0.0);
+    double* bias_sums = kBlock > 0 ? fixed[0] : dynamic.data();
+    double* scale_sums = kBlock > 0 ? fixed[1] : dynamic.data() + b;
+    const float* factor = scale + k * b;
+    for (int o = 0; o < g.outer; ++o) {
+      const int offset = (o * blocks + k) * g.inner * b;
+      for (int i = 0; i < g.inner; ++i)
+        for (int l = 0; l < b; ++l) {
+          const int j = offset + i * b + l;
+          const float v = dy[j];
+          bias_sums[l] += static_cast<double>(v);
+          scale_sums[l] += static_cast<double>(v) * x[j];
+          dx[j] = v * factor[l];
+        }
+    }
+    for (int l = 0; l < b; ++l) {
+      bias_diff[k * b + l] += static_cast<float>(bias_sums[l]);
+      scale_diff[k * b + l] += static_cast<float>(scale_sums[l]);
+    }
+  }
+}
+
+void BackwardInOnePass(const Broadcast& g, int block, bool threaded, const float* dy, const float* x,
+                       const float* scale, float* dx, float* bias_diff, float* scale_diff) {
+  if (block == 1) return BackwardInOnePassIn<1>(g, block, threaded, dy, x, scale, dx, bias_diff, scale_diff);
+  if (block == 8) return BackwardInOnePassIn<8>(g, block, threaded, dy, x, scale, dx, bias_diff, scale_diff);
+  if (block == 16) return BackwardInOnePassIn<16>(g, block, threaded, dy, x, scale, dx, bias_diff, scale_diff);
+  BackwardInOnePassIn<0>(g, block, threaded, dy, x, scale, dx, bias_diff, scale_diff);
+}
+
 }  // namespace
 
 void ScaleLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
@@ -153,6 +193,12 @@ void ScaleLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<b
   const float* dy = top[0]->cpu_diff();
   const bool learned = bottom.size() == 1;
   const bool threaded = bottom[0]->count() >= ParallelElementThreshold();
+  if (learned && bias_term_ && param_propagate_down(bias_index_) && param_propagate_down(0) && propagate_down[0]) {
+    BackwardInOnePass(geometry_, block_, threaded, dy, Input(*bottom[0]).cpu_data(), params_[0]->cpu_data(),
+                      bottom[0]->mutable_cpu_diff(), params_[bias_index_]->mutable_cpu_diff(),
+                      params_[0]->mutable_cpu_diff());
+    return;
+  }
   // Parameter gradients first: in place, the bottom's gradient overwrites the top's.
   if (bias_term_ && param_propagate_down(bias_index_)) {
     SumPerChannel(geometry_, block_, threaded, params_[bias_index_]->mutable_cpu_diff(),
