@@ -108,5 +108,19 @@ TEST(ThreadPolicyTest, OneThreadWhileLimitsTheScopeOnly) {
   EXPECT_FALSE(SmallWork(0.8e6, 1.6e6));
 }
 
+// cpu_copy splits a copy above the loop threshold over the threads in stretches: every value arrives, the last
+// stretch's partial one too, and nothing past the end is written; below it, and onto itself, it copies as memcpy does.
+TEST(CpuCopyTest, CopiesEveryValueOnEveryThreadCount) {
+  for (int n : {1, 1000, ParallelElementThreshold() - 1, ParallelElementThreshold(), 5 * 16384 + 7, 1 << 20}) {
+    std::vector<float> from(n), to(n + 1, -1.f);
+    for (int i = 0; i < n; ++i) from[i] = static_cast<float>(i) * 0.5f + 1.f;
+    cpu_copy(n, from.data(), to.data());
+    for (int i = 0; i < n; ++i) ASSERT_EQ(to[i], from[i]) << n << " at " << i;
+    EXPECT_EQ(to[n], -1.f) << n;
+    cpu_copy(n, to.data(), to.data());
+    EXPECT_EQ(to[n - 1], from[n - 1]) << n;
+  }
+}
+
 }  // namespace
 }  // namespace crema

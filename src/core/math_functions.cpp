@@ -2,6 +2,7 @@
 
 #include <cblas.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -61,7 +62,21 @@ void cpu_set(int n, float value, float* x) {
 }
 
 void cpu_copy(int n, const float* x, float* y) {
-  if (x != y) std::memcpy(y, x, sizeof(float) * n);
+  if (x == y) return;
+  if (n < ParallelElementThreshold()) {
+    std::memcpy(y, x, sizeof(float) * n);
+    return;
+  }
+  // Large copies (a layer's input kept for backward, BatchNorm's normalized values) on every thread, in stretches of
+  // 64 KB: one core alone moves less than the memory can (ResNet-50's in-place BatchNorm copies at batch 8, 360 MB a
+  // pass, took 30-40 ms on one core of the 2-core Intel Xeon).
+  constexpr int kStretch = 1 << 14;
+  const int stretches = (n + kStretch - 1) / kStretch;
+#pragma omp parallel for schedule(static)
+  for (int s = 0; s < stretches; ++s) {
+    const size_t first = static_cast<size_t>(s) * kStretch;
+    std::memcpy(y + first, x + first, sizeof(float) * std::min<size_t>(kStretch, static_cast<size_t>(n) - first));
+  }
 }
 
 double cpu_dot(int n, const float* x, const float* y) { return cblas_dsdot(n, x, 1, y, 1); }
