@@ -260,6 +260,71 @@ void Binder::Out(const memory& result, const memory::desc& user, float* data) {
 
 memory Binder::Scratch(const memory::desc& desc, size_t region) { return Make(desc, base_ + region); }
 
+namespace {
+
+// Where index x of each dimension of `desc` (blocked) puts a value: its inner blocks (innermost first, each times the
+// blocks inside it), then the rest of x times the dimension's stride. A value lies at the sum over its dimensions.
+std::vector<long long> DimensionOffsets(const dnnl_memory_desc_t& d, int dim) {
+  const dnnl_blocking_desc_t& b = d.format_desc.blocking;
+  std::vector<long long> offsets(d.dims[dim]);
+  for (long long x = 0; x < d.dims[dim]; ++x) {
+    long long rest = x, offset = 0, inside = 1;
+    for (int k = b.inner_nblks - 1; k >= 0; --k) {
+      if (b.inner_idxs[k] == dim) {
+        offset += (rest % b.inner_blks[k]) * inside;
+        rest /= b.inner_blks[k];
+      }
+      inside *= b.inner_blks[k];
+    }
+    offsets[x] = offset + rest * b.strides[dim];
+  }
+  return offsets;
+}
+
+// The offsets of a convolution's weights (4-d, or 5-d with groups first) in `desc` as three lists: the leading
+// dimensions' (outputs; groups and outputs), the inputs', the kernel positions'; a value lies at the sum of one of
+// each.
+struct WeightOffsets {
+  explicit WeightOffsets(const dnnl_memory_desc_t& d) {
+    const int n = d.ndims;
+    leading = DimensionOffsets(d, 0);
+    if (n == 5) {
+      std::vector<long long> joined;
+      for (long long g : leading)
+        for (long long o : DimensionOffsets(d, 1)) joined.push_back(g + o);
+      leading.swap(joined);
+    }
+    inputs = DimensionOffsets(d, n - 3);
+    const std::vector<long long> rows = DimensionOffsets(d, n - 2), columns = DimensionOffsets(d, n - 1);
+    for (long long r : rows)
+      for (long long c : columns) positions.push_back(d.offset0 + r + c);
+  }
+  std::vector<long long> leading, inputs, positions;
+};
+
+}  // namespace
+
+bool AddToPlain(const memory::desc& blocked, const float* from, const memory::desc& plain, float* to) {
+  const dnnl_memory_desc_t &d = blocked.data, &u = plain.data;
+  if (d.format_kind != dnnl_blocked || u.format_kind != dnnl_blocked || (d.ndims != 4 && d.ndims != 5) ||
+      u.ndims != d.ndims)
+    return false;
+  for (int k = 0; k < d.ndims; ++k)
+    if (d.dims[k] != u.dims[k]) return false;
+  const WeightOffsets source(d), target(u);
+  const int lead = static_cast<int>(source.leading.size()), channels = static_cast<int>(source.inputs.size());
+  const int positions = static_cast<int>(source.positions.size());
+  const long long count = static_cast<long long>(lead) * channels * positions;
+#pragma omp parallel for schedule(static) if (count >= ParallelElementThreshold())
+  for (int l = 0; l < lead; ++l)
+    for (int i = 0; i < channels; ++i) {
+      const float* a = from + source.leading[l] + source.inputs[i];
+      float* b = to + target.leading[l] + target.inputs[i];
+      for (int s = 0; s < positions; ++s) b[target.positions[s]] += a[source.positions[s]];
+    }
+  return true;
+}
+
 void WeightCache::Describe(const memory::desc& wanted, const memory::desc& user) {
   if (wanted == wanted_ && user == user_) return;
   wanted_ = wanted;

@@ -469,10 +469,18 @@ void OneDnnConvolutionLayer::Backward_cpu(const std::vector<Blob*>& top, const s
           {DNNL_ARG_SCRATCHPAD, bind.Scratch(p.backward_weights.scratchpad_desc(), p.weights_scratch)}};
       if (bias_term_) args[DNNL_ARG_DIFF_BIAS] = bind.Plain(p.user_bias, bind.At(p.diff_bias));
       args.Run(p.backward_weights_primitive, bind.stream());
-      bind.Out(diff_weights, p.user_weights, bind.At(p.diff_weights));
+      // Gradients accumulate (over bottoms and calls): the net zeroes them before a backward. From the primitive's
+      // blocked layout, added to the parameter's plain diff in one pass where AddToPlain reads it.
+      bool added = false;
+      if (weight_grad && diff_weights.get_data_handle() != bind.At(p.diff_weights)) {
+        bind.stream().wait();
+        added = onednn::AddToPlain(diff_weights.get_desc(), static_cast<const float*>(diff_weights.get_data_handle()),
+                                   p.user_weights, params_[0]->mutable_cpu_diff());
+      }
+      if (!added) bind.Out(diff_weights, p.user_weights, bind.At(p.diff_weights));
       bind.stream().wait();
-      // Gradients accumulate (over bottoms and calls): the net zeroes them before a backward.
-      if (weight_grad) cpu_axpy(params_[0]->count(), 1.f, bind.At(p.diff_weights), params_[0]->mutable_cpu_diff());
+      if (weight_grad && !added)
+        cpu_axpy(params_[0]->count(), 1.f, bind.At(p.diff_weights), params_[0]->mutable_cpu_diff());
       if (bias_grad) cpu_axpy(params_[1]->count(), 1.f, bind.At(p.diff_bias), params_[1]->mutable_cpu_diff());
     }
     if (propagate_down[b] && p.gemm_backward_data) {
