@@ -265,6 +265,15 @@ TEST(NetPassesTest, AnAfterBuildPassRunsOnItsOwn) {
   }
 }
 
+// The default passes but plan_layouts: every blob plain, the reference the layout runs are compared with.
+NetPasses PassesWithoutPlanLayouts() {
+  NetPasses plain = NetPasses::Default();
+  plain.after_build.erase(std::remove_if(plain.after_build.begin(), plain.after_build.end(),
+                                         [](const NetPass& pass) { return pass.name == "plan_layouts"; }),
+                          plain.after_build.end());
+  return plain;
+}
+
 // plan_layouts keeps a blob in its writer's layout only where every reader takes it: through an in-place ReLU
 // into a oneDNN pooling, and from there through a Split into two oneDNN convolutions; not through a Split one of
 // whose readers does not take it (the second convolution's output, read by Power), nor into an InnerProduct,
@@ -331,11 +340,7 @@ TEST(NetPassesTest, PlanLayoutsKeepsAPassThroughLayersTopWithItsBottom) {
       "layer { name: 'relu3' type: 'ReLU' bottom: 'conv3' top: 'relu3' }"
       "layer { name: 'pool3' type: 'Pooling' bottom: 'relu3' top: 'pool3'"
       " pooling_param { pool: MAX kernel_size: 2 stride: 2 } }");
-  NetPasses plain = NetPasses::Default();
-  plain.after_build.erase(std::remove_if(plain.after_build.begin(), plain.after_build.end(),
-                                         [](const NetPass& pass) { return pass.name == "plan_layouts"; }),
-                          plain.after_build.end());
-  Net expected(param, std::make_shared<Context>(Device::kCPU, 0, 5), plain);
+  Net expected(param, std::make_shared<Context>(Device::kCPU, 0, 5), PassesWithoutPlanLayouts());
   Net net(param, std::make_shared<Context>(Device::kCPU, 0, 5));
   for (const char* stays_plain : {"conv1", "relu1", "conv2", "relu2", "power"})
     EXPECT_EQ(net.blob_by_name(stays_plain)->layout(), Layout::kPlain) << stays_plain;
@@ -374,11 +379,7 @@ TEST(NetPassesTest, PlanLayoutsJoinsMixedLayoutsIntoChannelBlocks) {
       "layer { name: 'join' type: 'Concat' bottom: 'wide' bottom: 'narrow' top: 'join' }"
       "layer { name: 'pool' type: 'Pooling' bottom: 'join' top: 'pool'"
       " pooling_param { pool: MAX kernel_size: 2 stride: 2 } }");
-  NetPasses plain = NetPasses::Default();
-  plain.after_build.erase(std::remove_if(plain.after_build.begin(), plain.after_build.end(),
-                                         [](const NetPass& pass) { return pass.name == "plan_layouts"; }),
-                          plain.after_build.end());
-  Net expected(param, std::make_shared<Context>(Device::kCPU, 0, 5), plain);
+  Net expected(param, std::make_shared<Context>(Device::kCPU, 0, 5), PassesWithoutPlanLayouts());
   Net net(param, std::make_shared<Context>(Device::kCPU, 0, 5));
   ASSERT_EQ(net.layer_by_name("join")->engine(), "onednn");
   const Layout blocked = net.blob_by_name("wide")->layout();
