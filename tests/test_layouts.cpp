@@ -209,6 +209,29 @@ TEST(LayoutTest, OneDnnMaxPoolingGivesTheNativeResultsBitForBitInEveryLayout) {
       SCOPED_TRACE(LayoutName(layout) + ": " + c.first);
       const auto actual = RunLayer(pool, {c.second}, {"onednn", {layout}, layout, false}, 13, 0.1f);
       ASSERT_EQ(actual.size(), expected.size());
+      // Planned for forward alone, the maxima are not recorded (none kept) and the outputs are the same.
+      {
+        auto context = std::make_shared<Context>(Device::kCPU, 0, 11);
+        context->force_engine("Pooling", "onednn");
+        std::unique_ptr<Layer> layer = LayerRegistry::Global().Create(test::ParseLayer(pool), {c.second}, context);
+        layer->set_backward_planned(false);
+        test::BlobList bottom, top;
+        Blob* input = bottom.Add(c.second);
+        top.Add({});
+        layer->SetUp(bottom.pointers, top.pointers);
+        Blob values(c.second);
+        test::FillGaussian(&values, 0.5f, 1.5f, 13);
+        const std::vector<float> plain = test::DataOf(values), in_layout = Reorder(plain, c.second, layout, true);
+        input->set_layout(layout);
+        std::copy(in_layout.begin(), in_layout.end(), input->mutable_cpu_data());
+        top.pointers[0]->set_layout(layout);
+        layer->Reshape(bottom.pointers, top.pointers);
+        for (const auto& internal : layer->internal_blobs()) EXPECT_EQ(internal->count(), 0) << "kept for no backward";
+        layer->Forward(bottom.pointers, top.pointers);
+        const auto forward_only = RunLayer(pool, {c.second}, {"native", {Layout::kPlain}, Layout::kPlain, false}, 13);
+        const std::vector<float> got = Reorder(test::DataOf(*top.pointers[0]), top.pointers[0]->shape(), layout, false);
+        ASSERT_EQ(got, forward_only[0]);
+      }
       if (layout == Layout::kPlain) {  // oneDNN's own kernels: a gradient may go to another of equal maxima
         ExpectSame({actual[0]}, {expected[0]});
         continue;

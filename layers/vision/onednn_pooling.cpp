@@ -123,7 +123,9 @@ void OneDnnPoolingLayer::Reshape(const std::vector<Blob*>& bottom, const std::ve
   if (in_lanes_) {
     passes_.reset();
     RequestWorkspace(0);
-    maxima_->Reshape({static_cast<int>((static_cast<size_t>(top[0]->count()) + sizeof(float) - 1) / sizeof(float))});
+    // A byte an output, where a backward will read them; none for a net planned for forward alone.
+    const size_t bytes = backward_planned() ? static_cast<size_t>(top[0]->count()) : 0;
+    maxima_->Reshape({static_cast<int>((bytes + sizeof(float) - 1) / sizeof(float))});
     return;
   }
   // The primitive works in the bottom's layout (plain, or a run's); the top gets the layout the net gave it.
@@ -152,7 +154,7 @@ void OneDnnPoolingLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std
   if (in_lanes_) {
     MaxPoolForwardInLanes(windows(), bottom[0]->layout(), bottom[0]->shape(0), bottom[0]->shape(1),
                           bottom[0]->cpu_data(), top[0]->mutable_cpu_data(),
-                          reinterpret_cast<uint8_t*>(maxima_->mutable_cpu_data()));
+                          maxima_->count() > 0 ? reinterpret_cast<uint8_t*>(maxima_->mutable_cpu_data()) : nullptr);
     return;
   }
   passes_->Forward(workspace(), bottom[0]->cpu_data(), top[0]->mutable_cpu_data(),

@@ -88,7 +88,7 @@ CREMA_INLINE void ForwardRow(const PoolingWindows& w, int oy, const float* in, i
         }
       }
       Store(out + o, best);
-      Store(arg + o, __builtin_convertvector(at, Bytes));
+      if (arg != nullptr) Store(arg + o, __builtin_convertvector(at, Bytes));
       continue;
     }
     for (int l = 0; l < active; ++l) {
@@ -104,7 +104,7 @@ CREMA_INLINE void ForwardRow(const PoolingWindows& w, int oy, const float* in, i
         }
       }
       out[o + l] = best;
-      arg[o + l] = static_cast<uint8_t>(at);
+      if (arg != nullptr) arg[o + l] = static_cast<uint8_t>(at);
     }
   }
 }
@@ -220,10 +220,11 @@ void MaxPoolForwardInLanes(const PoolingWindows& w, Layout layout, int num, int 
     const float* from = bottom + n * in.image_stride + g * in.group_stride;
     const long long at = n * out.image_stride + g * out.group_stride;
     const int active = g + 1 == in.groups ? in.last_lanes : in.lanes;
+    uint8_t* record = argmax == nullptr ? nullptr : argmax + at;
     if (eight)
-      ForwardRows8(w, oy, from, in.position_stride, top + at, argmax + at, out.position_stride);
+      ForwardRows8(w, oy, from, in.position_stride, top + at, record, out.position_stride);
     else
-      ForwardRows16(w, oy, from, in.position_stride, top + at, argmax + at, out.position_stride, active);
+      ForwardRows16(w, oy, from, in.position_stride, top + at, record, out.position_stride, active);
   });
 }
 

@@ -32,7 +32,7 @@ struct ChannelLanes {
   int position_stride = 0;     // floats between a lane's values at neighbouring positions
 };
 
-// Forward: `top` (and `argmax`, bytes laid out as the top) from `bottom`, both in `layout`.
+// Forward: `top` (and `argmax`, bytes laid out as the top, unless null: no backward) from `bottom`, both in `layout`.
 void MaxPoolForwardInLanes(const PoolingWindows& w, Layout layout, int num, int channels, const float* bottom,
                            float* top, uint8_t* argmax);
 // Backward: `bottom_diff` (overwritten) from `top_diff` and the forward's `argmax`.
