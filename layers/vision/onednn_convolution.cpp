@@ -549,11 +549,12 @@ void OneDnnConvolutionLayer::InputGradientByBands(const float* top_diff, const f
         for (int oy = first; oy < first + band_h; ++oy, column += out_w) {
           const int y = oy * g.stride[0] - g.pad[0] + ky * g.dilation[0];
           if (y < 0 || y >= height) continue;
-          float* line = plane + static_cast<size_t>(y) * width + x_offset;
+          // Input column ox * stride + x_offset, inside the line for ox in [ox_first, ox_last).
+          float* line = plane + static_cast<size_t>(y) * width;
           if (g.stride[1] == 1) {
-            for (int ox = ox_first; ox < ox_last; ++ox) line[ox] += column[ox];
+            for (int ox = ox_first; ox < ox_last; ++ox) line[ox + x_offset] += column[ox];
           } else {
-            for (int ox = ox_first; ox < ox_last; ++ox) line[ox * g.stride[1]] += column[ox];
+            for (int ox = ox_first; ox < ox_last; ++ox) line[ox * g.stride[1] + x_offset] += column[ox];
           }
         }
       }
