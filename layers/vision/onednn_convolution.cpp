@@ -15,6 +15,7 @@
 #include <omp.h>
 #endif
 
+#include "core/im2col.hpp"
 #include "core/math_functions.hpp"
 #include "core/threads.hpp"
 #include "layers/onednn_util.hpp"
@@ -536,28 +537,8 @@ void OneDnnConvolutionLayer::InputGradientByBands(const float* top_diff, const f
             conv_output_spatial_size_, 0.f, band + static_cast<size_t>(gr) * kernel_dim_ * positions, positions);
         CREMA_CHECK(status == dnnl_success) << describe() << ": oneDNN's sgemm failed (status " << status << ")";
       }
-      for (int row = 0; row < rows; ++row) {
-        const int c = row / (g.kernel[0] * g.kernel[1]);
-        const int ky = (row / g.kernel[1]) % g.kernel[0], kx = row % g.kernel[1];
-        const int x_offset = kx * g.dilation[1] - g.pad[1];
-        // The output columns whose input column ox * stride + x_offset lies inside [0, width).
-        const int lo = x_offset >= 0 ? 0 : (-x_offset + g.stride[1] - 1) / g.stride[1];
-        const int hi = width - 1 - x_offset < 0 ? 0 : (width - 1 - x_offset) / g.stride[1] + 1;
-        const int ox_first = std::min(lo, out_w), ox_last = std::max(ox_first, std::min(hi, out_w));
-        const float* column = band + static_cast<size_t>(row) * positions;
-        float* plane = image_diff + static_cast<size_t>(c) * height * width;
-        for (int oy = first; oy < first + band_h; ++oy, column += out_w) {
-          const int y = oy * g.stride[0] - g.pad[0] + ky * g.dilation[0];
-          if (y < 0 || y >= height) continue;
-          // Input column ox * stride + x_offset, inside the line for ox in [ox_first, ox_last).
-          float* line = plane + static_cast<size_t>(y) * width;
-          if (g.stride[1] == 1) {
-            for (int ox = ox_first; ox < ox_last; ++ox) line[ox + x_offset] += column[ox];
-          } else {
-            for (int ox = ox_first; ox < ox_last; ++ox) line[ox * g.stride[1] + x_offset] += column[ox];
-          }
-        }
-      }
+      col2im_band_cpu(band, conv_input_shape_[0], height, width, g.kernel[0], g.kernel[1], g.pad[0], g.pad[1],
+                      g.stride[0], g.stride[1], g.dilation[0], g.dilation[1], first, band_h, image_diff);
     }
   };
   // The images over the threads (each product then on its own thread), or one after another with each product on

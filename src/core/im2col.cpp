@@ -21,12 +21,14 @@ inline void inside_range(int offset, int stride, int width, int out_w, int* firs
   *last = std::max(*first, std::min(hi, out_w));
 }
 
-// Visits every row of a 2-d unrolling (channel, kernel offset) and every output line oy of it:
-// line(out_row_offset, input_plane_line or nullptr for a padding line, x_offset).
+// Visits every row of a 2-d unrolling (channel, kernel offset) and every output line oy of it in [first_row,
+// last_row) (all of them where last_row < 0): line(out_row_offset, input_plane_line or nullptr for a padding line,
+// x_offset), the column offsets counted from the band's first line.
 template <typename Line>
 void for_each_2d_line(int channels, int height, int width, int kernel_h, int kernel_w, int pad_h, int pad_w,
-                      int stride_h, int stride_w, int dilation_h, int dilation_w, size_t row_stride, Line line) {
-  const int out_h = output_size(height, kernel_h, pad_h, stride_h, dilation_h);
+                      int stride_h, int stride_w, int dilation_h, int dilation_w, size_t row_stride, Line line,
+                      int first_row = 0, int last_row = -1) {
+  const int out_h = last_row < 0 ? output_size(height, kernel_h, pad_h, stride_h, dilation_h) : last_row;
   const int out_w = output_size(width, kernel_w, pad_w, stride_w, dilation_w);
   const int rows = channels * kernel_h * kernel_w;
   for (int row = 0; row < rows; ++row) {
@@ -37,11 +39,11 @@ void for_each_2d_line(int channels, int height, int width, int kernel_h, int ker
     int first = 0, last = 0;
     inside_range(x_offset, stride_w, width, out_w, &first, &last);
     const size_t plane = static_cast<size_t>(c) * height * width;
-    for (int oy = 0; oy < out_h; ++oy) {
+    for (int oy = first_row; oy < out_h; ++oy) {
       const int y = oy * stride_h - pad_h + ky * dilation_h;
       const bool inside = y >= 0 && y < height;
-      line(row * row_stride + static_cast<size_t>(oy) * out_w, inside ? plane + static_cast<size_t>(y) * width : plane,
-           inside, x_offset, first, last, out_w);
+      line(row * row_stride + static_cast<size_t>(oy - first_row) * out_w,
+           inside ? plane + static_cast<size_t>(y) * width : plane, inside, x_offset, first, last, out_w);
     }
   }
 }
@@ -75,6 +77,23 @@ void im2col_cpu(const float* image, int channels, int height, int width, int ker
                    });
 }
 
+namespace {
+// Adds the columns of output rows [first_row, last_row) (all where last_row < 0) into the image.
+void fold_2d(const float* columns, int channels, int height, int width, int kernel_h, int kernel_w, int pad_h,
+             int pad_w, int stride_h, int stride_w, int dilation_h, int dilation_w, float* image, size_t row_stride,
+             int first_row, int last_row) {
+  for_each_2d_line(
+      channels, height, width, kernel_h, kernel_w, pad_h, pad_w, stride_h, stride_w, dilation_h, dilation_w, row_stride,
+      [&](size_t in_offset, size_t out_offset, bool inside, int x_offset, int first, int last, int) {
+        if (!inside) return;
+        const float* in = columns + in_offset;
+        float* out = image + out_offset;
+        for (int ox = first; ox < last; ++ox) out[ox * stride_w + x_offset] += in[ox];
+      },
+      first_row, last_row);
+}
+}  // namespace
+
 void col2im_cpu(const float* columns, int channels, int height, int width, int kernel_h, int kernel_w, int pad_h,
                 int pad_w, int stride_h, int stride_w, int dilation_h, int dilation_w, float* image,
                 size_t row_stride) {
@@ -82,14 +101,16 @@ void col2im_cpu(const float* columns, int channels, int height, int width, int k
   if (row_stride == 0)
     row_stride = static_cast<size_t>(output_size(height, kernel_h, pad_h, stride_h, dilation_h)) *
                  output_size(width, kernel_w, pad_w, stride_w, dilation_w);
-  for_each_2d_line(channels, height, width, kernel_h, kernel_w, pad_h, pad_w, stride_h, stride_w, dilation_h,
-                   dilation_w, row_stride,
-                   [&](size_t in_offset, size_t out_offset, bool inside, int x_offset, int first, int last, int) {
-                     if (!inside) return;
-                     const float* in = columns + in_offset;
-                     float* out = image + out_offset;
-                     for (int ox = first; ox < last; ++ox) out[ox * stride_w + x_offset] += in[ox];
-                   });
+  fold_2d(columns, channels, height, width, kernel_h, kernel_w, pad_h, pad_w, stride_h, stride_w, dilation_h,
+          dilation_w, image, row_stride, 0, -1);
+}
+
+void col2im_band_cpu(const float* columns, int channels, int height, int width, int kernel_h, int kernel_w, int pad_h,
+                     int pad_w, int stride_h, int stride_w, int dilation_h, int dilation_w, int first_row, int rows,
+                     float* image) {
+  const size_t row_stride = static_cast<size_t>(rows) * output_size(width, kernel_w, pad_w, stride_w, dilation_w);
+  fold_2d(columns, channels, height, width, kernel_h, kernel_w, pad_h, pad_w, stride_h, stride_w, dilation_h,
+          dilation_w, image, row_stride, first_row, first_row + rows);
 }
 
 namespace {

@@ -20,6 +20,12 @@ void im2col_cpu(const float* image, int channels, int height, int width, int ker
 void col2im_cpu(const float* columns, int channels, int height, int width, int kernel_h, int kernel_w, int pad_h,
                 int pad_w, int stride_h, int stride_w, int dilation_h, int dilation_w, float* image,
                 size_t row_stride = 0);
+// col2im_cpu for a band of output rows [first_row, first_row + rows): `columns` holds only their columns (rows of
+// rows x output width), added into `image` without zeroing it first (the caller zeroes it once, then folds band
+// after band: the column gradient made a few rows at a time stays in the cache).
+void col2im_band_cpu(const float* columns, int channels, int height, int width, int kernel_h, int kernel_w, int pad_h,
+                     int pad_w, int stride_h, int stride_w, int dilation_h, int dilation_w, int first_row, int rows,
+                     float* image);
 
 // N spatial axes. image_shape and column_shape include the leading channel axis.
 void im2col_nd_cpu(const float* image, int num_spatial_axes, const int* image_shape, const int* column_shape,
