@@ -227,6 +227,7 @@ TEST(MemoryPlanTest, AScaleAfterBatchNormReadsTheNormalizedValuesItKeeps) {
       NetParameter param = test::ParseNet(text);
       if (!planned) param.set_memory_plan(NetParameter::NONE);
       param.mutable_state()->set_phase(TRAIN);
+      param.set_fold(false);  // the separate layers (fused, the BatchNorm runs the Scale: net/fuse.hpp)
       nets[planned] = std::make_unique<Net>(param, context);
     }
     Net& planned = *nets[1];
@@ -468,32 +469,39 @@ void ExpectSameTraining(Net* recomputed, Net* stored) {
   }
 }
 
-NetParameter ReplayNetFor(const std::string& header) {
+// `fold`: whether bn1 runs scale1 and relu1 (net/fuse.hpp); the separate layers by default.
+NetParameter ReplayNetFor(const std::string& header, bool fold = false) {
   NetParameter param = test::ParseNet(ReplayNet(header));
   param.mutable_state()->set_phase(TRAIN);
+  param.set_fold(fold);
   return param;
 }
 
 // Replays draw the random numbers the first forward drew (stochastic pooling's picks, Dropout's mask) and leave
 // BatchNorm's running statistics as one forward leaves them: with a segment at every place one may begin (every
 // replayable step whose values backward reads runs twice), training equals training without a plan bit for bit,
-// on the CPU and in the host rehearsal of the GPU code.
+// on the CPU (the separate layers, and bn1 running scale1 and relu1 as training fuses them) and in the host
+// rehearsal of the GPU code.
 TEST(MemoryPlanTest, RecomputeReplaysRandomLayersAndBatchNormExactly) {
-  for (bool rehearsal : {false, true}) {
-    SCOPED_TRACE(rehearsal ? "GPU code on the host" : "CPU");
+  for (int run = 0; run < 3; ++run) {
+    const bool rehearsal = run == 2, fused = run == 1;
+    SCOPED_TRACE(rehearsal ? "GPU code on the host" : fused ? "CPU, fused" : "CPU");
     std::unique_ptr<Net> nets[2];
     for (int recompute = 0; recompute < 2; ++recompute) {
       auto context = std::make_shared<Context>(Device::kCPU, 0, 9);
       context->set_gpu_code_on_host(rehearsal);
       if (rehearsal) context->ForceEngines("native");
-      nets[recompute] =
-          std::make_unique<Net>(ReplayNetFor(recompute ? "memory_plan: RECOMPUTE" : "memory_plan: NONE"), context);
+      nets[recompute] = std::make_unique<Net>(
+          ReplayNetFor(recompute ? "memory_plan: RECOMPUTE" : "memory_plan: NONE", fused), context);
     }
     Net& recomputed = *nets[1];
+    EXPECT_EQ(recomputed.rewrites().size(), fused ? 1u : 0u);
     recomputed.RecomputeSegments(SegmentCuts(recomputed));
     ASSERT_NE(recomputed.memory_plan(), nullptr);
     const std::vector<std::string> replayed = ReplayedLayers(recomputed);
-    for (const char* layer : {"conv1", "bn1", "scale1", "relu1", "pool1", "conv2", "relu2", "drop2"})
+    std::vector<std::string> expected = {"conv1", "bn1", "scale1", "relu1", "pool1", "conv2", "relu2", "drop2"};
+    if (fused) expected = {"conv1", "bn1", "pool1", "conv2", "relu2", "drop2"};
+    for (const std::string& layer : expected)
       EXPECT_NE(std::find(replayed.begin(), replayed.end(), layer), replayed.end()) << layer << " is not replayed";
     ExpectSameTraining(&recomputed, nets[0].get());
   }

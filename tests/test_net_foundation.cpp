@@ -256,8 +256,9 @@ TEST(NetPassesTest, AnAfterBuildPassRunsOnItsOwn) {
   for (const PlanStep& step : bare.plan()) EXPECT_FALSE(step.needs_backward);
   DecideBackward(&bare);
   Net full(param);
-  EXPECT_EQ(full.passes_run(), (std::vector<std::string>{"upgrade_legacy", "filter", "upgrade_inputs", "fuse_elements",
-                                                         "insert_splits", "decide_backward", "plan_layouts"}));
+  EXPECT_EQ(full.passes_run(),
+            (std::vector<std::string>{"upgrade_legacy", "filter", "upgrade_inputs", "fuse_elements", "insert_splits",
+                                      "decide_backward", "plan_layouts", "fuse_batch_norm"}));
   ASSERT_EQ(bare.plan().size(), full.plan().size());
   for (size_t s = 0; s < full.plan().size(); ++s) {
     EXPECT_EQ(bare.plan()[s].needs_backward, full.plan()[s].needs_backward) << s;

@@ -86,7 +86,8 @@ DEFINE_string(fold, "all",
               "Scale and Bias into the "
               "convolution or inner product before them, fuses the activation after one into it, and drops Dropout "
               "and Split steps, once its weights are loaded; crema time lists what it did) or none (the plan as "
-              "written); a net's own fold: false turns it off for that net");
+              "written); train: all also lets a BatchNorm run the Scale and ReLU in place after it in its own "
+              "passes; a net's own fold: false turns it off for that net");
 DEFINE_int32(lanes, 0,
              "train, test, time, classify: how many steps of a net's forward pass may run at once on the CPU, "
              "where none waits for another (inception towers), each on a thread of its own, with results bit for "
@@ -592,10 +593,11 @@ int Time() {
     const Layer& layer = *net->layers()[plan[s].layer];
     LOG(INFO) << std::setw(10) << layer.name() << "\t" << layer.type() << "\t" << layer.engine();
   }
-  // The inference rewrites (net/fold.hpp): what was folded and fused into what, and what went.
+  // The rewrites: for inference (net/fold.hpp), what was folded and fused into what, and what went; for training
+  // (net/fuse.hpp), the BatchNorms that run the Scale and ReLU after them.
   if (!net->rewrites().empty()) {
-    LOG(INFO) << "Rewritten for inference (" << net->rewrites().size() << " rewrites; --fold=none runs the plan as "
-              << "written):";
+    LOG(INFO) << "Rewritten " << (net->forward_only() ? "for inference" : "for training") << " ("
+              << net->rewrites().size() << " rewrites; --fold=none runs the plan as written):";
     for (const std::string& rewrite : net->rewrites()) LOG(INFO) << "  " << rewrite;
   } else if (FLAGS_forward_only) {
     LOG(INFO) << "Rewritten for inference: nothing" << (FLAGS_fold == "none" ? " (--fold=none)" : "");

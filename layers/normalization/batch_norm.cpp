@@ -7,6 +7,7 @@
 #include "core/elementwise.hpp"
 #include "core/math_functions.hpp"
 #include "core/threads.hpp"
+#include "layers/normalization/batch_norm_affine.hpp"
 
 namespace crema {
 
@@ -92,6 +93,32 @@ bool BatchNormLayer::ChannelAffine(int channels, std::vector<float>* scale, std:
   return true;
 }
 
+void BatchNormLayer::AbsorbAffine(std::shared_ptr<Blob> scale, std::shared_ptr<Blob> bias, bool learn_scale,
+                                  bool learn_bias, bool relu) {
+  CREMA_CHECK(scale != nullptr && scale->count() == channels_ && (bias == nullptr || bias->count() == channels_))
+      << describe() << ": a fused Scale needs a scale (and bias) per channel, " << channels_ << " of them";
+  CREMA_CHECK(!RunsGpuCode()) << describe() << ": the fused Scale and ReLU run on the CPU only";
+  affine_scale_ = std::move(scale);
+  affine_bias_ = std::move(bias);
+  learn_scale_ = learn_scale;
+  learn_bias_ = learn_bias && affine_bias_ != nullptr;
+  affine_relu_ = relu;
+}
+
+void BatchNormLayer::AffineForward(const Blob& top_like, float* y) const {
+  const ChannelGrid grid{num_, channels_, spatial_, ChannelBlock(top_like.layout(), channels_)};
+  AffineForwardLoops(grid, normalized_->cpu_data(), affine_scale_->cpu_data(),
+                     affine_bias_ != nullptr ? affine_bias_->cpu_data() : nullptr, affine_relu_, y);
+}
+
+void BatchNormLayer::AffineBackward(const Blob& top, bool propagate_down, float* dx) const {
+  const ChannelGrid grid{num_, channels_, spatial_, ChannelBlock(top.layout(), channels_)};
+  AffineBackwardLoops(grid, top.cpu_diff(), normalized_->cpu_data(), inv_std_->cpu_data(), affine_scale_->cpu_data(),
+                      affine_bias_ != nullptr ? affine_bias_->cpu_data() : nullptr, affine_relu_, !use_global_stats_,
+                      propagate_down ? dx : nullptr, learn_scale_ ? affine_scale_->mutable_cpu_diff() : nullptr,
+                      learn_bias_ ? affine_bias_->mutable_cpu_diff() : nullptr);
+}
+
 void BatchNormLayer::StoredStatistics(float* mean, float* variance) const {
   const float stored = params_[2]->cpu_data()[0];
   const float factor = stored == 0.f ? 0.f : 1.f / stored;
@@ -153,10 +180,12 @@ void BatchNormLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::ve
         y[offset + i] = xhat[offset + i];
       }
     }
+  if (absorbs_affine()) AffineForward(*top[0], y);
 }
 
 void BatchNormLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                   const std::vector<Blob*>& bottom) {
+  if (absorbs_affine()) return AffineBackward(*top[0], propagate_down[0], bottom[0]->mutable_cpu_diff());
   // The blobs get no gradient: they are statistics, not parameters.
   if (!propagate_down[0]) return;
   // dx may be dy (in place).
@@ -200,6 +229,7 @@ void BatchNormBackwardLoops(const float* dy, const float* xhat, const float* inv
 }
 
 void BatchNormLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  CREMA_CHECK(!absorbs_affine()) << describe() << ": the fused Scale and ReLU run on the CPU only";
   CREMA_CHECK(bottom[0]->layout() == Layout::kPlain) << describe() << ": the GPU code takes the plain layout only";
   const Device d = device();
   const Broadcast g = ChannelGeometry();

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cmath>
+#include <memory>
 #include <vector>
 
 #include "core/elementwise.hpp"
@@ -130,8 +131,9 @@ class BatchNormLayer : public Layer {
   // input, and say so.
   bool BackwardReadsBottom(int) const override { return false; }
   bool BackwardReadsTop(int) const override { return false; }
-  // The normalized values are the top's, kept until backward: a Scale in place after it reads them.
-  const Blob* KeptTop(int) const override { return normalized_; }
+  // The normalized values are the top's, kept until backward: a Scale in place after it reads them (not once it runs
+  // that Scale itself: its top is then the Scale's output).
+  const Blob* KeptTop(int) const override { return absorbs_affine() ? nullptr : normalized_; }
   // Training moves the running statistics (a replay puts them back: updated once per iteration).
   bool ForwardUpdatesParams() const override { return !use_global_stats_; }
   // Its blobs are statistics, not learned (no gradient), and each thread sums whole channels.
@@ -141,6 +143,16 @@ class BatchNormLayer : public Layer {
 
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+
+  // Training's fusion on the CPU (net/fuse.hpp, the fuse_batch_norm pass): this layer also runs the learned
+  // per-channel Scale in place after it (`scale`, and `bias` unless null) and, where `relu`, a ReLU of slope 0 in place
+  // after that, whose steps go (layers/normalization/batch_norm_affine.hpp). Their blobs stay the Scale's: this layer
+  // reads them and adds to their gradients where `learn_scale` and `learn_bias` say (the Scale's
+  // param_propagate_down). The normalized values stay this layer's own, kept for backward.
+  void AbsorbAffine(std::shared_ptr<Blob> scale, std::shared_ptr<Blob> bias, bool learn_scale, bool learn_bias,
+                    bool relu);
+  bool absorbs_affine() const { return affine_scale_ != nullptr; }
+  bool absorbs_relu() const { return affine_relu_; }
 
  protected:
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
@@ -172,6 +184,13 @@ class BatchNormLayer : public Layer {
   int num_ = 0, channels_ = 0, spatial_ = 0;
   Blob* normalized_ = nullptr;  // x_hat, kept for backward
   Blob* inv_std_ = nullptr;     // 1 / sqrt(var + eps) per channel
+
+  // AbsorbAffine's: y = max(0, scale * x_hat + bias) from the normalized values (into the top, in its layout), and
+  // the backward through it.
+  void AffineForward(const Blob& top_like, float* y) const;
+  void AffineBackward(const Blob& top, bool propagate_down, float* dx) const;
+  std::shared_ptr<Blob> affine_scale_, affine_bias_;
+  bool learn_scale_ = false, learn_bias_ = false, affine_relu_ = false;
 };
 
 }  // namespace crema

@@ -57,8 +57,12 @@ void OneDnnBatchNormLayer::Reshape(const std::vector<Blob*>& bottom, const std::
   CREMA_CHECK(bottom[0]->num_axes() == 4 && num_ * spatial_ > 0)
       << describe() << ": the onednn engine takes 4-d bottoms with values in every channel (its refusal should "
       << "have said so), not " << bottom[0]->shape_string();
-  // What an in-place backward reads: none out of place, or where no backward will run.
-  const bool keep_normalized = in_place_ && backward_planned();
+  // What an in-place backward reads: none out of place, or where no backward will run. With a Scale fused, the
+  // normalized values are where the primitive writes (AffineForward then writes the top from them).
+  const bool keep_normalized = (in_place_ && backward_planned()) || absorbs_affine();
+  CREMA_CHECK(!absorbs_affine() || top[0]->layout() == bottom[0]->layout())
+      << describe() << ": with a Scale fused, the top must be in the bottom's layout ("
+      << LayoutName(bottom[0]->layout()) << "), not " << LayoutName(top[0]->layout());
   normalized_->Reshape(keep_normalized ? bottom[0]->shape() : std::vector<int>{0});
   normalized_->set_layout(bottom[0]->layout());
   inv_std_->Reshape({keep_normalized ? channels_ : 0});
@@ -76,7 +80,7 @@ void OneDnnBatchNormLayer::Reshape(const std::vector<Blob*>& bottom, const std::
   onednn::Regions regions;
   p->dst = regions.AddCopy(p->data, p->user_top);
   p->forward_scratch = regions.Add(p->forward.scratchpad_desc());
-  if (!in_place_) {  // in place, backward runs the native rule
+  if (!in_place_ && !absorbs_affine()) {  // in place, or with a Scale fused, backward runs the native rule
     p->backward = dnnl::batch_normalization_backward::primitive_desc(
         dnnl::batch_normalization_backward::desc(dnnl::prop_kind::backward_data, p->data, p->data, eps_, flags),
         onednn::UserScratchpad(), CpuEngine(), p->forward);
@@ -96,17 +100,23 @@ void OneDnnBatchNormLayer::Forward_cpu(const std::vector<Blob*>& bottom, const s
   const float* x = bottom[0]->cpu_data();
   if (use_global_stats_) StoredStatistics(mean_->mutable_cpu_data(), variance_->mutable_cpu_data());
   onednn::Binder bind(workspace(), &p.forward_bindings);
-  const memory result = bind.Result(p.user_top, top[0]->mutable_cpu_data(), p.data, p.dst);
+  // With a Scale fused, the primitive writes the normalized values, and the loops the top from them.
+  const memory result = absorbs_affine() ? bind.Plain(p.data, normalized_->mutable_cpu_data())
+                                         : bind.Result(p.user_top, top[0]->mutable_cpu_data(), p.data, p.dst);
   onednn::Args({{DNNL_ARG_SRC, bind.Plain(p.data, x)},
                 {DNNL_ARG_DST, result},
                 {DNNL_ARG_MEAN, bind.Plain(p.statistics, mean_->mutable_cpu_data())},
                 {DNNL_ARG_VARIANCE, bind.Plain(p.statistics, variance_->mutable_cpu_data())},
                 {DNNL_ARG_SCRATCHPAD, bind.Scratch(p.forward.scratchpad_desc(), p.forward_scratch)}})
       .Run(p.forward_primitive, bind.stream());
-  bind.Out(result, p.user_top, top[0]->mutable_cpu_data());
+  if (!absorbs_affine()) bind.Out(result, p.user_top, top[0]->mutable_cpu_data());
   bind.stream().wait();
   // oneDNN's variance is the biased one, as the native engine's batch statistic.
   if (!use_global_stats_) UpdateStatistics(mean_->cpu_data(), variance_->cpu_data());
+  if (absorbs_affine()) {
+    InverseDeviations(variance_->cpu_data(), inv_std_->mutable_cpu_data());
+    return AffineForward(*top[0], top[0]->mutable_cpu_data());
+  }
   if (in_place_ && backward_planned()) {
     // What the in-place backward reads: the normalized values (the top, in its layout) and 1 / sqrt(var + eps).
     cpu_copy(top[0]->count(), top[0]->cpu_data(), normalized_->mutable_cpu_data());
@@ -117,8 +127,8 @@ void OneDnnBatchNormLayer::Forward_cpu(const std::vector<Blob*>& bottom, const s
 void OneDnnBatchNormLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                         const std::vector<Blob*>& bottom) {
   // The blobs get no gradient: they are statistics, not parameters.
+  if (!primitives_ || absorbs_affine()) return BatchNormLayer::Backward_cpu(top, propagate_down, bottom);
   if (!propagate_down[0]) return;
-  if (!primitives_) return BatchNormLayer::Backward_cpu(top, propagate_down, bottom);
   if (in_place_) {
     // dx overwrites dy: the rule reads a channel block's gradients before writing them.
     return BatchNormBackwardLoops(top[0]->cpu_diff(), normalized_->cpu_data(), inv_std_->cpu_data(),

@@ -10,6 +10,8 @@
 // (`<layer>.normalized`, the top's layout) and 1 / sqrt(var + eps) (`<layer>.inv_std`), and backward runs the native
 // engine's rule over them in that layout (BatchNormBackwardLoops): the one copy a Scale in place after it reads too
 // (Layer::KeptTop), where a copy of the input would need a second. Bottoms that are not 4-d fall to the native engine.
+// With a Scale (and ReLU) fused (BatchNormLayer::AbsorbAffine), the forward primitive writes the normalized values it
+// keeps, out of place, the fused loops write the top from them, and backward runs the fused loops.
 #pragma once
 
 #ifdef CREMA_USE_ONEDNN
@@ -32,12 +34,17 @@ class OneDnnBatchNormLayer : public BatchNormLayer {
   bool ReadsLayout(int, Layout) const override { return true; }
   Layout OffersLayout(int, const std::vector<Layout>& bottom_layouts) const override { return bottom_layouts[0]; }
   bool BackwardReadsBottom(int) const override { return true; }  // oneDNN's backward takes the input
-  // oneDNN splits its sums over the threads: the gradients, and in training the batch's statistics.
-  bool ThreadCountChangesPass(bool backward) const override { return backward || !use_global_stats_; }
+  // oneDNN splits its sums over the threads: the gradients (not the fused Scale's loops'), and in training the
+  // batch's statistics.
+  bool ThreadCountChangesPass(bool backward) const override {
+    return backward ? !absorbs_affine() : !use_global_stats_;
+  }
   // In place it reads the normalized values it kept, in any layout.
   bool BackwardReadsInPlace(int) const override { return false; }
-  // Its normalized values: on a plain bottom (the native loops), or in place.
-  const Blob* KeptTop(int) const override { return primitives_ == nullptr || in_place_ ? normalized_ : nullptr; }
+  // Its normalized values: on a plain bottom (the native loops), or in place; none once it runs a Scale after it.
+  const Blob* KeptTop(int) const override {
+    return !absorbs_affine() && (primitives_ == nullptr || in_place_) ? normalized_ : nullptr;
+  }
 
   // "" when the engine takes the query, else why not (the registry's refusal).
   static std::string Refusal(const EngineQuery& query);

@@ -46,9 +46,9 @@ size_t StepOf(const Net& net, const std::string& name) {
   for (const PlanStep& step : net.plan())
     for (int absorbed : net.absorbed(step.layer))
       CREMA_CHECK(net.layers()[absorbed].get() != layer)
-          << "layer '" << name << "' of net '" << net.name() << "' was folded into layer '"
-          << net.layer_names()[step.layer] << "' for inference (net.rewrites); to run from or to it, make the net "
-          << "after crema.set_fold(False)";
+          << "layer '" << name << "' of net '" << net.name() << "' was folded or fused into layer '"
+          << net.layer_names()[step.layer] << "' (net.rewrites); to run from or to it, make the net after "
+          << "crema.set_fold(False)";
   CREMA_FAIL() << "layer '" << name << "' of net '" << net.name() << "' has no step in the plan"
                << (net.rewrites().empty() ? "" : " (the inference rewrites removed it: net.rewrites)");
   return 0;

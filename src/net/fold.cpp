@@ -53,7 +53,13 @@ void CopyValues(const Blob& from, Blob* to) {
 
 }  // namespace
 
-bool InferenceRewritesApply(const Net& net) { return net.forward_only() && net.fold_allowed(); }
+bool InferenceRewritesApply(const Net& net) {
+  if (!net.forward_only() || !net.fold_allowed()) return false;
+  // A net fused for training (net/fuse.hpp) keeps that plan: its steps are not the layers the folds expect.
+  for (const PlanStep& step : net.plan())
+    if (!net.absorbed(step.layer).empty() && net.rewrite_of(step.layer) == step.layer) return false;
+  return true;
+}
 
 void PlainLayoutsForRewrites(Net* net) {
   if (!InferenceRewritesApply(*net)) return;

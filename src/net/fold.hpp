@@ -25,7 +25,8 @@
 
 namespace crema {
 
-// Whether the rewrites apply to `net`: it runs forward only, and folding is allowed.
+// Whether the rewrites apply to `net`: it runs forward only, folding is allowed, and no step runs layers fused for
+// training (net/fuse.hpp).
 bool InferenceRewritesApply(const Net& net);
 void PlainLayoutsForRewrites(Net* net);
 void FoldIdentities(Net* net);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/formula.hpp"
+#include "layers/normalization/batch_norm.hpp"
 
 namespace crema {
 
@@ -230,6 +231,59 @@ NetParameter FuseElementLayers(const NetParameter& param) {
     l = end;
   }
   return result;
+}
+
+namespace {
+
+// Whether step `step` runs layer type `type` in place on blob `id` alone.
+bool InPlaceOn(const Net& net, size_t step, const char* type, int id) {
+  if (step >= net.plan().size()) return false;
+  const PlanStep& s = net.plan()[step];
+  return std::string(net.layers()[s.layer]->type()) == type && s.bottoms == std::vector<int>{id} &&
+         s.tops == std::vector<int>{id} && net.rewrite_of(s.layer) == s.layer;
+}
+
+}  // namespace
+
+void FuseBatchNormForTraining(Net* net) {
+  // Only a net meant to train: a solver's test nets run backward steps in their plans but are run forward only,
+  // where the inference rewrites fold the BatchNorm and Scale into the convolution instead.
+  if (!net->fold_allowed() || net->debug_info() || (net->phase() != TRAIN && !net->force_backward())) return;
+  std::vector<PlanStep>& plan = net->mutable_plan();
+  for (size_t s = 0; s < plan.size(); ++s) {
+    auto* norm = dynamic_cast<BatchNormLayer*>(net->layers()[plan[s].layer].get());
+    if (norm == nullptr || norm->absorbs_affine() || !plan[s].needs_backward || plan[s].tops.size() != 1) continue;
+    const int id = plan[s].tops[0];
+    const Blob& top = *net->blobs()[id];
+    const Blob& bottom = *net->blobs()[plan[s].bottoms[0]];
+    if (norm->device() != Device::kCPU || net->context().gpu_code_on_host() || top.layout() != bottom.layout() ||
+        top.num_axes() < 2)
+      continue;
+    // The Scale: a learned scale per channel (axis 1), in place on the BatchNorm's top, sending a gradient back.
+    if (!InPlaceOn(*net, s + 1, "Scale", id) || !plan[s + 1].needs_backward || !plan[s + 1].propagate_down[0]) continue;
+    const Layer& scale = *net->layers()[plan[s + 1].layer];
+    const ScaleParameter& sp = scale.layer_param().scale_param();
+    const int channels = top.shape(1);
+    if (sp.axis() != 1 || scale.params().empty() || scale.params()[0]->shape() != std::vector<int>{channels}) continue;
+    const bool bias = sp.bias_term();
+    // The ReLU: slope 0, in place after the Scale, on the native or oneDNN engine (its own forced engine stays).
+    const bool relu = InPlaceOn(*net, s + 2, "ReLU", id) && plan[s + 2].needs_backward &&
+                      plan[s + 2].propagate_down[0] &&
+                      net->layers()[plan[s + 2].layer]->layer_param().relu_param().negative_slope() == 0.f &&
+                      net->layers()[plan[s + 2].layer]->layer_param().relu_param().engine() == ReLUParameter::DEFAULT;
+    norm->AbsorbAffine(scale.params()[0], bias ? scale.params()[1] : nullptr, scale.param_propagate_down(0),
+                       bias && scale.param_propagate_down(1), relu);
+    std::vector<int> absorbed = {plan[s + 1].layer};
+    if (relu) absorbed.push_back(plan[s + 2].layer);
+    std::string note =
+        net->layer_names()[plan[s].layer] + " (BatchNorm): runs " + net->layer_names()[plan[s + 1].layer] + " (Scale)";
+    if (relu) note += " and " + net->layer_names()[plan[s + 2].layer] + " (ReLU)";
+    net->RecordTrainingRewrite(note + " in its own passes, for training");
+    for (int layer : absorbed) net->TakeOverParams(plan[s].layer, layer);
+    net->SetAbsorbed(plan[s].layer, absorbed);
+    plan[s].reshape_pending = true;
+    for (size_t k = absorbed.size(); k > 0; --k) net->RemoveStep(s + k);
+  }
 }
 
 }  // namespace crema

@@ -7,12 +7,23 @@
 // as it is). The Expression layer reads the run's inputs (called x, x1, x2, ... in the formula), writes the run's last
 // top, and is named after the layers it replaces ("p1+t+p2"). Formulas keep each layer's value and gradient, also at
 // its kinks (ReLU's and ELU's at 0 as Caffe's).
+//
+// The fuse_batch_norm pass (after the layouts are planned, over a built net that trains on the CPU: a TRAIN net, or
+// one with force_backward; where the net folds, NetParameter.fold and --fold): a BatchNorm step followed by a Scale
+// step in place on its top (a learned scale per channel, with or without a bias) and, optionally, a ReLU step of slope
+// 0 in place after that (a ResNet's BatchNorm, Scale and ReLU) becomes the BatchNorm's step alone, which runs all three
+// (BatchNormLayer::AbsorbAffine: one pass writes the activations from the normalized values, backward reads them and
+// the gradient twice instead of eleven passes). The Scale's parameters stay its own (files, solvers and Python see
+// them); the BatchNorm's step adds to their gradients. Net::rewrites() lists what was fused. Such a net, planned later
+// for forward alone, gets no inference rewrites (net/fold.hpp). Not where the net logs debug_info from the start (it
+// names each layer's values).
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "core/common.hpp"
+#include "net/net.hpp"
 
 namespace crema {
 
@@ -28,5 +39,8 @@ std::string ExpressionFormula(const LayerParameter& layer, const std::vector<std
 
 // The pass: `param` with its runs fused where param.fuse_elements() is set, else `param` as it is.
 NetParameter FuseElementLayers(const NetParameter& param);
+
+// The fuse_batch_norm pass over a built net.
+void FuseBatchNormForTraining(Net* net);
 
 }  // namespace crema

@@ -323,6 +323,12 @@ void Net::RefreshDerivedParams(int layer) {
   for (const Blob* source : derived.sources) derived.versions.push_back(source->data_version());
 }
 
+void Net::TakeOverParams(int layer, int from) {
+  std::vector<int>& params = layer_learnable_params_[layer];
+  for (int param : layer_learnable_params_[from])
+    if (std::find(params.begin(), params.end(), param) == params.end()) params.push_back(param);
+}
+
 void Net::RemoveStep(size_t step) { plan_.erase(plan_.begin() + static_cast<std::ptrdiff_t>(step)); }
 
 void Net::RedirectReads(size_t step, int from, int to) {
@@ -510,8 +516,8 @@ void Net::ReleaseMemoryPlan(bool keep_values, bool reshape) {
 }
 
 void Net::PlanMemory(bool with_backward) {
-  CREMA_CHECK(!with_backward || rewrites_.empty())
-      << "net '" << name_ << "' was rewritten for inference (" << rewrites_.size()
+  CREMA_CHECK(!with_backward || rewrites_.size() == training_rewrites_)
+      << "net '" << name_ << "' was rewritten for inference (" << rewrites_.size() - training_rewrites_
       << " steps folded or fused) and runs forward only; build it with fold: false (--fold=none) to run it backward";
   plan_with_backward_ = with_backward;
   if (!plan_memory_) {

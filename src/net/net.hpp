@@ -345,6 +345,9 @@ class Net {
   // `sources` now, and again before the layer's step runs forward whenever the data of a source may have changed
   // since (Blob::data_version: Python's edits, other weights copied in).
   void AddDerivedParams(int layer, std::vector<const Blob*> sources, std::function<void()> derive);
+  // Layer `layer`'s step now also computes the gradients of layer `from`'s learnable parameters (a training fusion
+  // gave it `from`'s work): a gradient is complete once the earliest step computing it has run backward.
+  void TakeOverParams(int layer, int from);
   // Removes step `step` from the plan (its layer stays in layers()).
   void RemoveStep(size_t step);
   // Later steps (after `step`) read blob `to` where they read `from`.
@@ -356,6 +359,11 @@ class Net {
   // What the rewrites did, a line for each rewritten step ("conv1 [onednn]: folded bn1, scale1; fused relu1 (ReLU)"):
   // crema time lists them, Python shows them as Net.rewrites.
   void RecordRewrite(std::string note) { rewrites_.push_back(std::move(note)); }
+  // A rewrite for training (net/fuse.hpp): listed with the others, but the net still runs backward.
+  void RecordTrainingRewrite(std::string note) {
+    rewrites_.push_back(std::move(note));
+    ++training_rewrites_;
+  }
   const std::vector<std::string>& rewrites() const { return rewrites_; }
   // The layers whose steps a rewritten layer took over (folded and fused into it), in order: what a folded net
   // written as plain layers (FoldedNetParameter) needs to say it again.
@@ -464,6 +472,7 @@ class Net {
   std::vector<NetPass> after_weights_;
   // The rewrites: per layer, the layer it stands for (itself for the prototxt's and the Splits); the derived
   // parameters, each with the versions of its sources it was derived from; per layer, its derivation (-1: none).
+  size_t training_rewrites_ = 0;  // of rewrites_, those for training
   std::vector<int> rewrite_of_;
   std::vector<std::vector<int>> absorbed_;  // per layer: SetAbsorbed's
   struct DerivedParams {

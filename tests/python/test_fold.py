@@ -60,7 +60,7 @@ def test_chains_in_place_fold_and_blobs_stay_readable(unit):
     assert [len(p) for p in net.params.values()] == [1, 3, 2, 2, 3]
     np.testing.assert_array_equal(net.params["conv1"][0].data, plain.params["conv1"][0].data)
     # A layer folded away cannot start a pass.
-    with pytest.raises(crema.Error, match="was folded into layer 'conv1'"):
+    with pytest.raises(crema.Error, match="was folded or fused into layer 'conv1'"):
         net.forward(start="bn1")
 
 

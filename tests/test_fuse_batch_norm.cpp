@@ -1,0 +1,239 @@
+// Training's fusion of BatchNorm with the Scale and ReLU in place after it (net/fuse.hpp, fuse_batch_norm;
+// layers/normalization/batch_norm_affine.hpp): the fused layer's gradients are the numeric ones, a net trained with
+// it computes what the separate layers compute (they have tests of their own) in every layout its engines use, the
+// Scale's parameters stay the ones files, solvers and updates see, and the pass leaves alone what it must.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "layers/normalization/batch_norm.hpp"
+#include "net/net.hpp"
+#include "test_util.hpp"
+
+namespace crema {
+namespace {
+
+// y = sum of w * top for fixed random w: its gradient with respect to the scale's and bias's values, central
+// differences against the layer's backward.
+void ExpectAffineGradientsNumeric(BatchNormLayer* layer, const test::BlobList& bottom, const test::BlobList& top,
+                                  Blob* scale, Blob* bias) {
+  Blob weights(top.pointers[0]->shape());
+  test::FillGaussian(&weights, 0.f, 1.f, 91);
+  const auto objective = [&] {
+    layer->Forward(bottom.pointers, top.pointers);
+    double sum = 0;
+    for (int i = 0; i < weights.count(); ++i)
+      sum += static_cast<double>(weights.cpu_data()[i]) * top.pointers[0]->cpu_data()[i];
+    return sum;
+  };
+  objective();
+  std::copy(weights.cpu_data(), weights.cpu_data() + weights.count(), top.pointers[0]->mutable_cpu_diff());
+  scale->set_diff(0.f);
+  bias->set_diff(0.f);
+  layer->Backward(top.pointers, {true}, bottom.pointers);
+  const float step = 1e-3f;
+  for (Blob* blob : {scale, bias}) {
+    const std::vector<float> analytic = test::DiffOf(*blob);
+    for (int c = 0; c < blob->count(); ++c) {
+      const float value = blob->cpu_data()[c];
+      blob->mutable_cpu_data()[c] = value + step;
+      const double up = objective();
+      blob->mutable_cpu_data()[c] = value - step;
+      const double down = objective();
+      blob->mutable_cpu_data()[c] = value;
+      const double numeric = (up - down) / (2 * step);
+      EXPECT_NEAR(analytic[c], numeric, 2e-3 * std::max(1.0, std::abs(numeric))) << "channel " << c;
+    }
+  }
+}
+
+void CheckFusedLayer(Phase phase, uint64_t seed) {
+  test::BlobList bottom, top;
+  test::FillGaussian(bottom.Add({2, 3, 3, 2}), 0.5f, 1.f, seed);
+  top.Add({});
+  LayerParameter param = test::ParseLayer("name: 'bn' type: 'BatchNorm'");
+  param.set_phase(phase);
+  BatchNormLayer layer(param);
+  layer.SetUp(bottom.pointers, top.pointers);
+  if (phase == TEST) {  // stored statistics
+    test::FillUniform(layer.params()[0].get(), -1.f, 1.f, seed + 1);
+    test::FillUniform(layer.params()[1].get(), 0.5f, 2.f, seed + 2);
+    layer.params()[2]->mutable_cpu_data()[0] = 1.5f;
+  }
+  auto scale = std::make_shared<Blob>(std::vector<int>{3});
+  auto bias = std::make_shared<Blob>(std::vector<int>{3});
+  test::FillUniform(scale.get(), 0.5f, 2.f, seed + 3);
+  test::FillUniform(bias.get(), -1.f, 1.f, seed + 4);
+  layer.AbsorbAffine(scale, bias, true, true, false);
+  // The input's gradient (the layer's own blobs are statistics: no gradient), then the scale's and bias's.
+  test::GradientChecker(1e-2f, phase == TRAIN ? 1e-2f : 1e-3f).CheckGradient(&layer, bottom.pointers, top.pointers);
+  ExpectAffineGradientsNumeric(&layer, bottom, top, scale.get(), bias.get());
+}
+
+TEST(FuseBatchNormTest, TheFusedLayersGradientsAreTheNumericOnes) {
+  CheckFusedLayer(TRAIN, 21);  // through the batch's statistics
+  CheckFusedLayer(TEST, 31);   // through stored ones
+}
+
+// A convolution, BatchNorm, Scale and ReLU in place (a ResNet's unit), a 1 x 1 convolution and a Euclidean loss.
+std::string UnitNet(const std::string& batch_norm, const std::string& scale, const std::string& relu) {
+  return R"(
+    name: 'unit'
+    force_backward: true
+    layer { name: 'data' type: 'Input' top: 'data' top: 'target'
+            input_param { shape { dim: 3 dim: 5 dim: 6 dim: 7 } shape { dim: 3 dim: 16 dim: 6 dim: 7 } } }
+    layer { name: 'conv1' type: 'Convolution' bottom: 'data' top: 'conv1'
+            convolution_param { num_output: 16 kernel_size: 3 pad: 1 bias_term: false
+                                weight_filler { type: 'gaussian' std: 0.3 } } }
+    layer { name: 'bn1' type: 'BatchNorm' bottom: 'conv1' top: 'conv1' )" +
+         batch_norm + R"( }
+    layer { name: 'sc1' type: 'Scale' bottom: 'conv1' top: 'conv1' )" +
+         scale + R"( }
+    )" + relu +
+         R"(
+    layer { name: 'conv2' type: 'Convolution' bottom: 'conv1' top: 'out'
+            convolution_param { num_output: 16 kernel_size: 1 weight_filler { type: 'gaussian' std: 0.3 } } }
+    layer { name: 'loss' type: 'EuclideanLoss' bottom: 'out' bottom: 'target' top: 'loss' }
+  )";
+}
+
+const char kReLU[] = "layer { name: 'relu1' type: 'ReLU' bottom: 'conv1' top: 'conv1' }";
+
+std::unique_ptr<Net> BuildUnit(const std::string& text, bool fuse, const std::string& engine) {
+  NetParameter param = test::ParseNet(text);
+  param.mutable_state()->set_phase(TRAIN);
+  param.set_fold(fuse);
+  auto context = std::make_shared<Context>(Device::kCPU, 0, 7);
+  context->force_engine("Convolution", engine);
+  context->force_engine("BatchNorm", engine);
+  auto net = std::make_unique<Net>(param, context);
+  uint64_t seed = 41;
+  for (const auto& layer : net->layers())
+    if (std::string(layer->type()) == "Scale")
+      for (const auto& blob : layer->params()) test::FillUniform(blob.get(), -1.f, 1.5f, seed++);
+  for (Blob* input : net->input_blobs()) test::FillGaussian(input, 0.f, 1.f, seed++);
+  return net;
+}
+
+// Within 1e-5 of the largest magnitude of `expected` (the fused backward sums in another arrangement).
+void ExpectClose(const std::vector<float>& actual, const std::vector<float>& expected, const std::string& what) {
+  ASSERT_EQ(actual.size(), expected.size()) << what;
+  float largest = 0.f;
+  for (float v : expected) largest = std::max(largest, std::abs(v));
+  for (size_t i = 0; i < expected.size(); ++i)
+    ASSERT_NEAR(actual[i], expected[i], 1e-5f * std::max(largest, 1e-3f)) << what << " at " << i;
+}
+
+// Forward, backward, a step down the gradient and forward again, in the fused and the separate net: the same loss,
+// input gradient, parameter gradients and running statistics.
+void ExpectFusedMatchesSeparate(const std::string& text, const std::string& engine, bool expect_relu_fused) {
+  SCOPED_TRACE(engine + ": " + text);
+  std::unique_ptr<Net> fused = BuildUnit(text, true, engine), separate = BuildUnit(text, false, engine);
+  ASSERT_EQ(fused->rewrites().size(), 1u);
+  EXPECT_NE(fused->rewrites()[0].find("bn1 (BatchNorm): runs sc1 (Scale)"), std::string::npos) << fused->rewrites()[0];
+  EXPECT_EQ(fused->rewrites()[0].find("relu1") != std::string::npos, expect_relu_fused) << fused->rewrites()[0];
+  EXPECT_TRUE(separate->rewrites().empty());
+  EXPECT_EQ(fused->plan().size() + (expect_relu_fused ? 2 : 1), separate->plan().size());
+#ifdef CREMA_USE_ONEDNN
+  if (engine == "onednn") {
+    EXPECT_NE(fused->blob_by_name("conv1")->layout(), Layout::kPlain);
+  }
+#endif
+  for (int pass = 0; pass < 2; ++pass) {
+    const float fused_loss = fused->ForwardBackward(), separate_loss = separate->ForwardBackward();
+    ASSERT_NEAR(fused_loss, separate_loss, 1e-5f * std::abs(separate_loss)) << "pass " << pass;
+    ExpectClose(test::DiffOf(*fused->blob_by_name("data")), test::DiffOf(*separate->blob_by_name("data")),
+                "the input's gradient");
+    ASSERT_EQ(fused->learnable_params().size(), separate->learnable_params().size());
+    for (size_t p = 0; p < fused->learnable_params().size(); ++p) {
+      ExpectClose(test::DiffOf(*fused->learnable_params()[p]), test::DiffOf(*separate->learnable_params()[p]),
+                  "parameter " + std::to_string(p) + "'s gradient");
+    }
+    for (const std::string layer : {"bn1", "sc1"})
+      for (size_t b = 0; b < fused->layer_by_name(layer)->params().size(); ++b)
+        ExpectClose(test::DataOf(*fused->layer_by_name(layer)->params()[b]),
+                    test::DataOf(*separate->layer_by_name(layer)->params()[b]), layer + " blob " + std::to_string(b));
+    // A step down the gradient (as a solver takes, into the Scale's own blobs), for the next pass to read.
+    for (Net* net : {fused.get(), separate.get()}) {
+      for (Blob* blob : net->learnable_params())
+        for (int i = 0; i < blob->count(); ++i) blob->mutable_cpu_data()[i] -= 1e-3f * blob->cpu_diff()[i];
+      net->ClearParamDiffs();
+    }
+  }
+}
+
+TEST(FuseBatchNormTest, TrainingMatchesTheSeparateLayersInEveryLayout) {
+  std::vector<std::string> engines = {"native"};
+#ifdef CREMA_USE_ONEDNN
+  engines.push_back("onednn");  // channel blocks
+#endif
+  for (const std::string& engine : engines) {
+    ExpectFusedMatchesSeparate(UnitNet("", "scale_param { bias_term: true }", kReLU), engine, true);
+    ExpectFusedMatchesSeparate(UnitNet("", "scale_param { bias_term: false }", kReLU), engine, true);
+    ExpectFusedMatchesSeparate(UnitNet("", "scale_param { bias_term: true }", ""), engine, false);
+    // A frozen scale (lr_mult 0: no gradient, as the Scale would compute none), and a frozen BatchNorm.
+    ExpectFusedMatchesSeparate(UnitNet("", "scale_param { bias_term: true } param { lr_mult: 0 }", kReLU), engine,
+                               true);
+    ExpectFusedMatchesSeparate(
+        UnitNet("batch_norm_param { use_global_stats: true }", "scale_param { bias_term: true }", kReLU), engine, true);
+    // A leaky ReLU is not fused; the Scale is.
+    ExpectFusedMatchesSeparate(
+        UnitNet("", "scale_param { bias_term: true }",
+                "layer { name: 'relu1' type: 'ReLU' bottom: 'conv1' top: 'conv1' relu_param { negative_slope: 0.1 } }"),
+        engine, false);
+  }
+}
+
+TEST(FuseBatchNormTest, WhatThePassLeavesAlone) {
+  const std::string in_place = UnitNet("", "scale_param { bias_term: true }", kReLU);
+  // Nets that say no: the net's fold: false, the context's (--fold=none), debug_info.
+  EXPECT_TRUE(BuildUnit(in_place, false, "native")->rewrites().empty());
+  {
+    auto context = std::make_shared<Context>();
+    context->set_fold(false);
+    EXPECT_TRUE(Net(test::ParseNet(in_place), context).rewrites().empty());
+    NetParameter param = test::ParseNet(in_place);
+    param.set_debug_info(true);
+    EXPECT_TRUE(Net(param).rewrites().empty());
+  }
+  // A net that runs forward only (its BatchNorm folds for inference instead).
+  {
+    NetParameter param = test::ParseNet(in_place);
+    param.set_force_backward(false);
+    param.mutable_layer()->RemoveLast();  // the loss
+    param.mutable_state()->set_phase(TEST);
+    Net net(param);
+    EXPECT_TRUE(net.rewrites().empty());
+  }
+  // A Scale out of place (its input, the BatchNorm's top, stays a value of its own).
+  {
+    std::string text = in_place;
+    const auto replace = [&](const std::string& from, const std::string& to) {
+      ASSERT_NE(text.find(from), std::string::npos) << from;
+      text.replace(text.find(from), from.size(), to);
+    };
+    replace("type: 'Scale' bottom: 'conv1' top: 'conv1'", "type: 'Scale' bottom: 'conv1' top: 'sc1'");
+    replace("type: 'ReLU' bottom: 'conv1' top: 'conv1'", "type: 'ReLU' bottom: 'sc1' top: 'sc1'");
+    replace("bottom: 'conv1' top: 'out'", "bottom: 'sc1' top: 'out'");
+    EXPECT_TRUE(BuildUnit(text, true, "native")->rewrites().empty()) << text;
+  }
+  // A Scale of two bottoms (its scale is a value, not a parameter).
+  {
+    const std::string text = R"(
+      name: 'two' force_backward: true
+      layer { name: 'data' type: 'Input' top: 'data' top: 's'
+              input_param { shape { dim: 2 dim: 4 dim: 3 dim: 3 } shape { dim: 4 } } }
+      layer { name: 'bn' type: 'BatchNorm' bottom: 'data' top: 'data' }
+      layer { name: 'sc' type: 'Scale' bottom: 'data' bottom: 's' top: 'data' }
+      layer { name: 'loss' type: 'EuclideanLoss' bottom: 'data' bottom: 'data' top: 'loss' }
+    )";
+    EXPECT_TRUE(Net(test::ParseNet(text)).rewrites().empty());
+  }
+}
+
+}  // namespace
+}  // namespace crema
