@@ -258,7 +258,7 @@ TEST(NetPassesTest, AnAfterBuildPassRunsOnItsOwn) {
   Net full(param);
   EXPECT_EQ(full.passes_run(),
             (std::vector<std::string>{"upgrade_legacy", "filter", "upgrade_inputs", "fuse_elements", "insert_splits",
-                                      "decide_backward", "plan_layouts", "fuse_batch_norm"}));
+                                      "decide_backward", "plan_layouts", "fuse_for_training"}));
   ASSERT_EQ(bare.plan().size(), full.plan().size());
   for (size_t s = 0; s < full.plan().size(); ++s) {
     EXPECT_EQ(bare.plan()[s].needs_backward, full.plan()[s].needs_backward) << s;

@@ -87,7 +87,7 @@ DEFINE_string(fold, "all",
               "convolution or inner product before them, fuses the activation after one into it, and drops Dropout "
               "and Split steps, once its weights are loaded; crema time lists what it did) or none (the plan as "
               "written); train: all also lets a BatchNorm run the Scale and ReLU in place after it in its own "
-              "passes; a net's own fold: false turns it off for that net");
+              "passes, and a SUM the ReLU after it; a net's own fold: false turns it off for that net");
 DEFINE_int32(lanes, 0,
              "train, test, time, classify: how many steps of a net's forward pass may run at once on the CPU, "
              "where none waits for another (inception towers), each on a thread of its own, with results bit for "

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/threads.hpp"
+
 namespace crema {
 
 bool EltwiseLayer::ForwardIsSumOfTwo() const {
@@ -38,7 +40,86 @@ void EltwiseLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<B
   if (argmax_ != nullptr) argmax_->ReshapeLike(*bottom[0]);
 }
 
+void EltwiseLayer::AbsorbReLU(float slope) {
+  CREMA_CHECK(op_ == EltwiseParameter::SUM && slope >= 0.f)
+      << describe() << ": a ReLU fuses into a SUM only, with a slope of at least 0 (the output's sign is its input's)";
+  CREMA_CHECK(!RunsGpuCode()) << describe() << ": the fused ReLU runs on the CPU only";
+  relu_fused_ = true;
+  relu_slope_ = slope;
+}
+
+void EltwiseLayer::SumReLUForward(const std::vector<Blob*>& bottom, Blob* top) const {
+  for (const Blob* b : bottom)
+    CREMA_CHECK(b->layout() == top->layout())
+        << describe() << ": with a ReLU fused, every bottom must be in the top's layout (" << LayoutName(top->layout())
+        << "), not " << LayoutName(b->layout());
+  const long long count = top->count();
+  float* y = top->mutable_cpu_data();
+  std::vector<const float*> x;
+  for (const Blob* b : bottom) x.push_back(b->cpu_data());
+  const float slope = relu_slope_;
+  const int bottoms = static_cast<int>(x.size());
+  const bool threaded = count >= ParallelElementThreshold();
+  if (bottoms == 2) {  // a residual sum: loops the compiler vectorizes
+    const float* __restrict x0 = x[0];
+    const float* __restrict x1 = x[1];
+    float* __restrict out = y;
+    const float c0 = coeffs_[0], c1 = coeffs_[1];
+#pragma omp parallel for simd if (threaded) schedule(static)
+    for (long long k = 0; k < count; ++k) {
+      const float value = c0 * x0[k] + c1 * x1[k];
+      out[k] = value > 0.f ? value : slope * value;
+    }
+    return;
+  }
+  // In bottom order, as the separate SUM adds them.
+#pragma omp parallel for if (threaded) schedule(static)
+  for (long long k = 0; k < count; ++k) {
+    float value = coeffs_[0] * x[0][k];
+    for (int b = 1; b < bottoms; ++b) value += coeffs_[b] * x[b][k];
+    y[k] = value > 0.f ? value : slope * value;
+  }
+}
+
+void EltwiseLayer::SumReLUBackward(const Blob& top, const std::vector<bool>& propagate_down,
+                                   const std::vector<Blob*>& bottom) const {
+  const long long count = top.count();
+  const float* y = top.cpu_data();
+  const float* dy = top.cpu_diff();
+  std::vector<float*> dx;
+  std::vector<float> coeffs;
+  for (size_t b = 0; b < bottom.size(); ++b) {
+    if (!propagate_down[b]) continue;
+    dx.push_back(bottom[b]->mutable_cpu_diff());
+    coeffs.push_back(coeffs_[b]);
+  }
+  const float slope = relu_slope_;
+  const int wanted = static_cast<int>(dx.size());
+  if (wanted == 0) return;
+  const bool threaded = count >= ParallelElementThreshold();
+  if (wanted == 2) {  // a residual sum's two gradients: loops the compiler vectorizes
+    const float* __restrict out = y;
+    const float* __restrict g = dy;
+    float* __restrict dx0 = dx[0];
+    float* __restrict dx1 = dx[1];
+    const float c0 = coeffs[0], c1 = coeffs[1];
+#pragma omp parallel for simd if (threaded) schedule(static)
+    for (long long k = 0; k < count; ++k) {
+      const float passed = out[k] > 0.f ? g[k] : slope * g[k];
+      dx0[k] = c0 * passed;
+      dx1[k] = c1 * passed;
+    }
+    return;
+  }
+#pragma omp parallel for if (threaded) schedule(static)
+  for (long long k = 0; k < count; ++k) {
+    const float g = y[k] > 0.f ? dy[k] : slope * dy[k];  // ReLU's rule in place: the output's sign
+    for (int b = 0; b < wanted; ++b) dx[b][k] = coeffs[b] * g;
+  }
+}
+
 void EltwiseLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  if (relu_fused_) return SumReLUForward(bottom, top[0]);
   const int count = top[0]->count();
   float* y = top[0]->mutable_cpu_data();
   const float* x0 = bottom[0]->cpu_data();
@@ -80,6 +161,7 @@ void EltwiseLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vect
 
 void EltwiseLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                 const std::vector<Blob*>& bottom) {
+  if (relu_fused_) return SumReLUBackward(*top[0], propagate_down, bottom);
   const int count = top[0]->count();
   const float* dy = top[0]->cpu_diff();
   const float* y = top[0]->cpu_data();
@@ -114,6 +196,7 @@ void EltwiseLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector
 }
 
 void EltwiseLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  CREMA_CHECK(!relu_fused_) << describe() << ": the fused ReLU runs on the CPU only";
   const Device d = device();
   const int count = top[0]->count();
   const int bottoms = static_cast<int>(bottom.size());

@@ -106,9 +106,11 @@ class EltwiseLayer : public Layer {
   using Layer::Layer;
   const char* type() const override { return "Eltwise"; }
   // SUM's backward scales the top's gradient and MAX's routes it by the internal argmax: neither reads data;
-  // PROD's reads the inputs and the product.
+  // PROD's reads the inputs and the product, and a SUM with a ReLU fused the sign of its output.
   bool BackwardReadsBottom(int) const override { return param_.eltwise_param().operation() == EltwiseParameter::PROD; }
-  bool BackwardReadsTop(int) const override { return param_.eltwise_param().operation() == EltwiseParameter::PROD; }
+  bool BackwardReadsTop(int) const override {
+    return param_.eltwise_param().operation() == EltwiseParameter::PROD || relu_fused_;
+  }
   // SUM of two bottoms with coefficients 1 (none given): what a producer of one of them may fuse (net/fold.hpp).
   bool ForwardIsSumOfTwo() const override;
   int MinBottomBlobs() const override { return 2; }
@@ -116,6 +118,13 @@ class EltwiseLayer : public Layer {
 
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+
+  // Training's fusion on the CPU (net/fuse.hpp): a SUM also runs the ReLU of slope `slope` (>= 0) in place after it,
+  // whose step goes: forward writes ReLU(sum) in one pass over the bottoms, backward sends dy where the output is
+  // positive (slope * dy elsewhere, ReLU's rule) times each coefficient to every bottom in one pass. The bottoms and
+  // the top share one layout (an element's index is the same in each).
+  void AbsorbReLU(float slope);
+  bool absorbs_relu() const { return relu_fused_; }
 
  protected:
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
@@ -128,6 +137,12 @@ class EltwiseLayer : public Layer {
  protected:
   EltwiseParameter::EltwiseOp op_ = EltwiseParameter::SUM;
   std::vector<float> coeffs_;
+  bool relu_fused_ = false;  // AbsorbReLU's
+  float relu_slope_ = 0.f;
+  // The fused SUM and ReLU's loops, over the threads.
+  void SumReLUForward(const std::vector<Blob*>& bottom, Blob* top) const;
+  void SumReLUBackward(const Blob& top, const std::vector<bool>& propagate_down,
+                       const std::vector<Blob*>& bottom) const;
 
  private:
   Blob* argmax_ = nullptr;  // MAX only: the winning bottom of each element

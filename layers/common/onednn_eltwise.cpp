@@ -61,6 +61,7 @@ void OneDnnEltwiseLayer::Reshape(const std::vector<Blob*>& bottom, const std::ve
 }
 
 void OneDnnEltwiseLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  if (absorbs_relu()) return EltwiseLayer::Forward_cpu(bottom, top);  // one pass, in the one layout they share
   Primitives& p = *primitives_;
   onednn::RunOnSources(p.forward_primitive, p.scratch_desc, p.bottoms, bottom, p.top, top[0]->mutable_cpu_data(),
                        workspace(), p.scratch, &p.forward_bindings);
@@ -68,6 +69,7 @@ void OneDnnEltwiseLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std
 
 void OneDnnEltwiseLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                       const std::vector<Blob*>& bottom) {
+  if (absorbs_relu()) return EltwiseLayer::Backward_cpu(top, propagate_down, bottom);
   Primitives& p = *primitives_;
   onednn::Binder bind(workspace(), &p.backward_bindings);
   const memory gradient = bind.Plain(p.top, top[0]->cpu_diff());

@@ -144,7 +144,7 @@ class BatchNormLayer : public Layer {
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
 
-  // Training's fusion on the CPU (net/fuse.hpp, the fuse_batch_norm pass): this layer also runs the learned
+  // Training's fusion on the CPU (net/fuse.hpp, the fuse_for_training pass): this layer also runs the learned
   // per-channel Scale in place after it (`scale`, and `bias` unless null) and, where `relu`, a ReLU of slope 0 in place
   // after that, whose steps go (layers/normalization/batch_norm_affine.hpp). Their blobs stay the Scale's: this layer
   // reads them and adds to their gradients where `learn_scale` and `learn_bias` say (the Scale's

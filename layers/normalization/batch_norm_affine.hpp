@@ -1,5 +1,5 @@
 // The CPU loops of a BatchNorm that also runs the per-channel Scale and the ReLU in place after it (the net's
-// fuse_batch_norm pass, net/fuse.hpp, gives it their work and drops their steps). Separately, the three layers pass
+// fuse_for_training pass, net/fuse.hpp, gives it their work and drops their steps). Separately, the three layers pass
 // over the whole blob ten times forward (statistics, normalisation, the kept copy, the scale, the activation) and
 // eleven times backward; together the forward writes y = max(0, gamma * x_hat + beta) from the normalized values it
 // keeps anyway, and the backward reads dy and x_hat twice (the sums per channel, then dx), which is what BatchNorm's

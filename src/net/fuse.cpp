@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <set>
 #include <string>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "core/formula.hpp"
+#include "layers/common/eltwise.hpp"
 #include "layers/normalization/batch_norm.hpp"
 
 namespace crema {
@@ -243,46 +245,82 @@ bool InPlaceOn(const Net& net, size_t step, const char* type, int id) {
          s.tops == std::vector<int>{id} && net.rewrite_of(s.layer) == s.layer;
 }
 
+// A ReLU step in place on blob `id` that the fusions may take: slope `most_slope` at most, not below 0, on the engine
+// the net picks, and sending its gradient back.
+bool FusableReLU(const Net& net, size_t step, int id, float most_slope) {
+  if (!InPlaceOn(net, step, "ReLU", id)) return false;
+  const PlanStep& s = net.plan()[step];
+  const ReLUParameter& relu = net.layers()[s.layer]->layer_param().relu_param();
+  return s.needs_backward && s.propagate_down[0] && relu.negative_slope() >= 0.f &&
+         relu.negative_slope() <= most_slope && relu.engine() == ReLUParameter::DEFAULT;
+}
+
+// Step s (a BatchNorm) runs the Scale and ReLU after it, where they are there to take: whether it did.
+bool FuseBatchNorm(Net* net, size_t s) {
+  std::vector<PlanStep>& plan = net->mutable_plan();
+  auto* norm = dynamic_cast<BatchNormLayer*>(net->layers()[plan[s].layer].get());
+  if (norm == nullptr || norm->absorbs_affine() || plan[s].tops.size() != 1) return false;
+  const int id = plan[s].tops[0];
+  const Blob& top = *net->blobs()[id];
+  const Blob& bottom = *net->blobs()[plan[s].bottoms[0]];
+  if (top.layout() != bottom.layout() || top.num_axes() < 2) return false;
+  // The Scale: a learned scale per channel (axis 1), in place on the BatchNorm's top, sending a gradient back.
+  if (!InPlaceOn(*net, s + 1, "Scale", id) || !plan[s + 1].needs_backward || !plan[s + 1].propagate_down[0])
+    return false;
+  const Layer& scale = *net->layers()[plan[s + 1].layer];
+  const ScaleParameter& sp = scale.layer_param().scale_param();
+  if (sp.axis() != 1 || scale.params().empty() || scale.params()[0]->shape() != std::vector<int>{top.shape(1)})
+    return false;
+  const bool bias = sp.bias_term();
+  // The ReLU of slope 0 (the fused loops compute max(0, z)).
+  const bool relu = FusableReLU(*net, s + 2, id, 0.f);
+  norm->AbsorbAffine(scale.params()[0], bias ? scale.params()[1] : nullptr, scale.param_propagate_down(0),
+                     bias && scale.param_propagate_down(1), relu);
+  std::vector<int> absorbed = {plan[s + 1].layer};
+  if (relu) absorbed.push_back(plan[s + 2].layer);
+  std::string note =
+      net->layer_names()[plan[s].layer] + " (BatchNorm): runs " + net->layer_names()[plan[s + 1].layer] + " (Scale)";
+  if (relu) note += " and " + net->layer_names()[plan[s + 2].layer] + " (ReLU)";
+  net->RecordTrainingRewrite(note + " in its own passes, for training");
+  for (int layer : absorbed) net->TakeOverParams(plan[s].layer, layer);
+  net->SetAbsorbed(plan[s].layer, absorbed);
+  plan[s].reshape_pending = true;
+  for (size_t k = absorbed.size(); k > 0; --k) net->RemoveStep(s + k);
+  return true;
+}
+
+// Step s (an Eltwise SUM over bottoms in the top's layout) runs the ReLU after it: whether it did.
+bool FuseSum(Net* net, size_t s) {
+  std::vector<PlanStep>& plan = net->mutable_plan();
+  auto* sum = dynamic_cast<EltwiseLayer*>(net->layers()[plan[s].layer].get());
+  if (sum == nullptr || sum->absorbs_relu() || plan[s].tops.size() != 1 ||
+      sum->layer_param().eltwise_param().operation() != EltwiseParameter::SUM)
+    return false;
+  const int id = plan[s].tops[0];
+  for (int bottom : plan[s].bottoms)
+    if (bottom == id || net->blobs()[bottom]->layout() != net->blobs()[id]->layout()) return false;
+  if (!FusableReLU(*net, s + 1, id, std::numeric_limits<float>::max())) return false;
+  const int relu = plan[s + 1].layer;
+  sum->AbsorbReLU(net->layers()[relu]->layer_param().relu_param().negative_slope());
+  net->RecordTrainingRewrite(net->layer_names()[plan[s].layer] + " (Eltwise): runs " + net->layer_names()[relu] +
+                             " (ReLU) in its own passes, for training");
+  net->SetAbsorbed(plan[s].layer, {relu});
+  plan[s].reshape_pending = true;
+  net->RemoveStep(s + 1);
+  return true;
+}
+
 }  // namespace
 
-void FuseBatchNormForTraining(Net* net) {
+void FuseForTraining(Net* net) {
   // Only a net meant to train: a solver's test nets run backward steps in their plans but are run forward only,
   // where the inference rewrites fold the BatchNorm and Scale into the convolution instead.
   if (!net->fold_allowed() || net->debug_info() || (net->phase() != TRAIN && !net->force_backward())) return;
-  std::vector<PlanStep>& plan = net->mutable_plan();
-  for (size_t s = 0; s < plan.size(); ++s) {
-    auto* norm = dynamic_cast<BatchNormLayer*>(net->layers()[plan[s].layer].get());
-    if (norm == nullptr || norm->absorbs_affine() || !plan[s].needs_backward || plan[s].tops.size() != 1) continue;
-    const int id = plan[s].tops[0];
-    const Blob& top = *net->blobs()[id];
-    const Blob& bottom = *net->blobs()[plan[s].bottoms[0]];
-    if (norm->device() != Device::kCPU || net->context().gpu_code_on_host() || top.layout() != bottom.layout() ||
-        top.num_axes() < 2)
-      continue;
-    // The Scale: a learned scale per channel (axis 1), in place on the BatchNorm's top, sending a gradient back.
-    if (!InPlaceOn(*net, s + 1, "Scale", id) || !plan[s + 1].needs_backward || !plan[s + 1].propagate_down[0]) continue;
-    const Layer& scale = *net->layers()[plan[s + 1].layer];
-    const ScaleParameter& sp = scale.layer_param().scale_param();
-    const int channels = top.shape(1);
-    if (sp.axis() != 1 || scale.params().empty() || scale.params()[0]->shape() != std::vector<int>{channels}) continue;
-    const bool bias = sp.bias_term();
-    // The ReLU: slope 0, in place after the Scale, on the native or oneDNN engine (its own forced engine stays).
-    const bool relu = InPlaceOn(*net, s + 2, "ReLU", id) && plan[s + 2].needs_backward &&
-                      plan[s + 2].propagate_down[0] &&
-                      net->layers()[plan[s + 2].layer]->layer_param().relu_param().negative_slope() == 0.f &&
-                      net->layers()[plan[s + 2].layer]->layer_param().relu_param().engine() == ReLUParameter::DEFAULT;
-    norm->AbsorbAffine(scale.params()[0], bias ? scale.params()[1] : nullptr, scale.param_propagate_down(0),
-                       bias && scale.param_propagate_down(1), relu);
-    std::vector<int> absorbed = {plan[s + 1].layer};
-    if (relu) absorbed.push_back(plan[s + 2].layer);
-    std::string note =
-        net->layer_names()[plan[s].layer] + " (BatchNorm): runs " + net->layer_names()[plan[s + 1].layer] + " (Scale)";
-    if (relu) note += " and " + net->layer_names()[plan[s + 2].layer] + " (ReLU)";
-    net->RecordTrainingRewrite(note + " in its own passes, for training");
-    for (int layer : absorbed) net->TakeOverParams(plan[s].layer, layer);
-    net->SetAbsorbed(plan[s].layer, absorbed);
-    plan[s].reshape_pending = true;
-    for (size_t k = absorbed.size(); k > 0; --k) net->RemoveStep(s + k);
+  if (net->context().device() != Device::kCPU || net->context().gpu_code_on_host()) return;
+  for (size_t s = 0; s < net->plan().size(); ++s) {
+    const PlanStep& step = net->plan()[s];
+    if (!step.needs_backward || step.bottoms.empty() || net->rewrite_of(step.layer) != step.layer) continue;
+    if (!FuseBatchNorm(net, s)) FuseSum(net, s);
   }
 }
 

@@ -8,15 +8,18 @@
 // top, and is named after the layers it replaces ("p1+t+p2"). Formulas keep each layer's value and gradient, also at
 // its kinks (ReLU's and ELU's at 0 as Caffe's).
 //
-// The fuse_batch_norm pass (after the layouts are planned, over a built net that trains on the CPU: a TRAIN net, or
-// one with force_backward; where the net folds, NetParameter.fold and --fold): a BatchNorm step followed by a Scale
-// step in place on its top (a learned scale per channel, with or without a bias) and, optionally, a ReLU step of slope
-// 0 in place after that (a ResNet's BatchNorm, Scale and ReLU) becomes the BatchNorm's step alone, which runs all three
-// (BatchNormLayer::AbsorbAffine: one pass writes the activations from the normalized values, backward reads them and
-// the gradient twice instead of eleven passes). The Scale's parameters stay its own (files, solvers and Python see
-// them); the BatchNorm's step adds to their gradients. Net::rewrites() lists what was fused. Such a net, planned later
-// for forward alone, gets no inference rewrites (net/fold.hpp). Not where the net logs debug_info from the start (it
-// names each layer's values).
+// The fuse_for_training pass (after the layouts are planned, over a built net that trains on the CPU: a TRAIN net, or
+// one with force_backward; where the net folds, NetParameter.fold and --fold) gives a step the work of the steps in
+// place after it, which go, where one pass over memory can do what several did:
+// - a BatchNorm step followed by a Scale step in place on its top (a learned scale per channel, with or without a
+//   bias) and, optionally, a ReLU step of slope 0 in place after that (a ResNet's BatchNorm, Scale and ReLU): the
+//   BatchNorm runs all three (BatchNormLayer::AbsorbAffine: one pass writes the activations from the normalized values,
+//   backward reads them and the gradient twice, instead of ten passes forward and eleven backward). The Scale's
+//   parameters stay its own (files, solvers and Python see them); the BatchNorm's step adds to their gradients.
+// - an Eltwise SUM step whose bottoms share the top's layout, followed by a ReLU step (slope >= 0) in place on its
+//   top (a residual sum and its ReLU): the SUM runs the ReLU (EltwiseLayer::AbsorbReLU).
+// Net::rewrites() lists what was fused. Not where the net logs debug_info from the start (it names each layer's
+// values). Such a net, planned later for forward alone, gets no inference rewrites (net/fold.hpp).
 #pragma once
 
 #include <string>
@@ -40,7 +43,7 @@ std::string ExpressionFormula(const LayerParameter& layer, const std::vector<std
 // The pass: `param` with its runs fused where param.fuse_elements() is set, else `param` as it is.
 NetParameter FuseElementLayers(const NetParameter& param);
 
-// The fuse_batch_norm pass over a built net.
-void FuseBatchNormForTraining(Net* net);
+// The fuse_for_training pass over a built net.
+void FuseForTraining(Net* net);
 
 }  // namespace crema

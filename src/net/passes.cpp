@@ -24,9 +24,8 @@ NetPasses NetPasses::Default() {
                       {"upgrade_inputs", UpgradeInputs},
                       {"fuse_elements", FuseElementLayers},
                       {"insert_splits", InsertSplits}};
-  passes.after_build = {{"decide_backward", DecideBackward},
-                        {"plan_layouts", PlanLayouts},
-                        {"fuse_batch_norm", FuseBatchNormForTraining}};
+  passes.after_build = {
+      {"decide_backward", DecideBackward}, {"plan_layouts", PlanLayouts}, {"fuse_for_training", FuseForTraining}};
   // The inference rewrites (net/fold.hpp), for a net that runs forward only.
   passes.after_weights = {{"plain_layouts", PlainLayoutsForRewrites},
                           {"fold_identities", FoldIdentities},

@@ -1,7 +1,8 @@
-// Training's fusion of BatchNorm with the Scale and ReLU in place after it (net/fuse.hpp, fuse_batch_norm;
-// layers/normalization/batch_norm_affine.hpp): the fused layer's gradients are the numeric ones, a net trained with
-// it computes what the separate layers compute (they have tests of their own) in every layout its engines use, the
-// Scale's parameters stay the ones files, solvers and updates see, and the pass leaves alone what it must.
+// Training's fusions (net/fuse.hpp, fuse_for_training): BatchNorm with the Scale and ReLU in place after it
+// (layers/normalization/batch_norm_affine.hpp), and a SUM with the ReLU after it. The fused layers' gradients are the
+// numeric ones, a net trained with them computes what the separate layers compute (they have tests of their own) in
+// every layout their engines use, the Scale's parameters stay the ones files, solvers and updates see, and the pass
+// leaves alone what it must.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "layers/common/eltwise.hpp"
 #include "layers/normalization/batch_norm.hpp"
 #include "net/net.hpp"
 #include "test_util.hpp"
@@ -74,9 +76,37 @@ void CheckFusedLayer(Phase phase, uint64_t seed) {
   ExpectAffineGradientsNumeric(&layer, bottom, top, scale.get(), bias.get());
 }
 
-TEST(FuseBatchNormTest, TheFusedLayersGradientsAreTheNumericOnes) {
+TEST(FuseForTrainingTest, TheFusedLayersGradientsAreTheNumericOnes) {
   CheckFusedLayer(TRAIN, 21);  // through the batch's statistics
   CheckFusedLayer(TEST, 31);   // through stored ones
+}
+
+TEST(FuseForTrainingTest, TheFusedSumsGradientsAreTheNumericOnes) {
+  // Three bottoms (the loop over any number) and two (a residual sum's), a leaky slope and ReLU's 0.
+  for (int bottoms : {3, 2})
+    for (float slope : {0.2f, 0.f}) {
+      SCOPED_TRACE(std::to_string(bottoms) + " bottoms, slope " + std::to_string(slope));
+      test::BlobList bottom, top;
+      for (int b = 0; b < bottoms; ++b) test::FillGaussian(bottom.Add({2, 3, 2, 3}), 0.f, 1.f, 50 + b);
+      top.Add({});
+      LayerParameter param = test::ParseLayer(bottoms == 3 ? "name: 'sum' type: 'Eltwise' eltwise_param { coeff: 1.5 "
+                                                             "coeff: -2 coeff: 0.5 }"
+                                                           : "name: 'sum' type: 'Eltwise'");
+      EltwiseLayer layer(param);
+      layer.SetUp(bottom.pointers, top.pointers);
+      layer.AbsorbReLU(slope);
+      EXPECT_TRUE(layer.BackwardReadsTop(0));
+      layer.Forward(bottom.pointers, top.pointers);
+      // ReLU of the sum, as the separate layers give it.
+      for (int k = 0; k < top.pointers[0]->count(); ++k) {
+        const float c[3] = {bottoms == 3 ? 1.5f : 1.f, bottoms == 3 ? -2.f : 1.f, 0.5f};
+        float sum = 0.f;
+        for (int b = 0; b < bottoms; ++b) sum += c[b] * bottom.pointers[b]->cpu_data()[k];
+        ASSERT_FLOAT_EQ(top.pointers[0]->cpu_data()[k], sum > 0.f ? sum : slope * sum) << k;
+      }
+      // The kink is where the sum is 0; these inputs keep every sum more than a step away from it.
+      test::GradientChecker(1e-3f, 1e-3f).CheckGradient(&layer, bottom.pointers, top.pointers);
+    }
 }
 
 // A convolution, BatchNorm, Scale and ReLU in place (a ResNet's unit), a 1 x 1 convolution and a Euclidean loss.
@@ -166,7 +196,7 @@ void ExpectFusedMatchesSeparate(const std::string& text, const std::string& engi
   }
 }
 
-TEST(FuseBatchNormTest, TrainingMatchesTheSeparateLayersInEveryLayout) {
+TEST(FuseForTrainingTest, TrainingMatchesTheSeparateLayersInEveryLayout) {
   std::vector<std::string> engines = {"native"};
 #ifdef CREMA_USE_ONEDNN
   engines.push_back("onednn");  // channel blocks
@@ -188,7 +218,82 @@ TEST(FuseBatchNormTest, TrainingMatchesTheSeparateLayersInEveryLayout) {
   }
 }
 
-TEST(FuseBatchNormTest, WhatThePassLeavesAlone) {
+// A residual unit: conv1 -> bn1 -> sc1 (a branch) and conv2 (the shortcut), summed, then the ReLU in place.
+// `channels`: the input's (with 16, every convolution writes the same layout in every engine).
+std::string ResidualNet(const std::string& sum, const std::string& relu, int channels = 16) {
+  return R"(
+    name: 'residual'
+    force_backward: true
+    layer { name: 'data' type: 'Input' top: 'data' top: 'target'
+            input_param { shape { dim: 3 dim: )" +
+         std::to_string(channels) + R"( dim: 6 dim: 7 } shape { dim: 3 dim: 16 dim: 6 dim: 7 } } }
+    layer { name: 'conv1' type: 'Convolution' bottom: 'data' top: 'conv1'
+            convolution_param { num_output: 16 kernel_size: 3 pad: 1 bias_term: false
+                                weight_filler { type: 'gaussian' std: 0.3 } } }
+    layer { name: 'bn1' type: 'BatchNorm' bottom: 'conv1' top: 'conv1' }
+    layer { name: 'sc1' type: 'Scale' bottom: 'conv1' top: 'conv1' scale_param { bias_term: true } }
+    layer { name: 'conv2' type: 'Convolution' bottom: 'data' top: 'conv2'
+            convolution_param { num_output: 16 kernel_size: 1 weight_filler { type: 'gaussian' std: 0.3 } } }
+    layer { name: 'sum' type: 'Eltwise' bottom: 'conv1' bottom: 'conv2' top: 'sum' )" +
+         sum + R"( }
+    )" + relu +
+         R"(
+    layer { name: 'conv3' type: 'Convolution' bottom: 'sum' top: 'out'
+            convolution_param { num_output: 16 kernel_size: 1 weight_filler { type: 'gaussian' std: 0.3 } } }
+    layer { name: 'loss' type: 'EuclideanLoss' bottom: 'out' bottom: 'target' top: 'loss' }
+  )";
+}
+
+TEST(FuseForTrainingTest, ResidualSumsWithTheirReLUMatchTheSeparateLayersInEveryLayout) {
+  std::vector<std::string> engines = {"native"};
+#ifdef CREMA_USE_ONEDNN
+  engines.push_back("onednn");  // channel blocks; the SUM is oneDNN's unless fused
+#endif
+  const std::string relu = "layer { name: 'relu' type: 'ReLU' bottom: 'sum' top: 'sum' }";
+  const std::string leaky =
+      "layer { name: 'relu' type: 'ReLU' bottom: 'sum' top: 'sum' relu_param { negative_slope: 0.3 } }";
+  for (const std::string& engine : engines) {
+    for (const std::string& text :
+         {ResidualNet("", relu), ResidualNet("eltwise_param { coeff: 0.5 coeff: -1 }", leaky)}) {
+      SCOPED_TRACE(engine + ": " + text);
+      std::unique_ptr<Net> fused = BuildUnit(text, true, engine), separate = BuildUnit(text, false, engine);
+      ASSERT_EQ(fused->rewrites().size(), 2u);
+      EXPECT_EQ(fused->rewrites()[0], "bn1 (BatchNorm): runs sc1 (Scale) in its own passes, for training");
+      EXPECT_EQ(fused->rewrites()[1], "sum (Eltwise): runs relu (ReLU) in its own passes, for training");
+      EXPECT_EQ(fused->plan().size() + 2, separate->plan().size());
+#ifdef CREMA_USE_ONEDNN
+      if (engine == "onednn") {
+        EXPECT_NE(fused->blob_by_name("sum")->layout(), Layout::kPlain);
+      }
+#endif
+      for (int pass = 0; pass < 2; ++pass) {
+        const float fused_loss = fused->ForwardBackward(), separate_loss = separate->ForwardBackward();
+        ASSERT_NEAR(fused_loss, separate_loss, 1e-5f * std::abs(separate_loss)) << "pass " << pass;
+        ExpectClose(test::DiffOf(*fused->blob_by_name("data")), test::DiffOf(*separate->blob_by_name("data")),
+                    "the input's gradient");
+        for (size_t p = 0; p < fused->learnable_params().size(); ++p)
+          ExpectClose(test::DiffOf(*fused->learnable_params()[p]), test::DiffOf(*separate->learnable_params()[p]),
+                      "parameter " + std::to_string(p) + "'s gradient");
+        for (Net* net : {fused.get(), separate.get()}) {
+          for (Blob* blob : net->learnable_params())
+            for (int i = 0; i < blob->count(); ++i) blob->mutable_cpu_data()[i] -= 1e-3f * blob->cpu_diff()[i];
+          net->ClearParamDiffs();
+        }
+      }
+    }
+  }
+  // A product is not fused.
+  EXPECT_EQ(BuildUnit(ResidualNet("eltwise_param { operation: PROD }", relu), true, "native")->rewrites().size(), 1u);
+#ifdef CREMA_USE_ONEDNN
+  // Nor a sum of bottoms in two layouts (oneDNN's sum reads each in its own): the 1 x 1 convolution over 5 channels
+  // writes channels-last, the BatchNorm's run channel blocks.
+  std::unique_ptr<Net> mixed = BuildUnit(ResidualNet("", relu, 5), true, "onednn");
+  ASSERT_NE(mixed->blob_by_name("conv1")->layout(), mixed->blob_by_name("conv2")->layout());
+  EXPECT_EQ(mixed->rewrites().size(), 1u);
+#endif
+}
+
+TEST(FuseForTrainingTest, WhatThePassLeavesAlone) {
   const std::string in_place = UnitNet("", "scale_param { bias_term: true }", kReLU);
   // Nets that say no: the net's fold: false, the context's (--fold=none), debug_info.
   EXPECT_TRUE(BuildUnit(in_place, false, "native")->rewrites().empty());
