@@ -60,7 +60,9 @@ void EltwiseLayer::SumReLUForward(const std::vector<Blob*>& bottom, Blob* top) c
   const float slope = relu_slope_;
   const int bottoms = static_cast<int>(x.size());
   const bool threaded = count >= ParallelElementThreshold();
-  if (bottoms == 2) {  // a residual sum: loops the compiler vectorizes
+  // A residual sum: loops the compiler vectorizes, over buffers that never overlap (the layer does not run in place,
+  // nor does the memory plan run it so: AllowsInPlace).
+  if (bottoms == 2 && y != x[0] && y != x[1]) {
     const float* __restrict x0 = x[0];
     const float* __restrict x1 = x[1];
     float* __restrict out = y;
@@ -97,7 +99,8 @@ void EltwiseLayer::SumReLUBackward(const Blob& top, const std::vector<bool>& pro
   const int wanted = static_cast<int>(dx.size());
   if (wanted == 0) return;
   const bool threaded = count >= ParallelElementThreshold();
-  if (wanted == 2) {  // a residual sum's two gradients: loops the compiler vectorizes
+  // A residual sum's two gradients: loops the compiler vectorizes, over buffers that never overlap (as above).
+  if (wanted == 2 && dx[0] != dx[1] && dx[0] != dy && dx[1] != dy && dx[0] != y && dx[1] != y) {
     const float* __restrict out = y;
     const float* __restrict g = dy;
     float* __restrict dx0 = dx[0];
