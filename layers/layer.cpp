@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/math_functions.hpp"
+#include "core/threads.hpp"
 #include "layers/neuron/fused_activation.hpp"
 
 namespace crema {
@@ -248,11 +249,32 @@ std::string FusedActivation::describe() const {
   return out.str();
 }
 
+void Layer::set_fused_activation_with_backward(const FusedActivation& activation) {
+  CREMA_CHECK(activation.kind == FusedActivation::kReLU && activation.alpha >= 0.f)
+      << describe() << ": only a ReLU of slope 0 or more fuses into a layer that runs backward, not "
+      << activation.describe();
+  CREMA_CHECK(!RunsGpuCode()) << describe() << ": a fused activation runs backward on the CPU only";
+  fused_activation_ = activation;
+  activation_with_backward_ = true;
+}
+
 void Layer::Backward(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                      const std::vector<Blob*>& bottom) {
-  CREMA_CHECK(fused_activation_.kind == FusedActivation::kNone)
+  CREMA_CHECK(fused_activation_.kind == FusedActivation::kNone || activation_with_backward_)
       << describe() << " has the activation " << fused_activation_.describe()
       << " fused into it for inference, and no backward pass";
+  if (activation_with_backward_) {
+    // The ReLU's backward, in place on the output's gradient (as the ReLU's own step in place left it): its rule reads
+    // the output's sign (the input's, as the slope is not negative).
+    const float slope = fused_activation_.alpha;
+    for (Blob* blob : top) {
+      const float* y = blob->cpu_data();
+      float* dy = blob->mutable_cpu_diff();
+      const long long count = blob->count();
+#pragma omp parallel for if (count >= ParallelElementThreshold()) schedule(static)
+      for (long long k = 0; k < count; ++k) dy[k] = y[k] > 0.f ? dy[k] : slope * dy[k];
+    }
+  }
   if (RunsGpuCode()) {
     Backward_gpu(top, propagate_down, bottom);
   } else {

@@ -232,8 +232,17 @@ class Layer {
   // An engine that computes it in its own pass answers ComputesFusedActivation(); for the others Forward applies it
   // to the tops after the engine's work.
   virtual bool TakesFusedActivation(const FusedActivation& activation) const { return false; }
-  void set_fused_activation(const FusedActivation& activation) { fused_activation_ = activation; }
+  void set_fused_activation(const FusedActivation& activation) {
+    fused_activation_ = activation;
+    activation_with_backward_ = false;
+  }
   const FusedActivation& fused_activation() const { return fused_activation_; }
+  // Training's fusion (net/fuse.hpp), on the CPU: a ReLU of slope 0 or more, which Backward then runs too (the top's
+  // gradient where the output is positive, slope times it elsewhere, in place) before the layer's own backward, whose
+  // output gradient it is. The layer's step then reads its top in backward (BackwardReadsTop). Any other activation
+  // is refused.
+  void set_fused_activation_with_backward(const FusedActivation& activation);
+  bool activation_with_backward() const { return activation_with_backward_; }
   // Whether Forward is the plain sum of its two bottoms (Eltwise SUM with coefficients 1), which a producer of one
   // of them may take over (ResNet's shortcut sums).
   virtual bool ForwardIsSumOfTwo() const { return false; }
@@ -359,6 +368,7 @@ class Layer {
   std::vector<bool> param_propagate_down_;
   std::vector<float> loss_;
   FusedActivation fused_activation_;
+  bool activation_with_backward_ = false;  // set_fused_activation_with_backward's
   bool fused_sum_ = false;
   const Blob* summand_ = nullptr;  // during Forward, with a fused sum: the blob to add
   // An engine that computes the fused activation itself (in its primitive) says so; Forward leaves it alone then.

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "layers/common/eltwise.hpp"
+#include "layers/layer_registry.hpp"
 #include "layers/normalization/batch_norm.hpp"
 #include "net/net.hpp"
 #include "test_util.hpp"
@@ -291,6 +292,94 @@ TEST(FuseForTrainingTest, ResidualSumsWithTheirReLUMatchTheSeparateLayersInEvery
   ASSERT_NE(mixed->blob_by_name("conv1")->layout(), mixed->blob_by_name("conv2")->layout());
   EXPECT_EQ(mixed->rewrites().size(), 1u);
 #endif
+}
+
+// Convolutions with the ReLU in place after them (GoogLeNet's, CaffeNet's), one leaky, one a deconvolution.
+std::string ActivationNet(const std::string& slope) {
+  return R"(
+    name: 'activations'
+    force_backward: true
+    layer { name: 'data' type: 'Input' top: 'data' top: 'target'
+            input_param { shape { dim: 2 dim: 16 dim: 6 dim: 7 } shape { dim: 2 dim: 16 dim: 12 dim: 14 } } }
+    layer { name: 'conv1' type: 'Convolution' bottom: 'data' top: 'conv1'
+            convolution_param { num_output: 32 kernel_size: 3 pad: 1 weight_filler { type: 'gaussian' std: 0.2 }
+                                bias_filler { type: 'uniform' min: -0.5 max: 0.5 } } }
+    layer { name: 'relu1' type: 'ReLU' bottom: 'conv1' top: 'conv1' )" +
+         slope + R"( }
+    layer { name: 'up' type: 'Deconvolution' bottom: 'conv1' top: 'up'
+            convolution_param { num_output: 16 kernel_size: 2 stride: 2 weight_filler { type: 'gaussian' std: 0.2 } } }
+    layer { name: 'relu2' type: 'ReLU' bottom: 'up' top: 'up' }
+    layer { name: 'loss' type: 'EuclideanLoss' bottom: 'up' bottom: 'target' top: 'loss' }
+  )";
+}
+
+TEST(FuseForTrainingTest, ConvolutionsWithTheirReLUMatchTheSeparateLayers) {
+#ifdef CREMA_USE_ONEDNN
+  for (const std::string slope : {"", "relu_param { negative_slope: 0.2 }"}) {
+    const std::string text = ActivationNet(slope);
+    SCOPED_TRACE(text);
+    std::unique_ptr<Net> fused = BuildUnit(text, true, "onednn"), separate = BuildUnit(text, false, "onednn");
+    ASSERT_EQ(fused->rewrites().size(), 2u);
+    EXPECT_EQ(fused->rewrites()[0], "conv1 (Convolution): runs relu1 (ReLU) in its own passes, for training");
+    EXPECT_EQ(fused->rewrites()[1], "up (Deconvolution): runs relu2 (ReLU) in its own passes, for training");
+    EXPECT_EQ(fused->plan().size() + 2, separate->plan().size());
+    EXPECT_TRUE(fused->layer_by_name("conv1")->BackwardReadsTop(0));
+    for (int pass = 0; pass < 2; ++pass) {
+      const float fused_loss = fused->ForwardBackward(), separate_loss = separate->ForwardBackward();
+      ASSERT_NEAR(fused_loss, separate_loss, 1e-5f * std::abs(separate_loss)) << "pass " << pass;
+      ExpectClose(test::DiffOf(*fused->blob_by_name("data")), test::DiffOf(*separate->blob_by_name("data")),
+                  "the input's gradient");
+      for (size_t p = 0; p < fused->learnable_params().size(); ++p)
+        ExpectClose(test::DiffOf(*fused->learnable_params()[p]), test::DiffOf(*separate->learnable_params()[p]),
+                    "parameter " + std::to_string(p) + "'s gradient");
+      for (Net* net : {fused.get(), separate.get()}) {
+        for (Blob* blob : net->learnable_params())
+          for (int i = 0; i < blob->count(); ++i) blob->mutable_cpu_data()[i] -= 1e-3f * blob->cpu_diff()[i];
+        net->ClearParamDiffs();
+      }
+    }
+  }
+#endif
+  // The native engine would apply the ReLU in a pass of its own after its work: left alone (the deconvolution,
+  // whose engine is not forced, may take its ReLU).
+  const std::unique_ptr<Net> native = BuildUnit(ActivationNet(""), true, "native");
+  for (const std::string& rewrite : native->rewrites()) EXPECT_EQ(rewrite.find("conv1"), std::string::npos) << rewrite;
+}
+
+TEST(FuseForTrainingTest, AFusedReLUsGradientIsTheNumericOne) {
+  // A leaky slope (a gradient on both sides of the kink), on each engine that may hold one.
+  const std::vector<std::string> engines = LayerRegistry::Global().Engines("Convolution", Device::kCPU);
+  for (const std::string engine : {"native", "onednn"}) {
+    if (std::find(engines.begin(), engines.end(), engine) == engines.end()) continue;
+    SCOPED_TRACE(engine);
+    test::BlobList bottom, top;
+    test::FillGaussian(bottom.Add({2, 3, 5, 4}), 0.f, 1.f, 61);
+    top.Add({});
+    std::unique_ptr<Layer> layer = test::CreateWithEngine(
+        test::ParseLayer("name: 'conv' type: 'Convolution' convolution_param { num_output: 4 kernel_size: 3 pad: 1 "
+                         "weight_filler { type: 'gaussian' std: 0.1 } }"),
+        {{2, 3, 5, 4}}, engine);
+    FusedActivation relu;
+    relu.kind = FusedActivation::kReLU;
+    relu.alpha = 0.1f;
+    layer->set_fused_activation_with_backward(relu);
+    layer->SetUp(bottom.pointers, top.pointers);
+    EXPECT_TRUE(layer->BackwardReadsTop(0));
+    // Biases of 3 and -3 keep every output of channels 0 and 2 above the kink and of 1 and 3 below it (the products
+    // stay under 2 in magnitude here), so no step of the check crosses it and both slopes are checked.
+    const float biases[4] = {3.f, -3.f, 3.f, -3.f};
+    std::copy(biases, biases + 4, layer->params()[1]->mutable_cpu_data());
+    layer->Forward(bottom.pointers, top.pointers);
+    for (int k = 0; k < top.pointers[0]->count(); ++k) ASSERT_GT(std::abs(top.pointers[0]->cpu_data()[k]), 0.1f) << k;
+    test::GradientChecker(1e-2f, 1e-3f).CheckGradient(layer.get(), bottom.pointers, top.pointers);
+  }
+  // Other activations stay inference's.
+  auto layer = test::MakeLayer("name: 'conv' type: 'Convolution' convolution_param { num_output: 4 kernel_size: 3 }",
+                               {2, 3, 5, 4});
+  FusedActivation sigmoid;
+  sigmoid.kind = FusedActivation::kSigmoid;
+  test::ExpectErrorContaining([&] { layer->set_fused_activation_with_backward(sigmoid); },
+                              {"only a ReLU of slope 0 or more", "Sigmoid"});
 }
 
 TEST(FuseForTrainingTest, WhatThePassLeavesAlone) {

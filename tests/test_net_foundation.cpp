@@ -255,7 +255,9 @@ TEST(NetPassesTest, AnAfterBuildPassRunsOnItsOwn) {
             (std::vector<std::string>{"upgrade_legacy", "filter", "upgrade_inputs", "fuse_elements", "insert_splits"}));
   for (const PlanStep& step : bare.plan()) EXPECT_FALSE(step.needs_backward);
   DecideBackward(&bare);
-  Net full(param);
+  NetParameter separate = param;
+  separate.set_fold(false);  // the same steps: no training fusion (net/fuse.hpp) of the convolutions and ReLUs
+  Net full(separate);
   EXPECT_EQ(full.passes_run(),
             (std::vector<std::string>{"upgrade_legacy", "filter", "upgrade_inputs", "fuse_elements", "insert_splits",
                                       "decide_backward", "plan_layouts", "fuse_for_training"}));

@@ -81,13 +81,14 @@ DEFINE_string(memory_plan, "share",
               "layers run in place), recompute (as share, and training keeps only segment boundaries from forward "
               "to backward, computing the rest again in backward) or none (every blob keeps memory of its own, as "
               "in Caffe); a net's own memory_plan: NONE turns it off for that net");
-DEFINE_string(fold, "all",
-              "train (its test nets), test, time, classify: all (a net that runs forward only folds BatchNorm, "
-              "Scale and Bias into the "
-              "convolution or inner product before them, fuses the activation after one into it, and drops Dropout "
-              "and Split steps, once its weights are loaded; crema time lists what it did) or none (the plan as "
-              "written); train: all also lets a BatchNorm run the Scale and ReLU in place after it in its own "
-              "passes, and a SUM the ReLU after it; a net's own fold: false turns it off for that net");
+DEFINE_string(
+    fold, "all",
+    "train (its test nets), test, time, classify: all (a net that runs forward only folds BatchNorm, "
+    "Scale and Bias into the "
+    "convolution or inner product before them, fuses the activation after one into it, and drops Dropout "
+    "and Split steps, once its weights are loaded; crema time lists what it did) or none (the plan as "
+    "written); train: all also lets a BatchNorm run the Scale and ReLU in place after it in its own "
+    "passes, and a SUM or a convolution the ReLU after it; a net's own fold: false turns it off for that net");
 DEFINE_int32(lanes, 0,
              "train, test, time, classify: how many steps of a net's forward pass may run at once on the CPU, "
              "where none waits for another (inception towers), each on a thread of its own, with results bit for "

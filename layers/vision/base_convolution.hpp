@@ -43,8 +43,9 @@ class BaseConvolutionLayer : public Layer {
 
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
-  // Backward reads the input (the weights' gradient), never the output: every engine, cuDNN's included.
-  bool BackwardReadsTop(int) const override { return false; }
+  // Backward reads the input (the weights' gradient), never the output: every engine, cuDNN's included; but a ReLU
+  // fused for training reads the output's sign (Layer::set_fused_activation_with_backward).
+  bool BackwardReadsTop(int) const override { return activation_with_backward(); }
   // Inference rewrites (net/fold.hpp): a per-channel scale and shift of the output (channel axis 1) folds into the
   // weights and the bias (the rewrite gives a layer without one a bias); every engine applies a fused activation
   // (oneDNN's in its primitive).

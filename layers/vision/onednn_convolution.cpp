@@ -157,10 +157,13 @@ void DescribeKind(dnnl::algorithm algorithm, const memory::desc& src, const memo
   const dnnl::primitive_attr forward_attr = onednn::UserScratchpadWith(activation, sum);
   const dnnl::engine& engine = CpuEngine();
   const memory::desc bias_desc = bias ? *bias : memory::desc();  // an empty one: no bias
-  const auto describe = [&](dnnl::prop_kind kind, dnnl::algorithm how) {
+  const auto describe_with = [&](const dnnl::primitive_attr& with, dnnl::prop_kind kind, dnnl::algorithm how) {
     return typename Forward::primitive_desc(
-        typename Forward::desc(kind, how, src, weights, bias_desc, dst, strides, dilates, pad_left, pad_right),
-        forward_attr, engine);
+        typename Forward::desc(kind, how, src, weights, bias_desc, dst, strides, dilates, pad_left, pad_right), with,
+        engine);
+  };
+  const auto describe = [&](dnnl::prop_kind kind, dnnl::algorithm how) {
+    return describe_with(forward_attr, kind, how);
   };
   // A fused activation is the forward's post-op (inference only: the layer then has no backward). The direct
   // forward keeps the training kind for inference too: oneDNN 2.6 answers the inference kind with its brgconv
@@ -182,13 +185,18 @@ void DescribeKind(dnnl::algorithm algorithm, const memory::desc& src, const memo
     }
   }
   if (!backward) return;
+  // The backward primitives take as their hint a forward without post-ops (a ReLU fused for training): with the
+  // post-op's, oneDNN 2.6 set its backward kernels up slower (GoogLeNet's conv2/3x3: 65-79 ms against 48-58).
+  const bool post_ops = activation.kind != FusedActivation::kNone || sum;
+  const typename Forward::primitive_desc hint =
+      post_ops ? describe_with(onednn::UserScratchpad(), dnnl::prop_kind::forward_training, algorithm) : direct;
   *backward_weights = typename BackwardWeights::primitive_desc(
       bias ? typename BackwardWeights::desc(algorithm, src, weights, *bias, dst, strides, dilates, pad_left, pad_right)
            : typename BackwardWeights::desc(algorithm, src, weights, dst, strides, dilates, pad_left, pad_right),
-      attr, engine, direct);
+      attr, engine, hint);
   *backward_data = typename BackwardData::primitive_desc(
       typename BackwardData::desc(algorithm, src, weights, dst, strides, dilates, pad_left, pad_right), attr, engine,
-      direct);
+      hint);
 }
 
 }  // namespace

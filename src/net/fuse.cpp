@@ -310,6 +310,30 @@ bool FuseSum(Net* net, size_t s) {
   return true;
 }
 
+// Step s (a Convolution or Deconvolution on oneDNN's engine) runs the ReLU in place after it: whether it did.
+bool FuseActivation(Net* net, size_t s) {
+  std::vector<PlanStep>& plan = net->mutable_plan();
+  Layer& producer = *net->layers()[plan[s].layer];
+  const std::string type = producer.type();
+  if ((type != "Convolution" && type != "Deconvolution") || plan[s].tops.size() != 1 ||
+      producer.fused_activation().kind != FusedActivation::kNone || producer.fused_sum())
+    return false;
+  const int id = plan[s].tops[0];
+  if (!FusableReLU(*net, s + 1, id, std::numeric_limits<float>::max())) return false;
+  const Layer& relu = *net->layers()[plan[s + 1].layer];
+  const FusedActivation activation = relu.AsFusedActivation();
+  // Only where the engine computes it in its own pass (oneDNN's post-op): another engine would run it after its work,
+  // a pass of its own, as the ReLU's step did.
+  if (producer.engine() != "onednn" || !producer.TakesFusedActivation(activation)) return false;
+  producer.set_fused_activation_with_backward(activation);
+  net->RecordTrainingRewrite(net->layer_names()[plan[s].layer] + " (" + type + "): runs " +
+                             net->layer_names()[plan[s + 1].layer] + " (ReLU) in its own passes, for training");
+  net->SetAbsorbed(plan[s].layer, {plan[s + 1].layer});
+  plan[s].reshape_pending = true;
+  net->RemoveStep(s + 1);
+  return true;
+}
+
 }  // namespace
 
 void FuseForTraining(Net* net) {
@@ -320,7 +344,7 @@ void FuseForTraining(Net* net) {
   for (size_t s = 0; s < net->plan().size(); ++s) {
     const PlanStep& step = net->plan()[s];
     if (!step.needs_backward || step.bottoms.empty() || net->rewrite_of(step.layer) != step.layer) continue;
-    if (!FuseBatchNorm(net, s)) FuseSum(net, s);
+    if (!FuseBatchNorm(net, s) && !FuseSum(net, s)) FuseActivation(net, s);
   }
 }
 

@@ -18,6 +18,9 @@
 //   parameters stay its own (files, solvers and Python see them); the BatchNorm's step adds to their gradients.
 // - an Eltwise SUM step whose bottoms share the top's layout, followed by a ReLU step (slope >= 0) in place on its
 //   top (a residual sum and its ReLU): the SUM runs the ReLU (EltwiseLayer::AbsorbReLU).
+// - a Convolution or Deconvolution step on oneDNN's engine followed by a ReLU step (slope >= 0) in place on its top:
+//   the primitive computes the ReLU as its post-op, and the layer's Backward runs the ReLU's backward before its own
+//   (Layer::set_fused_activation_with_backward).
 // Net::rewrites() lists what was fused. Not where the net logs debug_info from the start (it names each layer's
 // values). Such a net, planned later for forward alone, gets no inference rewrites (net/fold.hpp).
 #pragma once

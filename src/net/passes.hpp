@@ -10,7 +10,7 @@
 //   decide_backward which steps run backward, and to which bottoms they send gradients
 //   plan_layouts    keep a blob in its writer's layout where every reader takes it (core/layout.hpp)
 //   fuse_for_training  in a net that trains on the CPU, a BatchNorm runs the Scale and ReLU in place after it, and
-//                   a SUM the ReLU after it (net/fuse.hpp)
+//                   a SUM or a oneDNN convolution the ReLU after it (net/fuse.hpp)
 // After-weights passes (once the weights are loaded; Net::RunAfterWeightsPasses): the inference rewrites of
 // net/fold.hpp, for a net that runs forward only.
 //
