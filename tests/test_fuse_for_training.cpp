@@ -159,6 +159,32 @@ void ExpectClose(const std::vector<float>& actual, const std::vector<float>& exp
     ASSERT_NEAR(actual[i], expected[i], 1e-5f * std::max(largest, 1e-3f)) << what << " at " << i;
 }
 
+// Two training steps in the fused and the separate net, side by side: each the same loss, input gradient and
+// parameter gradients, and the blobs of layers `compared` (running statistics, the Scale's parameters) the same; then
+// a step down the gradient (as a solver takes, into the layers' own blobs), for the next pass to read.
+void TrainSideBySide(Net* fused, Net* separate, const std::vector<std::string>& compared = {}) {
+  for (int pass = 0; pass < 2; ++pass) {
+    const float fused_loss = fused->ForwardBackward(), separate_loss = separate->ForwardBackward();
+    ASSERT_NEAR(fused_loss, separate_loss, 1e-5f * std::abs(separate_loss)) << "pass " << pass;
+    ExpectClose(test::DiffOf(*fused->blob_by_name("data")), test::DiffOf(*separate->blob_by_name("data")),
+                "the input's gradient");
+    ASSERT_EQ(fused->learnable_params().size(), separate->learnable_params().size());
+    for (size_t p = 0; p < fused->learnable_params().size(); ++p) {
+      ExpectClose(test::DiffOf(*fused->learnable_params()[p]), test::DiffOf(*separate->learnable_params()[p]),
+                  "parameter " + std::to_string(p) + "'s gradient");
+    }
+    for (const std::string& layer : compared)
+      for (size_t b = 0; b < fused->layer_by_name(layer)->params().size(); ++b)
+        ExpectClose(test::DataOf(*fused->layer_by_name(layer)->params()[b]),
+                    test::DataOf(*separate->layer_by_name(layer)->params()[b]), layer + " blob " + std::to_string(b));
+    for (Net* net : {fused, separate}) {
+      for (Blob* blob : net->learnable_params())
+        for (int i = 0; i < blob->count(); ++i) blob->mutable_cpu_data()[i] -= 1e-3f * blob->cpu_diff()[i];
+      net->ClearParamDiffs();
+    }
+  }
+}
+
 // Forward, backward, a step down the gradient and forward again, in the fused and the separate net: the same loss,
 // input gradient, parameter gradients and running statistics.
 void ExpectFusedMatchesSeparate(const std::string& text, const std::string& engine, bool expect_relu_fused) {
@@ -174,27 +200,7 @@ void ExpectFusedMatchesSeparate(const std::string& text, const std::string& engi
     EXPECT_NE(fused->blob_by_name("conv1")->layout(), Layout::kPlain);
   }
 #endif
-  for (int pass = 0; pass < 2; ++pass) {
-    const float fused_loss = fused->ForwardBackward(), separate_loss = separate->ForwardBackward();
-    ASSERT_NEAR(fused_loss, separate_loss, 1e-5f * std::abs(separate_loss)) << "pass " << pass;
-    ExpectClose(test::DiffOf(*fused->blob_by_name("data")), test::DiffOf(*separate->blob_by_name("data")),
-                "the input's gradient");
-    ASSERT_EQ(fused->learnable_params().size(), separate->learnable_params().size());
-    for (size_t p = 0; p < fused->learnable_params().size(); ++p) {
-      ExpectClose(test::DiffOf(*fused->learnable_params()[p]), test::DiffOf(*separate->learnable_params()[p]),
-                  "parameter " + std::to_string(p) + "'s gradient");
-    }
-    for (const std::string layer : {"bn1", "sc1"})
-      for (size_t b = 0; b < fused->layer_by_name(layer)->params().size(); ++b)
-        ExpectClose(test::DataOf(*fused->layer_by_name(layer)->params()[b]),
-                    test::DataOf(*separate->layer_by_name(layer)->params()[b]), layer + " blob " + std::to_string(b));
-    // A step down the gradient (as a solver takes, into the Scale's own blobs), for the next pass to read.
-    for (Net* net : {fused.get(), separate.get()}) {
-      for (Blob* blob : net->learnable_params())
-        for (int i = 0; i < blob->count(); ++i) blob->mutable_cpu_data()[i] -= 1e-3f * blob->cpu_diff()[i];
-      net->ClearParamDiffs();
-    }
-  }
+  TrainSideBySide(fused.get(), separate.get(), {"bn1", "sc1"});
 }
 
 TEST(FuseForTrainingTest, TrainingMatchesTheSeparateLayersInEveryLayout) {
@@ -267,20 +273,7 @@ TEST(FuseForTrainingTest, ResidualSumsWithTheirReLUMatchTheSeparateLayersInEvery
         EXPECT_NE(fused->blob_by_name("sum")->layout(), Layout::kPlain);
       }
 #endif
-      for (int pass = 0; pass < 2; ++pass) {
-        const float fused_loss = fused->ForwardBackward(), separate_loss = separate->ForwardBackward();
-        ASSERT_NEAR(fused_loss, separate_loss, 1e-5f * std::abs(separate_loss)) << "pass " << pass;
-        ExpectClose(test::DiffOf(*fused->blob_by_name("data")), test::DiffOf(*separate->blob_by_name("data")),
-                    "the input's gradient");
-        for (size_t p = 0; p < fused->learnable_params().size(); ++p)
-          ExpectClose(test::DiffOf(*fused->learnable_params()[p]), test::DiffOf(*separate->learnable_params()[p]),
-                      "parameter " + std::to_string(p) + "'s gradient");
-        for (Net* net : {fused.get(), separate.get()}) {
-          for (Blob* blob : net->learnable_params())
-            for (int i = 0; i < blob->count(); ++i) blob->mutable_cpu_data()[i] -= 1e-3f * blob->cpu_diff()[i];
-          net->ClearParamDiffs();
-        }
-      }
+      TrainSideBySide(fused.get(), separate.get());
     }
   }
   // A product is not fused.
@@ -324,20 +317,7 @@ TEST(FuseForTrainingTest, ConvolutionsWithTheirReLUMatchTheSeparateLayers) {
     EXPECT_EQ(fused->rewrites()[1], "up (Deconvolution): runs relu2 (ReLU) in its own passes, for training");
     EXPECT_EQ(fused->plan().size() + 2, separate->plan().size());
     EXPECT_TRUE(fused->layer_by_name("conv1")->BackwardReadsTop(0));
-    for (int pass = 0; pass < 2; ++pass) {
-      const float fused_loss = fused->ForwardBackward(), separate_loss = separate->ForwardBackward();
-      ASSERT_NEAR(fused_loss, separate_loss, 1e-5f * std::abs(separate_loss)) << "pass " << pass;
-      ExpectClose(test::DiffOf(*fused->blob_by_name("data")), test::DiffOf(*separate->blob_by_name("data")),
-                  "the input's gradient");
-      for (size_t p = 0; p < fused->learnable_params().size(); ++p)
-        ExpectClose(test::DiffOf(*fused->learnable_params()[p]), test::DiffOf(*separate->learnable_params()[p]),
-                    "parameter " + std::to_string(p) + "'s gradient");
-      for (Net* net : {fused.get(), separate.get()}) {
-        for (Blob* blob : net->learnable_params())
-          for (int i = 0; i < blob->count(); ++i) blob->mutable_cpu_data()[i] -= 1e-3f * blob->cpu_diff()[i];
-        net->ClearParamDiffs();
-      }
-    }
+    TrainSideBySide(fused.get(), separate.get());
   }
 #endif
   // The native engine would apply the ReLU in a pass of its own after its work: left alone (the deconvolution,
