@@ -67,7 +67,7 @@ void EltwiseLayer::SumReLUForward(const std::vector<Blob*>& bottom, Blob* top) c
     const float* __restrict x1 = x[1];
     float* __restrict out = y;
     const float c0 = coeffs_[0], c1 = coeffs_[1];
-#pragma omp parallel for simd if (threaded) schedule(static)
+#pragma omp parallel for if (threaded) schedule(static)
     for (long long k = 0; k < count; ++k) {
       const float value = c0 * x0[k] + c1 * x1[k];
       out[k] = value > 0.f ? value : slope * value;
@@ -106,7 +106,7 @@ void EltwiseLayer::SumReLUBackward(const Blob& top, const std::vector<bool>& pro
     float* __restrict dx0 = dx[0];
     float* __restrict dx1 = dx[1];
     const float c0 = coeffs[0], c1 = coeffs[1];
-#pragma omp parallel for simd if (threaded) schedule(static)
+#pragma omp parallel for if (threaded) schedule(static)
     for (long long k = 0; k < count; ++k) {
       const float passed = out[k] > 0.f ? g[k] : slope * g[k];
       dx0[k] = c0 * passed;
