@@ -111,12 +111,14 @@ void BatchNormLayer::AffineForward(const Blob& top_like, float* y) const {
                      affine_bias_ != nullptr ? affine_bias_->cpu_data() : nullptr, affine_relu_, y);
 }
 
-void BatchNormLayer::AffineBackward(const Blob& top, bool propagate_down, float* dx) const {
+void BatchNormLayer::BackwardLoops(const Blob& top, bool propagate_down, float* dx) const {
   const ChannelGrid grid{num_, channels_, spatial_, ChannelBlock(top.layout(), channels_)};
-  AffineBackwardLoops(grid, top.cpu_diff(), normalized_->cpu_data(), inv_std_->cpu_data(), affine_scale_->cpu_data(),
-                      affine_bias_ != nullptr ? affine_bias_->cpu_data() : nullptr, affine_relu_, !use_global_stats_,
-                      propagate_down ? dx : nullptr, learn_scale_ ? affine_scale_->mutable_cpu_diff() : nullptr,
-                      learn_bias_ ? affine_bias_->mutable_cpu_diff() : nullptr);
+  const bool fused = absorbs_affine();
+  AffineBackwardLoops(
+      grid, top.cpu_diff(), normalized_->cpu_data(), inv_std_->cpu_data(), fused ? affine_scale_->cpu_data() : nullptr,
+      fused && affine_bias_ != nullptr ? affine_bias_->cpu_data() : nullptr, affine_relu_, !use_global_stats_,
+      propagate_down ? dx : nullptr, learn_scale_ ? affine_scale_->mutable_cpu_diff() : nullptr,
+      learn_bias_ ? affine_bias_->mutable_cpu_diff() : nullptr);
 }
 
 void BatchNormLayer::StoredStatistics(float* mean, float* variance) const {
@@ -185,47 +187,8 @@ void BatchNormLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::ve
 
 void BatchNormLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                   const std::vector<Blob*>& bottom) {
-  if (absorbs_affine()) return AffineBackward(*top[0], propagate_down[0], bottom[0]->mutable_cpu_diff());
-  // The blobs get no gradient: they are statistics, not parameters.
-  if (!propagate_down[0]) return;
-  // dx may be dy (in place).
-  BatchNormBackwardLoops(top[0]->cpu_diff(), normalized_->cpu_data(), inv_std_->cpu_data(),
-                         bottom[0]->mutable_cpu_diff(), num_, channels_, spatial_, 1, !use_global_stats_);
-}
-
-void BatchNormBackwardLoops(const float* dy, const float* xhat, const float* inv_std, float* dx, int num, int channels,
-                            int spatial, int block, bool batch_statistics) {
-  const int blocks = block > 0 ? channels / block : 0;
-  const int m = num * spatial;
-  const bool threaded = static_cast<long long>(m) * channels >= ParallelElementThreshold();
-  // Each thread takes whole channel blocks, so every sum runs in the one-thread order.
-#pragma omp parallel for if (threaded) schedule(static)
-  for (int cb = 0; cb < blocks; ++cb) {
-    std::vector<double> mean_dy(block, 0.0), mean_dy_xhat(block, 0.0);
-    if (batch_statistics && m > 0) {
-      for (int n = 0; n < num; ++n) {
-        const float* dy_n = dy + static_cast<size_t>(n * blocks + cb) * spatial * block;
-        const float* xhat_n = xhat + static_cast<size_t>(n * blocks + cb) * spatial * block;
-        for (int s = 0; s < spatial; ++s)
-          for (int l = 0; l < block; ++l) {
-            mean_dy[l] += dy_n[s * block + l];
-            mean_dy_xhat[l] += static_cast<double>(dy_n[s * block + l]) * xhat_n[s * block + l];
-          }
-      }
-      for (int l = 0; l < block; ++l) {
-        mean_dy[l] /= m;
-        mean_dy_xhat[l] /= m;
-      }
-    }
-    for (int n = 0; n < num; ++n) {
-      const size_t offset = static_cast<size_t>(n * blocks + cb) * spatial * block;
-      for (int s = 0; s < spatial; ++s)
-        for (int l = 0; l < block; ++l) {
-          const size_t j = offset + s * block + l;
-          dx[j] = static_cast<float>(inv_std[cb * block + l] * (dy[j] - mean_dy[l] - xhat[j] * mean_dy_xhat[l]));
-        }
-    }
-  }
+  // The blobs get no gradient: they are statistics, not parameters (a fused Scale's do). dx may be dy (in place).
+  if (propagate_down[0] || absorbs_affine()) BackwardLoops(*top[0], propagate_down[0], bottom[0]->mutable_cpu_diff());
 }
 
 void BatchNormLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {

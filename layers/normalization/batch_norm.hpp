@@ -113,13 +113,6 @@ struct BatchNormBackwardRule {
   }
 };
 
-// The CPU's backward over a blob of `num` items, `channels` channels and `spatial` positions in any layout
-// (core/layout.hpp: value (n, c, s) at ((n * C/b + c / b) * S + s) * b + c % b, `block` = b): dx = inv_std * (dy -
-// mean(dy) - x_hat * mean(dy * x_hat)) with batch statistics, inv_std * dy with stored ones; the means per channel over
-// items and positions, summed in double in the plain layout's order whatever the layout. dx may be dy (in place).
-void BatchNormBackwardLoops(const float* dy, const float* xhat, const float* inv_std, float* dx, int num, int channels,
-                            int spatial, int block, bool batch_statistics);
-
 class BatchNormLayer : public Layer {
  public:
   using Layer::Layer;
@@ -185,10 +178,12 @@ class BatchNormLayer : public Layer {
   Blob* normalized_ = nullptr;  // x_hat, kept for backward
   Blob* inv_std_ = nullptr;     // 1 / sqrt(var + eps) per channel
 
-  // AbsorbAffine's: y = max(0, scale * x_hat + bias) from the normalized values (into the top, in its layout), and
-  // the backward through it.
+  // AbsorbAffine's: y = max(0, scale * x_hat + bias) from the normalized values (into the top, in its layout).
   void AffineForward(const Blob& top_like, float* y) const;
-  void AffineBackward(const Blob& top, bool propagate_down, float* dx) const;
+  // The CPU's backward from the normalized values and inverse deviations kept, in the top's layout
+  // (layers/normalization/batch_norm_affine.hpp), through the Scale and ReLU where it runs them: dx (unless
+  // `propagate_down` is false) and the Scale's gradients. dx may be the top's gradient (in place).
+  void BackwardLoops(const Blob& top, bool propagate_down, float* dx) const;
   std::shared_ptr<Blob> affine_scale_, affine_bias_;
   bool learn_scale_ = false, learn_bias_ = false, affine_relu_ = false;
 };

@@ -99,7 +99,7 @@ CREMA_INLINE void Backward(const ChannelGrid& g, const Operands& a) {
     LaneValues<kBlock, float> scale(b), shift(b);
     LaneValues<kBlock, double> sum_dz(b), sum_dz_xhat(b);
     for (int l = 0; l < lanes; ++l) {
-      scale.data()[l] = a.gamma[k * b + l];
+      scale.data()[l] = a.gamma != nullptr ? a.gamma[k * b + l] : 1.f;
       shift.data()[l] = a.beta != nullptr ? a.beta[k * b + l] : 0.f;
     }
     const float* gamma = scale.data();

@@ -22,10 +22,11 @@ struct ChannelGrid {
 void AffineForwardLoops(const ChannelGrid& grid, const float* xhat, const float* gamma, const float* beta, bool relu,
                         float* y);
 
-// Backward through the three. With z = gamma * x_hat + beta, dz = dy where z > 0 (or everywhere without `relu`);
-// beta_diff += sum dz and gamma_diff += sum dz * x_hat per channel (each null: not wanted), and, unless dx is null,
-// dx = inv_std * gamma * (dz - mean(dz) - x_hat * mean(dz * x_hat)) with the batch's statistics, inv_std * gamma * dz
-// with stored ones. dx may be dy (in place): a block's values are read before any is written.
+// Backward through the three (gamma null: 1, beta null: 0: BatchNorm's own backward). With z = gamma * x_hat + beta,
+// dz = dy where z > 0 (or everywhere without `relu`); beta_diff += sum dz and gamma_diff += sum dz * x_hat per
+// channel (each null: not wanted), and, unless dx is null, dx = inv_std * gamma * (dz - mean(dz) - x_hat *
+// mean(dz * x_hat)) with the batch's statistics, inv_std * gamma * dz with stored ones. dx may be dy (in place): a
+// block's values are read before any is written.
 void AffineBackwardLoops(const ChannelGrid& grid, const float* dy, const float* xhat, const float* inv_std,
                          const float* gamma, const float* beta, bool relu, bool batch_statistics, float* dx,
                          float* gamma_diff, float* beta_diff);

@@ -131,9 +131,7 @@ void OneDnnBatchNormLayer::Backward_cpu(const std::vector<Blob*>& top, const std
   if (!propagate_down[0]) return;
   if (in_place_) {
     // dx overwrites dy: the rule reads a channel block's gradients before writing them.
-    return BatchNormBackwardLoops(top[0]->cpu_diff(), normalized_->cpu_data(), inv_std_->cpu_data(),
-                                  bottom[0]->mutable_cpu_diff(), num_, channels_, spatial_,
-                                  ChannelBlock(bottom[0]->layout(), channels_), !use_global_stats_);
+    return BackwardLoops(*top[0], true, bottom[0]->mutable_cpu_diff());
   }
   Primitives& p = *primitives_;
   const float* x = bottom[0]->cpu_data();

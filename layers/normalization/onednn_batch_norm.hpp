@@ -8,10 +8,10 @@
 // `<layer>.variance`) kept for backward. Out of place, oneDNN's backward primitive reads them and the input. In place,
 // where the top overwrites the input, forward runs in place and keeps the normalized values it wrote
 // (`<layer>.normalized`, the top's layout) and 1 / sqrt(var + eps) (`<layer>.inv_std`), and backward runs the native
-// engine's rule over them in that layout (BatchNormBackwardLoops): the one copy a Scale in place after it reads too
-// (Layer::KeptTop), where a copy of the input would need a second. Bottoms that are not 4-d fall to the native engine.
-// With a Scale (and ReLU) fused (BatchNormLayer::AbsorbAffine), the forward primitive writes the normalized values it
-// keeps, out of place, the fused loops write the top from them, and backward runs the fused loops.
+// engine's rule over them in that layout (BatchNormLayer::BackwardLoops): the one copy a Scale in place after it reads
+// too (Layer::KeptTop), where a copy of the input would need a second. Bottoms that are not 4-d fall to the native
+// engine. With a Scale (and ReLU) fused (BatchNormLayer::AbsorbAffine), the forward primitive writes the normalized
+// values it keeps, out of place, the fused loops write the top from them, and backward runs the fused loops.
 #pragma once
 
 #ifdef CREMA_USE_ONEDNN
