@@ -255,6 +255,25 @@ bool FusableReLU(const Net& net, size_t step, int id, float most_slope) {
          relu.negative_slope() <= most_slope && relu.engine() == ReLUParameter::DEFAULT;
 }
 
+// Step s runs the work of the `count` steps after it, which go: the rewrite's note, the layers it absorbs (and the
+// gradients of their parameters, complete once it has run backward), and a reshape for its layer to set itself up.
+void Absorb(Net* net, size_t s, size_t count) {
+  std::vector<PlanStep>& plan = net->mutable_plan();
+  const int layer = plan[s].layer;
+  std::string note = net->layer_names()[layer] + " (" + net->layers()[layer]->type() + "): runs ";
+  std::vector<int> absorbed;
+  for (size_t k = 1; k <= count; ++k) {
+    const int taken = plan[s + k].layer;
+    note += (k > 1 ? " and " : "") + net->layer_names()[taken] + " (" + net->layers()[taken]->type() + ")";
+    absorbed.push_back(taken);
+    net->TakeOverParams(layer, taken);
+  }
+  net->RecordTrainingRewrite(note + " in its own passes, for training");
+  net->SetAbsorbed(layer, absorbed);
+  plan[s].reshape_pending = true;
+  for (size_t k = count; k > 0; --k) net->RemoveStep(s + k);
+}
+
 // Step s (a BatchNorm) runs the Scale and ReLU after it, where they are there to take: whether it did.
 bool FuseBatchNorm(Net* net, size_t s) {
   std::vector<PlanStep>& plan = net->mutable_plan();
@@ -276,16 +295,7 @@ bool FuseBatchNorm(Net* net, size_t s) {
   const bool relu = FusableReLU(*net, s + 2, id, 0.f);
   norm->AbsorbAffine(scale.params()[0], bias ? scale.params()[1] : nullptr, scale.param_propagate_down(0),
                      bias && scale.param_propagate_down(1), relu);
-  std::vector<int> absorbed = {plan[s + 1].layer};
-  if (relu) absorbed.push_back(plan[s + 2].layer);
-  std::string note =
-      net->layer_names()[plan[s].layer] + " (BatchNorm): runs " + net->layer_names()[plan[s + 1].layer] + " (Scale)";
-  if (relu) note += " and " + net->layer_names()[plan[s + 2].layer] + " (ReLU)";
-  net->RecordTrainingRewrite(note + " in its own passes, for training");
-  for (int layer : absorbed) net->TakeOverParams(plan[s].layer, layer);
-  net->SetAbsorbed(plan[s].layer, absorbed);
-  plan[s].reshape_pending = true;
-  for (size_t k = absorbed.size(); k > 0; --k) net->RemoveStep(s + k);
+  Absorb(net, s, relu ? 2 : 1);
   return true;
 }
 
@@ -300,13 +310,8 @@ bool FuseSum(Net* net, size_t s) {
   for (int bottom : plan[s].bottoms)
     if (bottom == id || net->blobs()[bottom]->layout() != net->blobs()[id]->layout()) return false;
   if (!FusableReLU(*net, s + 1, id, std::numeric_limits<float>::max())) return false;
-  const int relu = plan[s + 1].layer;
-  sum->AbsorbReLU(net->layers()[relu]->layer_param().relu_param().negative_slope());
-  net->RecordTrainingRewrite(net->layer_names()[plan[s].layer] + " (Eltwise): runs " + net->layer_names()[relu] +
-                             " (ReLU) in its own passes, for training");
-  net->SetAbsorbed(plan[s].layer, {relu});
-  plan[s].reshape_pending = true;
-  net->RemoveStep(s + 1);
+  sum->AbsorbReLU(net->layers()[plan[s + 1].layer]->layer_param().relu_param().negative_slope());
+  Absorb(net, s, 1);
   return true;
 }
 
@@ -326,11 +331,7 @@ bool FuseActivation(Net* net, size_t s) {
   // a pass of its own, as the ReLU's step did.
   if (producer.engine() != "onednn" || !producer.TakesFusedActivation(activation)) return false;
   producer.set_fused_activation_with_backward(activation);
-  net->RecordTrainingRewrite(net->layer_names()[plan[s].layer] + " (" + type + "): runs " +
-                             net->layer_names()[plan[s + 1].layer] + " (ReLU) in its own passes, for training");
-  net->SetAbsorbed(plan[s].layer, {plan[s + 1].layer});
-  plan[s].reshape_pending = true;
-  net->RemoveStep(s + 1);
+  Absorb(net, s, 1);
   return true;
 }
 
