@@ -7,7 +7,6 @@
 #include <sstream>
 
 #include "core/math_functions.hpp"
-#include "core/threads.hpp"
 #include "layers/neuron/fused_activation.hpp"
 
 namespace crema {
@@ -263,18 +262,9 @@ void Layer::Backward(const std::vector<Blob*>& top, const std::vector<bool>& pro
   CREMA_CHECK(fused_activation_.kind == FusedActivation::kNone || activation_with_backward_)
       << describe() << " has the activation " << fused_activation_.describe()
       << " fused into it for inference, and no backward pass";
-  if (activation_with_backward_) {
-    // The ReLU's backward, in place on the output's gradient (as the ReLU's own step in place left it): its rule reads
-    // the output's sign (the input's, as the slope is not negative).
-    const float slope = fused_activation_.alpha;
-    for (Blob* blob : top) {
-      const float* y = blob->cpu_data();
-      float* dy = blob->mutable_cpu_diff();
-      const long long count = blob->count();
-#pragma omp parallel for if (count >= ParallelElementThreshold()) schedule(static)
-      for (long long k = 0; k < count; ++k) dy[k] = y[k] > 0.f ? dy[k] : slope * dy[k];
-    }
-  }
+  // The ReLU's backward, in place on the output's gradient (as the ReLU's own step in place left it).
+  if (activation_with_backward_)
+    for (Blob* blob : top) ApplyFusedActivationBackward(context(), fused_activation_, blob);
   if (RunsGpuCode()) {
     Backward_gpu(top, propagate_down, bottom);
   } else {

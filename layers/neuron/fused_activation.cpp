@@ -44,4 +44,14 @@ void ApplyFusedActivation(Context& context, const FusedActivation& activation, B
   }
 }
 
+void ApplyFusedActivationBackward(Context& context, const FusedActivation& activation, Blob* top) {
+  CREMA_CHECK(activation.kind == FusedActivation::kReLU && activation.alpha >= 0.f)
+      << "only a ReLU of slope 0 or more runs backward fused, not " << activation.describe();
+  const int n = top->count();
+  if (n == 0) return;
+  const Device d = context.device();
+  float* dy = top->mutable_diff_on(d);
+  for_each_element(context, n, ReLUBackward{top->data_on(d), dy, dy, activation.alpha});
+}
+
 }  // namespace crema
