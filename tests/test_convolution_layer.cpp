@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -10,6 +11,12 @@
 #include "layers/vision/batched_convolution.hpp"
 #include "layers/vision/convolution.hpp"
 #include "test_util.hpp"
+
+#ifdef CREMA_USE_ONEDNN
+#include <dnnl.hpp>
+
+#include "layers/vision/onednn_convolution.hpp"
+#endif
 
 namespace crema {
 namespace {
@@ -500,6 +507,40 @@ TEST(ConvolutionLayerTest, EveryEngineAgreesWithTheReferenceEngine) {
     EXPECT_GE(taken, 6) << engine;
   }
 }
+
+#ifdef CREMA_USE_ONEDNN
+// In training, oneDNN's engine may run a 3x3 convolution of stride 1 by Winograd's minimal filtering in all three
+// passes (oneDNN's training kind, where the CPU has AVX-512). By default that is measured against the direct kernels,
+// which a test cannot rely on; forced here. Outputs and both gradients are the reference engine's within Winograd's
+// rounding, and the gradients pass the numeric check.
+TEST(ConvolutionLayerTest, OneDnnWinogradInTrainingAgreesWithTheReferenceEngine) {
+  struct Setting {
+    Setting() { setenv("CREMA_ONEDNN_WINOGRAD", "1", 1); }
+    ~Setting() { unsetenv("CREMA_ONEDNN_WINOGRAD"); }
+  } always;
+  const bool has_winograd = dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core;
+  const std::pair<std::string, std::vector<std::vector<int>>> cases[] = {
+      {"num_output: 32 kernel_size: 3 pad: 1", {{2, 16, 10, 9}}},
+      {"num_output: 16 kernel_size: 3 pad: 1 bias_term: false", {{3, 32, 7, 12}}},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.first);
+    Fixture fixture(c.first, c.second, "onednn");
+    const auto* layer = dynamic_cast<const OneDnnConvolutionLayer*>(fixture.layer.get());
+    ASSERT_NE(layer, nullptr);
+    if (has_winograd) {
+      EXPECT_NE(layer->implementation().find("wino"), std::string::npos) << layer->implementation();
+    }
+    ExpectAgreesWithTheReferenceEngine(c.first, c.second, "onednn");
+  }
+  // The layer is linear in its input and weights, so a large step has no truncation error; it keeps the
+  // transforms' rounding (1e-6 to 4e-6 of the largest value, against the direct kernels) from swamping the
+  // differences.
+  Fixture small("num_output: 16 kernel_size: 3 pad: 1", {{1, 16, 5, 6}}, "onednn");
+  test::GradientChecker checker(0.5f, 1e-3f);
+  checker.CheckGradient(small.layer.get(), small.bottom.pointers, small.top.pointers);
+}
+#endif
 
 // A batch too large for one block of the batched engine's workspace runs as several even blocks (here
 // 5 images of 2 x 300 x 300 at 1.95 M floats each: blocks of 2, 2 and 1), and still agrees.

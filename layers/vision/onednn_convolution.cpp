@@ -30,6 +30,9 @@ using onednn::RightPadding;
 
 // Input channels (per group) below which the input gradient takes the GEMM steps rather than oneDNN's.
 constexpr int kFewChannels = 8;
+// The output positions (images x rows x columns) from which a training convolution measures Winograd's kernels
+// (DescribeKind).
+constexpr int64_t kWinogradTrainingPositions = 4096;
 // The largest deconvolution stride the engine takes (see Refusal).
 constexpr int kLargestDeconvolutionStride = 8;
 
@@ -80,11 +83,11 @@ Winograd WinogradSetting() {
   return std::string(setting) == "0" ? Winograd::kNever : Winograd::kAlways;
 }
 
-// One forward primitive on buffers of its own filled with zeros (the kernels' time does not depend on the values),
-// run and timed.
-class TimedForward {
+// One primitive (any pass) on buffers of its own filled with zeros (the kernels' time does not depend on the
+// values), run and timed.
+class TimedPass {
  public:
-  explicit TimedForward(const dnnl::primitive_desc_base& pd) : stream_(CpuEngine()), primitive_(pd.get()) {
+  explicit TimedPass(const dnnl::primitive_desc_base& pd) : stream_(CpuEngine()), primitive_(pd.get()) {
     const auto add = [&](int argument, const memory::desc& desc) {
       if (desc.get_size() == 0) return;
       memory buffer(desc, CpuEngine());
@@ -95,6 +98,10 @@ class TimedForward {
     add(DNNL_ARG_WEIGHTS, pd.weights_desc(0));
     add(DNNL_ARG_BIAS, pd.weights_desc(1));
     add(DNNL_ARG_DST, pd.dst_desc(0));
+    add(DNNL_ARG_DIFF_SRC, pd.diff_src_desc(0));
+    add(DNNL_ARG_DIFF_WEIGHTS, pd.diff_weights_desc(0));
+    add(DNNL_ARG_DIFF_BIAS, pd.diff_weights_desc(1));
+    add(DNNL_ARG_DIFF_DST, pd.diff_dst_desc(0));
     add(DNNL_ARG_SCRATCHPAD, pd.scratchpad_desc());
   }
   // Seconds of one run.
@@ -117,23 +124,25 @@ std::string DimsText(const memory::desc& desc) {
   return text.str();
 }
 
-// Whether Winograd's forward beats the direct one on this CPU by a margin (under 0.85 of its time, so that a close
-// race does not flip between runs): measured once per process for each pair of kernels and shapes.
-bool WinogradIsFaster(const dnnl::primitive_desc_base& winograd, const dnnl::primitive_desc_base& direct) {
+// Whether Winograd's forward kernels (of oneDNN's `kind`: "inference" or "training") beat the direct ones on this CPU
+// by a margin (under 0.85 of their time, so that a close race does not flip between runs), over `rounds` runs of
+// each: measured once per process for each kind, pair of kernels and shapes.
+bool WinogradIsFaster(const char* kind, const dnnl::primitive_desc_base& winograd,
+                      const dnnl::primitive_desc_base& direct, int rounds) {
   static std::mutex mutex;
   static std::map<std::string, bool> decided;
-  const std::string key = DimsText(direct.src_desc(0)) + DimsText(direct.weights_desc(0)) +
+  const std::string key = std::string(kind) + " " + DimsText(direct.src_desc(0)) + DimsText(direct.weights_desc(0)) +
                           DimsText(direct.dst_desc(0)) + (direct.weights_desc(1).get_size() ? "bias " : "") +
                           winograd.impl_info_str() + " " + direct.impl_info_str();
   const std::lock_guard<std::mutex> lock(mutex);
   const auto known = decided.find(key);
   if (known != decided.end()) return known->second;
-  // Each once to warm up, then five runs of each in turn (so that a busy moment slows both), the fastest of each.
-  TimedForward timed_winograd(winograd), timed_direct(direct);
+  // Each once to warm up, then runs of each in turn (so that a busy moment slows both), the fastest of each.
+  TimedPass timed_winograd(winograd), timed_direct(direct);
   timed_winograd.Run();
   timed_direct.Run();
   double winograd_seconds = 1e30, direct_seconds = 1e30;
-  for (int round = 0; round < 5; ++round) {
+  for (int round = 0; round < rounds; ++round) {
     winograd_seconds = std::min(winograd_seconds, timed_winograd.Run());
     direct_seconds = std::min(direct_seconds, timed_direct.Run());
   }
@@ -144,8 +153,8 @@ bool WinogradIsFaster(const dnnl::primitive_desc_base& winograd, const dnnl::pri
 
 // The primitive descriptors of one kind (oneDNN's convolution or deconvolution classes, whose descriptors take the
 // same arguments), with the activations in `src` and `dst`: the forward pass's, and the two backward passes' where
-// `backward` asks for them. `winograd` says whether the forward pass may use Winograd's minimal filtering instead
-// of the direct kernels, where oneDNN has it for these shapes, post-ops and CPU.
+// `backward` asks for them. `winograd` says whether the passes may use Winograd's minimal filtering instead of the
+// direct kernels, where oneDNN has it for these shapes, post-ops and CPU.
 template <class Forward, class BackwardData, class BackwardWeights>
 void DescribeKind(dnnl::algorithm algorithm, const memory::desc& src, const memory::desc& weights,
                   const memory::desc* bias, const memory::desc& dst, const memory::dims& strides,
@@ -171,32 +180,63 @@ void DescribeKind(dnnl::algorithm algorithm, const memory::desc& src, const memo
   // for training.
   const typename Forward::primitive_desc direct = describe(dnnl::prop_kind::forward_training, algorithm);
   *forward = direct;
-  // Winograd's forward is an inference one (the training kind picks 4x3 tiles, measured slower than the direct
-  // kernels on 256 and 512 channels). Its 3x3 convolutions took half the direct kernels' time on ResNet-50 on a Zen
-  // 5 (batch 1 and 16), but an earlier trial on a Xeon measured Winograd slower (docs/performance.md): hence the
-  // measurement. Its rounding error is a few times the direct kernels' (docs/layers.md).
-  if (winograd != Winograd::kNever) {
+  // Winograd's minimal filtering, where oneDNN has it for these shapes, post-ops and CPU, and it measures faster than
+  // the direct kernels (its rounding error is a few times theirs, docs/layers.md). Without a backward pass, the
+  // inference kind: its weights, transformed once, are kept while they do not change (WeightCache), and its kernels
+  // took half the direct ones' time on ResNet-50's 3x3 convolutions on a Zen 5 and on a Xeon (model 207).
+  const auto try_winograd = [&](const auto& make) {
+    if (winograd == Winograd::kNever) return;
     try {
-      const typename Forward::primitive_desc candidate =
-          describe(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_winograd);
-      if (winograd == Winograd::kAlways || WinogradIsFaster(candidate, direct)) *forward = candidate;
+      make();
     } catch (const dnnl::error&) {
       // none for these shapes, post-ops or CPU: the direct kernels
     }
+  };
+  const bool measured = winograd == Winograd::kMeasured;
+  if (!backward) {
+    try_winograd([&] {
+      const typename Forward::primitive_desc candidate =
+          describe(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_winograd);
+      if (!measured || WinogradIsFaster("inference", candidate, direct, 5)) *forward = candidate;
+    });
+    return;
   }
-  if (!backward) return;
   // The backward primitives take as their hint a forward without post-ops (a ReLU fused for training): with the
   // post-op's, oneDNN 2.6 set its backward kernels up slower (GoogLeNet's conv2/3x3: 65-79 ms against 48-58).
   const bool post_ops = activation.kind != FusedActivation::kNone || sum;
-  const typename Forward::primitive_desc hint =
-      post_ops ? describe_with(onednn::UserScratchpad(), dnnl::prop_kind::forward_training, algorithm) : direct;
-  *backward_weights = typename BackwardWeights::primitive_desc(
-      bias ? typename BackwardWeights::desc(algorithm, src, weights, *bias, dst, strides, dilates, pad_left, pad_right)
-           : typename BackwardWeights::desc(algorithm, src, weights, dst, strides, dilates, pad_left, pad_right),
-      attr, engine, hint);
-  *backward_data = typename BackwardData::primitive_desc(
-      typename BackwardData::desc(algorithm, src, weights, dst, strides, dilates, pad_left, pad_right), attr, engine,
-      hint);
+  const auto describe_backward = [&](dnnl::algorithm how, const typename Forward::primitive_desc& forward_hint,
+                                     dnnl::primitive_desc_base* data, dnnl::primitive_desc_base* weights_pass) {
+    *weights_pass = typename BackwardWeights::primitive_desc(
+        bias ? typename BackwardWeights::desc(how, src, weights, *bias, dst, strides, dilates, pad_left, pad_right)
+             : typename BackwardWeights::desc(how, src, weights, dst, strides, dilates, pad_left, pad_right),
+        attr, engine, forward_hint);
+    *data = typename BackwardData::primitive_desc(
+        typename BackwardData::desc(how, src, weights, dst, strides, dilates, pad_left, pad_right), attr, engine,
+        forward_hint);
+  };
+  const auto without_post_ops = [&](dnnl::algorithm how, const typename Forward::primitive_desc& with) {
+    return post_ops ? describe_with(onednn::UserScratchpad(), dnnl::prop_kind::forward_training, how) : with;
+  };
+  describe_backward(algorithm, without_post_ops(algorithm, direct), backward_data, backward_weights);
+  // Training transforms the weights in every pass, in the training kind's kernels (4x4 output tiles): worth it
+  // where each weight meets many output positions. On the Xeon (model 207) at batch 8, they took about half the
+  // direct kernels' time in each of the three passes at 64 channels over 56 x 56 and 128 over 28 x 28 (25088 and
+  // 6272 positions), were as fast at 256 over 14 x 14 (1568) and slower at 512 over 7 x 7 (docs/performance.md).
+  // Below kWinogradTrainingPositions nothing is measured (it would cost a net's build more than the kernels gain);
+  // above, the forward is measured and its answer taken for the three passes.
+  const memory::dims& out = dst.dims();
+  if (winograd == Winograd::kMeasured && out[0] * out[2] * out[3] < kWinogradTrainingPositions) return;
+  try_winograd([&] {
+    const auto winograd_algorithm = dnnl::algorithm::convolution_winograd;
+    const typename Forward::primitive_desc candidate = describe(dnnl::prop_kind::forward_training, winograd_algorithm);
+    if (measured && !WinogradIsFaster("training", candidate, direct, 3)) return;
+    // Where oneDNN has no backward pair, the three passes stay direct.
+    dnnl::primitive_desc_base data, weights_pass;
+    describe_backward(winograd_algorithm, without_post_ops(winograd_algorithm, candidate), &data, &weights_pass);
+    *forward = candidate;
+    *backward_data = data;
+    *backward_weights = weights_pass;
+  });
 }
 
 }  // namespace
@@ -303,12 +343,12 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
   // The three primitives with the activations (input, output and their gradients) in layout `activations`.
   // The weight gradient comes in the primitive's own layout (asking for crema's plain one picks a GEMM-based
   // implementation, measured 3-6x slower), reordered to crema's before it is added to the blob's diff.
-  // Without a backward pass (inference), only the forward primitive is made, and a 3x3 convolution of stride 1 may
-  // take Winograd's.
+  // Without a backward pass (inference), only the forward primitive is made. A 3x3 convolution of stride 1 may take
+  // Winograd's kernels (in training, in all three passes).
   const bool backward = backward_planned();
   const bool three_by_three = !transposed_ && group_ == 1 && g.kernel[0] == 3 && g.kernel[1] == 3 && g.stride[0] == 1 &&
                               g.stride[1] == 1 && g.dilation[0] == 1 && g.dilation[1] == 1;
-  const Winograd winograd = !backward && three_by_three ? WinogradSetting() : Winograd::kNever;
+  const Winograd winograd = three_by_three ? WinogradSetting() : Winograd::kNever;
   const auto describe = [&](Tag activations) {
     const memory::desc src(p->user_src.dims(), f32, activations), dst(p->user_dst.dims(), f32, activations);
     const memory::desc* bias = bias_term_ ? &p->user_bias : nullptr;
