@@ -30,9 +30,9 @@ using onednn::RightPadding;
 
 // Input channels (per group) below which the input gradient takes the GEMM steps rather than oneDNN's.
 constexpr int kFewChannels = 8;
-// The output positions (images x rows x columns) from which a training convolution measures Winograd's kernels
+// The output positions (images x rows x columns) from which a training convolution takes Winograd's kernels
 // (DescribeKind).
-constexpr int64_t kWinogradTrainingPositions = 4096;
+constexpr int64_t kWinogradTrainingPositions = 1024;
 // The largest deconvolution stride the engine takes (see Refusal).
 constexpr int kLargestDeconvolutionStride = 8;
 
@@ -74,12 +74,13 @@ namespace {
 constexpr size_t kBandFloats = 64 * 1024;
 
 // Whether a 3x3 convolution of stride 1 runs by Winograd's minimal filtering (CREMA_ONEDNN_WINOGRAD: 0 never, 1
-// wherever oneDNN has it, unset where it measures faster).
-enum class Winograd { kNever, kMeasured, kAlways };
+// wherever oneDNN has it, unset by default: in inference where it measures faster, in training where the
+// convolution has output positions enough, DescribeKind).
+enum class Winograd { kNever, kByDefault, kAlways };
 
 Winograd WinogradSetting() {
   const char* setting = std::getenv("CREMA_ONEDNN_WINOGRAD");
-  if (setting == nullptr) return Winograd::kMeasured;
+  if (setting == nullptr) return Winograd::kByDefault;
   return std::string(setting) == "0" ? Winograd::kNever : Winograd::kAlways;
 }
 
@@ -124,25 +125,23 @@ std::string DimsText(const memory::desc& desc) {
   return text.str();
 }
 
-// Whether Winograd's forward kernels (of oneDNN's `kind`: "inference" or "training") beat the direct ones on this CPU
-// by a margin (under 0.85 of their time, so that a close race does not flip between runs), over `rounds` runs of
-// each: measured once per process for each kind, pair of kernels and shapes.
-bool WinogradIsFaster(const char* kind, const dnnl::primitive_desc_base& winograd,
-                      const dnnl::primitive_desc_base& direct, int rounds) {
+// Whether Winograd's forward kernels beat the direct ones on this CPU by a margin (under 0.85 of their time, so that
+// a close race does not flip between runs): measured once per process for each pair of kernels and shapes.
+bool WinogradIsFaster(const dnnl::primitive_desc_base& winograd, const dnnl::primitive_desc_base& direct) {
   static std::mutex mutex;
   static std::map<std::string, bool> decided;
-  const std::string key = std::string(kind) + " " + DimsText(direct.src_desc(0)) + DimsText(direct.weights_desc(0)) +
+  const std::string key = DimsText(direct.src_desc(0)) + DimsText(direct.weights_desc(0)) +
                           DimsText(direct.dst_desc(0)) + (direct.weights_desc(1).get_size() ? "bias " : "") +
                           winograd.impl_info_str() + " " + direct.impl_info_str();
   const std::lock_guard<std::mutex> lock(mutex);
   const auto known = decided.find(key);
   if (known != decided.end()) return known->second;
-  // Each once to warm up, then runs of each in turn (so that a busy moment slows both), the fastest of each.
+  // Each once to warm up, then five runs of each in turn (so that a busy moment slows both), the fastest of each.
   TimedPass timed_winograd(winograd), timed_direct(direct);
   timed_winograd.Run();
   timed_direct.Run();
   double winograd_seconds = 1e30, direct_seconds = 1e30;
-  for (int round = 0; round < rounds; ++round) {
+  for (int round = 0; round < 5; ++round) {
     winograd_seconds = std::min(winograd_seconds, timed_winograd.Run());
     direct_seconds = std::min(direct_seconds, timed_direct.Run());
   }
@@ -180,10 +179,10 @@ void DescribeKind(dnnl::algorithm algorithm, const memory::desc& src, const memo
   // for training.
   const typename Forward::primitive_desc direct = describe(dnnl::prop_kind::forward_training, algorithm);
   *forward = direct;
-  // Winograd's minimal filtering, where oneDNN has it for these shapes, post-ops and CPU, and it measures faster than
-  // the direct kernels (its rounding error is a few times theirs, docs/layers.md). Without a backward pass, the
-  // inference kind: its weights, transformed once, are kept while they do not change (WeightCache), and its kernels
-  // took half the direct ones' time on ResNet-50's 3x3 convolutions on a Zen 5 and on a Xeon (model 207).
+  // Winograd's minimal filtering, where oneDNN has it for these shapes, post-ops and CPU (its rounding error is a few
+  // times the direct kernels', docs/layers.md). Without a backward pass, the inference kind where it measures faster:
+  // its weights, transformed once, are kept while they do not change (WeightCache), and its kernels took half the
+  // direct ones' time on ResNet-50's 3x3 convolutions on a Zen 5 and on a Xeon (model 207).
   const auto try_winograd = [&](const auto& make) {
     if (winograd == Winograd::kNever) return;
     try {
@@ -192,12 +191,11 @@ void DescribeKind(dnnl::algorithm algorithm, const memory::desc& src, const memo
       // none for these shapes, post-ops or CPU: the direct kernels
     }
   };
-  const bool measured = winograd == Winograd::kMeasured;
   if (!backward) {
     try_winograd([&] {
       const typename Forward::primitive_desc candidate =
           describe(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_winograd);
-      if (!measured || WinogradIsFaster("inference", candidate, direct, 5)) *forward = candidate;
+      if (winograd == Winograd::kAlways || WinogradIsFaster(candidate, direct)) *forward = candidate;
     });
     return;
   }
@@ -219,17 +217,17 @@ void DescribeKind(dnnl::algorithm algorithm, const memory::desc& src, const memo
   };
   describe_backward(algorithm, without_post_ops(algorithm, direct), backward_data, backward_weights);
   // Training transforms the weights in every pass, in the training kind's kernels (4x4 output tiles): worth it
-  // where each weight meets many output positions. On the Xeon (model 207) at batch 8, they took about half the
-  // direct kernels' time in each of the three passes at 64 channels over 56 x 56 and 128 over 28 x 28 (25088 and
-  // 6272 positions), were as fast at 256 over 14 x 14 (1568) and slower at 512 over 7 x 7 (docs/performance.md).
-  // Below kWinogradTrainingPositions nothing is measured (it would cost a net's build more than the kernels gain);
-  // above, the forward is measured and its answer taken for the three passes.
+  // where each weight meets many output positions (images x rows x columns). On the Xeon (model 207) at batch 8,
+  // they took about half the direct kernels' time in each of the three passes at 64 channels over 56 x 56 and 128
+  // over 28 x 28 (25088 and 6272 positions), two thirds at 256 over 14 x 14 (1568) and 0.9 at CaffeNet's 13 x 13
+  // at batch 10 (1690), and were slower at 512 over 7 x 7 (392; docs/performance.md). The choice is that rule, not
+  // a measurement: a training run and its resumption in another process must pick the same kernels to give the same
+  // bits (a measurement on a busy machine can flip a close race).
   const memory::dims& out = dst.dims();
-  if (winograd == Winograd::kMeasured && out[0] * out[2] * out[3] < kWinogradTrainingPositions) return;
+  if (winograd == Winograd::kByDefault && out[0] * out[2] * out[3] < kWinogradTrainingPositions) return;
   try_winograd([&] {
     const auto winograd_algorithm = dnnl::algorithm::convolution_winograd;
     const typename Forward::primitive_desc candidate = describe(dnnl::prop_kind::forward_training, winograd_algorithm);
-    if (measured && !WinogradIsFaster("training", candidate, direct, 3)) return;
     // Where oneDNN has no backward pair, the three passes stay direct.
     dnnl::primitive_desc_base data, weights_pass;
     describe_backward(winograd_algorithm, without_post_ops(winograd_algorithm, candidate), &data, &weights_pass);
