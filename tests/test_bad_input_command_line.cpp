@@ -145,6 +145,23 @@ TEST_F(BadInputCommandLineTest, FoldFlagsNameWhatIsWrong) {
                        {"crema: error: fold with --fold=none would write the net unchanged"});
 }
 
+TEST_F(BadInputCommandLineTest, QuantizeNamesWhatIsWrong) {
+  const std::string quantize = kCrema + " quantize --model=" + model_;
+  test::ExpectBadInput("command line", "crema quantize without its output", quantize + " --iterations=1",
+                       {"crema: error: quantize writes the model with its 8-bit settings: give --output=NET.prototxt"});
+  test::ExpectBadInput("command line", "crema quantize writing over its model", quantize + " --output=" + model_,
+                       {"is read and would be overwritten: write the quantized model elsewhere"});
+  const std::string bad = dir_.file("bad_scale.prototxt");
+  test::WriteText(
+      bad,
+      "layer { name: 'data' type: 'Input' top: 'data' input_param { shape { dim: 1 dim: 16 dim: 6 dim: 6 } } }\n"
+      "layer { name: 'conv' type: 'Convolution' bottom: 'data' top: 'conv'\n"
+      "        convolution_param { num_output: 16 kernel_size: 3 } quantization { input_scale: 0 } }\n");
+  test::ExpectBadInput("command line", "a convolution's quantization.input_scale of 0, below 0 or infinite",
+                       kCrema + " time --model=" + bad + " --forward_only --phase=TEST --iterations=1",
+                       {"layer 'conv' (Convolution): quantization.input_scale must be a positive number (it is 0)"});
+}
+
 TEST_F(BadInputCommandLineTest, MonitorAddressesAndLogsThatAreNoneAreNamed) {
   test::ExpectBadInput("command line", "--monitor not a port",
                        kCrema + " train --solver=" + solver_ + " --monitor=http",
@@ -174,19 +191,20 @@ TEST_F(BadInputCommandLineTest, FlagWithoutItsValueIsNamed) {
 TEST_F(BadInputCommandLineTest, UnknownCommandListsTheCommands) {
   test::ExpectBadInput("command line", "unknown command", kCrema + " trian --solver=" + solver_,
                        {"crema: error: unknown command 'trian' (did you mean train? commands: train, test, time, "
-                        "classify, fold, export, import, device_query, monitor)"});
-  test::ExpectBadInput("command line", "unknown command (nothing near)", kCrema + " frobnicate",
-                       {"unknown command 'frobnicate' (commands: train, test, time, classify, fold, export, import, "
-                        "device_query, monitor)"});
+                        "classify, fold, export, import, quantize, device_query, monitor)"});
+  test::ExpectBadInput(
+      "command line", "unknown command (nothing near)", kCrema + " frobnicate",
+      {"unknown command 'frobnicate' (commands: train, test, time, classify, fold, export, import, quantize, "
+       "device_query, monitor)"});
 }
 
 TEST_F(BadInputCommandLineTest, NoCommandShowsTheUsageOnStderr) {
   const std::string err = Stderr(kCrema);
   EXPECT_CONTAINS(err, "usage: crema <command> <flags>");
   EXPECT_CONTAINS(err, "-solver");
-  test::ExpectBadInput(
-      "command line", "no command", kCrema,
-      {"crema: error: no command given; commands: train, test, time, classify, fold, export, import, device_query"});
+  test::ExpectBadInput("command line", "no command", kCrema,
+                       {"crema: error: no command given; commands: train, test, time, classify, fold, export, import, "
+                        "quantize, device_query"});
   test::ExpectBadInput("command line", "flags but no command", kCrema + " --solver=" + solver_, {"no command given"});
 }
 

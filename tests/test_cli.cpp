@@ -175,6 +175,36 @@ TEST_F(CliTest, TrainResumeTestAndTime) {
   EXPECT_TRUE(std::regex_search(tested, std::regex("\\] accuracy = [0-9.e+-]+\n")));
   EXPECT_TRUE(std::regex_search(tested, std::regex("\\] loss = [0-9.e+-]+ \\(\\* 1 = [0-9.e+-]+ loss\\)")));
 
+  // crema quantize: the convolution's input range measured over TEST batches, written into a copy of the model
+  // (pixels scaled to [0, 1]: unsigned); crema test runs the copy, in 8 bits where the CPU has the kernels, to about
+  // the float net's loss.
+  const std::string quantized = dir_.file("quantized.prototxt");
+  const std::string measured =
+      Crema("quantize --model=" + net + " --weights=" + dir_.file("straight_iter_30.caffemodel") +
+                " --iterations=2 --output=" + quantized,
+            0);
+  EXPECT_CONTAINS(measured, "conv: input in [");
+  NetParameter written;
+  ReadProtoFromTextFile(quantized, &written);
+  int set = 0;
+  for (const LayerParameter& layer : written.layer()) {
+    EXPECT_EQ(layer.has_quantization(), layer.type() == "Convolution") << layer.name();
+    if (!layer.has_quantization()) continue;
+    ++set;
+    EXPECT_TRUE(layer.quantization().input_unsigned());
+    EXPECT_GE(layer.quantization().input_scale(), 255.f);  // inputs at most 1
+  }
+  EXPECT_EQ(set, 1);
+  const std::string quantized_test = Crema(
+      "test --model=" + quantized + " --weights=" + dir_.file("straight_iter_30.caffemodel") + " --iterations=2", 0);
+  const auto loss_of = [](const std::string& log) {
+    std::smatch match;
+    EXPECT_TRUE(std::regex_search(log, match, std::regex("Loss: ([0-9.e+-]+)")));
+    return match.empty() ? -1.0 : std::stod(match[1].str());
+  };
+  EXPECT_NEAR(loss_of(quantized_test), loss_of(tested), 0.02 * loss_of(tested));
+  EXPECT_CONTAINS(Crema("quantize --model=" + net + " --iterations=1", 1), "give --output=NET.prototxt");
+
   const std::string timed = Crema("time --model=" + net + " --iterations=2", 0);
   EXPECT_TRUE(std::regex_search(timed, std::regex("Average Forward pass: [0-9.e+-]+ ms")));
   EXPECT_TRUE(std::regex_search(timed, std::regex("Average Backward pass: [0-9.e+-]+ ms")));

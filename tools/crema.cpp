@@ -60,7 +60,9 @@ DEFINE_string(weights, "",
               "train: weights to fine-tune from (comma-separated .caffemodel or .caffemodel.h5 "
               "files, copied in order); test, time: the trained weights");
 DEFINE_string(snapshot, "", "train: a .solverstate or .solverstate.h5 to resume from");
-DEFINE_int32(iterations, 50, "test, time: number of iterations (batches)");
+DEFINE_int32(iterations, 50, "test, time, quantize: number of iterations (batches)");
+DEFINE_string(calibration, "",
+              "quantize: a database (LMDB or LevelDB) the net's Data layers read instead of their own source");
 DEFINE_string(gpu, "",
               "run on these GPUs: an id such as 0, a list such as 0,1, or 'all'; empty: the CPU "
               "(train: the solver's solver_mode decides)");
@@ -119,7 +121,7 @@ DEFINE_string(input, "",
               "'path label' lines, or an LMDB/LevelDB of Datum records");
 DEFINE_string(output, "",
               "classify: the CSV file of predictions to write; empty: standard output. export: the ONNX model to "
-              "write");
+              "write. quantize: the model with its 8-bit settings to write (a prototxt)");
 DEFINE_int32(opset, 13, "export: the ONNX operator set the model is written against (13 or later)");
 DEFINE_bool(dynamic_batch, false, "export: the model's first dimension a named size (any batch) instead of the net's");
 DEFINE_string(mean_file, "", "classify: a mean image (.binaryproto, C x H x W of the net's input) to subtract");
@@ -938,6 +940,89 @@ int Import() {
   return 0;
 }
 
+// crema quantize: --model's Convolution layers set to run in 8 bits (QuantizationParameter), each input's range
+// measured over --iterations batches of the net's own TEST-phase data (or --calibration's), written to --output as
+// the model's definition with a `quantization` in each measured layer. The weights stay as they are: their scales
+// are taken per output channel from the weights the net runs with.
+int Quantize() {
+  CREMA_CHECK(!FLAGS_output.empty()) << "quantize writes the model with its 8-bit settings: give --output=NET.prototxt";
+  CREMA_CHECK(FLAGS_iterations > 0) << "--iterations must be positive, got " << FLAGS_iterations;
+  CREMA_CHECK(!FLAGS_model.empty()) << "quantize needs --model=NET.prototxt, the net to measure and rewrite";
+  CREMA_CHECK(FileExists(FLAGS_model)) << "model file '" << FLAGS_model << "' does not exist";
+  for (const std::string& input : {FLAGS_model, FLAGS_weights})
+    CREMA_CHECK(input.empty() || input != FLAGS_output)
+        << "'" << input << "' is read and would be overwritten: write the quantized model elsewhere";
+  if (FLAGS_weights.empty()) LOG(WARNING) << "No --weights given: measuring the net's initial (random) weights";
+  // The float net measures: a model quantized already is measured without its settings.
+  NetParameter model = ReadNetDefinition(FLAGS_model);
+  UpgradeLegacyNetAndLog(&model, FLAGS_model);
+  NetParameter measured = model;
+  measured.mutable_state()->set_phase(TEST);
+  measured.mutable_state()->set_level(FLAGS_level);
+  measured.mutable_state()->clear_stage();
+  for (const auto& stage : SplitList(FLAGS_stage)) measured.mutable_state()->add_stage(stage);
+  int sources = 0;
+  for (LayerParameter& layer : *measured.mutable_layer()) {
+    layer.clear_quantization();
+    if (!FLAGS_calibration.empty() && layer.type() == "Data") {
+      layer.mutable_data_param()->set_source(FLAGS_calibration);
+      ++sources;
+    }
+  }
+  CREMA_CHECK(FLAGS_calibration.empty() || sources > 0)
+      << "--calibration=" << FLAGS_calibration << " replaces a Data layer's source, but the TEST-phase net of "
+      << FLAGS_model << " has no Data layer";
+  Net net(measured, ToolContext());
+  CopyWeightsFiles(&net, SplitList(FLAGS_weights));
+  net.PlanMemory(false);
+  net.RunAfterWeightsPasses();
+  // Each convolution's input, as the step is about to read it (a buffer may be reused later in the pass).
+  struct Range {
+    float low = 0.f, high = 0.f;
+    bool seen = false;
+  };
+  std::map<std::string, Range> ranges;
+  for (int i = 0; i < FLAGS_iterations; ++i) {
+    for (size_t s = 0; s < net.plan().size(); ++s) {
+      const PlanStep& step = net.plan()[s];
+      if (std::string(net.layers()[step.layer]->type()) == "Convolution" && !step.bottoms.empty()) {
+        const Blob& input = *net.blobs()[step.bottoms[0]];
+        Range& range = ranges[net.layer_names()[step.layer]];
+        const float* data = input.cpu_data();
+        for (int j = 0; j < input.count(); ++j) {
+          range.low = range.seen ? std::min(range.low, data[j]) : data[j];
+          range.high = range.seen ? std::max(range.high, data[j]) : data[j];
+          range.seen = true;
+        }
+      }
+      net.ForwardStep(s);
+    }
+  }
+  int quantized = 0;
+  for (LayerParameter& layer : *model.mutable_layer()) {
+    const auto range = ranges.find(layer.name());
+    if (layer.type() != "Convolution" || range == ranges.end()) continue;
+    const Range& r = range->second;
+    CREMA_CHECK(std::isfinite(r.low) && std::isfinite(r.high))
+        << "layer '" << layer.name() << "': its input reached " << (std::isfinite(r.low) ? r.high : r.low)
+        << " during calibration; an input that is not finite cannot be quantized";
+    // Not negative: unsigned, [0, 255]; else signed, [-128, 127], symmetric about zero.
+    const bool unsigned_input = r.low >= 0.f;
+    const float largest = unsigned_input ? r.high : std::max(-r.low, r.high);
+    QuantizationParameter* q = layer.mutable_quantization();
+    q->set_input_scale(largest > 0.f ? (unsigned_input ? 255.f : 127.f) / largest : 1.f);
+    q->set_input_unsigned(unsigned_input);
+    LOG(INFO) << "  " << layer.name() << ": input in [" << r.low << ", " << r.high << "], input_scale "
+              << q->input_scale() << (unsigned_input ? ", unsigned" : ", signed");
+    ++quantized;
+  }
+  CREMA_CHECK(quantized > 0) << "net '" << model.name() << "' has no Convolution layer in its TEST phase to quantize";
+  WriteProtoToTextFile(model, FLAGS_output);
+  LOG(INFO) << "Wrote " << FLAGS_model << " with " << quantized << " convolutions set to 8 bits (measured over "
+            << FLAGS_iterations << " batches) to " << FLAGS_output;
+  return 0;
+}
+
 const char kUsage[] =
     "command line for crema, a Caffe-compatible deep-learning framework.\n"
     "usage: crema <command> <flags>\n\n"
@@ -952,13 +1037,15 @@ const char kUsage[] =
     "  export  write a net and its weights as an ONNX model (--model, --weights, --output, --opset, --fold,\n"
     "          --dynamic_batch)\n"
     "  import  write an ONNX model as a net and its weights (--model=M.onnx, --output_model, --output_weights)\n"
+    "  quantize  write a net with its convolutions set to run in 8 bits, their inputs' ranges measured over\n"
+    "          batches of its data (--model, --weights, --iterations, --calibration, --output)\n"
     "  device_query  show the properties of the GPUs (--gpu; default all of them)\n"
     "  monitor LOG_OR_FOLDER...  the training page over finished or running logs, side by side "
     "(--monitor=[HOST:]PORT,\n"
     "          or --export=REPORT.html)";
 
-const char* const kCommands[] = {"train",  "test",   "time",         "classify", "fold",
-                                 "export", "import", "device_query", "monitor"};
+const char* const kCommands[] = {"train",  "test",   "time",     "classify",     "fold",
+                                 "export", "import", "quantize", "device_query", "monitor"};
 
 std::string CommandList() {
   std::string list;
@@ -1003,21 +1090,22 @@ const std::map<std::string, std::vector<std::string>> kFlagCommands = {
     {"sighup_effect", {"train"}},
     {"monitor", {"train", "monitor"}},
     {"export", {"monitor"}},
-    {"model", {"test", "time", "classify", "fold", "export", "import"}},
-    {"weights", {"train", "test", "time", "classify", "fold", "export"}},
+    {"model", {"test", "time", "classify", "fold", "export", "import", "quantize"}},
+    {"weights", {"train", "test", "time", "classify", "fold", "export", "quantize"}},
     {"output_model", {"fold", "import"}},
     {"output_weights", {"fold", "import"}},
     {"fold", {"train", "test", "time", "classify", "fold", "export"}},
-    {"iterations", {"test", "time"}},
+    {"iterations", {"test", "time", "quantize"}},
+    {"calibration", {"quantize"}},
     {"phase", {"test", "time", "classify", "fold", "export"}},
     {"forward_only", {"time"}},
     {"layer_times", {"time"}},
-    {"level", {"train", "test", "time", "classify", "fold", "export"}},
-    {"stage", {"train", "test", "time", "classify", "fold", "export"}},
+    {"level", {"train", "test", "time", "classify", "fold", "export", "quantize"}},
+    {"stage", {"train", "test", "time", "classify", "fold", "export", "quantize"}},
     {"engine", {"train", "test", "time", "classify", "fold", "export"}},
     {"debug_info", {"train", "test", "time", "classify"}},
     {"input", {"classify"}},
-    {"output", {"classify", "export"}},
+    {"output", {"classify", "export", "quantize"}},
     {"opset", {"export"}},
     {"dynamic_batch", {"export"}},
     {"mean_file", {"classify"}},
@@ -1099,6 +1187,7 @@ int main(int argc, char** argv) {
     if (command == "fold") return crema::Fold();
     if (command == "export") return crema::Export();
     if (command == "import") return crema::Import();
+    if (command == "quantize") return crema::Quantize();
     if (command == "monitor") return crema::Monitor(std::vector<std::string>(argv + 2, argv + argc));
     return crema::DeviceQuery();
   } catch (const crema::Error& error) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -14,6 +15,8 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+
+#include <glog/logging.h>
 
 #include "core/im2col.hpp"
 #include "core/math_functions.hpp"
@@ -48,6 +51,21 @@ struct OneDnnConvolutionLayer::Primitives {
   dnnl::primitive forward_primitive, backward_data_primitive, backward_weights_primitive;
   onednn::WeightCache weights;       // the forward's weights, in its layout
   bool data_reads_cached = false;    // the backward-data primitive wants the weights in the forward's layout
+
+  // 8-bit inference (QuantizationParameter): the input quantized by `quantize_src` into the forward's integer layout;
+  // the weights quantized per output channel by crema (QuantizeWeights) into `int8_weights`, in the forward's
+  // layout, with the bias at the sums' scale; made again where the weights or the bias change, since the output
+  // scales, which follow the weights, are fixed in the primitive.
+  bool int8 = false;
+  dnnl::reorder quantize_src;
+  std::vector<float> output_scales, scaled_bias;
+  std::shared_ptr<SyncedMemory> int8_weights;
+  memory int8_weights_memory;
+  memory::desc int8_src, int8_weights_any, int8_dst;
+  memory::dims strides, dilates, pad_left, pad_right;
+  uint64_t quantized_weights_version = 0, quantized_bias_version = 0;
+  const float* quantized_weights_data = nullptr;
+  const float* quantized_bias_data = nullptr;
 
   // The forward primitive's descriptors, queried once (each query costs some hundred nanoseconds, on every pass).
   memory::desc forward_src, forward_dst, forward_scratch_desc;
@@ -246,6 +264,8 @@ OneDnnConvolutionLayer::OneDnnConvolutionLayer(const LayerParameter& param, std:
 OneDnnConvolutionLayer::~OneDnnConvolutionLayer() = default;
 
 std::vector<Layer::HeldBuffer> OneDnnConvolutionLayer::HeldBuffers() const {
+  if (primitives_ && primitives_->int8_weights)
+    return {{"the weights quantized to 8 bits for oneDNN", primitives_->int8_weights->size(), Device::kCPU}};
   const size_t bytes = primitives_ ? primitives_->weights.bytes() : 0;
   if (bytes == 0) return {};
   return {{"the weights reordered for oneDNN", bytes, Device::kCPU}};
@@ -375,17 +395,47 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
                                                     static_cast<double>(params_[0]->count())));
   {
     OneThreadWhile threads(p->one_thread);
-    describe(layout == "nhwc" ? Tag::nhwc : Tag::any);
-    const bool padded = p->forward.src_desc(0).get_size() > p->user_src.get_size() ||
-                        p->forward.dst_desc(0).get_size() > p->user_dst.get_size();
-    if (layout.empty() && padded) describe(Tag::nhwc);
-    p->forward_primitive = dnnl::primitive(p->forward.get());
+    if (!backward && layer_param().has_quantization()) {
+      // 8-bit integers, where oneDNN has kernels for them on this CPU; else float, said once.
+      const QuantizationParameter& q = layer_param().quantization();
+      CREMA_CHECK(!transposed_) << Layer::describe() << ": quantization is for Convolution layers";
+      CREMA_CHECK(std::isfinite(q.input_scale()) && q.input_scale() > 0)
+          << Layer::describe() << ": quantization.input_scale must be a positive number (it is " << q.input_scale()
+          << ")";
+      p->int8_src = memory::desc(p->user_src.dims(), q.input_unsigned() ? memory::data_type::u8 : memory::data_type::s8,
+                                 layout == "nhwc" ? Tag::nhwc : Tag::any);
+      p->int8_weights_any = memory::desc(p->user_weights.dims(), memory::data_type::s8, Tag::any);
+      p->int8_dst = memory::desc(p->user_dst.dims(), f32, layout == "nhwc" ? Tag::nhwc : Tag::any);
+      p->strides = strides;
+      p->dilates = dilates;
+      p->pad_left = pad_left;
+      p->pad_right = pad_right;
+      try {
+        QuantizeWeights(p.get());
+        p->int8 = true;
+        dnnl::primitive_attr scale;
+        scale.set_output_scales(0, {q.input_scale()});
+        p->quantize_src = dnnl::reorder(
+            dnnl::reorder::primitive_desc(CpuEngine(), p->user_src, CpuEngine(), p->forward.src_desc(0), scale));
+      } catch (const dnnl::error& error) {
+        LOG(WARNING) << Layer::describe() << " runs in float: oneDNN has no 8-bit convolution for it on this CPU ("
+                     << error.what() << ")";
+        p->int8 = false;
+      }
+    }
+    if (!p->int8) {
+      describe(layout == "nhwc" ? Tag::nhwc : Tag::any);
+      const bool padded = p->forward.src_desc(0).get_size() > p->user_src.get_size() ||
+                          p->forward.dst_desc(0).get_size() > p->user_dst.get_size();
+      if (layout.empty() && padded) describe(Tag::nhwc);
+      p->forward_primitive = dnnl::primitive(p->forward.get());
+    }
   }
   p->offered = onednn::LayoutOf(p->forward.dst_desc(0), top[0]->shape());
   p->with_backward = backward;
   // A reshape keeps the weights' copy where the layout it wants stays the same.
   if (primitives_) p->weights = std::move(primitives_->weights);
-  p->weights.Describe(p->forward.weights_desc(0), p->user_weights);
+  if (!p->int8) p->weights.Describe(p->forward.weights_desc(0), p->user_weights);
   p->forward_src = p->forward.src_desc(0);
   p->forward_dst = p->forward.dst_desc(0);
   p->forward_scratch_desc = p->forward.scratchpad_desc();
@@ -445,6 +495,8 @@ bool OneDnnConvolutionLayer::ThreadCountChangesPass(bool backward) const {
   return backward || implementation().find("wino") != std::string::npos;
 }
 
+bool OneDnnConvolutionLayer::runs_int8() const { return primitives_ && primitives_->int8; }
+
 std::string OneDnnConvolutionLayer::implementation() const {
   return primitives_ ? primitives_->forward.impl_info_str() : "";
 }
@@ -461,13 +513,83 @@ Layout OneDnnConvolutionLayer::OffersLayout(int top, const std::vector<Layout>&)
 
 using onednn::Binder;
 
+void OneDnnConvolutionLayer::QuantizeWeights(Primitives* p) const {
+  const Blob& weights = *params_[0];
+  const Blob* bias = bias_term_ ? params_[1].get() : nullptr;
+  const float input_scale = layer_param().quantization().input_scale();
+  // Each output channel's weights lie together (oihw, and goihw by group): a row of count / num_output.
+  const int rows = num_output_;
+  const size_t row = static_cast<size_t>(weights.count()) / rows;
+  std::vector<int8_t> quantized(weights.count());
+  p->output_scales.assign(rows, 1.f);
+  p->scaled_bias.assign(bias ? rows : 0, 0.f);
+  const float* w = weights.cpu_data();
+  for (int o = 0; o < rows; ++o) {
+    const float* in = w + o * row;
+    float largest = 0.f;
+    for (size_t i = 0; i < row; ++i) largest = std::max(largest, std::abs(in[i]));
+    CREMA_CHECK(std::isfinite(largest)) << describe() << ": output channel " << o
+                                        << "'s weights are not finite numbers; they cannot be quantized";
+    const float weight_scale = largest > 0.f ? 127.f / largest : 1.f;
+    for (size_t i = 0; i < row; ++i)
+      quantized[o * row + i] =
+          static_cast<int8_t>(std::min(127.f, std::max(-127.f, std::nearbyint(in[i] * weight_scale))));
+    // The primitive adds the bias to the integer sums before it scales them back.
+    p->output_scales[o] = 1.f / (input_scale * weight_scale);
+    if (bias) p->scaled_bias[o] = bias->cpu_data()[o] * input_scale * weight_scale;
+  }
+  dnnl::primitive_attr attr = onednn::UserScratchpadWith(fused_activation_, fused_sum());
+  attr.set_output_scales(1 << 1, p->output_scales);
+  const memory::desc bias_desc = bias ? p->user_bias : memory::desc();
+  const dnnl::convolution_forward::primitive_desc pd(
+      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                      p->int8_src, p->int8_weights_any, bias_desc, p->int8_dst, p->strides, p->dilates,
+                                      p->pad_left, p->pad_right),
+      attr, CpuEngine());
+  // Made again for new weights: the same layouts and a scratchpad no larger than the workspace holds.
+  if (p->int8) {
+    CREMA_CHECK(pd.src_desc() == p->forward_src && pd.dst_desc() == p->forward_dst &&
+                pd.scratchpad_desc().get_size() <= p->forward_scratch_desc.get_size())
+        << describe() << ": oneDNN chose other layouts for new weights";
+  }
+  p->forward = pd;
+  p->forward_primitive = dnnl::primitive(pd);
+  const memory::desc plain(p->user_weights.dims(), memory::data_type::s8, group_ == 1 ? Tag::oihw : Tag::goihw);
+  const memory::desc wanted = pd.weights_desc();
+  if (!p->int8_weights || p->int8_weights->size() != wanted.get_size())
+    p->int8_weights = std::make_shared<SyncedMemory>(wanted.get_size());
+  p->int8_weights_memory = memory(wanted, CpuEngine(), p->int8_weights->mutable_cpu_data());
+  const memory from(plain, CpuEngine(), quantized.data());
+  onednn::RunReorder(onednn::Reorder(plain, wanted), onednn::CpuStream(), from, p->int8_weights_memory);
+  onednn::CpuStream().wait();
+  p->quantized_weights_version = weights.data_version();
+  p->quantized_weights_data = w;
+  p->quantized_bias_version = bias ? bias->data_version() : 0;
+  p->quantized_bias_data = bias ? bias->cpu_data() : nullptr;
+}
+
 void OneDnnConvolutionLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   Primitives& p = *primitives_;
   OneThreadWhile threads(p.one_thread);
+  if (p.int8) {
+    const Blob* bias = bias_term_ ? params_[1].get() : nullptr;
+    const bool stale =
+        params_[0]->data_version() != p.quantized_weights_version ||
+        params_[0]->cpu_data() != p.quantized_weights_data ||
+        (bias && (bias->data_version() != p.quantized_bias_version || bias->cpu_data() != p.quantized_bias_data));
+    if (stale) QuantizeWeights(&p);
+  }
   Binder bind(workspace(), &p.forward_bindings);
-  const memory weights = p.weights.Get(*params_[0], bind.stream());
+  const memory weights = p.int8 ? p.int8_weights_memory : p.weights.Get(*params_[0], bind.stream());
   for (size_t b = 0; b < bottom.size(); ++b) {
-    const memory src = bind.In(p.user_src, bottom[b]->cpu_data(), p.forward_src, p.src);
+    memory src;
+    if (p.int8) {  // quantized into the workspace
+      const memory user = bind.Plain(p.user_src, bottom[b]->cpu_data());
+      src = bind.Scratch(p.forward_src, p.src);
+      onednn::RunReorder(p.quantize_src, bind.stream(), user, src);
+    } else {
+      src = bind.In(p.user_src, bottom[b]->cpu_data(), p.forward_src, p.src);
+    }
     float* output = top[b]->mutable_cpu_data();
     const memory dst = bind.Result(p.user_dst, output, p.forward_dst, p.dst);
     // A fused sum: the primitive adds what its output buffer holds, so the summand goes there first, in its layout.
@@ -487,7 +609,8 @@ void OneDnnConvolutionLayer::Forward_cpu(const std::vector<Blob*>& bottom, const
                          {DNNL_ARG_WEIGHTS, weights},
                          {DNNL_ARG_DST, dst},
                          {DNNL_ARG_SCRATCHPAD, bind.Scratch(p.forward_scratch_desc, p.forward_scratch)}};
-    if (bias_term_) args[DNNL_ARG_BIAS] = bind.Plain(p.user_bias, params_[1]->cpu_data());
+    if (bias_term_)
+      args[DNNL_ARG_BIAS] = bind.Plain(p.user_bias, p.int8 ? p.scaled_bias.data() : params_[1]->cpu_data());
     args.Run(p.forward_primitive, bind.stream());
     bind.Out(dst, p.user_dst, output);
   }

@@ -59,6 +59,10 @@ class OneDnnConvolutionLayer : public BaseConvolutionLayer {
   // diagnostics; "" before the first Reshape.
   std::string implementation() const;
 
+  // Whether its forward runs in 8-bit integers (QuantizationParameter, in a net that runs forward only, where oneDNN
+  // has the kernels).
+  bool runs_int8() const;
+
   // "" when the engine takes the query, else why not (the registry's refusal).
   static std::string Refusal(const EngineQuery& query);
 
@@ -78,8 +82,13 @@ class OneDnnConvolutionLayer : public BaseConvolutionLayer {
   // workspace's stretches for them), the images split over the threads: from the plain output gradient `top_diff`.
   void InputGradientByBands(const float* top_diff, const float* weights, float* bands, float* input_diff) const;
 
-  const bool transposed_;
   struct Primitives;  // the oneDNN objects (dnnl.hpp stays out of this header)
+  // The 8-bit forward for the weights and bias as they are now: each output channel's weights quantized by its
+  // largest magnitude, the output scales and the scaled bias, the primitive made with those scales and the weights
+  // reordered into its layout (Primitives says why it is made again).
+  void QuantizeWeights(Primitives* p) const;
+
+  const bool transposed_;
   std::unique_ptr<Primitives> primitives_;
 };
 

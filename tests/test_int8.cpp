@@ -1,0 +1,239 @@
+// 8-bit inference of convolutions (QuantizationParameter, oneDNN's engine): the outputs are an integer convolution
+// of the quantized input and weights, computed here independently, scaled back; training nets ignore the setting.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#ifdef CREMA_USE_ONEDNN
+#include <dnnl.hpp>
+
+#include "layers/layer_registry.hpp"
+#include "layers/vision/onednn_convolution.hpp"
+#include "net/net.hpp"
+#include "test_util.hpp"
+
+namespace crema {
+namespace {
+
+// Whether oneDNN has 8-bit convolutions on this CPU (AVX2 and later).
+bool HasInt8Kernels() { return dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx2; }
+
+struct Geometry {
+  int kernel = 3, stride = 1, pad = 1, group = 1;
+};
+
+// The documented rule, computed in plain integers: the input as round(x * input_scale) clamped to [0, 255] or
+// [-128, 127], each output channel's weights as round(w * 127 / m) with m their largest magnitude, the products
+// summed exactly, then divided by both scales, plus the bias.
+std::vector<float> IntegerReference(const Blob& input, const Blob& weights, const Blob* bias, const Geometry& g,
+                                    float input_scale, bool input_unsigned) {
+  const int num = input.shape(0), channels = input.shape(1), height = input.shape(2), width = input.shape(3);
+  const int outputs = weights.shape(0), group_channels = channels / g.group, group_outputs = outputs / g.group;
+  const int out_h = (height + 2 * g.pad - g.kernel) / g.stride + 1;
+  const int out_w = (width + 2 * g.pad - g.kernel) / g.stride + 1;
+  const int low = input_unsigned ? 0 : -128, high = input_unsigned ? 255 : 127;
+  std::vector<int> q_input(input.count());
+  for (int i = 0; i < input.count(); ++i) {
+    const double scaled = std::nearbyint(static_cast<double>(input.cpu_data()[i]) * input_scale);
+    q_input[i] = static_cast<int>(std::min<double>(high, std::max<double>(low, scaled)));
+  }
+  const int row = weights.count() / outputs;
+  std::vector<int> q_weights(weights.count());
+  std::vector<double> weight_scales(outputs);
+  for (int o = 0; o < outputs; ++o) {
+    float largest = 0.f;
+    for (int i = 0; i < row; ++i) largest = std::max(largest, std::abs(weights.cpu_data()[o * row + i]));
+    weight_scales[o] = largest > 0.f ? 127.f / largest : 1.f;
+    for (int i = 0; i < row; ++i) {
+      const float scaled = std::nearbyint(weights.cpu_data()[o * row + i] * static_cast<float>(weight_scales[o]));
+      q_weights[o * row + i] = static_cast<int>(std::min(127.f, std::max(-127.f, scaled)));
+    }
+  }
+  std::vector<float> out;
+  for (int n = 0; n < num; ++n) {
+    for (int o = 0; o < outputs; ++o) {
+      const int first_channel = (o / group_outputs) * group_channels;
+      for (int y = 0; y < out_h; ++y) {
+        for (int x = 0; x < out_w; ++x) {
+          int64_t sum = 0;
+          for (int c = 0; c < group_channels; ++c) {
+            for (int ky = 0; ky < g.kernel; ++ky) {
+              for (int kx = 0; kx < g.kernel; ++kx) {
+                const int iy = y * g.stride - g.pad + ky, ix = x * g.stride - g.pad + kx;
+                if (iy < 0 || iy >= height || ix < 0 || ix >= width) continue;
+                sum += static_cast<int64_t>(q_input[((n * channels + first_channel + c) * height + iy) * width + ix]) *
+                       q_weights[((o * group_channels + c) * g.kernel + ky) * g.kernel + kx];
+              }
+            }
+          }
+          out.push_back(static_cast<float>(static_cast<double>(sum) / (input_scale * weight_scales[o]) +
+                                           (bias ? bias->cpu_data()[o] : 0.f)));
+        }
+      }
+    }
+  }
+  return out;
+}
+
+std::string ConvNet(const std::vector<int>& shape, const std::string& conv, const std::string& quantization,
+                    const std::string& rest = "") {
+  return "layer { name: 'data' type: 'Input' top: 'data' input_param { shape { dim: " + std::to_string(shape[0]) +
+         " dim: " + std::to_string(shape[1]) + " dim: " + std::to_string(shape[2]) +
+         " dim: " + std::to_string(shape[3]) + " } } }\n" +
+         "layer { name: 'conv' type: 'Convolution' bottom: 'data' top: 'out' convolution_param { " + conv + " } " +
+         quantization + " }\n" + rest;
+}
+
+// A net of `text` on oneDNN's engine, forward only (or with a backward pass where `train`), inputs and weights drawn
+// with `seed`.
+std::unique_ptr<Net> BuildNet(const std::string& text, bool train = false, float input_low = -1.f,
+                              float input_high = 1.f, uint64_t seed = 3) {
+  NetParameter param = test::ParseNet(text);
+  if (train) param.set_force_backward(true);
+  auto context = std::make_shared<Context>(Device::kCPU, 0, 7);
+  context->force_engine("Convolution", "onednn");
+  auto net = std::make_unique<Net>(param, context);
+  for (const auto& layer : net->layers())
+    for (const auto& blob : layer->params()) test::FillUniform(blob.get(), -0.5f, 1.f, seed++);
+  for (Blob* input : net->input_blobs()) test::FillUniform(input, input_low, input_high, seed++);
+  net->PlanMemory(train);
+  net->RunAfterWeightsPasses();
+  return net;
+}
+
+// The layer of the step that runs 'conv' (a fold makes a new one where it fuses the ReLU after it).
+const OneDnnConvolutionLayer& ConvolutionOf(const Net& net) {
+  const OneDnnConvolutionLayer* layer = nullptr;
+  for (const PlanStep& step : net.plan())
+    if (net.layer_names()[net.rewrite_of(step.layer)] == "conv")
+      layer = dynamic_cast<const OneDnnConvolutionLayer*>(net.layers()[step.layer].get());
+  EXPECT_NE(layer, nullptr);
+  return *layer;
+}
+
+void ExpectMatches(const std::vector<float>& actual, const std::vector<float>& expected, float tolerance) {
+  ASSERT_EQ(actual.size(), expected.size());
+  float largest = 0.f;
+  for (float v : expected) largest = std::max(largest, std::abs(v));
+  ASSERT_GT(largest, 0.f);
+  for (size_t i = 0; i < expected.size(); ++i)
+    ASSERT_NEAR(actual[i], expected[i], tolerance * largest) << "at " << i << " of " << expected.size();
+}
+
+TEST(Int8ConvolutionTest, OutputsAreTheIntegerConvolutionScaledBack) {
+  if (!HasInt8Kernels()) GTEST_SKIP() << "no 8-bit kernels on this CPU";
+  struct Case {
+    std::string conv;
+    Geometry geometry;
+    std::vector<int> shape;
+    float input_scale;
+    bool input_unsigned;
+    float low, high;
+  };
+  const Case cases[] = {
+      // Inputs not negative, as after a ReLU: unsigned, some above 255 / input_scale (clamped).
+      {"num_output: 24 kernel_size: 3 pad: 1", {3, 1, 1, 1}, {2, 16, 9, 8}, 100.f, true, 0.f, 3.f},
+      // Signed inputs, a stride, groups, no bias.
+      {"num_output: 12 kernel_size: 3 pad: 1 stride: 2 group: 2 bias_term: false",
+       {3, 2, 1, 2},
+       {2, 8, 11, 7},
+       60.f,
+       false,
+       -2.f,
+       2.f},
+      // A 1x1 kernel over few channels.
+      {"num_output: 5 kernel_size: 1 pad: 0", {1, 1, 0, 1}, {3, 3, 5, 6}, 127.f, false, -1.f, 1.f},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.conv);
+    const std::string quantization = "quantization { input_scale: " + std::to_string(c.input_scale) +
+                                     (c.input_unsigned ? " input_unsigned: true" : "") + " }";
+    const auto net = BuildNet(ConvNet(c.shape, c.conv, quantization), false, c.low, c.high);
+    ASSERT_TRUE(ConvolutionOf(*net).runs_int8()) << ConvolutionOf(*net).implementation();
+    net->Forward();
+    const Layer& conv = *net->layer_by_name("conv");
+    const std::vector<float> expected = IntegerReference(*net->blob_by_name("data"), *conv.params()[0],
+                                                         conv.params().size() > 1 ? conv.params()[1].get() : nullptr,
+                                                         c.geometry, c.input_scale, c.input_unsigned);
+    // Exact integer sums; what differs is the float arithmetic of scaling back.
+    ExpectMatches(test::DataOf(*net->blob_by_name("out")), expected, 1e-5f);
+  }
+}
+
+// Against the same net in float: within what 8 bits allow (a few hundredths of the largest output here).
+TEST(Int8ConvolutionTest, CloseToTheFloatConvolution) {
+  if (!HasInt8Kernels()) GTEST_SKIP() << "no 8-bit kernels on this CPU";
+  const std::string conv = "num_output: 32 kernel_size: 3 pad: 1";
+  const auto float_net = BuildNet(ConvNet({2, 32, 10, 10}, conv, ""), false, 0.f, 1.f);
+  const auto int8_net = BuildNet(
+      ConvNet({2, 32, 10, 10}, conv, "quantization { input_scale: 255 input_unsigned: true }"), false, 0.f, 1.f);
+  ASSERT_FALSE(ConvolutionOf(*float_net).runs_int8());
+  ASSERT_TRUE(ConvolutionOf(*int8_net).runs_int8());
+  float_net->Forward();
+  int8_net->Forward();
+  const std::vector<float> exact = test::DataOf(*float_net->blob_by_name("out"));
+  const std::vector<float> quantized = test::DataOf(*int8_net->blob_by_name("out"));
+  ExpectMatches(quantized, exact, 0.02f);
+  // And not the float result itself: the setting took effect.
+  double differ = 0;
+  for (size_t i = 0; i < exact.size(); ++i) differ += std::abs(quantized[i] - exact[i]);
+  EXPECT_GT(differ, 0.0);
+}
+
+// Weights set after the first pass (as `crema test` loading a model, or Python) are quantized again, with the output
+// scales that follow them; and a fused ReLU (the fold of a ReLU after the convolution) applies to the scaled output.
+TEST(Int8ConvolutionTest, NewWeightsAreQuantizedAgainAndAFusedReluApplies) {
+  if (!HasInt8Kernels()) GTEST_SKIP() << "no 8-bit kernels on this CPU";
+  const Geometry geometry;
+  const auto net =
+      BuildNet(ConvNet({2, 16, 6, 7}, "num_output: 16 kernel_size: 3 pad: 1", "quantization { input_scale: 50 }",
+                       "layer { name: 'relu' type: 'ReLU' bottom: 'out' top: 'out' }"));
+  ASSERT_TRUE(ConvolutionOf(*net).runs_int8());
+  Layer& conv = *net->layer_by_name("conv");
+  for (uint64_t seed : {21u, 22u}) {
+    test::FillUniform(conv.params()[0].get(), -2.f, 1.f, seed);
+    test::FillUniform(conv.params()[1].get(), -3.f, 3.f, seed + 10);
+    net->Forward();
+    std::vector<float> expected =
+        IntegerReference(*net->blob_by_name("data"), *conv.params()[0], conv.params()[1].get(), geometry, 50.f, false);
+    for (float& v : expected) v = std::max(v, 0.f);
+    ExpectMatches(test::DataOf(*net->blob_by_name("out")), expected, 1e-5f);
+  }
+}
+
+// A net that trains computes in float (its gradients need the float weights), whatever the setting says.
+TEST(Int8ConvolutionTest, ATrainingNetComputesInFloat) {
+  const std::string text =
+      ConvNet({2, 16, 6, 6}, "num_output: 16 kernel_size: 3 pad: 1", "quantization { input_scale: 50 }");
+  const auto net = BuildNet(text, true);
+  EXPECT_FALSE(ConvolutionOf(*net).runs_int8());
+  NetParameter plain = test::ParseNet(text);
+  plain.mutable_layer(1)->clear_quantization();
+  const auto reference = BuildNet(plain.DebugString(), true);
+  net->Forward();
+  reference->Forward();
+  ExpectMatches(test::DataOf(*net->blob_by_name("out")), test::DataOf(*reference->blob_by_name("out")), 1e-6f);
+}
+
+TEST(Int8ConvolutionTest, ABadScaleIsNamed) {
+  for (const char* scale : {"0", "-2", "inf"}) {
+    SCOPED_TRACE(scale);
+    test::ExpectErrorContaining(
+        [&] {
+          BuildNet(ConvNet({1, 16, 4, 4}, "num_output: 16 kernel_size: 3 pad: 1",
+                           std::string("quantization { input_scale: ") + scale + " }"));
+        },
+        {"conv", "quantization.input_scale", "positive"});
+  }
+}
+
+}  // namespace
+}  // namespace crema
+
+#endif  // CREMA_USE_ONEDNN
