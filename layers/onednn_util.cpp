@@ -3,6 +3,7 @@
 #ifdef CREMA_USE_ONEDNN
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
@@ -355,6 +356,57 @@ memory WeightCache::Get(const Blob& blob, dnnl::stream& stream) {
     source_ = data;
   }
   return copy_memory_;
+}
+
+bool Int8Weights::Stale(const Blob& weights, const Blob* bias) const {
+  if (weights.data_version() != weights_version_ || weights.cpu_data() != weights_data_) return true;
+  return bias != nullptr && (bias->data_version() != bias_version_ || bias->cpu_data() != bias_data_);
+}
+
+void Int8Weights::Quantize(const Blob& weights, const Blob* bias, int outputs, int64_t output_stride,
+                           int64_t input_stride, float input_scale, const std::string& who) {
+  const int64_t inputs = weights.count() / outputs;
+  const float* w = weights.cpu_data();
+  values_.resize(weights.count());
+  output_scales_.assign(outputs, 1.f);
+  scaled_bias_.assign(bias ? outputs : 0, 0.f);
+  for (int o = 0; o < outputs; ++o) {
+    const float* row = w + o * output_stride;
+    float largest = 0.f;
+    for (int64_t i = 0; i < inputs; ++i) largest = std::max(largest, std::abs(row[i * input_stride]));
+    CREMA_CHECK(std::isfinite(largest)) << who << ": output " << o
+                                        << "'s weights are not finite numbers; they cannot be quantized";
+    const float scale = largest > 0.f ? 127.f / largest : 1.f;
+    int8_t* out = values_.data() + o * inputs;
+    for (int64_t i = 0; i < inputs; ++i)
+      out[i] = static_cast<int8_t>(std::min(127.f, std::max(-127.f, std::nearbyint(row[i * input_stride] * scale))));
+    output_scales_[o] = 1.f / (input_scale * scale);
+    if (bias) scaled_bias_[o] = bias->cpu_data()[o] * input_scale * scale;
+  }
+  weights_version_ = weights.data_version();
+  weights_data_ = w;
+  bias_version_ = bias ? bias->data_version() : 0;
+  bias_data_ = bias ? bias->cpu_data() : nullptr;
+}
+
+const memory& Int8Weights::Place(const memory::desc& plain, const memory::desc& wanted) {
+  if (!copy_ || copy_->size() != wanted.get_size()) copy_ = std::make_shared<SyncedMemory>(wanted.get_size());
+  placed_ = memory(wanted, CpuEngine(), copy_->mutable_cpu_data());
+  const memory from(plain, CpuEngine(), values_.data());
+  RunReorder(Reorder(plain, wanted), CpuStream(), from, placed_);
+  CpuStream().wait();
+  return placed_;
+}
+
+dnnl::reorder QuantizingReorder(const memory::desc& from, const memory::desc& to, float scale) {
+  dnnl::primitive_attr attr;
+  attr.set_output_scales(0, {scale});
+  return dnnl::reorder(dnnl::reorder::primitive_desc(CpuEngine(), from, CpuEngine(), to, attr));
+}
+
+void CheckQuantization(const QuantizationParameter& q, const std::string& who) {
+  CREMA_CHECK(std::isfinite(q.input_scale()) && q.input_scale() > 0)
+      << who << ": quantization.input_scale must be a positive number (it is " << q.input_scale() << ")";
 }
 
 Passes::Passes(const memory::desc& user_src, const memory::desc& user_dst, const dnnl::primitive_desc_base& forward,

@@ -10,6 +10,7 @@
 #include <initializer_list>
 #include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -189,6 +190,41 @@ class WeightCache {
   uint64_t version_ = 0;           // the blob's data_version when the copy was made (0: none made)
   const float* source_ = nullptr;  // and its data
 };
+
+// 8-bit weights for a primitive that computes in integers (QuantizationParameter: Convolution, InnerProduct). Each
+// output's weights are mapped to round(w * s) clamped to [-127, 127], s = 127 / their largest magnitude (1 where all
+// are 0); the primitive's output scale for that output is 1 / (input_scale * s), and the bias it adds to the integer
+// sums is bias * input_scale * s. Kept, in the primitive's layout, while the weights and the bias are unchanged.
+class Int8Weights {
+ public:
+  // Whether `weights` or `bias` changed (another version or buffer) since the last Quantize.
+  bool Stale(const Blob& weights, const Blob* bias) const;
+  // Quantizes `weights`, `outputs` of them, output o's value i at o * output_stride + i * input_stride (count /
+  // outputs values each), with `bias` (or none) for inputs scaled by `input_scale`. `who` names the layer in errors.
+  void Quantize(const Blob& weights, const Blob* bias, int outputs, int64_t output_stride, int64_t input_stride,
+                float input_scale, const std::string& who);
+  // The quantized weights, outputs first (`plain`: an s8 descriptor of them), reordered into `wanted` in memory of
+  // their own.
+  const dnnl::memory& Place(const dnnl::memory::desc& plain, const dnnl::memory::desc& wanted);
+  const dnnl::memory& placed() const { return placed_; }
+  const std::vector<float>& output_scales() const { return output_scales_; }
+  const std::vector<float>& scaled_bias() const { return scaled_bias_; }
+  size_t bytes() const { return copy_ ? copy_->size() : 0; }
+
+ private:
+  std::vector<int8_t> values_;
+  std::vector<float> output_scales_, scaled_bias_;
+  std::shared_ptr<SyncedMemory> copy_;
+  dnnl::memory placed_;
+  uint64_t weights_version_ = 0, bias_version_ = 0;
+  const float* weights_data_ = nullptr;
+  const float* bias_data_ = nullptr;
+};
+
+// The reorder from float `from` into 8-bit `to` (u8 or s8) as round(x * scale), saturated.
+dnnl::reorder QuantizingReorder(const dnnl::memory::desc& from, const dnnl::memory::desc& to, float scale);
+// An Error naming `who` where `q` cannot be used (its input_scale not a positive number).
+void CheckQuantization(const QuantizationParameter& q, const std::string& who);
 
 // A forward and a backward primitive between one NCHW bottom and one NCHW top, in whatever layouts the
 // primitives chose (Pooling, LRN): the workspace regions of their reordered buffers and scratchpads, oneDNN's

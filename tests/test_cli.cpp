@@ -188,13 +188,15 @@ TEST_F(CliTest, TrainResumeTestAndTime) {
   ReadProtoFromTextFile(quantized, &written);
   int set = 0;
   for (const LayerParameter& layer : written.layer()) {
-    EXPECT_EQ(layer.has_quantization(), layer.type() == "Convolution") << layer.name();
+    EXPECT_EQ(layer.has_quantization(), layer.type() == "Convolution" || layer.type() == "InnerProduct")
+        << layer.name();
     if (!layer.has_quantization()) continue;
     ++set;
+    if (layer.type() != "Convolution") continue;
     EXPECT_TRUE(layer.quantization().input_unsigned());
     EXPECT_GE(layer.quantization().input_scale(), 255.f);  // inputs at most 1
   }
-  EXPECT_EQ(set, 1);
+  EXPECT_EQ(set, 2);
   const std::string quantized_test = Crema(
       "test --model=" + quantized + " --weights=" + dir_.file("straight_iter_30.caffemodel") + " --iterations=2", 0);
   const auto loss_of = [](const std::string& log) {

@@ -13,6 +13,7 @@
 #ifdef CREMA_USE_ONEDNN
 #include <dnnl.hpp>
 
+#include "layers/common/onednn_inner_product.hpp"
 #include "layers/layer_registry.hpp"
 #include "layers/vision/onednn_convolution.hpp"
 #include "net/net.hpp"
@@ -98,6 +99,7 @@ std::unique_ptr<Net> BuildNet(const std::string& text, bool train = false, float
   if (train) param.set_force_backward(true);
   auto context = std::make_shared<Context>(Device::kCPU, 0, 7);
   context->force_engine("Convolution", "onednn");
+  context->force_engine("InnerProduct", "onednn");
   auto net = std::make_unique<Net>(param, context);
   for (const auto& layer : net->layers())
     for (const auto& blob : layer->params()) test::FillUniform(blob.get(), -0.5f, 1.f, seed++);
@@ -204,6 +206,51 @@ TEST(Int8ConvolutionTest, NewWeightsAreQuantizedAgainAndAFusedReluApplies) {
         IntegerReference(*net->blob_by_name("data"), *conv.params()[0], conv.params()[1].get(), geometry, 50.f, false);
     for (float& v : expected) v = std::max(v, 0.f);
     ExpectMatches(test::DataOf(*net->blob_by_name("out")), expected, 1e-5f);
+  }
+}
+
+// An inner product in 8 bits: the same rule over its N x K weights (or K x N with transpose), signed and unsigned
+// inputs, against the products computed here in integers.
+TEST(Int8InnerProductTest, OutputsAreTheIntegerProductScaledBack) {
+  if (!HasInt8Kernels()) GTEST_SKIP() << "no 8-bit kernels on this CPU";
+  for (const bool transpose : {false, true}) {
+    for (const bool input_unsigned : {false, true}) {
+      SCOPED_TRACE(std::string(transpose ? "transposed" : "plain") + (input_unsigned ? ", unsigned" : ", signed"));
+      const float input_scale = input_unsigned ? 200.f : 90.f;
+      const std::string text =
+          "layer { name: 'data' type: 'Input' top: 'data' input_param { shape { dim: 5 dim: 3 dim: 4 dim: 6 } } }\n"
+          "layer { name: 'ip' type: 'InnerProduct' bottom: 'data' top: 'out' inner_product_param { num_output: 7 " +
+          std::string(transpose ? "transpose: true" : "") +
+          " } quantization { input_scale: " + std::to_string(input_scale) +
+          (input_unsigned ? " input_unsigned: true" : "") + " } }\n";
+      const auto net = BuildNet(text, false, input_unsigned ? 0.f : -1.5f, 1.5f);
+      const auto* layer = dynamic_cast<const OneDnnInnerProductLayer*>(net->layers()[net->plan().back().layer].get());
+      ASSERT_NE(layer, nullptr);
+      ASSERT_TRUE(layer->runs_int8());
+      net->Forward();
+      const Blob& input = *net->blob_by_name("data");
+      const Blob& weights = *layer->params()[0];
+      const Blob& bias = *layer->params()[1];
+      const int m = 5, k = 72, n = 7, low = input_unsigned ? 0 : -128, high = input_unsigned ? 255 : 127;
+      std::vector<float> expected;
+      for (int row = 0; row < m; ++row) {
+        for (int o = 0; o < n; ++o) {
+          const auto weight = [&](int i) { return weights.cpu_data()[transpose ? i * n + o : o * k + i]; };
+          float largest = 0.f;
+          for (int i = 0; i < k; ++i) largest = std::max(largest, std::abs(weight(i)));
+          const float weight_scale = 127.f / largest;
+          int64_t sum = 0;
+          for (int i = 0; i < k; ++i) {
+            const double x = std::nearbyint(static_cast<double>(input.cpu_data()[row * k + i]) * input_scale);
+            const int q = static_cast<int>(std::min<double>(high, std::max<double>(low, x)));
+            sum += static_cast<int64_t>(q) * static_cast<int>(std::nearbyint(weight(i) * weight_scale));
+          }
+          expected.push_back(static_cast<float>(static_cast<double>(sum) / (input_scale * weight_scale)) +
+                             bias.cpu_data()[o]);
+        }
+      }
+      ExpectMatches(test::DataOf(*net->blob_by_name("out")), expected, 1e-5f);
+    }
   }
 }
 

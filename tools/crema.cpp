@@ -940,7 +940,8 @@ int Import() {
   return 0;
 }
 
-// crema quantize: --model's Convolution layers set to run in 8 bits (QuantizationParameter), each input's range
+// crema quantize: --model's Convolution and InnerProduct layers set to run in 8 bits (QuantizationParameter), each
+// input's range
 // measured over --iterations batches of the net's own TEST-phase data (or --calibration's), written to --output as
 // the model's definition with a `quantization` in each measured layer. The weights stay as they are: their scales
 // are taken per output channel from the weights the net runs with.
@@ -976,7 +977,8 @@ int Quantize() {
   CopyWeightsFiles(&net, SplitList(FLAGS_weights));
   net.PlanMemory(false);
   net.RunAfterWeightsPasses();
-  // Each convolution's input, as the step is about to read it (a buffer may be reused later in the pass).
+  // Each convolution's and inner product's input, as the step is about to read it (a buffer may be reused later in
+  // the pass).
   struct Range {
     float low = 0.f, high = 0.f;
     bool seen = false;
@@ -985,7 +987,8 @@ int Quantize() {
   for (int i = 0; i < FLAGS_iterations; ++i) {
     for (size_t s = 0; s < net.plan().size(); ++s) {
       const PlanStep& step = net.plan()[s];
-      if (std::string(net.layers()[step.layer]->type()) == "Convolution" && !step.bottoms.empty()) {
+      const std::string type = net.layers()[step.layer]->type();
+      if ((type == "Convolution" || type == "InnerProduct") && !step.bottoms.empty()) {
         const Blob& input = *net.blobs()[step.bottoms[0]];
         Range& range = ranges[net.layer_names()[step.layer]];
         const float* data = input.cpu_data();
@@ -1001,7 +1004,7 @@ int Quantize() {
   int quantized = 0;
   for (LayerParameter& layer : *model.mutable_layer()) {
     const auto range = ranges.find(layer.name());
-    if (layer.type() != "Convolution" || range == ranges.end()) continue;
+    if ((layer.type() != "Convolution" && layer.type() != "InnerProduct") || range == ranges.end()) continue;
     const Range& r = range->second;
     CREMA_CHECK(std::isfinite(r.low) && std::isfinite(r.high))
         << "layer '" << layer.name() << "': its input reached " << (std::isfinite(r.low) ? r.high : r.low)
@@ -1016,9 +1019,10 @@ int Quantize() {
               << q->input_scale() << (unsigned_input ? ", unsigned" : ", signed");
     ++quantized;
   }
-  CREMA_CHECK(quantized > 0) << "net '" << model.name() << "' has no Convolution layer in its TEST phase to quantize";
+  CREMA_CHECK(quantized > 0) << "net '" << model.name()
+                             << "' has no Convolution or InnerProduct layer in its TEST phase to quantize";
   WriteProtoToTextFile(model, FLAGS_output);
-  LOG(INFO) << "Wrote " << FLAGS_model << " with " << quantized << " convolutions set to 8 bits (measured over "
+  LOG(INFO) << "Wrote " << FLAGS_model << " with " << quantized << " layers set to 8 bits (measured over "
             << FLAGS_iterations << " batches) to " << FLAGS_output;
   return 0;
 }
@@ -1037,8 +1041,9 @@ const char kUsage[] =
     "  export  write a net and its weights as an ONNX model (--model, --weights, --output, --opset, --fold,\n"
     "          --dynamic_batch)\n"
     "  import  write an ONNX model as a net and its weights (--model=M.onnx, --output_model, --output_weights)\n"
-    "  quantize  write a net with its convolutions set to run in 8 bits, their inputs' ranges measured over\n"
-    "          batches of its data (--model, --weights, --iterations, --calibration, --output)\n"
+    "  quantize  write a net with its convolutions and inner products set to run in 8 bits, their inputs'\n"
+    "          ranges measured over"
+    " batches of its data (--model, --weights, --iterations, --calibration, --output)\n"
     "  device_query  show the properties of the GPUs (--gpu; default all of them)\n"
     "  monitor LOG_OR_FOLDER...  the training page over finished or running logs, side by side "
     "(--monitor=[HOST:]PORT,\n"

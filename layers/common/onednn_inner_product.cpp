@@ -2,6 +2,8 @@
 
 #ifdef CREMA_USE_ONEDNN
 
+#include <glog/logging.h>
+
 #include <unordered_map>
 
 #include "layers/onednn_util.hpp"
@@ -25,7 +27,32 @@ struct OneDnnInnerProductLayer::Primitive {
   memory::desc scratch_desc;  // queried once
   onednn::Bindings bindings;  // the memories of the last call, kept for the next
   size_t scratch = 0;
+  // 8-bit inference (QuantizationParameter), as the convolution's engine does it: the input quantized into the
+  // workspace (`quantized_src`, at `quantized`), the weights by `int8_weights`, the primitive made again for new
+  // weights (its output scales follow them).
+  bool int8 = false;
+  memory::desc int8_src, quantized_src;
+  dnnl::reorder quantize_src;
+  onednn::Int8Weights int8_weights;
+  size_t quantized = 0;
 };
+
+// The 8-bit primitive for the weights and bias as they are now, their quantized copy placed in its layout.
+void OneDnnInnerProductLayer::MakeInt8Forward(Primitive* p) const {
+  const Blob* bias = bias_term_ ? params_[1].get() : nullptr;
+  // Output n's weights: a row of K (N x K), or a column of the K x N transpose.
+  p->int8_weights.Quantize(*params_[0], bias, N_, transpose_ ? 1 : K_, transpose_ ? N_ : 1,
+                           layer_param().quantization().input_scale(), describe());
+  dnnl::primitive_attr attr = onednn::UserScratchpadWith(fused_activation_);
+  attr.set_output_scales(1 << 1, p->int8_weights.output_scales());
+  p->forward = dnnl::inner_product_forward::primitive_desc(
+      dnnl::inner_product_forward::desc(dnnl::prop_kind::forward_inference, p->int8_src,
+                                        memory::desc(Dims({N_, K_}), memory::data_type::s8, Tag::any),
+                                        bias ? p->bias : memory::desc(), p->dst),
+      attr, CpuEngine());
+  p->primitive = dnnl::primitive(p->forward.get());
+  p->int8_weights.Place(memory::desc(Dims({N_, K_}), memory::data_type::s8, Tag::oi), p->forward.weights_desc());
+}
 
 OneDnnInnerProductLayer::OneDnnInnerProductLayer(const LayerParameter& param, std::shared_ptr<Context> context)
     : InnerProductLayer(param, std::move(context)) {}
@@ -33,6 +60,8 @@ OneDnnInnerProductLayer::OneDnnInnerProductLayer(const LayerParameter& param, st
 OneDnnInnerProductLayer::~OneDnnInnerProductLayer() = default;
 
 std::vector<Layer::HeldBuffer> OneDnnInnerProductLayer::HeldBuffers() const {
+  if (primitive_ && primitive_->int8)
+    return {{"weights quantized to 8 bits for oneDNN", primitive_->int8_weights.bytes(), Device::kCPU}};
   if (!primitive_ || primitive_->weights.bytes() == 0) return {};
   return {{"weights in oneDNN's layout", primitive_->weights.bytes(), Device::kCPU}};
 }
@@ -41,9 +70,14 @@ bool OneDnnInnerProductLayer::ComputesFusedActivation() const {
   return primitive_ != nullptr && fused_activation_.kind != FusedActivation::kNone;
 }
 
+bool OneDnnInnerProductLayer::runs_int8() const { return primitive_ && primitive_->int8; }
+
 void OneDnnInnerProductLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   InnerProductLayer::Reshape(bottom, top);  // M_, K_, N_ and the top's shape
-  if (backward_planned() || fused_sum() || static_cast<int64_t>(N_) * K_ < kLargeWeights) {
+  // 8 bits wherever the net runs forward only and oneDNN has the kernels (else float, said once).
+  const bool int8 = !backward_planned() && !fused_sum() && layer_param().has_quantization();
+  if (int8) onednn::CheckQuantization(layer_param().quantization(), describe());
+  if (!int8 && (backward_planned() || fused_sum() || static_cast<int64_t>(N_) * K_ < kLargeWeights)) {
     primitive_.reset();  // the native matrix products
     return;
   }
@@ -56,6 +90,28 @@ void OneDnnInnerProductLayer::Reshape(const std::vector<Blob*>& bottom, const st
   p->dst = memory::desc(Dims({M_, N_}), f32, Tag::nc);
   p->user_weights = memory::desc(Dims({N_, K_}), f32, transpose_ ? Tag::io : Tag::oi);
   p->bias = memory::desc(Dims({N_}), f32, Tag::x);
+  onednn::Regions regions;
+  if (int8) {
+    try {
+      const bool unsigned_input = layer_param().quantization().input_unsigned();
+      p->int8_src =
+          memory::desc(Dims({M_, K_}), unsigned_input ? memory::data_type::u8 : memory::data_type::s8, Tag::nc);
+      MakeInt8Forward(p.get());
+      p->int8 = true;
+      p->quantized_src = p->forward.src_desc();
+      p->quantize_src = onednn::QuantizingReorder(p->src, p->quantized_src, layer_param().quantization().input_scale());
+      p->quantized = regions.Add(p->quantized_src);
+      p->scratch_desc = p->forward.scratchpad_desc();
+      p->scratch = regions.Add(p->scratch_desc);
+      RequestWorkspace(regions.Floats());
+      primitive_ = std::move(p);
+      return;
+    } catch (const dnnl::error& error) {
+      LOG(WARNING) << describe() << " runs in float: oneDNN has no 8-bit inner product for it on this CPU ("
+                   << error.what() << ")";
+      p->int8 = false;
+    }
+  }
   const memory::desc any_weights(Dims({N_, K_}), f32, Tag::any);
   p->forward = dnnl::inner_product_forward::primitive_desc(
       dnnl::inner_product_forward::desc(dnnl::prop_kind::forward_inference, p->src, any_weights,
@@ -63,7 +119,6 @@ void OneDnnInnerProductLayer::Reshape(const std::vector<Blob*>& bottom, const st
       onednn::UserScratchpadWith(fused_activation_), CpuEngine());
   p->primitive = dnnl::primitive(p->forward.get());
   p->weights.Describe(p->forward.weights_desc(), p->user_weights);
-  onednn::Regions regions;
   p->scratch_desc = p->forward.scratchpad_desc();
   p->scratch = regions.Add(p->scratch_desc);
   RequestWorkspace(regions.Floats());
@@ -76,12 +131,25 @@ void OneDnnInnerProductLayer::Forward_any(const std::vector<Blob*>& bottom, cons
     return;
   }
   Primitive& p = *primitive_;
+  const Blob* bias = bias_term_ ? params_[1].get() : nullptr;
+  if (p.int8 && p.int8_weights.Stale(*params_[0], bias)) {
+    const size_t scratch_bytes = p.scratch_desc.get_size();
+    MakeInt8Forward(&p);
+    CREMA_CHECK(p.forward.src_desc() == p.quantized_src && p.forward.scratchpad_desc().get_size() <= scratch_bytes)
+        << describe() << ": oneDNN chose other layouts for new weights";
+  }
   onednn::Binder bind(workspace(), &p.bindings);
-  onednn::Args args = {{DNNL_ARG_SRC, bind.Plain(p.src, bottom[0]->cpu_data())},
-                       {DNNL_ARG_WEIGHTS, p.weights.Get(*params_[0], bind.stream())},
+  memory src = bind.Plain(p.src, bottom[0]->cpu_data());
+  if (p.int8) {  // quantized into the workspace
+    const memory quantized = bind.Scratch(p.quantized_src, p.quantized);
+    onednn::RunReorder(p.quantize_src, bind.stream(), src, quantized);
+    src = quantized;
+  }
+  onednn::Args args = {{DNNL_ARG_SRC, src},
+                       {DNNL_ARG_WEIGHTS, p.int8 ? p.int8_weights.placed() : p.weights.Get(*params_[0], bind.stream())},
                        {DNNL_ARG_DST, bind.Plain(p.dst, top[0]->mutable_cpu_data())},
                        {DNNL_ARG_SCRATCHPAD, bind.Scratch(p.scratch_desc, p.scratch)}};
-  if (bias_term_) args[DNNL_ARG_BIAS] = bind.Plain(p.bias, params_[1]->cpu_data());
+  if (bias) args[DNNL_ARG_BIAS] = bind.Plain(p.bias, p.int8 ? p.int8_weights.scaled_bias().data() : bias->cpu_data());
   args.Run(p.primitive, bind.stream());
   bind.stream().wait();
 }

@@ -4,7 +4,9 @@
 // connected layer over few items is bound by reading its weights: CaffeNet's fc6 at batch 16 reads 151 MB to do 1.2
 // GFLOP, and a matrix product handed the plain weights repacks them on every call. Where backward may run (training),
 // and for weights under 1 MiB (which the caches hold), the engine is the native one: the matrix products on the plain
-// weights, so training is unchanged. Parameters and shapes: layers/common/inner_product.hpp.
+// weights, so training is unchanged. With a `quantization` setting (written by `crema quantize`), a net that runs
+// forward only computes it in 8-bit integers whatever the size of its weights (onednn::Int8Weights). Parameters and
+// shapes: layers/common/inner_product.hpp.
 #pragma once
 
 #ifdef CREMA_USE_ONEDNN
@@ -25,6 +27,9 @@ class OneDnnInnerProductLayer : public InnerProductLayer {
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   // The weights reordered into the primitive's layout, once it has run.
   std::vector<HeldBuffer> HeldBuffers() const override;
+  // Whether its forward runs in 8-bit integers (QuantizationParameter, in a net that runs forward only, where oneDNN
+  // has the kernels; any size of weights).
+  bool runs_int8() const;
 
  protected:
   void Forward_any(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
@@ -32,6 +37,7 @@ class OneDnnInnerProductLayer : public InnerProductLayer {
 
  private:
   struct Primitive;  // the oneDNN objects (dnnl.hpp stays out of this header); null where backward may run
+  void MakeInt8Forward(Primitive* p) const;
   std::unique_ptr<Primitive> primitive_;
 };
 

@@ -52,20 +52,14 @@ struct OneDnnConvolutionLayer::Primitives {
   onednn::WeightCache weights;       // the forward's weights, in its layout
   bool data_reads_cached = false;    // the backward-data primitive wants the weights in the forward's layout
 
-  // 8-bit inference (QuantizationParameter): the input quantized by `quantize_src` into the forward's integer layout;
-  // the weights quantized per output channel by crema (QuantizeWeights) into `int8_weights`, in the forward's
-  // layout, with the bias at the sums' scale; made again where the weights or the bias change, since the output
-  // scales, which follow the weights, are fixed in the primitive.
+  // 8-bit inference (QuantizationParameter): the input quantized by `quantize_src` into the forward's integer layout,
+  // the weights by `int8_weights`; the forward is made again where the weights or the bias change, since the output
+  // scales, which follow the weights, are fixed in the primitive (MakeInt8Forward).
   bool int8 = false;
   dnnl::reorder quantize_src;
-  std::vector<float> output_scales, scaled_bias;
-  std::shared_ptr<SyncedMemory> int8_weights;
-  memory int8_weights_memory;
+  onednn::Int8Weights int8_weights;
   memory::desc int8_src, int8_weights_any, int8_dst;
   memory::dims strides, dilates, pad_left, pad_right;
-  uint64_t quantized_weights_version = 0, quantized_bias_version = 0;
-  const float* quantized_weights_data = nullptr;
-  const float* quantized_bias_data = nullptr;
 
   // The forward primitive's descriptors, queried once (each query costs some hundred nanoseconds, on every pass).
   memory::desc forward_src, forward_dst, forward_scratch_desc;
@@ -264,8 +258,8 @@ OneDnnConvolutionLayer::OneDnnConvolutionLayer(const LayerParameter& param, std:
 OneDnnConvolutionLayer::~OneDnnConvolutionLayer() = default;
 
 std::vector<Layer::HeldBuffer> OneDnnConvolutionLayer::HeldBuffers() const {
-  if (primitives_ && primitives_->int8_weights)
-    return {{"the weights quantized to 8 bits for oneDNN", primitives_->int8_weights->size(), Device::kCPU}};
+  if (primitives_ && primitives_->int8)
+    return {{"the weights quantized to 8 bits for oneDNN", primitives_->int8_weights.bytes(), Device::kCPU}};
   const size_t bytes = primitives_ ? primitives_->weights.bytes() : 0;
   if (bytes == 0) return {};
   return {{"the weights reordered for oneDNN", bytes, Device::kCPU}};
@@ -399,9 +393,7 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
       // 8-bit integers, where oneDNN has kernels for them on this CPU; else float, said once.
       const QuantizationParameter& q = layer_param().quantization();
       CREMA_CHECK(!transposed_) << Layer::describe() << ": quantization is for Convolution layers";
-      CREMA_CHECK(std::isfinite(q.input_scale()) && q.input_scale() > 0)
-          << Layer::describe() << ": quantization.input_scale must be a positive number (it is " << q.input_scale()
-          << ")";
+      onednn::CheckQuantization(q, Layer::describe());
       p->int8_src = memory::desc(p->user_src.dims(), q.input_unsigned() ? memory::data_type::u8 : memory::data_type::s8,
                                  layout == "nhwc" ? Tag::nhwc : Tag::any);
       p->int8_weights_any = memory::desc(p->user_weights.dims(), memory::data_type::s8, Tag::any);
@@ -411,12 +403,9 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
       p->pad_left = pad_left;
       p->pad_right = pad_right;
       try {
-        QuantizeWeights(p.get());
+        MakeInt8Forward(p.get());
         p->int8 = true;
-        dnnl::primitive_attr scale;
-        scale.set_output_scales(0, {q.input_scale()});
-        p->quantize_src = dnnl::reorder(
-            dnnl::reorder::primitive_desc(CpuEngine(), p->user_src, CpuEngine(), p->forward.src_desc(0), scale));
+        p->quantize_src = onednn::QuantizingReorder(p->user_src, p->forward.src_desc(0), q.input_scale());
       } catch (const dnnl::error& error) {
         LOG(WARNING) << Layer::describe() << " runs in float: oneDNN has no 8-bit convolution for it on this CPU ("
                      << error.what() << ")";
@@ -513,38 +502,17 @@ Layout OneDnnConvolutionLayer::OffersLayout(int top, const std::vector<Layout>&)
 
 using onednn::Binder;
 
-void OneDnnConvolutionLayer::QuantizeWeights(Primitives* p) const {
-  const Blob& weights = *params_[0];
+void OneDnnConvolutionLayer::MakeInt8Forward(Primitives* p) const {
   const Blob* bias = bias_term_ ? params_[1].get() : nullptr;
-  const float input_scale = layer_param().quantization().input_scale();
-  // Each output channel's weights lie together (oihw, and goihw by group): a row of count / num_output.
-  const int rows = num_output_;
-  const size_t row = static_cast<size_t>(weights.count()) / rows;
-  std::vector<int8_t> quantized(weights.count());
-  p->output_scales.assign(rows, 1.f);
-  p->scaled_bias.assign(bias ? rows : 0, 0.f);
-  const float* w = weights.cpu_data();
-  for (int o = 0; o < rows; ++o) {
-    const float* in = w + o * row;
-    float largest = 0.f;
-    for (size_t i = 0; i < row; ++i) largest = std::max(largest, std::abs(in[i]));
-    CREMA_CHECK(std::isfinite(largest)) << describe() << ": output channel " << o
-                                        << "'s weights are not finite numbers; they cannot be quantized";
-    const float weight_scale = largest > 0.f ? 127.f / largest : 1.f;
-    for (size_t i = 0; i < row; ++i)
-      quantized[o * row + i] =
-          static_cast<int8_t>(std::min(127.f, std::max(-127.f, std::nearbyint(in[i] * weight_scale))));
-    // The primitive adds the bias to the integer sums before it scales them back.
-    p->output_scales[o] = 1.f / (input_scale * weight_scale);
-    if (bias) p->scaled_bias[o] = bias->cpu_data()[o] * input_scale * weight_scale;
-  }
+  // Each output channel's weights lie together (oihw, and goihw by group).
+  p->int8_weights.Quantize(*params_[0], bias, num_output_, params_[0]->count() / num_output_, 1,
+                           layer_param().quantization().input_scale(), describe());
   dnnl::primitive_attr attr = onednn::UserScratchpadWith(fused_activation_, fused_sum());
-  attr.set_output_scales(1 << 1, p->output_scales);
-  const memory::desc bias_desc = bias ? p->user_bias : memory::desc();
+  attr.set_output_scales(1 << 1, p->int8_weights.output_scales());
   const dnnl::convolution_forward::primitive_desc pd(
       dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-                                      p->int8_src, p->int8_weights_any, bias_desc, p->int8_dst, p->strides, p->dilates,
-                                      p->pad_left, p->pad_right),
+                                      p->int8_src, p->int8_weights_any, bias ? p->user_bias : memory::desc(),
+                                      p->int8_dst, p->strides, p->dilates, p->pad_left, p->pad_right),
       attr, CpuEngine());
   // Made again for new weights: the same layouts and a scratchpad no larger than the workspace holds.
   if (p->int8) {
@@ -554,33 +522,17 @@ void OneDnnConvolutionLayer::QuantizeWeights(Primitives* p) const {
   }
   p->forward = pd;
   p->forward_primitive = dnnl::primitive(pd);
-  const memory::desc plain(p->user_weights.dims(), memory::data_type::s8, group_ == 1 ? Tag::oihw : Tag::goihw);
-  const memory::desc wanted = pd.weights_desc();
-  if (!p->int8_weights || p->int8_weights->size() != wanted.get_size())
-    p->int8_weights = std::make_shared<SyncedMemory>(wanted.get_size());
-  p->int8_weights_memory = memory(wanted, CpuEngine(), p->int8_weights->mutable_cpu_data());
-  const memory from(plain, CpuEngine(), quantized.data());
-  onednn::RunReorder(onednn::Reorder(plain, wanted), onednn::CpuStream(), from, p->int8_weights_memory);
-  onednn::CpuStream().wait();
-  p->quantized_weights_version = weights.data_version();
-  p->quantized_weights_data = w;
-  p->quantized_bias_version = bias ? bias->data_version() : 0;
-  p->quantized_bias_data = bias ? bias->cpu_data() : nullptr;
+  p->int8_weights.Place(
+      memory::desc(p->user_weights.dims(), memory::data_type::s8, group_ == 1 ? Tag::oihw : Tag::goihw),
+      pd.weights_desc());
 }
 
 void OneDnnConvolutionLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   Primitives& p = *primitives_;
   OneThreadWhile threads(p.one_thread);
-  if (p.int8) {
-    const Blob* bias = bias_term_ ? params_[1].get() : nullptr;
-    const bool stale =
-        params_[0]->data_version() != p.quantized_weights_version ||
-        params_[0]->cpu_data() != p.quantized_weights_data ||
-        (bias && (bias->data_version() != p.quantized_bias_version || bias->cpu_data() != p.quantized_bias_data));
-    if (stale) QuantizeWeights(&p);
-  }
+  if (p.int8 && p.int8_weights.Stale(*params_[0], bias_term_ ? params_[1].get() : nullptr)) MakeInt8Forward(&p);
   Binder bind(workspace(), &p.forward_bindings);
-  const memory weights = p.int8 ? p.int8_weights_memory : p.weights.Get(*params_[0], bind.stream());
+  const memory weights = p.int8 ? p.int8_weights.placed() : p.weights.Get(*params_[0], bind.stream());
   for (size_t b = 0; b < bottom.size(); ++b) {
     memory src;
     if (p.int8) {  // quantized into the workspace
@@ -610,7 +562,8 @@ void OneDnnConvolutionLayer::Forward_cpu(const std::vector<Blob*>& bottom, const
                          {DNNL_ARG_DST, dst},
                          {DNNL_ARG_SCRATCHPAD, bind.Scratch(p.forward_scratch_desc, p.forward_scratch)}};
     if (bias_term_)
-      args[DNNL_ARG_BIAS] = bind.Plain(p.user_bias, p.int8 ? p.scaled_bias.data() : params_[1]->cpu_data());
+      args[DNNL_ARG_BIAS] =
+          bind.Plain(p.user_bias, p.int8 ? p.int8_weights.scaled_bias().data() : params_[1]->cpu_data());
     args.Run(p.forward_primitive, bind.stream());
     bind.Out(dst, p.user_dst, output);
   }

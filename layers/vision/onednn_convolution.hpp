@@ -83,10 +83,9 @@ class OneDnnConvolutionLayer : public BaseConvolutionLayer {
   void InputGradientByBands(const float* top_diff, const float* weights, float* bands, float* input_diff) const;
 
   struct Primitives;  // the oneDNN objects (dnnl.hpp stays out of this header)
-  // The 8-bit forward for the weights and bias as they are now: each output channel's weights quantized by its
-  // largest magnitude, the output scales and the scaled bias, the primitive made with those scales and the weights
-  // reordered into its layout (Primitives says why it is made again).
-  void QuantizeWeights(Primitives* p) const;
+  // The 8-bit forward for the weights and bias as they are now (onednn::Int8Weights): the primitive made with their
+  // output scales, and the quantized weights placed in its layout (Primitives says why it is made again).
+  void MakeInt8Forward(Primitives* p) const;
 
   const bool transposed_;
   std::unique_ptr<Primitives> primitives_;
