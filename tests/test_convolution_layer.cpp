@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -514,10 +513,7 @@ TEST(ConvolutionLayerTest, EveryEngineAgreesWithTheReferenceEngine) {
 // which a test cannot rely on; forced here. Outputs and both gradients are the reference engine's within Winograd's
 // rounding, and the gradients pass the numeric check.
 TEST(ConvolutionLayerTest, OneDnnWinogradInTrainingAgreesWithTheReferenceEngine) {
-  struct Setting {
-    Setting() { setenv("CREMA_ONEDNN_WINOGRAD", "1", 1); }
-    ~Setting() { unsetenv("CREMA_ONEDNN_WINOGRAD"); }
-  } always;
+  const test::ScopedEnvironment always("CREMA_ONEDNN_WINOGRAD", "1");
   const bool has_winograd = dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core;
   const std::pair<std::string, std::vector<std::vector<int>>> cases[] = {
       {"num_output: 32 kernel_size: 3 pad: 1", {{2, 16, 10, 9}}},

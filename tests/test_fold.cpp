@@ -422,10 +422,7 @@ TEST(FoldTest, TheFoldedNetOnTheGpuGivesTheCpusOutputs) {
 // summation order).
 TEST(FoldTest, WinogradConvolutionsAndSumsInTheSummandsMemoryMatchTheReference) {
   // Winograd wherever oneDNN has it (by default only where it measures faster, which a test cannot rely on).
-  struct Setting {
-    Setting() { setenv("CREMA_ONEDNN_WINOGRAD", "1", 1); }
-    ~Setting() { unsetenv("CREMA_ONEDNN_WINOGRAD"); }
-  } always;
+  const test::ScopedEnvironment always("CREMA_ONEDNN_WINOGRAD", "1");
   for (const bool summand_is_input : {false, true}) {
     SCOPED_TRACE(summand_is_input ? "the convolution reads the summand" : "ResNet's shortcut");
     const std::string text = std::string(R"(

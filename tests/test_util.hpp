@@ -4,6 +4,7 @@
 
 #include <glog/logging.h>
 
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -83,6 +84,18 @@ NetParameter ParseNet(const std::string& text);
 std::string ErrorMessage(const std::function<void()>& action);
 // Expects `statement` to throw a crema::Error whose message contains every one of `parts`.
 void ExpectErrorContaining(const std::function<void()>& statement, const std::vector<std::string>& parts);
+
+// The environment variable `name` set to `value` while the object lives (unset when it goes away).
+class ScopedEnvironment {
+ public:
+  ScopedEnvironment(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
+  ~ScopedEnvironment() { unsetenv(name_); }
+  ScopedEnvironment(const ScopedEnvironment&) = delete;
+  ScopedEnvironment& operator=(const ScopedEnvironment&) = delete;
+
+ private:
+  const char* name_;
+};
 
 // A fresh directory under /tmp, removed with everything in it when the object goes away.
 class TempDir {
