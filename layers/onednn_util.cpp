@@ -373,9 +373,12 @@ void Int8Weights::Quantize(const Blob& weights, const Blob* bias, int outputs, i
   for (int o = 0; o < outputs; ++o) {
     const float* row = w + o * output_stride;
     float largest = 0.f;
-    for (int64_t i = 0; i < inputs; ++i) largest = std::max(largest, std::abs(row[i * input_stride]));
-    CREMA_CHECK(std::isfinite(largest)) << who << ": output " << o
-                                        << "'s weights are not finite numbers; they cannot be quantized";
+    bool finite = true;  // checked apart: std::max passes over a NaN
+    for (int64_t i = 0; i < inputs; ++i) {
+      largest = std::max(largest, std::abs(row[i * input_stride]));
+      finite = finite && std::isfinite(row[i * input_stride]);
+    }
+    CREMA_CHECK(finite) << who << ": output " << o << "'s weights are not all finite numbers; they cannot be quantized";
     const float scale = largest > 0.f ? 127.f / largest : 1.f;
     int8_t* out = values_.data() + o * inputs;
     for (int64_t i = 0; i < inputs; ++i)

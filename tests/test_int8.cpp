@@ -268,6 +268,17 @@ TEST(Int8ConvolutionTest, ATrainingNetComputesInFloat) {
   ExpectMatches(test::DataOf(*net->blob_by_name("out")), test::DataOf(*reference->blob_by_name("out")), 1e-6f);
 }
 
+// Weights that are not all finite numbers cannot be quantized: an error naming the layer and the output, not a
+// silent value.
+TEST(Int8ConvolutionTest, WeightsThatAreNotFiniteAreNamed) {
+  if (!HasInt8Kernels()) GTEST_SKIP() << "no 8-bit kernels on this CPU";
+  const auto net =
+      BuildNet(ConvNet({1, 16, 4, 4}, "num_output: 16 kernel_size: 3 pad: 1", "quantization { input_scale: 50 }"));
+  ASSERT_TRUE(ConvolutionOf(*net).runs_int8());
+  net->layer_by_name("conv")->params()[0]->mutable_cpu_data()[3 * 144 + 5] = std::nanf("");
+  test::ExpectErrorContaining([&] { net->Forward(); }, {"conv", "output 3", "not all finite"});
+}
+
 TEST(Int8ConvolutionTest, ABadScaleIsNamed) {
   for (const char* scale : {"0", "-2", "inf"}) {
     SCOPED_TRACE(scale);
