@@ -67,6 +67,9 @@ class Layer {
   // The engine this layer is (LayerRegistry sets it; "" for a layer made directly).
   const std::string& engine() const { return engine_; }
   void set_engine(const std::string& engine) { engine_ = engine; }
+  // How the engine computes, where that is worth saying beside its name ("8-bit integers", "Winograd"; "" for
+  // nothing to say), for `crema time`'s list of engines.
+  virtual std::string engine_note() const { return ""; }
   const std::string& name() const { return param_.name(); }
   Context& context() const { return *context_; }
   Device device() const { return context_->device(); }

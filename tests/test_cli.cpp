@@ -5,6 +5,10 @@
 #include <fstream>
 #include <regex>
 
+#ifdef CREMA_USE_ONEDNN
+#include <oneapi/dnnl/dnnl.h>
+#endif
+
 #include "core/context.hpp"
 #include "io/proto_io.hpp"
 #include "test_util.hpp"
@@ -205,6 +209,12 @@ TEST_F(CliTest, TrainResumeTestAndTime) {
     return match.empty() ? -1.0 : std::stod(match[1].str());
   };
   EXPECT_NEAR(loss_of(quantized_test), loss_of(tested), 0.02 * loss_of(tested));
+#ifdef CREMA_USE_ONEDNN
+  if (dnnl_get_effective_cpu_isa() >= dnnl_cpu_isa_avx2) {  // where oneDNN has 8-bit kernels
+    EXPECT_CONTAINS(Crema("time --model=" + quantized + " --forward_only --phase=TEST --iterations=1", 0),
+                    "conv\tConvolution\tonednn (8-bit integers)");
+  }
+#endif
   EXPECT_CONTAINS(Crema("quantize --model=" + net + " --iterations=1", 1), "give --output=NET.prototxt");
 
   const std::string timed = Crema("time --model=" + net + " --iterations=2", 0);

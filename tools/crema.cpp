@@ -594,7 +594,9 @@ int Time() {
   LOG(INFO) << "Engines: ";
   for (size_t s = 0; s < plan.size(); ++s) {
     const Layer& layer = *net->layers()[plan[s].layer];
-    LOG(INFO) << std::setw(10) << layer.name() << "\t" << layer.type() << "\t" << layer.engine();
+    const std::string note = layer.engine_note();
+    LOG(INFO) << std::setw(10) << layer.name() << "\t" << layer.type() << "\t" << layer.engine()
+              << (note.empty() ? "" : " (" + note + ")");
   }
   // The rewrites: for inference (net/fold.hpp), what was folded and fused into what, and what went; for training
   // (net/fuse.hpp), the BatchNorms that run the Scale and ReLU after them.

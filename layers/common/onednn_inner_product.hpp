@@ -30,6 +30,8 @@ class OneDnnInnerProductLayer : public InnerProductLayer {
   // Whether its forward runs in 8-bit integers (QuantizationParameter, in a net that runs forward only, where oneDNN
   // has the kernels; any size of weights).
   bool runs_int8() const;
+  // "8-bit integers" where it runs in them, else "".
+  std::string engine_note() const override { return runs_int8() ? "8-bit integers" : ""; }
 
  protected:
   void Forward_any(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;

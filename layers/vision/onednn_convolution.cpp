@@ -486,6 +486,11 @@ bool OneDnnConvolutionLayer::ThreadCountChangesPass(bool backward) const {
 
 bool OneDnnConvolutionLayer::runs_int8() const { return primitives_ && primitives_->int8; }
 
+std::string OneDnnConvolutionLayer::engine_note() const {
+  if (runs_int8()) return "8-bit integers";
+  return implementation().find("wino") != std::string::npos ? "Winograd" : "";
+}
+
 std::string OneDnnConvolutionLayer::implementation() const {
   return primitives_ ? primitives_->forward.impl_info_str() : "";
 }

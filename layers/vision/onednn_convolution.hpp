@@ -62,6 +62,8 @@ class OneDnnConvolutionLayer : public BaseConvolutionLayer {
   // Whether its forward runs in 8-bit integers (QuantizationParameter, in a net that runs forward only, where oneDNN
   // has the kernels).
   bool runs_int8() const;
+  // "8-bit integers" or "Winograd" (its forward's kernels), else "".
+  std::string engine_note() const override;
 
   // "" when the engine takes the query, else why not (the registry's refusal).
   static std::string Refusal(const EngineQuery& query);
