@@ -2,6 +2,8 @@
 
 #ifdef CREMA_USE_ONEDNN
 
+#include <glog/logging.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -410,6 +412,14 @@ dnnl::reorder QuantizingReorder(const memory::desc& from, const memory::desc& to
 void CheckQuantization(const QuantizationParameter& q, const std::string& who) {
   CREMA_CHECK(std::isfinite(q.input_scale()) && q.input_scale() > 0)
       << who << ": quantization.input_scale must be a positive number (it is " << q.input_scale() << ")";
+}
+
+void WarnInt8Refused(const std::string& who, const std::string& why) {
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    LOG(WARNING) << who << " runs in float, though set to 8 bits: oneDNN has no 8-bit kernels for it on this CPU ("
+                 << why << "); other such layers of this run are not named";
+  });
 }
 
 Passes::Passes(const memory::desc& user_src, const memory::desc& user_dst, const dnnl::primitive_desc_base& forward,

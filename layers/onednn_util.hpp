@@ -225,6 +225,9 @@ class Int8Weights {
 dnnl::reorder QuantizingReorder(const dnnl::memory::desc& from, const dnnl::memory::desc& to, float scale);
 // An Error naming `who` where `q` cannot be used (its input_scale not a positive number).
 void CheckQuantization(const QuantizationParameter& q, const std::string& who);
+// Says, once per process, that layer `who` computes in float although set to 8 bits, and why (`why`: oneDNN's
+// refusal); later such layers are not named.
+void WarnInt8Refused(const std::string& who, const std::string& why);
 
 // A forward and a backward primitive between one NCHW bottom and one NCHW top, in whatever layouts the
 // primitives chose (Pooling, LRN): the workspace regions of their reordered buffers and scratchpads, oneDNN's

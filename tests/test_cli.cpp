@@ -216,6 +216,14 @@ TEST_F(CliTest, TrainResumeTestAndTime) {
   }
 #endif
   EXPECT_CONTAINS(Crema("quantize --model=" + net + " --iterations=1", 1), "give --output=NET.prototxt");
+  // A net fed by an Input layer has only zeros to measure: said, naming a layer.
+  const std::string deploy =
+      Write("deploy.prototxt", std::string(kInput) +
+                                   "layer { name: 'c' type: 'Convolution' bottom: 'data' top: 'c' "
+                                   "convolution_param { num_output: 2 kernel_size: 3 } }\n");
+  EXPECT_CONTAINS(
+      Crema("quantize --model=" + deploy + " --iterations=1 --output=" + dir_.file("deploy_int8.prototxt"), 0),
+      "1 of the 1 layers saw only zeros as input (the first: 'c')");
 
   const std::string timed = Crema("time --model=" + net + " --iterations=2", 0);
   EXPECT_TRUE(std::regex_search(timed, std::regex("Average Forward pass: [0-9.e+-]+ ms")));

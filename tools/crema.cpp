@@ -1004,6 +1004,7 @@ int Quantize() {
     }
   }
   int quantized = 0;
+  std::vector<std::string> only_zeros;
   for (LayerParameter& layer : *model.mutable_layer()) {
     const auto range = ranges.find(layer.name());
     if ((layer.type() != "Convolution" && layer.type() != "InnerProduct") || range == ranges.end()) continue;
@@ -1014,6 +1015,7 @@ int Quantize() {
     // Not negative: unsigned, [0, 255]; else signed, [-128, 127], symmetric about zero.
     const bool unsigned_input = r.low >= 0.f;
     const float largest = unsigned_input ? r.high : std::max(-r.low, r.high);
+    if (largest == 0.f) only_zeros.push_back(layer.name());
     QuantizationParameter* q = layer.mutable_quantization();
     q->set_input_scale(largest > 0.f ? (unsigned_input ? 255.f : 127.f) / largest : 1.f);
     q->set_input_unsigned(unsigned_input);
@@ -1023,6 +1025,11 @@ int Quantize() {
   }
   CREMA_CHECK(quantized > 0) << "net '" << model.name()
                              << "' has no Convolution or InnerProduct layer in its TEST phase to quantize";
+  // An Input layer's blob stays zero: such a net has nothing to measure.
+  if (!only_zeros.empty())
+    LOG(WARNING) << only_zeros.size() << " of the " << quantized << " layers saw only zeros as input (the first: '"
+                 << only_zeros.front() << "'), so their input_scale is 1, a guess: measure a net that reads data "
+                 << "(its train_val prototxt, or --calibration=DB for its Data layers), not one fed by Input layers";
   WriteProtoToTextFile(model, FLAGS_output);
   LOG(INFO) << "Wrote " << FLAGS_model << " with " << quantized << " layers set to 8 bits (measured over "
             << FLAGS_iterations << " batches) to " << FLAGS_output;

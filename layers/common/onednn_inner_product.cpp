@@ -2,8 +2,6 @@
 
 #ifdef CREMA_USE_ONEDNN
 
-#include <glog/logging.h>
-
 #include <unordered_map>
 
 #include "layers/onednn_util.hpp"
@@ -107,8 +105,7 @@ void OneDnnInnerProductLayer::Reshape(const std::vector<Blob*>& bottom, const st
       primitive_ = std::move(p);
       return;
     } catch (const dnnl::error& error) {
-      LOG(WARNING) << describe() << " runs in float: oneDNN has no 8-bit inner product for it on this CPU ("
-                   << error.what() << ")";
+      onednn::WarnInt8Refused(describe(), error.what());
       p->int8 = false;
     }
   }

@@ -16,8 +16,6 @@
 #include <omp.h>
 #endif
 
-#include <glog/logging.h>
-
 #include "core/im2col.hpp"
 #include "core/math_functions.hpp"
 #include "core/threads.hpp"
@@ -407,8 +405,7 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
         p->int8 = true;
         p->quantize_src = onednn::QuantizingReorder(p->user_src, p->forward.src_desc(0), q.input_scale());
       } catch (const dnnl::error& error) {
-        LOG(WARNING) << Layer::describe() << " runs in float: oneDNN has no 8-bit convolution for it on this CPU ("
-                     << error.what() << ")";
+        onednn::WarnInt8Refused(Layer::describe(), error.what());
         p->int8 = false;
       }
     }
