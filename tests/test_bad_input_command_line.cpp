@@ -157,6 +157,17 @@ TEST_F(BadInputCommandLineTest, QuantizeNamesWhatIsWrong) {
       "layer { name: 'data' type: 'Input' top: 'data' input_param { shape { dim: 1 dim: 16 dim: 6 dim: 6 } } }\n"
       "layer { name: 'conv' type: 'Convolution' bottom: 'data' top: 'conv'\n"
       "        convolution_param { num_output: 16 kernel_size: 3 } quantization { input_scale: 0 } }\n");
+  const std::string log_net = dir_.file("log_net.prototxt");
+  test::WriteText(
+      log_net,
+      "layer { name: 'data' type: 'Input' top: 'data' input_param { shape { dim: 1 dim: 1 dim: 4 dim: 4 } } }\n"
+      "layer { name: 'log' type: 'Log' bottom: 'data' top: 'log' }\n"
+      "layer { name: 'c' type: 'Convolution' bottom: 'log' top: 'c' "
+      "convolution_param { num_output: 2 kernel_size: 3 } }\n");
+  test::ExpectBadInput("command line", "crema quantize on a net whose layer's input is not finite (log of 0)",
+                       kCrema + " quantize --model=" + log_net + " --iterations=1 --output=" + dir_.file("q.prototxt"),
+                       {"crema: error: layer 'c': its input reached -inf during calibration; an input that is not "
+                        "finite cannot be quantized"});
   test::ExpectBadInput("command line", "a convolution's quantization.input_scale of 0, below 0 or infinite",
                        kCrema + " time --model=" + bad + " --forward_only --phase=TEST --iterations=1",
                        {"layer 'conv' (Convolution): quantization.input_scale must be a positive number (it is 0)"});

@@ -943,10 +943,9 @@ int Import() {
 }
 
 // crema quantize: --model's Convolution and InnerProduct layers set to run in 8 bits (QuantizationParameter), each
-// input's range
-// measured over --iterations batches of the net's own TEST-phase data (or --calibration's), written to --output as
-// the model's definition with a `quantization` in each measured layer. The weights stay as they are: their scales
-// are taken per output channel from the weights the net runs with.
+// input's range measured over --iterations batches of the net's own TEST-phase data (or --calibration's), written to
+// --output as the model's definition with a `quantization` in each measured layer. The weights stay as they are:
+// their scales are taken per output channel from the weights the net runs with.
 int Quantize() {
   CREMA_CHECK(!FLAGS_output.empty()) << "quantize writes the model with its 8-bit settings: give --output=NET.prototxt";
   CREMA_CHECK(FLAGS_iterations > 0) << "--iterations must be positive, got " << FLAGS_iterations;
@@ -984,6 +983,8 @@ int Quantize() {
   struct Range {
     float low = 0.f, high = 0.f;
     bool seen = false;
+    float not_finite = 0.f;  // the first input value that was not a finite number (std::min passes over a NaN)
+    bool finite = true;
   };
   std::map<std::string, Range> ranges;
   for (int i = 0; i < FLAGS_iterations; ++i) {
@@ -995,6 +996,10 @@ int Quantize() {
         Range& range = ranges[net.layer_names()[step.layer]];
         const float* data = input.cpu_data();
         for (int j = 0; j < input.count(); ++j) {
+          if (!std::isfinite(data[j]) && range.finite) {
+            range.finite = false;
+            range.not_finite = data[j];
+          }
           range.low = range.seen ? std::min(range.low, data[j]) : data[j];
           range.high = range.seen ? std::max(range.high, data[j]) : data[j];
           range.seen = true;
@@ -1009,9 +1014,8 @@ int Quantize() {
     const auto range = ranges.find(layer.name());
     if ((layer.type() != "Convolution" && layer.type() != "InnerProduct") || range == ranges.end()) continue;
     const Range& r = range->second;
-    CREMA_CHECK(std::isfinite(r.low) && std::isfinite(r.high))
-        << "layer '" << layer.name() << "': its input reached " << (std::isfinite(r.low) ? r.high : r.low)
-        << " during calibration; an input that is not finite cannot be quantized";
+    CREMA_CHECK(r.finite) << "layer '" << layer.name() << "': its input reached " << r.not_finite
+                          << " during calibration; an input that is not finite cannot be quantized";
     // Not negative: unsigned, [0, 255]; else signed, [-128, 127], symmetric about zero.
     const bool unsigned_input = r.low >= 0.f;
     const float largest = unsigned_input ? r.high : std::max(-r.low, r.high);
