@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/threads.hpp"
+#include "core/vector_clones.hpp"
 
 namespace crema {
 
@@ -40,6 +41,33 @@ void EltwiseLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<B
   if (argmax_ != nullptr) argmax_->ReshapeLike(*bottom[0]);
 }
 
+namespace {
+
+// A residual sum and the ReLU after it, out = ReLU(c0 x0 + c1 x1), over buffers that never overlap (the layer does
+// not run in place, nor does the memory plan run it so: AllowsInPlace): a loop each vector width vectorizes.
+CREMA_VECTOR_CLONES void SumTwoReLU(const float* __restrict x0, const float* __restrict x1, float* __restrict out,
+                                    long long count, float c0, float c1, float slope, bool threaded) {
+#pragma omp parallel for if (threaded) schedule(static)
+  for (long long k = 0; k < count; ++k) {
+    const float value = c0 * x0[k] + c1 * x1[k];
+    out[k] = value > 0.f ? value : slope * value;
+  }
+}
+
+// Its two gradients: the ReLU's rule on the output's sign, times each coefficient.
+CREMA_VECTOR_CLONES void SumTwoReLUBackward(const float* __restrict out, const float* __restrict g,
+                                            float* __restrict dx0, float* __restrict dx1, long long count, float c0,
+                                            float c1, float slope, bool threaded) {
+#pragma omp parallel for if (threaded) schedule(static)
+  for (long long k = 0; k < count; ++k) {
+    const float passed = out[k] > 0.f ? g[k] : slope * g[k];
+    dx0[k] = c0 * passed;
+    dx1[k] = c1 * passed;
+  }
+}
+
+}  // namespace
+
 void EltwiseLayer::AbsorbReLU(float slope) {
   CREMA_CHECK(op_ == EltwiseParameter::SUM && slope >= 0.f)
       << describe() << ": a ReLU fuses into a SUM only, with a slope of at least 0 (the output's sign is its input's)";
@@ -60,18 +88,9 @@ void EltwiseLayer::SumReLUForward(const std::vector<Blob*>& bottom, Blob* top) c
   const float slope = relu_slope_;
   const int bottoms = static_cast<int>(x.size());
   const bool threaded = count >= ParallelElementThreshold();
-  // A residual sum: loops the compiler vectorizes, over buffers that never overlap (the layer does not run in place,
-  // nor does the memory plan run it so: AllowsInPlace).
+  // A residual sum (SumTwoReLU).
   if (bottoms == 2 && y != x[0] && y != x[1]) {
-    const float* __restrict x0 = x[0];
-    const float* __restrict x1 = x[1];
-    float* __restrict out = y;
-    const float c0 = coeffs_[0], c1 = coeffs_[1];
-#pragma omp parallel for if (threaded) schedule(static)
-    for (long long k = 0; k < count; ++k) {
-      const float value = c0 * x0[k] + c1 * x1[k];
-      out[k] = value > 0.f ? value : slope * value;
-    }
+    SumTwoReLU(x[0], x[1], y, count, coeffs_[0], coeffs_[1], slope, threaded);
     return;
   }
   // In bottom order, as the separate SUM adds them.
@@ -99,19 +118,9 @@ void EltwiseLayer::SumReLUBackward(const Blob& top, const std::vector<bool>& pro
   const int wanted = static_cast<int>(dx.size());
   if (wanted == 0) return;
   const bool threaded = count >= ParallelElementThreshold();
-  // A residual sum's two gradients: loops the compiler vectorizes, over buffers that never overlap (as above).
+  // A residual sum's two gradients (SumTwoReLUBackward).
   if (wanted == 2 && dx[0] != dx[1] && dx[0] != dy && dx[1] != dy && dx[0] != y && dx[1] != y) {
-    const float* __restrict out = y;
-    const float* __restrict g = dy;
-    float* __restrict dx0 = dx[0];
-    float* __restrict dx1 = dx[1];
-    const float c0 = coeffs[0], c1 = coeffs[1];
-#pragma omp parallel for if (threaded) schedule(static)
-    for (long long k = 0; k < count; ++k) {
-      const float passed = out[k] > 0.f ? g[k] : slope * g[k];
-      dx0[k] = c0 * passed;
-      dx1[k] = c1 * passed;
-    }
+    SumTwoReLUBackward(y, dy, dx[0], dx[1], count, coeffs[0], coeffs[1], slope, threaded);
     return;
   }
 #pragma omp parallel for if (threaded) schedule(static)

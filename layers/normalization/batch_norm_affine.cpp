@@ -4,22 +4,14 @@
 #include <vector>
 
 #include "core/threads.hpp"
+#include "core/vector_clones.hpp"
 
 namespace crema {
 
 namespace {
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-// Built for the vector units this CPU has (AVX-512, AVX2, else SSE2), chosen when the program loads.
-#define CREMA_AFFINE_LOOPS __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
-#define CREMA_INLINE inline __attribute__((always_inline))
-#else
-#define CREMA_AFFINE_LOOPS
-#define CREMA_INLINE inline
-#endif
-
 // ReLU's rule (layers/neuron/relu.hpp) at slope 0: a NaN stays one.
-CREMA_INLINE float Rectified(float z) { return z > 0.f ? z : 0.f * z; }
+CREMA_ALWAYS_INLINE float Rectified(float z) { return z > 0.f ? z : 0.f * z; }
 
 struct Operands {
   const float* dy;
@@ -49,8 +41,8 @@ struct LaneValues<0, T> {
 };
 
 template <int kBlock>
-CREMA_INLINE void ForwardPlane(int b, const float* xhat, const float* scale, const float* shift, bool relu, float* y,
-                               int spatial) {
+CREMA_ALWAYS_INLINE void ForwardPlane(int b, const float* xhat, const float* scale, const float* shift, bool relu,
+                                      float* y, int spatial) {
   if (relu) {
     for (int s = 0; s < spatial; ++s)
       for (int l = 0; l < b; ++l) y[s * b + l] = Rectified(scale[l] * xhat[s * b + l] + shift[l]);
@@ -61,8 +53,8 @@ CREMA_INLINE void ForwardPlane(int b, const float* xhat, const float* scale, con
 }
 
 template <int kBlock>
-CREMA_INLINE void Forward(const ChannelGrid& g, const float* xhat, const float* gamma, const float* beta, bool relu,
-                          float* y) {
+CREMA_ALWAYS_INLINE void Forward(const ChannelGrid& g, const float* xhat, const float* gamma, const float* beta,
+                                 bool relu, float* y) {
   const int b = kBlock > 0 ? kBlock : g.block, blocks = g.channels / b;
   const size_t plane = static_cast<size_t>(g.spatial) * b;
   const bool threaded = static_cast<long long>(g.num) * g.channels * g.spatial >= ParallelElementThreshold();
@@ -81,13 +73,13 @@ CREMA_INLINE void Forward(const ChannelGrid& g, const float* xhat, const float* 
 }
 
 // The gradient that reaches z = gamma * x_hat + beta: dy where the ReLU passed z on.
-CREMA_INLINE float ReachingZ(float dy, float xhat, float scale, float shift, bool relu) {
+CREMA_ALWAYS_INLINE float ReachingZ(float dy, float xhat, float scale, float shift, bool relu) {
   if (!relu) return dy;
   return scale * xhat + shift > 0.f ? dy : 0.f * dy;
 }
 
 template <int kBlock>
-CREMA_INLINE void Backward(const ChannelGrid& g, const Operands& a) {
+CREMA_ALWAYS_INLINE void Backward(const ChannelGrid& g, const Operands& a) {
   const int b = kBlock > 0 ? kBlock : g.block, blocks = g.channels / b;
   const int lanes = kBlock > 0 ? kBlock : b;
   const size_t plane = static_cast<size_t>(g.spatial) * b;
@@ -151,16 +143,16 @@ CREMA_INLINE void Backward(const ChannelGrid& g, const Operands& a) {
   }
 }
 
-CREMA_AFFINE_LOOPS void Forward16(const ChannelGrid& g, const float* xhat, const float* gamma, const float* beta,
-                                  bool relu, float* y) {
+CREMA_VECTOR_CLONES void Forward16(const ChannelGrid& g, const float* xhat, const float* gamma, const float* beta,
+                                   bool relu, float* y) {
   Forward<16>(g, xhat, gamma, beta, relu, y);
 }
-CREMA_AFFINE_LOOPS void Forward8(const ChannelGrid& g, const float* xhat, const float* gamma, const float* beta,
-                                 bool relu, float* y) {
+CREMA_VECTOR_CLONES void Forward8(const ChannelGrid& g, const float* xhat, const float* gamma, const float* beta,
+                                  bool relu, float* y) {
   Forward<8>(g, xhat, gamma, beta, relu, y);
 }
-CREMA_AFFINE_LOOPS void Backward16(const ChannelGrid& g, const Operands& a) { Backward<16>(g, a); }
-CREMA_AFFINE_LOOPS void Backward8(const ChannelGrid& g, const Operands& a) { Backward<8>(g, a); }
+CREMA_VECTOR_CLONES void Backward16(const ChannelGrid& g, const Operands& a) { Backward<16>(g, a); }
+CREMA_VECTOR_CLONES void Backward8(const ChannelGrid& g, const Operands& a) { Backward<8>(g, a); }
 
 }  // namespace
 

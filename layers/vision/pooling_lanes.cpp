@@ -4,6 +4,7 @@
 
 #include "core/common.hpp"
 #include "core/threads.hpp"
+#include "core/vector_clones.hpp"
 
 namespace crema {
 
@@ -11,15 +12,6 @@ namespace {
 
 // The vector width the loops are written for: a 16-channel block, or channels-last's channels 16 at a time.
 constexpr int kWidest = 16;
-
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-// Built for the vector units this CPU has (AVX-512, AVX2, else SSE2), chosen when the program loads.
-#define CREMA_LANE_LOOPS __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
-#define CREMA_INLINE inline __attribute__((always_inline))
-#else
-#define CREMA_LANE_LOOPS
-#define CREMA_INLINE inline
-#endif
 
 // GCC's vector types: vectors of L floats, L ints and L bytes. Each clone of the functions below compiles them for
 // its own vector units (a 16-float vector is one AVX-512 register, two AVX2 ones, four SSE2 ones). The helpers are
@@ -49,21 +41,21 @@ struct Lanes<8> {
 };
 
 template <typename Vector, typename T>
-CREMA_INLINE Vector Load(const T* p) {
+CREMA_ALWAYS_INLINE Vector Load(const T* p) {
   Vector v;
   __builtin_memcpy(&v, p, sizeof v);
   return v;
 }
 template <typename Vector, typename T>
-CREMA_INLINE void Store(T* p, const Vector& v) {
+CREMA_ALWAYS_INLINE void Store(T* p, const Vector& v) {
   __builtin_memcpy(p, &v, sizeof v);
 }
 
 // One output row `oy` of one group of lanes: `in` and `out` at the group's first value, `arg` laid out as `out`.
 // L lanes, all the channels' (vectors), or `active` < L of them (a channels-last tail: one lane at a time).
 template <int L>
-CREMA_INLINE void ForwardRow(const PoolingWindows& w, int oy, const float* in, int in_stride, float* out, uint8_t* arg,
-                             int out_stride, int active) {
+CREMA_ALWAYS_INLINE void ForwardRow(const PoolingWindows& w, int oy, const float* in, int in_stride, float* out,
+                                    uint8_t* arg, int out_stride, int active) {
   using Floats = typename Lanes<L>::Floats;
   using Ints = typename Lanes<L>::Ints;
   using Bytes = typename Lanes<L>::Bytes;
@@ -112,8 +104,8 @@ CREMA_INLINE void ForwardRow(const PoolingWindows& w, int oy, const float* in, i
 // One input row `y` of one group of lanes: each input's gradient, gathered from the outputs whose windows hold it
 // and whose maximum it was, in output order.
 template <int L>
-CREMA_INLINE void BackwardRow(const PoolingWindows& w, int y, const float* top_diff, const uint8_t* arg, int out_stride,
-                              float* bottom_diff, int in_stride, int active) {
+CREMA_ALWAYS_INLINE void BackwardRow(const PoolingWindows& w, int y, const float* top_diff, const uint8_t* arg,
+                                     int out_stride, float* bottom_diff, int in_stride, int active) {
   using Floats = typename Lanes<L>::Floats;
   using Ints = typename Lanes<L>::Ints;
   int ph_first = 0, ph_last = 0;
@@ -154,23 +146,23 @@ CREMA_INLINE void BackwardRow(const PoolingWindows& w, int y, const float* top_d
   }
 }
 
-CREMA_LANE_LOOPS void ForwardRows16(const PoolingWindows& w, int oy, const float* in, int in_stride, float* out,
-                                    uint8_t* arg, int out_stride, int active) {
+CREMA_VECTOR_CLONES void ForwardRows16(const PoolingWindows& w, int oy, const float* in, int in_stride, float* out,
+                                       uint8_t* arg, int out_stride, int active) {
   ForwardRow<16>(w, oy, in, in_stride, out, arg, out_stride, active);
 }
 
-CREMA_LANE_LOOPS void ForwardRows8(const PoolingWindows& w, int oy, const float* in, int in_stride, float* out,
-                                   uint8_t* arg, int out_stride) {
+CREMA_VECTOR_CLONES void ForwardRows8(const PoolingWindows& w, int oy, const float* in, int in_stride, float* out,
+                                      uint8_t* arg, int out_stride) {
   ForwardRow<8>(w, oy, in, in_stride, out, arg, out_stride, 8);
 }
 
-CREMA_LANE_LOOPS void BackwardRows16(const PoolingWindows& w, int y, const float* top_diff, const uint8_t* arg,
-                                     int out_stride, float* bottom_diff, int in_stride, int active) {
+CREMA_VECTOR_CLONES void BackwardRows16(const PoolingWindows& w, int y, const float* top_diff, const uint8_t* arg,
+                                        int out_stride, float* bottom_diff, int in_stride, int active) {
   BackwardRow<16>(w, y, top_diff, arg, out_stride, bottom_diff, in_stride, active);
 }
 
-CREMA_LANE_LOOPS void BackwardRows8(const PoolingWindows& w, int y, const float* top_diff, const uint8_t* arg,
-                                    int out_stride, float* bottom_diff, int in_stride) {
+CREMA_VECTOR_CLONES void BackwardRows8(const PoolingWindows& w, int y, const float* top_diff, const uint8_t* arg,
+                                       int out_stride, float* bottom_diff, int in_stride) {
   BackwardRow<8>(w, y, top_diff, arg, out_stride, bottom_diff, in_stride, 8);
 }
 

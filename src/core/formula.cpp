@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "core/common.hpp"
+#include "core/vector_clones.hpp"
 
 namespace crema {
 
@@ -40,7 +41,7 @@ uint32_t Bits(float value) {
 // its Taylor series to r^7 (the rest under 1e-8 of it), times 2^n made in the exponent's bits (in two halves, so
 // that n = 128 does not overflow). Within a few ulp of std::exp; 0 below -87.3 (where std::exp gives denormals),
 // infinity above 88.72, NaN for NaN.
-__attribute__((always_inline)) inline float FastExp(float x) {
+CREMA_ALWAYS_INLINE float FastExp(float x) {
   const float clamped = x < -87.3f ? -87.3f : (x > 88.72f ? 88.72f : x);  // NaN stays NaN
   constexpr float kShifter = 12582912.f;  // 1.5 * 2^23: adding it rounds to an integer, left in the low bits
   const float shifted = clamped * 1.44269504f + kShifter;
@@ -69,7 +70,7 @@ __attribute__((always_inline)) inline float FastExp(float x) {
 }
 
 // tanh without calls: the odd Taylor series to x^15 below 0.4 (the rest under 1e-9), 1 - 2 / (e^2|x| + 1) above.
-__attribute__((always_inline)) inline float FastTanh(float x) {
+CREMA_ALWAYS_INLINE float FastTanh(float x) {
   const float x2 = x * x;
   float p = static_cast<float>(-929569.0 / 638512875.0);
   p = p * x2 + static_cast<float>(21844.0 / 6081075.0);
@@ -86,7 +87,7 @@ __attribute__((always_inline)) inline float FastTanh(float x) {
 
 // One element of an operation, as the program and constant folding compute it: one definition per operation.
 template <FormulaOp kOp>
-__attribute__((always_inline)) inline float Element(float a, float b, float c) {
+CREMA_ALWAYS_INLINE float Element(float a, float b, float c) {
   if constexpr (kOp == FormulaOp::kAdd) return a + b;
   if constexpr (kOp == FormulaOp::kSub) return a - b;
   if constexpr (kOp == FormulaOp::kMul) return a * b;
@@ -868,10 +869,8 @@ int64_t Elements(const std::vector<int64_t>& dims, AxisMask axes) {
 
 // One operation over `length` elements. Built for the vector units this CPU has (AVX-512, AVX2 with FMA, else
 // SSE2), chosen when the program loads: the loops and FastExp vectorise.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-__attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
-#endif
-void ElementLoop(FormulaOp op, int length, const float* a, const float* b, const float* c, float* out) {
+CREMA_VECTOR_CLONES void ElementLoop(FormulaOp op, int length, const float* a, const float* b, const float* c,
+                                     float* out) {
   // A loop per operation, its element function inlined; operands an operation does not read are absent: the loop
   // reads them only where it does.
   switch (op) {
