@@ -94,11 +94,11 @@ Winograd WinogradSetting() {
   return std::string(setting) == "0" ? Winograd::kNever : Winograd::kAlways;
 }
 
-// One primitive (any pass) on buffers of its own filled with zeros (the kernels' time does not depend on the
-// values), run and timed.
-class TimedPass {
+// One forward primitive on buffers of its own filled with zeros (the kernels' time does not depend on the values),
+// run and timed.
+class TimedForward {
  public:
-  explicit TimedPass(const dnnl::primitive_desc_base& pd) : stream_(CpuEngine()), primitive_(pd.get()) {
+  explicit TimedForward(const dnnl::primitive_desc_base& pd) : stream_(CpuEngine()), primitive_(pd.get()) {
     const auto add = [&](int argument, const memory::desc& desc) {
       if (desc.get_size() == 0) return;
       memory buffer(desc, CpuEngine());
@@ -109,10 +109,6 @@ class TimedPass {
     add(DNNL_ARG_WEIGHTS, pd.weights_desc(0));
     add(DNNL_ARG_BIAS, pd.weights_desc(1));
     add(DNNL_ARG_DST, pd.dst_desc(0));
-    add(DNNL_ARG_DIFF_SRC, pd.diff_src_desc(0));
-    add(DNNL_ARG_DIFF_WEIGHTS, pd.diff_weights_desc(0));
-    add(DNNL_ARG_DIFF_BIAS, pd.diff_weights_desc(1));
-    add(DNNL_ARG_DIFF_DST, pd.diff_dst_desc(0));
     add(DNNL_ARG_SCRATCHPAD, pd.scratchpad_desc());
   }
   // Seconds of one run.
@@ -147,7 +143,7 @@ bool WinogradIsFaster(const dnnl::primitive_desc_base& winograd, const dnnl::pri
   const auto known = decided.find(key);
   if (known != decided.end()) return known->second;
   // Each once to warm up, then five runs of each in turn (so that a busy moment slows both), the fastest of each.
-  TimedPass timed_winograd(winograd), timed_direct(direct);
+  TimedForward timed_winograd(winograd), timed_direct(direct);
   timed_winograd.Run();
   timed_direct.Run();
   double winograd_seconds = 1e30, direct_seconds = 1e30;
