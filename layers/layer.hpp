@@ -174,6 +174,19 @@ class Layer {
   // pass then keeps both (oneDNN's engines reorder a top that stays plain themselves).
   virtual bool PassesLayoutThrough() const { return false; }
 
+  // Element types (core/element_type.hpp). The net's plan_element_types pass keeps a blob in 8-bit integers only when
+  // its writer can write them and every layer that reads it quantizes it the same way; the layers find the type on
+  // their blobs (Blob::quantization()) when the net reshapes them. How this layer quantizes bottom `bottom` before
+  // computing on it (QuantizationParameter: the type and scale of its 8-bit kernels' input), or floats where it reads
+  // floats (the default). A layer that says so must read the bottom in that type as it lies, quantized already.
+  virtual Quantization ReadsQuantized(int bottom) const { return {}; }
+  // Whether this layer can write top `top` quantized in any 8-bit type and scale, the values it would have written in
+  // float, rounded and saturated: q = round(value * scale).
+  virtual bool WritesQuantized(int top) const { return false; }
+  // Whether this layer's tops hold some of its bottoms' values, unchanged (a MAX pooling, a Concat), and it can pass
+  // them in 8 bits as they come, running forward only: its bottoms and tops then take one element type together.
+  virtual bool PassesQuantizationThrough() const { return false; }
+
   // A top that is a view of a bottom: the same data (and diff, when `diff`), moved by no one. The net (or
   // SetUp, for a layer on its own) makes the view before Reshape, which then only sets the top's shape; the
   // count must stay the bottom's.

@@ -88,16 +88,25 @@ memory::format_tag TagOf(Layout layout) {
   return memory::format_tag::nchw;
 }
 
-memory::desc LayoutDesc(const std::vector<int>& shape, Layout layout) { return PlainDesc(shape, TagOf(layout)); }
+memory::desc LayoutDesc(const std::vector<int>& shape, Layout layout, memory::data_type type) {
+  return memory::desc(Dims({shape[0], shape[1], shape[2], shape[3]}), type, TagOf(layout));
+}
 
-memory::desc BlobDesc(const Blob& blob) { return LayoutDesc(blob.shape(), blob.layout()); }
+memory::desc BlobDesc(const Blob& blob) {
+  const ElementType type = blob.data_type();
+  return LayoutDesc(blob.shape(), blob.layout(),
+                    type == ElementType::kUInt8  ? memory::data_type::u8
+                    : type == ElementType::kInt8 ? memory::data_type::s8
+                                                 : memory::data_type::f32);
+}
 
 Layout LayoutOf(const memory::desc& desc, const std::vector<int>& shape) {
   if (shape.size() != 4) return Layout::kPlain;
   const int channels = shape[1];
-  if (desc == LayoutDesc(shape, Layout::kChannelsLast)) return Layout::kChannelsLast;
-  if (channels % 16 == 0 && desc == LayoutDesc(shape, Layout::kChannelBlocks16)) return Layout::kChannelBlocks16;
-  if (channels % 8 == 0 && desc == LayoutDesc(shape, Layout::kChannelBlocks8)) return Layout::kChannelBlocks8;
+  const memory::data_type type = desc.data_type();  // an 8-bit primitive's output lies as a float one's would
+  if (desc == LayoutDesc(shape, Layout::kChannelsLast, type)) return Layout::kChannelsLast;
+  if (channels % 16 == 0 && desc == LayoutDesc(shape, Layout::kChannelBlocks16, type)) return Layout::kChannelBlocks16;
+  if (channels % 8 == 0 && desc == LayoutDesc(shape, Layout::kChannelBlocks8, type)) return Layout::kChannelBlocks8;
   return Layout::kPlain;
 }
 
@@ -145,14 +154,14 @@ bool IsReference(const dnnl::primitive_desc_base& pd) {
 
 void RunOnSources(const dnnl::primitive& primitive, const memory::desc& scratch_desc,
                   const std::vector<memory::desc>& sources, const std::vector<Blob*>& bottom,
-                  const memory::desc& dst_desc, float* dst, float* workspace, size_t scratch, Bindings* bindings) {
+                  const memory::desc& dst_desc, void* dst, float* workspace, size_t scratch, Bindings* bindings) {
   Binder bind(workspace, bindings);
   // Any number of sources (a DenseNet's concatenations have dozens): no fixed Args here.
   std::vector<memory> bound = {bind.Plain(dst_desc, dst), bind.Scratch(scratch_desc, scratch)};
   std::vector<dnnl_exec_arg_t> args = {{DNNL_ARG_DST, bound[0].get()}, {DNNL_ARG_SCRATCHPAD, bound[1].get()}};
   bound.reserve(bound.size() + bottom.size());
   for (size_t b = 0; b < bottom.size(); ++b) {
-    bound.push_back(bind.Plain(sources[b], bottom[b]->cpu_data()));
+    bound.push_back(bind.Plain(sources[b], bottom[b]->cpu_bytes()));
     args.push_back({DNNL_ARG_MULTIPLE_SRC + static_cast<int>(b), bound.back().get()});
   }
   dnnl::error::wrap_c_api(
@@ -238,9 +247,9 @@ void Binder::ReorderLastTwo(const memory& from, const memory& to) {
   RunReorder(reorder, CpuStream(), from, to);
 }
 
-memory Binder::Plain(const memory::desc& user, const float* data) { return Make(user, data); }
+memory Binder::Plain(const memory::desc& user, const void* data) { return Make(user, data); }
 
-memory Binder::In(const memory::desc& user, const float* data, const memory::desc& wanted, size_t region) {
+memory Binder::In(const memory::desc& user, const void* data, const memory::desc& wanted, size_t region) {
   const memory plain = Make(user, data);
   if (wanted == user) return plain;
   const memory copy = Make(wanted, base_ + region);
@@ -248,11 +257,11 @@ memory Binder::In(const memory::desc& user, const float* data, const memory::des
   return copy;
 }
 
-memory Binder::Result(const memory::desc& user, float* data, const memory::desc& wanted, size_t region) {
+memory Binder::Result(const memory::desc& user, void* data, const memory::desc& wanted, size_t region) {
   return wanted == user ? Make(user, data) : Make(wanted, base_ + region);
 }
 
-void Binder::Out(const memory& result, const memory::desc& user, float* data) {
+void Binder::Out(const memory& result, const memory::desc& user, void* data) {
   // Result() gave the buffer itself where the layouts agree, and a workspace region where they differ.
   if (result.get_data_handle() == data) return;
   // The result was the memory made last only where nothing was bound after it; otherwise it is bound again here.
@@ -448,7 +457,7 @@ Passes::Passes(const memory::desc& user_src, const memory::desc& user_dst, const
   backward_scratch_ = regions_.Add(backward.scratchpad_desc());
 }
 
-void Passes::Forward(float* workspace, const float* src, float* dst, float* saved) {
+void Passes::Forward(float* workspace, const void* src, void* dst, float* saved) {
   OneThreadWhile threads(one_thread_);
   Binder bind(workspace, &forward_bindings_);
   const memory result = bind.Result(user_dst_, dst, forward_dst_, dst_);

@@ -44,8 +44,10 @@ dnnl::memory::desc PlainDesc(const std::vector<int>& shape,
 
 // oneDNN's name for one of crema's layouts (core/layout.hpp) of a 4-d blob.
 dnnl::memory::format_tag TagOf(Layout layout);
-// The descriptor of a 4-d blob of `shape` in crema's `layout`, and of a blob as it is now.
-dnnl::memory::desc LayoutDesc(const std::vector<int>& shape, Layout layout);
+// The descriptor of a 4-d blob of `shape` in crema's `layout` (of elements of `type`), and of a blob's data as it is
+// now (its layout and element type).
+dnnl::memory::desc LayoutDesc(const std::vector<int>& shape, Layout layout,
+                              dnnl::memory::data_type type = dnnl::memory::data_type::f32);
 dnnl::memory::desc BlobDesc(const Blob& blob);
 // The layout of crema's that `desc` (a primitive's choice for a blob of `shape`) is, or kPlain when it is none
 // of them (or pads the channels).
@@ -68,7 +70,7 @@ bool IsReference(const dnnl::primitive_desc_base& pd);
 class Bindings;
 void RunOnSources(const dnnl::primitive& primitive, const dnnl::memory::desc& scratch_desc,
                   const std::vector<dnnl::memory::desc>& sources, const std::vector<Blob*>& bottom,
-                  const dnnl::memory::desc& dst_desc, float* dst, float* workspace, size_t scratch, Bindings* bindings);
+                  const dnnl::memory::desc& dst_desc, void* dst, float* workspace, size_t scratch, Bindings* bindings);
 
 // Workspace regions for one layer's buffers, in bytes from a 64-byte aligned start. Phases that run one
 // after another (forward, each gradient) reuse the same bytes: Restart() begins a new phase.
@@ -144,15 +146,15 @@ class Binder {
  public:
   explicit Binder(float* workspace, Bindings* bindings = nullptr);
   // `data` in layout `user`, as the primitive wants it (`wanted`): itself, or a reordered copy in the workspace.
-  dnnl::memory In(const dnnl::memory::desc& user, const float* data, const dnnl::memory::desc& wanted, size_t region);
+  dnnl::memory In(const dnnl::memory::desc& user, const void* data, const dnnl::memory::desc& wanted, size_t region);
   // Where the primitive writes a result destined for `data` (layout `user`): `data` itself, or a workspace
   // buffer that Out() reorders into it afterwards.
-  dnnl::memory Result(const dnnl::memory::desc& user, float* data, const dnnl::memory::desc& wanted, size_t region);
-  void Out(const dnnl::memory& result, const dnnl::memory::desc& user, float* data);
+  dnnl::memory Result(const dnnl::memory::desc& user, void* data, const dnnl::memory::desc& wanted, size_t region);
+  void Out(const dnnl::memory& result, const dnnl::memory::desc& user, void* data);
   // A buffer of layout `desc` in the workspace (scratchpads, intermediate results).
   dnnl::memory Scratch(const dnnl::memory::desc& desc, size_t region);
   // A memory over crema's own buffer, in its layout.
-  dnnl::memory Plain(const dnnl::memory::desc& user, const float* data);
+  dnnl::memory Plain(const dnnl::memory::desc& user, const void* data);
   float* At(size_t region) { return reinterpret_cast<float*>(base_ + region); }
   dnnl::stream& stream() { return CpuStream(); }
 
@@ -242,7 +244,8 @@ class Passes {
   size_t workspace_floats() const { return regions_.Floats(); }
   size_t saved_floats() const { return saved_floats_; }
 
-  void Forward(float* workspace, const float* src, float* dst, float* saved);
+  // `src` and `dst` in the user descriptors' element types (8-bit blobs too).
+  void Forward(float* workspace, const void* src, void* dst, float* saved);
   void Backward(float* workspace, const float* src, const float* diff_dst, float* diff_src, float* saved);
 
  private:

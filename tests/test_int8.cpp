@@ -16,6 +16,7 @@
 #include "layers/common/onednn_inner_product.hpp"
 #include "layers/layer_registry.hpp"
 #include "layers/vision/onednn_convolution.hpp"
+#include "net/lifetimes.hpp"
 #include "net/net.hpp"
 #include "test_util.hpp"
 
@@ -252,6 +253,150 @@ TEST(Int8InnerProductTest, OutputsAreTheIntegerProductScaledBack) {
       ExpectMatches(test::DataOf(*net->blob_by_name("out")), expected, 1e-5f);
     }
   }
+}
+
+// The layouts between steps are planned for the engines as the inference rewrites leave them: 8-bit kernels take
+// other layouts than the float ones the net was first built with (channels-last on AVX-512), and a blob kept in the
+// float engines' layout would be reordered at each step's edges.
+TEST(Int8ConvolutionTest, LayoutsArePlannedForTheEnginesAsRewritten) {
+  if (!HasInt8Kernels()) GTEST_SKIP() << "no 8-bit kernels on this CPU";
+  const auto net =
+      BuildNet(ConvNet({2, 16, 8, 8}, "num_output: 32 kernel_size: 3 pad: 1", "quantization { input_scale: 50 }",
+                       "layer { name: 'relu' type: 'ReLU' bottom: 'out' top: 'out' }\n"
+                       "layer { name: 'conv2' type: 'Convolution' bottom: 'out' top: 'out2' "
+                       "convolution_param { num_output: 32 kernel_size: 1 } "
+                       "quantization { input_scale: 40 input_unsigned: true } }\n"
+                       "layer { name: 'conv3' type: 'Convolution' bottom: 'out2' top: 'out3' "
+                       "convolution_param { num_output: 16 kernel_size: 1 } }\n"));
+  ASSERT_TRUE(ConvolutionOf(*net).runs_int8());
+  int runs = 0;
+  for (const PlanStep& step : net->plan()) {
+    const Layer& writer = *net->layers()[step.layer];
+    if (dynamic_cast<const OneDnnConvolutionLayer*>(&writer) == nullptr ||
+        step.tops[0] == net->output_blob_indices()[0])
+      continue;
+    std::vector<Layout> bottoms;
+    for (int b : step.bottoms) bottoms.push_back(net->blobs()[b]->layout());
+    const Blob& top = *net->blobs()[step.tops[0]];
+    SCOPED_TRACE(net->blob_names()[step.tops[0]]);
+    EXPECT_EQ(LayoutName(top.layout()), LayoutName(writer.OffersLayout(0, bottoms)));
+    runs += top.layout() != Layout::kPlain;
+  }
+  EXPECT_EQ(runs, 2);
+}
+
+// A chain of 8-bit convolutions: conv (16 -> 32, 3x3) + ReLU, then conv2 (1x1) reading the ReLU's output unsigned at
+// scale 40, then (where `tail` says) more.
+std::string ChainNet(const std::string& conv2_quantization, const std::string& tail = "",
+                     const std::string& activation = "ReLU") {
+  return ConvNet({2, 16, 8, 8}, "num_output: 32 kernel_size: 3 pad: 1", "quantization { input_scale: 50 }",
+                 "layer { name: 'act' type: '" + activation + "' bottom: 'out' top: 'out' }\n" +
+                     "layer { name: 'conv2' type: 'Convolution' bottom: 'out' top: 'out2' convolution_param { "
+                     "num_output: 24 kernel_size: 1 } " +
+                     conv2_quantization + " }\n" + tail);
+}
+
+// Where the plan keeps an 8-bit step's output in 8 bits for the next one (plan_element_types), the result is the two
+// integer convolutions computed here one after the other: the first one's output quantized as the second reads it.
+TEST(Int8ChainTest, AnEightBitStepPassesItsIntegersToTheNext) {
+  if (!HasInt8Kernels()) GTEST_SKIP() << "no 8-bit kernels on this CPU";
+  const auto net = BuildNet(ChainNet("quantization { input_scale: 40 input_unsigned: true }"));
+  const Blob& middle = *net->blob_by_name("out");
+  ASSERT_EQ(ElementTypeName(middle.data_type()), ElementTypeName(ElementType::kUInt8));
+  EXPECT_EQ(middle.quantization().scale, 40.f);
+  // A quarter of the bytes under the memory plan.
+  bool found = false;
+  for (const BufferLifetime& buffer : ComputeLifetimes(*net, false).buffers) {
+    if (buffer.gradient || buffer.blob != "out") continue;
+    found = true;
+    EXPECT_EQ(buffer.bytes, static_cast<size_t>(middle.count()));
+  }
+  EXPECT_TRUE(found);
+  net->Forward();
+
+  const Layer& conv = *net->layer_by_name("conv");
+  const Layer& conv2 = *net->layer_by_name("conv2");
+  std::vector<float> first =
+      IntegerReference(*net->blob_by_name("data"), *conv.params()[0], conv.params()[1].get(), Geometry(), 50.f, false);
+  Blob relu({2, 32, 8, 8});
+  for (size_t i = 0; i < first.size(); ++i) relu.mutable_cpu_data()[i] = std::max(first[i], 0.f);
+  Geometry one_by_one;
+  one_by_one.kernel = 1;
+  one_by_one.pad = 0;
+  const std::vector<float> expected =
+      IntegerReference(relu, *conv2.params()[0], conv2.params()[1].get(), one_by_one, 40.f, true);
+  // The integers passed on are what the second step would have made of the first one's float output: round(y * 40),
+  // saturated. Rounding y * 40 from the integer sums in one product or in two may differ where it lies a hair from a
+  // half: such an input is off by 1/40, each output by at most 1/40 of a weight (below 1 here).
+  std::vector<float> actual = test::DataOf(*net->blob_by_name("out2"));
+  ASSERT_EQ(actual.size(), expected.size());
+  int off = 0;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    ASSERT_NEAR(actual[i], expected[i], 2.f / 40) << "at " << i;
+    off += std::abs(actual[i] - expected[i]) > 1e-4f * std::max(1.f, std::abs(expected[i]));
+  }
+  EXPECT_LE(off, static_cast<int>(expected.size() / 20));
+  // The middle blob reads back as its integers over the scale: the ReLU'd first output, rounded to 1/40.
+  const std::vector<float> stored = PlainValues(middle);
+  for (size_t i = 0; i < stored.size(); ++i)
+    ASSERT_NEAR(stored[i], std::min(relu.cpu_data()[i], 255.f / 40), 0.5f / 40 + 1e-4f) << "at " << i;
+  // And the same net with every blob in floats gives the same outputs to that rounding.
+  test::ScopedEnvironment floats("CREMA_ELEMENT_TYPES", "float");
+  const auto float_net = BuildNet(ChainNet("quantization { input_scale: 40 input_unsigned: true }"));
+  EXPECT_FALSE(float_net->blob_by_name("out")->quantization().integers());
+  float_net->Forward();
+  ExpectMatches(test::DataOf(*float_net->blob_by_name("out2")), actual, 2.f / 40);
+}
+
+// A blob stays in floats where a reader reads floats, readers quantize it differently, or the writer cannot write
+// integers (a fused sigmoid is not scaled by scaling its input; a fused sum reads its summand from the output).
+TEST(Int8ChainTest, BlobsStayInFloatsWhereAStepNeedsThem) {
+  if (!HasInt8Kernels()) GTEST_SKIP() << "no 8-bit kernels on this CPU";
+  const std::string unsigned40 = "quantization { input_scale: 40 input_unsigned: true }";
+  const struct {
+    const char* what;
+    std::string net;
+    bool integers;
+  } cases[] = {
+      {"one 8-bit reader", ChainNet(unsigned40), true},
+      {"a float reader too",
+       ChainNet(unsigned40,
+                "layer { name: 'pool' type: 'Pooling' bottom: 'out' top: 'pooled' "
+                "pooling_param { pool: MAX kernel_size: 2 stride: 2 } }\n"),
+       false},
+      {"two 8-bit readers alike",
+       ChainNet(unsigned40,
+                "layer { name: 'conv3' type: 'Convolution' bottom: 'out' top: 'out3' convolution_param { "
+                "num_output: 8 kernel_size: 1 } " +
+                    unsigned40 + " }\n"),
+       true},
+      {"two 8-bit readers in other scales",
+       ChainNet(unsigned40,
+                "layer { name: 'conv3' type: 'Convolution' bottom: 'out' top: 'out3' convolution_param { "
+                "num_output: 8 kernel_size: 1 } quantization { input_scale: 30 input_unsigned: true } }\n"),
+       false},
+      {"a signed reader", ChainNet("quantization { input_scale: 40 }"), true},
+      {"a float convolution reading it", ChainNet(""), false},
+      {"a fused sigmoid", ChainNet(unsigned40, "", "Sigmoid"), false},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.what);
+    const auto net = BuildNet(c.net);
+    EXPECT_EQ(net->blob_by_name("out")->quantization().integers(), c.integers);
+    net->Forward();  // and runs
+    for (int id : net->output_blob_indices()) EXPECT_FALSE(net->blobs()[id]->quantization().integers());
+  }
+}
+
+// A layer that reads floats never sees the integers: the float accessors refuse them and say how to get floats.
+TEST(Int8ChainTest, AnEightBitBlobRefusesFloatReads) {
+  if (!HasInt8Kernels()) GTEST_SKIP() << "no 8-bit kernels on this CPU";
+  const auto net = BuildNet(ChainNet("quantization { input_scale: 40 input_unsigned: true }"));
+  const Blob& middle = *net->blob_by_name("out");
+  ASSERT_TRUE(middle.quantization().integers());
+  test::ExpectErrorContaining([&] { middle.cpu_data(); },
+                              {"2 32 8 8", "unsigned 8-bit integers", "CREMA_ELEMENT_TYPES"});
+  EXPECT_NE(middle.cpu_bytes(), nullptr);
 }
 
 // A net that trains computes in float (its gradients need the float weights), whatever the setting says.

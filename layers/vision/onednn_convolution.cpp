@@ -57,6 +57,8 @@ struct OneDnnConvolutionLayer::Primitives {
   dnnl::reorder quantize_src;
   onednn::Int8Weights int8_weights;
   memory::desc int8_src, int8_weights_any, int8_dst;
+  // The top's scale where the plan keeps it in 8 bits (plan_element_types), else 1: the output scales' factor.
+  float top_scale = 1.f;
   memory::dims strides, dilates, pad_left, pad_right;
 
   // The forward primitive's descriptors, queried once (each query costs some hundred nanoseconds, on every pass).
@@ -388,10 +390,18 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
       const QuantizationParameter& q = layer_param().quantization();
       CREMA_CHECK(!transposed_) << Layer::describe() << ": quantization is for Convolution layers";
       onednn::CheckQuantization(q, Layer::describe());
-      p->int8_src = memory::desc(p->user_src.dims(), q.input_unsigned() ? memory::data_type::u8 : memory::data_type::s8,
-                                 layout == "nhwc" ? Tag::nhwc : Tag::any);
+      // A bottom the plan keeps in 8 bits is read as it lies; a float one is quantized into the workspace. A top kept
+      // in 8 bits is written so, in its planned layout.
+      p->int8_src =
+          input.quantization().integers()
+              ? p->user_src
+              : memory::desc(p->user_src.dims(), q.input_unsigned() ? memory::data_type::u8 : memory::data_type::s8,
+                             layout == "nhwc" ? Tag::nhwc : Tag::any);
       p->int8_weights_any = memory::desc(p->user_weights.dims(), memory::data_type::s8, Tag::any);
-      p->int8_dst = memory::desc(p->user_dst.dims(), f32, layout == "nhwc" ? Tag::nhwc : Tag::any);
+      p->int8_dst = top[0]->quantization().integers()
+                        ? p->user_dst
+                        : memory::desc(p->user_dst.dims(), f32, layout == "nhwc" ? Tag::nhwc : Tag::any);
+      p->top_scale = top[0]->quantization().integers() ? top[0]->quantization().scale : 1.f;
       p->strides = strides;
       p->dilates = dilates;
       p->pad_left = pad_left;
@@ -399,12 +409,15 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
       try {
         MakeInt8Forward(p.get());
         p->int8 = true;
-        p->quantize_src = onednn::QuantizingReorder(p->user_src, p->forward.src_desc(0), q.input_scale());
+        if (!input.quantization().integers())
+          p->quantize_src = onednn::QuantizingReorder(p->user_src, p->forward.src_desc(0), q.input_scale());
       } catch (const dnnl::error& error) {
         onednn::WarnInt8Refused(Layer::describe(), error.what());
         p->int8 = false;
       }
     }
+    CREMA_CHECK(p->int8 || (!input.quantization().integers() && !top[0]->quantization().integers()))
+        << Layer::describe() << ": its blobs were planned in 8 bits, but it computes in float here";
     if (!p->int8) {
       describe(layout == "nhwc" ? Tag::nhwc : Tag::any);
       const bool padded = p->forward.src_desc(0).get_size() > p->user_src.get_size() ||
@@ -479,6 +492,18 @@ bool OneDnnConvolutionLayer::ThreadCountChangesPass(bool backward) const {
 
 bool OneDnnConvolutionLayer::runs_int8() const { return primitives_ && primitives_->int8; }
 
+Quantization OneDnnConvolutionLayer::ReadsQuantized(int bottom) const {
+  if (!runs_int8() || bottom != 0) return {};
+  const QuantizationParameter& q = layer_param().quantization();
+  return {q.input_unsigned() ? ElementType::kUInt8 : ElementType::kInt8, q.input_scale()};
+}
+
+bool OneDnnConvolutionLayer::WritesQuantized(int top) const {
+  const FusedActivation::Kind activation = fused_activation_.kind;
+  return runs_int8() && top == 0 && !fused_sum() &&
+         (activation == FusedActivation::kNone || activation == FusedActivation::kReLU);
+}
+
 std::string OneDnnConvolutionLayer::engine_note() const {
   if (runs_int8()) return "8-bit integers";
   return implementation().find("wino") != std::string::npos ? "Winograd" : "";
@@ -506,7 +531,9 @@ void OneDnnConvolutionLayer::MakeInt8Forward(Primitives* p) const {
   p->int8_weights.Quantize(*params_[0], bias, num_output_, params_[0]->count() / num_output_, 1,
                            layer_param().quantization().input_scale(), describe());
   dnnl::primitive_attr attr = onednn::UserScratchpadWith(fused_activation_, fused_sum());
-  attr.set_output_scales(1 << 1, p->int8_weights.output_scales());
+  std::vector<float> scales = p->int8_weights.output_scales();
+  for (float& scale : scales) scale *= p->top_scale;
+  attr.set_output_scales(1 << 1, scales);
   const dnnl::convolution_forward::primitive_desc pd(
       dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
                                       p->int8_src, p->int8_weights_any, bias ? p->user_bias : memory::desc(),
@@ -533,14 +560,16 @@ void OneDnnConvolutionLayer::Forward_cpu(const std::vector<Blob*>& bottom, const
   const memory weights = p.int8 ? p.int8_weights.placed() : p.weights.Get(*params_[0], bind.stream());
   for (size_t b = 0; b < bottom.size(); ++b) {
     memory src;
-    if (p.int8) {  // quantized into the workspace
+    if (p.int8 && bottom[b]->quantization().integers()) {  // 8 bits already
+      src = bind.In(p.user_src, bottom[b]->cpu_bytes(), p.forward_src, p.src);
+    } else if (p.int8) {  // quantized into the workspace
       const memory user = bind.Plain(p.user_src, bottom[b]->cpu_data());
       src = bind.Scratch(p.forward_src, p.src);
       onednn::RunReorder(p.quantize_src, bind.stream(), user, src);
     } else {
       src = bind.In(p.user_src, bottom[b]->cpu_data(), p.forward_src, p.src);
     }
-    float* output = top[b]->mutable_cpu_data();
+    void* output = top[b]->mutable_cpu_bytes();  // floats, or 8 bits where planned so
     const memory dst = bind.Result(p.user_dst, output, p.forward_dst, p.dst);
     // A fused sum: the primitive adds what its output buffer holds, so the summand goes there first, in its layout.
     if (summand_ != nullptr) {

@@ -2,9 +2,24 @@
 
 #include <climits>
 #include <cmath>
+#include <cstdint>
 #include <sstream>
 
 namespace crema {
+
+size_t ElementBytes(ElementType type) { return type == ElementType::kFloat32 ? sizeof(float) : 1; }
+
+std::string ElementTypeName(ElementType type) {
+  switch (type) {
+    case ElementType::kFloat32:
+      return "32-bit floats";
+    case ElementType::kUInt8:
+      return "unsigned 8-bit integers";
+    case ElementType::kInt8:
+      return "signed 8-bit integers";
+  }
+  return "unknown";
+}
 
 std::string LayoutName(Layout layout) {
   switch (layout) {
@@ -48,7 +63,8 @@ void Blob::Reshape(const std::vector<int>& shape) {
   }
   // A view is checked before anything changes, so a refused reshape leaves the blob as it was.
   for (const Storage* storage : {&data_, &diff_}) {
-    CREMA_CHECK(!storage->is_view || static_cast<size_t>(count) <= storage->available())
+    CREMA_CHECK(!storage->is_view ||
+                (storage == &data_ ? FloatsFor(count) : static_cast<size_t>(count)) <= storage->available())
         << "cannot reshape a blob to " << ShapeString(shape) << ": its " << (storage == &data_ ? "data" : "diff")
         << " is a view of " << storage->available() << " values of another blob's memory, which it may not grow";
   }
@@ -77,16 +93,17 @@ float* Blob::Storage::write(Device device) {
 }
 
 void Blob::Fit(Storage* storage, const char* what) {
-  if (storage->memory && static_cast<size_t>(count_) <= storage->available()) return;
+  const size_t needed = Needed(storage);
+  if (storage->memory && needed <= storage->available()) return;
   CREMA_CHECK(!storage->is_view) << "a blob of shape " << shape_string() << " views only " << storage->available()
                                  << " values of another blob's " << what;
   // An owner whose storage is too small (or shared by views the net will re-point) gets storage of its own.
-  storage->memory = std::make_shared<SyncedMemory>(static_cast<size_t>(count_) * sizeof(float));
+  storage->memory = std::make_shared<SyncedMemory>(needed * sizeof(float));
   storage->offset = 0;
 }
 
 void Blob::Share(Storage* mine, const Storage& theirs, const Blob& source, const char* what) {
-  CREMA_CHECK(static_cast<size_t>(count_) <= theirs.available())
+  CREMA_CHECK(Needed(mine) <= theirs.available())
       << "cannot share " << what << ": a blob of shape " << shape_string() << " does not fit in the "
       << theirs.available() << " values that the blob of shape " << source.shape_string() << " sees";
   *mine = Storage{theirs.memory, theirs.offset, true};
@@ -98,6 +115,7 @@ void Blob::ShareDiff(const Blob& source) { Share(&diff_, source.diff_, source, "
 void Blob::ViewOf(const Blob& source, bool with_diff) {
   shape_ = source.shape_;
   count_ = source.count_;
+  quantization_ = source.quantization_;  // the same bytes, the same values
   data_ = Storage{source.data_.memory, source.data_.offset, true};
   if (with_diff) {
     diff_ = Storage{source.diff_.memory, source.diff_.offset, true};
@@ -115,7 +133,7 @@ void Blob::ViewData(const std::shared_ptr<SyncedMemory>& memory, size_t offset, 
   const Storage view{memory, offset, true};
   int64_t count = 1;
   for (int dim : shape) count *= dim;
-  CREMA_CHECK(count >= 0 && static_cast<size_t>(count) <= view.available())
+  CREMA_CHECK(count >= 0 && FloatsFor(count) <= view.available())
       << "a view of shape " << ShapeString(shape) << " from value " << offset << " does not fit in a buffer of "
       << memory->size() / sizeof(float) << " values";
   data_ = view;
@@ -131,6 +149,20 @@ void Blob::ViewDiff(const std::shared_ptr<SyncedMemory>& memory, size_t offset) 
       << "a view of shape " << shape_string() << " from value " << offset << " does not fit in a buffer of "
       << memory->size() / sizeof(float) << " values";
   diff_ = view;
+}
+
+void Blob::set_quantization(const Quantization& quantization) {
+  CREMA_CHECK(!quantization.integers() || (std::isfinite(quantization.scale) && quantization.scale > 0.f))
+      << "a blob of shape " << shape_string() << " cannot hold " << ElementTypeName(quantization.type) << " of scale "
+      << quantization.scale << ": a scale is a positive number";
+  quantization_ = quantization;
+  Fit(&data_, "data");
+}
+
+void Blob::RefuseFloatAccess() const {
+  throw Error("a blob of shape " + shape_string() + " holds " + ElementTypeName(quantization_.type) +
+              " (the net's plan passes it between two 8-bit steps as they are), not floats; build the net with " +
+              "CREMA_ELEMENT_TYPES=float set to read it as floats");
 }
 
 void Blob::OwnStorage(bool gradient) {
@@ -248,9 +280,28 @@ void Blob::ToProto(BlobProto* proto, bool write_diff) const {
   }
 }
 
+namespace {
+
+// The values of `blob`, in the order they lie, as floats (8-bit integers divided by their scale).
+std::vector<float> StoredValues(const Blob& blob) {
+  const Quantization& q = blob.quantization();
+  const size_t count = static_cast<size_t>(blob.count());
+  if (!q.integers()) return std::vector<float>(blob.cpu_data(), blob.cpu_data() + count);
+  std::vector<float> values(count);
+  for (size_t i = 0; i < count; ++i) {
+    const int stored = q.type == ElementType::kUInt8 ? static_cast<const uint8_t*>(blob.cpu_bytes())[i]
+                                                     : static_cast<const int8_t*>(blob.cpu_bytes())[i];
+    values[i] = static_cast<float>(stored) / q.scale;
+  }
+  return values;
+}
+
+}  // namespace
+
 std::vector<float> PlainValues(const Blob& blob) {
-  const float* data = blob.cpu_data();
-  if (blob.layout() == Layout::kPlain) return std::vector<float>(data, data + blob.count());
+  std::vector<float> stored = StoredValues(blob);
+  if (blob.layout() == Layout::kPlain) return stored;
+  const float* data = stored.data();
   CREMA_CHECK(blob.num_axes() == 4) << "a blob of shape " << blob.shape_string() << " is kept in "
                                     << LayoutName(blob.layout()) << ", which only 4-d blobs have";
   const int num = blob.shape(0), channels = blob.shape(1);

@@ -1,4 +1,5 @@
-// Blob: an N-d float tensor with its gradient ("diff"), both held in SyncedMemory.
+// Blob: an N-d float tensor with its gradient ("diff"), both held in SyncedMemory; the data may be planned in another
+// element type (core/element_type.hpp).
 #pragma once
 
 #include <memory>
@@ -7,6 +8,7 @@
 
 #include "core/common.hpp"
 #include "core/context.hpp"
+#include "core/element_type.hpp"
 #include "core/layout.hpp"
 #include "core/synced_memory.hpp"
 
@@ -48,6 +50,18 @@ class Blob {
   Layout layout() const { return layout_; }
   void set_layout(Layout layout) { layout_ = layout; }
 
+  // What the data's elements are (core/element_type.hpp): 32-bit floats, unless the net's plan keeps this blob, between
+  // two steps that compute in 8-bit integers, as the integers (value = q / scale). The diff stays float. A reshape
+  // keeps it; storage is sized for it (data_floats).
+  ElementType data_type() const { return quantization_.type; }
+  const Quantization& quantization() const { return quantization_; }
+  void set_quantization(const Quantization& quantization);
+  // The floats of memory the data takes: count() for floats, a quarter of it (rounded up) for 8-bit integers.
+  size_t data_floats() const { return FloatsFor(count_); }
+  // The data as bytes, in whatever type it has (the engines that read and write 8-bit blobs).
+  const void* cpu_bytes() const { return data_.read(Device::kCPU); }
+  void* mutable_cpu_bytes() { return data_.write(Device::kCPU); }
+
   // The legacy 4-d view (missing axes read as 1).
   int num() const { return LegacyShape(0); }
   int channels() const { return LegacyShape(1); }
@@ -57,18 +71,18 @@ class Blob {
   int offset(int n, int c = 0, int h = 0, int w = 0) const;
   int offset(const std::vector<int>& indices) const;
 
-  const float* cpu_data() const { return data_.read(Device::kCPU); }
+  const float* cpu_data() const { return Floats(data_.read(Device::kCPU)); }
   const float* cpu_diff() const { return diff_.read(Device::kCPU); }
-  float* mutable_cpu_data() { return data_.write(Device::kCPU); }
+  float* mutable_cpu_data() { return Floats(data_.write(Device::kCPU)); }
   float* mutable_cpu_diff() { return diff_.write(Device::kCPU); }
-  const float* gpu_data() const { return data_.read(Device::kGPU); }
+  const float* gpu_data() const { return Floats(data_.read(Device::kGPU)); }
   const float* gpu_diff() const { return diff_.read(Device::kGPU); }
-  float* mutable_gpu_data() { return data_.write(Device::kGPU); }
+  float* mutable_gpu_data() { return Floats(data_.write(Device::kGPU)); }
   float* mutable_gpu_diff() { return diff_.write(Device::kGPU); }
   // The same on the device a context names: code written once for both devices reads pointers this way.
-  const float* data_on(Device device) const { return data_.read(device); }
+  const float* data_on(Device device) const { return Floats(data_.read(device)); }
   const float* diff_on(Device device) const { return diff_.read(device); }
-  float* mutable_data_on(Device device) { return data_.write(device); }
+  float* mutable_data_on(Device device) { return Floats(data_.write(device)); }
   float* mutable_diff_on(Device device) { return diff_.write(device); }
   float data_at(int n, int c = 0, int h = 0, int w = 0) const { return cpu_data()[offset(n, c, h, w)]; }
 
@@ -121,13 +135,27 @@ class Blob {
     const float* read(Device device) const;
     float* write(Device device);
   };
-  // Makes `storage` hold `count_` floats: an owner grows, a view must already fit (`what` names it in errors).
+  // Makes `storage` hold what `count_` values take (floats for the diff, data_floats for the data): an owner grows, a
+  // view must already fit (`what` names it in errors).
   void Fit(Storage* storage, const char* what);
+  size_t FloatsFor(int64_t count) const {
+    return quantization_.integers() ? static_cast<size_t>((count * ElementBytes(quantization_.type) + 3) / 4)
+                                    : static_cast<size_t>(count);
+  }
+  size_t Needed(const Storage* storage) const { return storage == &data_ ? data_floats() : count_; }
+  // The float accessors refuse data in another element type: a layer that reads floats never sees integers.
+  template <typename T>
+  T* Floats(T* data) const {
+    if (quantization_.integers()) RefuseFloatAccess();
+    return data;
+  }
+  [[noreturn]] void RefuseFloatAccess() const;
   void Share(Storage* mine, const Storage& theirs, const Blob& source, const char* what);
 
   std::vector<int> shape_;
   int count_ = 0;
   Layout layout_ = Layout::kPlain;
+  Quantization quantization_;
   Storage data_;
   Storage diff_;
 };

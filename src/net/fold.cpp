@@ -293,7 +293,10 @@ void DropUnusedBlobs(Net* net) {
 }
 
 void PlanLayoutsAfterRewrites(Net* net) {
-  if (InferenceRewritesApply(*net)) PlanLayouts(net);
+  if (!InferenceRewritesApply(*net)) return;
+  // The engines say what they offer as the rewrites left them (fused post-ops; 8-bit kernels take channels-last).
+  net->Reshape();
+  PlanLayouts(net);
 }
 
 }  // namespace crema

@@ -27,7 +27,8 @@ class Touches {
       buffer.blob = net.blob_names()[blob];
       buffer.gradient = gradient;
       // What the blob's shape needs (an owner may hold more after shrinking; a slot of the arena is that much).
-      buffer.bytes = static_cast<size_t>(b.count()) * sizeof(float);
+      // 8-bit data (core/element_type.hpp) takes a quarter of a float's bytes.
+      buffer.bytes = (gradient ? static_cast<size_t>(b.count()) : b.data_floats()) * sizeof(float);
       buffer.first = buffer.last = position;
       buffer.read_first = !write;
       buffer.memory = memory;

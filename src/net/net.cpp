@@ -493,6 +493,12 @@ void Net::ReleaseMemoryPlan(bool keep_values, bool reshape) {
   for (const PlannedBuffer& buffer : memory_plan_->buffers) {
     Blob& owner = *blobs_[buffer.owner];
     if ((buffer.gradient ? owner.diff() : owner.data()) != arena_) continue;  // not (or no longer) in the arena
+    if (!buffer.gradient && owner.quantization().integers()) {  // 8-bit data: on the host only (oneDNN's engines)
+      const void* bytes = keep_values ? owner.cpu_bytes() : nullptr;
+      owner.OwnStorage(false);
+      if (bytes != nullptr) std::memcpy(owner.mutable_cpu_bytes(), bytes, owner.data_floats() * sizeof(float));
+      continue;
+    }
     const float* values = keep_values ? (buffer.gradient ? owner.diff_on(device) : owner.data_on(device)) : nullptr;
     owner.OwnStorage(buffer.gradient);
     if (values != nullptr)
@@ -702,8 +708,11 @@ std::string Net::BottomShapesNote(const std::vector<int>& bottoms) const {
 
 void Net::RunAfterWeightsPasses() {
   if (after_weights_.empty()) return;
-  // The passes see every blob with memory of its own, and the plan is made again for the steps they leave.
-  ReleaseMemoryPlan(false, true);
+  // The passes see every blob with memory of its own, and the plan is made again for the steps they leave. The layers
+  // are made as the net will run them (forward only, where it is: the engines' inference forms, 8-bit ones among
+  // them, whose layouts plan_layouts reads); every step is reshaped before it runs again.
+  ReleaseMemoryPlan(false, false);
+  TellLayersBackwardPlanned(plan_with_backward_);
   for (const NetPass& pass : after_weights_) {
     pass.run(this);
     passes_run_.push_back(pass.name);
@@ -926,7 +935,7 @@ void Net::MakeStepStorage(bool gradients) {
       for (size_t k = 0; k < ids->size(); ++k) {
         Blob& blob = *blobs_[(*ids)[k]];
         if (blob.count() == 0) continue;
-        blob.cpu_data();
+        blob.cpu_bytes();
         const bool propagated = ids != &s.bottoms || (k < s.propagate_down.size() && s.propagate_down[k]);
         if (backward && propagated) blob.cpu_diff();
       }
@@ -1190,6 +1199,7 @@ std::string Net::DescribeNonFinite(size_t step, bool gradients) const {
   if (!gradients) {
     for (int id : s.tops) {
       const Blob& blob = *blobs_[id];
+      if (blob.quantization().integers()) continue;  // integers are finite
       const int bad = FirstNonFinite(blob.cpu_data(), blob.count());
       if (bad < 0) continue;
       out << who << blob.cpu_data()[bad] << " in top '" << blob_names_[id] << "' " << blob.shape_string()

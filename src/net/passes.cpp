@@ -27,11 +27,9 @@ NetPasses NetPasses::Default() {
   passes.after_build = {
       {"decide_backward", DecideBackward}, {"plan_layouts", PlanLayouts}, {"fuse_for_training", FuseForTraining}};
   // The inference rewrites (net/fold.hpp), for a net that runs forward only.
-  passes.after_weights = {{"plain_layouts", PlainLayoutsForRewrites},
-                          {"fold_identities", FoldIdentities},
-                          {"fold_into_producers", FoldIntoProducers},
-                          {"drop_unused_blobs", DropUnusedBlobs},
-                          {"plan_layouts", PlanLayoutsAfterRewrites}};
+  passes.after_weights = {{"plain_layouts", PlainLayoutsForRewrites}, {"fold_identities", FoldIdentities},
+                          {"fold_into_producers", FoldIntoProducers}, {"drop_unused_blobs", DropUnusedBlobs},
+                          {"plan_layouts", PlanLayoutsAfterRewrites}, {"plan_element_types", PlanElementTypes}};
   return passes;
 }
 
@@ -311,6 +309,111 @@ void PlanLayouts(Net* net) {
     }
   }
   net->Reshape();  // the layers whose blobs changed layout build their primitives anew
+}
+
+namespace {
+
+// For plan_element_types: blobs joined by steps whose layer passes 8-bit values through
+// (Layer::PassesQuantizationThrough: a MAX pooling, a Concat) take one element type together, a group.
+struct QuantizationGroups {
+  std::vector<int> parent;
+  explicit QuantizationGroups(size_t blobs) : parent(blobs) {
+    for (size_t i = 0; i < blobs; ++i) parent[i] = static_cast<int>(i);
+  }
+  int Find(int id) {
+    while (parent[id] != id) id = parent[id] = parent[parent[id]];
+    return id;
+  }
+  void Join(int a, int b) { parent[Find(a)] = Find(b); }
+};
+
+// What the group of blobs `members` may hold: the quantization every step outside the group that reads one of them
+// applies to it, where all apply the same one, read out of place and through no view, and every member is written
+// once, out of place, by a step that can write it in 8 bits or passes values through within the group (floats
+// otherwise, or where no step outside the group reads them). Collects the steps that read or write them.
+Quantization GroupQuantization(const Net& net, const std::vector<int>& members, const std::set<int>& outputs,
+                               std::set<size_t>* steps) {
+  const std::vector<PlanStep>& plan = net.plan();
+  const std::set<int> group(members.begin(), members.end());
+  Quantization common;
+  bool read = false;
+  for (int id : members) {
+    if (outputs.count(id) || net.BlobReadOutside(id) || net.blobs()[id]->quantization().integers()) return {};
+    int writers = 0;
+    for (size_t s = 0; s < plan.size(); ++s) {
+      const PlanStep& step = plan[s];
+      const Layer& layer = *net.layers()[step.layer];
+      for (size_t t = 0; t < step.tops.size(); ++t) {
+        if (step.tops[t] != id) continue;
+        ++writers;
+        steps->insert(s);
+        if (std::find(step.bottoms.begin(), step.bottoms.end(), id) != step.bottoms.end()) return {};  // in place
+        if (!layer.PassesQuantizationThrough() && !layer.WritesQuantized(static_cast<int>(t))) return {};
+      }
+      for (size_t b = 0; b < step.bottoms.size(); ++b) {
+        if (step.bottoms[b] != id) continue;
+        steps->insert(s);
+        for (const Layer::TopView& view : step.views)
+          if (view.bottom == static_cast<int>(b)) return {};
+        if (layer.PassesQuantizationThrough()) continue;  // its tops are members too
+        const Quantization q = layer.ReadsQuantized(static_cast<int>(b));
+        if (!q.integers() || (read && q != common)) return {};
+        common = q;
+        read = true;
+      }
+    }
+    if (writers != 1) return {};
+  }
+  return read ? common : Quantization{};
+}
+
+}  // namespace
+
+void PlanElementTypes(Net* net) {
+  const char* choice = std::getenv("CREMA_ELEMENT_TYPES");
+  // debug_info reads every blob as floats.
+  if ((choice != nullptr && std::strcmp(choice, "float") == 0) || net->debug_info()) return;
+  std::vector<PlanStep>& plan = net->mutable_plan();
+  const auto& blobs = net->blobs();
+  const std::set<int> outputs(net->output_blob_indices().begin(), net->output_blob_indices().end());
+  QuantizationGroups groups(blobs.size());
+  for (const PlanStep& step : plan) {
+    if (!net->layers()[step.layer]->PassesQuantizationThrough()) continue;
+    for (int bottom : step.bottoms)
+      for (int top : step.tops) groups.Join(bottom, top);
+  }
+  std::map<int, std::vector<int>> members;  // by group, in the order of the blobs' first writes
+  std::vector<int> order;
+  for (const PlanStep& step : plan)
+    for (int id : step.tops) {
+      std::vector<int>& group = members[groups.Find(id)];
+      if (group.empty()) order.push_back(groups.Find(id));
+      if (std::find(group.begin(), group.end(), id) == group.end()) group.push_back(id);
+    }
+  bool changed = false;
+  for (int root : order) {
+    std::vector<int>& group = members[root];
+    // A member no step writes (a net input joined by a Concat) leaves the group in floats.
+    for (const PlanStep& step : plan)
+      for (int id : step.bottoms)
+        if (groups.Find(id) == root && std::find(group.begin(), group.end(), id) == group.end()) group.push_back(id);
+    std::set<size_t> steps;
+    const Quantization q = GroupQuantization(*net, group, outputs, &steps);
+    if (!q.integers()) continue;
+    std::ostringstream names, blob_names;
+    for (int id : group) {
+      blobs[id]->set_quantization(q);
+      blob_names << (blob_names.tellp() > 0 ? "', '" : "") << net->blob_names()[id];
+    }
+    for (size_t s : steps) {
+      plan[s].reshape_pending = true;
+      names << (names.tellp() > 0 ? ", " : "") << net->layer_names()[plan[s].layer];
+    }
+    LOG(INFO) << "  '" << blob_names.str() << "' pass" << (group.size() == 1 ? "es" : "") << " as "
+              << ElementTypeName(q.type) << " (scale " << q.scale << ") between " << names.str();
+    changed = true;
+  }
+  if (changed) net->Reshape();  // the writers and readers make their primitives for the integers
 }
 
 }  // namespace crema

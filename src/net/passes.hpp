@@ -12,7 +12,7 @@
 //   fuse_for_training  in a net that trains on the CPU, a BatchNorm runs the Scale and ReLU in place after it, and
 //                   a SUM or a oneDNN convolution the ReLU after it (net/fuse.hpp)
 // After-weights passes (once the weights are loaded; Net::RunAfterWeightsPasses): the inference rewrites of
-// net/fold.hpp, for a net that runs forward only.
+// net/fold.hpp, for a net that runs forward only, then plan_element_types (8-bit blobs between 8-bit steps).
 //
 // Adding a pass: write it here as a function, add it to NetPasses::Default() (passes.cpp) at the stage it
 // belongs to, and test it on its own (tests/test_net_foundation.cpp, NetPassesTest). docs/architecture.md has a worked
@@ -38,5 +38,12 @@ void DecideBackward(Net* net);
 // along, and reorders happen only where the run meets other layers. The changed steps are reshaped at once.
 // CREMA_LAYOUTS=plain skips it (every blob plain, for comparisons).
 void PlanLayouts(Net* net);
+
+// Keeps each blob that is not a net output, nor read from outside the plan, in 8-bit integers where its writer can
+// write them (Layer::WritesQuantized) and every step reading it quantizes it in one way (Layer::ReadsQuantized):
+// 8-bit convolutions then pass their integers from one to the next, a quarter of the bytes and no conversion, the
+// same values the readers would have quantized (core/element_type.hpp). The changed steps are reshaped at once.
+// CREMA_ELEMENT_TYPES=float skips it (every blob in floats, for comparisons and for reading every blob).
+void PlanElementTypes(Net* net);
 
 }  // namespace crema

@@ -97,7 +97,9 @@ def test_a_saved_caffemodel_carries_its_nets_definition(tmp_path):
     rebuilt = crema.Net(str(path), crema.TEST, weights=str(path))
     image = np.random.default_rng(4).uniform(0, 1, net.blobs["data"].data.shape).astype(np.float32)
     expected = net.forward(data=image)["prob"].copy()
-    np.testing.assert_array_equal(rebuilt.forward(data=image)["prob"], expected)
+    # The rebuilt net, given its weights, is folded for inference (ip1 runs its ReLU in oneDNN's inner product), the
+    # first one is not: the same values to float rounding.
+    np.testing.assert_allclose(rebuilt.forward(data=image)["prob"], expected, rtol=1e-5, atol=1e-7)
 
 
 def test_caffe_pb2_is_registered_once():

@@ -1,0 +1,34 @@
+// The type of a blob's values as they lie in memory. crema computes in 32-bit floats, and every blob holds them
+// unless the net's plan (plan_element_types, src/net/passes.hpp) keeps one in another type between the steps that
+// write and read it in that type: an 8-bit inference step's output read only by 8-bit steps that would have
+// quantized it the same way passes from one to the next as the integers themselves, a quarter of the bytes and no
+// conversion. Layers that know nothing of it never see such a blob (Blob's float accessors refuse it).
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace crema {
+
+enum class ElementType {
+  kFloat32,  // every blob, unless planned otherwise
+  kUInt8,    // q in [0, 255] standing for q / scale
+  kInt8,     // q in [-128, 127] standing for q / scale
+};
+
+size_t ElementBytes(ElementType type);
+// "32-bit floats", "unsigned 8-bit integers", "signed 8-bit integers"
+std::string ElementTypeName(ElementType type);
+
+// How a value is stored in an 8-bit type: q = round(value * scale), saturated to the type's range (kFloat32: as is).
+// A layer that quantizes a bottom says so (Layer::ReadsQuantized); two such readers of one blob agree when their
+// Quantization are equal.
+struct Quantization {
+  ElementType type = ElementType::kFloat32;
+  float scale = 1.f;
+  bool integers() const { return type != ElementType::kFloat32; }
+  bool operator==(const Quantization& other) const { return type == other.type && scale == other.scale; }
+  bool operator!=(const Quantization& other) const { return !(*this == other); }
+};
+
+}  // namespace crema
