@@ -362,6 +362,11 @@ TEST(Int8ChainTest, BlobsStayInFloatsWhereAStepNeedsThem) {
       {"a float reader too",
        ChainNet(unsigned40,
                 "layer { name: 'pool' type: 'Pooling' bottom: 'out' top: 'pooled' "
+                "pooling_param { pool: AVE kernel_size: 2 stride: 2 } }\n"),
+       false},
+      {"a MAX pooling passing it on to a net output",
+       ChainNet(unsigned40,
+                "layer { name: 'pool' type: 'Pooling' bottom: 'out' top: 'pooled' "
                 "pooling_param { pool: MAX kernel_size: 2 stride: 2 } }\n"),
        false},
       {"two 8-bit readers alike",
@@ -386,6 +391,58 @@ TEST(Int8ChainTest, BlobsStayInFloatsWhereAStepNeedsThem) {
     net->Forward();  // and runs
     for (int id : net->output_blob_indices()) EXPECT_FALSE(net->blobs()[id]->quantization().integers());
   }
+}
+
+// Steps that pass values through (a MAX pooling, a Concat) join their bottoms and tops: an inception-like branch
+// point, its 8-bit output read by a convolution and pooled, the two joined and read by another 8-bit convolution,
+// runs in 8 bits from the first convolution to the last, with the outputs of the same net in floats to the rounding
+// of the integers passed on.
+TEST(Int8ChainTest, PoolingAndConcatPassIntegersThrough) {
+  if (!HasInt8Kernels()) GTEST_SKIP() << "no 8-bit kernels on this CPU";
+  const std::string unsigned40 = "quantization { input_scale: 40 input_unsigned: true }";
+  const std::string text =
+      ChainNet(unsigned40,
+               "layer { name: 'relu2' type: 'ReLU' bottom: 'out2' top: 'out2' }\n"
+               "layer { name: 'pool' type: 'Pooling' bottom: 'out' top: 'pooled' "
+               "pooling_param { pool: MAX kernel_size: 3 stride: 1 pad: 1 } }\n"
+               "layer { name: 'join' type: 'Concat' bottom: 'pooled' bottom: 'out2' top: 'joined' }\n"
+               "layer { name: 'conv3' type: 'Convolution' bottom: 'joined' top: 'out3' convolution_param { "
+               "num_output: 8 kernel_size: 1 } " +
+                   unsigned40 + " }\n");
+  const auto net = BuildNet(text);
+  for (const char* name : {"out", "pooled", "out2", "joined"}) {
+    SCOPED_TRACE(name);
+    EXPECT_EQ(ElementTypeName(net->blob_by_name(name)->data_type()), ElementTypeName(ElementType::kUInt8));
+    EXPECT_EQ(net->blob_by_name(name)->quantization().scale, 40.f);
+  }
+  net->Forward();
+  test::ScopedEnvironment floats("CREMA_ELEMENT_TYPES", "float");
+  const auto float_net = BuildNet(text);
+  float_net->Forward();
+  // The pooled integers are exactly the integers of the pooled floats (the largest of rounded values is the rounded
+  // largest); the joined blob is the two 8-bit parts side by side.
+  const std::vector<float> out = PlainValues(*net->blob_by_name("out"));
+  const std::vector<float> pooled = PlainValues(*net->blob_by_name("pooled"));
+  const std::vector<float> joined = PlainValues(*net->blob_by_name("joined"));
+  const std::vector<float> out2 = PlainValues(*net->blob_by_name("out2"));
+  const int positions = 8 * 8, channels = 32, channels2 = 24;
+  for (int n = 0; n < 2; ++n)
+    for (int c = 0; c < channels; ++c)
+      for (int y = 0; y < 8; ++y)
+        for (int x = 0; x < 8; ++x) {
+          float largest = 0.f;
+          for (int dy = -1; dy <= 1; ++dy)
+            for (int dx = -1; dx <= 1; ++dx)
+              if (y + dy >= 0 && y + dy < 8 && x + dx >= 0 && x + dx < 8)
+                largest = std::max(largest, out[(n * channels + c) * positions + (y + dy) * 8 + x + dx]);
+          const int at = (n * channels + c) * positions + y * 8 + x;
+          ASSERT_EQ(pooled[at], largest) << "at " << at;
+          ASSERT_EQ(joined[(n * (channels + channels2) + c) * positions + y * 8 + x], largest) << "at " << at;
+        }
+  for (int n = 0; n < 2; ++n)
+    for (int i = 0; i < channels2 * positions; ++i)
+      ASSERT_EQ(joined[(n * (channels + channels2) + channels) * positions + i], out2[n * channels2 * positions + i]);
+  ExpectMatches(test::DataOf(*net->blob_by_name("out3")), test::DataOf(*float_net->blob_by_name("out3")), 0.02f);
 }
 
 // A layer that reads floats never sees the integers: the float accessors refuse them and say how to get floats.

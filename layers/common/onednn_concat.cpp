@@ -30,20 +30,20 @@ struct OneDnnConcatLayer::Primitives {
 namespace {
 
 // Copies each bottom's images into (or, `to_bottoms`, out of) its stretch of each image of the top: `sizes` are the
-// bottoms' floats per image.
-void CopyImages(int images, const std::vector<size_t>& sizes, size_t top_image, const std::vector<float*>& bottoms,
-                float* top, bool to_bottoms) {
+// bottoms' bytes per image.
+void CopyImages(int images, const std::vector<size_t>& sizes, size_t top_image, const std::vector<char*>& bottoms,
+                char* top, bool to_bottoms) {
   const long long total = static_cast<long long>(images) * static_cast<long long>(top_image);
-#pragma omp parallel for if (images > 1 && total >= (1LL << 20))
+#pragma omp parallel for if (images > 1 && total >= (1LL << 22))
   for (int n = 0; n < images; ++n) {
     size_t offset = static_cast<size_t>(n) * top_image;
     for (size_t b = 0; b < bottoms.size(); ++b) {
-      float* image = bottoms[b] == nullptr ? nullptr : bottoms[b] + static_cast<size_t>(n) * sizes[b];
+      char* image = bottoms[b] == nullptr ? nullptr : bottoms[b] + static_cast<size_t>(n) * sizes[b];
       if (image != nullptr) {
         if (to_bottoms) {
-          std::memcpy(image, top + offset, sizes[b] * sizeof(float));
+          std::memcpy(image, top + offset, sizes[b]);
         } else {
-          std::memcpy(top + offset, image, sizes[b] * sizeof(float));
+          std::memcpy(top + offset, image, sizes[b]);
         }
       }
       offset += sizes[b];
@@ -117,17 +117,18 @@ void OneDnnConcatLayer::Reshape(const std::vector<Blob*>& bottom, const std::vec
 void OneDnnConcatLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   Primitives& p = *primitives_;
   if (p.by_images) {
+    const size_t bytes = ElementBytes(top[0]->data_type());  // 8-bit blobs too
     std::vector<size_t> sizes;
-    std::vector<float*> sources;
+    std::vector<char*> sources;
     for (const Blob* b : bottom) {
-      sizes.push_back(static_cast<size_t>(b->count(1)));
-      sources.push_back(const_cast<float*>(b->cpu_data()));
+      sizes.push_back(static_cast<size_t>(b->count(1)) * bytes);
+      sources.push_back(static_cast<char*>(const_cast<void*>(b->cpu_bytes())));
     }
-    CopyImages(top[0]->shape(0), sizes, static_cast<size_t>(top[0]->count(1)), sources, top[0]->mutable_cpu_data(),
-               false);
+    CopyImages(top[0]->shape(0), sizes, static_cast<size_t>(top[0]->count(1)) * bytes, sources,
+               static_cast<char*>(top[0]->mutable_cpu_bytes()), false);
     return;
   }
-  onednn::RunOnSources(p.forward_primitive, p.scratch_desc, p.bottoms, bottom, p.top, top[0]->mutable_cpu_data(),
+  onednn::RunOnSources(p.forward_primitive, p.scratch_desc, p.bottoms, bottom, p.top, top[0]->mutable_cpu_bytes(),
                        workspace(), p.scratch, &p.forward_bindings);
 }
 
@@ -136,13 +137,13 @@ void OneDnnConcatLayer::Backward_cpu(const std::vector<Blob*>& top, const std::v
   Primitives& p = *primitives_;
   if (p.by_images) {
     std::vector<size_t> sizes;
-    std::vector<float*> gradients;
+    std::vector<char*> gradients;
     for (size_t b = 0; b < bottom.size(); ++b) {
-      sizes.push_back(static_cast<size_t>(bottom[b]->count(1)));
-      gradients.push_back(propagate_down[b] ? bottom[b]->mutable_cpu_diff() : nullptr);
+      sizes.push_back(static_cast<size_t>(bottom[b]->count(1)) * sizeof(float));
+      gradients.push_back(propagate_down[b] ? reinterpret_cast<char*>(bottom[b]->mutable_cpu_diff()) : nullptr);
     }
-    CopyImages(top[0]->shape(0), sizes, static_cast<size_t>(top[0]->count(1)), gradients,
-               const_cast<float*>(top[0]->cpu_diff()), true);
+    CopyImages(top[0]->shape(0), sizes, static_cast<size_t>(top[0]->count(1)) * sizeof(float), gradients,
+               reinterpret_cast<char*>(const_cast<float*>(top[0]->cpu_diff())), true);
     return;
   }
   onednn::Binder bind(workspace(), &p.backward_bindings);

@@ -75,8 +75,8 @@ std::string PlanFor(const LayerParameter& layer, const std::vector<int>& shape, 
 dnnl::pooling_forward::primitive_desc ForwardFor(const Plan& plan, const memory::desc& src,
                                                  dnnl::prop_kind kind = dnnl::prop_kind::forward_training) {
   const memory::desc dst(
-      Dims({static_cast<int>(src.dims()[0]), static_cast<int>(src.dims()[1]), plan.out_h, plan.out_w}),
-      memory::data_type::f32, Tag::any);
+      Dims({static_cast<int>(src.dims()[0]), static_cast<int>(src.dims()[1]), plan.out_h, plan.out_w}), src.data_type(),
+      Tag::any);
   return dnnl::pooling_forward::primitive_desc(dnnl::pooling_forward::desc(kind, plan.algorithm, src, dst, plan.strides,
                                                                            plan.kernel, plan.pad_left, plan.pad_right),
                                                onednn::UserScratchpad(), CpuEngine());
@@ -102,6 +102,10 @@ std::string OneDnnPoolingLayer::Refusal(const EngineQuery& query) {
   return "";
 }
 
+bool OneDnnPoolingLayer::PassesQuantizationThrough() const {
+  return method_ == PoolingParameter::MAX && !backward_planned();
+}
+
 void OneDnnPoolingLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   ReadWindow();
   if (method_ == PoolingParameter::MAX && maxima_ == nullptr)
@@ -117,7 +121,10 @@ void OneDnnPoolingLayer::Reshape(const std::vector<Blob*>& bottom, const std::ve
   CREMA_CHECK(plan.out_h == pooled_h_ && plan.out_w == pooled_w_) << describe() << ": output size mismatch";
   // MAX over channels side by side (a run's blocks, or channels-last), the top in the same layout: crema's own
   // loops (layers/vision/pooling_lanes.hpp), their record of the maxima a byte an output.
-  in_lanes_ = method_ == PoolingParameter::MAX && bottom[0]->layout() != Layout::kPlain &&
+  const bool integers = bottom[0]->quantization().integers();
+  CREMA_CHECK(integers == top[0]->quantization().integers() && (!integers || PassesQuantizationThrough()))
+      << describe() << ": its bottom and top were planned in different element types";
+  in_lanes_ = !integers && method_ == PoolingParameter::MAX && bottom[0]->layout() != Layout::kPlain &&
               top[0]->layout() == bottom[0]->layout() && kernel_h_ * kernel_w_ <= kMostWindowValues &&
               std::getenv("CREMA_ONEDNN_POOLING") == nullptr;
   if (in_lanes_) {
@@ -131,8 +138,13 @@ void OneDnnPoolingLayer::Reshape(const std::vector<Blob*>& bottom, const std::ve
   // The primitive works in the bottom's layout (plain, or a run's); the top gets the layout the net gave it.
   const memory::desc user_src = onednn::BlobDesc(*bottom[0]), user_dst = onednn::BlobDesc(*top[0]);
   // Where no backward will run, the inference primitive: it keeps no workspace of maxima.
-  const auto training = ForwardFor(plan, user_src);
+  // In 8 bits, the inference primitive between the 8-bit blobs; the training one (which hints the backward, never
+  // run then) in floats.
+  const auto training =
+      ForwardFor(plan, integers ? onednn::LayoutDesc(bottom[0]->shape(), bottom[0]->layout()) : user_src);
   const auto forward = backward_planned() ? training : ForwardFor(plan, user_src, dnnl::prop_kind::forward_inference);
+  CREMA_CHECK(!integers || forward.dst_desc() == user_dst)
+      << describe() << ": oneDNN pools 8-bit values into another layout than the top's";
   // The gradient in the forward's input layout first, then in oneDNN's choice: its choice for a global
   // pooling's gradient (a 1 x 1 top) may be a layout it has only the reference kernel for (a ResNet's average
   // pool over 16-channel blocks: 6 ms against 0.1).
@@ -157,7 +169,7 @@ void OneDnnPoolingLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std
                           maxima_->count() > 0 ? reinterpret_cast<uint8_t*>(maxima_->mutable_cpu_data()) : nullptr);
     return;
   }
-  passes_->Forward(workspace(), bottom[0]->cpu_data(), top[0]->mutable_cpu_data(),
+  passes_->Forward(workspace(), bottom[0]->cpu_bytes(), top[0]->mutable_cpu_bytes(),
                    maxima_ != nullptr ? maxima_->mutable_cpu_data() : nullptr);
 }
 

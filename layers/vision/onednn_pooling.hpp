@@ -37,6 +37,9 @@ class OneDnnPoolingLayer : public PoolingLayer {
   // Pools in whatever layout its bottom comes in (oneDNN's kernels take them all), and offers it to the top.
   bool ReadsLayout(int, Layout) const override { return true; }
   Layout OffersLayout(int, const std::vector<Layout>& bottom_layouts) const override { return bottom_layouts[0]; }
+  // MAX picks values: the largest of 8-bit values is the 8-bit value of the largest, so it pooling in 8 bits gives what
+  // quantizing its float output would (running forward only, on oneDNN's primitive; an average would round anew).
+  bool PassesQuantizationThrough() const override;
 
   // "" when the engine takes the query, else why not (the registry's refusal).
   static std::string Refusal(const EngineQuery& query);
