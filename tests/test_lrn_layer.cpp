@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -106,6 +107,43 @@ TEST(LRNLayerTest, EveryEngineMatchesDirectSumsAndItsGradient) {
       for (int i = 0; i < top.pointers[0]->count(); ++i)
         ASSERT_NEAR(top.pointers[0]->cpu_data()[i], expected[i], 1e-5) << i;
       test::GradientChecker(1e-2f, 1e-3f).CheckGradient(layer.get(), bottom.pointers, top.pointers);
+    }
+  }
+}
+
+// The oneDNN engine in a net that runs forward only, its bottom and top kept channels-last (as between 8-bit
+// convolutions): crema's own loops across channels (layers/normalization/lrn_channels_last.hpp), against the direct
+// sums; channel counts below, at and past a vector's 16, both of beta's paths.
+TEST(LRNLayerTest, ChannelsLastForwardOnlyMatchesDirectSums) {
+  const std::vector<std::string> engines = LayerRegistry::Global().Engines("LRN", Device::kCPU);
+  if (std::find(engines.begin(), engines.end(), "onednn") == engines.end()) GTEST_SKIP() << "no oneDNN in this build";
+  for (int channels : {7, 16, 37}) {
+    for (const Case& c : kCases) {
+      if (!c.across) continue;
+      SCOPED_TRACE(std::to_string(channels) + " channels: " + c.param);
+      LayerParameter param = LrnParam(c.param);
+      param.add_bottom("in");
+      param.add_top("out");
+      const std::vector<int> shape = {2, channels, 3, 5};
+      std::unique_ptr<Layer> layer = test::CreateWithEngine(param, {shape}, "onednn");
+      layer->set_backward_planned(false);
+      Blob plain(shape);
+      test::FillGaussian(&plain, 0.f, 1.5f, 84 + channels);
+      test::BlobList bottom, top;
+      Blob* in = bottom.Add(shape);
+      in->set_layout(Layout::kChannelsLast);
+      const int positions = shape[2] * shape[3];
+      for (int n = 0; n < shape[0]; ++n)
+        for (int ch = 0; ch < channels; ++ch)
+          for (int p = 0; p < positions; ++p)
+            in->mutable_cpu_data()[(n * positions + p) * channels + ch] =
+                plain.cpu_data()[(n * channels + ch) * positions + p];
+      top.Add({})->set_layout(Layout::kChannelsLast);
+      layer->SetUp(bottom.pointers, top.pointers);
+      layer->Forward(bottom.pointers, top.pointers);
+      const auto expected = Reference(plain, c.size, c.alpha, c.beta, c.k, c.across);
+      const std::vector<float> actual = PlainValues(*top.pointers[0]);
+      for (size_t i = 0; i < expected.size(); ++i) ASSERT_NEAR(actual[i], expected[i], 1e-5) << i;
     }
   }
 }

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "layers/normalization/lrn_channels_last.hpp"
 #include "layers/onednn_util.hpp"
 
 namespace crema {
@@ -55,6 +56,16 @@ void OneDnnLRNLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vec
 void OneDnnLRNLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   ReadShape(*bottom[0]);
   top[0]->ReshapeLike(*bottom[0]);
+  // Across channels, forward only, channels-last in and out: crema's own loops (layers/normalization/
+  // lrn_channels_last.hpp), faster there than oneDNN's kernel for the layout.
+  own_channels_last_ = across_ && !backward_planned() && bottom[0]->layout() == Layout::kChannelsLast &&
+                       top[0]->layout() == Layout::kChannelsLast;
+  if (own_channels_last_) {
+    passes_.reset();
+    RequestWorkspace(0);
+    saved_->Reshape({0});
+    return;
+  }
   const memory::desc user_src = onednn::BlobDesc(*bottom[0]), user_dst = onednn::BlobDesc(*top[0]);
   dnnl::lrn_forward::primitive_desc training, forward;
   dnnl::lrn_backward::primitive_desc backward;
@@ -88,6 +99,12 @@ void OneDnnLRNLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector
 }
 
 void OneDnnLRNLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  if (own_channels_last_) {
+    LRNAcrossChannelsLast(bottom[0]->cpu_data(), top[0]->mutable_cpu_data(),
+                          static_cast<long long>(bottom[0]->count()) / channels_, channels_, size_, k_, alpha_ / size_,
+                          beta_);
+    return;
+  }
   passes_->Forward(workspace(), bottom[0]->cpu_data(), top[0]->mutable_cpu_data(), saved_->mutable_cpu_data());
 }
 

@@ -42,6 +42,7 @@ class OneDnnLRNLayer : public LRNLayer {
  private:
   std::unique_ptr<onednn::Passes> passes_;  // the primitives for the current shapes
   Blob* saved_ = nullptr;                   // oneDNN's workspace, kept from Forward to Backward
+  bool own_channels_last_ = false;          // forward only, channels-last: LRNAcrossChannelsLast
 };
 
 }  // namespace crema

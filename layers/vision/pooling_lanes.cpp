@@ -51,54 +51,61 @@ CREMA_ALWAYS_INLINE void Store(T* p, const Vector& v) {
   __builtin_memcpy(p, &v, sizeof v);
 }
 
-// One output row `oy` of one group of lanes: `in` and `out` at the group's first value, `arg` laid out as `out`.
-// L lanes, all the channels' (vectors), or `active` < L of them (a channels-last tail: one lane at a time).
+// One output row `oy` of `groups` groups of lanes, L apart (channels-last's channels, 16 at a time, each position's
+// all at once: a group at a time, the rows were read once per group), or of one (a channel block): `in_first` and
+// `out_first` at the first group's first value, `arg_first` laid out as `out_first`. L lanes a group, all the channels'
+// (vectors), or `last_active` < L of them in the last group (a channels-last tail: one lane at a time).
 template <int L>
-CREMA_ALWAYS_INLINE void ForwardRow(const PoolingWindows& w, int oy, const float* in, int in_stride, float* out,
-                                    uint8_t* arg, int out_stride, int active) {
+CREMA_ALWAYS_INLINE void ForwardRow(const PoolingWindows& w, int oy, const float* in_first, int in_stride,
+                                    float* out_first, uint8_t* arg_first, int out_stride, int groups, int last_active) {
   using Floats = typename Lanes<L>::Floats;
   using Ints = typename Lanes<L>::Ints;
   using Bytes = typename Lanes<L>::Bytes;
   const int y0 = oy * w.stride_h - w.pad_h;
   const int ys = std::max(y0, 0), ye = std::min(y0 + w.kernel_h, w.height);
-  for (int ox = 0; ox < w.pooled_w; ++ox) {
-    const int x0 = ox * w.stride_w - w.pad_w;
-    const int xs = std::max(x0, 0), xe = std::min(x0 + w.kernel_w, w.width);
-    const float* first = in + (static_cast<long long>(ys) * w.width + xs) * in_stride;
-    const int first_at = (ys - y0) * w.kernel_w + (xs - x0);
-    const long long o = static_cast<long long>(oy * w.pooled_w + ox) * out_stride;
-    if (active == L) {
-      Floats best = Load<Floats>(first);
-      Ints at = first_at - Ints{};
-      for (int y = ys; y < ye; ++y) {
-        const float* row = in + static_cast<long long>(y) * w.width * in_stride;
-        for (int x = xs; x < xe; ++x) {
-          const Floats v = Load<Floats>(row + static_cast<long long>(x) * in_stride);
-          const Ints greater = v > best;
-          best = greater ? v : best;
-          at = greater ? (y - y0) * w.kernel_w + (x - x0) - Ints{} : at;
-        }
-      }
-      Store(out + o, best);
-      if (arg != nullptr) Store(arg + o, __builtin_convertvector(at, Bytes));
-      continue;
-    }
-    for (int l = 0; l < active; ++l) {
-      float best = first[l];
-      int at = first_at;
-      for (int y = ys; y < ye; ++y) {
-        for (int x = xs; x < xe; ++x) {
-          const float v = in[(static_cast<long long>(y) * w.width + x) * in_stride + l];
-          if (v > best) {
-            best = v;
-            at = (y - y0) * w.kernel_w + (x - x0);
+  for (int ox = 0; ox < w.pooled_w; ++ox)
+    for (int g = 0; g < groups; ++g) {
+      const int active = g + 1 == groups ? last_active : L;
+      const float* in = in_first + g * L;
+      float* out = out_first + g * L;
+      uint8_t* arg = arg_first == nullptr ? nullptr : arg_first + g * L;
+      const int x0 = ox * w.stride_w - w.pad_w;
+      const int xs = std::max(x0, 0), xe = std::min(x0 + w.kernel_w, w.width);
+      const float* first = in + (static_cast<long long>(ys) * w.width + xs) * in_stride;
+      const int first_at = (ys - y0) * w.kernel_w + (xs - x0);
+      const long long o = static_cast<long long>(oy * w.pooled_w + ox) * out_stride;
+      if (active == L) {
+        Floats best = Load<Floats>(first);
+        Ints at = first_at - Ints{};
+        for (int y = ys; y < ye; ++y) {
+          const float* row = in + static_cast<long long>(y) * w.width * in_stride;
+          for (int x = xs; x < xe; ++x) {
+            const Floats v = Load<Floats>(row + static_cast<long long>(x) * in_stride);
+            const Ints greater = v > best;
+            best = greater ? v : best;
+            at = greater ? (y - y0) * w.kernel_w + (x - x0) - Ints{} : at;
           }
         }
+        Store(out + o, best);
+        if (arg != nullptr) Store(arg + o, __builtin_convertvector(at, Bytes));
+        continue;
       }
-      out[o + l] = best;
-      if (arg != nullptr) arg[o + l] = static_cast<uint8_t>(at);
+      for (int l = 0; l < active; ++l) {
+        float best = first[l];
+        int at = first_at;
+        for (int y = ys; y < ye; ++y) {
+          for (int x = xs; x < xe; ++x) {
+            const float v = in[(static_cast<long long>(y) * w.width + x) * in_stride + l];
+            if (v > best) {
+              best = v;
+              at = (y - y0) * w.kernel_w + (x - x0);
+            }
+          }
+        }
+        out[o + l] = best;
+        if (arg != nullptr) arg[o + l] = static_cast<uint8_t>(at);
+      }
     }
-  }
 }
 
 // One input row `y` of one group of lanes: each input's gradient, gathered from the outputs whose windows hold it
@@ -147,13 +154,13 @@ CREMA_ALWAYS_INLINE void BackwardRow(const PoolingWindows& w, int y, const float
 }
 
 CREMA_VECTOR_CLONES void ForwardRows16(const PoolingWindows& w, int oy, const float* in, int in_stride, float* out,
-                                       uint8_t* arg, int out_stride, int active) {
-  ForwardRow<16>(w, oy, in, in_stride, out, arg, out_stride, active);
+                                       uint8_t* arg, int out_stride, int groups, int last_active) {
+  ForwardRow<16>(w, oy, in, in_stride, out, arg, out_stride, groups, last_active);
 }
 
 CREMA_VECTOR_CLONES void ForwardRows8(const PoolingWindows& w, int oy, const float* in, int in_stride, float* out,
                                       uint8_t* arg, int out_stride) {
-  ForwardRow<8>(w, oy, in, in_stride, out, arg, out_stride, 8);
+  ForwardRow<8>(w, oy, in, in_stride, out, arg, out_stride, 1, 8);
 }
 
 CREMA_VECTOR_CLONES void BackwardRows16(const PoolingWindows& w, int y, const float* top_diff, const uint8_t* arg,
@@ -208,15 +215,19 @@ void MaxPoolForwardInLanes(const PoolingWindows& w, Layout layout, int num, int 
       << "a window of " << w.kernel_h << " x " << w.kernel_w << " values is more than a byte records";
   const ChannelLanes in(layout, channels, w.height * w.width), out(layout, channels, w.pooled_h * w.pooled_w);
   const bool eight = in.lanes == 8 && layout != Layout::kChannelsLast;
-  ForEachRow(num, in.groups, w.pooled_h, num * out.image_stride, [&](int n, int g, int oy) {
+  // Channels-last: every group of a row in one call (the groups lie side by side at each position).
+  const bool side_by_side = layout == Layout::kChannelsLast;
+  ForEachRow(num, side_by_side ? 1 : in.groups, w.pooled_h, num * out.image_stride, [&](int n, int g, int oy) {
     const float* from = bottom + n * in.image_stride + g * in.group_stride;
     const long long at = n * out.image_stride + g * out.group_stride;
     const int active = g + 1 == in.groups ? in.last_lanes : in.lanes;
     uint8_t* record = argmax == nullptr ? nullptr : argmax + at;
     if (eight)
       ForwardRows8(w, oy, from, in.position_stride, top + at, record, out.position_stride);
+    else if (side_by_side)
+      ForwardRows16(w, oy, from, in.position_stride, top + at, record, out.position_stride, in.groups, in.last_lanes);
     else
-      ForwardRows16(w, oy, from, in.position_stride, top + at, record, out.position_stride, active);
+      ForwardRows16(w, oy, from, in.position_stride, top + at, record, out.position_stride, 1, active);
   });
 }
 
