@@ -24,7 +24,6 @@ CREMA_VECTOR_CLONES void OnePosition(const float* __restrict x, float* __restric
   for (int j = 0; j < size; ++j)
     for (int c = 0; c < channels; ++c) sums[c] += padded[c + j];
   if (beta == 0.75f) {  // Caffe's usual beta: s^-3/4 = r * sqrt(r) with r = 1 / sqrt(s)
-#pragma omp simd
     for (int c = 0; c < channels; ++c) {
       const float r = 1.f / std::sqrt(k + factor * sums[c]);
       y[c] = x[c] * r * std::sqrt(r);
