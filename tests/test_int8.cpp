@@ -456,6 +456,25 @@ TEST(Int8ChainTest, AnEightBitBlobRefusesFloatReads) {
   EXPECT_NE(middle.cpu_bytes(), nullptr);
 }
 
+// A net planned for a backward pass after its inference plan (Python's net.backward()) reads floats again: its
+// 8-bit blobs become float ones and its convolutions compute in float.
+TEST(Int8ChainTest, PlanningABackwardPassTurnsTheBlobsBackIntoFloats) {
+  if (!HasInt8Kernels()) GTEST_SKIP() << "no 8-bit kernels on this CPU";
+  const auto net =
+      BuildNet(ConvNet({2, 16, 6, 6}, "num_output: 16 kernel_size: 3 pad: 1", "quantization { input_scale: 50 }",
+                       "layer { name: 'conv2' type: 'Convolution' bottom: 'out' top: 'out2' "
+                       "convolution_param { num_output: 8 kernel_size: 1 } "
+                       "quantization { input_scale: 20 } }\n"));
+  ASSERT_EQ(ElementTypeName(net->blob_by_name("out")->data_type()), ElementTypeName(ElementType::kInt8));
+  net->Forward();
+  net->PlanMemory(true);
+  EXPECT_FALSE(net->blob_by_name("out")->quantization().integers());
+  net->Forward();
+  EXPECT_FALSE(ConvolutionOf(*net).runs_int8());
+  net->Backward();
+  EXPECT_NE(net->blob_by_name("out")->cpu_data(), nullptr);
+}
+
 // A net that trains computes in float (its gradients need the float weights), whatever the setting says.
 TEST(Int8ConvolutionTest, ATrainingNetComputesInFloat) {
   const std::string text =

@@ -526,13 +526,24 @@ void Net::PlanMemory(bool with_backward) {
       << "net '" << name_ << "' was rewritten for inference (" << rewrites_.size() - training_rewrites_
       << " steps folded or fused) and runs forward only; build it with fold: false (--fold=none) to run it backward";
   plan_with_backward_ = with_backward;
+  // A backward pass reads floats: blobs the inference plan kept in 8 bits (plan_element_types) hold floats again, in
+  // storage of their own (the plan's slots were sized for the integers).
+  const auto floats_again = [&] {
+    for (size_t id = 0; with_backward && id < blobs_.size(); ++id) {
+      if (!blobs_[id]->quantization().integers()) continue;
+      blobs_[id]->set_quantization({});
+      for (PlanStep& step : plan_) step.reshape_pending = true;
+    }
+  };
   if (!plan_memory_) {
+    floats_again();
     // No memory to plan, but the layers may leave out what they keep only for backward all the same (and choose
     // their inference forms: InnerProduct's oneDNN primitive), and Backward is refused, as under a plan.
     TellLayersBackwardPlanned(with_backward);
     return;
   }
   ReleaseMemoryPlan(false, false);  // BindMemoryPlan reshapes
+  floats_again();
   BindMemoryPlan();
 }
 
