@@ -443,6 +443,14 @@ TEST(Int8ChainTest, PoolingAndConcatPassIntegersThrough) {
     for (int i = 0; i < channels2 * positions; ++i)
       ASSERT_EQ(joined[(n * (channels + channels2) + channels) * positions + i], out2[n * channels2 * positions + i]);
   ExpectMatches(test::DataOf(*net->blob_by_name("out3")), test::DataOf(*float_net->blob_by_name("out3")), 0.02f);
+  // And with every blob in the plain layout (the pooling and the join then work on plain 8-bit values), the same.
+  test::ScopedEnvironment plain("CREMA_LAYOUTS", "plain");
+  unsetenv("CREMA_ELEMENT_TYPES");
+  const auto plain_net = BuildNet(text);
+  ASSERT_TRUE(plain_net->blob_by_name("pooled")->quantization().integers());
+  EXPECT_EQ(LayoutName(plain_net->blob_by_name("pooled")->layout()), LayoutName(Layout::kPlain));
+  plain_net->Forward();
+  EXPECT_EQ(PlainValues(*plain_net->blob_by_name("joined")), joined);
 }
 
 // A layer that reads floats never sees the integers: the float accessors refuse them and say how to get floats.
