@@ -383,6 +383,16 @@ TEST(Int8ChainTest, BlobsStayInFloatsWhereAStepNeedsThem) {
       {"a signed reader", ChainNet("quantization { input_scale: 40 }"), true},
       {"a float convolution reading it", ChainNet(""), false},
       {"a fused sigmoid", ChainNet(unsigned40, "", "Sigmoid"), false},
+      {"a reader of two bottoms (one set of primitives for both)",
+       ConvNet({2, 16, 8, 8}, "num_output: 32 kernel_size: 3 pad: 1", "quantization { input_scale: 50 }",
+               "layer { name: 'act' type: 'ReLU' bottom: 'out' top: 'out' }\n"
+               "layer { name: 'conv_b' type: 'Convolution' bottom: 'data' top: 'out_b' convolution_param { "
+               "num_output: 32 kernel_size: 3 pad: 1 } quantization { input_scale: 50 } }\n"
+               "layer { name: 'act_b' type: 'ReLU' bottom: 'out_b' top: 'out_b' }\n"
+               "layer { name: 'conv2' type: 'Convolution' bottom: 'out' bottom: 'out_b' top: 'out2' top: 'out2_b' "
+               "convolution_param { num_output: 24 kernel_size: 1 } " +
+                   unsigned40 + " }\n"),
+       false},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.what);

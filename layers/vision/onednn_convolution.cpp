@@ -492,15 +492,16 @@ bool OneDnnConvolutionLayer::ThreadCountChangesPass(bool backward) const {
 
 bool OneDnnConvolutionLayer::runs_int8() const { return primitives_ && primitives_->int8; }
 
+// One bottom and one top only: with several, they share the primitives, made for the first pair's element types.
 Quantization OneDnnConvolutionLayer::ReadsQuantized(int bottom) const {
-  if (!runs_int8() || bottom != 0) return {};
+  if (!runs_int8() || bottom != 0 || layer_param().bottom_size() != 1) return {};
   const QuantizationParameter& q = layer_param().quantization();
   return {q.input_unsigned() ? ElementType::kUInt8 : ElementType::kInt8, q.input_scale()};
 }
 
 bool OneDnnConvolutionLayer::WritesQuantized(int top) const {
   const FusedActivation::Kind activation = fused_activation_.kind;
-  return runs_int8() && top == 0 && !fused_sum() &&
+  return runs_int8() && top == 0 && layer_param().bottom_size() == 1 && !fused_sum() &&
          (activation == FusedActivation::kNone || activation == FusedActivation::kReLU);
 }
 

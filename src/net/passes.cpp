@@ -334,7 +334,6 @@ struct QuantizationGroups {
 Quantization GroupQuantization(const Net& net, const std::vector<int>& members, const std::set<int>& outputs,
                                std::set<size_t>* steps) {
   const std::vector<PlanStep>& plan = net.plan();
-  const std::set<int> group(members.begin(), members.end());
   Quantization common;
   bool read = false;
   for (int id : members) {
