@@ -92,12 +92,20 @@ memory::desc LayoutDesc(const std::vector<int>& shape, Layout layout, memory::da
   return memory::desc(Dims({shape[0], shape[1], shape[2], shape[3]}), type, TagOf(layout));
 }
 
+memory::data_type DataTypeOf(ElementType type) {
+  switch (type) {
+    case ElementType::kUInt8:
+      return memory::data_type::u8;
+    case ElementType::kInt8:
+      return memory::data_type::s8;
+    case ElementType::kFloat32:
+      break;
+  }
+  return memory::data_type::f32;
+}
+
 memory::desc BlobDesc(const Blob& blob) {
-  const ElementType type = blob.data_type();
-  return LayoutDesc(blob.shape(), blob.layout(),
-                    type == ElementType::kUInt8  ? memory::data_type::u8
-                    : type == ElementType::kInt8 ? memory::data_type::s8
-                                                 : memory::data_type::f32);
+  return LayoutDesc(blob.shape(), blob.layout(), DataTypeOf(blob.data_type()));
 }
 
 Layout LayoutOf(const memory::desc& desc, const std::vector<int>& shape) {

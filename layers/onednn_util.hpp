@@ -49,6 +49,8 @@ dnnl::memory::format_tag TagOf(Layout layout);
 dnnl::memory::desc LayoutDesc(const std::vector<int>& shape, Layout layout,
                               dnnl::memory::data_type type = dnnl::memory::data_type::f32);
 dnnl::memory::desc BlobDesc(const Blob& blob);
+// oneDNN's name for one of crema's element types (core/element_type.hpp).
+dnnl::memory::data_type DataTypeOf(ElementType type);
 // The layout of crema's that `desc` (a primitive's choice for a blob of `shape`) is, or kPlain when it is none
 // of them (or pads the channels).
 Layout LayoutOf(const dnnl::memory::desc& desc, const std::vector<int>& shape);

@@ -463,6 +463,40 @@ TEST(Int8ChainTest, PoolingAndConcatPassIntegersThrough) {
   EXPECT_EQ(PlainValues(*plain_net->blob_by_name("joined")), joined);
 }
 
+// Inner products read and write 8-bit blobs as convolutions do: LeNet's shape, conv -> MAX pool -> inner product
+// (+ ReLU) -> inner product, runs in 8 bits from the first step to the last, with the outputs of the same net in
+// floats to the rounding of the integers passed on.
+TEST(Int8ChainTest, InnerProductsReadAndWriteIntegers) {
+  if (!HasInt8Kernels()) GTEST_SKIP() << "no 8-bit kernels on this CPU";
+  const std::string text = ConvNet(
+      {4, 8, 8, 8}, "num_output: 16 kernel_size: 3 pad: 1", "quantization { input_scale: 50 }",
+      "layer { name: 'pool' type: 'Pooling' bottom: 'out' top: 'pooled' "
+      "pooling_param { pool: MAX kernel_size: 2 stride: 2 } }\n"
+      "layer { name: 'ip1' type: 'InnerProduct' bottom: 'pooled' top: 'ip1' inner_product_param { num_output: 32 } "
+      "quantization { input_scale: 20 } }\n"
+      "layer { name: 'relu' type: 'ReLU' bottom: 'ip1' top: 'ip1' }\n"
+      "layer { name: 'ip2' type: 'InnerProduct' bottom: 'ip1' top: 'ip2' inner_product_param { num_output: 10 } "
+      "quantization { input_scale: 30 input_unsigned: true } }\n");
+  const auto net = BuildNet(text);
+  EXPECT_EQ(ElementTypeName(net->blob_by_name("out")->data_type()), ElementTypeName(ElementType::kInt8));
+  EXPECT_EQ(ElementTypeName(net->blob_by_name("pooled")->data_type()), ElementTypeName(ElementType::kInt8));
+  EXPECT_EQ(net->blob_by_name("pooled")->quantization().scale, 20.f);
+  EXPECT_EQ(ElementTypeName(net->blob_by_name("ip1")->data_type()), ElementTypeName(ElementType::kUInt8));
+  EXPECT_EQ(net->blob_by_name("ip1")->quantization().scale, 30.f);
+  net->Forward();
+  test::ScopedEnvironment floats("CREMA_ELEMENT_TYPES", "float");
+  const auto float_net = BuildNet(text);
+  EXPECT_FALSE(float_net->blob_by_name("ip1")->quantization().integers());
+  float_net->Forward();
+  // The integers the second inner product read are those it would have made of the first one's float output.
+  const std::vector<float> passed = PlainValues(*net->blob_by_name("ip1"));
+  const std::vector<float> computed = test::DataOf(*float_net->blob_by_name("ip1"));
+  ASSERT_EQ(passed.size(), computed.size());
+  for (size_t i = 0; i < passed.size(); ++i)
+    ASSERT_NEAR(passed[i], std::min(255.f, std::nearbyint(computed[i] * 30.f)) / 30.f, 1.f / 30 + 1e-5f) << i;
+  ExpectMatches(test::DataOf(*net->blob_by_name("ip2")), test::DataOf(*float_net->blob_by_name("ip2")), 0.02f);
+}
+
 // A layer that reads floats never sees the integers: the float accessors refuse them and say how to get floats.
 TEST(Int8ChainTest, AnEightBitBlobRefusesFloatReads) {
   if (!HasInt8Kernels()) GTEST_SKIP() << "no 8-bit kernels on this CPU";

@@ -30,6 +30,8 @@ struct OneDnnInnerProductLayer::Primitive {
   // weights (its output scales follow them).
   bool int8 = false;
   memory::desc int8_src, quantized_src;
+  bool src_quantized = false;  // the bottom is kept in 8 bits by the plan (plan_element_types): read as it lies
+  float top_scale = 1.f;       // the top's scale where the plan keeps it in 8 bits, else 1: the output scales' factor
   dnnl::reorder quantize_src;
   onednn::Int8Weights int8_weights;
   size_t quantized = 0;
@@ -42,7 +44,9 @@ void OneDnnInnerProductLayer::MakeInt8Forward(Primitive* p) const {
   p->int8_weights.Quantize(*params_[0], bias, N_, transpose_ ? 1 : K_, transpose_ ? N_ : 1,
                            layer_param().quantization().input_scale(), describe());
   dnnl::primitive_attr attr = onednn::UserScratchpadWith(fused_activation_);
-  attr.set_output_scales(1 << 1, p->int8_weights.output_scales());
+  std::vector<float> scales = p->int8_weights.output_scales();
+  for (float& scale : scales) scale *= p->top_scale;
+  attr.set_output_scales(1 << 1, scales);
   p->forward = dnnl::inner_product_forward::primitive_desc(
       dnnl::inner_product_forward::desc(dnnl::prop_kind::forward_inference, p->int8_src,
                                         memory::desc(Dims({N_, K_}), memory::data_type::s8, Tag::any),
@@ -70,6 +74,18 @@ bool OneDnnInnerProductLayer::ComputesFusedActivation() const {
 
 bool OneDnnInnerProductLayer::runs_int8() const { return primitive_ && primitive_->int8; }
 
+Quantization OneDnnInnerProductLayer::ReadsQuantized(int bottom) const {
+  if (!runs_int8() || bottom != 0 || layer_param().bottom_size() != 1) return {};
+  const QuantizationParameter& q = layer_param().quantization();
+  return {q.input_unsigned() ? ElementType::kUInt8 : ElementType::kInt8, q.input_scale()};
+}
+
+bool OneDnnInnerProductLayer::WritesQuantized(int top) const {
+  const FusedActivation::Kind activation = fused_activation_.kind;
+  return runs_int8() && top == 0 && layer_param().bottom_size() == 1 &&
+         (activation == FusedActivation::kNone || activation == FusedActivation::kReLU);
+}
+
 void OneDnnInnerProductLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   InnerProductLayer::Reshape(bottom, top);  // M_, K_, N_ and the top's shape
   // 8 bits wherever the net runs forward only and oneDNN has the kernels (else float, said once).
@@ -85,7 +101,7 @@ void OneDnnInnerProductLayer::Reshape(const std::vector<Blob*>& bottom, const st
   // The bottom as M x K, the top as M x N, both plain; the weights N x K, or K x N with transpose (oneDNN's
   // outputs-by-inputs read in the other order).
   p->src = memory::desc(Dims({M_, K_}), f32, Tag::nc);
-  p->dst = memory::desc(Dims({M_, N_}), f32, Tag::nc);
+  p->dst = memory::desc(Dims({M_, N_}), onednn::DataTypeOf(top[0]->data_type()), Tag::nc);  // 8 bits where planned
   p->user_weights = memory::desc(Dims({N_, K_}), f32, transpose_ ? Tag::io : Tag::oi);
   p->bias = memory::desc(Dims({N_}), f32, Tag::x);
   onednn::Regions regions;
@@ -94,11 +110,17 @@ void OneDnnInnerProductLayer::Reshape(const std::vector<Blob*>& bottom, const st
       const bool unsigned_input = layer_param().quantization().input_unsigned();
       p->int8_src =
           memory::desc(Dims({M_, K_}), unsigned_input ? memory::data_type::u8 : memory::data_type::s8, Tag::nc);
+      p->top_scale = top[0]->quantization().integers() ? top[0]->quantization().scale : 1.f;
       MakeInt8Forward(p.get());
       p->int8 = true;
       p->quantized_src = p->forward.src_desc();
-      p->quantize_src = onednn::QuantizingReorder(p->src, p->quantized_src, layer_param().quantization().input_scale());
-      p->quantized = regions.Add(p->quantized_src);
+      // A bottom the plan keeps in 8 bits is read as it lies; a float one is quantized into the workspace.
+      p->src_quantized = bottom[0]->quantization().integers();
+      if (!p->src_quantized) {
+        p->quantize_src =
+            onednn::QuantizingReorder(p->src, p->quantized_src, layer_param().quantization().input_scale());
+        p->quantized = regions.Add(p->quantized_src);
+      }
       p->scratch_desc = p->forward.scratchpad_desc();
       p->scratch = regions.Add(p->scratch_desc);
       RequestWorkspace(regions.Floats());
@@ -109,6 +131,8 @@ void OneDnnInnerProductLayer::Reshape(const std::vector<Blob*>& bottom, const st
       p->int8 = false;
     }
   }
+  CREMA_CHECK(!bottom[0]->quantization().integers() && !top[0]->quantization().integers())
+      << describe() << ": its blobs were planned in 8 bits, but it computes in float here";
   const memory::desc any_weights(Dims({N_, K_}), f32, Tag::any);
   p->forward = dnnl::inner_product_forward::primitive_desc(
       dnnl::inner_product_forward::desc(dnnl::prop_kind::forward_inference, p->src, any_weights,
@@ -136,15 +160,16 @@ void OneDnnInnerProductLayer::Forward_any(const std::vector<Blob*>& bottom, cons
         << describe() << ": oneDNN chose other layouts for new weights";
   }
   onednn::Binder bind(workspace(), &p.bindings);
-  memory src = bind.Plain(p.src, bottom[0]->cpu_data());
-  if (p.int8) {  // quantized into the workspace
+  memory src =
+      p.src_quantized ? bind.Plain(p.quantized_src, bottom[0]->cpu_bytes()) : bind.Plain(p.src, bottom[0]->cpu_data());
+  if (p.int8 && !p.src_quantized) {  // quantized into the workspace
     const memory quantized = bind.Scratch(p.quantized_src, p.quantized);
     onednn::RunReorder(p.quantize_src, bind.stream(), src, quantized);
     src = quantized;
   }
   onednn::Args args = {{DNNL_ARG_SRC, src},
                        {DNNL_ARG_WEIGHTS, p.int8 ? p.int8_weights.placed() : p.weights.Get(*params_[0], bind.stream())},
-                       {DNNL_ARG_DST, bind.Plain(p.dst, top[0]->mutable_cpu_data())},
+                       {DNNL_ARG_DST, bind.Plain(p.dst, top[0]->mutable_cpu_bytes())},
                        {DNNL_ARG_SCRATCHPAD, bind.Scratch(p.scratch_desc, p.scratch)}};
   if (bias) args[DNNL_ARG_BIAS] = bind.Plain(p.bias, p.int8 ? p.int8_weights.scaled_bias().data() : bias->cpu_data());
   args.Run(p.primitive, bind.stream());
