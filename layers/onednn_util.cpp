@@ -431,6 +431,31 @@ void CheckQuantization(const QuantizationParameter& q, const std::string& who) {
       << who << ": quantization.input_scale must be a positive number (it is " << q.input_scale() << ")";
 }
 
+Quantization Int8Reads(const Layer& layer, bool runs_int8, int bottom) {
+  if (!runs_int8 || bottom != 0 || layer.layer_param().bottom_size() != 1) return {};
+  const QuantizationParameter& q = layer.layer_param().quantization();
+  return {q.input_unsigned() ? ElementType::kUInt8 : ElementType::kInt8, q.input_scale()};
+}
+
+bool Int8Writes(const Layer& layer, bool runs_int8, int top) {
+  const FusedActivation::Kind activation = layer.fused_activation().kind;
+  return runs_int8 && top == 0 && layer.layer_param().bottom_size() == 1 && !layer.fused_sum() &&
+         (activation == FusedActivation::kNone || activation == FusedActivation::kReLU);
+}
+
+std::vector<float> Int8Weights::OutputScales(float top_scale) const {
+  std::vector<float> scales = output_scales_;
+  for (float& scale : scales) scale *= top_scale;
+  return scales;
+}
+
+void CheckRemadeKeepsLayouts(const dnnl::primitive_desc_base& made, const dnnl::primitive_desc_base& remade,
+                             const std::string& who) {
+  CREMA_CHECK(remade.src_desc(0) == made.src_desc(0) && remade.dst_desc(0) == made.dst_desc(0) &&
+              remade.scratchpad_desc().get_size() <= made.scratchpad_desc().get_size())
+      << who << ": oneDNN chose other layouts for new weights";
+}
+
 void WarnInt8Refused(const std::string& who, const std::string& why) {
   static std::once_flag once;
   std::call_once(once, [&] {

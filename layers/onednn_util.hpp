@@ -211,7 +211,9 @@ class Int8Weights {
   // their own.
   const dnnl::memory& Place(const dnnl::memory::desc& plain, const dnnl::memory::desc& wanted);
   const dnnl::memory& placed() const { return placed_; }
-  const std::vector<float>& output_scales() const { return output_scales_; }
+  // The primitive's output scales, each times `top_scale` (the scale of a top kept in 8 bits, plan_element_types; 1
+  // for a float top).
+  std::vector<float> OutputScales(float top_scale) const;
   const std::vector<float>& scaled_bias() const { return scaled_bias_; }
   size_t bytes() const { return copy_ ? copy_->size() : 0; }
 
@@ -232,6 +234,16 @@ void CheckQuantization(const QuantizationParameter& q, const std::string& who);
 // Says, once per process, that layer `who` computes in float although set to 8 bits, and why (`why`: oneDNN's
 // refusal); later such layers are not named.
 void WarnInt8Refused(const std::string& who, const std::string& why);
+// What a layer computing in 8 bits (`runs_int8`) over one bottom reads and writes (Layer::ReadsQuantized,
+// WritesQuantized): its bottom quantized as its QuantizationParameter says; its top in 8 bits where no sum is fused and
+// the fused activation, if any, is a ReLU (whose result scales with its input: scaling after it is scaling before).
+// With several bottoms, one set of primitives serves them all, made for the first pair's element types: floats.
+Quantization Int8Reads(const Layer& layer, bool runs_int8, int bottom);
+bool Int8Writes(const Layer& layer, bool runs_int8, int top);
+// An Error naming `who` where `remade`, its 8-bit forward made again for new weights (the output scales follow them),
+// does not keep the layouts of `made`, the one the layer was reshaped for, or needs a larger scratchpad.
+void CheckRemadeKeepsLayouts(const dnnl::primitive_desc_base& made, const dnnl::primitive_desc_base& remade,
+                             const std::string& who);
 
 // A forward and a backward primitive between one NCHW bottom and one NCHW top, in whatever layouts the
 // primitives chose (Pooling, LRN): the workspace regions of their reordered buffers and scratchpads, oneDNN's

@@ -44,14 +44,14 @@ void OneDnnInnerProductLayer::MakeInt8Forward(Primitive* p) const {
   p->int8_weights.Quantize(*params_[0], bias, N_, transpose_ ? 1 : K_, transpose_ ? N_ : 1,
                            layer_param().quantization().input_scale(), describe());
   dnnl::primitive_attr attr = onednn::UserScratchpadWith(fused_activation_);
-  std::vector<float> scales = p->int8_weights.output_scales();
-  for (float& scale : scales) scale *= p->top_scale;
-  attr.set_output_scales(1 << 1, scales);
-  p->forward = dnnl::inner_product_forward::primitive_desc(
+  attr.set_output_scales(1 << 1, p->int8_weights.OutputScales(p->top_scale));
+  const dnnl::inner_product_forward::primitive_desc pd(
       dnnl::inner_product_forward::desc(dnnl::prop_kind::forward_inference, p->int8_src,
                                         memory::desc(Dims({N_, K_}), memory::data_type::s8, Tag::any),
                                         bias ? p->bias : memory::desc(), p->dst),
       attr, CpuEngine());
+  if (p->int8) onednn::CheckRemadeKeepsLayouts(p->forward, pd, describe());
+  p->forward = pd;
   p->primitive = dnnl::primitive(p->forward.get());
   p->int8_weights.Place(memory::desc(Dims({N_, K_}), memory::data_type::s8, Tag::oi), p->forward.weights_desc());
 }
@@ -75,16 +75,10 @@ bool OneDnnInnerProductLayer::ComputesFusedActivation() const {
 bool OneDnnInnerProductLayer::runs_int8() const { return primitive_ && primitive_->int8; }
 
 Quantization OneDnnInnerProductLayer::ReadsQuantized(int bottom) const {
-  if (!runs_int8() || bottom != 0 || layer_param().bottom_size() != 1) return {};
-  const QuantizationParameter& q = layer_param().quantization();
-  return {q.input_unsigned() ? ElementType::kUInt8 : ElementType::kInt8, q.input_scale()};
+  return onednn::Int8Reads(*this, runs_int8(), bottom);
 }
 
-bool OneDnnInnerProductLayer::WritesQuantized(int top) const {
-  const FusedActivation::Kind activation = fused_activation_.kind;
-  return runs_int8() && top == 0 && layer_param().bottom_size() == 1 &&
-         (activation == FusedActivation::kNone || activation == FusedActivation::kReLU);
-}
+bool OneDnnInnerProductLayer::WritesQuantized(int top) const { return onednn::Int8Writes(*this, runs_int8(), top); }
 
 void OneDnnInnerProductLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   InnerProductLayer::Reshape(bottom, top);  // M_, K_, N_ and the top's shape
@@ -153,12 +147,7 @@ void OneDnnInnerProductLayer::Forward_any(const std::vector<Blob*>& bottom, cons
   }
   Primitive& p = *primitive_;
   const Blob* bias = bias_term_ ? params_[1].get() : nullptr;
-  if (p.int8 && p.int8_weights.Stale(*params_[0], bias)) {
-    const size_t scratch_bytes = p.scratch_desc.get_size();
-    MakeInt8Forward(&p);
-    CREMA_CHECK(p.forward.src_desc() == p.quantized_src && p.forward.scratchpad_desc().get_size() <= scratch_bytes)
-        << describe() << ": oneDNN chose other layouts for new weights";
-  }
+  if (p.int8 && p.int8_weights.Stale(*params_[0], bias)) MakeInt8Forward(&p);
   onednn::Binder bind(workspace(), &p.bindings);
   memory src =
       p.src_quantized ? bind.Plain(p.quantized_src, bottom[0]->cpu_bytes()) : bind.Plain(p.src, bottom[0]->cpu_data());

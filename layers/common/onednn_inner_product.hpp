@@ -32,8 +32,7 @@ class OneDnnInnerProductLayer : public InnerProductLayer {
   bool runs_int8() const;
   // "8-bit integers" where it runs in them, else "".
   std::string engine_note() const override { return runs_int8() ? "8-bit integers" : ""; }
-  // As the convolution's engine: running in 8 bits over one bottom, it reads it (plain) quantized as its
-  // QuantizationParameter says, and can write its top in 8 bits where the fused activation, if any, is a ReLU.
+  // As the convolution's engine (onednn::Int8Reads, Int8Writes), its bottom plain.
   Quantization ReadsQuantized(int bottom) const override;
   bool WritesQuantized(int top) const override;
 

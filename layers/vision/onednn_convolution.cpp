@@ -492,18 +492,11 @@ bool OneDnnConvolutionLayer::ThreadCountChangesPass(bool backward) const {
 
 bool OneDnnConvolutionLayer::runs_int8() const { return primitives_ && primitives_->int8; }
 
-// One bottom and one top only: with several, they share the primitives, made for the first pair's element types.
 Quantization OneDnnConvolutionLayer::ReadsQuantized(int bottom) const {
-  if (!runs_int8() || bottom != 0 || layer_param().bottom_size() != 1) return {};
-  const QuantizationParameter& q = layer_param().quantization();
-  return {q.input_unsigned() ? ElementType::kUInt8 : ElementType::kInt8, q.input_scale()};
+  return onednn::Int8Reads(*this, runs_int8(), bottom);
 }
 
-bool OneDnnConvolutionLayer::WritesQuantized(int top) const {
-  const FusedActivation::Kind activation = fused_activation_.kind;
-  return runs_int8() && top == 0 && layer_param().bottom_size() == 1 && !fused_sum() &&
-         (activation == FusedActivation::kNone || activation == FusedActivation::kReLU);
-}
+bool OneDnnConvolutionLayer::WritesQuantized(int top) const { return onednn::Int8Writes(*this, runs_int8(), top); }
 
 std::string OneDnnConvolutionLayer::engine_note() const {
   if (runs_int8()) return "8-bit integers";
@@ -532,20 +525,13 @@ void OneDnnConvolutionLayer::MakeInt8Forward(Primitives* p) const {
   p->int8_weights.Quantize(*params_[0], bias, num_output_, params_[0]->count() / num_output_, 1,
                            layer_param().quantization().input_scale(), describe());
   dnnl::primitive_attr attr = onednn::UserScratchpadWith(fused_activation_, fused_sum());
-  std::vector<float> scales = p->int8_weights.output_scales();
-  for (float& scale : scales) scale *= p->top_scale;
-  attr.set_output_scales(1 << 1, scales);
+  attr.set_output_scales(1 << 1, p->int8_weights.OutputScales(p->top_scale));
   const dnnl::convolution_forward::primitive_desc pd(
       dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
                                       p->int8_src, p->int8_weights_any, bias ? p->user_bias : memory::desc(),
                                       p->int8_dst, p->strides, p->dilates, p->pad_left, p->pad_right),
       attr, CpuEngine());
-  // Made again for new weights: the same layouts and a scratchpad no larger than the workspace holds.
-  if (p->int8) {
-    CREMA_CHECK(pd.src_desc() == p->forward_src && pd.dst_desc() == p->forward_dst &&
-                pd.scratchpad_desc().get_size() <= p->forward_scratch_desc.get_size())
-        << describe() << ": oneDNN chose other layouts for new weights";
-  }
+  if (p->int8) onednn::CheckRemadeKeepsLayouts(p->forward, pd, describe());
   p->forward = pd;
   p->forward_primitive = dnnl::primitive(pd);
   p->int8_weights.Place(

@@ -62,9 +62,8 @@ class OneDnnConvolutionLayer : public BaseConvolutionLayer {
   // Whether its forward runs in 8-bit integers (QuantizationParameter, in a net that runs forward only, where oneDNN
   // has the kernels).
   bool runs_int8() const;
-  // Running in 8 bits over one bottom, it reads it quantized as its QuantizationParameter says, and can write its top
-  // in 8 bits (its output scales times the top's scale) where no sum is fused and the fused activation, if any, is a
-  // ReLU (whose result scales with its input, so that scaling after it is scaling before).
+  // Running in 8 bits, it reads and writes 8-bit blobs where onednn::Int8Reads / Int8Writes say (one bottom; the top
+  // with its output scales times the top's scale).
   Quantization ReadsQuantized(int bottom) const override;
   bool WritesQuantized(int top) const override;
   // "8-bit integers" or "Winograd" (its forward's kernels), else "".
