@@ -63,17 +63,18 @@ CREMA_ALWAYS_INLINE void ForwardRow(const PoolingWindows& w, int oy, const float
   using Bytes = typename Lanes<L>::Bytes;
   const int y0 = oy * w.stride_h - w.pad_h;
   const int ys = std::max(y0, 0), ye = std::min(y0 + w.kernel_h, w.height);
-  for (int ox = 0; ox < w.pooled_w; ++ox)
+  for (int ox = 0; ox < w.pooled_w; ++ox) {
+    // The window and the output's place, the same for every group.
+    const int x0 = ox * w.stride_w - w.pad_w;
+    const int xs = std::max(x0, 0), xe = std::min(x0 + w.kernel_w, w.width);
+    const int first_at = (ys - y0) * w.kernel_w + (xs - x0);
+    const long long o = static_cast<long long>(oy * w.pooled_w + ox) * out_stride;
     for (int g = 0; g < groups; ++g) {
       const int active = g + 1 == groups ? last_active : L;
       const float* in = in_first + g * L;
       float* out = out_first + g * L;
       uint8_t* arg = arg_first == nullptr ? nullptr : arg_first + g * L;
-      const int x0 = ox * w.stride_w - w.pad_w;
-      const int xs = std::max(x0, 0), xe = std::min(x0 + w.kernel_w, w.width);
       const float* first = in + (static_cast<long long>(ys) * w.width + xs) * in_stride;
-      const int first_at = (ys - y0) * w.kernel_w + (xs - x0);
-      const long long o = static_cast<long long>(oy * w.pooled_w + ox) * out_stride;
       if (active == L) {
         Floats best = Load<Floats>(first);
         Ints at = first_at - Ints{};
@@ -106,6 +107,7 @@ CREMA_ALWAYS_INLINE void ForwardRow(const PoolingWindows& w, int oy, const float
         if (arg != nullptr) arg[o + l] = static_cast<uint8_t>(at);
       }
     }
+  }
 }
 
 // One input row `y` of one group of lanes: each input's gradient, gathered from the outputs whose windows hold it
