@@ -21,6 +21,21 @@ Layer::Layer(const LayerParameter& param, std::shared_ptr<Context> context)
   param_.clear_blobs();
 }
 
+Precision SchemaPrecision(::caffe::Precision precision) {
+  switch (precision) {
+    case ::caffe::BFLOAT16:
+      return Precision::kBfloat16;
+    case ::caffe::FLOAT16:
+      return Precision::kFloat16;
+    default:
+      return Precision::kFloat32;
+  }
+}
+
+Precision Layer::requested_precision() const {
+  return param_.has_precision() ? SchemaPrecision(param_.precision()) : context_->precision();
+}
+
 std::string Layer::describe() const { return "layer '" + name() + "' (" + type() + ")"; }
 
 void Layer::CheckArity(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) const {

@@ -45,6 +45,9 @@ struct FusedActivation {
   std::string describe() const;
 };
 
+// The schema's Precision (a solver's or a layer's `precision`) as crema's.
+Precision SchemaPrecision(::caffe::Precision precision);
+
 class Layer {
  public:
   // Without a context, the layer gets one of its own: the CPU, seed 1701 (tests, standalone use).
@@ -70,6 +73,12 @@ class Layer {
   // How the engine computes, where that is worth saying beside its name ("8-bit integers", "Winograd"; "" for
   // nothing to say), for `crema time`'s list of engines.
   virtual std::string engine_note() const { return ""; }
+  // The precision asked of this layer's products: its own `precision`, else its context's (the solver's, --precision).
+  Precision requested_precision() const;
+  // The precision its products compute in, as its engine was set up (Reshape): float32 unless the engine has kernels
+  // for the one requested on this machine. Net::Init lists the layers that compute in another one, and those asked
+  // for one that compute in float32.
+  virtual Precision computes_in() const { return Precision::kFloat32; }
   const std::string& name() const { return param_.name(); }
   Context& context() const { return *context_; }
   Device device() const { return context_->device(); }

@@ -464,6 +464,70 @@ void WarnInt8Refused(const std::string& who, const std::string& why) {
   });
 }
 
+namespace {
+
+// oneDNN's name for the instructions it found (or was limited to, DNNL_MAX_CPU_ISA), for messages.
+std::string IsaName(dnnl::cpu_isa isa) {
+  switch (isa) {
+    case dnnl::cpu_isa::sse41:
+      return "SSE4.1";
+    case dnnl::cpu_isa::avx:
+      return "AVX";
+    case dnnl::cpu_isa::avx2:
+      return "AVX2";
+    case dnnl::cpu_isa::avx2_vnni:
+      return "AVX2 with VNNI";
+    case dnnl::cpu_isa::avx512_core:
+      return "AVX-512";
+    case dnnl::cpu_isa::avx512_core_vnni:
+      return "AVX-512 with VNNI";
+    case dnnl::cpu_isa::avx512_core_bf16:
+      return "AVX-512 with BF16";
+    case dnnl::cpu_isa::avx512_core_amx:
+      return "AMX";
+    default:
+      return "instruction set " + std::to_string(static_cast<int>(isa));
+  }
+}
+
+}  // namespace
+
+bool HasBfloat16Kernels() {
+  // The ISAs are bit masks, each a superset of the ones it extends.
+  const unsigned mask = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
+  return (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & mask) == mask;
+}
+
+Precision EnginePrecision(const Layer& layer) {
+  const Precision asked = layer.requested_precision();
+  if (asked == Precision::kFloat32) return asked;
+  std::string why;
+  if (asked == Precision::kBfloat16 && HasBfloat16Kernels()) return asked;
+  if (asked == Precision::kBfloat16)
+    why = "this CPU has no bf16 instructions (oneDNN runs " + IsaName(dnnl::get_effective_cpu_isa()) +
+          "; AVX512_BF16 or AMX computes bf16)";
+  else
+    why = "float16 computes on GPUs; on this CPU ask for bf16 (AVX512_BF16 or AMX) instead";
+  static std::mutex mutex;
+  static bool said[3] = {false, false, false};
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (!said[static_cast<int>(asked)]) {
+    said[static_cast<int>(asked)] = true;
+    LOG(WARNING) << "layer '" << layer.name() << "' (" << layer.type() << ") computes in float32, though set to "
+                 << PrecisionName(asked) << ": " << why << "; other such layers of this run are not named";
+  }
+  return Precision::kFloat32;
+}
+
+void WarnHalfRefused(const std::string& who, Precision precision, const std::string& why) {
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    LOG(WARNING) << who << " computes in float32, though set to " << PrecisionName(precision)
+                 << ": oneDNN has no such kernels for it on this CPU (" << why
+                 << "); other such layers of this run are not named";
+  });
+}
+
 Passes::Passes(const memory::desc& user_src, const memory::desc& user_dst, const dnnl::primitive_desc_base& forward,
                const dnnl::primitive_desc_base& backward, bool backward_reads_src)
     : user_src_(user_src),

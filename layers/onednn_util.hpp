@@ -245,6 +245,17 @@ bool Int8Writes(const Layer& layer, bool runs_int8, int top);
 void CheckRemadeKeepsLayouts(const dnnl::primitive_desc_base& made, const dnnl::primitive_desc_base& remade,
                              const std::string& who);
 
+// Whether oneDNN computes bf16 products on this CPU with bf16 instructions (AVX512_BF16 or AMX; as DNNL_MAX_CPU_ISA
+// limits them): elsewhere it emulates them, slower than float32.
+bool HasBfloat16Kernels();
+// The precision `layer`'s oneDNN products compute in: the one it asks for (Layer::requested_precision) where this CPU
+// has the kernels (bf16 with HasBfloat16Kernels; float16 never on a CPU), else float32, the reason said once per
+// process and precision.
+Precision EnginePrecision(const Layer& layer);
+// Says, once per process, that layer `who` computes in float32 though set to `precision`, oneDNN having refused the
+// primitive (`why`).
+void WarnHalfRefused(const std::string& who, Precision precision, const std::string& why);
+
 // A forward and a backward primitive between one NCHW bottom and one NCHW top, in whatever layouts the
 // primitives chose (Pooling, LRN): the workspace regions of their reordered buffers and scratchpads, oneDNN's
 // own workspace kept from forward to backward (`saved`: an internal blob of the layer), and the two passes.

@@ -102,6 +102,12 @@ DEFINE_string(cudnn_algorithms, "",
               "algorithm timed once per shape, the fastest taken; the default) or heuristic (cuDNN's heuristics, "
               "the same choice every run); empty leaves it to the solver's cudnn_algorithms and "
               "CREMA_CUDNN_ALGORITHMS");
+DEFINE_string(precision, "",
+              "train, test, time: the precision convolutions and inner products compute in: fp32, bf16 (on CPUs "
+              "with bf16 instructions) or fp16 (on GPUs), their sums in float32 and everything else (losses, "
+              "BatchNorm's statistics, the update of the float32 master weights) in float32; where the kernels are "
+              "missing, float32 with the reason logged. Empty leaves it to the solver's precision (float32); a "
+              "layer's own precision overrides it");
 DEFINE_string(output_model, "", "fold, import: the net's definition to write (a prototxt)");
 DEFINE_string(output_weights, "", "fold, import: the net's weights to write (a .caffemodel)");
 DEFINE_string(keep_blobs, "",
@@ -225,6 +231,7 @@ void SetMemoryPlan(Context* context) {
   context->set_lanes(FLAGS_lanes);
   if (!FLAGS_cudnn_algorithms.empty())
     context->set_cudnn_algorithms(Context::ParseCudnnAlgorithms(FLAGS_cudnn_algorithms, "--cudnn_algorithms"));
+  if (!FLAGS_precision.empty()) context->set_precision(ParsePrecision(FLAGS_precision, "--precision"));
 }
 
 std::shared_ptr<Context> ToolContext() {

@@ -4,6 +4,7 @@
 
 #include <unordered_map>
 
+#include "core/math_functions.hpp"
 #include "layers/onednn_util.hpp"
 
 namespace crema {
@@ -35,7 +36,65 @@ struct OneDnnInnerProductLayer::Primitive {
   dnnl::reorder quantize_src;
   onednn::Int8Weights int8_weights;
   size_t quantized = 0;
+  // bfloat16 (Layer::requested_precision, where this CPU has the kernels): the primitive reads bf16 copies of the input
+  // (reordered into the workspace at `src_copy`) and of the weights (WeightCache), and writes float32; with a backward
+  // pass planned, the gradients' primitives read bf16 copies of the output gradient and write float32 gradients, the
+  // weights' and the bias's computed into the workspace and added to the blobs' diffs.
+  Precision precision = Precision::kFloat32;
+  size_t src_copy = 0;
+  bool with_backward = false;
+  dnnl::inner_product_backward_data::primitive_desc backward_data;
+  dnnl::inner_product_backward_weights::primitive_desc backward_weights;
+  dnnl::primitive backward_data_primitive, backward_weights_primitive;
+  onednn::Bindings backward_bindings;
+  size_t weights_src = 0, weights_diff_dst = 0, computed_diff_weights = 0, diff_weights = 0, diff_bias = 0,
+         weights_scratch = 0;
+  size_t data_weights = 0, data_diff_dst = 0, diff_src = 0, data_scratch = 0;
+  bool data_reads_cached = false;  // the input gradient's primitive reads the weights in the forward's layout
 };
+
+// The bfloat16 primitives for the shapes as they are (Primitive says what each reads and writes), their workspace
+// regions in `regions`.
+void OneDnnInnerProductLayer::MakeHalfPrecision(Primitive* p, onednn::Regions* regions) const {
+  const auto bf16 = memory::data_type::bf16, f32 = memory::data_type::f32;
+  const memory::desc half_src(Dims({M_, K_}), bf16, Tag::nc), half_dst(Dims({M_, N_}), bf16, Tag::nc);
+  const memory::desc half_weights(Dims({N_, K_}), bf16, Tag::any), float_weights(Dims({N_, K_}), f32, Tag::any);
+  const memory::desc no_bias;
+  const bool backward = backward_planned();
+  p->forward = dnnl::inner_product_forward::primitive_desc(
+      dnnl::inner_product_forward::desc(
+          backward ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference, half_src, half_weights,
+          bias_term_ ? p->bias : no_bias, p->dst),
+      onednn::UserScratchpadWith(fused_activation_), CpuEngine());
+  p->src_copy = regions->AddCopy(p->forward.src_desc(), p->src);
+  p->scratch_desc = p->forward.scratchpad_desc();
+  p->scratch = regions->Add(p->scratch_desc);
+  if (!backward) return;
+  const dnnl::primitive_attr attr = onednn::UserScratchpad();
+  p->backward_weights = dnnl::inner_product_backward_weights::primitive_desc(
+      bias_term_ ? dnnl::inner_product_backward_weights::desc(half_src, float_weights, p->bias, half_dst)
+                 : dnnl::inner_product_backward_weights::desc(half_src, float_weights, half_dst),
+      attr, CpuEngine(), p->forward);
+  p->backward_data = dnnl::inner_product_backward_data::primitive_desc(
+      dnnl::inner_product_backward_data::desc(p->src, half_weights, half_dst), attr, CpuEngine(), p->forward);
+  p->backward_weights_primitive = dnnl::primitive(p->backward_weights.get());
+  p->backward_data_primitive = dnnl::primitive(p->backward_data.get());
+  p->with_backward = true;
+  // The forward, the weights' gradient and the input's run one after another, each with the workspace afresh.
+  regions->Restart();
+  p->weights_src = regions->AddCopy(p->backward_weights.src_desc(), p->src);
+  p->weights_diff_dst = regions->AddCopy(p->backward_weights.diff_dst_desc(), p->dst);
+  p->computed_diff_weights = regions->AddCopy(p->backward_weights.diff_weights_desc(), p->user_weights);
+  p->diff_weights = regions->Add(p->user_weights);
+  p->diff_bias = regions->Add(p->bias);
+  p->weights_scratch = regions->Add(p->backward_weights.scratchpad_desc());
+  regions->Restart();
+  p->data_reads_cached = p->backward_data.weights_desc() == p->forward.weights_desc();
+  if (!p->data_reads_cached) p->data_weights = regions->AddCopy(p->backward_data.weights_desc(), p->user_weights);
+  p->data_diff_dst = regions->AddCopy(p->backward_data.diff_dst_desc(), p->dst);
+  p->diff_src = regions->AddCopy(p->backward_data.diff_src_desc(), p->src);
+  p->data_scratch = regions->Add(p->backward_data.scratchpad_desc());
+}
 
 // The 8-bit primitive for the weights and bias as they are now, their quantized copy placed in its layout.
 void OneDnnInnerProductLayer::MakeInt8Forward(Primitive* p) const {
@@ -85,7 +144,11 @@ void OneDnnInnerProductLayer::Reshape(const std::vector<Blob*>& bottom, const st
   // 8 bits wherever the net runs forward only and oneDNN has the kernels (else float, said once).
   const bool int8 = !backward_planned() && !fused_sum() && layer_param().has_quantization();
   if (int8) onednn::CheckQuantization(layer_param().quantization(), describe());
-  if (!int8 && (backward_planned() || fused_sum() || static_cast<int64_t>(N_) * K_ < kLargeWeights)) {
+  // bfloat16 where asked for and this CPU has the kernels, in training too; not with a fused sum (a post-op the
+  // native products take: the inference rewrites'), which stays in float32.
+  const Precision precision = int8 || fused_sum() ? Precision::kFloat32 : onednn::EnginePrecision(*this);
+  if (!int8 && precision == Precision::kFloat32 &&
+      (backward_planned() || fused_sum() || static_cast<int64_t>(N_) * K_ < kLargeWeights)) {
     primitive_.reset();  // the native matrix products
     return;
   }
@@ -127,6 +190,27 @@ void OneDnnInnerProductLayer::Reshape(const std::vector<Blob*>& bottom, const st
   }
   CREMA_CHECK(!bottom[0]->quantization().integers() && !top[0]->quantization().integers())
       << describe() << ": its blobs were planned in 8 bits, but it computes in float here";
+  if (precision != Precision::kFloat32) {
+    try {
+      MakeHalfPrecision(p.get(), &regions);
+      p->precision = precision;
+    } catch (const dnnl::error& error) {
+      onednn::WarnHalfRefused(describe(), precision, error.what());
+      regions = onednn::Regions();
+      p->with_backward = false;
+      if (backward_planned() || static_cast<int64_t>(N_) * K_ < kLargeWeights) {
+        primitive_.reset();  // the native matrix products
+        return;
+      }
+    }
+  }
+  if (p->precision != Precision::kFloat32) {
+    p->primitive = dnnl::primitive(p->forward.get());
+    p->weights.Describe(p->forward.weights_desc(), p->user_weights);
+    RequestWorkspace(regions.Floats());
+    primitive_ = std::move(p);
+    return;
+  }
   const memory::desc any_weights(Dims({N_, K_}), f32, Tag::any);
   p->forward = dnnl::inner_product_forward::primitive_desc(
       dnnl::inner_product_forward::desc(dnnl::prop_kind::forward_inference, p->src, any_weights,
@@ -149,8 +233,10 @@ void OneDnnInnerProductLayer::Forward_any(const std::vector<Blob*>& bottom, cons
   const Blob* bias = bias_term_ ? params_[1].get() : nullptr;
   if (p.int8 && p.int8_weights.Stale(*params_[0], bias)) MakeInt8Forward(&p);
   onednn::Binder bind(workspace(), &p.bindings);
-  memory src =
-      p.src_quantized ? bind.Plain(p.quantized_src, bottom[0]->cpu_bytes()) : bind.Plain(p.src, bottom[0]->cpu_data());
+  memory src = p.src_quantized ? bind.Plain(p.quantized_src, bottom[0]->cpu_bytes())
+               : p.precision != Precision::kFloat32
+                   ? bind.In(p.src, bottom[0]->cpu_data(), p.forward.src_desc(), p.src_copy)
+                   : bind.Plain(p.src, bottom[0]->cpu_data());
   if (p.int8 && !p.src_quantized) {  // quantized into the workspace
     const memory quantized = bind.Scratch(p.quantized_src, p.quantized);
     onednn::RunReorder(p.quantize_src, bind.stream(), src, quantized);
@@ -163,6 +249,53 @@ void OneDnnInnerProductLayer::Forward_any(const std::vector<Blob*>& bottom, cons
   if (bias) args[DNNL_ARG_BIAS] = bind.Plain(p.bias, p.int8 ? p.int8_weights.scaled_bias().data() : bias->cpu_data());
   args.Run(p.primitive, bind.stream());
   bind.stream().wait();
+}
+
+void OneDnnInnerProductLayer::Backward_any(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                                           const std::vector<Blob*>& bottom) {
+  if (!primitive_ || primitive_->precision == Precision::kFloat32) {
+    InnerProductLayer::Backward_any(top, propagate_down, bottom);
+    return;
+  }
+  Primitive& p = *primitive_;
+  CREMA_CHECK(p.with_backward) << describe() << ": its primitives were made for forward passes only (no backward "
+                               << "planned); plan the backward pass before running it";
+  const bool weight_grad = param_propagate_down(0), bias_grad = bias_term_ && param_propagate_down(1);
+  onednn::Binder bind(workspace(), &p.backward_bindings);
+  const float* top_diff = top[0]->cpu_diff();
+  if (weight_grad || bias_grad) {
+    const memory diff_weights = bind.Result(p.user_weights, bind.At(p.diff_weights),
+                                            p.backward_weights.diff_weights_desc(), p.computed_diff_weights);
+    onednn::Args args = {
+        {DNNL_ARG_SRC, bind.In(p.src, bottom[0]->cpu_data(), p.backward_weights.src_desc(), p.weights_src)},
+        {DNNL_ARG_DIFF_DST, bind.In(p.dst, top_diff, p.backward_weights.diff_dst_desc(), p.weights_diff_dst)},
+        {DNNL_ARG_DIFF_WEIGHTS, diff_weights},
+        {DNNL_ARG_SCRATCHPAD, bind.Scratch(p.backward_weights.scratchpad_desc(), p.weights_scratch)}};
+    if (bias_term_) args[DNNL_ARG_DIFF_BIAS] = bind.Plain(p.bias, bind.At(p.diff_bias));
+    args.Run(p.backward_weights_primitive, bind.stream());
+    bind.Out(diff_weights, p.user_weights, bind.At(p.diff_weights));
+    bind.stream().wait();
+    // Gradients accumulate (the net zeroes them before a backward).
+    if (weight_grad) cpu_axpy(params_[0]->count(), 1.f, bind.At(p.diff_weights), params_[0]->mutable_cpu_diff());
+    if (bias_grad) cpu_axpy(params_[1]->count(), 1.f, bind.At(p.diff_bias), params_[1]->mutable_cpu_diff());
+  }
+  if (propagate_down[0]) {
+    float* input_diff = bottom[0]->mutable_cpu_diff();
+    const memory diff_src = bind.Result(p.src, input_diff, p.backward_data.diff_src_desc(), p.diff_src);
+    onednn::Args({{DNNL_ARG_DIFF_DST, bind.In(p.dst, top_diff, p.backward_data.diff_dst_desc(), p.data_diff_dst)},
+                  {DNNL_ARG_WEIGHTS, p.data_reads_cached ? p.weights.Get(*params_[0], bind.stream())
+                                                         : bind.In(p.user_weights, params_[0]->cpu_data(),
+                                                                   p.backward_data.weights_desc(), p.data_weights)},
+                  {DNNL_ARG_DIFF_SRC, diff_src},
+                  {DNNL_ARG_SCRATCHPAD, bind.Scratch(p.backward_data.scratchpad_desc(), p.data_scratch)}})
+        .Run(p.backward_data_primitive, bind.stream());
+    bind.Out(diff_src, p.src, input_diff);
+    bind.stream().wait();
+  }
+}
+
+Precision OneDnnInnerProductLayer::computes_in() const {
+  return primitive_ ? primitive_->precision : Precision::kFloat32;
 }
 
 }  // namespace crema

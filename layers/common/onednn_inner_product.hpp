@@ -19,6 +19,9 @@
 #include "layers/layer_registry.hpp"
 
 namespace crema {
+namespace onednn {
+class Regions;
+}  // namespace onednn
 
 class OneDnnInnerProductLayer : public InnerProductLayer {
  public:
@@ -30,19 +33,29 @@ class OneDnnInnerProductLayer : public InnerProductLayer {
   // Whether its forward runs in 8-bit integers (QuantizationParameter, in a net that runs forward only, where oneDNN
   // has the kernels; any size of weights).
   bool runs_int8() const;
-  // "8-bit integers" where it runs in them, else "".
-  std::string engine_note() const override { return runs_int8() ? "8-bit integers" : ""; }
+  // bfloat16 where asked for (Layer::requested_precision) and this CPU has oneDNN's kernels, in training too (then
+  // oneDNN's primitives compute the gradients), else float32.
+  Precision computes_in() const override;
+  // "8-bit integers" or "bfloat16" where it runs in them, else "".
+  std::string engine_note() const override {
+    return runs_int8() ? "8-bit integers" : computes_in() != Precision::kFloat32 ? PrecisionName(computes_in()) : "";
+  }
   // As the convolution's engine (onednn::Int8Reads, Int8Writes), its bottom plain.
   Quantization ReadsQuantized(int bottom) const override;
   bool WritesQuantized(int top) const override;
 
  protected:
   void Forward_any(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
+  void Backward_any(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom) override;
   bool ComputesFusedActivation() const override;
 
  private:
-  struct Primitive;  // the oneDNN objects (dnnl.hpp stays out of this header); null where backward may run
+  // The oneDNN objects (dnnl.hpp stays out of this header); null where the native products run (a float32 layer
+  // that may run backward, or with small weights).
+  struct Primitive;
   void MakeInt8Forward(Primitive* p) const;
+  void MakeHalfPrecision(Primitive* p, onednn::Regions* regions) const;
   std::unique_ptr<Primitive> primitive_;
 };
 

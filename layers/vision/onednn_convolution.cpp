@@ -43,6 +43,9 @@ struct OneDnnConvolutionLayer::Primitives {
   bool with_backward = false;  // the backward primitives are made (none for inference)
   bool one_thread = false;     // the forward is small work (SmallWork): made and run on one thread
   bool gemm_backward_data = false;
+  // What the products compute in: in bfloat16, the primitives read bf16 copies of the input, the weights and the
+  // output gradient, reordered from the float32 blobs, and write float32 (DescsIn).
+  Precision precision = Precision::kFloat32;
   Layout offered = Layout::kPlain;  // the layout the forward primitive writes its output in, as crema names it
   memory::desc user_src, user_weights, user_bias, user_dst;
   dnnl::primitive_desc_base forward, backward_data, backward_weights;
@@ -158,13 +161,35 @@ bool WinogradIsFaster(const dnnl::primitive_desc_base& winograd, const dnnl::pri
   return faster;
 }
 
+// The memory descriptors of one kind's passes: the forward's input and output, the gradients of both, the weights as
+// the forward and the input gradient read them and the weights' gradient. In float32 all have one type; in bfloat16,
+// what the products read (input, weights, output gradient) is bf16 and what they write (output, gradients) float32.
+struct PassDescs {
+  memory::desc src, dst, diff_src, diff_dst, weights, diff_weights;
+};
+
+PassDescs DescsIn(Precision precision, const memory::dims& src, const memory::dims& dst, const memory::dims& weights,
+                  Tag activations) {
+  const auto f32 = memory::data_type::f32;
+  const auto read = precision == Precision::kBfloat16 ? memory::data_type::bf16 : f32;
+  return {memory::desc(src, read, activations),  memory::desc(dst, f32, activations),
+          memory::desc(src, f32, activations),   memory::desc(dst, read, activations),
+          memory::desc(weights, read, Tag::any), memory::desc(weights, f32, Tag::any)};
+}
+
+// The elements `desc` holds, padding included (channels padded to whole blocks), whatever their type.
+int64_t PaddedElements(const memory::desc& desc) {
+  int64_t elements = 1;
+  for (int i = 0; i < desc.data.ndims; ++i) elements *= desc.data.padded_dims[i];
+  return elements;
+}
+
 // The primitive descriptors of one kind (oneDNN's convolution or deconvolution classes, whose descriptors take the
-// same arguments), with the activations in `src` and `dst`: the forward pass's, and the two backward passes' where
-// `backward` asks for them. `winograd` says whether the passes may use Winograd's minimal filtering instead of the
-// direct kernels, where oneDNN has it for these shapes, post-ops and CPU.
+// same arguments), with the activations and weights as `d` has them: the forward pass's, and the two backward passes'
+// where `backward` asks for them. `winograd` says whether the passes may use Winograd's minimal filtering instead of
+// the direct kernels, where oneDNN has it for these shapes, post-ops, types and CPU.
 template <class Forward, class BackwardData, class BackwardWeights>
-void DescribeKind(dnnl::algorithm algorithm, const memory::desc& src, const memory::desc& weights,
-                  const memory::desc* bias, const memory::desc& dst, const memory::dims& strides,
+void DescribeKind(dnnl::algorithm algorithm, const PassDescs& d, const memory::desc* bias, const memory::dims& strides,
                   const memory::dims& dilates, const memory::dims& pad_left, const memory::dims& pad_right,
                   const FusedActivation& activation, bool sum, bool backward, Winograd winograd,
                   dnnl::primitive_desc_base* forward, dnnl::primitive_desc_base* backward_data,
@@ -175,8 +200,8 @@ void DescribeKind(dnnl::algorithm algorithm, const memory::desc& src, const memo
   const memory::desc bias_desc = bias ? *bias : memory::desc();  // an empty one: no bias
   const auto describe_with = [&](const dnnl::primitive_attr& with, dnnl::prop_kind kind, dnnl::algorithm how) {
     return typename Forward::primitive_desc(
-        typename Forward::desc(kind, how, src, weights, bias_desc, dst, strides, dilates, pad_left, pad_right), with,
-        engine);
+        typename Forward::desc(kind, how, d.src, d.weights, bias_desc, d.dst, strides, dilates, pad_left, pad_right),
+        with, engine);
   };
   const auto describe = [&](dnnl::prop_kind kind, dnnl::algorithm how) {
     return describe_with(forward_attr, kind, how);
@@ -213,12 +238,14 @@ void DescribeKind(dnnl::algorithm algorithm, const memory::desc& src, const memo
   const auto describe_backward = [&](dnnl::algorithm how, const typename Forward::primitive_desc& forward_hint,
                                      dnnl::primitive_desc_base* data, dnnl::primitive_desc_base* weights_pass) {
     *weights_pass = typename BackwardWeights::primitive_desc(
-        bias ? typename BackwardWeights::desc(how, src, weights, *bias, dst, strides, dilates, pad_left, pad_right)
-             : typename BackwardWeights::desc(how, src, weights, dst, strides, dilates, pad_left, pad_right),
+        bias ? typename BackwardWeights::desc(how, d.src, d.diff_weights, *bias, d.diff_dst, strides, dilates, pad_left,
+                                              pad_right)
+             : typename BackwardWeights::desc(how, d.src, d.diff_weights, d.diff_dst, strides, dilates, pad_left,
+                                              pad_right),
         attr, engine, forward_hint);
     *data = typename BackwardData::primitive_desc(
-        typename BackwardData::desc(how, src, weights, dst, strides, dilates, pad_left, pad_right), attr, engine,
-        forward_hint);
+        typename BackwardData::desc(how, d.diff_src, d.weights, d.diff_dst, strides, dilates, pad_left, pad_right),
+        attr, engine, forward_hint);
   };
   const auto without_post_ops = [&](dnnl::algorithm how, const typename Forward::primitive_desc& with) {
     return post_ops ? describe_with(onednn::UserScratchpad(), dnnl::prop_kind::forward_training, how) : with;
@@ -231,7 +258,7 @@ void DescribeKind(dnnl::algorithm algorithm, const memory::desc& src, const memo
   // at batch 10 (1690), and were slower at 512 over 7 x 7 (392; docs/performance.md). The choice is that rule, not
   // a measurement: a training run and its resumption in another process must pick the same kernels to give the same
   // bits (a measurement on a busy machine can flip a close race).
-  const memory::dims& out = dst.dims();
+  const memory::dims& out = d.dst.dims();
   if (winograd == Winograd::kByDefault && out[0] * out[2] * out[3] < kWinogradTrainingPositions) return;
   try_winograd([&] {
     const auto winograd_algorithm = dnnl::algorithm::convolution_winograd;
@@ -347,7 +374,6 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
     p->user_weights = memory::desc(Dims({group_, outputs, inputs, g.kernel[0], g.kernel[1]}), f32,
                                    transposed_ ? Tag::giohw : Tag::goihw);
   p->user_bias = memory::desc(Dims({num_output_}), f32, Tag::x);
-  const memory::desc any_weights(p->user_weights.dims(), f32, Tag::any);
   // The three primitives with the activations (input, output and their gradients) in layout `activations`.
   // The weight gradient comes in the primitive's own layout (asking for crema's plain one picks a GEMM-based
   // implementation, measured 3-6x slower), reordered to crema's before it is added to the blob's diff.
@@ -357,19 +383,18 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
   const bool three_by_three = !transposed_ && group_ == 1 && g.kernel[0] == 3 && g.kernel[1] == 3 && g.stride[0] == 1 &&
                               g.stride[1] == 1 && g.dilation[0] == 1 && g.dilation[1] == 1;
   const Winograd winograd = three_by_three ? WinogradSetting() : Winograd::kNever;
-  const auto describe = [&](Tag activations) {
-    const memory::desc src(p->user_src.dims(), f32, activations), dst(p->user_dst.dims(), f32, activations);
+  const auto describe = [&](Tag activations, Precision precision) {
+    const PassDescs d = DescsIn(precision, p->user_src.dims(), p->user_dst.dims(), p->user_weights.dims(), activations);
     const memory::desc* bias = bias_term_ ? &p->user_bias : nullptr;
     if (transposed_)
       DescribeKind<dnnl::deconvolution_forward, dnnl::deconvolution_backward_data,
-                   dnnl::deconvolution_backward_weights>(dnnl::algorithm::deconvolution_direct, src, any_weights, bias,
-                                                         dst, strides, dilates, pad_left, pad_right, fused_activation_,
-                                                         fused_sum(), backward, Winograd::kNever, &p->forward,
-                                                         &p->backward_data, &p->backward_weights);
+                   dnnl::deconvolution_backward_weights>(
+          dnnl::algorithm::deconvolution_direct, d, bias, strides, dilates, pad_left, pad_right, fused_activation_,
+          fused_sum(), backward, Winograd::kNever, &p->forward, &p->backward_data, &p->backward_weights);
     else
       DescribeKind<dnnl::convolution_forward, dnnl::convolution_backward_data, dnnl::convolution_backward_weights>(
-          dnnl::algorithm::convolution_direct, src, any_weights, bias, dst, strides, dilates, pad_left, pad_right,
-          fused_activation_, fused_sum(), backward, winograd, &p->forward, &p->backward_data, &p->backward_weights);
+          dnnl::algorithm::convolution_direct, d, bias, strides, dilates, pad_left, pad_right, fused_activation_,
+          fused_sum(), backward, winograd, &p->forward, &p->backward_data, &p->backward_weights);
   };
   // oneDNN's own choice is a channel-blocked layout (16 channels a block with AVX-512, 8 with AVX2). Where the
   // channels do not fill whole blocks, the padding is computed too (LeNet's conv2: 20 inputs in 32, 50
@@ -419,10 +444,23 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
     CREMA_CHECK(p->int8 || (!input.quantization().integers() && !top[0]->quantization().integers()))
         << Layer::describe() << ": its blobs were planned in 8 bits, but it computes in float here";
     if (!p->int8) {
-      describe(layout == "nhwc" ? Tag::nhwc : Tag::any);
-      const bool padded = p->forward.src_desc(0).get_size() > p->user_src.get_size() ||
-                          p->forward.dst_desc(0).get_size() > p->user_dst.get_size();
-      if (layout.empty() && padded) describe(Tag::nhwc);
+      // In bfloat16 where this CPU has the kernels (onednn::EnginePrecision) and oneDNN takes these shapes, else
+      // float32, said once.
+      const auto describe_in = [&](Precision precision) {
+        describe(layout == "nhwc" ? Tag::nhwc : Tag::any, precision);
+        const bool padded = PaddedElements(p->forward.src_desc(0)) > PaddedElements(p->user_src) ||
+                            PaddedElements(p->forward.dst_desc(0)) > PaddedElements(p->user_dst);
+        if (layout.empty() && padded) describe(Tag::nhwc, precision);
+      };
+      p->precision = onednn::EnginePrecision(*this);
+      try {
+        describe_in(p->precision);
+      } catch (const dnnl::error& error) {
+        if (p->precision == Precision::kFloat32) throw;
+        onednn::WarnHalfRefused(Layer::describe(), p->precision, error.what());
+        p->precision = Precision::kFloat32;
+        describe_in(p->precision);
+      }
       p->forward_primitive = dnnl::primitive(p->forward.get());
     }
   }
@@ -498,8 +536,13 @@ Quantization OneDnnConvolutionLayer::ReadsQuantized(int bottom) const {
 
 bool OneDnnConvolutionLayer::WritesQuantized(int top) const { return onednn::Int8Writes(*this, runs_int8(), top); }
 
+Precision OneDnnConvolutionLayer::computes_in() const {
+  return primitives_ ? primitives_->precision : Precision::kFloat32;
+}
+
 std::string OneDnnConvolutionLayer::engine_note() const {
   if (runs_int8()) return "8-bit integers";
+  if (computes_in() != Precision::kFloat32) return PrecisionName(computes_in());
   return implementation().find("wino") != std::string::npos ? "Winograd" : "";
 }
 

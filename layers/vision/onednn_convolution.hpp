@@ -66,7 +66,9 @@ class OneDnnConvolutionLayer : public BaseConvolutionLayer {
   // with its output scales times the top's scale).
   Quantization ReadsQuantized(int bottom) const override;
   bool WritesQuantized(int top) const override;
-  // "8-bit integers" or "Winograd" (its forward's kernels), else "".
+  // bfloat16 where asked for (Layer::requested_precision) and this CPU has oneDNN's kernels, else float32.
+  Precision computes_in() const override;
+  // "8-bit integers", "bfloat16" or "Winograd" (its forward's kernels), else "".
   std::string engine_note() const override;
 
   // "" when the engine takes the query, else why not (the registry's refusal).

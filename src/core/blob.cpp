@@ -21,6 +21,25 @@ std::string ElementTypeName(ElementType type) {
   return "unknown";
 }
 
+const char* PrecisionName(Precision precision) {
+  switch (precision) {
+    case Precision::kFloat32:
+      return "float32";
+    case Precision::kBfloat16:
+      return "bfloat16";
+    case Precision::kFloat16:
+      return "float16";
+  }
+  return "unknown";
+}
+
+Precision ParsePrecision(const std::string& text, const std::string& where) {
+  if (text == "fp32" || text == "FLOAT32" || text == "float32") return Precision::kFloat32;
+  if (text == "bf16" || text == "BFLOAT16" || text == "bfloat16") return Precision::kBfloat16;
+  if (text == "fp16" || text == "FLOAT16" || text == "float16") return Precision::kFloat16;
+  throw Error(where + ": '" + text + "' is no precision; use fp32, bf16 or fp16");
+}
+
 std::string LayoutName(Layout layout) {
   switch (layout) {
     case Layout::kPlain:

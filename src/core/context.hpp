@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "core/element_type.hpp"
+
 #ifdef CREMA_USE_CUDA
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -132,6 +134,12 @@ class Context {
   // "measured" or "heuristic" (a flag's, a variable's or a field's text) as the setting; throws naming `where`.
   static CudnnAlgorithms ParseCudnnAlgorithms(const std::string& text, const std::string& where);
 
+  // The precision the nets built on this context compute their convolutions and inner products in
+  // (core/element_type.hpp Precision; a layer's own `precision` overrides it): float32 unless a solver's `precision` or
+  // crema's --precision says otherwise. Engines read it when they reshape.
+  Precision precision() const { return precision_; }
+  void set_precision(Precision precision) { precision_ = precision; }
+
   // Makes this context's GPU the calling thread's current device (nets do at the start of every pass; nothing to do on
   // the CPU).
   void MakeCurrent() const;
@@ -189,6 +197,7 @@ class Context {
   bool streams_on_host_ = false;
   size_t cudnn_workspace_limit_ = kDefaultCudnnWorkspaceLimitMiB << 20;
   CudnnAlgorithms cudnn_algorithms_ = CudnnAlgorithms::kMeasured;
+  Precision precision_ = Precision::kFloat32;
   std::mutex lanes_mutex_;  // making streams and handles
 #ifdef CREMA_USE_CUDA
   std::vector<cudaStream_t> streams_;  // per lane, null until made

@@ -31,4 +31,15 @@ struct Quantization {
   bool operator!=(const Quantization& other) const { return !(*this == other); }
 };
 
+// The type a layer's products (Convolution, InnerProduct and their gradients) compute in, the sums in float32 whatever
+// it is (the schema's Precision: a solver's `precision`, a layer's own, crema's --precision). A layer's blobs, its
+// parameters (the master weights the solver updates) and every other layer stay in float32.
+enum class Precision { kFloat32, kBfloat16, kFloat16 };
+
+// "float32", "bfloat16", "float16"
+const char* PrecisionName(Precision precision);
+// "fp32", "bf16" or "fp16" (the flag's words; the schema's FLOAT32, BFLOAT16 and FLOAT16 too) as a Precision; throws
+// naming `where` and the words it takes.
+Precision ParsePrecision(const std::string& text, const std::string& where);
+
 }  // namespace crema

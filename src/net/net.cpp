@@ -216,6 +216,7 @@ void Net::Build(const NetParameter& in_param, const NetPasses& passes) {
   LOG(INFO) << "Net '" << name_ << "' built: " << layers_.size() << " layers, " << blobs_.size() << " blobs, "
             << learnable_params_.size() << " learnable parameter blobs; the workspace takes " << workspace_bytes()
             << " bytes";
+  LogPrecisions();
 
   // The memory plan: for forward and backward wherever a step runs backward (a TEST net may be run backward, as
   // in Caffe); whoever only runs the net forward plans it again for that (PlanMemory(false)).
@@ -1044,6 +1045,39 @@ void Net::FireHooksOfStepsWithoutBackward(SideStream* side) {
     if (plan_[step].needs_backward) continue;
     for (int param : params_ready_after_[step]) gradient_ready_(GradientReady(param, side, -1));
   }
+}
+
+void Net::LogPrecisions() const {
+  // Only the products' layers take a precision (core/element_type.hpp); the rest compute in float32 whatever is asked.
+  const auto takes_precision = [](const Layer& layer) {
+    const std::string type = layer.type();
+    return type == "Convolution" || type == "Deconvolution" || type == "InnerProduct";
+  };
+  std::map<Precision, std::vector<std::string>> computing;
+  std::vector<std::string> refused;
+  bool asked = false;
+  for (const auto& layer : layers_) {
+    if (!takes_precision(*layer)) continue;
+    const Precision want = layer->requested_precision();
+    asked = asked || want != Precision::kFloat32;
+    if (layer->computes_in() != Precision::kFloat32)
+      computing[layer->computes_in()].push_back(layer->name());
+    else if (want != Precision::kFloat32)
+      refused.push_back(layer->name() + " [" + layer->engine() + "]");
+  }
+  if (!asked) return;
+  const auto list = [](const std::vector<std::string>& names) {
+    std::string text;
+    for (const std::string& name : names) text += (text.empty() ? "" : ", ") + name;
+    return text;
+  };
+  for (const auto& [precision, names] : computing)
+    LOG(INFO) << "Net '" << name_ << "': " << names.size() << " layers compute their products in "
+              << PrecisionName(precision) << " with float32 sums (" << list(names)
+              << "); every other step, the losses and the update of the float32 master weights in float32";
+  if (!refused.empty())
+    LOG(INFO) << "Net '" << name_ << "': " << refused.size() << " layers asked for half precision compute in float32 ("
+              << list(refused) << "; their engines have no such kernels here, or the CPU lacks them)";
 }
 
 void Net::ChooseLanes(int requested) {

@@ -424,6 +424,9 @@ class Net {
     forward_streams_ = backward_streams_ = StreamSchedule();
   }
   // The lanes this net runs with, from the request (0: automatic) and what the net holds.
+  // Says which layers compute their products in a precision other than float32, and which that asked for one do not
+  // (nothing where none asked).
+  void LogPrecisions() const;
   void ChooseLanes(int requested);
   std::vector<Blob*> Blobs(const std::vector<int>& ids) const;
   std::string ParamDisplayName(int layer, int param) const;

@@ -85,6 +85,7 @@ std::shared_ptr<Context> Solver::ContextFor(const SolverParameter& param) {
     context->set_cudnn_algorithms(param.cudnn_algorithms() == SolverParameter::HEURISTIC
                                       ? Context::CudnnAlgorithms::kHeuristic
                                       : Context::CudnnAlgorithms::kMeasured);
+  context->set_precision(SchemaPrecision(param.precision()));
   return context;
 }
 

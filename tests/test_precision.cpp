@@ -1,0 +1,324 @@
+// Half-precision products (Precision; oneDNN's engines, onednn::EnginePrecision). In bfloat16 a Convolution's and an
+// InnerProduct's forward is the float32 product of the input and weights rounded to bf16; their gradients are gradient
+// checked against central differences of the float32 layer, within the bound bf16's rounding of the two factors of
+// every product allows (derived from the type's unit roundoff, not tuned); a bf16 training run resumes bit for bit;
+// float16 on the CPU, and a layer's own FLOAT32 in a bf16 net, compute in float32.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#ifdef CREMA_USE_ONEDNN
+
+#include "core/random.hpp"
+#include "io/proto_io.hpp"
+#include "layers/layer_registry.hpp"
+#include "layers/onednn_util.hpp"
+#include "net/net.hpp"
+#include "solver/solver.hpp"
+#include "test_util.hpp"
+
+namespace crema {
+namespace {
+
+// bfloat16 keeps 8 significant bits: rounding to nearest errs by at most 2^-8 of the value.
+constexpr double kBfloat16UnitRoundoff = 1.0 / 256;
+
+// `x` rounded to the nearest bfloat16, ties to even, as oneDNN's reorders round (finite values).
+float RoundToBfloat16(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  bits = (bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u;
+  std::memcpy(&x, &bits, sizeof bits);
+  return x;
+}
+
+void RoundBlobToBfloat16(Blob* blob) {
+  float* data = blob->mutable_cpu_data();
+  for (int i = 0; i < blob->count(); ++i) data[i] = RoundToBfloat16(data[i]);
+}
+
+void TakeAbsolute(Blob* blob) {
+  float* data = blob->mutable_cpu_data();
+  for (int i = 0; i < blob->count(); ++i) data[i] = std::fabs(data[i]);
+}
+
+// One layer set up on its own bottom and top.
+struct Twin {
+  std::unique_ptr<Layer> layer;
+  Blob bottom, top;
+  std::vector<Blob*> bottoms() { return {&bottom}; }
+  std::vector<Blob*> tops() { return {&top}; }
+};
+
+// `text` made with the onednn engine in `precision` for a bottom of `shape` (filled from `seed`), set up, with the
+// parameters of `like` where given.
+std::unique_ptr<Twin> MakeIn(const std::string& text, ::caffe::Precision precision, const std::vector<int>& shape,
+                             const Twin* like = nullptr) {
+  LayerParameter param = test::ParseLayer(text);
+  param.set_precision(precision);
+  auto s = std::make_unique<Twin>();
+  s->bottom.Reshape(shape);
+  test::FillGaussian(&s->bottom, 0.f, 1.f, 23);
+  s->layer = test::CreateWithEngine(param, {shape}, "onednn");
+  s->layer->SetUp(s->bottoms(), s->tops());
+  if (like != nullptr) {
+    for (size_t i = 0; i < like->layer->params().size(); ++i) {
+      const Blob& from = *like->layer->params()[i];
+      std::copy(from.cpu_data(), from.cpu_data() + from.count(), s->layer->params()[i]->mutable_cpu_data());
+    }
+  }
+  return s;
+}
+
+void SkipWithoutBfloat16() {
+  if (!onednn::HasBfloat16Kernels())
+    GTEST_SKIP() << "this CPU has no bf16 instructions (AVX512_BF16 or AMX): bf16 layers compute in float32 here";
+}
+
+const char* const kConvolution =
+    "name: 'conv' type: 'Convolution' convolution_param { num_output: 24 kernel_size: 3 pad: 1 stride: 1 "
+    "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 } }";
+const char* const kStridedConvolution =
+    "name: 'conv' type: 'Convolution' convolution_param { num_output: 16 kernel_size: 3 stride: 2 group: 2 "
+    "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 } }";
+const char* const kInnerProduct =
+    "name: 'fc' type: 'InnerProduct' inner_product_param { num_output: 7 "
+    "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 } }";
+const char* const kTransposedInnerProduct =
+    "name: 'fc' type: 'InnerProduct' inner_product_param { num_output: 5 transpose: true "
+    "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 } }";
+
+struct Case {
+  const char* text;
+  std::vector<int> shape;
+};
+const std::vector<Case>& Cases() {
+  static const std::vector<Case> cases = {{kConvolution, {2, 16, 7, 6}},
+                                          {kStridedConvolution, {2, 12, 9, 8}},
+                                          {kInnerProduct, {3, 5, 4, 2}},
+                                          {kTransposedInnerProduct, {4, 33}}};
+  return cases;
+}
+
+TEST(PrecisionTest, Bfloat16ForwardIsTheFloatProductOfRoundedFactors) {
+  SkipWithoutBfloat16();
+  for (const Case& c : Cases()) {
+    SCOPED_TRACE(c.text);
+    auto single = MakeIn(c.text, ::caffe::FLOAT32, c.shape);
+    auto half = MakeIn(c.text, ::caffe::BFLOAT16, c.shape, single.get());
+    EXPECT_EQ(half->layer->computes_in(), Precision::kBfloat16);
+    EXPECT_EQ(half->layer->engine_note(), "bfloat16");
+    EXPECT_EQ(single->layer->computes_in(), Precision::kFloat32);
+    half->layer->Forward(half->bottoms(), half->tops());
+    const std::vector<float> unrounded =
+        (single->layer->Forward(single->bottoms(), single->tops()), test::DataOf(single->top));
+
+    // The reference: the float32 layer over the input and the weights rounded to bf16 (the bias stays float32).
+    RoundBlobToBfloat16(&single->bottom);
+    RoundBlobToBfloat16(single->layer->params()[0].get());
+    single->layer->Forward(single->bottoms(), single->tops());
+    const std::vector<float> reference = test::DataOf(single->top);
+    // The sum of the products' magnitudes, for the float32 accumulations' rounding: the layer over |x| and |w|
+    // without its bias.
+    TakeAbsolute(&single->bottom);
+    TakeAbsolute(single->layer->params()[0].get());
+    single->layer->params()[1]->set_data(0.f);
+    single->layer->Forward(single->bottoms(), single->tops());
+    const std::vector<float> magnitude = test::DataOf(single->top);
+
+    const std::vector<float> computed = test::DataOf(half->top);
+    ASSERT_EQ(computed.size(), reference.size());
+    bool differs_from_float = false;
+    for (size_t i = 0; i < computed.size(); ++i) {
+      // Products of two bf16 values are exact in float32: only the sums' order and rounding differ.
+      EXPECT_NEAR(computed[i], reference[i], 1e-6 * magnitude[i] + 1e-6) << "output " << i;
+      differs_from_float = differs_from_float || computed[i] != unrounded[i];
+    }
+    EXPECT_TRUE(differs_from_float) << "the bf16 layer gave the float32 layer's outputs: it did not compute in bf16";
+  }
+}
+
+// The gradients of a bf16 layer against central differences of its float32 twin's objective (the random projection
+// of the top GradientChecker uses). Each gradient element is a sum of products of two factors, each rounded to bf16
+// (x and dy for the weights, w and dy for the input, dy alone for the bias): it may err by (2u + u^2) times the sum of
+// the products' magnitudes, u bf16's unit roundoff. That sum is the float32 twin's gradient over |x|, |w| and |dy|.
+// The numeric estimate itself may err as the float32 checks allow (1e-3 of the larger of the two values, or 1e-3).
+TEST(PrecisionTest, Bfloat16GradientsAreWithinTheTypesRoundingOfTheNumericOnes) {
+  SkipWithoutBfloat16();
+  const double bound = 2 * kBfloat16UnitRoundoff + kBfloat16UnitRoundoff * kBfloat16UnitRoundoff;
+  const double step = 1e-2, threshold = 1e-3;
+  for (const Case& c : Cases()) {
+    SCOPED_TRACE(c.text);
+    auto single = MakeIn(c.text, ::caffe::FLOAT32, c.shape);
+    auto half = MakeIn(c.text, ::caffe::BFLOAT16, c.shape, single.get());
+    ASSERT_EQ(half->layer->computes_in(), Precision::kBfloat16);
+    std::vector<float> projection(half->top.count());
+    RandomStream random(1701);
+    for (float& w : projection) w = random.Uniform(-1.f, 1.f);
+
+    // The analytic gradients: bf16, and float32 over magnitudes.
+    const auto backward = [&](Twin* s) {
+      s->layer->Forward(s->bottoms(), s->tops());
+      std::copy(projection.begin(), projection.end(), s->top.mutable_cpu_diff());
+      s->bottom.set_diff(0.f);
+      for (const auto& param : s->layer->params()) param->set_diff(0.f);
+      s->layer->Backward(s->tops(), {true}, s->bottoms());
+      std::vector<std::vector<float>> gradients = {test::DiffOf(s->bottom)};
+      for (const auto& param : s->layer->params()) gradients.push_back(test::DiffOf(*param));
+      return gradients;
+    };
+    const std::vector<std::vector<float>> analytic = backward(half.get());
+    auto magnitudes = MakeIn(c.text, ::caffe::FLOAT32, c.shape, single.get());
+    TakeAbsolute(&magnitudes->bottom);
+    for (const auto& param : magnitudes->layer->params()) TakeAbsolute(param.get());
+    for (float& w : projection) w = std::fabs(w);
+    const std::vector<std::vector<float>> magnitude = backward(magnitudes.get());
+
+    // The numeric estimates, from the float32 twin's objective with the original projection.
+    RandomStream again(1701);
+    for (float& w : projection) w = again.Uniform(-1.f, 1.f);
+    const auto objective = [&] {
+      single->layer->Forward(single->bottoms(), single->tops());
+      double sum = 0;
+      for (size_t i = 0; i < projection.size(); ++i)
+        sum += static_cast<double>(projection[i]) * single->top.cpu_data()[i];
+      return sum;
+    };
+    std::vector<Blob*> checked = {&single->bottom};
+    for (const auto& param : single->layer->params()) checked.push_back(param.get());
+    double largest_error = 0;
+    for (size_t b = 0; b < checked.size(); ++b) {
+      for (int i = 0; i < checked[b]->count(); ++i) {
+        float* data = checked[b]->mutable_cpu_data();
+        const float original = data[i];
+        data[i] = original + static_cast<float>(step);
+        const double plus = objective();
+        checked[b]->mutable_cpu_data()[i] = original - static_cast<float>(step);
+        const double minus = objective();
+        checked[b]->mutable_cpu_data()[i] = original;
+        const double numeric = (plus - minus) / (2 * step);
+        const double computed = analytic[b][i];
+        const double scale = std::max({std::fabs(numeric), std::fabs(computed), 1.0});
+        EXPECT_NEAR(computed, numeric, threshold * scale + bound * magnitude[b][i])
+            << "blob " << b << " (shape " << checked[b]->shape_string() << ") element " << i;
+        largest_error = std::max(largest_error, std::fabs(computed - numeric));
+      }
+    }
+    // The bound is not slack everywhere: bf16's rounding shows beyond the float32 checks' threshold somewhere.
+    EXPECT_GT(largest_error, 1e-4) << "the bf16 gradients are as exact as float32 ones: bf16 did not run";
+  }
+}
+
+TEST(PrecisionTest, Float16OnTheCpuAndALayersOwnFloat32ComputeInFloat32) {
+  for (const Case& c : Cases()) {
+    SCOPED_TRACE(c.text);
+    auto single = MakeIn(c.text, ::caffe::FLOAT32, c.shape);
+    auto fp16 = MakeIn(c.text, ::caffe::FLOAT16, c.shape, single.get());
+    EXPECT_EQ(fp16->layer->computes_in(), Precision::kFloat32);
+    EXPECT_EQ(fp16->layer->requested_precision(), Precision::kFloat16);
+    single->layer->Forward(single->bottoms(), single->tops());
+    fp16->layer->Forward(fp16->bottoms(), fp16->tops());
+    EXPECT_EQ(test::DataOf(fp16->top), test::DataOf(single->top));
+  }
+  // A bf16 context with the layer's own FLOAT32 (the per-layer override wins).
+  LayerParameter param = test::ParseLayer(kConvolution);
+  param.set_precision(::caffe::FLOAT32);
+  auto context = std::make_shared<Context>();
+  context->set_precision(Precision::kBfloat16);
+  context->force_engine("Convolution", "onednn");
+  Blob bottom({1, 16, 5, 5}), top;
+  auto layer = LayerRegistry::Global().Create(param, {bottom.shape()}, context);
+  layer->SetUp({&bottom}, {&top});
+  EXPECT_EQ(layer->requested_precision(), Precision::kFloat32);
+  EXPECT_EQ(layer->computes_in(), Precision::kFloat32);
+  param.clear_precision();
+  auto inherits = LayerRegistry::Global().Create(param, {bottom.shape()}, context);
+  inherits->SetUp({&bottom}, {&top});
+  EXPECT_EQ(inherits->requested_precision(), Precision::kBfloat16);
+  EXPECT_EQ(inherits->computes_in(), onednn::HasBfloat16Kernels() ? Precision::kBfloat16 : Precision::kFloat32);
+}
+
+TEST(PrecisionTest, PrecisionWordsAreParsedAndBadOnesNamed) {
+  EXPECT_EQ(ParsePrecision("bf16", "--precision"), Precision::kBfloat16);
+  EXPECT_EQ(ParsePrecision("fp16", "--precision"), Precision::kFloat16);
+  EXPECT_EQ(ParsePrecision("fp32", "--precision"), Precision::kFloat32);
+  test::ExpectErrorContaining([] { ParsePrecision("half", "--precision"); }, {"--precision", "half", "bf16"});
+  SolverParameter solver;
+  EXPECT_EQ(Solver::ContextFor(solver)->precision(), Precision::kFloat32);
+  solver.set_solver_mode(SolverParameter::CPU);
+  solver.set_precision(::caffe::BFLOAT16);
+  EXPECT_EQ(Solver::ContextFor(solver)->precision(), Precision::kBfloat16);
+}
+
+// A small convolutional net trained in bf16 from an LMDB of random images (its data cursor and random streams
+// restored, as every resume is): 20 iterations, a snapshot, 20 more, give the bits of 40 straight; and the bf16 run
+// is not the float32 one.
+SolverParameter Bfloat16Solver(const std::string& source, const std::string& prefix, int max_iter,
+                               ::caffe::Precision precision) {
+  SolverParameter param;
+  ReadProtoFromText(
+      "base_lr: 0.05 lr_policy: 'inv' gamma: 0.01 power: 0.75 momentum: 0.9 weight_decay: 0.0005 "
+      "display: 0 snapshot: 20 random_seed: 5 solver_mode: CPU",
+      "solver", &param);
+  ReadProtoFromText(R"(
+    name: 'bf16'
+    layer { name: 'data' type: 'Data' top: 'data' top: 'label'
+            data_param { source: ')" +
+                        source + R"(' batch_size: 16 backend: LMDB }
+            transform_param { scale: 0.00390625 mirror: true } }
+    layer { name: 'conv1' type: 'Convolution' bottom: 'data' top: 'conv1'
+            convolution_param { num_output: 16 kernel_size: 3 pad: 1 weight_filler { type: 'xavier' } } }
+    layer { name: 'relu1' type: 'ReLU' bottom: 'conv1' top: 'conv1' }
+    layer { name: 'conv2' type: 'Convolution' bottom: 'conv1' top: 'conv2'
+            convolution_param { num_output: 16 kernel_size: 3 stride: 2 weight_filler { type: 'xavier' } } }
+    layer { name: 'relu2' type: 'ReLU' bottom: 'conv2' top: 'conv2' }
+    layer { name: 'ip1' type: 'InnerProduct' bottom: 'conv2' top: 'ip1'
+            inner_product_param { num_output: 24 weight_filler { type: 'xavier' } } }
+    layer { name: 'relu3' type: 'ReLU' bottom: 'ip1' top: 'ip1' }
+    layer { name: 'ip2' type: 'InnerProduct' bottom: 'ip1' top: 'ip2'
+            inner_product_param { num_output: 4 weight_filler { type: 'xavier' } } }
+    layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip2' bottom: 'label' top: 'loss' }
+  )",
+                    "net", param.mutable_net_param());
+  param.set_snapshot_prefix(prefix);
+  param.set_max_iter(max_iter);
+  param.set_precision(precision);
+  return param;
+}
+
+TEST(PrecisionTest, Bfloat16TrainingResumesBitForBit) {
+  SkipWithoutBfloat16();
+  test::TempDir dir;
+  const std::string source = dir.file("train_lmdb");
+  test::WriteRandomDatums(source, 70, 8, 8, 4, 11);
+
+  auto straight_solver = CreateSolver(Bfloat16Solver(source, dir.file("straight"), 40, ::caffe::BFLOAT16));
+  for (const char* name : {"conv1", "conv2", "ip1", "ip2"})
+    EXPECT_EQ(straight_solver->net()->layer_by_name(name)->computes_in(), Precision::kBfloat16) << name;
+  straight_solver->Solve();
+  const std::string straight = test::FileBytes(dir.file("straight_iter_40.caffemodel"));
+  ASSERT_FALSE(straight.empty());
+
+  CreateSolver(Bfloat16Solver(source, dir.file("split"), 20, ::caffe::BFLOAT16))->Solve();
+  auto resumed = CreateSolver(Bfloat16Solver(source, dir.file("split"), 40, ::caffe::BFLOAT16));
+  resumed->Solve(dir.file("split_iter_20.solverstate"));
+  EXPECT_TRUE(test::FileBytes(dir.file("split_iter_40.caffemodel")) == straight)
+      << "the resumed bf16 run's weights differ from the uninterrupted run's";
+  EXPECT_NE(test::FileBytes(dir.file("split_iter_20.caffemodel")), straight);
+
+  CreateSolver(Bfloat16Solver(source, dir.file("float"), 40, ::caffe::FLOAT32))->Solve();
+  EXPECT_NE(test::FileBytes(dir.file("float_iter_40.caffemodel")), straight)
+      << "the bf16 run gave the float32 run's weights";
+}
+
+}  // namespace
+}  // namespace crema
+
+#endif  // CREMA_USE_ONEDNN
