@@ -1133,6 +1133,12 @@ void Net::BackwardOnLanes() {
 
 void Net::Backward() {
   context_->MakeCurrent();
+  if (loss_scale_ != 1.f) {
+    // Forward set each loss top's diff to its weight; backward starts from it scaled.
+    for (size_t id = 0; id < blobs_.size(); ++id)
+      if (blob_loss_weights_[id] != 0.f)
+        scale(*context_, blobs_[id]->count(), loss_scale_, blobs_[id]->mutable_diff_on(context_->device()));
+  }
   if (lanes_ > 1 && schedule_.replays == 0 && stream_device_) {
     BackwardOnStreams();
   } else if (lanes_ > 1 && schedule_.replays == 0) {

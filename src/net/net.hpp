@@ -157,6 +157,11 @@ class Net {
   // uses a learnable parameter has run backward, the gradient-ready callback gets that parameter's index. Under a
   // recompute plan, each segment's replays run just before its backward (schedule()).
   void Backward();
+  // Backward starts from each loss top's weight times `scale` (dynamic loss scaling, solver/loss_scaling.hpp), so
+  // every gradient comes out `scale` times larger; 1 (the default) leaves them as they are. Forward and its loss are
+  // unchanged.
+  void set_loss_scale(float scale) { loss_scale_ = scale; }
+  float loss_scale() const { return loss_scale_; }
   float ForwardBackward() {
     float loss = Forward();
     Backward();
@@ -427,6 +432,7 @@ class Net {
   // Says which layers compute their products in a precision other than float32, and which that asked for one do not
   // (nothing where none asked).
   void LogPrecisions() const;
+  float loss_scale_ = 1.f;
   void ChooseLanes(int requested);
   std::vector<Blob*> Blobs(const std::vector<int>& ids) const;
   std::string ParamDisplayName(int layer, int param) const;

@@ -19,6 +19,7 @@
 #include "io/snapshot_io.hpp"
 #include "net/upgrade.hpp"
 #include "solver/adaptive_solvers.hpp"
+#include "solver/loss_scaling.hpp"
 #include "solver/lr_policy.hpp"
 #include "solver/sgd_solver.hpp"
 #include "solver/update_rules.hpp"
@@ -189,6 +190,30 @@ Solver::Solver(const SolverParameter& param, const std::string& solver_path, std
   });
   LOG(INFO) << "Solver: learning rate policy " << param_.lr_policy() << ", base_lr "
             << param_.base_lr() << ", batch accumulation iter_size " << param_.iter_size();
+  // Dynamic loss scaling where asked for, or (AUTOMATIC) where a layer of the train net computes in float16.
+  bool float16 = false;
+  for (const auto& layer : net_->layers()) float16 = float16 || layer->computes_in() == Precision::kFloat16;
+  if (param_.loss_scaling() == SolverParameter::DYNAMIC ||
+      (param_.loss_scaling() == SolverParameter::AUTOMATIC && float16)) {
+    loss_scaling_ = std::make_unique<LossScaling>(param_.initial_loss_scale(), param_.loss_scale_growth_interval());
+    LOG(INFO) << "Solver: dynamic loss scaling from scale " << loss_scaling_->scale() << ", doubled after "
+              << param_.loss_scale_growth_interval() << " iterations without an overflow, halved at one"
+              << (float16 ? " (layers compute in float16)" : "");
+  }
+}
+
+bool Solver::UnscaleGradients() {
+  const Device device = context_->device();
+  const float used = loss_scaling_->scale();
+  // A sum of magnitudes is infinite or NaN where any value is (or where the sum itself overflows: then the gradients
+  // are too large to trust anyway).
+  bool finite = true;
+  for (Blob* param : net_->learnable_params())
+    finite = finite && std::isfinite(asum(*context_, param->count(), param->diff_on(device)));
+  if (!loss_scaling_->AfterBackward(finite, iter_)) return false;
+  for (Blob* param : net_->learnable_params())
+    scale(*context_, param->count(), 1.f / used, param->mutable_diff_on(device));
+  return true;
 }
 
 void Solver::InitTrainNet(const std::string& solver_path) {
@@ -275,6 +300,7 @@ void Solver::Step(int iterations) {
     net_->set_debug_info(net_debug_info_ || (display && param_.debug_info()));
 
     for (SolverCallback* callback : callbacks_) callback->OnStart(iter_);
+    if (loss_scaling_) net_->set_loss_scale(loss_scaling_->scale());
     float loss = 0.f;
     for (int i = 0; i < param_.iter_size(); ++i) {
       last_backward_pass_ = i + 1 == param_.iter_size();
@@ -304,8 +330,10 @@ void Solver::Step(int iterations) {
       for (size_t k = 0; k < means.size(); ++k)
         LOG(INFO) << "    Train net output #" << k << ": " << OutputScores::Describe(means[k]);
     }
+    // Under loss scaling, the gradients back to their size; an iteration whose gradients overflowed updates nothing.
+    const bool update = !loss_scaling_ || UnscaleGradients();
     for (SolverCallback* callback : callbacks_) callback->OnGradientsReady(iter_);
-    ApplyUpdate();
+    if (update) ApplyUpdate();
     net_->set_debug_info(net_debug_info_);
     ++iter_;
     const bool scheduled = param_.snapshot() && iter_ % param_.snapshot() == 0;
@@ -476,6 +504,10 @@ void Solver::MakeSnapshotState(const std::string& weights_file, SolverState* sta
   net_->SaveRuntimeState("train", state);
   for (size_t t = 0; t < test_nets_.size(); ++t) test_nets_[t]->SaveRuntimeState("test" + std::to_string(t), state);
   for (float loss : losses_) state->add_loss_window(loss);
+  if (loss_scaling_) {
+    state->set_loss_scale(loss_scaling_->scale());
+    state->set_loss_scale_steady_iterations(loss_scaling_->steady_iterations());
+  }
   *state->mutable_solver() = recorded_solver_;
   *state->mutable_train_net() = recorded_train_net_;
 }
@@ -541,6 +573,12 @@ void Solver::Restore(const std::string& state_file) {
   net_->RestoreRuntimeState("train", state);
   for (size_t t = 0; t < test_nets_.size(); ++t) test_nets_[t]->RestoreRuntimeState("test" + std::to_string(t), state);
   losses_.assign(state.loss_window().begin(), state.loss_window().end());
+  if (loss_scaling_ && state.has_loss_scale())
+    loss_scaling_->Restore(state.loss_scale(), state.loss_scale_steady_iterations(),
+                           "solver state '" + state_file + "'");
+  else if (loss_scaling_)
+    LOG(INFO) << "Solver state '" << state_file << "' holds no loss scale (it was trained without scaling): scaling "
+              << "starts from " << loss_scaling_->scale();
 }
 
 namespace {

@@ -11,6 +11,7 @@
 
 #include "net/net.hpp"
 #include "net/output_scores.hpp"
+#include "solver/loss_scaling.hpp"
 
 namespace crema {
 
@@ -107,6 +108,8 @@ class Solver {
   float CurrentLearningRate();
   // One update of every learnable parameter from its accumulated gradient (for tests of update rules).
   void ApplyUpdate();
+  // Dynamic loss scaling, where it is on (SolverParameter.loss_scaling); else null.
+  const LossScaling* loss_scaling() const { return loss_scaling_.get(); }
 
  protected:
   // Turns params[index]'s diff into the step to subtract, given the parameter's own rate.
@@ -159,6 +162,11 @@ class Solver {
   bool last_backward_pass_ = true;  // the current backward pass is the iteration's last (iter_size)
   std::atomic<bool> snapshot_requested_{false};
   std::atomic<bool> stop_requested_{false};
+  // Dynamic loss scaling (SolverParameter.loss_scaling), where it is on.
+  std::unique_ptr<LossScaling> loss_scaling_;
+  // Under loss scaling: whether the scaled gradients are finite (the scale follows, LossScaling::AfterBackward), and
+  // where they are, each divided by the scale their backward ran with.
+  bool UnscaleGradients();
 };
 
 // Builds the solver named by param.type (or the deprecated solver_type); throws listing the known types (after

@@ -1,0 +1,117 @@
+#!/usr/bin/python3
+"""bfloat16 against float32, forward and backward, side by side in one run, in crema and in PyTorch.
+
+For each net, crema's `crema time` on the deploy prototxt with force_backward (as benchmarks/cpu_vs_pytorch.py runs
+it) in float32 and with --precision=bf16 (convolutions and inner products computing in bf16, everything else in
+float32), and PyTorch on the same architecture (benchmarks/caffe_nets.py) in float32 and under its CPU autocast to
+bf16 (torch.autocast("cpu", dtype=torch.bfloat16)). The four settings alternate within each round, so that all see
+the same load from other tenants; per setting the median of the rounds. PyTorch runs with OPENBLAS_NUM_THREADS=1,
+its faster setting on these nets (docs/performance.md). Prints the CPU, whether it has bf16 instructions, and a
+Markdown table.
+
+  /usr/bin/python3 benchmarks/bf16_vs_float.py [--rounds 5] [--iterations 10] [--nets caffenet,googlenet,resnet50]
+
+Needs build/tools/crema, Debian's python3-torch and python3-protobuf.
+"""
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cpu_vs_pytorch  # noqa: E402
+
+NETS = ["caffenet", "googlenet", "resnet50"]
+SETTINGS = ["crema float32", "crema bf16", "PyTorch float32", "PyTorch autocast bf16"]
+
+
+def torch_worker(name, autocast, iterations):
+    """In its own process: mean ms of a forward+backward pass, in float32 or under autocast to bf16."""
+    import contextlib
+    import time
+
+    import torch
+
+    model, inputs = cpu_vs_pytorch.torch_model(name)
+    scope = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if autocast else contextlib.nullcontext
+
+    def step():
+        with scope():
+            outs = model(**inputs)
+        model.zero_grad(set_to_none=False)
+        for x in inputs.values():
+            x.grad = None
+        torch.autograd.backward(outs, [torch.ones_like(o) for o in outs])
+
+    step()  # untimed, as crema time's first pass
+    start = time.perf_counter()
+    for _ in range(iterations):
+        step()
+    print(json.dumps({"forward_backward": (time.perf_counter() - start) * 1000 / iterations}))
+
+
+def run_torch(name, autocast, iterations):
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--torch-worker", name, str(int(autocast)),
+                          str(iterations)], env=env, capture_output=True, text=True, check=True).stdout
+    return json.loads(out.strip().splitlines()[-1])["forward_backward"]
+
+
+def run_crema(crema, model, precision, iterations):
+    env = dict(os.environ, GLOG_logtostderr="1", OMP_WAIT_POLICY="passive")
+    log = subprocess.run([crema, "time", "--model=" + model, "--iterations=%d" % iterations,
+                          "--precision=" + precision], env=env, capture_output=True, text=True, check=True).stderr
+    cpu = re.search(r"CPU: (.*)", log).group(1).strip()
+    in_bf16 = len(re.findall(r"compute their products in bfloat16", log)) > 0
+    return cpu_vs_pytorch.crema_ms(log, "Average Forward-Backward"), cpu, in_bf16
+
+
+def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--torch-worker":
+        torch_worker(sys.argv[2], sys.argv[3] == "1", int(sys.argv[4]))
+        return
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--iterations", type=int, default=10)
+    parser.add_argument("--nets", default=",".join(NETS))
+    parser.add_argument("--crema", default=os.path.join(ROOT, "build", "tools", "crema"))
+    args = parser.parse_args()
+    names = args.nets.split(",")
+    times = {}  # (net, setting) -> [ms per round]
+    cpu, bf16_ran = "", True
+    with tempfile.TemporaryDirectory() as workdir:
+        models = {name: cpu_vs_pytorch.write_deploy(name, workdir) for name in names}
+        for round_index in range(args.rounds):
+            for name in names:
+                for setting in SETTINGS:
+                    if setting.startswith("crema"):
+                        precision = "bf16" if setting.endswith("bf16") else "fp32"
+                        ms, cpu, in_bf16 = run_crema(args.crema, models[name], precision, args.iterations)
+                        if precision == "bf16":
+                            bf16_ran = bf16_ran and in_bf16
+                    else:
+                        ms = run_torch(name, setting.endswith("bf16"), args.iterations)
+                    times.setdefault((name, setting), []).append(ms)
+                    print("round %d %s %s: %.1f ms" % (round_index + 1, name, setting, ms), file=sys.stderr)
+    print("CPU: %s; crema's bf16 layers %s" % (cpu, "computed in bf16" if bf16_ran else
+                                                "fell back to float32 (no bf16 instructions)"))
+    print()
+    print("| net (batch) | crema fp32 | crema bf16 | bf16 speed-up | PyTorch fp32 | PyTorch autocast bf16 | "
+          "crema bf16 vs PyTorch bf16 |")
+    print("|---|---|---|---|---|---|---|")
+    for name in names:
+        med = {s: statistics.median(times[(name, s)]) for s in SETTINGS}
+        print("| %s (%d) | %.1f ms | %.1f ms | %.2fx | %.1f ms | %.1f ms | %.2fx |" % (
+            name, cpu_vs_pytorch.NETS[name][1], med["crema float32"], med["crema bf16"],
+            med["crema float32"] / med["crema bf16"], med["PyTorch float32"], med["PyTorch autocast bf16"],
+            med["PyTorch autocast bf16"] / med["crema bf16"]))
+
+
+if __name__ == "__main__":
+    main()
