@@ -88,6 +88,9 @@ const char* const kConvolution =
 const char* const kStridedConvolution =
     "name: 'conv' type: 'Convolution' convolution_param { num_output: 16 kernel_size: 3 stride: 2 group: 2 "
     "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 } }";
+const char* const kDeconvolution =
+    "name: 'deconv' type: 'Deconvolution' convolution_param { num_output: 8 kernel_size: 4 stride: 2 pad: 1 "
+    "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 } }";
 const char* const kInnerProduct =
     "name: 'fc' type: 'InnerProduct' inner_product_param { num_output: 7 "
     "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 } }";
@@ -102,6 +105,7 @@ struct Case {
 const std::vector<Case>& Cases() {
   static const std::vector<Case> cases = {{kConvolution, {2, 16, 7, 6}},
                                           {kStridedConvolution, {2, 12, 9, 8}},
+                                          {kDeconvolution, {2, 16, 5, 4}},
                                           {kInnerProduct, {3, 5, 4, 2}},
                                           {kTransposedInnerProduct, {4, 33}}};
   return cases;
