@@ -266,16 +266,10 @@ TEST(PrecisionTest, PrecisionWordsAreParsedAndBadOnesNamed) {
 // is not the float32 one.
 SolverParameter Bfloat16Solver(const std::string& source, const std::string& prefix, int max_iter,
                                ::caffe::Precision precision) {
-  SolverParameter param;
-  ReadProtoFromText(
-      "base_lr: 0.05 lr_policy: 'inv' gamma: 0.01 power: 0.75 momentum: 0.9 weight_decay: 0.0005 "
-      "display: 0 snapshot: 20 random_seed: 5 solver_mode: CPU",
-      "solver", &param);
-  ReadProtoFromText(R"(
+  SolverParameter param = test::ResumeSolver(R"(
     name: 'bf16'
     layer { name: 'data' type: 'Data' top: 'data' top: 'label'
-            data_param { source: ')" +
-                        source + R"(' batch_size: 16 backend: LMDB }
+            data_param { source: ')" + source + R"(' batch_size: 16 backend: LMDB }
             transform_param { scale: 0.00390625 mirror: true } }
     layer { name: 'conv1' type: 'Convolution' bottom: 'data' top: 'conv1'
             convolution_param { num_output: 16 kernel_size: 3 pad: 1 weight_filler { type: 'xavier' } } }
@@ -290,9 +284,7 @@ SolverParameter Bfloat16Solver(const std::string& source, const std::string& pre
             inner_product_param { num_output: 4 weight_filler { type: 'xavier' } } }
     layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip2' bottom: 'label' top: 'loss' }
   )",
-                    "net", param.mutable_net_param());
-  param.set_snapshot_prefix(prefix);
-  param.set_max_iter(max_iter);
+                                             prefix, max_iter, 20);
   param.set_precision(precision);
   return param;
 }

@@ -129,14 +129,7 @@ TEST(SolverTest, ConfigurationErrorsNameTheField) {
 }
 
 SolverParameter ResumeSolver(const std::string& source, const std::string& prefix, int max_iter) {
-  SolverParameter param;
-  ReadProtoFromText("base_lr: 0.05 lr_policy: 'inv' gamma: 0.01 power: 0.75 momentum: 0.9 weight_decay: 0.0005 "
-                    "display: 0 snapshot: 20 random_seed: 5 solver_mode: CPU",
-                    "solver", &param);
-  ReadProtoFromText(test::ResumeNet(source), "net", param.mutable_net_param());
-  param.set_snapshot_prefix(prefix);
-  param.set_max_iter(max_iter);
-  return param;
+  return test::ResumeSolver(test::ResumeNet(source), prefix, max_iter, 20);
 }
 
 TEST(SolverResumeTest, ResumedTrainingIsByteIdenticalToUninterrupted) {

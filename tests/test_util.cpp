@@ -447,6 +447,19 @@ SolverParameter FashionMnistSlices::ExampleSolver(const std::string& solver_path
   return solver;
 }
 
+SolverParameter ResumeSolver(const std::string& net_text, const std::string& prefix, int max_iter, int snapshot) {
+  SolverParameter param;
+  ReadProtoFromText(
+      "base_lr: 0.05 lr_policy: 'inv' gamma: 0.01 power: 0.75 momentum: 0.9 weight_decay: 0.0005 "
+      "display: 0 random_seed: 5 solver_mode: CPU",
+      "solver", &param);
+  ReadProtoFromText(net_text, "net", param.mutable_net_param());
+  param.set_snapshot(snapshot);
+  param.set_snapshot_prefix(prefix);
+  param.set_max_iter(max_iter);
+  return param;
+}
+
 std::string ResumeNet(const std::string& source) {
   return R"(
     name: 'resume'

@@ -165,6 +165,9 @@ class FashionMnistSlices {
 // A net that reads the LMDB `source` (1-channel 8 x 8 Datums, labels in [0, 4)) with random crops and mirrors
 // and has a Dropout layer: every source of randomness and every cursor a resume must restore.
 std::string ResumeNet(const std::string& source);
+// The resume tests' solver: SGD with momentum, weight decay and the "inv" policy, seeded, on the CPU, training the net
+// `net_text` for `max_iter` iterations and snapshotting every `snapshot` under `prefix`.
+SolverParameter ResumeSolver(const std::string& net_text, const std::string& prefix, int max_iter, int snapshot);
 
 // Owns a list of blobs and exposes them as the raw-pointer vectors layers take.
 struct BlobList {
