@@ -463,6 +463,57 @@ TEST(Int8ChainTest, PoolingAndConcatPassIntegersThrough) {
   EXPECT_EQ(PlainValues(*plain_net->blob_by_name("joined")), joined);
 }
 
+// An LRN running forward only in channels-last writes its output in 8 bits where its readers quantize it alike
+// (GoogLeNet's stem: norm1 read by conv2/3x3_reduce, norm2 pooled into inception_3a): the integers are those the
+// readers would have made of its float output, round(y * scale) saturated, and the net's output is the all-float net's
+// to that rounding.
+TEST(Int8ChainTest, AnLRNWritesTheIntegersItsReadersWouldMake) {
+  if (!HasInt8Kernels()) GTEST_SKIP() << "no 8-bit kernels on this CPU";
+  test::ScopedEnvironment channels_last("CREMA_ONEDNN_ACTIVATIONS", "nhwc");  // the LRN's own loops on every CPU
+  const std::string text =
+      ConvNet({2, 16, 8, 8}, "num_output: 32 kernel_size: 3 pad: 1", "quantization { input_scale: 50 }",
+              "layer { name: 'act' type: 'ReLU' bottom: 'out' top: 'out' }\n"
+              "layer { name: 'norm' type: 'LRN' bottom: 'out' top: 'norm' "
+              "lrn_param { local_size: 5 alpha: 0.0001 beta: 0.75 } }\n"
+              "layer { name: 'pool' type: 'Pooling' bottom: 'norm' top: 'pooled' "
+              "pooling_param { pool: MAX kernel_size: 3 stride: 1 pad: 1 } }\n"
+              "layer { name: 'conv2' type: 'Convolution' bottom: 'pooled' top: 'out2' convolution_param { "
+              "num_output: 24 kernel_size: 1 } quantization { input_scale: 30 input_unsigned: true } }\n");
+  // The LRN's output as it stands right after its step (the memory plan lends its buffer to later blobs).
+  const auto lrn_output = [](Net* net) {
+    for (size_t s = 0; s < net->plan().size(); ++s) {
+      net->ForwardStep(s);
+      if (net->layer_names()[net->plan()[s].layer] == "norm") return PlainValues(*net->blob_by_name("norm"));
+    }
+    ADD_FAILURE() << "no step runs 'norm'";
+    return std::vector<float>();
+  };
+  const auto net = BuildNet(text);
+  ASSERT_EQ(net->layer_by_name("norm")->engine(), "onednn");
+  for (const char* name : {"norm", "pooled"}) {
+    SCOPED_TRACE(name);
+    EXPECT_EQ(ElementTypeName(net->blob_by_name(name)->data_type()), ElementTypeName(ElementType::kUInt8));
+    EXPECT_EQ(net->blob_by_name(name)->quantization().scale, 30.f);
+  }
+  EXPECT_FALSE(net->blob_by_name("out")->quantization().integers());  // the LRN reads floats
+  const std::vector<float> stored = lrn_output(net.get());
+  net->Forward();
+
+  test::ScopedEnvironment floats("CREMA_ELEMENT_TYPES", "float");
+  const auto float_net = BuildNet(text);
+  const std::vector<float> exact = lrn_output(float_net.get());
+  float_net->Forward();
+  ASSERT_EQ(stored.size(), exact.size());
+  int saturated = 0;
+  for (size_t i = 0; i < exact.size(); ++i) {
+    // Its integers over the scale: the float output rounded to 1/30 (saturated at 255/30).
+    ASSERT_NEAR(stored[i], std::min(exact[i], 255.f / 30), 0.5f / 30 + 1e-5f) << "at " << i;
+    saturated += exact[i] > 255.f / 30;
+  }
+  EXPECT_LT(saturated, static_cast<int>(exact.size() / 10));
+  ExpectMatches(test::DataOf(*net->blob_by_name("out2")), test::DataOf(*float_net->blob_by_name("out2")), 0.02f);
+}
+
 // Inner products read and write 8-bit blobs as convolutions do: LeNet's shape, conv -> MAX pool -> inner product
 // (+ ReLU) -> inner product, runs in 8 bits from the first step to the last, with the outputs of the same net in
 // floats to the rounding of the integers passed on.

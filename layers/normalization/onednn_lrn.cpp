@@ -60,6 +60,8 @@ void OneDnnLRNLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector
   // lrn_channels_last.hpp), faster there than oneDNN's kernel for the layout.
   own_channels_last_ = across_ && !backward_planned() && bottom[0]->layout() == Layout::kChannelsLast &&
                        top[0]->layout() == Layout::kChannelsLast;
+  CREMA_CHECK(own_channels_last_ || !top[0]->quantization().integers())
+      << describe() << ": its top was planned in 8 bits, but it no longer runs forward only in channels-last";
   if (own_channels_last_) {
     passes_.reset();
     RequestWorkspace(0);
@@ -100,7 +102,7 @@ void OneDnnLRNLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector
 
 void OneDnnLRNLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   if (own_channels_last_) {
-    LRNAcrossChannelsLast(bottom[0]->cpu_data(), top[0]->mutable_cpu_data(),
+    LRNAcrossChannelsLast(bottom[0]->cpu_data(), top[0]->mutable_cpu_bytes(), top[0]->quantization(),
                           static_cast<long long>(bottom[0]->count()) / channels_, channels_, size_, k_, alpha_ / size_,
                           beta_);
     return;

@@ -31,6 +31,10 @@ class OneDnnLRNLayer : public LRNLayer {
   bool ReadsLayout(int, Layout) const override { return true; }
   Layout OffersLayout(int, const std::vector<Layout>& bottom_layouts) const override { return bottom_layouts[0]; }
 
+  // Running forward only in channels-last (its own loops), it writes its top in 8 bits where every reader quantizes
+  // it alike (plan_element_types): the integers those readers would have made of its floats.
+  bool WritesQuantized(int) const override { return own_channels_last_; }
+
   // "" when the engine takes the query, else why not (the registry's refusal).
   static std::string Refusal(const EngineQuery& query);
 
