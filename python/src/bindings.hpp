@@ -46,6 +46,9 @@ struct Defaults {
   bool plan_memory = false;
   bool recompute = false;  // set_memory_plan('recompute')
   bool fold = true;        // set_fold
+  // set_precision: the precision of every net and solver made afterwards (over a solver's own), where it was called.
+  bool precision_set = false;
+  Precision precision = Precision::kFloat32;
 };
 Defaults& ModuleDefaults();
 // A context on the default device, seeded with `random_seed`. Raises crema.Error, saying why, where the default

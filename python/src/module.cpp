@@ -33,6 +33,7 @@ std::shared_ptr<Context> MakeContext(uint64_t random_seed) {
   context->set_plan_memory(defaults.plan_memory);
   context->set_recompute(defaults.recompute);
   context->set_fold(defaults.fold);
+  if (defaults.precision_set) context->set_precision(defaults.precision);
   return context;
 }
 
@@ -106,6 +107,19 @@ PYBIND11_MODULE(_crema, module) {
       "dropped. Only where no blob a user may read changes: without a memory plan (the default) every blob stays "
       "readable, so only chains in place fold. Net.params stay the weights as loaded; edits to them are folded again "
       "before the next forward. True by default; net.rewrites lists what was done.");
+  module.def(
+      "set_precision",
+      [](const std::string& precision) {
+        ModuleDefaults().precision_set = !precision.empty();
+        if (!precision.empty()) ModuleDefaults().precision = crema::ParsePrecision(precision, "crema.set_precision");
+      },
+      py::arg("precision"),
+      "'bf16', 'fp16' or 'fp32': the precision the convolutions and inner products of nets and solvers made from now "
+      "on compute in, their sums and every other layer in float32, as crema's --precision (over a solver's own "
+      "precision; a layer's own still wins). Where the CPU lacks the kernels, float32, with a warning. '' undoes it.");
+  module.def("precision", [] {
+    return std::string(ModuleDefaults().precision_set ? crema::PrecisionName(ModuleDefaults().precision) : "");
+  });
   module.def("mode", [] { return std::string(ModuleDefaults().device == crema::Device::kGPU ? "GPU" : "CPU"); });
   module.def("device", [] { return ModuleDefaults().gpu_id; });
   module.def("gpu_count", &crema::Context::gpu_count, "The number of CUDA devices visible (0 without CUDA).");

@@ -22,11 +22,13 @@ def cpu_mode():
     crema.set_device(0)
     crema.set_memory_plan("none")
     crema.set_fold(True)
+    crema.set_precision("")
     yield
     crema.set_mode_cpu()
     crema.set_device(0)
     crema.set_memory_plan("none")
     crema.set_fold(True)
+    crema.set_precision("")
 
 
 @pytest.fixture

@@ -177,3 +177,32 @@ def test_random_seed_decides_fillers(write):
     np.testing.assert_array_equal(a, b)
     assert not np.array_equal(a, c)
     assert a.std() == pytest.approx(0.5, rel=0.1)  # 1000 draws of the gaussian filler
+
+
+def cpu_has_bf16():
+    """Whether this CPU has bf16 instructions (what crema's bf16 layers need; elsewhere they compute in float32)."""
+    with open("/proc/cpuinfo") as f:
+        flags = f.read()
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def test_precision_from_the_solver_and_from_set_precision(make_solver):
+    def trained(name, extra=""):
+        solver = caffe.get_solver(make_solver("SGD", extra=extra, name=name))
+        solver.step(10)
+        return solver.net.params["ip"][0].data.copy()
+
+    float32 = trained("float")
+    bf16 = trained("bf16", "precision: BFLOAT16")
+    assert np.all(np.isfinite(bf16))
+    # The solver's precision holds where nothing overrides it: bf16 products give other weights than float32 ones
+    # (on a CPU without bf16 instructions the layers compute in float32, and the weights are the same).
+    assert (not np.array_equal(bf16, float32)) == cpu_has_bf16()
+    # crema.set_precision overrides a solver's precision, as --precision does.
+    crema.set_precision("fp32")
+    assert crema.precision() == "float32"
+    assert np.array_equal(trained("overridden", "precision: BFLOAT16"), float32)
+    crema.set_precision("")
+    assert crema.precision() == ""
+    with pytest.raises(crema.Error, match="crema.set_precision: 'half' is no precision"):
+        crema.set_precision("half")
