@@ -75,8 +75,9 @@ SolverHandle GetSolver(const py::object& path_object) {
   Solver::CheckNets(param, path);
   std::shared_ptr<Context> context =
       MakeContext(param.random_seed() >= 0 ? static_cast<uint64_t>(param.random_seed()) : Context::kDefaultSeed);
-  // The solver's precision, unless crema.set_precision chose one (as --precision does for crema train).
-  if (!defaults.precision_set) context->set_precision(SchemaPrecision(param.precision()));
+  // The solver's cuDNN algorithms and precision; crema.set_precision overrides the latter, as --precision does.
+  Solver::ApplyComputeSettings(param, context.get());
+  if (defaults.precision_set) context->set_precision(defaults.precision);
   std::shared_ptr<Solver> solver;
   {
     py::gil_scoped_release release;

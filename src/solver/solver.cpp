@@ -82,12 +82,16 @@ std::shared_ptr<Context> Solver::ContextFor(const SolverParameter& param) {
   auto context = std::make_shared<Context>(
       gpu ? Device::kGPU : Device::kCPU, param.device_id(),
       param.random_seed() >= 0 ? static_cast<uint64_t>(param.random_seed()) : Context::kDefaultSeed);
+  ApplyComputeSettings(param, context.get());
+  return context;
+}
+
+void Solver::ApplyComputeSettings(const SolverParameter& param, Context* context) {
   if (param.has_cudnn_algorithms())
     context->set_cudnn_algorithms(param.cudnn_algorithms() == SolverParameter::HEURISTIC
                                       ? Context::CudnnAlgorithms::kHeuristic
                                       : Context::CudnnAlgorithms::kMeasured);
   context->set_precision(SchemaPrecision(param.precision()));
-  return context;
 }
 
 void Solver::CheckNets(const SolverParameter& param, const std::string& solver_path) {

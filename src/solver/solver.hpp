@@ -45,6 +45,9 @@ class Solver {
   // The context a solver runs on: the device solver_mode and device_id name, seeded by random_seed (1701 when
   // unset).
   static std::shared_ptr<Context> ContextFor(const SolverParameter& param);
+  // What `param` says of how its nets compute, onto `context`: cuDNN's choice of algorithms (where set) and the
+  // precision. ContextFor applies it; so does whoever makes a solver's context otherwise (Python's get_solver).
+  static void ApplyComputeSettings(const SolverParameter& param, Context* context);
   virtual ~Solver() = default;
 
   // Trains to max_iter, starting from a snapshot when `resume_file` is given.
