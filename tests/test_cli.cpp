@@ -11,6 +11,9 @@
 
 #include "core/context.hpp"
 #include "io/proto_io.hpp"
+#ifdef CREMA_USE_ONEDNN
+#include "layers/onednn_util.hpp"
+#endif
 #include "test_util.hpp"
 
 namespace crema {
@@ -101,6 +104,32 @@ TEST_F(CliTest, BadFlagsAreExplained) {
   EXPECT_CONTAINS(Crema("test --model=" + model + " --phase=VAL", 1), "--phase");
   EXPECT_CONTAINS(Crema("test --model=" + model + " --gpu=x", 1), "--gpu");
 }
+
+#ifdef CREMA_USE_ONEDNN
+// --precision: bf16 names the layers that compute in it, or, where the CPU lacks bf16 instructions (here made so with
+// oneDNN's DNNL_MAX_CPU_ISA), says once why they compute in float32; fp16 on the CPU says why too; a bad word is named.
+TEST_F(CliTest, PrecisionIsReportedOrItsFallbackExplained) {
+  const std::string model =
+      Write("conv.prototxt", std::string(kInput) +
+                                 "layer { name: 'conv' type: 'Convolution' bottom: 'data' top: 'conv' "
+                                 "convolution_param { num_output: 8 kernel_size: 3 } }\n"
+                                 "layer { name: 'ip' type: 'InnerProduct' bottom: 'conv' top: 'ip' "
+                                 "inner_product_param { num_output: 3 } }\n");
+  const std::string time = "time --model=" + model + " --iterations=1 --engine=onednn ";
+  if (onednn::HasBfloat16Kernels()) {
+    const std::string bf16 = Crema(time + "--precision=bf16", 0);
+    EXPECT_CONTAINS(bf16, "2 layers compute their products in bfloat16 with float32 sums (conv, ip)");
+    EXPECT_CONTAINS(bf16, "Convolution\tonednn (bfloat16)");
+  }
+  std::string without;
+  EXPECT_EQ(test::RunCommand("DNNL_MAX_CPU_ISA=AVX2 " + kCrema + " " + time + "--precision=bf16", &without), 0)
+      << without;
+  EXPECT_CONTAINS(without, "computes in float32, though set to bfloat16: this CPU has no bf16 instructions");
+  EXPECT_CONTAINS(without, "2 layers asked for half precision compute in float32 (conv [onednn], ip [onednn]");
+  EXPECT_CONTAINS(Crema(time + "--precision=fp16", 0), "though set to float16: float16 computes on GPUs");
+  EXPECT_CONTAINS(Crema(time + "--precision=half", 1), "--precision: 'half' is no precision; use fp32, bf16 or fp16");
+}
+#endif  // CREMA_USE_ONEDNN
 
 // device_query lists each GPU's properties, or says clearly why there is none to list.
 TEST_F(CliTest, DeviceQueryDescribesTheGpusOrSaysWhyThereAreNone) {
