@@ -77,6 +77,11 @@ TEST_F(BadInputCommandLineTest, UnknownFlagSuggestsTheNearest) {
                        {"unknown flag --iter (did you mean --iterations?)"});
 }
 
+TEST_F(BadInputCommandLineTest, UnknownPrecisionListsTheKnownOnes) {
+  test::ExpectBadInput("command line", "--precision with an unknown word", Test("--precision=half"),
+                       {"crema: error: --precision: 'half' is no precision; use fp32, bf16 or fp16"});
+}
+
 TEST_F(BadInputCommandLineTest, UnknownFlagWithNothingNearPointsToHelp) {
   test::ExpectBadInput("command line", "unknown flag (nothing near)", Test("--frobnicate=3"),
                        {"unknown flag --frobnicate (crema --help lists the flags)"});

@@ -168,6 +168,21 @@ TEST_F(BadInputSolverTest, IterSizeZeroIsNamed) {
   ExpectRefused("iter_size 0", Good("iter_size: 0"), {"iter_size must be at least 1, got 0"});
 }
 
+TEST_F(BadInputSolverTest, NonPositiveInitialLossScaleIsNamed) {
+  ExpectRefused("initial_loss_scale 0", Good("initial_loss_scale: 0"),
+                {"initial_loss_scale must be a positive number, got 0"});
+}
+
+TEST_F(BadInputSolverTest, LossScaleGrowthIntervalZeroIsNamed) {
+  ExpectRefused("loss_scale_growth_interval 0", Good("loss_scaling: DYNAMIC\nloss_scale_growth_interval: 0"),
+                {"loss_scale_growth_interval must be at least 1, got 0"});
+}
+
+TEST_F(BadInputSolverTest, UnknownPrecisionNamesFileLineAndColumn) {
+  ExpectRefused("an unknown precision", Good("precision: HALF"),
+                {"Unknown enumeration value of \"HALF\" for field \"precision\""});
+}
+
 TEST_F(BadInputSolverTest, AverageLossZeroIsNamed) {
   ExpectRefused("average_loss 0", Good("average_loss: 0"), {"average_loss must be at least 1, got 0"});
 }

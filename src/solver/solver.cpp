@@ -146,6 +146,11 @@ void Solver::CheckSettings(const SolverParameter& param) {
   CREMA_CHECK(param.max_iter() >= 0) << "solver max_iter must not be negative, got " << param.max_iter();
   CREMA_CHECK(param.iter_size() >= 1) << "solver iter_size must be at least 1, got " << param.iter_size();
   CREMA_CHECK(param.average_loss() >= 1) << "solver average_loss must be at least 1, got " << param.average_loss();
+  // Checked whether or not the run scales its loss (AUTOMATIC decides only once the net is built).
+  CREMA_CHECK(std::isfinite(param.initial_loss_scale()) && param.initial_loss_scale() > 0)
+      << "solver initial_loss_scale must be a positive number, got " << param.initial_loss_scale();
+  CREMA_CHECK(param.loss_scale_growth_interval() >= 1)
+      << "solver loss_scale_growth_interval must be at least 1, got " << param.loss_scale_growth_interval();
   // Caffe reads the type only to apply a weight decay: without one, an unknown type is accepted there.
   const bool known_regularization = param.regularization_type() == "L2" || param.regularization_type() == "L1";
   CREMA_CHECK(known_regularization || param.weight_decay() == 0)
