@@ -147,9 +147,10 @@ void OneDnnInnerProductLayer::Reshape(const std::vector<Blob*>& bottom, const st
   // bfloat16 where asked for and this CPU has the kernels, in training too; not with a fused sum (a post-op the
   // native products take: the inference rewrites'), which stays in float32.
   const Precision precision = int8 || fused_sum() ? Precision::kFloat32 : onednn::EnginePrecision(*this);
-  if (!int8 && precision == Precision::kFloat32 &&
-      (backward_planned() || fused_sum() || static_cast<int64_t>(N_) * K_ < kLargeWeights)) {
-    primitive_.reset();  // the native matrix products
+  // In float32, the native matrix products serve training, a fused sum and small weights.
+  const bool native_in_float = backward_planned() || fused_sum() || static_cast<int64_t>(N_) * K_ < kLargeWeights;
+  if (!int8 && precision == Precision::kFloat32 && native_in_float) {
+    primitive_.reset();
     return;
   }
   auto p = std::make_unique<Primitive>();
@@ -198,28 +199,23 @@ void OneDnnInnerProductLayer::Reshape(const std::vector<Blob*>& bottom, const st
       onednn::WarnHalfRefused(describe(), precision, error.what());
       regions = onednn::Regions();
       p->with_backward = false;
-      if (backward_planned() || static_cast<int64_t>(N_) * K_ < kLargeWeights) {
-        primitive_.reset();  // the native matrix products
+      if (native_in_float) {
+        primitive_.reset();
         return;
       }
     }
   }
-  if (p->precision != Precision::kFloat32) {
-    p->primitive = dnnl::primitive(p->forward.get());
-    p->weights.Describe(p->forward.weights_desc(), p->user_weights);
-    RequestWorkspace(regions.Floats());
-    primitive_ = std::move(p);
-    return;
+  if (p->precision == Precision::kFloat32) {  // inference over large weights, or 8 bits refused
+    const memory::desc any_weights(Dims({N_, K_}), f32, Tag::any);
+    p->forward = dnnl::inner_product_forward::primitive_desc(
+        dnnl::inner_product_forward::desc(dnnl::prop_kind::forward_inference, p->src, any_weights,
+                                          bias_term_ ? p->bias : memory::desc(), p->dst),
+        onednn::UserScratchpadWith(fused_activation_), CpuEngine());
+    p->scratch_desc = p->forward.scratchpad_desc();
+    p->scratch = regions.Add(p->scratch_desc);
   }
-  const memory::desc any_weights(Dims({N_, K_}), f32, Tag::any);
-  p->forward = dnnl::inner_product_forward::primitive_desc(
-      dnnl::inner_product_forward::desc(dnnl::prop_kind::forward_inference, p->src, any_weights,
-                                        bias_term_ ? p->bias : memory::desc(), p->dst),
-      onednn::UserScratchpadWith(fused_activation_), CpuEngine());
   p->primitive = dnnl::primitive(p->forward.get());
   p->weights.Describe(p->forward.weights_desc(), p->user_weights);
-  p->scratch_desc = p->forward.scratchpad_desc();
-  p->scratch = regions.Add(p->scratch_desc);
   RequestWorkspace(regions.Floats());
   primitive_ = std::move(p);
 }
