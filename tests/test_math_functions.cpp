@@ -5,11 +5,14 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include "core/context.hpp"
+#include "core/few_rows_gemm.hpp"
 #include "core/math_functions.hpp"
 #include "core/random.hpp"
 #include "core/threads.hpp"
@@ -119,6 +122,84 @@ TEST(CpuCopyTest, CopiesEveryValueOnEveryThreadCount) {
     EXPECT_EQ(to[n], -1.f) << n;
     cpu_copy(n, to.data(), to.data());
     EXPECT_EQ(to[n - 1], from[n - 1]) << n;
+  }
+}
+
+// C = alpha * A * B^T + beta * C with B of N x K, in double here, and the bound on a float sum of K products with
+// its scaling: (K + 2) units of roundoff of the magnitudes summed.
+void ExpectTransposedProduct(int M, int N, int K, float alpha, const std::vector<float>& a, const std::vector<float>& b,
+                             float beta, const std::vector<float>& c0, const std::vector<float>& c) {
+  const double u = std::numeric_limits<float>::epsilon() / 2;
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < N; ++j) {
+      double sum = 0, magnitude = 0;
+      for (int k = 0; k < K; ++k) {
+        const double product =
+            static_cast<double>(a[static_cast<size_t>(i) * K + k]) * b[static_cast<size_t>(j) * K + k];
+        sum += product;
+        magnitude += std::fabs(product);
+      }
+      const double old = beta == 0.f ? 0. : static_cast<double>(beta) * c0[static_cast<size_t>(i) * N + j];
+      const double expected = alpha * sum + old;
+      const double bound = (K + 2) * u * (std::fabs(alpha) * magnitude + std::fabs(old)) + 1e-30;
+      ASSERT_NEAR(c[static_cast<size_t>(i) * N + j], expected, bound) << "at " << i << ", " << j;
+    }
+}
+
+// The few-rows product (an inner product at a small batch against large weights): against a double product for 1 to
+// 16 rows, sizes off its vectors and row groups, alpha and beta, with beta 0 writing over NaN; the same bits on one
+// thread as on all; and cpu_gemm and cpu_gemv take it where FewRowsPay says, with results as exact.
+TEST(FewRowsTest, MatchesADoubleProductTheSameOnEveryThreadCount) {
+  struct Shape {
+    int M, N, K;
+  };
+  const Shape shapes[] = {{1, 1, 1}, {5, 13, 37}, {2, 9, 16}, {3, 1030, 1031}, {10, 264, 4099}, {16, 40, 2048}};
+  uint64_t seed = 100;
+  for (const Shape& s : shapes)
+    for (const auto& [alpha, beta] : {std::pair<float, float>{1.f, 0.f}, {-0.5f, 1.f}, {2.f, 0.25f}}) {
+      SCOPED_TRACE(std::to_string(s.M) + "x" + std::to_string(s.N) + "x" + std::to_string(s.K) + " alpha " +
+                   std::to_string(alpha) + " beta " + std::to_string(beta));
+      const std::vector<float> a = Random(static_cast<size_t>(s.M) * s.K, seed++);
+      const std::vector<float> b = Random(static_cast<size_t>(s.N) * s.K, seed++);
+      std::vector<float> c0 = Random(static_cast<size_t>(s.M) * s.N, seed++);
+      if (beta == 0.f) c0.assign(c0.size(), std::numeric_limits<float>::quiet_NaN());  // not read
+      std::vector<float> all = c0, one = c0;
+      FewRowsTimesTransposed(s.M, s.N, s.K, alpha, a.data(), b.data(), beta, all.data());
+      {
+        OneThreadWhile single(true);
+        FewRowsTimesTransposed(s.M, s.N, s.K, alpha, a.data(), b.data(), beta, one.data());
+      }
+      ExpectTransposedProduct(s.M, s.N, s.K, alpha, a, b, beta, c0, all);
+      for (size_t i = 0; i < all.size(); ++i) ASSERT_EQ(all[i], one[i]) << "at " << i;
+    }
+  EXPECT_TRUE(FewRowsPay(10, 4096, 9216));  // CaffeNet's fc6 at batch 10
+  EXPECT_TRUE(FewRowsPay(kFewRows, 1024, 1024));
+  EXPECT_FALSE(FewRowsPay(kFewRows + 1, 4096, 9216));
+  EXPECT_FALSE(FewRowsPay(64, 500, 800));  // LeNet's ip1
+  EXPECT_FALSE(FewRowsPay(10, 1000, 1000));
+
+  // Through cpu_gemm (A times B transposed) and cpu_gemv (both ways) at sizes where FewRowsPay holds.
+  const int M = 7, N = 1100, K = 1000;
+  ASSERT_TRUE(FewRowsPay(M, N, K));
+  const std::vector<float> a = Random(static_cast<size_t>(M) * K, 7), b = Random(static_cast<size_t>(N) * K, 8);
+  const std::vector<float> c0 = Random(static_cast<size_t>(M) * N, 9);
+  std::vector<float> c = c0;
+  cpu_gemm(Transpose::kNo, Transpose::kYes, M, N, K, 0.5f, a.data(), b.data(), 2.f, c.data());
+  ExpectTransposedProduct(M, N, K, 0.5f, a, b, 2.f, c0, c);
+  // y = B x (B is N x K): a one-row product against B; y = B^T z: against B's transpose.
+  const std::vector<float> x(a.begin(), a.begin() + K), z = Random(N, 10);
+  std::vector<float> y(N, std::numeric_limits<float>::quiet_NaN());
+  cpu_gemv(Transpose::kNo, N, K, 1.f, b.data(), x.data(), 0.f, y.data());
+  ExpectTransposedProduct(1, N, K, 1.f, x, b, 0.f, std::vector<float>(N), y);
+  std::vector<float> w(K, 1.f);
+  cpu_gemv(Transpose::kYes, N, K, -1.f, b.data(), z.data(), 0.5f, w.data());
+  for (int k = 0; k < K; ++k) {
+    double sum = 0, magnitude = 0;
+    for (int n = 0; n < N; ++n) {
+      sum += static_cast<double>(b[static_cast<size_t>(n) * K + k]) * z[n];
+      magnitude += std::fabs(static_cast<double>(b[static_cast<size_t>(n) * K + k]) * z[n]);
+    }
+    ASSERT_NEAR(w[k], 0.5 - sum, (N + 2) * std::numeric_limits<float>::epsilon() * (magnitude + 0.5)) << "at " << k;
   }
 }
 

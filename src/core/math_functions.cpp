@@ -11,6 +11,7 @@
 #endif
 
 #include "core/common.hpp"
+#include "core/few_rows_gemm.hpp"
 #include "core/gpu_math.hpp"
 #include "core/threads.hpp"
 
@@ -35,6 +36,10 @@ void cpu_gemm(Transpose trans_a, Transpose trans_b, int M, int N, int K, float a
 #ifdef CREMA_USE_ONEDNN
   // On OpenMP's threads with everything else (core/threads.hpp). oneDNN's sgemm is row-major, as here.
   if (GemmOnOneDnn() && M > 0 && N > 0 && K > 0) {
+    if (trans_a == Transpose::kNo && trans_b == Transpose::kYes && FewRowsPay(M, N, K)) {
+      FewRowsTimesTransposed(M, N, K, alpha, A, B, beta, C);
+      return;
+    }
     const char op_a = trans_a == Transpose::kNo ? 'N' : 'T', op_b = trans_b == Transpose::kNo ? 'N' : 'T';
     const dnnl_status_t status = dnnl_sgemm(op_a, op_b, M, N, K, alpha, A, lda, B, ldb, beta, C, N);
     CREMA_CHECK(status == dnnl_success) << "oneDNN's sgemm failed (status " << status << ") on a " << M << " x " << K
@@ -46,6 +51,17 @@ void cpu_gemm(Transpose trans_a, Transpose trans_b, int M, int N, int K, float a
 }
 
 void cpu_gemv(Transpose trans_a, int M, int N, float alpha, const float* A, const float* x, float beta, float* y) {
+#ifdef CREMA_USE_ONEDNN
+  // A matrix too large for the caches (an inner product's weights at batch 1) is read on every thread, as products
+  // with few rows are: y^T = x^T A^T, or x^T A (OpenBLAS keeps one thread, threads.hpp).
+  if (GemmOnOneDnn() && FewRowsPay(1, M, N)) {
+    if (trans_a == Transpose::kNo)
+      cpu_gemm(Transpose::kNo, Transpose::kYes, 1, M, N, alpha, x, A, beta, y);
+    else
+      cpu_gemm(Transpose::kNo, Transpose::kNo, 1, N, M, alpha, x, A, beta, y);
+    return;
+  }
+#endif
   cblas_sgemv(CblasRowMajor, to_cblas(trans_a), M, N, alpha, A, N, x, 1, beta, y, 1);
 }
 

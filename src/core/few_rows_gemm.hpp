@@ -1,0 +1,26 @@
+// Matrix products with few rows on the left and a large matrix on the right: an inner product at a small batch
+// (CaffeNet's fc6 at batch 10 is a 10 x 9216 input times the 9216 x 4096 transposed weights, 151 MB). The arithmetic
+// is small against that matrix, which comes from memory once per product, so the product is as fast as the matrix
+// can be read. These loops read it once, a few rows at a time on every thread, each row against all of A's rows
+// while it is in the L1 cache (docs/performance.md: about 1.5x oneDNN's sgemm on fc6 at batch 10, and 3x the
+// one-thread matrix-vector product at batch 1).
+//
+// Each output value is summed in one order, over k in 16-wide vectors, their lanes in pairs, then the scalar tail,
+// whatever the threads (which take whole rows of B): the same values on one thread or many.
+#pragma once
+
+namespace crema {
+
+// The most left-hand rows the loops here take.
+constexpr int kFewRows = 16;
+
+// Whether C = A * op(B) with A of M rows and op(B) of K x N takes the loops here: M <= kFewRows and B too large to
+// stay in a core's L2 cache (from 2^20 values; smaller products' operands are in the caches, where a GEMM's
+// kernels are as fast).
+bool FewRowsPay(int M, int N, int K);
+
+// C (M x N) = alpha * A (M x K, row-major) * B^T + beta * C, where B is N x K row-major (an inner product's weights
+// as Caffe stores them). With beta 0, C is written, not read.
+void FewRowsTimesTransposed(int M, int N, int K, float alpha, const float* A, const float* B, float beta, float* C);
+
+}  // namespace crema
