@@ -171,7 +171,18 @@ TEST(FewRowsTest, MatchesADoubleProductTheSameOnEveryThreadCount) {
       }
       ExpectTransposedProduct(s.M, s.N, s.K, alpha, a, b, beta, c0, all);
       for (size_t i = 0; i < all.size(); ++i) ASSERT_EQ(all[i], one[i]) << "at " << i;
+      // Each build this CPU runs (the one above is the widest), SSE2's on every x86-64.
+      for (int width : {16, 8, 4}) {
+        std::vector<float> c = c0;
+        if (!FewRowsTimesTransposedIn(width, s.M, s.N, s.K, alpha, a.data(), b.data(), beta, c.data())) continue;
+        SCOPED_TRACE("vectors of " + std::to_string(width));
+        ExpectTransposedProduct(s.M, s.N, s.K, alpha, a, b, beta, c0, c);
+      }
     }
+  float two = 2.f, product = 0.f;
+  EXPECT_TRUE(FewRowsTimesTransposedIn(4, 1, 1, 1, 1.f, &two, &two, 0.f, &product));
+  EXPECT_EQ(product, 4.f);
+  EXPECT_FALSE(FewRowsTimesTransposedIn(32, 1, 1, 1, 1.f, &two, &two, 0.f, &product));
   EXPECT_TRUE(FewRowsPay(10, 4096, 9216));  // CaffeNet's fc6 at batch 10
   EXPECT_TRUE(FewRowsPay(kFewRows, 1024, 1024));
   EXPECT_FALSE(FewRowsPay(kFewRows + 1, 4096, 9216));

@@ -4,7 +4,6 @@
 
 #include <unordered_map>
 
-#include "core/few_rows_gemm.hpp"
 #include "core/math_functions.hpp"
 #include "layers/onednn_util.hpp"
 
@@ -148,11 +147,12 @@ void OneDnnInnerProductLayer::Reshape(const std::vector<Blob*>& bottom, const st
   // bfloat16 where asked for and this CPU has the kernels, in training too; not with a fused sum (a post-op the
   // native products take: the inference rewrites'), which stays in float32.
   const Precision precision = int8 || fused_sum() ? Precision::kFloat32 : onednn::EnginePrecision(*this);
-  // In float32, the native matrix products serve training, a fused sum, small weights, and a few rows against large
-  // weights (core/few_rows_gemm.hpp: oneDNN's primitive took 15 ms for CaffeNet's fc6 at batch 10, they take 10-12).
-  const bool few_rows = M_ == 1 || (!transpose_ && FewRowsPay(M_, N_, K_));
+  // In float32, the native matrix products serve training, a fused sum, small weights, and one item (a matrix-vector
+  // product over the weights on every thread, core/few_rows_gemm.hpp: CaffeNet's fc6 at batch 1 took 7.3-8.0 ms on
+  // oneDNN's primitive, 5.7 so). From two items on, oneDNN's primitive over its own layout of the weights was as fast
+  // as the native products or faster where the weights stayed in the CPU's last cache (docs/performance.md).
   const bool native_in_float =
-      backward_planned() || fused_sum() || static_cast<int64_t>(N_) * K_ < kLargeWeights || few_rows;
+      backward_planned() || fused_sum() || static_cast<int64_t>(N_) * K_ < kLargeWeights || M_ == 1;
   if (!int8 && precision == Precision::kFloat32 && native_in_float) {
     primitive_.reset();
     return;

@@ -4,86 +4,99 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "core/vector_clones.hpp"
-
 namespace crema {
 
 namespace {
 
+// The values of k each pass over A's rows covers: A's part and B's stay in the L1 cache while every row of A meets
+// the rows of B in hand.
+constexpr int kChunk = 512;
+
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wpsabi"
-// 16 floats: one AVX-512 register, two AVX2 ones, four SSE2 ones, as each clone compiles it (core/vector_clones.hpp).
-typedef float Floats __attribute__((vector_size(64)));
-constexpr int kLanes = 16;
+// GCC's vector types of 16, 8 and 4 floats: one AVX-512, AVX2 or SSE2 register in the function built for it.
+typedef float Floats16 __attribute__((vector_size(64)));
+typedef float Floats8 __attribute__((vector_size(32)));
+typedef float Floats4 __attribute__((vector_size(16)));
+template <int L>
+struct VectorOf;
+template <>
+struct VectorOf<16> {
+  using Type = Floats16;
+};
+template <>
+struct VectorOf<8> {
+  using Type = Floats8;
+};
+template <>
+struct VectorOf<4> {
+  using Type = Floats4;
+};
 
-// Rows of B read together (each a stream from memory; their partial sums with two rows of A are 16 vector
-// registers), and the values of k each pass over A's rows covers (A's part and B's stay in the L1 cache).
-constexpr int kTransposedRows = 8;
-constexpr int kTransposedChunk = 512;
+#if defined(__GNUC__)
+#define CREMA_INLINE_ALWAYS inline __attribute__((always_inline))
+#else
+#define CREMA_INLINE_ALWAYS inline
+#endif
 
-CREMA_ALWAYS_INLINE Floats Load(const float* p) {
-  Floats v;
+template <typename V>
+CREMA_INLINE_ALWAYS V Load(const float* p) {
+  V v;
   __builtin_memcpy(&v, p, sizeof v);
   return v;
 }
 
-// The sum of a vector's lanes, in pairs: lane i with lane i + 8, then i + 4, i + 2, i + 1.
-CREMA_ALWAYS_INLINE float LaneSum(const Floats& v) {
-  float s[kLanes];
+// The sum of a vector's L lanes, in pairs: lane i with lane i + L/2, then i + L/4, ..., i + 1.
+template <int L, typename V>
+CREMA_INLINE_ALWAYS float LaneSum(const V& v) {
+  float s[L];
   __builtin_memcpy(s, &v, sizeof s);
-  for (int width = kLanes / 2; width > 0; width /= 2)
+  for (int width = L / 2; width > 0; width /= 2)
     for (int i = 0; i < width; ++i) s[i] += s[i + width];
   return s[0];
 }
 
-// `R` rows of B (N x K, the first at `b`), against every row of A: C's columns n0 .. n0 + R - 1.
-template <int R>
-CREMA_ALWAYS_INLINE void TransposedRows(int M, int K, float alpha, const float* A, const float* b, float beta, float* C,
-                                        int N, int n0) {
-  const int vectors_end = K - K % kLanes;
-  Floats part[R][kFewRows];
+// Rows m .. m + Q - 1 of A against the R rows of B in hand (the first at `b`), over k0 .. k1 - 1, into their partial
+// sums: B's R vectors loaded once for the Q rows of A (R x Q sums, R + 1 more registers).
+template <int L, int R, int Q>
+CREMA_INLINE_ALWAYS void RowsOfA(typename VectorOf<L>::Type (*part)[kFewRows], int m, const float* A, int K,
+                                 const float* b, int k0, int k1) {
+  using V = typename VectorOf<L>::Type;
+  V acc[Q][R];
+  for (int q = 0; q < Q; ++q)
+    for (int r = 0; r < R; ++r) acc[q][r] = part[r][m + q];
+  for (int k = k0; k < k1; k += L) {
+    V w[R];
+    for (int r = 0; r < R; ++r) w[r] = Load<V>(b + static_cast<size_t>(r) * K + k);
+    for (int q = 0; q < Q; ++q) {
+      const V x = Load<V>(A + static_cast<size_t>(m + q) * K + k);
+      for (int r = 0; r < R; ++r) acc[q][r] += x * w[r];
+    }
+  }
+  for (int q = 0; q < Q; ++q)
+    for (int r = 0; r < R; ++r) part[r][m + q] = acc[q][r];
+}
+
+// `R` rows of B (N x K, the first at `b`) against every row of A, Q rows of A at a time: C's columns n0 .. n0 + R - 1.
+template <int L, int R, int Q>
+CREMA_INLINE_ALWAYS void RowsOfB(int M, int K, float alpha, const float* A, const float* b, float beta, float* C, int N,
+                                 int n0) {
+  using V = typename VectorOf<L>::Type;
+  const int vectors_end = K - K % L;
+  V part[R][kFewRows];
   for (int r = 0; r < R; ++r)
-    for (int m = 0; m < M; ++m) part[r][m] = Floats{};
-  for (int k0 = 0; k0 < vectors_end; k0 += kTransposedChunk) {
-    const int k1 = std::min(vectors_end, k0 + kTransposedChunk);
+    for (int m = 0; m < M; ++m) part[r][m] = V{};
+  for (int k0 = 0; k0 < vectors_end; k0 += kChunk) {
+    const int k1 = std::min(vectors_end, k0 + kChunk);
     int m = 0;
-    for (; m + 2 <= M; m += 2) {  // two rows of A at a time
-      const float* a0 = A + static_cast<size_t>(m) * K;
-      const float* a1 = a0 + K;
-      Floats acc0[R], acc1[R];
-      for (int r = 0; r < R; ++r) {
-        acc0[r] = part[r][m];
-        acc1[r] = part[r][m + 1];
-      }
-      for (int k = k0; k < k1; k += kLanes) {
-        const Floats x0 = Load(a0 + k), x1 = Load(a1 + k);
-        for (int r = 0; r < R; ++r) {
-          const Floats w = Load(b + static_cast<size_t>(r) * K + k);
-          acc0[r] += x0 * w;
-          acc1[r] += x1 * w;
-        }
-      }
-      for (int r = 0; r < R; ++r) {
-        part[r][m] = acc0[r];
-        part[r][m + 1] = acc1[r];
-      }
-    }
-    if (m < M) {
-      const float* a0 = A + static_cast<size_t>(m) * K;
-      Floats acc0[R];
-      for (int r = 0; r < R; ++r) acc0[r] = part[r][m];
-      for (int k = k0; k < k1; k += kLanes) {
-        const Floats x0 = Load(a0 + k);
-        for (int r = 0; r < R; ++r) acc0[r] += x0 * Load(b + static_cast<size_t>(r) * K + k);
-      }
-      for (int r = 0; r < R; ++r) part[r][m] = acc0[r];
-    }
+    for (; m + Q <= M; m += Q) RowsOfA<L, R, Q>(part, m, A, K, b, k0, k1);
+    for (; m < M; ++m) RowsOfA<L, R, 1>(part, m, A, K, b, k0, k1);
   }
   for (int m = 0; m < M; ++m) {
     const float* a = A + static_cast<size_t>(m) * K;
     for (int r = 0; r < R; ++r) {
       const float* w = b + static_cast<size_t>(r) * K;
-      float sum = LaneSum(part[r][m]);
+      float sum = LaneSum<L>(part[r][m]);
       for (int k = vectors_end; k < K; ++k) sum += a[k] * w[k];
       float& c = C[static_cast<size_t>(m) * N + n0 + r];
       c = beta == 0.f ? alpha * sum : alpha * sum + beta * c;
@@ -91,16 +104,63 @@ CREMA_ALWAYS_INLINE void TransposedRows(int M, int K, float alpha, const float* 
   }
 }
 
-#pragma GCC diagnostic pop
-
-CREMA_VECTOR_CLONES void TransposedGroup(int M, int N, int K, float alpha, const float* A, const float* B, float beta,
-                                         float* C, int n0) {
+// B's rows n0 .. n0 + R - 1, or those left of them at the end one at a time.
+template <int L, int R, int Q>
+CREMA_INLINE_ALWAYS void GroupOfB(int M, int N, int K, float alpha, const float* A, const float* B, float beta,
+                                  float* C, int n0) {
   const float* b = B + static_cast<size_t>(n0) * K;
-  if (n0 + kTransposedRows <= N) {
-    TransposedRows<kTransposedRows>(M, K, alpha, A, b, beta, C, N, n0);
+  if (n0 + R <= N) {
+    RowsOfB<L, R, Q>(M, K, alpha, A, b, beta, C, N, n0);
     return;
   }
-  for (int n = n0; n < N; ++n, b += K) TransposedRows<1>(M, K, alpha, A, b, beta, C, N, n);
+  for (int n = n0; n < N; ++n, b += K) RowsOfB<L, 1, Q>(M, K, alpha, A, b, beta, C, N, n);
+}
+#pragma GCC diagnostic pop
+
+// The tile of each build: AVX-512's 32 registers hold 6 x 4 sums, AVX2's and SSE2's 16 hold 3 x 4.
+constexpr int kWideRows = 6, kNarrowRows = 3, kRowsOfA = 4;
+
+#if defined(__x86_64__)
+__attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma"))) void GroupAvx512(int M, int N, int K,
+                                                                                        float alpha, const float* A,
+                                                                                        const float* B, float beta,
+                                                                                        float* C, int n0) {
+  GroupOfB<16, kWideRows, kRowsOfA>(M, N, K, alpha, A, B, beta, C, n0);
+}
+__attribute__((target("avx2,fma"))) void GroupAvx2(int M, int N, int K, float alpha, const float* A, const float* B,
+                                                   float beta, float* C, int n0) {
+  GroupOfB<8, kNarrowRows, kRowsOfA>(M, N, K, alpha, A, B, beta, C, n0);
+}
+#endif
+void GroupBaseline(int M, int N, int K, float alpha, const float* A, const float* B, float beta, float* C, int n0) {
+  GroupOfB<4, kNarrowRows, kRowsOfA>(M, N, K, alpha, A, B, beta, C, n0);
+}
+
+using Group = void (*)(int, int, int, float, const float*, const float*, float, float*, int);
+
+// A build, and the rows of B it takes at a time.
+struct Build {
+  Group group;
+  int rows;
+};
+
+// The build of `width` floats a vector (16, 8 or 4) where this CPU runs it, else none.
+Build BuildOf(int width) {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+                      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  if (width == 16) return avx512 ? Build{GroupAvx512, kWideRows} : Build{nullptr, 0};
+  if (width == 8) return avx2 ? Build{GroupAvx2, kNarrowRows} : Build{nullptr, 0};
+#endif
+  return width == 4 ? Build{GroupBaseline, kNarrowRows} : Build{nullptr, 0};
+}
+
+void Run(const Build& build, int M, int N, int K, float alpha, const float* A, const float* B, float beta, float* C) {
+  const int groups = (N + build.rows - 1) / build.rows;
+#pragma omp parallel for schedule(static)
+  for (int g = 0; g < groups; ++g) build.group(M, N, K, alpha, A, B, beta, C, g * build.rows);
 }
 
 }  // namespace
@@ -110,9 +170,20 @@ bool FewRowsPay(int M, int N, int K) {
 }
 
 void FewRowsTimesTransposed(int M, int N, int K, float alpha, const float* A, const float* B, float beta, float* C) {
-  const int groups = (N + kTransposedRows - 1) / kTransposedRows;
-#pragma omp parallel for schedule(static)
-  for (int g = 0; g < groups; ++g) TransposedGroup(M, N, K, alpha, A, B, beta, C, g * kTransposedRows);
+  static const Build widest = [] {
+    for (int width : {16, 8})
+      if (BuildOf(width).group != nullptr) return BuildOf(width);
+    return BuildOf(4);
+  }();
+  Run(widest, M, N, K, alpha, A, B, beta, C);
+}
+
+bool FewRowsTimesTransposedIn(int width, int M, int N, int K, float alpha, const float* A, const float* B, float beta,
+                              float* C) {
+  const Build build = BuildOf(width);
+  if (build.group == nullptr) return false;
+  Run(build, M, N, K, alpha, A, B, beta, C);
+  return true;
 }
 
 }  // namespace crema

@@ -2,11 +2,12 @@
 // (CaffeNet's fc6 at batch 10 is a 10 x 9216 input times the 9216 x 4096 transposed weights, 151 MB). The arithmetic
 // is small against that matrix, which comes from memory once per product, so the product is as fast as the matrix
 // can be read. These loops read it once, a few rows at a time on every thread, each row against all of A's rows
-// while it is in the L1 cache (docs/performance.md: about 1.5x oneDNN's sgemm on fc6 at batch 10, and 3x the
-// one-thread matrix-vector product at batch 1).
+// while it is in the L1 cache (docs/performance.md: fc6's forward at batch 10 in 10-12 ms against 23-31 on oneDNN's
+// sgemm; at batch 1, 2.8x OpenBLAS's one-thread matrix-vector product).
 //
-// Each output value is summed in one order, over k in 16-wide vectors, their lanes in pairs, then the scalar tail,
-// whatever the threads (which take whole rows of B): the same values on one thread or many.
+// Built for AVX-512, AVX2 and SSE2, the widest this CPU runs chosen once. Each output value is summed in one order,
+// over k in vectors of that build's width, their lanes in pairs, then the scalar tail, whatever the threads (which take
+// whole rows of B): the same values on one thread or many.
 #pragma once
 
 namespace crema {
@@ -22,5 +23,10 @@ bool FewRowsPay(int M, int N, int K);
 // C (M x N) = alpha * A (M x K, row-major) * B^T + beta * C, where B is N x K row-major (an inner product's weights
 // as Caffe stores them). With beta 0, C is written, not read.
 void FewRowsTimesTransposed(int M, int N, int K, float alpha, const float* A, const float* B, float beta, float* C);
+
+// The same in the build of `width` floats a vector (16: AVX-512, 8: AVX2, 4: SSE2), for tests of each: false, and C
+// untouched, where this CPU does not run it.
+bool FewRowsTimesTransposedIn(int width, int M, int N, int K, float alpha, const float* A, const float* B, float beta,
+                              float* C);
 
 }  // namespace crema
