@@ -13,43 +13,9 @@ namespace {
 // The vector width the loops are written for: a 16-channel block, or channels-last's channels 16 at a time.
 constexpr int kWidest = 16;
 
-// GCC's vector types: vectors of L floats, L ints and L bytes. Each clone of the functions below compiles them for
-// its own vector units (a 16-float vector is one AVX-512 register, two AVX2 ones, four SSE2 ones). The helpers are
-// always inlined into those clones, so no vector crosses a call (-Wpsabi warns of the calls' ABI otherwise).
+// The loops below take core/vector_clones.hpp's vector types, each clone at its own width.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wpsabi"
-typedef float Floats16 __attribute__((vector_size(64)));
-typedef int Ints16 __attribute__((vector_size(64)));
-typedef uint8_t Bytes16 __attribute__((vector_size(16)));
-typedef float Floats8 __attribute__((vector_size(32)));
-typedef int Ints8 __attribute__((vector_size(32)));
-typedef uint8_t Bytes8 __attribute__((vector_size(8)));
-
-template <int L>
-struct Lanes;
-template <>
-struct Lanes<16> {
-  using Floats = Floats16;
-  using Ints = Ints16;
-  using Bytes = Bytes16;
-};
-template <>
-struct Lanes<8> {
-  using Floats = Floats8;
-  using Ints = Ints8;
-  using Bytes = Bytes8;
-};
-
-template <typename Vector, typename T>
-CREMA_ALWAYS_INLINE Vector Load(const T* p) {
-  Vector v;
-  __builtin_memcpy(&v, p, sizeof v);
-  return v;
-}
-template <typename Vector, typename T>
-CREMA_ALWAYS_INLINE void Store(T* p, const Vector& v) {
-  __builtin_memcpy(p, &v, sizeof v);
-}
 
 // One output row `oy` of `groups` groups of lanes, L apart (channels-last's channels, 16 at a time, each position's
 // all at once: a group at a time, the rows were read once per group), or of one (a channel block): `in_first` and

@@ -4,6 +4,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/vector_clones.hpp"
+
 namespace crema {
 
 namespace {
@@ -14,41 +16,9 @@ constexpr int kChunk = 512;
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wpsabi"
-// GCC's vector types of 16, 8 and 4 floats: one AVX-512, AVX2 or SSE2 register in the function built for it.
-typedef float Floats16 __attribute__((vector_size(64)));
-typedef float Floats8 __attribute__((vector_size(32)));
-typedef float Floats4 __attribute__((vector_size(16)));
-template <int L>
-struct VectorOf;
-template <>
-struct VectorOf<16> {
-  using Type = Floats16;
-};
-template <>
-struct VectorOf<8> {
-  using Type = Floats8;
-};
-template <>
-struct VectorOf<4> {
-  using Type = Floats4;
-};
-
-#if defined(__GNUC__)
-#define CREMA_INLINE_ALWAYS inline __attribute__((always_inline))
-#else
-#define CREMA_INLINE_ALWAYS inline
-#endif
-
-template <typename V>
-CREMA_INLINE_ALWAYS V Load(const float* p) {
-  V v;
-  __builtin_memcpy(&v, p, sizeof v);
-  return v;
-}
-
 // The sum of a vector's L lanes, in pairs: lane i with lane i + L/2, then i + L/4, ..., i + 1.
 template <int L, typename V>
-CREMA_INLINE_ALWAYS float LaneSum(const V& v) {
+CREMA_ALWAYS_INLINE float LaneSum(const V& v) {
   float s[L];
   __builtin_memcpy(s, &v, sizeof s);
   for (int width = L / 2; width > 0; width /= 2)
@@ -59,9 +29,9 @@ CREMA_INLINE_ALWAYS float LaneSum(const V& v) {
 // Rows m .. m + Q - 1 of A against the R rows of B in hand (the first at `b`), over k0 .. k1 - 1, into their partial
 // sums: B's R vectors loaded once for the Q rows of A (R x Q sums, R + 1 more registers).
 template <int L, int R, int Q>
-CREMA_INLINE_ALWAYS void RowsOfA(typename VectorOf<L>::Type (*part)[kFewRows], int m, const float* A, int K,
+CREMA_ALWAYS_INLINE void RowsOfA(typename Lanes<L>::Floats (*part)[kFewRows], int m, const float* A, int K,
                                  const float* b, int k0, int k1) {
-  using V = typename VectorOf<L>::Type;
+  using V = typename Lanes<L>::Floats;
   V acc[Q][R];
   for (int q = 0; q < Q; ++q)
     for (int r = 0; r < R; ++r) acc[q][r] = part[r][m + q];
@@ -79,9 +49,9 @@ CREMA_INLINE_ALWAYS void RowsOfA(typename VectorOf<L>::Type (*part)[kFewRows], i
 
 // `R` rows of B (N x K, the first at `b`) against every row of A, Q rows of A at a time: C's columns n0 .. n0 + R - 1.
 template <int L, int R, int Q>
-CREMA_INLINE_ALWAYS void RowsOfB(int M, int K, float alpha, const float* A, const float* b, float beta, float* C, int N,
+CREMA_ALWAYS_INLINE void RowsOfB(int M, int K, float alpha, const float* A, const float* b, float beta, float* C, int N,
                                  int n0) {
-  using V = typename VectorOf<L>::Type;
+  using V = typename Lanes<L>::Floats;
   const int vectors_end = K - K % L;
   V part[R][kFewRows];
   for (int r = 0; r < R; ++r)
@@ -106,7 +76,7 @@ CREMA_INLINE_ALWAYS void RowsOfB(int M, int K, float alpha, const float* A, cons
 
 // B's rows n0 .. n0 + R - 1, or those left of them at the end one at a time.
 template <int L, int R, int Q>
-CREMA_INLINE_ALWAYS void GroupOfB(int M, int N, int K, float alpha, const float* A, const float* B, float beta,
+CREMA_ALWAYS_INLINE void GroupOfB(int M, int N, int K, float alpha, const float* A, const float* B, float beta,
                                   float* C, int n0) {
   const float* b = B + static_cast<size_t>(n0) * K;
   if (n0 + R <= N) {

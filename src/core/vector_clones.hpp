@@ -12,3 +12,56 @@
 #define CREMA_VECTOR_CLONES
 #define CREMA_ALWAYS_INLINE inline
 #endif
+
+#include <cstdint>
+
+namespace crema {
+
+// GCC's vector types (clang reads them too): vectors of L floats, ints and bytes. A function built for a vector unit
+// (a clone above, or one with its own target attribute) compiles them for it: a 16-float vector is one AVX-512
+// register, two AVX2 ones, four SSE2 ones. The helpers that take or return them are always inlined into such
+// functions, so that no vector crosses a call (-Wpsabi warns of the calls' ABI otherwise; the files that use them
+// silence it around their loops).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+typedef float Floats16 __attribute__((vector_size(64)));
+typedef int Ints16 __attribute__((vector_size(64)));
+typedef uint8_t Bytes16 __attribute__((vector_size(16)));
+typedef float Floats8 __attribute__((vector_size(32)));
+typedef int Ints8 __attribute__((vector_size(32)));
+typedef uint8_t Bytes8 __attribute__((vector_size(8)));
+typedef float Floats4 __attribute__((vector_size(16)));
+
+template <int L>
+struct Lanes;
+template <>
+struct Lanes<16> {
+  using Floats = Floats16;
+  using Ints = Ints16;
+  using Bytes = Bytes16;
+};
+template <>
+struct Lanes<8> {
+  using Floats = Floats8;
+  using Ints = Ints8;
+  using Bytes = Bytes8;
+};
+template <>
+struct Lanes<4> {
+  using Floats = Floats4;
+};
+
+// A vector from memory, and to it, at any alignment.
+template <typename Vector, typename T>
+CREMA_ALWAYS_INLINE Vector Load(const T* p) {
+  Vector v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+template <typename Vector, typename T>
+CREMA_ALWAYS_INLINE void Store(T* p, const Vector& v) {
+  __builtin_memcpy(p, &v, sizeof v);
+}
+#pragma GCC diagnostic pop
+
+}  // namespace crema
