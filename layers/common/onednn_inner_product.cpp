@@ -149,8 +149,8 @@ void OneDnnInnerProductLayer::Reshape(const std::vector<Blob*>& bottom, const st
   const Precision precision = int8 || fused_sum() ? Precision::kFloat32 : onednn::EnginePrecision(*this);
   // In float32, the native matrix products serve training, a fused sum, small weights, and one item (a matrix-vector
   // product over the weights on every thread, core/few_rows_gemm.hpp: CaffeNet's fc6 at batch 1 took 7.3-8.0 ms on
-  // oneDNN's primitive, 5.7 so). From two items on, oneDNN's primitive over its own layout of the weights was as fast
-  // as the native products or faster where the weights stayed in the CPU's last cache (docs/performance.md).
+  // oneDNN's primitive, 5.7 so). From two items on, neither won throughout: on the Xeon of docs/performance.md the
+  // native products were ahead on fc6 and oneDNN's primitive, over its own layout of the weights, on fc7.
   const bool native_in_float =
       backward_planned() || fused_sum() || static_cast<int64_t>(N_) * K_ < kLargeWeights || M_ == 1;
   if (!int8 && precision == Precision::kFloat32 && native_in_float) {
