@@ -141,9 +141,9 @@ bool FewRowsPay(int M, int N, int K) {
 
 void FewRowsTimesTransposed(int M, int N, int K, float alpha, const float* A, const float* B, float beta, float* C) {
   static const Build widest = [] {
-    for (int width : {16, 8})
-      if (BuildOf(width).group != nullptr) return BuildOf(width);
-    return BuildOf(4);
+    Build build = BuildOf(16);
+    if (build.group == nullptr) build = BuildOf(8);
+    return build.group != nullptr ? build : BuildOf(4);
   }();
   Run(widest, M, N, K, alpha, A, B, beta, C);
 }
