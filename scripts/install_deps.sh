@@ -12,6 +12,7 @@ packages=(
   libopenblas-dev libdnnl-dev
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev libopencv-dnn-dev
   liblmdb-dev libleveldb-dev libhdf5-dev zlib1g-dev
+  libopenmpi-dev openmpi-bin iproute2
   libgtest-dev libgmock-dev libcpp-httplib-dev
   python3-dev pybind11-dev python3-numpy python3-pytest python3-protobuf python3-pydot
   graphviz chromium chromium-driver

@@ -44,6 +44,7 @@
 #include "net/upgrade.hpp"
 #include "onnx/export.hpp"
 #include "onnx/import.hpp"
+#include "parallel/communicator.hpp"
 #include "solver/solver.hpp"
 #include "tools/lib/classifier.hpp"
 #include "tools/lib/cpu_info.hpp"
@@ -116,6 +117,9 @@ DEFINE_string(keep_blobs, "",
 DEFINE_int32(level, 0, "the net's level (matched against min_level/max_level rules)");
 DEFINE_string(stage, "", "the net's stages, comma-separated (matched against stage/not_stage rules)");
 DEFINE_string(sigint_effect, "stop", "train: what Ctrl-C does: stop (snapshot, then stop), snapshot, none");
+DEFINE_double(collective_timeout, 300,
+              "train under mpirun: seconds a rank waits for the others at a collective (a gradient sum, a test's "
+              "sum, a snapshot) before it takes them as stopped, hung or gone and ends every rank");
 DEFINE_string(sighup_effect, "snapshot", "train: what SIGHUP does: stop, snapshot, none");
 DEFINE_string(monitor, "",
               "train: serve a page that follows the run at [HOST:]PORT (loopback unless a host is given; port 0: any "
@@ -273,6 +277,9 @@ void CopyWeightsFiles(Net* net, const std::vector<std::string>& files) {
 
 // The solver while it trains: signals and the monitor's controls (another thread) act on it.
 std::atomic<Solver*> g_solver{nullptr};
+// The process group of a run under mpirun (null otherwise): an error on one rank ends them all, so it outlives
+// Train's unwinding for main's error report.
+std::unique_ptr<Communicator> g_group;
 
 void ApplySignalEffect(const std::string& effect) {
   Solver* solver = g_solver;
@@ -373,7 +380,22 @@ int Train() {
   const std::vector<int> gpus = SelectGpus();
   // Caffe would train on every GPU listed; one of them alone would silently train with a fraction of the batch.
   CREMA_CHECK(gpus.size() <= 1) << "training on " << gpus.size()
-                                << " GPUs needs NCCL data parallelism, which is not available yet; give one id";
+                                << " GPUs needs NCCL data parallelism, which is not available yet; give one id "
+                                << "(several CPU processes train together under mpirun)";
+  // Under mpirun: this process is one rank of the group (which checks that the others are there).
+  CREMA_CHECK(FLAGS_collective_timeout > 0) << "--collective_timeout=" << FLAGS_collective_timeout
+                                            << ": give the seconds a rank may wait for the others (above 0)";
+  g_group = ProcessGroupFromEnvironment();
+  Communicator* group = g_group.get();
+  if (group) {
+    group->set_timeout_seconds(FLAGS_collective_timeout);
+    // Rank 0 speaks for the group; the others say only what goes wrong.
+    if (group->rank() != 0) FLAGS_minloglevel = std::max(FLAGS_minloglevel, 1);
+    const bool on_gpu = (!gpus.empty() || param.solver_mode() == SolverParameter::GPU) && Context::gpu_count() > 0;
+    CREMA_CHECK(!on_gpu) << "rank " << group->rank()
+                         << ": data parallelism on GPUs needs NCCL over MPI, which is not available yet; "
+                         << "train on the CPU (solver_mode: CPU)";
+  }
   if (!gpus.empty()) {
     param.set_solver_mode(SolverParameter::GPU);
     param.set_device_id(gpus[0]);
@@ -393,6 +415,7 @@ int Train() {
   // The monitor listens before any net is built: an address in use is an error before anything else is done.
   std::unique_ptr<TrainingRecord> record;
   std::unique_ptr<MonitorServer> monitor;
+  if (!FLAGS_monitor.empty() && group && group->rank() != 0) FLAGS_monitor.clear();  // rank 0 serves the page
   if (!FLAGS_monitor.empty()) {
     record = std::make_unique<TrainingRecord>(std::filesystem::path(FLAGS_solver).stem().string(), param.max_iter());
     record->Listen();
@@ -404,14 +427,22 @@ int Train() {
               << "training)";
   }
 
-  std::shared_ptr<Context> context = Solver::ContextFor(param);
+  // Each rank's random streams (dropout, crops, mirrors) its own: rank r seeds them with the solver's seed + r.
+  SolverParameter context_param = param;
+  if (group && group->rank() > 0)
+    context_param.set_random_seed(
+        static_cast<int64_t>(param.random_seed() >= 0 ? param.random_seed() : Context::kDefaultSeed) + group->rank());
+  std::shared_ptr<Context> context = Solver::ContextFor(context_param);
+  if (group) context->set_replica(group->rank(), group->size());
   context->ForceEngines(FLAGS_engine);
   SetMemoryPlan(context.get());
   LOG(INFO) << "Using the " << DeviceName(context->device())
             << (context->device() == Device::kGPU ? " " + std::to_string(context->gpu_id()) : std::string());
   std::unique_ptr<Solver> solver = CreateSolver(param, FLAGS_solver, context);
+  if (group) solver->JoinGroup(group);
   if (!FLAGS_weights.empty()) LOG(INFO) << "Fine-tuning from " << FLAGS_weights;
-  CopyWeightsFiles(solver->net(), SplitList(FLAGS_weights));
+  // In a group rank 0 reads the weights, and every rank starts from its (Solver::Solve).
+  if (!group || group->rank() == 0) CopyWeightsFiles(solver->net(), SplitList(FLAGS_weights));
   MonitorProgress progress(record.get(), solver->net(), param.display() > 0 ? param.display() : 100);
   JoinedThread drawing;
   if (record) {
@@ -429,6 +460,8 @@ int Train() {
   if (drawing.thread.joinable()) drawing.thread.join();
   monitor.reset();  // its controls act on g_solver
   g_solver = nullptr;
+  solver.reset();
+  g_group.reset();  // the group ends (MPI_Finalize, once every rank is there)
   return 0;
 }
 
@@ -1113,6 +1146,7 @@ const std::map<std::string, std::vector<std::string>> kFlagCommands = {
     {"snapshot", {"train"}},
     {"sigint_effect", {"train"}},
     {"sighup_effect", {"train"}},
+    {"collective_timeout", {"train"}},
     {"monitor", {"train", "monitor"}},
     {"export", {"monitor"}},
     {"model", {"test", "time", "classify", "fold", "export", "import", "quantize"}},
@@ -1216,9 +1250,22 @@ int main(int argc, char** argv) {
     if (command == "monitor") return crema::Monitor(std::vector<std::string>(argv + 2, argv + argc));
     return crema::DeviceQuery();
   } catch (const crema::Error& error) {
+    if (crema::g_group != nullptr) {
+      // The other ranks would wait for this one: the group ends with it.
+      std::fprintf(stderr, "crema: error (rank %d of %d): %s\n", crema::g_group->rank(), crema::g_group->size(),
+                   error.what());
+      std::fflush(stderr);
+      crema::g_group->Abort(1);
+    }
     std::fprintf(stderr, "crema: error: %s\n", error.what());
     return 1;
   } catch (const std::exception& error) {
+    if (crema::g_group != nullptr) {
+      std::fprintf(stderr, "crema: internal error (rank %d of %d): %s\n", crema::g_group->rank(),
+                   crema::g_group->size(), error.what());
+      std::fflush(stderr);
+      crema::g_group->Abort(2);
+    }
     std::fprintf(stderr, "crema: internal error: %s\n", error.what());
     return 2;
   }

@@ -21,6 +21,19 @@ void OutputScores::Add(const Net& net) {
   ++passes_;
 }
 
+std::vector<double> OutputScores::Totals() const {
+  std::vector<double> totals = sums_;
+  totals.push_back(passes_);
+  return totals;
+}
+
+void OutputScores::SetTotals(const std::vector<double>& totals) {
+  CREMA_CHECK(totals.size() == sums_.size() + 1)
+      << "output totals of " << totals.size() - 1 << " outputs for a net of " << sums_.size();
+  sums_.assign(totals.begin(), totals.end() - 1);
+  passes_ = static_cast<int>(totals.back());
+}
+
 std::vector<OutputScores::Mean> OutputScores::Means() const {
   std::vector<Mean> means;
   for (size_t k = 0; k < sums_.size(); ++k)

@@ -24,6 +24,9 @@ class OutputScores {
   std::vector<Mean> Means() const;
   // "name = value", with " (* weight = weighted loss)" for loss outputs.
   static std::string Describe(const Mean& mean);
+  // The sums of every output and the number of passes, as one vector (for a sum over data-parallel ranks), and back.
+  std::vector<double> Totals() const;
+  void SetTotals(const std::vector<double>& totals);
 
  private:
   std::vector<double> sums_;

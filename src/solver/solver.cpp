@@ -18,6 +18,7 @@
 #include "io/proto_io.hpp"
 #include "io/snapshot_io.hpp"
 #include "net/upgrade.hpp"
+#include "parallel/gradient_reducer.hpp"
 #include "solver/adaptive_solvers.hpp"
 #include "solver/loss_scaling.hpp"
 #include "solver/lr_policy.hpp"
@@ -211,6 +212,91 @@ Solver::Solver(const SolverParameter& param, const std::string& solver_path, std
   }
 }
 
+Solver::~Solver() = default;
+
+void Solver::JoinGroup(Communicator* group, size_t bucket_bytes) {
+  CREMA_CHECK(group_ == nullptr) << "the solver is already rank " << group_->rank() << " of a group";
+  const Replica& replica = context_->replica();
+  CREMA_CHECK(replica.rank == group->rank() && replica.count == group->size())
+      << "the solver's context is replica " << replica.rank << " of " << replica.count << ", but it joins as rank "
+      << group->rank() << " of " << group->size() << ": make the context that replica before the solver is built";
+  group_ = group;
+  reducer_ = std::make_unique<GradientReducer>(net_.get(), group,
+                                               bucket_bytes > 0 ? bucket_bytes : GradientReducer::kDefaultBucketBytes);
+  callbacks_.insert(callbacks_.begin(), reducer_.get());
+  // Caffe's users were surprised that several GPUs multiplied the batch: the log says what each rank reads.
+  int batch = 0;
+  std::string source;
+  for (const PlanStep& step : net_->plan()) {
+    const Layer& layer = *net_->layers()[step.layer];
+    if (step.bottoms.empty() && layer.HasRuntimeState() && !step.tops.empty()) {
+      batch = net_->blobs()[step.tops[0]]->shape().empty() ? 0 : net_->blobs()[step.tops[0]]->shape(0);
+      source = layer.name();
+      break;
+    }
+  }
+  LOG(INFO) << "Data parallelism: " << group->Describe() << "; this is rank " << group->rank() << ".";
+  if (batch > 0) {
+    const int global = batch * group->size() * param_.iter_size();
+    LOG(INFO) << "Data parallelism: each rank reads " << batch << " records a pass (data layer '" << source
+              << "'); rank r reads records r*" << batch << " to r*" << batch << "+" << batch - 1 << " of every "
+              << batch * group->size() << ", so the global batch is " << global
+              << (param_.iter_size() > 1 ? " (with iter_size " + std::to_string(param_.iter_size()) + ")" : "")
+              << ". The gradients are averaged over the ranks: base_lr " << param_.base_lr()
+              << " acts on the global batch's mean gradient, as for one process reading " << global << ".";
+  }
+  for (int t = 0; t < param_.test_iter_size(); ++t)
+    if (param_.test_iter(t) % group->size() != 0)
+      LOG(WARNING) << "Data parallelism: test_iter " << param_.test_iter(t) << " (test net #" << t
+                   << ") is not a multiple of the " << group->size() << " ranks: each test scores "
+                   << (param_.test_iter(t) + group->size() - 1) / group->size() * group->size()
+                   << " batches (every rank runs as many passes), not the " << param_.test_iter(t)
+                   << " one process would; a multiple of " << group->size() << " scores the same batches";
+  LOG(INFO) << "Data parallelism: " << net_->learnable_params().size() << " parameter blobs ("
+            << reducer_->bytes() / 1048576.0 << " MB of gradients) summed in " << reducer_->buckets()
+            << " buckets while backward runs.";
+}
+
+void Solver::ShareStateFromRankZero() {
+  // Rank 0's weights and state, as one message: the weights' NetParameter, then the state (lengths first).
+  std::string bytes;
+  if (group_->rank() == 0) {
+    NetParameter weights;
+    net_->ToProto(&weights, false);
+    SolverState state;
+    MakeSnapshotState("", &state);
+    for (const auto& other : other_ranks_states_) *state.add_layer_state() = other;
+    const std::string weight_bytes = weights.SerializeAsString();
+    const uint64_t length = weight_bytes.size();
+    bytes.assign(reinterpret_cast<const char*>(&length), sizeof(length));
+    bytes += weight_bytes;
+    bytes += state.SerializeAsString();
+  }
+  group_->Broadcast(&bytes, 0);
+  other_ranks_states_.clear();
+  if (group_->rank() == 0) return;
+  uint64_t length = 0;
+  CREMA_CHECK(bytes.size() >= sizeof(length))
+      << "rank " << group_->rank() << ": rank 0's weights and state are cut short";
+  std::memcpy(&length, bytes.data(), sizeof(length));
+  NetParameter weights;
+  SolverState state;
+  CREMA_CHECK(length <= bytes.size() - sizeof(length) &&
+              weights.ParseFromArray(bytes.data() + sizeof(length), static_cast<int>(length)) &&
+              state.ParseFromArray(bytes.data() + sizeof(length) + length,
+                                   static_cast<int>(bytes.size() - sizeof(length) - length)))
+      << "rank " << group_->rank() << ": rank 0's weights and state do not parse";
+  net_->CopyTrainedLayersFrom(weights);
+  TakeUpState(state, "rank 0's state");
+}
+
+std::string Solver::RuntimeStateBytes() const {
+  SolverState state;
+  net_->SaveRuntimeState("train", &state);
+  for (size_t t = 0; t < test_nets_.size(); ++t) test_nets_[t]->SaveRuntimeState("test" + std::to_string(t), &state);
+  return state.SerializeAsString();
+}
+
 bool Solver::UnscaleGradients() {
   const Device device = context_->device();
   const float used = loss_scaling_->scale();
@@ -276,20 +362,26 @@ void Solver::Solve(const std::string& resume_file) {
       << "the solver snapshots after training (snapshot_after_train, true by default) but sets no "
          "snapshot_prefix; set one, or snapshot_after_train: false";
   LOG(INFO) << "Solving " << net_->name();
-  if (!resume_file.empty()) {
+  // In a group, rank 0 alone reads the snapshot; every rank then starts from its weights and state.
+  if (!resume_file.empty() && (group_ == nullptr || group_->rank() == 0)) {
     LOG(INFO) << "Restoring previous solver status from " << resume_file;
     Restore(resume_file);
   }
+  if (group_ != nullptr) ShareStateFromRankZero();
   Step(param_.max_iter() - iter_);
-  if (stop_requested_) {
+  if (stopped_) {
     LOG(INFO) << "Optimization stopped early at iteration " << iter_ << ".";
     return;
   }
   if (param_.snapshot_after_train() && (param_.snapshot() == 0 || iter_ % param_.snapshot() != 0)) Snapshot();
   // Caffe reports the loss and tests once more after the last update.
   if (param_.display() && iter_ % param_.display() == 0) {
-    const float loss = net_->Forward();
-    LOG(INFO) << "Iteration " << iter_ << ", loss = " << loss;
+    double loss = net_->Forward();
+    if (group_ != nullptr) {
+      group_->AllReduceSum(&loss, 1);
+      loss /= group_->size();
+    }
+    LOG(INFO) << "Iteration " << iter_ << ", loss = " << static_cast<float>(loss);
   }
   if (param_.test_interval() && iter_ % param_.test_interval() == 0) TestAll();
   LOG(INFO) << "Optimization Done.";
@@ -316,6 +408,17 @@ void Solver::Step(int iterations) {
       loss += net_->ForwardBackward();
     }
     loss /= param_.iter_size();
+    // The gradients are complete (in a group: summed over the ranks) before anything reads them.
+    for (SolverCallback* callback : callbacks_) callback->OnGradientsReady(iter_);
+    // In a group the ranks agree on the loss (its mean over them) and on a snapshot or stop asked of any of them.
+    bool snapshot_now = false, stop_now = false;
+    if (group_ != nullptr) {
+      double agreed[3] = {loss, snapshot_requested_.exchange(false) ? 1.0 : 0.0, stop_requested_ ? 1.0 : 0.0};
+      group_->AllReduceSum(agreed, 3);
+      loss = static_cast<float>(agreed[0] / group_->size());
+      snapshot_now = agreed[1] > 0;
+      stop_now = agreed[2] > 0;
+    }
     if (!std::isfinite(loss)) {
       const std::string where = net_->DescribeFirstNonFinite();
       CREMA_FAIL() << "training diverged at iteration " << iter_ << ": the loss is " << loss
@@ -338,16 +441,28 @@ void Solver::Step(int iterations) {
       const auto means = outputs.Means();
       for (size_t k = 0; k < means.size(); ++k)
         LOG(INFO) << "    Train net output #" << k << ": " << OutputScores::Describe(means[k]);
+      if (reducer_ && reducer_->last_seconds() > 0)
+        LOG(INFO) << "    Gradient all-reduce: " << std::fixed << std::setprecision(2) << reducer_->last_seconds() * 1e3
+                  << " ms in flight, " << std::setprecision(0)
+                  << 100 * reducer_->last_overlapped_seconds() / reducer_->last_seconds() << "% of it during backward"
+                  << std::defaultfloat;
     }
     // Under loss scaling, the gradients back to their size; an iteration whose gradients overflowed updates nothing.
     const bool update = !loss_scaling_ || UnscaleGradients();
-    for (SolverCallback* callback : callbacks_) callback->OnGradientsReady(iter_);
     if (update) ApplyUpdate();
     net_->set_debug_info(net_debug_info_);
     ++iter_;
     const bool scheduled = param_.snapshot() && iter_ % param_.snapshot() == 0;
-    if (scheduled || snapshot_requested_.exchange(false)) Snapshot();
-    if (stop_requested_) break;
+    if (group_ == nullptr) {
+      snapshot_now = snapshot_requested_.exchange(false);
+      stop_now = stop_requested_;
+    }
+    if (scheduled || snapshot_now) Snapshot();
+    // In a group only what the ranks agreed on counts: a request that came after the agreement waits for the next.
+    if (stop_now) {
+      stopped_ = true;
+      break;
+    }
   }
 }
 
@@ -448,11 +563,25 @@ std::vector<std::vector<OutputScores::Mean>> Solver::TestAll() {
     Net& test_net = *test_nets_[t];
     OutputScores scores;
     double loss = 0;
-    for (int i = 0; i < iterations; ++i) {
+    // In a group of N, rank r's k-th batch is the one process's batch k*N + r (its data layers read their part of
+    // each global batch): the ranks split the test_iter batches, each running as many passes (the last round whole,
+    // so that the data cursors stay together: JoinGroup warns where test_iter is not a multiple of N), and their sums
+    // are added up.
+    const int ranks = group_ ? group_->size() : 1;
+    const int passes = (iterations + ranks - 1) / ranks;
+    for (int k = 0; k < passes; ++k) {
       loss += test_net.Forward();
       scores.Add(test_net);
     }
-    if (param_.test_compute_loss()) LOG(INFO) << "Test loss: " << loss / iterations;
+    if (group_ != nullptr) {
+      std::vector<double> totals = scores.Totals();
+      totals.push_back(loss);
+      group_->AllReduceSum(totals.data(), totals.size());
+      loss = totals.back();
+      totals.pop_back();
+      scores.SetTotals(totals);
+    }
+    if (param_.test_compute_loss()) LOG(INFO) << "Test loss: " << loss / scores.passes();
     results.push_back(scores.Means());
     for (size_t k = 0; k < results.back().size(); ++k)
       LOG(INFO) << "    Test net output #" << k << ": " << OutputScores::Describe(results.back()[k]);
@@ -523,6 +652,12 @@ void Solver::MakeSnapshotState(const std::string& weights_file, SolverState* sta
 
 std::string Solver::Snapshot() {
   CREMA_CHECK(param_.has_snapshot_prefix()) << "cannot snapshot: the solver sets no snapshot_prefix";
+  // In a group, rank 0 writes the snapshot, with every rank's runtime state.
+  std::vector<std::string> ranks_states;
+  if (group_ != nullptr) {
+    ranks_states = group_->Gather(group_->rank() == 0 ? std::string() : RuntimeStateBytes(), 0);
+    if (group_->rank() != 0) return "";
+  }
   const SolverParameter::SnapshotFormat format = param_.snapshot_format();
   const char* kind = format == SolverParameter::HDF5 ? "HDF5 file" : "binary proto file";
   // The weights first: a state on disk always names weights that are complete on disk.
@@ -535,6 +670,15 @@ std::string Solver::Snapshot() {
 
   SolverState state;
   MakeSnapshotState(model_file, &state);
+  for (size_t r = 1; r < ranks_states.size(); ++r) {
+    SolverState rank_state;
+    CREMA_CHECK(rank_state.ParseFromString(ranks_states[r])) << "rank " << r << "'s runtime state does not parse";
+    for (auto& layer_state : *rank_state.mutable_layer_state()) {
+      layer_state.set_replica(static_cast<int>(r));
+      *state.add_layer_state() = layer_state;
+    }
+  }
+  if (group_ != nullptr) state.set_replicas(group_->size());
   const std::string state_file = SnapshotFilename(SolverStateExtension(format));
   LOG(INFO) << "Snapshotting solver state to " << kind << " " << state_file;
   try {
@@ -556,6 +700,15 @@ void Solver::Restore(const std::string& state_file) {
   SolverState state;
   ReadSolverStateFile(state_file, &state);
   CheckStateFits(state.type(), state.history_size(), state_file);
+  const int ranks = group_ ? group_->size() : 1;
+  const int replicas = state.has_replicas() ? state.replicas() : 1;
+  CREMA_CHECK(replicas == ranks)
+      << "solver state '" << state_file << "' was written by a run of " << replicas
+      << (replicas == 1 ? " process" : " data-parallel processes") << ", and this run has " << ranks
+      << ": resuming needs the same number ("
+      << (replicas == 1 ? "run without mpirun" : "mpirun -np " + std::to_string(replicas))
+      << "), since each rank's data cursor and random streams are in the state. To go on with " << ranks
+      << ", start from its weights instead: --weights=" << state.learned_net();
   ReportChangesSince(state, state_file);
   if (state.has_learned_net()) {
     // The state names its weights by the path used when it was written; when that is gone (the files were
@@ -570,24 +723,36 @@ void Solver::Restore(const std::string& state_file) {
     }
     net_->CopyTrainedLayersFrom(weights);
   }
+  TakeUpState(state, "solver state '" + state_file + "'");
+  // Rank 0 sends the other ranks theirs (ShareStateFromRankZero).
+  other_ranks_states_.clear();
+  for (const auto& layer_state : state.layer_state())
+    if (layer_state.replica() != 0) other_ranks_states_.push_back(layer_state);
+}
+
+void Solver::TakeUpState(const SolverState& state, const std::string& origin) {
   for (int i = 0; i < state.history_size(); ++i) {
     try {
       history_[i]->FromProto(state.history(i), /*reshape=*/false);
     } catch (const Error& error) {
-      CREMA_FAIL() << "solver state '" << state_file << "', history blob " << i << ": " << error.what();
+      CREMA_FAIL() << origin << ", history blob " << i << ": " << error.what();
     }
   }
   iter_ = state.iter();
   current_step_ = state.current_step();
-  net_->RestoreRuntimeState("train", state);
-  for (size_t t = 0; t < test_nets_.size(); ++t) test_nets_[t]->RestoreRuntimeState("test" + std::to_string(t), state);
+  // This rank's runtime state only (rank 0's entries have no replica).
+  const int rank = group_ ? group_->rank() : 0;
+  SolverState mine;
+  for (const auto& layer_state : state.layer_state())
+    if (layer_state.replica() == rank) *mine.add_layer_state() = layer_state;
+  net_->RestoreRuntimeState("train", mine);
+  for (size_t t = 0; t < test_nets_.size(); ++t) test_nets_[t]->RestoreRuntimeState("test" + std::to_string(t), mine);
   losses_.assign(state.loss_window().begin(), state.loss_window().end());
   if (loss_scaling_ && state.has_loss_scale())
-    loss_scaling_->Restore(state.loss_scale(), state.loss_scale_steady_iterations(),
-                           "solver state '" + state_file + "'");
+    loss_scaling_->Restore(state.loss_scale(), state.loss_scale_steady_iterations(), origin);
   else if (loss_scaling_)
-    LOG(INFO) << "Solver state '" << state_file << "' holds no loss scale (it was trained without scaling): scaling "
-              << "starts from " << loss_scaling_->scale();
+    LOG(INFO) << origin << " holds no loss scale (it was trained without scaling): scaling starts from "
+              << loss_scaling_->scale();
 }
 
 namespace {

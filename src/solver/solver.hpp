@@ -11,11 +11,14 @@
 
 #include "net/net.hpp"
 #include "net/output_scores.hpp"
+#include "parallel/communicator.hpp"
 #include "solver/loss_scaling.hpp"
 
 namespace crema {
 
-// Hooks for what runs beside a solver (data parallelism, when it lands, is built on them): a solver calls every
+class GradientReducer;
+
+// Hooks for what runs beside a solver (data parallelism's gradient sum is built on them): a solver calls every
 // callback it was given, in the order given, at these points of each iteration.
 class SolverCallback {
  public:
@@ -26,7 +29,8 @@ class SolverCallback {
   // (e.g. start its all-reduce while the rest of backward runs: through ready.Then, which orders it after the
   // gradient on a GPU's streams; Net::GradientReady).
   virtual void OnParameterGradientReady(int iteration, const Net::GradientReady& ready) {}
-  // After the iteration's backward passes, before the update (e.g. wait for the all-reduces).
+  // After the iteration's backward passes, before the gradients are read (loss scaling's overflow check, clipping,
+  // the update): e.g. wait for the all-reduces.
   virtual void OnGradientsReady(int iteration) {}
 };
 
@@ -48,7 +52,7 @@ class Solver {
   // What `param` says of how its nets compute, onto `context`: cuDNN's choice of algorithms (where set) and the
   // precision. ContextFor applies it; so does whoever makes a solver's context otherwise (Python's get_solver).
   static void ApplyComputeSettings(const SolverParameter& param, Context* context);
-  virtual ~Solver() = default;
+  virtual ~Solver();
 
   // Trains to max_iter, starting from a snapshot when `resume_file` is given.
   void Solve(const std::string& resume_file = "");
@@ -90,6 +94,18 @@ class Solver {
   void RequestStop() { stop_requested_ = true; }
   // Not owned; must outlive the solver's use of it.
   void AddCallback(SolverCallback* callback) { callbacks_.push_back(callback); }
+
+  // Data parallelism: this solver is rank group->rank() of group->size() solvers that train together (not owned; must
+  // outlive the solver). Its context must have been made that replica (Context::set_replica) before the solver was
+  // built, so that its data layers read their part of each global batch. From then on: the gradients are averaged
+  // over the group during backward (GradientReducer, before the other callbacks); Solve starts every rank from rank
+  // 0's weights and state (read from the snapshot being resumed on rank 0 alone); the ranks agree each iteration on
+  // the loss (its mean), and on a snapshot or stop asked of any of them; tests are split over the ranks and their
+  // outputs summed; rank 0 alone writes snapshots, holding every rank's data cursors and random streams.
+  void JoinGroup(Communicator* group, size_t bucket_bytes = 0);
+  Communicator* group() const { return group_; }
+  // The gradient sum's figures, when in a group (else null).
+  const GradientReducer* gradient_reducer() const { return reducer_.get(); }
 
   int iter() const { return iter_; }
   const SolverParameter& param() const { return param_; }
@@ -144,6 +160,13 @@ class Solver {
   std::string SnapshotFilename(const std::string& extension) const;
   // Everything Snapshot stores about the solver, whatever the file format.
   void MakeSnapshotState(const std::string& weights_file, SolverState* state) const;
+  // Takes up a state read by Restore (or sent by rank 0): history, iteration, runtime state of this rank, loss window
+  // and scale. `origin` names it in errors.
+  void TakeUpState(const SolverState& state, const std::string& origin);
+  // Data parallelism: every rank takes rank 0's weights and state.
+  void ShareStateFromRankZero();
+  // Data parallelism: this rank's runtime state (data cursors, random streams), for rank 0's snapshot.
+  std::string RuntimeStateBytes() const;
   // Names, in warnings, every field of the solver and train net that changed since `state` was written.
   void ReportChangesSince(const SolverState& state, const std::string& state_file) const;
 
@@ -154,6 +177,10 @@ class Solver {
   NetParameter recorded_train_net_;
   std::shared_ptr<Context> context_;
   std::vector<SolverCallback*> callbacks_;
+  Communicator* group_ = nullptr;
+  std::unique_ptr<GradientReducer> reducer_;
+  // Rank 0 of a group, after Restore: the other ranks' runtime states in the state it read, sent on to them.
+  std::vector<LayerRuntimeState> other_ranks_states_;
   std::unique_ptr<Net> net_;
   bool net_debug_info_ = false;  // the train net's own debug_info (its prototxt's); the solver's adds to it
   std::vector<std::unique_ptr<Net>> test_nets_;
@@ -165,6 +192,7 @@ class Solver {
   bool last_backward_pass_ = true;  // the current backward pass is the iteration's last (iter_size)
   std::atomic<bool> snapshot_requested_{false};
   std::atomic<bool> stop_requested_{false};
+  bool stopped_ = false;  // Step ended early on a stop request (in a group: one the ranks agreed on)
   // Dynamic loss scaling (SolverParameter.loss_scaling), where it is on.
   std::unique_ptr<LossScaling> loss_scaling_;
   // Under loss scaling: whether the scaled gradients are finite (the scale follows, LossScaling::AfterBackward), and

@@ -1,0 +1,344 @@
+// Data parallelism over MPI, end to end: `mpirun -np 2 crema train` with batch 25 per rank against one process with
+// batch 50 (the same weights after 60 iterations), one set of snapshots, an exact resume, the number of ranks checked
+// on resume, and the faults: a killed rank and a hung one end the group with an error that names the rank.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <thread>
+
+#include "io/proto_io.hpp"
+#include "io/snapshot_io.hpp"
+#include "parallel/communicator.hpp"
+#include "test_util.hpp"
+
+namespace crema {
+namespace {
+
+const std::string kCrema = test::ToolsDir() + "/crema";
+
+// Open MPI's launcher as the tests run it: as root where they run as root, on a machine with fewer cores than ranks,
+// without binding each rank to a core, and with shared memory that needs no ptrace permission (containers).
+std::string Mpirun(int ranks) {
+  return "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none "
+         "OMPI_MCA_rmaps_base_oversubscribe=1 mpirun --bind-to none -np " +
+         std::to_string(ranks) + " ";
+}
+
+std::string WriteTo(const std::string& path, const std::string& text) {
+  test::WriteText(path, text);
+  return path;
+}
+
+bool MpirunAvailable() { return std::system("command -v mpirun > /dev/null 2>&1") == 0; }
+
+#define SKIP_WITHOUT_MPI()                                                             \
+  if (!BuiltWithMpi()) GTEST_SKIP() << "this crema was built without MPI (USE_MPI=0)"; \
+  if (!MpirunAvailable()) GTEST_SKIP() << "no mpirun on the PATH (Debian: openmpi-bin)"
+
+#define EXPECT_CONTAINS(haystack, needle) \
+  EXPECT_NE((haystack).find(needle), std::string::npos) << "missing \"" << (needle) << "\" in:\n" << (haystack)
+
+class DataParallelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    test::WriteRandomDatums(dir_.file("train_lmdb"), 300, 8, 8, 4, 31);
+    test::WriteRandomDatums(dir_.file("test_lmdb"), 60, 8, 8, 4, 32);
+  }
+  // The net, with `batch` records a pass in training (no Dropout, no random transformation: two ranks and one
+  // process then compute the same sums, in another order).
+  std::string Net(int batch) {
+    return WriteTo(dir_.file("net_" + std::to_string(batch) + ".prototxt"), R"(
+      name: 'dp'
+      layer { name: 'data' type: 'Data' top: 'data' top: 'label' include { phase: TRAIN }
+              data_param { source: ')" + dir_.file("train_lmdb") + "' batch_size: " +
+                                                                                std::to_string(batch) + R"(
+                           backend: LMDB } transform_param { scale: 0.00390625 } }
+      layer { name: 'data' type: 'Data' top: 'data' top: 'label' include { phase: TEST }
+              data_param { source: ')" + dir_.file("test_lmdb") + R"(' batch_size: 10 backend: LMDB }
+              transform_param { scale: 0.00390625 } }
+      layer { name: 'conv' type: 'Convolution' bottom: 'data' top: 'conv'
+              convolution_param { num_output: 6 kernel_size: 3 weight_filler { type: 'xavier' }
+                                  bias_filler { type: 'constant' value: 0.1 } } }
+      layer { name: 'relu' type: 'ReLU' bottom: 'conv' top: 'conv' }
+      layer { name: 'pool' type: 'Pooling' bottom: 'conv' top: 'pool' pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
+      layer { name: 'ip' type: 'InnerProduct' bottom: 'pool' top: 'ip'
+              inner_product_param { num_output: 4 weight_filler { type: 'xavier' } } }
+      layer { name: 'accuracy' type: 'Accuracy' bottom: 'ip' bottom: 'label' top: 'accuracy' include { phase: TEST } }
+      layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip' bottom: 'label' top: 'loss' }
+    )");
+  }
+  std::string Solver(const std::string& name, int batch, int max_iter) {
+    return WriteTo(dir_.file(name + "_solver.prototxt"),
+                   "net: '" + Net(batch) +
+                       "' base_lr: 0.05 momentum: 0.9 weight_decay: 0.0005 lr_policy: 'step' gamma: 0.5 "
+                       "stepsize: 20 display: 10 test_iter: 4 test_interval: 20 snapshot: 30 max_iter: " +
+                       std::to_string(max_iter) + " snapshot_prefix: '" + dir_.file(name) +
+                       "' solver_mode: CPU random_seed: 7\n");
+  }
+  std::string Run(const std::string& command, int expected_status) {
+    std::string output;
+    const int status = test::RunCommand(command, &output);
+    EXPECT_EQ(status, expected_status) << command << "\n" << output;
+    return output;
+  }
+  test::TempDir dir_;
+};
+
+// The largest, over the parameter blobs, of |a - b| / |a| (Euclidean norms).
+double RelativeDifference(const std::string& a_file, const std::string& b_file) {
+  NetParameter a, b;
+  ReadProtoFromBinaryFile(a_file, &a);
+  ReadProtoFromBinaryFile(b_file, &b);
+  EXPECT_EQ(a.layer_size(), b.layer_size());
+  double worst = 0;
+  int blobs = 0;
+  for (int l = 0; l < std::min(a.layer_size(), b.layer_size()); ++l)
+    for (int k = 0; k < std::min(a.layer(l).blobs_size(), b.layer(l).blobs_size()); ++k) {
+      const BlobProto& x = a.layer(l).blobs(k);
+      const BlobProto& y = b.layer(l).blobs(k);
+      EXPECT_EQ(x.data_size(), y.data_size());
+      double difference = 0, norm = 0;
+      for (int i = 0; i < std::min(x.data_size(), y.data_size()); ++i) {
+        difference += (x.data(i) - y.data(i)) * static_cast<double>(x.data(i) - y.data(i));
+        norm += x.data(i) * static_cast<double>(x.data(i));
+      }
+      worst = std::max(worst, std::sqrt(difference) / std::max(std::sqrt(norm), 1e-12));
+      ++blobs;
+    }
+  EXPECT_EQ(blobs, 4) << "conv and ip, weights and biases";
+  return worst;
+}
+
+// The value of the last "Test net output #k: NAME = V" line of a log.
+double LastTestOutput(const std::string& log, const std::string& name) {
+  const std::regex line("Test net output #[0-9]+: " + name + " = ([-0-9.e+]+)");
+  double value = NAN;
+  for (std::sregex_iterator it(log.begin(), log.end(), line), end; it != end; ++it) value = std::stod((*it)[1]);
+  return value;
+}
+
+TEST_F(DataParallelTest, TwoRanksTrainLikeOneProcessWithTheirJointBatchAndResumeExactly) {
+  SKIP_WITHOUT_MPI();
+  const std::string one = Run(kCrema + " train --solver=" + Solver("one", 50, 60), 0);
+  const std::string two = Run(Mpirun(2) + kCrema + " train --solver=" + Solver("two", 25, 60), 0);
+  EXPECT_CONTAINS(two, "2 processes on 1 host; this is rank 0");
+  EXPECT_CONTAINS(two, "so the global batch is 50");
+  EXPECT_CONTAINS(two, "Gradient all-reduce: ");
+  EXPECT_CONTAINS(two, "Optimization Done.");
+  // Rank 0 alone speaks: one "Optimization Done", one line per display.
+  EXPECT_EQ(std::regex_search(two, std::regex("Optimization Done\\.[^]*Optimization Done\\.")), false) << two;
+
+  const double difference =
+      RelativeDifference(dir_.file("one_iter_60.caffemodel"), dir_.file("two_iter_60.caffemodel"));
+  EXPECT_LT(difference, 1e-4);
+  // Not equal by accident: the first snapshot already differs from the last.
+  EXPECT_GT(RelativeDifference(dir_.file("two_iter_30.caffemodel"), dir_.file("two_iter_60.caffemodel")), 1e-3);
+  // The test passes split over the ranks score the same batches as the one process.
+  EXPECT_NEAR(LastTestOutput(two, "loss"), LastTestOutput(one, "loss"), 1e-3 * std::fabs(LastTestOutput(one, "loss")));
+  EXPECT_NEAR(LastTestOutput(two, "accuracy"), LastTestOutput(one, "accuracy"), 0.026);  // at most one of 40 differs
+
+  // One set of snapshot files, written by rank 0, with every rank's cursor.
+  std::vector<std::string> snapshots;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_.path()))
+    if (entry.path().filename().string().rfind("two_iter_", 0) == 0) snapshots.push_back(entry.path().filename());
+  std::sort(snapshots.begin(), snapshots.end());
+  EXPECT_EQ(snapshots, (std::vector<std::string>{"two_iter_30.caffemodel", "two_iter_30.solverstate",
+                                                 "two_iter_60.caffemodel", "two_iter_60.solverstate"}));
+  SolverState state;
+  ReadSolverStateFile(dir_.file("two_iter_30.solverstate"), &state);
+  EXPECT_EQ(state.replicas(), 2);
+  std::vector<std::string> rank_one;
+  for (const auto& layer_state : state.layer_state())
+    if (layer_state.replica() == 1 && layer_state.has_cursor_key()) rank_one.push_back(layer_state.net());
+  EXPECT_EQ(rank_one, (std::vector<std::string>{"train", "test0"})) << "rank 1's data cursors";
+
+  // Resumed at 30 with two ranks, the run ends where the uninterrupted one did, bit for bit.
+  const std::string uninterrupted = test::FileBytes(dir_.file("two_iter_60.caffemodel"));
+  std::filesystem::remove(dir_.file("two_iter_60.caffemodel"));
+  std::filesystem::remove(dir_.file("two_iter_60.solverstate"));
+  const std::string resumed = Run(Mpirun(2) + kCrema + " train --solver=" + dir_.file("two_solver.prototxt") +
+                                      " --snapshot=" + dir_.file("two_iter_30.solverstate"),
+                                  0);
+  EXPECT_TRUE(test::FileBytes(dir_.file("two_iter_60.caffemodel")) == uninterrupted)
+      << "the resumed two-rank run differs from the uninterrupted one\n"
+      << resumed;
+
+  // With another number of ranks the resume is refused, saying why and what to do instead.
+  const std::string refused = Run(kCrema + " train --solver=" + dir_.file("two_solver.prototxt") +
+                                      " --snapshot=" + dir_.file("two_iter_30.solverstate"),
+                                  1);
+  EXPECT_CONTAINS(refused, "was written by a run of 2 data-parallel processes, and this run has 1");
+  EXPECT_CONTAINS(refused, "mpirun -np 2");
+}
+
+// Starts `command` in the background (its output into `log`); returns the shell's process id, which runs it with exec.
+pid_t Start(const std::string& command, const std::string& log) {
+  const pid_t child = fork();
+  if (child == 0) {
+    execl("/bin/sh", "sh", "-c", ("exec " + command + " > " + log + " 2>&1").c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  return child;
+}
+
+// The process ids of mpirun's children that are rank `rank` (Open MPI sets OMPI_COMM_WORLD_RANK in each).
+pid_t RankProcess(pid_t launcher, int rank) {
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string pid, comm, state;
+    long parent = 0;
+    if (!(stat >> pid >> comm >> state >> parent) || parent != launcher) continue;
+    const std::string environ = test::FileBytes((entry.path() / "environ").string());
+    if (environ.find(std::string("OMPI_COMM_WORLD_RANK=") + std::to_string(rank) + '\0') != std::string::npos)
+      return static_cast<pid_t>(std::stol(name));
+  }
+  return -1;
+}
+
+// Waits up to `seconds` for `child` to end; returns its status, or -1 when it did not end (it is killed then).
+int WaitFor(pid_t child, double seconds, double* took) {
+  const auto start = std::chrono::steady_clock::now();
+  int status = 0;
+  while (waitpid(child, &status, WNOHANG) == 0) {
+    *took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (*took > seconds) {
+      kill(child, SIGKILL);
+      waitpid(child, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  *took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return status;
+}
+
+// Waits until `log` holds `text` (up to a minute).
+bool WaitForLog(const std::string& log, const std::string& text) {
+  for (int i = 0; i < 1200; ++i) {
+    if (test::FileBytes(log).find(text) != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+TEST_F(DataParallelTest, AKilledRankEndsTheOtherWithinSeconds) {
+  SKIP_WITHOUT_MPI();
+  const std::string log = dir_.file("killed.log");
+  const pid_t launcher = Start(Mpirun(2) + kCrema + " train --solver=" + Solver("killed", 25, 1000000), log);
+  ASSERT_TRUE(WaitForLog(log, "Iteration 20, loss")) << test::FileBytes(log);
+  const pid_t rank_one = RankProcess(launcher, 1);
+  ASSERT_GT(rank_one, 0) << "no rank 1 among mpirun's children";
+  kill(rank_one, SIGKILL);
+  double took = 0;
+  const int status = WaitFor(launcher, 30, &took);
+  ASSERT_NE(status, -1) << "the group did not end within 30 s of rank 1's death\n" << test::FileBytes(log);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << test::FileBytes(log);
+  const std::string output = test::FileBytes(log);
+  EXPECT_TRUE(std::regex_search(output, std::regex("rank 1 .*(exited on signal 9|killed)"))) << output;
+  // Nothing half-written: no temporary file of a snapshot write, and every snapshot there (one may have been due
+  // before the kill) reads whole.
+  for (const auto& entry : std::filesystem::directory_iterator(dir_.path())) {
+    const std::string name = entry.path().filename().string();
+    EXPECT_NE(name[0], '.') << entry.path();
+    if (name.rfind("killed_iter_", 0) != 0) continue;
+    if (entry.path().extension() == ".caffemodel") {
+      NetParameter weights;
+      EXPECT_NO_THROW(ReadProtoFromBinaryFile(entry.path().string(), &weights)) << entry.path();
+    } else {
+      SolverState state;
+      EXPECT_NO_THROW(ReadSolverStateFile(entry.path().string(), &state)) << entry.path();
+      EXPECT_EQ(state.replicas(), 2);
+    }
+  }
+}
+
+TEST_F(DataParallelTest, AHungRankIsNamedAndTheGroupEnds) {
+  SKIP_WITHOUT_MPI();
+  const std::string log = dir_.file("hung.log");
+  const pid_t launcher =
+      Start(Mpirun(2) + kCrema + " train --collective_timeout=4 --solver=" + Solver("hung", 25, 1000000), log);
+  ASSERT_TRUE(WaitForLog(log, "Iteration 20, loss")) << test::FileBytes(log);
+  const pid_t rank_one = RankProcess(launcher, 1);
+  ASSERT_GT(rank_one, 0) << "no rank 1 among mpirun's children";
+  kill(rank_one, SIGSTOP);
+  double took = 0;
+  const int status = WaitFor(launcher, 40, &took);
+  kill(rank_one, SIGKILL);
+  ASSERT_NE(status, -1) << "the group did not end within 40 s of rank 1's stop\n" << test::FileBytes(log);
+  const std::string output = test::FileBytes(log);
+  EXPECT_CONTAINS(output, "crema: error (rank 0 of 2): the gradient all-reduce (collective #");
+  EXPECT_CONTAINS(output, "did not complete within 4 s: rank 1 does not answer (stopped, hung, or gone)");
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << output;
+}
+
+// Two network namespaces joined by a veth pair stand for two hosts (each with an address of its own, and, through a
+// UTS namespace, a host name of its own): mpirun runs in the first, and reaches the second through a launch agent
+// that enters it (where ssh would be). Needs root; removed again when the test ends.
+class TwoHosts {
+ public:
+  explicit TwoHosts(const std::string& dir) {
+    const int tag = getpid() % 200 + 20;
+    names_ = {"crema-dp-a-" + std::to_string(getpid()), "crema-dp-b-" + std::to_string(getpid())};
+    addresses_ = {"10.213." + std::to_string(tag) + ".1", "10.213." + std::to_string(tag) + ".2"};
+    subnet_ = "10.213." + std::to_string(tag) + ".0/24";
+    const std::string a = names_[0], b = names_[1];
+    const std::string veth_a = "cdpa" + std::to_string(getpid()), veth_b = "cdpb" + std::to_string(getpid());
+    std::string output;
+    ok_ = geteuid() == 0 &&
+          test::RunCommand("ip netns add " + a + " && ip netns add " + b + " && ip link add " + veth_a +
+                               " type veth peer name " + veth_b + " && ip link set " + veth_a + " netns " + a +
+                               " && ip link set " + veth_b + " netns " + b + " && ip -n " + a + " addr add " +
+                               addresses_[0] + "/24 dev " + veth_a + " && ip -n " + b + " addr add " + addresses_[1] +
+                               "/24 dev " + veth_b + " && ip -n " + a + " link set lo up && ip -n " + b +
+                               " link set lo up && ip -n " + a + " link set " + veth_a + " up && ip -n " + b +
+                               " link set " + veth_b + " up",
+                           &output) == 0;
+    why_ = geteuid() != 0 ? "needs root (ip netns)" : "could not make two network namespaces: " + output;
+    // The launch agent: `agent HOST COMMAND...`, run in that host's namespace, with that host's name.
+    agent_ = dir + "/launch_agent.sh";
+    WriteTo(agent_, "#!/bin/sh\nhost=$1; shift\ncase $host in\n  " + addresses_[0] + ") ns=" + a + ";;\n  " +
+                        addresses_[1] + ") ns=" + b + ";;\n  *) echo \"unknown host $host\" >&2; exit 1;;\nesac\n" +
+                        "exec ip netns exec $ns unshare --uts sh -c \"hostname $ns; $*\"\n");
+    std::filesystem::permissions(agent_, std::filesystem::perms::owner_all);
+  }
+  ~TwoHosts() {
+    std::string ignored;
+    test::RunCommand("ip netns del " + names_[0] + "; ip netns del " + names_[1], &ignored);
+  }
+  bool ok() const { return ok_; }
+  const std::string& why() const { return why_; }
+  // mpirun in the first namespace, one rank on each host, over TCP between them.
+  std::string Mpirun() const {
+    return "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ip netns exec " + names_[0] +
+           " mpirun --bind-to none -np 2 --host " + addresses_[0] + "," + addresses_[1] + " --mca plm_rsh_agent " +
+           agent_ + " --mca btl tcp,self --mca btl_tcp_if_include " + subnet_ + " --mca oob_tcp_if_include " + subnet_ +
+           " ";
+  }
+
+ private:
+  std::vector<std::string> names_, addresses_;
+  std::string subnet_, agent_, why_;
+  bool ok_ = false;
+};
+
+TEST_F(DataParallelTest, RanksOnTwoHostsTrainLikeOneProcess) {
+  SKIP_WITHOUT_MPI();
+  TwoHosts hosts(dir_.path());
+  if (!hosts.ok()) GTEST_SKIP() << hosts.why();
+  Run(kCrema + " train --solver=" + Solver("one", 50, 60), 0);
+  const std::string two = Run(hosts.Mpirun() + kCrema + " train --solver=" + Solver("two", 25, 60), 0);
+  EXPECT_CONTAINS(two, "2 processes on 2 hosts; this is rank 0");
+  EXPECT_LT(RelativeDifference(dir_.file("one_iter_60.caffemodel"), dir_.file("two_iter_60.caffemodel")), 1e-4);
+}
+
+}  // namespace
+}  // namespace crema
