@@ -8,6 +8,7 @@
 
 #include "core/context.hpp"
 #include "io/proto_io.hpp"
+#include "parallel/communicator.hpp"
 #include "test_util.hpp"
 
 namespace crema {
@@ -256,6 +257,9 @@ TEST_F(BadInputCommandLineTest, BadFlagValuesOfTheCommandsAreNamed) {
   test::ExpectBadInput("command line", "--sigint_effect unknown",
                        kCrema + " train --solver=" + solver_ + " --sigint_effect=explode",
                        {"--sigint_effect='explode': use stop, snapshot or none"});
+  test::ExpectBadInput("command line", "--collective_timeout not above 0",
+                       kCrema + " train --solver=" + solver_ + " --collective_timeout=0",
+                       {"--collective_timeout=0: give the seconds a rank may wait for the others (above 0)"});
   test::ExpectBadInput("command line", "--snapshot and --weights together",
                        kCrema + " train --solver=" + solver_ + " --snapshot=a.solverstate --weights=b.caffemodel",
                        {"give --snapshot (resume) or --weights (fine-tune), not both"});
@@ -286,6 +290,9 @@ TEST_F(BadInputCommandLineTest, GpusThatAreNotThereAreNamed) {
                        {"a GPU was asked for", Context::built_with_cuda() ? "no CUDA device is visible" : "CPU_ONLY"});
   test::ExpectBadInput("command line", "--gpu=all without a GPU", kCrema + " train --solver=" + solver_ + " --gpu=all",
                        {"--gpu=all was given, but no CUDA device is visible"});
+  test::ExpectBadInput("command line", "--gpu=0,1 without GPUs", kCrema + " train --solver=" + solver_ + " --gpu=0,1",
+                       {BuiltWithNccl() ? "--gpu=0,1: GPU 0 does not exist (0 CUDA device(s) visible)"
+                                        : "--gpu=0,1 trains on 2 GPUs, which needs NCCL"});
   test::ExpectBadInput("command line", "device_query without a GPU", kCrema + " device_query",
                        {Context::built_with_cuda() ? "no CUDA device is visible" : "built without CUDA"});
 }

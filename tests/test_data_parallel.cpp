@@ -16,6 +16,9 @@
 #include "io/proto_io.hpp"
 #include "io/snapshot_io.hpp"
 #include "parallel/communicator.hpp"
+#include "parallel/gradient_reducer.hpp"
+#include "parallel/thread_group.hpp"
+#include "solver/solver.hpp"
 #include "test_util.hpp"
 
 namespace crema {
@@ -176,6 +179,120 @@ TEST_F(DataParallelTest, TwoRanksTrainLikeOneProcessWithTheirJointBatchAndResume
                                   1);
   EXPECT_CONTAINS(refused, "was written by a run of 2 data-parallel processes, and this run has 1");
   EXPECT_CONTAINS(refused, "mpirun -np 2");
+}
+
+// The same group logic with the members on threads of this process (as on several GPUs, here on the CPU): two solvers
+// of batch 25 end where one of batch 50 does; the members hold the same bits; a resume on the group is exact.
+TEST_F(DataParallelTest, TwoSolversOnThreadsTrainLikeOneWithTheirJointBatch) {
+  auto read = [](const std::string& path) {
+    SolverParameter param;
+    ReadProtoFromTextFile(path, &param);
+    return param;
+  };
+  const std::string one_path = Solver("one", 50, 60), two_path = Solver("two", 25, 60);
+  std::unique_ptr<crema::Solver> one = CreateSolver(read(one_path), one_path);
+  one->Solve();
+
+  // Runs the group of two to 60 iterations (from `resume` when given); returns each member's parameters.
+  auto train_group = [&](const std::string& resume) {
+    ThreadGroup group(2);
+    std::vector<std::vector<std::vector<float>>> params(2);
+    std::vector<std::string> errors(2);
+    std::vector<std::thread> members;
+    for (int rank = 0; rank < 2; ++rank)
+      members.emplace_back([&, rank] {
+        try {
+          SolverParameter param = read(two_path);
+          param.set_random_seed(7 + rank);
+          std::shared_ptr<Context> context = crema::Solver::ContextFor(param);
+          context->set_replica(rank, 2);
+          std::unique_ptr<Communicator> member = group.Member(rank);
+          member->set_timeout_seconds(120);
+          std::unique_ptr<crema::Solver> solver = CreateSolver(read(two_path), two_path, context);
+          solver->JoinGroup(member.get());
+          solver->Solve(resume);
+          for (const Blob* blob : solver->net()->learnable_params())
+            params[rank].emplace_back(blob->cpu_data(), blob->cpu_data() + blob->count());
+        } catch (const std::exception& error) {
+          errors[rank] = error.what();
+        }
+      });
+    for (auto& member : members) member.join();
+    EXPECT_EQ(errors, (std::vector<std::string>{"", ""}));
+    EXPECT_TRUE(params[0] == params[1]) << "the members' weights differ";
+    return params[0];
+  };
+  const std::vector<std::vector<float>> two = train_group("");
+  const auto& reference = one->net()->learnable_params();
+  ASSERT_EQ(two.size(), reference.size());
+  for (size_t p = 0; p < two.size(); ++p) {
+    double difference = 0, norm = 0;
+    for (int i = 0; i < reference[p]->count(); ++i) {
+      difference += std::pow(two[p][i] - reference[p]->cpu_data()[i], 2);
+      norm += std::pow(reference[p]->cpu_data()[i], 2);
+    }
+    EXPECT_LT(std::sqrt(difference / norm), 1e-4) << "parameter " << p;
+  }
+  // From the group's snapshot at 30 to 60: the same bits.
+  EXPECT_TRUE(train_group(dir_.file("two_iter_30.solverstate")) == two) << "the resumed group differs";
+}
+
+TEST(ThreadGroupTest, AMemberThatDoesNotArriveIsNamed) {
+  ThreadGroup group(3);
+  std::vector<std::unique_ptr<Communicator>> members;
+  for (int rank = 0; rank < 3; ++rank) {
+    members.push_back(group.Member(rank));
+    members.back()->set_timeout_seconds(0.5);
+  }
+  // Ranks 0 and 2 sum; rank 1 never comes.
+  std::string error;
+  std::thread other([&] {
+    double value = 2;
+    try {
+      members[2]->AllReduceSum(&value, 1);
+    } catch (const Error&) {
+    }
+  });
+  double value = 1;
+  try {
+    members[0]->AllReduceSum(&value, 1);
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  other.join();
+  EXPECT_NE(error.find("a sum over the ranks did not complete within 0 s: rank(s) 1 did not reach it"),
+            std::string::npos)
+      << error;
+}
+
+TEST(ThreadGroupTest, CollectivesGiveEveryMemberTheSameAnswer) {
+  ThreadGroup group(3);
+  std::vector<std::vector<double>> sums(3);
+  std::vector<std::string> broadcasts(3);
+  std::vector<std::vector<std::string>> gathered(3);
+  std::vector<std::vector<float>> buckets(3);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 3; ++rank)
+    threads.emplace_back([&, rank] {
+      std::unique_ptr<Communicator> member = group.Member(rank);
+      sums[rank] = {1.0 * rank, 0.5, -2.0 * rank};
+      member->AllReduceSum(sums[rank].data(), 3);
+      broadcasts[rank] = rank == 1 ? "from one" : "";
+      member->Broadcast(&broadcasts[rank], 1);
+      gathered[rank] = member->Gather("rank " + std::to_string(rank), 2);
+      buckets[rank] = {0.25f * rank, 1.f, 3.f};
+      member->StartAllReduceSum(buckets[rank].data(), 2, nullptr);
+      member->StartAllReduceSum(buckets[rank].data() + 2, 1, nullptr);
+      EXPECT_EQ(member->WaitAll().size(), 2u);
+    });
+  for (auto& thread : threads) thread.join();
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_EQ(sums[rank], (std::vector<double>{3, 1.5, -6}));
+    EXPECT_EQ(broadcasts[rank], "from one");
+    EXPECT_EQ(gathered[rank],
+              rank == 2 ? (std::vector<std::string>{"rank 0", "rank 1", "rank 2"}) : std::vector<std::string>{});
+    EXPECT_EQ(buckets[rank], (std::vector<float>{0.75f, 3.f, 9.f}));
+  }
 }
 
 // Starts `command` in the background (its output into `log`); returns the shell's process id, which runs it with exec.

@@ -45,6 +45,7 @@
 #include "onnx/export.hpp"
 #include "onnx/import.hpp"
 #include "parallel/communicator.hpp"
+#include "parallel/thread_group.hpp"
 #include "solver/solver.hpp"
 #include "tools/lib/classifier.hpp"
 #include "tools/lib/cpu_info.hpp"
@@ -360,6 +361,99 @@ void CheckSignalEffect(const char* flag, const std::string& value) {
       << "--" << flag << "='" << value << "': use stop, snapshot or none";
 }
 
+// Rank 0 speaks for a group whose members are threads of this process (--gpu=0,1): the others' INFO lines are left
+// out (their warnings and errors stay), as glog cannot tell threads apart by itself.
+thread_local bool t_quiet_member = false;
+class RankZeroLogSink : public google::LogSink {
+ public:
+  void send(google::LogSeverity severity, const char* full_filename, const char* base_filename, int line,
+            const google::LogMessageTime& time, const char* message, size_t message_length) override {
+    if (t_quiet_member && severity < google::GLOG_WARNING) return;
+    const std::string text = ToString(severity, base_filename, line, time, message, message_length);
+    std::fprintf(stderr, "%s\n", text.c_str());
+  }
+};
+
+// A solver of the run: alone, or member `group->rank()` of a data-parallel group; on the device `param` names.
+std::unique_ptr<Solver> MakeSolver(const SolverParameter& param, Communicator* group) {
+  // Each rank's random streams (dropout, crops, mirrors) its own: rank r seeds them with the solver's seed + r.
+  SolverParameter context_param = param;
+  if (group && group->rank() > 0)
+    context_param.set_random_seed(
+        static_cast<int64_t>(param.random_seed() >= 0 ? param.random_seed() : Context::kDefaultSeed) + group->rank());
+  std::shared_ptr<Context> context = Solver::ContextFor(context_param);
+  if (group) context->set_replica(group->rank(), group->size());
+  context->ForceEngines(FLAGS_engine);
+  SetMemoryPlan(context.get());
+  LOG(INFO) << "Using the " << DeviceName(context->device())
+            << (context->device() == Device::kGPU ? " " + std::to_string(context->gpu_id()) : std::string());
+  std::unique_ptr<Solver> solver = CreateSolver(param, FLAGS_solver, context);
+  if (group) solver->JoinGroup(group);
+  if (!FLAGS_weights.empty()) LOG(INFO) << "Fine-tuning from " << FLAGS_weights;
+  // In a group rank 0 reads the weights, and every rank starts from its (Solver::Solve).
+  if (!group || group->rank() == 0) CopyWeightsFiles(solver->net(), SplitList(FLAGS_weights));
+  return solver;
+}
+
+// Runs the solver that speaks for the run (the only one, or rank 0): signals and the monitor's page act on it.
+void RunSolver(Solver* solver, const SolverParameter& param, TrainingRecord* record, MonitorServer* monitor) {
+  MonitorProgress progress(record, solver->net(), param.display() > 0 ? param.display() : 100);
+  JoinedThread drawing;
+  if (record) {
+    solver->AddCallback(&progress);
+    drawing.thread = DrawNetForMonitor(solver->train_net_definition(), monitor);
+  }
+  g_solver = solver;
+  solver->Solve(FLAGS_snapshot);
+  if (record) {
+    record->SetIteration(solver->iter());
+    record->SetEnded(solver->iter() < param.max_iter());
+  }
+}
+
+// crema train --gpu=0,1 (no mpirun): one solver per GPU, each on a thread of this process (Caffe's way); the host
+// collectives meet in shared memory, the gradients are summed by NCCL. An error on any GPU ends the run.
+void TrainOnGpus(const SolverParameter& param, const std::vector<int>& gpus, TrainingRecord* record,
+                 MonitorServer* monitor) {
+  CREMA_CHECK(BuiltWithNccl()) << "--gpu=" << FLAGS_gpu << " trains on " << gpus.size()
+                               << " GPUs, which needs NCCL, and this crema was built without it";
+  for (int gpu : gpus)
+    CREMA_CHECK(gpu < Context::gpu_count()) << "--gpu=" << FLAGS_gpu << ": GPU " << gpu << " does not exist ("
+                                            << Context::gpu_count() << " CUDA device(s) visible)";
+  static RankZeroLogSink sink;
+  FLAGS_logtostderr = false;
+  FLAGS_stderrthreshold = google::NUM_SEVERITIES;  // the sink prints instead
+  for (int severity = 0; severity < google::NUM_SEVERITIES; ++severity) google::SetLogDestination(severity, "");
+  google::AddLogSink(&sink);
+  const int size = static_cast<int>(gpus.size());
+  ThreadGroup threads(size);
+  std::vector<std::thread> members;
+  for (int rank = 0; rank < size; ++rank)
+    members.emplace_back([&, rank] {
+      try {
+        t_quiet_member = rank != 0;
+        SolverParameter member_param = param;
+        member_param.set_solver_mode(SolverParameter::GPU);
+        member_param.set_device_id(gpus[rank]);
+        std::unique_ptr<Communicator> host = threads.Member(rank);
+        host->set_timeout_seconds(FLAGS_collective_timeout);
+        std::unique_ptr<Communicator> member = OverNccl(std::move(host), gpus[rank]);
+        std::unique_ptr<Solver> solver = MakeSolver(member_param, member.get());
+        if (rank == 0) {
+          RunSolver(solver.get(), member_param, record, monitor);
+          g_solver = nullptr;
+        } else {
+          solver->Solve(FLAGS_snapshot);
+        }
+      } catch (const std::exception& error) {
+        std::fprintf(stderr, "crema: error (GPU %d, rank %d of %d): %s\n", gpus[rank], rank, size, error.what());
+        std::fflush(nullptr);
+        std::_Exit(1);
+      }
+    });
+  for (std::thread& member : members) member.join();
+}
+
 int Train() {
   CREMA_CHECK(!FLAGS_solver.empty()) << "train needs --solver=SOLVER.prototxt";
   CREMA_CHECK(FLAGS_snapshot.empty() || FLAGS_weights.empty())
@@ -378,28 +472,30 @@ int Train() {
     for (const auto& weights : param.weights()) FLAGS_weights += (FLAGS_weights.empty() ? "" : ",") + weights;
   // The device is the solver's setting (solver_mode, device_id), overridden by --gpu (as in Caffe).
   const std::vector<int> gpus = SelectGpus();
-  // Caffe would train on every GPU listed; one of them alone would silently train with a fraction of the batch.
-  CREMA_CHECK(gpus.size() <= 1) << "training on " << gpus.size()
-                                << " GPUs needs NCCL data parallelism, which is not available yet; give one id "
-                                << "(several CPU processes train together under mpirun)";
-  // Under mpirun: this process is one rank of the group (which checks that the others are there).
   CREMA_CHECK(FLAGS_collective_timeout > 0) << "--collective_timeout=" << FLAGS_collective_timeout
                                             << ": give the seconds a rank may wait for the others (above 0)";
+  // Under mpirun: this process is one rank of the group (which checks that the others are there).
   g_group = ProcessGroupFromEnvironment();
-  Communicator* group = g_group.get();
-  if (group) {
-    group->set_timeout_seconds(FLAGS_collective_timeout);
+  if (g_group) {
+    g_group->set_timeout_seconds(FLAGS_collective_timeout);
     // Rank 0 speaks for the group; the others say only what goes wrong.
-    if (group->rank() != 0) FLAGS_minloglevel = std::max(FLAGS_minloglevel, 1);
+    if (g_group->rank() != 0) FLAGS_minloglevel = std::max(FLAGS_minloglevel, 1);
     const bool on_gpu = (!gpus.empty() || param.solver_mode() == SolverParameter::GPU) && Context::gpu_count() > 0;
-    CREMA_CHECK(!on_gpu) << "rank " << group->rank()
-                         << ": data parallelism on GPUs needs NCCL over MPI, which is not available yet; "
-                         << "train on the CPU (solver_mode: CPU)";
-  }
-  if (!gpus.empty()) {
+    if (on_gpu) {
+      // One GPU per rank: the ranks of a host take its GPUs (those --gpu lists, else all from device_id) in turn.
+      const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+      const int local_rank = local != nullptr ? std::atoi(local) : g_group->rank();
+      const int gpu = gpus.empty() ? (param.device_id() + local_rank) % Context::gpu_count()
+                                   : gpus[static_cast<size_t>(local_rank) % gpus.size()];
+      param.set_solver_mode(SolverParameter::GPU);
+      param.set_device_id(gpu);
+      g_group = OverNccl(std::move(g_group), gpu);
+    }
+  } else if (!gpus.empty()) {
     param.set_solver_mode(SolverParameter::GPU);
     param.set_device_id(gpus[0]);
   }
+  Communicator* group = g_group.get();
   for (const auto& weights : SplitList(FLAGS_weights))
     CREMA_CHECK(FileExists(weights)) << "weights file '" << weights << "' does not exist";
   if (!FLAGS_snapshot.empty())
@@ -426,41 +522,17 @@ int Train() {
     LOG(INFO) << "Monitor: " << monitor->Url() << " (this run's page; its token lets the page snapshot and stop "
               << "training)";
   }
-
-  // Each rank's random streams (dropout, crops, mirrors) its own: rank r seeds them with the solver's seed + r.
-  SolverParameter context_param = param;
-  if (group && group->rank() > 0)
-    context_param.set_random_seed(
-        static_cast<int64_t>(param.random_seed() >= 0 ? param.random_seed() : Context::kDefaultSeed) + group->rank());
-  std::shared_ptr<Context> context = Solver::ContextFor(context_param);
-  if (group) context->set_replica(group->rank(), group->size());
-  context->ForceEngines(FLAGS_engine);
-  SetMemoryPlan(context.get());
-  LOG(INFO) << "Using the " << DeviceName(context->device())
-            << (context->device() == Device::kGPU ? " " + std::to_string(context->gpu_id()) : std::string());
-  std::unique_ptr<Solver> solver = CreateSolver(param, FLAGS_solver, context);
-  if (group) solver->JoinGroup(group);
-  if (!FLAGS_weights.empty()) LOG(INFO) << "Fine-tuning from " << FLAGS_weights;
-  // In a group rank 0 reads the weights, and every rank starts from its (Solver::Solve).
-  if (!group || group->rank() == 0) CopyWeightsFiles(solver->net(), SplitList(FLAGS_weights));
-  MonitorProgress progress(record.get(), solver->net(), param.display() > 0 ? param.display() : 100);
-  JoinedThread drawing;
-  if (record) {
-    solver->AddCallback(&progress);
-    drawing.thread = DrawNetForMonitor(solver->train_net_definition(), monitor.get());
-  }
-  g_solver = solver.get();
   std::signal(SIGINT, HandleSignal);
   std::signal(SIGHUP, HandleSignal);
-  solver->Solve(FLAGS_snapshot);
-  if (record) {
-    record->SetIteration(solver->iter());
-    record->SetEnded(solver->iter() < param.max_iter());
+  if (!group && gpus.size() > 1) {
+    TrainOnGpus(param, gpus, record.get(), monitor.get());
+  } else {
+    std::unique_ptr<Solver> solver = MakeSolver(param, group);
+    RunSolver(solver.get(), param, record.get(), monitor.get());
+    monitor.reset();  // its controls act on g_solver
+    g_solver = nullptr;
   }
-  if (drawing.thread.joinable()) drawing.thread.join();
-  monitor.reset();  // its controls act on g_solver
-  g_solver = nullptr;
-  solver.reset();
+  monitor.reset();
   g_group.reset();  // the group ends (MPI_Finalize, once every rank is there)
   return 0;
 }

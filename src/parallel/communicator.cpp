@@ -6,6 +6,7 @@
 
 #include "core/common.hpp"
 #include "parallel/mpi_communicator.hpp"
+#include "parallel/nccl_communicator.hpp"
 
 namespace crema {
 
@@ -58,6 +59,16 @@ std::unique_ptr<Communicator> ProcessGroupFromEnvironment() {
                << " is set), but this crema was built without MPI (USE_MPI=0, or no MPI was found when it was "
                << "configured): each process would train alone and overwrite the others' snapshots. Build with "
                << "USE_MPI=1 (Debian: libopenmpi-dev), or run crema without mpirun";
+  return nullptr;
+#endif
+}
+
+std::unique_ptr<Communicator> OverNccl(std::unique_ptr<Communicator> host, int device) {
+#ifdef CREMA_USE_NCCL
+  return std::make_unique<NcclCommunicator>(std::move(host), device);
+#else
+  CREMA_FAIL() << "data parallelism on GPUs sums the gradients with NCCL, and this crema was built without it "
+               << "(CPU_ONLY=1, USE_NCCL=0, or no NCCL was found when it was configured)";
   return nullptr;
 #endif
 }

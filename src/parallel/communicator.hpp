@@ -34,11 +34,15 @@ class Communicator {
   // Every member's bytes, in rank order, on `root` (empty elsewhere).
   virtual std::vector<std::string> Gather(const std::string& bytes, int root) = 0;
 
-  // Starts summing `count` floats at `data` (host memory) over the group, in place; the buffer must stay untouched
-  // until WaitAll returns. Started in the same order on every member.
-  virtual void StartAllReduceSum(float* data, size_t count) = 0;
-  // Waits for every all-reduce started since the last WaitAll. Returns the seconds each of them was in flight, from
-  // its start to the moment its completion was seen, in the order started (for the overlap report).
+  // Starts summing `count` floats at `data` over the group, in place; the buffer must stay untouched until WaitAll
+  // returns. Started in the same order on every member. `data` is host memory, or, where sums_on_device(), memory of
+  // the member's GPU, and the sum is queued on `stream` (a cudaStream_t; ignored on the host).
+  virtual void StartAllReduceSum(float* data, size_t count, void* stream) = 0;
+  // Whether the gradient sums take GPU memory (NCCL) rather than host memory.
+  virtual bool sums_on_device() const { return false; }
+  // Waits for every all-reduce started since the last WaitAll (on a GPU: they are queued on their streams, which the
+  // caller orders its work after). Returns when each of them was started and seen complete, in the order started (for
+  // the overlap report; empty where the transport does not tell).
   struct Flight {
     double started = 0;  // seconds on the steady clock
     double finished = 0;
@@ -63,6 +67,10 @@ double SteadySeconds();
 // an MPI group over all of them; otherwise none (null). A launch by mpirun of a crema built without MPI is an error
 // that says so, rather than N copies training alone and overwriting each other's snapshots.
 std::unique_ptr<Communicator> ProcessGroupFromEnvironment();
+
+// The group `host`'s members with their gradient sums on their GPUs over NCCL, this member on GPU `device`
+// (parallel/nccl_communicator.hpp); every member calls it at once. Throws where crema was built without NCCL.
+std::unique_ptr<Communicator> OverNccl(std::unique_ptr<Communicator> host, int device);
 
 // Whether this crema was built with MPI, and with NCCL (for the log and for tests).
 bool BuiltWithMpi();

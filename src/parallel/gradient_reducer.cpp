@@ -1,16 +1,19 @@
 #include "parallel/gradient_reducer.hpp"
 
 #include <algorithm>
-#include <cstring>
 #include <numeric>
 
 #include "core/common.hpp"
+#include "core/context.hpp"
+#include "core/math_functions.hpp"
 
 namespace crema {
 
 GradientReducer::GradientReducer(Net* net, Communicator* group, size_t bucket_bytes) : net_(net), group_(group) {
-  CREMA_CHECK(net->context().device() == Device::kCPU)
-      << "data parallelism over MPI sums gradients in host memory; a net on a GPU needs NCCL (not yet available)";
+  const bool on_gpu = net->context().device() == Device::kGPU;
+  CREMA_CHECK(on_gpu == group->sums_on_device())
+      << (on_gpu ? "the training net is on a GPU, but the group sums gradients in host memory (its GPUs need NCCL)"
+                 : "the training net is on the CPU, but the group sums gradients on GPUs (NCCL)");
   const std::vector<Blob*>& params = net->learnable_params();
   // Backward completes the parameters of later steps first.
   std::vector<int> order(params.size());
@@ -34,7 +37,8 @@ GradientReducer::GradientReducer(Net* net, Communicator* group, size_t bucket_by
     bucket.count += count;
     total += count;
   }
-  flat_.assign(total, 0.f);
+  flat_ = std::make_unique<Blob>(std::vector<int>{static_cast<int>(total)});
+  flat_data_ = total > 0 ? flat_->mutable_data_on(net->context().device()) : nullptr;
   taken_.assign(params.size(), false);
   OnStart(0);
 }
@@ -46,18 +50,31 @@ void GradientReducer::OnStart(int iteration) {
   next_bucket_ = 0;
 }
 
+namespace {
+
+// The stream the calling thread's work on `context` goes to (a GPU lane's, or the side stream of gradient-ready work).
+void* CurrentStream(Context& context) {
+#ifdef CREMA_USE_CUDA
+  if (context.device() == Device::kGPU) return context.stream();
+#endif
+  return nullptr;
+}
+
+}  // namespace
+
 void GradientReducer::Take(int param) {
   if (taken_[param]) return;
   taken_[param] = true;
+  Context& context = net_->context();
   const Blob& blob = *net_->learnable_params()[param];
-  std::memcpy(flat_.data() + offset_of_[param], blob.cpu_diff(), static_cast<size_t>(blob.count()) * sizeof(float));
+  copy(context, blob.count(), blob.diff_on(context.device()), flat_data_ + offset_of_[param]);
   --buckets_[bucket_of_[param]].pending;
 }
 
 void GradientReducer::StartReadyBuckets() {
   while (next_bucket_ < static_cast<int>(buckets_.size()) && buckets_[next_bucket_].pending == 0) {
     const Bucket& bucket = buckets_[next_bucket_++];
-    group_->StartAllReduceSum(flat_.data() + bucket.offset, bucket.count);
+    group_->StartAllReduceSum(flat_data_ + bucket.offset, bucket.count, CurrentStream(net_->context()));
   }
 }
 
@@ -87,14 +104,15 @@ void GradientReducer::OnGradientsReady(int iteration) {
   if (!flights.empty()) overlapped = std::max(0.0, std::min(last, backward_ended) - first);
   last_seconds_ = flights.empty() ? 0 : last - first;
   last_overlapped_seconds_ = overlapped;
-  // The mean over the ranks, back into each gradient.
+  // The mean over the ranks, back into each gradient (on a GPU, queued after the sums).
+  Context& context = net_->context();
   const float mean = 1.f / static_cast<float>(group_->size());
+  for (const Bucket& bucket : buckets_)
+    scale(context, static_cast<int>(bucket.count), mean, flat_data_ + bucket.offset);
   const std::vector<Blob*>& params = net_->learnable_params();
-  for (size_t param = 0; param < params.size(); ++param) {
-    float* diff = params[param]->mutable_cpu_diff();
-    const float* sum = flat_.data() + offset_of_[param];
-    for (int i = 0; i < params[param]->count(); ++i) diff[i] = sum[i] * mean;
-  }
+  for (size_t param = 0; param < params.size(); ++param)
+    copy(context, params[param]->count(), flat_data_ + offset_of_[param],
+         params[param]->mutable_diff_on(context.device()));
 }
 
 }  // namespace crema

@@ -1,15 +1,17 @@
 // Data parallelism's gradient sum (PyTorch DDP's reducer, on crema's gradient-ready hooks): the training net's
 // learnable parameters are laid out in buckets of about `bucket_bytes`, in the order backward completes their
-// gradients; each bucket's gradients are copied into one flat buffer as they become ready, and its all-reduce starts
-// as soon as the bucket is full, while backward goes on with the layers below. Before the update, the sums are
-// waited for and each gradient becomes the mean over the ranks, so every rank applies the same update to the same
-// weights (the ranks' weights stay equal without being sent again).
+// gradients; each bucket's gradients are copied into one flat buffer on the net's device as they become ready, and
+// its all-reduce starts as soon as the bucket is full, while backward goes on with the layers below (on a GPU, the
+// copies and the sum are queued on the stream of the gradient-ready work, after the step that completed them). Before
+// the update, the sums are waited for and each gradient becomes the mean over the ranks, so every rank applies the same
+// update to the same weights (the ranks' weights stay equal without being sent again).
 //
 // Buckets start in bucket order on every rank, whatever order concurrent lanes complete them in (a group's members
 // must start their collectives in one order). A parameter whose hook did not fire is taken at the end.
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -29,7 +31,7 @@ class GradientReducer : public SolverCallback {
   void OnGradientsReady(int iteration) override;
 
   int buckets() const { return static_cast<int>(buckets_.size()); }
-  size_t bytes() const { return flat_.size() * sizeof(float); }
+  size_t bytes() const { return static_cast<size_t>(flat_->count()) * sizeof(float); }
   // The last iteration's sums: their time in flight (from the first start to the last completion) and the part of
   // it before backward ended (the overlap).
   double last_seconds() const { return last_seconds_; }
@@ -52,7 +54,8 @@ class GradientReducer : public SolverCallback {
   std::vector<int> bucket_of_;     // per learnable parameter
   std::vector<size_t> offset_of_;  // per learnable parameter, into flat_
   std::vector<bool> taken_;        // per learnable parameter, this iteration
-  std::vector<float> flat_;
+  std::unique_ptr<Blob> flat_;     // the buckets, one after another, on the net's device
+  float* flat_data_ = nullptr;
   int next_bucket_ = 0;  // the first bucket not yet started
   std::mutex mutex_;     // hooks fire from whichever lane completed the step
   double last_seconds_ = 0;

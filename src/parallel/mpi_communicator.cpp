@@ -405,7 +405,7 @@ std::vector<std::string> MpiCommunicator::Gather(const std::string& bytes, int r
   return gathered;
 }
 
-void MpiCommunicator::StartAllReduceSum(float* data, size_t count) {
+void MpiCommunicator::StartAllReduceSum(float* data, size_t count, void* stream) {
   Queue([this, data, count] {
     const long long collective = ++state_->sequence;
     for (size_t at = 0; at < count; at += kPiece) {

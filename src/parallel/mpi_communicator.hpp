@@ -39,7 +39,7 @@ class MpiCommunicator final : public Communicator {
   void AllReduceSum(double* values, size_t count) override;
   void Broadcast(std::string* bytes, int root) override;
   std::vector<std::string> Gather(const std::string& bytes, int root) override;
-  void StartAllReduceSum(float* data, size_t count) override;
+  void StartAllReduceSum(float* data, size_t count, void* stream) override;
   std::vector<Flight> WaitAll() override;
   [[noreturn]] void Abort(int code) override;
 
