@@ -378,6 +378,32 @@ TEST_F(DataParallelTest, AKilledRankEndsTheOtherWithinSeconds) {
   }
 }
 
+// mpirun passes SIGUSR2 on to every rank (its own SIGINT ends the job at once): the ranks agree to stop, rank 0
+// snapshots, and every rank ends normally.
+TEST_F(DataParallelTest, AStopSentToMpirunSnapshotsAndEndsEveryRank) {
+  SKIP_WITHOUT_MPI();
+  const std::string log = dir_.file("stopped.log");
+  const pid_t launcher = Start(Mpirun(2) + kCrema + " train --solver=" + Solver("stopped", 25, 1000000), log);
+  ASSERT_TRUE(WaitForLog(log, "Iteration 20, loss")) << test::FileBytes(log);
+  kill(launcher, SIGUSR2);
+  double took = 0;
+  const int status = WaitFor(launcher, 60, &took);
+  const std::string output = test::FileBytes(log);
+  ASSERT_NE(status, -1) << "the group did not stop within 60 s\n" << output;
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << output;
+  const std::smatch stopped = [&] {
+    std::smatch match;
+    std::regex_search(output, match, std::regex("Optimization stopped early at iteration ([0-9]+)\\."));
+    return match;
+  }();
+  ASSERT_FALSE(stopped.empty()) << output;
+  const std::string state = dir_.file("stopped_iter_" + stopped[1].str() + ".solverstate");
+  SolverState saved;
+  ASSERT_NO_THROW(ReadSolverStateFile(state, &saved)) << output;
+  EXPECT_EQ(saved.replicas(), 2);
+  EXPECT_EQ(std::to_string(saved.iter()), stopped[1].str());
+}
+
 TEST_F(DataParallelTest, AHungRankIsNamedAndTheGroupEnds) {
   SKIP_WITHOUT_MPI();
   const std::string log = dir_.file("hung.log");

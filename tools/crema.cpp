@@ -117,11 +117,14 @@ DEFINE_string(keep_blobs, "",
               "always are)");
 DEFINE_int32(level, 0, "the net's level (matched against min_level/max_level rules)");
 DEFINE_string(stage, "", "the net's stages, comma-separated (matched against stage/not_stage rules)");
-DEFINE_string(sigint_effect, "stop", "train: what Ctrl-C does: stop (snapshot, then stop), snapshot, none");
+DEFINE_string(
+    sigint_effect, "stop",
+    "train: what Ctrl-C (SIGINT, and SIGUSR2: under mpirun, kill -USR2 MPIRUN_PID) does: stop (snapshot, then "
+    "stop), snapshot, none");
 DEFINE_double(collective_timeout, 300,
               "train under mpirun: seconds a rank waits for the others at a collective (a gradient sum, a test's "
               "sum, a snapshot) before it takes them as stopped, hung or gone and ends every rank");
-DEFINE_string(sighup_effect, "snapshot", "train: what SIGHUP does: stop, snapshot, none");
+DEFINE_string(sighup_effect, "snapshot", "train: what SIGHUP (and SIGUSR1) does: stop, snapshot, none");
 DEFINE_string(monitor, "",
               "train: serve a page that follows the run at [HOST:]PORT (loopback unless a host is given; port 0: any "
               "free one), from which it can be snapshot and stopped with the token the log prints; monitor: where "
@@ -352,8 +355,10 @@ class MonitorProgress : public SolverCallback {
   bool timing_ = false;
 };
 
+// SIGUSR2 and SIGUSR1 act as SIGINT and SIGHUP do: they are what mpirun passes on to every rank (its own SIGINT ends
+// the job at once), so `kill -USR2 <mpirun>` stops a data-parallel run after a snapshot.
 extern "C" void HandleSignal(int signal) {
-  ApplySignalEffect(signal == SIGINT ? FLAGS_sigint_effect : FLAGS_sighup_effect);
+  ApplySignalEffect(signal == SIGINT || signal == SIGUSR2 ? FLAGS_sigint_effect : FLAGS_sighup_effect);
 }
 
 void CheckSignalEffect(const char* flag, const std::string& value) {
@@ -522,8 +527,7 @@ int Train() {
     LOG(INFO) << "Monitor: " << monitor->Url() << " (this run's page; its token lets the page snapshot and stop "
               << "training)";
   }
-  std::signal(SIGINT, HandleSignal);
-  std::signal(SIGHUP, HandleSignal);
+  for (int signal : {SIGINT, SIGHUP, SIGUSR1, SIGUSR2}) std::signal(signal, HandleSignal);
   if (!group && gpus.size() > 1) {
     TrainOnGpus(param, gpus, record.get(), monitor.get());
   } else {

@@ -10,6 +10,7 @@
 namespace crema {
 
 GradientReducer::GradientReducer(Net* net, Communicator* group, size_t bucket_bytes) : net_(net), group_(group) {
+  if (bucket_bytes == 0) bucket_bytes = DefaultBucketBytes(*group);
   const bool on_gpu = net->context().device() == Device::kGPU;
   CREMA_CHECK(on_gpu == group->sums_on_device())
       << (on_gpu ? "the training net is on a GPU, but the group sums gradients in host memory (its GPUs need NCCL)"

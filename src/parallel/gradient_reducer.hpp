@@ -22,9 +22,14 @@ namespace crema {
 
 class GradientReducer : public SolverCallback {
  public:
-  // `net` and `group` are not owned and must outlive the reducer.
-  GradientReducer(Net* net, Communicator* group, size_t bucket_bytes = kDefaultBucketBytes);
-  static constexpr size_t kDefaultBucketBytes = size_t{1} << 20;
+  // `net` and `group` are not owned and must outlive the reducer. `bucket_bytes` 0: DefaultBucketBytes(group).
+  GradientReducer(Net* net, Communicator* group, size_t bucket_bytes = 0);
+  // Buckets of 1 MiB for sums in host memory (between CPU processes the time of a sum is mostly its bytes, and small
+  // buckets start early), of 25 MiB for NCCL's (PyTorch DDP's size: few calls, each long enough to reach the link's
+  // bandwidth; docs/distributed.md's cost model).
+  static size_t DefaultBucketBytes(const Communicator& group) {
+    return group.sums_on_device() ? size_t{25} << 20 : size_t{1} << 20;
+  }
 
   void OnStart(int iteration) override;
   void OnParameterGradientReady(int iteration, const Net::GradientReady& ready) override;

@@ -221,8 +221,7 @@ void Solver::JoinGroup(Communicator* group, size_t bucket_bytes) {
       << "the solver's context is replica " << replica.rank << " of " << replica.count << ", but it joins as rank "
       << group->rank() << " of " << group->size() << ": make the context that replica before the solver is built";
   group_ = group;
-  reducer_ = std::make_unique<GradientReducer>(net_.get(), group,
-                                               bucket_bytes > 0 ? bucket_bytes : GradientReducer::kDefaultBucketBytes);
+  reducer_ = std::make_unique<GradientReducer>(net_.get(), group, bucket_bytes);
   callbacks_.insert(callbacks_.begin(), reducer_.get());
   // Caffe's users were surprised that several GPUs multiplied the batch: the log says what each rank reads.
   int batch = 0;

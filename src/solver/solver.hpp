@@ -102,6 +102,7 @@ class Solver {
   // 0's weights and state (read from the snapshot being resumed on rank 0 alone); the ranks agree each iteration on
   // the loss (its mean), and on a snapshot or stop asked of any of them; tests are split over the ranks and their
   // outputs summed; rank 0 alone writes snapshots, holding every rank's data cursors and random streams.
+  // `bucket_bytes`: the size of the gradient buckets (0: GradientReducer::DefaultBucketBytes).
   void JoinGroup(Communicator* group, size_t bucket_bytes = 0);
   Communicator* group() const { return group_; }
   // The gradient sum's figures, when in a group (else null).
