@@ -130,7 +130,9 @@ double LastTestOutput(const std::string& log, const std::string& name) {
 TEST_F(DataParallelTest, TwoRanksTrainLikeOneProcessWithTheirJointBatchAndResumeExactly) {
   SKIP_WITHOUT_MPI();
   const std::string one = Run(kCrema + " train --solver=" + Solver("one", 50, 60), 0);
-  const std::string two = Run(Mpirun(2) + kCrema + " train --solver=" + Solver("two", 25, 60), 0);
+  // Buckets of 10 bytes: each parameter blob in its own, started one after another during backward.
+  const std::string two = Run(Mpirun(2) + kCrema + " train --bucket_mb=0.00001 --solver=" + Solver("two", 25, 60), 0);
+  EXPECT_CONTAINS(two, "summed in 4 buckets while backward runs");
   EXPECT_CONTAINS(two, "2 processes on 1 host; this is rank 0");
   EXPECT_CONTAINS(two, "so the global batch is 50");
   EXPECT_CONTAINS(two, "Gradient all-reduce: ");

@@ -124,6 +124,9 @@ DEFINE_string(
 DEFINE_double(collective_timeout, 300,
               "train under mpirun: seconds a rank waits for the others at a collective (a gradient sum, a test's "
               "sum, a snapshot) before it takes them as stopped, hung or gone and ends every rank");
+DEFINE_double(bucket_mb, 0,
+              "train with several ranks: the size of the gradient buckets, each summed as soon as backward has "
+              "filled it (0: 1 MiB for CPU ranks, 25 MiB for GPU ranks)");
 DEFINE_string(sighup_effect, "snapshot", "train: what SIGHUP (and SIGUSR1) does: stop, snapshot, none");
 DEFINE_string(monitor, "",
               "train: serve a page that follows the run at [HOST:]PORT (loopback unless a host is given; port 0: any "
@@ -393,7 +396,7 @@ std::unique_ptr<Solver> MakeSolver(const SolverParameter& param, Communicator* g
   LOG(INFO) << "Using the " << DeviceName(context->device())
             << (context->device() == Device::kGPU ? " " + std::to_string(context->gpu_id()) : std::string());
   std::unique_ptr<Solver> solver = CreateSolver(param, FLAGS_solver, context);
-  if (group) solver->JoinGroup(group);
+  if (group) solver->JoinGroup(group, static_cast<size_t>(FLAGS_bucket_mb * 1048576));
   if (!FLAGS_weights.empty()) LOG(INFO) << "Fine-tuning from " << FLAGS_weights;
   // In a group rank 0 reads the weights, and every rank starts from its (Solver::Solve).
   if (!group || group->rank() == 0) CopyWeightsFiles(solver->net(), SplitList(FLAGS_weights));
@@ -479,6 +482,8 @@ int Train() {
   const std::vector<int> gpus = SelectGpus();
   CREMA_CHECK(FLAGS_collective_timeout > 0) << "--collective_timeout=" << FLAGS_collective_timeout
                                             << ": give the seconds a rank may wait for the others (above 0)";
+  CREMA_CHECK(FLAGS_bucket_mb >= 0) << "--bucket_mb=" << FLAGS_bucket_mb
+                                    << ": give the size of a gradient bucket in MiB (0 chooses)";
   // Under mpirun: this process is one rank of the group (which checks that the others are there).
   g_group = ProcessGroupFromEnvironment();
   if (g_group) {
@@ -1223,6 +1228,7 @@ const std::map<std::string, std::vector<std::string>> kFlagCommands = {
     {"sigint_effect", {"train"}},
     {"sighup_effect", {"train"}},
     {"collective_timeout", {"train"}},
+    {"bucket_mb", {"train"}},
     {"monitor", {"train", "monitor"}},
     {"export", {"monitor"}},
     {"model", {"test", "time", "classify", "fold", "export", "import", "quantize"}},

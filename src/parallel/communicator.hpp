@@ -49,6 +49,10 @@ class Communicator {
   };
   virtual std::vector<Flight> WaitAll() = 0;
 
+  // A chance to move the sums in flight along (called after each layer's backward); nothing where the transport
+  // moves them by itself.
+  virtual void Progress() {}
+
   // Ends every member of the group now (after an error on this one), with `code` as the exit status.
   [[noreturn]] virtual void Abort(int code) = 0;
 

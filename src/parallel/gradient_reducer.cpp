@@ -82,9 +82,12 @@ void GradientReducer::StartReadyBuckets() {
 void GradientReducer::OnParameterGradientReady(int iteration, const Net::GradientReady& ready) {
   const int param = ready.index();
   ready.Then([this, param] {
-    std::lock_guard<std::mutex> lock(mutex_);
-    Take(param);
-    StartReadyBuckets();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      Take(param);
+      StartReadyBuckets();
+    }
+    group_->Progress();
   });
 }
 
@@ -96,6 +99,7 @@ void GradientReducer::OnGradientsReady(int iteration) {
     StartReadyBuckets();
   }
   const std::vector<Communicator::Flight> flights = group_->WaitAll();
+  last_waited_seconds_ = SteadySeconds() - backward_ended;
   double first = 0, last = 0, overlapped = 0;
   for (size_t i = 0; i < flights.size(); ++i) {
     first = i == 0 ? flights[i].started : std::min(first, flights[i].started);

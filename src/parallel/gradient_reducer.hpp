@@ -41,6 +41,8 @@ class GradientReducer : public SolverCallback {
   // it before backward ended (the overlap).
   double last_seconds() const { return last_seconds_; }
   double last_overlapped_seconds() const { return last_overlapped_seconds_; }
+  // And how long the update waited for them after backward (the time the sums added to the iteration).
+  double last_waited_seconds() const { return last_waited_seconds_; }
 
  private:
   struct Bucket {
@@ -65,6 +67,7 @@ class GradientReducer : public SolverCallback {
   std::mutex mutex_;     // hooks fire from whichever lane completed the step
   double last_seconds_ = 0;
   double last_overlapped_seconds_ = 0;
+  double last_waited_seconds_ = 0;
 };
 
 }  // namespace crema

@@ -216,25 +216,34 @@ void MpiCommunicator::Loop() {
       continue;
     }
     if (stopping_) return;
-    const bool busy =
-        !state_->flights.empty() && std::any_of(state_->flights.begin(), state_->flights.end(),
-                                                [](const State::Active& a) { return a.request != MPI_REQUEST_NULL; });
-    const bool started = state_->world != MPI_COMM_NULL;
-    // Idle, the thread looks in now and then for rank 0's roll call; with sums in flight, often, so they move on.
-    changed_.wait_for(lock, std::chrono::microseconds(busy ? 100 : 20000));
-    if (!jobs_.empty() || stopping_ || !started || !fault_.empty()) continue;
+    // Idle, the thread looks in now and then for rank 0's roll call (and moves any sums in flight on).
+    changed_.wait_for(lock, std::chrono::milliseconds(20));
+    if (!jobs_.empty() || stopping_ || state_->world == MPI_COMM_NULL || !fault_.empty()) continue;
     lock.unlock();
     if (rank_ != 0)
       Answer(state_->roll, state_->sequence, &state_->question, &state_->question_request, &state_->answers);
-    const double now = SteadySeconds();
-    for (auto& flight : state_->flights) {
-      if (flight.request == MPI_REQUEST_NULL) continue;
-      int done = 0;
-      MPI_Test(&flight.request, &done, MPI_STATUS_IGNORE);
-      if (done) flight.finished = now;
-    }
+    TestFlights();
     lock.lock();
   }
+}
+
+void MpiCommunicator::TestFlights() {
+  const double now = SteadySeconds();
+  for (auto& flight : state_->flights) {
+    if (flight.request == MPI_REQUEST_NULL) continue;
+    int done = 0;
+    MPI_Test(&flight.request, &done, MPI_STATUS_IGNORE);
+    if (done) flight.finished = now;
+  }
+}
+
+void MpiCommunicator::Progress() {
+  // One such job waiting is enough: the compute thread calls this after every layer's backward.
+  if (progress_queued_.exchange(true)) return;
+  Queue([this] {
+    progress_queued_ = false;
+    TestFlights();
+  });
 }
 
 // What the waits of one member share: its communicators, who it is, how long it may wait, and what it must answer

@@ -2,15 +2,17 @@
 //
 // All MPI calls run on one thread of the communicator's own (MPI_THREAD_SERIALIZED), which initializes MPI and
 // finalizes it. The solver's thread hands it jobs: a gradient bucket's all-reduce is started there with
-// MPI_Iallreduce and the thread keeps testing it while backward goes on (MPI moves a non-blocking collective along
-// only inside MPI calls), so the sums run beside the computation; the blocking collectives are non-blocking ones
-// completed on that thread. Every wait has a deadline (Communicator::timeout_seconds): when rank 0's runs out, it
-// asks each rank where it is (a roll call on a communicator of its own) and names in its error the ranks that do not
-// answer or that are behind; the other ranks wait a little longer, so that rank 0's report comes first.
+// MPI_Iallreduce, and tested again after each layer's backward (Progress: MPI moves a non-blocking collective along
+// only inside MPI calls), so the sums run beside the computation without a thread that polls on a timer and takes
+// the compute threads' cores from them; the blocking collectives are non-blocking ones completed on that thread. Every
+// wait has a deadline (Communicator::timeout_seconds): when rank 0's runs out, it asks each rank where it is (a roll
+// call on a communicator of its own) and names in its error the ranks that do not answer or that are behind; the other
+// ranks wait a little longer, so that rank 0's report comes first.
 #pragma once
 
 #ifdef CREMA_USE_MPI
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -41,6 +43,7 @@ class MpiCommunicator final : public Communicator {
   std::vector<std::string> Gather(const std::string& bytes, int root) override;
   void StartAllReduceSum(float* data, size_t count, void* stream) override;
   std::vector<Flight> WaitAll() override;
+  void Progress() override;
   [[noreturn]] void Abort(int code) override;
 
  private:
@@ -54,6 +57,8 @@ class MpiCommunicator final : public Communicator {
   // Queues `job` without waiting for it.
   void Queue(std::function<void()> job);
   void Loop();
+  // Tests the sums in flight (on the communicator's thread), noting when each completed.
+  void TestFlights();
 
   int rank_ = 0;
   int size_ = 1;
@@ -65,6 +70,7 @@ class MpiCommunicator final : public Communicator {
   std::condition_variable changed_;
   std::deque<std::function<void()>> jobs_;
   bool stopping_ = false;
+  std::atomic<bool> progress_queued_{false};
   std::string fault_;  // the first error of a queued job; every later call throws it
 };
 

@@ -443,8 +443,9 @@ void Solver::Step(int iterations) {
       if (reducer_ && reducer_->last_seconds() > 0)
         LOG(INFO) << "    Gradient all-reduce: " << std::fixed << std::setprecision(2) << reducer_->last_seconds() * 1e3
                   << " ms in flight, " << std::setprecision(0)
-                  << 100 * reducer_->last_overlapped_seconds() / reducer_->last_seconds() << "% of it during backward"
-                  << std::defaultfloat;
+                  << 100 * reducer_->last_overlapped_seconds() / reducer_->last_seconds()
+                  << "% of it during backward; the update waited " << std::setprecision(2)
+                  << reducer_->last_waited_seconds() * 1e3 << " ms for it" << std::defaultfloat;
     }
     // Under loss scaling, the gradients back to their size; an iteration whose gradients overflowed updates nothing.
     const bool update = !loss_scaling_ || UnscaleGradients();
