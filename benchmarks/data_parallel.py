@@ -30,9 +30,11 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CREMA = os.path.join(ROOT, "build", "tools", "crema")
+# name -> (net, global batch, bucket size for "2 ranks": crema's 1 MiB gives LeNet's 1.6 MB three buckets; the ResNet's
+# 0.3 MB would fit in one, started only once backward has ended, so it gets buckets of 50 kB)
 NETS = {
-    "lenet": ("examples/fashion_mnist/lenet_train_test.prototxt", 128),
-    "resnet": ("examples/fashion_mnist/resnet_train_test.prototxt", 64),
+    "lenet": ("examples/fashion_mnist/lenet_train_test.prototxt", 128, 1.0),
+    "resnet": ("examples/fashion_mnist/resnet_train_test.prototxt", 64, 0.05),
 }
 MPI_ENV = {
     "OMPI_ALLOW_RUN_AS_ROOT": "1",
@@ -87,13 +89,13 @@ def main():
     display = max(1, args.iterations // 6)
     with tempfile.TemporaryDirectory() as workdir:
         for name in args.nets.split(","):
-            net_path, batch = NETS[name]
+            net_path, batch, bucket_mb = NETS[name]
             whole = write_solver(workdir, name, net_path, batch, args.iterations, display)
             half = write_solver(workdir, name, net_path, batch // 2, args.iterations, display)
             settings = [
                 ("one process", batch, [CREMA, "train", "--solver=" + whole], {}),
-                ("2 ranks", batch, ["mpirun", "--bind-to", "core", "-np", "2", CREMA, "train", "--solver=" + half],
-                 dict(MPI_ENV, OMP_NUM_THREADS="1")),
+                ("2 ranks", batch, ["mpirun", "--bind-to", "core", "-np", "2", CREMA, "train",
+                                    "--bucket_mb=%g" % bucket_mb, "--solver=" + half], dict(MPI_ENV, OMP_NUM_THREADS="1")),
                 ("2 ranks, after", batch, ["mpirun", "--bind-to", "core", "-np", "2", CREMA, "train",
                                            "--bucket_mb=4096", "--solver=" + half], dict(MPI_ENV, OMP_NUM_THREADS="1")),
                 ("one rank alone", batch // 2, [CREMA, "train", "--solver=" + half], {"OMP_NUM_THREADS": "1"}),

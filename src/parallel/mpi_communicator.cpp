@@ -238,8 +238,9 @@ void MpiCommunicator::TestFlights() {
 }
 
 void MpiCommunicator::Progress() {
-  // One such job waiting is enough: the compute thread calls this after every layer's backward.
-  if (progress_queued_.exchange(true)) return;
+  // Only with sums in flight, and one such job waiting is enough: the compute thread calls this after every layer's
+  // backward.
+  if (!in_flight_ || progress_queued_.exchange(true)) return;
   Queue([this] {
     progress_queued_ = false;
     TestFlights();
@@ -415,6 +416,7 @@ std::vector<std::string> MpiCommunicator::Gather(const std::string& bytes, int r
 }
 
 void MpiCommunicator::StartAllReduceSum(float* data, size_t count, void* stream) {
+  in_flight_ = true;
   Queue([this, data, count] {
     const long long collective = ++state_->sequence;
     for (size_t at = 0; at < count; at += kPiece) {
@@ -444,6 +446,7 @@ std::vector<Communicator::Flight> MpiCommunicator::WaitAll() {
     }
     state_->flights.clear();
   });
+  in_flight_ = false;
   return flights;
 }
 

@@ -71,6 +71,7 @@ class MpiCommunicator final : public Communicator {
   std::deque<std::function<void()>> jobs_;
   bool stopping_ = false;
   std::atomic<bool> progress_queued_{false};
+  std::atomic<bool> in_flight_{false};  // sums started since the last WaitAll
   std::string fault_;  // the first error of a queued job; every later call throws it
 };
 

@@ -253,7 +253,7 @@ void Solver::JoinGroup(Communicator* group, size_t bucket_bytes) {
                    << " one process would; a multiple of " << group->size() << " scores the same batches";
   LOG(INFO) << "Data parallelism: " << net_->learnable_params().size() << " parameter blobs ("
             << reducer_->bytes() / 1048576.0 << " MB of gradients) summed in " << reducer_->buckets()
-            << " buckets while backward runs.";
+            << (reducer_->buckets() == 1 ? " bucket, once backward has filled it." : " buckets while backward runs.");
 }
 
 void Solver::ShareStateFromRankZero() {
