@@ -55,9 +55,6 @@ layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip1' bottom: 'label' top: 
   std::string model_, solver_;
 };
 
-#define EXPECT_CONTAINS(haystack, needle) \
-  EXPECT_NE((haystack).find(needle), std::string::npos) << "missing \"" << (needle) << "\" in:\n" << (haystack)
-
 // The good command lines the cases below break, to show that what they break is the only difference.
 TEST_F(BadInputCommandLineTest, TheGoodCommandsRun) {
   std::string output;

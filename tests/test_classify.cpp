@@ -32,9 +32,6 @@ namespace {
 
 const std::string kCrema = test::ToolsDir() + "/crema";
 
-#define EXPECT_CONTAINS(haystack, needle) \
-  EXPECT_NE((haystack).find(needle), std::string::npos) << "missing \"" << (needle) << "\" in:\n" << (haystack)
-
 #define SKIP_WITHOUT_CODECS() \
   if (!ImageCodecsAvailable()) GTEST_SKIP() << "built without OpenCV: no image can be written or read"
 

@@ -41,9 +41,6 @@ class CliTest : public ::testing::Test {
   test::TempDir dir_;
 };
 
-#define EXPECT_CONTAINS(haystack, needle) \
-  EXPECT_NE((haystack).find(needle), std::string::npos) << "missing \"" << (needle) << "\" in:\n" << (haystack)
-
 const char kInput[] =
     "layer { name: 'input' type: 'Input' top: 'data' input_param { shape { dim: 2 dim: 1 dim: 4 dim: 4 } } }\n";
 

@@ -53,8 +53,6 @@ std::vector<std::pair<std::string, Datum>> Records(const std::string& path,
   return records;
 }
 
-#define EXPECT_CONTAINS(text, part) EXPECT_NE((text).find(part), std::string::npos) << (text)
-
 // The list parser needs no image codec.
 
 TEST(ReadImageListTest, PathsMayHoldSpacesAndTheLabelIsTheLastField) {

@@ -45,9 +45,6 @@ bool MpirunAvailable() { return std::system("command -v mpirun > /dev/null 2>&1"
   if (!BuiltWithMpi()) GTEST_SKIP() << "this crema was built without MPI (USE_MPI=0)"; \
   if (!MpirunAvailable()) GTEST_SKIP() << "no mpirun on the PATH (Debian: openmpi-bin)"
 
-#define EXPECT_CONTAINS(haystack, needle) \
-  EXPECT_NE((haystack).find(needle), std::string::npos) << "missing \"" << (needle) << "\" in:\n" << (haystack)
-
 class DataParallelTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -85,6 +82,9 @@ class DataParallelTest : public ::testing::Test {
                        std::to_string(max_iter) + " snapshot_prefix: '" + dir_.file(name) +
                        "' solver_mode: CPU random_seed: 7\n");
   }
+  // Starts two ranks training `name` with `flags` for ever (output into `log`), and waits until they are past
+  // iteration 20; returns mpirun's process id.
+  pid_t StartRunningGroup(const std::string& name, const std::string& flags, const std::string& log);
   std::string Run(const std::string& command, int expected_status) {
     std::string output;
     const int status = test::RunCommand(command, &output);
@@ -349,11 +349,16 @@ bool WaitForLog(const std::string& log, const std::string& text) {
   return false;
 }
 
+pid_t DataParallelTest::StartRunningGroup(const std::string& name, const std::string& flags, const std::string& log) {
+  const pid_t launcher = Start(Mpirun(2) + kCrema + " train " + flags + " --solver=" + Solver(name, 25, 1000000), log);
+  EXPECT_TRUE(WaitForLog(log, "Iteration 20, loss")) << test::FileBytes(log);
+  return launcher;
+}
+
 TEST_F(DataParallelTest, AKilledRankEndsTheOtherWithinSeconds) {
   SKIP_WITHOUT_MPI();
   const std::string log = dir_.file("killed.log");
-  const pid_t launcher = Start(Mpirun(2) + kCrema + " train --solver=" + Solver("killed", 25, 1000000), log);
-  ASSERT_TRUE(WaitForLog(log, "Iteration 20, loss")) << test::FileBytes(log);
+  const pid_t launcher = StartRunningGroup("killed", "", log);
   const pid_t rank_one = RankProcess(launcher, 1);
   ASSERT_GT(rank_one, 0) << "no rank 1 among mpirun's children";
   kill(rank_one, SIGKILL);
@@ -385,8 +390,7 @@ TEST_F(DataParallelTest, AKilledRankEndsTheOtherWithinSeconds) {
 TEST_F(DataParallelTest, AStopSentToMpirunSnapshotsAndEndsEveryRank) {
   SKIP_WITHOUT_MPI();
   const std::string log = dir_.file("stopped.log");
-  const pid_t launcher = Start(Mpirun(2) + kCrema + " train --solver=" + Solver("stopped", 25, 1000000), log);
-  ASSERT_TRUE(WaitForLog(log, "Iteration 20, loss")) << test::FileBytes(log);
+  const pid_t launcher = StartRunningGroup("stopped", "", log);
   kill(launcher, SIGUSR2);
   double took = 0;
   const int status = WaitFor(launcher, 60, &took);
@@ -409,9 +413,7 @@ TEST_F(DataParallelTest, AStopSentToMpirunSnapshotsAndEndsEveryRank) {
 TEST_F(DataParallelTest, AHungRankIsNamedAndTheGroupEnds) {
   SKIP_WITHOUT_MPI();
   const std::string log = dir_.file("hung.log");
-  const pid_t launcher =
-      Start(Mpirun(2) + kCrema + " train --collective_timeout=4 --solver=" + Solver("hung", 25, 1000000), log);
-  ASSERT_TRUE(WaitForLog(log, "Iteration 20, loss")) << test::FileBytes(log);
+  const pid_t launcher = StartRunningGroup("hung", "--collective_timeout=4", log);
   const pid_t rank_one = RankProcess(launcher, 1);
   ASSERT_GT(rank_one, 0) << "no rank 1 among mpirun's children";
   kill(rank_one, SIGSTOP);

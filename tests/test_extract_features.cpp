@@ -24,9 +24,6 @@ namespace {
 
 const std::string kTool = test::ToolsDir() + "/extract_features";
 
-#define EXPECT_CONTAINS(haystack, needle) \
-  EXPECT_NE((haystack).find(needle), std::string::npos) << "missing \"" << (needle) << "\" in:\n" << (haystack)
-
 class ExtractFeaturesTest : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -276,3 +276,7 @@ void ExpectSetUpError(const LayerParameter& param, const std::vector<std::string
     GTEST_SKIP() << (::crema::Context::built_with_cuda() ? "no CUDA device is visible on this machine" \
                                                          : "this build has no CUDA (CPU_ONLY)");       \
   }
+
+// EXPECT_CONTAINS(text, part): `text` holds `part`; the failure shows the whole text.
+#define EXPECT_CONTAINS(haystack, needle) \
+  EXPECT_NE((haystack).find(needle), std::string::npos) << "missing \"" << (needle) << "\" in:\n" << (haystack)

@@ -506,10 +506,13 @@ int Train() {
     param.set_device_id(gpus[0]);
   }
   Communicator* group = g_group.get();
-  for (const auto& weights : SplitList(FLAGS_weights))
-    CREMA_CHECK(FileExists(weights)) << "weights file '" << weights << "' does not exist";
-  if (!FLAGS_snapshot.empty())
-    CREMA_CHECK(FileExists(FLAGS_snapshot)) << "snapshot file '" << FLAGS_snapshot << "' does not exist";
+  // In a group rank 0 alone reads the weights and the snapshot (the other hosts need not have them).
+  if (!group || group->rank() == 0) {
+    for (const auto& weights : SplitList(FLAGS_weights))
+      CREMA_CHECK(FileExists(weights)) << "weights file '" << weights << "' does not exist";
+    if (!FLAGS_snapshot.empty())
+      CREMA_CHECK(FileExists(FLAGS_snapshot)) << "snapshot file '" << FLAGS_snapshot << "' does not exist";
+  }
   CheckEngineFlag(FLAGS_engine);
   CheckMemoryPlanFlag();
   // After the command line's own files, what a person fixes first in the solver: the net it trains, then how
