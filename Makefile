@@ -186,10 +186,11 @@ SANITIZE_EXCLUDE ?= ExamplesTest\..*/(imagenet|rcnn)_|^SolverExamplesTest\.|^Fas
 sanitize: sanitize-build
 	cd $(SANITIZE_DIR) && $(SANITIZER_ENV) $(TEST_ENV) ctest --output-on-failure -j $(JOBS) $(if $(SANITIZE_EXCLUDE),-E '$(SANITIZE_EXCLUDE)')
 
-# ThreadSanitizer over the execution lanes' tests (docs/architecture.md, "Execution lanes"): clang, LLVM's OpenMP
+# ThreadSanitizer over the execution lanes' tests (docs/architecture.md, "Execution lanes") and the thread groups of
+# data parallelism ("Data parallelism"): clang, LLVM's OpenMP
 # and its Archer tool (which tells ThreadSanitizer about OpenMP's fork, join and barriers), the CPU only, without
-# oneDNN (a library built against GNU OpenMP, whose synchronisation ThreadSanitizer cannot see). Only the lanes'
-# test program is built; any report fails it. LLVM's OpenMP library is not instrumented: what it does inside itself
+# oneDNN (a library built against GNU OpenMP, whose synchronisation ThreadSanitizer cannot see). Only those two
+# test programs are built; any report fails them. LLVM's OpenMP library is not instrumented: what it does inside itself
 # (its own locks) is left out (ignore_noninstrumented_modules). With the runner's lock taken out around a finished
 # step's bookkeeping, this run reports the race (checked by hand).
 TSAN_DIR ?= build-tsan
@@ -197,14 +198,19 @@ TSAN_OPTIONS_CMAKE := -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_FLAGS_RELWITHD
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DCREMA_CPU_ONLY=ON -DCREMA_USE_MPI=OFF \
   -DCREMA_USE_ONEDNN=OFF -DCREMA_BLAS=openblas -DCREMA_SANITIZE=thread -DCREMA_WARNINGS_AS_ERRORS=$(call on_off,$(WERROR))
 TSAN_FILTER ?= StepLanesTest.*:LanesTest.*:ContextTest.*
+# And the data-parallel groups whose members are threads (solvers training side by side, their collectives).
+TSAN_GROUP_FILTER ?= ThreadGroupTest.*:DataParallelTest.TwoSolversOnThreads*
 tsan:
 	$(if $(filter-out . .. / ./,$(strip $(TSAN_DIR))),,$(error refusing to build in TSAN_DIR = '$(TSAN_DIR)'))
 	scripts/install_deps.sh sanitize
 	CC=clang CXX=clang++ cmake -S . -B $(TSAN_DIR) $(TSAN_OPTIONS_CMAKE)
-	env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake --build $(TSAN_DIR) --target test_lanes -j $(JOBS)
+	env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake --build $(TSAN_DIR) --target test_lanes test_data_parallel -j $(JOBS)
 	cd $(TSAN_DIR)/tests && OMP_TOOL_LIBRARIES="$$(ls /usr/lib/llvm-*/lib/libarcher.so | head -n 1)" \
 	  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ignore_noninstrumented_modules=1" OPENBLAS_NUM_THREADS=1 \
 	  ./test_lanes --gtest_filter='$(TSAN_FILTER)'
+	cd $(TSAN_DIR)/tests && OMP_TOOL_LIBRARIES="$$(ls /usr/lib/llvm-*/lib/libarcher.so | head -n 1)" \
+	  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ignore_noninstrumented_modules=1" OPENBLAS_NUM_THREADS=1 \
+	  ./test_data_parallel --gtest_filter='$(TSAN_GROUP_FILTER)'
 
 fuzz: sanitize-build
 	scripts/fuzz.sh $(SANITIZE_DIR) $(FUZZ_SECONDS)
