@@ -3,7 +3,9 @@
 // process (crema train --gpu=0,1: a ThreadGroup). The host collectives (the loss, tests, snapshots, the state sent
 // from rank 0) go through the host group; the NCCL communicator is made from the unique id rank 0 draws, which the
 // host group carries to the others. A bucket's sum is queued on the stream the gradient-ready work runs on, so it
-// follows the copies into the bucket and precedes what the pass orders after that stream.
+// follows the copies into the bucket and precedes what the pass orders after that stream. The NCCL communicator is
+// non-blocking, so every wait on it has the group's deadline: at the start, and in WaitAll, which waits on the host for
+// the last sum (an event after it) and aborts the communicator when a rank does not take part.
 //
 // Compiled in every CUDA build; not yet run on a GPU.
 #pragma once
@@ -38,7 +40,9 @@ class NcclCommunicator final : public Communicator {
  private:
   std::unique_ptr<Communicator> host_;
   int device_;
-  void* comm_ = nullptr;  // the ncclComm_t (nccl.h stays in the .cpp)
+  void* comm_ = nullptr;  // the ncclComm_t (nccl.h stays in the .cpp), non-blocking
+  void* done_ = nullptr;  // a cudaEvent_t recorded after the last sum queued
+  bool started_ = false;  // sums queued since the last WaitAll
 };
 
 }  // namespace crema
