@@ -183,6 +183,37 @@ TEST_F(DataParallelTest, TwoRanksTrainLikeOneProcessWithTheirJointBatchAndResume
   EXPECT_CONTAINS(refused, "mpirun -np 2");
 }
 
+// End to end on real data: the example LeNet on a slice of Fashion-MNIST, 400 iterations of global batch 64, as one
+// process and as two ranks of 32: the ranks reach the one process's test accuracy (the same records in the same
+// order; only the order of float additions differs), both far above chance.
+TEST_F(DataParallelTest, LeNetOnFashionMnistReachesOneProcesssAccuracyOnTwoRanks) {
+  CREMA_SKIP_WITHOUT_FASHION_MNIST();
+  SKIP_WITHOUT_MPI();
+  test::FashionMnistSlices slices(6000, 1000);
+  auto solver_file = [&](const std::string& name, int batch) {
+    SolverParameter solver = slices.ExampleSolver("fashion_mnist/lenet_solver.prototxt");
+    solver.set_max_iter(400);
+    solver.clear_test_iter();
+    solver.add_test_iter(10);  // 10 batches of 100: the whole test slice (5 on each of two ranks)
+    solver.set_test_interval(400);
+    solver.set_test_initialization(false);
+    solver.set_display(100);
+    solver.set_snapshot_prefix(dir_.file(name));
+    for (auto& layer : *solver.mutable_net_param()->mutable_layer())
+      if (layer.type() == "Data" && layer.include_size() > 0 && layer.include(0).phase() == TRAIN)
+        layer.mutable_data_param()->set_batch_size(batch);
+    const std::string path = dir_.file(name + "_solver.prototxt");
+    WriteProtoToTextFile(solver, path);
+    return path;
+  };
+  const std::string one = Run(kCrema + " train --solver=" + solver_file("lenet_one", 64), 0);
+  const std::string two = Run(Mpirun(2) + kCrema + " train --solver=" + solver_file("lenet_two", 32), 0);
+  EXPECT_CONTAINS(two, "so the global batch is 64");
+  const double accuracy = LastTestOutput(two, "accuracy");
+  EXPECT_GT(accuracy, 0.65) << two;
+  EXPECT_NEAR(accuracy, LastTestOutput(one, "accuracy"), 0.02) << one << two;
+}
+
 // The same group logic with the members on threads of this process (as on several GPUs, here on the CPU): two solvers
 // of batch 25 end where one of batch 50 does; the members hold the same bits; a resume on the group is exact.
 TEST_F(DataParallelTest, TwoSolversOnThreadsTrainLikeOneWithTheirJointBatch) {
