@@ -214,6 +214,42 @@ TEST_F(DataParallelTest, LeNetOnFashionMnistReachesOneProcesssAccuracyOnTwoRanks
   EXPECT_NEAR(accuracy, LastTestOutput(one, "accuracy"), 0.02) << one << two;
 }
 
+// A pycaffe-style script started by mpirun: crema.get_solver makes each process a rank as `crema train` does, and
+// step() from the first call on trains from rank 0's weights; the weights after 60 iterations are the command line's,
+// byte for byte.
+TEST_F(DataParallelTest, PythonSolversUnderMpirunTrainAsTheCommandLineDoes) {
+  SKIP_WITHOUT_MPI();
+  const std::string module_dir = std::filesystem::path(test::ToolsDir()).parent_path() / "python";
+  if (!FileExists(module_dir + "/crema/__init__.py")) GTEST_SKIP() << "the Python module is not built";
+  Run(Mpirun(2) + kCrema + " train --solver=" + Solver("cli", 25, 60), 0);
+  const std::string script = WriteTo(dir_.file("train.py"), R"(
+import os, sys
+import crema
+crema.set_mode_cpu()
+solver = crema.get_solver(sys.argv[1])
+solver.step(60)
+if os.environ["OMPI_COMM_WORLD_RANK"] == "0":
+    solver.net.save(sys.argv[2])
+)");
+  const std::string log = Run(Mpirun(2) + "env PYTHONPATH=" + module_dir + " /usr/bin/python3 " + script + " " +
+                                  Solver("python", 25, 60) + " " + dir_.file("python.caffemodel"),
+                              0);
+  EXPECT_CONTAINS(log, "2 processes on 1 host; this is rank 0");
+  NetParameter cli, python;
+  ReadProtoFromBinaryFile(dir_.file("cli_iter_60.caffemodel"), &cli);
+  ReadProtoFromBinaryFile(dir_.file("python.caffemodel"), &python);
+  int blobs = 0;
+  for (const auto& layer : cli.layer())
+    for (const auto& other : python.layer())
+      if (layer.name() == other.name() && layer.blobs_size() > 0) {
+        ASSERT_EQ(layer.blobs_size(), other.blobs_size()) << layer.name();
+        for (int k = 0; k < layer.blobs_size(); ++k, ++blobs)
+          EXPECT_TRUE(layer.blobs(k).SerializeAsString() == other.blobs(k).SerializeAsString())
+              << "layer " << layer.name() << " blob " << k << " differs from the command line's";
+      }
+  EXPECT_EQ(blobs, 4);
+}
+
 // The same group logic with the members on threads of this process (as on several GPUs, here on the CPU): two solvers
 // of batch 25 end where one of batch 50 does; the members hold the same bits; a resume on the group is exact.
 TEST_F(DataParallelTest, TwoSolversOnThreadsTrainLikeOneWithTheirJointBatch) {

@@ -191,7 +191,8 @@ class NCCL:
     def __init__(self, *args, **kwargs):
         raise Error(
             "crema.NCCL is not available: crema has no multi-process NCCL from Python; train on several GPUs with "
-            "`crema train --solver=... --gpu=0,1` (one process), or run one solver per process"
+            "`crema train --solver=... --gpu=0,1` (one process), or run the script under mpirun (crema.get_solver "
+            "then makes each process a rank of the group)"
         )
 
     @staticmethod

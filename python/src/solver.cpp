@@ -5,12 +5,13 @@
 #include <pybind11/stl.h>
 
 #include <memory>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bindings.hpp"
 #include "io/proto_io.hpp"
+#include "parallel/communicator.hpp"
 
 namespace crema {
 namespace python {
@@ -62,8 +63,24 @@ struct RuleSolverHandle : SolverHandle {};
 
 const char* const kRules[] = {"SGD", "Nesterov", "AdaGrad", "RMSProp", "AdaDelta", "Adam"};
 
+// The process group of a script started by mpirun with more than one process (null otherwise): made by the first
+// solver, and ended (MPI_Finalize, once every rank is there) when the interpreter exits.
+Communicator* ProcessGroup() {
+  static std::unique_ptr<Communicator> group;
+  static bool made = false;
+  if (!made) {
+    made = true;
+    group = ProcessGroupFromEnvironment();
+    if (group) py::module_::import("atexit").attr("register")(py::cpp_function([] { group.reset(); }));
+  }
+  return group.get();
+}
+
 // As `crema train --solver=path` builds its solver, but on the device crema.set_mode_* chose (pycaffe's rule:
-// the file's solver_mode and device_id are not read), and with the solver's random_seed.
+// the file's solver_mode and device_id are not read), and with the solver's random_seed. In a script started by
+// mpirun with N processes, the solver is rank r of N as under `mpirun crema train` (docs/distributed.md): its own
+// part of each batch and random streams (seed + r), the gradients averaged, rank 0's weights and state from the first
+// step on, rank 0 writing the snapshots.
 SolverHandle GetSolver(const py::object& path_object) {
   const std::string path = py::module_::import("os").attr("fspath")(path_object).cast<std::string>();
   CREMA_CHECK(FileExists(path)) << "solver file '" << path << "' does not exist";
@@ -73,8 +90,10 @@ SolverHandle GetSolver(const py::object& path_object) {
   param.set_solver_mode(defaults.device == Device::kGPU ? SolverParameter::GPU : SolverParameter::CPU);
   param.set_device_id(defaults.gpu_id);
   Solver::CheckNets(param, path);
-  std::shared_ptr<Context> context =
-      MakeContext(param.random_seed() >= 0 ? static_cast<uint64_t>(param.random_seed()) : Context::kDefaultSeed);
+  Communicator* group = ProcessGroup();
+  const uint64_t seed = param.random_seed() >= 0 ? static_cast<uint64_t>(param.random_seed()) : Context::kDefaultSeed;
+  std::shared_ptr<Context> context = MakeContext(group ? seed + static_cast<uint64_t>(group->rank()) : seed);
+  if (group) context->set_replica(group->rank(), group->size());
   // The solver's cuDNN algorithms and precision; crema.set_precision overrides the latter, as --precision does.
   Solver::ApplyComputeSettings(param, context.get());
   if (defaults.precision_set) context->set_precision(defaults.precision);
@@ -82,8 +101,11 @@ SolverHandle GetSolver(const py::object& path_object) {
   {
     py::gil_scoped_release release;
     solver = CreateSolver(param, path, context);
-    // The solver's own `weights`, as `crema train` copies them when its command line names none.
+    if (group) solver->JoinGroup(group);
+    // The solver's own `weights`, as `crema train` copies them when its command line names none (in a group, rank 0,
+    // whose weights every rank takes).
     for (const auto& weights : param.weights()) {
+      if (group && group->rank() != 0) break;
       CREMA_CHECK(FileExists(weights)) << "weights file '" << weights << "' (the solver's weights) does not exist";
       solver->net()->CopyTrainedLayersFrom(weights);
     }

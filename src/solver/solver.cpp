@@ -273,6 +273,7 @@ void Solver::ShareStateFromRankZero() {
   }
   group_->Broadcast(&bytes, 0);
   other_ranks_states_.clear();
+  shared_from_rank_zero_ = true;
   if (group_->rank() == 0) return;
   uint64_t length = 0;
   CREMA_CHECK(bytes.size() >= sizeof(length))
@@ -387,6 +388,9 @@ void Solver::Solve(const std::string& resume_file) {
 }
 
 void Solver::Step(int iterations) {
+  // A group's first steps start from rank 0's weights and state, however the solver is driven (Solve shares them after
+  // a resume; a program that calls Step gets them here).
+  if (group_ != nullptr && !shared_from_rank_zero_) ShareStateFromRankZero();
   const int stop_iter = iter_ + iterations;
   auto last_display = std::chrono::steady_clock::now();
   int last_display_iter = iter_;

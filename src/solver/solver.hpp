@@ -98,11 +98,11 @@ class Solver {
   // Data parallelism: this solver is rank group->rank() of group->size() solvers that train together (not owned; must
   // outlive the solver). Its context must have been made that replica (Context::set_replica) before the solver was
   // built, so that its data layers read their part of each global batch. From then on: the gradients are averaged
-  // over the group during backward (GradientReducer, before the other callbacks); Solve starts every rank from rank
-  // 0's weights and state (read from the snapshot being resumed on rank 0 alone); the ranks agree each iteration on
-  // the loss (its mean), and on a snapshot or stop asked of any of them; tests are split over the ranks and their
-  // outputs summed; rank 0 alone writes snapshots, holding every rank's data cursors and random streams.
-  // `bucket_bytes`: the size of the gradient buckets (0: GradientReducer::DefaultBucketBytes).
+  // over the group during backward (GradientReducer, before the other callbacks); every rank starts from rank 0's
+  // weights and state (Solve's resume reads the snapshot on rank 0 alone; otherwise the first Step shares them); the
+  // ranks agree each iteration on the loss (its mean), and on a snapshot or stop asked of any of them; tests are split
+  // over the ranks and their outputs summed; rank 0 alone writes snapshots, holding every rank's data cursors and
+  // random streams. `bucket_bytes`: the size of the gradient buckets (0: GradientReducer::DefaultBucketBytes).
   void JoinGroup(Communicator* group, size_t bucket_bytes = 0);
   Communicator* group() const { return group_; }
   // The gradient sum's figures, when in a group (else null).
@@ -182,6 +182,7 @@ class Solver {
   std::unique_ptr<GradientReducer> reducer_;
   // Rank 0 of a group, after Restore: the other ranks' runtime states in the state it read, sent on to them.
   std::vector<LayerRuntimeState> other_ranks_states_;
+  bool shared_from_rank_zero_ = false;  // every rank has taken rank 0's weights and state
   std::unique_ptr<Net> net_;
   bool net_debug_info_ = false;  // the train net's own debug_info (its prototxt's); the solver's adds to it
   std::vector<std::unique_ptr<Net>> test_nets_;
