@@ -85,6 +85,10 @@ class DataParallelTest : public ::testing::Test {
   // Starts two ranks training `name` with `flags` for ever (output into `log`), and waits until they are past
   // iteration 20; returns mpirun's process id.
   pid_t StartRunningGroup(const std::string& name, const std::string& flags, const std::string& log);
+  // Starts such a group, sends rank 1 `signal`, and waits up to `seconds` for mpirun to end: its status, or -1 when it
+  // did not end (it is killed then). Rank 1 is killed at the end whatever happened.
+  int SignalRankOneAndWait(const std::string& name, const std::string& flags, int signal, double seconds,
+                           const std::string& log);
   std::string Run(const std::string& command, int expected_status) {
     std::string output;
     const int status = test::RunCommand(command, &output);
@@ -422,15 +426,27 @@ pid_t DataParallelTest::StartRunningGroup(const std::string& name, const std::st
   return launcher;
 }
 
+int DataParallelTest::SignalRankOneAndWait(const std::string& name, const std::string& flags, int signal,
+                                           double seconds, const std::string& log) {
+  const pid_t launcher = StartRunningGroup(name, flags, log);
+  const pid_t rank_one = RankProcess(launcher, 1);
+  if (rank_one <= 0) {
+    ADD_FAILURE() << "no rank 1 among mpirun's children";
+    kill(launcher, SIGKILL);
+    waitpid(launcher, nullptr, 0);
+    return -1;
+  }
+  kill(rank_one, signal);
+  double took = 0;
+  const int status = WaitFor(launcher, seconds, &took);
+  kill(rank_one, SIGKILL);
+  return status;
+}
+
 TEST_F(DataParallelTest, AKilledRankEndsTheOtherWithinSeconds) {
   SKIP_WITHOUT_MPI();
   const std::string log = dir_.file("killed.log");
-  const pid_t launcher = StartRunningGroup("killed", "", log);
-  const pid_t rank_one = RankProcess(launcher, 1);
-  ASSERT_GT(rank_one, 0) << "no rank 1 among mpirun's children";
-  kill(rank_one, SIGKILL);
-  double took = 0;
-  const int status = WaitFor(launcher, 30, &took);
+  const int status = SignalRankOneAndWait("killed", "", SIGKILL, 30, log);
   ASSERT_NE(status, -1) << "the group did not end within 30 s of rank 1's death\n" << test::FileBytes(log);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << test::FileBytes(log);
   const std::string output = test::FileBytes(log);
@@ -480,13 +496,7 @@ TEST_F(DataParallelTest, AStopSentToMpirunSnapshotsAndEndsEveryRank) {
 TEST_F(DataParallelTest, AHungRankIsNamedAndTheGroupEnds) {
   SKIP_WITHOUT_MPI();
   const std::string log = dir_.file("hung.log");
-  const pid_t launcher = StartRunningGroup("hung", "--collective_timeout=4", log);
-  const pid_t rank_one = RankProcess(launcher, 1);
-  ASSERT_GT(rank_one, 0) << "no rank 1 among mpirun's children";
-  kill(rank_one, SIGSTOP);
-  double took = 0;
-  const int status = WaitFor(launcher, 40, &took);
-  kill(rank_one, SIGKILL);
+  const int status = SignalRankOneAndWait("hung", "--collective_timeout=4", SIGSTOP, 40, log);
   ASSERT_NE(status, -1) << "the group did not end within 40 s of rank 1's stop\n" << test::FileBytes(log);
   const std::string output = test::FileBytes(log);
   EXPECT_CONTAINS(output, "crema: error (rank 0 of 2): the gradient all-reduce (collective #");
