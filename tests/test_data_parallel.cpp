@@ -16,7 +16,6 @@
 #include "io/proto_io.hpp"
 #include "io/snapshot_io.hpp"
 #include "parallel/communicator.hpp"
-#include "parallel/gradient_reducer.hpp"
 #include "parallel/thread_group.hpp"
 #include "solver/solver.hpp"
 #include "test_util.hpp"

@@ -19,14 +19,7 @@ class ThreadGroup::Member_ final : public Communicator {
     return "threads of one process: " + std::to_string(group_->size()) + " members";
   }
 
-  void AllReduceSum(double* values, size_t count) override {
-    std::vector<double> sum(count, 0.0);
-    group_->Meet(rank_, values, timeout_seconds(), "a sum over the ranks", [&](const std::vector<const void*>& all) {
-      for (const void* operand : all)
-        for (size_t i = 0; i < count; ++i) sum[i] += static_cast<const double*>(operand)[i];
-    });
-    std::copy(sum.begin(), sum.end(), values);
-  }
+  void AllReduceSum(double* values, size_t count) override { Sum(values, count, "a sum over the ranks"); }
   void Broadcast(std::string* bytes, int root) override {
     std::string received;
     group_->Meet(rank_, bytes, timeout_seconds(), "a broadcast from rank " + std::to_string(root),
@@ -48,13 +41,7 @@ class ThreadGroup::Member_ final : public Communicator {
   std::vector<Flight> WaitAll() override {
     std::vector<Flight> flights;
     for (const Started& bucket : started_) {
-      std::vector<float> sum(bucket.count, 0.f);
-      group_->Meet(rank_, bucket.data, timeout_seconds(), "the gradient all-reduce",
-                   [&](const std::vector<const void*>& all) {
-                     for (const void* operand : all)
-                       for (size_t i = 0; i < bucket.count; ++i) sum[i] += static_cast<const float*>(operand)[i];
-                   });
-      std::copy(sum.begin(), sum.end(), bucket.data);
+      Sum(bucket.data, bucket.count, "the gradient all-reduce");
       flights.push_back({bucket.started, SteadySeconds()});
     }
     started_.clear();
@@ -66,6 +53,17 @@ class ThreadGroup::Member_ final : public Communicator {
   }
 
  private:
+  // Sums `count` values over the members into `values`, in rank order (every member gets the same bits).
+  template <typename T>
+  void Sum(T* values, size_t count, const std::string& what) {
+    std::vector<T> sum(count, T(0));
+    group_->Meet(rank_, values, timeout_seconds(), what, [&](const std::vector<const void*>& all) {
+      for (const void* operand : all)
+        for (size_t i = 0; i < count; ++i) sum[i] += static_cast<const T*>(operand)[i];
+    });
+    std::copy(sum.begin(), sum.end(), values);
+  }
+
   struct Started {
     float* data;
     size_t count;

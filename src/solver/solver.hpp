@@ -104,9 +104,6 @@ class Solver {
   // over the ranks and their outputs summed; rank 0 alone writes snapshots, holding every rank's data cursors and
   // random streams. `bucket_bytes`: the size of the gradient buckets (0: GradientReducer::DefaultBucketBytes).
   void JoinGroup(Communicator* group, size_t bucket_bytes = 0);
-  Communicator* group() const { return group_; }
-  // The gradient sum's figures, when in a group (else null).
-  const GradientReducer* gradient_reducer() const { return reducer_.get(); }
 
   int iter() const { return iter_; }
   const SolverParameter& param() const { return param_; }
