@@ -70,6 +70,18 @@ std::vector<Blob*> Layer::OwnBottoms(const std::vector<Blob*>& bottom) const {
   return std::vector<Blob*>(bottom.begin(), bottom.end() - 1);
 }
 
+void Layer::ReshapeAll(const std::vector<Blob*>& all_bottoms, const std::vector<Blob*>& top) {
+  const std::vector<Blob*> bottom = OwnBottoms(all_bottoms);
+  summand_ = fused_sum_ ? all_bottoms.back() : nullptr;
+  try {
+    Reshape(bottom, top);
+  } catch (...) {
+    summand_ = nullptr;
+    throw;
+  }
+  summand_ = nullptr;
+}
+
 void Layer::SetUp(const std::vector<Blob*>& all_bottoms, const std::vector<Blob*>& top) {
   const std::vector<Blob*> bottom = OwnBottoms(all_bottoms);
   CheckArity(bottom, top);
@@ -78,7 +90,7 @@ void Layer::SetUp(const std::vector<Blob*>& all_bottoms, const std::vector<Blob*
       << describe() << ": the layer it is part of lent it " << lent_internal_.size() << " internal blob(s), but it "
       << "took " << lent_taken_;
   MakeTopViews(bottom, top);
-  Reshape(bottom, top);
+  ReshapeAll(all_bottoms, top);
   if (fused_sum_)
     CREMA_CHECK(all_bottoms.back()->shape() == top[0]->shape())
         << describe() << ": the summand of its fused sum has shape " << all_bottoms.back()->shape_string()

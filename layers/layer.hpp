@@ -60,6 +60,9 @@ class Layer {
   void SetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top);
   virtual void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {}
   virtual void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) = 0;
+  // Reshape over a step's bottoms, the summand of a fused sum among them (last): the engine sees it as summand_ while
+  // it reshapes (its element type may decide the primitive), Reshape the layer's own bottoms.
+  void ReshapeAll(const std::vector<Blob*>& all_bottoms, const std::vector<Blob*>& top);
 
   // Runs the forward pass on the context's device and returns the weighted loss of the tops.
   float Forward(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top);
@@ -189,6 +192,11 @@ class Layer {
   // computing on it (QuantizationParameter: the type and scale of its 8-bit kernels' input), or floats where it reads
   // floats (the default). A layer that says so must read the bottom in that type as it lies, quantized already.
   virtual Quantization ReadsQuantized(int bottom) const { return {}; }
+  // Whether this layer reads bottom `bottom` in whatever element type and scale it lies in, and computes with its
+  // values as they stand for (an 8-bit engine's fused sum: its summand, any type, scaled into the output's). Such a
+  // reader does not keep a blob in floats, and its ReadsQuantized is an offer, taken where no other reader quantizes
+  // the blob (a blob only such readers read, offering none or differing, stays in floats).
+  virtual bool ReadsAnyQuantization(int bottom) const { return false; }
   // Whether this layer can write top `top` quantized in any 8-bit type and scale, the values it would have written in
   // float, rounded and saturated: q = round(value * scale).
   virtual bool WritesQuantized(int top) const { return false; }
@@ -278,6 +286,16 @@ class Layer {
   virtual bool TakesFusedSum() const { return false; }
   void set_fused_sum(bool on) { fused_sum_ = on; }
   bool fused_sum() const { return fused_sum_; }
+  // With a fused sum: the quantization the sum's own layer was given (an Eltwise's QuantizationParameter, `crema
+  // quantize`'s measure of the range of its inputs), which an 8-bit engine offers for a summand no 8-bit step reads
+  // (Layer::ReadsAnyQuantization); floats where it has none. The fold sets it.
+  void set_sum_quantization(const Quantization& q) { sum_quantization_ = q; }
+  const Quantization& sum_quantization() const { return sum_quantization_; }
+  // With a fused sum whose summand lies in floats while the output is planned in 8 bits (plan_element_types): the
+  // quantization the summand's 8-bit readers apply to it (or the sum's own), which the engine puts it into the output's
+  // memory in (floats where there is none).
+  void set_float_summand_quantization(const Quantization& q) { float_summand_quantization_ = q; }
+  const Quantization& float_summand_quantization() const { return float_summand_quantization_; }
   // With a fused sum: whether the engine adds into an output that already holds the summand's values, so that the
   // memory plan may give the top the summand's memory where no later step reads the summand (forward only), which
   // saves copying it there first. Engines that write their output before adding (Forward's generic sum) do not.
@@ -395,7 +413,8 @@ class Layer {
   FusedActivation fused_activation_;
   bool activation_with_backward_ = false;  // set_fused_activation_with_backward's
   bool fused_sum_ = false;
-  const Blob* summand_ = nullptr;  // during Forward, with a fused sum: the blob to add
+  Quantization sum_quantization_, float_summand_quantization_;
+  const Blob* summand_ = nullptr;  // during Forward and ReshapeAll, with a fused sum: the blob to add
   // An engine that computes the fused activation itself (in its primitive) says so; Forward leaves it alone then.
   virtual bool ComputesFusedActivation() const { return false; }
   // The same for the fused sum (the engine reads summand_); one that computes the activation must compute the sum.

@@ -145,15 +145,22 @@ dnnl::algorithm EltwiseAlgorithm(const FusedActivation& activation) {
 
 }  // namespace
 
-dnnl::primitive_attr UserScratchpadWith(const FusedActivation& activation, bool sum) {
+dnnl::primitive_attr UserScratchpadWith(const FusedActivation& activation, bool sum, float sum_scale,
+                                        memory::data_type sum_type) {
   dnnl::primitive_attr attr = UserScratchpad();
   if (!sum && activation.kind == FusedActivation::kNone) return attr;
   dnnl::post_ops ops;
-  if (sum) ops.append_sum(1.f);
+  if (sum) ops.append_sum(sum_scale, 0, sum_type);
   if (activation.kind != FusedActivation::kNone)
     ops.append_eltwise(1.f, EltwiseAlgorithm(activation), activation.alpha, activation.beta);
   attr.set_post_ops(ops);
   return attr;
+}
+
+memory::desc WithDataType(const memory::desc& desc, memory::data_type type) {
+  dnnl_memory_desc_t typed = desc.data;
+  typed.data_type = memory::convert_to_c(type);
+  return memory::desc(typed);
 }
 
 bool IsReference(const dnnl::primitive_desc_base& pd) {
@@ -439,7 +446,7 @@ Quantization Int8Reads(const Layer& layer, bool runs_int8, int bottom) {
 
 bool Int8Writes(const Layer& layer, bool runs_int8, int top) {
   const FusedActivation::Kind activation = layer.fused_activation().kind;
-  return runs_int8 && top == 0 && layer.layer_param().bottom_size() == 1 && !layer.fused_sum() &&
+  return runs_int8 && top == 0 && layer.layer_param().bottom_size() == 1 &&
          (activation == FusedActivation::kNone || activation == FusedActivation::kReLU);
 }
 

@@ -59,8 +59,13 @@ Layout LayoutOf(const dnnl::memory::desc& desc, const std::vector<int>& shape);
 dnnl::primitive_attr UserScratchpad();
 // UserScratchpad with `activation` (a fused ReLU, ELU, Sigmoid, TanH or Clip; none: nothing) as an eltwise post-op:
 // the primitive applies it to its output as it writes it.
-// With `sum`, a sum post-op first: the primitive adds what its output buffer holds (a fused Eltwise SUM's summand).
-dnnl::primitive_attr UserScratchpadWith(const FusedActivation& activation, bool sum = false);
+// With `sum`, a sum post-op first: the primitive adds what its output buffer holds (a fused Eltwise SUM's summand),
+// times `sum_scale` (an 8-bit output holding an 8-bit summand of another scale: the ratio of the two), read as
+// `sum_type` (undef: the output's; an 8-bit summand of the other 8-bit type than the output's).
+dnnl::primitive_attr UserScratchpadWith(const FusedActivation& activation, bool sum = false, float sum_scale = 1.f,
+                                        dnnl::memory::data_type sum_type = dnnl::memory::data_type::undef);
+// `desc`, its layout and dimensions, holding `type`.
+dnnl::memory::desc WithDataType(const dnnl::memory::desc& desc, dnnl::memory::data_type type);
 
 // Whether oneDNN implements `pd` with its reference kernel (plain loops: 10-100x slower than its jit ones),
 // which engines avoid by trying another layout (LRN, pooling's gradient).
@@ -235,8 +240,9 @@ void CheckQuantization(const QuantizationParameter& q, const std::string& who);
 // refusal); later such layers are not named.
 void WarnInt8Refused(const std::string& who, const std::string& why);
 // What a layer computing in 8 bits (`runs_int8`) over one bottom reads and writes (Layer::ReadsQuantized,
-// WritesQuantized): its bottom quantized as its QuantizationParameter says; its top in 8 bits where no sum is fused and
-// the fused activation, if any, is a ReLU (whose result scales with its input: scaling after it is scaling before).
+// WritesQuantized): its bottom quantized as its QuantizationParameter says; its top in 8 bits where the fused
+// activation, if any, is a ReLU (whose result scales with its input: scaling after it is scaling before), a fused sum
+// or none before it (the summand, in whatever type it lies, scaled into the output's).
 // With several bottoms, one set of primitives serves them all, made for the first pair's element types: floats.
 Quantization Int8Reads(const Layer& layer, bool runs_int8, int bottom);
 bool Int8Writes(const Layer& layer, bool runs_int8, int top);

@@ -169,6 +169,58 @@ std::string SmallNet(CliTest* fixture, const test::TempDir& dir) {
   )");
 }
 
+// crema quantize on a residual unit with a projection shortcut: the Eltwise SUM the inference rewrites fold into a
+// convolution gets the range of the summand that convolution adds (the projection's output, signed: no ReLU), which
+// crema test then keeps in 8 bits, to about the float net's loss.
+TEST_F(CliTest, QuantizeMeasuresTheSummandOfAFoldedSum) {
+  SmallNet(this, dir_);  // the databases
+  const std::string net = Write("residual.prototxt", R"(
+    name: 'residual'
+    layer { name: 'data' type: 'Data' top: 'data' top: 'label' include { phase: TEST }
+            data_param { source: ')" + dir_.file("test_lmdb") +
+                                                         R"(' batch_size: 10 backend: LMDB }
+            transform_param { scale: 0.00390625 } }
+    layer { name: 'conv1' type: 'Convolution' bottom: 'data' top: 'conv1'
+            convolution_param { num_output: 8 kernel_size: 3 pad: 1 weight_filler { type: 'xavier' } } }
+    layer { name: 'relu1' type: 'ReLU' bottom: 'conv1' top: 'conv1' }
+    layer { name: 'proj' type: 'Convolution' bottom: 'conv1' top: 'proj'
+            convolution_param { num_output: 16 kernel_size: 1 weight_filler { type: 'xavier' } } }
+    layer { name: 'branch' type: 'Convolution' bottom: 'conv1' top: 'branch'
+            convolution_param { num_output: 16 kernel_size: 3 pad: 1 weight_filler { type: 'xavier' } } }
+    layer { name: 'sum' type: 'Eltwise' bottom: 'branch' bottom: 'proj' top: 'sum' }
+    layer { name: 'relu2' type: 'ReLU' bottom: 'sum' top: 'sum' }
+    layer { name: 'ip' type: 'InnerProduct' bottom: 'sum' top: 'ip'
+            inner_product_param { num_output: 3 weight_filler { type: 'xavier' } } }
+    layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip' bottom: 'label' top: 'loss' }
+  )");
+  const std::string quantized = dir_.file("residual_int8.prototxt");
+  const std::string measured = Crema("quantize --model=" + net + " --iterations=2 --output=" + quantized, 0);
+  EXPECT_CONTAINS(measured, "sum: the summand a convolution adds in [-");
+  EXPECT_CONTAINS(measured, "with 4 layers set to 8 bits and 1 sums' summands measured");
+  NetParameter written;
+  ReadProtoFromTextFile(quantized, &written);
+  for (const LayerParameter& layer : written.layer()) {
+    if (layer.type() != "Eltwise") continue;
+    ASSERT_TRUE(layer.has_quantization());
+    EXPECT_FALSE(layer.quantization().input_unsigned());
+    EXPECT_GT(layer.quantization().input_scale(), 0.f);
+  }
+  const auto loss_of = [](const std::string& log) {
+    std::smatch match;
+    EXPECT_TRUE(std::regex_search(log, match, std::regex("Loss: ([0-9.e+-]+)")));
+    return match.empty() ? -1.0 : std::stod(match[1].str());
+  };
+  const double float_loss = loss_of(Crema("test --model=" + net + " --iterations=2", 0));
+  const std::string tested = Crema("test --model=" + quantized + " --iterations=2", 0);
+  EXPECT_NEAR(loss_of(tested), float_loss, 0.02 * float_loss);
+#ifdef CREMA_USE_ONEDNN
+  if (dnnl_get_effective_cpu_isa() >= dnnl_cpu_isa_avx2) {  // where oneDNN has 8-bit kernels
+    EXPECT_CONTAINS(tested, "'proj' passes as signed 8-bit integers");
+    EXPECT_CONTAINS(tested, "'sum' passes as unsigned 8-bit integers");
+  }
+#endif
+}
+
 // Trains the small net from the command line, straight and with a resume, and checks the log shapes, the
 // snapshots, and crema test / crema time on the result.
 TEST_F(CliTest, TrainResumeTestAndTime) {

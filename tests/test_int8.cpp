@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <iomanip>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -349,7 +351,8 @@ TEST(Int8ChainTest, AnEightBitStepPassesItsIntegersToTheNext) {
 }
 
 // A blob stays in floats where a reader reads floats, readers quantize it differently, or the writer cannot write
-// integers (a fused sigmoid is not scaled by scaling its input; a fused sum reads its summand from the output).
+// integers (a fused sigmoid is not scaled by scaling its input; a fused sum over a float summand no 8-bit step reads,
+// whose range is not known).
 TEST(Int8ChainTest, BlobsStayInFloatsWhereAStepNeedsThem) {
   if (!HasInt8Kernels()) GTEST_SKIP() << "no 8-bit kernels on this CPU";
   const std::string unsigned40 = "quantization { input_scale: 40 input_unsigned: true }";
@@ -357,6 +360,7 @@ TEST(Int8ChainTest, BlobsStayInFloatsWhereAStepNeedsThem) {
     const char* what;
     std::string net;
     bool integers;
+    const char* blob = "out";
   } cases[] = {
       {"one 8-bit reader", ChainNet(unsigned40), true},
       {"a float reader too",
@@ -383,6 +387,16 @@ TEST(Int8ChainTest, BlobsStayInFloatsWhereAStepNeedsThem) {
       {"a signed reader", ChainNet("quantization { input_scale: 40 }"), true},
       {"a float convolution reading it", ChainNet(""), false},
       {"a fused sigmoid", ChainNet(unsigned40, "", "Sigmoid"), false},
+      {"a fused sum over a float summand",
+       ConvNet({2, 16, 8, 8}, "num_output: 32 kernel_size: 3 pad: 1", "quantization { input_scale: 50 }",
+               "layer { name: 'proj' type: 'Convolution' bottom: 'data' top: 'proj' convolution_param { "
+               "num_output: 32 kernel_size: 1 } quantization { input_scale: 50 } }\n"
+               "layer { name: 'sum' type: 'Eltwise' bottom: 'out' bottom: 'proj' top: 'sum' }\n"
+               "layer { name: 'act' type: 'ReLU' bottom: 'sum' top: 'sum' }\n"
+               "layer { name: 'conv2' type: 'Convolution' bottom: 'sum' top: 'out2' convolution_param { "
+               "num_output: 24 kernel_size: 1 } " +
+                   unsigned40 + " }\n"),
+       false, "sum"},
       {"a reader of two bottoms (one set of primitives for both)",
        ConvNet({2, 16, 8, 8}, "num_output: 32 kernel_size: 3 pad: 1", "quantization { input_scale: 50 }",
                "layer { name: 'act' type: 'ReLU' bottom: 'out' top: 'out' }\n"
@@ -397,7 +411,7 @@ TEST(Int8ChainTest, BlobsStayInFloatsWhereAStepNeedsThem) {
   for (const auto& c : cases) {
     SCOPED_TRACE(c.what);
     const auto net = BuildNet(c.net);
-    EXPECT_EQ(net->blob_by_name("out")->quantization().integers(), c.integers);
+    EXPECT_EQ(net->blob_by_name(c.blob)->quantization().integers(), c.integers);
     net->Forward();  // and runs
     for (int id : net->output_blob_indices()) EXPECT_FALSE(net->blobs()[id]->quantization().integers());
   }
@@ -512,6 +526,198 @@ TEST(Int8ChainTest, AnLRNWritesTheIntegersItsReadersWouldMake) {
   }
   EXPECT_LT(saturated, static_cast<int>(exact.size() / 10));
   ExpectMatches(test::DataOf(*net->blob_by_name("out2")), test::DataOf(*float_net->blob_by_name("out2")), 0.02f);
+}
+
+// Blob `name` of `net` as it stands right after the step that writes it, running the steps up to it (the memory plan
+// lends its buffer to later blobs).
+std::vector<float> WrittenValues(Net* net, const std::string& name) {
+  for (size_t s = 0; s < net->plan().size(); ++s) {
+    net->ForwardStep(s);
+    for (int top : net->plan()[s].tops)
+      if (net->blob_names()[top] == name) return PlainValues(*net->blobs()[top]);
+  }
+  ADD_FAILURE() << "no step writes '" << name << "'";
+  return std::vector<float>();
+}
+
+// `scale` in a prototxt, to the float's last bit.
+std::string ScaleText(float scale) {
+  std::ostringstream text;
+  text << std::setprecision(9) << scale;
+  return text.str();
+}
+
+// A scale for `values` as `crema quantize` finds one from their range, with room (an 8-bit net's values drift): 200 /
+// their largest magnitude.
+float RoomyScale(const std::vector<float>& values) {
+  float largest = 0.f;
+  for (float v : values) largest = std::max(largest, std::abs(v));
+  return 200.f / largest;
+}
+
+// Residual units (ResNet's): a convolution with a fused sum and ReLU writes its output in 8 bits over a summand in
+// the output's type, in another scale (sum_scale, the ratio): an 8-bit summand, in the summand's own memory where it
+// dies there, or a float one (its writer computing in float), quantized into the output's memory as its 8-bit reader
+// quantizes it; and the next unit's convolution adds that output as an 8-bit summand into a float output
+// (dequantized): 'out' (u8, 1/40, or floats) -> conv2 -> conv2b + out -> 'res' (u8, 1/30) -> conv3 + res -> 'res2'
+// (float, the net's output). The same net with every blob in floats gives the same to the rounding.
+TEST(Int8ChainTest, ResidualSumsPassIntegers) {
+  if (!HasInt8Kernels()) GTEST_SKIP() << "no 8-bit kernels on this CPU";
+  // The net, its convolutions in floats where `scales` is empty, else in 8 bits reading 'out', 'out2' and 'res' with
+  // those scales (the first convolution in 8 bits with `eight_bit_summand`).
+  const auto text = [](const std::vector<float>& scales, bool eight_bit_summand) {
+    const auto reads = [&](size_t blob) {
+      return scales.empty() ? std::string()
+                            : "quantization { input_scale: " + ScaleText(scales[blob]) + " input_unsigned: true }";
+    };
+    return ConvNet({2, 16, 8, 8}, "num_output: 32 kernel_size: 3 pad: 1",
+                   !scales.empty() && eight_bit_summand ? "quantization { input_scale: 50 }" : "",
+                   "layer { name: 'act' type: 'ReLU' bottom: 'out' top: 'out' }\n"
+                   "layer { name: 'conv2' type: 'Convolution' bottom: 'out' top: 'out2' convolution_param { "
+                   "num_output: 24 kernel_size: 1 } " +
+                       reads(0) +
+                       " }\n"
+                       "layer { name: 'act_b' type: 'ReLU' bottom: 'out2' top: 'out2' }\n"
+                       "layer { name: 'conv2b' type: 'Convolution' bottom: 'out2' top: 'out2b' convolution_param { "
+                       "num_output: 32 kernel_size: 1 } " +
+                       reads(1) +
+                       " }\n"
+                       "layer { name: 'sum' type: 'Eltwise' bottom: 'out2b' bottom: 'out' top: 'res' }\n"
+                       "layer { name: 'act2' type: 'ReLU' bottom: 'res' top: 'res' }\n"
+                       "layer { name: 'conv3' type: 'Convolution' bottom: 'res' top: 'out3' convolution_param { "
+                       "num_output: 32 kernel_size: 3 pad: 1 } " +
+                       reads(2) +
+                       " }\n"
+                       "layer { name: 'sum2' type: 'Eltwise' bottom: 'out3' bottom: 'res' top: 'res2' }\n"
+                       "layer { name: 'act3' type: 'ReLU' bottom: 'res2' top: 'res2' }\n");
+  };
+  const auto written = WrittenValues;
+  std::vector<float> scales;
+  {
+    const auto float_net = BuildNet(text({}, false));
+    for (const char* name : {"out", "out2", "res"}) scales.push_back(RoomyScale(written(float_net.get(), name)));
+  }
+  const float s_out = scales[0], s_res = scales[2];
+  for (const bool eight_bit_summand : {true, false}) {
+    SCOPED_TRACE(eight_bit_summand ? "an 8-bit summand" : "a float summand");
+    const std::string net_text = text(scales, eight_bit_summand);
+    const auto net = BuildNet(net_text);
+    const Blob& res = *net->blob_by_name("res");
+    const Blob& out = *net->blob_by_name("out");
+    ASSERT_EQ(out.quantization().integers(), eight_bit_summand);
+    ASSERT_EQ(ElementTypeName(res.data_type()), ElementTypeName(ElementType::kUInt8));
+    EXPECT_FLOAT_EQ(res.quantization().scale, s_res);
+    EXPECT_FALSE(net->blob_by_name("res2")->quantization().integers());
+    // An 8-bit 'out' dies where 'res' is written, in its type: 'res' takes its memory.
+    if (eight_bit_summand) {
+      EXPECT_EQ(res.cpu_bytes(), out.cpu_bytes());
+    }
+    for (const BufferLifetime& buffer : ComputeLifetimes(*net, false).buffers) {
+      if (!buffer.gradient && buffer.blob == "res") {
+        EXPECT_EQ(buffer.bytes, static_cast<size_t>(res.count()));
+      }
+    }
+    const std::vector<float> stored = written(net.get(), "res");
+    net->Forward();
+
+    test::ScopedEnvironment floats("CREMA_ELEMENT_TYPES", "float");
+    const auto float_net = BuildNet(net_text);
+    ASSERT_FALSE(float_net->blob_by_name("res")->quantization().integers());
+    const std::vector<float> exact = written(float_net.get(), "res");
+    float_net->Forward();
+    // The integers are the float sum's, round(y * s_res), but for the summand's own rounding to 1 / s_out (the float
+    // net adds 'out' unrounded) and the output's; a product input a hair from a half may round the other way in one
+    // net, moving an output by a weight's share of a step, in a few places.
+    ASSERT_EQ(stored.size(), exact.size());
+    int off = 0;
+    for (size_t i = 0; i < exact.size(); ++i) {
+      ASSERT_NEAR(stored[i], exact[i], 4.f / s_res + 2.f / scales[1]) << "at " << i;
+      off += std::abs(stored[i] - exact[i]) > 0.5f / s_out + 0.5f / s_res + 1e-4f * std::abs(exact[i]);
+    }
+    EXPECT_LE(off, static_cast<int>(exact.size() / 50));
+    ExpectMatches(test::DataOf(*net->blob_by_name("res2")), test::DataOf(*float_net->blob_by_name("res2")), 0.02f);
+  }
+}
+
+// A unit with a projection shortcut (ResNet's first of a stage): the projection's output, which only the fused sum
+// reads, passes in signed 8 bits at the scale the Eltwise was given (`crema quantize` measures the summand), and the
+// 8-bit output of the sum (unsigned, after the ReLU) adds it as signed integers. The float net's to the rounding.
+TEST(Int8ChainTest, AProjectionShortcutPassesItsIntegersAtTheSumsScale) {
+  if (!HasInt8Kernels()) GTEST_SKIP() << "no 8-bit kernels on this CPU";
+  // Its convolutions in floats where `scales` is empty, else in 8 bits reading 'out' and 'out2' and the sum holding
+  // 'proj' with the scales given, and the last convolution reading 'res' with the last.
+  const auto text = [](const std::vector<float>& scales) {
+    const auto with = [&](size_t blob, bool is_unsigned) {
+      return scales.empty() ? std::string()
+                            : "quantization { input_scale: " + ScaleText(scales[blob]) +
+                                  (is_unsigned ? " input_unsigned: true }" : " }");
+    };
+    return ConvNet({2, 16, 8, 8}, "num_output: 32 kernel_size: 3 pad: 1",
+                   scales.empty() ? "" : "quantization { input_scale: 50 }",
+                   "layer { name: 'act' type: 'ReLU' bottom: 'out' top: 'out' }\n"
+                   "layer { name: 'proj' type: 'Convolution' bottom: 'out' top: 'proj' convolution_param { "
+                   "num_output: 48 kernel_size: 1 } " +
+                       with(0, true) +
+                       " }\n"
+                       "layer { name: 'conv2' type: 'Convolution' bottom: 'out' top: 'out2' convolution_param { "
+                       "num_output: 24 kernel_size: 1 } " +
+                       with(0, true) +
+                       " }\n"
+                       "layer { name: 'act_b' type: 'ReLU' bottom: 'out2' top: 'out2' }\n"
+                       "layer { name: 'conv2b' type: 'Convolution' bottom: 'out2' top: 'out2b' convolution_param { "
+                       "num_output: 48 kernel_size: 1 } " +
+                       with(1, true) +
+                       " }\n"
+                       "layer { name: 'sum' type: 'Eltwise' bottom: 'out2b' bottom: 'proj' top: 'res' " +
+                       with(2, false) +
+                       " }\n"
+                       "layer { name: 'act2' type: 'ReLU' bottom: 'res' top: 'res' }\n"
+                       "layer { name: 'conv3' type: 'Convolution' bottom: 'res' top: 'out3' convolution_param { "
+                       "num_output: 16 kernel_size: 1 } " +
+                       with(3, true) + " }\n");
+  };
+  std::vector<float> scales;
+  {
+    const auto float_net = BuildNet(text({}));
+    for (const char* name : {"out", "out2", "proj", "res"})
+      scales.push_back(RoomyScale(WrittenValues(float_net.get(), name)));
+    scales[2] /= 2;  // signed: 127 steps each way
+  }
+  const auto net = BuildNet(text(scales));
+  const Blob& proj = *net->blob_by_name("proj");
+  ASSERT_EQ(ElementTypeName(proj.data_type()), ElementTypeName(ElementType::kInt8));
+  EXPECT_FLOAT_EQ(proj.quantization().scale, scales[2]);
+  const Blob& res = *net->blob_by_name("res");
+  ASSERT_EQ(ElementTypeName(res.data_type()), ElementTypeName(ElementType::kUInt8));
+  EXPECT_FLOAT_EQ(res.quantization().scale, scales[3]);
+  const std::vector<float> stored_proj = WrittenValues(net.get(), "proj");
+  const std::vector<float> stored = WrittenValues(net.get(), "res");
+  net->Forward();
+
+  test::ScopedEnvironment floats("CREMA_ELEMENT_TYPES", "float");
+  const auto float_net = BuildNet(text(scales));
+  const std::vector<float> exact_proj = WrittenValues(float_net.get(), "proj");
+  const std::vector<float> exact = WrittenValues(float_net.get(), "res");
+  float_net->Forward();
+  // Each rounded to 1 / scale, but where an input of the projection a hair from a half rounded the other way.
+  ASSERT_EQ(stored_proj.size(), exact_proj.size());
+  int negative = 0, proj_off = 0;
+  for (size_t i = 0; i < exact_proj.size(); ++i) {
+    ASSERT_NEAR(stored_proj[i], exact_proj[i], 0.5f / scales[2] + 2.f / scales[0]) << "at " << i;
+    proj_off += std::abs(stored_proj[i] - exact_proj[i]) > 0.5f / scales[2] + 1e-4f * std::abs(exact_proj[i]);
+    negative += exact_proj[i] < 0.f;
+  }
+  EXPECT_LE(proj_off, static_cast<int>(exact_proj.size() / 50));
+  EXPECT_GT(negative,
+            static_cast<int>(exact_proj.size() / 100));  // signed values, which an unsigned output cannot hold
+  ASSERT_EQ(stored.size(), exact.size());
+  int off = 0;
+  for (size_t i = 0; i < exact.size(); ++i) {
+    ASSERT_NEAR(stored[i], exact[i], 4.f / scales[3] + 2.f / scales[1]) << "at " << i;
+    off += std::abs(stored[i] - exact[i]) > 0.5f / scales[2] + 0.5f / scales[3] + 1e-4f * std::abs(exact[i]);
+  }
+  EXPECT_LE(off, static_cast<int>(exact.size() / 50));
+  ExpectMatches(test::DataOf(*net->blob_by_name("out3")), test::DataOf(*float_net->blob_by_name("out3")), 0.02f);
 }
 
 // Inner products read and write 8-bit blobs as convolutions do: LeNet's shape, conv -> MAX pool -> inner product

@@ -1110,28 +1110,42 @@ int Quantize() {
     float not_finite = 0.f;  // the first input value that was not a finite number (std::min passes over a NaN)
     bool finite = true;
   };
-  std::map<std::string, Range> ranges;
+  const auto measure = [](const Blob& input, Range* range) {
+    const float* data = input.cpu_data();
+    for (int j = 0; j < input.count(); ++j) {
+      if (!std::isfinite(data[j]) && range->finite) {
+        range->finite = false;
+        range->not_finite = data[j];
+      }
+      range->low = range->seen ? std::min(range->low, data[j]) : data[j];
+      range->high = range->seen ? std::max(range->high, data[j]) : data[j];
+      range->seen = true;
+    }
+  };
+  // By layer name; and the summands of the sums folded into a convolution (ResNet's shortcuts), by blob name, for the
+  // Eltwise layers that add them: an 8-bit convolution may then take its summand in 8 bits.
+  std::map<std::string, Range> ranges, summand_ranges;
   for (int i = 0; i < FLAGS_iterations; ++i) {
     for (size_t s = 0; s < net.plan().size(); ++s) {
       const PlanStep& step = net.plan()[s];
-      const std::string type = net.layers()[step.layer]->type();
-      if ((type == "Convolution" || type == "InnerProduct") && !step.bottoms.empty()) {
-        const Blob& input = *net.blobs()[step.bottoms[0]];
-        Range& range = ranges[net.layer_names()[step.layer]];
-        const float* data = input.cpu_data();
-        for (int j = 0; j < input.count(); ++j) {
-          if (!std::isfinite(data[j]) && range.finite) {
-            range.finite = false;
-            range.not_finite = data[j];
-          }
-          range.low = range.seen ? std::min(range.low, data[j]) : data[j];
-          range.high = range.seen ? std::max(range.high, data[j]) : data[j];
-          range.seen = true;
-        }
-      }
+      const Layer& layer = *net.layers()[step.layer];
+      const std::string type = layer.type();
+      if ((type == "Convolution" || type == "InnerProduct") && !step.bottoms.empty())
+        measure(*net.blobs()[step.bottoms[0]], &ranges[net.layer_names()[step.layer]]);
+      if (layer.fused_sum() && !step.bottoms.empty())
+        measure(*net.blobs()[step.bottoms.back()],
+                &summand_ranges[net.UserBlobName(net.blob_names()[step.bottoms.back()])]);
       net.ForwardStep(s);
     }
   }
+  // Not negative: unsigned, [0, 255]; else signed, [-128, 127], symmetric about zero.
+  const auto set_scale = [](const Range& r, QuantizationParameter* q) {
+    const bool unsigned_input = r.low >= 0.f;
+    const float largest = unsigned_input ? r.high : std::max(-r.low, r.high);
+    q->set_input_scale(largest > 0.f ? (unsigned_input ? 255.f : 127.f) / largest : 1.f);
+    q->set_input_unsigned(unsigned_input);
+    return largest;
+  };
   int quantized = 0;
   std::vector<std::string> only_zeros;
   for (LayerParameter& layer : *model.mutable_layer()) {
@@ -1140,16 +1154,31 @@ int Quantize() {
     const Range& r = range->second;
     CREMA_CHECK(r.finite) << "layer '" << layer.name() << "': its input reached " << r.not_finite
                           << " during calibration; an input that is not finite cannot be quantized";
-    // Not negative: unsigned, [0, 255]; else signed, [-128, 127], symmetric about zero.
-    const bool unsigned_input = r.low >= 0.f;
-    const float largest = unsigned_input ? r.high : std::max(-r.low, r.high);
-    if (largest == 0.f) only_zeros.push_back(layer.name());
     QuantizationParameter* q = layer.mutable_quantization();
-    q->set_input_scale(largest > 0.f ? (unsigned_input ? 255.f : 127.f) / largest : 1.f);
-    q->set_input_unsigned(unsigned_input);
+    if (set_scale(r, q) == 0.f) only_zeros.push_back(layer.name());
     LOG(INFO) << "  " << layer.name() << ": input in [" << r.low << ", " << r.high << "], input_scale "
-              << q->input_scale() << (unsigned_input ? ", unsigned" : ", signed");
+              << q->input_scale() << (q->input_unsigned() ? ", unsigned" : ", signed");
     ++quantized;
+  }
+  int sums = 0;
+  for (LayerParameter& layer : *model.mutable_layer()) {
+    if (layer.type() != "Eltwise") continue;
+    Range r;
+    for (const std::string& bottom : layer.bottom()) {
+      const auto range = summand_ranges.find(bottom);
+      if (range == summand_ranges.end()) continue;
+      CREMA_CHECK(range->second.finite) << "layer '" << layer.name() << "': its input '" << bottom << "' reached "
+                                        << range->second.not_finite << " during calibration";
+      r.low = r.seen ? std::min(r.low, range->second.low) : range->second.low;
+      r.high = r.seen ? std::max(r.high, range->second.high) : range->second.high;
+      r.seen = true;
+    }
+    if (!r.seen) continue;
+    QuantizationParameter* q = layer.mutable_quantization();
+    set_scale(r, q);
+    LOG(INFO) << "  " << layer.name() << ": the summand a convolution adds in [" << r.low << ", " << r.high
+              << "], input_scale " << q->input_scale() << (q->input_unsigned() ? ", unsigned" : ", signed");
+    ++sums;
   }
   CREMA_CHECK(quantized > 0) << "net '" << model.name()
                              << "' has no Convolution or InnerProduct layer in its TEST phase to quantize";
@@ -1159,7 +1188,8 @@ int Quantize() {
                  << only_zeros.front() << "'), so their input_scale is 1, a guess: measure a net that reads data "
                  << "(its train_val prototxt, or --calibration=DB for its Data layers), not one fed by Input layers";
   WriteProtoToTextFile(model, FLAGS_output);
-  LOG(INFO) << "Wrote " << FLAGS_model << " with " << quantized << " layers set to 8 bits (measured over "
+  LOG(INFO) << "Wrote " << FLAGS_model << " with " << quantized << " layers set to 8 bits"
+            << (sums > 0 ? " and " + std::to_string(sums) + " sums' summands measured" : "") << " (measured over "
             << FLAGS_iterations << " batches) to " << FLAGS_output;
   return 0;
 }

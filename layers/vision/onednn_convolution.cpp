@@ -62,6 +62,18 @@ struct OneDnnConvolutionLayer::Primitives {
   memory::desc int8_src, int8_weights_any, int8_dst;
   // The top's scale where the plan keeps it in 8 bits (plan_element_types), else 1: the output scales' factor.
   float top_scale = 1.f;
+  // A fused sum in 8 bits adds what the output's memory holds, read as sum_type, times sum_scale. An 8-bit output:
+  // its summand goes there in 8 bits (summand_target: the output's layout, the summand's 8-bit type, which the sum
+  // reads as its own, sum_type), as it lies (copied, or there already: the memory plan's doing) or, from floats,
+  // quantized as its readers quantize it (summand_scale, Layer::float_summand_quantization); sum_scale is the ratio of
+  // the output's scale to the summand's. A float output: an 8-bit summand is dequantized there (summand_scale, 1 / its
+  // scale). The summand's quantization as it was when the primitive was made.
+  float sum_scale = 1.f, summand_scale = 1.f;
+  memory::data_type sum_type = memory::data_type::undef;
+  Quantization summand_quantization;
+  memory::desc summand_target;
+  memory::desc summand_from;  // what summand_reorder was made for
+  dnnl::reorder summand_reorder;
   memory::dims strides, dilates, pad_left, pad_right;
 
   // The forward primitive's descriptors, queried once (each query costs some hundred nanoseconds, on every pass).
@@ -427,6 +439,22 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
                         ? p->user_dst
                         : memory::desc(p->user_dst.dims(), f32, layout == "nhwc" ? Tag::nhwc : Tag::any);
       p->top_scale = top[0]->quantization().integers() ? top[0]->quantization().scale : 1.f;
+      if (fused_sum() && summand_ != nullptr) {
+        // An 8-bit output only over a summand in 8 bits, held so or quantized into the output's memory as its readers
+        // quantize it (plan_element_types): the sum reads it in its own type, its range measured.
+        p->summand_quantization = summand_->quantization();
+        const bool held = summand_->quantization().integers();
+        const Quantization a = held ? summand_->quantization() : float_summand_quantization();
+        if (top[0]->quantization().integers()) {
+          CREMA_CHECK(a.integers()) << Layer::describe() << ": its output was planned in "
+                                    << ElementTypeName(top[0]->data_type()) << " over a float summand";
+          p->sum_scale = p->top_scale / a.scale;
+          p->sum_type = onednn::DataTypeOf(a.type);
+          if (!held) p->summand_scale = a.scale;  // quantized there
+        } else if (held) {
+          p->summand_scale = 1.f / a.scale;  // dequantized into the float output
+        }
+      }
       p->strides = strides;
       p->dilates = dilates;
       p->pad_left = pad_left;
@@ -441,7 +469,8 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
         p->int8 = false;
       }
     }
-    CREMA_CHECK(p->int8 || (!input.quantization().integers() && !top[0]->quantization().integers()))
+    CREMA_CHECK(p->int8 || (!input.quantization().integers() && !top[0]->quantization().integers() &&
+                            !(summand_ != nullptr && summand_->quantization().integers())))
         << Layer::describe() << ": its blobs were planned in 8 bits, but it computes in float here";
     if (!p->int8) {
       // In bfloat16 where this CPU has the kernels (onednn::EnginePrecision) and oneDNN takes these shapes, else
@@ -471,6 +500,8 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
   if (!p->int8) p->weights.Describe(p->forward.weights_desc(0), p->user_weights);
   p->forward_src = p->forward.src_desc(0);
   p->forward_dst = p->forward.dst_desc(0);
+  p->summand_target =
+      p->sum_type == memory::data_type::undef ? p->forward_dst : onednn::WithDataType(p->forward_dst, p->sum_type);
   p->forward_scratch_desc = p->forward.scratchpad_desc();
   p->src = p->regions.AddCopy(p->forward_src, p->user_src);
   p->dst = p->regions.AddCopy(p->forward_dst, p->user_dst);
@@ -531,10 +562,15 @@ bool OneDnnConvolutionLayer::ThreadCountChangesPass(bool backward) const {
 bool OneDnnConvolutionLayer::runs_int8() const { return primitives_ && primitives_->int8; }
 
 Quantization OneDnnConvolutionLayer::ReadsQuantized(int bottom) const {
+  if (ReadsAnyQuantization(bottom)) return sum_quantization();  // an offer
   return onednn::Int8Reads(*this, runs_int8(), bottom);
 }
 
 bool OneDnnConvolutionLayer::WritesQuantized(int top) const { return onednn::Int8Writes(*this, runs_int8(), top); }
+
+bool OneDnnConvolutionLayer::ReadsAnyQuantization(int bottom) const {
+  return runs_int8() && fused_sum() && bottom == layer_param().bottom_size();  // the summand, last
+}
 
 Precision OneDnnConvolutionLayer::computes_in() const {
   return primitives_ ? primitives_->precision : Precision::kFloat32;
@@ -567,7 +603,7 @@ void OneDnnConvolutionLayer::MakeInt8Forward(Primitives* p) const {
   // Each output channel's weights lie together (oihw, and goihw by group).
   p->int8_weights.Quantize(*params_[0], bias, num_output_, params_[0]->count() / num_output_, 1,
                            layer_param().quantization().input_scale(), describe());
-  dnnl::primitive_attr attr = onednn::UserScratchpadWith(fused_activation_, fused_sum());
+  dnnl::primitive_attr attr = onednn::UserScratchpadWith(fused_activation_, fused_sum(), p->sum_scale, p->sum_type);
   attr.set_output_scales(1 << 1, p->int8_weights.OutputScales(p->top_scale));
   const dnnl::convolution_forward::primitive_desc pd(
       dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
@@ -601,17 +637,30 @@ void OneDnnConvolutionLayer::Forward_cpu(const std::vector<Blob*>& bottom, const
     }
     void* output = top[b]->mutable_cpu_bytes();  // floats, or 8 bits where planned so
     const memory dst = bind.Result(p.user_dst, output, p.forward_dst, p.dst);
-    // A fused sum: the primitive adds what its output buffer holds, so the summand goes there first, in its layout.
+    // A fused sum: the primitive adds what its output buffer holds, so the summand goes there first, in its layout
+    // and element type (Primitives::sum_scale).
     if (summand_ != nullptr) {
+      CREMA_CHECK(summand_->quantization() == p.summand_quantization)
+          << describe() << ": the summand of its fused sum holds " << ElementTypeName(summand_->data_type())
+          << ", not what its primitive was made for";
       const memory::desc summand_desc = onednn::BlobDesc(*summand_);
-      const memory summand = bind.Plain(summand_desc, summand_->cpu_data());
+      const memory summand = bind.Plain(summand_desc, summand_->cpu_bytes());
       const bool shared = summand.get_data_handle() == dst.get_data_handle();
-      if (summand_desc != p.forward_dst) {
+      if (summand_desc != p.summand_target) {
         CREMA_CHECK(!shared) << describe() << ": the summand of its fused sum shares the output's memory but lies in "
-                             << "another layout";
-        onednn::RunReorder(onednn::Reorder(summand_desc, p.forward_dst), bind.stream(), summand, dst);
+                             << "another layout or type";
+        const memory target(p.summand_target, CpuEngine(), dst.get_data_handle());
+        if (p.summand_scale == 1.f) {
+          onednn::RunReorder(onednn::Reorder(summand_desc, p.summand_target), bind.stream(), summand, target);
+        } else {
+          if (p.summand_from != summand_desc) {
+            p.summand_reorder = onednn::QuantizingReorder(summand_desc, p.summand_target, p.summand_scale);
+            p.summand_from = summand_desc;
+          }
+          onednn::RunReorder(p.summand_reorder, bind.stream(), summand, target);
+        }
       } else if (!shared) {
-        std::memcpy(dst.get_data_handle(), summand.get_data_handle(), p.forward_dst.get_size());
+        std::memcpy(dst.get_data_handle(), summand.get_data_handle(), p.summand_target.get_size());
       }
     }
     onednn::Args args = {{DNNL_ARG_SRC, src},

@@ -66,6 +66,9 @@ class OneDnnConvolutionLayer : public BaseConvolutionLayer {
   // with its output scales times the top's scale).
   Quantization ReadsQuantized(int bottom) const override;
   bool WritesQuantized(int top) const override;
+  // The summand of a fused sum, running in 8 bits: in any type and scale (Primitives::sum_scale), offering the sum's
+  // own quantization (Layer::sum_quantization).
+  bool ReadsAnyQuantization(int bottom) const override;
   // bfloat16 where asked for (Layer::requested_precision) and this CPU has oneDNN's kernels, else float32.
   Precision computes_in() const override;
   // "8-bit integers", "bfloat16" or "Winograd" (its forward's kernels), else "".

@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 
 #include "net/passes.hpp"
@@ -120,6 +121,7 @@ void FoldIntoProducers(Net* net) {
     std::vector<Layer*> affine;
     int summand = -1;  // the sum's other operand
     size_t sum_step = 0;
+    Quantization sum_quantization;  // the sum's own (Layer::set_sum_quantization)
     FusedActivation activation;
     size_t activation_step = 0;
     int current = plan[s].tops[0];
@@ -145,6 +147,13 @@ void FoldIntoProducers(Net* net) {
         if (!ready) break;
         summand = other;
         sum_step = r;
+        if (layer.layer_param().has_quantization()) {  // the range of its inputs, `crema quantize`'s measure
+          const QuantizationParameter& q = layer.layer_param().quantization();
+          CREMA_CHECK(std::isfinite(q.input_scale()) && q.input_scale() > 0)
+              << "layer '" << layer.name() << "' (" << layer.type()
+              << "): quantization.input_scale must be a positive number (it is " << q.input_scale() << ")";
+          sum_quantization = {q.input_unsigned() ? ElementType::kUInt8 : ElementType::kInt8, q.input_scale()};
+        }
       } else {
         if (next.bottoms.size() != 1) break;
         std::vector<float> scale, shift;
@@ -184,6 +193,7 @@ void FoldIntoProducers(Net* net) {
         net->ReplaceStepLayer(s, RewrittenParameter(*producer, !folded.empty()), {current}, [&](Layer& layer) {
           layer.set_fused_activation(activation);
           layer.set_fused_sum(summand >= 0);
+          layer.set_sum_quantization(sum_quantization);
         });
     Layer* rewritten = net->layers()[index].get();
     note << " [" << rewritten->engine() << "]";

@@ -167,7 +167,7 @@ MemoryPlan ComputeMemoryPlan(const Net& net, const MemoryPlanOptions& options) {
     }
   }
   // A fused sum the engine adds into its output's memory (forward only): the output takes the summand's memory
-  // where the summand's values die there, in the same layout.
+  // where the summand's values die there, in the same layout and element type (an 8-bit engine scales them there).
   for (int s = 0; s < steps && !plan.with_backward; ++s) {
     const PlanStep& step = net.plan()[s];
     const Layer& layer = *net.layers()[step.layer];
@@ -178,7 +178,7 @@ MemoryPlan ComputeMemoryPlan(const Net& net, const MemoryPlanOptions& options) {
     if (std::count(step.bottoms.begin(), step.bottoms.end(), id) > 1) continue;
     const Blob& summand = *net.blobs()[id];
     const Blob& top = *net.blobs()[step.tops[0]];
-    if (summand.layout() == top.layout() && summand.shape() == top.shape())
+    if (summand.layout() == top.layout() && summand.shape() == top.shape() && summand.data_type() == top.data_type())
       merge(summand.data().get(), top.data().get(), forward_at[s]);
   }
 

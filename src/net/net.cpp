@@ -764,7 +764,7 @@ void Net::ReshapeStep(size_t step) {
   const std::vector<Blob*> tops = Blobs(s.tops);
   try {
     for (const Layer::TopView& view : s.views) tops[view.top]->ViewOf(*bottoms[view.bottom], view.diff);
-    layer->Reshape(layer->OwnBottoms(bottoms), tops);
+    layer->ReshapeAll(bottoms, tops);
   } catch (const Error& error) {
     CREMA_FAIL() << "reshaping net '" << name_ << "': " << NamingLayer(error.what(), layer->name(), layer->type())
                  << BottomShapesNote(s.bottoms);

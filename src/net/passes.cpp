@@ -327,15 +327,55 @@ struct QuantizationGroups {
   void Join(int a, int b) { parent[Find(a)] = Find(b); }
 };
 
-// What the group of blobs `members` may hold: the quantization every step outside the group that reads one of them
-// applies to it, where all apply the same one, read out of place and through no view, and every member is written
-// once, out of place, by a step that can write it in 8 bits or passes values through within the group (floats
-// otherwise, or where no step outside the group reads them). Collects the steps that read or write them.
+// What the readers of a blob agree on: the quantization every reader applies where all apply the same one, else, where
+// only readers that take any type read it (Layer::ReadsAnyQuantization), the one they offer where they offer one alike.
+class ReadersAgreement {
+ public:
+  // Step `step`'s layer reads the blob as its bottom `b`.
+  void Add(const Layer& layer, int b) {
+    const Quantization q = layer.ReadsQuantized(b);
+    if (layer.ReadsAnyQuantization(b)) {
+      if (q.integers()) offers_differ_ |= offered_ && q != offer_;
+      offer_ = q.integers() ? q : offer_;
+      offered_ |= q.integers();
+      return;
+    }
+    agree_ &= q.integers() && (!read_ || q == common_);
+    common_ = q;
+    read_ = true;
+  }
+  Quantization Result() const {
+    if (read_) return agree_ ? common_ : Quantization{};
+    return offered_ && !offers_differ_ ? offer_ : Quantization{};
+  }
+
+ private:
+  Quantization common_, offer_;
+  bool read_ = false, agree_ = true, offered_ = false, offers_differ_ = false;
+};
+
+// How blob `id` is held in 8 bits, or, in floats, what the steps that read it agree on (ReadersAgreement).
+Quantization ReadQuantization(const Net& net, int id) {
+  if (net.blobs()[id]->quantization().integers()) return net.blobs()[id]->quantization();
+  ReadersAgreement readers;
+  for (const PlanStep& step : net.plan()) {
+    const Layer& layer = *net.layers()[step.layer];
+    for (size_t b = 0; b < step.bottoms.size(); ++b)
+      if (step.bottoms[b] == id) readers.Add(layer, static_cast<int>(b));
+  }
+  return readers.Result();
+}
+
+// What the group of blobs `members` may hold: what the steps outside the group that read one of them agree on
+// (ReadersAgreement), read out of place and through no view, where every member is written once, out of place, by a
+// step that can write it in 8 bits (over a fused sum's summand held in 8 bits or quantized by its readers, planned
+// before) or passes values through within the group (floats otherwise, or where no step outside the group reads them).
+// Collects the steps that read or write them, and the writing steps with a fused sum with their summand's quantization.
 Quantization GroupQuantization(const Net& net, const std::vector<int>& members, const std::set<int>& outputs,
-                               std::set<size_t>* steps) {
+                               std::set<size_t>* steps, std::vector<std::pair<size_t, Quantization>>* summands) {
   const std::vector<PlanStep>& plan = net.plan();
-  Quantization common;
-  bool read = false;
+  ReadersAgreement readers;
+  summands->clear();
   for (int id : members) {
     if (outputs.count(id) || net.BlobReadOutside(id) || net.blobs()[id]->quantization().integers()) return {};
     int writers = 0;
@@ -348,22 +388,23 @@ Quantization GroupQuantization(const Net& net, const std::vector<int>& members, 
         steps->insert(s);
         if (std::find(step.bottoms.begin(), step.bottoms.end(), id) != step.bottoms.end()) return {};  // in place
         if (!layer.PassesQuantizationThrough() && !layer.WritesQuantized(static_cast<int>(t))) return {};
+        if (layer.fused_sum()) summands->push_back({s, ReadQuantization(net, step.bottoms.back())});
       }
       for (size_t b = 0; b < step.bottoms.size(); ++b) {
         if (step.bottoms[b] != id) continue;
         steps->insert(s);
         for (const Layer::TopView& view : step.views)
           if (view.bottom == static_cast<int>(b)) return {};
-        if (layer.PassesQuantizationThrough()) continue;  // its tops are members too
-        const Quantization q = layer.ReadsQuantized(static_cast<int>(b));
-        if (!q.integers() || (read && q != common)) return {};
-        common = q;
-        read = true;
+        if (!layer.PassesQuantizationThrough()) readers.Add(layer, static_cast<int>(b));  // else its tops are members
       }
     }
     if (writers != 1) return {};
   }
-  return read ? common : Quantization{};
+  // A writer with a fused sum writes integers over a summand held in 8 bits, or in floats quantized alike by its
+  // readers (where no one quantizes a float summand its range is not known); the sum adds it in its own type.
+  for (const auto& [step, q] : *summands)
+    if (!q.integers()) return {};
+  return readers.Result();
 }
 
 }  // namespace
@@ -397,8 +438,10 @@ void PlanElementTypes(Net* net) {
       for (int id : step.bottoms)
         if (groups.Find(id) == root && std::find(group.begin(), group.end(), id) == group.end()) group.push_back(id);
     std::set<size_t> steps;
-    const Quantization q = GroupQuantization(*net, group, outputs, &steps);
+    std::vector<std::pair<size_t, Quantization>> summands;
+    const Quantization q = GroupQuantization(*net, group, outputs, &steps, &summands);
     if (!q.integers()) continue;
+    for (const auto& [s, summand] : summands) net->layers()[plan[s].layer]->set_float_summand_quantization(summand);
     std::ostringstream names, blob_names;
     for (int id : group) {
       blobs[id]->set_quantization(q);
