@@ -7,7 +7,9 @@ passed from step to step).
 The weights are PyTorch's initial ones for the net (benchmarks/caffe_nets.py); the nets take an Input, so `crema
 quantize` measures the ranges a zero image gives (it warns so). Those scales set which integers the kernels see, not
 how long they take: for accuracy, quantize a trained net with --calibration (docs/performance.md has both).
-The three settings alternate within each round; per setting the median of the rounds.
+The three settings alternate within each round; per setting the median of the rounds. With --baseline=CREMA (another
+build of crema, an earlier commit's), a fourth setting runs that binary on the same 8-bit net, and a last column gives
+the 8-bit net's speed-up over it.
 
 Needs: build/tools/crema; python3-torch, python3-protobuf (Debian).
 
@@ -69,7 +71,9 @@ def main():
     parser.add_argument("--iterations", type=int, default=10)
     parser.add_argument("--nets", default=",".join(NETS))
     parser.add_argument("--crema", default=os.path.join(ROOT, "build", "tools", "crema"))
+    parser.add_argument("--baseline", help="another crema binary to run the same 8-bit nets with")
     args = parser.parse_args()
+    settings = SETTINGS + (["8-bit, baseline"] if args.baseline else [])
     names = args.nets.split(",")
     results = {}  # (net, setting) -> [ms per round]
     cpu = ""
@@ -79,23 +83,32 @@ def main():
             for name in names:
                 prototxt, quantized, caffemodel, _ = files[name]
                 runs = {"float": (prototxt, {}), "8-bit": (quantized, {}),
-                        "8-bit, blobs in float": (quantized, {"CREMA_ELEMENT_TYPES": "float"})}
-                for setting in SETTINGS:
+                        "8-bit, blobs in float": (quantized, {"CREMA_ELEMENT_TYPES": "float"}),
+                        "8-bit, baseline": (quantized, {})}
+                for setting in settings:
                     model, env = runs[setting]
-                    ms, cpu = run_crema(args.crema, model, caffemodel, args.iterations, env)
+                    binary = args.baseline if setting == "8-bit, baseline" else args.crema
+                    ms, cpu = run_crema(binary, model, caffemodel, args.iterations, env)
                     results.setdefault((name, setting), []).append(ms)
             print("round %d of %d done" % (round_index + 1, args.rounds), file=sys.stderr)
     print("CPU: %s" % cpu)
     print("%d rounds, alternating, of %d passes; per setting the median of the rounds, ms per batch (every round's "
           "figure in brackets)\n" % (args.rounds, args.iterations))
-    print("| net (batch) | float | 8-bit | 8-bit, blobs in float | 8-bit speed-up | of which 8-bit blobs |")
-    print("|---|---|---|---|---|---|")
+    baseline = bool(args.baseline)
+    print("| net (batch) | float | 8-bit | 8-bit, blobs in float |%s 8-bit speed-up | of which 8-bit blobs |%s"
+          % (" 8-bit, baseline |" if baseline else "", " over the baseline |" if baseline else ""))
+    print("|---" * (8 if baseline else 6) + "|")
     for name in names:
-        median = {s: statistics.median(results[(name, s)]) for s in SETTINGS}
+        median = {s: statistics.median(results[(name, s)]) for s in settings}
         cell = lambda s: "%.1f [%s]" % (median[s], ", ".join("%.0f" % ms for ms in results[(name, s)]))
-        print("| %s (%d) | %s | %s | %s | %.2fx | %.2fx |"
-              % (name, files[name][3], cell("float"), cell("8-bit"), cell("8-bit, blobs in float"),
-                 median["float"] / median["8-bit"], median["8-bit, blobs in float"] / median["8-bit"]))
+        row = "| %s (%d) | %s | %s | %s |" % (name, files[name][3], cell("float"), cell("8-bit"),
+                                            cell("8-bit, blobs in float"))
+        if baseline:
+            row += " %s |" % cell("8-bit, baseline")
+        row += " %.2fx | %.2fx |" % (median["float"] / median["8-bit"], median["8-bit, blobs in float"] / median["8-bit"])
+        if baseline:
+            row += " %.2fx |" % (median["8-bit, baseline"] / median["8-bit"])
+        print(row)
 
 
 if __name__ == "__main__":

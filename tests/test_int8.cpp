@@ -818,6 +818,15 @@ TEST(Int8ConvolutionTest, ABadScaleIsNamed) {
                            std::string("quantization { input_scale: ") + scale + " }"));
         },
         {"conv", "quantization.input_scale", "positive"});
+    // The same on the Eltwise SUM a convolution takes as its fused sum.
+    test::ExpectErrorContaining(
+        [&] {
+          BuildNet(ConvNet({1, 16, 4, 4}, "num_output: 16 kernel_size: 3 pad: 1", "quantization { input_scale: 50 }",
+                           std::string("layer { name: 'sum' type: 'Eltwise' bottom: 'out' bottom: 'data' top: 'res' "
+                                       "quantization { input_scale: ") +
+                               scale + " } }\n"));
+        },
+        {"layer 'sum' (Eltwise)", "quantization.input_scale", "positive"});
   }
 }
 
