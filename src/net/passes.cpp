@@ -331,7 +331,7 @@ struct QuantizationGroups {
 // only readers that take any type read it (Layer::ReadsAnyQuantization), the one they offer where they offer one alike.
 class ReadersAgreement {
  public:
-  // Step `step`'s layer reads the blob as its bottom `b`.
+  // `layer` reads the blob as its bottom `b`.
   void Add(const Layer& layer, int b) {
     const Quantization q = layer.ReadsQuantized(b);
     if (layer.ReadsAnyQuantization(b)) {
