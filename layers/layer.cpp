@@ -64,6 +64,12 @@ void Layer::CheckArity(const std::vector<Blob*>& bottom, const std::vector<Blob*
                           << " top(s)";
 }
 
+Quantization QuantizationOf(const QuantizationParameter& q, const std::string& who) {
+  CREMA_CHECK(std::isfinite(q.input_scale()) && q.input_scale() > 0)
+      << who << ": quantization.input_scale must be a positive number (it is " << q.input_scale() << ")";
+  return {q.input_unsigned() ? ElementType::kUInt8 : ElementType::kInt8, q.input_scale()};
+}
+
 std::vector<Blob*> Layer::OwnBottoms(const std::vector<Blob*>& bottom) const {
   if (!fused_sum_) return bottom;
   CREMA_CHECK(!bottom.empty()) << describe() << ": a fused sum needs its summand as the last bottom";

@@ -33,6 +33,10 @@ namespace crema {
 // ignore_label. Rules read only labels that Layer::CheckLabels accepted on the host, so the conversion is defined.
 CREMA_HOST_DEVICE inline int LabelClass(float value) { return static_cast<int>(value); }
 
+// A layer's QuantizationParameter (its 8-bit input, or an Eltwise's summand) as a Quantization; throws an Error naming
+// `who` where its input_scale is not a positive number.
+Quantization QuantizationOf(const QuantizationParameter& q, const std::string& who);
+
 // An element rule a layer applies to its own output before writing it: the inference rewrites (net/fold.hpp) fuse a
 // ReLU, ELU, Sigmoid, TanH or Clip into the Convolution, Deconvolution or InnerProduct before it, whose engine then
 // computes it in the same pass (oneDNN's post-ops) or right after its own work (the other engines).

@@ -433,15 +433,9 @@ dnnl::reorder QuantizingReorder(const memory::desc& from, const memory::desc& to
   return dnnl::reorder(dnnl::reorder::primitive_desc(CpuEngine(), from, CpuEngine(), to, attr));
 }
 
-void CheckQuantization(const QuantizationParameter& q, const std::string& who) {
-  CREMA_CHECK(std::isfinite(q.input_scale()) && q.input_scale() > 0)
-      << who << ": quantization.input_scale must be a positive number (it is " << q.input_scale() << ")";
-}
-
 Quantization Int8Reads(const Layer& layer, bool runs_int8, int bottom) {
   if (!runs_int8 || bottom != 0 || layer.layer_param().bottom_size() != 1) return {};
-  const QuantizationParameter& q = layer.layer_param().quantization();
-  return {q.input_unsigned() ? ElementType::kUInt8 : ElementType::kInt8, q.input_scale()};
+  return QuantizationOf(layer.layer_param().quantization(), layer.name());  // checked when it was reshaped
 }
 
 bool Int8Writes(const Layer& layer, bool runs_int8, int top) {

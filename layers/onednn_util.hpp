@@ -234,8 +234,6 @@ class Int8Weights {
 
 // The reorder from float `from` into 8-bit `to` (u8 or s8) as round(x * scale), saturated.
 dnnl::reorder QuantizingReorder(const dnnl::memory::desc& from, const dnnl::memory::desc& to, float scale);
-// An Error naming `who` where `q` cannot be used (its input_scale not a positive number).
-void CheckQuantization(const QuantizationParameter& q, const std::string& who);
 // Says, once per process, that layer `who` computes in float although set to 8 bits, and why (`why`: oneDNN's
 // refusal); later such layers are not named.
 void WarnInt8Refused(const std::string& who, const std::string& why);

@@ -1109,6 +1109,11 @@ int Quantize() {
     bool seen = false;
     float not_finite = 0.f;  // the first input value that was not a finite number (std::min passes over a NaN)
     bool finite = true;
+    void Add(float low_value, float high_value) {
+      low = seen ? std::min(low, low_value) : low_value;
+      high = seen ? std::max(high, high_value) : high_value;
+      seen = true;
+    }
   };
   const auto measure = [](const Blob& input, Range* range) {
     const float* data = input.cpu_data();
@@ -1117,9 +1122,7 @@ int Quantize() {
         range->finite = false;
         range->not_finite = data[j];
       }
-      range->low = range->seen ? std::min(range->low, data[j]) : data[j];
-      range->high = range->seen ? std::max(range->high, data[j]) : data[j];
-      range->seen = true;
+      range->Add(data[j], data[j]);
     }
   };
   // By layer name; and the summands of the sums folded into a convolution (ResNet's shortcuts), by blob name, for the
@@ -1169,9 +1172,7 @@ int Quantize() {
       if (range == summand_ranges.end()) continue;
       CREMA_CHECK(range->second.finite) << "layer '" << layer.name() << "': its input '" << bottom << "' reached "
                                         << range->second.not_finite << " during calibration";
-      r.low = r.seen ? std::min(r.low, range->second.low) : range->second.low;
-      r.high = r.seen ? std::max(r.high, range->second.high) : range->second.high;
-      r.seen = true;
+      r.Add(range->second.low, range->second.high);
     }
     if (!r.seen) continue;
     QuantizationParameter* q = layer.mutable_quantization();

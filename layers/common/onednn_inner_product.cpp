@@ -143,7 +143,7 @@ void OneDnnInnerProductLayer::Reshape(const std::vector<Blob*>& bottom, const st
   InnerProductLayer::Reshape(bottom, top);  // M_, K_, N_ and the top's shape
   // 8 bits wherever the net runs forward only and oneDNN has the kernels (else float, said once).
   const bool int8 = !backward_planned() && !fused_sum() && layer_param().has_quantization();
-  if (int8) onednn::CheckQuantization(layer_param().quantization(), describe());
+  if (int8) QuantizationOf(layer_param().quantization(), describe());
   // bfloat16 where asked for and this CPU has the kernels, in training too; not with a fused sum (a post-op the
   // native products take: the inference rewrites'), which stays in float32.
   const Precision precision = int8 || fused_sum() ? Precision::kFloat32 : onednn::EnginePrecision(*this);

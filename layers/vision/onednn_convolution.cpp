@@ -426,7 +426,7 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
       // 8-bit integers, where oneDNN has kernels for them on this CPU; else float, said once.
       const QuantizationParameter& q = layer_param().quantization();
       CREMA_CHECK(!transposed_) << Layer::describe() << ": quantization is for Convolution layers";
-      onednn::CheckQuantization(q, Layer::describe());
+      QuantizationOf(q, Layer::describe());
       // A bottom the plan keeps in 8 bits is read as it lies; a float one is quantized into the workspace. A top kept
       // in 8 bits is written so, in its planned layout.
       p->int8_src =

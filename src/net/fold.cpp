@@ -3,7 +3,6 @@
 #include <glog/logging.h>
 
 #include <algorithm>
-#include <cmath>
 #include <sstream>
 
 #include "net/passes.hpp"
@@ -147,13 +146,9 @@ void FoldIntoProducers(Net* net) {
         if (!ready) break;
         summand = other;
         sum_step = r;
-        if (layer.layer_param().has_quantization()) {  // the range of its inputs, `crema quantize`'s measure
-          const QuantizationParameter& q = layer.layer_param().quantization();
-          CREMA_CHECK(std::isfinite(q.input_scale()) && q.input_scale() > 0)
-              << "layer '" << layer.name() << "' (" << layer.type()
-              << "): quantization.input_scale must be a positive number (it is " << q.input_scale() << ")";
-          sum_quantization = {q.input_unsigned() ? ElementType::kUInt8 : ElementType::kInt8, q.input_scale()};
-        }
+        if (layer.layer_param().has_quantization())  // the range of its inputs, `crema quantize`'s measure
+          sum_quantization =
+              QuantizationOf(layer.layer_param().quantization(), "layer '" + layer.name() + "' (" + layer.type() + ")");
       } else {
         if (next.bottoms.size() != 1) break;
         std::vector<float> scale, shift;
