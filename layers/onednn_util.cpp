@@ -196,7 +196,7 @@ size_t Regions::AddCopy(const memory::desc& wanted, const memory::desc& user) {
   return wanted == user ? 0 : Add(wanted);
 }
 
-void Regions::Restart() { bytes_ = 0; }
+void Regions::Restart(size_t kept) { bytes_ = kept; }
 
 size_t Regions::Floats() const { return largest_ == 0 ? 0 : (largest_ + 64) / sizeof(float); }
 

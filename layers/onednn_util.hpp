@@ -94,7 +94,11 @@ class Regions {
   // A region for a copy of a buffer of layout `user` reordered to `wanted` (Binder::In, Result): none where the
   // two are the same (the Binder then uses the buffer itself; the offset returned is never read).
   size_t AddCopy(const dnnl::memory::desc& wanted, const dnnl::memory::desc& user);
-  void Restart();
+  // The next phase's regions start at `kept` (0, or a Mark): the regions before it stay valid through that phase, so
+  // that a buffer converted once serves two phases (a convolution's output gradient, read alike by both backward
+  // passes).
+  void Restart(size_t kept = 0);
+  size_t Mark() const { return bytes_; }
   // The bytes of the largest phase so far, plus the alignment slack: what to RequestWorkspace (in floats).
   size_t Floats() const;
 

@@ -52,6 +52,9 @@ struct OneDnnConvolutionLayer::Primitives {
   dnnl::primitive forward_primitive, backward_data_primitive, backward_weights_primitive;
   onednn::WeightCache weights;       // the forward's weights, in its layout
   bool data_reads_cached = false;    // the backward-data primitive wants the weights in the forward's layout
+  // Both backward passes read the output gradient converted alike (bf16, another layout): converted once, into
+  // backward_diff_dst, which the input gradient's phase leaves alone.
+  bool shared_diff_dst = false;
 
   // 8-bit inference (QuantizationParameter): the input quantized by `quantize_src` into the forward's integer layout,
   // the weights by `int8_weights`; the forward is made again where the weights or the bias change, since the output
@@ -522,18 +525,25 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
 
   // The forward pass (its regions above), the weight gradient and the input gradient run one after another and each
   // uses the workspace afresh, so their regions overlap: the workspace is the largest phase, not their sum.
+  // Both backward passes read the output gradient; where they read it alike and not as it lies (in bf16, or in another
+  // layout), one conversion serves both: it comes first and stays through the input gradient's phase.
   p->regions.Restart();
-  p->backward_src = p->regions.AddCopy(p->backward_weights.src_desc(0), p->user_src);
+  p->shared_diff_dst = !p->gemm_backward_data &&
+                       p->backward_data.diff_dst_desc(0) == p->backward_weights.diff_dst_desc(0) &&
+                       p->backward_weights.diff_dst_desc(0) != p->user_dst;
   p->backward_diff_dst = p->regions.AddCopy(p->backward_weights.diff_dst_desc(0), p->user_dst);
+  const size_t kept = p->shared_diff_dst ? p->regions.Mark() : 0;
+  p->backward_src = p->regions.AddCopy(p->backward_weights.src_desc(0), p->user_src);
   p->computed_diff_weights = p->regions.AddCopy(p->backward_weights.diff_weights_desc(0), p->user_weights);
   p->diff_weights = p->regions.Add(p->user_weights);
   p->diff_bias = p->regions.Add(p->user_bias);
   p->weights_scratch = p->regions.Add(p->backward_weights.scratchpad_desc());
-  p->regions.Restart();
+  p->regions.Restart(kept);
   if (!p->gemm_backward_data) {
     if (!p->data_reads_cached)
       p->data_weights = p->regions.AddCopy(p->backward_data.weights_desc(0), p->user_weights);
-    p->data_diff_dst = p->regions.AddCopy(p->backward_data.diff_dst_desc(0), p->user_dst);
+    p->data_diff_dst =
+        p->shared_diff_dst ? p->backward_diff_dst : p->regions.AddCopy(p->backward_data.diff_dst_desc(0), p->user_dst);
     p->diff_src = p->regions.AddCopy(p->backward_data.diff_src_desc(0), p->user_src);
     p->data_scratch = p->regions.Add(p->backward_data.scratchpad_desc());
   }
@@ -686,9 +696,12 @@ void OneDnnConvolutionLayer::Backward_cpu(const std::vector<Blob*>& top, const s
   Binder bind(workspace(), &p.backward_bindings);
   for (size_t b = 0; b < top.size(); ++b) {
     const float* top_diff = top[b]->cpu_diff();
+    memory
+        converted_diff_dst;  // the output gradient as the weight gradient read it, where the input gradient shares it
     if (weight_grad || bias_grad) {
-      const memory src = bind.In(p.user_src, bottom[b]->cpu_data(), p.backward_weights.src_desc(0), p.backward_src);
       const memory diff_dst = bind.In(p.user_dst, top_diff, p.backward_weights.diff_dst_desc(0), p.backward_diff_dst);
+      if (p.shared_diff_dst) converted_diff_dst = diff_dst;
+      const memory src = bind.In(p.user_src, bottom[b]->cpu_data(), p.backward_weights.src_desc(0), p.backward_src);
       const memory diff_weights = bind.Result(p.user_weights, bind.At(p.diff_weights),
                                               p.backward_weights.diff_weights_desc(0), p.computed_diff_weights);
       onednn::Args args = {
@@ -724,7 +737,9 @@ void OneDnnConvolutionLayer::Backward_cpu(const std::vector<Blob*>& top, const s
           p.data_reads_cached
               ? p.weights.Get(*params_[0], bind.stream())
               : bind.In(p.user_weights, params_[0]->cpu_data(), p.backward_data.weights_desc(0), p.data_weights);
-      const memory diff_dst = bind.In(p.user_dst, top_diff, p.backward_data.diff_dst_desc(0), p.data_diff_dst);
+      const memory diff_dst = converted_diff_dst
+                                  ? converted_diff_dst
+                                  : bind.In(p.user_dst, top_diff, p.backward_data.diff_dst_desc(0), p.data_diff_dst);
       float* input_diff = bottom[b]->mutable_cpu_diff();
       const memory diff_src = bind.Result(p.user_src, input_diff, p.backward_data.diff_src_desc(0), p.diff_src);
       onednn::Args({{DNNL_ARG_DIFF_DST, diff_dst},
