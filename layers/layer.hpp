@@ -190,22 +190,24 @@ class Layer {
   // pass then keeps both (oneDNN's engines reorder a top that stays plain themselves).
   virtual bool PassesLayoutThrough() const { return false; }
 
-  // Element types (core/element_type.hpp). The net's plan_element_types pass keeps a blob in 8-bit integers only when
-  // its writer can write them and every layer that reads it quantizes it the same way; the layers find the type on
-  // their blobs (Blob::quantization()) when the net reshapes them. How this layer quantizes bottom `bottom` before
-  // computing on it (QuantizationParameter: the type and scale of its 8-bit kernels' input), or floats where it reads
-  // floats (the default). A layer that says so must read the bottom in that type as it lies, quantized already.
+  // Element types (core/element_type.hpp). The net's plan_element_types pass keeps a blob in 8-bit integers or bf16
+  // only when its writer can write them and every layer that reads it converts it the same way; the layers find the
+  // type on their blobs (Blob::quantization()) when the net reshapes them. How this layer converts bottom `bottom`
+  // before computing on it (QuantizationParameter: the type and scale of its 8-bit kernels' input; bf16 where its
+  // products read bf16), or floats where it reads floats (the default). A layer that says so must read the bottom in
+  // that type as it lies, converted already.
   virtual Quantization ReadsQuantized(int bottom) const { return {}; }
   // Whether this layer reads bottom `bottom` in whatever element type and scale it lies in, and computes with its
   // values as they stand for (an 8-bit engine's fused sum: its summand, any type, scaled into the output's). Such a
   // reader does not keep a blob in floats, and its ReadsQuantized is an offer, taken where no other reader quantizes
   // the blob (a blob only such readers read, offering none or differing, stays in floats).
   virtual bool ReadsAnyQuantization(int bottom) const { return false; }
-  // Whether this layer can write top `top` quantized in any 8-bit type and scale, the values it would have written in
-  // float, rounded and saturated: q = round(value * scale).
-  virtual bool WritesQuantized(int top) const { return false; }
+  // Whether this layer can write top `top` in element type `type` (an 8-bit type, in any scale; bf16), the values it
+  // would have written in float, rounded (and saturated: q = round(value * scale)).
+  virtual bool WritesQuantized(int top, ElementType type) const { return false; }
   // Whether this layer's tops hold some of its bottoms' values, unchanged (a MAX pooling, a Concat), and it can pass
-  // them in 8 bits as they come, running forward only: its bottoms and tops then take one element type together.
+  // them in 8 bits or bf16 as they come, running forward only: its bottoms and tops then take one element type
+  // together.
   virtual bool PassesQuantizationThrough() const { return false; }
 
   // A top that is a view of a bottom: the same data (and diff, when `diff`), moved by no one. The net (or

@@ -314,6 +314,115 @@ TEST(PrecisionTest, Bfloat16TrainingResumesBitForBit) {
       << "the bf16 run gave the float32 run's weights";
 }
 
+// The bf16 element type of a blob: the rounding (to nearest, ties to even; NaN kept, infinities kept), half the memory
+// of floats, the float accessors refused, the values read back as floats.
+TEST(Bfloat16BlobTest, RoundsToNearestEvenAndHoldsHalfTheBytes) {
+  RandomStream random(5);
+  for (int i = 0; i < 100000; ++i) {
+    const float x = random.Gaussian(0.f, 1.f) * std::pow(10.f, random.Uniform(-6.f, 6.f));
+    ASSERT_EQ(FromBfloat16(ToBfloat16(x)), RoundToBfloat16(x)) << x;
+  }
+  // Ties: 1 + 2^-8 lies halfway between 1 and 1 + 2^-7 and goes to the even 1; 1 + 3 * 2^-8 to 1 + 2^-6.
+  EXPECT_EQ(FromBfloat16(ToBfloat16(1.f + 1.f / 256)), 1.f);
+  EXPECT_EQ(FromBfloat16(ToBfloat16(1.f + 3.f / 256)), 1.f + 1.f / 64);
+  EXPECT_TRUE(std::isnan(FromBfloat16(ToBfloat16(std::nanf("")))));
+  EXPECT_EQ(FromBfloat16(ToBfloat16(-INFINITY)), -INFINITY);
+  EXPECT_EQ(FromBfloat16(ToBfloat16(3.4e38f)), INFINITY);  // past the largest bf16 (3.39e38), rounded up
+
+  Blob blob({3, 5});
+  test::FillGaussian(&blob, 0.f, 1.f, 9);
+  const std::vector<float> floats = test::DataOf(blob);
+  blob.set_quantization({ElementType::kBfloat16, 1.f});
+  EXPECT_EQ(blob.data_floats(), 8u);  // 15 halves in 8 floats
+  auto* stored = static_cast<uint16_t*>(blob.mutable_cpu_bytes());
+  for (int i = 0; i < 15; ++i) stored[i] = ToBfloat16(floats[i]);
+  const std::vector<float> read = PlainValues(blob);
+  for (int i = 0; i < 15; ++i) EXPECT_EQ(read[i], RoundToBfloat16(floats[i]));
+  EXPECT_THROW(blob.cpu_data(), Error);
+}
+
+// A net planned for forward alone in bf16: a blob whose writer can write bf16 and whose every reader computes in bf16
+// (the oneDNN Convolution) passes as bf16, through the MAX pooling and the Concat, from the LRN (which reads floats
+// and rounds its output) on; a blob a float reader (the InnerProduct) reads, the net's outputs and everything in a net
+// planned for backward stay floats. Each bf16 blob holds exactly the bf16 rounding of what the same net computes with
+// every blob in floats, and what reads them computes the same bits: the rounding the readers did is done once by the
+// writer. In the channel-blocked layouts (the LRN's oneDNN primitive, its output reordered) and in channels-last (its
+// own loops).
+TEST(PrecisionTest, Bfloat16BlobsPassBetweenBf16StepsAsTheirReadersWouldRoundThem) {
+  SkipWithoutBfloat16();
+  const std::string text = R"(
+    layer { name: 'data' type: 'Input' top: 'data' input_param { shape { dim: 2 dim: 16 dim: 12 dim: 12 } } }
+    layer { name: 'conv1' type: 'Convolution' bottom: 'data' top: 'c1' convolution_param { num_output: 32
+            kernel_size: 3 pad: 1 } }
+    layer { name: 'relu1' type: 'ReLU' bottom: 'c1' top: 'c1' }
+    layer { name: 'norm' type: 'LRN' bottom: 'c1' top: 'norm' lrn_param { local_size: 5 alpha: 0.1 beta: 0.75 } }
+    layer { name: 'conv2' type: 'Convolution' bottom: 'norm' top: 'c2' convolution_param { num_output: 16
+            kernel_size: 1 } }
+    layer { name: 'relu2' type: 'ReLU' bottom: 'c2' top: 'c2' }
+    layer { name: 'pool' type: 'Pooling' bottom: 'norm' top: 'pooled' pooling_param { pool: MAX kernel_size: 3
+            stride: 1 pad: 1 } }
+    layer { name: 'join' type: 'Concat' bottom: 'c2' bottom: 'pooled' top: 'joined' }
+    layer { name: 'conv3' type: 'Convolution' bottom: 'joined' top: 'c3' convolution_param { num_output: 24
+            kernel_size: 3 pad: 1 } }
+    layer { name: 'fc' type: 'InnerProduct' bottom: 'c3' top: 'out' inner_product_param { num_output: 10 } }
+  )";
+  const auto build = [&](bool backward, bool plan = true) {
+    auto context = std::make_shared<Context>(Device::kCPU, 0, 7);
+    context->set_plan_memory(plan);
+    context->force_engine("Convolution", "onednn");
+    context->force_engine("InnerProduct", "onednn");
+    context->force_engine("LRN", "onednn");
+    context->force_engine("Pooling", "onednn");
+    context->force_engine("Concat", "onednn");
+    context->set_precision(Precision::kBfloat16);
+    auto net = std::make_unique<Net>(test::ParseNet(text), context);
+    uint64_t seed = 3;
+    for (const auto& layer : net->layers())
+      for (const auto& blob : layer->params()) test::FillGaussian(blob.get(), 0.f, 0.3f, seed++);
+    test::FillGaussian(net->input_blobs()[0], 0.f, 1.f, seed++);
+    net->PlanMemory(backward);
+    net->RunAfterWeightsPasses();
+    return net;
+  };
+  for (const char* activations : {"blocked", "nhwc"}) {
+    SCOPED_TRACE(activations);
+    const test::ScopedEnvironment layout("CREMA_ONEDNN_ACTIVATIONS", activations);
+    const auto net = build(false);
+    for (const char* name : {"norm", "c2", "pooled", "joined"}) {
+      SCOPED_TRACE(name);
+      EXPECT_EQ(ElementTypeName(net->blob_by_name(name)->data_type()), ElementTypeName(ElementType::kBfloat16));
+      EXPECT_EQ(net->blob_by_name(name)->data_floats(), static_cast<size_t>(net->blob_by_name(name)->count()) / 2);
+    }
+    for (const char* name : {"c1", "c3", "out"}) EXPECT_TRUE(net->blob_by_name(name)->quantization().floats()) << name;
+
+    // The same net with every blob in floats, and memory of their own (no plan), so that each can be read afterwards.
+    const auto float_net = build(false, false);
+    ASSERT_TRUE(float_net->blob_by_name("joined")->quantization().floats());
+    float_net->Forward();
+    // The planned net step by step, each top read before a later step reuses its memory.
+    std::vector<std::string> compared;
+    for (size_t s = 0; s < net->plan().size(); ++s) {
+      net->ForwardStep(s);
+      for (int id : net->plan()[s].tops) {
+        const std::string& name = net->blob_names()[id];
+        SCOPED_TRACE(name);
+        const std::vector<float> held = PlainValues(*net->blobs()[id]);
+        const std::vector<float> computed = PlainValues(*float_net->blob_by_name(name));
+        ASSERT_EQ(held.size(), computed.size());
+        const bool bf16 = net->blobs()[id]->data_type() == ElementType::kBfloat16;
+        for (size_t i = 0; i < held.size(); ++i)
+          ASSERT_EQ(held[i], bf16 ? RoundToBfloat16(computed[i]) : computed[i]) << "at " << i;
+        compared.push_back(name);
+      }
+    }
+    // Every step's top (the ReLUs fused into the convolutions): the float ones bit for bit.
+    EXPECT_EQ(compared, (std::vector<std::string>{"data", "c1", "norm", "c2", "pooled", "joined", "c3", "out"}));
+
+    const auto training_net = build(true);
+    for (const auto& blob : training_net->blobs()) EXPECT_TRUE(blob->quantization().floats());
+  }
+}
+
 }  // namespace
 }  // namespace crema
 

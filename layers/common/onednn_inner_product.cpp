@@ -137,7 +137,9 @@ Quantization OneDnnInnerProductLayer::ReadsQuantized(int bottom) const {
   return onednn::Int8Reads(*this, runs_int8(), bottom);
 }
 
-bool OneDnnInnerProductLayer::WritesQuantized(int top) const { return onednn::Int8Writes(*this, runs_int8(), top); }
+bool OneDnnInnerProductLayer::WritesQuantized(int top, ElementType type) const {
+  return type != ElementType::kBfloat16 && onednn::Int8Writes(*this, runs_int8(), top);
+}
 
 void OneDnnInnerProductLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   InnerProductLayer::Reshape(bottom, top);  // M_, K_, N_ and the top's shape

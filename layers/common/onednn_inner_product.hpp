@@ -42,7 +42,7 @@ class OneDnnInnerProductLayer : public InnerProductLayer {
   }
   // As the convolution's engine (onednn::Int8Reads, Int8Writes), its bottom plain.
   Quantization ReadsQuantized(int bottom) const override;
-  bool WritesQuantized(int top) const override;
+  bool WritesQuantized(int top, ElementType type) const override;
 
  protected:
   void Forward_any(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;

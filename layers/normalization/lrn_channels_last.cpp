@@ -54,6 +54,14 @@ CREMA_VECTOR_CLONES void IntegerPosition(const float* __restrict x, Integer* __r
   }
 }
 
+// The position's results rounded to bf16, as the readers' converting reorders round them.
+CREMA_VECTOR_CLONES void Bfloat16Position(const float* __restrict x, uint16_t* __restrict b, float* __restrict padded,
+                                          float* __restrict sums, float* __restrict y, int channels, int size, float k,
+                                          float factor, float beta) {
+  OnePosition(x, y, padded, sums, channels, size, k, factor, beta);
+  for (int c = 0; c < channels; ++c) b[c] = ToBfloat16(y[c]);
+}
+
 }  // namespace
 
 void LRNAcrossChannelsLast(const float* x, void* y, const Quantization& quantization, long long positions, int channels,
@@ -67,6 +75,10 @@ void LRNAcrossChannelsLast(const float* x, void* y, const Quantization& quantiza
     for (long long p = 0; p < positions; ++p) {
       const float* in = x + p * channels;
       switch (quantization.type) {
+        case ElementType::kBfloat16:
+          Bfloat16Position(in, static_cast<uint16_t*>(y) + p * channels, padded.data(), sums.data(), values.data(),
+                           channels, size, k, factor, beta);
+          break;
         case ElementType::kFloat32:
           FloatPosition(in, static_cast<float*>(y) + p * channels, padded.data(), sums.data(), channels, size, k,
                         factor, beta);

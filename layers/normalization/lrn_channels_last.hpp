@@ -4,7 +4,8 @@
 // channels-last. y = x * (k + factor * (sum of the squares of the `size` channels around it))^-beta, the window
 // clipped at the first and last channel; the squares summed in channel order. `y` holds floats, or, where
 // `quantization` says so (a top the plan keeps in 8 bits, plan_element_types), round(y * scale) saturated to the
-// type's range: the integers its 8-bit readers would have made of the floats.
+// type's range: the integers its 8-bit readers would have made of the floats; or, in bf16, y rounded as its bf16
+// readers would have rounded it.
 #pragma once
 
 #include "core/element_type.hpp"

@@ -60,8 +60,10 @@ void OneDnnLRNLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector
   // lrn_channels_last.hpp), faster there than oneDNN's kernel for the layout.
   own_channels_last_ = across_ && !backward_planned() && bottom[0]->layout() == Layout::kChannelsLast &&
                        top[0]->layout() == Layout::kChannelsLast;
-  CREMA_CHECK(own_channels_last_ || !top[0]->quantization().integers())
-      << describe() << ": its top was planned in 8 bits, but it no longer runs forward only in channels-last";
+  const Quantization& q = top[0]->quantization();
+  CREMA_CHECK(q.floats() || own_channels_last_ || (q.type == ElementType::kBfloat16 && !backward_planned()))
+      << describe() << ": its top was planned in " << ElementTypeName(q.type)
+      << ", which it writes only forward alone (and 8 bits only in channels-last)";
   if (own_channels_last_) {
     passes_.reset();
     RequestWorkspace(0);
@@ -107,7 +109,8 @@ void OneDnnLRNLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::ve
                           beta_);
     return;
   }
-  passes_->Forward(workspace(), bottom[0]->cpu_data(), top[0]->mutable_cpu_data(), saved_->mutable_cpu_data());
+  // floats, or bf16 where planned so (reordered from the primitive's floats)
+  passes_->Forward(workspace(), bottom[0]->cpu_data(), top[0]->mutable_cpu_bytes(), saved_->mutable_cpu_data());
 }
 
 void OneDnnLRNLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,

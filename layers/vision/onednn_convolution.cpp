@@ -178,18 +178,22 @@ bool WinogradIsFaster(const dnnl::primitive_desc_base& winograd, const dnnl::pri
 
 // The memory descriptors of one kind's passes: the forward's input and output, the gradients of both, the weights as
 // the forward and the input gradient read them and the weights' gradient. In float32 all have one type; in bfloat16,
-// what the products read (input, weights, output gradient) is bf16 and what they write (output, gradients) float32.
+// what the products read (input, weights, output gradient) is bf16 and what they write (output, gradients) float32,
+// the output bf16 where the plan keeps it so (`bf16_output`, forward only).
 struct PassDescs {
   memory::desc src, dst, diff_src, diff_dst, weights, diff_weights;
 };
 
 PassDescs DescsIn(Precision precision, const memory::dims& src, const memory::dims& dst, const memory::dims& weights,
-                  Tag activations) {
+                  Tag activations, bool bf16_output) {
   const auto f32 = memory::data_type::f32;
   const auto read = precision == Precision::kBfloat16 ? memory::data_type::bf16 : f32;
-  return {memory::desc(src, read, activations),  memory::desc(dst, f32, activations),
-          memory::desc(src, f32, activations),   memory::desc(dst, read, activations),
-          memory::desc(weights, read, Tag::any), memory::desc(weights, f32, Tag::any)};
+  return {memory::desc(src, read, activations),
+          memory::desc(dst, bf16_output ? memory::data_type::bf16 : f32, activations),
+          memory::desc(src, f32, activations),
+          memory::desc(dst, read, activations),
+          memory::desc(weights, read, Tag::any),
+          memory::desc(weights, f32, Tag::any)};
 }
 
 // The elements `desc` holds, padding included (channels padded to whole blocks), whatever their type.
@@ -399,7 +403,8 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
                               g.stride[1] == 1 && g.dilation[0] == 1 && g.dilation[1] == 1;
   const Winograd winograd = three_by_three ? WinogradSetting() : Winograd::kNever;
   const auto describe = [&](Tag activations, Precision precision) {
-    const PassDescs d = DescsIn(precision, p->user_src.dims(), p->user_dst.dims(), p->user_weights.dims(), activations);
+    const PassDescs d = DescsIn(precision, p->user_src.dims(), p->user_dst.dims(), p->user_weights.dims(), activations,
+                                top[0]->data_type() == ElementType::kBfloat16);
     const memory::desc* bias = bias_term_ ? &p->user_bias : nullptr;
     if (transposed_)
       DescribeKind<dnnl::deconvolution_forward, dnnl::deconvolution_backward_data,
@@ -493,6 +498,9 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
         p->precision = Precision::kFloat32;
         describe_in(p->precision);
       }
+      CREMA_CHECK(p->precision == Precision::kBfloat16 ||
+                  (input.quantization().floats() && top[0]->quantization().floats()))
+          << Layer::describe() << ": its blobs were planned in bfloat16, but it computes in float32 here";
       p->forward_primitive = dnnl::primitive(p->forward.get());
     }
   }
@@ -573,10 +581,19 @@ bool OneDnnConvolutionLayer::runs_int8() const { return primitives_ && primitive
 
 Quantization OneDnnConvolutionLayer::ReadsQuantized(int bottom) const {
   if (ReadsAnyQuantization(bottom)) return sum_quantization();  // an offer
+  if (runs_bf16_blobs() && bottom == 0) return {ElementType::kBfloat16, 1.f};
   return onednn::Int8Reads(*this, runs_int8(), bottom);
 }
 
-bool OneDnnConvolutionLayer::WritesQuantized(int top) const { return onednn::Int8Writes(*this, runs_int8(), top); }
+bool OneDnnConvolutionLayer::WritesQuantized(int top, ElementType type) const {
+  if (type == ElementType::kBfloat16) return runs_bf16_blobs() && top == 0;
+  return onednn::Int8Writes(*this, runs_int8(), top);
+}
+
+bool OneDnnConvolutionLayer::runs_bf16_blobs() const {
+  return primitives_ && !primitives_->int8 && primitives_->precision == Precision::kBfloat16 && !backward_planned() &&
+         layer_param().bottom_size() == 1;
+}
 
 bool OneDnnConvolutionLayer::ReadsAnyQuantization(int bottom) const {
   return runs_int8() && fused_sum() && bottom == layer_param().bottom_size();  // the summand, last
@@ -642,8 +659,8 @@ void OneDnnConvolutionLayer::Forward_cpu(const std::vector<Blob*>& bottom, const
       const memory user = bind.Plain(p.user_src, bottom[b]->cpu_data());
       src = bind.Scratch(p.forward_src, p.src);
       onednn::RunReorder(p.quantize_src, bind.stream(), user, src);
-    } else {
-      src = bind.In(p.user_src, bottom[b]->cpu_data(), p.forward_src, p.src);
+    } else {  // floats, or bf16 where planned so
+      src = bind.In(p.user_src, bottom[b]->cpu_bytes(), p.forward_src, p.src);
     }
     void* output = top[b]->mutable_cpu_bytes();  // floats, or 8 bits where planned so
     const memory dst = bind.Result(p.user_dst, output, p.forward_dst, p.dst);

@@ -126,10 +126,10 @@ void OneDnnPoolingLayer::Reshape(const std::vector<Blob*>& bottom, const std::ve
   CREMA_CHECK(plan.out_h == pooled_h_ && plan.out_w == pooled_w_) << describe() << ": output size mismatch";
   // MAX over channels side by side (a run's blocks, or channels-last), the top in the same layout: crema's own
   // loops (layers/vision/pooling_lanes.hpp), their record of the maxima a byte an output.
-  const bool integers = bottom[0]->quantization().integers();
-  CREMA_CHECK(integers == top[0]->quantization().integers() && (!integers || PassesQuantizationThrough()))
+  const bool floats = bottom[0]->quantization().floats();
+  CREMA_CHECK(bottom[0]->quantization() == top[0]->quantization() && (floats || PassesQuantizationThrough()))
       << describe() << ": its bottom and top were planned in different element types";
-  in_lanes_ = !integers && method_ == PoolingParameter::MAX && bottom[0]->layout() != Layout::kPlain &&
+  in_lanes_ = floats && method_ == PoolingParameter::MAX && bottom[0]->layout() != Layout::kPlain &&
               top[0]->layout() == bottom[0]->layout() && kernel_h_ * kernel_w_ <= kMostWindowValues &&
               std::getenv("CREMA_ONEDNN_POOLING") == nullptr;
   if (in_lanes_) {
@@ -143,14 +143,14 @@ void OneDnnPoolingLayer::Reshape(const std::vector<Blob*>& bottom, const std::ve
   // The primitive works in the bottom's layout (plain, or a run's); the top gets the layout the net gave it.
   const memory::desc user_src = onednn::BlobDesc(*bottom[0]), user_dst = onednn::BlobDesc(*top[0]);
   // Where no backward will run, the inference primitive: it keeps no workspace of maxima.
-  // In 8 bits, the inference primitive between the 8-bit blobs; the training one (which hints the backward, never
+  // In 8 bits or bf16, the inference primitive between the blobs; the training one (which hints the backward, never
   // run then) in floats.
   const auto training =
-      ForwardFor(plan, integers ? onednn::LayoutDesc(bottom[0]->shape(), bottom[0]->layout()) : user_src);
-  // 8-bit values are pooled straight into the top, in its layout (no reorder of integers).
-  const auto forward = backward_planned() ? training
-                                          : ForwardFor(plan, user_src, dnnl::prop_kind::forward_inference,
-                                                       integers ? &user_dst : nullptr);
+      ForwardFor(plan, floats ? user_src : onednn::LayoutDesc(bottom[0]->shape(), bottom[0]->layout()));
+  // 8-bit and bf16 values are pooled straight into the top, in its layout (no reorder, no rounding).
+  const auto forward =
+      backward_planned() ? training
+                         : ForwardFor(plan, user_src, dnnl::prop_kind::forward_inference, floats ? nullptr : &user_dst);
   // The gradient in the forward's input layout first, then in oneDNN's choice: its choice for a global
   // pooling's gradient (a 1 x 1 top) may be a layout it has only the reference kernel for (a ResNet's average
   // pool over 16-channel blocks: 6 ms against 0.1).

@@ -3,11 +3,23 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <sstream>
 
 namespace crema {
 
-size_t ElementBytes(ElementType type) { return type == ElementType::kFloat32 ? sizeof(float) : 1; }
+size_t ElementBytes(ElementType type) {
+  switch (type) {
+    case ElementType::kFloat32:
+      return sizeof(float);
+    case ElementType::kBfloat16:
+      return sizeof(uint16_t);
+    case ElementType::kUInt8:
+    case ElementType::kInt8:
+      break;
+  }
+  return 1;
+}
 
 std::string ElementTypeName(ElementType type) {
   switch (type) {
@@ -17,6 +29,8 @@ std::string ElementTypeName(ElementType type) {
       return "unsigned 8-bit integers";
     case ElementType::kInt8:
       return "signed 8-bit integers";
+    case ElementType::kBfloat16:
+      return "bfloat16";
   }
   return "unknown";
 }
@@ -175,13 +189,14 @@ void Blob::set_quantization(const Quantization& quantization) {
       << "a blob of shape " << shape_string() << " cannot hold " << ElementTypeName(quantization.type) << " of scale "
       << quantization.scale << ": a scale is a positive number";
   quantization_ = quantization;
+  if (!quantization_.integers()) quantization_.scale = 1.f;  // floats and bf16 have no scale
   Fit(&data_, "data");
 }
 
 void Blob::RefuseFloatAccess() const {
   throw Error("a blob of shape " + shape_string() + " holds " + ElementTypeName(quantization_.type) +
-              " (the net's plan passes it between two 8-bit steps as they are), not floats; build the net with " +
-              "CREMA_ELEMENT_TYPES=float set to read it as floats");
+              " (the net's plan passes it between two steps that read and write that type), not 32-bit floats; " +
+              "build the net with " + "CREMA_ELEMENT_TYPES=float set to read it as floats");
 }
 
 void Blob::OwnStorage(bool gradient) {
@@ -305,8 +320,13 @@ namespace {
 std::vector<float> StoredValues(const Blob& blob) {
   const Quantization& q = blob.quantization();
   const size_t count = static_cast<size_t>(blob.count());
-  if (!q.integers()) return std::vector<float>(blob.cpu_data(), blob.cpu_data() + count);
+  if (q.floats()) return std::vector<float>(blob.cpu_data(), blob.cpu_data() + count);
   std::vector<float> values(count);
+  if (q.type == ElementType::kBfloat16) {
+    const auto* stored = static_cast<const uint16_t*>(blob.cpu_bytes());
+    for (size_t i = 0; i < count; ++i) values[i] = FromBfloat16(stored[i]);
+    return values;
+  }
   for (size_t i = 0; i < count; ++i) {
     const int stored = q.type == ElementType::kUInt8 ? static_cast<const uint8_t*>(blob.cpu_bytes())[i]
                                                      : static_cast<const int8_t*>(blob.cpu_bytes())[i];

@@ -51,12 +51,13 @@ class Blob {
   void set_layout(Layout layout) { layout_ = layout; }
 
   // What the data's elements are (core/element_type.hpp): 32-bit floats, unless the net's plan keeps this blob, between
-  // two steps that compute in 8-bit integers, as the integers (value = q / scale). The diff stays float. A reshape
-  // keeps it; storage is sized for it (data_floats).
+  // two steps that compute in 8-bit integers, as the integers (value = q / scale), or between two steps that compute
+  // in bfloat16, as bf16. The diff stays float. A reshape keeps it; storage is sized for it (data_floats).
   ElementType data_type() const { return quantization_.type; }
   const Quantization& quantization() const { return quantization_; }
   void set_quantization(const Quantization& quantization);
-  // The floats of memory the data takes: count() for floats, a quarter of it (rounded up) for 8-bit integers.
+  // The floats of memory the data takes: count() for floats, a half or a quarter of it (rounded up) for bf16 or 8-bit
+  // integers.
   size_t data_floats() const { return FloatsFor(count_); }
   // The data as bytes, in whatever type it has (the engines that read and write 8-bit blobs).
   const void* cpu_bytes() const { return data_.read(Device::kCPU); }
@@ -139,14 +140,14 @@ class Blob {
   // view must already fit (`what` names it in errors).
   void Fit(Storage* storage, const char* what);
   size_t FloatsFor(int64_t count) const {
-    return quantization_.integers() ? static_cast<size_t>((count * ElementBytes(quantization_.type) + 3) / 4)
-                                    : static_cast<size_t>(count);
+    return quantization_.floats() ? static_cast<size_t>(count)
+                                  : static_cast<size_t>((count * ElementBytes(quantization_.type) + 3) / 4);
   }
   size_t Needed(const Storage* storage) const { return storage == &data_ ? data_floats() : count_; }
   // The float accessors refuse data in another element type: a layer that reads floats never sees integers.
   template <typename T>
   T* Floats(T* data) const {
-    if (quantization_.integers()) RefuseFloatAccess();
+    if (!quantization_.floats()) RefuseFloatAccess();
     return data;
   }
   [[noreturn]] void RefuseFloatAccess() const;

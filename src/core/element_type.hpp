@@ -6,27 +6,46 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <string>
 
 namespace crema {
 
 enum class ElementType {
-  kFloat32,  // every blob, unless planned otherwise
-  kUInt8,    // q in [0, 255] standing for q / scale
-  kInt8,     // q in [-128, 127] standing for q / scale
+  kFloat32,   // every blob, unless planned otherwise
+  kUInt8,     // q in [0, 255] standing for q / scale
+  kInt8,      // q in [-128, 127] standing for q / scale
+  kBfloat16,  // the upper half of a float32 (8 bits of exponent, 7 of mantissa), rounded to nearest even
 };
 
 size_t ElementBytes(ElementType type);
-// "32-bit floats", "unsigned 8-bit integers", "signed 8-bit integers"
+// "32-bit floats", "unsigned 8-bit integers", "signed 8-bit integers", "bfloat16"
 std::string ElementTypeName(ElementType type);
 
-// How a value is stored in an 8-bit type: q = round(value * scale), saturated to the type's range (kFloat32: as is).
-// A layer that quantizes a bottom says so (Layer::ReadsQuantized); two such readers of one blob agree when their
-// Quantization are equal.
+// A float rounded to bfloat16 (to nearest, ties to even, as oneDNN's conversions; NaN stays NaN), and back.
+inline uint16_t ToBfloat16(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40);  // NaN, kept quiet
+  bits += 0x7fffu + ((bits >> 16) & 1u);  // to nearest, a tie to the even upper half
+  return static_cast<uint16_t>(bits >> 16);
+}
+inline float FromBfloat16(uint16_t value) {
+  const uint32_t bits = static_cast<uint32_t>(value) << 16;
+  float result;
+  std::memcpy(&result, &bits, sizeof result);
+  return result;
+}
+
+// How a value is stored in an 8-bit type: q = round(value * scale), saturated to the type's range (kFloat32: as is;
+// kBfloat16: rounded to bf16, the scale 1). A layer that converts a bottom to a type says so (Layer::ReadsQuantized);
+// two such readers of one blob agree when their Quantization are equal.
 struct Quantization {
   ElementType type = ElementType::kFloat32;
   float scale = 1.f;
-  bool integers() const { return type != ElementType::kFloat32; }
+  bool integers() const { return type == ElementType::kUInt8 || type == ElementType::kInt8; }
+  bool floats() const { return type == ElementType::kFloat32; }
   bool operator==(const Quantization& other) const { return type == other.type && scale == other.scale; }
   bool operator!=(const Quantization& other) const { return !(*this == other); }
 };

@@ -494,7 +494,7 @@ void Net::ReleaseMemoryPlan(bool keep_values, bool reshape) {
   for (const PlannedBuffer& buffer : memory_plan_->buffers) {
     Blob& owner = *blobs_[buffer.owner];
     if ((buffer.gradient ? owner.diff() : owner.data()) != arena_) continue;  // not (or no longer) in the arena
-    if (!buffer.gradient && owner.quantization().integers()) {  // 8-bit data: on the host only (oneDNN's engines)
+    if (!buffer.gradient && !owner.quantization().floats()) {  // 8-bit or bf16 data: on the host (oneDNN's engines)
       const void* bytes = keep_values ? owner.cpu_bytes() : nullptr;
       owner.OwnStorage(false);
       if (bytes != nullptr) std::memcpy(owner.mutable_cpu_bytes(), bytes, owner.data_floats() * sizeof(float));
@@ -527,11 +527,11 @@ void Net::PlanMemory(bool with_backward) {
       << "net '" << name_ << "' was rewritten for inference (" << rewrites_.size() - training_rewrites_
       << " steps folded or fused) and runs forward only; build it with fold: false (--fold=none) to run it backward";
   plan_with_backward_ = with_backward;
-  // A backward pass reads floats: blobs the inference plan kept in 8 bits (plan_element_types) hold floats again, in
-  // storage of their own (the plan's slots were sized for the integers).
+  // A backward pass reads floats: blobs the inference plan kept in 8 bits or bf16 (plan_element_types) hold floats
+  // again, in storage of their own (the plan's slots were sized for the other type).
   const auto floats_again = [&] {
     for (size_t id = 0; with_backward && id < blobs_.size(); ++id) {
-      if (!blobs_[id]->quantization().integers()) continue;
+      if (blobs_[id]->quantization().floats()) continue;
       blobs_[id]->set_quantization({});
       for (PlanStep& step : plan_) step.reshape_pending = true;
     }
@@ -1251,10 +1251,13 @@ std::string Net::DescribeNonFinite(size_t step, bool gradients) const {
     for (int id : s.tops) {
       const Blob& blob = *blobs_[id];
       if (blob.quantization().integers()) continue;  // integers are finite
-      const int bad = FirstNonFinite(blob.cpu_data(), blob.count());
+      // bf16 as floats, in the plain order (a float blob's element numbers are where it lies)
+      const std::vector<float> converted = blob.quantization().floats() ? std::vector<float>() : PlainValues(blob);
+      const float* values = converted.empty() ? blob.cpu_data() : converted.data();
+      const int bad = FirstNonFinite(values, blob.count());
       if (bad < 0) continue;
-      out << who << blob.cpu_data()[bad] << " in top '" << blob_names_[id] << "' " << blob.shape_string()
-          << " at element " << bad;
+      out << who << values[bad] << " in top '" << blob_names_[id] << "' " << blob.shape_string() << " at element "
+          << bad;
       return out.str();
     }
     return "";

@@ -335,12 +335,12 @@ class ReadersAgreement {
   void Add(const Layer& layer, int b) {
     const Quantization q = layer.ReadsQuantized(b);
     if (layer.ReadsAnyQuantization(b)) {
-      if (q.integers()) offers_differ_ |= offered_ && q != offer_;
-      offer_ = q.integers() ? q : offer_;
-      offered_ |= q.integers();
+      if (!q.floats()) offers_differ_ |= offered_ && q != offer_;
+      offer_ = q.floats() ? offer_ : q;
+      offered_ |= !q.floats();
       return;
     }
-    agree_ &= q.integers() && (!read_ || q == common_);
+    agree_ &= !q.floats() && (!read_ || q == common_);
     common_ = q;
     read_ = true;
   }
@@ -354,9 +354,9 @@ class ReadersAgreement {
   bool read_ = false, agree_ = true, offered_ = false, offers_differ_ = false;
 };
 
-// How blob `id` is held in 8 bits, or, in floats, what the steps that read it agree on (ReadersAgreement).
+// How blob `id` is held in 8 bits (or bf16), or, in floats, what the steps that read it agree on (ReadersAgreement).
 Quantization ReadQuantization(const Net& net, int id) {
-  if (net.blobs()[id]->quantization().integers()) return net.blobs()[id]->quantization();
+  if (!net.blobs()[id]->quantization().floats()) return net.blobs()[id]->quantization();
   ReadersAgreement readers;
   for (const PlanStep& step : net.plan()) {
     const Layer& layer = *net.layers()[step.layer];
@@ -377,7 +377,7 @@ Quantization GroupQuantization(const Net& net, const std::vector<int>& members, 
   ReadersAgreement readers;
   summands->clear();
   for (int id : members) {
-    if (outputs.count(id) || net.BlobReadOutside(id) || net.blobs()[id]->quantization().integers()) return {};
+    if (outputs.count(id) || net.BlobReadOutside(id) || !net.blobs()[id]->quantization().floats()) return {};
     int writers = 0;
     for (size_t s = 0; s < plan.size(); ++s) {
       const PlanStep& step = plan[s];
@@ -387,7 +387,9 @@ Quantization GroupQuantization(const Net& net, const std::vector<int>& members, 
         ++writers;
         steps->insert(s);
         if (std::find(step.bottoms.begin(), step.bottoms.end(), id) != step.bottoms.end()) return {};  // in place
-        if (!layer.PassesQuantizationThrough() && !layer.WritesQuantized(static_cast<int>(t))) return {};
+        if (!layer.PassesQuantizationThrough() && !layer.WritesQuantized(static_cast<int>(t), ElementType::kInt8) &&
+            !layer.WritesQuantized(static_cast<int>(t), ElementType::kBfloat16))
+          return {};
         if (layer.fused_sum()) summands->push_back({s, ReadQuantization(net, step.bottoms.back())});
       }
       for (size_t b = 0; b < step.bottoms.size(); ++b) {
@@ -404,7 +406,17 @@ Quantization GroupQuantization(const Net& net, const std::vector<int>& members, 
   // readers (where no one quantizes a float summand its range is not known); the sum adds it in its own type.
   for (const auto& [step, q] : *summands)
     if (!q.integers()) return {};
-  return readers.Result();
+  // Every writer writes the type the readers agree on.
+  const Quantization agreed = readers.Result();
+  for (size_t s : *steps) {
+    const PlanStep& step = plan[s];
+    const Layer& layer = *net.layers()[step.layer];
+    for (size_t t = 0; t < step.tops.size() && !agreed.floats() && !layer.PassesQuantizationThrough(); ++t)
+      if (std::find(members.begin(), members.end(), step.tops[t]) != members.end() &&
+          !layer.WritesQuantized(static_cast<int>(t), agreed.type))
+        return {};
+  }
+  return agreed;
 }
 
 }  // namespace
@@ -440,7 +452,7 @@ void PlanElementTypes(Net* net) {
     std::set<size_t> steps;
     std::vector<std::pair<size_t, Quantization>> summands;
     const Quantization q = GroupQuantization(*net, group, outputs, &steps, &summands);
-    if (!q.integers()) continue;
+    if (q.floats()) continue;
     for (const auto& [s, summand] : summands) net->layers()[plan[s].layer]->set_float_summand_quantization(summand);
     std::ostringstream names, blob_names;
     for (int id : group) {
@@ -451,8 +463,10 @@ void PlanElementTypes(Net* net) {
       plan[s].reshape_pending = true;
       names << (names.tellp() > 0 ? ", " : "") << net->layer_names()[plan[s].layer];
     }
+    std::ostringstream scale;
+    if (q.integers()) scale << " (scale " << q.scale << ")";
     LOG(INFO) << "  '" << blob_names.str() << "' pass" << (group.size() == 1 ? "es" : "") << " as "
-              << ElementTypeName(q.type) << " (scale " << q.scale << ") between " << names.str();
+              << ElementTypeName(q.type) << scale.str() << " between " << names.str();
     changed = true;
   }
   if (changed) net->Reshape();  // the writers and readers make their primitives for the integers
