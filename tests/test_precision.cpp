@@ -12,6 +12,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #ifdef CREMA_USE_ONEDNN
@@ -247,6 +248,21 @@ TEST(PrecisionTest, Float16OnTheCpuAndALayersOwnFloat32ComputeInFloat32) {
   inherits->SetUp({&bottom}, {&top});
   EXPECT_EQ(inherits->requested_precision(), Precision::kBfloat16);
   EXPECT_EQ(inherits->computes_in(), onednn::HasBfloat16Kernels() ? Precision::kBfloat16 : Precision::kFloat32);
+}
+
+// An InnerProduct over large weights (from 2^18 values) at a small batch (under 32 rows) computes in float32 though set
+// to bf16 (its float32 products are faster there), and in bf16 from 32 rows on; small weights in bf16 at any batch.
+TEST(PrecisionTest, AFewRowsThroughLargeWeightsComputeInFloat32) {
+  SkipWithoutBfloat16();
+  const std::string large = "name: 'fc' type: 'InnerProduct' inner_product_param { num_output: 512 }";
+  for (const auto& [rows, inputs, expected] : {std::tuple<int, int, Precision>{31, 512, Precision::kFloat32},
+                                               {32, 512, Precision::kBfloat16},
+                                               {4, 511, Precision::kBfloat16}}) {
+    SCOPED_TRACE(std::to_string(rows) + " rows of " + std::to_string(inputs));
+    auto twin = MakeIn(large, ::caffe::BFLOAT16, {rows, inputs});
+    EXPECT_EQ(twin->layer->computes_in(), expected);
+    twin->layer->Forward(twin->bottoms(), twin->tops());  // and runs
+  }
 }
 
 TEST(PrecisionTest, PrecisionWordsAreParsedAndBadOnesNamed) {

@@ -2,6 +2,9 @@
 
 #ifdef CREMA_USE_ONEDNN
 
+#include <glog/logging.h>
+
+#include <mutex>
 #include <unordered_map>
 
 #include "core/math_functions.hpp"
@@ -17,6 +20,12 @@ using onednn::Dims;
 // Weights from this many values on (1 MiB) are read from memory rather than from the caches, and the primitive over
 // weights reordered once pays; below, oneDNN's primitive with its scratchpad brings nothing the matrix product lacks.
 constexpr int64_t kLargeWeights = int64_t{1} << 18;
+// The rows (batch items) from which an inner product over large weights computes in bf16 where asked: below, each
+// weight meets too few rows for the products to be bound by arithmetic, and oneDNN 2.6's bf16 kernels took 1.8-3.6x
+// the float32 products' time, forward and backward, over CaffeNet's fc6 at 10 rows on a Zen 5 (at 32 rows the two
+// tied, at 64 bf16 was 1.17x faster; docs/performance.md). A rule, not a measurement, so that a run and its resumption
+// compute alike.
+constexpr int kBfloat16Rows = 32;
 
 struct OneDnnInnerProductLayer::Primitive {
   memory::desc src, user_weights, bias, dst;
@@ -148,7 +157,16 @@ void OneDnnInnerProductLayer::Reshape(const std::vector<Blob*>& bottom, const st
   if (int8) QuantizationOf(layer_param().quantization(), describe());
   // bfloat16 where asked for and this CPU has the kernels, in training too; not with a fused sum (a post-op the
   // native products take: the inference rewrites'), which stays in float32.
-  const Precision precision = int8 || fused_sum() ? Precision::kFloat32 : onednn::EnginePrecision(*this);
+  Precision precision = int8 || fused_sum() ? Precision::kFloat32 : onednn::EnginePrecision(*this);
+  if (precision == Precision::kBfloat16 && M_ < kBfloat16Rows && static_cast<int64_t>(N_) * K_ >= kLargeWeights) {
+    precision = Precision::kFloat32;
+    static std::once_flag once;
+    std::call_once(once, [&] {
+      LOG(INFO) << describe() << " computes in float32, though set to bfloat16: at " << M_ << " rows (under "
+                << kBfloat16Rows << ") through " << N_ << " x " << K_
+                << " weights the float32 products are faster; other such layers of this run are not named";
+    });
+  }
   // In float32, the native matrix products serve training, a fused sum, small weights, and one item (a matrix-vector
   // product over the weights on every thread, core/few_rows_gemm.hpp: CaffeNet's fc6 at batch 1 took 7.3-8.0 ms on
   // oneDNN's primitive, 5.7 so). From two items on, neither won throughout: on the Xeon of docs/performance.md the
