@@ -11,6 +11,10 @@ Markdown table.
 
   /usr/bin/python3 benchmarks/bf16_vs_float.py [--rounds 5] [--iterations 10] [--nets caffenet,googlenet,resnet50]
 
+With --inference, crema alone, forward only (`crema time --phase=TEST --forward_only` on the deploy prototxt without
+force_backward, so with the inference rewrites): float32, bf16 with every blob in float32 (CREMA_ELEMENT_TYPES=float:
+each bf16 step converts its input) and bf16 with bf16 blobs between bf16 steps (plan_element_types), alternating.
+
 Needs build/tools/crema, Debian's python3-torch and python3-protobuf.
 """
 
@@ -29,6 +33,7 @@ import cpu_vs_pytorch  # noqa: E402
 
 NETS = ["caffenet", "googlenet", "resnet50"]
 SETTINGS = ["crema float32", "crema bf16", "PyTorch float32", "PyTorch autocast bf16"]
+INFERENCE_SETTINGS = ["crema float32", "crema bf16, float blobs", "crema bf16"]
 
 
 def torch_worker(name, autocast, iterations):
@@ -72,6 +77,50 @@ def run_crema(crema, model, precision, iterations):
     return cpu_vs_pytorch.crema_ms(log, "Average Forward-Backward"), cpu, in_bf16
 
 
+def run_inference(crema, model, setting, iterations):
+    env = dict(os.environ, GLOG_logtostderr="1", OMP_WAIT_POLICY="passive")
+    if setting.endswith("float blobs"):
+        env["CREMA_ELEMENT_TYPES"] = "float"
+    precision = "fp32" if setting.endswith("float32") else "bf16"
+    log = subprocess.run([crema, "time", "--model=" + model, "--iterations=%d" % iterations, "--phase=TEST",
+                          "--forward_only", "--precision=" + precision], env=env, capture_output=True, text=True,
+                         check=True).stderr
+    cpu = re.search(r"CPU: (.*)", log).group(1).strip()
+    # The blobs the plan keeps in bf16: the names of each "'a', 'b' pass as bfloat16" line.
+    groups = re.findall(r"((?:'[^']+'(?:, )?)+) pass(?:es)? as bfloat16", log)
+    return cpu_vs_pytorch.crema_ms(log, "Average Forward pass"), cpu, sum(g.count("'") // 2 for g in groups)
+
+
+def inference(args, names):
+    times, blobs, cpu = {}, {}, ""
+    with tempfile.TemporaryDirectory() as workdir:
+        models = {}
+        for name in names:  # the deploy prototxt at the benchmark batch, without force_backward
+            with open(cpu_vs_pytorch.write_deploy(name, workdir)) as f:
+                text = f.read().replace("force_backward: true\n", "", 1)
+            models[name] = os.path.join(workdir, name + "_inference.prototxt")
+            with open(models[name], "w") as f:
+                f.write(text)
+        for round_index in range(args.rounds):
+            for name in names:
+                for setting in INFERENCE_SETTINGS:
+                    ms, cpu, count = run_inference(args.crema, models[name], setting, args.iterations)
+                    times.setdefault((name, setting), []).append(ms)
+                    blobs[(name, setting)] = count
+                    print("round %d %s %s: %.1f ms" % (round_index + 1, name, setting, ms), file=sys.stderr)
+    print("CPU: %s" % cpu)
+    print()
+    print("| net (batch) | crema fp32 | bf16, float blobs | bf16, bf16 blobs (how many) | bf16 blobs vs float blobs | "
+          "bf16 vs fp32 |")
+    print("|---|---|---|---|---|---|")
+    for name in names:
+        med = {s: statistics.median(times[(name, s)]) for s in INFERENCE_SETTINGS}
+        print("| %s (%d) | %.1f ms | %.1f ms | %.1f ms (%d) | %.2fx | %.2fx |" % (
+            name, cpu_vs_pytorch.NETS[name][1], med["crema float32"], med["crema bf16, float blobs"],
+            med["crema bf16"], blobs[(name, "crema bf16")], med["crema bf16, float blobs"] / med["crema bf16"],
+            med["crema float32"] / med["crema bf16"]))
+
+
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "--torch-worker":
         torch_worker(sys.argv[2], sys.argv[3] == "1", int(sys.argv[4]))
@@ -81,8 +130,12 @@ def main():
     parser.add_argument("--iterations", type=int, default=10)
     parser.add_argument("--nets", default=",".join(NETS))
     parser.add_argument("--crema", default=os.path.join(ROOT, "build", "tools", "crema"))
+    parser.add_argument("--inference", action="store_true", help="crema forward only, with and without bf16 blobs")
     args = parser.parse_args()
     names = args.nets.split(",")
+    if args.inference:
+        inference(args, names)
+        return
     times = {}  # (net, setting) -> [ms per round]
     cpu, bf16_ran = "", True
     with tempfile.TemporaryDirectory() as workdir:
