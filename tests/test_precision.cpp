@@ -382,9 +382,10 @@ TEST(PrecisionTest, Bfloat16BlobsPassBetweenBf16StepsAsTheirReadersWouldRoundThe
             kernel_size: 3 pad: 1 } }
     layer { name: 'fc' type: 'InnerProduct' bottom: 'c3' top: 'out' inner_product_param { num_output: 10 } }
   )";
-  const auto build = [&](bool backward, bool plan = true) {
+  const auto build = [&](bool backward, bool plan = true, int lanes = 1) {
     auto context = std::make_shared<Context>(Device::kCPU, 0, 7);
     context->set_plan_memory(plan);
+    context->set_lanes(lanes);
     context->force_engine("Convolution", "onednn");
     context->force_engine("InnerProduct", "onednn");
     context->force_engine("LRN", "onednn");
@@ -433,6 +434,12 @@ TEST(PrecisionTest, Bfloat16BlobsPassBetweenBf16StepsAsTheirReadersWouldRoundThe
     }
     // Every step's top (the ReLUs fused into the convolutions): the float ones bit for bit.
     EXPECT_EQ(compared, (std::vector<std::string>{"data", "c1", "norm", "c2", "pooled", "joined", "c3", "out"}));
+    // On two lanes (conv2 and the pooling at once, the memory plan made for lanes), the same output.
+    const auto on_lanes = build(false, true, 2);
+    ASSERT_EQ(on_lanes->lanes(), 2);
+    EXPECT_EQ(on_lanes->blob_by_name("joined")->data_type(), ElementType::kBfloat16);
+    on_lanes->Forward();
+    EXPECT_EQ(test::DataOf(*on_lanes->blob_by_name("out")), test::DataOf(*net->blob_by_name("out")));
 
     const auto training_net = build(true);
     for (const auto& blob : training_net->blobs()) EXPECT_TRUE(blob->quantization().floats());

@@ -16,10 +16,11 @@ using Range = StepRange;
 
 bool Overlaps(const Range& a, const Range& b) { return a.storage == b.storage && a.begin < b.end && b.begin < a.end; }
 
-// The data of `blob` as a range (none where it has no storage yet or no values).
+// The data of `blob` as a range, in the floats its element type takes (8-bit and bf16 data less than count()); none
+// where it has no storage yet or no values.
 void AddData(const Blob& blob, std::vector<Range>* ranges) {
   if (!blob.data() || blob.count() == 0) return;
-  ranges->push_back({blob.data().get(), blob.data_offset(), blob.data_offset() + static_cast<size_t>(blob.count())});
+  ranges->push_back({blob.data().get(), blob.data_offset(), blob.data_offset() + blob.data_floats()});
 }
 
 bool AnyOverlap(const std::vector<Range>& a, const std::vector<Range>& b) {
