@@ -77,6 +77,23 @@ def run_crema(crema, model, precision, iterations):
     return cpu_vs_pytorch.crema_ms(log, "Average Forward-Backward"), cpu, in_bf16
 
 
+def record(times, round_index, name, setting, ms):
+    times.setdefault((name, setting), []).append(ms)
+    print("round %d %s %s: %.1f ms" % (round_index + 1, name, setting, ms), file=sys.stderr)
+
+
+def print_table(first_line, columns, names, settings, times, row):
+    """The CPU line and a Markdown table: `columns` after the net's, and for each net `row(name, batch, medians)`,
+    its cells after the net's, medians by setting."""
+    print(first_line)
+    print()
+    print("| net (batch) | " + " | ".join(columns) + " |")
+    print("|---" * (len(columns) + 1) + "|")
+    for name in names:
+        medians = {s: statistics.median(times[(name, s)]) for s in settings}
+        print("| %s (%d) | " % (name, cpu_vs_pytorch.NETS[name][1]) + " | ".join(row(name, medians)) + " |")
+
+
 def run_inference(crema, model, setting, iterations):
     env = dict(os.environ, GLOG_logtostderr="1", OMP_WAIT_POLICY="passive")
     if setting.endswith("float blobs"):
@@ -105,20 +122,14 @@ def inference(args, names):
             for name in names:
                 for setting in INFERENCE_SETTINGS:
                     ms, cpu, count = run_inference(args.crema, models[name], setting, args.iterations)
-                    times.setdefault((name, setting), []).append(ms)
                     blobs[(name, setting)] = count
-                    print("round %d %s %s: %.1f ms" % (round_index + 1, name, setting, ms), file=sys.stderr)
-    print("CPU: %s" % cpu)
-    print()
-    print("| net (batch) | crema fp32 | bf16, float blobs | bf16, bf16 blobs (how many) | bf16 blobs vs float blobs | "
-          "bf16 vs fp32 |")
-    print("|---|---|---|---|---|---|")
-    for name in names:
-        med = {s: statistics.median(times[(name, s)]) for s in INFERENCE_SETTINGS}
-        print("| %s (%d) | %.1f ms | %.1f ms | %.1f ms (%d) | %.2fx | %.2fx |" % (
-            name, cpu_vs_pytorch.NETS[name][1], med["crema float32"], med["crema bf16, float blobs"],
-            med["crema bf16"], blobs[(name, "crema bf16")], med["crema bf16, float blobs"] / med["crema bf16"],
-            med["crema float32"] / med["crema bf16"]))
+                    record(times, round_index, name, setting, ms)
+    print_table("CPU: %s" % cpu, ["crema fp32", "bf16, float blobs", "bf16, bf16 blobs (how many)",
+                                  "bf16 blobs vs float blobs", "bf16 vs fp32"], names, INFERENCE_SETTINGS, times,
+                lambda name, med: ["%.1f ms" % med["crema float32"], "%.1f ms" % med["crema bf16, float blobs"],
+                                   "%.1f ms (%d)" % (med["crema bf16"], blobs[(name, "crema bf16")]),
+                                   "%.2fx" % (med["crema bf16, float blobs"] / med["crema bf16"]),
+                                   "%.2fx" % (med["crema float32"] / med["crema bf16"])])
 
 
 def main():
@@ -150,20 +161,15 @@ def main():
                             bf16_ran = bf16_ran and in_bf16
                     else:
                         ms = run_torch(name, setting.endswith("bf16"), args.iterations)
-                    times.setdefault((name, setting), []).append(ms)
-                    print("round %d %s %s: %.1f ms" % (round_index + 1, name, setting, ms), file=sys.stderr)
-    print("CPU: %s; crema's bf16 layers %s" % (cpu, "computed in bf16" if bf16_ran else
-                                                "fell back to float32 (no bf16 instructions)"))
-    print()
-    print("| net (batch) | crema fp32 | crema bf16 | bf16 speed-up | PyTorch fp32 | PyTorch autocast bf16 | "
-          "crema bf16 vs PyTorch bf16 |")
-    print("|---|---|---|---|---|---|---|")
-    for name in names:
-        med = {s: statistics.median(times[(name, s)]) for s in SETTINGS}
-        print("| %s (%d) | %.1f ms | %.1f ms | %.2fx | %.1f ms | %.1f ms | %.2fx |" % (
-            name, cpu_vs_pytorch.NETS[name][1], med["crema float32"], med["crema bf16"],
-            med["crema float32"] / med["crema bf16"], med["PyTorch float32"], med["PyTorch autocast bf16"],
-            med["PyTorch autocast bf16"] / med["crema bf16"]))
+                    record(times, round_index, name, setting, ms)
+    print_table("CPU: %s; crema's bf16 layers %s" % (cpu, "computed in bf16" if bf16_ran else
+                                                      "fell back to float32 (no bf16 instructions)"),
+                ["crema fp32", "crema bf16", "bf16 speed-up", "PyTorch fp32", "PyTorch autocast bf16",
+                 "crema bf16 vs PyTorch bf16"], names, SETTINGS, times,
+                lambda name, med: ["%.1f ms" % med["crema float32"], "%.1f ms" % med["crema bf16"],
+                                   "%.2fx" % (med["crema float32"] / med["crema bf16"]),
+                                   "%.1f ms" % med["PyTorch float32"], "%.1f ms" % med["PyTorch autocast bf16"],
+                                   "%.2fx" % (med["PyTorch autocast bf16"] / med["crema bf16"])])
 
 
 if __name__ == "__main__":
