@@ -713,8 +713,8 @@ void OneDnnConvolutionLayer::Backward_cpu(const std::vector<Blob*>& top, const s
   Binder bind(workspace(), &p.backward_bindings);
   for (size_t b = 0; b < top.size(); ++b) {
     const float* top_diff = top[b]->cpu_diff();
-    memory
-        converted_diff_dst;  // the output gradient as the weight gradient read it, where the input gradient shares it
+    // The output gradient as the weight gradient read it, where the input gradient shares it (shared_diff_dst).
+    memory converted_diff_dst;
     if (weight_grad || bias_grad) {
       const memory diff_dst = bind.In(p.user_dst, top_diff, p.backward_weights.diff_dst_desc(0), p.backward_diff_dst);
       if (p.shared_diff_dst) converted_diff_dst = diff_dst;
