@@ -2,7 +2,8 @@
 // InnerProduct's forward is the float32 product of the input and weights rounded to bf16; their gradients are gradient
 // checked against central differences of the float32 layer, within the bound bf16's rounding of the two factors of
 // every product allows (derived from the type's unit roundoff, not tuned); a bf16 training run resumes bit for bit;
-// float16 on the CPU, and a layer's own FLOAT32 in a bf16 net, compute in float32.
+// float16 on the CPU, and a layer's own FLOAT32 in a bf16 net, compute in float32; bf16 blobs between bf16 steps
+// give the bits of float32 blobs, forward only and in training.
 
 #include <gtest/gtest.h>
 
@@ -314,9 +315,21 @@ TEST(PrecisionTest, Bfloat16TrainingResumesBitForBit) {
   auto straight_solver = CreateSolver(Bfloat16Solver(source, dir.file("straight"), 40, ::caffe::BFLOAT16));
   for (const char* name : {"conv1", "conv2", "ip1", "ip2"})
     EXPECT_EQ(straight_solver->net()->layer_by_name(name)->computes_in(), Precision::kBfloat16) << name;
+  // conv1's output (its ReLU fused into it) passes to conv2 as bf16 in training too: the values conv2 reads in forward
+  // and for its weights' gradient, and the ReLU's backward reads the signs of.
+  EXPECT_EQ(ElementTypeName(straight_solver->net()->blob_by_name("conv1")->data_type()),
+            ElementTypeName(ElementType::kBfloat16));
   straight_solver->Solve();
   const std::string straight = test::FileBytes(dir.file("straight_iter_40.caffemodel"));
   ASSERT_FALSE(straight.empty());
+  {  // every blob in float32: the same bytes (the bf16 blob holds what conv2 would have rounded)
+    const test::ScopedEnvironment floats("CREMA_ELEMENT_TYPES", "float");
+    auto float_blobs = CreateSolver(Bfloat16Solver(source, dir.file("float_blobs"), 40, ::caffe::BFLOAT16));
+    EXPECT_TRUE(float_blobs->net()->blob_by_name("conv1")->quantization().floats());
+    float_blobs->Solve();
+  }
+  EXPECT_TRUE(test::FileBytes(dir.file("float_blobs_iter_40.caffemodel")) == straight)
+      << "bf16 blobs between the bf16 convolutions changed the training";
 
   CreateSolver(Bfloat16Solver(source, dir.file("split"), 20, ::caffe::BFLOAT16))->Solve();
   auto resumed = CreateSolver(Bfloat16Solver(source, dir.file("split"), 40, ::caffe::BFLOAT16));

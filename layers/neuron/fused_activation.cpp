@@ -1,7 +1,10 @@
 #include "layers/neuron/fused_activation.hpp"
 
+#include <cstdint>
+
 #include "core/layout.hpp"
 #include "core/math_functions.hpp"
+#include "core/threads.hpp"
 #include "layers/neuron/clip.hpp"
 #include "layers/neuron/elu.hpp"
 #include "layers/neuron/relu.hpp"
@@ -51,6 +54,14 @@ void ApplyFusedActivationBackward(Context& context, const FusedActivation& activ
   if (n == 0) return;
   const Device d = context.device();
   float* dy = top->mutable_diff_on(d);
+  if (top->data_type() == ElementType::kBfloat16) {  // the output kept in bf16 (a oneDNN engine's, on the host)
+    // A bf16 value has its float's sign, and is 0 only where the float was: the same gradient as over floats.
+    const auto* y = static_cast<const uint16_t*>(top->cpu_bytes());
+    const float slope = activation.alpha;
+#pragma omp parallel for if (n >= ParallelElementThreshold()) schedule(static)
+    for (int i = 0; i < n; ++i) dy[i] = FromBfloat16(y[i]) > 0.f ? dy[i] : slope * dy[i];
+    return;
+  }
   for_each_element(context, n, ReLUBackward{top->data_on(d), dy, dy, activation.alpha});
 }
 

@@ -48,6 +48,8 @@ struct OneDnnConvolutionLayer::Primitives {
   Precision precision = Precision::kFloat32;
   Layout offered = Layout::kPlain;  // the layout the forward primitive writes its output in, as crema names it
   memory::desc user_src, user_weights, user_bias, user_dst;
+  // The gradients' layouts: the blobs' own, in float32 whatever type the data has (bf16 where the plan keeps it so).
+  memory::desc user_diff_src, user_diff_dst;
   dnnl::primitive_desc_base forward, backward_data, backward_weights;
   dnnl::primitive forward_primitive, backward_data_primitive, backward_weights_primitive;
   onednn::WeightCache weights;       // the forward's weights, in its layout
@@ -179,7 +181,7 @@ bool WinogradIsFaster(const dnnl::primitive_desc_base& winograd, const dnnl::pri
 // The memory descriptors of one kind's passes: the forward's input and output, the gradients of both, the weights as
 // the forward and the input gradient read them and the weights' gradient. In float32 all have one type; in bfloat16,
 // what the products read (input, weights, output gradient) is bf16 and what they write (output, gradients) float32,
-// the output bf16 where the plan keeps it so (`bf16_output`, forward only).
+// the output bf16 where the plan keeps it so (`bf16_output`).
 struct PassDescs {
   memory::desc src, dst, diff_src, diff_dst, weights, diff_weights;
 };
@@ -382,6 +384,8 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
   // bottoms, each pair is plain (ReadsLayout, OffersLayout).
   p->user_src = onednn::BlobDesc(input);
   p->user_dst = onednn::BlobDesc(*top[0]);
+  p->user_diff_src = onednn::WithDataType(p->user_src, f32);
+  p->user_diff_dst = onednn::WithDataType(p->user_dst, f32);
   // oneDNN's weight dimensions are (outputs, inputs, kernel), with the groups first where there are several.
   // Caffe's convolution weights lie in that order; its deconvolution weights have the inputs (the bottom's
   // channels) first, which oneDNN names i-before-o.
@@ -538,8 +542,8 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
   p->regions.Restart();
   p->shared_diff_dst = !p->gemm_backward_data &&
                        p->backward_data.diff_dst_desc(0) == p->backward_weights.diff_dst_desc(0) &&
-                       p->backward_weights.diff_dst_desc(0) != p->user_dst;
-  p->backward_diff_dst = p->regions.AddCopy(p->backward_weights.diff_dst_desc(0), p->user_dst);
+                       p->backward_weights.diff_dst_desc(0) != p->user_diff_dst;
+  p->backward_diff_dst = p->regions.AddCopy(p->backward_weights.diff_dst_desc(0), p->user_diff_dst);
   const size_t kept = p->shared_diff_dst ? p->regions.Mark() : 0;
   p->backward_src = p->regions.AddCopy(p->backward_weights.src_desc(0), p->user_src);
   p->computed_diff_weights = p->regions.AddCopy(p->backward_weights.diff_weights_desc(0), p->user_weights);
@@ -550,9 +554,9 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
   if (!p->gemm_backward_data) {
     if (!p->data_reads_cached)
       p->data_weights = p->regions.AddCopy(p->backward_data.weights_desc(0), p->user_weights);
-    p->data_diff_dst =
-        p->shared_diff_dst ? p->backward_diff_dst : p->regions.AddCopy(p->backward_data.diff_dst_desc(0), p->user_dst);
-    p->diff_src = p->regions.AddCopy(p->backward_data.diff_src_desc(0), p->user_src);
+    p->data_diff_dst = p->shared_diff_dst ? p->backward_diff_dst
+                                          : p->regions.AddCopy(p->backward_data.diff_dst_desc(0), p->user_diff_dst);
+    p->diff_src = p->regions.AddCopy(p->backward_data.diff_src_desc(0), p->user_diff_src);
     p->data_scratch = p->regions.Add(p->backward_data.scratchpad_desc());
   }
   size_t gemm_floats = 0;
@@ -591,7 +595,7 @@ bool OneDnnConvolutionLayer::WritesQuantized(int top, ElementType type) const {
 }
 
 bool OneDnnConvolutionLayer::runs_bf16_blobs() const {
-  return primitives_ && !primitives_->int8 && primitives_->precision == Precision::kBfloat16 && !backward_planned() &&
+  return primitives_ && !primitives_->int8 && primitives_->precision == Precision::kBfloat16 &&
          layer_param().bottom_size() == 1;
 }
 
@@ -716,9 +720,11 @@ void OneDnnConvolutionLayer::Backward_cpu(const std::vector<Blob*>& top, const s
     // The output gradient as the weight gradient read it, where the input gradient shares it (shared_diff_dst).
     memory converted_diff_dst;
     if (weight_grad || bias_grad) {
-      const memory diff_dst = bind.In(p.user_dst, top_diff, p.backward_weights.diff_dst_desc(0), p.backward_diff_dst);
+      const memory diff_dst =
+          bind.In(p.user_diff_dst, top_diff, p.backward_weights.diff_dst_desc(0), p.backward_diff_dst);
       if (p.shared_diff_dst) converted_diff_dst = diff_dst;
-      const memory src = bind.In(p.user_src, bottom[b]->cpu_data(), p.backward_weights.src_desc(0), p.backward_src);
+      // floats, or bf16 where planned so (then as the primitive reads them: no conversion)
+      const memory src = bind.In(p.user_src, bottom[b]->cpu_bytes(), p.backward_weights.src_desc(0), p.backward_src);
       const memory diff_weights = bind.Result(p.user_weights, bind.At(p.diff_weights),
                                               p.backward_weights.diff_weights_desc(0), p.computed_diff_weights);
       onednn::Args args = {
@@ -744,7 +750,7 @@ void OneDnnConvolutionLayer::Backward_cpu(const std::vector<Blob*>& top, const s
     }
     if (propagate_down[b] && p.gemm_backward_data) {
       if (top[b]->layout() != Layout::kPlain) {
-        const memory plain = bind.In(p.user_dst, top_diff, onednn::PlainDesc(top[b]->shape()), p.plain_diff_dst);
+        const memory plain = bind.In(p.user_diff_dst, top_diff, onednn::PlainDesc(top[b]->shape()), p.plain_diff_dst);
         bind.stream().wait();
         top_diff = static_cast<const float*>(plain.get_data_handle());
       }
@@ -754,17 +760,17 @@ void OneDnnConvolutionLayer::Backward_cpu(const std::vector<Blob*>& top, const s
           p.data_reads_cached
               ? p.weights.Get(*params_[0], bind.stream())
               : bind.In(p.user_weights, params_[0]->cpu_data(), p.backward_data.weights_desc(0), p.data_weights);
-      const memory diff_dst = converted_diff_dst
-                                  ? converted_diff_dst
-                                  : bind.In(p.user_dst, top_diff, p.backward_data.diff_dst_desc(0), p.data_diff_dst);
+      const memory diff_dst =
+          converted_diff_dst ? converted_diff_dst
+                             : bind.In(p.user_diff_dst, top_diff, p.backward_data.diff_dst_desc(0), p.data_diff_dst);
       float* input_diff = bottom[b]->mutable_cpu_diff();
-      const memory diff_src = bind.Result(p.user_src, input_diff, p.backward_data.diff_src_desc(0), p.diff_src);
+      const memory diff_src = bind.Result(p.user_diff_src, input_diff, p.backward_data.diff_src_desc(0), p.diff_src);
       onednn::Args({{DNNL_ARG_DIFF_DST, diff_dst},
                     {DNNL_ARG_WEIGHTS, weights},
                     {DNNL_ARG_DIFF_SRC, diff_src},
                     {DNNL_ARG_SCRATCHPAD, bind.Scratch(p.backward_data.scratchpad_desc(), p.data_scratch)}})
           .Run(p.backward_data_primitive, bind.stream());
-      bind.Out(diff_src, p.user_src, input_diff);
+      bind.Out(diff_src, p.user_diff_src, input_diff);
       bind.stream().wait();
     }
   }

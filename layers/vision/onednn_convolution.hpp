@@ -62,12 +62,13 @@ class OneDnnConvolutionLayer : public BaseConvolutionLayer {
   // Whether its forward runs in 8-bit integers (QuantizationParameter, in a net that runs forward only, where oneDNN
   // has the kernels).
   bool runs_int8() const;
-  // Whether its forward computes in bfloat16 in a net planned for forward alone, over one bottom: it then reads and
-  // writes bf16 blobs where the plan keeps them so (plan_element_types).
+  // Whether it computes in bfloat16 over one bottom: it then reads and writes bf16 data where the plan keeps it so
+  // (plan_element_types), in training too.
   bool runs_bf16_blobs() const;
   // Running in 8 bits, it reads and writes 8-bit blobs where onednn::Int8Reads / Int8Writes say (one bottom; the top
-  // with its output scales times the top's scale); computing in bfloat16 forward only (runs_bf16_blobs), bf16 blobs:
-  // the values its products would have read, and its output rounded as its readers would have rounded it.
+  // with its output scales times the top's scale); computing in bfloat16 (runs_bf16_blobs), bf16 blobs: the values its
+  // products would have read (in forward and in the weights' gradient), and its output rounded as its readers would
+  // have rounded it (a fused ReLU's backward reads its sign); the gradients stay float32.
   Quantization ReadsQuantized(int bottom) const override;
   bool WritesQuantized(int top, ElementType type) const override;
   // The summand of a fused sum, running in 8 bits: in any type and scale (Primitives::sum_scale), offering the sum's

@@ -1177,10 +1177,12 @@ void Net::Backward() {
 
 namespace {
 
-// The mean absolute value of a blob's data or diff, read on the host (debugging only; 0 for an empty blob).
+// The mean absolute value of a blob's data or diff, read on the host (debugging only; 0 for an empty blob). Data in
+// another element type (bf16 in training, where the solver's debug_info turns the net's on later) as its floats.
 double MeanAbs(const Blob& blob, bool diff) {
   if (blob.count() == 0) return 0;
-  const float* values = diff ? blob.cpu_diff() : blob.cpu_data();
+  const std::vector<float> converted = diff || blob.quantization().floats() ? std::vector<float>() : PlainValues(blob);
+  const float* values = diff ? blob.cpu_diff() : converted.empty() ? blob.cpu_data() : converted.data();
   double sum = 0;
   for (int i = 0; i < blob.count(); ++i) sum += std::fabs(values[i]);
   return sum / blob.count();

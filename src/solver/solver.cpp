@@ -326,6 +326,9 @@ void Solver::InitTrainNet(const std::string& solver_path) {
   ApplyState(&net_param, TRAIN, param_.has_train_state() ? &param_.train_state() : nullptr);
   net_debug_info_ = net_param.debug_info();
   net_ = std::make_unique<Net>(net_param, context_);
+  // The passes that follow the weights: for a net that trains, the element types (bf16 data between convolutions
+  // computing in bf16, plan_element_types); the inference rewrites are for nets that run forward only.
+  net_->RunAfterWeightsPasses();
   // Without a loss, backward has nothing to start from: every gradient is 0 and training changes nothing.
   CREMA_CHECK(net_->has_loss()) << "the train net '" << net_->name() << "' has no loss (no loss layer, and no "
                                 << "layer with a loss_weight, in phase TRAIN): training would change nothing";
