@@ -535,6 +535,8 @@ Passes::Passes(const memory::desc& user_src, const memory::desc& user_dst, const
                const dnnl::primitive_desc_base& backward, bool backward_reads_src)
     : user_src_(user_src),
       user_dst_(user_dst),
+      user_diff_src_(WithDataType(user_src, memory::data_type::f32)),
+      user_diff_dst_(WithDataType(user_dst, memory::data_type::f32)),
       forward_pd_(forward),
       backward_pd_(backward),
       forward_(forward.get()),
@@ -552,8 +554,8 @@ Passes::Passes(const memory::desc& user_src, const memory::desc& user_dst, const
   forward_scratch_ = regions_.Add(forward.scratchpad_desc());
   regions_.Restart();
   if (backward_reads_src_) backward_src_ = regions_.AddCopy(forward.src_desc(), user_src);
-  diff_dst_ = regions_.AddCopy(backward.diff_dst_desc(), user_dst);
-  diff_src_ = regions_.AddCopy(backward.diff_src_desc(), user_src);
+  diff_dst_ = regions_.AddCopy(backward.diff_dst_desc(), user_diff_dst_);
+  diff_src_ = regions_.AddCopy(backward.diff_src_desc(), user_diff_src_);
   backward_scratch_ = regions_.Add(backward.scratchpad_desc());
 }
 
@@ -572,14 +574,14 @@ void Passes::Forward(float* workspace, const void* src, void* dst, float* saved)
 
 void Passes::Backward(float* workspace, const float* src, const float* diff_dst, float* diff_src, float* saved) {
   Binder bind(workspace, &backward_bindings_);
-  const memory result = bind.Result(user_src_, diff_src, backward_pd_.diff_src_desc(), diff_src_);
-  Args args = {{DNNL_ARG_DIFF_DST, bind.In(user_dst_, diff_dst, backward_pd_.diff_dst_desc(), diff_dst_)},
+  const memory result = bind.Result(user_diff_src_, diff_src, backward_pd_.diff_src_desc(), diff_src_);
+  Args args = {{DNNL_ARG_DIFF_DST, bind.In(user_diff_dst_, diff_dst, backward_pd_.diff_dst_desc(), diff_dst_)},
                {DNNL_ARG_DIFF_SRC, result},
                {DNNL_ARG_SCRATCHPAD, bind.Scratch(backward_pd_.scratchpad_desc(), backward_scratch_)}};
   if (backward_reads_src_) args[DNNL_ARG_SRC] = bind.In(user_src_, src, forward_src_, backward_src_);
   if (saved_floats_ > 0) args[DNNL_ARG_WORKSPACE] = bind.Plain(workspace_desc_, saved);
   args.Run(backward_, bind.stream());
-  bind.Out(result, user_src_, diff_src);
+  bind.Out(result, user_diff_src_, diff_src);
   bind.stream().wait();
 }
 

@@ -277,12 +277,13 @@ class Passes {
   size_t workspace_floats() const { return regions_.Floats(); }
   size_t saved_floats() const { return saved_floats_; }
 
-  // `src` and `dst` in the user descriptors' element types (8-bit blobs too).
+  // `src` and `dst` in the user descriptors' element types (8-bit and bf16 blobs too); the gradients in float32.
   void Forward(float* workspace, const void* src, void* dst, float* saved);
   void Backward(float* workspace, const float* src, const float* diff_dst, float* diff_src, float* saved);
 
  private:
   dnnl::memory::desc user_src_, user_dst_;
+  dnnl::memory::desc user_diff_src_, user_diff_dst_;  // the gradients: float32 whatever the data's type
   dnnl::primitive_desc_base forward_pd_, backward_pd_;
   dnnl::primitive forward_, backward_;
   bool backward_reads_src_;

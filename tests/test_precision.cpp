@@ -291,7 +291,11 @@ SolverParameter Bfloat16Solver(const std::string& source, const std::string& pre
     layer { name: 'conv1' type: 'Convolution' bottom: 'data' top: 'conv1'
             convolution_param { num_output: 16 kernel_size: 3 pad: 1 weight_filler { type: 'xavier' } } }
     layer { name: 'relu1' type: 'ReLU' bottom: 'conv1' top: 'conv1' }
-    layer { name: 'conv2' type: 'Convolution' bottom: 'conv1' top: 'conv2'
+    layer { name: 'conv1b' type: 'Convolution' bottom: 'conv1' top: 'conv1b'
+            convolution_param { num_output: 16 kernel_size: 1 weight_filler { type: 'xavier' } } }
+    layer { name: 'relu1b' type: 'ReLU' bottom: 'conv1b' top: 'conv1b' }
+    layer { name: 'norm1' type: 'LRN' bottom: 'conv1b' top: 'norm1' lrn_param { local_size: 3 alpha: 0.1 beta: 0.75 } }
+    layer { name: 'conv2' type: 'Convolution' bottom: 'norm1' top: 'conv2'
             convolution_param { num_output: 16 kernel_size: 3 stride: 2 weight_filler { type: 'xavier' } } }
     layer { name: 'relu2' type: 'ReLU' bottom: 'conv2' top: 'conv2' }
     layer { name: 'ip1' type: 'InnerProduct' bottom: 'conv2' top: 'ip1'
@@ -313,12 +317,16 @@ TEST(PrecisionTest, Bfloat16TrainingResumesBitForBit) {
   test::WriteRandomDatums(source, 70, 8, 8, 4, 11);
 
   auto straight_solver = CreateSolver(Bfloat16Solver(source, dir.file("straight"), 40, ::caffe::BFLOAT16));
-  for (const char* name : {"conv1", "conv2", "ip1", "ip2"})
+  for (const char* name : {"conv1", "conv1b", "conv2", "ip1", "ip2"})
     EXPECT_EQ(straight_solver->net()->layer_by_name(name)->computes_in(), Precision::kBfloat16) << name;
-  // conv1's output (its ReLU fused into it) passes to conv2 as bf16 in training too: the values conv2 reads in forward
-  // and for its weights' gradient, and the ReLU's backward reads the signs of.
-  EXPECT_EQ(ElementTypeName(straight_solver->net()->blob_by_name("conv1")->data_type()),
-            ElementTypeName(ElementType::kBfloat16));
+  // conv1's output (its ReLU fused into it) passes to conv1b as bf16 in training too (the values conv1b reads in
+  // forward and for its weights' gradient, and the ReLU's backward reads the signs of), and so does the LRN's output
+  // to conv2; conv1b's, which the LRN reads, stays float.
+  for (const char* name : {"conv1", "norm1"})
+    EXPECT_EQ(ElementTypeName(straight_solver->net()->blob_by_name(name)->data_type()),
+              ElementTypeName(ElementType::kBfloat16))
+        << name;
+  EXPECT_TRUE(straight_solver->net()->blob_by_name("conv1b")->quantization().floats());
   straight_solver->Solve();
   const std::string straight = test::FileBytes(dir.file("straight_iter_40.caffemodel"));
   ASSERT_FALSE(straight.empty());

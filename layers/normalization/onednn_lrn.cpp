@@ -61,9 +61,9 @@ void OneDnnLRNLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector
   own_channels_last_ = across_ && !backward_planned() && bottom[0]->layout() == Layout::kChannelsLast &&
                        top[0]->layout() == Layout::kChannelsLast;
   const Quantization& q = top[0]->quantization();
-  CREMA_CHECK(q.floats() || own_channels_last_ || (q.type == ElementType::kBfloat16 && !backward_planned()))
+  CREMA_CHECK(q.floats() || own_channels_last_ || q.type == ElementType::kBfloat16)
       << describe() << ": its top was planned in " << ElementTypeName(q.type)
-      << ", which it writes only forward alone (and 8 bits only in channels-last)";
+      << ", which it writes only forward alone in channels-last";
   if (own_channels_last_) {
     passes_.reset();
     RequestWorkspace(0);

@@ -31,11 +31,11 @@ class OneDnnLRNLayer : public LRNLayer {
   bool ReadsLayout(int, Layout) const override { return true; }
   Layout OffersLayout(int, const std::vector<Layout>& bottom_layouts) const override { return bottom_layouts[0]; }
 
-  // Running forward only, it writes its top in 8 bits (in channels-last, its own loops) or bf16 (either way: oneDNN's
-  // primitive writes floats, reordered into the top) where every reader converts it alike (plan_element_types): the
-  // values those readers would have made of its floats.
+  // It writes its top in 8 bits (forward only in channels-last: its own loops) or bf16 (its own loops round; oneDNN's
+  // primitive writes floats, reordered into the top; in training too, whose backward reads its input, not its top)
+  // where every reader converts it alike (plan_element_types): the values those readers would have made of its floats.
   bool WritesQuantized(int, ElementType type) const override {
-    return own_channels_last_ || (type == ElementType::kBfloat16 && !backward_planned());
+    return own_channels_last_ || type == ElementType::kBfloat16;
   }
 
   // "" when the engine takes the query, else why not (the registry's refusal).
