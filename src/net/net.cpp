@@ -25,6 +25,14 @@ namespace crema {
 
 namespace {
 
+// A blob's data as floats on the host: its own, or, in another element type (bf16), converted into `converted` in
+// the plain order (a float blob's values stay in the order they lie).
+const float* DataAsFloats(const Blob& blob, std::vector<float>* converted) {
+  if (blob.quantization().floats()) return blob.cpu_data();
+  *converted = PlainValues(blob);
+  return converted->data();
+}
+
 // Errors raised below a layer (a filler, a blob's size, the allocator, a database) cannot know which layer they
 // serve; the layers' own errors start by naming it ("layer 'NAME' (TYPE): ...").
 std::string NamingLayer(const std::string& message, const std::string& name, const std::string& type) {
@@ -1181,8 +1189,8 @@ namespace {
 // another element type (bf16 in training, where the solver's debug_info turns the net's on later) as its floats.
 double MeanAbs(const Blob& blob, bool diff) {
   if (blob.count() == 0) return 0;
-  const std::vector<float> converted = diff || blob.quantization().floats() ? std::vector<float>() : PlainValues(blob);
-  const float* values = diff ? blob.cpu_diff() : converted.empty() ? blob.cpu_data() : converted.data();
+  std::vector<float> converted;
+  const float* values = diff ? blob.cpu_diff() : DataAsFloats(blob, &converted);
   double sum = 0;
   for (int i = 0; i < blob.count(); ++i) sum += std::fabs(values[i]);
   return sum / blob.count();
@@ -1253,9 +1261,8 @@ std::string Net::DescribeNonFinite(size_t step, bool gradients) const {
     for (int id : s.tops) {
       const Blob& blob = *blobs_[id];
       if (blob.quantization().integers()) continue;  // integers are finite
-      // bf16 as floats, in the plain order (a float blob's element numbers are where it lies)
-      const std::vector<float> converted = blob.quantization().floats() ? std::vector<float>() : PlainValues(blob);
-      const float* values = converted.empty() ? blob.cpu_data() : converted.data();
+      std::vector<float> converted;
+      const float* values = DataAsFloats(blob, &converted);
       const int bad = FirstNonFinite(values, blob.count());
       if (bad < 0) continue;
       out << who << values[bad] << " in top '" << blob_names_[id] << "' " << blob.shape_string() << " at element "

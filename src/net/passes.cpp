@@ -368,8 +368,9 @@ Quantization ReadQuantization(const Net& net, int id) {
 
 // What the group of blobs `members` may hold: what the steps outside the group that read one of them agree on
 // (ReadersAgreement), read out of place and through no view, where every member is written once, out of place, by a
-// step that can write it in 8 bits (over a fused sum's summand held in 8 bits or quantized by its readers, planned
-// before) or passes values through within the group (floats otherwise, or where no step outside the group reads them).
+// step that can write it in that type (8 bits over a fused sum's summand held in 8 bits or quantized by its readers,
+// planned before; or bf16) or passes values through within the group (floats otherwise, or where no step outside the
+// group reads them).
 // Collects the steps that read or write them, and the writing steps with a fused sum with their summand's quantization.
 Quantization GroupQuantization(const Net& net, const std::vector<int>& members, const std::set<int>& outputs,
                                std::set<size_t>* steps, std::vector<std::pair<size_t, Quantization>>* summands) {
@@ -387,9 +388,6 @@ Quantization GroupQuantization(const Net& net, const std::vector<int>& members, 
         ++writers;
         steps->insert(s);
         if (std::find(step.bottoms.begin(), step.bottoms.end(), id) != step.bottoms.end()) return {};  // in place
-        if (!layer.PassesQuantizationThrough() && !layer.WritesQuantized(static_cast<int>(t), ElementType::kInt8) &&
-            !layer.WritesQuantized(static_cast<int>(t), ElementType::kBfloat16))
-          return {};
         if (layer.fused_sum()) summands->push_back({s, ReadQuantization(net, step.bottoms.back())});
       }
       for (size_t b = 0; b < step.bottoms.size(); ++b) {
@@ -406,7 +404,7 @@ Quantization GroupQuantization(const Net& net, const std::vector<int>& members, 
   // readers (where no one quantizes a float summand its range is not known); the sum adds it in its own type.
   for (const auto& [step, q] : *summands)
     if (!q.integers()) return {};
-  // Every writer writes the type the readers agree on.
+  // Every writer (but a step passing values through) writes the type the readers agree on.
   const Quantization agreed = readers.Result();
   for (size_t s : *steps) {
     const PlanStep& step = plan[s];
