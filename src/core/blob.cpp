@@ -3,7 +3,6 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <sstream>
 
 namespace crema {
@@ -16,9 +15,9 @@ size_t ElementBytes(ElementType type) {
       return sizeof(uint16_t);
     case ElementType::kUInt8:
     case ElementType::kInt8:
-      break;
+      return 1;
   }
-  return 1;
+  return 1;  // not reached: every type is named above
 }
 
 std::string ElementTypeName(ElementType type) {
@@ -195,8 +194,8 @@ void Blob::set_quantization(const Quantization& quantization) {
 
 void Blob::RefuseFloatAccess() const {
   throw Error("a blob of shape " + shape_string() + " holds " + ElementTypeName(quantization_.type) +
-              " (the net's plan passes it between two steps that read and write that type), not 32-bit floats; " +
-              "build the net with " + "CREMA_ELEMENT_TYPES=float set to read it as floats");
+              " (the net's plan passes it between two steps that read and write that type), not 32-bit floats; "
+              "build the net with CREMA_ELEMENT_TYPES=float set to read it as floats");
 }
 
 void Blob::OwnStorage(bool gradient) {
