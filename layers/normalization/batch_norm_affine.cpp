@@ -1,6 +1,7 @@
 #include "layers/normalization/batch_norm_affine.hpp"
 
 #include <cstddef>
+#include <cstring>
 #include <vector>
 
 #include "core/threads.hpp"
@@ -40,36 +41,41 @@ struct LaneValues<0, T> {
   std::vector<T> values;
 };
 
-template <int kBlock>
+// A value as the top holds it: a float, or its bf16 rounding (the branch-free form of ToBfloat16, which the loops
+// vectorize: a NaN keeps its upper half, made quiet).
+CREMA_ALWAYS_INLINE float Stored(float value, float*) { return value; }
+CREMA_ALWAYS_INLINE uint16_t Stored(float value, uint16_t*) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  const uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+  const uint32_t quiet = (bits >> 16) | 0x40u;
+  return static_cast<uint16_t>((bits & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
+}
+
+template <int kBlock, typename Out>
 CREMA_ALWAYS_INLINE void ForwardPlane(int b, const float* xhat, const float* scale, const float* shift, bool relu,
-                                      float* y, int spatial) {
+                                      Out* y, int spatial) {
   if (relu) {
     for (int s = 0; s < spatial; ++s)
-      for (int l = 0; l < b; ++l) y[s * b + l] = Rectified(scale[l] * xhat[s * b + l] + shift[l]);
+      for (int l = 0; l < b; ++l) y[s * b + l] = Stored(Rectified(scale[l] * xhat[s * b + l] + shift[l]), y);
   } else {
     for (int s = 0; s < spatial; ++s)
-      for (int l = 0; l < b; ++l) y[s * b + l] = scale[l] * xhat[s * b + l] + shift[l];
+      for (int l = 0; l < b; ++l) y[s * b + l] = Stored(scale[l] * xhat[s * b + l] + shift[l], y);
   }
 }
 
-template <int kBlock>
-CREMA_ALWAYS_INLINE void Forward(const ChannelGrid& g, const float* xhat, const float* gamma, const float* beta,
-                                 bool relu, float* y) {
+// Item n's channel block k: its top from its normalized values.
+template <int kBlock, typename Out>
+CREMA_ALWAYS_INLINE void ForwardBlock(const ChannelGrid& g, int n, int k, const float* xhat, const float* gamma,
+                                      const float* beta, bool relu, Out* y) {
   const int b = kBlock > 0 ? kBlock : g.block, blocks = g.channels / b;
-  const size_t plane = static_cast<size_t>(g.spatial) * b;
-  const bool threaded = static_cast<long long>(g.num) * g.channels * g.spatial >= ParallelElementThreshold();
-#pragma omp parallel for collapse(2) if (threaded) schedule(static)
-  for (int n = 0; n < g.num; ++n)
-    for (int k = 0; k < blocks; ++k) {
-      LaneValues<kBlock, float> scale(b), shift(b);
-      for (int l = 0; l < b; ++l) {
-        scale.data()[l] = gamma[k * b + l];
-        shift.data()[l] = beta != nullptr ? beta[k * b + l] : 0.f;
-      }
-      const size_t offset = (static_cast<size_t>(n) * blocks + k) * plane;
-      ForwardPlane<kBlock>(kBlock > 0 ? kBlock : b, xhat + offset, scale.data(), shift.data(), relu, y + offset,
-                           g.spatial);
-    }
+  LaneValues<kBlock, float> scale(b), shift(b);
+  for (int l = 0; l < b; ++l) {
+    scale.data()[l] = gamma[k * b + l];
+    shift.data()[l] = beta != nullptr ? beta[k * b + l] : 0.f;
+  }
+  const size_t offset = (static_cast<size_t>(n) * blocks + k) * static_cast<size_t>(g.spatial) * b;
+  ForwardPlane<kBlock>(kBlock > 0 ? kBlock : b, xhat + offset, scale.data(), shift.data(), relu, y + offset, g.spatial);
 }
 
 // The gradient that reaches z = gamma * x_hat + beta: dy where the ReLU passed z on.
@@ -78,16 +84,15 @@ CREMA_ALWAYS_INLINE float ReachingZ(float dy, float xhat, float scale, float shi
   return scale * xhat + shift > 0.f ? dy : 0.f * dy;
 }
 
+// Channel block k's gradients.
 template <int kBlock>
-CREMA_ALWAYS_INLINE void Backward(const ChannelGrid& g, const Operands& a) {
+CREMA_ALWAYS_INLINE void BackwardBlock(const ChannelGrid& g, const Operands& a, int k) {
   const int b = kBlock > 0 ? kBlock : g.block, blocks = g.channels / b;
   const int lanes = kBlock > 0 ? kBlock : b;
   const size_t plane = static_cast<size_t>(g.spatial) * b;
   const long long m = static_cast<long long>(g.num) * g.spatial;
-  const bool threaded = m * g.channels >= ParallelElementThreshold();
   const bool sums = a.gamma_diff != nullptr || a.beta_diff != nullptr || (a.dx != nullptr && a.batch_statistics);
-#pragma omp parallel for if (threaded) schedule(static)
-  for (int k = 0; k < blocks; ++k) {
+  {
     LaneValues<kBlock, float> scale(b), shift(b);
     LaneValues<kBlock, double> sum_dz(b), sum_dz_xhat(b);
     for (int l = 0; l < lanes; ++l) {
@@ -116,7 +121,7 @@ CREMA_ALWAYS_INLINE void Backward(const ChannelGrid& g, const Operands& a) {
         if (a.gamma_diff != nullptr) a.gamma_diff[k * b + l] += static_cast<float>(szx[l]);
       }
     }
-    if (a.dx == nullptr) continue;
+    if (a.dx == nullptr) return;
     // dx = inv_std * gamma * (dz - mean(dz) - x_hat * mean(dz * x_hat)), in float from the means.
     LaneValues<kBlock, float> factor(b), mean_dz(b), mean_dz_xhat(b);
     for (int l = 0; l < lanes; ++l) {
@@ -143,35 +148,68 @@ CREMA_ALWAYS_INLINE void Backward(const ChannelGrid& g, const Operands& a) {
   }
 }
 
-CREMA_VECTOR_CLONES void Forward16(const ChannelGrid& g, const float* xhat, const float* gamma, const float* beta,
-                                   bool relu, float* y) {
-  Forward<16>(g, xhat, gamma, beta, relu, y);
+// The per-block bodies, built for each vector width (core/vector_clones.hpp): target_clones takes plain functions, one
+// for each block and top type, and the threads' loops call them (a loop of OpenMP's inside such a function, or in a
+// template it inlines, would be outlined once, for the baseline only).
+template <typename Out>
+using ForwardBody = void (*)(const ChannelGrid&, int, int, const float*, const float*, const float*, bool, Out*);
+#define CREMA_FORWARD_BODY(NAME, BLOCK, OUT)                                                               \
+  CREMA_VECTOR_CLONES void NAME(const ChannelGrid& g, int n, int k, const float* xhat, const float* gamma, \
+                                const float* beta, bool relu, OUT* y) {                                    \
+    ForwardBlock<BLOCK>(g, n, k, xhat, gamma, beta, relu, y);                                              \
+  }
+CREMA_FORWARD_BODY(Forward16, 16, float)
+CREMA_FORWARD_BODY(Forward8, 8, float)
+CREMA_FORWARD_BODY(Forward1, 1, float)
+CREMA_FORWARD_BODY(ForwardAny, 0, float)
+CREMA_FORWARD_BODY(Forward16, 16, uint16_t)
+CREMA_FORWARD_BODY(Forward8, 8, uint16_t)
+CREMA_FORWARD_BODY(Forward1, 1, uint16_t)
+CREMA_FORWARD_BODY(ForwardAny, 0, uint16_t)
+#undef CREMA_FORWARD_BODY
+CREMA_VECTOR_CLONES void Backward16(const ChannelGrid& g, const Operands& a, int k) { BackwardBlock<16>(g, a, k); }
+CREMA_VECTOR_CLONES void Backward8(const ChannelGrid& g, const Operands& a, int k) { BackwardBlock<8>(g, a, k); }
+CREMA_VECTOR_CLONES void Backward1(const ChannelGrid& g, const Operands& a, int k) { BackwardBlock<1>(g, a, k); }
+CREMA_VECTOR_CLONES void BackwardAny(const ChannelGrid& g, const Operands& a, int k) { BackwardBlock<0>(g, a, k); }
+
+template <typename Out>
+void ForwardInLayout(const ChannelGrid& g, const float* xhat, const float* gamma, const float* beta, bool relu,
+                     Out* y) {
+  const ForwardBody<Out> body = g.block == 16  ? static_cast<ForwardBody<Out>>(Forward16)
+                                : g.block == 8 ? static_cast<ForwardBody<Out>>(Forward8)
+                                : g.block == 1 ? static_cast<ForwardBody<Out>>(Forward1)
+                                               : static_cast<ForwardBody<Out>>(ForwardAny);
+  const int blocks = g.channels / g.block;
+  const bool threaded = static_cast<long long>(g.num) * g.channels * g.spatial >= ParallelElementThreshold();
+#pragma omp parallel for collapse(2) if (threaded) schedule(static)
+  for (int n = 0; n < g.num; ++n)
+    for (int k = 0; k < blocks; ++k) body(g, n, k, xhat, gamma, beta, relu, y);
 }
-CREMA_VECTOR_CLONES void Forward8(const ChannelGrid& g, const float* xhat, const float* gamma, const float* beta,
-                                  bool relu, float* y) {
-  Forward<8>(g, xhat, gamma, beta, relu, y);
-}
-CREMA_VECTOR_CLONES void Backward16(const ChannelGrid& g, const Operands& a) { Backward<16>(g, a); }
-CREMA_VECTOR_CLONES void Backward8(const ChannelGrid& g, const Operands& a) { Backward<8>(g, a); }
 
 }  // namespace
 
 void AffineForwardLoops(const ChannelGrid& grid, const float* xhat, const float* gamma, const float* beta, bool relu,
                         float* y) {
-  if (grid.block == 16) return Forward16(grid, xhat, gamma, beta, relu, y);
-  if (grid.block == 8) return Forward8(grid, xhat, gamma, beta, relu, y);
-  if (grid.block == 1) return Forward<1>(grid, xhat, gamma, beta, relu, y);
-  Forward<0>(grid, xhat, gamma, beta, relu, y);
+  ForwardInLayout(grid, xhat, gamma, beta, relu, y);
+}
+
+void AffineForwardLoops(const ChannelGrid& grid, const float* xhat, const float* gamma, const float* beta, bool relu,
+                        uint16_t* y) {
+  ForwardInLayout(grid, xhat, gamma, beta, relu, y);
 }
 
 void AffineBackwardLoops(const ChannelGrid& grid, const float* dy, const float* xhat, const float* inv_std,
                          const float* gamma, const float* beta, bool relu, bool batch_statistics, float* dx,
                          float* gamma_diff, float* beta_diff) {
   const Operands a{dy, xhat, inv_std, gamma, beta, relu, batch_statistics, dx, gamma_diff, beta_diff};
-  if (grid.block == 16) return Backward16(grid, a);
-  if (grid.block == 8) return Backward8(grid, a);
-  if (grid.block == 1) return Backward<1>(grid, a);
-  Backward<0>(grid, a);
+  void (*body)(const ChannelGrid&, const Operands&, int) = grid.block == 16  ? Backward16
+                                                           : grid.block == 8 ? Backward8
+                                                           : grid.block == 1 ? Backward1
+                                                                             : BackwardAny;
+  const int blocks = grid.channels / grid.block;
+  const bool threaded = static_cast<long long>(grid.num) * grid.spatial * grid.channels >= ParallelElementThreshold();
+#pragma omp parallel for if (threaded) schedule(static)
+  for (int k = 0; k < blocks; ++k) body(grid, a, k);
 }
 
 }  // namespace crema

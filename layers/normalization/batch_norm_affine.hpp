@@ -12,15 +12,20 @@
 // number of threads.
 #pragma once
 
+#include <cstdint>
+
 namespace crema {
 
 struct ChannelGrid {
   int num = 0, channels = 0, spatial = 0, block = 1;
 };
 
-// y = gamma * x_hat + beta per channel (beta null: none), then max(0, y) where `relu`. y may be x_hat.
+// y = gamma * x_hat + beta per channel (beta null: none), then max(0, y) where `relu`. y may be x_hat. With a
+// uint16_t y, y in bfloat16: each float value rounded (ToBfloat16, core/element_type.hpp).
 void AffineForwardLoops(const ChannelGrid& grid, const float* xhat, const float* gamma, const float* beta, bool relu,
                         float* y);
+void AffineForwardLoops(const ChannelGrid& grid, const float* xhat, const float* gamma, const float* beta, bool relu,
+                        uint16_t* y);
 
 // Backward through the three (gamma null: 1, beta null: 0: BatchNorm's own backward). With z = gamma * x_hat + beta,
 // dz = dy where z > 0 (or everywhere without `relu`); beta_diff += sum dz and gamma_diff += sum dz * x_hat per
