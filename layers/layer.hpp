@@ -205,6 +205,10 @@ class Layer {
   // Whether this layer can write top `top` in element type `type` (an 8-bit type, in any scale; bf16), the values it
   // would have written in float, rounded (and saturated: q = round(value * scale)).
   virtual bool WritesQuantized(int top, ElementType type) const { return false; }
+  // Whether this layer, set up in place on top `top`, may be given a top of its own (Net::UntieInPlaceTop) and then
+  // runs out of place from its next Reshape on: plan_element_types gives it one where it writes that top in another
+  // type (WritesQuantized, asked of it in place as of the layer it would then be) for all the steps that read it.
+  virtual bool MayLeavePlace(int top) const { return false; }
   // Whether this layer's tops hold some of its bottoms' values, unchanged (a MAX pooling, a Concat), and it can pass
   // them in 8 bits or bf16 as they come, running forward only: its bottoms and tops then take one element type
   // together.

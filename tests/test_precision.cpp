@@ -467,6 +467,92 @@ TEST(PrecisionTest, Bfloat16BlobsPassBetweenBf16StepsAsTheirReadersWouldRoundThe
   }
 }
 
+// Training in bf16 through a ResNet's BatchNorm, Scale and ReLU (fused: fuse_for_training): the BatchNorm leaves its
+// place on the convolution's output for a top of its own, held in bf16 for the convolution after it, in channel blocks
+// and channels-last. Every step's top is what the net with every blob in floats (no memory plan: the BatchNorm stays in
+// place) computes, rounded where it is bf16; every parameter's gradient is its gradient bit for bit.
+TEST(PrecisionTest, Bfloat16BatchNormOutputsInTrainingAreTheFloatRunsRounded) {
+  SkipWithoutBfloat16();
+  const std::string text = R"(
+    force_backward: true
+    state { phase: TRAIN }
+    layer { name: 'data' type: 'Input' top: 'data' top: 'target'
+            input_param { shape { dim: 2 dim: 16 dim: 10 dim: 10 } shape { dim: 2 dim: 24 dim: 10 dim: 10 } } }
+    layer { name: 'conv1' type: 'Convolution' bottom: 'data' top: 'c1' convolution_param { num_output: 32
+            kernel_size: 3 pad: 1 } }
+    layer { name: 'bn1' type: 'BatchNorm' bottom: 'c1' top: 'c1' }
+    layer { name: 'sc1' type: 'Scale' bottom: 'c1' top: 'c1' scale_param { bias_term: true } }
+    layer { name: 'relu1' type: 'ReLU' bottom: 'c1' top: 'c1' }
+    layer { name: 'conv2' type: 'Convolution' bottom: 'c1' top: 'c2' convolution_param { num_output: 16
+            kernel_size: 1 } }
+    layer { name: 'bn2' type: 'BatchNorm' bottom: 'c2' top: 'c2' }
+    layer { name: 'sc2' type: 'Scale' bottom: 'c2' top: 'c2' scale_param { bias_term: true } }
+    layer { name: 'conv3' type: 'Convolution' bottom: 'c2' top: 'c3' convolution_param { num_output: 24
+            kernel_size: 3 pad: 1 } }
+    layer { name: 'loss' type: 'EuclideanLoss' bottom: 'c3' bottom: 'target' top: 'loss' }
+  )";
+  const auto build = [&](bool plan) {
+    auto context = std::make_shared<Context>(Device::kCPU, 0, 7);
+    context->set_plan_memory(plan);
+    context->force_engine("Convolution", "onednn");
+    context->force_engine("BatchNorm", "onednn");
+    context->set_precision(Precision::kBfloat16);
+    auto net = std::make_unique<Net>(test::ParseNet(text), context);
+    uint64_t seed = 5;
+    for (const auto& layer : net->layers())
+      for (size_t i = 0; i < layer->params().size() && std::string(layer->type()) != "BatchNorm"; ++i)
+        test::FillGaussian(layer->params()[i].get(), i == 0 && std::string(layer->type()) == "Scale" ? 1.f : 0.f, 0.3f,
+                           seed++);
+    for (Blob* input : net->input_blobs()) test::FillGaussian(input, 0.f, 1.f, seed++);
+    net->PlanMemory(true);
+    net->RunAfterWeightsPasses();
+    return net;
+  };
+  for (const char* activations : {"blocked", "nhwc"}) {
+    SCOPED_TRACE(activations);
+    const test::ScopedEnvironment layout("CREMA_ONEDNN_ACTIVATIONS", activations);
+    const auto net = build(true);
+    const auto float_net = build(false);
+    ASSERT_EQ(net->plan().size(), float_net->plan().size());
+    // The fused BatchNorms write tops of their own in bf16; their inputs, the convolutions' outputs, stay floats.
+    for (const char* name : {"c1@bn1", "c2@bn2"}) {
+      EXPECT_EQ(ElementTypeName(net->blob_by_name(name)->data_type()), ElementTypeName(ElementType::kBfloat16)) << name;
+      EXPECT_EQ(net->UserBlobName(name), std::string(name).substr(0, 2));
+    }
+    for (const char* name : {"c1", "c2", "c3"}) EXPECT_TRUE(net->blob_by_name(name)->quantization().floats()) << name;
+    for (const auto& blob : float_net->blobs()) EXPECT_TRUE(blob->quantization().floats());
+
+    std::vector<std::string> compared;
+    for (size_t s = 0; s < net->plan().size(); ++s) {
+      net->ForwardStep(s);
+      float_net->ForwardStep(s);
+      for (int id : net->plan()[s].tops) {
+        const std::string& name = net->blob_names()[id];
+        SCOPED_TRACE(name);
+        const std::vector<float> held = PlainValues(*net->blobs()[id]);
+        const std::vector<float> computed = PlainValues(*float_net->blob_by_name(net->UserBlobName(name)));
+        ASSERT_EQ(held.size(), computed.size());
+        const bool bf16 = net->blobs()[id]->data_type() == ElementType::kBfloat16;
+        for (size_t i = 0; i < held.size(); ++i)
+          ASSERT_EQ(held[i], bf16 ? RoundToBfloat16(computed[i]) : computed[i]) << "at " << i;
+        compared.push_back(name);
+      }
+    }
+    EXPECT_EQ(compared, (std::vector<std::string>{"data", "target", "c1", "c1@bn1", "c2", "c2@bn2", "c3", "loss"}));
+
+    net->ClearParamDiffs();
+    float_net->ClearParamDiffs();
+    EXPECT_EQ(net->ForwardBackward(), float_net->ForwardBackward());
+    for (const char* layer : {"conv1", "sc1", "conv2", "sc2", "conv3"})
+      for (size_t i = 0; i < net->layer_by_name(layer)->params().size(); ++i) {
+        const Blob& gradient = *net->layer_by_name(layer)->params()[i];
+        EXPECT_GT(test::AbsSum(test::DiffOf(gradient)), 0.0) << layer << " " << i;
+        EXPECT_EQ(test::DiffOf(gradient), test::DiffOf(*float_net->layer_by_name(layer)->params()[i]))
+            << layer << " " << i;
+      }
+  }
+}
+
 }  // namespace
 }  // namespace crema
 

@@ -105,10 +105,16 @@ void BatchNormLayer::AbsorbAffine(std::shared_ptr<Blob> scale, std::shared_ptr<B
   affine_relu_ = relu;
 }
 
-void BatchNormLayer::AffineForward(const Blob& top_like, float* y) const {
-  const ChannelGrid grid{num_, channels_, spatial_, ChannelBlock(top_like.layout(), channels_)};
-  AffineForwardLoops(grid, normalized_->cpu_data(), affine_scale_->cpu_data(),
-                     affine_bias_ != nullptr ? affine_bias_->cpu_data() : nullptr, affine_relu_, y);
+void BatchNormLayer::AffineForward(Blob* top) const {
+  const ChannelGrid grid{num_, channels_, spatial_, ChannelBlock(top->layout(), channels_)};
+  const float* bias = affine_bias_ != nullptr ? affine_bias_->cpu_data() : nullptr;
+  if (top->quantization().type == ElementType::kBfloat16) {
+    AffineForwardLoops(grid, normalized_->cpu_data(), affine_scale_->cpu_data(), bias, affine_relu_,
+                       static_cast<uint16_t*>(top->mutable_cpu_bytes()));
+    return;
+  }
+  AffineForwardLoops(grid, normalized_->cpu_data(), affine_scale_->cpu_data(), bias, affine_relu_,
+                     top->mutable_cpu_data());
 }
 
 void BatchNormLayer::BackwardLoops(const Blob& top, bool propagate_down, float* dx) const {
@@ -182,7 +188,7 @@ void BatchNormLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::ve
         y[offset + i] = xhat[offset + i];
       }
     }
-  if (absorbs_affine()) AffineForward(*top[0], y);
+  if (absorbs_affine()) AffineForward(top[0]);
 }
 
 void BatchNormLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,

@@ -178,8 +178,9 @@ class BatchNormLayer : public Layer {
   Blob* normalized_ = nullptr;  // x_hat, kept for backward
   Blob* inv_std_ = nullptr;     // 1 / sqrt(var + eps) per channel
 
-  // AbsorbAffine's: y = max(0, scale * x_hat + bias) from the normalized values (into the top, in its layout).
-  void AffineForward(const Blob& top_like, float* y) const;
+  // AbsorbAffine's: y = max(0, scale * x_hat + bias) from the normalized values, into the top's data, in its layout
+  // and element type (floats, or bf16 where the net planned it: WritesQuantized).
+  void AffineForward(Blob* top) const;
   // The CPU's backward from the normalized values and inverse deviations kept, in the top's layout
   // (layers/normalization/batch_norm_affine.hpp), through the Scale and ReLU where it runs them: dx (unless
   // `propagate_down` is false) and the Scale's gradients. dx may be the top's gradient (in place).

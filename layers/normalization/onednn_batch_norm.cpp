@@ -54,6 +54,7 @@ void OneDnnBatchNormLayer::Reshape(const std::vector<Blob*>& bottom, const std::
     return;
   }
   ReadShape(bottom, top);
+  in_place_ = top[0] == bottom[0];  // the net may have given it a top of its own since (MayLeavePlace)
   CREMA_CHECK(bottom[0]->num_axes() == 4 && num_ * spatial_ > 0)
       << describe() << ": the onednn engine takes 4-d bottoms with values in every channel (its refusal should "
       << "have said so), not " << bottom[0]->shape_string();
@@ -78,7 +79,7 @@ void OneDnnBatchNormLayer::Reshape(const std::vector<Blob*>& bottom, const std::
       onednn::UserScratchpad(), CpuEngine());
   p->forward_primitive = dnnl::batch_normalization_forward(p->forward);
   onednn::Regions regions;
-  p->dst = regions.AddCopy(p->data, p->user_top);
+  if (!absorbs_affine()) p->dst = regions.AddCopy(p->data, p->user_top);  // else the loops write the top
   p->forward_scratch = regions.Add(p->forward.scratchpad_desc());
   if (!in_place_ && !absorbs_affine()) {  // in place, or with a Scale fused, backward runs the native rule
     p->backward = dnnl::batch_normalization_backward::primitive_desc(
@@ -115,7 +116,7 @@ void OneDnnBatchNormLayer::Forward_cpu(const std::vector<Blob*>& bottom, const s
   if (!use_global_stats_) UpdateStatistics(mean_->cpu_data(), variance_->cpu_data());
   if (absorbs_affine()) {
     InverseDeviations(variance_->cpu_data(), inv_std_->mutable_cpu_data());
-    return AffineForward(*top[0], top[0]->mutable_cpu_data());
+    return AffineForward(top[0]);
   }
   if (in_place_ && backward_planned()) {
     // What the in-place backward reads: the normalized values (the top, in its layout) and 1 / sqrt(var + eps).

@@ -11,7 +11,8 @@
 // engine's rule over them in that layout (BatchNormLayer::BackwardLoops): the one copy a Scale in place after it reads
 // too (Layer::KeptTop), where a copy of the input would need a second. Bottoms that are not 4-d fall to the native
 // engine. With a Scale (and ReLU) fused (BatchNormLayer::AbsorbAffine), the forward primitive writes the normalized
-// values it keeps, out of place, the fused loops write the top from them, and backward runs the fused loops.
+// values it keeps, out of place, the fused loops write the top from them (in floats or bf16), and backward runs the
+// fused loops.
 #pragma once
 
 #ifdef CREMA_USE_ONEDNN
@@ -33,7 +34,8 @@ class OneDnnBatchNormLayer : public BatchNormLayer {
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   bool ReadsLayout(int, Layout) const override { return true; }
   Layout OffersLayout(int, const std::vector<Layout>& bottom_layouts) const override { return bottom_layouts[0]; }
-  bool BackwardReadsBottom(int) const override { return true; }  // oneDNN's backward takes the input
+  // oneDNN's backward takes the input; the fused loops read the normalized values kept.
+  bool BackwardReadsBottom(int) const override { return !absorbs_affine(); }
   // oneDNN splits its sums over the threads: the gradients (not the fused Scale's loops'), and in training the
   // batch's statistics.
   bool ThreadCountChangesPass(bool backward) const override {
@@ -45,6 +47,15 @@ class OneDnnBatchNormLayer : public BatchNormLayer {
   const Blob* KeptTop(int) const override {
     return !absorbs_affine() && (primitives_ == nullptr || in_place_) ? normalized_ : nullptr;
   }
+
+  // With a Scale fused, in a layout of oneDNN's (its primitive, then the fused loops, which round where the top is
+  // bf16), it writes its top in bf16 (the values the readers would have rounded its floats to: a ResNet's
+  // convolution computing in bf16, training too, whose backward reads only the normalized values kept), out of place:
+  // in place on its input (the convolution's output, in floats), it may leave its place for a top of its own.
+  bool WritesQuantized(int, ElementType type) const override {
+    return type == ElementType::kBfloat16 && absorbs_affine() && primitives_ != nullptr;
+  }
+  bool MayLeavePlace(int) const override { return absorbs_affine(); }
 
   // "" when the engine takes the query, else why not (the registry's refusal).
   static std::string Refusal(const EngineQuery& query);

@@ -346,6 +346,33 @@ void Net::RedirectReads(size_t step, int from, int to) {
       if (bottom == from) bottom = to;
 }
 
+int Net::UntieInPlaceTop(size_t step, int top) {
+  PlanStep& s = plan_[step];
+  const int old_id = s.tops[top];
+  CREMA_CHECK(std::find(s.bottoms.begin(), s.bottoms.end(), old_id) != s.bottoms.end() && !BlobReadOutside(old_id) &&
+              layers_[s.layer]->MayLeavePlace(top))
+      << "step " << layer_names_[s.layer] << " cannot leave its place on '" << blob_names_[old_id] << "'";
+  const Blob& old_blob = *blobs_[old_id];
+  auto blob = std::make_shared<Blob>(old_blob.shape());
+  blob->set_layout(old_blob.layout());
+  const int id = static_cast<int>(blobs_.size());
+  blobs_.push_back(std::move(blob));
+  blob_names_.push_back(blob_names_[old_id] + "@" + layer_names_[s.layer]);
+  blob_index_[blob_names_.back()] = id;
+  split_sources_[blob_names_.back()] = blob_names_[old_id];  // errors name the user's blob
+  blob_loss_weights_.push_back(0.f);
+  s.tops[top] = id;
+  s.reshape_pending = true;
+  for (size_t later = step + 1; later < plan_.size(); ++later)
+    for (std::vector<int>* ids : {&plan_[later].bottoms, &plan_[later].tops})
+      for (int& used : *ids)
+        if (used == old_id) {
+          used = id;
+          plan_[later].reshape_pending = true;
+        }
+  return id;
+}
+
 int Net::DropBlobsNoStepUses() {
   std::vector<bool> used(blobs_.size(), false);
   for (const PlanStep& step : plan_)

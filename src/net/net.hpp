@@ -357,6 +357,12 @@ class Net {
   void RemoveStep(size_t step);
   // Later steps (after `step`) read blob `to` where they read `from`.
   void RedirectReads(size_t step, int from, int to);
+  // Step `step` writes its top `top`, in place on one of its bottoms, into a new blob of its own instead (its shape and
+  // layout, named "<blob>@<layer>", errors naming it as the blob), which the later steps read and write where they
+  // read and wrote the old one; the step and those that read the new blob are reshaped before they run again. For a
+  // blob not read from outside (BlobReadOutside), whose layer may leave its place (Layer::MayLeavePlace). Returns the
+  // new blob's id.
+  int UntieInPlaceTop(size_t step, int top);
   // Gives every blob that no step reads or writes any more, and that is not read from outside (BlobReadOutside),
   // new storage of its shape, allocated only if something touches it: the memory of the values a rewrite no longer
   // computes goes, and no such blob views another's memory. Returns how many blobs it gave new storage.

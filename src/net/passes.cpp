@@ -417,12 +417,48 @@ Quantization GroupQuantization(const Net& net, const std::vector<int>& members, 
   return agreed;
 }
 
+// A step in place on a blob that every later step reading it reads in one type other than floats, none of them
+// writing it again, whose layer would write it in that type out of place (Layer::MayLeavePlace: a ResNet's BatchNorm
+// with its Scale and ReLU fused, in place on a convolution's output in floats, writing what the next convolution reads
+// in bf16), gets a top of its own (Net::UntieInPlaceTop) for the groups to plan. Returns whether one did.
+bool UntieInPlaceWriters(Net* net) {
+  const std::vector<PlanStep>& plan = net->plan();
+  bool untied = false;
+  for (size_t s = 0; s < plan.size(); ++s) {
+    const Layer& layer = *net->layers()[plan[s].layer];
+    for (size_t t = 0; t < plan[s].tops.size(); ++t) {
+      const int id = plan[s].tops[t];
+      if (!layer.MayLeavePlace(static_cast<int>(t)) || net->BlobReadOutside(id) ||
+          std::find(plan[s].bottoms.begin(), plan[s].bottoms.end(), id) == plan[s].bottoms.end())
+        continue;
+      ReadersAgreement readers;
+      bool rewritten = false, viewed = false;
+      for (size_t r = s + 1; r < plan.size() && !rewritten; ++r) {
+        for (size_t b = 0; b < plan[r].bottoms.size(); ++b) {
+          if (plan[r].bottoms[b] != id) continue;
+          readers.Add(*net->layers()[plan[r].layer], static_cast<int>(b));
+          for (const Layer::TopView& view : plan[r].views) viewed |= view.bottom == static_cast<int>(b);
+        }
+        rewritten = std::find(plan[r].tops.begin(), plan[r].tops.end(), id) != plan[r].tops.end();
+      }
+      const Quantization q = readers.Result();
+      if (rewritten || viewed || q.floats() || !layer.WritesQuantized(static_cast<int>(t), q.type)) continue;
+      const int own = net->UntieInPlaceTop(s, static_cast<int>(t));
+      LOG(INFO) << "  " << net->layer_names()[plan[s].layer] << " leaves its place on '" << net->blob_names()[id]
+                << "' for a top of its own, '" << net->blob_names()[own] << "'";
+      untied = true;
+    }
+  }
+  return untied;
+}
+
 }  // namespace
 
 void PlanElementTypes(Net* net) {
   const char* choice = std::getenv("CREMA_ELEMENT_TYPES");
   // debug_info reads every blob as floats.
   if ((choice != nullptr && std::strcmp(choice, "float") == 0) || net->debug_info()) return;
+  bool changed = UntieInPlaceWriters(net);
   std::vector<PlanStep>& plan = net->mutable_plan();
   const auto& blobs = net->blobs();
   const std::set<int> outputs(net->output_blob_indices().begin(), net->output_blob_indices().end());
@@ -440,7 +476,6 @@ void PlanElementTypes(Net* net) {
       if (group.empty()) order.push_back(groups.Find(id));
       if (std::find(group.begin(), group.end(), id) == group.end()) group.push_back(id);
     }
-  bool changed = false;
   for (int root : order) {
     std::vector<int>& group = members[root];
     // A member no step writes (a net input joined by a Concat) leaves the group in floats.
