@@ -468,10 +468,12 @@ TEST(PrecisionTest, Bfloat16BlobsPassBetweenBf16StepsAsTheirReadersWouldRoundThe
 }
 
 // Training in bf16 through a ResNet's BatchNorm, Scale and ReLU (fused: fuse_for_training): the BatchNorm leaves its
-// place on the convolution's output for a top of its own, held in bf16 for the convolution after it, in channel blocks
-// and channels-last. Every step's top is what the net with every blob in floats (no memory plan: the BatchNorm stays in
-// place) computes, rounded where it is bf16; every parameter's gradient is its gradient bit for bit.
-TEST(PrecisionTest, Bfloat16BatchNormOutputsInTrainingAreTheFloatRunsRounded) {
+// place on the convolution's output for a top of its own, held in bf16 for the convolution after it, and writes the
+// convolution's output gradient in bf16 (the memory plan then keeps the two gradients apart: bf16 over floats in
+// place would overwrite what the loops have yet to read), in channel blocks and channels-last. Every step's top is
+// what the net with every blob in floats (no memory plan: the BatchNorm stays in place) computes, rounded where it is
+// bf16; every parameter's gradient is its gradient bit for bit.
+TEST(PrecisionTest, Bfloat16BatchNormOutputsAndGradientsInTrainingAreTheFloatRunsRounded) {
   SkipWithoutBfloat16();
   const std::string text = R"(
     force_backward: true
@@ -520,7 +522,13 @@ TEST(PrecisionTest, Bfloat16BatchNormOutputsInTrainingAreTheFloatRunsRounded) {
       EXPECT_EQ(net->UserBlobName(name), std::string(name).substr(0, 2));
     }
     for (const char* name : {"c1", "c2", "c3"}) EXPECT_TRUE(net->blob_by_name(name)->quantization().floats()) << name;
-    for (const auto& blob : float_net->blobs()) EXPECT_TRUE(blob->quantization().floats());
+    // The convolutions' output gradients, which the BatchNorms write and the convolutions read in bf16, are bf16.
+    for (const char* name : {"c1", "c2"})
+      EXPECT_EQ(ElementTypeName(net->blob_by_name(name)->diff_type()), ElementTypeName(ElementType::kBfloat16)) << name;
+    for (const char* name : {"c1@bn1", "c2@bn2", "c3"})
+      EXPECT_EQ(net->blob_by_name(name)->diff_type(), ElementType::kFloat32) << name;
+    for (const auto& blob : float_net->blobs())
+      EXPECT_TRUE(blob->quantization().floats() && blob->diff_type() == ElementType::kFloat32);
 
     std::vector<std::string> compared;
     for (size_t s = 0; s < net->plan().size(); ++s) {

@@ -117,14 +117,21 @@ void BatchNormLayer::AffineForward(Blob* top) const {
                      top->mutable_cpu_data());
 }
 
-void BatchNormLayer::BackwardLoops(const Blob& top, bool propagate_down, float* dx) const {
+void BatchNormLayer::BackwardLoops(const Blob& top, bool propagate_down, Blob* bottom) const {
   const ChannelGrid grid{num_, channels_, spatial_, ChannelBlock(top.layout(), channels_)};
   const bool fused = absorbs_affine();
-  AffineBackwardLoops(
-      grid, top.cpu_diff(), normalized_->cpu_data(), inv_std_->cpu_data(), fused ? affine_scale_->cpu_data() : nullptr,
-      fused && affine_bias_ != nullptr ? affine_bias_->cpu_data() : nullptr, affine_relu_, !use_global_stats_,
-      propagate_down ? dx : nullptr, learn_scale_ ? affine_scale_->mutable_cpu_diff() : nullptr,
-      learn_bias_ ? affine_bias_->mutable_cpu_diff() : nullptr);
+  const float* gamma = fused ? affine_scale_->cpu_data() : nullptr;
+  const float* beta = fused && affine_bias_ != nullptr ? affine_bias_->cpu_data() : nullptr;
+  float* gamma_diff = learn_scale_ ? affine_scale_->mutable_cpu_diff() : nullptr;
+  float* beta_diff = learn_bias_ ? affine_bias_->mutable_cpu_diff() : nullptr;
+  if (propagate_down && bottom->diff_type() == ElementType::kBfloat16) {
+    AffineBackwardLoops(grid, top.cpu_diff(), normalized_->cpu_data(), inv_std_->cpu_data(), gamma, beta, affine_relu_,
+                        !use_global_stats_, static_cast<uint16_t*>(bottom->mutable_cpu_diff_bytes()), gamma_diff,
+                        beta_diff);
+    return;
+  }
+  AffineBackwardLoops(grid, top.cpu_diff(), normalized_->cpu_data(), inv_std_->cpu_data(), gamma, beta, affine_relu_,
+                      !use_global_stats_, propagate_down ? bottom->mutable_cpu_diff() : nullptr, gamma_diff, beta_diff);
 }
 
 void BatchNormLayer::StoredStatistics(float* mean, float* variance) const {
@@ -194,7 +201,7 @@ void BatchNormLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::ve
 void BatchNormLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                   const std::vector<Blob*>& bottom) {
   // The blobs get no gradient: they are statistics, not parameters (a fused Scale's do). dx may be dy (in place).
-  if (propagate_down[0] || absorbs_affine()) BackwardLoops(*top[0], propagate_down[0], bottom[0]->mutable_cpu_diff());
+  if (propagate_down[0] || absorbs_affine()) BackwardLoops(*top[0], propagate_down[0], bottom[0]);
 }
 
 void BatchNormLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {

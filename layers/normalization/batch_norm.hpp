@@ -182,9 +182,10 @@ class BatchNormLayer : public Layer {
   // and element type (floats, or bf16 where the net planned it: WritesQuantized).
   void AffineForward(Blob* top) const;
   // The CPU's backward from the normalized values and inverse deviations kept, in the top's layout
-  // (layers/normalization/batch_norm_affine.hpp), through the Scale and ReLU where it runs them: dx (unless
-  // `propagate_down` is false) and the Scale's gradients. dx may be the top's gradient (in place).
-  void BackwardLoops(const Blob& top, bool propagate_down, float* dx) const;
+  // (layers/normalization/batch_norm_affine.hpp), through the Scale and ReLU where it runs them: the bottom's gradient
+  // (unless `propagate_down` is false; in floats, or bf16 where the net planned it: WritesBottomDiffInBfloat16) and the
+  // Scale's gradients. The bottom may be the top (in place).
+  void BackwardLoops(const Blob& top, bool propagate_down, Blob* bottom) const;
   std::shared_ptr<Blob> affine_scale_, affine_bias_;
   bool learn_scale_ = false, learn_bias_ = false, affine_relu_ = false;
 };

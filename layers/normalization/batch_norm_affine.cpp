@@ -14,6 +14,8 @@ namespace {
 // ReLU's rule (layers/neuron/relu.hpp) at slope 0: a NaN stays one.
 CREMA_ALWAYS_INLINE float Rectified(float z) { return z > 0.f ? z : 0.f * z; }
 
+// dx in floats, or in bf16 (uint16_t).
+template <typename Out>
 struct Operands {
   const float* dy;
   const float* xhat;
@@ -21,7 +23,7 @@ struct Operands {
   const float* gamma;
   const float* beta;
   bool relu, batch_statistics;
-  float* dx;
+  Out* dx;
   float* gamma_diff;
   float* beta_diff;
 };
@@ -85,8 +87,8 @@ CREMA_ALWAYS_INLINE float ReachingZ(float dy, float xhat, float scale, float shi
 }
 
 // Channel block k's gradients.
-template <int kBlock>
-CREMA_ALWAYS_INLINE void BackwardBlock(const ChannelGrid& g, const Operands& a, int k) {
+template <int kBlock, typename Out>
+CREMA_ALWAYS_INLINE void BackwardBlock(const ChannelGrid& g, const Operands<Out>& a, int k) {
   const int b = kBlock > 0 ? kBlock : g.block, blocks = g.channels / b;
   const int lanes = kBlock > 0 ? kBlock : b;
   const size_t plane = static_cast<size_t>(g.spatial) * b;
@@ -137,12 +139,12 @@ CREMA_ALWAYS_INLINE void BackwardBlock(const ChannelGrid& g, const Operands& a, 
       const size_t offset = (static_cast<size_t>(n) * blocks + k) * plane;
       const float* dy = a.dy + offset;
       const float* xhat = a.xhat + offset;
-      float* dx = a.dx + offset;
+      Out* dx = a.dx + offset;
       for (int s = 0; s < g.spatial; ++s)
         for (int l = 0; l < lanes; ++l) {
           const int j = s * lanes + l;
           const float dz = ReachingZ(dy[j], xhat[j], gamma[l], beta[l], a.relu);
-          dx[j] = f[l] * (dz - mz[l] - xhat[j] * mzx[l]);
+          dx[j] = Stored(f[l] * (dz - mz[l] - xhat[j] * mzx[l]), dx);
         }
     }
   }
@@ -167,10 +169,30 @@ CREMA_FORWARD_BODY(Forward8, 8, uint16_t)
 CREMA_FORWARD_BODY(Forward1, 1, uint16_t)
 CREMA_FORWARD_BODY(ForwardAny, 0, uint16_t)
 #undef CREMA_FORWARD_BODY
-CREMA_VECTOR_CLONES void Backward16(const ChannelGrid& g, const Operands& a, int k) { BackwardBlock<16>(g, a, k); }
-CREMA_VECTOR_CLONES void Backward8(const ChannelGrid& g, const Operands& a, int k) { BackwardBlock<8>(g, a, k); }
-CREMA_VECTOR_CLONES void Backward1(const ChannelGrid& g, const Operands& a, int k) { BackwardBlock<1>(g, a, k); }
-CREMA_VECTOR_CLONES void BackwardAny(const ChannelGrid& g, const Operands& a, int k) { BackwardBlock<0>(g, a, k); }
+#define CREMA_BACKWARD_BODY(NAME, BLOCK, OUT) \
+  CREMA_VECTOR_CLONES void NAME(const ChannelGrid& g, const Operands<OUT>& a, int k) { BackwardBlock<BLOCK>(g, a, k); }
+CREMA_BACKWARD_BODY(Backward16, 16, float)
+CREMA_BACKWARD_BODY(Backward8, 8, float)
+CREMA_BACKWARD_BODY(Backward1, 1, float)
+CREMA_BACKWARD_BODY(BackwardAny, 0, float)
+CREMA_BACKWARD_BODY(Backward16, 16, uint16_t)
+CREMA_BACKWARD_BODY(Backward8, 8, uint16_t)
+CREMA_BACKWARD_BODY(Backward1, 1, uint16_t)
+CREMA_BACKWARD_BODY(BackwardAny, 0, uint16_t)
+#undef CREMA_BACKWARD_BODY
+
+template <typename Out>
+void BackwardInLayout(const ChannelGrid& grid, const Operands<Out>& a) {
+  using Body = void (*)(const ChannelGrid&, const Operands<Out>&, int);
+  const Body body = grid.block == 16  ? static_cast<Body>(Backward16)
+                    : grid.block == 8 ? static_cast<Body>(Backward8)
+                    : grid.block == 1 ? static_cast<Body>(Backward1)
+                                      : static_cast<Body>(BackwardAny);
+  const int blocks = grid.channels / grid.block;
+  const bool threaded = static_cast<long long>(grid.num) * grid.spatial * grid.channels >= ParallelElementThreshold();
+#pragma omp parallel for if (threaded) schedule(static)
+  for (int k = 0; k < blocks; ++k) body(grid, a, k);
+}
 
 template <typename Out>
 void ForwardInLayout(const ChannelGrid& g, const float* xhat, const float* gamma, const float* beta, bool relu,
@@ -201,15 +223,15 @@ void AffineForwardLoops(const ChannelGrid& grid, const float* xhat, const float*
 void AffineBackwardLoops(const ChannelGrid& grid, const float* dy, const float* xhat, const float* inv_std,
                          const float* gamma, const float* beta, bool relu, bool batch_statistics, float* dx,
                          float* gamma_diff, float* beta_diff) {
-  const Operands a{dy, xhat, inv_std, gamma, beta, relu, batch_statistics, dx, gamma_diff, beta_diff};
-  void (*body)(const ChannelGrid&, const Operands&, int) = grid.block == 16  ? Backward16
-                                                           : grid.block == 8 ? Backward8
-                                                           : grid.block == 1 ? Backward1
-                                                                             : BackwardAny;
-  const int blocks = grid.channels / grid.block;
-  const bool threaded = static_cast<long long>(grid.num) * grid.spatial * grid.channels >= ParallelElementThreshold();
-#pragma omp parallel for if (threaded) schedule(static)
-  for (int k = 0; k < blocks; ++k) body(grid, a, k);
+  BackwardInLayout(grid,
+                   Operands<float>{dy, xhat, inv_std, gamma, beta, relu, batch_statistics, dx, gamma_diff, beta_diff});
+}
+
+void AffineBackwardLoops(const ChannelGrid& grid, const float* dy, const float* xhat, const float* inv_std,
+                         const float* gamma, const float* beta, bool relu, bool batch_statistics, uint16_t* dx,
+                         float* gamma_diff, float* beta_diff) {
+  BackwardInLayout(
+      grid, Operands<uint16_t>{dy, xhat, inv_std, gamma, beta, relu, batch_statistics, dx, gamma_diff, beta_diff});
 }
 
 }  // namespace crema

@@ -35,5 +35,9 @@ void AffineForwardLoops(const ChannelGrid& grid, const float* xhat, const float*
 void AffineBackwardLoops(const ChannelGrid& grid, const float* dy, const float* xhat, const float* inv_std,
                          const float* gamma, const float* beta, bool relu, bool batch_statistics, float* dx,
                          float* gamma_diff, float* beta_diff);
+// The same with dx in bfloat16 (each float rounded as ToBfloat16 rounds); not in place.
+void AffineBackwardLoops(const ChannelGrid& grid, const float* dy, const float* xhat, const float* inv_std,
+                         const float* gamma, const float* beta, bool relu, bool batch_statistics, uint16_t* dx,
+                         float* gamma_diff, float* beta_diff);
 
 }  // namespace crema

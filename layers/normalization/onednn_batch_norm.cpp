@@ -132,7 +132,7 @@ void OneDnnBatchNormLayer::Backward_cpu(const std::vector<Blob*>& top, const std
   if (!propagate_down[0]) return;
   if (in_place_) {
     // dx overwrites dy: the rule reads a channel block's gradients before writing them.
-    return BackwardLoops(*top[0], true, bottom[0]->mutable_cpu_diff());
+    return BackwardLoops(*top[0], true, bottom[0]);
   }
   Primitives& p = *primitives_;
   const float* x = bottom[0]->cpu_data();

@@ -56,6 +56,8 @@ class OneDnnBatchNormLayer : public BatchNormLayer {
     return type == ElementType::kBfloat16 && absorbs_affine() && primitives_ != nullptr;
   }
   bool MayLeavePlace(int) const override { return absorbs_affine(); }
+  // Its fused loops write the input's gradient in bf16 too (out of place), for a convolution reading it so.
+  bool WritesBottomDiffInBfloat16(int) const override { return absorbs_affine() && primitives_ != nullptr; }
 
   // "" when the engine takes the query, else why not (the registry's refusal).
   static std::string Refusal(const EngineQuery& query);

@@ -48,8 +48,10 @@ struct OneDnnConvolutionLayer::Primitives {
   Precision precision = Precision::kFloat32;
   Layout offered = Layout::kPlain;  // the layout the forward primitive writes its output in, as crema names it
   memory::desc user_src, user_weights, user_bias, user_dst;
-  // The gradients' layouts: the blobs' own, in float32 whatever type the data has (bf16 where the plan keeps it so).
+  // The gradients' layouts: the blobs' own, in float32 whatever type the data has (bf16 where the plan keeps it so);
+  // the output gradient in bf16 where the plan keeps it so (ReadsTopDiffInBfloat16).
   memory::desc user_diff_src, user_diff_dst;
+  bool reads_bf16_diff_dst = false;  // both backward passes read the output gradient in bf16
   dnnl::primitive_desc_base forward, backward_data, backward_weights;
   dnnl::primitive forward_primitive, backward_data_primitive, backward_weights_primitive;
   onednn::WeightCache weights;       // the forward's weights, in its layout
@@ -385,7 +387,8 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
   p->user_src = onednn::BlobDesc(input);
   p->user_dst = onednn::BlobDesc(*top[0]);
   p->user_diff_src = onednn::WithDataType(p->user_src, f32);
-  p->user_diff_dst = onednn::WithDataType(p->user_dst, f32);
+  p->user_diff_dst =
+      onednn::WithDataType(p->user_dst, top[0]->diff_type() == ElementType::kBfloat16 ? memory::data_type::bf16 : f32);
   // oneDNN's weight dimensions are (outputs, inputs, kernel), with the groups first where there are several.
   // Caffe's convolution weights lie in that order; its deconvolution weights have the inputs (the bottom's
   // channels) first, which oneDNN names i-before-o.
@@ -539,6 +542,11 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
   // uses the workspace afresh, so their regions overlap: the workspace is the largest phase, not their sum.
   // Both backward passes read the output gradient; where they read it alike and not as it lies (in bf16, or in another
   // layout), one conversion serves both: it comes first and stays through the input gradient's phase.
+  p->reads_bf16_diff_dst = !p->gemm_backward_data &&
+                           p->backward_weights.diff_dst_desc(0).data_type() == memory::data_type::bf16 &&
+                           p->backward_data.diff_dst_desc(0).data_type() == memory::data_type::bf16;
+  CREMA_CHECK(top[0]->diff_type() == ElementType::kFloat32 || p->reads_bf16_diff_dst)
+      << Layer::describe() << ": its output gradient is planned in bf16, which its backward primitives do not read";
   p->regions.Restart();
   p->shared_diff_dst = !p->gemm_backward_data &&
                        p->backward_data.diff_dst_desc(0) == p->backward_weights.diff_dst_desc(0) &&
@@ -592,6 +600,12 @@ Quantization OneDnnConvolutionLayer::ReadsQuantized(int bottom) const {
 bool OneDnnConvolutionLayer::WritesQuantized(int top, ElementType type) const {
   if (type == ElementType::kBfloat16) return runs_bf16_blobs() && top == 0;
   return onednn::Int8Writes(*this, runs_int8(), top);
+}
+
+bool OneDnnConvolutionLayer::ReadsTopDiffInBfloat16(int top) const {
+  // A fused activation's backward (before this layer's own) rewrites the gradient in floats.
+  return top == 0 && runs_bf16_blobs() && primitives_->with_backward && primitives_->reads_bf16_diff_dst &&
+         fused_activation().kind == FusedActivation::kNone;
 }
 
 bool OneDnnConvolutionLayer::runs_bf16_blobs() const {
@@ -716,7 +730,8 @@ void OneDnnConvolutionLayer::Backward_cpu(const std::vector<Blob*>& top, const s
   const bool bias_grad = bias_term_ && param_propagate_down(1);
   Binder bind(workspace(), &p.backward_bindings);
   for (size_t b = 0; b < top.size(); ++b) {
-    const float* top_diff = top[b]->cpu_diff();
+    // floats, or bf16 where planned so (then as the primitives read it: no conversion)
+    const void* top_diff = top[b]->cpu_diff_bytes();
     // The output gradient as the weight gradient read it, where the input gradient shares it (shared_diff_dst).
     memory converted_diff_dst;
     if (weight_grad || bias_grad) {
@@ -752,9 +767,10 @@ void OneDnnConvolutionLayer::Backward_cpu(const std::vector<Blob*>& top, const s
       if (top[b]->layout() != Layout::kPlain) {
         const memory plain = bind.In(p.user_diff_dst, top_diff, onednn::PlainDesc(top[b]->shape()), p.plain_diff_dst);
         bind.stream().wait();
-        top_diff = static_cast<const float*>(plain.get_data_handle());
+        top_diff = plain.get_data_handle();
       }
-      InputGradientByBands(top_diff, params_[0]->cpu_data(), bind.At(p.bands), bottom[b]->mutable_cpu_diff());
+      InputGradientByBands(static_cast<const float*>(top_diff), params_[0]->cpu_data(), bind.At(p.bands),
+                           bottom[b]->mutable_cpu_diff());
     } else if (propagate_down[b]) {
       const memory weights =
           p.data_reads_cached

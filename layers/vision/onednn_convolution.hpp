@@ -71,6 +71,9 @@ class OneDnnConvolutionLayer : public BaseConvolutionLayer {
   // have rounded it (a fused ReLU's backward reads its sign); the gradients stay float32.
   Quantization ReadsQuantized(int bottom) const override;
   bool WritesQuantized(int top, ElementType type) const override;
+  // Computing in bfloat16 (runs_bf16_blobs), its backward passes read the output gradient rounded to bf16 (without a
+  // fused activation, whose backward rewrites the gradient first): it may lie in bf16.
+  bool ReadsTopDiffInBfloat16(int top) const override;
   // The summand of a fused sum, running in 8 bits: in any type and scale (Primitives::sum_scale), offering the sum's
   // own quantization (Layer::sum_quantization).
   bool ReadsAnyQuantization(int bottom) const override;

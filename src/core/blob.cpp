@@ -96,7 +96,7 @@ void Blob::Reshape(const std::vector<int>& shape) {
   // A view is checked before anything changes, so a refused reshape leaves the blob as it was.
   for (const Storage* storage : {&data_, &diff_}) {
     CREMA_CHECK(!storage->is_view ||
-                (storage == &data_ ? FloatsFor(count) : static_cast<size_t>(count)) <= storage->available())
+                (storage == &data_ ? FloatsFor(count) : FloatsFor(count, diff_type_)) <= storage->available())
         << "cannot reshape a blob to " << ShapeString(shape) << ": its " << (storage == &data_ ? "data" : "diff")
         << " is a view of " << storage->available() << " values of another blob's memory, which it may not grow";
   }
@@ -150,12 +150,13 @@ void Blob::ViewOf(const Blob& source, bool with_diff) {
   quantization_ = source.quantization_;  // the same bytes, the same values
   data_ = Storage{source.data_.memory, source.data_.offset, true};
   if (with_diff) {
+    diff_type_ = source.diff_type_;
     diff_ = Storage{source.diff_.memory, source.diff_.offset, true};
   } else {
     // The diff stays this blob's: its own memory, or a slot of some larger buffer (the memory plan's arena) while
     // the count fits there; never the source's.
     const bool sources = diff_.memory == source.diff_.memory && diff_.offset == source.diff_.offset;
-    if (diff_.is_view && (sources || static_cast<size_t>(count_) > diff_.available())) diff_ = Storage{};
+    if (diff_.is_view && (sources || diff_floats() > diff_.available())) diff_ = Storage{};
     Fit(&diff_, "diff");
   }
 }
@@ -177,7 +178,7 @@ void Blob::ViewData(const std::shared_ptr<SyncedMemory>& memory, size_t offset, 
 void Blob::ViewDiff(const std::shared_ptr<SyncedMemory>& memory, size_t offset) {
   CREMA_CHECK(memory != nullptr) << "cannot view a missing buffer";
   const Storage view{memory, offset, true};
-  CREMA_CHECK(static_cast<size_t>(count_) <= view.available())
+  CREMA_CHECK(diff_floats() <= view.available())
       << "a view of shape " << shape_string() << " from value " << offset << " does not fit in a buffer of "
       << memory->size() / sizeof(float) << " values";
   diff_ = view;
@@ -192,8 +193,16 @@ void Blob::set_quantization(const Quantization& quantization) {
   Fit(&data_, "data");
 }
 
-void Blob::RefuseFloatAccess() const {
-  throw Error("a blob of shape " + shape_string() + " holds " + ElementTypeName(quantization_.type) +
+void Blob::set_diff_type(ElementType type) {
+  CREMA_CHECK(type == ElementType::kFloat32 || type == ElementType::kBfloat16)
+      << "a blob's gradient holds 32-bit floats or bfloat16, not " << ElementTypeName(type);
+  diff_type_ = type;
+  Fit(&diff_, "diff");
+}
+
+void Blob::RefuseFloatAccess(bool gradient) const {
+  throw Error("a blob of shape " + shape_string() + (gradient ? " holds its gradient in " : " holds ") +
+              ElementTypeName(gradient ? diff_type_ : quantization_.type) +
               " (the net's plan passes it between two steps that read and write that type), not 32-bit floats; "
               "build the net with CREMA_ELEMENT_TYPES=float set to read it as floats");
 }

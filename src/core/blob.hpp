@@ -62,6 +62,14 @@ class Blob {
   // The data as bytes, in whatever type it has (the engines that read and write 8-bit blobs).
   const void* cpu_bytes() const { return data_.read(Device::kCPU); }
   void* mutable_cpu_bytes() { return data_.write(Device::kCPU); }
+  // What the diff's elements are: 32-bit floats, unless the net's plan keeps this blob's gradient, between the step
+  // that writes it (the blob's reader, in backward) and the one that reads it (the blob's writer), as bf16 where both
+  // round it so. A reshape keeps it; storage is sized for it (diff_floats); the float accessors refuse another type.
+  ElementType diff_type() const { return diff_type_; }
+  void set_diff_type(ElementType type);
+  size_t diff_floats() const { return FloatsFor(count_, diff_type_); }
+  const void* cpu_diff_bytes() const { return diff_.read(Device::kCPU); }
+  void* mutable_cpu_diff_bytes() { return diff_.write(Device::kCPU); }
 
   // The legacy 4-d view (missing axes read as 1).
   int num() const { return LegacyShape(0); }
@@ -73,18 +81,18 @@ class Blob {
   int offset(const std::vector<int>& indices) const;
 
   const float* cpu_data() const { return Floats(data_.read(Device::kCPU)); }
-  const float* cpu_diff() const { return diff_.read(Device::kCPU); }
+  const float* cpu_diff() const { return DiffFloats(diff_.read(Device::kCPU)); }
   float* mutable_cpu_data() { return Floats(data_.write(Device::kCPU)); }
-  float* mutable_cpu_diff() { return diff_.write(Device::kCPU); }
+  float* mutable_cpu_diff() { return DiffFloats(diff_.write(Device::kCPU)); }
   const float* gpu_data() const { return Floats(data_.read(Device::kGPU)); }
-  const float* gpu_diff() const { return diff_.read(Device::kGPU); }
+  const float* gpu_diff() const { return DiffFloats(diff_.read(Device::kGPU)); }
   float* mutable_gpu_data() { return Floats(data_.write(Device::kGPU)); }
-  float* mutable_gpu_diff() { return diff_.write(Device::kGPU); }
+  float* mutable_gpu_diff() { return DiffFloats(diff_.write(Device::kGPU)); }
   // The same on the device a context names: code written once for both devices reads pointers this way.
   const float* data_on(Device device) const { return Floats(data_.read(device)); }
-  const float* diff_on(Device device) const { return diff_.read(device); }
+  const float* diff_on(Device device) const { return DiffFloats(diff_.read(device)); }
   float* mutable_data_on(Device device) { return Floats(data_.write(device)); }
-  float* mutable_diff_on(Device device) { return diff_.write(device); }
+  float* mutable_diff_on(Device device) { return DiffFloats(diff_.write(device)); }
   float data_at(int n, int c = 0, int h = 0, int w = 0) const { return cpu_data()[offset(n, c, h, w)]; }
 
   // The storage behind data and diff, and where in it this blob starts (in floats).
@@ -139,24 +147,31 @@ class Blob {
   // Makes `storage` hold what `count_` values take (floats for the diff, data_floats for the data): an owner grows, a
   // view must already fit (`what` names it in errors).
   void Fit(Storage* storage, const char* what);
-  size_t FloatsFor(int64_t count) const {
-    return quantization_.floats() ? static_cast<size_t>(count)
-                                  : static_cast<size_t>((count * ElementBytes(quantization_.type) + 3) / 4);
+  static size_t FloatsFor(int64_t count, ElementType type) {
+    return type == ElementType::kFloat32 ? static_cast<size_t>(count)
+                                         : static_cast<size_t>((count * ElementBytes(type) + 3) / 4);
   }
-  size_t Needed(const Storage* storage) const { return storage == &data_ ? data_floats() : count_; }
+  size_t FloatsFor(int64_t count) const { return FloatsFor(count, quantization_.type); }
+  size_t Needed(const Storage* storage) const { return storage == &data_ ? data_floats() : diff_floats(); }
   // The float accessors refuse data in another element type: a layer that reads floats never sees integers.
   template <typename T>
   T* Floats(T* data) const {
     if (!quantization_.floats()) RefuseFloatAccess();
     return data;
   }
-  [[noreturn]] void RefuseFloatAccess() const;
+  template <typename T>
+  T* DiffFloats(T* diff) const {
+    if (diff_type_ != ElementType::kFloat32) RefuseFloatAccess(true);
+    return diff;
+  }
+  [[noreturn]] void RefuseFloatAccess(bool gradient = false) const;
   void Share(Storage* mine, const Storage& theirs, const Blob& source, const char* what);
 
   std::vector<int> shape_;
   int count_ = 0;
   Layout layout_ = Layout::kPlain;
   Quantization quantization_;
+  ElementType diff_type_ = ElementType::kFloat32;
   Storage data_;
   Storage diff_;
 };

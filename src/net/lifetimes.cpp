@@ -27,8 +27,8 @@ class Touches {
       buffer.blob = net.blob_names()[blob];
       buffer.gradient = gradient;
       // What the blob's shape needs (an owner may hold more after shrinking; a slot of the arena is that much).
-      // 8-bit data (core/element_type.hpp) takes a quarter of a float's bytes.
-      buffer.bytes = (gradient ? static_cast<size_t>(b.count()) : b.data_floats()) * sizeof(float);
+      // 8-bit data (core/element_type.hpp) takes a quarter of a float's bytes, bf16 data and gradients half.
+      buffer.bytes = (gradient ? b.diff_floats() : b.data_floats()) * sizeof(float);
       buffer.first = buffer.last = position;
       buffer.read_first = !write;
       buffer.memory = memory;

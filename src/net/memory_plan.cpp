@@ -161,8 +161,11 @@ MemoryPlan ComputeMemoryPlan(const Net& net, const MemoryPlanOptions& options) {
     for (size_t i = 0; i < pairs; ++i) {
       const Blob& bottom = *net.blobs()[step.bottoms[i]];
       const Blob& top = *net.blobs()[step.tops[i]];
-      merge(bottom.data().get(), top.data().get(), forward_at[s]);
-      if (plan.with_backward && step.needs_backward && i < step.propagate_down.size() && step.propagate_down[i])
+      // In one element type only: a layer in place reads each value before writing the one at its place, which
+      // holds where both lie at the same offsets.
+      if (bottom.data_type() == top.data_type()) merge(bottom.data().get(), top.data().get(), forward_at[s]);
+      if (plan.with_backward && step.needs_backward && i < step.propagate_down.size() && step.propagate_down[i] &&
+          bottom.diff_type() == top.diff_type())
         merge(top.diff().get(), bottom.diff().get(), backward_at[s]);
     }
   }

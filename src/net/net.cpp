@@ -33,6 +33,15 @@ const float* DataAsFloats(const Blob& blob, std::vector<float>* converted) {
   return converted->data();
 }
 
+// A blob's gradient as floats on the host: its own, or, in bf16, converted into `converted` (in the order it lies).
+const float* DiffAsFloats(const Blob& blob, std::vector<float>* converted) {
+  if (blob.diff_type() == ElementType::kFloat32) return blob.cpu_diff();
+  const auto* bits = static_cast<const uint16_t*>(blob.cpu_diff_bytes());
+  converted->resize(static_cast<size_t>(blob.count()));
+  for (size_t i = 0; i < converted->size(); ++i) (*converted)[i] = FromBfloat16(bits[i]);
+  return converted->data();
+}
+
 // Errors raised below a layer (a filler, a blob's size, the allocator, a database) cannot know which layer they
 // serve; the layers' own errors start by naming it ("layer 'NAME' (TYPE): ...").
 std::string NamingLayer(const std::string& message, const std::string& name, const std::string& type) {
@@ -535,6 +544,12 @@ void Net::ReleaseMemoryPlan(bool keep_values, bool reshape) {
       if (bytes != nullptr) std::memcpy(owner.mutable_cpu_bytes(), bytes, owner.data_floats() * sizeof(float));
       continue;
     }
+    if (buffer.gradient && owner.diff_type() != ElementType::kFloat32) {  // a bf16 gradient: on the host too
+      const void* bytes = keep_values ? owner.cpu_diff_bytes() : nullptr;
+      owner.OwnStorage(true);
+      if (bytes != nullptr) std::memcpy(owner.mutable_cpu_diff_bytes(), bytes, owner.diff_floats() * sizeof(float));
+      continue;
+    }
     const float* values = keep_values ? (buffer.gradient ? owner.diff_on(device) : owner.data_on(device)) : nullptr;
     owner.OwnStorage(buffer.gradient);
     if (values != nullptr)
@@ -984,7 +999,7 @@ void Net::MakeStepStorage(bool gradients) {
         if (blob.count() == 0) continue;
         blob.cpu_bytes();
         const bool propagated = ids != &s.bottoms || (k < s.propagate_down.size() && s.propagate_down[k]);
-        if (backward && propagated) blob.cpu_diff();
+        if (backward && propagated) blob.cpu_diff_bytes();
       }
     for (size_t t = 0; t < s.tops.size(); ++t)
       if (layer.loss(static_cast<int>(t)) != 0.f && blobs_[s.tops[t]]->count() > 0) blobs_[s.tops[t]]->cpu_diff();
@@ -1301,9 +1316,11 @@ std::string Net::DescribeNonFinite(size_t step, bool gradients) const {
   for (size_t b = 0; b < s.bottoms.size(); ++b) {
     if (!s.propagate_down[b]) continue;
     const Blob& blob = *blobs_[s.bottoms[b]];
-    const int bad = FirstNonFinite(blob.cpu_diff(), blob.count());
+    std::vector<float> converted;
+    const float* gradient = DiffAsFloats(blob, &converted);
+    const int bad = FirstNonFinite(gradient, blob.count());
     if (bad < 0) continue;
-    out << who << blob.cpu_diff()[bad] << " in the gradient of bottom '" << blob_names_[s.bottoms[b]] << "' "
+    out << who << gradient[bad] << " in the gradient of bottom '" << blob_names_[s.bottoms[b]] << "' "
         << blob.shape_string() << " at element " << bad;
     return out.str();
   }

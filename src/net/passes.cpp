@@ -417,10 +417,55 @@ Quantization GroupQuantization(const Net& net, const std::vector<int>& members, 
   return agreed;
 }
 
-// A step in place on a blob that every later step reading it reads in one type other than floats, none of them
-// writing it again, whose layer would write it in that type out of place (Layer::MayLeavePlace: a ResNet's BatchNorm
-// with its Scale and ReLU fused, in place on a convolution's output in floats, writing what the next convolution reads
-// in bf16), gets a top of its own (Net::UntieInPlaceTop) for the groups to plan. Returns whether one did.
+// The step that writes blob `id` and reads its gradient in bf16 (Layer::ReadsTopDiffInBfloat16): the only step before
+// step `end` that writes it, out of place, running backward; -1 where there is none.
+int Bfloat16GradientReader(const Net& net, int id, size_t end) {
+  int writer = -1;
+  for (size_t s = 0; s < end; ++s) {
+    const PlanStep& step = net.plan()[s];
+    for (size_t t = 0; t < step.tops.size(); ++t) {
+      if (step.tops[t] != id) continue;
+      if (writer >= 0 || !step.needs_backward ||
+          std::find(step.bottoms.begin(), step.bottoms.end(), id) != step.bottoms.end() ||
+          !net.layers()[step.layer]->ReadsTopDiffInBfloat16(static_cast<int>(t)))
+        return -1;
+      writer = static_cast<int>(s);
+    }
+  }
+  return writer;
+}
+
+// Whether blob `id`'s gradient may lie in bf16: its writer reads the gradient so (Bfloat16GradientReader), one step
+// after it writes the gradient (propagates down to it), out of place, and can write it so
+// (Layer::WritesBottomDiffInBfloat16); no view shares the blob, no loss seeds its gradient, nothing outside the plan
+// reads it.
+bool GradientInBfloat16(const Net& net, int id) {
+  const std::vector<PlanStep>& plan = net.plan();
+  if (net.BlobReadOutside(id) || net.blob_loss_weight(id) != 0.f || net.blobs()[id]->count() == 0) return false;
+  const int writer = Bfloat16GradientReader(net, id, plan.size());
+  if (writer < 0) return false;
+  int propagating = 0;
+  for (size_t r = 0; r < plan.size(); ++r) {
+    const PlanStep& step = plan[r];
+    for (const Layer::TopView& view : step.views)
+      if (step.tops[view.top] == id || step.bottoms[view.bottom] == id) return false;
+    for (size_t b = 0; b < step.bottoms.size(); ++b) {
+      if (step.bottoms[b] != id || !step.propagate_down[b]) continue;
+      if (++propagating > 1 || static_cast<int>(r) < writer ||
+          std::find(step.tops.begin(), step.tops.end(), id) != step.tops.end() ||
+          !net.layers()[step.layer]->WritesBottomDiffInBfloat16(static_cast<int>(b)))
+        return false;
+    }
+  }
+  return propagating == 1;
+}
+
+// A step in place on a blob gets a top of its own (Net::UntieInPlaceTop), where its layer may leave its place
+// (Layer::MayLeavePlace: a ResNet's BatchNorm with its Scale and ReLU fused, in place on a convolution's output), for
+// either of the types below to be planned: where every later step reading the blob reads it in one type other than
+// floats, none of them writing it again, and the layer would write it in that type out of place (the next
+// convolution's input in bf16); or where the blob's writer reads its gradient in bf16 and the layer would write that
+// gradient in bf16 out of place (the convolution's output gradient). Returns whether one did.
 bool UntieInPlaceWriters(Net* net) {
   const std::vector<PlanStep>& plan = net->plan();
   bool untied = false;
@@ -442,7 +487,12 @@ bool UntieInPlaceWriters(Net* net) {
         rewritten = std::find(plan[r].tops.begin(), plan[r].tops.end(), id) != plan[r].tops.end();
       }
       const Quantization q = readers.Result();
-      if (rewritten || viewed || q.floats() || !layer.WritesQuantized(static_cast<int>(t), q.type)) continue;
+      const bool data = !rewritten && !viewed && !q.floats() && layer.WritesQuantized(static_cast<int>(t), q.type);
+      const int b =
+          static_cast<int>(std::find(plan[s].bottoms.begin(), plan[s].bottoms.end(), id) - plan[s].bottoms.begin());
+      const bool gradient =
+          plan[s].propagate_down[b] && layer.WritesBottomDiffInBfloat16(b) && Bfloat16GradientReader(*net, id, s) >= 0;
+      if (!data && !gradient) continue;
       const int own = net->UntieInPlaceTop(s, static_cast<int>(t));
       LOG(INFO) << "  " << net->layer_names()[plan[s].layer] << " leaves its place on '" << net->blob_names()[id]
                 << "' for a top of its own, '" << net->blob_names()[own] << "'";
@@ -500,6 +550,22 @@ void PlanElementTypes(Net* net) {
     if (q.integers()) scale << " (scale " << q.scale << ")";
     LOG(INFO) << "  '" << blob_names.str() << "' pass" << (group.size() == 1 ? "es" : "") << " as "
               << ElementTypeName(q.type) << scale.str() << " between " << names.str();
+    changed = true;
+  }
+  // Gradients in bf16: from the step that writes one (a fused BatchNorm's backward) to the step that reads it (the
+  // convolution whose output it is).
+  for (size_t id = 0; id < blobs.size(); ++id) {
+    if (blobs[id]->diff_type() != ElementType::kFloat32 || !GradientInBfloat16(*net, static_cast<int>(id))) continue;
+    blobs[id]->set_diff_type(ElementType::kBfloat16);
+    std::ostringstream names;
+    for (PlanStep& step : plan)
+      if (std::find(step.bottoms.begin(), step.bottoms.end(), static_cast<int>(id)) != step.bottoms.end() ||
+          std::find(step.tops.begin(), step.tops.end(), static_cast<int>(id)) != step.tops.end()) {
+        step.reshape_pending = true;
+        names << (names.tellp() > 0 ? ", " : "") << net->layer_names()[step.layer];
+      }
+    LOG(INFO) << "  the gradient of '" << net->blob_names()[id] << "' passes as "
+              << ElementTypeName(ElementType::kBfloat16) << " between " << names.str();
     changed = true;
   }
   if (changed) net->Reshape();  // the writers and readers make their primitives for the integers

@@ -47,7 +47,7 @@ std::vector<StepAccess> ForwardStepAccess(const Net& net) {
       AddData(top, &writes);
       // A loss top's gradient is seeded with its weight in forward.
       if (layer.loss(static_cast<int>(t)) != 0.f && top.diff() && top.count() > 0)
-        writes.push_back({top.diff().get(), top.diff_offset(), top.diff_offset() + static_cast<size_t>(top.count())});
+        writes.push_back({top.diff().get(), top.diff_offset(), top.diff_offset() + top.diff_floats()});
     }
     // Parameters: read; written where the forward updates them (BatchNorm's statistics).
     for (const auto& param : layer.params()) AddData(*param, StepWritesParams(layer) ? &writes : &reads);
@@ -86,7 +86,7 @@ std::vector<StepAccess> BackwardStepAccess(const Net& net) {
   std::vector<StepAccess> access(steps.size());
   const auto add_diff = [](const Blob& blob, std::vector<Range>* ranges) {
     if (!blob.diff() || blob.count() == 0) return;
-    ranges->push_back({blob.diff().get(), blob.diff_offset(), blob.diff_offset() + static_cast<size_t>(blob.count())});
+    ranges->push_back({blob.diff().get(), blob.diff_offset(), blob.diff_offset() + blob.diff_floats()});
   };
   for (size_t i = 0; i < steps.size(); ++i) {
     const PlanStep& step = plan[steps[i]];
