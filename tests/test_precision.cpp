@@ -376,6 +376,25 @@ TEST(Bfloat16BlobTest, RoundsToNearestEvenAndHoldsHalfTheBytes) {
   const std::vector<float> read = PlainValues(blob);
   for (int i = 0; i < 15; ++i) EXPECT_EQ(read[i], RoundToBfloat16(floats[i]));
   EXPECT_THROW(blob.cpu_data(), Error);
+
+  // The gradient alike: half the bytes in bf16, its float accessors refused, saying it is the gradient; 8 bits refused.
+  Blob gradient({3, 5});
+  EXPECT_NE(gradient.cpu_diff(), nullptr);
+  gradient.set_diff_type(ElementType::kBfloat16);
+  EXPECT_EQ(gradient.diff_floats(), 8u);
+  EXPECT_EQ(gradient.diff()->size(), 15 * sizeof(float));  // an owner keeps the storage it has
+  try {
+    gradient.cpu_diff();
+    ADD_FAILURE() << "a bf16 gradient was read as floats";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("holds its gradient in bfloat16"), std::string::npos) << error.what();
+  }
+  EXPECT_NE(gradient.cpu_diff_bytes(), nullptr);
+  EXPECT_TRUE(gradient.quantization().floats());
+  EXPECT_NE(gradient.cpu_data(), nullptr);
+  EXPECT_THROW(gradient.set_diff_type(ElementType::kInt8), Error);
+  gradient.set_diff_type(ElementType::kFloat32);
+  EXPECT_NE(gradient.cpu_diff(), nullptr);
 }
 
 // A net planned for forward alone in bf16: a blob whose writer can write bf16 and whose every reader computes in bf16
