@@ -209,10 +209,11 @@ class Layer {
   // runs out of place from its next Reshape on: plan_element_types gives it one where it writes that top in another
   // type (WritesQuantized, asked of it in place as of the layer it would then be) for all the steps that read it.
   virtual bool MayLeavePlace(int top) const { return false; }
-  // Gradients in bf16 (Blob::diff_type; plan_element_types plans them too). Whether this layer's backward reads top
-  // `top`'s gradient only rounded to bf16, as ToBfloat16 rounds (a convolution computing in bf16 converts its output
-  // gradient so): the gradient may then lie in bf16, written so by the step that reads the top.
-  virtual bool ReadsTopDiffInBfloat16(int top) const { return false; }
+  // Gradients in bf16 (Blob::diff_type; plan_element_types plans them too). Whether this layer's backward, computing
+  // the bottoms' gradients `propagate_down` asks for, reads top `top`'s gradient only rounded to bf16, as ToBfloat16
+  // rounds (a convolution computing in bf16 converts its output gradient so): the gradient may then lie in bf16,
+  // written so by the step that reads the top.
+  virtual bool ReadsTopDiffInBfloat16(int top, const std::vector<bool>& propagate_down) const { return false; }
   // Whether this layer's backward can write bottom `bottom`'s gradient in bf16 (the floats it would have written,
   // rounded), where the bottom's writer reads it so.
   virtual bool WritesBottomDiffInBfloat16(int bottom) const { return false; }

@@ -279,8 +279,8 @@ TEST(PrecisionTest, PrecisionWordsAreParsedAndBadOnesNamed) {
 }
 
 // A small convolutional net trained in bf16 from an LMDB of random images (its data cursor and random streams
-// restored, as every resume is): 20 iterations, a snapshot, 20 more, give the bits of 40 straight; and the bf16 run
-// is not the float32 one.
+// restored, as every resume is): 20 iterations, a snapshot, 20 more, give the bits of 40 straight; with every blob and
+// gradient in floats, the same bits; and the bf16 run is not the float32 one.
 SolverParameter Bfloat16Solver(const std::string& source, const std::string& prefix, int max_iter,
                                ::caffe::Precision precision) {
   SolverParameter param = test::ResumeSolver(R"(
@@ -327,6 +327,11 @@ TEST(PrecisionTest, Bfloat16TrainingResumesBitForBit) {
               ElementTypeName(ElementType::kBfloat16))
         << name;
   EXPECT_TRUE(straight_solver->net()->blob_by_name("conv1b")->quantization().floats());
+  // conv1's output gradient, which conv1b's input gradient writes and conv1 (through its fused ReLU) reads, is bf16;
+  // norm1's, which the LRN reads, float.
+  EXPECT_EQ(ElementTypeName(straight_solver->net()->blob_by_name("conv1")->diff_type()),
+            ElementTypeName(ElementType::kBfloat16));
+  EXPECT_EQ(straight_solver->net()->blob_by_name("norm1")->diff_type(), ElementType::kFloat32);
   straight_solver->Solve();
   const std::string straight = test::FileBytes(dir.file("straight_iter_40.caffemodel"));
   ASSERT_FALSE(straight.empty());

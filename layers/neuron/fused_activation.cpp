@@ -53,6 +53,19 @@ void ApplyFusedActivationBackward(Context& context, const FusedActivation& activ
   const int n = top->count();
   if (n == 0) return;
   const Device d = context.device();
+  if (top->diff_type() == ElementType::kBfloat16) {  // the gradient kept in bf16 (planned so, on the host)
+    // A slope of 0 only: zeroing commutes with the rounding (0 * g is g's signed zero, or NaN, in either type).
+    CREMA_CHECK(activation.alpha == 0.f) << "a bf16 gradient runs backward through a fused ReLU of slope 0 only, not "
+                                         << activation.describe();
+    auto* g = static_cast<uint16_t*>(top->mutable_cpu_diff_bytes());
+    const bool bf16_output = top->data_type() == ElementType::kBfloat16;
+    const auto* y16 = bf16_output ? static_cast<const uint16_t*>(top->cpu_bytes()) : nullptr;
+    const float* y = bf16_output ? nullptr : top->cpu_data();
+#pragma omp parallel for if (n >= ParallelElementThreshold()) schedule(static)
+    for (int i = 0; i < n; ++i)
+      if (!((bf16_output ? FromBfloat16(y16[i]) : y[i]) > 0.f)) g[i] = ToBfloat16(0.f * FromBfloat16(g[i]));
+    return;
+  }
   float* dy = top->mutable_diff_on(d);
   if (top->data_type() == ElementType::kBfloat16) {  // the output kept in bf16 (a oneDNN engine's, on the host)
     // A bf16 value has its float's sign, and is 0 only where the float was: the same gradient as over floats.

@@ -183,18 +183,18 @@ bool WinogradIsFaster(const dnnl::primitive_desc_base& winograd, const dnnl::pri
 // The memory descriptors of one kind's passes: the forward's input and output, the gradients of both, the weights as
 // the forward and the input gradient read them and the weights' gradient. In float32 all have one type; in bfloat16,
 // what the products read (input, weights, output gradient) is bf16 and what they write (output, gradients) float32,
-// the output bf16 where the plan keeps it so (`bf16_output`).
+// the output bf16 where the plan keeps it so (`bf16_output`), and the input gradient too (`bf16_input_gradient`).
 struct PassDescs {
   memory::desc src, dst, diff_src, diff_dst, weights, diff_weights;
 };
 
 PassDescs DescsIn(Precision precision, const memory::dims& src, const memory::dims& dst, const memory::dims& weights,
-                  Tag activations, bool bf16_output) {
+                  Tag activations, bool bf16_output, bool bf16_input_gradient) {
   const auto f32 = memory::data_type::f32;
   const auto read = precision == Precision::kBfloat16 ? memory::data_type::bf16 : f32;
   return {memory::desc(src, read, activations),
           memory::desc(dst, bf16_output ? memory::data_type::bf16 : f32, activations),
-          memory::desc(src, f32, activations),
+          memory::desc(src, bf16_input_gradient ? memory::data_type::bf16 : f32, activations),
           memory::desc(dst, read, activations),
           memory::desc(weights, read, Tag::any),
           memory::desc(weights, f32, Tag::any)};
@@ -386,7 +386,8 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
   // bottoms, each pair is plain (ReadsLayout, OffersLayout).
   p->user_src = onednn::BlobDesc(input);
   p->user_dst = onednn::BlobDesc(*top[0]);
-  p->user_diff_src = onednn::WithDataType(p->user_src, f32);
+  p->user_diff_src =
+      onednn::WithDataType(p->user_src, input.diff_type() == ElementType::kBfloat16 ? memory::data_type::bf16 : f32);
   p->user_diff_dst =
       onednn::WithDataType(p->user_dst, top[0]->diff_type() == ElementType::kBfloat16 ? memory::data_type::bf16 : f32);
   // oneDNN's weight dimensions are (outputs, inputs, kernel), with the groups first where there are several.
@@ -410,8 +411,9 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
                               g.stride[1] == 1 && g.dilation[0] == 1 && g.dilation[1] == 1;
   const Winograd winograd = three_by_three ? WinogradSetting() : Winograd::kNever;
   const auto describe = [&](Tag activations, Precision precision) {
-    const PassDescs d = DescsIn(precision, p->user_src.dims(), p->user_dst.dims(), p->user_weights.dims(), activations,
-                                top[0]->data_type() == ElementType::kBfloat16);
+    const PassDescs d =
+        DescsIn(precision, p->user_src.dims(), p->user_dst.dims(), p->user_weights.dims(), activations,
+                top[0]->data_type() == ElementType::kBfloat16, input.diff_type() == ElementType::kBfloat16);
     const memory::desc* bias = bias_term_ ? &p->user_bias : nullptr;
     if (transposed_)
       DescribeKind<dnnl::deconvolution_forward, dnnl::deconvolution_backward_data,
@@ -542,8 +544,7 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
   // uses the workspace afresh, so their regions overlap: the workspace is the largest phase, not their sum.
   // Both backward passes read the output gradient; where they read it alike and not as it lies (in bf16, or in another
   // layout), one conversion serves both: it comes first and stays through the input gradient's phase.
-  p->reads_bf16_diff_dst = !p->gemm_backward_data &&
-                           p->backward_weights.diff_dst_desc(0).data_type() == memory::data_type::bf16 &&
+  p->reads_bf16_diff_dst = p->backward_weights.diff_dst_desc(0).data_type() == memory::data_type::bf16 &&
                            p->backward_data.diff_dst_desc(0).data_type() == memory::data_type::bf16;
   CREMA_CHECK(top[0]->diff_type() == ElementType::kFloat32 || p->reads_bf16_diff_dst)
       << Layer::describe() << ": its output gradient is planned in bf16, which its backward primitives do not read";
@@ -602,10 +603,20 @@ bool OneDnnConvolutionLayer::WritesQuantized(int top, ElementType type) const {
   return onednn::Int8Writes(*this, runs_int8(), top);
 }
 
-bool OneDnnConvolutionLayer::ReadsTopDiffInBfloat16(int top) const {
-  // A fused activation's backward (before this layer's own) rewrites the gradient in floats.
-  return top == 0 && runs_bf16_blobs() && primitives_->with_backward && primitives_->reads_bf16_diff_dst &&
-         fused_activation().kind == FusedActivation::kNone;
+bool OneDnnConvolutionLayer::ReadsTopDiffInBfloat16(int top, const std::vector<bool>& propagate_down) const {
+  // A fused ReLU of slope 0 zeroes the gradient where the output is not positive (ApplyFusedActivationBackward), which
+  // commutes with the rounding; other activations' products do not. The GEMM steps of an input gradient read floats.
+  const FusedActivation& activation = fused_activation();
+  const bool gemm = primitives_ && primitives_->gemm_backward_data && !propagate_down.empty() && propagate_down[0];
+  return top == 0 && runs_bf16_blobs() && primitives_->with_backward && primitives_->reads_bf16_diff_dst && !gemm &&
+         (activation.kind == FusedActivation::kNone ||
+          (activation.kind == FusedActivation::kReLU && activation.alpha == 0.f));
+}
+
+bool OneDnnConvolutionLayer::WritesBottomDiffInBfloat16(int bottom) const {
+  // oneDNN's bf16 input gradient rounds its float sums to nearest even, as a reader's conversion would.
+  return bottom == 0 && runs_bf16_blobs() && !transposed_ && primitives_->with_backward &&
+         !primitives_->gemm_backward_data;
 }
 
 bool OneDnnConvolutionLayer::runs_bf16_blobs() const {
@@ -764,6 +775,8 @@ void OneDnnConvolutionLayer::Backward_cpu(const std::vector<Blob*>& top, const s
       if (bias_grad) cpu_axpy(params_[1]->count(), 1.f, bind.At(p.diff_bias), params_[1]->mutable_cpu_diff());
     }
     if (propagate_down[b] && p.gemm_backward_data) {
+      CREMA_CHECK(top[b]->diff_type() == ElementType::kFloat32)
+          << describe() << ": its GEMM steps read the output gradient in floats, not as planned";
       if (top[b]->layout() != Layout::kPlain) {
         const memory plain = bind.In(p.user_diff_dst, top_diff, onednn::PlainDesc(top[b]->shape()), p.plain_diff_dst);
         bind.stream().wait();
@@ -779,7 +792,8 @@ void OneDnnConvolutionLayer::Backward_cpu(const std::vector<Blob*>& top, const s
       const memory diff_dst =
           converted_diff_dst ? converted_diff_dst
                              : bind.In(p.user_diff_dst, top_diff, p.backward_data.diff_dst_desc(0), p.data_diff_dst);
-      float* input_diff = bottom[b]->mutable_cpu_diff();
+      // floats, or bf16 where planned so (then as the primitive writes them)
+      void* input_diff = bottom[b]->mutable_cpu_diff_bytes();
       const memory diff_src = bind.Result(p.user_diff_src, input_diff, p.backward_data.diff_src_desc(0), p.diff_src);
       onednn::Args({{DNNL_ARG_DIFF_DST, diff_dst},
                     {DNNL_ARG_WEIGHTS, weights},

@@ -72,8 +72,11 @@ class OneDnnConvolutionLayer : public BaseConvolutionLayer {
   Quantization ReadsQuantized(int bottom) const override;
   bool WritesQuantized(int top, ElementType type) const override;
   // Computing in bfloat16 (runs_bf16_blobs), its backward passes read the output gradient rounded to bf16 (without a
-  // fused activation, whose backward rewrites the gradient first): it may lie in bf16.
-  bool ReadsTopDiffInBfloat16(int top) const override;
+  // fused activation but a ReLU of slope 0, whose backward rewrites the gradient first; nor where GEMM steps compute
+  // the input gradient): it may lie in bf16. And its input gradient's primitive can write the input gradient in bf16
+  // (a convolution's; not where GEMM steps compute it).
+  bool ReadsTopDiffInBfloat16(int top, const std::vector<bool>& propagate_down) const override;
+  bool WritesBottomDiffInBfloat16(int bottom) const override;
   // The summand of a fused sum, running in 8 bits: in any type and scale (Primitives::sum_scale), offering the sum's
   // own quantization (Layer::sum_quantization).
   bool ReadsAnyQuantization(int bottom) const override;

@@ -427,7 +427,7 @@ int Bfloat16GradientReader(const Net& net, int id, size_t end) {
       if (step.tops[t] != id) continue;
       if (writer >= 0 || !step.needs_backward ||
           std::find(step.bottoms.begin(), step.bottoms.end(), id) != step.bottoms.end() ||
-          !net.layers()[step.layer]->ReadsTopDiffInBfloat16(static_cast<int>(t)))
+          !net.layers()[step.layer]->ReadsTopDiffInBfloat16(static_cast<int>(t), step.propagate_down))
         return -1;
       writer = static_cast<int>(s);
     }
