@@ -22,6 +22,7 @@
 #include "io/proto_io.hpp"
 #include "layers/layer_registry.hpp"
 #include "layers/onednn_util.hpp"
+#include "layers/vision/pooling_lanes.hpp"
 #include "net/net.hpp"
 #include "solver/solver.hpp"
 #include "test_util.hpp"
@@ -581,6 +582,148 @@ TEST(PrecisionTest, Bfloat16BatchNormOutputsAndGradientsInTrainingAreTheFloatRun
         EXPECT_GT(test::AbsSum(test::DiffOf(gradient)), 0.0) << layer << " " << i;
         EXPECT_EQ(test::DiffOf(gradient), test::DiffOf(*float_net->layer_by_name(layer)->params()[i]))
             << layer << " " << i;
+      }
+  }
+}
+
+// MAX pooling in the lanes over bf16 values (training's, where the plan passes bf16 through a pooling) is the float
+// pooling of the values they stand for: the top the bf16 bits of the float top, the record of the maxima the same
+// (ties, made often here by a coarse grid of values, go to the first in both), in channel blocks of 16 and 8 and in
+// channels-last with a tail of lanes; NaNs and infinities among the values.
+TEST(Bfloat16BlobTest, MaxPoolingInLanesIsTheFloatPoolingOfTheValuesTheyStandFor) {
+  const PoolingWindows w{9, 7, 5, 4, 3, 3, 2, 2, 1, 1};  // 9 x 7 in, 5 x 4 out, 3 x 3 windows, stride 2, pad 1
+  const int num = 2;
+  for (const auto& [layout, channels] : std::vector<std::pair<Layout, int>>{
+           {Layout::kChannelBlocks16, 32}, {Layout::kChannelBlocks8, 16}, {Layout::kChannelsLast, 20}}) {
+    SCOPED_TRACE(LayoutName(layout));
+    const size_t in_count = static_cast<size_t>(num) * channels * w.height * w.width;
+    const size_t out_count = static_cast<size_t>(num) * channels * w.pooled_h * w.pooled_w;
+    std::vector<uint16_t> in(in_count);
+    std::vector<float> in_floats(in_count);
+    RandomStream random(17);
+    for (size_t i = 0; i < in_count; ++i) {
+      // A coarse grid (eighths in [-2, 2]): many equal values in a window.
+      const float value = std::floor(random.Uniform(-16.f, 16.f)) / 8.f;
+      in[i] = ToBfloat16(i % 97 == 5 ? std::nanf("") : i % 89 == 3 ? -INFINITY : i % 83 == 7 ? INFINITY : value);
+      in_floats[i] = FromBfloat16(in[i]);
+    }
+    std::vector<uint16_t> out(out_count);
+    std::vector<float> out_floats(out_count);
+    std::vector<uint8_t> arg(out_count), arg_floats(out_count);
+    MaxPoolForwardInLanes(w, layout, num, channels, in.data(), out.data(), arg.data());
+    MaxPoolForwardInLanes(w, layout, num, channels, in_floats.data(), out_floats.data(), arg_floats.data());
+    for (size_t i = 0; i < out_count; ++i) {
+      ASSERT_EQ(out[i], ToBfloat16(out_floats[i])) << "at " << i;
+      ASSERT_EQ(arg[i], arg_floats[i]) << "at " << i;
+    }
+    // Without a record (forward alone), the same top.
+    std::vector<uint16_t> unrecorded(out_count);
+    MaxPoolForwardInLanes(w, layout, num, channels, in.data(), unrecorded.data(), nullptr);
+    EXPECT_EQ(unrecorded, out);
+  }
+}
+
+// GoogLeNet's inception modules trained in bf16: a module's branch outputs, its Concat, the Split's copies of the
+// output and the MAX pooling after them form one group held in bf16 (every step reading it from outside computes in
+// bf16), in channel blocks and channels-last. Forward, every step's top is the float-blob net's, rounded where it is
+// bf16 (a maximum of rounded values is the rounded maximum); backward, the pooling's record of the maxima is the bf16
+// values', whose ties may send a gradient elsewhere than the float run's, so the parameters' gradients are compared
+// within a bound.
+TEST(PrecisionTest, Bfloat16InceptionModulesTrainThroughSplitConcatAndPooling) {
+  SkipWithoutBfloat16();
+  const std::string branch = R"(
+    layer { name: 'M/1x1' type: 'Convolution' bottom: 'IN' top: 'M/1x1' convolution_param { num_output: 16
+            kernel_size: 1 weight_filler { type: 'xavier' } } }
+    layer { name: 'M/relu1' type: 'ReLU' bottom: 'M/1x1' top: 'M/1x1' }
+    layer { name: 'M/3x3r' type: 'Convolution' bottom: 'IN' top: 'M/3x3r' convolution_param { num_output: 16
+            kernel_size: 1 weight_filler { type: 'xavier' } } }
+    layer { name: 'M/relu2' type: 'ReLU' bottom: 'M/3x3r' top: 'M/3x3r' }
+    layer { name: 'M/3x3' type: 'Convolution' bottom: 'M/3x3r' top: 'M/3x3' convolution_param { num_output: 32
+            kernel_size: 3 pad: 1 weight_filler { type: 'xavier' } } }
+    layer { name: 'M/relu3' type: 'ReLU' bottom: 'M/3x3' top: 'M/3x3' }
+    layer { name: 'M/pool' type: 'Pooling' bottom: 'IN' top: 'M/pool' pooling_param { pool: MAX kernel_size: 3
+            stride: 1 pad: 1 } }
+    layer { name: 'M/proj' type: 'Convolution' bottom: 'M/pool' top: 'M/proj' convolution_param { num_output: 16
+            kernel_size: 1 weight_filler { type: 'xavier' } } }
+    layer { name: 'M/relu4' type: 'ReLU' bottom: 'M/proj' top: 'M/proj' }
+    layer { name: 'M/out' type: 'Concat' bottom: 'M/1x1' bottom: 'M/3x3' bottom: 'M/proj' top: 'M/out' }
+  )";
+  const auto module = [&](const std::string& name, const std::string& in) {
+    std::string text = branch;
+    for (const auto& [from, to] : {std::pair<std::string, std::string>{"'IN'", "'" + in + "'"}, {"M/", name + "/"}})
+      for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
+        text.replace(at, from.size(), to);
+    return text;
+  };
+  const std::string text = R"(
+    force_backward: true
+    state { phase: TRAIN }
+    layer { name: 'data' type: 'Input' top: 'data' top: 'target'
+            input_param { shape { dim: 2 dim: 16 dim: 10 dim: 10 } shape { dim: 2 dim: 10 } } }
+    layer { name: 'stem' type: 'Convolution' bottom: 'data' top: 'stem' convolution_param { num_output: 32
+            kernel_size: 3 pad: 1 weight_filler { type: 'xavier' } } }
+    layer { name: 'stem_relu' type: 'ReLU' bottom: 'stem' top: 'stem' }
+  )" + module("a", "stem") +
+                           module("b", "a/out") +
+                           R"(
+    layer { name: 'fc' type: 'InnerProduct' bottom: 'b/out' top: 'fc' inner_product_param { num_output: 10
+            weight_filler { type: 'xavier' } } }
+    layer { name: 'loss' type: 'EuclideanLoss' bottom: 'fc' bottom: 'target' top: 'loss' }
+  )";
+  const auto build = [&](bool plan) {
+    auto context = std::make_shared<Context>(Device::kCPU, 0, 7);
+    context->set_plan_memory(plan);
+    for (const char* type : {"Convolution", "Pooling", "Concat"}) context->force_engine(type, "onednn");
+    context->set_precision(Precision::kBfloat16);
+    auto net = std::make_unique<Net>(test::ParseNet(text), context);
+    uint64_t seed = 9;
+    for (Blob* input : net->input_blobs()) test::FillGaussian(input, 0.f, 1.f, seed++);
+    net->PlanMemory(true);
+    net->RunAfterWeightsPasses();
+    return net;
+  };
+  for (const char* activations : {"blocked", "nhwc"}) {
+    SCOPED_TRACE(activations);
+    const test::ScopedEnvironment layout("CREMA_ONEDNN_ACTIVATIONS", activations);
+    const auto net = build(true);
+    const auto float_net = build(false);
+    ASSERT_EQ(net->plan().size(), float_net->plan().size());
+    // Module a's output group: its branches, its Concat, the Split's copies, b's pooling; the stem's output too (its
+    // readers: a's convolutions and a's pooling, through the Split). b's output, which the InnerProduct reads, is
+    // float.
+    for (const char* name : {"stem", "a/1x1", "a/3x3", "a/proj", "a/out", "b/pool", "a/pool", "a/3x3r"})
+      EXPECT_EQ(ElementTypeName(net->blob_by_name(name)->data_type()), ElementTypeName(ElementType::kBfloat16)) << name;
+    for (const char* name : {"b/out", "b/1x1", "fc"}) EXPECT_TRUE(net->blob_by_name(name)->quantization().floats());
+    for (size_t s = 0; s < net->plan().size(); ++s) {
+      net->ForwardStep(s);
+      float_net->ForwardStep(s);
+      for (int id : net->plan()[s].tops) {
+        const std::string& name = net->blob_names()[id];
+        SCOPED_TRACE(name);
+        const std::vector<float> held = PlainValues(*net->blobs()[id]);
+        const std::vector<float> computed = PlainValues(*float_net->blob_by_name(name));
+        ASSERT_EQ(held.size(), computed.size());
+        const bool bf16 = net->blobs()[id]->data_type() == ElementType::kBfloat16;
+        for (size_t i = 0; i < held.size(); ++i)
+          ASSERT_EQ(held[i], bf16 ? RoundToBfloat16(computed[i]) : computed[i]) << "at " << i;
+      }
+    }
+    net->ClearParamDiffs();
+    float_net->ClearParamDiffs();
+    EXPECT_EQ(net->ForwardBackward(), float_net->ForwardBackward());
+    for (const char* layer : {"stem", "a/1x1", "a/3x3r", "a/3x3", "a/proj", "b/1x1", "b/3x3", "b/proj", "fc"})
+      for (size_t i = 0; i < net->layer_by_name(layer)->params().size(); ++i) {
+        SCOPED_TRACE(std::string(layer) + " " + std::to_string(i));
+        const std::vector<float> mine = test::DiffOf(*net->layer_by_name(layer)->params()[i]);
+        const std::vector<float> theirs = test::DiffOf(*float_net->layer_by_name(layer)->params()[i]);
+        double difference = 0, norm = 0;
+        for (size_t k = 0; k < mine.size(); ++k) {
+          difference += (mine[k] - theirs[k]) * static_cast<double>(mine[k] - theirs[k]);
+          norm += theirs[k] * static_cast<double>(theirs[k]);
+        }
+        EXPECT_GT(norm, 0.0);
+        // A tie moves one position's gradient to a neighbour of equal value: a small part of the whole.
+        EXPECT_LE(std::sqrt(difference), 0.05 * std::sqrt(norm));
       }
   }
 }

@@ -14,6 +14,8 @@ using onednn::CpuEngine;
 struct OneDnnConcatLayer::Primitives {
   std::vector<memory::desc> bottoms;  // in their layouts
   std::vector<memory::desc> parts;    // each bottom's part of the top (sub-memories of the top's layout)
+  // The same for the gradients, in floats whatever type the data has (bf16 passed through in training).
+  std::vector<memory::desc> diff_bottoms, diff_parts;
   std::vector<int> channels;          // each bottom's channels
   dnnl::concat::primitive_desc forward;
   dnnl::concat forward_primitive;
@@ -93,12 +95,16 @@ void OneDnnConcatLayer::Reshape(const std::vector<Blob*>& bottom, const std::vec
       << describe() << ": the onednn engine joins 4-d bottoms along axis 1 (its refusal should have said so)";
   auto p = std::make_unique<Primitives>();
   const memory::desc whole = onednn::BlobDesc(*top[0]);
+  const memory::desc diff_whole = onednn::WithDataType(whole, memory::data_type::f32);
   int channel = 0;
   for (const Blob* b : bottom) {
     p->bottoms.push_back(onednn::BlobDesc(*b));
+    p->diff_bottoms.push_back(onednn::WithDataType(p->bottoms.back(), memory::data_type::f32));
     p->channels.push_back(b->shape(1));
-    p->parts.push_back(whole.submemory_desc(onednn::Dims({b->shape(0), b->shape(1), b->shape(2), b->shape(3)}),
-                                            onednn::Dims({0, channel, 0, 0})));
+    const memory::dims dims = onednn::Dims({b->shape(0), b->shape(1), b->shape(2), b->shape(3)});
+    const memory::dims offsets = onednn::Dims({0, channel, 0, 0});
+    p->parts.push_back(whole.submemory_desc(dims, offsets));
+    p->diff_parts.push_back(diff_whole.submemory_desc(dims, offsets));
     channel += b->shape(1);
   }
   const Layout layout = top[0]->layout();
@@ -149,9 +155,9 @@ void OneDnnConcatLayer::Backward_cpu(const std::vector<Blob*>& top, const std::v
   onednn::Binder bind(workspace(), &p.backward_bindings);
   for (size_t b = 0; b < bottom.size(); ++b) {
     if (!propagate_down[b]) continue;
-    const memory part = bind.Plain(p.parts[b], top[0]->cpu_diff());
-    const memory gradient = bind.Plain(p.bottoms[b], bottom[b]->mutable_cpu_diff());
-    onednn::RunReorder(onednn::Reorder(p.parts[b], p.bottoms[b]), bind.stream(), part, gradient);
+    const memory part = bind.Plain(p.diff_parts[b], top[0]->cpu_diff());
+    const memory gradient = bind.Plain(p.diff_bottoms[b], bottom[b]->mutable_cpu_diff());
+    onednn::RunReorder(onednn::Reorder(p.diff_parts[b], p.diff_bottoms[b]), bind.stream(), part, gradient);
   }
   bind.stream().wait();
 }

@@ -27,8 +27,9 @@ class OneDnnConcatLayer : public ConcatLayer {
   // of one of them where every bottom's channels fill whole blocks, else plain.
   bool ReadsLayout(int, Layout) const override { return true; }
   Layout OffersLayout(int, const std::vector<Layout>& bottom_layouts) const override;
-  // Its top holds its bottoms' values as they are: in 8 bits as well, running forward only (oneDNN joins any type).
-  bool PassesQuantizationThrough() const override { return !backward_planned(); }
+  // Its top holds its bottoms' values as they are: in 8 bits or bf16 as well (the join copies bytes, or oneDNN's joins
+  // any type), in training too (its backward splits the float gradient; 8 bits are planned forward only).
+  bool PassesQuantizationThrough() const override { return true; }
 
   // "" when the engine takes the query, else why not (the registry's refusal).
   static std::string Refusal(const EngineQuery& query);

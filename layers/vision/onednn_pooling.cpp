@@ -108,7 +108,8 @@ std::string OneDnnPoolingLayer::Refusal(const EngineQuery& query) {
 }
 
 bool OneDnnPoolingLayer::PassesQuantizationThrough() const {
-  return method_ == PoolingParameter::MAX && !backward_planned();
+  // In training, bf16 in crema's loops (8 bits are planned forward only).
+  return method_ == PoolingParameter::MAX && (!backward_planned() || lanes_possible_);
 }
 
 void OneDnnPoolingLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
@@ -126,12 +127,15 @@ void OneDnnPoolingLayer::Reshape(const std::vector<Blob*>& bottom, const std::ve
   CREMA_CHECK(plan.out_h == pooled_h_ && plan.out_w == pooled_w_) << describe() << ": output size mismatch";
   // MAX over channels side by side (a run's blocks, or channels-last), the top in the same layout: crema's own
   // loops (layers/vision/pooling_lanes.hpp), their record of the maxima a byte an output.
+  lanes_possible_ = method_ == PoolingParameter::MAX && bottom[0]->layout() != Layout::kPlain &&
+                    top[0]->layout() == bottom[0]->layout() && kernel_h_ * kernel_w_ <= kMostWindowValues &&
+                    std::getenv("CREMA_ONEDNN_POOLING") == nullptr;
   const bool floats = bottom[0]->quantization().floats();
   CREMA_CHECK(bottom[0]->quantization() == top[0]->quantization() && (floats || PassesQuantizationThrough()))
       << describe() << ": its bottom and top were planned in different element types";
-  in_lanes_ = floats && method_ == PoolingParameter::MAX && bottom[0]->layout() != Layout::kPlain &&
-              top[0]->layout() == bottom[0]->layout() && kernel_h_ * kernel_w_ <= kMostWindowValues &&
-              std::getenv("CREMA_ONEDNN_POOLING") == nullptr;
+  // bf16 in training (forward only, oneDNN's inference primitive pools it).
+  const bool bf16_lanes = bottom[0]->data_type() == ElementType::kBfloat16 && backward_planned();
+  in_lanes_ = lanes_possible_ && (floats || bf16_lanes);
   if (in_lanes_) {
     passes_.reset();
     RequestWorkspace(0);
@@ -170,9 +174,15 @@ void OneDnnPoolingLayer::Reshape(const std::vector<Blob*>& bottom, const std::ve
 
 void OneDnnPoolingLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   if (in_lanes_) {
+    uint8_t* record = maxima_->count() > 0 ? reinterpret_cast<uint8_t*>(maxima_->mutable_cpu_data()) : nullptr;
+    if (bottom[0]->data_type() == ElementType::kBfloat16) {
+      MaxPoolForwardInLanes(windows(), bottom[0]->layout(), bottom[0]->shape(0), bottom[0]->shape(1),
+                            static_cast<const uint16_t*>(bottom[0]->cpu_bytes()),
+                            static_cast<uint16_t*>(top[0]->mutable_cpu_bytes()), record);
+      return;
+    }
     MaxPoolForwardInLanes(windows(), bottom[0]->layout(), bottom[0]->shape(0), bottom[0]->shape(1),
-                          bottom[0]->cpu_data(), top[0]->mutable_cpu_data(),
-                          maxima_->count() > 0 ? reinterpret_cast<uint8_t*>(maxima_->mutable_cpu_data()) : nullptr);
+                          bottom[0]->cpu_data(), top[0]->mutable_cpu_data(), record);
     return;
   }
   passes_->Forward(workspace(), bottom[0]->cpu_bytes(), top[0]->mutable_cpu_bytes(),

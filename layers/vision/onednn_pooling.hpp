@@ -38,7 +38,10 @@ class OneDnnPoolingLayer : public PoolingLayer {
   bool ReadsLayout(int, Layout) const override { return true; }
   Layout OffersLayout(int, const std::vector<Layout>& bottom_layouts) const override { return bottom_layouts[0]; }
   // MAX picks values: the largest of 8-bit values is the 8-bit value of the largest, so it pooling in 8 bits gives what
-  // quantizing its float output would (running forward only, on oneDNN's primitive; an average would round anew).
+  // quantizing its float output would (running forward only, on oneDNN's primitive; an average would round anew); the
+  // same in bf16, in training too where its own loops run (channels side by side). In training the maxima it records
+  // are the bf16 values': where rounding made two equal, the first wins, and its backward may send a gradient to
+  // another of them than the float run would (a gradient of the bf16 run's maximum, not the float run's bits).
   bool PassesQuantizationThrough() const override;
 
   // "" when the engine takes the query, else why not (the registry's refusal).
@@ -53,6 +56,7 @@ class OneDnnPoolingLayer : public PoolingLayer {
   std::unique_ptr<onednn::Passes> passes_;  // the primitives for the current shapes
   Blob* maxima_ = nullptr;                  // MAX: oneDNN's workspace, where each window's maximum was
   bool in_lanes_ = false;                   // MAX over channels side by side: crema's loops (pooling_lanes.hpp)
+  bool lanes_possible_ = false;             // the loops could take it (MAX, channels side by side, small windows)
 };
 
 }  // namespace crema

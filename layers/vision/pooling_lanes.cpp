@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/common.hpp"
+#include "core/element_type.hpp"
 #include "core/threads.hpp"
 #include "core/vector_clones.hpp"
 
@@ -21,9 +22,39 @@ constexpr int kWidest = 16;
 // all at once: a group at a time, the rows were read once per group), or of one (a channel block): `in_first` and
 // `out_first` at the first group's first value, `arg_first` laid out as `out_first`. L lanes a group, all the channels'
 // (vectors), or `last_active` < L of them in the last group (a channels-last tail: one lane at a time).
+// The values in floats (T float) or bfloat16 (T uint16_t: compared as the floats they stand for, stored as they came,
+// so a maximum is the bf16 value of the floats' maximum).
+CREMA_ALWAYS_INLINE float ValueOf(float v) { return v; }
+CREMA_ALWAYS_INLINE float ValueOf(uint16_t v) { return FromBfloat16(v); }
+// (Vectors pass by reference: one returned by value from a template instantiated at the end of the file draws -Wpsabi
+// outside the region that silences it.)
+template <typename Floats>
+CREMA_ALWAYS_INLINE void LoadValues(const float* p, Floats* v) {
+  *v = Load<Floats>(p);
+}
+template <typename Floats>
+CREMA_ALWAYS_INLINE void LoadValues(const uint16_t* p, Floats* v) {
+  constexpr int L = sizeof(Floats) / sizeof(float);
+  using Ints = typename Lanes<L>::Ints;
+  const Ints bits = __builtin_convertvector(Load<typename Lanes<L>::Halves>(p), Ints) << 16;
+  *v = Load<Floats>(&bits);
+}
 template <int L>
-CREMA_ALWAYS_INLINE void ForwardRow(const PoolingWindows& w, int oy, const float* in_first, int in_stride,
-                                    float* out_first, uint8_t* arg_first, int out_stride, int groups, int last_active) {
+CREMA_ALWAYS_INLINE void StoreValues(float* p, const typename Lanes<L>::Floats& v) {
+  Store(p, v);
+}
+template <int L>
+CREMA_ALWAYS_INLINE void StoreValues(uint16_t* p, const typename Lanes<L>::Floats& v) {
+  // A bf16 value's float has its low half zero: the high half is the value, exactly.
+  const typename Lanes<L>::UInts bits = Load<typename Lanes<L>::UInts>(&v) >> 16;
+  Store(p, __builtin_convertvector(bits, typename Lanes<L>::Halves));
+}
+CREMA_ALWAYS_INLINE void StoreValue(float* p, float v) { *p = v; }
+CREMA_ALWAYS_INLINE void StoreValue(uint16_t* p, float v) { *p = ToBfloat16(v); }
+
+template <int L, typename T>
+CREMA_ALWAYS_INLINE void ForwardRow(const PoolingWindows& w, int oy, const T* in_first, int in_stride, T* out_first,
+                                    uint8_t* arg_first, int out_stride, int groups, int last_active) {
   using Floats = typename Lanes<L>::Floats;
   using Ints = typename Lanes<L>::Ints;
   using Bytes = typename Lanes<L>::Bytes;
@@ -37,39 +68,41 @@ CREMA_ALWAYS_INLINE void ForwardRow(const PoolingWindows& w, int oy, const float
     const long long o = static_cast<long long>(oy * w.pooled_w + ox) * out_stride;
     for (int g = 0; g < groups; ++g) {
       const int active = g + 1 == groups ? last_active : L;
-      const float* in = in_first + g * L;
-      float* out = out_first + g * L;
+      const T* in = in_first + g * L;
+      T* out = out_first + g * L;
       uint8_t* arg = arg_first == nullptr ? nullptr : arg_first + g * L;
-      const float* first = in + (static_cast<long long>(ys) * w.width + xs) * in_stride;
+      const T* first = in + (static_cast<long long>(ys) * w.width + xs) * in_stride;
       if (active == L) {
-        Floats best = Load<Floats>(first);
+        Floats best;
+        LoadValues(first, &best);
         Ints at = first_at - Ints{};
         for (int y = ys; y < ye; ++y) {
-          const float* row = in + static_cast<long long>(y) * w.width * in_stride;
+          const T* row = in + static_cast<long long>(y) * w.width * in_stride;
           for (int x = xs; x < xe; ++x) {
-            const Floats v = Load<Floats>(row + static_cast<long long>(x) * in_stride);
+            Floats v;
+            LoadValues(row + static_cast<long long>(x) * in_stride, &v);
             const Ints greater = v > best;
             best = greater ? v : best;
             at = greater ? (y - y0) * w.kernel_w + (x - x0) - Ints{} : at;
           }
         }
-        Store(out + o, best);
+        StoreValues<L>(out + o, best);
         if (arg != nullptr) Store(arg + o, __builtin_convertvector(at, Bytes));
         continue;
       }
       for (int l = 0; l < active; ++l) {
-        float best = first[l];
+        float best = ValueOf(first[l]);
         int at = first_at;
         for (int y = ys; y < ye; ++y) {
           for (int x = xs; x < xe; ++x) {
-            const float v = in[(static_cast<long long>(y) * w.width + x) * in_stride + l];
+            const float v = ValueOf(in[(static_cast<long long>(y) * w.width + x) * in_stride + l]);
             if (v > best) {
               best = v;
               at = (y - y0) * w.kernel_w + (x - x0);
             }
           }
         }
-        out[o + l] = best;
+        StoreValue(out + o + l, best);
         if (arg != nullptr) arg[o + l] = static_cast<uint8_t>(at);
       }
     }
@@ -127,7 +160,17 @@ CREMA_VECTOR_CLONES void ForwardRows16(const PoolingWindows& w, int oy, const fl
 }
 
 CREMA_VECTOR_CLONES void ForwardRows8(const PoolingWindows& w, int oy, const float* in, int in_stride, float* out,
-                                      uint8_t* arg, int out_stride) {
+                                      uint8_t* arg, int out_stride, int, int) {
+  ForwardRow<8>(w, oy, in, in_stride, out, arg, out_stride, 1, 8);
+}
+
+CREMA_VECTOR_CLONES void ForwardRows16(const PoolingWindows& w, int oy, const uint16_t* in, int in_stride,
+                                       uint16_t* out, uint8_t* arg, int out_stride, int groups, int last_active) {
+  ForwardRow<16>(w, oy, in, in_stride, out, arg, out_stride, groups, last_active);
+}
+
+CREMA_VECTOR_CLONES void ForwardRows8(const PoolingWindows& w, int oy, const uint16_t* in, int in_stride, uint16_t* out,
+                                      uint8_t* arg, int out_stride, int, int) {
   ForwardRow<8>(w, oy, in, in_stride, out, arg, out_stride, 1, 8);
 }
 
@@ -140,8 +183,6 @@ CREMA_VECTOR_CLONES void BackwardRows8(const PoolingWindows& w, int y, const flo
                                        int out_stride, float* bottom_diff, int in_stride) {
   BackwardRow<8>(w, y, top_diff, arg, out_stride, bottom_diff, in_stride, 8);
 }
-
-#pragma GCC diagnostic pop
 
 // Runs row(n, group, r) for every image, group and row, split over OpenMP's threads where `elements` (the values
 // written) are enough (core/threads.hpp). Every value is written by one call, so the split changes no bits.
@@ -177,8 +218,11 @@ ChannelLanes::ChannelLanes(Layout layout, int channels, int positions) {
   position_stride = lanes;
 }
 
-void MaxPoolForwardInLanes(const PoolingWindows& w, Layout layout, int num, int channels, const float* bottom,
-                           float* top, uint8_t* argmax) {
+namespace {
+
+template <typename T>
+void ForwardInLanes(const PoolingWindows& w, Layout layout, int num, int channels, const T* bottom, T* top,
+                    uint8_t* argmax) {
   CREMA_CHECK(w.kernel_h * w.kernel_w <= kMostWindowValues)
       << "a window of " << w.kernel_h << " x " << w.kernel_w << " values is more than a byte records";
   const ChannelLanes in(layout, channels, w.height * w.width), out(layout, channels, w.pooled_h * w.pooled_w);
@@ -186,17 +230,29 @@ void MaxPoolForwardInLanes(const PoolingWindows& w, Layout layout, int num, int 
   // Channels-last: every group of a row in one call (the groups lie side by side at each position).
   const bool side_by_side = layout == Layout::kChannelsLast;
   ForEachRow(num, side_by_side ? 1 : in.groups, w.pooled_h, num * out.image_stride, [&](int n, int g, int oy) {
-    const float* from = bottom + n * in.image_stride + g * in.group_stride;
+    const T* from = bottom + n * in.image_stride + g * in.group_stride;
     const long long at = n * out.image_stride + g * out.group_stride;
     const int active = g + 1 == in.groups ? in.last_lanes : in.lanes;
     uint8_t* record = argmax == nullptr ? nullptr : argmax + at;
     if (eight)
-      ForwardRows8(w, oy, from, in.position_stride, top + at, record, out.position_stride);
+      ForwardRows8(w, oy, from, in.position_stride, top + at, record, out.position_stride, 1, 8);
     else if (side_by_side)
       ForwardRows16(w, oy, from, in.position_stride, top + at, record, out.position_stride, in.groups, in.last_lanes);
     else
       ForwardRows16(w, oy, from, in.position_stride, top + at, record, out.position_stride, 1, active);
   });
+}
+
+}  // namespace
+
+void MaxPoolForwardInLanes(const PoolingWindows& w, Layout layout, int num, int channels, const float* bottom,
+                           float* top, uint8_t* argmax) {
+  ForwardInLanes(w, layout, num, channels, bottom, top, argmax);
+}
+
+void MaxPoolForwardInLanes(const PoolingWindows& w, Layout layout, int num, int channels, const uint16_t* bottom,
+                           uint16_t* top, uint8_t* argmax) {
+  ForwardInLanes(w, layout, num, channels, bottom, top, argmax);
 }
 
 void MaxPoolBackwardInLanes(const PoolingWindows& w, Layout layout, int num, int channels, const float* top_diff,
@@ -213,5 +269,7 @@ void MaxPoolBackwardInLanes(const PoolingWindows& w, Layout layout, int num, int
       BackwardRows16(w, y, top_diff + at, argmax + at, out.position_stride, to, in.position_stride, active);
   });
 }
+
+#pragma GCC diagnostic pop
 
 }  // namespace crema

@@ -35,6 +35,10 @@ struct ChannelLanes {
 // Forward: `top` (and `argmax`, bytes laid out as the top, unless null: no backward) from `bottom`, both in `layout`.
 void MaxPoolForwardInLanes(const PoolingWindows& w, Layout layout, int num, int channels, const float* bottom,
                            float* top, uint8_t* argmax);
+// The same over bfloat16 values (compared as the floats they stand for; the first of equal maxima wins as above), the
+// top in bf16: the bf16 value of the float maximum.
+void MaxPoolForwardInLanes(const PoolingWindows& w, Layout layout, int num, int channels, const uint16_t* bottom,
+                           uint16_t* top, uint8_t* argmax);
 // Backward: `bottom_diff` (overwritten) from `top_diff` and the forward's `argmax`.
 void MaxPoolBackwardInLanes(const PoolingWindows& w, Layout layout, int num, int channels, const float* top_diff,
                             const uint8_t* argmax, float* bottom_diff);

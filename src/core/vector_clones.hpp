@@ -31,6 +31,10 @@ typedef float Floats8 __attribute__((vector_size(32)));
 typedef int Ints8 __attribute__((vector_size(32)));
 typedef uint8_t Bytes8 __attribute__((vector_size(8)));
 typedef float Floats4 __attribute__((vector_size(16)));
+typedef uint16_t Halves16 __attribute__((vector_size(32)));  // bfloat16 values' bits
+typedef uint16_t Halves8 __attribute__((vector_size(16)));
+typedef uint32_t UInts16 __attribute__((vector_size(64)));
+typedef uint32_t UInts8 __attribute__((vector_size(32)));
 
 template <int L>
 struct Lanes;
@@ -39,12 +43,16 @@ struct Lanes<16> {
   using Floats = Floats16;
   using Ints = Ints16;
   using Bytes = Bytes16;
+  using Halves = Halves16;
+  using UInts = UInts16;
 };
 template <>
 struct Lanes<8> {
   using Floats = Floats8;
   using Ints = Ints8;
   using Bytes = Bytes8;
+  using Halves = Halves8;
+  using UInts = UInts8;
 };
 template <>
 struct Lanes<4> {

@@ -313,8 +313,8 @@ void PlanLayouts(Net* net) {
 
 namespace {
 
-// For plan_element_types: blobs joined by steps whose layer passes 8-bit values through
-// (Layer::PassesQuantizationThrough: a MAX pooling, a Concat) take one element type together, a group.
+// For plan_element_types: blobs joined by steps that pass values through (PassesValues) take one element type
+// together, a group.
 struct QuantizationGroups {
   std::vector<int> parent;
   explicit QuantizationGroups(size_t blobs) : parent(blobs) {
@@ -326,6 +326,13 @@ struct QuantizationGroups {
   }
   void Join(int a, int b) { parent[Find(a)] = Find(b); }
 };
+
+// Whether a step's tops hold its bottoms' values as they are, in whatever type they lie: its layer passes 8-bit or
+// bf16 values through (Layer::PassesQuantizationThrough: a MAX pooling, a Concat), or every top is a view of a bottom
+// (a Split's copies, which share its memory).
+bool PassesValues(const PlanStep& step, const Layer& layer) {
+  return layer.PassesQuantizationThrough() || (!step.views.empty() && step.views.size() == step.tops.size());
+}
 
 // What the readers of a blob agree on: the quantization every reader applies where all apply the same one, else, where
 // only readers that take any type read it (Layer::ReadsAnyQuantization), the one they offer where they offer one alike.
@@ -393,9 +400,10 @@ Quantization GroupQuantization(const Net& net, const std::vector<int>& members, 
       for (size_t b = 0; b < step.bottoms.size(); ++b) {
         if (step.bottoms[b] != id) continue;
         steps->insert(s);
+        const bool passes = PassesValues(step, layer);
         for (const Layer::TopView& view : step.views)
-          if (view.bottom == static_cast<int>(b)) return {};
-        if (!layer.PassesQuantizationThrough()) readers.Add(layer, static_cast<int>(b));  // else its tops are members
+          if (view.bottom == static_cast<int>(b) && !passes) return {};
+        if (!passes) readers.Add(layer, static_cast<int>(b));  // else its tops are members
       }
     }
     if (writers != 1) return {};
@@ -409,7 +417,7 @@ Quantization GroupQuantization(const Net& net, const std::vector<int>& members, 
   for (size_t s : *steps) {
     const PlanStep& step = plan[s];
     const Layer& layer = *net.layers()[step.layer];
-    for (size_t t = 0; t < step.tops.size() && !agreed.floats() && !layer.PassesQuantizationThrough(); ++t)
+    for (size_t t = 0; t < step.tops.size() && !agreed.floats() && !PassesValues(step, layer); ++t)
       if (std::find(members.begin(), members.end(), step.tops[t]) != members.end() &&
           !layer.WritesQuantized(static_cast<int>(t), agreed.type))
         return {};
@@ -514,7 +522,7 @@ void PlanElementTypes(Net* net) {
   const std::set<int> outputs(net->output_blob_indices().begin(), net->output_blob_indices().end());
   QuantizationGroups groups(blobs.size());
   for (const PlanStep& step : plan) {
-    if (!net->layers()[step.layer]->PassesQuantizationThrough()) continue;
+    if (!PassesValues(step, *net->layers()[step.layer])) continue;
     for (int bottom : step.bottoms)
       for (int top : step.tops) groups.Join(bottom, top);
   }
