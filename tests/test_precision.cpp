@@ -403,6 +403,35 @@ TEST(Bfloat16BlobTest, RoundsToNearestEvenAndHoldsHalfTheBytes) {
   EXPECT_NE(gradient.cpu_diff(), nullptr);
 }
 
+// Runs `net` forward step by step (and `float_net`, every blob in floats, beside it where `step_both`; else it has run
+// already and keeps every blob) and checks each step's top, read before a later step reuses its memory, against the
+// float net's blob of the user's name: bit for bit, or its bf16 rounding where the top is bf16. Returns the tops
+// compared, by name, until the first that differs.
+std::vector<std::string> CompareStepTops(Net* net, Net* float_net, bool step_both) {
+  std::vector<std::string> compared;
+  for (size_t s = 0; s < net->plan().size(); ++s) {
+    net->ForwardStep(s);
+    if (step_both) float_net->ForwardStep(s);
+    for (int id : net->plan()[s].tops) {
+      const std::string& name = net->blob_names()[id];
+      const std::vector<float> held = PlainValues(*net->blobs()[id]);
+      const std::vector<float> computed = PlainValues(*float_net->blob_by_name(net->UserBlobName(name)));
+      const bool bf16 = net->blobs()[id]->data_type() == ElementType::kBfloat16;
+      if (held.size() != computed.size()) {
+        ADD_FAILURE() << name << ": " << held.size() << " values against " << computed.size();
+        return compared;
+      }
+      for (size_t i = 0; i < held.size(); ++i)
+        if (held[i] != (bf16 ? RoundToBfloat16(computed[i]) : computed[i])) {
+          ADD_FAILURE() << name << " at " << i << ": " << held[i] << " against " << computed[i];
+          return compared;
+        }
+      compared.push_back(name);
+    }
+  }
+  return compared;
+}
+
 // A net planned for forward alone in bf16: a blob whose writer can write bf16 and whose every reader computes in bf16
 // (the oneDNN Convolution) passes as bf16, through the MAX pooling and the Concat, from the LRN (which reads floats
 // and rounds its output) on; a blob a float reader (the InnerProduct) reads, the net's outputs and everything in a net
@@ -462,22 +491,8 @@ TEST(PrecisionTest, Bfloat16BlobsPassBetweenBf16StepsAsTheirReadersWouldRoundThe
     const auto float_net = build(false, false);
     ASSERT_TRUE(float_net->blob_by_name("joined")->quantization().floats());
     float_net->Forward();
-    // The planned net step by step, each top read before a later step reuses its memory.
-    std::vector<std::string> compared;
-    for (size_t s = 0; s < net->plan().size(); ++s) {
-      net->ForwardStep(s);
-      for (int id : net->plan()[s].tops) {
-        const std::string& name = net->blob_names()[id];
-        SCOPED_TRACE(name);
-        const std::vector<float> held = PlainValues(*net->blobs()[id]);
-        const std::vector<float> computed = PlainValues(*float_net->blob_by_name(name));
-        ASSERT_EQ(held.size(), computed.size());
-        const bool bf16 = net->blobs()[id]->data_type() == ElementType::kBfloat16;
-        for (size_t i = 0; i < held.size(); ++i)
-          ASSERT_EQ(held[i], bf16 ? RoundToBfloat16(computed[i]) : computed[i]) << "at " << i;
-        compared.push_back(name);
-      }
-    }
+    // The planned net step by step.
+    const std::vector<std::string> compared = CompareStepTops(net.get(), float_net.get(), false);
     // Every step's top (the ReLUs fused into the convolutions): the float ones bit for bit.
     EXPECT_EQ(compared, (std::vector<std::string>{"data", "c1", "norm", "c2", "pooled", "joined", "c3", "out"}));
     // On two lanes (conv2 and the pooling at once, the memory plan made for lanes), the same output.
@@ -555,22 +570,7 @@ TEST(PrecisionTest, Bfloat16BatchNormOutputsAndGradientsInTrainingAreTheFloatRun
     for (const auto& blob : float_net->blobs())
       EXPECT_TRUE(blob->quantization().floats() && blob->diff_type() == ElementType::kFloat32);
 
-    std::vector<std::string> compared;
-    for (size_t s = 0; s < net->plan().size(); ++s) {
-      net->ForwardStep(s);
-      float_net->ForwardStep(s);
-      for (int id : net->plan()[s].tops) {
-        const std::string& name = net->blob_names()[id];
-        SCOPED_TRACE(name);
-        const std::vector<float> held = PlainValues(*net->blobs()[id]);
-        const std::vector<float> computed = PlainValues(*float_net->blob_by_name(net->UserBlobName(name)));
-        ASSERT_EQ(held.size(), computed.size());
-        const bool bf16 = net->blobs()[id]->data_type() == ElementType::kBfloat16;
-        for (size_t i = 0; i < held.size(); ++i)
-          ASSERT_EQ(held[i], bf16 ? RoundToBfloat16(computed[i]) : computed[i]) << "at " << i;
-        compared.push_back(name);
-      }
-    }
+    const std::vector<std::string> compared = CompareStepTops(net.get(), float_net.get(), true);
     EXPECT_EQ(compared, (std::vector<std::string>{"data", "target", "c1", "c1@bn1", "c2", "c2@bn2", "c3", "loss"}));
 
     net->ClearParamDiffs();
@@ -694,20 +694,9 @@ TEST(PrecisionTest, Bfloat16InceptionModulesTrainThroughSplitConcatAndPooling) {
     for (const char* name : {"stem", "a/1x1", "a/3x3", "a/proj", "a/out", "b/pool", "a/pool", "a/3x3r"})
       EXPECT_EQ(ElementTypeName(net->blob_by_name(name)->data_type()), ElementTypeName(ElementType::kBfloat16)) << name;
     for (const char* name : {"b/out", "b/1x1", "fc"}) EXPECT_TRUE(net->blob_by_name(name)->quantization().floats());
-    for (size_t s = 0; s < net->plan().size(); ++s) {
-      net->ForwardStep(s);
-      float_net->ForwardStep(s);
-      for (int id : net->plan()[s].tops) {
-        const std::string& name = net->blob_names()[id];
-        SCOPED_TRACE(name);
-        const std::vector<float> held = PlainValues(*net->blobs()[id]);
-        const std::vector<float> computed = PlainValues(*float_net->blob_by_name(name));
-        ASSERT_EQ(held.size(), computed.size());
-        const bool bf16 = net->blobs()[id]->data_type() == ElementType::kBfloat16;
-        for (size_t i = 0; i < held.size(); ++i)
-          ASSERT_EQ(held[i], bf16 ? RoundToBfloat16(computed[i]) : computed[i]) << "at " << i;
-      }
-    }
+    size_t tops = 0;
+    for (const PlanStep& step : net->plan()) tops += step.tops.size();
+    EXPECT_EQ(CompareStepTops(net.get(), float_net.get(), true).size(), tops);  // every step's tops
     net->ClearParamDiffs();
     float_net->ClearParamDiffs();
     EXPECT_EQ(net->ForwardBackward(), float_net->ForwardBackward());

@@ -153,41 +153,34 @@ CREMA_ALWAYS_INLINE void BackwardBlock(const ChannelGrid& g, const Operands<Out>
 // The per-block bodies, built for each vector width (core/vector_clones.hpp): target_clones takes plain functions, one
 // for each block and top type, and the threads' loops call them (a loop of OpenMP's inside such a function, or in a
 // template it inlines, would be outlined once, for the baseline only).
-template <typename Out>
-using ForwardBody = void (*)(const ChannelGrid&, int, int, const float*, const float*, const float*, bool, Out*);
-#define CREMA_FORWARD_BODY(NAME, BLOCK, OUT)                                                               \
-  CREMA_VECTOR_CLONES void NAME(const ChannelGrid& g, int n, int k, const float* xhat, const float* gamma, \
-                                const float* beta, bool relu, OUT* y) {                                    \
-    ForwardBlock<BLOCK>(g, n, k, xhat, gamma, beta, relu, y);                                              \
+#define CREMA_BLOCK_BODIES(SUFFIX, BLOCK, OUT)                                                                 \
+  CREMA_VECTOR_CLONES void Forward##SUFFIX(const ChannelGrid& g, int n, int k, const float* xhat, const float* gamma, \
+                                           const float* beta, bool relu, OUT* y) {                               \
+    ForwardBlock<BLOCK>(g, n, k, xhat, gamma, beta, relu, y);                                                     \
+  }                                                                                                               \
+  CREMA_VECTOR_CLONES void Backward##SUFFIX(const ChannelGrid& g, const Operands<OUT>& a, int k) {                \
+    BackwardBlock<BLOCK>(g, a, k);                                                                                \
   }
-CREMA_FORWARD_BODY(Forward16, 16, float)
-CREMA_FORWARD_BODY(Forward8, 8, float)
-CREMA_FORWARD_BODY(Forward1, 1, float)
-CREMA_FORWARD_BODY(ForwardAny, 0, float)
-CREMA_FORWARD_BODY(Forward16, 16, uint16_t)
-CREMA_FORWARD_BODY(Forward8, 8, uint16_t)
-CREMA_FORWARD_BODY(Forward1, 1, uint16_t)
-CREMA_FORWARD_BODY(ForwardAny, 0, uint16_t)
-#undef CREMA_FORWARD_BODY
-#define CREMA_BACKWARD_BODY(NAME, BLOCK, OUT) \
-  CREMA_VECTOR_CLONES void NAME(const ChannelGrid& g, const Operands<OUT>& a, int k) { BackwardBlock<BLOCK>(g, a, k); }
-CREMA_BACKWARD_BODY(Backward16, 16, float)
-CREMA_BACKWARD_BODY(Backward8, 8, float)
-CREMA_BACKWARD_BODY(Backward1, 1, float)
-CREMA_BACKWARD_BODY(BackwardAny, 0, float)
-CREMA_BACKWARD_BODY(Backward16, 16, uint16_t)
-CREMA_BACKWARD_BODY(Backward8, 8, uint16_t)
-CREMA_BACKWARD_BODY(Backward1, 1, uint16_t)
-CREMA_BACKWARD_BODY(BackwardAny, 0, uint16_t)
-#undef CREMA_BACKWARD_BODY
+CREMA_BLOCK_BODIES(16, 16, float)
+CREMA_BLOCK_BODIES(8, 8, float)
+CREMA_BLOCK_BODIES(1, 1, float)
+CREMA_BLOCK_BODIES(Any, 0, float)
+CREMA_BLOCK_BODIES(16, 16, uint16_t)
+CREMA_BLOCK_BODIES(8, 8, uint16_t)
+CREMA_BLOCK_BODIES(1, 1, uint16_t)
+CREMA_BLOCK_BODIES(Any, 0, uint16_t)
+#undef CREMA_BLOCK_BODIES
+
+// The body for a channel block of `block` lanes among the four.
+template <typename Body>
+Body ForBlock(int block, Body sixteen, Body eight, Body one, Body any) {
+  return block == 16 ? sixteen : block == 8 ? eight : block == 1 ? one : any;
+}
 
 template <typename Out>
 void BackwardInLayout(const ChannelGrid& grid, const Operands<Out>& a) {
   using Body = void (*)(const ChannelGrid&, const Operands<Out>&, int);
-  const Body body = grid.block == 16  ? static_cast<Body>(Backward16)
-                    : grid.block == 8 ? static_cast<Body>(Backward8)
-                    : grid.block == 1 ? static_cast<Body>(Backward1)
-                                      : static_cast<Body>(BackwardAny);
+  const Body body = ForBlock<Body>(grid.block, Backward16, Backward8, Backward1, BackwardAny);
   const int blocks = grid.channels / grid.block;
   const bool threaded = static_cast<long long>(grid.num) * grid.spatial * grid.channels >= ParallelElementThreshold();
 #pragma omp parallel for if (threaded) schedule(static)
@@ -197,10 +190,8 @@ void BackwardInLayout(const ChannelGrid& grid, const Operands<Out>& a) {
 template <typename Out>
 void ForwardInLayout(const ChannelGrid& g, const float* xhat, const float* gamma, const float* beta, bool relu,
                      Out* y) {
-  const ForwardBody<Out> body = g.block == 16  ? static_cast<ForwardBody<Out>>(Forward16)
-                                : g.block == 8 ? static_cast<ForwardBody<Out>>(Forward8)
-                                : g.block == 1 ? static_cast<ForwardBody<Out>>(Forward1)
-                                               : static_cast<ForwardBody<Out>>(ForwardAny);
+  using Body = void (*)(const ChannelGrid&, int, int, const float*, const float*, const float*, bool, Out*);
+  const Body body = ForBlock<Body>(g.block, Forward16, Forward8, Forward1, ForwardAny);
   const int blocks = g.channels / g.block;
   const bool threaded = static_cast<long long>(g.num) * g.channels * g.spatial >= ParallelElementThreshold();
 #pragma omp parallel for collapse(2) if (threaded) schedule(static)
