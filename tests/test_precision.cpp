@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -403,6 +404,35 @@ TEST(Bfloat16BlobTest, RoundsToNearestEvenAndHoldsHalfTheBytes) {
   EXPECT_NE(gradient.cpu_diff(), nullptr);
 }
 
+// A net of `text` computing in bf16 (a CPU context, seed 7), `types` on oneDNN's engine, with a memory plan (its
+// blobs then planned in bf16 where they may be) or without (every blob in floats), made for backward; `fill` draws
+// its parameters and inputs before the plan.
+std::unique_ptr<Net> Bfloat16TrainingNet(const std::string& text, bool plan, const std::vector<const char*>& types,
+                                         const std::function<void(Net&)>& fill) {
+  auto context = std::make_shared<Context>(Device::kCPU, 0, 7);
+  context->set_plan_memory(plan);
+  for (const char* type : types) context->force_engine(type, "onednn");
+  context->set_precision(Precision::kBfloat16);
+  auto net = std::make_unique<Net>(test::ParseNet(text), context);
+  fill(*net);
+  net->PlanMemory(true);
+  net->RunAfterWeightsPasses();
+  return net;
+}
+
+// In channel blocks and in channels-last: `check` over the net `build(true)` makes (bf16 where planned) and the one
+// `build(false)` makes (every blob in floats), whose plans have the same steps.
+void InEachLayout(const std::function<std::unique_ptr<Net>(bool)>& build, const std::function<void(Net&, Net&)>& check) {
+  for (const char* activations : {"blocked", "nhwc"}) {
+    SCOPED_TRACE(activations);
+    const test::ScopedEnvironment layout("CREMA_ONEDNN_ACTIVATIONS", activations);
+    const auto net = build(true);
+    const auto float_net = build(false);
+    ASSERT_EQ(net->plan().size(), float_net->plan().size());
+    check(*net, *float_net);
+  }
+}
+
 // Runs `net` forward step by step (and `float_net`, every blob in floats, beside it where `step_both`; else it has run
 // already and keeps every blob) and checks each step's top, read before a later step reuses its memory, against the
 // float net's blob of the user's name: bit for bit, or its bf16 rounding where the top is bf16. Returns the tops
@@ -534,56 +564,44 @@ TEST(PrecisionTest, Bfloat16BatchNormOutputsAndGradientsInTrainingAreTheFloatRun
     layer { name: 'loss' type: 'EuclideanLoss' bottom: 'c3' bottom: 'target' top: 'loss' }
   )";
   const auto build = [&](bool plan) {
-    auto context = std::make_shared<Context>(Device::kCPU, 0, 7);
-    context->set_plan_memory(plan);
-    context->force_engine("Convolution", "onednn");
-    context->force_engine("BatchNorm", "onednn");
-    context->set_precision(Precision::kBfloat16);
-    auto net = std::make_unique<Net>(test::ParseNet(text), context);
-    uint64_t seed = 5;
-    for (const auto& layer : net->layers())
-      for (size_t i = 0; i < layer->params().size() && std::string(layer->type()) != "BatchNorm"; ++i)
-        test::FillGaussian(layer->params()[i].get(), i == 0 && std::string(layer->type()) == "Scale" ? 1.f : 0.f, 0.3f,
-                           seed++);
-    for (Blob* input : net->input_blobs()) test::FillGaussian(input, 0.f, 1.f, seed++);
-    net->PlanMemory(true);
-    net->RunAfterWeightsPasses();
-    return net;
+    return Bfloat16TrainingNet(text, plan, {"Convolution", "BatchNorm"}, [](Net& net) {
+      uint64_t seed = 5;
+      for (const auto& layer : net.layers())
+        for (size_t i = 0; i < layer->params().size() && std::string(layer->type()) != "BatchNorm"; ++i)
+          test::FillGaussian(layer->params()[i].get(), i == 0 && std::string(layer->type()) == "Scale" ? 1.f : 0.f,
+                             0.3f, seed++);
+      for (Blob* input : net.input_blobs()) test::FillGaussian(input, 0.f, 1.f, seed++);
+    });
   };
-  for (const char* activations : {"blocked", "nhwc"}) {
-    SCOPED_TRACE(activations);
-    const test::ScopedEnvironment layout("CREMA_ONEDNN_ACTIVATIONS", activations);
-    const auto net = build(true);
-    const auto float_net = build(false);
-    ASSERT_EQ(net->plan().size(), float_net->plan().size());
+  InEachLayout(build, [&](Net& net, Net& float_net) {
     // The fused BatchNorms write tops of their own in bf16; their inputs, the convolutions' outputs, stay floats.
     for (const char* name : {"c1@bn1", "c2@bn2"}) {
-      EXPECT_EQ(ElementTypeName(net->blob_by_name(name)->data_type()), ElementTypeName(ElementType::kBfloat16)) << name;
-      EXPECT_EQ(net->UserBlobName(name), std::string(name).substr(0, 2));
+      EXPECT_EQ(ElementTypeName(net.blob_by_name(name)->data_type()), ElementTypeName(ElementType::kBfloat16)) << name;
+      EXPECT_EQ(net.UserBlobName(name), std::string(name).substr(0, 2));
     }
-    for (const char* name : {"c1", "c2", "c3"}) EXPECT_TRUE(net->blob_by_name(name)->quantization().floats()) << name;
+    for (const char* name : {"c1", "c2", "c3"}) EXPECT_TRUE(net.blob_by_name(name)->quantization().floats()) << name;
     // The convolutions' output gradients, which the BatchNorms write and the convolutions read in bf16, are bf16.
     for (const char* name : {"c1", "c2"})
-      EXPECT_EQ(ElementTypeName(net->blob_by_name(name)->diff_type()), ElementTypeName(ElementType::kBfloat16)) << name;
+      EXPECT_EQ(ElementTypeName(net.blob_by_name(name)->diff_type()), ElementTypeName(ElementType::kBfloat16)) << name;
     for (const char* name : {"c1@bn1", "c2@bn2", "c3"})
-      EXPECT_EQ(net->blob_by_name(name)->diff_type(), ElementType::kFloat32) << name;
-    for (const auto& blob : float_net->blobs())
+      EXPECT_EQ(net.blob_by_name(name)->diff_type(), ElementType::kFloat32) << name;
+    for (const auto& blob : float_net.blobs())
       EXPECT_TRUE(blob->quantization().floats() && blob->diff_type() == ElementType::kFloat32);
 
-    const std::vector<std::string> compared = CompareStepTops(net.get(), float_net.get(), true);
+    const std::vector<std::string> compared = CompareStepTops(&net, &float_net, true);
     EXPECT_EQ(compared, (std::vector<std::string>{"data", "target", "c1", "c1@bn1", "c2", "c2@bn2", "c3", "loss"}));
 
-    net->ClearParamDiffs();
-    float_net->ClearParamDiffs();
-    EXPECT_EQ(net->ForwardBackward(), float_net->ForwardBackward());
+    net.ClearParamDiffs();
+    float_net.ClearParamDiffs();
+    EXPECT_EQ(net.ForwardBackward(), float_net.ForwardBackward());
     for (const char* layer : {"conv1", "sc1", "conv2", "sc2", "conv3"})
-      for (size_t i = 0; i < net->layer_by_name(layer)->params().size(); ++i) {
-        const Blob& gradient = *net->layer_by_name(layer)->params()[i];
+      for (size_t i = 0; i < net.layer_by_name(layer)->params().size(); ++i) {
+        const Blob& gradient = *net.layer_by_name(layer)->params()[i];
         EXPECT_GT(test::AbsSum(test::DiffOf(gradient)), 0.0) << layer << " " << i;
-        EXPECT_EQ(test::DiffOf(gradient), test::DiffOf(*float_net->layer_by_name(layer)->params()[i]))
+        EXPECT_EQ(test::DiffOf(gradient), test::DiffOf(*float_net.layer_by_name(layer)->params()[i]))
             << layer << " " << i;
       }
-  }
+  });
 }
 
 // MAX pooling in the lanes over bf16 values (training's, where the plan passes bf16 through a pooling) is the float
@@ -671,40 +689,29 @@ TEST(PrecisionTest, Bfloat16InceptionModulesTrainThroughSplitConcatAndPooling) {
     layer { name: 'loss' type: 'EuclideanLoss' bottom: 'fc' bottom: 'target' top: 'loss' }
   )";
   const auto build = [&](bool plan) {
-    auto context = std::make_shared<Context>(Device::kCPU, 0, 7);
-    context->set_plan_memory(plan);
-    for (const char* type : {"Convolution", "Pooling", "Concat"}) context->force_engine(type, "onednn");
-    context->set_precision(Precision::kBfloat16);
-    auto net = std::make_unique<Net>(test::ParseNet(text), context);
-    uint64_t seed = 9;
-    for (Blob* input : net->input_blobs()) test::FillGaussian(input, 0.f, 1.f, seed++);
-    net->PlanMemory(true);
-    net->RunAfterWeightsPasses();
-    return net;
+    return Bfloat16TrainingNet(text, plan, {"Convolution", "Pooling", "Concat"}, [](Net& net) {
+      uint64_t seed = 9;
+      for (Blob* input : net.input_blobs()) test::FillGaussian(input, 0.f, 1.f, seed++);
+    });
   };
-  for (const char* activations : {"blocked", "nhwc"}) {
-    SCOPED_TRACE(activations);
-    const test::ScopedEnvironment layout("CREMA_ONEDNN_ACTIVATIONS", activations);
-    const auto net = build(true);
-    const auto float_net = build(false);
-    ASSERT_EQ(net->plan().size(), float_net->plan().size());
+  InEachLayout(build, [&](Net& net, Net& float_net) {
     // Module a's output group: its branches, its Concat, the Split's copies, b's pooling; the stem's output too (its
     // readers: a's convolutions and a's pooling, through the Split). b's output, which the InnerProduct reads, is
     // float.
     for (const char* name : {"stem", "a/1x1", "a/3x3", "a/proj", "a/out", "b/pool", "a/pool", "a/3x3r"})
-      EXPECT_EQ(ElementTypeName(net->blob_by_name(name)->data_type()), ElementTypeName(ElementType::kBfloat16)) << name;
-    for (const char* name : {"b/out", "b/1x1", "fc"}) EXPECT_TRUE(net->blob_by_name(name)->quantization().floats());
+      EXPECT_EQ(ElementTypeName(net.blob_by_name(name)->data_type()), ElementTypeName(ElementType::kBfloat16)) << name;
+    for (const char* name : {"b/out", "b/1x1", "fc"}) EXPECT_TRUE(net.blob_by_name(name)->quantization().floats());
     size_t tops = 0;
-    for (const PlanStep& step : net->plan()) tops += step.tops.size();
-    EXPECT_EQ(CompareStepTops(net.get(), float_net.get(), true).size(), tops);  // every step's tops
-    net->ClearParamDiffs();
-    float_net->ClearParamDiffs();
-    EXPECT_EQ(net->ForwardBackward(), float_net->ForwardBackward());
+    for (const PlanStep& step : net.plan()) tops += step.tops.size();
+    EXPECT_EQ(CompareStepTops(&net, &float_net, true).size(), tops);  // every step's tops
+    net.ClearParamDiffs();
+    float_net.ClearParamDiffs();
+    EXPECT_EQ(net.ForwardBackward(), float_net.ForwardBackward());
     for (const char* layer : {"stem", "a/1x1", "a/3x3r", "a/3x3", "a/proj", "b/1x1", "b/3x3", "b/proj", "fc"})
-      for (size_t i = 0; i < net->layer_by_name(layer)->params().size(); ++i) {
+      for (size_t i = 0; i < net.layer_by_name(layer)->params().size(); ++i) {
         SCOPED_TRACE(std::string(layer) + " " + std::to_string(i));
-        const std::vector<float> mine = test::DiffOf(*net->layer_by_name(layer)->params()[i]);
-        const std::vector<float> theirs = test::DiffOf(*float_net->layer_by_name(layer)->params()[i]);
+        const std::vector<float> mine = test::DiffOf(*net.layer_by_name(layer)->params()[i]);
+        const std::vector<float> theirs = test::DiffOf(*float_net.layer_by_name(layer)->params()[i]);
         double difference = 0, norm = 0;
         for (size_t k = 0; k < mine.size(); ++k) {
           difference += (mine[k] - theirs[k]) * static_cast<double>(mine[k] - theirs[k]);
@@ -714,7 +721,7 @@ TEST(PrecisionTest, Bfloat16InceptionModulesTrainThroughSplitConcatAndPooling) {
         // A tie moves one position's gradient to a neighbour of equal value: a small part of the whole.
         EXPECT_LE(std::sqrt(difference), 0.05 * std::sqrt(norm));
       }
-  }
+  });
 }
 
 }  // namespace
