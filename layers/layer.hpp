@@ -218,8 +218,8 @@ class Layer {
   // rounded), where the bottom's writer reads it so.
   virtual bool WritesBottomDiffInBfloat16(int bottom) const { return false; }
   // Whether this layer's tops hold some of its bottoms' values, unchanged (a MAX pooling, a Concat), and it can pass
-  // them in 8 bits or bf16 as they come, running forward only: its bottoms and tops then take one element type
-  // together.
+  // them in 8 bits or bf16 as they come (8 bits run forward only; bf16 in training too where the layer can): its
+  // bottoms and tops then take one element type together.
   virtual bool PassesQuantizationThrough() const { return false; }
 
   // A top that is a view of a bottom: the same data (and diff, when `diff`), moved by no one. The net (or

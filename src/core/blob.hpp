@@ -144,8 +144,8 @@ class Blob {
     const float* read(Device device) const;
     float* write(Device device);
   };
-  // Makes `storage` hold what `count_` values take (floats for the diff, data_floats for the data): an owner grows, a
-  // view must already fit (`what` names it in errors).
+  // Makes `storage` hold what `count_` values take (data_floats for the data, diff_floats for the diff): an owner
+  // grows, a view must already fit (`what` names it in errors).
   void Fit(Storage* storage, const char* what);
   static size_t FloatsFor(int64_t count, ElementType type) {
     return type == ElementType::kFloat32 ? static_cast<size_t>(count)

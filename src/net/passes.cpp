@@ -443,8 +443,8 @@ int Bfloat16GradientReader(const Net& net, int id, size_t end) {
   return writer;
 }
 
-// Whether blob `id`'s gradient may lie in bf16: its writer reads the gradient so (Bfloat16GradientReader), one step
-// after it writes the gradient (propagates down to it), out of place, and can write it so
+// Whether blob `id`'s gradient may lie in bf16: its writer reads the gradient so (Bfloat16GradientReader); exactly one
+// step writes the gradient (propagates down to the blob), after the writer, out of place, and can write it so
 // (Layer::WritesBottomDiffInBfloat16); no view shares the blob, no loss seeds its gradient, nothing outside the plan
 // reads it.
 bool GradientInBfloat16(const Net& net, int id) {
@@ -576,7 +576,7 @@ void PlanElementTypes(Net* net) {
               << ElementTypeName(ElementType::kBfloat16) << " between " << names.str();
     changed = true;
   }
-  if (changed) net->Reshape();  // the writers and readers make their primitives for the integers
+  if (changed) net->Reshape();  // the writers and readers make their primitives for the types planned
 }
 
 }  // namespace crema
