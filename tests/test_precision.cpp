@@ -641,6 +641,65 @@ TEST(Bfloat16BlobTest, MaxPoolingInLanesIsTheFloatPoolingOfTheValuesTheyStandFor
   }
 }
 
+// A residual unit trained in bf16: the sum (an Eltwise SUM with its ReLU fused for training) adds its operands rounded
+// to bf16, so its output, its shortcut (through the Split's copies) and its branch pass as bf16 between the steps,
+// with the same bits as the net with every blob in floats, whose sum rounds its operands alike; gradients bit for bit.
+// `precision: FLOAT32` on the Eltwise keeps the sums and what they read in floats.
+TEST(PrecisionTest, Bfloat16ResidualSumsInTrainingAddTheirOperandsRounded) {
+  SkipWithoutBfloat16();
+  const auto unit = [](const std::string& sum_setting) {
+    return R"(
+      force_backward: true
+      state { phase: TRAIN }
+      layer { name: 'data' type: 'Input' top: 'data' top: 'target'
+              input_param { shape { dim: 2 dim: 16 dim: 8 dim: 8 } shape { dim: 2 dim: 16 dim: 8 dim: 8 } } }
+      layer { name: 'conv1' type: 'Convolution' bottom: 'data' top: 'c1' convolution_param { num_output: 32
+              kernel_size: 3 pad: 1 } }
+      layer { name: 'bn1' type: 'BatchNorm' bottom: 'c1' top: 'c1' }
+      layer { name: 'sc1' type: 'Scale' bottom: 'c1' top: 'c1' scale_param { bias_term: true } }
+      layer { name: 'relu1' type: 'ReLU' bottom: 'c1' top: 'c1' }
+      layer { name: 'conv2' type: 'Convolution' bottom: 'c1' top: 'c2' convolution_param { num_output: 32
+              kernel_size: 1 } }
+      layer { name: 'bn2' type: 'BatchNorm' bottom: 'c2' top: 'c2' }
+      layer { name: 'sc2' type: 'Scale' bottom: 'c2' top: 'c2' scale_param { bias_term: true } }
+      layer { name: 'sum' type: 'Eltwise' bottom: 'c2' bottom: 'c1' top: 'sum' )" +
+           sum_setting + R"( }
+      layer { name: 'relu_sum' type: 'ReLU' bottom: 'sum' top: 'sum' }
+      layer { name: 'conv3' type: 'Convolution' bottom: 'sum' top: 'c3' convolution_param { num_output: 16
+              kernel_size: 1 } }
+      layer { name: 'loss' type: 'EuclideanLoss' bottom: 'c3' bottom: 'target' top: 'loss' }
+    )";
+  };
+  const auto fill = [](Net& net) {
+    uint64_t seed = 21;
+    for (const auto& layer : net.layers())
+      for (size_t i = 0; i < layer->params().size() && std::string(layer->type()) != "BatchNorm"; ++i)
+        test::FillGaussian(layer->params()[i].get(), i == 0 && std::string(layer->type()) == "Scale" ? 1.f : 0.f, 0.3f,
+                           seed++);
+    for (Blob* input : net.input_blobs()) test::FillGaussian(input, 0.f, 1.f, seed++);
+  };
+  const std::vector<const char*> engines = {"Convolution", "BatchNorm", "Eltwise"};
+  const auto build = [&](bool plan) { return Bfloat16TrainingNet(unit(""), plan, engines, fill); };
+  InEachLayout(build, [&](Net& net, Net& float_net) {
+    for (const char* name : {"sum", "c1@bn1", "c2@bn2"})
+      EXPECT_EQ(ElementTypeName(net.blob_by_name(name)->data_type()), ElementTypeName(ElementType::kBfloat16)) << name;
+    size_t tops = 0;
+    for (const PlanStep& step : net.plan()) tops += step.tops.size();
+    EXPECT_EQ(CompareStepTops(&net, &float_net, true).size(), tops);  // every step's tops, the Split's copies too
+    net.ClearParamDiffs();
+    float_net.ClearParamDiffs();
+    EXPECT_EQ(net.ForwardBackward(), float_net.ForwardBackward());
+    for (const char* layer : {"conv1", "sc1", "conv2", "sc2", "conv3"})
+      for (size_t i = 0; i < net.layer_by_name(layer)->params().size(); ++i)
+        EXPECT_EQ(test::DiffOf(*net.layer_by_name(layer)->params()[i]),
+                  test::DiffOf(*float_net.layer_by_name(layer)->params()[i]))
+            << layer << " " << i;
+  });
+  const auto float_sums = Bfloat16TrainingNet(unit("precision: FLOAT32"), true, engines, fill);
+  for (const char* name : {"sum", "c1@bn1"}) EXPECT_TRUE(float_sums->blob_by_name(name)->quantization().floats());
+  EXPECT_EQ(ElementTypeName(float_sums->blob_by_name("c2@bn2")->data_type()), ElementTypeName(ElementType::kFloat32));
+}
+
 // GoogLeNet's inception modules trained in bf16: a module's branch outputs, its Concat, the Split's copies of the
 // output and the MAX pooling after them form one group held in bf16 (every step reading it from outside computes in
 // bf16), in channel blocks and channels-last. Forward, every step's top is the float-blob net's, rounded where it is

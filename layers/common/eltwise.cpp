@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/element_type.hpp"
 #include "core/threads.hpp"
 #include "core/vector_clones.hpp"
 
@@ -54,6 +55,18 @@ CREMA_VECTOR_CLONES void SumTwoReLU(const float* __restrict x0, const float* __r
   }
 }
 
+// The same over bf16 operands into a bf16 output (a ResNet unit's sum in bf16 training, planned so): each operand the
+// float it stands for, the sum and the ReLU in float, rounded once.
+CREMA_VECTOR_CLONES void SumTwoReLUBfloat16(const uint16_t* __restrict x0, const uint16_t* __restrict x1,
+                                            uint16_t* __restrict out, long long count, float c0, float c1, float slope,
+                                            bool threaded) {
+#pragma omp parallel for if (threaded) schedule(static)
+  for (long long k = 0; k < count; ++k) {
+    const float value = c0 * FromBfloat16(x0[k]) + c1 * FromBfloat16(x1[k]);
+    out[k] = ToBfloat16(value > 0.f ? value : slope * value);
+  }
+}
+
 // Its two gradients: the ReLU's rule on the output's sign, times each coefficient.
 CREMA_VECTOR_CLONES void SumTwoReLUBackward(const float* __restrict out, const float* __restrict g,
                                             float* __restrict dx0, float* __restrict dx1, long long count, float c0,
@@ -66,7 +79,37 @@ CREMA_VECTOR_CLONES void SumTwoReLUBackward(const float* __restrict out, const f
   }
 }
 
+// The same where the output lies in bf16: its sign is its float's.
+CREMA_VECTOR_CLONES void SumTwoReLUBackwardOverBfloat16(const uint16_t* __restrict out, const float* __restrict g,
+                                                        float* __restrict dx0, float* __restrict dx1, long long count,
+                                                        float c0, float c1, float slope, bool threaded) {
+#pragma omp parallel for if (threaded) schedule(static)
+  for (long long k = 0; k < count; ++k) {
+    const float passed = FromBfloat16(out[k]) > 0.f ? g[k] : slope * g[k];
+    dx0[k] = c0 * passed;
+    dx1[k] = c1 * passed;
+  }
+}
+
+// Element k of a bf16 sum's operand: as it lies in bf16, or rounded from floats.
+float Bfloat16Operand(const Blob& blob, long long k) {
+  return blob.data_type() == ElementType::kBfloat16 ? FromBfloat16(static_cast<const uint16_t*>(blob.cpu_bytes())[k])
+                                                    : FromBfloat16(ToBfloat16(blob.cpu_data()[k]));
+}
+
 }  // namespace
+
+bool EltwiseLayer::SumsInBfloat16() const {
+  return relu_fused_ && op_ == EltwiseParameter::SUM && requested_precision() == Precision::kBfloat16;
+}
+
+Quantization EltwiseLayer::ReadsQuantized(int) const {
+  return SumsInBfloat16() ? Quantization{ElementType::kBfloat16, 1.f} : Quantization{};
+}
+
+bool EltwiseLayer::WritesQuantized(int, ElementType type) const {
+  return type == ElementType::kBfloat16 && SumsInBfloat16();
+}
 
 void EltwiseLayer::AbsorbReLU(float slope) {
   CREMA_CHECK(op_ == EltwiseParameter::SUM && slope >= 0.f)
@@ -82,12 +125,36 @@ void EltwiseLayer::SumReLUForward(const std::vector<Blob*>& bottom, Blob* top) c
         << describe() << ": with a ReLU fused, every bottom must be in the top's layout (" << LayoutName(top->layout())
         << "), not " << LayoutName(b->layout());
   const long long count = top->count();
+  const bool threaded = count >= ParallelElementThreshold();
+  if (SumsInBfloat16()) {
+    // The operands rounded to bf16 (as they lie, or from floats), the sum in float; a bf16 top rounds it.
+    const bool bf16_top = top->data_type() == ElementType::kBfloat16;
+    if (bottom.size() == 2 && bf16_top && bottom[0]->data_type() == ElementType::kBfloat16 &&
+        bottom[1]->data_type() == ElementType::kBfloat16) {
+      SumTwoReLUBfloat16(
+          static_cast<const uint16_t*>(bottom[0]->cpu_bytes()), static_cast<const uint16_t*>(bottom[1]->cpu_bytes()),
+          static_cast<uint16_t*>(top->mutable_cpu_bytes()), count, coeffs_[0], coeffs_[1], relu_slope_, threaded);
+      return;
+    }
+    auto* y16 = bf16_top ? static_cast<uint16_t*>(top->mutable_cpu_bytes()) : nullptr;
+    float* y = bf16_top ? nullptr : top->mutable_cpu_data();
+#pragma omp parallel for if (threaded) schedule(static)
+    for (long long k = 0; k < count; ++k) {
+      float value = coeffs_[0] * Bfloat16Operand(*bottom[0], k);
+      for (size_t b = 1; b < bottom.size(); ++b) value += coeffs_[b] * Bfloat16Operand(*bottom[b], k);
+      value = value > 0.f ? value : relu_slope_ * value;
+      if (bf16_top)
+        y16[k] = ToBfloat16(value);
+      else
+        y[k] = value;
+    }
+    return;
+  }
   float* y = top->mutable_cpu_data();
   std::vector<const float*> x;
   for (const Blob* b : bottom) x.push_back(b->cpu_data());
   const float slope = relu_slope_;
   const int bottoms = static_cast<int>(x.size());
-  const bool threaded = count >= ParallelElementThreshold();
   // A residual sum (SumTwoReLU).
   if (bottoms == 2 && y != x[0] && y != x[1]) {
     SumTwoReLU(x[0], x[1], y, count, coeffs_[0], coeffs_[1], slope, threaded);
@@ -105,7 +172,9 @@ void EltwiseLayer::SumReLUForward(const std::vector<Blob*>& bottom, Blob* top) c
 void EltwiseLayer::SumReLUBackward(const Blob& top, const std::vector<bool>& propagate_down,
                                    const std::vector<Blob*>& bottom) const {
   const long long count = top.count();
-  const float* y = top.cpu_data();
+  const bool bf16_top = top.data_type() == ElementType::kBfloat16;  // the output's sign read from its bf16 value
+  const auto* y16 = bf16_top ? static_cast<const uint16_t*>(top.cpu_bytes()) : nullptr;
+  const float* y = bf16_top ? nullptr : top.cpu_data();
   const float* dy = top.cpu_diff();
   std::vector<float*> dx;
   std::vector<float> coeffs;
@@ -119,13 +188,18 @@ void EltwiseLayer::SumReLUBackward(const Blob& top, const std::vector<bool>& pro
   if (wanted == 0) return;
   const bool threaded = count >= ParallelElementThreshold();
   // A residual sum's two gradients (SumTwoReLUBackward).
+  if (wanted == 2 && dx[0] != dx[1] && dx[0] != dy && dx[1] != dy && bf16_top) {
+    SumTwoReLUBackwardOverBfloat16(y16, dy, dx[0], dx[1], count, coeffs[0], coeffs[1], slope, threaded);
+    return;
+  }
   if (wanted == 2 && dx[0] != dx[1] && dx[0] != dy && dx[1] != dy && dx[0] != y && dx[1] != y) {
     SumTwoReLUBackward(y, dy, dx[0], dx[1], count, coeffs[0], coeffs[1], slope, threaded);
     return;
   }
 #pragma omp parallel for if (threaded) schedule(static)
   for (long long k = 0; k < count; ++k) {
-    const float g = y[k] > 0.f ? dy[k] : slope * dy[k];  // ReLU's rule in place: the output's sign
+    const float output = bf16_top ? FromBfloat16(y16[k]) : y[k];
+    const float g = output > 0.f ? dy[k] : slope * dy[k];  // ReLU's rule in place: the output's sign
     for (int b = 0; b < wanted; ++b) dx[b][k] = coeffs[b] * g;
   }
 }

@@ -42,6 +42,11 @@ void OneDnnEltwiseLayer::Reshape(const std::vector<Blob*>& bottom, const std::ve
   EltwiseLayer::Reshape(bottom, top);  // checks the shapes and shapes the top, as the native engine does
   CREMA_CHECK(op_ == EltwiseParameter::SUM && top[0]->num_axes() == 4)
       << describe() << ": the onednn engine sums 4-d bottoms only (its refusal should have said so)";
+  if (absorbs_relu()) {  // the fused loops run it (EltwiseLayer::SumReLUForward), in any element type
+    primitives_.reset();
+    RequestWorkspace(0);
+    return;
+  }
   auto p = std::make_unique<Primitives>();
   p->top = onednn::BlobDesc(*top[0]);
   for (const Blob* b : bottom) p->bottoms.push_back(onednn::BlobDesc(*b));
