@@ -537,6 +537,36 @@ TEST(PrecisionTest, Bfloat16BlobsPassBetweenBf16StepsAsTheirReadersWouldRoundThe
   }
 }
 
+// A training net: an input of 16 channels over 8 x 8, conv1 -> bn1 -> sc1 -> relu1 ('c1', 32 channels), conv2 (1 x 1,
+// `outputs` channels) -> bn2 -> sc2 ('c2'), then `rest`, whose loss compares with 'target' (`target_channels`).
+std::string BatchNormStem(int outputs, int target_channels, const std::string& rest) {
+  return R"(
+    force_backward: true
+    state { phase: TRAIN }
+    layer { name: 'data' type: 'Input' top: 'data' top: 'target'
+            input_param { shape { dim: 2 dim: 16 dim: 8 dim: 8 } shape { dim: 2 dim: )" +
+         std::to_string(target_channels) + R"( dim: 8 dim: 8 } } }
+    layer { name: 'conv1' type: 'Convolution' bottom: 'data' top: 'c1' convolution_param { num_output: 32
+            kernel_size: 3 pad: 1 } }
+    layer { name: 'bn1' type: 'BatchNorm' bottom: 'c1' top: 'c1' }
+    layer { name: 'sc1' type: 'Scale' bottom: 'c1' top: 'c1' scale_param { bias_term: true } }
+    layer { name: 'relu1' type: 'ReLU' bottom: 'c1' top: 'c1' }
+    layer { name: 'conv2' type: 'Convolution' bottom: 'c1' top: 'c2' convolution_param { num_output: )" +
+         std::to_string(outputs) + R"( kernel_size: 1 } }
+    layer { name: 'bn2' type: 'BatchNorm' bottom: 'c2' top: 'c2' }
+    layer { name: 'sc2' type: 'Scale' bottom: 'c2' top: 'c2' scale_param { bias_term: true } }
+  )" + rest;
+}
+
+// Every parameter but BatchNorm's statistics drawn (a Scale's scales around 1, the rest around 0), and the inputs.
+void FillAroundOne(Net& net, uint64_t seed) {
+  for (const auto& layer : net.layers())
+    for (size_t i = 0; i < layer->params().size() && std::string(layer->type()) != "BatchNorm"; ++i)
+      test::FillGaussian(layer->params()[i].get(), i == 0 && std::string(layer->type()) == "Scale" ? 1.f : 0.f, 0.3f,
+                         seed++);
+  for (Blob* input : net.input_blobs()) test::FillGaussian(input, 0.f, 1.f, seed++);
+}
+
 // Training in bf16 through a ResNet's BatchNorm, Scale and ReLU (fused: fuse_for_training): the BatchNorm leaves its
 // place on the convolution's output for a top of its own, held in bf16 for the convolution after it, and writes the
 // convolution's output gradient in bf16 (the memory plan then keeps the two gradients apart: bf16 over floats in
@@ -545,33 +575,13 @@ TEST(PrecisionTest, Bfloat16BlobsPassBetweenBf16StepsAsTheirReadersWouldRoundThe
 // bf16; every parameter's gradient is its gradient bit for bit.
 TEST(PrecisionTest, Bfloat16BatchNormOutputsAndGradientsInTrainingAreTheFloatRunsRounded) {
   SkipWithoutBfloat16();
-  const std::string text = R"(
-    force_backward: true
-    state { phase: TRAIN }
-    layer { name: 'data' type: 'Input' top: 'data' top: 'target'
-            input_param { shape { dim: 2 dim: 16 dim: 10 dim: 10 } shape { dim: 2 dim: 24 dim: 10 dim: 10 } } }
-    layer { name: 'conv1' type: 'Convolution' bottom: 'data' top: 'c1' convolution_param { num_output: 32
-            kernel_size: 3 pad: 1 } }
-    layer { name: 'bn1' type: 'BatchNorm' bottom: 'c1' top: 'c1' }
-    layer { name: 'sc1' type: 'Scale' bottom: 'c1' top: 'c1' scale_param { bias_term: true } }
-    layer { name: 'relu1' type: 'ReLU' bottom: 'c1' top: 'c1' }
-    layer { name: 'conv2' type: 'Convolution' bottom: 'c1' top: 'c2' convolution_param { num_output: 16
-            kernel_size: 1 } }
-    layer { name: 'bn2' type: 'BatchNorm' bottom: 'c2' top: 'c2' }
-    layer { name: 'sc2' type: 'Scale' bottom: 'c2' top: 'c2' scale_param { bias_term: true } }
+  const std::string text = BatchNormStem(16, 24, R"(
     layer { name: 'conv3' type: 'Convolution' bottom: 'c2' top: 'c3' convolution_param { num_output: 24
             kernel_size: 3 pad: 1 } }
     layer { name: 'loss' type: 'EuclideanLoss' bottom: 'c3' bottom: 'target' top: 'loss' }
-  )";
+  )");
   const auto build = [&](bool plan) {
-    return Bfloat16TrainingNet(text, plan, {"Convolution", "BatchNorm"}, [](Net& net) {
-      uint64_t seed = 5;
-      for (const auto& layer : net.layers())
-        for (size_t i = 0; i < layer->params().size() && std::string(layer->type()) != "BatchNorm"; ++i)
-          test::FillGaussian(layer->params()[i].get(), i == 0 && std::string(layer->type()) == "Scale" ? 1.f : 0.f,
-                             0.3f, seed++);
-      for (Blob* input : net.input_blobs()) test::FillGaussian(input, 0.f, 1.f, seed++);
-    });
+    return Bfloat16TrainingNet(text, plan, {"Convolution", "BatchNorm"}, [](Net& net) { FillAroundOne(net, 5); });
   };
   InEachLayout(build, [&](Net& net, Net& float_net) {
     // The fused BatchNorms write tops of their own in bf16; their inputs, the convolutions' outputs, stay floats.
@@ -648,36 +658,16 @@ TEST(Bfloat16BlobTest, MaxPoolingInLanesIsTheFloatPoolingOfTheValuesTheyStandFor
 TEST(PrecisionTest, Bfloat16ResidualSumsInTrainingAddTheirOperandsRounded) {
   SkipWithoutBfloat16();
   const auto unit = [](const std::string& sum_setting) {
-    return R"(
-      force_backward: true
-      state { phase: TRAIN }
-      layer { name: 'data' type: 'Input' top: 'data' top: 'target'
-              input_param { shape { dim: 2 dim: 16 dim: 8 dim: 8 } shape { dim: 2 dim: 16 dim: 8 dim: 8 } } }
-      layer { name: 'conv1' type: 'Convolution' bottom: 'data' top: 'c1' convolution_param { num_output: 32
-              kernel_size: 3 pad: 1 } }
-      layer { name: 'bn1' type: 'BatchNorm' bottom: 'c1' top: 'c1' }
-      layer { name: 'sc1' type: 'Scale' bottom: 'c1' top: 'c1' scale_param { bias_term: true } }
-      layer { name: 'relu1' type: 'ReLU' bottom: 'c1' top: 'c1' }
-      layer { name: 'conv2' type: 'Convolution' bottom: 'c1' top: 'c2' convolution_param { num_output: 32
-              kernel_size: 1 } }
-      layer { name: 'bn2' type: 'BatchNorm' bottom: 'c2' top: 'c2' }
-      layer { name: 'sc2' type: 'Scale' bottom: 'c2' top: 'c2' scale_param { bias_term: true } }
+    return BatchNormStem(32, 16, R"(
       layer { name: 'sum' type: 'Eltwise' bottom: 'c2' bottom: 'c1' top: 'sum' )" +
-           sum_setting + R"( }
+                                     sum_setting + R"( }
       layer { name: 'relu_sum' type: 'ReLU' bottom: 'sum' top: 'sum' }
       layer { name: 'conv3' type: 'Convolution' bottom: 'sum' top: 'c3' convolution_param { num_output: 16
               kernel_size: 1 } }
       layer { name: 'loss' type: 'EuclideanLoss' bottom: 'c3' bottom: 'target' top: 'loss' }
-    )";
+    )");
   };
-  const auto fill = [](Net& net) {
-    uint64_t seed = 21;
-    for (const auto& layer : net.layers())
-      for (size_t i = 0; i < layer->params().size() && std::string(layer->type()) != "BatchNorm"; ++i)
-        test::FillGaussian(layer->params()[i].get(), i == 0 && std::string(layer->type()) == "Scale" ? 1.f : 0.f, 0.3f,
-                           seed++);
-    for (Blob* input : net.input_blobs()) test::FillGaussian(input, 0.f, 1.f, seed++);
-  };
+  const auto fill = [](Net& net) { FillAroundOne(net, 21); };
   const std::vector<const char*> engines = {"Convolution", "BatchNorm", "Eltwise"};
   const auto build = [&](bool plan) { return Bfloat16TrainingNet(unit(""), plan, engines, fill); };
   InEachLayout(build, [&](Net& net, Net& float_net) {
