@@ -5,6 +5,9 @@
 #include "core/element_type.hpp"
 #include "core/threads.hpp"
 #include "core/vector_clones.hpp"
+#ifdef CREMA_USE_ONEDNN
+#include "layers/onednn_util.hpp"
+#endif
 
 namespace crema {
 
@@ -100,7 +103,13 @@ float Bfloat16Operand(const Blob& blob, long long k) {
 }  // namespace
 
 bool EltwiseLayer::SumsInBfloat16() const {
-  return relu_fused_ && op_ == EltwiseParameter::SUM && requested_precision() == Precision::kBfloat16;
+#ifdef CREMA_USE_ONEDNN
+  // Where the convolutions around it compute in bf16 (elsewhere they compute in float32, and so does the sum).
+  return relu_fused_ && op_ == EltwiseParameter::SUM && requested_precision() == Precision::kBfloat16 &&
+         onednn::HasBfloat16Kernels();
+#else
+  return false;
+#endif
 }
 
 Quantization EltwiseLayer::ReadsQuantized(int) const {

@@ -126,7 +126,8 @@ class EltwiseLayer : public Layer {
   void AbsorbReLU(float slope);
   bool absorbs_relu() const { return relu_fused_; }
 
-  // Such a fused SUM in a layer computing in bf16 (Layer::requested_precision: the net's, or its own `precision`) adds
+  // Such a fused SUM in a layer computing in bf16 (Layer::requested_precision: the net's, or its own `precision`; on a
+  // CPU with oneDNN's bf16 kernels, as the convolutions) adds
   // its operands rounded to bf16, as the convolutions reading its output would round it and as each operand lies when
   // planned in bf16 (a ResNet unit's output, its shortcut and its branch): it reads and writes bf16 blobs where the
   // plan keeps them so (plan_element_types), the same bits either way, and backward reads its output's signs from them.
