@@ -750,6 +750,9 @@ TEST(PrecisionTest, Bfloat16InceptionModulesTrainThroughSplitConcatAndPooling) {
     for (const char* name : {"stem", "a/1x1", "a/3x3", "a/proj", "a/out", "b/pool", "a/pool", "a/3x3r"})
       EXPECT_EQ(ElementTypeName(net.blob_by_name(name)->data_type()), ElementTypeName(ElementType::kBfloat16)) << name;
     for (const char* name : {"b/out", "b/1x1", "fc"}) EXPECT_TRUE(net.blob_by_name(name)->quantization().floats());
+    // The branches' output gradients, which the Concats write and the convolutions read in bf16, are bf16.
+    for (const char* name : {"a/1x1", "a/3x3", "a/proj", "b/1x1", "b/3x3", "b/proj", "a/3x3r"})
+      EXPECT_EQ(ElementTypeName(net.blob_by_name(name)->diff_type()), ElementTypeName(ElementType::kBfloat16)) << name;
     size_t tops = 0;
     for (const PlanStep& step : net.plan()) tops += step.tops.size();
     EXPECT_EQ(CompareStepTops(&net, &float_net, true).size(), tops);  // every step's tops

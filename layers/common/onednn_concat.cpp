@@ -99,7 +99,9 @@ void OneDnnConcatLayer::Reshape(const std::vector<Blob*>& bottom, const std::vec
   int channel = 0;
   for (const Blob* b : bottom) {
     p->bottoms.push_back(onednn::BlobDesc(*b));
-    p->diff_bottoms.push_back(onednn::WithDataType(p->bottoms.back(), memory::data_type::f32));
+    p->diff_bottoms.push_back(onednn::WithDataType(p->bottoms.back(), b->diff_type() == ElementType::kBfloat16
+                                                                          ? memory::data_type::bf16
+                                                                          : memory::data_type::f32));
     p->channels.push_back(b->shape(1));
     const memory::dims dims = onednn::Dims({b->shape(0), b->shape(1), b->shape(2), b->shape(3)});
     const memory::dims offsets = onednn::Dims({0, channel, 0, 0});
@@ -141,7 +143,10 @@ void OneDnnConcatLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std:
 void OneDnnConcatLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                      const std::vector<Blob*>& bottom) {
   Primitives& p = *primitives_;
-  if (p.by_images) {
+  bool bf16 = false;  // a bottom's gradient in bf16 (planned so): converted from the float parts (the reorders below)
+  for (size_t b = 0; b < bottom.size(); ++b)
+    bf16 |= propagate_down[b] && bottom[b]->diff_type() != ElementType::kFloat32;
+  if (p.by_images && !bf16) {
     std::vector<size_t> sizes;
     std::vector<char*> gradients;
     for (size_t b = 0; b < bottom.size(); ++b) {
@@ -156,7 +161,7 @@ void OneDnnConcatLayer::Backward_cpu(const std::vector<Blob*>& top, const std::v
   for (size_t b = 0; b < bottom.size(); ++b) {
     if (!propagate_down[b]) continue;
     const memory part = bind.Plain(p.diff_parts[b], top[0]->cpu_diff());
-    const memory gradient = bind.Plain(p.diff_bottoms[b], bottom[b]->mutable_cpu_diff());
+    const memory gradient = bind.Plain(p.diff_bottoms[b], bottom[b]->mutable_cpu_diff_bytes());
     onednn::RunReorder(onednn::Reorder(p.diff_parts[b], p.diff_bottoms[b]), bind.stream(), part, gradient);
   }
   bind.stream().wait();

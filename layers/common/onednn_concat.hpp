@@ -30,6 +30,9 @@ class OneDnnConcatLayer : public ConcatLayer {
   // Its top holds its bottoms' values as they are: in 8 bits or bf16 as well (the join copies bytes, or oneDNN's joins
   // any type), in training too (its backward splits the float gradient; 8 bits are planned forward only).
   bool PassesQuantizationThrough() const override { return true; }
+  // Its backward can hand a bottom its part of the gradient in bf16 (rounded as ToBfloat16 rounds), for a convolution
+  // reading it so (an inception branch's).
+  bool WritesBottomDiffInBfloat16(int) const override { return primitives_ != nullptr; }
 
   // "" when the engine takes the query, else why not (the registry's refusal).
   static std::string Refusal(const EngineQuery& query);
