@@ -66,7 +66,7 @@ CREMA_VECTOR_CLONES void SumTwoReLUBfloat16(const uint16_t* __restrict x0, const
 #pragma omp parallel for if (threaded) schedule(static)
   for (long long k = 0; k < count; ++k) {
     const float value = c0 * FromBfloat16(x0[k]) + c1 * FromBfloat16(x1[k]);
-    out[k] = ToBfloat16(value > 0.f ? value : slope * value);
+    out[k] = StoredAs(value > 0.f ? value : slope * value, out);
   }
 }
 

@@ -1,7 +1,6 @@
 #include "layers/normalization/batch_norm_affine.hpp"
 
 #include <cstddef>
-#include <cstring>
 #include <vector>
 
 #include "core/threads.hpp"
@@ -43,26 +42,15 @@ struct LaneValues<0, T> {
   std::vector<T> values;
 };
 
-// A value as the top holds it: a float, or its bf16 rounding (the branch-free form of ToBfloat16, which the loops
-// vectorize: a NaN keeps its upper half, made quiet).
-CREMA_ALWAYS_INLINE float Stored(float value, float*) { return value; }
-CREMA_ALWAYS_INLINE uint16_t Stored(float value, uint16_t*) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof bits);
-  const uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
-  const uint32_t quiet = (bits >> 16) | 0x40u;
-  return static_cast<uint16_t>((bits & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
-}
-
 template <int kBlock, typename Out>
 CREMA_ALWAYS_INLINE void ForwardPlane(int b, const float* xhat, const float* scale, const float* shift, bool relu,
                                       Out* y, int spatial) {
   if (relu) {
     for (int s = 0; s < spatial; ++s)
-      for (int l = 0; l < b; ++l) y[s * b + l] = Stored(Rectified(scale[l] * xhat[s * b + l] + shift[l]), y);
+      for (int l = 0; l < b; ++l) y[s * b + l] = StoredAs(Rectified(scale[l] * xhat[s * b + l] + shift[l]), y);
   } else {
     for (int s = 0; s < spatial; ++s)
-      for (int l = 0; l < b; ++l) y[s * b + l] = Stored(scale[l] * xhat[s * b + l] + shift[l], y);
+      for (int l = 0; l < b; ++l) y[s * b + l] = StoredAs(scale[l] * xhat[s * b + l] + shift[l], y);
   }
 }
 
@@ -144,7 +132,7 @@ CREMA_ALWAYS_INLINE void BackwardBlock(const ChannelGrid& g, const Operands<Out>
         for (int l = 0; l < lanes; ++l) {
           const int j = s * lanes + l;
           const float dz = ReachingZ(dy[j], xhat[j], gamma[l], beta[l], a.relu);
-          dx[j] = Stored(f[l] * (dz - mz[l] - xhat[j] * mzx[l]), dx);
+          dx[j] = StoredAs(f[l] * (dz - mz[l] - xhat[j] * mzx[l]), dx);
         }
     }
   }

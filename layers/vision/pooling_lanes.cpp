@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "core/common.hpp"
-#include "core/element_type.hpp"
 #include "core/threads.hpp"
 #include "core/vector_clones.hpp"
 
@@ -18,14 +17,8 @@ constexpr int kWidest = 16;
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wpsabi"
 
-// One output row `oy` of `groups` groups of lanes, L apart (channels-last's channels, 16 at a time, each position's
-// all at once: a group at a time, the rows were read once per group), or of one (a channel block): `in_first` and
-// `out_first` at the first group's first value, `arg_first` laid out as `out_first`. L lanes a group, all the channels'
-// (vectors), or `last_active` < L of them in the last group (a channels-last tail: one lane at a time).
-// The values in floats (T float) or bfloat16 (T uint16_t: compared as the floats they stand for, stored as they came,
-// so a maximum is the bf16 value of the floats' maximum).
-CREMA_ALWAYS_INLINE float ValueOf(float v) { return v; }
-CREMA_ALWAYS_INLINE float ValueOf(uint16_t v) { return FromBfloat16(v); }
+// Vectors of values in floats or bfloat16 (uint16_t: compared as the floats they stand for, stored as they came, so a
+// maximum is the bf16 value of the floats' maximum; one value at a time: ValueOf, StoredAs).
 // (Vectors pass by reference: one returned by value from a template instantiated at the end of the file draws -Wpsabi
 // outside the region that silences it.)
 template <typename Floats>
@@ -49,9 +42,11 @@ CREMA_ALWAYS_INLINE void StoreValues(uint16_t* p, const typename Lanes<L>::Float
   const typename Lanes<L>::UInts bits = Load<typename Lanes<L>::UInts>(&v) >> 16;
   Store(p, __builtin_convertvector(bits, typename Lanes<L>::Halves));
 }
-CREMA_ALWAYS_INLINE void StoreValue(float* p, float v) { *p = v; }
-CREMA_ALWAYS_INLINE void StoreValue(uint16_t* p, float v) { *p = ToBfloat16(v); }
 
+// One output row `oy` of `groups` groups of lanes, L apart (channels-last's channels, 16 at a time, each position's
+// all at once: a group at a time, the rows were read once per group), or of one (a channel block): `in_first` and
+// `out_first` at the first group's first value, `arg_first` laid out as `out_first`. L lanes a group, all the channels'
+// (vectors), or `last_active` < L of them in the last group (a channels-last tail: one lane at a time).
 template <int L, typename T>
 CREMA_ALWAYS_INLINE void ForwardRow(const PoolingWindows& w, int oy, const T* in_first, int in_stride, T* out_first,
                                     uint8_t* arg_first, int out_stride, int groups, int last_active) {
@@ -102,7 +97,7 @@ CREMA_ALWAYS_INLINE void ForwardRow(const PoolingWindows& w, int oy, const T* in
             }
           }
         }
-        StoreValue(out + o + l, best);
+        out[o + l] = StoredAs(best, out);
         if (arg != nullptr) arg[o + l] = static_cast<uint8_t>(at);
       }
     }
