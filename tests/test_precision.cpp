@@ -22,6 +22,8 @@
 #include "core/random.hpp"
 #include "io/proto_io.hpp"
 #include "layers/layer_registry.hpp"
+#include "layers/normalization/batch_norm_affine.hpp"
+#include "layers/normalization/onednn_batch_norm.hpp"
 #include "layers/onednn_util.hpp"
 #include "layers/vision/pooling_lanes.hpp"
 #include "net/net.hpp"
@@ -567,12 +569,14 @@ void FillAroundOne(Net& net, uint64_t seed) {
   for (Blob* input : net.input_blobs()) test::FillGaussian(input, 0.f, 1.f, seed++);
 }
 
-// Training in bf16 through a ResNet's BatchNorm, Scale and ReLU (fused: fuse_for_training): the BatchNorm leaves its
-// place on the convolution's output for a top of its own, held in bf16 for the convolution after it, and writes the
-// convolution's output gradient in bf16 (the memory plan then keeps the two gradients apart: bf16 over floats in
-// place would overwrite what the loops have yet to read), in channel blocks and channels-last. Every step's top is
-// what the net with every blob in floats (no memory plan: the BatchNorm stays in place) computes, rounded where it is
-// bf16; every parameter's gradient is its gradient bit for bit.
+// Training in bf16 through a ResNet's BatchNorm, Scale and ReLU (fused: fuse_for_training), which compute by the bf16
+// rule: the BatchNorm leaves its place on the convolution's output for a top of its own, held in bf16 for the
+// convolution after it; it reads the convolution's output in bf16 (the convolution writes it so) and the next
+// convolution's input gradient in bf16; it writes the convolution's output gradient in bf16 (the memory plan keeps the
+// gradients apart: bf16 over floats in place would overwrite what the loops have yet to read), in channel blocks and
+// channels-last. Every step's top is what the net with every blob in floats (no memory plan: the BatchNorm stays in
+// place, rounding what it reads) computes, rounded where it is bf16; every parameter's gradient is its gradient bit
+// for bit.
 TEST(PrecisionTest, Bfloat16BatchNormOutputsAndGradientsInTrainingAreTheFloatRunsRounded) {
   SkipWithoutBfloat16();
   const std::string text = BatchNormStem(16, 24, R"(
@@ -584,17 +588,25 @@ TEST(PrecisionTest, Bfloat16BatchNormOutputsAndGradientsInTrainingAreTheFloatRun
     return Bfloat16TrainingNet(text, plan, {"Convolution", "BatchNorm"}, [](Net& net) { FillAroundOne(net, 5); });
   };
   InEachLayout(build, [&](Net& net, Net& float_net) {
-    // The fused BatchNorms write tops of their own in bf16; their inputs, the convolutions' outputs, stay floats.
+    // The fused BatchNorms write tops of their own in bf16, and read the convolutions' outputs in bf16.
     for (const char* name : {"c1@bn1", "c2@bn2"}) {
       EXPECT_EQ(ElementTypeName(net.blob_by_name(name)->data_type()), ElementTypeName(ElementType::kBfloat16)) << name;
       EXPECT_EQ(net.UserBlobName(name), std::string(name).substr(0, 2));
     }
-    for (const char* name : {"c1", "c2", "c3"}) EXPECT_TRUE(net.blob_by_name(name)->quantization().floats()) << name;
-    // The convolutions' output gradients, which the BatchNorms write and the convolutions read in bf16, are bf16.
     for (const char* name : {"c1", "c2"})
+      EXPECT_EQ(ElementTypeName(net.blob_by_name(name)->data_type()), ElementTypeName(ElementType::kBfloat16)) << name;
+    for (const char* layer : {"bn1", "bn2"}) {
+      const auto* bn = dynamic_cast<const OneDnnBatchNormLayer*>(net.layer_by_name(layer));
+      ASSERT_NE(bn, nullptr) << layer;
+      EXPECT_TRUE(bn->computes_bf16()) << layer;
+    }
+    EXPECT_TRUE(net.blob_by_name("c3")->quantization().floats());  // the loss reads it
+    // The convolutions' output gradients, which the BatchNorms write and the convolutions read in bf16, are bf16; so
+    // are the BatchNorms' output gradients, which the next convolutions write and the BatchNorms read in bf16 (bn2's
+    // through conv3); the loss's input gradient stays floats.
+    for (const char* name : {"c1", "c2", "c1@bn1", "c2@bn2"})
       EXPECT_EQ(ElementTypeName(net.blob_by_name(name)->diff_type()), ElementTypeName(ElementType::kBfloat16)) << name;
-    for (const char* name : {"c1@bn1", "c2@bn2", "c3"})
-      EXPECT_EQ(net.blob_by_name(name)->diff_type(), ElementType::kFloat32) << name;
+    EXPECT_EQ(net.blob_by_name("c3")->diff_type(), ElementType::kFloat32);
     for (const auto& blob : float_net.blobs())
       EXPECT_TRUE(blob->quantization().floats() && blob->diff_type() == ElementType::kFloat32);
 
@@ -612,6 +624,110 @@ TEST(PrecisionTest, Bfloat16BatchNormOutputsAndGradientsInTrainingAreTheFloatRun
             << layer << " " << i;
       }
   });
+}
+
+// BatchNorm's bf16 rule (layers/normalization/batch_norm_affine.hpp) against this test's own arithmetic in double: the
+// statistics of the input rounded to bf16, x_hat rounded to bf16, the top through the Scale and ReLU, and backward
+// from the output gradient rounded to bf16, in 16-channel blocks and channels-last (positions not a multiple of the
+// loops' four chains of sums). The input and the gradient given in bf16 give the bits their floats give.
+TEST(Bfloat16BlobTest, BatchNormRuleReadsItsOperandsRoundedAndKeepsNormalizedValuesInBf16) {
+  const int num = 3, channels = 32, spatial = 35;
+  const size_t count = static_cast<size_t>(num) * channels * spatial;
+  for (const int block : {16, channels}) {
+    SCOPED_TRACE(block == 16 ? "blocks of 16" : "channels-last");
+    const ChannelGrid grid{num, channels, spatial, block};
+    const auto at = [&](int n, int c, int s) {  // core/layout.hpp's arrangement
+      return ((static_cast<size_t>(n) * (channels / block) + c / block) * spatial + s) * block + c % block;
+    };
+    RandomStream random(31);
+    std::vector<float> x(count), dy(count), gamma(channels), beta(channels);
+    std::vector<uint16_t> x16(count), dy16(count);
+    for (size_t i = 0; i < count; ++i) {
+      x[i] = random.Gaussian(0.5f, 2.f);
+      dy[i] = random.Gaussian(0.f, 1.f);
+      x16[i] = ToBfloat16(x[i]);
+      dy16[i] = ToBfloat16(dy[i]);
+    }
+    for (int c = 0; c < channels; ++c) {
+      gamma[c] = random.Uniform(0.5f, 1.5f);
+      beta[c] = random.Uniform(-0.5f, 0.5f);
+    }
+    std::vector<float> mean(channels), variance(channels), mean16(channels), variance16(channels), inv_std(channels);
+    Bfloat16StatisticsLoops(grid, x.data(), mean.data(), variance.data());
+    Bfloat16StatisticsLoops(grid, x16.data(), mean16.data(), variance16.data());
+    EXPECT_EQ(mean, mean16);
+    EXPECT_EQ(variance, variance16);
+    const double m = static_cast<double>(num) * spatial;
+    for (int c = 0; c < channels; ++c) {
+      double sum = 0, squares = 0;
+      for (int n = 0; n < num; ++n)
+        for (int s = 0; s < spatial; ++s) sum += RoundToBfloat16(x[at(n, c, s)]);
+      const double mu = sum / m;
+      for (int n = 0; n < num; ++n)
+        for (int s = 0; s < spatial; ++s) squares += std::pow(RoundToBfloat16(x[at(n, c, s)]) - mu, 2);
+      EXPECT_NEAR(mean[c], mu, 1e-6 * (1 + std::fabs(mu))) << c;
+      EXPECT_NEAR(variance[c], squares / m, 1e-6 * squares / m) << c;
+      inv_std[c] = 1.f / std::sqrt(variance[c] + 1e-5f);
+    }
+    std::vector<uint16_t> xhat(count), xhat_from16(count), y(count), y_from16(count);
+    std::vector<float> y_floats(count);
+    Bfloat16NormalizeLoops(grid, x.data(), mean.data(), inv_std.data(), gamma.data(), beta.data(), true, xhat.data(),
+                           y.data());
+    Bfloat16NormalizeLoops(grid, x16.data(), mean.data(), inv_std.data(), gamma.data(), beta.data(), true,
+                           xhat_from16.data(), y_from16.data());
+    Bfloat16NormalizeLoops(grid, x.data(), mean.data(), inv_std.data(), gamma.data(), beta.data(), true, xhat.data(),
+                           y_floats.data());
+    EXPECT_EQ(xhat, xhat_from16);
+    EXPECT_EQ(y, y_from16);
+    for (int n = 0; n < num; ++n)
+      for (int c = 0; c < channels; ++c)
+        for (int s = 0; s < spatial; ++s) {
+          const size_t i = at(n, c, s);
+          // x_hat: the rounding of (x rounded - mean) * inv_std, a subtraction and a product in float.
+          ASSERT_EQ(xhat[i], ToBfloat16((RoundToBfloat16(x[i]) - mean[c]) * inv_std[c])) << i;
+          const double z = static_cast<double>(gamma[c]) * FromBfloat16(xhat[i]) + beta[c];
+          ASSERT_NEAR(y_floats[i], std::max(z, 0.0), 1e-6 * (1 + std::fabs(z))) << i;
+          ASSERT_EQ(y[i], ToBfloat16(y_floats[i])) << i;
+        }
+
+    // Backward, the batch's statistics: dz = dy (rounded) where z > 0; dx = inv_std * gamma * (dz - mean(dz) - x_hat *
+    // mean(dz * x_hat)).
+    std::vector<float> dx_floats(count), gamma_diff(channels), beta_diff(channels), gamma_diff16(channels),
+        beta_diff16(channels);
+    std::vector<uint16_t> dx(count), dx_from16(count);
+    AffineBackwardLoops(grid, dy.data(), xhat.data(), inv_std.data(), gamma.data(), beta.data(), true, true, dx.data(),
+                        gamma_diff.data(), beta_diff.data());
+    AffineBackwardLoops(grid, dy16.data(), xhat.data(), inv_std.data(), gamma.data(), beta.data(), true, true,
+                        dx_from16.data(), gamma_diff16.data(), beta_diff16.data());
+    EXPECT_EQ(dx, dx_from16);
+    EXPECT_EQ(gamma_diff, gamma_diff16);
+    EXPECT_EQ(beta_diff, beta_diff16);
+    std::vector<float> unused(channels);
+    AffineBackwardLoops(grid, dy.data(), xhat.data(), inv_std.data(), gamma.data(), beta.data(), true, true,
+                        dx_floats.data(), unused.data(), unused.data());
+    for (int c = 0; c < channels; ++c) {
+      double sum_dz = 0, sum_dz_xhat = 0;
+      std::vector<double> dz(count);
+      for (int n = 0; n < num; ++n)
+        for (int s = 0; s < spatial; ++s) {
+          const size_t i = at(n, c, s);
+          const double xh = FromBfloat16(xhat[i]);
+          dz[i] = gamma[c] * xh + beta[c] > 0 ? RoundToBfloat16(dy[i]) : 0.0;
+          sum_dz += dz[i];
+          sum_dz_xhat += dz[i] * xh;
+        }
+      EXPECT_NEAR(beta_diff[c], sum_dz, 1e-5 * (1 + std::fabs(sum_dz))) << c;
+      EXPECT_NEAR(gamma_diff[c], sum_dz_xhat, 1e-5 * (1 + std::fabs(sum_dz_xhat))) << c;
+      for (int n = 0; n < num; ++n)
+        for (int s = 0; s < spatial; ++s) {
+          const size_t i = at(n, c, s);
+          const double want = static_cast<double>(inv_std[c]) * gamma[c] *
+                              (dz[i] - sum_dz / m - FromBfloat16(xhat[i]) * (sum_dz_xhat / m));
+          ASSERT_NEAR(dx_floats[i], want, 1e-5 * (1 + std::fabs(want))) << i;
+          ASSERT_EQ(dx[i], ToBfloat16(dx_floats[i])) << i;
+        }
+    }
+  }
 }
 
 // MAX pooling in the lanes over bf16 values (training's, where the plan passes bf16 through a pooling) is the float

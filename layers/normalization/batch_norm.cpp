@@ -105,16 +105,51 @@ void BatchNormLayer::AbsorbAffine(std::shared_ptr<Blob> scale, std::shared_ptr<B
   affine_relu_ = relu;
 }
 
+namespace {
+
+// Calls f with a blob's data or gradient as its element type stores it: floats, or bf16 values (uint16_t).
+template <typename F>
+void WithData(const Blob& blob, F f) {
+  if (blob.data_type() == ElementType::kBfloat16) return f(static_cast<const uint16_t*>(blob.cpu_bytes()));
+  f(blob.cpu_data());
+}
+template <typename F>
+void WithMutableData(Blob* blob, F f) {
+  if (blob->data_type() == ElementType::kBfloat16) return f(static_cast<uint16_t*>(blob->mutable_cpu_bytes()));
+  f(blob->mutable_cpu_data());
+}
+template <typename F>
+void WithDiff(const Blob& blob, F f) {
+  if (blob.diff_type() == ElementType::kBfloat16) return f(static_cast<const uint16_t*>(blob.cpu_diff_bytes()));
+  f(blob.cpu_diff());
+}
+// None (a null float pointer) where not `wanted`.
+template <typename F>
+void WithMutableDiff(Blob* blob, bool wanted, F f) {
+  if (!wanted) return f(static_cast<float*>(nullptr));
+  if (blob->diff_type() == ElementType::kBfloat16) return f(static_cast<uint16_t*>(blob->mutable_cpu_diff_bytes()));
+  f(blob->mutable_cpu_diff());
+}
+
+}  // namespace
+
 void BatchNormLayer::AffineForward(Blob* top) const {
   const ChannelGrid grid{num_, channels_, spatial_, ChannelBlock(top->layout(), channels_)};
   const float* bias = affine_bias_ != nullptr ? affine_bias_->cpu_data() : nullptr;
-  if (top->quantization().type == ElementType::kBfloat16) {
-    AffineForwardLoops(grid, normalized_->cpu_data(), affine_scale_->cpu_data(), bias, affine_relu_,
-                       static_cast<uint16_t*>(top->mutable_cpu_bytes()));
-    return;
-  }
-  AffineForwardLoops(grid, normalized_->cpu_data(), affine_scale_->cpu_data(), bias, affine_relu_,
-                     top->mutable_cpu_data());
+  WithMutableData(top, [&](auto* y) {
+    AffineForwardLoops(grid, normalized_->cpu_data(), affine_scale_->cpu_data(), bias, affine_relu_, y);
+  });
+}
+
+void BatchNormLayer::Bfloat16Forward(const Blob& bottom, const float* mean, const float* inv_std, Blob* top) const {
+  const ChannelGrid grid{num_, channels_, spatial_, ChannelBlock(top->layout(), channels_)};
+  const float* bias = affine_bias_ != nullptr ? affine_bias_->cpu_data() : nullptr;
+  auto* xhat = static_cast<uint16_t*>(normalized_->mutable_cpu_bytes());
+  WithData(bottom, [&](const auto* x) {
+    WithMutableData(top, [&](auto* y) {
+      Bfloat16NormalizeLoops(grid, x, mean, inv_std, affine_scale_->cpu_data(), bias, affine_relu_, xhat, y);
+    });
+  });
 }
 
 void BatchNormLayer::BackwardLoops(const Blob& top, bool propagate_down, Blob* bottom) const {
@@ -124,14 +159,22 @@ void BatchNormLayer::BackwardLoops(const Blob& top, bool propagate_down, Blob* b
   const float* beta = fused && affine_bias_ != nullptr ? affine_bias_->cpu_data() : nullptr;
   float* gamma_diff = learn_scale_ ? affine_scale_->mutable_cpu_diff() : nullptr;
   float* beta_diff = learn_bias_ ? affine_bias_->mutable_cpu_diff() : nullptr;
-  if (propagate_down && bottom->diff_type() == ElementType::kBfloat16) {
-    AffineBackwardLoops(grid, top.cpu_diff(), normalized_->cpu_data(), inv_std_->cpu_data(), gamma, beta, affine_relu_,
-                        !use_global_stats_, static_cast<uint16_t*>(bottom->mutable_cpu_diff_bytes()), gamma_diff,
-                        beta_diff);
-    return;
+  const float* inv_std = inv_std_->cpu_data();
+  const bool batch = !use_global_stats_;
+  if (normalized_->data_type() == ElementType::kBfloat16) {  // the bf16 rule: dy read rounded to bf16
+    const auto* xhat = static_cast<const uint16_t*>(normalized_->cpu_bytes());
+    return WithDiff(top, [&](const auto* dy) {
+      WithMutableDiff(bottom, propagate_down, [&](auto* dx) {
+        AffineBackwardLoops(grid, dy, xhat, inv_std, gamma, beta, affine_relu_, batch, dx, gamma_diff, beta_diff);
+      });
+    });
   }
-  AffineBackwardLoops(grid, top.cpu_diff(), normalized_->cpu_data(), inv_std_->cpu_data(), gamma, beta, affine_relu_,
-                      !use_global_stats_, propagate_down ? bottom->mutable_cpu_diff() : nullptr, gamma_diff, beta_diff);
+  // In floats, dx may be dy (in place).
+  const float* xhat = normalized_->cpu_data();
+  WithMutableDiff(bottom, propagate_down, [&](auto* dx) {
+    AffineBackwardLoops(grid, top.cpu_diff(), xhat, inv_std, gamma, beta, affine_relu_, batch, dx, gamma_diff,
+                        beta_diff);
+  });
 }
 
 void BatchNormLayer::StoredStatistics(float* mean, float* variance) const {

@@ -181,10 +181,16 @@ class BatchNormLayer : public Layer {
   // AbsorbAffine's: y = max(0, scale * x_hat + bias) from the normalized values, into the top's data, in its layout
   // and element type (floats, or bf16 where the net planned it: WritesQuantized).
   void AffineForward(Blob* top) const;
+  // The bf16 rule's forward (an engine's choice, OneDnnBatchNormLayer's): x_hat from the bottom rounded to bf16 and the
+  // batch's or the stored statistics (`mean`, `inv_std` per channel), kept in bf16 in the normalized blob (whose type
+  // says which rule backward runs), and the top from it through the fused Scale and ReLU
+  // (layers/normalization/batch_norm_affine.hpp).
+  void Bfloat16Forward(const Blob& bottom, const float* mean, const float* inv_std, Blob* top) const;
   // The CPU's backward from the normalized values and inverse deviations kept, in the top's layout
   // (layers/normalization/batch_norm_affine.hpp), through the Scale and ReLU where it runs them: the bottom's gradient
   // (unless `propagate_down` is false; in floats, or bf16 where the net planned it: WritesBottomDiffInBfloat16) and the
-  // Scale's gradients. The bottom may be the top (in place).
+  // Scale's gradients; by the bf16 rule where the normalized values were kept in bf16. The bottom may be the top (in
+  // place, in floats).
   void BackwardLoops(const Blob& top, bool propagate_down, Blob* bottom) const;
   std::shared_ptr<Blob> affine_scale_, affine_bias_;
   bool learn_scale_ = false, learn_bias_ = false, affine_relu_ = false;

@@ -1,6 +1,7 @@
 #include "layers/normalization/batch_norm_affine.hpp"
 
 #include <cstddef>
+#include <type_traits>
 #include <vector>
 
 #include "core/threads.hpp"
@@ -13,11 +14,12 @@ namespace {
 // ReLU's rule (layers/neuron/relu.hpp) at slope 0: a NaN stays one.
 CREMA_ALWAYS_INLINE float Rectified(float z) { return z > 0.f ? z : 0.f * z; }
 
-// dx in floats, or in bf16 (uint16_t).
-template <typename Out>
+// dy, x_hat and dx in floats or bf16 (uint16_t). With x_hat in bf16 the rule computes in bf16: it reads dy rounded to
+// bf16 (BatchNormLayer's bf16 rule).
+template <typename Dy, typename Xhat, typename Out>
 struct Operands {
-  const float* dy;
-  const float* xhat;
+  const Dy* dy;
+  const Xhat* xhat;
   const float* inv_std;
   const float* gamma;
   const float* beta;
@@ -74,9 +76,19 @@ CREMA_ALWAYS_INLINE float ReachingZ(float dy, float xhat, float scale, float shi
   return scale * xhat + shift > 0.f ? dy : 0.f * dy;
 }
 
+// dy as the rule reads it: rounded to bf16 where it computes in bf16 (x_hat in bf16), else as it lies.
+template <typename Xhat, typename Dy>
+CREMA_ALWAYS_INLINE float GradientValue(Dy dy) {
+  if constexpr (std::is_same_v<Xhat, uint16_t>) {
+    return Bfloat16ValueOf(dy);
+  } else {
+    return Bfloat16ValueOf(dy);
+  }
+}
+
 // Channel block k's gradients.
-template <int kBlock, typename Out>
-CREMA_ALWAYS_INLINE void BackwardBlock(const ChannelGrid& g, const Operands<Out>& a, int k) {
+template <int kBlock, typename Dy, typename Xhat, typename Out>
+CREMA_ALWAYS_INLINE void BackwardBlock(const ChannelGrid& g, const Operands<Dy, Xhat, Out>& a, int k) {
   const int b = kBlock > 0 ? kBlock : g.block, blocks = g.channels / b;
   const int lanes = kBlock > 0 ? kBlock : b;
   const size_t plane = static_cast<size_t>(g.spatial) * b;
@@ -96,15 +108,48 @@ CREMA_ALWAYS_INLINE void BackwardBlock(const ChannelGrid& g, const Operands<Out>
       double* szx = sum_dz_xhat.data();
       for (int n = 0; n < g.num; ++n) {
         const size_t offset = (static_cast<size_t>(n) * blocks + k) * plane;
-        const float* dy = a.dy + offset;
-        const float* xhat = a.xhat + offset;
-        for (int s = 0; s < g.spatial; ++s)
-          for (int l = 0; l < lanes; ++l) {
-            const int j = s * lanes + l;
-            const float dz = ReachingZ(dy[j], xhat[j], gamma[l], beta[l], a.relu);
-            sz[l] += dz;
-            szx[l] += static_cast<double>(dz) * xhat[j];
-          }
+        const Dy* dy = a.dy + offset;
+        const Xhat* xhat = a.xhat + offset;
+        if constexpr (std::is_same_v<Xhat, uint16_t>) {
+          // The bf16 rule: an item's sums in float, four positions apart (position s into sum s % 4: four chains of
+          // additions instead of one, whose latency would bound the loop), then added in double in a fixed order.
+          constexpr int kChains = 4;
+          LaneValues<kBlock == 0 ? 0 : kChains * kBlock, float> part_dz(kChains * b), part_dz_xhat(kChains * b);
+          float* pz = part_dz.data();
+          float* pzx = part_dz_xhat.data();
+          int s = 0;
+          for (; s + kChains <= g.spatial; s += kChains)
+            for (int c = 0; c < kChains; ++c)
+              for (int l = 0; l < lanes; ++l) {
+                const int j = (s + c) * lanes + l;
+                const float xh = ValueOf(xhat[j]);
+                const float dz = ReachingZ(GradientValue<Xhat>(dy[j]), xh, gamma[l], beta[l], a.relu);
+                pz[c * lanes + l] += dz;
+                pzx[c * lanes + l] += dz * xh;
+              }
+          for (; s < g.spatial; ++s)
+            for (int l = 0; l < lanes; ++l) {
+              const int j = s * lanes + l;
+              const float xh = ValueOf(xhat[j]);
+              const float dz = ReachingZ(GradientValue<Xhat>(dy[j]), xh, gamma[l], beta[l], a.relu);
+              pz[l] += dz;
+              pzx[l] += dz * xh;
+            }
+          for (int c = 0; c < kChains; ++c)
+            for (int l = 0; l < lanes; ++l) {
+              sz[l] += pz[c * lanes + l];
+              szx[l] += pzx[c * lanes + l];
+            }
+        } else {
+          for (int s = 0; s < g.spatial; ++s)
+            for (int l = 0; l < lanes; ++l) {
+              const int j = s * lanes + l;
+              const float xh = ValueOf(xhat[j]);
+              const float dz = ReachingZ(GradientValue<Xhat>(dy[j]), xh, gamma[l], beta[l], a.relu);
+              sz[l] += dz;
+              szx[l] += static_cast<double>(dz) * xh;
+            }
+        }
       }
       for (int l = 0; l < lanes; ++l) {
         if (a.beta_diff != nullptr) a.beta_diff[k * b + l] += static_cast<float>(sz[l]);
@@ -125,39 +170,132 @@ CREMA_ALWAYS_INLINE void BackwardBlock(const ChannelGrid& g, const Operands<Out>
     const float* mzx = mean_dz_xhat.data();
     for (int n = 0; n < g.num; ++n) {
       const size_t offset = (static_cast<size_t>(n) * blocks + k) * plane;
-      const float* dy = a.dy + offset;
-      const float* xhat = a.xhat + offset;
+      const Dy* dy = a.dy + offset;
+      const Xhat* xhat = a.xhat + offset;
       Out* dx = a.dx + offset;
       for (int s = 0; s < g.spatial; ++s)
         for (int l = 0; l < lanes; ++l) {
           const int j = s * lanes + l;
-          const float dz = ReachingZ(dy[j], xhat[j], gamma[l], beta[l], a.relu);
-          dx[j] = StoredAs(f[l] * (dz - mz[l] - xhat[j] * mzx[l]), dx);
+          const float xh = ValueOf(xhat[j]);
+          const float dz = ReachingZ(GradientValue<Xhat>(dy[j]), xh, gamma[l], beta[l], a.relu);
+          dx[j] = StoredAs(f[l] * (dz - mz[l] - xh * mzx[l]), dx);
         }
     }
   }
 }
 
-// The per-block bodies, built for each vector width (core/vector_clones.hpp): target_clones takes plain functions, one
-// for each block and top type, and the threads' loops call them (a loop of OpenMP's inside such a function, or in a
-// template it inlines, would be outlined once, for the baseline only).
-#define CREMA_BLOCK_BODIES(SUFFIX, BLOCK, OUT)                                                                 \
-  CREMA_VECTOR_CLONES void Forward##SUFFIX(const ChannelGrid& g, int n, int k, const float* xhat, const float* gamma, \
-                                           const float* beta, bool relu, OUT* y) {                               \
-    ForwardBlock<BLOCK>(g, n, k, xhat, gamma, beta, relu, y);                                                     \
-  }                                                                                                               \
-  CREMA_VECTOR_CLONES void Backward##SUFFIX(const ChannelGrid& g, const Operands<OUT>& a, int k) {                \
-    BackwardBlock<BLOCK>(g, a, k);                                                                                \
+// Training in bf16 (BatchNormLayer's bf16 rule): channel block k's batch mean and biased variance from x's values
+// rounded to bf16, the sums of x and x^2 taken in one pass in double (each square of a bf16 value is exact in double).
+template <int kBlock, typename X>
+CREMA_ALWAYS_INLINE void StatisticsBlock(const ChannelGrid& g, const X* x, int k, float* mean, float* variance) {
+  const int b = kBlock > 0 ? kBlock : g.block, blocks = g.channels / b;
+  const int lanes = kBlock > 0 ? kBlock : b;
+  const size_t plane = static_cast<size_t>(g.spatial) * b;
+  LaneValues<kBlock, double> sum(b), sum_squares(b);
+  double* s1 = sum.data();
+  double* s2 = sum_squares.data();
+  for (int n = 0; n < g.num; ++n) {
+    const X* p = x + (static_cast<size_t>(n) * blocks + k) * plane;
+    for (int s = 0; s < g.spatial; ++s)
+      for (int l = 0; l < lanes; ++l) {
+        const double v = Bfloat16ValueOf(p[s * lanes + l]);
+        s1[l] += v;
+        s2[l] += v * v;
+      }
   }
-CREMA_BLOCK_BODIES(16, 16, float)
-CREMA_BLOCK_BODIES(8, 8, float)
-CREMA_BLOCK_BODIES(1, 1, float)
-CREMA_BLOCK_BODIES(Any, 0, float)
-CREMA_BLOCK_BODIES(16, 16, uint16_t)
-CREMA_BLOCK_BODIES(8, 8, uint16_t)
-CREMA_BLOCK_BODIES(1, 1, uint16_t)
-CREMA_BLOCK_BODIES(Any, 0, uint16_t)
-#undef CREMA_BLOCK_BODIES
+  const double m = static_cast<double>(g.num) * g.spatial;
+  for (int l = 0; l < lanes; ++l) {
+    const double mu = m > 0 ? s1[l] / m : 0.0;
+    const double var = m > 0 ? s2[l] / m - mu * mu : 0.0;
+    mean[k * b + l] = static_cast<float>(mu);
+    variance[k * b + l] = static_cast<float>(var > 0.0 ? var : 0.0);
+  }
+}
+
+// Item n's channel block k in bf16: x_hat = (x - mean) * inv_std from x rounded to bf16, kept rounded to bf16, and the
+// top from that kept value, as AffineForwardLoops writes it.
+template <int kBlock, bool kRelu, typename X, typename Y>
+CREMA_ALWAYS_INLINE void NormalizePlane(int b, const X* x, const float* mean, const float* inv_std, const float* scale,
+                                        const float* shift, uint16_t* xhat, Y* y, int spatial) {
+  for (int s = 0; s < spatial; ++s)
+    for (int l = 0; l < b; ++l) {
+      const int j = s * b + l;
+      const uint16_t h = StoredAs((Bfloat16ValueOf(x[j]) - mean[l]) * inv_std[l], xhat);
+      xhat[j] = h;
+      const float z = scale[l] * ValueOf(h) + shift[l];
+      y[j] = StoredAs(kRelu ? Rectified(z) : z, y);
+    }
+}
+
+template <int kBlock, typename X, typename Y>
+CREMA_ALWAYS_INLINE void NormalizeBlock(const ChannelGrid& g, int n, int k, const X* x, const float* mean,
+                                        const float* inv_std, const float* gamma, const float* beta, bool relu,
+                                        uint16_t* xhat, Y* y) {
+  const int b = kBlock > 0 ? kBlock : g.block, blocks = g.channels / b;
+  LaneValues<kBlock, float> mu(b), is(b), scale(b), shift(b);
+  for (int l = 0; l < b; ++l) {
+    mu.data()[l] = mean[k * b + l];
+    is.data()[l] = inv_std[k * b + l];
+    scale.data()[l] = gamma[k * b + l];
+    shift.data()[l] = beta != nullptr ? beta[k * b + l] : 0.f;
+  }
+  const size_t offset = (static_cast<size_t>(n) * blocks + k) * static_cast<size_t>(g.spatial) * b;
+  const int lanes = kBlock > 0 ? kBlock : b;
+  if (relu) {
+    NormalizePlane<kBlock, true>(lanes, x + offset, mu.data(), is.data(), scale.data(), shift.data(), xhat + offset,
+                                 y + offset, g.spatial);
+  } else {
+    NormalizePlane<kBlock, false>(lanes, x + offset, mu.data(), is.data(), scale.data(), shift.data(), xhat + offset,
+                                  y + offset, g.spatial);
+  }
+}
+
+// The per-block bodies, built for each vector width (core/vector_clones.hpp): target_clones takes plain functions, one
+// for each block and element types, and the threads' loops call them (a loop of OpenMP's inside such a function, or
+// in a template it inlines, would be outlined once, for the baseline only).
+#define CREMA_FORWARD_BODIES(SUFFIX, BLOCK, OUT)                                                                      \
+  CREMA_VECTOR_CLONES void Forward##SUFFIX(const ChannelGrid& g, int n, int k, const float* xhat, const float* gamma, \
+                                           const float* beta, bool relu, OUT* y) {                                    \
+    ForwardBlock<BLOCK>(g, n, k, xhat, gamma, beta, relu, y);                                                         \
+  }
+#define CREMA_BACKWARD_BODIES(SUFFIX, BLOCK, DY, XHAT, OUT)                                                  \
+  CREMA_VECTOR_CLONES void Backward##SUFFIX(const ChannelGrid& g, const Operands<DY, XHAT, OUT>& a, int k) { \
+    BackwardBlock<BLOCK>(g, a, k);                                                                           \
+  }
+#define CREMA_BF16_FORWARD_BODIES(SUFFIX, BLOCK, X, Y)                                                               \
+  CREMA_VECTOR_CLONES void Normalize##SUFFIX(const ChannelGrid& g, int n, int k, const X* x, const float* mean,      \
+                                             const float* inv_std, const float* gamma, const float* beta, bool relu, \
+                                             uint16_t* xhat, Y* y) {                                                 \
+    NormalizeBlock<BLOCK>(g, n, k, x, mean, inv_std, gamma, beta, relu, xhat, y);                                    \
+  }
+#define CREMA_STATISTICS_BODIES(SUFFIX, BLOCK, X)                                                                      \
+  CREMA_VECTOR_CLONES void Statistics##SUFFIX(const ChannelGrid& g, const X* x, int k, float* mean, float* variance) { \
+    StatisticsBlock<BLOCK>(g, x, k, mean, variance);                                                                   \
+  }
+#define CREMA_ALL_BODIES(SUFFIX, BLOCK)                              \
+  CREMA_FORWARD_BODIES(SUFFIX, BLOCK, float)                         \
+  CREMA_FORWARD_BODIES(SUFFIX, BLOCK, uint16_t)                      \
+  CREMA_BACKWARD_BODIES(SUFFIX, BLOCK, float, float, float)          \
+  CREMA_BACKWARD_BODIES(SUFFIX, BLOCK, float, float, uint16_t)       \
+  CREMA_BACKWARD_BODIES(SUFFIX, BLOCK, float, uint16_t, float)       \
+  CREMA_BACKWARD_BODIES(SUFFIX, BLOCK, float, uint16_t, uint16_t)    \
+  CREMA_BACKWARD_BODIES(SUFFIX, BLOCK, uint16_t, uint16_t, float)    \
+  CREMA_BACKWARD_BODIES(SUFFIX, BLOCK, uint16_t, uint16_t, uint16_t) \
+  CREMA_BF16_FORWARD_BODIES(SUFFIX, BLOCK, float, float)             \
+  CREMA_BF16_FORWARD_BODIES(SUFFIX, BLOCK, float, uint16_t)          \
+  CREMA_BF16_FORWARD_BODIES(SUFFIX, BLOCK, uint16_t, float)          \
+  CREMA_BF16_FORWARD_BODIES(SUFFIX, BLOCK, uint16_t, uint16_t)       \
+  CREMA_STATISTICS_BODIES(SUFFIX, BLOCK, float)                      \
+  CREMA_STATISTICS_BODIES(SUFFIX, BLOCK, uint16_t)
+CREMA_ALL_BODIES(16, 16)
+CREMA_ALL_BODIES(8, 8)
+CREMA_ALL_BODIES(1, 1)
+CREMA_ALL_BODIES(Any, 0)
+#undef CREMA_ALL_BODIES
+#undef CREMA_STATISTICS_BODIES
+#undef CREMA_BF16_FORWARD_BODIES
+#undef CREMA_BACKWARD_BODIES
+#undef CREMA_FORWARD_BODIES
 
 // The body for a channel block of `block` lanes among the four.
 template <typename Body>
@@ -165,13 +303,16 @@ Body ForBlock(int block, Body sixteen, Body eight, Body one, Body any) {
   return block == 16 ? sixteen : block == 8 ? eight : block == 1 ? one : any;
 }
 
-template <typename Out>
-void BackwardInLayout(const ChannelGrid& grid, const Operands<Out>& a) {
-  using Body = void (*)(const ChannelGrid&, const Operands<Out>&, int);
+bool Threaded(const ChannelGrid& g) {
+  return static_cast<long long>(g.num) * g.spatial * g.channels >= ParallelElementThreshold();
+}
+
+template <typename Dy, typename Xhat, typename Out>
+void BackwardInLayout(const ChannelGrid& grid, const Operands<Dy, Xhat, Out>& a) {
+  using Body = void (*)(const ChannelGrid&, const Operands<Dy, Xhat, Out>&, int);
   const Body body = ForBlock<Body>(grid.block, Backward16, Backward8, Backward1, BackwardAny);
   const int blocks = grid.channels / grid.block;
-  const bool threaded = static_cast<long long>(grid.num) * grid.spatial * grid.channels >= ParallelElementThreshold();
-#pragma omp parallel for if (threaded) schedule(static)
+#pragma omp parallel for if (Threaded(grid)) schedule(static)
   for (int k = 0; k < blocks; ++k) body(grid, a, k);
 }
 
@@ -181,8 +322,7 @@ void ForwardInLayout(const ChannelGrid& g, const float* xhat, const float* gamma
   using Body = void (*)(const ChannelGrid&, int, int, const float*, const float*, const float*, bool, Out*);
   const Body body = ForBlock<Body>(g.block, Forward16, Forward8, Forward1, ForwardAny);
   const int blocks = g.channels / g.block;
-  const bool threaded = static_cast<long long>(g.num) * g.channels * g.spatial >= ParallelElementThreshold();
-#pragma omp parallel for collapse(2) if (threaded) schedule(static)
+#pragma omp parallel for collapse(2) if (Threaded(g)) schedule(static)
   for (int n = 0; n < g.num; ++n)
     for (int k = 0; k < blocks; ++k) body(g, n, k, xhat, gamma, beta, relu, y);
 }
@@ -199,18 +339,54 @@ void AffineForwardLoops(const ChannelGrid& grid, const float* xhat, const float*
   ForwardInLayout(grid, xhat, gamma, beta, relu, y);
 }
 
-void AffineBackwardLoops(const ChannelGrid& grid, const float* dy, const float* xhat, const float* inv_std,
-                         const float* gamma, const float* beta, bool relu, bool batch_statistics, float* dx,
-                         float* gamma_diff, float* beta_diff) {
-  BackwardInLayout(grid,
-                   Operands<float>{dy, xhat, inv_std, gamma, beta, relu, batch_statistics, dx, gamma_diff, beta_diff});
-}
-
-void AffineBackwardLoops(const ChannelGrid& grid, const float* dy, const float* xhat, const float* inv_std,
-                         const float* gamma, const float* beta, bool relu, bool batch_statistics, uint16_t* dx,
+template <typename Dy, typename Xhat, typename Out>
+void AffineBackwardLoops(const ChannelGrid& grid, const Dy* dy, const Xhat* xhat, const float* inv_std,
+                         const float* gamma, const float* beta, bool relu, bool batch_statistics, Out* dx,
                          float* gamma_diff, float* beta_diff) {
   BackwardInLayout(
-      grid, Operands<uint16_t>{dy, xhat, inv_std, gamma, beta, relu, batch_statistics, dx, gamma_diff, beta_diff});
+      grid, Operands<Dy, Xhat, Out>{dy, xhat, inv_std, gamma, beta, relu, batch_statistics, dx, gamma_diff, beta_diff});
 }
+
+template <typename X>
+void Bfloat16StatisticsLoops(const ChannelGrid& grid, const X* x, float* mean, float* variance) {
+  using Body = void (*)(const ChannelGrid&, const X*, int, float*, float*);
+  const Body body = ForBlock<Body>(grid.block, Statistics16, Statistics8, Statistics1, StatisticsAny);
+  const int blocks = grid.channels / grid.block;
+#pragma omp parallel for if (Threaded(grid)) schedule(static)
+  for (int k = 0; k < blocks; ++k) body(grid, x, k, mean, variance);
+}
+
+template <typename X, typename Y>
+void Bfloat16NormalizeLoops(const ChannelGrid& g, const X* x, const float* mean, const float* inv_std,
+                            const float* gamma, const float* beta, bool relu, uint16_t* xhat, Y* y) {
+  using Body = void (*)(const ChannelGrid&, int, int, const X*, const float*, const float*, const float*, const float*,
+                        bool, uint16_t*, Y*);
+  const Body body = ForBlock<Body>(g.block, Normalize16, Normalize8, Normalize1, NormalizeAny);
+  const int blocks = g.channels / g.block;
+#pragma omp parallel for collapse(2) if (Threaded(g)) schedule(static)
+  for (int n = 0; n < g.num; ++n)
+    for (int k = 0; k < blocks; ++k) body(g, n, k, x, mean, inv_std, gamma, beta, relu, xhat, y);
+}
+
+#define CREMA_BACKWARD_LOOPS(DY, XHAT, OUT)                                                                 \
+  template void AffineBackwardLoops(const ChannelGrid&, const DY*, const XHAT*, const float*, const float*, \
+                                    const float*, bool, bool, OUT*, float*, float*);
+CREMA_BACKWARD_LOOPS(float, float, float)
+CREMA_BACKWARD_LOOPS(float, float, uint16_t)
+CREMA_BACKWARD_LOOPS(float, uint16_t, float)
+CREMA_BACKWARD_LOOPS(float, uint16_t, uint16_t)
+CREMA_BACKWARD_LOOPS(uint16_t, uint16_t, float)
+CREMA_BACKWARD_LOOPS(uint16_t, uint16_t, uint16_t)
+#undef CREMA_BACKWARD_LOOPS
+template void Bfloat16StatisticsLoops(const ChannelGrid&, const float*, float*, float*);
+template void Bfloat16StatisticsLoops(const ChannelGrid&, const uint16_t*, float*, float*);
+#define CREMA_NORMALIZE_LOOPS(X, Y)                                                                            \
+  template void Bfloat16NormalizeLoops(const ChannelGrid&, const X*, const float*, const float*, const float*, \
+                                       const float*, bool, uint16_t*, Y*);
+CREMA_NORMALIZE_LOOPS(float, float)
+CREMA_NORMALIZE_LOOPS(float, uint16_t)
+CREMA_NORMALIZE_LOOPS(uint16_t, float)
+CREMA_NORMALIZE_LOOPS(uint16_t, uint16_t)
+#undef CREMA_NORMALIZE_LOOPS
 
 }  // namespace crema

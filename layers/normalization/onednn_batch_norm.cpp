@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "core/math_functions.hpp"
+#include "layers/normalization/batch_norm_affine.hpp"
 #include "layers/onednn_util.hpp"
 
 namespace crema {
@@ -45,7 +46,9 @@ void OneDnnBatchNormLayer::LayerSetUp(const std::vector<Blob*>& bottom, const st
 
 void OneDnnBatchNormLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const bool plain = bottom[0]->layout() == Layout::kPlain;
+  bf16_ = false;
   if (plain) {
+    normalized_->set_quantization({});
     mean_->Reshape({0});
     variance_->Reshape({0});
     normalized_->set_layout(Layout::kPlain);
@@ -64,6 +67,8 @@ void OneDnnBatchNormLayer::Reshape(const std::vector<Blob*>& bottom, const std::
   CREMA_CHECK(!absorbs_affine() || top[0]->layout() == bottom[0]->layout())
       << describe() << ": with a Scale fused, the top must be in the bottom's layout ("
       << LayoutName(bottom[0]->layout()) << "), not " << LayoutName(top[0]->layout());
+  bf16_ = absorbs_affine() && requested_precision() == Precision::kBfloat16 && onednn::HasBfloat16Kernels();
+  normalized_->set_quantization(bf16_ ? Quantization{ElementType::kBfloat16, 1.f} : Quantization{});
   normalized_->Reshape(keep_normalized ? bottom[0]->shape() : std::vector<int>{0});
   normalized_->set_layout(bottom[0]->layout());
   inv_std_->Reshape({keep_normalized ? channels_ : 0});
@@ -74,13 +79,15 @@ void OneDnnBatchNormLayer::Reshape(const std::vector<Blob*>& bottom, const std::
   p->user_top = onednn::BlobDesc(*top[0]);
   p->statistics = memory::desc({channels_}, memory::data_type::f32, memory::format_tag::x);
   const auto flags = use_global_stats_ ? dnnl::normalization_flags::use_global_stats : dnnl::normalization_flags::none;
-  p->forward = dnnl::batch_normalization_forward::primitive_desc(
-      dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_training, p->data, eps_, flags),
-      onednn::UserScratchpad(), CpuEngine());
-  p->forward_primitive = dnnl::batch_normalization_forward(p->forward);
   onednn::Regions regions;
-  if (!absorbs_affine()) p->dst = regions.AddCopy(p->data, p->user_top);  // else the loops write the top
-  p->forward_scratch = regions.Add(p->forward.scratchpad_desc());
+  if (!bf16_) {  // the bf16 rule runs its own loops
+    p->forward = dnnl::batch_normalization_forward::primitive_desc(
+        dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_training, p->data, eps_, flags),
+        onednn::UserScratchpad(), CpuEngine());
+    p->forward_primitive = dnnl::batch_normalization_forward(p->forward);
+    if (!absorbs_affine()) p->dst = regions.AddCopy(p->data, p->user_top);  // else the loops write the top
+    p->forward_scratch = regions.Add(p->forward.scratchpad_desc());
+  }
   if (!in_place_ && !absorbs_affine()) {  // in place, or with a Scale fused, backward runs the native rule
     p->backward = dnnl::batch_normalization_backward::primitive_desc(
         dnnl::batch_normalization_backward::desc(dnnl::prop_kind::backward_data, p->data, p->data, eps_, flags),
@@ -96,6 +103,23 @@ void OneDnnBatchNormLayer::Reshape(const std::vector<Blob*>& bottom, const std::
 
 void OneDnnBatchNormLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   if (!primitives_) return BatchNormLayer::Forward_cpu(bottom, top);
+  if (bf16_) {
+    float* mean = mean_->mutable_cpu_data();
+    float* variance = variance_->mutable_cpu_data();
+    if (use_global_stats_) {
+      StoredStatistics(mean, variance);
+    } else {
+      const ChannelGrid grid{num_, channels_, spatial_, ChannelBlock(bottom[0]->layout(), channels_)};
+      if (bottom[0]->data_type() == ElementType::kBfloat16) {
+        Bfloat16StatisticsLoops(grid, static_cast<const uint16_t*>(bottom[0]->cpu_bytes()), mean, variance);
+      } else {
+        Bfloat16StatisticsLoops(grid, bottom[0]->cpu_data(), mean, variance);
+      }
+      UpdateStatistics(mean, variance);
+    }
+    InverseDeviations(variance, inv_std_->mutable_cpu_data());
+    return Bfloat16Forward(*bottom[0], mean, inv_std_->cpu_data(), top[0]);
+  }
   Primitives& p = *primitives_;
   // In place, src and dst are one buffer (oneDNN allows it).
   const float* x = bottom[0]->cpu_data();

@@ -12,7 +12,7 @@
 // too (Layer::KeptTop), where a copy of the input would need a second. Bottoms that are not 4-d fall to the native
 // engine. With a Scale (and ReLU) fused (BatchNormLayer::AbsorbAffine), the forward primitive writes the normalized
 // values it keeps, out of place, the fused loops write the top from them (in floats or bf16), and backward runs the
-// fused loops.
+// fused loops; in a net computing in bf16, the bf16 rule without oneDNN's primitive (computes_bf16).
 #pragma once
 
 #ifdef CREMA_USE_ONEDNN
@@ -39,7 +39,7 @@ class OneDnnBatchNormLayer : public BatchNormLayer {
   // oneDNN splits its sums over the threads: the gradients (not the fused Scale's loops'), and in training the
   // batch's statistics.
   bool ThreadCountChangesPass(bool backward) const override {
-    return backward ? !absorbs_affine() : !use_global_stats_;
+    return backward ? !absorbs_affine() : !use_global_stats_ && !bf16_;
   }
   // In place it reads the normalized values it kept, in any layout.
   bool BackwardReadsInPlace(int) const override { return false; }
@@ -59,6 +59,19 @@ class OneDnnBatchNormLayer : public BatchNormLayer {
   // Its fused loops write the input's gradient in bf16 too (out of place), for a convolution reading it so.
   bool WritesBottomDiffInBfloat16(int) const override { return absorbs_affine() && primitives_ != nullptr; }
 
+  // The bf16 rule (BatchNormLayer::Bfloat16Forward), with a Scale fused, in a layout of oneDNN's, where the layer is
+  // asked to compute in bf16 (Layer::requested_precision) and oneDNN computes bf16 on this CPU (the convolutions around
+  // it do): it reads its input rounded to bf16 (the convolution's output: it may lie in bf16), takes the batch's
+  // statistics from those values in its own loops (in one order whatever the threads), keeps the normalized values in
+  // bf16, and reads the output's gradient rounded to bf16 (the next convolution's input gradient: it may lie in bf16).
+  // Elsewhere the rule in floats, oneDNN's statistics.
+  bool computes_bf16() const { return bf16_; }
+  Precision computes_in() const override { return bf16_ ? Precision::kBfloat16 : Precision::kFloat32; }
+  Quantization ReadsQuantized(int) const override {
+    return bf16_ ? Quantization{ElementType::kBfloat16, 1.f} : Quantization{};
+  }
+  bool ReadsTopDiffInBfloat16(int, const std::vector<bool>&) const override { return bf16_; }
+
   // "" when the engine takes the query, else why not (the registry's refusal).
   static std::string Refusal(const EngineQuery& query);
 
@@ -71,6 +84,7 @@ class OneDnnBatchNormLayer : public BatchNormLayer {
   struct Primitives;  // layers/normalization/onednn_batch_norm.cpp (dnnl.hpp stays out of this header)
   std::unique_ptr<Primitives> primitives_;
   bool in_place_ = false;
+  bool bf16_ = false;     // computes by the bf16 rule (computes_bf16)
   Blob* mean_ = nullptr;  // the statistics the forward used, per channel
   Blob* variance_ = nullptr;
 };

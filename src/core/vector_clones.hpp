@@ -88,5 +88,10 @@ CREMA_ALWAYS_INLINE uint16_t StoredAs(float value, const uint16_t*) {
   const uint32_t quiet = (bits >> 16) | 0x40u;
   return static_cast<uint16_t>((bits & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
 }
+// An element as a rule computing in bf16 reads it: the float rounded to bf16, a bf16 value as it is.
+CREMA_ALWAYS_INLINE float Bfloat16ValueOf(float v) {
+  return FromBfloat16(StoredAs(v, static_cast<uint16_t*>(nullptr)));
+}
+CREMA_ALWAYS_INLINE float Bfloat16ValueOf(uint16_t v) { return FromBfloat16(v); }
 
 }  // namespace crema
