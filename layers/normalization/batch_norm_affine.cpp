@@ -82,7 +82,7 @@ CREMA_ALWAYS_INLINE float GradientValue(Dy dy) {
   if constexpr (std::is_same_v<Xhat, uint16_t>) {
     return Bfloat16ValueOf(dy);
   } else {
-    return Bfloat16ValueOf(dy);
+    return ValueOf(dy);
   }
 }
 
