@@ -770,7 +770,9 @@ TEST(Bfloat16BlobTest, MaxPoolingInLanesIsTheFloatPoolingOfTheValuesTheyStandFor
 // A residual unit trained in bf16: the sum (an Eltwise SUM with its ReLU fused for training) adds its operands rounded
 // to bf16, so its output, its shortcut (through the Split's copies) and its branch pass as bf16 between the steps,
 // with the same bits as the net with every blob in floats, whose sum rounds its operands alike; gradients bit for bit.
-// `precision: FLOAT32` on the Eltwise keeps the sums and what they read in floats.
+// Its backward reads its output's gradient rounded to bf16 and writes its operands' gradients in bf16, and the Split
+// writes the shortcut's gradient sum in bf16, so those pass as bf16 too. `precision: FLOAT32` on the Eltwise keeps the
+// sums and what they read in floats.
 TEST(PrecisionTest, Bfloat16ResidualSumsInTrainingAddTheirOperandsRounded) {
   SkipWithoutBfloat16();
   const auto unit = [](const std::string& sum_setting) {
@@ -787,8 +789,12 @@ TEST(PrecisionTest, Bfloat16ResidualSumsInTrainingAddTheirOperandsRounded) {
   const std::vector<const char*> engines = {"Convolution", "BatchNorm", "Eltwise"};
   const auto build = [&](bool plan) { return Bfloat16TrainingNet(unit(""), plan, engines, fill); };
   InEachLayout(build, [&](Net& net, Net& float_net) {
-    for (const char* name : {"sum", "c1@bn1", "c2@bn2"})
+    for (const char* name : {"sum", "c1@bn1", "c2@bn2"}) {
       EXPECT_EQ(ElementTypeName(net.blob_by_name(name)->data_type()), ElementTypeName(ElementType::kBfloat16)) << name;
+      // The sum's gradient (conv3 writes it, the sum reads it), its branch's (the sum writes it, bn2 reads it) and
+      // the shortcut's (the Split writes the sum of its copies', bn1 reads it).
+      EXPECT_EQ(ElementTypeName(net.blob_by_name(name)->diff_type()), ElementTypeName(ElementType::kBfloat16)) << name;
+    }
     size_t tops = 0;
     for (const PlanStep& step : net.plan()) tops += step.tops.size();
     EXPECT_EQ(CompareStepTops(&net, &float_net, true).size(), tops);  // every step's tops, the Split's copies too

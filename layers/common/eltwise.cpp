@@ -82,22 +82,63 @@ CREMA_VECTOR_CLONES void SumTwoReLUBackward(const float* __restrict out, const f
   }
 }
 
-// The same where the output lies in bf16: its sign is its float's.
-CREMA_VECTOR_CLONES void SumTwoReLUBackwardOverBfloat16(const uint16_t* __restrict out, const float* __restrict g,
-                                                        float* __restrict dx0, float* __restrict dx1, long long count,
-                                                        float c0, float c1, float slope, bool threaded) {
-#pragma omp parallel for if (threaded) schedule(static)
-  for (long long k = 0; k < count; ++k) {
-    const float passed = FromBfloat16(out[k]) > 0.f ? g[k] : slope * g[k];
-    dx0[k] = c0 * passed;
-    dx1[k] = c1 * passed;
-  }
-}
-
 // Element k of a bf16 sum's operand: as it lies in bf16, or rounded from floats.
 float Bfloat16Operand(const Blob& blob, long long k) {
   return blob.data_type() == ElementType::kBfloat16 ? FromBfloat16(static_cast<const uint16_t*>(blob.cpu_bytes())[k])
                                                     : FromBfloat16(ToBfloat16(blob.cpu_data()[k]));
+}
+
+// The bf16 rule's two gradients over [begin, end): the output's gradient g rounded to bf16, passed where the output
+// (any type) is positive, times each coefficient, stored in each gradient's type. Built for each vector width, one
+// body per combination of types; the threads' loop calls them (SumTwoReLUBackwardRounded).
+#define CREMA_ROUNDED_BACKWARD(Y, G, D0, D1)                                                                           \
+  CREMA_VECTOR_CLONES void SumTwoReLUBackwardRange(const Y* __restrict out, const G* __restrict g, D0* __restrict dx0, \
+                                                   D1* __restrict dx1, long long begin, long long end, float c0,       \
+                                                   float c1, float slope) {                                            \
+    for (long long k = begin; k < end; ++k) {                                                                          \
+      const float rounded = Bfloat16ValueOf(g[k]);                                                                     \
+      const float passed = ValueOf(out[k]) > 0.f ? rounded : slope * rounded;                                          \
+      dx0[k] = StoredAs(c0 * passed, dx0);                                                                             \
+      dx1[k] = StoredAs(c1 * passed, dx1);                                                                             \
+    }                                                                                                                  \
+  }
+#define CREMA_ROUNDED_BACKWARD_OUTPUTS(Y, G)       \
+  CREMA_ROUNDED_BACKWARD(Y, G, uint16_t, uint16_t) \
+  CREMA_ROUNDED_BACKWARD(Y, G, uint16_t, float)    \
+  CREMA_ROUNDED_BACKWARD(Y, G, float, uint16_t)    \
+  CREMA_ROUNDED_BACKWARD(Y, G, float, float)
+CREMA_ROUNDED_BACKWARD_OUTPUTS(uint16_t, uint16_t)
+CREMA_ROUNDED_BACKWARD_OUTPUTS(uint16_t, float)
+CREMA_ROUNDED_BACKWARD_OUTPUTS(float, uint16_t)
+CREMA_ROUNDED_BACKWARD_OUTPUTS(float, float)
+#undef CREMA_ROUNDED_BACKWARD_OUTPUTS
+#undef CREMA_ROUNDED_BACKWARD
+
+template <typename Y, typename G, typename D0, typename D1>
+void SumTwoReLUBackwardRounded(const Y* out, const G* g, D0* dx0, D1* dx1, long long count, float c0, float c1,
+                               float slope, bool threaded) {
+  constexpr long long kStretch = 16384;
+  const long long stretches = (count + kStretch - 1) / kStretch;
+#pragma omp parallel for if (threaded) schedule(static)
+  for (long long s = 0; s < stretches; ++s)
+    SumTwoReLUBackwardRange(out, g, dx0, dx1, s * kStretch, std::min(count, (s + 1) * kStretch), c0, c1, slope);
+}
+
+// Calls f with a blob's data, gradient, or gradient to write as its element type stores it: floats, or bf16 values.
+template <typename F>
+void WithData(const Blob& blob, F f) {
+  if (blob.data_type() == ElementType::kBfloat16) return f(static_cast<const uint16_t*>(blob.cpu_bytes()));
+  f(blob.cpu_data());
+}
+template <typename F>
+void WithDiff(const Blob& blob, F f) {
+  if (blob.diff_type() == ElementType::kBfloat16) return f(static_cast<const uint16_t*>(blob.cpu_diff_bytes()));
+  f(blob.cpu_diff());
+}
+template <typename F>
+void WithMutableDiff(Blob* blob, F f) {
+  if (blob->diff_type() == ElementType::kBfloat16) return f(static_cast<uint16_t*>(blob->mutable_cpu_diff_bytes()));
+  f(blob->mutable_cpu_diff());
 }
 
 }  // namespace
@@ -181,9 +222,8 @@ void EltwiseLayer::SumReLUForward(const std::vector<Blob*>& bottom, Blob* top) c
 void EltwiseLayer::SumReLUBackward(const Blob& top, const std::vector<bool>& propagate_down,
                                    const std::vector<Blob*>& bottom) const {
   const long long count = top.count();
-  const bool bf16_top = top.data_type() == ElementType::kBfloat16;  // the output's sign read from its bf16 value
-  const auto* y16 = bf16_top ? static_cast<const uint16_t*>(top.cpu_bytes()) : nullptr;
-  const float* y = bf16_top ? nullptr : top.cpu_data();
+  if (SumsInBfloat16()) return RoundedSumReLUBackward(top, propagate_down, bottom);
+  const float* y = top.cpu_data();
   const float* dy = top.cpu_diff();
   std::vector<float*> dx;
   std::vector<float> coeffs;
@@ -197,19 +237,48 @@ void EltwiseLayer::SumReLUBackward(const Blob& top, const std::vector<bool>& pro
   if (wanted == 0) return;
   const bool threaded = count >= ParallelElementThreshold();
   // A residual sum's two gradients (SumTwoReLUBackward).
-  if (wanted == 2 && dx[0] != dx[1] && dx[0] != dy && dx[1] != dy && bf16_top) {
-    SumTwoReLUBackwardOverBfloat16(y16, dy, dx[0], dx[1], count, coeffs[0], coeffs[1], slope, threaded);
-    return;
-  }
   if (wanted == 2 && dx[0] != dx[1] && dx[0] != dy && dx[1] != dy && dx[0] != y && dx[1] != y) {
     SumTwoReLUBackward(y, dy, dx[0], dx[1], count, coeffs[0], coeffs[1], slope, threaded);
     return;
   }
 #pragma omp parallel for if (threaded) schedule(static)
   for (long long k = 0; k < count; ++k) {
-    const float output = bf16_top ? FromBfloat16(y16[k]) : y[k];
-    const float g = output > 0.f ? dy[k] : slope * dy[k];  // ReLU's rule in place: the output's sign
+    const float g = y[k] > 0.f ? dy[k] : slope * dy[k];  // ReLU's rule in place: the output's sign
     for (int b = 0; b < wanted; ++b) dx[b][k] = coeffs[b] * g;
+  }
+}
+
+void EltwiseLayer::RoundedSumReLUBackward(const Blob& top, const std::vector<bool>& propagate_down,
+                                          const std::vector<Blob*>& bottom) const {
+  const long long count = top.count();
+  const bool threaded = count >= ParallelElementThreshold();
+  if (bottom.size() == 2 && propagate_down[0] && propagate_down[1] && bottom[0] != bottom[1] && bottom[0] != &top &&
+      bottom[1] != &top) {  // a residual sum's two gradients
+    return WithData(top, [&](const auto* y) {
+      WithDiff(top, [&](const auto* g) {
+        WithMutableDiff(bottom[0], [&](auto* dx0) {
+          WithMutableDiff(bottom[1], [&](auto* dx1) {
+            SumTwoReLUBackwardRounded(y, g, dx0, dx1, count, coeffs_[0], coeffs_[1], relu_slope_, threaded);
+          });
+        });
+      });
+    });
+  }
+  // Any other number of gradients asked for: element by element.
+  std::vector<float> passed(count);
+  WithData(top, [&](const auto* y) {
+    WithDiff(top, [&](const auto* g) {
+      for (long long k = 0; k < count; ++k) {
+        const float rounded = Bfloat16ValueOf(g[k]);
+        passed[k] = ValueOf(y[k]) > 0.f ? rounded : relu_slope_ * rounded;
+      }
+    });
+  });
+  for (size_t b = 0; b < bottom.size(); ++b) {
+    if (!propagate_down[b]) continue;
+    WithMutableDiff(bottom[b], [&](auto* dx) {
+      for (long long k = 0; k < count; ++k) dx[k] = StoredAs(coeffs_[b] * passed[k], dx);
+    });
   }
 }
 

@@ -131,10 +131,15 @@ class EltwiseLayer : public Layer {
   // its operands rounded to bf16, as the convolutions reading its output would round it and as each operand lies when
   // planned in bf16 (a ResNet unit's output, its shortcut and its branch): it reads and writes bf16 blobs where the
   // plan keeps them so (plan_element_types), the same bits either way, and backward reads its output's signs from them.
-  // `precision: FLOAT32` on the Eltwise keeps the residual sums in floats.
+  // `precision: FLOAT32` on the Eltwise keeps the residual sums in floats. Its backward then reads the output's
+  // gradient rounded to bf16 (as it lies in bf16, or rounded from floats) and writes each operand's gradient, its
+  // coefficient times that value where the output is positive (slope times it elsewhere), in floats or rounded to bf16
+  // where the plan keeps it so.
   bool SumsInBfloat16() const;
   Quantization ReadsQuantized(int bottom) const override;
   bool WritesQuantized(int top, ElementType type) const override;
+  bool ReadsTopDiffInBfloat16(int, const std::vector<bool>&) const override { return SumsInBfloat16(); }
+  bool WritesBottomDiffInBfloat16(int) const override { return SumsInBfloat16(); }
 
  protected:
   void Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
@@ -153,6 +158,10 @@ class EltwiseLayer : public Layer {
   void SumReLUForward(const std::vector<Blob*>& bottom, Blob* top) const;
   void SumReLUBackward(const Blob& top, const std::vector<bool>& propagate_down,
                        const std::vector<Blob*>& bottom) const;
+  // Its backward by the bf16 rule (SumsInBfloat16), with the output, its gradient and each operand's gradient in
+  // floats or bf16.
+  void RoundedSumReLUBackward(const Blob& top, const std::vector<bool>& propagate_down,
+                              const std::vector<Blob*>& bottom) const;
 
  private:
   Blob* argmax_ = nullptr;  // MAX only: the winning bottom of each element

@@ -26,12 +26,19 @@ class SplitLayer : public BothDevices<Layer> {
   // The tops see the bottom's memory, so they share its layout, whatever it is (backward sums gradients value
   // by value); the plan_layouts pass asks the tops' readers too.
   bool ReadsLayout(int, Layout) const override { return true; }
+  // On the CPU it writes the bottom's gradient (the sum of the copies' gradients, in floats) rounded to bf16 where the
+  // bottom's writer reads it so (a residual sum computing in bf16).
+  bool WritesBottomDiffInBfloat16(int) const override { return !RunsGpuCode(); }
   Layout OffersLayout(int, const std::vector<Layout>& bottom_layouts) const override { return bottom_layouts[0]; }
 
  protected:
   void Forward_any(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {}
   void Backward_any(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
+
+ private:
+  // Backward into a bf16 gradient, on the CPU.
+  void SumInBfloat16(const std::vector<Blob*>& top, Blob* bottom) const;
 };
 
 }  // namespace crema

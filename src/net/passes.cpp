@@ -445,8 +445,8 @@ int Bfloat16GradientReader(const Net& net, int id, size_t end) {
 
 // Whether blob `id`'s gradient may lie in bf16: its writer reads the gradient so (Bfloat16GradientReader); exactly one
 // step writes the gradient (propagates down to the blob), after the writer, out of place, and can write it so
-// (Layer::WritesBottomDiffInBfloat16); no view shares the blob, no loss seeds its gradient, nothing outside the plan
-// reads it.
+// (Layer::WritesBottomDiffInBfloat16); no view shares its gradient, no loss seeds its gradient, nothing outside the
+// plan reads it.
 bool GradientInBfloat16(const Net& net, int id) {
   const std::vector<PlanStep>& plan = net.plan();
   if (net.BlobReadOutside(id) || net.blob_loss_weight(id) != 0.f || net.blobs()[id]->count() == 0) return false;
@@ -455,8 +455,8 @@ bool GradientInBfloat16(const Net& net, int id) {
   int propagating = 0;
   for (size_t r = 0; r < plan.size(); ++r) {
     const PlanStep& step = plan[r];
-    for (const Layer::TopView& view : step.views)
-      if (step.tops[view.top] == id || step.bottoms[view.bottom] == id) return false;
+    for (const Layer::TopView& view : step.views)  // one sharing the gradient (a Split's copies share only data)
+      if (view.diff && (step.tops[view.top] == id || step.bottoms[view.bottom] == id)) return false;
     for (size_t b = 0; b < step.bottoms.size(); ++b) {
       if (step.bottoms[b] != id || !step.propagate_down[b]) continue;
       if (++propagating > 1 || static_cast<int>(r) < writer ||
