@@ -771,8 +771,8 @@ TEST(Bfloat16BlobTest, MaxPoolingInLanesIsTheFloatPoolingOfTheValuesTheyStandFor
 // to bf16, so its output, its shortcut (through the Split's copies) and its branch pass as bf16 between the steps,
 // with the same bits as the net with every blob in floats, whose sum rounds its operands alike; gradients bit for bit.
 // Its backward reads its output's gradient rounded to bf16 and writes its operands' gradients in bf16, and the Split
-// writes the shortcut's gradient sum in bf16, so those pass as bf16 too. `precision: FLOAT32` on the Eltwise keeps the
-// sums and what they read in floats.
+// reads its copies' gradients rounded to bf16 and writes their sum in bf16, so those pass as bf16 too. `precision:
+// FLOAT32` on the Eltwise keeps the sums and what they read in floats.
 TEST(PrecisionTest, Bfloat16ResidualSumsInTrainingAddTheirOperandsRounded) {
   SkipWithoutBfloat16();
   const auto unit = [](const std::string& sum_setting) {
@@ -795,6 +795,17 @@ TEST(PrecisionTest, Bfloat16ResidualSumsInTrainingAddTheirOperandsRounded) {
       // the shortcut's (the Split writes the sum of its copies', bn1 reads it).
       EXPECT_EQ(ElementTypeName(net.blob_by_name(name)->diff_type()), ElementTypeName(ElementType::kBfloat16)) << name;
     }
+    // The Split's copies of c1@bn1: conv2 and the sum write their gradients in bf16, which the Split reads rounded.
+    int copies = 0;
+    for (const PlanStep& step : net.plan()) {
+      if (std::string(net.layers()[step.layer]->type()) != "Split") continue;
+      for (int id : step.tops) {
+        ++copies;
+        EXPECT_EQ(ElementTypeName(net.blobs()[id]->diff_type()), ElementTypeName(ElementType::kBfloat16))
+            << net.blob_names()[id];
+      }
+    }
+    EXPECT_EQ(copies, 2);
     size_t tops = 0;
     for (const PlanStep& step : net.plan()) tops += step.tops.size();
     EXPECT_EQ(CompareStepTops(&net, &float_net, true).size(), tops);  // every step's tops, the Split's copies too

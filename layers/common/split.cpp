@@ -5,43 +5,85 @@
 #include "core/math_functions.hpp"
 #include "core/threads.hpp"
 #include "core/vector_clones.hpp"
+#ifdef CREMA_USE_ONEDNN
+#include "layers/onednn_util.hpp"
+#endif
 
 namespace crema {
 
 namespace {
 
-// A stretch of the bf16 sum: the copies' gradients added in order ((top 0 + top 1) + top 2) ... in floats, as the
-// float sum adds them, each sum rounded once.
-CREMA_VECTOR_CLONES void SumStretchRounded(const float* const* diffs, int tops, int first, int length, uint16_t* out) {
-  float sum[4096];
-  const float* a = diffs[0] + first;
-  if (tops == 1) {
-    for (int i = 0; i < length; ++i) sum[i] = a[i];
+constexpr int kStretch = 4096;  // values summed at a time, in the L1 cache
+
+// A stretch of one copy's gradient into the sum (the first copy sets it): floats as they lie or rounded to bf16 (the
+// bf16 rule), or bf16 values.
+CREMA_VECTOR_CLONES void AddStretch(const float* g, bool rounded, bool first, int length, float* sum) {
+  if (rounded) {
+    if (first) {
+      for (int i = 0; i < length; ++i) sum[i] = Bfloat16ValueOf(g[i]);
+    } else {
+      for (int i = 0; i < length; ++i) sum[i] += Bfloat16ValueOf(g[i]);
+    }
   } else {
-    const float* b = diffs[1] + first;
-    for (int i = 0; i < length; ++i) sum[i] = a[i] + b[i];
+    if (first) {
+      for (int i = 0; i < length; ++i) sum[i] = g[i];
+    } else {
+      for (int i = 0; i < length; ++i) sum[i] += g[i];
+    }
   }
-  for (int t = 2; t < tops; ++t) {
-    const float* c = diffs[t] + first;
-    for (int i = 0; i < length; ++i) sum[i] += c[i];
+}
+CREMA_VECTOR_CLONES void AddStretch(const uint16_t* g, bool, bool first, int length, float* sum) {
+  if (first) {
+    for (int i = 0; i < length; ++i) sum[i] = ValueOf(g[i]);
+  } else {
+    for (int i = 0; i < length; ++i) sum[i] += ValueOf(g[i]);
   }
-  uint16_t* o = out + first;
-  for (int i = 0; i < length; ++i) o[i] = StoredAs(sum[i], o);
+}
+// The sum into the bottom's gradient, floats or rounded to bf16.
+CREMA_VECTOR_CLONES void StoreStretch(const float* sum, int length, float* out) {
+  for (int i = 0; i < length; ++i) out[i] = sum[i];
+}
+CREMA_VECTOR_CLONES void StoreStretch(const float* sum, int length, uint16_t* out) {
+  for (int i = 0; i < length; ++i) out[i] = StoredAs(sum[i], out);
 }
 
 }  // namespace
 
-void SplitLayer::SumInBfloat16(const std::vector<Blob*>& top, Blob* bottom) const {
-  std::vector<const float*> diffs;
-  for (const Blob* t : top) diffs.push_back(t->cpu_diff());
-  auto* out = static_cast<uint16_t*>(bottom->mutable_cpu_diff_bytes());
+void SplitLayer::RoundCopyGradients(const std::vector<bool>& rounded) {
+  rounded_.assign(rounded.size(), false);
+#ifdef CREMA_USE_ONEDNN
+  if (!RunsGpuCode() && requested_precision() == Precision::kBfloat16 && onednn::HasBfloat16Kernels())
+    rounded_ = rounded;
+#endif
+}
+
+bool SplitLayer::ReadsTopDiffInBfloat16(int top, const std::vector<bool>&) const {
+  return top < static_cast<int>(rounded_.size()) && rounded_[top];
+}
+
+void SplitLayer::SumByTheBfloat16Rule(const std::vector<Blob*>& top, Blob* bottom) const {
   const int count = bottom->count();
-  constexpr int kStretch = 4096;
   const int stretches = (count + kStretch - 1) / kStretch;
-  const int tops = static_cast<int>(diffs.size());
+  const bool bf16_sum = bottom->diff_type() == ElementType::kBfloat16;
+  void* out = bf16_sum ? bottom->mutable_cpu_diff_bytes() : static_cast<void*>(bottom->mutable_cpu_diff());
 #pragma omp parallel for schedule(static) if (count >= ParallelElementThreshold())
-  for (int s = 0; s < stretches; ++s)
-    SumStretchRounded(diffs.data(), tops, s * kStretch, std::min(kStretch, count - s * kStretch), out);
+  for (int s = 0; s < stretches; ++s) {
+    const int first = s * kStretch, length = std::min(kStretch, count - first);
+    float sum[kStretch];
+    for (size_t t = 0; t < top.size(); ++t) {
+      const bool rounded = t < rounded_.size() && rounded_[t];
+      if (top[t]->diff_type() == ElementType::kBfloat16) {
+        AddStretch(static_cast<const uint16_t*>(top[t]->cpu_diff_bytes()) + first, rounded, t == 0, length, sum);
+      } else {
+        AddStretch(top[t]->cpu_diff() + first, rounded, t == 0, length, sum);
+      }
+    }
+    if (bf16_sum) {
+      StoreStretch(sum, length, static_cast<uint16_t*>(out) + first);
+    } else {
+      StoreStretch(sum, length, static_cast<float*>(out) + first);
+    }
+  }
 }
 
 std::vector<Layer::TopView> SplitLayer::TopViews(int num_tops) const {
@@ -61,7 +103,10 @@ void SplitLayer::Backward_any(const std::vector<Blob*>& top, const std::vector<b
   if (!propagate_down[0]) return;
   const int count = bottom[0]->count();
   const Device d = device();
-  if (bottom[0]->diff_type() == ElementType::kBfloat16) return SumInBfloat16(top, bottom[0]);
+  // The bf16 rule, or a gradient in bf16 (on the CPU only).
+  if (bottom[0]->diff_type() == ElementType::kBfloat16 ||
+      std::find(rounded_.begin(), rounded_.end(), true) != rounded_.end())
+    return SumByTheBfloat16Rule(top, bottom[0]);
   float* dx = bottom[0]->mutable_diff_on(d);
   if (d == Device::kCPU && top.size() > 1) {
     // One pass over the gradients, in stretches that stay in the L1 cache, split over the threads: the sum
@@ -69,7 +114,6 @@ void SplitLayer::Backward_any(const std::vector<Blob*>& top, const std::vector<b
     // for two tops (ResNet-50's shortcuts) and on every thread (one did the copy and the additions).
     std::vector<const float*> diffs;
     for (const Blob* t : top) diffs.push_back(t->cpu_diff());
-    constexpr int kStretch = 4096;
     const int stretches = (count + kStretch - 1) / kStretch;
 #pragma omp parallel for schedule(static) if (count >= ParallelElementThreshold())
     for (int s = 0; s < stretches; ++s) {

@@ -29,6 +29,12 @@ class SplitLayer : public BothDevices<Layer> {
   // On the CPU it writes the bottom's gradient (the sum of the copies' gradients, in floats) rounded to bf16 where the
   // bottom's writer reads it so (a residual sum computing in bf16).
   bool WritesBottomDiffInBfloat16(int) const override { return !RunsGpuCode(); }
+  // The bf16 rule, in a net computing in bf16 (Layer::requested_precision) on the CPU where oneDNN computes bf16: it
+  // reads copy t's gradient rounded to bf16 (as it lies in bf16, or rounded from floats) where `rounded[t]`, so that
+  // gradient may lie in bf16. The net's plan_element_types pass says which, in every run: a copy whose reader's
+  // backward could write its gradient in bf16 (Layer::WritesBottomDiffInBfloat16: a convolution, a residual sum).
+  void RoundCopyGradients(const std::vector<bool>& rounded);
+  bool ReadsTopDiffInBfloat16(int top, const std::vector<bool>& propagate_down) const override;
   Layout OffersLayout(int, const std::vector<Layout>& bottom_layouts) const override { return bottom_layouts[0]; }
 
  protected:
@@ -37,8 +43,10 @@ class SplitLayer : public BothDevices<Layer> {
                     const std::vector<Blob*>& bottom) override;
 
  private:
-  // Backward into a bf16 gradient, on the CPU.
-  void SumInBfloat16(const std::vector<Blob*>& top, Blob* bottom) const;
+  // Backward by the bf16 rule or into a bf16 gradient, on the CPU: the copies' gradients, each in floats or bf16, added
+  // in floats in top order, the sum stored in the bottom gradient's type.
+  void SumByTheBfloat16Rule(const std::vector<Blob*>& top, Blob* bottom) const;
+  std::vector<bool> rounded_;  // RoundCopyGradients'
 };
 
 }  // namespace crema

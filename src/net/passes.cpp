@@ -10,6 +10,7 @@
 #include <sstream>
 #include <utility>
 
+#include "layers/common/split.hpp"
 #include "net/fold.hpp"
 #include "net/fuse.hpp"
 #include "net/upgrade.hpp"
@@ -510,9 +511,34 @@ bool UntieInPlaceWriters(Net* net) {
   return untied;
 }
 
+// The Splits' bf16 rule (SplitLayer::RoundCopyGradients), decided in every run, blobs in floats or not: a copy whose
+// one reader propagates down to it and could write that gradient in bf16.
+void DecideSplitRounding(Net* net) {
+  const std::vector<PlanStep>& plan = net->plan();
+  for (const PlanStep& step : plan) {
+    auto* split = dynamic_cast<SplitLayer*>(net->layers()[step.layer].get());
+    if (split == nullptr) continue;
+    std::vector<bool> rounded(step.tops.size(), false);
+    for (size_t t = 0; t < step.tops.size(); ++t) {
+      int readers = 0;
+      bool writes_bf16 = false;
+      for (const PlanStep& reader : plan)
+        for (size_t b = 0; b < reader.bottoms.size(); ++b) {
+          if (reader.bottoms[b] != step.tops[t]) continue;
+          ++readers;
+          writes_bf16 =
+              reader.propagate_down[b] && net->layers()[reader.layer]->WritesBottomDiffInBfloat16(static_cast<int>(b));
+        }
+      rounded[t] = readers == 1 && writes_bf16;
+    }
+    split->RoundCopyGradients(rounded);
+  }
+}
+
 }  // namespace
 
 void PlanElementTypes(Net* net) {
+  DecideSplitRounding(net);
   const char* choice = std::getenv("CREMA_ELEMENT_TYPES");
   // debug_info reads every blob as floats.
   if ((choice != nullptr && std::strcmp(choice, "float") == 0) || net->debug_info()) return;
