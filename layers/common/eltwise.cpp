@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/blob_elements.hpp"
 #include "core/element_type.hpp"
 #include "core/threads.hpp"
 #include "core/vector_clones.hpp"
@@ -122,23 +123,6 @@ void SumTwoReLUBackwardRounded(const Y* out, const G* g, D0* dx0, D1* dx1, long 
 #pragma omp parallel for if (threaded) schedule(static)
   for (long long s = 0; s < stretches; ++s)
     SumTwoReLUBackwardRange(out, g, dx0, dx1, s * kStretch, std::min(count, (s + 1) * kStretch), c0, c1, slope);
-}
-
-// Calls f with a blob's data, gradient, or gradient to write as its element type stores it: floats, or bf16 values.
-template <typename F>
-void WithData(const Blob& blob, F f) {
-  if (blob.data_type() == ElementType::kBfloat16) return f(static_cast<const uint16_t*>(blob.cpu_bytes()));
-  f(blob.cpu_data());
-}
-template <typename F>
-void WithDiff(const Blob& blob, F f) {
-  if (blob.diff_type() == ElementType::kBfloat16) return f(static_cast<const uint16_t*>(blob.cpu_diff_bytes()));
-  f(blob.cpu_diff());
-}
-template <typename F>
-void WithMutableDiff(Blob* blob, F f) {
-  if (blob->diff_type() == ElementType::kBfloat16) return f(static_cast<uint16_t*>(blob->mutable_cpu_diff_bytes()));
-  f(blob->mutable_cpu_diff());
 }
 
 }  // namespace

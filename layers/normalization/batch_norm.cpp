@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "core/blob_elements.hpp"
 #include "core/elementwise.hpp"
 #include "core/math_functions.hpp"
 #include "core/threads.hpp"
@@ -105,34 +106,6 @@ void BatchNormLayer::AbsorbAffine(std::shared_ptr<Blob> scale, std::shared_ptr<B
   affine_relu_ = relu;
 }
 
-namespace {
-
-// Calls f with a blob's data or gradient as its element type stores it: floats, or bf16 values (uint16_t).
-template <typename F>
-void WithData(const Blob& blob, F f) {
-  if (blob.data_type() == ElementType::kBfloat16) return f(static_cast<const uint16_t*>(blob.cpu_bytes()));
-  f(blob.cpu_data());
-}
-template <typename F>
-void WithMutableData(Blob* blob, F f) {
-  if (blob->data_type() == ElementType::kBfloat16) return f(static_cast<uint16_t*>(blob->mutable_cpu_bytes()));
-  f(blob->mutable_cpu_data());
-}
-template <typename F>
-void WithDiff(const Blob& blob, F f) {
-  if (blob.diff_type() == ElementType::kBfloat16) return f(static_cast<const uint16_t*>(blob.cpu_diff_bytes()));
-  f(blob.cpu_diff());
-}
-// None (a null float pointer) where not `wanted`.
-template <typename F>
-void WithMutableDiff(Blob* blob, bool wanted, F f) {
-  if (!wanted) return f(static_cast<float*>(nullptr));
-  if (blob->diff_type() == ElementType::kBfloat16) return f(static_cast<uint16_t*>(blob->mutable_cpu_diff_bytes()));
-  f(blob->mutable_cpu_diff());
-}
-
-}  // namespace
-
 void BatchNormLayer::AffineForward(Blob* top) const {
   const ChannelGrid grid{num_, channels_, spatial_, ChannelBlock(top->layout(), channels_)};
   const float* bias = affine_bias_ != nullptr ? affine_bias_->cpu_data() : nullptr;
@@ -164,17 +137,23 @@ void BatchNormLayer::BackwardLoops(const Blob& top, bool propagate_down, Blob* b
   if (normalized_->data_type() == ElementType::kBfloat16) {  // the bf16 rule: dy read rounded to bf16
     const auto* xhat = static_cast<const uint16_t*>(normalized_->cpu_bytes());
     return WithDiff(top, [&](const auto* dy) {
-      WithMutableDiff(bottom, propagate_down, [&](auto* dx) {
-        AffineBackwardLoops(grid, dy, xhat, inv_std, gamma, beta, affine_relu_, batch, dx, gamma_diff, beta_diff);
-      });
+      WithMutableDiff(
+          bottom,
+          [&](auto* dx) {
+            AffineBackwardLoops(grid, dy, xhat, inv_std, gamma, beta, affine_relu_, batch, dx, gamma_diff, beta_diff);
+          },
+          propagate_down);
     });
   }
   // In floats, dx may be dy (in place).
   const float* xhat = normalized_->cpu_data();
-  WithMutableDiff(bottom, propagate_down, [&](auto* dx) {
-    AffineBackwardLoops(grid, top.cpu_diff(), xhat, inv_std, gamma, beta, affine_relu_, batch, dx, gamma_diff,
-                        beta_diff);
-  });
+  WithMutableDiff(
+      bottom,
+      [&](auto* dx) {
+        AffineBackwardLoops(grid, top.cpu_diff(), xhat, inv_std, gamma, beta, affine_relu_, batch, dx, gamma_diff,
+                            beta_diff);
+      },
+      propagate_down);
 }
 
 void BatchNormLayer::StoredStatistics(float* mean, float* variance) const {
