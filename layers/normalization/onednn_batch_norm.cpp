@@ -4,6 +4,7 @@
 
 #include <unordered_map>
 
+#include "core/blob_elements.hpp"
 #include "core/math_functions.hpp"
 #include "layers/normalization/batch_norm_affine.hpp"
 #include "layers/onednn_util.hpp"
@@ -110,11 +111,7 @@ void OneDnnBatchNormLayer::Forward_cpu(const std::vector<Blob*>& bottom, const s
       StoredStatistics(mean, variance);
     } else {
       const ChannelGrid grid{num_, channels_, spatial_, ChannelBlock(bottom[0]->layout(), channels_)};
-      if (bottom[0]->data_type() == ElementType::kBfloat16) {
-        Bfloat16StatisticsLoops(grid, static_cast<const uint16_t*>(bottom[0]->cpu_bytes()), mean, variance);
-      } else {
-        Bfloat16StatisticsLoops(grid, bottom[0]->cpu_data(), mean, variance);
-      }
+      WithData(*bottom[0], [&](const auto* x) { Bfloat16StatisticsLoops(grid, x, mean, variance); });
       UpdateStatistics(mean, variance);
     }
     InverseDeviations(variance, inv_std_->mutable_cpu_data());
