@@ -20,6 +20,7 @@
 #ifdef CREMA_USE_ONEDNN
 
 #include "core/random.hpp"
+#include "core/vector_clones.hpp"
 #include "io/proto_io.hpp"
 #include "layers/layer_registry.hpp"
 #include "layers/normalization/batch_norm_affine.hpp"
@@ -32,6 +33,13 @@
 
 namespace crema {
 namespace {
+
+// The float whose bits are `bits`.
+float BitsAsFloat(uint32_t bits) {
+  float x;
+  std::memcpy(&x, &bits, sizeof x);
+  return x;
+}
 
 // bfloat16 keeps 8 significant bits: rounding to nearest errs by at most 2^-8 of the value.
 constexpr double kBfloat16UnitRoundoff = 1.0 / 256;
@@ -374,6 +382,18 @@ TEST(Bfloat16BlobTest, RoundsToNearestEvenAndHoldsHalfTheBytes) {
   EXPECT_TRUE(std::isnan(FromBfloat16(ToBfloat16(std::nanf("")))));
   EXPECT_EQ(FromBfloat16(ToBfloat16(-INFINITY)), -INFINITY);
   EXPECT_EQ(FromBfloat16(ToBfloat16(3.4e38f)), INFINITY);  // past the largest bf16 (3.39e38), rounded up
+  // Denormal floats (below 2^-126 in magnitude) become zero of their sign, as AVX512_BF16's conversion takes them; the
+  // smallest normal float stays, and the largest denormal does not round up to it.
+  EXPECT_EQ(ToBfloat16(BitsAsFloat(0x00000001u)), 0x0000);
+  EXPECT_EQ(ToBfloat16(BitsAsFloat(0x807fffffu)), 0x8000);
+  EXPECT_EQ(ToBfloat16(BitsAsFloat(0x00800000u)), 0x0080);
+  EXPECT_EQ(ToBfloat16(BitsAsFloat(0x80808000u)), 0x8080);  // a tie at the smallest normals, to even
+  // The loops' branch-free rounding (core/vector_clones.hpp) gives ToBfloat16's bits for every kind of float:
+  // a sweep over the bit patterns, denormals, infinities and NaNs among them.
+  for (uint64_t bits = 0; bits <= 0xffffffffu; bits += 4099) {
+    const float x = BitsAsFloat(static_cast<uint32_t>(bits));
+    ASSERT_EQ(StoredAs(x, static_cast<const uint16_t*>(nullptr)), ToBfloat16(x)) << std::hex << bits;
+  }
 
   Blob blob({3, 5});
   test::FillGaussian(&blob, 0.f, 1.f, 9);
@@ -404,6 +424,32 @@ TEST(Bfloat16BlobTest, RoundsToNearestEvenAndHoldsHalfTheBytes) {
   EXPECT_THROW(gradient.set_diff_type(ElementType::kInt8), Error);
   gradient.set_diff_type(ElementType::kFloat32);
   EXPECT_NE(gradient.cpu_diff(), nullptr);
+}
+
+// On a CPU with bf16 instructions, crema's rounding is oneDNN's (its reorders convert with AVX512_BF16's instruction),
+// bit for bit over a sweep of the bit patterns: the layers' own loops and oneDNN's conversions agree on every value a
+// run may hand from one to the other, denormals and NaNs included.
+TEST(PrecisionTest, Bfloat16RoundingIsOneDnnsOnThisCpu) {
+  SkipWithoutBfloat16();
+  std::vector<float> floats;
+  for (uint64_t bits = 0; bits <= 0xffffffffu; bits += 65537)
+    floats.push_back(BitsAsFloat(static_cast<uint32_t>(bits)));
+  for (uint32_t bits : {0x00000001u, 0x807fffffu, 0x00800000u, 0x7f7fffffu, 0x7fc00001u, 0xff800001u})
+    floats.push_back(BitsAsFloat(bits));
+  const auto count = static_cast<dnnl::memory::dim>(floats.size());
+  const dnnl::memory::desc from({count}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::a);
+  const dnnl::memory::desc to({count}, dnnl::memory::data_type::bf16, dnnl::memory::format_tag::a);
+  std::vector<uint16_t> converted(floats.size());
+  dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  dnnl::stream stream(engine);
+  dnnl::memory source(from, engine, floats.data()), target(to, engine, converted.data());
+  dnnl::reorder(source, target).execute(stream, source, target);
+  stream.wait();
+  for (size_t i = 0; i < floats.size(); ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &floats[i], sizeof bits);
+    ASSERT_EQ(ToBfloat16(floats[i]), converted[i]) << std::hex << bits;
+  }
 }
 
 // A net of `text` computing in bf16 (a CPU context, seed 7), `types` on oneDNN's engine, with a memory plan (its

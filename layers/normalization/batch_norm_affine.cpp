@@ -7,12 +7,128 @@
 #include "core/threads.hpp"
 #include "core/vector_clones.hpp"
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#endif
+
 namespace crema {
 
 namespace {
 
 // ReLU's rule (layers/neuron/relu.hpp) at slope 0: a NaN stays one.
 CREMA_ALWAYS_INLINE float Rectified(float z) { return z > 0.f ? z : 0.f * z; }
+
+// The bf16 rule's loops over blocks of 16 channels (the layout of the runs that compute in bf16 with AVX-512), written
+// in AVX512_BF16's instructions where the CPU has them: each rounding to bf16 is one conversion (vcvtneps2bf16, 16
+// values) where the loops built from C++ (StoredAs) take some eight vector operations and a pack, which bound them.
+// The same arithmetic as those loops' AVX-512 build, operation for operation (their products and sums contracted
+// into the same fused multiply-adds), and the same rounding (core/element_type.hpp's ToBfloat16): the same bits.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define CREMA_BF16_LOOPS 1
+#define CREMA_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma")))
+#define CREMA_BF16_INLINE CREMA_BF16_TARGET inline __attribute__((always_inline))
+
+bool HasBfloat16Conversions() {
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+                          __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("fma");
+  return has;
+}
+
+// (The zero-masking forms over all 16 lanes: GCC 12 warns of the plain ones' undefined pass-through operand.)
+CREMA_BF16_INLINE __m512 Widened(__m256i halves) {
+  const __mmask16 all = 0xffff;
+  return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(all, _mm512_maskz_cvtepu16_epi32(all, halves), 16));
+}
+CREMA_BF16_INLINE __m256i Rounded(__m512 v) { return reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v)); }
+CREMA_BF16_INLINE __m512 Load16(const float* p) { return _mm512_loadu_ps(p); }
+CREMA_BF16_INLINE __m512 Load16(const uint16_t* p) {
+  return Widened(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+CREMA_BF16_INLINE void Store16(float* p, __m512 v) { _mm512_storeu_ps(p, v); }
+CREMA_BF16_INLINE void Store16(uint16_t* p, __m512 v) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), Rounded(v));
+}
+// 16 values as the rule reads them: rounded to bf16 (as they lie in bf16, or rounded from floats).
+CREMA_BF16_INLINE __m512 LoadBfloat16Values(const uint16_t* p) { return Load16(p); }
+CREMA_BF16_INLINE __m512 LoadBfloat16Values(const float* p) { return Widened(Rounded(_mm512_loadu_ps(p))); }
+// Rectified, 16 lanes: z where z > 0, else 0 * z (a NaN stays one, a negative value gives -0).
+CREMA_BF16_INLINE __m512 Rectified16(__m512 z) {
+  const __mmask16 positive = _mm512_cmp_ps_mask(z, _mm512_setzero_ps(), _CMP_GT_OQ);
+  return _mm512_mask_blend_ps(positive, _mm512_mul_ps(_mm512_setzero_ps(), z), z);
+}
+// ReachingZ, 16 lanes.
+CREMA_BF16_INLINE __m512 ReachingZ16(__m512 dy, __m512 xhat, __m512 scale, __m512 shift, bool relu) {
+  if (!relu) return dy;
+  const __mmask16 passed = _mm512_cmp_ps_mask(_mm512_fmadd_ps(scale, xhat, shift), _mm512_setzero_ps(), _CMP_GT_OQ);
+  return _mm512_mask_blend_ps(passed, _mm512_mul_ps(_mm512_setzero_ps(), dy), dy);
+}
+
+// NormalizePlane for a block of 16 (`spatial` positions of one item's block).
+template <bool kRelu, typename X, typename Y>
+CREMA_BF16_TARGET void NormalizePlane16(const X* x, const float* mean, const float* inv_std, const float* scale,
+                                        const float* shift, uint16_t* xhat, Y* y, int spatial) {
+  const __m512 mu = _mm512_loadu_ps(mean), is = _mm512_loadu_ps(inv_std);
+  const __m512 gamma = _mm512_loadu_ps(scale), beta = _mm512_loadu_ps(shift);
+  for (int s = 0; s < spatial; ++s) {
+    const __m256i h = Rounded(_mm512_mul_ps(_mm512_sub_ps(LoadBfloat16Values(x + s * 16), mu), is));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(xhat + s * 16), h);
+    const __m512 z = _mm512_fmadd_ps(gamma, Widened(h), beta);
+    Store16(y + s * 16, kRelu ? Rectified16(z) : z);
+  }
+}
+
+// The bf16 rule's sums over one item's block of 16: into four chains of 16 floats each (`parts_dz`, `parts_dz_xhat`,
+// 64 values each, as BackwardBlock's), position s into chain s % 4, the tail into chain 0.
+template <typename Dy>
+CREMA_BF16_TARGET void Bfloat16Sums16(const Dy* dy, const uint16_t* xhat, const float* scale, const float* shift,
+                                      bool relu, int spatial, float* parts_dz, float* parts_dz_xhat) {
+  constexpr int kChains = 4;
+  const __m512 gamma = _mm512_loadu_ps(scale), beta = _mm512_loadu_ps(shift);
+  __m512 dz_sums[kChains], dz_xhat_sums[kChains];
+  for (int c = 0; c < kChains; ++c) {
+    dz_sums[c] = _mm512_loadu_ps(parts_dz + c * 16);
+    dz_xhat_sums[c] = _mm512_loadu_ps(parts_dz_xhat + c * 16);
+  }
+  int s = 0;
+  for (; s + kChains <= spatial; s += kChains)
+    for (int c = 0; c < kChains; ++c) {
+      const int j = (s + c) * 16;
+      const __m512 xh = Load16(xhat + j);
+      const __m512 dz = ReachingZ16(LoadBfloat16Values(dy + j), xh, gamma, beta, relu);
+      dz_sums[c] = _mm512_add_ps(dz_sums[c], dz);
+      dz_xhat_sums[c] = _mm512_fmadd_ps(dz, xh, dz_xhat_sums[c]);
+    }
+  for (; s < spatial; ++s) {
+    const __m512 xh = Load16(xhat + s * 16);
+    const __m512 dz = ReachingZ16(LoadBfloat16Values(dy + s * 16), xh, gamma, beta, relu);
+    dz_sums[0] = _mm512_add_ps(dz_sums[0], dz);
+    dz_xhat_sums[0] = _mm512_fmadd_ps(dz, xh, dz_xhat_sums[0]);
+  }
+  for (int c = 0; c < kChains; ++c) {
+    _mm512_storeu_ps(parts_dz + c * 16, dz_sums[c]);
+    _mm512_storeu_ps(parts_dz_xhat + c * 16, dz_xhat_sums[c]);
+  }
+}
+
+// The bf16 rule's dx over one item's block of 16: factor * (dz - mean(dz) - x_hat * mean(dz * x_hat)).
+template <typename Dy, typename Out>
+CREMA_BF16_TARGET void Bfloat16Gradient16(const Dy* dy, const uint16_t* xhat, const float* scale, const float* shift,
+                                          bool relu, const float* factor, const float* mean_dz,
+                                          const float* mean_dz_xhat, int spatial, Out* dx) {
+  const __m512 gamma = _mm512_loadu_ps(scale), beta = _mm512_loadu_ps(shift), f = _mm512_loadu_ps(factor);
+  const __m512 mz = _mm512_loadu_ps(mean_dz), mzx = _mm512_loadu_ps(mean_dz_xhat);
+  for (int s = 0; s < spatial; ++s) {
+    const int j = s * 16;
+    const __m512 xh = Load16(xhat + j);
+    const __m512 dz = ReachingZ16(LoadBfloat16Values(dy + j), xh, gamma, beta, relu);
+    Store16(dx + j, _mm512_mul_ps(f, _mm512_fnmadd_ps(xh, mzx, _mm512_sub_ps(dz, mz))));
+  }
+}
+#else
+#define CREMA_BF16_LOOPS 0
+bool HasBfloat16Conversions() { return false; }
+#endif
 
 // dy, x_hat and dx in floats or bf16 (uint16_t). With x_hat in bf16 the rule computes in bf16: it reads dy rounded to
 // bf16 (BatchNormLayer's bf16 rule).
@@ -117,6 +233,17 @@ CREMA_ALWAYS_INLINE void BackwardBlock(const ChannelGrid& g, const Operands<Dy, 
           LaneValues<kBlock == 0 ? 0 : kChains * kBlock, float> part_dz(kChains * b), part_dz_xhat(kChains * b);
           float* pz = part_dz.data();
           float* pzx = part_dz_xhat.data();
+          if constexpr (kBlock == 16 && CREMA_BF16_LOOPS) {
+            if (HasBfloat16Conversions()) {
+              Bfloat16Sums16(dy, xhat, gamma, beta, a.relu, g.spatial, pz, pzx);
+              for (int c = 0; c < kChains; ++c)
+                for (int l = 0; l < lanes; ++l) {
+                  sz[l] += pz[c * lanes + l];
+                  szx[l] += pzx[c * lanes + l];
+                }
+              continue;
+            }
+          }
           int s = 0;
           for (; s + kChains <= g.spatial; s += kChains)
             for (int c = 0; c < kChains; ++c)
@@ -173,6 +300,12 @@ CREMA_ALWAYS_INLINE void BackwardBlock(const ChannelGrid& g, const Operands<Dy, 
       const Dy* dy = a.dy + offset;
       const Xhat* xhat = a.xhat + offset;
       Out* dx = a.dx + offset;
+      if constexpr (kBlock == 16 && CREMA_BF16_LOOPS && std::is_same_v<Xhat, uint16_t>) {
+        if (HasBfloat16Conversions()) {
+          Bfloat16Gradient16(dy, xhat, gamma, beta, a.relu, f, mz, mzx, g.spatial, dx);
+          continue;
+        }
+      }
       for (int s = 0; s < g.spatial; ++s)
         for (int l = 0; l < lanes; ++l) {
           const int j = s * lanes + l;
@@ -241,6 +374,13 @@ CREMA_ALWAYS_INLINE void NormalizeBlock(const ChannelGrid& g, int n, int k, cons
   }
   const size_t offset = (static_cast<size_t>(n) * blocks + k) * static_cast<size_t>(g.spatial) * b;
   const int lanes = kBlock > 0 ? kBlock : b;
+  if constexpr (kBlock == 16 && CREMA_BF16_LOOPS) {
+    if (HasBfloat16Conversions()) {
+      const auto plane = relu ? NormalizePlane16<true, X, Y> : NormalizePlane16<false, X, Y>;
+      plane(x + offset, mu.data(), is.data(), scale.data(), shift.data(), xhat + offset, y + offset, g.spatial);
+      return;
+    }
+  }
   if (relu) {
     NormalizePlane<kBlock, true>(lanes, x + offset, mu.data(), is.data(), scale.data(), shift.data(), xhat + offset,
                                  y + offset, g.spatial);

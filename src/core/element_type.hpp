@@ -23,11 +23,14 @@ size_t ElementBytes(ElementType type);
 // "32-bit floats", "unsigned 8-bit integers", "signed 8-bit integers", "bfloat16"
 std::string ElementTypeName(ElementType type);
 
-// A float rounded to bfloat16 (to nearest, ties to even, as oneDNN's conversions; NaN stays NaN), and back.
+// A float rounded to bfloat16, and back. As AVX512_BF16's conversion (vcvtneps2bf16) and oneDNN's reorders on the
+// CPUs that have it: to nearest, ties to even; a denormal float (below 2^-126 in magnitude) taken as zero of its
+// sign; NaN stays NaN, made quiet.
 inline uint16_t ToBfloat16(float value) {
   uint32_t bits;
   std::memcpy(&bits, &value, sizeof bits);
   if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40);  // NaN, kept quiet
+  if ((bits & 0x7f800000u) == 0) return static_cast<uint16_t>((bits >> 16) & 0x8000u);        // denormal or zero
   bits += 0x7fffu + ((bits >> 16) & 1u);  // to nearest, a tie to the even upper half
   return static_cast<uint16_t>(bits >> 16);
 }

@@ -77,7 +77,7 @@ CREMA_ALWAYS_INLINE void Store(T* p, const Vector& v) {
 
 // Loops written once for floats and bfloat16 (uint16_t, core/element_type.hpp): an element as the float it stands
 // for, and a float as the element type stores it (bf16: ToBfloat16's rounding in a branch-free form the loops
-// vectorize, a NaN keeping its upper half, made quiet). The pointer picks the type.
+// vectorize: a NaN keeping its upper half, made quiet, a denormal made zero). The pointer picks the type.
 CREMA_ALWAYS_INLINE float ValueOf(float v) { return v; }
 CREMA_ALWAYS_INLINE float ValueOf(uint16_t v) { return FromBfloat16(v); }
 CREMA_ALWAYS_INLINE float StoredAs(float value, const float*) { return value; }
@@ -86,7 +86,8 @@ CREMA_ALWAYS_INLINE uint16_t StoredAs(float value, const uint16_t*) {
   std::memcpy(&bits, &value, sizeof bits);
   const uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
   const uint32_t quiet = (bits >> 16) | 0x40u;
-  return static_cast<uint16_t>((bits & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
+  const uint32_t zero = (bits >> 16) & 0x8000u;
+  return static_cast<uint16_t>((bits & 0x7fffffffu) > 0x7f800000u ? quiet : (bits & 0x7f800000u) == 0 ? zero : rounded);
 }
 // An element as a rule computing in bf16 reads it: the float rounded to bf16, a bf16 value as it is.
 CREMA_ALWAYS_INLINE float Bfloat16ValueOf(float v) {
