@@ -833,37 +833,48 @@ TEST(PrecisionTest, Bfloat16ResidualSumsInTrainingAddTheirOperandsRounded) {
   };
   const auto fill = [](Net& net) { FillAroundOne(net, 21); };
   const std::vector<const char*> engines = {"Convolution", "BatchNorm", "Eltwise"};
-  const auto build = [&](bool plan) { return Bfloat16TrainingNet(unit(""), plan, engines, fill); };
-  InEachLayout(build, [&](Net& net, Net& float_net) {
-    for (const char* name : {"sum", "c1@bn1", "c2@bn2"}) {
-      EXPECT_EQ(ElementTypeName(net.blob_by_name(name)->data_type()), ElementTypeName(ElementType::kBfloat16)) << name;
-      // The sum's gradient (conv3 writes it, the sum reads it), its branch's (the sum writes it, bn2 reads it) and
-      // the shortcut's (the Split writes the sum of its copies', bn1 reads it).
-      EXPECT_EQ(ElementTypeName(net.blob_by_name(name)->diff_type()), ElementTypeName(ElementType::kBfloat16)) << name;
-    }
-    // The Split's copies of c1@bn1: conv2 and the sum write their gradients in bf16, which the Split reads rounded.
-    int copies = 0;
-    for (const PlanStep& step : net.plan()) {
-      if (std::string(net.layers()[step.layer]->type()) != "Split") continue;
-      for (int id : step.tops) {
-        ++copies;
-        EXPECT_EQ(ElementTypeName(net.blobs()[id]->diff_type()), ElementTypeName(ElementType::kBfloat16))
-            << net.blob_names()[id];
+  // A residual sum, and a difference (whose negative values the fused ReLU stops).
+  for (const char* setting : {"", "eltwise_param { coeff: 1 coeff: -1 }"}) {
+    SCOPED_TRACE(setting);
+    const auto build = [&](bool plan) { return Bfloat16TrainingNet(unit(setting), plan, engines, fill); };
+    InEachLayout(build, [&](Net& net, Net& float_net) {
+      for (const char* name : {"sum", "c1@bn1", "c2@bn2"}) {
+        EXPECT_EQ(ElementTypeName(net.blob_by_name(name)->data_type()), ElementTypeName(ElementType::kBfloat16))
+            << name;
+        // The sum's gradient (conv3 writes it, the sum reads it), its branch's (the sum writes it, bn2 reads it) and
+        // the shortcut's (the Split writes the sum of its copies', bn1 reads it).
+        EXPECT_EQ(ElementTypeName(net.blob_by_name(name)->diff_type()), ElementTypeName(ElementType::kBfloat16))
+            << name;
       }
-    }
-    EXPECT_EQ(copies, 2);
-    size_t tops = 0;
-    for (const PlanStep& step : net.plan()) tops += step.tops.size();
-    EXPECT_EQ(CompareStepTops(&net, &float_net, true).size(), tops);  // every step's tops, the Split's copies too
-    net.ClearParamDiffs();
-    float_net.ClearParamDiffs();
-    EXPECT_EQ(net.ForwardBackward(), float_net.ForwardBackward());
-    for (const char* layer : {"conv1", "sc1", "conv2", "sc2", "conv3"})
-      for (size_t i = 0; i < net.layer_by_name(layer)->params().size(); ++i)
-        EXPECT_EQ(test::DiffOf(*net.layer_by_name(layer)->params()[i]),
-                  test::DiffOf(*float_net.layer_by_name(layer)->params()[i]))
-            << layer << " " << i;
-  });
+      // The Split's copies of c1@bn1: conv2 and the sum write their gradients in bf16, which the Split reads rounded.
+      int copies = 0;
+      for (const PlanStep& step : net.plan()) {
+        if (std::string(net.layers()[step.layer]->type()) != "Split") continue;
+        for (int id : step.tops) {
+          ++copies;
+          EXPECT_EQ(ElementTypeName(net.blobs()[id]->diff_type()), ElementTypeName(ElementType::kBfloat16))
+              << net.blob_names()[id];
+        }
+      }
+      EXPECT_EQ(copies, 2);
+      size_t tops = 0;
+      for (const PlanStep& step : net.plan()) tops += step.tops.size();
+      EXPECT_EQ(CompareStepTops(&net, &float_net, true).size(), tops);  // every step's tops, the Split's copies too
+      net.ClearParamDiffs();
+      float_net.ClearParamDiffs();
+      EXPECT_EQ(net.ForwardBackward(), float_net.ForwardBackward());
+      for (const char* layer : {"conv1", "sc1", "conv2", "sc2", "conv3"})
+        for (size_t i = 0; i < net.layer_by_name(layer)->params().size(); ++i)
+          EXPECT_EQ(test::DiffOf(*net.layer_by_name(layer)->params()[i]),
+                    test::DiffOf(*float_net.layer_by_name(layer)->params()[i]))
+              << layer << " " << i;
+      if (std::string(setting).empty()) return;
+      // The difference is negative somewhere, so that the ReLU's rule is tried both ways.
+      const std::vector<float> sum = PlainValues(*net.blob_by_name("sum"));
+      EXPECT_GT(std::count(sum.begin(), sum.end(), 0.f), 0);
+      EXPECT_GT(std::count_if(sum.begin(), sum.end(), [](float v) { return v > 0.f; }), 0);
+    });
+  }
   const auto float_sums = Bfloat16TrainingNet(unit("precision: FLOAT32"), true, engines, fill);
   for (const char* name : {"sum", "c1@bn1"}) EXPECT_TRUE(float_sums->blob_by_name(name)->quantization().floats());
   EXPECT_EQ(ElementTypeName(float_sums->blob_by_name("c2@bn2")->data_type()), ElementTypeName(ElementType::kFloat32));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/bf16_vectors.hpp"
 #include "core/blob_elements.hpp"
 #include "core/element_type.hpp"
 #include "core/threads.hpp"
@@ -71,6 +72,45 @@ CREMA_VECTOR_CLONES void SumTwoReLUBfloat16(const uint16_t* __restrict x0, const
   }
 }
 
+#if CREMA_BF16_LOOPS
+// SumTwoReLUBfloat16 over [begin, end) in AVX512_BF16's conversions (core/bf16_vectors.hpp), where the CPU has them:
+// each product rounded to float, then their sum (as the element-by-element loop of SumReLUForward adds them; the loop
+// above, built from C++, may fuse a product into the sum: with a residual sum's coefficients of 1 the two agree).
+CREMA_BF16_TARGET void SumTwoReLUBfloat16Range(const uint16_t* x0, const uint16_t* x1, uint16_t* out, long long begin,
+                                               long long end, float c0, float c1, float slope) {
+  const __m512 a = _mm512_set1_ps(c0), b = _mm512_set1_ps(c1), s = _mm512_set1_ps(slope);
+  long long k = begin;
+  for (; k + 16 <= end; k += 16) {
+    const __m512 value = _mm512_add_ps(_mm512_mul_ps(a, Load16(x0 + k)), _mm512_mul_ps(b, Load16(x1 + k)));
+    Store16(out + k, Leaky16(value, s));
+  }
+  if (k < end) {
+    const __mmask16 lanes = FirstLanes(end - k);
+    const __m512 value =
+        _mm512_add_ps(_mm512_mul_ps(a, Load16(x0 + k, lanes)), _mm512_mul_ps(b, Load16(x1 + k, lanes)));
+    Store16(out + k, Leaky16(value, s), lanes);
+  }
+}
+#endif
+
+// Over stretches of this many elements, on the threads.
+constexpr long long kStretch = 16384;
+
+// SumTwoReLUBfloat16, in AVX512_BF16's conversions where the CPU has them.
+void SumTwoReLUBfloat16Rounded(const uint16_t* x0, const uint16_t* x1, uint16_t* out, long long count, float c0,
+                               float c1, float slope, bool threaded) {
+#if CREMA_BF16_LOOPS
+  if (HasBfloat16Conversions()) {
+    const long long stretches = (count + kStretch - 1) / kStretch;
+#pragma omp parallel for if (threaded) schedule(static)
+    for (long long s = 0; s < stretches; ++s)
+      SumTwoReLUBfloat16Range(x0, x1, out, s * kStretch, std::min(count, (s + 1) * kStretch), c0, c1, slope);
+    return;
+  }
+#endif
+  SumTwoReLUBfloat16(x0, x1, out, count, c0, c1, slope, threaded);
+}
+
 // Its two gradients: the ReLU's rule on the output's sign, times each coefficient.
 CREMA_VECTOR_CLONES void SumTwoReLUBackward(const float* __restrict out, const float* __restrict g,
                                             float* __restrict dx0, float* __restrict dx1, long long count, float c0,
@@ -115,11 +155,37 @@ CREMA_ROUNDED_BACKWARD_OUTPUTS(float, float)
 #undef CREMA_ROUNDED_BACKWARD_OUTPUTS
 #undef CREMA_ROUNDED_BACKWARD
 
+#if CREMA_BF16_LOOPS
+// SumTwoReLUBackwardRange in AVX512_BF16's conversions, where the CPU has them.
+template <typename Y, typename G, typename D0, typename D1>
+CREMA_BF16_TARGET void SumTwoReLUBackwardRange16(const Y* out, const G* g, D0* dx0, D1* dx1, long long begin,
+                                                 long long end, float c0, float c1, float slope) {
+  const __m512 a = _mm512_set1_ps(c0), b = _mm512_set1_ps(c1), s = _mm512_set1_ps(slope);
+  const auto step = [&](long long k, __mmask16 lanes) CREMA_BF16_TARGET {
+    const __m512 rounded = LoadBfloat16Values(g + k, lanes);
+    const __mmask16 positive = _mm512_cmp_ps_mask(Load16(out + k, lanes), _mm512_setzero_ps(), _CMP_GT_OQ);
+    const __m512 passed = _mm512_mask_blend_ps(positive, _mm512_mul_ps(s, rounded), rounded);
+    Store16(dx0 + k, _mm512_mul_ps(a, passed), lanes);
+    Store16(dx1 + k, _mm512_mul_ps(b, passed), lanes);
+  };
+  long long k = begin;
+  for (; k + 16 <= end; k += 16) step(k, 0xffff);
+  if (k < end) step(k, FirstLanes(end - k));
+}
+#endif
+
 template <typename Y, typename G, typename D0, typename D1>
 void SumTwoReLUBackwardRounded(const Y* out, const G* g, D0* dx0, D1* dx1, long long count, float c0, float c1,
                                float slope, bool threaded) {
-  constexpr long long kStretch = 16384;
   const long long stretches = (count + kStretch - 1) / kStretch;
+#if CREMA_BF16_LOOPS
+  if (HasBfloat16Conversions()) {
+#pragma omp parallel for if (threaded) schedule(static)
+    for (long long s = 0; s < stretches; ++s)
+      SumTwoReLUBackwardRange16(out, g, dx0, dx1, s * kStretch, std::min(count, (s + 1) * kStretch), c0, c1, slope);
+    return;
+  }
+#endif
 #pragma omp parallel for if (threaded) schedule(static)
   for (long long s = 0; s < stretches; ++s)
     SumTwoReLUBackwardRange(out, g, dx0, dx1, s * kStretch, std::min(count, (s + 1) * kStretch), c0, c1, slope);
@@ -165,7 +231,7 @@ void EltwiseLayer::SumReLUForward(const std::vector<Blob*>& bottom, Blob* top) c
     const bool bf16_top = top->data_type() == ElementType::kBfloat16;
     if (bottom.size() == 2 && bf16_top && bottom[0]->data_type() == ElementType::kBfloat16 &&
         bottom[1]->data_type() == ElementType::kBfloat16) {
-      SumTwoReLUBfloat16(
+      SumTwoReLUBfloat16Rounded(
           static_cast<const uint16_t*>(bottom[0]->cpu_bytes()), static_cast<const uint16_t*>(bottom[1]->cpu_bytes()),
           static_cast<uint16_t*>(top->mutable_cpu_bytes()), count, coeffs_[0], coeffs_[1], relu_slope_, threaded);
       return;

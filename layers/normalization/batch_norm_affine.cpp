@@ -4,12 +4,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/bf16_vectors.hpp"
 #include "core/threads.hpp"
 #include "core/vector_clones.hpp"
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#endif
 
 namespace crema {
 
@@ -18,45 +15,11 @@ namespace {
 // ReLU's rule (layers/neuron/relu.hpp) at slope 0: a NaN stays one.
 CREMA_ALWAYS_INLINE float Rectified(float z) { return z > 0.f ? z : 0.f * z; }
 
-// The bf16 rule's loops over blocks of 16 channels (the layout of the runs that compute in bf16 with AVX-512), written
-// in AVX512_BF16's instructions where the CPU has them: each rounding to bf16 is one conversion (vcvtneps2bf16, 16
-// values) where the loops built from C++ (StoredAs) take some eight vector operations and a pack, which bound them.
-// The same arithmetic as those loops' AVX-512 build, operation for operation (their products and sums contracted
-// into the same fused multiply-adds), and the same rounding (core/element_type.hpp's ToBfloat16): the same bits.
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define CREMA_BF16_LOOPS 1
-#define CREMA_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma")))
-#define CREMA_BF16_INLINE CREMA_BF16_TARGET inline __attribute__((always_inline))
-
-bool HasBfloat16Conversions() {
-  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-                          __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("fma");
-  return has;
-}
-
-// (The zero-masking forms over all 16 lanes: GCC 12 warns of the plain ones' undefined pass-through operand.)
-CREMA_BF16_INLINE __m512 Widened(__m256i halves) {
-  const __mmask16 all = 0xffff;
-  return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(all, _mm512_maskz_cvtepu16_epi32(all, halves), 16));
-}
-CREMA_BF16_INLINE __m256i Rounded(__m512 v) { return reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v)); }
-CREMA_BF16_INLINE __m512 Load16(const float* p) { return _mm512_loadu_ps(p); }
-CREMA_BF16_INLINE __m512 Load16(const uint16_t* p) {
-  return Widened(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-}
-CREMA_BF16_INLINE void Store16(float* p, __m512 v) { _mm512_storeu_ps(p, v); }
-CREMA_BF16_INLINE void Store16(uint16_t* p, __m512 v) {
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), Rounded(v));
-}
-// 16 values as the rule reads them: rounded to bf16 (as they lie in bf16, or rounded from floats).
-CREMA_BF16_INLINE __m512 LoadBfloat16Values(const uint16_t* p) { return Load16(p); }
-CREMA_BF16_INLINE __m512 LoadBfloat16Values(const float* p) { return Widened(Rounded(_mm512_loadu_ps(p))); }
-// Rectified, 16 lanes: z where z > 0, else 0 * z (a NaN stays one, a negative value gives -0).
-CREMA_BF16_INLINE __m512 Rectified16(__m512 z) {
-  const __mmask16 positive = _mm512_cmp_ps_mask(z, _mm512_setzero_ps(), _CMP_GT_OQ);
-  return _mm512_mask_blend_ps(positive, _mm512_mul_ps(_mm512_setzero_ps(), z), z);
-}
+// The bf16 rule's loops over blocks of 16 channels (the layout of the runs that compute in bf16 with AVX-512), in
+// AVX512_BF16's conversions where the CPU has them (core/bf16_vectors.hpp): the same bits as the loops below.
+#if CREMA_BF16_LOOPS
+// Rectified, 16 lanes.
+CREMA_BF16_INLINE __m512 Rectified16(__m512 z) { return Leaky16(z, _mm512_setzero_ps()); }
 // ReachingZ, 16 lanes.
 CREMA_BF16_INLINE __m512 ReachingZ16(__m512 dy, __m512 xhat, __m512 scale, __m512 shift, bool relu) {
   if (!relu) return dy;
@@ -125,9 +88,6 @@ CREMA_BF16_TARGET void Bfloat16Gradient16(const Dy* dy, const uint16_t* xhat, co
     Store16(dx + j, _mm512_mul_ps(f, _mm512_fnmadd_ps(xh, mzx, _mm512_sub_ps(dz, mz))));
   }
 }
-#else
-#define CREMA_BF16_LOOPS 0
-bool HasBfloat16Conversions() { return false; }
 #endif
 
 // dy, x_hat and dx in floats or bf16 (uint16_t). With x_hat in bf16 the rule computes in bf16: it reads dy rounded to
