@@ -21,10 +21,11 @@ using onednn::Dims;
 // weights reordered once pays; below, oneDNN's primitive with its scratchpad brings nothing the matrix product lacks.
 constexpr int64_t kLargeWeights = int64_t{1} << 18;
 // The rows (batch items) from which an inner product over large weights computes in bf16 where asked: below, each
-// weight meets too few rows for the products to be bound by arithmetic, and oneDNN 2.6's bf16 kernels took 1.8-3.6x
-// the float32 products' time, forward and backward, over CaffeNet's fc6 at 10 rows on a Zen 5 (at 32 rows the two
-// tied, at 64 bf16 was 1.17x faster; docs/performance.md). A rule, not a measurement, so that a run and its resumption
-// compute alike.
+// weight meets too few rows for the products to be bound by arithmetic, so they are bound by reading the weights,
+// and the weights' bf16 copy, made again after every update, costs more than its halved reads save: over CaffeNet's
+// fc6 at 10 rows on a Zen 5, the reorder into oneDNN's bf16 layout took 19 ms a pass, the float32 forward 4.5 ms and
+// oneDNN's bf16 one 1.6 ms (at 32 rows the two precisions tied, at 64 bf16 was 1.17x faster; docs/performance.md). A
+// rule, not a measurement, so that a run and its resumption compute alike.
 constexpr int kBfloat16Rows = 32;
 
 struct OneDnnInnerProductLayer::Primitive {

@@ -1124,7 +1124,9 @@ void Net::LogPrecisions() const {
   for (const auto& [precision, names] : computing)
     LOG(INFO) << "Net '" << name_ << "': " << names.size() << " layers compute their products in "
               << PrecisionName(precision) << " with float32 sums (" << list(names)
-              << "); every other step, the losses and the update of the float32 master weights in float32";
+              << "); fused BatchNorms, residual sums and Splits between them read their operands rounded to bf16 "
+                 "(their bf16 rules, docs/solvers.md); every other step, the losses and the update of the float32 "
+                 "master weights in float32";
   if (!refused.empty())
     LOG(INFO) << "Net '" << name_ << "': " << refused.size() << " layers asked for half precision compute in float32 ("
               << list(refused) << "; their engines have no such kernels here, or the CPU lacks them)";
