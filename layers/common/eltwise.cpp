@@ -79,17 +79,14 @@ CREMA_VECTOR_CLONES void SumTwoReLUBfloat16(const uint16_t* __restrict x0, const
 CREMA_BF16_TARGET void SumTwoReLUBfloat16Range(const uint16_t* x0, const uint16_t* x1, uint16_t* out, long long begin,
                                                long long end, float c0, float c1, float slope) {
   const __m512 a = _mm512_set1_ps(c0), b = _mm512_set1_ps(c1), s = _mm512_set1_ps(slope);
-  long long k = begin;
-  for (; k + 16 <= end; k += 16) {
-    const __m512 value = _mm512_add_ps(_mm512_mul_ps(a, Load16(x0 + k)), _mm512_mul_ps(b, Load16(x1 + k)));
-    Store16(out + k, Leaky16(value, s));
-  }
-  if (k < end) {
-    const __mmask16 lanes = FirstLanes(end - k);
+  const auto step = [&](long long k, __mmask16 lanes) CREMA_BF16_TARGET {
     const __m512 value =
         _mm512_add_ps(_mm512_mul_ps(a, Load16(x0 + k, lanes)), _mm512_mul_ps(b, Load16(x1 + k, lanes)));
     Store16(out + k, Leaky16(value, s), lanes);
-  }
+  };
+  long long k = begin;
+  for (; k + 16 <= end; k += 16) step(k, 0xffff);
+  if (k < end) step(k, FirstLanes(end - k));
 }
 #endif
 

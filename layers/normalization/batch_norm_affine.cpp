@@ -193,35 +193,31 @@ CREMA_ALWAYS_INLINE void BackwardBlock(const ChannelGrid& g, const Operands<Dy, 
           LaneValues<kBlock == 0 ? 0 : kChains * kBlock, float> part_dz(kChains * b), part_dz_xhat(kChains * b);
           float* pz = part_dz.data();
           float* pzx = part_dz_xhat.data();
+          bool summed = false;
           if constexpr (kBlock == 16 && CREMA_BF16_LOOPS) {
-            if (HasBfloat16Conversions()) {
-              Bfloat16Sums16(dy, xhat, gamma, beta, a.relu, g.spatial, pz, pzx);
+            summed = HasBfloat16Conversions();
+            if (summed) Bfloat16Sums16(dy, xhat, gamma, beta, a.relu, g.spatial, pz, pzx);
+          }
+          if (!summed) {  // the loops of every vector width
+            int s = 0;
+            for (; s + kChains <= g.spatial; s += kChains)
               for (int c = 0; c < kChains; ++c)
                 for (int l = 0; l < lanes; ++l) {
-                  sz[l] += pz[c * lanes + l];
-                  szx[l] += pzx[c * lanes + l];
+                  const int j = (s + c) * lanes + l;
+                  const float xh = ValueOf(xhat[j]);
+                  const float dz = ReachingZ(GradientValue<Xhat>(dy[j]), xh, gamma[l], beta[l], a.relu);
+                  pz[c * lanes + l] += dz;
+                  pzx[c * lanes + l] += dz * xh;
                 }
-              continue;
-            }
-          }
-          int s = 0;
-          for (; s + kChains <= g.spatial; s += kChains)
-            for (int c = 0; c < kChains; ++c)
+            for (; s < g.spatial; ++s)
               for (int l = 0; l < lanes; ++l) {
-                const int j = (s + c) * lanes + l;
+                const int j = s * lanes + l;
                 const float xh = ValueOf(xhat[j]);
                 const float dz = ReachingZ(GradientValue<Xhat>(dy[j]), xh, gamma[l], beta[l], a.relu);
-                pz[c * lanes + l] += dz;
-                pzx[c * lanes + l] += dz * xh;
+                pz[l] += dz;
+                pzx[l] += dz * xh;
               }
-          for (; s < g.spatial; ++s)
-            for (int l = 0; l < lanes; ++l) {
-              const int j = s * lanes + l;
-              const float xh = ValueOf(xhat[j]);
-              const float dz = ReachingZ(GradientValue<Xhat>(dy[j]), xh, gamma[l], beta[l], a.relu);
-              pz[l] += dz;
-              pzx[l] += dz * xh;
-            }
+          }
           for (int c = 0; c < kChains; ++c)
             for (int l = 0; l < lanes; ++l) {
               sz[l] += pz[c * lanes + l];
