@@ -532,11 +532,12 @@ void WarnHalfRefused(const std::string& who, Precision precision, const std::str
 }
 
 Passes::Passes(const memory::desc& user_src, const memory::desc& user_dst, const dnnl::primitive_desc_base& forward,
-               const dnnl::primitive_desc_base& backward, bool backward_reads_src)
+               const dnnl::primitive_desc_base& backward, bool backward_reads_src, memory::data_type src_diff_type,
+               memory::data_type dst_diff_type)
     : user_src_(user_src),
       user_dst_(user_dst),
-      user_diff_src_(WithDataType(user_src, memory::data_type::f32)),
-      user_diff_dst_(WithDataType(user_dst, memory::data_type::f32)),
+      user_diff_src_(WithDataType(user_src, src_diff_type)),
+      user_diff_dst_(WithDataType(user_dst, dst_diff_type)),
       forward_pd_(forward),
       backward_pd_(backward),
       forward_(forward.get()),
@@ -572,7 +573,7 @@ void Passes::Forward(float* workspace, const void* src, void* dst, float* saved)
   bind.stream().wait();
 }
 
-void Passes::Backward(float* workspace, const float* src, const float* diff_dst, float* diff_src, float* saved) {
+void Passes::Backward(float* workspace, const void* src, const void* diff_dst, void* diff_src, float* saved) {
   Binder bind(workspace, &backward_bindings_);
   const memory result = bind.Result(user_diff_src_, diff_src, backward_pd_.diff_src_desc(), diff_src_);
   Args args = {{DNNL_ARG_DIFF_DST, bind.In(user_diff_dst_, diff_dst, backward_pd_.diff_dst_desc(), diff_dst_)},

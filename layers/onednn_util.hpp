@@ -270,20 +270,23 @@ void WarnHalfRefused(const std::string& who, Precision precision, const std::str
 class Passes {
  public:
   // `user_src` and `user_dst` are crema's layouts of the bottom and the top; `backward_reads_src`: the backward
-  // primitive takes the forward's input too (LRN), not only the top's gradient (pooling).
+  // primitive takes the forward's input too (LRN), not only the top's gradient (pooling). The gradients lie in
+  // `diff_type` (float32, or bf16 where the plan keeps them so) in the data's layouts.
   Passes(const dnnl::memory::desc& user_src, const dnnl::memory::desc& user_dst,
-         const dnnl::primitive_desc_base& forward, const dnnl::primitive_desc_base& backward, bool backward_reads_src);
+         const dnnl::primitive_desc_base& forward, const dnnl::primitive_desc_base& backward, bool backward_reads_src,
+         dnnl::memory::data_type src_diff_type = dnnl::memory::data_type::f32,
+         dnnl::memory::data_type dst_diff_type = dnnl::memory::data_type::f32);
   // What the layer requests: workspace floats, and the floats of oneDNN's workspace for its `saved` blob.
   size_t workspace_floats() const { return regions_.Floats(); }
   size_t saved_floats() const { return saved_floats_; }
 
-  // `src` and `dst` in the user descriptors' element types (8-bit and bf16 blobs too); the gradients in float32.
+  // `src` and `dst` in the user descriptors' element types (8-bit and bf16 blobs too), the gradients in theirs.
   void Forward(float* workspace, const void* src, void* dst, float* saved);
-  void Backward(float* workspace, const float* src, const float* diff_dst, float* diff_src, float* saved);
+  void Backward(float* workspace, const void* src, const void* diff_dst, void* diff_src, float* saved);
 
  private:
   dnnl::memory::desc user_src_, user_dst_;
-  dnnl::memory::desc user_diff_src_, user_diff_dst_;  // the gradients: float32 whatever the data's type
+  dnnl::memory::desc user_diff_src_, user_diff_dst_;  // the gradients, in their own types
   dnnl::primitive_desc_base forward_pd_, backward_pd_;
   dnnl::primitive forward_, backward_;
   bool backward_reads_src_;

@@ -25,6 +25,7 @@
 #include "layers/layer_registry.hpp"
 #include "layers/normalization/batch_norm_affine.hpp"
 #include "layers/normalization/onednn_batch_norm.hpp"
+#include "layers/normalization/onednn_lrn.hpp"
 #include "layers/onednn_util.hpp"
 #include "layers/vision/pooling_lanes.hpp"
 #include "net/net.hpp"
@@ -558,12 +559,18 @@ TEST(PrecisionTest, Bfloat16BlobsPassBetweenBf16StepsAsTheirReadersWouldRoundThe
     SCOPED_TRACE(activations);
     const test::ScopedEnvironment layout("CREMA_ONEDNN_ACTIVATIONS", activations);
     const auto net = build(false);
-    for (const char* name : {"norm", "c2", "pooled", "joined"}) {
+    // In channel blocks the LRN computes by its bf16 rule (oneDNN's bf16 primitive), which reads its input in bf16
+    // too; in channels-last its own loops read floats.
+    const bool blocked = std::string(activations) == "blocked";
+    EXPECT_EQ(static_cast<const OneDnnLRNLayer&>(*net->layer_by_name("norm")).computes_bf16(), blocked);
+    std::vector<std::string> bf16 = {"norm", "c2", "pooled", "joined"}, floats = {"c3", "out"};
+    (blocked ? bf16 : floats).push_back("c1");
+    for (const std::string& name : bf16) {
       SCOPED_TRACE(name);
       EXPECT_EQ(ElementTypeName(net->blob_by_name(name)->data_type()), ElementTypeName(ElementType::kBfloat16));
       EXPECT_EQ(net->blob_by_name(name)->data_floats(), static_cast<size_t>(net->blob_by_name(name)->count()) / 2);
     }
-    for (const char* name : {"c1", "c3", "out"}) EXPECT_TRUE(net->blob_by_name(name)->quantization().floats()) << name;
+    for (const std::string& name : floats) EXPECT_TRUE(net->blob_by_name(name)->quantization().floats()) << name;
 
     // The same net with every blob in floats, and memory of their own (no plan), so that each can be read afterwards.
     const auto float_net = build(false, false);
@@ -878,6 +885,88 @@ TEST(PrecisionTest, Bfloat16ResidualSumsInTrainingAddTheirOperandsRounded) {
   const auto float_sums = Bfloat16TrainingNet(unit("precision: FLOAT32"), true, engines, fill);
   for (const char* name : {"sum", "c1@bn1"}) EXPECT_TRUE(float_sums->blob_by_name(name)->quantization().floats());
   EXPECT_EQ(ElementTypeName(float_sums->blob_by_name("c2@bn2")->data_type()), ElementTypeName(ElementType::kFloat32));
+}
+
+// The LRN's bf16 rule (OneDnnLRNLayer::computes_bf16, oneDNN's bf16 primitives) in training: its input, output and
+// both gradients lie in bf16, and its values are Caffe's LRN over its operands rounded to bf16, computed here in double
+// from the float-blob run's own operands: the output within its rounding, the input gradient within twice that of its
+// terms.
+TEST(PrecisionTest, Bfloat16LrnRuleIsCaffesLrnOfItsRoundedOperands) {
+  SkipWithoutBfloat16();
+  const std::string text = R"(
+    force_backward: true
+    state { phase: TRAIN }
+    layer { name: 'data' type: 'Input' top: 'data' top: 'target'
+            input_param { shape { dim: 2 dim: 16 dim: 8 dim: 8 } shape { dim: 2 dim: 16 dim: 8 dim: 8 } } }
+    layer { name: 'conv1' type: 'Convolution' bottom: 'data' top: 'c1' convolution_param { num_output: 32
+            kernel_size: 3 pad: 1 } }
+    layer { name: 'norm' type: 'LRN' bottom: 'c1' top: 'norm' lrn_param { local_size: 5 alpha: 0.5 beta: 0.75 } }
+    layer { name: 'conv2' type: 'Convolution' bottom: 'norm' top: 'c2' convolution_param { num_output: 16
+            kernel_size: 1 } }
+    layer { name: 'loss' type: 'EuclideanLoss' bottom: 'c2' bottom: 'target' top: 'loss' }
+  )";
+  const auto build = [&](bool plan) {
+    return Bfloat16TrainingNet(text, plan, {"Convolution", "LRN"}, [](Net& net) {
+      uint64_t seed = 11;
+      for (const auto& layer : net.layers())
+        for (const auto& blob : layer->params()) test::FillGaussian(blob.get(), 0.f, 0.3f, seed++);
+      for (Blob* input : net.input_blobs()) test::FillGaussian(input, 0.f, 1.f, seed++);
+    });
+  };
+  const test::ScopedEnvironment blocks("CREMA_ONEDNN_ACTIVATIONS", "blocked");
+  const auto net = build(true);
+  ASSERT_TRUE(static_cast<const OneDnnLRNLayer&>(*net->layer_by_name("norm")).computes_bf16());
+  for (const char* name : {"c1", "norm"}) {
+    EXPECT_EQ(ElementTypeName(net->blob_by_name(name)->data_type()), ElementTypeName(ElementType::kBfloat16)) << name;
+    EXPECT_EQ(ElementTypeName(net->blob_by_name(name)->diff_type()), ElementTypeName(ElementType::kBfloat16)) << name;
+  }
+  // The run with every blob in floats computes the same values (the rule rounds its operands as it reads them).
+  const auto float_net = build(false);
+  float_net->ForwardBackward();
+  const std::vector<float> x = test::DataOf(*float_net->blob_by_name("c1"));
+  const std::vector<float> y = test::DataOf(*float_net->blob_by_name("norm"));
+  const std::vector<float> dy = test::DiffOf(*float_net->blob_by_name("norm"));
+  const std::vector<float> dx = test::DiffOf(*float_net->blob_by_name("c1"));
+  const int num = 2, channels = 32, spatial = 64, size = 5;
+  const double alpha = 0.5, beta = 0.75, k = 1;
+  // Each value where the blobs' layout keeps it (the same for the four: the LRN takes its bottom's).
+  const Layout layout = float_net->blob_by_name("c1")->layout();
+  ASSERT_EQ(float_net->blob_by_name("norm")->layout(), layout);
+  const int block = ChannelBlock(layout, channels);
+  const auto at = [&](int n, int c, int s) {
+    return ((static_cast<size_t>(n) * (channels / block) + c / block) * spatial + s) * block + c % block;
+  };
+  const auto rounded = [](float v) { return static_cast<double>(RoundToBfloat16(v)); };
+  int checked = 0;
+  for (int n = 0; n < num; ++n)
+    for (int s = 0; s < spatial; ++s) {
+      std::vector<double> scale(channels), out(channels);
+      for (int c = 0; c < channels; ++c) {
+        double squares = 0;
+        for (int w = std::max(0, c - size / 2); w <= std::min(channels - 1, c + size / 2); ++w)
+          squares += rounded(x[at(n, w, s)]) * rounded(x[at(n, w, s)]);
+        scale[c] = k + alpha / size * squares;
+        out[c] = rounded(x[at(n, c, s)]) * std::pow(scale[c], -beta);
+        const float got = y[at(n, c, s)];
+        ASSERT_EQ(got, RoundToBfloat16(got)) << "the output is not a bf16 value";
+        ASSERT_NEAR(got, out[c], std::fabs(out[c]) * kBfloat16UnitRoundoff + 1e-6) << n << " " << c << " " << s;
+      }
+      for (int c = 0; c < channels; ++c) {
+        const double direct = rounded(dy[at(n, c, s)]) * std::pow(scale[c], -beta);
+        double cross = 0, magnitude = std::fabs(direct);
+        for (int w = std::max(0, c - size / 2); w <= std::min(channels - 1, c + size / 2); ++w) {
+          const double term =
+              2 * alpha * beta / size * rounded(x[at(n, c, s)]) * rounded(dy[at(n, w, s)]) * out[w] / scale[w];
+          cross += term;
+          magnitude += std::fabs(term);
+        }
+        const float got = dx[at(n, c, s)];
+        ASSERT_EQ(got, RoundToBfloat16(got)) << "the input gradient is not a bf16 value";
+        ASSERT_NEAR(got, direct - cross, 2 * magnitude * kBfloat16UnitRoundoff + 1e-6) << n << " " << c << " " << s;
+        ++checked;
+      }
+    }
+  EXPECT_EQ(checked, num * channels * spatial);
 }
 
 // GoogLeNet's inception modules trained in bf16: a module's branch outputs, its Concat, the Split's copies of the

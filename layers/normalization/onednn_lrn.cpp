@@ -19,12 +19,14 @@ namespace {
 // adds k; both divide alpha by the window's size, as oneDNN does.
 dnnl::lrn_forward::primitive_desc ForwardFor(const LRNParameter& param, const std::vector<int>& shape,
                                              memory::format_tag layout = memory::format_tag::nchw,
-                                             dnnl::prop_kind kind = dnnl::prop_kind::forward_training) {
+                                             dnnl::prop_kind kind = dnnl::prop_kind::forward_training,
+                                             memory::data_type type = memory::data_type::f32) {
   const bool across = param.norm_region() == LRNParameter::ACROSS_CHANNELS;
   return dnnl::lrn_forward::primitive_desc(
       dnnl::lrn_forward::desc(kind, across ? dnnl::algorithm::lrn_across_channels : dnnl::algorithm::lrn_within_channel,
-                              PlainDesc(shape, layout), static_cast<memory::dim>(param.local_size()), param.alpha(),
-                              param.beta(), across ? param.k() : 1.f),
+                              onednn::WithDataType(PlainDesc(shape, layout), type),
+                              static_cast<memory::dim>(param.local_size()), param.alpha(), param.beta(),
+                              across ? param.k() : 1.f),
       onednn::UserScratchpad(), CpuEngine());
 }
 
@@ -64,6 +66,7 @@ void OneDnnLRNLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector
   CREMA_CHECK(q.floats() || own_channels_last_ || q.type == ElementType::kBfloat16)
       << describe() << ": its top was planned in " << ElementTypeName(q.type)
       << ", which it writes only forward alone in channels-last";
+  bf16_ = false;
   if (own_channels_last_) {
     passes_.reset();
     RequestWorkspace(0);
@@ -73,6 +76,26 @@ void OneDnnLRNLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector
   const memory::desc user_src = onednn::BlobDesc(*bottom[0]), user_dst = onednn::BlobDesc(*top[0]);
   dnnl::lrn_forward::primitive_desc training, forward;
   dnnl::lrn_backward::primitive_desc backward;
+  // The primitives for one layout and data type; false where oneDNN has none, or only its reference ones.
+  const auto make = [&](memory::format_tag layout, memory::data_type type) {
+    try {
+      training = ForwardFor(param_.lrn_param(), bottom[0]->shape(), layout, dnnl::prop_kind::forward_training, type);
+      // Where no backward will run, the inference primitive: it keeps no workspace (twice the top's size).
+      forward = backward_planned() ? training
+                                   : ForwardFor(param_.lrn_param(), bottom[0]->shape(), layout,
+                                                dnnl::prop_kind::forward_inference, type);
+      backward = dnnl::lrn_backward::primitive_desc(
+          dnnl::lrn_backward::desc(across_ ? dnnl::algorithm::lrn_across_channels : dnnl::algorithm::lrn_within_channel,
+                                   training.src_desc(), training.src_desc(), size_, alpha_, beta_, across_ ? k_ : 1.f),
+          onednn::UserScratchpad(), CpuEngine(), training);
+    } catch (const dnnl::error&) {
+      return false;  // no primitive in this layout
+    }
+    return !onednn::IsReference(forward) && !onednn::IsReference(backward);
+  };
+  // The bf16 rule in the layout the bottom comes in, where a run of oneDNN's layouts brings it.
+  bf16_ = bottom[0]->layout() != Layout::kPlain && requested_precision() == Precision::kBfloat16 &&
+          onednn::HasBfloat16Kernels() && make(onednn::TagOf(bottom[0]->layout()), memory::data_type::bf16);
   // oneDNN's jit kernels take channel-blocked layouts (16 channels a block with AVX-512, 8 with AVX2); on
   // NCHW its backward is the reference implementation, 10-50x slower than the native engine (a CaffeNet norm
   // layer: 44-116 ms against 6-19). The first layout whose forward and backward are both not reference
@@ -82,22 +105,13 @@ void OneDnnLRNLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector
                                              memory::format_tag::nhwc, memory::format_tag::nchw};
   if (bottom[0]->layout() != Layout::kPlain) layouts.insert(layouts.begin(), onednn::TagOf(bottom[0]->layout()));
   for (memory::format_tag layout : layouts) {
-    try {
-      training = ForwardFor(param_.lrn_param(), bottom[0]->shape(), layout);
-      // Where no backward will run, the inference primitive: it keeps no workspace (twice the top's size).
-      forward = backward_planned()
-                    ? training
-                    : ForwardFor(param_.lrn_param(), bottom[0]->shape(), layout, dnnl::prop_kind::forward_inference);
-      backward = dnnl::lrn_backward::primitive_desc(
-          dnnl::lrn_backward::desc(across_ ? dnnl::algorithm::lrn_across_channels : dnnl::algorithm::lrn_within_channel,
-                                   training.src_desc(), training.src_desc(), size_, alpha_, beta_, across_ ? k_ : 1.f),
-          onednn::UserScratchpad(), CpuEngine(), training);
-    } catch (const dnnl::error&) {
-      continue;  // no primitive in this layout
-    }
-    if (!onednn::IsReference(forward) && !onednn::IsReference(backward)) break;
+    if (bf16_ || make(layout, memory::data_type::f32)) break;
   }
-  passes_ = std::make_unique<onednn::Passes>(user_src, user_dst, forward, backward, true);
+  const auto diff_type = [](const Blob& blob) {
+    return blob.diff_type() == ElementType::kBfloat16 ? memory::data_type::bf16 : memory::data_type::f32;
+  };
+  passes_ = std::make_unique<onednn::Passes>(user_src, user_dst, forward, backward, true, diff_type(*bottom[0]),
+                                             diff_type(*top[0]));
   RequestWorkspace(passes_->workspace_floats());
   saved_->Reshape({static_cast<int>(passes_->saved_floats())});
 }
@@ -109,14 +123,15 @@ void OneDnnLRNLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::ve
                           beta_);
     return;
   }
-  // floats, or bf16 where planned so (reordered from the primitive's floats)
-  passes_->Forward(workspace(), bottom[0]->cpu_data(), top[0]->mutable_cpu_bytes(), saved_->mutable_cpu_data());
+  // floats, or bf16 where planned so (the bf16 rule's input; the output reordered from a float32 primitive's floats)
+  passes_->Forward(workspace(), bottom[0]->cpu_bytes(), top[0]->mutable_cpu_bytes(), saved_->mutable_cpu_data());
 }
 
 void OneDnnLRNLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                   const std::vector<Blob*>& bottom) {
   if (!propagate_down[0]) return;
-  passes_->Backward(workspace(), bottom[0]->cpu_data(), top[0]->cpu_diff(), bottom[0]->mutable_cpu_diff(),
+  // floats, or bf16 where planned so (the bf16 rule's operands and its input gradient)
+  passes_->Backward(workspace(), bottom[0]->cpu_bytes(), top[0]->cpu_diff_bytes(), bottom[0]->mutable_cpu_diff_bytes(),
                     saved_->mutable_cpu_data());
 }
 

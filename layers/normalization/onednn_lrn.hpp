@@ -38,6 +38,17 @@ class OneDnnLRNLayer : public LRNLayer {
     return own_channels_last_ || type == ElementType::kBfloat16;
   }
 
+  // The bf16 rule, in a layout of oneDNN's (a channel-blocked run) where the layer is asked to compute in bf16
+  // (Layer::requested_precision) and oneDNN computes bf16 on this CPU: oneDNN's bf16 primitives, which read the input
+  // and, in backward, the output's gradient rounded to bf16 (so both may lie in bf16), compute in float32 and write
+  // the output and the input's gradient rounded to bf16 (each may then lie in bf16).
+  bool computes_bf16() const { return bf16_; }
+  Quantization ReadsQuantized(int) const override {
+    return bf16_ ? Quantization{ElementType::kBfloat16, 1.f} : Quantization{};
+  }
+  bool ReadsTopDiffInBfloat16(int, const std::vector<bool>&) const override { return bf16_; }
+  bool WritesBottomDiffInBfloat16(int) const override { return bf16_; }
+
   // "" when the engine takes the query, else why not (the registry's refusal).
   static std::string Refusal(const EngineQuery& query);
 
@@ -50,6 +61,7 @@ class OneDnnLRNLayer : public LRNLayer {
   std::unique_ptr<onednn::Passes> passes_;  // the primitives for the current shapes
   Blob* saved_ = nullptr;                   // oneDNN's workspace, kept from Forward to Backward
   bool own_channels_last_ = false;          // forward only, channels-last: LRNAcrossChannelsLast
+  bool bf16_ = false;                       // computes by the bf16 rule (computes_bf16)
 };
 
 }  // namespace crema
