@@ -495,6 +495,24 @@ std::string IsaName(dnnl::cpu_isa isa) {
 
 }  // namespace
 
+bool HasInt8DotProducts() {
+  // The ISAs are bit masks, each a superset of the ones it extends.
+  const unsigned isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  const auto has = [isa](dnnl::cpu_isa wanted) {
+    const unsigned mask = static_cast<unsigned>(wanted);
+    return (isa & mask) == mask;
+  };
+  return has(dnnl::cpu_isa::avx512_core_vnni) || has(dnnl::cpu_isa::avx2_vnni);
+}
+
+bool Int8Allowed(const Layer& layer) {
+  if (HasInt8DotProducts()) return true;
+  WarnInt8Refused("layer '" + layer.name() + "' (" + layer.type() + ")",
+                  "oneDNN runs " + IsaName(dnnl::get_effective_cpu_isa()) +
+                      ", without VNNI's dot products, whose 8-bit kernels saturate their sums");
+  return false;
+}
+
 bool HasBfloat16Kernels() {
   // The ISAs are bit masks, each a superset of the ones it extends.
   const unsigned mask = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);

@@ -253,6 +253,13 @@ bool Int8Writes(const Layer& layer, bool runs_int8, int top);
 void CheckRemadeKeepsLayouts(const dnnl::primitive_desc_base& made, const dnnl::primitive_desc_base& remade,
                              const std::string& who);
 
+// Whether oneDNN computes 8-bit products on this CPU with VNNI's dot products (AVX512_VNNI, AVX_VNNI or AMX; as
+// DNNL_MAX_CPU_ISA limits them). Without them its kernels add pairs of 8-bit products into 16-bit sums that saturate
+// (255 * 127 twice is past 32767), so a layer set to 8 bits computes in float there (Int8Allowed).
+bool HasInt8DotProducts();
+// Whether `layer`, set to 8 bits, may compute in them here (HasInt8DotProducts); else false and the reason said once
+// per process (WarnInt8Refused).
+bool Int8Allowed(const Layer& layer);
 // Whether oneDNN computes bf16 products on this CPU with bf16 instructions (AVX512_BF16 or AMX; as DNNL_MAX_CPU_ISA
 // limits them): elsewhere it emulates them, slower than float32.
 bool HasBfloat16Kernels();

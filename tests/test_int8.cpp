@@ -17,6 +17,7 @@
 
 #include "layers/common/onednn_inner_product.hpp"
 #include "layers/layer_registry.hpp"
+#include "layers/onednn_util.hpp"
 #include "layers/vision/onednn_convolution.hpp"
 #include "net/lifetimes.hpp"
 #include "net/net.hpp"
@@ -26,7 +27,7 @@ namespace crema {
 namespace {
 
 // Whether oneDNN has 8-bit convolutions on this CPU (AVX2 and later).
-bool HasInt8Kernels() { return dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx2; }
+bool HasInt8Kernels() { return onednn::HasInt8DotProducts(); }
 
 struct Geometry {
   int kernel = 3, stride = 1, pad = 1, group = 1;
@@ -132,7 +133,7 @@ void ExpectMatches(const std::vector<float>& actual, const std::vector<float>& e
 }
 
 TEST(Int8ConvolutionTest, OutputsAreTheIntegerConvolutionScaledBack) {
-  if (!HasInt8Kernels()) GTEST_SKIP() << "no 8-bit kernels on this CPU";
+  if (!HasInt8Kernels()) GTEST_SKIP() << "no VNNI on this CPU: 8-bit layers compute in float here";
   struct Case {
     std::string conv;
     Geometry geometry;
@@ -173,7 +174,7 @@ TEST(Int8ConvolutionTest, OutputsAreTheIntegerConvolutionScaledBack) {
 
 // Against the same net in float: within what 8 bits allow (a few hundredths of the largest output here).
 TEST(Int8ConvolutionTest, CloseToTheFloatConvolution) {
-  if (!HasInt8Kernels()) GTEST_SKIP() << "no 8-bit kernels on this CPU";
+  if (!HasInt8Kernels()) GTEST_SKIP() << "no VNNI on this CPU: 8-bit layers compute in float here";
   const std::string conv = "num_output: 32 kernel_size: 3 pad: 1";
   const auto float_net = BuildNet(ConvNet({2, 32, 10, 10}, conv, ""), false, 0.f, 1.f);
   const auto int8_net = BuildNet(
@@ -194,7 +195,7 @@ TEST(Int8ConvolutionTest, CloseToTheFloatConvolution) {
 // Weights set after the first pass (as `crema test` loading a model, or Python) are quantized again, with the output
 // scales that follow them; and a fused ReLU (the fold of a ReLU after the convolution) applies to the scaled output.
 TEST(Int8ConvolutionTest, NewWeightsAreQuantizedAgainAndAFusedReluApplies) {
-  if (!HasInt8Kernels()) GTEST_SKIP() << "no 8-bit kernels on this CPU";
+  if (!HasInt8Kernels()) GTEST_SKIP() << "no VNNI on this CPU: 8-bit layers compute in float here";
   const Geometry geometry;
   const auto net =
       BuildNet(ConvNet({2, 16, 6, 7}, "num_output: 16 kernel_size: 3 pad: 1", "quantization { input_scale: 50 }",
@@ -215,7 +216,7 @@ TEST(Int8ConvolutionTest, NewWeightsAreQuantizedAgainAndAFusedReluApplies) {
 // An inner product in 8 bits: the same rule over its N x K weights (or K x N with transpose), signed and unsigned
 // inputs, against the products computed here in integers.
 TEST(Int8InnerProductTest, OutputsAreTheIntegerProductScaledBack) {
-  if (!HasInt8Kernels()) GTEST_SKIP() << "no 8-bit kernels on this CPU";
+  if (!HasInt8Kernels()) GTEST_SKIP() << "no VNNI on this CPU: 8-bit layers compute in float here";
   for (const bool transpose : {false, true}) {
     for (const bool input_unsigned : {false, true}) {
       SCOPED_TRACE(std::string(transpose ? "transposed" : "plain") + (input_unsigned ? ", unsigned" : ", signed"));
@@ -261,7 +262,7 @@ TEST(Int8InnerProductTest, OutputsAreTheIntegerProductScaledBack) {
 // other layouts than the float ones the net was first built with (channels-last on AVX-512), and a blob kept in the
 // float engines' layout would be reordered at each step's edges.
 TEST(Int8ConvolutionTest, LayoutsArePlannedForTheEnginesAsRewritten) {
-  if (!HasInt8Kernels()) GTEST_SKIP() << "no 8-bit kernels on this CPU";
+  if (!HasInt8Kernels()) GTEST_SKIP() << "no VNNI on this CPU: 8-bit layers compute in float here";
   const auto net =
       BuildNet(ConvNet({2, 16, 8, 8}, "num_output: 32 kernel_size: 3 pad: 1", "quantization { input_scale: 50 }",
                        "layer { name: 'relu' type: 'ReLU' bottom: 'out' top: 'out' }\n"
@@ -301,7 +302,7 @@ std::string ChainNet(const std::string& conv2_quantization, const std::string& t
 // Where the plan keeps an 8-bit step's output in 8 bits for the next one (plan_element_types), the result is the two
 // integer convolutions computed here one after the other: the first one's output quantized as the second reads it.
 TEST(Int8ChainTest, AnEightBitStepPassesItsIntegersToTheNext) {
-  if (!HasInt8Kernels()) GTEST_SKIP() << "no 8-bit kernels on this CPU";
+  if (!HasInt8Kernels()) GTEST_SKIP() << "no VNNI on this CPU: 8-bit layers compute in float here";
   const auto net = BuildNet(ChainNet("quantization { input_scale: 40 input_unsigned: true }"));
   const Blob& middle = *net->blob_by_name("out");
   ASSERT_EQ(ElementTypeName(middle.data_type()), ElementTypeName(ElementType::kUInt8));
@@ -354,7 +355,7 @@ TEST(Int8ChainTest, AnEightBitStepPassesItsIntegersToTheNext) {
 // integers (a fused sigmoid is not scaled by scaling its input; a fused sum over a float summand no 8-bit step reads,
 // whose range is not known).
 TEST(Int8ChainTest, BlobsStayInFloatsWhereAStepNeedsThem) {
-  if (!HasInt8Kernels()) GTEST_SKIP() << "no 8-bit kernels on this CPU";
+  if (!HasInt8Kernels()) GTEST_SKIP() << "no VNNI on this CPU: 8-bit layers compute in float here";
   const std::string unsigned40 = "quantization { input_scale: 40 input_unsigned: true }";
   const struct {
     const char* what;
@@ -422,7 +423,7 @@ TEST(Int8ChainTest, BlobsStayInFloatsWhereAStepNeedsThem) {
 // runs in 8 bits from the first convolution to the last, with the outputs of the same net in floats to the rounding
 // of the integers passed on.
 TEST(Int8ChainTest, PoolingAndConcatPassIntegersThrough) {
-  if (!HasInt8Kernels()) GTEST_SKIP() << "no 8-bit kernels on this CPU";
+  if (!HasInt8Kernels()) GTEST_SKIP() << "no VNNI on this CPU: 8-bit layers compute in float here";
   const std::string unsigned40 = "quantization { input_scale: 40 input_unsigned: true }";
   const std::string text =
       ChainNet(unsigned40,
@@ -482,7 +483,7 @@ TEST(Int8ChainTest, PoolingAndConcatPassIntegersThrough) {
 // readers would have made of its float output, round(y * scale) saturated, and the net's output is the all-float net's
 // to that rounding.
 TEST(Int8ChainTest, AnLRNWritesTheIntegersItsReadersWouldMake) {
-  if (!HasInt8Kernels()) GTEST_SKIP() << "no 8-bit kernels on this CPU";
+  if (!HasInt8Kernels()) GTEST_SKIP() << "no VNNI on this CPU: 8-bit layers compute in float here";
   test::ScopedEnvironment channels_last("CREMA_ONEDNN_ACTIVATIONS", "nhwc");  // the LRN's own loops on every CPU
   const std::string text =
       ConvNet({2, 16, 8, 8}, "num_output: 32 kernel_size: 3 pad: 1", "quantization { input_scale: 50 }",
@@ -562,7 +563,7 @@ float RoomyScale(const std::vector<float>& values) {
 // (dequantized): 'out' (u8, 1/40, or floats) -> conv2 -> conv2b + out -> 'res' (u8, 1/30) -> conv3 + res -> 'res2'
 // (float, the net's output). The same net with every blob in floats gives the same to the rounding.
 TEST(Int8ChainTest, ResidualSumsPassIntegers) {
-  if (!HasInt8Kernels()) GTEST_SKIP() << "no 8-bit kernels on this CPU";
+  if (!HasInt8Kernels()) GTEST_SKIP() << "no VNNI on this CPU: 8-bit layers compute in float here";
   // The net, its convolutions in floats where `scales` is empty, else in 8 bits reading 'out', 'out2' and 'res' with
   // those scales (the first convolution in 8 bits with `eight_bit_summand`).
   const auto text = [](const std::vector<float>& scales, bool eight_bit_summand) {
@@ -643,7 +644,7 @@ TEST(Int8ChainTest, ResidualSumsPassIntegers) {
 // reads, passes in signed 8 bits at the scale the Eltwise was given (`crema quantize` measures the summand), and the
 // 8-bit output of the sum (unsigned, after the ReLU) adds it as signed integers. The float net's to the rounding.
 TEST(Int8ChainTest, AProjectionShortcutPassesItsIntegersAtTheSumsScale) {
-  if (!HasInt8Kernels()) GTEST_SKIP() << "no 8-bit kernels on this CPU";
+  if (!HasInt8Kernels()) GTEST_SKIP() << "no VNNI on this CPU: 8-bit layers compute in float here";
   // Its convolutions in floats where `scales` is empty, else in 8 bits reading 'out' and 'out2' and the sum holding
   // 'proj' with the scales given, and the last convolution reading 'res' with the last.
   const auto text = [](const std::vector<float>& scales) {
@@ -724,7 +725,7 @@ TEST(Int8ChainTest, AProjectionShortcutPassesItsIntegersAtTheSumsScale) {
 // (+ ReLU) -> inner product, runs in 8 bits from the first step to the last, with the outputs of the same net in
 // floats to the rounding of the integers passed on.
 TEST(Int8ChainTest, InnerProductsReadAndWriteIntegers) {
-  if (!HasInt8Kernels()) GTEST_SKIP() << "no 8-bit kernels on this CPU";
+  if (!HasInt8Kernels()) GTEST_SKIP() << "no VNNI on this CPU: 8-bit layers compute in float here";
   const std::string text = ConvNet(
       {4, 8, 8, 8}, "num_output: 16 kernel_size: 3 pad: 1", "quantization { input_scale: 50 }",
       "layer { name: 'pool' type: 'Pooling' bottom: 'out' top: 'pooled' "
@@ -756,7 +757,7 @@ TEST(Int8ChainTest, InnerProductsReadAndWriteIntegers) {
 
 // A layer that reads floats never sees the integers: the float accessors refuse them and say how to get floats.
 TEST(Int8ChainTest, AnEightBitBlobRefusesFloatReads) {
-  if (!HasInt8Kernels()) GTEST_SKIP() << "no 8-bit kernels on this CPU";
+  if (!HasInt8Kernels()) GTEST_SKIP() << "no VNNI on this CPU: 8-bit layers compute in float here";
   const auto net = BuildNet(ChainNet("quantization { input_scale: 40 input_unsigned: true }"));
   const Blob& middle = *net->blob_by_name("out");
   ASSERT_TRUE(middle.quantization().integers());
@@ -768,7 +769,7 @@ TEST(Int8ChainTest, AnEightBitBlobRefusesFloatReads) {
 // A net planned for a backward pass after its inference plan (Python's net.backward()) reads floats again: its
 // 8-bit blobs become float ones and its convolutions compute in float.
 TEST(Int8ChainTest, PlanningABackwardPassTurnsTheBlobsBackIntoFloats) {
-  if (!HasInt8Kernels()) GTEST_SKIP() << "no 8-bit kernels on this CPU";
+  if (!HasInt8Kernels()) GTEST_SKIP() << "no VNNI on this CPU: 8-bit layers compute in float here";
   const auto net =
       BuildNet(ConvNet({2, 16, 6, 6}, "num_output: 16 kernel_size: 3 pad: 1", "quantization { input_scale: 50 }",
                        "layer { name: 'conv2' type: 'Convolution' bottom: 'out' top: 'out2' "
@@ -801,7 +802,7 @@ TEST(Int8ConvolutionTest, ATrainingNetComputesInFloat) {
 // Weights that are not all finite numbers cannot be quantized: an error naming the layer and the output, not a
 // silent value.
 TEST(Int8ConvolutionTest, WeightsThatAreNotFiniteAreNamed) {
-  if (!HasInt8Kernels()) GTEST_SKIP() << "no 8-bit kernels on this CPU";
+  if (!HasInt8Kernels()) GTEST_SKIP() << "no VNNI on this CPU: 8-bit layers compute in float here";
   const auto net =
       BuildNet(ConvNet({1, 16, 4, 4}, "num_output: 16 kernel_size: 3 pad: 1", "quantization { input_scale: 50 }"));
   ASSERT_TRUE(ConvolutionOf(*net).runs_int8());

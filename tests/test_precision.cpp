@@ -92,10 +92,11 @@ std::unique_ptr<Twin> MakeIn(const std::string& text, ::caffe::Precision precisi
   return s;
 }
 
-void SkipWithoutBfloat16() {
-  if (!onednn::HasBfloat16Kernels())
-    GTEST_SKIP() << "this CPU has no bf16 instructions (AVX512_BF16 or AMX): bf16 layers compute in float32 here";
-}
+// Skips the test where this CPU computes no bf16 (a macro: GTEST_SKIP returns from the function it is written in, so
+// in a helper the test would go on).
+#define CREMA_SKIP_WITHOUT_BFLOAT16() \
+  if (!onednn::HasBfloat16Kernels())  \
+  GTEST_SKIP() << "this CPU has no bf16 instructions (AVX512_BF16 or AMX): bf16 layers compute in float32 here"
 
 const char* const kConvolution =
     "name: 'conv' type: 'Convolution' convolution_param { num_output: 24 kernel_size: 3 pad: 1 stride: 1 "
@@ -127,7 +128,7 @@ const std::vector<Case>& Cases() {
 }
 
 TEST(PrecisionTest, Bfloat16ForwardIsTheFloatProductOfRoundedFactors) {
-  SkipWithoutBfloat16();
+  CREMA_SKIP_WITHOUT_BFLOAT16();
   for (const Case& c : Cases()) {
     SCOPED_TRACE(c.text);
     auto single = MakeIn(c.text, ::caffe::FLOAT32, c.shape);
@@ -170,7 +171,7 @@ TEST(PrecisionTest, Bfloat16ForwardIsTheFloatProductOfRoundedFactors) {
 // the products' magnitudes, u bf16's unit roundoff. That sum is the float32 twin's gradient over |x|, |w| and |dy|.
 // The numeric estimate itself may err as the float32 checks allow (1e-3 of the larger of the two values, or 1e-3).
 TEST(PrecisionTest, Bfloat16GradientsAreWithinTheTypesRoundingOfTheNumericOnes) {
-  SkipWithoutBfloat16();
+  CREMA_SKIP_WITHOUT_BFLOAT16();
   const double bound = 2 * kBfloat16UnitRoundoff + kBfloat16UnitRoundoff * kBfloat16UnitRoundoff;
   const double step = 1e-2, threshold = 1e-3;
   for (const Case& c : Cases()) {
@@ -267,7 +268,7 @@ TEST(PrecisionTest, Float16OnTheCpuAndALayersOwnFloat32ComputeInFloat32) {
 // An InnerProduct over large weights (from 2^18 values) at a small batch (under 32 rows) computes in float32 though set
 // to bf16 (its float32 products are faster there), and in bf16 from 32 rows on; small weights in bf16 at any batch.
 TEST(PrecisionTest, AFewRowsThroughLargeWeightsComputeInFloat32) {
-  SkipWithoutBfloat16();
+  CREMA_SKIP_WITHOUT_BFLOAT16();
   const std::string large = "name: 'fc' type: 'InnerProduct' inner_product_param { num_output: 512 }";
   for (const auto& [rows, inputs, expected] : {std::tuple<int, int, Precision>{31, 512, Precision::kFloat32},
                                                {32, 512, Precision::kBfloat16},
@@ -324,7 +325,7 @@ SolverParameter Bfloat16Solver(const std::string& source, const std::string& pre
 }
 
 TEST(PrecisionTest, Bfloat16TrainingResumesBitForBit) {
-  SkipWithoutBfloat16();
+  CREMA_SKIP_WITHOUT_BFLOAT16();
   test::TempDir dir;
   const std::string source = dir.file("train_lmdb");
   test::WriteRandomDatums(source, 70, 8, 8, 4, 11);
@@ -431,7 +432,7 @@ TEST(Bfloat16BlobTest, RoundsToNearestEvenAndHoldsHalfTheBytes) {
 // bit for bit over a sweep of the bit patterns: the layers' own loops and oneDNN's conversions agree on every value a
 // run may hand from one to the other, denormals and NaNs included.
 TEST(PrecisionTest, Bfloat16RoundingIsOneDnnsOnThisCpu) {
-  SkipWithoutBfloat16();
+  CREMA_SKIP_WITHOUT_BFLOAT16();
   std::vector<float> floats;
   for (uint64_t bits = 0; bits <= 0xffffffffu; bits += 65537)
     floats.push_back(BitsAsFloat(static_cast<uint32_t>(bits)));
@@ -519,7 +520,7 @@ std::vector<std::string> CompareStepTops(Net* net, Net* float_net, bool step_bot
 // writer. In the channel-blocked layouts (the LRN's oneDNN primitive, its output reordered) and in channels-last (its
 // own loops).
 TEST(PrecisionTest, Bfloat16BlobsPassBetweenBf16StepsAsTheirReadersWouldRoundThem) {
-  SkipWithoutBfloat16();
+  CREMA_SKIP_WITHOUT_BFLOAT16();
   const std::string text = R"(
     layer { name: 'data' type: 'Input' top: 'data' input_param { shape { dim: 2 dim: 16 dim: 12 dim: 12 } } }
     layer { name: 'conv1' type: 'Convolution' bottom: 'data' top: 'c1' convolution_param { num_output: 32
@@ -631,7 +632,7 @@ void FillAroundOne(Net& net, uint64_t seed) {
 // place, rounding what it reads) computes, rounded where it is bf16; every parameter's gradient is its gradient bit
 // for bit.
 TEST(PrecisionTest, Bfloat16BatchNormOutputsAndGradientsInTrainingAreTheFloatRunsRounded) {
-  SkipWithoutBfloat16();
+  CREMA_SKIP_WITHOUT_BFLOAT16();
   const std::string text = BatchNormStem(16, 24, R"(
     layer { name: 'conv3' type: 'Convolution' bottom: 'c2' top: 'c3' convolution_param { num_output: 24
             kernel_size: 3 pad: 1 } }
@@ -827,7 +828,7 @@ TEST(Bfloat16BlobTest, MaxPoolingInLanesIsTheFloatPoolingOfTheValuesTheyStandFor
 // reads its copies' gradients rounded to bf16 and writes their sum in bf16, so those pass as bf16 too. `precision:
 // FLOAT32` on the Eltwise keeps the sums and what they read in floats.
 TEST(PrecisionTest, Bfloat16ResidualSumsInTrainingAddTheirOperandsRounded) {
-  SkipWithoutBfloat16();
+  CREMA_SKIP_WITHOUT_BFLOAT16();
   const auto unit = [](const std::string& sum_setting) {
     return BatchNormStem(32, 16, R"(
       layer { name: 'sum' type: 'Eltwise' bottom: 'c2' bottom: 'c1' top: 'sum' )" +
@@ -892,7 +893,7 @@ TEST(PrecisionTest, Bfloat16ResidualSumsInTrainingAddTheirOperandsRounded) {
 // from the float-blob run's own operands: the output within its rounding, the input gradient within twice that of its
 // terms.
 TEST(PrecisionTest, Bfloat16LrnRuleIsCaffesLrnOfItsRoundedOperands) {
-  SkipWithoutBfloat16();
+  CREMA_SKIP_WITHOUT_BFLOAT16();
   const std::string text = R"(
     force_backward: true
     state { phase: TRAIN }
@@ -976,7 +977,7 @@ TEST(PrecisionTest, Bfloat16LrnRuleIsCaffesLrnOfItsRoundedOperands) {
 // values', whose ties may send a gradient elsewhere than the float run's, so the parameters' gradients are compared
 // within a bound.
 TEST(PrecisionTest, Bfloat16InceptionModulesTrainThroughSplitConcatAndPooling) {
-  SkipWithoutBfloat16();
+  CREMA_SKIP_WITHOUT_BFLOAT16();
   const std::string branch = R"(
     layer { name: 'M/1x1' type: 'Convolution' bottom: 'IN' top: 'M/1x1' convolution_param { num_output: 16
             kernel_size: 1 weight_filler { type: 'xavier' } } }

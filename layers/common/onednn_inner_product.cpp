@@ -154,8 +154,9 @@ bool OneDnnInnerProductLayer::WritesQuantized(int top, ElementType type) const {
 void OneDnnInnerProductLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   InnerProductLayer::Reshape(bottom, top);  // M_, K_, N_ and the top's shape
   // 8 bits wherever the net runs forward only and oneDNN has the kernels (else float, said once).
-  const bool int8 = !backward_planned() && !fused_sum() && layer_param().has_quantization();
-  if (int8) QuantizationOf(layer_param().quantization(), describe());
+  const bool set_to_int8 = !backward_planned() && !fused_sum() && layer_param().has_quantization();
+  if (set_to_int8) QuantizationOf(layer_param().quantization(), describe());  // a bad setting is named on any CPU
+  const bool int8 = set_to_int8 && onednn::Int8Allowed(*this);
   // bfloat16 where asked for and this CPU has the kernels, in training too; not with a fused sum (a post-op the
   // native products take: the inference rewrites'), which stays in float32.
   Precision precision = int8 || fused_sum() ? Precision::kFloat32 : onednn::EnginePrecision(*this);

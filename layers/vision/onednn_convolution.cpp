@@ -439,7 +439,9 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
                                                     static_cast<double>(params_[0]->count())));
   {
     OneThreadWhile threads(p->one_thread);
-    if (!backward && layer_param().has_quantization()) {
+    // A bad setting is named on any CPU.
+    if (!backward && layer_param().has_quantization()) QuantizationOf(layer_param().quantization(), Layer::describe());
+    if (!backward && layer_param().has_quantization() && onednn::Int8Allowed(*this)) {
       // 8-bit integers, where oneDNN has kernels for them on this CPU; else float, said once.
       const QuantizationParameter& q = layer_param().quantization();
       CREMA_CHECK(!transposed_) << Layer::describe() << ": quantization is for Convolution layers";
