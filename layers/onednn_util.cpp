@@ -493,16 +493,17 @@ std::string IsaName(dnnl::cpu_isa isa) {
   }
 }
 
+// Whether the instructions oneDNN runs include `wanted`'s (the ISAs are bit masks, each a superset of the ones it
+// extends).
+bool EffectiveIsaHas(dnnl::cpu_isa wanted) {
+  const unsigned mask = static_cast<unsigned>(wanted);
+  return (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & mask) == mask;
+}
+
 }  // namespace
 
 bool HasInt8DotProducts() {
-  // The ISAs are bit masks, each a superset of the ones it extends.
-  const unsigned isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
-  const auto has = [isa](dnnl::cpu_isa wanted) {
-    const unsigned mask = static_cast<unsigned>(wanted);
-    return (isa & mask) == mask;
-  };
-  return has(dnnl::cpu_isa::avx512_core_vnni) || has(dnnl::cpu_isa::avx2_vnni);
+  return EffectiveIsaHas(dnnl::cpu_isa::avx512_core_vnni) || EffectiveIsaHas(dnnl::cpu_isa::avx2_vnni);
 }
 
 bool Int8Allowed(const Layer& layer) {
@@ -513,11 +514,7 @@ bool Int8Allowed(const Layer& layer) {
   return false;
 }
 
-bool HasBfloat16Kernels() {
-  // The ISAs are bit masks, each a superset of the ones it extends.
-  const unsigned mask = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
-  return (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & mask) == mask;
-}
+bool HasBfloat16Kernels() { return EffectiveIsaHas(dnnl::cpu_isa::avx512_core_bf16); }
 
 Precision EnginePrecision(const Layer& layer) {
   const Precision asked = layer.requested_precision();

@@ -278,7 +278,7 @@ class Passes {
  public:
   // `user_src` and `user_dst` are crema's layouts of the bottom and the top; `backward_reads_src`: the backward
   // primitive takes the forward's input too (LRN), not only the top's gradient (pooling). The gradients lie in
-  // `diff_type` (float32, or bf16 where the plan keeps them so) in the data's layouts.
+  // `src_diff_type` and `dst_diff_type` (float32, or bf16 where the plan keeps them so) in the data's layouts.
   Passes(const dnnl::memory::desc& user_src, const dnnl::memory::desc& user_dst,
          const dnnl::primitive_desc_base& forward, const dnnl::primitive_desc_base& backward, bool backward_reads_src,
          dnnl::memory::data_type src_diff_type = dnnl::memory::data_type::f32,

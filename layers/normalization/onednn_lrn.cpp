@@ -107,11 +107,9 @@ void OneDnnLRNLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector
   for (memory::format_tag layout : layouts) {
     if (bf16_ || make(layout, memory::data_type::f32)) break;
   }
-  const auto diff_type = [](const Blob& blob) {
-    return blob.diff_type() == ElementType::kBfloat16 ? memory::data_type::bf16 : memory::data_type::f32;
-  };
-  passes_ = std::make_unique<onednn::Passes>(user_src, user_dst, forward, backward, true, diff_type(*bottom[0]),
-                                             diff_type(*top[0]));
+  passes_ = std::make_unique<onednn::Passes>(user_src, user_dst, forward, backward, true,
+                                             onednn::DataTypeOf(bottom[0]->diff_type()),
+                                             onednn::DataTypeOf(top[0]->diff_type()));
   RequestWorkspace(passes_->workspace_floats());
   saved_->Reshape({static_cast<int>(passes_->saved_floats())});
 }

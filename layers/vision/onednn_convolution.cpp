@@ -439,13 +439,14 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
                                                     static_cast<double>(params_[0]->count())));
   {
     OneThreadWhile threads(p->one_thread);
-    // A bad setting is named on any CPU.
-    if (!backward && layer_param().has_quantization()) QuantizationOf(layer_param().quantization(), Layer::describe());
-    if (!backward && layer_param().has_quantization() && onednn::Int8Allowed(*this)) {
+    const bool set_to_int8 = !backward && layer_param().has_quantization();
+    if (set_to_int8) {  // a bad setting is named on any CPU
+      CREMA_CHECK(!transposed_) << Layer::describe() << ": quantization is for Convolution layers";
+      QuantizationOf(layer_param().quantization(), Layer::describe());
+    }
+    if (set_to_int8 && onednn::Int8Allowed(*this)) {
       // 8-bit integers, where oneDNN has kernels for them on this CPU; else float, said once.
       const QuantizationParameter& q = layer_param().quantization();
-      CREMA_CHECK(!transposed_) << Layer::describe() << ": quantization is for Convolution layers";
-      QuantizationOf(q, Layer::describe());
       // A bottom the plan keeps in 8 bits is read as it lies; a float one is quantized into the workspace. A top kept
       // in 8 bits is written so, in its planned layout.
       p->int8_src =
