@@ -970,6 +970,187 @@ TEST(PrecisionTest, Bfloat16LrnRuleIsCaffesLrnOfItsRoundedOperands) {
   EXPECT_EQ(checked, num * channels * spatial);
 }
 
+// Winograd's F(2x2, 3x3) over one input (channels x height x width, floats, indexed by `in`) and 3 x 3 kernels
+// (`kernel(output, input, y, x)`), padded by `pad`, to outputs over out_h x out_w: the exact convolution of the input
+// rounded to bf16 with the kernels as given, in double (`exact`), and the bound on what the bf16 rule may err from it
+// (`bound`): each of the rule's products U V has both factors rounded to bf16 (V = B^T d B, U = G w G^T, each within u
+// of its value, u bf16's unit roundoff), so each output A^T (sum U V) A may err by (2u + u^2) times the sum of its
+// terms' magnitudes, |A^T| (sum |U| |V|) |A|, and by float32's sums beside (1e-5 of that).
+struct WinogradReference {
+  std::vector<double> exact, bound;
+};
+WinogradReference WinogradOf(int inputs, int outputs, int height, int width, int pad, int out_h, int out_w,
+                             const std::function<double(int, int, int)>& in,
+                             const std::function<double(int, int, int, int)>& kernel) {
+  const double bt[4][4] = {{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, 1, 0, -1}};
+  const double g[4][3] = {{1, 0, 0}, {.5, .5, .5}, {.5, -.5, .5}, {0, 0, 1}};
+  const double at[2][4] = {{1, 1, 1, 0}, {0, 1, -1, -1}};
+  const auto value = [&](int c, int y, int x) {
+    return y < 0 || y >= height || x < 0 || x >= width ? 0.0 : static_cast<double>(RoundToBfloat16(in(c, y, x)));
+  };
+  // U for every output-input pair, |U| beside.
+  std::vector<double> u(static_cast<size_t>(outputs) * inputs * 16);
+  for (int o = 0; o < outputs; ++o)
+    for (int i = 0; i < inputs; ++i)
+      for (int r = 0; r < 4; ++r)
+        for (int c = 0; c < 4; ++c) {
+          double sum = 0;
+          for (int y = 0; y < 3; ++y)
+            for (int x = 0; x < 3; ++x) sum += g[r][y] * kernel(o, i, y, x) * g[c][x];
+          u[(static_cast<size_t>(o) * inputs + i) * 16 + r * 4 + c] = sum;
+        }
+  WinogradReference ref;
+  ref.exact.assign(static_cast<size_t>(outputs) * out_h * out_w, 0.0);
+  ref.bound.assign(ref.exact.size(), 0.0);
+  const double roundings = 2 * kBfloat16UnitRoundoff + kBfloat16UnitRoundoff * kBfloat16UnitRoundoff;
+  for (int ty = 0; 2 * ty < out_h; ++ty)
+    for (int tx = 0; 2 * tx < out_w; ++tx) {
+      // V of every input over this tile's patch.
+      std::vector<double> v(static_cast<size_t>(inputs) * 16);
+      for (int i = 0; i < inputs; ++i)
+        for (int r = 0; r < 4; ++r)
+          for (int c = 0; c < 4; ++c) {
+            double sum = 0;
+            for (int y = 0; y < 4; ++y)
+              for (int x = 0; x < 4; ++x) sum += bt[r][y] * value(i, 2 * ty - pad + y, 2 * tx - pad + x) * bt[c][x];
+            v[i * 16 + r * 4 + c] = sum;
+          }
+      for (int o = 0; o < outputs; ++o) {
+        double magnitude[16] = {};
+        for (int i = 0; i < inputs; ++i)
+          for (int e = 0; e < 16; ++e)
+            magnitude[e] += std::fabs(u[(static_cast<size_t>(o) * inputs + i) * 16 + e] * v[i * 16 + e]);
+        for (int r = 0; r < 2 && 2 * ty + r < out_h; ++r)
+          for (int s = 0; s < 2 && 2 * tx + s < out_w; ++s) {
+            const int oy = 2 * ty + r, ox = 2 * tx + s;
+            double sum = 0, terms = 0;
+            for (int i = 0; i < inputs; ++i)
+              for (int y = 0; y < 3; ++y)
+                for (int x = 0; x < 3; ++x) sum += kernel(o, i, y, x) * value(i, oy - pad + y, ox - pad + x);
+            for (int e = 0; e < 16; ++e) terms += std::fabs(at[r][e / 4] * at[s][e % 4]) * magnitude[e];
+            const size_t at_output = (static_cast<size_t>(o) * out_h + oy) * out_w + ox;
+            ref.exact[at_output] = sum;
+            ref.bound[at_output] = (roundings + 1e-5) * terms;
+          }
+      }
+    }
+  return ref;
+}
+
+// crema's bf16 Winograd (layers/vision/bf16_winograd.hpp) in training: a 3 x 3 convolution of stride 1 between blobs in
+// 16-channel blocks, over 15 x 14 (a last row of tiles half outside), takes it, forward and for its input gradient.
+// Forward its output (through its fused ReLU) and backward its input gradient are within the rule's rounding of the
+// exact convolutions of their operands (the output gradient, and the input, rounded to bf16; the weights as they are:
+// the rule transforms the float32 weights), in double (WinogradOf); and the run with every blob in floats computes the
+// same bits (the rule reads its operands rounded), the weights' gradients included.
+TEST(PrecisionTest, Bfloat16WinogradIsWithinItsRoundingOfTheExactConvolution) {
+  CREMA_SKIP_WITHOUT_BFLOAT16();
+  const std::string text = R"(
+    force_backward: true
+    state { phase: TRAIN }
+    layer { name: 'data' type: 'Input' top: 'data' top: 'target'
+            input_param { shape { dim: 2 dim: 16 dim: 15 dim: 14 } shape { dim: 2 dim: 16 dim: 15 dim: 14 } } }
+    layer { name: 'conv0' type: 'Convolution' bottom: 'data' top: 'c0' convolution_param { num_output: 32
+            kernel_size: 1 } }
+    layer { name: 'conv1' type: 'Convolution' bottom: 'c0' top: 'c1' convolution_param { num_output: 48
+            kernel_size: 3 pad: 1 } }
+    layer { name: 'relu1' type: 'ReLU' bottom: 'c1' top: 'c1' }
+    layer { name: 'conv2' type: 'Convolution' bottom: 'c1' top: 'c2' convolution_param { num_output: 16
+            kernel_size: 1 } }
+    layer { name: 'loss' type: 'EuclideanLoss' bottom: 'c2' bottom: 'target' top: 'loss' }
+  )";
+  const auto build = [&](bool plan) {
+    return Bfloat16TrainingNet(text, plan, {"Convolution"}, [](Net& net) {
+      uint64_t seed = 31;
+      for (const auto& layer : net.layers())
+        for (const auto& blob : layer->params()) test::FillGaussian(blob.get(), 0.f, 0.3f, seed++);
+      for (Blob* input : net.input_blobs()) test::FillGaussian(input, 0.f, 1.f, seed++);
+    });
+  };
+  const test::ScopedEnvironment blocks("CREMA_ONEDNN_ACTIVATIONS", "blocked");
+  const auto net = build(true);
+  const auto float_net = build(false);
+  for (Net* n : {net.get(), float_net.get()}) {
+    EXPECT_EQ(n->layer_by_name("conv1")->engine_note(), "bfloat16 Winograd");
+    EXPECT_EQ(n->layer_by_name("conv0")->engine_note(), "bfloat16");  // a 1 x 1 convolution: oneDNN's
+  }
+  for (const char* name : {"c0", "c1"})
+    EXPECT_EQ(ElementTypeName(net->blob_by_name(name)->data_type()), ElementTypeName(ElementType::kBfloat16)) << name;
+  EXPECT_EQ(ElementTypeName(net->blob_by_name("c0")->diff_type()), ElementTypeName(ElementType::kBfloat16));
+  const std::vector<std::string> compared = CompareStepTops(net.get(), float_net.get(), true);
+  EXPECT_EQ(compared, (std::vector<std::string>{"data", "target", "c0", "c1", "c2", "loss"}));
+  net->ClearParamDiffs();
+  float_net->ClearParamDiffs();
+  EXPECT_EQ(net->ForwardBackward(), float_net->ForwardBackward());
+  for (const char* layer : {"conv0", "conv1", "conv2"})
+    for (size_t i = 0; i < net->layer_by_name(layer)->params().size(); ++i)
+      EXPECT_EQ(test::DiffOf(*net->layer_by_name(layer)->params()[i]),
+                test::DiffOf(*float_net->layer_by_name(layer)->params()[i]))
+          << layer << " " << i;
+  // The input gradient held in bf16: the float run's, rounded.
+  const Blob& held = *net->blob_by_name("c0");
+  const auto* held_diff = static_cast<const uint16_t*>(held.cpu_diff_bytes());
+  const std::vector<float> float_diff = test::DiffOf(*float_net->blob_by_name("c0"));
+  for (size_t i = 0; i < float_diff.size(); ++i)
+    ASSERT_EQ(FromBfloat16(held_diff[i]), RoundToBfloat16(float_diff[i])) << i;
+
+  // The float run's operands and results, in their 16-channel blocks.
+  const int num = 2, inputs = 32, outputs = 48, height = 15, width = 14;
+  const Blob& x_blob = *float_net->blob_by_name("c0");
+  ASSERT_EQ(x_blob.layout(), Layout::kChannelBlocks16);
+  const std::vector<float> x = test::DataOf(x_blob), dx = test::DiffOf(x_blob);
+  const std::vector<float> y = test::DataOf(*float_net->blob_by_name("c1")),
+                           dy = test::DiffOf(*float_net->blob_by_name("c1"));
+  const Layer& conv1 = *float_net->layer_by_name("conv1");
+  const float* w = conv1.params()[0]->cpu_data();
+  const float* bias = conv1.params()[1]->cpu_data();
+  const auto at = [&](int channels, int n, int c, int yy, int xx) {
+    return (((static_cast<size_t>(n) * (channels / 16) + c / 16) * height + yy) * width + xx) * 16 + c % 16;
+  };
+  const auto weight = [&](int k, int c, int yy, int xx) {
+    return static_cast<double>(w[((k * inputs + c) * 3 + yy) * 3 + xx]);
+  };
+  int checked = 0, negative = 0;
+  double largest = 0;
+  for (int n = 0; n < num; ++n) {
+    // Forward: the output through the ReLU (which moves no value further from another), rounded to bf16.
+    const WinogradReference forward = WinogradOf(
+        inputs, outputs, height, width, 1, height, width,
+        [&](int c, int yy, int xx) { return x[at(inputs, n, c, yy, xx)]; }, weight);
+    for (int k = 0; k < outputs; ++k)
+      for (int yy = 0; yy < height; ++yy)
+        for (int xx = 0; xx < width; ++xx) {
+          const size_t e = (static_cast<size_t>(k) * height + yy) * width + xx;
+          const double expected = std::max(0.0, forward.exact[e] + bias[k]);
+          const float got = y[at(outputs, n, k, yy, xx)];
+          ASSERT_NEAR(got, expected,
+                      forward.bound[e] + (std::fabs(expected) + forward.bound[e]) * kBfloat16UnitRoundoff + 1e-6)
+              << "output " << n << " " << k << " " << yy << " " << xx;
+          largest = std::max(largest, std::fabs(got - expected));
+          negative += forward.exact[e] + bias[k] < 0;
+          ++checked;
+        }
+    // The input gradient: the output gradient (the ReLU's gating applied, rounded to bf16) through the kernels turned
+    // half a turn, outputs and inputs swapped, pad 2 - 1.
+    const WinogradReference backward = WinogradOf(
+        outputs, inputs, height, width, 1, height, width,
+        [&](int k, int yy, int xx) { return dy[at(outputs, n, k, yy, xx)]; },
+        [&](int c, int k, int yy, int xx) { return weight(k, c, 2 - yy, 2 - xx); });
+    for (int c = 0; c < inputs; ++c)
+      for (int yy = 0; yy < height; ++yy)
+        for (int xx = 0; xx < width; ++xx) {
+          const size_t e = (static_cast<size_t>(c) * height + yy) * width + xx;
+          const float got = dx[at(inputs, n, c, yy, xx)];
+          ASSERT_NEAR(got, backward.exact[e], backward.bound[e] + 1e-6)
+              << "input gradient " << n << " " << c << " " << yy << " " << xx;
+          ++checked;
+        }
+  }
+  EXPECT_EQ(checked, num * (outputs + inputs) * height * width);
+  EXPECT_GT(negative, 0);    // the ReLU stopped some
+  EXPECT_GT(largest, 1e-3);  // bf16's rounding shows: the rule ran in bf16
+}
+
 // GoogLeNet's inception modules trained in bf16: a module's branch outputs, its Concat, the Split's copies of the
 // output and the MAX pooling after them form one group held in bf16 (every step reading it from outside computes in
 // bf16), in channel blocks and channels-last. Forward, every step's top is the float-blob net's, rounded where it is

@@ -20,6 +20,7 @@
 #include "core/math_functions.hpp"
 #include "core/threads.hpp"
 #include "layers/onednn_util.hpp"
+#include "layers/vision/bf16_winograd.hpp"
 
 namespace crema {
 
@@ -98,6 +99,13 @@ struct OneDnnConvolutionLayer::Primitives {
   // stretches from `bands` on).
   int band_rows = 0, band_threads = 1;
   size_t bands = 0;
+
+  // A 3 x 3 convolution of stride 1 computing in bf16 over channel blocks of 16: its forward, and its input gradient
+  // where there is one, by crema's bf16 Winograd (layers/vision/bf16_winograd.hpp) instead of oneDNN's direct kernels
+  // (the weight gradient stays oneDNN's); its workspace in each phase.
+  std::unique_ptr<Bfloat16Winograd> winograd;
+  bool winograd_input_gradient = false;
+  size_t winograd_forward = 0, winograd_data = 0;
 };
 
 namespace {
@@ -307,8 +315,11 @@ std::vector<Layer::HeldBuffer> OneDnnConvolutionLayer::HeldBuffers() const {
   if (primitives_ && primitives_->int8)
     return {{"the weights quantized to 8 bits for oneDNN", primitives_->int8_weights.bytes(), Device::kCPU}};
   const size_t bytes = primitives_ ? primitives_->weights.bytes() : 0;
-  if (bytes == 0) return {};
-  return {{"the weights reordered for oneDNN", bytes, Device::kCPU}};
+  std::vector<HeldBuffer> held;
+  if (bytes > 0) held.push_back({"the weights reordered for oneDNN", bytes, Device::kCPU});
+  if (primitives_ && primitives_->winograd)
+    held.push_back({"the weights transformed for bf16 Winograd", primitives_->winograd->HeldBytes(), Device::kCPU});
+  return held;
 }
 
 std::string OneDnnConvolutionLayer::Refusal(const EngineQuery& query) {
@@ -518,6 +529,30 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
   }
   p->offered = onednn::LayoutOf(p->forward.dst_desc(0), top[0]->shape());
   p->with_backward = backward;
+  // crema's bf16 Winograd, where the blobs lie in 16-channel blocks (the plan's, from the second Reshape on) and it
+  // takes the shape (CREMA_BF16_WINOGRAD=0 keeps oneDNN's direct kernels, for comparisons).
+  const char* bf16_winograd = std::getenv("CREMA_BF16_WINOGRAD");
+  const FusedActivation& activation = fused_activation_;
+  if (!p->int8 && p->precision == Precision::kBfloat16 && three_by_three && layer_param().bottom_size() == 1 &&
+      !fused_sum() && (activation.kind == FusedActivation::kNone || activation.kind == FusedActivation::kReLU) &&
+      input.layout() == Layout::kChannelBlocks16 && top[0]->layout() == Layout::kChannelBlocks16 &&
+      (bf16_winograd == nullptr || std::string(bf16_winograd) != "0")) {
+    WinogradShape shape;
+    shape.num = num_;
+    shape.inputs = c;
+    shape.outputs = num_output_;
+    shape.height = h;
+    shape.width = w;
+    shape.pad_h = g.pad[0];
+    shape.pad_w = g.pad[1];
+    shape.out_h = oh;
+    shape.out_w = ow;
+    if (Bfloat16Winograd::Refusal(shape).empty()) {
+      // The weights' transforms carry over a reshape to the same shape and passes.
+      p->winograd_input_gradient = backward && !transposed_;
+      p->winograd = std::make_unique<Bfloat16Winograd>(shape, p->winograd_input_gradient, OpenMpThreadCount());
+    }
+  }
   // A reshape keeps the weights' copy where the layout it wants stays the same.
   if (primitives_) p->weights = std::move(primitives_->weights);
   if (!p->int8) p->weights.Describe(p->forward.weights_desc(0), p->user_weights);
@@ -529,6 +564,8 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
   p->src = p->regions.AddCopy(p->forward_src, p->user_src);
   p->dst = p->regions.AddCopy(p->forward_dst, p->user_dst);
   p->forward_scratch = p->regions.Add(p->forward_scratch_desc);
+  const auto floats = [](size_t count) { return memory::desc(Dims({static_cast<int>(count)}), f32, Tag::x); };
+  if (p->winograd) p->winograd_forward = p->regions.Add(floats(p->winograd->WorkspaceFloats()));
   if (!backward) {
     RequestWorkspace(p->regions.Floats());
     primitives_ = std::move(p);
@@ -570,6 +607,7 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
                                           : p->regions.AddCopy(p->backward_data.diff_dst_desc(0), p->user_diff_dst);
     p->diff_src = p->regions.AddCopy(p->backward_data.diff_src_desc(0), p->user_diff_src);
     p->data_scratch = p->regions.Add(p->backward_data.scratchpad_desc());
+    if (p->winograd_input_gradient) p->winograd_data = p->regions.Add(floats(p->winograd->WorkspaceFloats()));
   }
   size_t gemm_floats = 0;
   if (p->gemm_backward_data) {
@@ -590,7 +628,8 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
 }
 
 bool OneDnnConvolutionLayer::ThreadCountChangesPass(bool backward) const {
-  return backward || implementation().find("wino") != std::string::npos;
+  // crema's bf16 Winograd computes each output on one thread (the same bits on any count); oneDNN's splits its sums.
+  return backward || (!(primitives_ && primitives_->winograd) && implementation().find("wino") != std::string::npos);
 }
 
 bool OneDnnConvolutionLayer::runs_int8() const { return primitives_ && primitives_->int8; }
@@ -637,11 +676,13 @@ Precision OneDnnConvolutionLayer::computes_in() const {
 
 std::string OneDnnConvolutionLayer::engine_note() const {
   if (runs_int8()) return "8-bit integers";
+  if (primitives_ && primitives_->winograd) return std::string(PrecisionName(computes_in())) + " Winograd";
   if (computes_in() != Precision::kFloat32) return PrecisionName(computes_in());
   return implementation().find("wino") != std::string::npos ? "Winograd" : "";
 }
 
 std::string OneDnnConvolutionLayer::implementation() const {
+  if (primitives_ && primitives_->winograd) return "crema_bf16_winograd_2x3";
   return primitives_ ? primitives_->forward.impl_info_str() : "";
 }
 
@@ -682,6 +723,14 @@ void OneDnnConvolutionLayer::Forward_cpu(const std::vector<Blob*>& bottom, const
   OneThreadWhile threads(p.one_thread);
   if (p.int8 && p.int8_weights.Stale(*params_[0], bias_term_ ? params_[1].get() : nullptr)) MakeInt8Forward(&p);
   Binder bind(workspace(), &p.forward_bindings);
+  if (p.winograd) {
+    const FusedActivation& activation = fused_activation_;
+    p.winograd->Forward(*params_[0], bias_term_ ? params_[1]->cpu_data() : nullptr,
+                        activation.kind == FusedActivation::kReLU, activation.alpha, bottom[0]->cpu_bytes(),
+                        bottom[0]->data_type() == ElementType::kBfloat16, top[0]->mutable_cpu_bytes(),
+                        top[0]->data_type() == ElementType::kBfloat16, bind.At(p.winograd_forward));
+    return;
+  }
   const memory weights = p.int8 ? p.int8_weights.placed() : p.weights.Get(*params_[0], bind.stream());
   for (size_t b = 0; b < bottom.size(); ++b) {
     memory src;
@@ -787,6 +836,10 @@ void OneDnnConvolutionLayer::Backward_cpu(const std::vector<Blob*>& top, const s
       }
       InputGradientByBands(static_cast<const float*>(top_diff), params_[0]->cpu_data(), bind.At(p.bands),
                            bottom[b]->mutable_cpu_diff());
+    } else if (propagate_down[b] && p.winograd_input_gradient) {
+      p.winograd->InputGradient(*params_[0], top_diff, top[b]->diff_type() == ElementType::kBfloat16,
+                                bottom[b]->mutable_cpu_diff_bytes(), bottom[b]->diff_type() == ElementType::kBfloat16,
+                                bind.At(p.winograd_data));
     } else if (propagate_down[b]) {
       const memory weights =
           p.data_reads_cached

@@ -1,0 +1,388 @@
+#include "layers/vision/bf16_winograd.hpp"
+
+#ifdef CREMA_USE_ONEDNN
+
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+#include <vector>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "core/bf16_vectors.hpp"
+#include "core/blob.hpp"
+#include "core/common.hpp"
+#include "core/threads.hpp"
+#include "core/vector_clones.hpp"
+#include "layers/onednn_util.hpp"
+
+namespace crema {
+
+using dnnl::memory;
+using Tag = memory::format_tag;
+
+namespace {
+
+constexpr int kBlock = 16;      // channels a vector
+constexpr int kPositions = 16;  // the 4 x 4 transformed tile
+constexpr size_t kAlign = 64;   // bytes: every stretch of the workspace starts on a cache line
+
+size_t AlignedBytes(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+
+// G f G^T of `count` kernels of 9 weights each, lying one after another from `kernels` (turned half a turn first where
+// `turned`), into `to`: position p's transform of kernel k at to[p * plane + k]. Sixteen kernels at a time in AVX-512
+// where built for it (the same arithmetic, operation for operation, as the loop for the rest).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+template <typename V>
+CREMA_ALWAYS_INLINE void TransformKernel(const V (&f)[3][3], float* to, size_t plane) {
+  V gf[4][3];  // G f
+  for (int x = 0; x < 3; ++x) {
+    gf[0][x] = f[0][x];
+    gf[1][x] = (f[0][x] + f[1][x] + f[2][x]) * .5f;
+    gf[2][x] = (f[0][x] - f[1][x] + f[2][x]) * .5f;
+    gf[3][x] = f[2][x];
+  }
+  for (int r = 0; r < 4; ++r) {
+    const V row[4] = {gf[r][0], (gf[r][0] + gf[r][1] + gf[r][2]) * .5f, (gf[r][0] - gf[r][1] + gf[r][2]) * .5f,
+                      gf[r][2]};
+    for (int c = 0; c < 4; ++c) std::memcpy(to + (r * 4 + c) * plane, &row[c], sizeof(V));
+  }
+}
+
+#if CREMA_BF16_LOOPS
+
+CREMA_BF16_TARGET void TransformKernels16(const float* kernels, bool turned, float* to, size_t plane) {
+  const __m512i nines =
+      _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), _mm512_set1_epi32(9));
+  __m512 f[3][3];
+  for (int y = 0; y < 3; ++y)
+    for (int x = 0; x < 3; ++x)
+      f[y][x] = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), 0xffff, nines,
+                                         kernels + (turned ? (2 - y) * 3 + (2 - x) : y * 3 + x), 4);
+  TransformKernel(f, to, plane);
+}
+#endif
+#pragma GCC diagnostic pop
+
+void TransformKernels(const float* kernels, int count, bool turned, float* to, size_t plane) {
+  int k = 0;
+#if CREMA_BF16_LOOPS
+  for (; k + 16 <= count; k += 16) TransformKernels16(kernels + k * 9, turned, to + k, plane);
+#endif
+  for (; k < count; ++k) {
+    float f[3][3];
+    for (int y = 0; y < 3; ++y)
+      for (int x = 0; x < 3; ++x) f[y][x] = kernels[k * 9 + (turned ? (2 - y) * 3 + (2 - x) : y * 3 + x)];
+    TransformKernel(f, to + k, plane);
+  }
+}
+
+}  // namespace
+
+// One convolution of the kind (the forward, or the input gradient's): `inputs` channels over height x width, padded,
+// to `outputs` channels over out_h x out_w, in tiles of 2 x 2 outputs.
+struct Bfloat16Winograd::Pass {
+  int num = 0, inputs = 0, outputs = 0, height = 0, width = 0, pad_h = 0, pad_w = 0, out_h = 0, out_w = 0;
+  bool turned = false;  // the input gradient's: weights (inputs x outputs) turned half a turn
+  int tiles_h = 0, tiles_w = 0;
+  int64_t tiles = 0;  // over all images
+  int chunk = 0;      // tiles a chunk
+  int threads = 1;
+  // A thread's stretch of the workspace: the chunk's transformed tiles [position][tile][input] in bf16 (the matmul's
+  // source, batched over the positions), its sums [position][tile][output] in floats, the matmul's scratchpad.
+  size_t tiles_bytes = 0, sums_bytes = 0, scratch_bytes = 0, thread_bytes = 0;
+  dnnl::matmul::primitive_desc matmul_desc;
+  dnnl::matmul matmul;
+  memory transformed;             // U, [position][input][output] in bf16, in the matmul's layout
+  std::vector<float> plain;       // the transforms in floats, kept for the next (their pages touched once)
+  uint64_t version = 0;           // the weights' data_version when transformed (0: never)
+  const float* source = nullptr;  // and their data
+
+  Pass(const WinogradShape& s, bool input_gradient, int thread_count) : turned(input_gradient), threads(thread_count) {
+    num = s.num;
+    if (input_gradient) {
+      inputs = s.outputs;
+      outputs = s.inputs;
+      height = s.out_h;
+      width = s.out_w;
+      pad_h = 2 - s.pad_h;
+      pad_w = 2 - s.pad_w;
+      out_h = s.height;
+      out_w = s.width;
+    } else {
+      inputs = s.inputs;
+      outputs = s.outputs;
+      height = s.height;
+      width = s.width;
+      pad_h = s.pad_h;
+      pad_w = s.pad_w;
+      out_h = s.out_h;
+      out_w = s.out_w;
+    }
+    tiles_h = (out_h + 1) / 2;
+    tiles_w = (out_w + 1) / 2;
+    tiles = static_cast<int64_t>(num) * tiles_h * tiles_w;
+    // The sums of a chunk in about half an L2 cache (1.5 MB at 192 outputs measured as fast; more spilled).
+    chunk = outputs <= 256 ? 128 : 64;
+    const memory::dim m = chunk, k = inputs, n = outputs;
+    const memory::desc src({kPositions, m, k}, memory::data_type::bf16, Tag::abc);
+    const memory::desc weights({kPositions, k, n}, memory::data_type::bf16, Tag::any);
+    const memory::desc dst({kPositions, m, n}, memory::data_type::f32, Tag::abc);
+    {
+      // Made for the one thread it runs on (within a chunk).
+      OneThreadWhile one(true);
+      matmul_desc = dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, weights, dst), onednn::UserScratchpad(),
+                                                 onednn::CpuEngine());
+      matmul = dnnl::matmul(matmul_desc);
+    }
+    transformed = memory(matmul_desc.weights_desc(), onednn::CpuEngine());
+    tiles_bytes = AlignedBytes(sizeof(uint16_t) * kPositions * chunk * inputs);
+    sums_bytes = AlignedBytes(sizeof(float) * kPositions * chunk * outputs);
+    scratch_bytes = AlignedBytes(matmul_desc.scratchpad_desc().get_size());
+    thread_bytes = tiles_bytes + sums_bytes + scratch_bytes;
+  }
+
+  size_t WorkspaceFloats() const { return (thread_bytes * threads + kAlign) / sizeof(float); }
+
+  // U from the float weights (Caffe's outputs x inputs x 3 x 3 of the forward), where they changed.
+  void Transform(const Blob& weights) {
+    const float* w = weights.cpu_data();
+    if (version != 0 && weights.data_version() == version && w == source) return;
+    plain.resize(static_cast<size_t>(kPositions) * inputs * outputs);
+    // Each kernel's 9 weights lie together, kernels in Caffe's order (the forward's outputs, then inputs): the loops
+    // run over them in that order, the outer over the threads, and write the transforms as [position][outer][inner]
+    // (the forward's [position][output][input], which the reorder below reads as such).
+    const int outer = turned ? inputs : outputs, inner = turned ? outputs : inputs;
+    float* u = plain.data();
+    const size_t plane = static_cast<size_t>(inputs) * outputs;
+#pragma omp parallel for schedule(static) if (static_cast <int64_t>(inputs) * outputs >= 4096)
+    for (int a = 0; a < outer; ++a)
+      TransformKernels(w + static_cast<size_t>(a) * inner * 9, inner, turned, u + static_cast<size_t>(a) * inner,
+                       plane);
+    // Rounded to bf16 by oneDNN's reorder (to nearest even, as ToBfloat16) into the matmul's layout.
+    const memory::desc plain_desc({kPositions, inputs, outputs}, memory::data_type::f32, turned ? Tag::abc : Tag::acb);
+    memory from(plain_desc, onednn::CpuEngine(), plain.data());
+    dnnl::stream stream(onednn::CpuEngine());
+    onednn::RunReorder(onednn::Reorder(plain_desc, matmul_desc.weights_desc()), stream, from, transformed);
+    stream.wait();
+    version = weights.data_version();
+    source = w;
+  }
+};
+
+#if CREMA_BF16_LOOPS
+
+namespace {
+
+// One 4 x 4 patch of 16 channels, V = B^T d B, rounded, stored at `to` (16 positions, `position_stride` apart).
+CREMA_BF16_INLINE void TransformPatch(const __m512 (&d)[4][4], uint16_t* to, size_t position_stride) {
+  __m512 t[4][4];  // B^T d
+  for (int x = 0; x < 4; ++x) {
+    t[0][x] = _mm512_sub_ps(d[0][x], d[2][x]);
+    t[1][x] = _mm512_add_ps(d[1][x], d[2][x]);
+    t[2][x] = _mm512_sub_ps(d[2][x], d[1][x]);
+    t[3][x] = _mm512_sub_ps(d[1][x], d[3][x]);
+  }
+  for (int r = 0; r < 4; ++r) {
+    const __m512 v[4] = {_mm512_sub_ps(t[r][0], t[r][2]), _mm512_add_ps(t[r][1], t[r][2]),
+                         _mm512_sub_ps(t[r][2], t[r][1]), _mm512_sub_ps(t[r][1], t[r][3])};
+    for (int c = 0; c < 4; ++c)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(to + (r * 4 + c) * position_stride), Rounded(v[c]));
+  }
+}
+
+// The transformed tiles of chunk tiles [first, first + count) of `pass` from `src` (16-channel blocks), into `to`
+// ([position][tile][input], bf16); the chunk's tiles past the last are zeros.
+template <typename T>
+CREMA_BF16_TARGET void TransformInputs(const Bfloat16Winograd::Pass& p, const T* src, int64_t first, int count,
+                                       uint16_t* to) {
+  const int blocks = p.inputs / kBlock;
+  const size_t plane = static_cast<size_t>(p.height) * p.width * kBlock;
+  const size_t position_stride = static_cast<size_t>(p.chunk) * p.inputs;
+  for (int t = 0; t < p.chunk; ++t) {
+    uint16_t* tile = to + static_cast<size_t>(t) * p.inputs;
+    const int64_t index = first + t;
+    if (t >= count) {
+      for (int position = 0; position < kPositions; ++position)
+        std::memset(tile + position * position_stride, 0, sizeof(uint16_t) * p.inputs);
+      continue;
+    }
+    const int64_t per_image = static_cast<int64_t>(p.tiles_h) * p.tiles_w;
+    const int n = static_cast<int>(index / per_image);
+    const int rest = static_cast<int>(index % per_image);
+    const int y0 = 2 * (rest / p.tiles_w) - p.pad_h, x0 = 2 * (rest % p.tiles_w) - p.pad_w;
+    const bool inside = y0 >= 0 && x0 >= 0 && y0 + 4 <= p.height && x0 + 4 <= p.width;
+    for (int b = 0; b < blocks; ++b) {
+      const T* image = src + (static_cast<size_t>(n) * blocks + b) * plane;
+      __m512 d[4][4];
+      if (inside) {
+        for (int y = 0; y < 4; ++y)
+          for (int x = 0; x < 4; ++x)
+            d[y][x] = LoadBfloat16Values(image + (static_cast<size_t>(y0 + y) * p.width + x0 + x) * kBlock);
+      } else {
+        for (int y = 0; y < 4; ++y)
+          for (int x = 0; x < 4; ++x) {
+            const int iy = y0 + y, ix = x0 + x;
+            d[y][x] = iy >= 0 && iy < p.height && ix >= 0 && ix < p.width
+                          ? LoadBfloat16Values(image + (static_cast<size_t>(iy) * p.width + ix) * kBlock)
+                          : _mm512_setzero_ps();
+          }
+      }
+      TransformPatch(d, tile + b * kBlock, position_stride);
+    }
+  }
+}
+
+// The outputs of chunk tiles [first, first + count) from their sums `m` ([position][tile][output]): A^T M A, plus
+// `bias`, through the ReLU where `relu`, stored into `dst` (16-channel blocks).
+template <typename T>
+CREMA_BF16_TARGET void TransformOutputs(const Bfloat16Winograd::Pass& p, const float* m, int64_t first, int count,
+                                        const float* bias, bool relu, float relu_slope, T* dst) {
+  const int blocks = p.outputs / kBlock;
+  const size_t plane = static_cast<size_t>(p.out_h) * p.out_w * kBlock;
+  const size_t position_stride = static_cast<size_t>(p.chunk) * p.outputs;
+  const int64_t per_image = static_cast<int64_t>(p.tiles_h) * p.tiles_w;
+  const __m512 slope = _mm512_set1_ps(relu_slope);
+  for (int t = 0; t < count; ++t) {
+    const int64_t index = first + t;
+    const int n = static_cast<int>(index / per_image);
+    const int rest = static_cast<int>(index % per_image);
+    const int oy = 2 * (rest / p.tiles_w), ox = 2 * (rest % p.tiles_w);
+    const int rows = std::min(2, p.out_h - oy), columns = std::min(2, p.out_w - ox);
+    for (int b = 0; b < blocks; ++b) {
+      const float* sums = m + static_cast<size_t>(t) * p.outputs + b * kBlock;
+      __m512 s[2][4];  // A^T M
+      for (int c = 0; c < 4; ++c) {
+        const __m512 q0 = _mm512_loadu_ps(sums + (0 * 4 + c) * position_stride);
+        const __m512 q1 = _mm512_loadu_ps(sums + (1 * 4 + c) * position_stride);
+        const __m512 q2 = _mm512_loadu_ps(sums + (2 * 4 + c) * position_stride);
+        const __m512 q3 = _mm512_loadu_ps(sums + (3 * 4 + c) * position_stride);
+        s[0][c] = _mm512_add_ps(_mm512_add_ps(q0, q1), q2);
+        s[1][c] = _mm512_sub_ps(_mm512_sub_ps(q1, q2), q3);
+      }
+      const __m512 add = bias != nullptr ? _mm512_loadu_ps(bias + b * kBlock) : _mm512_setzero_ps();
+      T* image = dst + (static_cast<size_t>(n) * blocks + b) * plane;
+      for (int r = 0; r < rows; ++r) {
+        const __m512 out[2] = {_mm512_add_ps(_mm512_add_ps(_mm512_add_ps(s[r][0], s[r][1]), s[r][2]), add),
+                               _mm512_add_ps(_mm512_sub_ps(_mm512_sub_ps(s[r][1], s[r][2]), s[r][3]), add)};
+        for (int c = 0; c < columns; ++c)
+          Store16(image + (static_cast<size_t>(oy + r) * p.out_w + ox + c) * kBlock,
+                  relu ? Leaky16(out[c], slope) : out[c]);
+      }
+    }
+  }
+}
+
+// The pass over all chunks: each thread its chunks, from input patches to outputs.
+template <typename In, typename Out>
+void Run(Bfloat16Winograd::Pass& p, const In* src, const float* bias, bool relu, float relu_slope, Out* dst,
+         float* workspace) {
+  const int64_t chunks = (p.tiles + p.chunk - 1) / p.chunk;
+  const int threads = static_cast<int>(std::min<int64_t>(std::min(p.threads, CurrentThreadCount()), chunks));
+  char* base = reinterpret_cast<char*>(AlignedBytes(reinterpret_cast<uintptr_t>(workspace)));
+#pragma omp parallel num_threads(threads)
+  {
+#ifdef _OPENMP
+    const int thread = omp_get_thread_num();
+#else
+    const int thread = 0;
+#endif
+    char* mine = base + p.thread_bytes * thread;
+    uint16_t* tiles = reinterpret_cast<uint16_t*>(mine);
+    float* sums = reinterpret_cast<float*>(mine + p.tiles_bytes);
+    dnnl::stream stream(onednn::CpuEngine());
+    memory a(p.matmul_desc.src_desc(), onednn::CpuEngine(), tiles);
+    memory c(p.matmul_desc.dst_desc(), onednn::CpuEngine(), sums);
+    memory scratch(p.matmul_desc.scratchpad_desc(), onednn::CpuEngine(), mine + p.tiles_bytes + p.sums_bytes);
+#pragma omp for schedule(static)
+    for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+      const int64_t first = chunk * p.chunk;
+      const int count = static_cast<int>(std::min<int64_t>(p.chunk, p.tiles - first));
+      TransformInputs(p, src, first, count, tiles);
+      p.matmul.execute(
+          stream,
+          {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, p.transformed}, {DNNL_ARG_DST, c}, {DNNL_ARG_SCRATCHPAD, scratch}});
+      stream.wait();
+      TransformOutputs(p, sums, first, count, bias, relu, relu_slope, dst);
+    }
+  }
+}
+
+}  // namespace
+
+#endif  // CREMA_BF16_LOOPS
+
+std::string Bfloat16Winograd::Refusal(const WinogradShape& s) {
+  std::ostringstream why;
+#if CREMA_BF16_LOOPS
+  if (!HasBfloat16Conversions()) return "this CPU has no AVX512_BF16 conversions";
+#else
+  return "built for no x86-64 vector instructions";
+#endif
+  if (s.inputs % kBlock != 0 || s.outputs % kBlock != 0)
+    why << s.inputs << " -> " << s.outputs << " channels do not fill blocks of " << kBlock;
+  else if (s.pad_h < 0 || s.pad_h > 2 || s.pad_w < 0 || s.pad_w > 2)
+    why << "pad " << s.pad_h << " x " << s.pad_w << " (takes 0 to 2)";
+  else if (s.out_h < kSmallestSide || s.out_w < kSmallestSide)
+    why << "its " << s.out_h << " x " << s.out_w << " outputs are under " << kSmallestSide << " x " << kSmallestSide;
+  return why.str();
+}
+
+Bfloat16Winograd::Bfloat16Winograd(const WinogradShape& shape, bool input_gradient, int threads)
+    : forward_(std::make_unique<Pass>(shape, false, threads)),
+      input_gradient_(input_gradient ? std::make_unique<Pass>(shape, true, threads) : nullptr) {}
+
+Bfloat16Winograd::~Bfloat16Winograd() = default;
+
+size_t Bfloat16Winograd::WorkspaceFloats() const {
+  return std::max(forward_->WorkspaceFloats(), input_gradient_ ? input_gradient_->WorkspaceFloats() : 0);
+}
+
+size_t Bfloat16Winograd::HeldBytes() const {
+  return forward_->transformed.get_desc().get_size() +
+         (input_gradient_ ? input_gradient_->transformed.get_desc().get_size() : 0);
+}
+
+void Bfloat16Winograd::Forward(const Blob& weights, const float* bias, bool relu, float relu_slope, const void* src,
+                               bool src_bf16, void* dst, bool dst_bf16, float* workspace) {
+#if CREMA_BF16_LOOPS
+  Pass& p = *forward_;
+  p.Transform(weights);
+  if (src_bf16 && dst_bf16)
+    Run(p, static_cast<const uint16_t*>(src), bias, relu, relu_slope, static_cast<uint16_t*>(dst), workspace);
+  else if (src_bf16)
+    Run(p, static_cast<const uint16_t*>(src), bias, relu, relu_slope, static_cast<float*>(dst), workspace);
+  else if (dst_bf16)
+    Run(p, static_cast<const float*>(src), bias, relu, relu_slope, static_cast<uint16_t*>(dst), workspace);
+  else
+    Run(p, static_cast<const float*>(src), bias, relu, relu_slope, static_cast<float*>(dst), workspace);
+#else
+  CREMA_FAIL() << "bf16 Winograd convolutions need x86-64 vector instructions";
+#endif
+}
+
+void Bfloat16Winograd::InputGradient(const Blob& weights, const void* diff_dst, bool diff_dst_bf16, void* diff_src,
+                                     bool diff_src_bf16, float* workspace) {
+#if CREMA_BF16_LOOPS
+  CREMA_CHECK(input_gradient_ != nullptr) << "a bf16 Winograd convolution made for its forward only";
+  Pass& p = *input_gradient_;
+  p.Transform(weights);
+  if (diff_dst_bf16 && diff_src_bf16)
+    Run(p, static_cast<const uint16_t*>(diff_dst), nullptr, false, 0.f, static_cast<uint16_t*>(diff_src), workspace);
+  else if (diff_dst_bf16)
+    Run(p, static_cast<const uint16_t*>(diff_dst), nullptr, false, 0.f, static_cast<float*>(diff_src), workspace);
+  else if (diff_src_bf16)
+    Run(p, static_cast<const float*>(diff_dst), nullptr, false, 0.f, static_cast<uint16_t*>(diff_src), workspace);
+  else
+    Run(p, static_cast<const float*>(diff_dst), nullptr, false, 0.f, static_cast<float*>(diff_src), workspace);
+#else
+  CREMA_FAIL() << "bf16 Winograd convolutions need x86-64 vector instructions";
+#endif
+}
+
+}  // namespace crema
+
+#endif  // CREMA_USE_ONEDNN
