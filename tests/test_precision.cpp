@@ -27,6 +27,7 @@
 #include "layers/normalization/onednn_batch_norm.hpp"
 #include "layers/normalization/onednn_lrn.hpp"
 #include "layers/onednn_util.hpp"
+#include "layers/vision/onednn_convolution.hpp"
 #include "layers/vision/pooling_lanes.hpp"
 #include "net/net.hpp"
 #include "solver/solver.hpp"
@@ -1038,18 +1039,18 @@ WinogradReference WinogradOf(int inputs, int outputs, int height, int width, int
 }
 
 // crema's bf16 Winograd (layers/vision/bf16_winograd.hpp) in training: a 3 x 3 convolution of stride 1 between blobs in
-// 16-channel blocks, over 15 x 14 (a last row of tiles half outside), takes it, forward and for its input gradient.
-// Forward its output (through its fused ReLU) and backward its input gradient are within the rule's rounding of the
-// exact convolutions of their operands (the output gradient, and the input, rounded to bf16; the weights as they are:
-// the rule transforms the float32 weights), in double (WinogradOf); and the run with every blob in floats computes the
-// same bits (the rule reads its operands rounded), the weights' gradients included.
+// 16-channel blocks, over 29 x 28 (a last row of tiles half outside), takes it, in its three passes. Its output
+// (through its fused ReLU), its input gradient and its weights' gradient are within the rule's rounding of the exact
+// sums of their operands (the input and the output gradient rounded to bf16; the weights as they are: the rule
+// transforms the float32 weights), in double; and the run with every blob in floats computes the same bits (the rule
+// reads its operands rounded), the weights' gradients included.
 TEST(PrecisionTest, Bfloat16WinogradIsWithinItsRoundingOfTheExactConvolution) {
   CREMA_SKIP_WITHOUT_BFLOAT16();
   const std::string text = R"(
     force_backward: true
     state { phase: TRAIN }
     layer { name: 'data' type: 'Input' top: 'data' top: 'target'
-            input_param { shape { dim: 2 dim: 16 dim: 15 dim: 14 } shape { dim: 2 dim: 16 dim: 15 dim: 14 } } }
+            input_param { shape { dim: 2 dim: 16 dim: 29 dim: 28 } shape { dim: 2 dim: 16 dim: 29 dim: 28 } } }
     layer { name: 'conv0' type: 'Convolution' bottom: 'data' top: 'c0' convolution_param { num_output: 32
             kernel_size: 1 } }
     layer { name: 'conv1' type: 'Convolution' bottom: 'c0' top: 'c1' convolution_param { num_output: 48
@@ -1073,6 +1074,8 @@ TEST(PrecisionTest, Bfloat16WinogradIsWithinItsRoundingOfTheExactConvolution) {
   for (Net* n : {net.get(), float_net.get()}) {
     EXPECT_EQ(n->layer_by_name("conv1")->engine_note(), "bfloat16 Winograd");
     EXPECT_EQ(n->layer_by_name("conv0")->engine_note(), "bfloat16");  // a 1 x 1 convolution: oneDNN's
+    EXPECT_EQ(static_cast<const OneDnnConvolutionLayer&>(*n->layer_by_name("conv1")).implementation(),
+              "crema_bf16_winograd_2x3");
   }
   for (const char* name : {"c0", "c1"})
     EXPECT_EQ(ElementTypeName(net->blob_by_name(name)->data_type()), ElementTypeName(ElementType::kBfloat16)) << name;
@@ -1095,7 +1098,7 @@ TEST(PrecisionTest, Bfloat16WinogradIsWithinItsRoundingOfTheExactConvolution) {
     ASSERT_EQ(FromBfloat16(held_diff[i]), RoundToBfloat16(float_diff[i])) << i;
 
   // The float run's operands and results, in their 16-channel blocks.
-  const int num = 2, inputs = 32, outputs = 48, height = 15, width = 14;
+  const int num = 2, inputs = 32, outputs = 48, height = 29, width = 28;
   const Blob& x_blob = *float_net->blob_by_name("c0");
   ASSERT_EQ(x_blob.layout(), Layout::kChannelBlocks16);
   const std::vector<float> x = test::DataOf(x_blob), dx = test::DiffOf(x_blob);
@@ -1147,6 +1150,79 @@ TEST(PrecisionTest, Bfloat16WinogradIsWithinItsRoundingOfTheExactConvolution) {
         }
   }
   EXPECT_EQ(checked, num * (outputs + inputs) * height * width);
+  // The weights' gradient: the exact sum over both images of rounded(dy) rounded(x), within (2u + u^2) of its terms'
+  // magnitudes through the transforms, |G^T| (sum over the tiles of |A dY A^T| |B^T x B|) |G| (and float32's sums);
+  // the bias's, the sum of the rounded output gradient.
+  const double bt[4][4] = {{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, 1, 0, -1}};
+  const double a[4][2] = {{1, 0}, {1, 1}, {1, -1}, {0, -1}};
+  const double g[4][3] = {{1, 0, 0}, {.5, .5, .5}, {.5, -.5, .5}, {0, 0, 1}};
+  const auto rounded = [](float value) { return static_cast<double>(RoundToBfloat16(value)); };
+  const int tiles_h = (height + 1) / 2, tiles_w = (width + 1) / 2;
+  const size_t tiles = static_cast<size_t>(num) * tiles_h * tiles_w;
+  // Every tile's transforms: V of the input, A dY A^T of the output gradient.
+  std::vector<double> v(tiles * inputs * 16), gy(tiles * outputs * 16);
+  for (int n = 0; n < num; ++n)
+    for (int t = 0; t < tiles_h * tiles_w; ++t) {
+      const int ty = t / tiles_w, tx = t % tiles_w;
+      const size_t tile = static_cast<size_t>(n) * tiles_h * tiles_w + t;
+      for (int c = 0; c < inputs; ++c)
+        for (int e = 0; e < 16; ++e) {
+          double sum = 0;
+          for (int yy = 0; yy < 4; ++yy)
+            for (int xx = 0; xx < 4; ++xx) {
+              const int iy = 2 * ty - 1 + yy, ix = 2 * tx - 1 + xx;
+              if (iy >= 0 && iy < height && ix >= 0 && ix < width)
+                sum += bt[e / 4][yy] * rounded(x[at(inputs, n, c, iy, ix)]) * bt[e % 4][xx];
+            }
+          v[(tile * inputs + c) * 16 + e] = sum;
+        }
+      for (int k = 0; k < outputs; ++k)
+        for (int e = 0; e < 16; ++e) {
+          double sum = 0;
+          for (int r = 0; r < 2; ++r)
+            for (int q = 0; q < 2; ++q)
+              if (2 * ty + r < height && 2 * tx + q < width)
+                sum += a[e / 4][r] * rounded(dy[at(outputs, n, k, 2 * ty + r, 2 * tx + q)]) * a[e % 4][q];
+          gy[(tile * outputs + k) * 16 + e] = sum;
+        }
+    }
+  const float* dw = conv1.params()[0]->cpu_diff();
+  const float* db = conv1.params()[1]->cpu_diff();
+  const double roundings = 2 * kBfloat16UnitRoundoff + kBfloat16UnitRoundoff * kBfloat16UnitRoundoff;
+  double largest_weight_error = 0;
+  for (int k = 0; k < outputs; ++k) {
+    double bias_sum = 0, bias_magnitude = 0;
+    for (int n = 0; n < num; ++n)
+      for (int yy = 0; yy < height; ++yy)
+        for (int xx = 0; xx < width; ++xx) {
+          bias_sum += rounded(dy[at(outputs, n, k, yy, xx)]);
+          bias_magnitude += std::fabs(rounded(dy[at(outputs, n, k, yy, xx)]));
+        }
+    ASSERT_NEAR(db[k], bias_sum, 1e-5 * bias_magnitude + 1e-6) << "bias gradient " << k;
+    for (int c = 0; c < inputs; ++c) {
+      double magnitude[16] = {};
+      for (size_t tile = 0; tile < tiles; ++tile)
+        for (int e = 0; e < 16; ++e)
+          magnitude[e] += std::fabs(gy[(tile * outputs + k) * 16 + e] * v[(tile * inputs + c) * 16 + e]);
+      for (int yy = 0; yy < 3; ++yy)
+        for (int xx = 0; xx < 3; ++xx) {
+          double exact = 0, terms = 0;
+          for (int n = 0; n < num; ++n)
+            for (int oy = 0; oy < height; ++oy)
+              for (int ox = 0; ox < width; ++ox) {
+                const int iy = oy - 1 + yy, ix = ox - 1 + xx;
+                if (iy >= 0 && iy < height && ix >= 0 && ix < width)
+                  exact += rounded(dy[at(outputs, n, k, oy, ox)]) * rounded(x[at(inputs, n, c, iy, ix)]);
+              }
+          for (int e = 0; e < 16; ++e) terms += std::fabs(g[e / 4][yy] * g[e % 4][xx]) * magnitude[e];
+          const float got = dw[((k * inputs + c) * 3 + yy) * 3 + xx];
+          ASSERT_NEAR(got, exact, (roundings + 1e-5) * terms + 1e-6)
+              << "weight gradient " << k << " " << c << " " << yy << " " << xx;
+          largest_weight_error = std::max(largest_weight_error, std::fabs(got - exact));
+        }
+    }
+  }
+  EXPECT_GT(largest_weight_error, 1e-4);  // bf16's rounding shows in the weights' gradient too
   EXPECT_GT(negative, 0);    // the ReLU stopped some
   EXPECT_GT(largest, 1e-3);  // bf16's rounding shows: the rule ran in bf16
 }

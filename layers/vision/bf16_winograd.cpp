@@ -82,9 +82,12 @@ void TransformKernels(const float* kernels, int count, bool turned, float* to, s
 
 }  // namespace
 
-// One convolution of the kind (the forward, or the input gradient's): `inputs` channels over height x width, padded,
-// to `outputs` channels over out_h x out_w, in tiles of 2 x 2 outputs.
+// One pass: a convolution of the kind (the forward, or the input gradient's), `inputs` channels over height x width,
+// padded, to `outputs` channels over out_h x out_w, in tiles of 2 x 2 outputs; or the weights' gradient, over the
+// forward's tiles.
 struct Bfloat16Winograd::Pass {
+  enum Kind { kForward, kInputGradient, kWeightGradient };
+  Kind kind = kForward;
   int num = 0, inputs = 0, outputs = 0, height = 0, width = 0, pad_h = 0, pad_w = 0, out_h = 0, out_w = 0;
   bool turned = false;  // the input gradient's: weights (inputs x outputs) turned half a turn
   int tiles_h = 0, tiles_w = 0;
@@ -92,18 +95,23 @@ struct Bfloat16Winograd::Pass {
   int chunk = 0;      // tiles a chunk
   int threads = 1;
   // A thread's stretch of the workspace: the chunk's transformed tiles [position][tile][input] in bf16 (the matmul's
-  // source, batched over the positions), its sums [position][tile][output] in floats, the matmul's scratchpad.
+  // source, batched over the positions), its sums [position][tile][output] in floats, the matmul's scratchpad. The
+  // weights' gradient: the transformed input tiles, the transformed output gradient's [position][tile][output] in
+  // bf16, the thread's sums over its chunks [position][output][input] in floats, and its sums of the output gradient
+  // for the bias.
   size_t tiles_bytes = 0, sums_bytes = 0, scratch_bytes = 0, thread_bytes = 0;
-  dnnl::matmul::primitive_desc matmul_desc;
-  dnnl::matmul matmul;
+  size_t gradient_tiles_bytes = 0, bias_bytes = 0;
+  dnnl::matmul::primitive_desc matmul_desc, adding_desc;
+  dnnl::matmul matmul, adding;    // adding: the weights' gradient's, adding to what its output holds
   memory transformed;             // U, [position][input][output] in bf16, in the matmul's layout
   std::vector<float> plain;       // the transforms in floats, kept for the next (their pages touched once)
   uint64_t version = 0;           // the weights' data_version when transformed (0: never)
   const float* source = nullptr;  // and their data
 
-  Pass(const WinogradShape& s, bool input_gradient, int thread_count) : turned(input_gradient), threads(thread_count) {
+  Pass(const WinogradShape& s, Kind pass, int thread_count)
+      : kind(pass), turned(pass == kInputGradient), threads(thread_count) {
     num = s.num;
-    if (input_gradient) {
+    if (turned) {
       inputs = s.outputs;
       outputs = s.inputs;
       height = s.out_h;
@@ -125,25 +133,55 @@ struct Bfloat16Winograd::Pass {
     tiles_h = (out_h + 1) / 2;
     tiles_w = (out_w + 1) / 2;
     tiles = static_cast<int64_t>(num) * tiles_h * tiles_w;
-    // The sums of a chunk in about half an L2 cache (1.5 MB at 192 outputs measured as fast; more spilled).
-    chunk = outputs <= 256 ? 128 : 64;
-    const memory::dim m = chunk, k = inputs, n = outputs;
-    const memory::desc src({kPositions, m, k}, memory::data_type::bf16, Tag::abc);
-    const memory::desc weights({kPositions, k, n}, memory::data_type::bf16, Tag::any);
-    const memory::desc dst({kPositions, m, n}, memory::data_type::f32, Tag::abc);
-    {
-      // Made for the one thread it runs on (within a chunk).
+    if (kind == kWeightGradient) {
+      // Each chunk's product adds into the thread's sums (a sum post-op), which it reads and writes whole: a longer
+      // chunk reads them fewer times.
+      chunk = 256;
+      const memory::dim m = outputs, k = chunk, n = inputs;
+      // The output gradient's tiles lie [position][tile][output]: read as [position][output][tile].
+      const memory::desc src({kPositions, m, k}, memory::data_type::bf16, Tag::acb);
+      const memory::desc tiles_in({kPositions, k, n}, memory::data_type::bf16, Tag::abc);
+      const memory::desc dst({kPositions, m, n}, memory::data_type::f32, Tag::abc);
+      // A thread's first chunk writes its sums; the next add to them.
+      MakeMatmul(src, tiles_in, dst, onednn::UserScratchpad());
+      dnnl::primitive_attr attr = onednn::UserScratchpad();
+      dnnl::post_ops add;
+      add.append_sum(1.f);
+      attr.set_post_ops(add);
       OneThreadWhile one(true);
-      matmul_desc = dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, weights, dst), onednn::UserScratchpad(),
-                                                 onednn::CpuEngine());
-      matmul = dnnl::matmul(matmul_desc);
+      adding_desc = dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, tiles_in, dst), attr, onednn::CpuEngine());
+      adding = dnnl::matmul(adding_desc);
+      tiles_bytes = AlignedBytes(sizeof(uint16_t) * kPositions * chunk * inputs);
+      gradient_tiles_bytes = AlignedBytes(sizeof(uint16_t) * kPositions * chunk * outputs);
+      sums_bytes = AlignedBytes(sizeof(float) * kPositions * outputs * inputs);
+      bias_bytes = AlignedBytes(sizeof(float) * outputs);
+    } else {
+      // The sums of a chunk in about half an L2 cache (1.5 MB at 192 outputs measured as fast; more spilled).
+      chunk = outputs <= 256 ? 128 : 64;
+      const memory::dim m = chunk, k = inputs, n = outputs;
+      const memory::desc src({kPositions, m, k}, memory::data_type::bf16, Tag::abc);
+      const memory::desc weights({kPositions, k, n}, memory::data_type::bf16, Tag::any);
+      const memory::desc dst({kPositions, m, n}, memory::data_type::f32, Tag::abc);
+      MakeMatmul(src, weights, dst, onednn::UserScratchpad());
+      transformed = memory(matmul_desc.weights_desc(), onednn::CpuEngine());
+      tiles_bytes = AlignedBytes(sizeof(uint16_t) * kPositions * chunk * inputs);
+      sums_bytes = AlignedBytes(sizeof(float) * kPositions * chunk * outputs);
     }
-    transformed = memory(matmul_desc.weights_desc(), onednn::CpuEngine());
-    tiles_bytes = AlignedBytes(sizeof(uint16_t) * kPositions * chunk * inputs);
-    sums_bytes = AlignedBytes(sizeof(float) * kPositions * chunk * outputs);
-    scratch_bytes = AlignedBytes(matmul_desc.scratchpad_desc().get_size());
-    thread_bytes = tiles_bytes + sums_bytes + scratch_bytes;
+    scratch_bytes = AlignedBytes(std::max(matmul_desc.scratchpad_desc().get_size(),
+                                          adding ? adding_desc.scratchpad_desc().get_size() : size_t{0}));
+    thread_bytes = tiles_bytes + gradient_tiles_bytes + sums_bytes + bias_bytes + scratch_bytes;
   }
+
+  void MakeMatmul(const memory::desc& src, const memory::desc& weights, const memory::desc& dst,
+                  const dnnl::primitive_attr& attr) {
+    // Made for the one thread it runs on (within a chunk).
+    OneThreadWhile one(true);
+    matmul_desc = dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, weights, dst), attr, onednn::CpuEngine());
+    matmul = dnnl::matmul(matmul_desc);
+  }
+
+  // The weights' transforms, where the pass has them.
+  size_t HeldBytes() const { return transformed ? transformed.get_desc().get_size() : 0; }
 
   size_t WorkspaceFloats() const { return (thread_bytes * threads + kAlign) / sizeof(float); }
 
@@ -276,6 +314,137 @@ CREMA_BF16_TARGET void TransformOutputs(const Bfloat16Winograd::Pass& p, const f
   }
 }
 
+// The output gradient's tiles of chunk tiles [first, first + count) of `p` (the weights' gradient's), from `diff_dst`
+// (16-channel blocks, read rounded to bf16): A dY A^T of each 2 x 2 output tile (0 past the output's edge), rounded,
+// into `to` ([position][tile][output], bf16; the chunk's tiles past the last are zeros); each rounded value added to
+// its output's `bias` sum (every output lies in one tile).
+template <typename T>
+CREMA_BF16_TARGET void TransformGradients(const Bfloat16Winograd::Pass& p, const T* diff_dst, int64_t first, int count,
+                                          uint16_t* to, float* bias) {
+  const int blocks = p.outputs / kBlock;
+  const size_t plane = static_cast<size_t>(p.out_h) * p.out_w * kBlock;
+  const size_t position_stride = static_cast<size_t>(p.chunk) * p.outputs;
+  const int64_t per_image = static_cast<int64_t>(p.tiles_h) * p.tiles_w;
+  for (int t = 0; t < p.chunk; ++t) {
+    uint16_t* tile = to + static_cast<size_t>(t) * p.outputs;
+    if (t >= count) {
+      for (int position = 0; position < kPositions; ++position)
+        std::memset(tile + position * position_stride, 0, sizeof(uint16_t) * p.outputs);
+      continue;
+    }
+    const int64_t index = first + t;
+    const int n = static_cast<int>(index / per_image);
+    const int rest = static_cast<int>(index % per_image);
+    const int oy = 2 * (rest / p.tiles_w), ox = 2 * (rest % p.tiles_w);
+    const int rows = std::min(2, p.out_h - oy), columns = std::min(2, p.out_w - ox);
+    for (int b = 0; b < blocks; ++b) {
+      const T* image = diff_dst + (static_cast<size_t>(n) * blocks + b) * plane;
+      __m512 g[2][2];
+      for (int r = 0; r < 2; ++r)
+        for (int c = 0; c < 2; ++c)
+          g[r][c] = r < rows && c < columns
+                        ? LoadBfloat16Values(image + (static_cast<size_t>(oy + r) * p.out_w + ox + c) * kBlock)
+                        : _mm512_setzero_ps();
+      _mm512_storeu_ps(bias + b * kBlock,
+                       _mm512_add_ps(_mm512_loadu_ps(bias + b * kBlock),
+                                     _mm512_add_ps(_mm512_add_ps(g[0][0], g[0][1]), _mm512_add_ps(g[1][0], g[1][1]))));
+      __m512 z[4][2];  // A dY, A = [1 0; 1 1; 1 -1; 0 -1]
+      for (int c = 0; c < 2; ++c) {
+        z[0][c] = g[0][c];
+        z[1][c] = _mm512_add_ps(g[0][c], g[1][c]);
+        z[2][c] = _mm512_sub_ps(g[0][c], g[1][c]);
+        z[3][c] = _mm512_sub_ps(_mm512_setzero_ps(), g[1][c]);
+      }
+      for (int r = 0; r < 4; ++r) {
+        const __m512 v[4] = {z[r][0], _mm512_add_ps(z[r][0], z[r][1]), _mm512_sub_ps(z[r][0], z[r][1]),
+                             _mm512_sub_ps(_mm512_setzero_ps(), z[r][1])};
+        for (int c = 0; c < 4; ++c)
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(tile + b * kBlock + (r * 4 + c) * position_stride),
+                              Rounded(v[c]));
+      }
+    }
+  }
+}
+
+// The weights' gradient's pass over all chunks: each thread its chunks into its own sums (zeroed first); then the
+// threads' sums added in thread order, G^T (sum) G added to `weight_diff` ([output][input][3][3]) and the bias sums to
+// `bias_diff` (where not null).
+template <typename In, typename Gradient>
+void RunWeightGradient(Bfloat16Winograd::Pass& p, const In* src, const Gradient* diff_dst, float* weight_diff,
+                       float* bias_diff, float* workspace) {
+  const int64_t chunks = (p.tiles + p.chunk - 1) / p.chunk;
+  const int threads = static_cast<int>(std::min<int64_t>(std::min(p.threads, CurrentThreadCount()), chunks));
+  char* base = reinterpret_cast<char*>(AlignedBytes(reinterpret_cast<uintptr_t>(workspace)));
+  const size_t sums_offset = p.tiles_bytes + p.gradient_tiles_bytes;
+  const size_t bias_offset = sums_offset + p.sums_bytes;
+#pragma omp parallel num_threads(threads)
+  {
+#ifdef _OPENMP
+    const int thread = omp_get_thread_num();
+#else
+    const int thread = 0;
+#endif
+    char* mine = base + p.thread_bytes * thread;
+    uint16_t* tiles = reinterpret_cast<uint16_t*>(mine);
+    uint16_t* gradient_tiles = reinterpret_cast<uint16_t*>(mine + p.tiles_bytes);
+    float* sums = reinterpret_cast<float*>(mine + sums_offset);
+    float* bias = reinterpret_cast<float*>(mine + bias_offset);
+    std::memset(bias, 0, sizeof(float) * p.outputs);
+    bool first_chunk = true;
+    dnnl::stream stream(onednn::CpuEngine());
+    memory a(p.matmul_desc.src_desc(), onednn::CpuEngine(), gradient_tiles);
+    memory b(p.matmul_desc.weights_desc(), onednn::CpuEngine(), tiles);
+    memory c(p.matmul_desc.dst_desc(), onednn::CpuEngine(), sums);
+    memory scratch(p.matmul_desc.scratchpad_desc(), onednn::CpuEngine(), mine + bias_offset + p.bias_bytes);
+#pragma omp for schedule(static)
+    for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+      const int64_t first = chunk * p.chunk;
+      const int count = static_cast<int>(std::min<int64_t>(p.chunk, p.tiles - first));
+      TransformInputs(p, src, first, count, tiles);
+      TransformGradients(p, diff_dst, first, count, gradient_tiles, bias);
+      (first_chunk ? p.matmul : p.adding)
+          .execute(stream,
+                   {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}, {DNNL_ARG_SCRATCHPAD, scratch}});
+      stream.wait();
+      first_chunk = false;
+    }
+  }
+  // The threads' sums added in thread order: the bias's, and each pair's within G^T (sum) G, added to its 3 x 3
+  // gradient.
+  const auto sums_of = [&](int t) { return reinterpret_cast<const float*>(base + p.thread_bytes * t + sums_offset); };
+  if (bias_diff != nullptr)
+    for (int o = 0; o < p.outputs; ++o) {
+      float total = 0.f;
+      for (int t = 0; t < threads; ++t)
+        total += reinterpret_cast<const float*>(base + p.thread_bytes * t + bias_offset)[o];
+      bias_diff[o] += total;
+    }
+  const size_t plane = static_cast<size_t>(p.outputs) * p.inputs;
+#pragma omp parallel for schedule(static) if (plane >= 4096)
+  for (int o = 0; o < p.outputs; ++o)
+    for (int i = 0; i < p.inputs; ++i) {
+      const size_t pair = static_cast<size_t>(o) * p.inputs + i;
+      float m[4][4];
+      for (int e = 0; e < kPositions; ++e) {
+        float total = 0.f;
+        for (int t = 0; t < threads; ++t) total += sums_of(t)[e * plane + pair];
+        m[e / 4][e % 4] = total;
+      }
+      float gm[3][4];  // G^T m: G^T = [1 .5 .5 0; 0 .5 -.5 0; 0 .5 .5 1]
+      for (int c = 0; c < 4; ++c) {
+        gm[0][c] = m[0][c] + .5f * (m[1][c] + m[2][c]);
+        gm[1][c] = .5f * (m[1][c] - m[2][c]);
+        gm[2][c] = .5f * (m[1][c] + m[2][c]) + m[3][c];
+      }
+      float* to = weight_diff + pair * 9;
+      for (int y = 0; y < 3; ++y) {
+        to[y * 3 + 0] += gm[y][0] + .5f * (gm[y][1] + gm[y][2]);
+        to[y * 3 + 1] += .5f * (gm[y][1] - gm[y][2]);
+        to[y * 3 + 2] += .5f * (gm[y][1] + gm[y][2]) + gm[y][3];
+      }
+    }
+}
+
 // The pass over all chunks: each thread its chunks, from input patches to outputs.
 template <typename In, typename Out>
 void Run(Bfloat16Winograd::Pass& p, const In* src, const float* bias, bool relu, float relu_slope, Out* dst,
@@ -331,19 +500,25 @@ std::string Bfloat16Winograd::Refusal(const WinogradShape& s) {
   return why.str();
 }
 
-Bfloat16Winograd::Bfloat16Winograd(const WinogradShape& shape, bool input_gradient, int threads)
-    : forward_(std::make_unique<Pass>(shape, false, threads)),
-      input_gradient_(input_gradient ? std::make_unique<Pass>(shape, true, threads) : nullptr) {}
+Bfloat16Winograd::Bfloat16Winograd(const WinogradShape& shape, bool backward, int threads)
+    : forward_(std::make_unique<Pass>(shape, Pass::kForward, threads)),
+      input_gradient_(backward ? std::make_unique<Pass>(shape, Pass::kInputGradient, threads) : nullptr),
+      weight_gradient_(backward && shape.out_h >= kSmallestWeightGradientSide &&
+                               shape.out_w >= kSmallestWeightGradientSide
+                           ? std::make_unique<Pass>(shape, Pass::kWeightGradient, threads)
+                           : nullptr) {}
 
 Bfloat16Winograd::~Bfloat16Winograd() = default;
 
 size_t Bfloat16Winograd::WorkspaceFloats() const {
-  return std::max(forward_->WorkspaceFloats(), input_gradient_ ? input_gradient_->WorkspaceFloats() : 0);
+  size_t floats = forward_->WorkspaceFloats();
+  for (const Pass* pass : {input_gradient_.get(), weight_gradient_.get()})
+    if (pass != nullptr) floats = std::max(floats, pass->WorkspaceFloats());
+  return floats;
 }
 
 size_t Bfloat16Winograd::HeldBytes() const {
-  return forward_->transformed.get_desc().get_size() +
-         (input_gradient_ ? input_gradient_->transformed.get_desc().get_size() : 0);
+  return forward_->HeldBytes() + (input_gradient_ ? input_gradient_->HeldBytes() : 0);
 }
 
 void Bfloat16Winograd::Forward(const Blob& weights, const float* bias, bool relu, float relu_slope, const void* src,
@@ -378,6 +553,28 @@ void Bfloat16Winograd::InputGradient(const Blob& weights, const void* diff_dst, 
     Run(p, static_cast<const float*>(diff_dst), nullptr, false, 0.f, static_cast<uint16_t*>(diff_src), workspace);
   else
     Run(p, static_cast<const float*>(diff_dst), nullptr, false, 0.f, static_cast<float*>(diff_src), workspace);
+#else
+  CREMA_FAIL() << "bf16 Winograd convolutions need x86-64 vector instructions";
+#endif
+}
+
+void Bfloat16Winograd::WeightGradient(const void* src, bool src_bf16, const void* diff_dst, bool diff_dst_bf16,
+                                      float* weight_diff, float* bias_diff, float* workspace) {
+#if CREMA_BF16_LOOPS
+  CREMA_CHECK(weight_gradient_ != nullptr) << "a bf16 Winograd convolution made without its weights' gradient";
+  Pass& p = *weight_gradient_;
+  if (src_bf16 && diff_dst_bf16)
+    RunWeightGradient(p, static_cast<const uint16_t*>(src), static_cast<const uint16_t*>(diff_dst), weight_diff,
+                      bias_diff, workspace);
+  else if (src_bf16)
+    RunWeightGradient(p, static_cast<const uint16_t*>(src), static_cast<const float*>(diff_dst), weight_diff, bias_diff,
+                      workspace);
+  else if (diff_dst_bf16)
+    RunWeightGradient(p, static_cast<const float*>(src), static_cast<const uint16_t*>(diff_dst), weight_diff, bias_diff,
+                      workspace);
+  else
+    RunWeightGradient(p, static_cast<const float*>(src), static_cast<const float*>(diff_dst), weight_diff, bias_diff,
+                      workspace);
 #else
   CREMA_FAIL() << "bf16 Winograd convolutions need x86-64 vector instructions";
 #endif

@@ -1,6 +1,7 @@
 // A bf16 convolution by Winograd's minimal filtering F(2x2, 3x3), for oneDNN's Convolution engine in training: 3 x 3
-// kernels of stride 1 over channel blocks of 16, its forward and its input gradient (which is the same kind of
-// convolution: the output gradient through the weights turned half a turn, inputs and outputs swapped). oneDNN 2.x
+// kernels of stride 1 over channel blocks of 16, its forward, its input gradient (which is the same kind of
+// convolution: the output gradient through the weights turned half a turn, inputs and outputs swapped) and its weights'
+// gradient (G^T [sum over the tiles of (A dY A^T) V] G). oneDNN 2.x
 // has Winograd's kernels for float32 only; its bf16 kernels are direct, and crema's float32 training takes Winograd's
 // from 1024 output positions on, so that a bf16 3 x 3 convolution gained little over float32 (docs/performance.md).
 //
@@ -47,13 +48,20 @@ class Bfloat16Winograd {
   // Output tiles cover whole 2 x 2 squares: below 14 x 14, the tiles' unused part and the few tiles a thread gets
   // made it slower than oneDNN's direct bf16 kernels (GoogLeNet's 7 x 7 inception_5 convolutions: 0.8 ms against 0.5).
   static constexpr int kSmallestSide = 14;
+  // The weights' gradient likewise from 28 x 28 outputs: at 14 x 14 (GoogLeNet's inception_4d and 4e, 288 and 320
+  // outputs) oneDNN's direct bf16 kernels were faster (3.0 ms against 3.7, 3.7 against 3.9-4.5), at 28 x 28 and 56 x 56
+  // slower (6.5 against 5.9, 14.3 against 12.7: the whole backward pass of the layer).
+  static constexpr int kSmallestWeightGradientSide = 28;
 
-  // The forward, and where `input_gradient` the input gradient's pass too, made for `threads` threads.
-  Bfloat16Winograd(const WinogradShape& shape, bool input_gradient, int threads);
+  // The forward, and where `backward` the input gradient's pass and (from kSmallestWeightGradientSide) the weights'
+  // gradient's too, made for `threads` threads.
+  Bfloat16Winograd(const WinogradShape& shape, bool backward, int threads);
   ~Bfloat16Winograd();
   Bfloat16Winograd(const Bfloat16Winograd&) = delete;
   Bfloat16Winograd& operator=(const Bfloat16Winograd&) = delete;
 
+  // Whether it computes the weights' gradient (else oneDNN's kernels do).
+  bool has_weight_gradient() const { return weight_gradient_ != nullptr; }
   // The floats of workspace a pass takes (each pass uses it afresh).
   size_t WorkspaceFloats() const;
   // The bytes of the transformed weights kept between passes.
@@ -68,11 +76,18 @@ class Bfloat16Winograd {
   // (bf16 where `diff_src_bf16`, rounded from its float sums): overwritten.
   void InputGradient(const Blob& weights, const void* diff_dst, bool diff_dst_bf16, void* diff_src, bool diff_src_bf16,
                      float* workspace);
+  // The weights' gradient from the input `src` and the output gradient `diff_dst` (both read rounded to bf16),
+  // added to `weight_diff` (outputs x inputs x 3 x 3 floats), and the bias's (the sum of the output gradient, rounded)
+  // to `bias_diff` where not null: G^T (sum over the tiles of (A dY A^T) V, each factor rounded to bf16) G, the sums in
+  // floats. Each thread sums its chunks, and the threads' sums are added in thread order: the bits depend on the
+  // count of threads, as oneDNN's weight gradients do.
+  void WeightGradient(const void* src, bool src_bf16, const void* diff_dst, bool diff_dst_bf16, float* weight_diff,
+                      float* bias_diff, float* workspace);
 
   struct Pass;  // one convolution of the kind: its shape, matmul and transformed weights (bf16_winograd.cpp)
 
  private:
-  std::unique_ptr<Pass> forward_, input_gradient_;
+  std::unique_ptr<Pass> forward_, input_gradient_, weight_gradient_;
 };
 
 }  // namespace crema

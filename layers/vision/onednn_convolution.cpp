@@ -100,12 +100,12 @@ struct OneDnnConvolutionLayer::Primitives {
   int band_rows = 0, band_threads = 1;
   size_t bands = 0;
 
-  // A 3 x 3 convolution of stride 1 computing in bf16 over channel blocks of 16: its forward, and its input gradient
-  // where there is one, by crema's bf16 Winograd (layers/vision/bf16_winograd.hpp) instead of oneDNN's direct kernels
-  // (the weight gradient stays oneDNN's); its workspace in each phase.
+  // A 3 x 3 convolution of stride 1 computing in bf16 over channel blocks of 16: its forward, and its backward passes
+  // where there are some, by crema's bf16 Winograd (layers/vision/bf16_winograd.hpp) instead of oneDNN's direct
+  // kernels; its workspace in each phase.
   std::unique_ptr<Bfloat16Winograd> winograd;
-  bool winograd_input_gradient = false;
-  size_t winograd_forward = 0, winograd_data = 0;
+  bool winograd_backward = false;
+  size_t winograd_forward = 0, winograd_weights = 0, winograd_data = 0;
 };
 
 namespace {
@@ -549,8 +549,8 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
     shape.out_w = ow;
     if (Bfloat16Winograd::Refusal(shape).empty()) {
       // The weights' transforms carry over a reshape to the same shape and passes.
-      p->winograd_input_gradient = backward && !transposed_;
-      p->winograd = std::make_unique<Bfloat16Winograd>(shape, p->winograd_input_gradient, OpenMpThreadCount());
+      p->winograd_backward = backward;
+      p->winograd = std::make_unique<Bfloat16Winograd>(shape, backward, OpenMpThreadCount());
     }
   }
   // A reshape keeps the weights' copy where the layout it wants stays the same.
@@ -599,6 +599,8 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
   p->diff_weights = p->regions.Add(p->user_weights);
   p->diff_bias = p->regions.Add(p->user_bias);
   p->weights_scratch = p->regions.Add(p->backward_weights.scratchpad_desc());
+  if (p->winograd_backward && p->winograd->has_weight_gradient())
+    p->winograd_weights = p->regions.Add(floats(p->winograd->WorkspaceFloats()));
   p->regions.Restart(kept);
   if (!p->gemm_backward_data) {
     if (!p->data_reads_cached)
@@ -607,7 +609,7 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
                                           : p->regions.AddCopy(p->backward_data.diff_dst_desc(0), p->user_diff_dst);
     p->diff_src = p->regions.AddCopy(p->backward_data.diff_src_desc(0), p->user_diff_src);
     p->data_scratch = p->regions.Add(p->backward_data.scratchpad_desc());
-    if (p->winograd_input_gradient) p->winograd_data = p->regions.Add(floats(p->winograd->WorkspaceFloats()));
+    if (p->winograd_backward) p->winograd_data = p->regions.Add(floats(p->winograd->WorkspaceFloats()));
   }
   size_t gemm_floats = 0;
   if (p->gemm_backward_data) {
@@ -682,7 +684,10 @@ std::string OneDnnConvolutionLayer::engine_note() const {
 }
 
 std::string OneDnnConvolutionLayer::implementation() const {
-  if (primitives_ && primitives_->winograd) return "crema_bf16_winograd_2x3";
+  if (primitives_ && primitives_->winograd)
+    return primitives_->winograd_backward && !primitives_->winograd->has_weight_gradient()
+               ? "crema_bf16_winograd_2x3 (the weights' gradient oneDNN's)"
+               : "crema_bf16_winograd_2x3";
   return primitives_ ? primitives_->forward.impl_info_str() : "";
 }
 
@@ -797,7 +802,11 @@ void OneDnnConvolutionLayer::Backward_cpu(const std::vector<Blob*>& top, const s
     const void* top_diff = top[b]->cpu_diff_bytes();
     // The output gradient as the weight gradient read it, where the input gradient shares it (shared_diff_dst).
     memory converted_diff_dst;
-    if (weight_grad || bias_grad) {
+    if (weight_grad && p.winograd_backward && p.winograd->has_weight_gradient()) {
+      p.winograd->WeightGradient(bottom[b]->cpu_bytes(), bottom[b]->data_type() == ElementType::kBfloat16, top_diff,
+                                 top[b]->diff_type() == ElementType::kBfloat16, params_[0]->mutable_cpu_diff(),
+                                 bias_grad ? params_[1]->mutable_cpu_diff() : nullptr, bind.At(p.winograd_weights));
+    } else if (weight_grad || bias_grad) {
       const memory diff_dst =
           bind.In(p.user_diff_dst, top_diff, p.backward_weights.diff_dst_desc(0), p.backward_diff_dst);
       if (p.shared_diff_dst) converted_diff_dst = diff_dst;
@@ -836,7 +845,7 @@ void OneDnnConvolutionLayer::Backward_cpu(const std::vector<Blob*>& top, const s
       }
       InputGradientByBands(static_cast<const float*>(top_diff), params_[0]->cpu_data(), bind.At(p.bands),
                            bottom[b]->mutable_cpu_diff());
-    } else if (propagate_down[b] && p.winograd_input_gradient) {
+    } else if (propagate_down[b] && p.winograd_backward) {
       p.winograd->InputGradient(*params_[0], top_diff, top[b]->diff_type() == ElementType::kBfloat16,
                                 bottom[b]->mutable_cpu_diff_bytes(), bottom[b]->diff_type() == ElementType::kBfloat16,
                                 bind.At(p.winograd_data));

@@ -56,7 +56,8 @@ class OneDnnConvolutionLayer : public BaseConvolutionLayer {
   bool ThreadCountChangesPass(bool backward) const override;
 
   // oneDNN's name for the forward kernel it chose (Winograd's: "jit_fp32_wino_2x3:avx512_core", say), for tests and
-  // diagnostics; "" before the first Reshape.
+  // diagnostics; "" before the first Reshape. crema's bf16 Winograd: "crema_bf16_winograd_2x3", which names oneDNN's
+  // weight gradient where that stays oneDNN's.
   std::string implementation() const;
 
   // Whether its forward runs in 8-bit integers (QuantizationParameter, in a net that runs forward only, where oneDNN
