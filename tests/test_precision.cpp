@@ -28,6 +28,7 @@
 #include "layers/normalization/onednn_lrn.hpp"
 #include "layers/onednn_util.hpp"
 #include "layers/vision/onednn_convolution.hpp"
+#include "layers/vision/onednn_pooling.hpp"
 #include "layers/vision/pooling_lanes.hpp"
 #include "net/net.hpp"
 #include "solver/solver.hpp"
@@ -1225,6 +1226,87 @@ TEST(PrecisionTest, Bfloat16WinogradIsWithinItsRoundingOfTheExactConvolution) {
   EXPECT_GT(largest_weight_error, 1e-4);  // bf16's rounding shows in the weights' gradient too
   EXPECT_GT(negative, 0);    // the ReLU stopped some
   EXPECT_GT(largest, 1e-3);  // bf16's rounding shows: the rule ran in bf16
+}
+
+// The MAX pooling's bf16 gradient rule (OneDnnPoolingLayer::computes_bf16_gradients) in training: in channel blocks its
+// output gradient and its input gradient lie in bf16, and each input's gradient is the rounding of the float sum, in
+// output order, of the rounded output gradients of the windows whose first maximum (of the bf16 values) it is,
+// computed here from the net's own bf16 operands, each read before a later step may reuse its memory.
+TEST(PrecisionTest, Bfloat16MaxPoolingGradientRoundsTheSumOfItsWindowsRoundedGradients) {
+  CREMA_SKIP_WITHOUT_BFLOAT16();
+  const std::string text = R"(
+        state { phase: TRAIN }
+    layer { name: 'data' type: 'Input' top: 'data' top: 'target'
+            input_param { shape { dim: 2 dim: 16 dim: 13 dim: 13 } shape { dim: 2 dim: 16 dim: 6 dim: 6 } } }
+    layer { name: 'conv0' type: 'Convolution' bottom: 'data' top: 'c0' convolution_param { num_output: 32
+            kernel_size: 1 } }
+    layer { name: 'pool' type: 'Pooling' bottom: 'c0' top: 'pooled' pooling_param { pool: MAX kernel_size: 3
+            stride: 2 } }
+    layer { name: 'conv1' type: 'Convolution' bottom: 'pooled' top: 'c1' convolution_param { num_output: 16
+            kernel_size: 1 } }
+    layer { name: 'loss' type: 'EuclideanLoss' bottom: 'c1' bottom: 'target' top: 'loss' }
+  )";
+  const test::ScopedEnvironment blocks("CREMA_ONEDNN_ACTIVATIONS", "blocked");
+  const auto net = Bfloat16TrainingNet(text, true, {"Convolution", "Pooling"}, [](Net& n) {
+    uint64_t seed = 41;
+    for (const auto& layer : n.layers())
+      for (const auto& blob : layer->params()) test::FillGaussian(blob.get(), 0.f, 0.3f, seed++);
+    for (Blob* input : n.input_blobs()) test::FillGaussian(input, 0.f, 1.f, seed++);
+  });
+  const auto* pool = dynamic_cast<const OneDnnPoolingLayer*>(net->layer_by_name("pool"));
+  ASSERT_NE(pool, nullptr);
+  EXPECT_TRUE(pool->computes_bf16_gradients());
+  for (const char* name : {"c0", "pooled"}) {
+    EXPECT_EQ(ElementTypeName(net->blob_by_name(name)->data_type()), ElementTypeName(ElementType::kBfloat16)) << name;
+    EXPECT_EQ(ElementTypeName(net->blob_by_name(name)->diff_type()), ElementTypeName(ElementType::kBfloat16)) << name;
+  }
+  // The pooling's input as the forward left it (a later step may reuse its memory), then the gradients.
+  const Blob& input = *net->blob_by_name("c0");
+  const Blob& output = *net->blob_by_name("pooled");
+  ASSERT_EQ(input.layout(), Layout::kChannelBlocks16);
+  net->Forward();
+  const auto bits = [](const void* data, int count) {
+    const auto* from = static_cast<const uint16_t*>(data);
+    return std::vector<uint16_t>(from, from + count);
+  };
+  const std::vector<uint16_t> x = bits(input.cpu_bytes(), input.count());
+  // Backward step by step, the pooling's output gradient read before its step and its input gradient after.
+  std::vector<uint16_t> dy, dx;
+  for (size_t step = net->plan().size(); step-- > 0;) {
+    const bool pooling = net->layer_names()[net->plan()[step].layer] == "pool";
+    if (pooling) dy = bits(output.cpu_diff_bytes(), output.count());
+    net->BackwardStep(step);
+    if (pooling) dx = bits(input.cpu_diff_bytes(), input.count());
+  }
+  ASSERT_FALSE(dx.empty());
+  const int num = 2, channels = 32, size = 13, pooled = 6;
+  const auto at = [&](int n, int c, int plane, int position) {
+    return ((static_cast<size_t>(n) * (channels / 16) + c / 16) * plane + position) * 16 + c % 16;
+  };
+  int nonzero = 0, shared = 0;
+  for (int n = 0; n < num; ++n)
+    for (int c = 0; c < channels; ++c) {
+      std::vector<float> sums(size * size, 0.f);
+      std::vector<int> takers(size * size, 0);
+      for (int oy = 0; oy < pooled; ++oy)
+        for (int ox = 0; ox < pooled; ++ox) {
+          int best = (2 * oy) * size + 2 * ox;
+          for (int ky = 0; ky < 3; ++ky)
+            for (int kx = 0; kx < 3; ++kx) {
+              const int i = (2 * oy + ky) * size + 2 * ox + kx;
+              if (FromBfloat16(x[at(n, c, size * size, i)]) > FromBfloat16(x[at(n, c, size * size, best)])) best = i;
+            }
+          sums[best] += FromBfloat16(dy[at(n, c, pooled * pooled, oy * pooled + ox)]);
+          ++takers[best];
+        }
+      for (int i = 0; i < size * size; ++i) {
+        ASSERT_EQ(dx[at(n, c, size * size, i)], ToBfloat16(sums[i])) << n << " " << c << " " << i;
+        nonzero += sums[i] != 0.f;
+        shared += takers[i] > 1;
+      }
+    }
+  EXPECT_GT(nonzero, 0);
+  EXPECT_GT(shared, 0);  // some inputs are the maxima of two windows: their sums are rounded once
 }
 
 // GoogLeNet's inception modules trained in bf16: a module's branch outputs, its Concat, the Split's copies of the

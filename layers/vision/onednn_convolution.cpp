@@ -99,6 +99,17 @@ struct OneDnnConvolutionLayer::Primitives {
   // stretches from `bands` on).
   int band_rows = 0, band_threads = 1;
   size_t bands = 0;
+  // In bfloat16 (`gemm_bf16`), the products are oneDNN's bf16 matmuls (float32 sums) of the weights rounded to bf16
+  // (`bf16_weights`, made again where they change) and the output gradient, plain in bf16 (`plain_bf16_diff_dst`),
+  // for a whole band (`band_matmul`) and the last one (`last_band_matmul`, where its rows are fewer).
+  bool gemm_bf16 = false;
+  memory::desc plain_bf16_diff_dst;
+  dnnl::matmul::primitive_desc band_matmul_desc, last_band_matmul_desc;
+  dnnl::matmul band_matmul, last_band_matmul;
+  size_t band_scratch = 0, band_scratch_bytes = 0;  // the matmuls' scratchpads, one per thread
+  std::vector<uint16_t> bf16_weights;
+  uint64_t bf16_weights_version = 0;
+  const float* bf16_weights_source = nullptr;
 
   // A 3 x 3 convolution of stride 1 computing in bf16 over channel blocks of 16: its forward, and its backward passes
   // where there are some, by crema's bf16 Winograd (layers/vision/bf16_winograd.hpp) instead of oneDNN's direct
@@ -622,7 +633,37 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
     p->band_threads = std::max(1, std::min(OpenMpThreadCount(), num_));
     const size_t band_floats = static_cast<size_t>(column_rows()) * p->band_rows * ow;
     p->bands = gemm.Add(memory::desc(Dims({static_cast<int>(band_floats * p->band_threads)}), f32, Tag::x));
-    if (top[0]->layout() != Layout::kPlain) p->plain_diff_dst = gemm.Add(onednn::PlainDesc(top[0]->shape()));
+    p->gemm_bf16 = p->precision == Precision::kBfloat16;
+    if (p->gemm_bf16) {
+      // Each group's product: the column gradient [kernel_dim x positions] (floats, the band's rows one after another)
+      // = W^T [kernel_dim x outputs] (the bf16 weights, read transposed) x dY [outputs x positions] (the plain
+      // gradient's rows, an output's spatial plane apart). Made for the threads a product runs on.
+      p->plain_bf16_diff_dst = onednn::WithDataType(onednn::PlainDesc(top[0]->shape()), memory::data_type::bf16);
+      p->plain_diff_dst = gemm.Add(p->plain_bf16_diff_dst);
+      const memory::dim m = kernel_dim_, k = num_output_ / group_, plane = static_cast<memory::dim>(oh) * ow;
+      const auto make = [&](int rows, dnnl::matmul::primitive_desc* desc, dnnl::matmul* matmul) {
+        const memory::dim n = static_cast<memory::dim>(rows) * ow;
+        OneThreadWhile one(p->band_threads > 1);
+        *desc = dnnl::matmul::primitive_desc(
+            dnnl::matmul::desc(memory::desc({m, k}, memory::data_type::bf16, memory::dims{1, m}),
+                               memory::desc({k, n}, memory::data_type::bf16, memory::dims{plane, 1}),
+                               memory::desc({m, n}, f32, memory::dims{n, 1})),
+            onednn::UserScratchpad(), CpuEngine());
+        *matmul = dnnl::matmul(*desc);
+      };
+      make(p->band_rows, &p->band_matmul_desc, &p->band_matmul);
+      const int last_rows = oh - (oh - 1) / p->band_rows * p->band_rows;
+      make(last_rows, &p->last_band_matmul_desc, &p->last_band_matmul);
+      // Each thread's scratchpad, whole cache lines apart.
+      p->band_scratch_bytes = (std::max(p->band_matmul_desc.scratchpad_desc().get_size(),
+                                        p->last_band_matmul_desc.scratchpad_desc().get_size()) +
+                               63) /
+                              64 * 64;
+      p->band_scratch = gemm.Add(memory::desc(
+          Dims({static_cast<int>(p->band_scratch_bytes / sizeof(float) * p->band_threads + 16)}), f32, Tag::x));
+    } else if (top[0]->layout() != Layout::kPlain) {
+      p->plain_diff_dst = gemm.Add(onednn::PlainDesc(top[0]->shape()));
+    }
     gemm_floats = gemm.Floats();
   }
   RequestWorkspace(std::max(p->regions.Floats(), gemm_floats));
@@ -651,7 +692,8 @@ bool OneDnnConvolutionLayer::ReadsTopDiffInBfloat16(int top, const std::vector<b
   // A fused ReLU of slope 0 zeroes the gradient where the output is not positive (ApplyFusedActivationBackward), which
   // commutes with the rounding; other activations' products do not. The GEMM steps of an input gradient read floats.
   const FusedActivation& activation = fused_activation();
-  const bool gemm = primitives_ && primitives_->gemm_backward_data && !propagate_down.empty() && propagate_down[0];
+  const bool gemm = primitives_ && primitives_->gemm_backward_data && !primitives_->gemm_bf16 &&
+                    !propagate_down.empty() && propagate_down[0];
   return top == 0 && runs_bf16_blobs() && primitives_->with_backward && primitives_->reads_bf16_diff_dst && !gemm &&
          (activation.kind == FusedActivation::kNone ||
           (activation.kind == FusedActivation::kReLU && activation.alpha == 0.f));
@@ -835,7 +877,20 @@ void OneDnnConvolutionLayer::Backward_cpu(const std::vector<Blob*>& top, const s
         cpu_axpy(params_[0]->count(), 1.f, bind.At(p.diff_weights), params_[0]->mutable_cpu_diff());
       if (bias_grad) cpu_axpy(params_[1]->count(), 1.f, bind.At(p.diff_bias), params_[1]->mutable_cpu_diff());
     }
-    if (propagate_down[b] && p.gemm_backward_data) {
+    if (propagate_down[b] && p.gemm_bf16) {
+      // The output gradient plain in bf16 (rounded, where it lies in floats), the weights rounded where they changed.
+      const memory plain = bind.In(p.user_diff_dst, top_diff, p.plain_bf16_diff_dst, p.plain_diff_dst);
+      bind.stream().wait();
+      const float* w = params_[0]->cpu_data();
+      if (p.bf16_weights_version != params_[0]->data_version() || p.bf16_weights_source != w) {
+        p.bf16_weights.resize(params_[0]->count());
+        for (int i = 0; i < params_[0]->count(); ++i) p.bf16_weights[i] = ToBfloat16(w[i]);
+        p.bf16_weights_version = params_[0]->data_version();
+        p.bf16_weights_source = w;
+      }
+      InputGradientByBands(plain.get_data_handle(), p.bf16_weights.data(), bind.At(p.bands), bind.At(p.band_scratch),
+                           bottom[b]->mutable_cpu_diff());
+    } else if (propagate_down[b] && p.gemm_backward_data) {
       CREMA_CHECK(top[b]->diff_type() == ElementType::kFloat32)
           << describe() << ": its GEMM steps read the output gradient in floats, not as planned";
       if (top[b]->layout() != Layout::kPlain) {
@@ -843,8 +898,7 @@ void OneDnnConvolutionLayer::Backward_cpu(const std::vector<Blob*>& top, const s
         bind.stream().wait();
         top_diff = plain.get_data_handle();
       }
-      InputGradientByBands(static_cast<const float*>(top_diff), params_[0]->cpu_data(), bind.At(p.bands),
-                           bottom[b]->mutable_cpu_diff());
+      InputGradientByBands(top_diff, params_[0]->cpu_data(), bind.At(p.bands), nullptr, bottom[b]->mutable_cpu_diff());
     } else if (propagate_down[b] && p.winograd_backward) {
       p.winograd->InputGradient(*params_[0], top_diff, top[b]->diff_type() == ElementType::kBfloat16,
                                 bottom[b]->mutable_cpu_diff_bytes(), bottom[b]->diff_type() == ElementType::kBfloat16,
@@ -871,9 +925,12 @@ void OneDnnConvolutionLayer::Backward_cpu(const std::vector<Blob*>& top, const s
   }
 }
 
-void OneDnnConvolutionLayer::InputGradientByBands(const float* top_diff, const float* weights, float* bands,
-                                                  float* input_diff) const {
+void OneDnnConvolutionLayer::InputGradientByBands(const void* top_diff, const void* weights, float* bands,
+                                                  float* band_scratch, float* input_diff) const {
   const Primitives& p = *primitives_;
+  const size_t element = p.gemm_bf16 ? sizeof(uint16_t) : sizeof(float);
+  const auto* top_bytes = static_cast<const char*>(top_diff);
+  const auto* weight_bytes = static_cast<const char*>(weights);
   const KernelGeometry& g = geometry_;
   const int height = conv_input_shape_[1], width = conv_input_shape_[2];
   const int out_h = conv_output_spatial_[0], out_w = conv_output_spatial_[1];
@@ -882,20 +939,45 @@ void OneDnnConvolutionLayer::InputGradientByBands(const float* top_diff, const f
   // One image: zeroed, then for each band of output rows the column gradient W^T dY of those rows (a product per
   // group) added into the image where each column's kernel offset puts it (col2im, a band at a time). Within an
   // image the sums run in one order whatever the threads, which take whole images.
-  const auto image = [&](int n, float* band) {
-    const float* image_top_diff = top_diff + static_cast<size_t>(n) * top_dim_;
+  // In bf16, the matmuls' memories, one set per thread (made once, pointed at each product's operands).
+  struct Operands {
+    dnnl::stream stream{CpuEngine()};
+    memory full_a, full_b, full_c, full_scratch, last_a, last_b, last_c, last_scratch;
+  };
+  const auto image = [&](int n, float* band, Operands* operands) {
+    const char* image_top_diff = top_bytes + static_cast<size_t>(n) * top_dim_ * element;
     float* image_diff = input_diff + static_cast<size_t>(n) * bottom_dim_;
     std::memset(image_diff, 0, sizeof(float) * bottom_dim_);
     for (int first = 0; first < out_h; first += p.band_rows) {
       const int band_h = std::min(p.band_rows, out_h - first);
       const int positions = band_h * out_w;
       for (int gr = 0; gr < group_; ++gr) {
+        const void* group_weights = weight_bytes + static_cast<size_t>(gr) * group_outputs * kernel_dim_ * element;
+        const void* group_top_diff =
+            image_top_diff +
+            (static_cast<size_t>(gr) * group_outputs * conv_output_spatial_size_ + static_cast<size_t>(first) * out_w) *
+                element;
+        float* columns = band + static_cast<size_t>(gr) * kernel_dim_ * positions;
+        if (operands != nullptr) {
+          const bool last = band_h != p.band_rows;
+          const dnnl::matmul& matmul = last ? p.last_band_matmul : p.band_matmul;
+          memory& a = last ? operands->last_a : operands->full_a;
+          memory& b = last ? operands->last_b : operands->full_b;
+          memory& c = last ? operands->last_c : operands->full_c;
+          a.set_data_handle(const_cast<void*>(group_weights));
+          b.set_data_handle(const_cast<void*>(group_top_diff));
+          c.set_data_handle(columns);
+          matmul.execute(operands->stream,
+                         {{DNNL_ARG_SRC, a},
+                          {DNNL_ARG_WEIGHTS, b},
+                          {DNNL_ARG_DST, c},
+                          {DNNL_ARG_SCRATCHPAD, last ? operands->last_scratch : operands->full_scratch}});
+          operands->stream.wait();
+          continue;
+        }
         const dnnl_status_t status = dnnl_sgemm(
-            'T', 'N', kernel_dim_, positions, group_outputs, 1.f,
-            weights + static_cast<size_t>(gr) * group_outputs * kernel_dim_, kernel_dim_,
-            image_top_diff + static_cast<size_t>(gr) * group_outputs * conv_output_spatial_size_ +
-                static_cast<size_t>(first) * out_w,
-            conv_output_spatial_size_, 0.f, band + static_cast<size_t>(gr) * kernel_dim_ * positions, positions);
+            'T', 'N', kernel_dim_, positions, group_outputs, 1.f, static_cast<const float*>(group_weights), kernel_dim_,
+            static_cast<const float*>(group_top_diff), conv_output_spatial_size_, 0.f, columns, positions);
         CREMA_CHECK(status == dnnl_success) << describe() << ": oneDNN's sgemm failed (status " << status << ")";
       }
       col2im_band_cpu(band, conv_input_shape_[0], height, width, g.kernel[0], g.kernel[1], g.pad[0], g.pad[1],
@@ -904,15 +986,38 @@ void OneDnnConvolutionLayer::InputGradientByBands(const float* top_diff, const f
   };
   // The images over the threads (each product then on its own thread), or one after another with each product on
   // all of them where there are fewer images than threads or the threads are a lane's.
+  // Thread `thread`'s: its scratchpad the workspace's stretch for it.
+  const auto operands_for = [&](Operands* o, int thread) -> Operands* {
+    if (!p.gemm_bf16) return nullptr;
+    char* scratch = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(band_scratch) + 63) / 64 * 64) +
+                    p.band_scratch_bytes * thread;
+    const auto bound = [&](const dnnl::matmul::primitive_desc& d, memory* a, memory* b, memory* c, memory* s) {
+      *a = memory(d.src_desc(), CpuEngine(), nullptr);
+      *b = memory(d.weights_desc(), CpuEngine(), nullptr);
+      *c = memory(d.dst_desc(), CpuEngine(), nullptr);
+      *s = memory(d.scratchpad_desc(), CpuEngine(), scratch);
+    };
+    bound(p.band_matmul_desc, &o->full_a, &o->full_b, &o->full_c, &o->full_scratch);
+    bound(p.last_band_matmul_desc, &o->last_a, &o->last_b, &o->last_c, &o->last_scratch);
+    return o;
+  };
 #ifdef _OPENMP
   const int threads = std::min(p.band_threads, CurrentThreadCount());
   if (threads > 1) {
-#pragma omp parallel for num_threads(threads) schedule(static, 1)
-    for (int n = 0; n < num_; ++n) image(n, bands + static_cast<size_t>(omp_get_thread_num()) * band_floats);
+#pragma omp parallel num_threads(threads)
+    {
+      Operands mine;
+      Operands* operands = operands_for(&mine, omp_get_thread_num());
+#pragma omp for schedule(static, 1)
+      for (int n = 0; n < num_; ++n)
+        image(n, bands + static_cast<size_t>(omp_get_thread_num()) * band_floats, operands);
+    }
     return;
   }
 #endif
-  for (int n = 0; n < num_; ++n) image(n, bands);
+  Operands mine;
+  Operands* operands = operands_for(&mine, 0);
+  for (int n = 0; n < num_; ++n) image(n, bands, operands);
 }
 
 }  // namespace crema

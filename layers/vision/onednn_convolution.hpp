@@ -73,8 +73,8 @@ class OneDnnConvolutionLayer : public BaseConvolutionLayer {
   Quantization ReadsQuantized(int bottom) const override;
   bool WritesQuantized(int top, ElementType type) const override;
   // Computing in bfloat16 (runs_bf16_blobs), its backward passes read the output gradient rounded to bf16 (without a
-  // fused activation but a ReLU of slope 0, whose backward rewrites the gradient first; nor where GEMM steps compute
-  // the input gradient): it may lie in bf16. And its input gradient's primitive can write the input gradient in bf16
+  // fused activation but a ReLU of slope 0, whose backward rewrites the gradient first; the GEMM steps of an input
+  // gradient too, in bf16): it may lie in bf16. And its input gradient's primitive can write the input gradient in bf16
   // (a convolution's; not where GEMM steps compute it).
   bool ReadsTopDiffInBfloat16(int top, const std::vector<bool>& propagate_down) const override;
   bool WritesBottomDiffInBfloat16(int bottom) const override;
@@ -102,8 +102,11 @@ class OneDnnConvolutionLayer : public BaseConvolutionLayer {
 
  private:
   // The input gradient by BaseConvolutionLayer's product and fold, a band of output rows at a time in `bands` (the
-  // workspace's stretches for them), the images split over the threads: from the plain output gradient `top_diff`.
-  void InputGradientByBands(const float* top_diff, const float* weights, float* bands, float* input_diff) const;
+  // workspace's stretches for them), the images split over the threads: from the plain output gradient `top_diff` and
+  // the weights, floats, or both bf16 where the layer computes in bf16 (oneDNN's bf16 matmul, float32 sums).
+  // (`band_scratch`: the bf16 matmuls' scratchpads, one per thread.)
+  void InputGradientByBands(const void* top_diff, const void* weights, float* bands, float* band_scratch,
+                            float* input_diff) const;
 
   struct Primitives;  // the oneDNN objects (dnnl.hpp stays out of this header)
   // The 8-bit forward for the weights and bias as they are now (onednn::Int8Weights): the primitive made with their

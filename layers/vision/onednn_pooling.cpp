@@ -136,6 +136,12 @@ void OneDnnPoolingLayer::Reshape(const std::vector<Blob*>& bottom, const std::ve
   // bf16 in training (forward only, oneDNN's inference primitive pools it).
   const bool bf16_lanes = bottom[0]->data_type() == ElementType::kBfloat16 && backward_planned();
   in_lanes_ = lanes_possible_ && (floats || bf16_lanes);
+  bf16_gradients_ = in_lanes_ && backward_planned() && requested_precision() == Precision::kBfloat16 &&
+                    onednn::HasBfloat16Kernels() &&
+                    (bottom[0]->layout() == Layout::kChannelBlocks16 || bottom[0]->layout() == Layout::kChannelsLast);
+  CREMA_CHECK(bf16_gradients_ ||
+              (bottom[0]->diff_type() == ElementType::kFloat32 && top[0]->diff_type() == ElementType::kFloat32))
+      << describe() << ": its gradients were planned in bf16, but it computes them in floats here";
   if (in_lanes_) {
     passes_.reset();
     RequestWorkspace(0);
@@ -192,6 +198,13 @@ void OneDnnPoolingLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std
 void OneDnnPoolingLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                       const std::vector<Blob*>& bottom) {
   if (!propagate_down[0]) return;
+  if (in_lanes_ && bf16_gradients_) {
+    MaxPoolBackwardInLanesBfloat16(
+        windows(), bottom[0]->layout(), bottom[0]->shape(0), bottom[0]->shape(1), top[0]->cpu_diff_bytes(),
+        top[0]->diff_type() == ElementType::kBfloat16, reinterpret_cast<const uint8_t*>(maxima_->cpu_data()),
+        bottom[0]->mutable_cpu_diff_bytes(), bottom[0]->diff_type() == ElementType::kBfloat16);
+    return;
+  }
   if (in_lanes_) {
     MaxPoolBackwardInLanes(windows(), bottom[0]->layout(), bottom[0]->shape(0), bottom[0]->shape(1), top[0]->cpu_diff(),
                            reinterpret_cast<const uint8_t*>(maxima_->cpu_data()), bottom[0]->mutable_cpu_diff());

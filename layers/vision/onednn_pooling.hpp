@@ -43,6 +43,12 @@ class OneDnnPoolingLayer : public PoolingLayer {
   // are the bf16 values': where rounding made two equal, the first wins, and its backward may send a gradient to
   // another of them than the float run would (a gradient of the bf16 run's maximum, not the float run's bits).
   bool PassesQuantizationThrough() const override;
+  // MAX pooling in its own loops, in a net computing in bf16 (Layer::requested_precision) on a CPU with bf16 kernels:
+  // its gradient by the bf16 rule, which reads the output gradient rounded to bf16 and rounds each input's sum (it may
+  // then lie in bf16 on both sides).
+  bool computes_bf16_gradients() const { return bf16_gradients_; }
+  bool ReadsTopDiffInBfloat16(int, const std::vector<bool>&) const override { return bf16_gradients_; }
+  bool WritesBottomDiffInBfloat16(int) const override { return bf16_gradients_; }
 
   // "" when the engine takes the query, else why not (the registry's refusal).
   static std::string Refusal(const EngineQuery& query);
@@ -57,6 +63,7 @@ class OneDnnPoolingLayer : public PoolingLayer {
   Blob* maxima_ = nullptr;                  // MAX: oneDNN's workspace, where each window's maximum was
   bool in_lanes_ = false;                   // MAX over channels side by side: crema's loops (pooling_lanes.hpp)
   bool lanes_possible_ = false;             // the loops could take it (MAX, channels side by side, small windows)
+  bool bf16_gradients_ = false;             // its backward by the bf16 rule (computes_bf16_gradients)
 };
 
 }  // namespace crema

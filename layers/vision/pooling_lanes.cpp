@@ -104,11 +104,57 @@ CREMA_ALWAYS_INLINE void ForwardRow(const PoolingWindows& w, int oy, const T* in
   }
 }
 
-// One input row `y` of one group of lanes: each input's gradient, gathered from the outputs whose windows hold it
-// and whose maximum it was, in output order.
+// Output gradients as a backward reads them: as they lie, or (`kRounded`, the bf16 rule's) as bf16 values (floats
+// rounded to bf16; bf16 values as they are).
+template <bool kRounded>
+CREMA_ALWAYS_INLINE float GradientOf(float g) {
+  return kRounded ? Bfloat16ValueOf(g) : g;
+}
+template <bool kRounded>
+CREMA_ALWAYS_INLINE float GradientOf(uint16_t g) {
+  return FromBfloat16(g);
+}
+// L floats' bf16 bits (StoredAs's rounding, lane by lane), in the low halves of L ints.
 template <int L>
-CREMA_ALWAYS_INLINE void BackwardRow(const PoolingWindows& w, int y, const float* top_diff, const uint8_t* arg,
-                                     int out_stride, float* bottom_diff, int in_stride, int active) {
+CREMA_ALWAYS_INLINE void RoundedBits(const typename Lanes<L>::Floats& v, typename Lanes<L>::UInts* out) {
+  using UInts = typename Lanes<L>::UInts;
+  const UInts bits = Load<UInts>(&v);
+  const UInts rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+  const UInts quiet = (bits >> 16) | 0x40u;
+  const UInts zero = (bits >> 16) & 0x8000u;
+  *out = (bits & 0x7fffffffu) > 0x7f800000u ? quiet : ((bits & 0x7f800000u) == 0 ? zero : rounded);
+}
+template <typename Floats, bool kRounded>
+CREMA_ALWAYS_INLINE void LoadGradients(const float* p, Floats* v) {
+  constexpr int L = sizeof(Floats) / sizeof(float);
+  *v = Load<Floats>(p);
+  if (!kRounded) return;
+  typename Lanes<L>::UInts rounded;
+  RoundedBits<L>(*v, &rounded);
+  rounded <<= 16;
+  *v = Load<Floats>(&rounded);
+}
+template <typename Floats, bool>
+CREMA_ALWAYS_INLINE void LoadGradients(const uint16_t* p, Floats* v) {
+  LoadValues(p, v);
+}
+// Input gradients stored as their blob holds them: floats as they are, bf16 rounded (ToBfloat16).
+template <int L>
+CREMA_ALWAYS_INLINE void StoreGradients(float* p, const typename Lanes<L>::Floats& v) {
+  Store(p, v);
+}
+template <int L>
+CREMA_ALWAYS_INLINE void StoreGradients(uint16_t* p, const typename Lanes<L>::Floats& v) {
+  typename Lanes<L>::UInts rounded;
+  RoundedBits<L>(v, &rounded);
+  Store(p, __builtin_convertvector(rounded, typename Lanes<L>::Halves));
+}
+
+// One input row `y` of one group of lanes: each input's gradient, gathered from the outputs whose windows hold it
+// and whose maximum it was, in output order; the output gradients read as GradientOf<kRounded> reads them.
+template <int L, bool kRounded = false, typename TopDiff = float, typename BottomDiff = float>
+CREMA_ALWAYS_INLINE void BackwardRow(const PoolingWindows& w, int y, const TopDiff* top_diff, const uint8_t* arg,
+                                     int out_stride, BottomDiff* bottom_diff, int in_stride, int active) {
   using Floats = typename Lanes<L>::Floats;
   using Ints = typename Lanes<L>::Ints;
   int ph_first = 0, ph_last = 0;
@@ -116,7 +162,7 @@ CREMA_ALWAYS_INLINE void BackwardRow(const PoolingWindows& w, int y, const float
   for (int x = 0; x < w.width; ++x) {
     int pw_first = 0, pw_last = 0;
     PoolingWindows::Covering(x, w.pad_w, w.kernel_w, w.stride_w, w.pooled_w, &pw_first, &pw_last);
-    float* d = bottom_diff + (static_cast<long long>(y) * w.width + x) * in_stride;
+    BottomDiff* d = bottom_diff + (static_cast<long long>(y) * w.width + x) * in_stride;
     if (active == L) {
       Floats total = {};
       for (int ph = ph_first; ph < ph_last; ++ph) {
@@ -129,10 +175,12 @@ CREMA_ALWAYS_INLINE void BackwardRow(const PoolingWindows& w, int y, const float
           int recorded[L];
           for (int l = 0; l < L; ++l) recorded[l] = arg[o + l];
           const Ints mine = Load<Ints>(recorded) == k;
-          total += mine ? Load<Floats>(top_diff + o) : Floats{};
+          Floats g;
+          LoadGradients<Floats, kRounded>(top_diff + o, &g);
+          total += mine ? g : Floats{};
         }
       }
-      Store(d, total);
+      StoreGradients<L>(d, total);
       continue;
     }
     for (int l = 0; l < active; ++l) {
@@ -141,10 +189,10 @@ CREMA_ALWAYS_INLINE void BackwardRow(const PoolingWindows& w, int y, const float
         const int ky = y - (ph * w.stride_h - w.pad_h);
         for (int pw = pw_first; pw < pw_last; ++pw) {
           const long long o = static_cast<long long>(ph * w.pooled_w + pw) * out_stride + l;
-          if (arg[o] == ky * w.kernel_w + (x - (pw * w.stride_w - w.pad_w))) total += top_diff[o];
+          if (arg[o] == ky * w.kernel_w + (x - (pw * w.stride_w - w.pad_w))) total += GradientOf<kRounded>(top_diff[o]);
         }
       }
-      d[l] = total;
+      d[l] = StoredAs(total, d);
     }
   }
 }
@@ -177,6 +225,28 @@ CREMA_VECTOR_CLONES void BackwardRows16(const PoolingWindows& w, int y, const fl
 CREMA_VECTOR_CLONES void BackwardRows8(const PoolingWindows& w, int y, const float* top_diff, const uint8_t* arg,
                                        int out_stride, float* bottom_diff, int in_stride) {
   BackwardRow<8>(w, y, top_diff, arg, out_stride, bottom_diff, in_stride, 8);
+}
+
+// The bf16 rule's rows (16 lanes: the CPUs that compute in bf16 have AVX-512), for each pair of gradient types.
+CREMA_VECTOR_CLONES void RoundedBackwardRows16(const PoolingWindows& w, int y, const float* top_diff,
+                                               const uint8_t* arg, int out_stride, float* bottom_diff, int in_stride,
+                                               int active) {
+  BackwardRow<16, true>(w, y, top_diff, arg, out_stride, bottom_diff, in_stride, active);
+}
+CREMA_VECTOR_CLONES void RoundedBackwardRows16(const PoolingWindows& w, int y, const uint16_t* top_diff,
+                                               const uint8_t* arg, int out_stride, float* bottom_diff, int in_stride,
+                                               int active) {
+  BackwardRow<16, true>(w, y, top_diff, arg, out_stride, bottom_diff, in_stride, active);
+}
+CREMA_VECTOR_CLONES void RoundedBackwardRows16(const PoolingWindows& w, int y, const float* top_diff,
+                                               const uint8_t* arg, int out_stride, uint16_t* bottom_diff, int in_stride,
+                                               int active) {
+  BackwardRow<16, true>(w, y, top_diff, arg, out_stride, bottom_diff, in_stride, active);
+}
+CREMA_VECTOR_CLONES void RoundedBackwardRows16(const PoolingWindows& w, int y, const uint16_t* top_diff,
+                                               const uint8_t* arg, int out_stride, uint16_t* bottom_diff, int in_stride,
+                                               int active) {
+  BackwardRow<16, true>(w, y, top_diff, arg, out_stride, bottom_diff, in_stride, active);
 }
 
 // Runs row(n, group, r) for every image, group and row, split over OpenMP's threads where `elements` (the values
@@ -263,6 +333,40 @@ void MaxPoolBackwardInLanes(const PoolingWindows& w, Layout layout, int num, int
     else
       BackwardRows16(w, y, top_diff + at, argmax + at, out.position_stride, to, in.position_stride, active);
   });
+}
+
+namespace {
+
+template <typename TopDiff, typename BottomDiff>
+void RoundedBackwardInLanes(const PoolingWindows& w, Layout layout, int num, int channels, const TopDiff* top_diff,
+                            const uint8_t* argmax, BottomDiff* bottom_diff) {
+  const ChannelLanes in(layout, channels, w.height * w.width), out(layout, channels, w.pooled_h * w.pooled_w);
+  CREMA_CHECK(in.lanes == 16 || layout == Layout::kChannelsLast)
+      << "the bf16 rule's pooling gradient takes 16 lanes, not " << in.lanes;
+  ForEachRow(num, in.groups, w.height, num * in.image_stride, [&](int n, int g, int y) {
+    const long long at = n * out.image_stride + g * out.group_stride;
+    const int active = g + 1 == in.groups ? in.last_lanes : in.lanes;
+    RoundedBackwardRows16(w, y, top_diff + at, argmax + at, out.position_stride,
+                          bottom_diff + n * in.image_stride + g * in.group_stride, in.position_stride, active);
+  });
+}
+
+}  // namespace
+
+void MaxPoolBackwardInLanesBfloat16(const PoolingWindows& w, Layout layout, int num, int channels, const void* top_diff,
+                                    bool top_bf16, const uint8_t* argmax, void* bottom_diff, bool bottom_bf16) {
+  if (top_bf16 && bottom_bf16)
+    RoundedBackwardInLanes(w, layout, num, channels, static_cast<const uint16_t*>(top_diff), argmax,
+                           static_cast<uint16_t*>(bottom_diff));
+  else if (top_bf16)
+    RoundedBackwardInLanes(w, layout, num, channels, static_cast<const uint16_t*>(top_diff), argmax,
+                           static_cast<float*>(bottom_diff));
+  else if (bottom_bf16)
+    RoundedBackwardInLanes(w, layout, num, channels, static_cast<const float*>(top_diff), argmax,
+                           static_cast<uint16_t*>(bottom_diff));
+  else
+    RoundedBackwardInLanes(w, layout, num, channels, static_cast<const float*>(top_diff), argmax,
+                           static_cast<float*>(bottom_diff));
 }
 
 #pragma GCC diagnostic pop

@@ -42,5 +42,10 @@ void MaxPoolForwardInLanes(const PoolingWindows& w, Layout layout, int num, int 
 // Backward: `bottom_diff` (overwritten) from `top_diff` and the forward's `argmax`.
 void MaxPoolBackwardInLanes(const PoolingWindows& w, Layout layout, int num, int channels, const float* top_diff,
                             const uint8_t* argmax, float* bottom_diff);
+// The bf16 rule's backward (a pooling computing in bf16): `top_diff` read as bf16 values (in bf16 where `top_bf16`,
+// else floats rounded to bf16), each input's gradient their float sum as above, stored in bf16 where `bottom_bf16`
+// (rounded to nearest even: ToBfloat16), else in floats. 16 lanes a group (AVX-512's blocks, or channels-last).
+void MaxPoolBackwardInLanesBfloat16(const PoolingWindows& w, Layout layout, int num, int channels, const void* top_diff,
+                                    bool top_bf16, const uint8_t* argmax, void* bottom_diff, bool bottom_bf16);
 
 }  // namespace crema
