@@ -45,9 +45,10 @@ class Bfloat16Winograd {
   // "" where it takes `shape` on this CPU (AVX512_BF16's conversions; channels in whole blocks of 16; pads of 0 to 2;
   // outputs of at least kSmallestSide rows and columns), else why not.
   static std::string Refusal(const WinogradShape& shape);
-  // Output tiles cover whole 2 x 2 squares: below 14 x 14, the tiles' unused part and the few tiles a thread gets
-  // made it slower than oneDNN's direct bf16 kernels (GoogLeNet's 7 x 7 inception_5 convolutions: 0.8 ms against 0.5).
-  static constexpr int kSmallestSide = 14;
+  // Output tiles cover whole 2 x 2 squares: below 13 x 13, the tiles' unused part and the few tiles a thread gets
+  // made it slower than oneDNN's direct bf16 kernels (GoogLeNet's 7 x 7 inception_5 convolutions: 0.8 ms against 0.5);
+  // at CaffeNet's 13 x 13 (conv3) its forward took oneDNN's time and its input gradient 0.8 ms less.
+  static constexpr int kSmallestSide = 13;
   // The weights' gradient likewise from 28 x 28 outputs: at 14 x 14 (GoogLeNet's inception_4d and 4e, 288 and 320
   // outputs) oneDNN's direct bf16 kernels were faster (3.0 ms against 3.7, 3.7 against 3.9-4.5), at 28 x 28 and 56 x 56
   // slower (6.5 against 5.9, 14.3 against 12.7: the whole backward pass of the layer).
