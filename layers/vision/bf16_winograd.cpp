@@ -104,7 +104,6 @@ struct Bfloat16Winograd::Pass {
   dnnl::matmul::primitive_desc matmul_desc, adding_desc;
   dnnl::matmul matmul, adding;    // adding: the weights' gradient's, adding to what its output holds
   memory transformed;             // U, [position][input][output] in bf16, in the matmul's layout
-  std::vector<float> plain;       // the transforms in floats, kept for the next (their pages touched once)
   uint64_t version = 0;           // the weights' data_version when transformed (0: never)
   const float* source = nullptr;  // and their data
 
@@ -183,18 +182,22 @@ struct Bfloat16Winograd::Pass {
   // The weights' transforms, where the pass has them.
   size_t HeldBytes() const { return transformed ? transformed.get_desc().get_size() : 0; }
 
-  size_t WorkspaceFloats() const { return (thread_bytes * threads + kAlign) / sizeof(float); }
+  // The threads' stretches, or the weights' transforms in floats before them (the forward's and the input gradient's).
+  size_t WorkspaceFloats() const {
+    const size_t transforms = kind == kWeightGradient ? 0 : static_cast<size_t>(kPositions) * inputs * outputs;
+    return std::max((thread_bytes * threads + kAlign) / sizeof(float), transforms);
+  }
 
-  // U from the float weights (Caffe's outputs x inputs x 3 x 3 of the forward), where they changed.
-  void Transform(const Blob& weights) {
+  // U from the float weights (Caffe's outputs x inputs x 3 x 3 of the forward), where they changed, computed in floats
+  // in `workspace` (WorkspaceFloats).
+  void Transform(const Blob& weights, float* workspace) {
     const float* w = weights.cpu_data();
     if (version != 0 && weights.data_version() == version && w == source) return;
-    plain.resize(static_cast<size_t>(kPositions) * inputs * outputs);
     // Each kernel's 9 weights lie together, kernels in Caffe's order (the forward's outputs, then inputs): the loops
     // run over them in that order, the outer over the threads, and write the transforms as [position][outer][inner]
     // (the forward's [position][output][input], which the reorder below reads as such).
     const int outer = turned ? inputs : outputs, inner = turned ? outputs : inputs;
-    float* u = plain.data();
+    float* u = workspace;
     const size_t plane = static_cast<size_t>(inputs) * outputs;
 #pragma omp parallel for schedule(static) if (static_cast <int64_t>(inputs) * outputs >= 4096)
     for (int a = 0; a < outer; ++a)
@@ -202,7 +205,7 @@ struct Bfloat16Winograd::Pass {
                        plane);
     // Rounded to bf16 by oneDNN's reorder (to nearest even, as ToBfloat16) into the matmul's layout.
     const memory::desc plain_desc({kPositions, inputs, outputs}, memory::data_type::f32, turned ? Tag::abc : Tag::acb);
-    memory from(plain_desc, onednn::CpuEngine(), plain.data());
+    memory from(plain_desc, onednn::CpuEngine(), u);
     dnnl::stream stream(onednn::CpuEngine());
     onednn::RunReorder(onednn::Reorder(plain_desc, matmul_desc.weights_desc()), stream, from, transformed);
     stream.wait();
@@ -525,7 +528,7 @@ void Bfloat16Winograd::Forward(const Blob& weights, const float* bias, bool relu
                                bool src_bf16, void* dst, bool dst_bf16, float* workspace) {
 #if CREMA_BF16_LOOPS
   Pass& p = *forward_;
-  p.Transform(weights);
+  p.Transform(weights, workspace);
   if (src_bf16 && dst_bf16)
     Run(p, static_cast<const uint16_t*>(src), bias, relu, relu_slope, static_cast<uint16_t*>(dst), workspace);
   else if (src_bf16)
@@ -544,7 +547,7 @@ void Bfloat16Winograd::InputGradient(const Blob& weights, const void* diff_dst, 
 #if CREMA_BF16_LOOPS
   CREMA_CHECK(input_gradient_ != nullptr) << "a bf16 Winograd convolution made for its forward only";
   Pass& p = *input_gradient_;
-  p.Transform(weights);
+  p.Transform(weights, workspace);
   if (diff_dst_bf16 && diff_src_bf16)
     Run(p, static_cast<const uint16_t*>(diff_dst), nullptr, false, 0.f, static_cast<uint16_t*>(diff_src), workspace);
   else if (diff_dst_bf16)
