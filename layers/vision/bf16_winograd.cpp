@@ -182,6 +182,16 @@ struct Bfloat16Winograd::Pass {
   // The weights' transforms, where the pass has them.
   size_t HeldBytes() const { return transformed ? transformed.get_desc().get_size() : 0; }
 
+  // Tile `index` (over all images, row by row): its image, and its first output row and column.
+  struct Tile {
+    int n, oy, ox;
+  };
+  Tile TileOf(int64_t index) const {
+    const int64_t per_image = static_cast<int64_t>(tiles_h) * tiles_w;
+    const int rest = static_cast<int>(index % per_image);
+    return {static_cast<int>(index / per_image), 2 * (rest / tiles_w), 2 * (rest % tiles_w)};
+  }
+
   // The threads' stretches, or the weights' transforms in floats before them (the forward's and the input gradient's).
   size_t WorkspaceFloats() const {
     const size_t transforms = kind == kWeightGradient ? 0 : static_cast<size_t>(kPositions) * inputs * outputs;
@@ -251,10 +261,8 @@ CREMA_BF16_TARGET void TransformInputs(const Bfloat16Winograd::Pass& p, const T*
         std::memset(tile + position * position_stride, 0, sizeof(uint16_t) * p.inputs);
       continue;
     }
-    const int64_t per_image = static_cast<int64_t>(p.tiles_h) * p.tiles_w;
-    const int n = static_cast<int>(index / per_image);
-    const int rest = static_cast<int>(index % per_image);
-    const int y0 = 2 * (rest / p.tiles_w) - p.pad_h, x0 = 2 * (rest % p.tiles_w) - p.pad_w;
+    const Bfloat16Winograd::Pass::Tile at = p.TileOf(index);
+    const int n = at.n, y0 = at.oy - p.pad_h, x0 = at.ox - p.pad_w;
     const bool inside = y0 >= 0 && x0 >= 0 && y0 + 4 <= p.height && x0 + 4 <= p.width;
     for (int b = 0; b < blocks; ++b) {
       const T* image = src + (static_cast<size_t>(n) * blocks + b) * plane;
@@ -285,13 +293,9 @@ CREMA_BF16_TARGET void TransformOutputs(const Bfloat16Winograd::Pass& p, const f
   const int blocks = p.outputs / kBlock;
   const size_t plane = static_cast<size_t>(p.out_h) * p.out_w * kBlock;
   const size_t position_stride = static_cast<size_t>(p.chunk) * p.outputs;
-  const int64_t per_image = static_cast<int64_t>(p.tiles_h) * p.tiles_w;
   const __m512 slope = _mm512_set1_ps(relu_slope);
   for (int t = 0; t < count; ++t) {
-    const int64_t index = first + t;
-    const int n = static_cast<int>(index / per_image);
-    const int rest = static_cast<int>(index % per_image);
-    const int oy = 2 * (rest / p.tiles_w), ox = 2 * (rest % p.tiles_w);
+    const auto [n, oy, ox] = p.TileOf(first + t);
     const int rows = std::min(2, p.out_h - oy), columns = std::min(2, p.out_w - ox);
     for (int b = 0; b < blocks; ++b) {
       const float* sums = m + static_cast<size_t>(t) * p.outputs + b * kBlock;
@@ -327,7 +331,6 @@ CREMA_BF16_TARGET void TransformGradients(const Bfloat16Winograd::Pass& p, const
   const int blocks = p.outputs / kBlock;
   const size_t plane = static_cast<size_t>(p.out_h) * p.out_w * kBlock;
   const size_t position_stride = static_cast<size_t>(p.chunk) * p.outputs;
-  const int64_t per_image = static_cast<int64_t>(p.tiles_h) * p.tiles_w;
   for (int t = 0; t < p.chunk; ++t) {
     uint16_t* tile = to + static_cast<size_t>(t) * p.outputs;
     if (t >= count) {
@@ -335,10 +338,7 @@ CREMA_BF16_TARGET void TransformGradients(const Bfloat16Winograd::Pass& p, const
         std::memset(tile + position * position_stride, 0, sizeof(uint16_t) * p.outputs);
       continue;
     }
-    const int64_t index = first + t;
-    const int n = static_cast<int>(index / per_image);
-    const int rest = static_cast<int>(index % per_image);
-    const int oy = 2 * (rest / p.tiles_w), ox = 2 * (rest % p.tiles_w);
+    const auto [n, oy, ox] = p.TileOf(first + t);
     const int rows = std::min(2, p.out_h - oy), columns = std::min(2, p.out_w - ox);
     for (int b = 0; b < blocks; ++b) {
       const T* image = diff_dst + (static_cast<size_t>(n) * blocks + b) * plane;
@@ -369,25 +369,42 @@ CREMA_BF16_TARGET void TransformGradients(const Bfloat16Winograd::Pass& p, const
   }
 }
 
+// How a pass's chunks go over the threads: `chunks` of them, statically over `threads` (no more threads than chunks),
+// thread t's stretch of the workspace at base + t * thread_bytes.
+struct ChunkPlan {
+  int64_t chunks = 0;
+  int threads = 1;
+  char* base = nullptr;
+};
+ChunkPlan PlanChunks(const Bfloat16Winograd::Pass& p, float* workspace) {
+  ChunkPlan plan;
+  plan.chunks = (p.tiles + p.chunk - 1) / p.chunk;
+  plan.threads = static_cast<int>(std::min<int64_t>(std::min(p.threads, CurrentThreadCount()), plan.chunks));
+  plan.base = reinterpret_cast<char*>(AlignedBytes(reinterpret_cast<uintptr_t>(workspace)));
+  return plan;
+}
+int ThreadIndex() {
+#ifdef _OPENMP
+  return omp_get_thread_num();
+#else
+  return 0;
+#endif
+}
+
 // The weights' gradient's pass over all chunks: each thread its chunks into its own sums (zeroed first); then the
 // threads' sums added in thread order, G^T (sum) G added to `weight_diff` ([output][input][3][3]) and the bias sums to
 // `bias_diff` (where not null).
 template <typename In, typename Gradient>
 void RunWeightGradient(Bfloat16Winograd::Pass& p, const In* src, const Gradient* diff_dst, float* weight_diff,
                        float* bias_diff, float* workspace) {
-  const int64_t chunks = (p.tiles + p.chunk - 1) / p.chunk;
-  const int threads = static_cast<int>(std::min<int64_t>(std::min(p.threads, CurrentThreadCount()), chunks));
-  char* base = reinterpret_cast<char*>(AlignedBytes(reinterpret_cast<uintptr_t>(workspace)));
+  const ChunkPlan plan = PlanChunks(p, workspace);
+  const int threads = plan.threads;
+  char* const base = plan.base;
   const size_t sums_offset = p.tiles_bytes + p.gradient_tiles_bytes;
   const size_t bias_offset = sums_offset + p.sums_bytes;
 #pragma omp parallel num_threads(threads)
   {
-#ifdef _OPENMP
-    const int thread = omp_get_thread_num();
-#else
-    const int thread = 0;
-#endif
-    char* mine = base + p.thread_bytes * thread;
+    char* mine = base + p.thread_bytes * ThreadIndex();
     uint16_t* tiles = reinterpret_cast<uint16_t*>(mine);
     uint16_t* gradient_tiles = reinterpret_cast<uint16_t*>(mine + p.tiles_bytes);
     float* sums = reinterpret_cast<float*>(mine + sums_offset);
@@ -400,7 +417,7 @@ void RunWeightGradient(Bfloat16Winograd::Pass& p, const In* src, const Gradient*
     memory c(p.matmul_desc.dst_desc(), onednn::CpuEngine(), sums);
     memory scratch(p.matmul_desc.scratchpad_desc(), onednn::CpuEngine(), mine + bias_offset + p.bias_bytes);
 #pragma omp for schedule(static)
-    for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+    for (int64_t chunk = 0; chunk < plan.chunks; ++chunk) {
       const int64_t first = chunk * p.chunk;
       const int count = static_cast<int>(std::min<int64_t>(p.chunk, p.tiles - first));
       TransformInputs(p, src, first, count, tiles);
@@ -452,17 +469,10 @@ void RunWeightGradient(Bfloat16Winograd::Pass& p, const In* src, const Gradient*
 template <typename In, typename Out>
 void Run(Bfloat16Winograd::Pass& p, const In* src, const float* bias, bool relu, float relu_slope, Out* dst,
          float* workspace) {
-  const int64_t chunks = (p.tiles + p.chunk - 1) / p.chunk;
-  const int threads = static_cast<int>(std::min<int64_t>(std::min(p.threads, CurrentThreadCount()), chunks));
-  char* base = reinterpret_cast<char*>(AlignedBytes(reinterpret_cast<uintptr_t>(workspace)));
-#pragma omp parallel num_threads(threads)
+  const ChunkPlan plan = PlanChunks(p, workspace);
+#pragma omp parallel num_threads(plan.threads)
   {
-#ifdef _OPENMP
-    const int thread = omp_get_thread_num();
-#else
-    const int thread = 0;
-#endif
-    char* mine = base + p.thread_bytes * thread;
+    char* mine = plan.base + p.thread_bytes * ThreadIndex();
     uint16_t* tiles = reinterpret_cast<uint16_t*>(mine);
     float* sums = reinterpret_cast<float*>(mine + p.tiles_bytes);
     dnnl::stream stream(onednn::CpuEngine());
@@ -470,7 +480,7 @@ void Run(Bfloat16Winograd::Pass& p, const In* src, const float* bias, bool relu,
     memory c(p.matmul_desc.dst_desc(), onednn::CpuEngine(), sums);
     memory scratch(p.matmul_desc.scratchpad_desc(), onednn::CpuEngine(), mine + p.tiles_bytes + p.sums_bytes);
 #pragma omp for schedule(static)
-    for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+    for (int64_t chunk = 0; chunk < plan.chunks; ++chunk) {
       const int64_t first = chunk * p.chunk;
       const int count = static_cast<int>(std::min<int64_t>(p.chunk, p.tiles - first));
       TransformInputs(p, src, first, count, tiles);
