@@ -20,6 +20,7 @@
 #ifdef CREMA_USE_ONEDNN
 
 #include "core/random.hpp"
+#include "core/threads.hpp"
 #include "core/vector_clones.hpp"
 #include "io/proto_io.hpp"
 #include "layers/layer_registry.hpp"
@@ -1044,7 +1045,8 @@ WinogradReference WinogradOf(int inputs, int outputs, int height, int width, int
 // (through its fused ReLU), its input gradient and its weights' gradient are within the rule's rounding of the exact
 // sums of their operands (the input and the output gradient rounded to bf16; the weights as they are: the rule
 // transforms the float32 weights), in double; and the run with every blob in floats computes the same bits (the rule
-// reads its operands rounded), the weights' gradients included.
+// reads its operands rounded), the weights' gradients included, as does a run on one thread (but for the weights'
+// gradients, whose threads' sums are added in thread order).
 TEST(PrecisionTest, Bfloat16WinogradIsWithinItsRoundingOfTheExactConvolution) {
   CREMA_SKIP_WITHOUT_BFLOAT16();
   const std::string text = R"(
@@ -1226,6 +1228,18 @@ TEST(PrecisionTest, Bfloat16WinogradIsWithinItsRoundingOfTheExactConvolution) {
   EXPECT_GT(largest_weight_error, 1e-4);  // bf16's rounding shows in the weights' gradient too
   EXPECT_GT(negative, 0);    // the ReLU stopped some
   EXPECT_GT(largest, 1e-3);  // bf16's rounding shows: the rule ran in bf16
+
+  // Its forward and input gradient compute each output on one thread: on one thread, the same bits.
+  std::unique_ptr<Net> single;
+  {
+    OneThreadWhile one(true);
+    single = build(true);
+    EXPECT_EQ(CompareStepTops(single.get(), float_net.get(), false),
+              (std::vector<std::string>{"data", "target", "c0", "c1", "c2", "loss"}));
+    single->Backward();
+  }
+  const auto* single_diff = static_cast<const uint16_t*>(single->blob_by_name("c0")->cpu_diff_bytes());
+  for (size_t i = 0; i < float_diff.size(); ++i) ASSERT_EQ(single_diff[i], held_diff[i]) << i;
 }
 
 // The MAX pooling's bf16 gradient rule (OneDnnPoolingLayer::computes_bf16_gradients) in training: in channel blocks its
