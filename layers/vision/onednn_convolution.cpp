@@ -330,6 +330,9 @@ std::vector<Layer::HeldBuffer> OneDnnConvolutionLayer::HeldBuffers() const {
   if (bytes > 0) held.push_back({"the weights reordered for oneDNN", bytes, Device::kCPU});
   if (primitives_ && primitives_->winograd)
     held.push_back({"the weights transformed for bf16 Winograd", primitives_->winograd->HeldBytes(), Device::kCPU});
+  if (primitives_ && !primitives_->bf16_weights.empty())
+    held.push_back({"the weights rounded to bf16 for the GEMM steps",
+                    primitives_->bf16_weights.size() * sizeof(uint16_t), Device::kCPU});
   return held;
 }
 
@@ -690,7 +693,8 @@ bool OneDnnConvolutionLayer::WritesQuantized(int top, ElementType type) const {
 
 bool OneDnnConvolutionLayer::ReadsTopDiffInBfloat16(int top, const std::vector<bool>& propagate_down) const {
   // A fused ReLU of slope 0 zeroes the gradient where the output is not positive (ApplyFusedActivationBackward), which
-  // commutes with the rounding; other activations' products do not. The GEMM steps of an input gradient read floats.
+  // commutes with the rounding; other activations' products do not. The GEMM steps of an input gradient computing in
+  // float32 read floats.
   const FusedActivation& activation = fused_activation();
   const bool gemm = primitives_ && primitives_->gemm_backward_data && !primitives_->gemm_bf16 &&
                     !propagate_down.empty() && propagate_down[0];
