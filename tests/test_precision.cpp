@@ -373,6 +373,59 @@ TEST(PrecisionTest, Bfloat16TrainingResumesBitForBit) {
       << "the bf16 run gave the float32 run's weights";
 }
 
+// Training through crema's bf16 Winograd (a 3 x 3 convolution over 28 x 28, all three passes) resumes bit for bit, and
+// gives the bytes of the run with every blob in floats (its rule reads its operands rounded, wherever they lie). (A MAX
+// pooling would not: its bf16 run's maxima are the rounded values', whose ties may differ from the float run's.)
+TEST(PrecisionTest, Bfloat16WinogradTrainingResumesBitForBit) {
+  CREMA_SKIP_WITHOUT_BFLOAT16();
+  test::TempDir dir;
+  const std::string source = dir.file("train_lmdb");
+  test::WriteRandomDatums(source, 40, 28, 28, 4, 13);
+  const auto solver = [&](const std::string& prefix, int max_iter) {
+    SolverParameter param = test::ResumeSolver(R"(
+      name: 'winograd'
+      layer { name: 'data' type: 'Data' top: 'data' top: 'label'
+              data_param { source: ')" + source + R"(' batch_size: 8 backend: LMDB }
+              transform_param { scale: 0.00390625 } }
+      layer { name: 'conv0' type: 'Convolution' bottom: 'data' top: 'conv0'
+              convolution_param { num_output: 16 kernel_size: 1 weight_filler { type: 'xavier' } } }
+      layer { name: 'conv1' type: 'Convolution' bottom: 'conv0' top: 'conv1'
+              convolution_param { num_output: 32 kernel_size: 3 pad: 1 weight_filler { type: 'xavier' } } }
+      layer { name: 'relu1' type: 'ReLU' bottom: 'conv1' top: 'conv1' }
+      layer { name: 'conv2' type: 'Convolution' bottom: 'conv1' top: 'conv2'
+              convolution_param { num_output: 16 kernel_size: 1 weight_filler { type: 'xavier' } } }
+      layer { name: 'ip' type: 'InnerProduct' bottom: 'conv2' top: 'ip'
+              inner_product_param { num_output: 4 weight_filler { type: 'xavier' } } }
+      layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip' bottom: 'label' top: 'loss' }
+    )",
+                                               dir.file(prefix), max_iter, 20);
+    param.set_precision(::caffe::BFLOAT16);
+    param.set_base_lr(0.005f);  // 0.05 made this small net's weights grow without bound in either kernels
+    return CreateSolver(param);
+  };
+  const test::ScopedEnvironment blocks("CREMA_ONEDNN_ACTIVATIONS", "blocked");
+  auto straight = solver("straight", 40);
+  EXPECT_EQ(static_cast<const OneDnnConvolutionLayer&>(*straight->net()->layer_by_name("conv1")).implementation(),
+            "crema_bf16_winograd_2x3");
+  EXPECT_EQ(ElementTypeName(straight->net()->blob_by_name("conv1")->diff_type()),
+            ElementTypeName(ElementType::kBfloat16));
+  straight->Solve();
+  const std::string bytes = test::FileBytes(dir.file("straight_iter_40.caffemodel"));
+  ASSERT_FALSE(bytes.empty());
+  solver("split", 20)->Solve();
+  solver("split", 40)->Solve(dir.file("split_iter_20.solverstate"));
+  EXPECT_TRUE(test::FileBytes(dir.file("split_iter_40.caffemodel")) == bytes)
+      << "the resumed run's weights differ from the uninterrupted run's";
+  {
+    const test::ScopedEnvironment floats("CREMA_ELEMENT_TYPES", "float");
+    auto float_blobs = solver("float_blobs", 40);
+    EXPECT_EQ(float_blobs->net()->blob_by_name("conv1")->diff_type(), ElementType::kFloat32);
+    float_blobs->Solve();
+  }
+  EXPECT_TRUE(test::FileBytes(dir.file("float_blobs_iter_40.caffemodel")) == bytes)
+      << "bf16 blobs and gradients changed the training";
+}
+
 // The bf16 element type of a blob: the rounding (to nearest, ties to even; NaN kept, infinities kept), half the memory
 // of floats, the float accessors refused, the values read back as floats.
 TEST(Bfloat16BlobTest, RoundsToNearestEvenAndHoldsHalfTheBytes) {
