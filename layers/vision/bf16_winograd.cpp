@@ -54,15 +54,32 @@ CREMA_ALWAYS_INLINE void TransformKernel(const V (&f)[3][3], float* to, size_t p
 
 #if CREMA_BF16_LOOPS
 
-CREMA_BF16_TARGET void TransformKernels16(const float* kernels, bool turned, float* to, size_t plane) {
-  const __m512i nines =
-      _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), _mm512_set1_epi32(9));
-  __m512 f[3][3];
+// 16 kernels `stride` floats apart from `kernels`, each as 3 x 3 vectors over the 16 (turned where `turned`).
+CREMA_BF16_INLINE void GatherKernels16(const float* kernels, int stride, bool turned, __m512 (&f)[3][3]) {
+  const __m512i at = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                        _mm512_set1_epi32(stride));
   for (int y = 0; y < 3; ++y)
     for (int x = 0; x < 3; ++x)
-      f[y][x] = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), 0xffff, nines,
+      f[y][x] = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), 0xffff, at,
                                          kernels + (turned ? (2 - y) * 3 + (2 - x) : y * 3 + x), 4);
+}
+
+CREMA_BF16_TARGET void TransformKernels16(const float* kernels, bool turned, float* to, size_t plane) {
+  __m512 f[3][3];
+  GatherKernels16(kernels, 9, turned, f);
   TransformKernel(f, to, plane);
+}
+
+// The same for 16 kernels `stride` floats apart, rounded to bf16: position p's 16 values at to[p * plane].
+CREMA_BF16_TARGET void TransformKernelsToBfloat16(const float* kernels, int stride, bool turned, uint16_t* to,
+                                                  size_t plane) {
+  __m512 f[3][3];
+  GatherKernels16(kernels, stride, turned, f);
+  float transforms[kPositions * 16];
+  TransformKernel(f, transforms, 16);
+  for (int position = 0; position < kPositions; ++position)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(to + position * plane),
+                        Rounded(_mm512_loadu_ps(transforms + position * 16)));
 }
 #endif
 #pragma GCC diagnostic pop
@@ -203,12 +220,29 @@ struct Bfloat16Winograd::Pass {
   void Transform(const Blob& weights, float* workspace) {
     const float* w = weights.cpu_data();
     if (version != 0 && weights.data_version() == version && w == source) return;
+    version = weights.data_version();
+    source = w;
+    const size_t plane = static_cast<size_t>(inputs) * outputs;
+#if CREMA_BF16_LOOPS
+    // Where the matmul reads them as they lie ([position][input][output]), rounded straight into place, 16 outputs at
+    // a time (the forward's kernels of 16 outputs lie an output's kernels apart, the input gradient's next to each
+    // other).
+    if (transformed.get_desc() == memory::desc({kPositions, inputs, outputs}, memory::data_type::bf16, Tag::abc)) {
+      auto* u = static_cast<uint16_t*>(transformed.get_data_handle());
+#pragma omp parallel for schedule(static) if (static_cast <int64_t>(inputs) * outputs >= 4096)
+      for (int i = 0; i < inputs; ++i)
+        for (int o = 0; o < outputs; o += 16)
+          TransformKernelsToBfloat16(
+              turned ? w + (static_cast<size_t>(i) * outputs + o) * 9 : w + (static_cast<size_t>(o) * inputs + i) * 9,
+              turned ? 9 : inputs * 9, turned, u + static_cast<size_t>(i) * outputs + o, plane);
+      return;
+    }
+#endif
     // Each kernel's 9 weights lie together, kernels in Caffe's order (the forward's outputs, then inputs): the loops
     // run over them in that order, the outer over the threads, and write the transforms as [position][outer][inner]
     // (the forward's [position][output][input], which the reorder below reads as such).
     const int outer = turned ? inputs : outputs, inner = turned ? outputs : inputs;
     float* u = workspace;
-    const size_t plane = static_cast<size_t>(inputs) * outputs;
 #pragma omp parallel for schedule(static) if (static_cast <int64_t>(inputs) * outputs >= 4096)
     for (int a = 0; a < outer; ++a)
       TransformKernels(w + static_cast<size_t>(a) * inner * 9, inner, turned, u + static_cast<size_t>(a) * inner,
@@ -219,8 +253,6 @@ struct Bfloat16Winograd::Pass {
     dnnl::stream stream(onednn::CpuEngine());
     onednn::RunReorder(onednn::Reorder(plain_desc, matmul_desc.weights_desc()), stream, from, transformed);
     stream.wait();
-    version = weights.data_version();
-    source = w;
   }
 };
 
