@@ -90,18 +90,14 @@ CREMA_BF16_TARGET void SumTwoReLUBfloat16Range(const uint16_t* x0, const uint16_
 }
 #endif
 
-// Over stretches of this many elements, on the threads.
-constexpr long long kStretch = 16384;
-
 // SumTwoReLUBfloat16, in AVX512_BF16's conversions where the CPU has them.
 void SumTwoReLUBfloat16Rounded(const uint16_t* x0, const uint16_t* x1, uint16_t* out, long long count, float c0,
                                float c1, float slope, bool threaded) {
 #if CREMA_BF16_LOOPS
   if (HasBfloat16Conversions()) {
-    const long long stretches = (count + kStretch - 1) / kStretch;
-#pragma omp parallel for if (threaded) schedule(static)
-    for (long long s = 0; s < stretches; ++s)
-      SumTwoReLUBfloat16Range(x0, x1, out, s * kStretch, std::min(count, (s + 1) * kStretch), c0, c1, slope);
+    ForEachStretch(count, threaded, [&](long long begin, long long end) {
+      SumTwoReLUBfloat16Range(x0, x1, out, begin, end, c0, c1, slope);
+    });
     return;
   }
 #endif
@@ -174,18 +170,17 @@ CREMA_BF16_TARGET void SumTwoReLUBackwardRange16(const Y* out, const G* g, D0* d
 template <typename Y, typename G, typename D0, typename D1>
 void SumTwoReLUBackwardRounded(const Y* out, const G* g, D0* dx0, D1* dx1, long long count, float c0, float c1,
                                float slope, bool threaded) {
-  const long long stretches = (count + kStretch - 1) / kStretch;
 #if CREMA_BF16_LOOPS
   if (HasBfloat16Conversions()) {
-#pragma omp parallel for if (threaded) schedule(static)
-    for (long long s = 0; s < stretches; ++s)
-      SumTwoReLUBackwardRange16(out, g, dx0, dx1, s * kStretch, std::min(count, (s + 1) * kStretch), c0, c1, slope);
+    ForEachStretch(count, threaded, [&](long long begin, long long end) {
+      SumTwoReLUBackwardRange16(out, g, dx0, dx1, begin, end, c0, c1, slope);
+    });
     return;
   }
 #endif
-#pragma omp parallel for if (threaded) schedule(static)
-  for (long long s = 0; s < stretches; ++s)
-    SumTwoReLUBackwardRange(out, g, dx0, dx1, s * kStretch, std::min(count, (s + 1) * kStretch), c0, c1, slope);
+  ForEachStretch(count, threaded, [&](long long begin, long long end) {
+    SumTwoReLUBackwardRange(out, g, dx0, dx1, begin, end, c0, c1, slope);
+  });
 }
 
 }  // namespace

@@ -1,6 +1,5 @@
 #include "layers/neuron/fused_activation.hpp"
 
-#include <algorithm>
 #include <cstdint>
 
 #include "core/bf16_vectors.hpp"
@@ -45,11 +44,8 @@ template <typename Y>
 void GateBfloat16Gradient(int n, const Y* y, uint16_t* g) {
 #if CREMA_BF16_LOOPS
   if (HasBfloat16Conversions()) {
-    const long long stretch = 16 * 1024;
-    const long long stretches = (n + stretch - 1) / stretch;
-#pragma omp parallel for if (n >= ParallelElementThreshold()) schedule(static)
-    for (long long s = 0; s < stretches; ++s)
-      GateBfloat16Gradient(s * stretch, std::min<long long>(n, (s + 1) * stretch), y, g);
+    ForEachStretch(n, n >= ParallelElementThreshold(),
+                   [&](long long begin, long long end) { GateBfloat16Gradient(begin, end, y, g); });
     return;
   }
 #endif

@@ -114,15 +114,10 @@ template <bool kRounded>
 CREMA_ALWAYS_INLINE float GradientOf(uint16_t g) {
   return FromBfloat16(g);
 }
-// L floats' bf16 bits (StoredAs's rounding, lane by lane), in the low halves of L ints.
+// L floats' bf16 bits (StoredAs's rounding, lane by lane: Bfloat16BitsOf), in the low halves of L ints.
 template <int L>
 CREMA_ALWAYS_INLINE void RoundedBits(const typename Lanes<L>::Floats& v, typename Lanes<L>::UInts* out) {
-  using UInts = typename Lanes<L>::UInts;
-  const UInts bits = Load<UInts>(&v);
-  const UInts rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
-  const UInts quiet = (bits >> 16) | 0x40u;
-  const UInts zero = (bits >> 16) & 0x8000u;
-  *out = (bits & 0x7fffffffu) > 0x7f800000u ? quiet : ((bits & 0x7f800000u) == 0 ? zero : rounded);
+  Bfloat16BitsOf(Load<typename Lanes<L>::UInts>(&v), out);
 }
 template <typename Floats, bool kRounded>
 CREMA_ALWAYS_INLINE void LoadGradients(const float* p, Floats* v) {

@@ -80,14 +80,20 @@ CREMA_ALWAYS_INLINE void Store(T* p, const Vector& v) {
 // vectorize: a NaN keeping its upper half, made quiet, a denormal made zero). The pointer picks the type.
 CREMA_ALWAYS_INLINE float ValueOf(float v) { return v; }
 CREMA_ALWAYS_INLINE float ValueOf(uint16_t v) { return FromBfloat16(v); }
+// That rounding of a float's bits: one uint32_t, or a vector of them lane by lane (the bf16 bits in each low half).
+template <typename U>
+CREMA_ALWAYS_INLINE void Bfloat16BitsOf(const U& bits, U* out) {
+  const U rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+  const U quiet = (bits >> 16) | 0x40u;
+  const U zero = (bits >> 16) & 0x8000u;
+  *out = (bits & 0x7fffffffu) > 0x7f800000u ? quiet : ((bits & 0x7f800000u) == 0 ? zero : rounded);
+}
 CREMA_ALWAYS_INLINE float StoredAs(float value, const float*) { return value; }
 CREMA_ALWAYS_INLINE uint16_t StoredAs(float value, const uint16_t*) {
-  uint32_t bits;
+  uint32_t bits, rounded;
   std::memcpy(&bits, &value, sizeof bits);
-  const uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
-  const uint32_t quiet = (bits >> 16) | 0x40u;
-  const uint32_t zero = (bits >> 16) & 0x8000u;
-  return static_cast<uint16_t>((bits & 0x7fffffffu) > 0x7f800000u ? quiet : (bits & 0x7f800000u) == 0 ? zero : rounded);
+  Bfloat16BitsOf(bits, &rounded);
+  return static_cast<uint16_t>(rounded);
 }
 // An element as a rule computing in bf16 reads it: the float rounded to bf16, a bf16 value as it is.
 CREMA_ALWAYS_INLINE float Bfloat16ValueOf(float v) {
