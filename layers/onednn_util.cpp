@@ -354,10 +354,39 @@ bool AddToPlain(const memory::desc& blocked, const float* from, const memory::de
   return true;
 }
 
+bool PairBlockedLayoutOf(const memory::desc& wanted, const memory::desc& user, PairBlockedLayout* layout) {
+  const dnnl_memory_desc_t& w = wanted.data;
+  const dnnl_memory_desc_t& u = user.data;
+  if (w.ndims != 2 || u.ndims != 2 || w.data_type != dnnl_bf16 || u.data_type != dnnl_f32) return false;
+  if (w.format_kind != dnnl_blocked || u.format_kind != dnnl_blocked || w.offset0 != 0 || u.offset0 != 0) return false;
+  if (w.extra.flags != 0 || w.dims[0] != u.dims[0] || w.dims[1] != u.dims[1]) return false;
+  const dnnl_blocking_desc_t& plain = u.format_desc.blocking;
+  if (plain.inner_nblks != 0 || plain.strides[1] != 1 || plain.strides[0] != u.dims[1]) return false;  // rows
+  const dnnl_blocking_desc_t& b = w.format_desc.blocking;
+  if (b.inner_nblks != 3 || b.inner_idxs[0] != 1 || b.inner_idxs[1] != 0 || b.inner_idxs[2] != 1 ||
+      b.inner_blks[2] != 2)
+    return false;
+  const int64_t output_block = b.inner_blks[1], pairs = b.inner_blks[0], block = output_block * pairs * 2;
+  // The blocks themselves lie whole and apart: each outer stride a multiple of a block.
+  if (b.strides[0] % block != 0 || b.strides[1] % block != 0) return false;
+  layout->outputs = w.dims[0];
+  layout->inputs = w.dims[1];
+  layout->output_block = output_block;
+  layout->pairs = pairs;
+  layout->output_block_stride = b.strides[0];
+  layout->input_block_stride = b.strides[1];
+  layout->bytes = wanted.get_size();
+  // Every element of the padded blocks within the copy.
+  const int64_t last = layout->Offset((w.padded_dims[0] - 1), w.padded_dims[1] - 1);
+  return static_cast<size_t>(last + 1) * sizeof(uint16_t) <= layout->bytes;
+}
+
 void WeightCache::Describe(const memory::desc& wanted, const memory::desc& user) {
   if (wanted == wanted_ && user == user_) return;
   wanted_ = wanted;
   user_ = user;
+  derived_.reset();
+  derived_memory_ = memory();
   copy_.reset();
   source_memory_ = memory();
   copy_memory_ = memory();
@@ -365,7 +394,28 @@ void WeightCache::Describe(const memory::desc& wanted, const memory::desc& user)
   version_ = 0;
 }
 
+bool WeightCache::DeriveFrom(Blob* blob) {
+  PairBlockedLayout layout;
+  if (!PairBlockedLayoutOf(wanted_, user_, &layout)) return false;
+  if (!derived_) {
+    derived_ = std::make_shared<Bfloat16BlockedCopy>(layout);
+    derived_memory_ = memory(wanted_, CpuEngine(), derived_->data());
+  }
+  blob->AddDerivedCopy(derived_);
+  return true;
+}
+
+size_t WeightCache::bytes() const {
+  if (derived_) return derived_->bytes();
+  return copy_ ? copy_->size() : 0;
+}
+
 memory WeightCache::Get(const Blob& blob, dnnl::stream& stream) {
+  if (derived_) {
+    // Written by the solver's update as it wrote the weights, or here where someone else wrote them.
+    if (!derived_->IsCurrent(blob)) WriteDerivedCopy(blob, derived_.get());
+    return derived_memory_;
+  }
   float* data = const_cast<float*>(blob.cpu_data());
   if (!source_memory_) {
     source_memory_ = memory(user_, CpuEngine(), data);

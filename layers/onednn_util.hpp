@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/bf16_blocked_copy.hpp"
 #include "core/blob.hpp"
 #include "layers/layer.hpp"
 
@@ -182,20 +183,29 @@ class Binder {
 // unchanged (Blob::data_version): a net that runs forward over and over without an update between (a test
 // pass, inference) reorders each layer's weights once. The copy is the layer's own memory, not the workspace,
 // which other layers overwrite. Training updates the weights every iteration, so there it reorders each time,
-// as it would without the cache.
+// as it would without the cache; except a bf16 copy in a blocked layout of pairs (the fully connected layers' in
+// bf16, PairBlockedLayoutOf), which crema writes itself (core/bf16_blocked_copy.hpp) and registers with the blob
+// (DeriveFrom): the solver's update writes it as it writes the weights (core/derived_copy.hpp).
 class WeightCache {
  public:
   // Sets the layout the primitive wants and crema's (`user`); a new layout empties the cache.
   void Describe(const dnnl::memory::desc& wanted, const dnnl::memory::desc& user);
+  // Where crema writes the wanted layout itself (a bf16 one of pairs from plain float rows): makes that copy and
+  // registers it with `blob`, whose data the cache is for, so that the solver's update writes it. Whether it did.
+  bool DeriveFrom(Blob* blob);
+  // Whether the copy is one crema writes, registered with the blob (DeriveFrom).
+  bool derived() const { return derived_ != nullptr; }
   // Whether the primitive reads the weights in crema's own layout (then nothing is cached).
   bool plain() const { return wanted_ == user_; }
   const dnnl::memory::desc& wanted() const { return wanted_; }
   // The weights of `blob` in the wanted layout: the blob's own data, the copy kept, or a new copy.
   dnnl::memory Get(const Blob& blob, dnnl::stream& stream);
   // The bytes of the copy (0 while none is made).
-  size_t bytes() const { return copy_ ? copy_->size() : 0; }
+  size_t bytes() const;
 
  private:
+  std::shared_ptr<Bfloat16BlockedCopy> derived_;  // the copy crema writes, where DeriveFrom made one
+  dnnl::memory derived_memory_;
   dnnl::memory::desc wanted_, user_;
   std::shared_ptr<SyncedMemory> copy_;
   dnnl::memory source_memory_, copy_memory_;  // kept from call to call (Bindings says why)
@@ -203,6 +213,11 @@ class WeightCache {
   uint64_t version_ = 0;           // the blob's data_version when the copy was made (0: none made)
   const float* source_ = nullptr;  // and its data
 };
+
+// The layout of `wanted` as a pair-blocked bf16 copy of `user`'s rows (core/bf16_blocked_copy.hpp), where it is one:
+// `user` plain float32 outputs x inputs, `wanted` bf16 in blocks of outputs by pairs of inputs (inner blocks P of
+// the inputs, B of the outputs, 2 of the inputs). False where not.
+bool PairBlockedLayoutOf(const dnnl::memory::desc& wanted, const dnnl::memory::desc& user, PairBlockedLayout* layout);
 
 // 8-bit weights for a primitive that computes in integers (QuantizationParameter: Convolution, InnerProduct). Each
 // output's weights are mapped to round(w * s) clamped to [-127, 127], s = 127 / their largest magnitude (1 where all

@@ -19,6 +19,9 @@
 
 #ifdef CREMA_USE_ONEDNN
 
+#include "core/bf16_blocked_copy.hpp"
+#include "core/derived_copy.hpp"
+#include "core/element_type.hpp"
 #include "core/random.hpp"
 #include "core/threads.hpp"
 #include "core/vector_clones.hpp"
@@ -137,7 +140,7 @@ TEST(PrecisionTest, Bfloat16ForwardIsTheFloatProductOfRoundedFactors) {
     auto single = MakeIn(c.text, ::caffe::FLOAT32, c.shape);
     auto half = MakeIn(c.text, ::caffe::BFLOAT16, c.shape, single.get());
     EXPECT_EQ(half->layer->computes_in(), Precision::kBfloat16);
-    EXPECT_EQ(half->layer->engine_note(), "bfloat16");
+    EXPECT_EQ(half->layer->engine_note().rfind("bfloat16", 0), 0u) << half->layer->engine_note();
     EXPECT_EQ(single->layer->computes_in(), Precision::kFloat32);
     half->layer->Forward(half->bottoms(), half->tops());
     const std::vector<float> unrounded =
@@ -270,15 +273,30 @@ TEST(PrecisionTest, Float16OnTheCpuAndALayersOwnFloat32ComputeInFloat32) {
 
 // An InnerProduct over large weights (from 2^18 values) at a small batch (under 32 rows) computes in float32 though set
 // to bf16 (its float32 products are faster there), and in bf16 from 32 rows on; small weights in bf16 at any batch.
-TEST(PrecisionTest, AFewRowsThroughLargeWeightsComputeInFloat32) {
+// A fully connected layer in bf16 over few rows: its weights' gradient in float32 (under 32 rows), and over large
+// weights bf16 at all only where the solver's update writes the weights' bf16 copy (not for transposed weights).
+TEST(PrecisionTest, AFewRowsThroughLargeWeightsComputeInBfloat16WhereTheUpdateWritesTheirCopy) {
   CREMA_SKIP_WITHOUT_BFLOAT16();
   const std::string large = "name: 'fc' type: 'InnerProduct' inner_product_param { num_output: 512 }";
-  for (const auto& [rows, inputs, expected] : {std::tuple<int, int, Precision>{31, 512, Precision::kFloat32},
-                                               {32, 512, Precision::kBfloat16},
-                                               {4, 511, Precision::kBfloat16}}) {
-    SCOPED_TRACE(std::to_string(rows) + " rows of " + std::to_string(inputs));
-    auto twin = MakeIn(large, ::caffe::BFLOAT16, {rows, inputs});
-    EXPECT_EQ(twin->layer->computes_in(), expected);
+  const std::string transposed =
+      "name: 'fc' type: 'InnerProduct' inner_product_param { num_output: 512 transpose: true }";
+  struct Expected {
+    std::string text;
+    int rows, inputs;
+    Precision precision;
+    std::string note;
+  };
+  const std::string written = ", its weights' bf16 copy written by the update";
+  for (const Expected& e :
+       {Expected{large, 31, 512, Precision::kBfloat16, "bfloat16, the weights' gradient in float32" + written},
+        Expected{large, 32, 512, Precision::kBfloat16, "bfloat16" + written},
+        Expected{transposed, 31, 512, Precision::kFloat32, ""},
+        Expected{transposed, 4, 511, Precision::kBfloat16, "bfloat16, the weights' gradient in float32"},
+        Expected{transposed, 32, 512, Precision::kBfloat16, "bfloat16"}}) {
+    SCOPED_TRACE(e.text + ": " + std::to_string(e.rows) + " rows of " + std::to_string(e.inputs));
+    auto twin = MakeIn(e.text, ::caffe::BFLOAT16, {e.rows, e.inputs});
+    EXPECT_EQ(twin->layer->computes_in(), e.precision);
+    EXPECT_EQ(twin->layer->engine_note(), e.note);
     twin->layer->Forward(twin->bottoms(), twin->tops());  // and runs
   }
 }
@@ -371,6 +389,91 @@ TEST(PrecisionTest, Bfloat16TrainingResumesBitForBit) {
   CreateSolver(Bfloat16Solver(source, dir.file("float"), 40, ::caffe::FLOAT32))->Solve();
   EXPECT_NE(test::FileBytes(dir.file("float_iter_40.caffemodel")), straight)
       << "the bf16 run gave the float32 run's weights";
+}
+
+// crema's bf16 copy of a fully connected layer's weights in oneDNN's blocked layout (core/bf16_blocked_copy.hpp), for
+// the layouts oneDNN's bf16 inner products choose: the bytes of oneDNN's own reorder for random weights (outputs and
+// inputs that fill no block, and ones that fill them), whichever stretches of rows write it; and for the values whose
+// rounding is a rule of its own (ties, denormals, infinities, NaN) the rounding ToBfloat16 gives.
+TEST(PrecisionTest, Bfloat16BlockedWeightsAreOneDnnsReorder) {
+  CREMA_SKIP_WITHOUT_BFLOAT16();
+  using dnnl::memory;
+  for (const auto& [outputs, inputs] : std::vector<std::pair<int, int>>{{64, 32}, {100, 75}, {130, 200}, {17, 9}}) {
+    SCOPED_TRACE(std::to_string(outputs) + " outputs of " + std::to_string(inputs) + " inputs");
+    const memory::desc user({outputs, inputs}, memory::data_type::f32, memory::format_tag::oi);
+    const dnnl::inner_product_forward::primitive_desc forward(
+        dnnl::inner_product_forward::desc(
+            dnnl::prop_kind::forward_training,
+            memory::desc({10, inputs}, memory::data_type::bf16, memory::format_tag::nc),
+            memory::desc({outputs, inputs}, memory::data_type::bf16, memory::format_tag::any),
+            memory::desc({10, outputs}, memory::data_type::f32, memory::format_tag::nc)),
+        onednn::CpuEngine());
+    PairBlockedLayout layout;
+    ASSERT_TRUE(onednn::PairBlockedLayoutOf(forward.weights_desc(), user, &layout))
+        << "oneDNN chose a bf16 layout crema does not write";
+    Blob weights({outputs, inputs});
+    test::FillGaussian(&weights, 0.f, 1.f, 31);
+    float* w = weights.mutable_cpu_data();
+    // Ties (the bf16 halves' last bit even and odd), a denormal, infinities and a NaN, among the first 32 values.
+    const uint32_t specials[] = {0x3f808000u, 0x3f818000u, 0x00000123u, 0x80400000u,
+                                 0x7f800000u, 0xff800000u, 0x7fc12345u, 0x7f812345u};
+    for (size_t k = 0; k < std::size(specials); ++k) std::memcpy(&w[k], &specials[k], sizeof(float));
+
+    Bfloat16BlockedCopy copy(layout);
+    for (int64_t begin = 0; begin < outputs; begin += copy.rows_together())  // a block of rows at a time
+      copy.WriteRows(weights.cpu_data(), begin, std::min<int64_t>(outputs, begin + copy.rows_together()));
+    Bfloat16BlockedCopy whole(layout);
+    whole.WriteRows(weights.cpu_data(), 0, outputs);
+    ASSERT_EQ(std::memcmp(copy.data(), whole.data(), copy.bytes()), 0);
+    for (size_t k = 0; k < std::size(specials); ++k) {
+      const int o = static_cast<int>(k) / inputs, i = static_cast<int>(k) % inputs;
+      EXPECT_EQ(copy.data()[layout.Offset(o, i)], ToBfloat16(w[k])) << "value " << k;
+    }
+
+    for (size_t k = 0; k < std::size(specials); ++k) w[k] = 0.5f;  // oneDNN's reorder for the rest
+    copy.WriteRows(weights.cpu_data(), 0, outputs);
+    memory source(user, onednn::CpuEngine(), weights.mutable_cpu_data());
+    memory reordered(forward.weights_desc(), onednn::CpuEngine());
+    dnnl::stream stream(onednn::CpuEngine());
+    dnnl::reorder(source, reordered).execute(stream, source, reordered);
+    stream.wait();
+    ASSERT_EQ(forward.weights_desc().get_size(), copy.bytes());
+    EXPECT_EQ(std::memcmp(reordered.get_data_handle(), copy.data(), copy.bytes()), 0);
+  }
+}
+
+// The solver's update writes the bf16 copies of the fully connected layers' weights as it writes the weights
+// (core/derived_copy.hpp): after each iteration they are current, hold what the layer would write from the weights,
+// and the training is the one whose layers wrote them themselves (the weights marked written after each iteration).
+TEST(PrecisionTest, TheUpdateWritesTheBfloat16WeightsTheLayersWouldWrite) {
+  CREMA_SKIP_WITHOUT_BFLOAT16();
+  test::TempDir dir;
+  const std::string source = dir.file("train_lmdb");
+  test::WriteRandomDatums(source, 70, 8, 8, 4, 11);
+  auto by_update = CreateSolver(Bfloat16Solver(source, dir.file("update"), 40, ::caffe::BFLOAT16));
+  auto by_layers = CreateSolver(Bfloat16Solver(source, dir.file("layers"), 40, ::caffe::BFLOAT16));
+  for (int iteration = 0; iteration < 6; ++iteration) {
+    by_update->Step(1);
+    by_layers->Step(1);
+    for (const char* name : {"ip1", "ip2"}) {
+      SCOPED_TRACE(std::string(name) + " after iteration " + std::to_string(iteration + 1));
+      Blob& weights = *by_update->net()->layer_by_name(name)->params()[0];
+      const std::vector<std::shared_ptr<DerivedCopy>> copies = weights.DerivedCopies();
+      ASSERT_EQ(copies.size(), 1u);
+      EXPECT_TRUE(copies[0]->IsCurrent(weights));
+      const auto* copy = dynamic_cast<const Bfloat16BlockedCopy*>(copies[0].get());
+      ASSERT_NE(copy, nullptr);
+      Bfloat16BlockedCopy fresh(copy->layout());
+      WriteDerivedCopy(weights, &fresh);
+      EXPECT_EQ(std::memcmp(copy->data(), fresh.data(), copy->bytes()), 0);
+    }
+    for (Blob* param : by_layers->net()->learnable_params()) param->mutable_cpu_data();
+  }
+  const auto& a = by_update->net()->learnable_params();
+  const auto& b = by_layers->net()->learnable_params();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_EQ(std::memcmp(a[i]->cpu_data(), b[i]->cpu_data(), a[i]->count() * sizeof(float)), 0) << "parameter " << i;
 }
 
 // Training through crema's bf16 Winograd (a 3 x 3 convolution over 28 x 28, all three passes) resumes bit for bit, and

@@ -99,6 +99,11 @@ void InnerProductLayer::Forward_any(const std::vector<Blob*>& bottom, const std:
 
 void InnerProductLayer::Backward_any(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                      const std::vector<Blob*>& bottom) {
+  ParameterGradients(top, bottom);
+  if (propagate_down[0]) InputGradient(top, bottom);
+}
+
+void InnerProductLayer::ParameterGradients(const std::vector<Blob*>& top, const std::vector<Blob*>& bottom) {
   const Device d = device();
   const float* top_diff = top[0]->diff_on(d);
   const float* input = bottom[0]->data_on(d);
@@ -115,10 +120,12 @@ void InnerProductLayer::Backward_any(const std::vector<Blob*>& top, const std::v
   if (bias_term_ && param_propagate_down(1)) {
     gemv(context(), Transpose::kYes, M_, N_, 1.f, top_diff, context().ones(M_), 1.f, params_[1]->mutable_diff_on(d));
   }
-  if (propagate_down[0]) {
-    gemm(context(), Transpose::kNo, transpose_ ? Transpose::kYes : Transpose::kNo, M_, K_, N_, 1.f, top_diff,
-         params_[0]->data_on(d), 0.f, bottom[0]->mutable_diff_on(d));
-  }
+}
+
+void InnerProductLayer::InputGradient(const std::vector<Blob*>& top, const std::vector<Blob*>& bottom) {
+  const Device d = device();
+  gemm(context(), Transpose::kNo, transpose_ ? Transpose::kYes : Transpose::kNo, M_, K_, N_, 1.f, top[0]->diff_on(d),
+       params_[0]->data_on(d), 0.f, bottom[0]->mutable_diff_on(d));
 }
 
 }  // namespace crema

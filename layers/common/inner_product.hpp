@@ -39,6 +39,10 @@ class InnerProductLayer : public BothDevices<Layer> {
   void Forward_any(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Backward_any(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
+  // Backward's two halves in float32: the weights' and the bias's gradients (added to their diffs, where they
+  // propagate), and the input's.
+  void ParameterGradients(const std::vector<Blob*>& top, const std::vector<Blob*>& bottom);
+  void InputGradient(const std::vector<Blob*>& top, const std::vector<Blob*>& bottom);
 
   // Items (M), inputs per item (K) and outputs (N) of the product, as of the last Reshape.
   int M_ = 0, K_ = 0, N_ = 0;

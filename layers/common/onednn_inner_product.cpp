@@ -20,12 +20,15 @@ using onednn::Dims;
 // Weights from this many values on (1 MiB) are read from memory rather than from the caches, and the primitive over
 // weights reordered once pays; below, oneDNN's primitive with its scratchpad brings nothing the matrix product lacks.
 constexpr int64_t kLargeWeights = int64_t{1} << 18;
-// The rows (batch items) from which an inner product over large weights computes in bf16 where asked: below, each
-// weight meets too few rows for the products to be bound by arithmetic, so they are bound by reading the weights,
-// and the weights' bf16 copy, made again after every update, costs more than its halved reads save: over CaffeNet's
-// fc6 at 10 rows on a Zen 5, the reorder into oneDNN's bf16 layout took 19 ms a pass, the float32 forward 4.5 ms and
-// oneDNN's bf16 one 1.6 ms (at 32 rows the two precisions tied, at 64 bf16 was 1.17x faster; docs/performance.md). A
-// rule, not a measurement, so that a run and its resumption compute alike.
+// The rows (batch items) from which an inner product computing in bf16 computes its weights' gradient in bf16 too:
+// below, each weight meets too few rows for the products to be bound by arithmetic, so they are bound by reading and
+// writing the float32 gradient, and oneDNN's bf16 primitive, which writes a gradient of its own layout into the
+// workspace to be added to the blob's, moves it three times more: the native float32 product adds into the diff as it
+// computes. The same rows decide whether a layer over large weights computes in bf16 at all where its bf16 weights
+// cannot be written by the solver's update (a layout crema does not write, transposed weights): then the bf16 copy,
+// made again after every update, costs more than its halved reads save (over CaffeNet's fc6 at 10 rows on a Zen 5,
+// oneDNN's reorder took 19 ms a pass, the float32 forward 4.5 ms and the bf16 one 1.6 ms; docs/performance.md). Rules,
+// not measurements, so that a run and its resumption compute alike.
 constexpr int kBfloat16Rows = 32;
 
 struct OneDnnInnerProductLayer::Primitive {
@@ -61,6 +64,9 @@ struct OneDnnInnerProductLayer::Primitive {
          weights_scratch = 0;
   size_t data_weights = 0, data_diff_dst = 0, diff_src = 0, data_scratch = 0;
   bool data_reads_cached = false;  // the input gradient's primitive reads the weights in the forward's layout
+  // Whether the weights' and the bias's gradients come from oneDNN's bf16 primitive (from kBfloat16Rows rows), else
+  // from the native float32 products.
+  bool bf16_weight_gradient = false;
 };
 
 // The bfloat16 primitives for the shapes as they are (Primitive says what each reads and writes), their workspace
@@ -81,24 +87,29 @@ void OneDnnInnerProductLayer::MakeHalfPrecision(Primitive* p, onednn::Regions* r
   p->scratch = regions->Add(p->scratch_desc);
   if (!backward) return;
   const dnnl::primitive_attr attr = onednn::UserScratchpad();
-  p->backward_weights = dnnl::inner_product_backward_weights::primitive_desc(
-      bias_term_ ? dnnl::inner_product_backward_weights::desc(half_src, float_weights, p->bias, half_dst)
-                 : dnnl::inner_product_backward_weights::desc(half_src, float_weights, half_dst),
-      attr, CpuEngine(), p->forward);
+  p->bf16_weight_gradient = M_ >= kBfloat16Rows;
+  if (p->bf16_weight_gradient) {
+    p->backward_weights = dnnl::inner_product_backward_weights::primitive_desc(
+        bias_term_ ? dnnl::inner_product_backward_weights::desc(half_src, float_weights, p->bias, half_dst)
+                   : dnnl::inner_product_backward_weights::desc(half_src, float_weights, half_dst),
+        attr, CpuEngine(), p->forward);
+    p->backward_weights_primitive = dnnl::primitive(p->backward_weights.get());
+  }
   p->backward_data = dnnl::inner_product_backward_data::primitive_desc(
       dnnl::inner_product_backward_data::desc(p->src, half_weights, half_dst), attr, CpuEngine(), p->forward);
-  p->backward_weights_primitive = dnnl::primitive(p->backward_weights.get());
   p->backward_data_primitive = dnnl::primitive(p->backward_data.get());
   p->with_backward = true;
   // The forward, the weights' gradient and the input's run one after another, each with the workspace afresh.
   regions->Restart();
-  p->weights_src = regions->AddCopy(p->backward_weights.src_desc(), p->src);
-  p->weights_diff_dst = regions->AddCopy(p->backward_weights.diff_dst_desc(), p->dst);
-  p->computed_diff_weights = regions->AddCopy(p->backward_weights.diff_weights_desc(), p->user_weights);
-  p->diff_weights = regions->Add(p->user_weights);
-  p->diff_bias = regions->Add(p->bias);
-  p->weights_scratch = regions->Add(p->backward_weights.scratchpad_desc());
-  regions->Restart();
+  if (p->bf16_weight_gradient) {
+    p->weights_src = regions->AddCopy(p->backward_weights.src_desc(), p->src);
+    p->weights_diff_dst = regions->AddCopy(p->backward_weights.diff_dst_desc(), p->dst);
+    p->computed_diff_weights = regions->AddCopy(p->backward_weights.diff_weights_desc(), p->user_weights);
+    p->diff_weights = regions->Add(p->user_weights);
+    p->diff_bias = regions->Add(p->bias);
+    p->weights_scratch = regions->Add(p->backward_weights.scratchpad_desc());
+    regions->Restart();
+  }
   p->data_reads_cached = p->backward_data.weights_desc() == p->forward.weights_desc();
   if (!p->data_reads_cached) p->data_weights = regions->AddCopy(p->backward_data.weights_desc(), p->user_weights);
   p->data_diff_dst = regions->AddCopy(p->backward_data.diff_dst_desc(), p->dst);
@@ -159,16 +170,7 @@ void OneDnnInnerProductLayer::Reshape(const std::vector<Blob*>& bottom, const st
   const bool int8 = set_to_int8 && onednn::Int8Allowed(*this);
   // bfloat16 where asked for and this CPU has the kernels, in training too; not with a fused sum (a post-op the
   // native products take: the inference rewrites'), which stays in float32.
-  Precision precision = int8 || fused_sum() ? Precision::kFloat32 : onednn::EnginePrecision(*this);
-  if (precision == Precision::kBfloat16 && M_ < kBfloat16Rows && static_cast<int64_t>(N_) * K_ >= kLargeWeights) {
-    precision = Precision::kFloat32;
-    static std::once_flag once;
-    std::call_once(once, [&] {
-      LOG(INFO) << describe() << " computes in float32, though set to bfloat16: at " << M_ << " rows (under "
-                << kBfloat16Rows << ") through " << N_ << " x " << K_
-                << " weights the float32 products are faster; other such layers of this run are not named";
-    });
-  }
+  const Precision precision = int8 || fused_sum() ? Precision::kFloat32 : onednn::EnginePrecision(*this);
   // In float32, the native matrix products serve training, a fused sum, small weights, and one item (a matrix-vector
   // product over the weights on every thread, core/few_rows_gemm.hpp: CaffeNet's fc6 at batch 1 took 7.3-8.0 ms on
   // oneDNN's primitive, 5.7 so). From two items on, neither won throughout: on the Xeon of docs/performance.md the
@@ -223,6 +225,23 @@ void OneDnnInnerProductLayer::Reshape(const std::vector<Blob*>& bottom, const st
       p->precision = precision;
     } catch (const dnnl::error& error) {
       onednn::WarnHalfRefused(describe(), precision, error.what());
+    }
+    // Over large weights at few rows, bf16 pays only where the solver's update writes the bf16 weights.
+    PairBlockedLayout layout;
+    if (p->precision != Precision::kFloat32 && backward_planned() && M_ < kBfloat16Rows &&
+        static_cast<int64_t>(N_) * K_ >= kLargeWeights &&
+        !onednn::PairBlockedLayoutOf(p->forward.weights_desc(), p->user_weights, &layout)) {
+      p->precision = Precision::kFloat32;
+      static std::once_flag once;
+      std::call_once(once, [&] {
+        LOG(INFO) << describe() << " computes in float32, though set to bfloat16: at " << M_ << " rows (under "
+                  << kBfloat16Rows << ") through " << N_ << " x " << K_ << " weights"
+                  << (transpose_ ? " (transposed)" : "")
+                  << " that crema cannot keep in bf16 as it updates them, the float32 products are faster; other such "
+                     "layers of this run are not named";
+      });
+    }
+    if (p->precision == Precision::kFloat32) {
       regions = onednn::Regions();
       p->with_backward = false;
       if (native_in_float) {
@@ -242,6 +261,8 @@ void OneDnnInnerProductLayer::Reshape(const std::vector<Blob*>& bottom, const st
   }
   p->primitive = dnnl::primitive(p->forward.get());
   p->weights.Describe(p->forward.weights_desc(), p->user_weights);
+  // bf16 weights in a layout crema writes: registered with the blob, so that the solver's update writes them.
+  if (p->precision == Precision::kBfloat16) p->weights.DeriveFrom(params_[0].get());
   RequestWorkspace(regions.Floats());
   primitive_ = std::move(p);
 }
@@ -285,7 +306,8 @@ void OneDnnInnerProductLayer::Backward_any(const std::vector<Blob*>& top, const 
   const bool weight_grad = param_propagate_down(0), bias_grad = bias_term_ && param_propagate_down(1);
   onednn::Binder bind(workspace(), &p.backward_bindings);
   const float* top_diff = top[0]->cpu_diff();
-  if (weight_grad || bias_grad) {
+  if (!p.bf16_weight_gradient) ParameterGradients(top, bottom);
+  if (p.bf16_weight_gradient && (weight_grad || bias_grad)) {
     const memory diff_weights = bind.Result(p.user_weights, bind.At(p.diff_weights),
                                             p.backward_weights.diff_weights_desc(), p.computed_diff_weights);
     onednn::Args args = {
@@ -314,6 +336,15 @@ void OneDnnInnerProductLayer::Backward_any(const std::vector<Blob*>& top, const 
     bind.Out(diff_src, p.src, input_diff);
     bind.stream().wait();
   }
+}
+
+std::string OneDnnInnerProductLayer::engine_note() const {
+  if (runs_int8()) return "8-bit integers";
+  if (computes_in() == Precision::kFloat32) return "";
+  const Primitive& p = *primitive_;
+  return PrecisionName(p.precision) +
+         std::string(p.with_backward && !p.bf16_weight_gradient ? ", the weights' gradient in float32" : "") +
+         (p.weights.derived() ? ", its weights' bf16 copy written by the update" : "");
 }
 
 Precision OneDnnInnerProductLayer::computes_in() const {

@@ -36,10 +36,9 @@ class OneDnnInnerProductLayer : public InnerProductLayer {
   // bfloat16 where asked for (Layer::requested_precision) and this CPU has oneDNN's kernels, in training too (then
   // oneDNN's primitives compute the gradients), else float32.
   Precision computes_in() const override;
-  // "8-bit integers" or "bfloat16" where it runs in them, else "".
-  std::string engine_note() const override {
-    return runs_int8() ? "8-bit integers" : computes_in() != Precision::kFloat32 ? PrecisionName(computes_in()) : "";
-  }
+  // "8-bit integers" or "bfloat16" where it runs in them (with what of it does not: the weights' gradient in float32
+  // at few rows, and whether the solver's update writes its bf16 weights), else "".
+  std::string engine_note() const override;
   // As the convolution's engine (onednn::Int8Reads, Int8Writes), its bottom plain.
   Quantization ReadsQuantized(int bottom) const override;
   bool WritesQuantized(int top, ElementType type) const override;

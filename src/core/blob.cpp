@@ -256,6 +256,24 @@ int Blob::offset(const std::vector<int>& indices) const {
   return result;
 }
 
+void Blob::AddDerivedCopy(const std::shared_ptr<DerivedCopy>& copy) {
+  // Forget the copies whose engines dropped them, and add this one once.
+  std::vector<std::weak_ptr<DerivedCopy>> live;
+  for (const std::weak_ptr<DerivedCopy>& held : derived_copies_) {
+    const std::shared_ptr<DerivedCopy> kept = held.lock();
+    if (kept && kept != copy) live.push_back(held);
+  }
+  live.push_back(copy);
+  derived_copies_ = std::move(live);
+}
+
+std::vector<std::shared_ptr<DerivedCopy>> Blob::DerivedCopies() const {
+  std::vector<std::shared_ptr<DerivedCopy>> live;
+  for (const std::weak_ptr<DerivedCopy>& held : derived_copies_)
+    if (std::shared_ptr<DerivedCopy> kept = held.lock()) live.push_back(std::move(kept));
+  return live;
+}
+
 void Blob::set_data(float value) {
   float* data = mutable_cpu_data();
   for (int i = 0; i < count_; ++i) data[i] = value;

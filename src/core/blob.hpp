@@ -14,6 +14,8 @@
 
 namespace crema {
 
+class DerivedCopy;
+
 // A blob owns its storage, or views part of another blob's (a Flatten top, a Split copy, a shared parameter,
 // later a slot of a planned arena). An owner grows its storage when a reshape needs more; a view never does:
 // reshaping a view beyond the memory it sees is an error, since the storage belongs to someone else.
@@ -127,6 +129,10 @@ class Blob {
   void set_data(float value);
   void set_diff(float value);
 
+  // The copies engines derive from this blob's data (core/derived_copy.hpp) and keep: registered here, so that the
+  // solver's update writes them as it writes the data. The blob holds them weakly: a copy its engine dropped is gone.
+  void AddDerivedCopy(const std::shared_ptr<DerivedCopy>& copy);
+  std::vector<std::shared_ptr<DerivedCopy>> DerivedCopies() const;
   // Reads values (and diff where stored) from a BlobProto; with reshape=false the shapes must match.
   void FromProto(const BlobProto& proto, bool reshape = true);
   void ToProto(BlobProto* proto, bool write_diff = false) const;
@@ -174,6 +180,7 @@ class Blob {
   ElementType diff_type_ = ElementType::kFloat32;
   Storage data_;
   Storage diff_;
+  std::vector<std::weak_ptr<DerivedCopy>> derived_copies_;
 };
 
 std::string ShapeString(const std::vector<int>& shape);

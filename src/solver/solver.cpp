@@ -14,6 +14,7 @@
 #include <iomanip>
 #include <map>
 
+#include "core/derived_copy.hpp"
 #include "core/math_functions.hpp"
 #include "io/proto_io.hpp"
 #include "io/snapshot_io.hpp"
@@ -507,10 +508,9 @@ void Solver::ApplyUpdate() {
                 << net_->learnable_param_display_name(index) << " data: " << data / count << "; diff: " << diff / count;
     }
   }
-  // data -= diff, on the device.
-  const Device device = context_->device();
-  for (Blob* param : net_->learnable_params())
-    axpy(*context_, param->count(), -1.f, param->diff_on(device), param->mutable_data_on(device));
+  // data -= diff, on the device; on the host, with the copies engines derive from the data written as it is
+  // (core/derived_copy.hpp).
+  for (Blob* param : net_->learnable_params()) WriteWithStep(*context_, param);
 }
 
 Solver::UpdateOperands Solver::OperandsFor(int param_index, float rate) {

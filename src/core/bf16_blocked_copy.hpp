@@ -1,0 +1,57 @@
+// A parameter's rows rounded to bf16 in a blocked layout of pairs (core/derived_copy.hpp): the layout oneDNN's bf16
+// matrix kernels read a fully connected layer's weights in (brgemm's "AB8b64a2b" on a Zen 5: blocks of 64 outputs by
+// 16 inputs, each output's inputs in pairs, a pair a 32-bit word). Output o's input i lies at element
+//   (o / output_block) * output_block_stride + (i / (2 * pairs)) * input_block_stride
+//     + ((i % (2 * pairs)) / 2) * (2 * output_block) + (o % output_block) * 2 + i % 2,
+// and what the padded blocks hold past the outputs and inputs there are stays 0. Rounded as ToBfloat16
+// (core/element_type.hpp): to nearest, ties to even, denormals as 0, NaN kept quiet; written in AVX512_BF16 where the
+// CPU has it (16 outputs by 32 inputs at a time: each output's 32 floats rounded into 16 words, the 16 x 16 words
+// transposed, each pair's 16 outputs stored as one cache line), element by element elsewhere, with the same bits.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "core/derived_copy.hpp"
+
+namespace crema {
+
+class SyncedMemory;
+
+struct PairBlockedLayout {
+  int64_t outputs = 0, inputs = 0;                          // the rows and each row's values
+  int64_t output_block = 0;                                 // outputs in a block
+  int64_t pairs = 0;                                        // input pairs in a block (2 * pairs inputs)
+  int64_t output_block_stride = 0, input_block_stride = 0;  // in elements
+  size_t bytes = 0;                                         // the whole copy, padding included
+  // The element of output o's input i.
+  int64_t Offset(int64_t o, int64_t i) const {
+    return (o / output_block) * output_block_stride + (i / (2 * pairs)) * input_block_stride +
+           ((i % (2 * pairs)) / 2) * (2 * output_block) + (o % output_block) * 2 + i % 2;
+  }
+};
+
+class Bfloat16BlockedCopy : public DerivedCopy {
+ public:
+  // Zeros, aligned to a cache line, `layout.bytes` of them.
+  explicit Bfloat16BlockedCopy(const PairBlockedLayout& layout);
+  ~Bfloat16BlockedCopy() override;
+  Bfloat16BlockedCopy(const Bfloat16BlockedCopy&) = delete;
+  Bfloat16BlockedCopy& operator=(const Bfloat16BlockedCopy&) = delete;
+
+  int64_t row_length() const override { return layout_.inputs; }
+  int64_t rows_together() const override { return layout_.output_block; }
+  void WriteRows(const float* values, int64_t begin, int64_t end) override;
+
+  const PairBlockedLayout& layout() const { return layout_; }
+  uint16_t* data() const { return data_; }
+  size_t bytes() const { return layout_.bytes; }
+
+ private:
+  PairBlockedLayout layout_;
+  std::shared_ptr<SyncedMemory> memory_;  // counted with the blobs' memory
+  uint16_t* data_ = nullptr;
+};
+
+}  // namespace crema

@@ -1,0 +1,86 @@
+#include "core/derived_copy.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include "core/blob.hpp"
+#include "core/math_functions.hpp"
+#include "core/threads.hpp"
+
+namespace crema {
+
+bool DerivedCopy::IsCurrent(const Blob& blob) const {
+  return version_ != 0 && version_ == blob.data_version() && storage_ == blob.data().get() &&
+         offset_ == blob.data_offset();
+}
+
+void DerivedCopy::MarkCurrent(const Blob& blob) {
+  version_ = blob.data_version();
+  storage_ = blob.data().get();
+  offset_ = blob.data_offset();
+}
+
+namespace {
+
+// Rows in stretches of about this many values (a multiple of the copy's rows_together): a stretch of the data and of
+// the diff, 256 KiB each, stays in a core's L2 cache from the step to the copy's write.
+constexpr int64_t kStretchValues = int64_t{1} << 16;
+
+int64_t StretchRows(const DerivedCopy& copy) {
+  const int64_t together = std::max<int64_t>(1, copy.rows_together());
+  const int64_t blocks = std::max<int64_t>(1, kStretchValues / std::max<int64_t>(1, copy.row_length() * together));
+  return blocks * together;
+}
+
+// Runs stretch(begin, end) over the rows of `copy` in `rows` rows, in stretches split over OpenMP's threads.
+template <typename Stretch>
+void ForEachRowStretch(const DerivedCopy& copy, int64_t rows, const Stretch& stretch) {
+  const int64_t step = StretchRows(copy);
+  const int64_t stretches = (rows + step - 1) / step;
+  const bool threaded = rows * copy.row_length() >= ParallelElementThreshold();
+#pragma omp parallel for if (threaded) schedule(static)
+  for (int64_t s = 0; s < stretches; ++s) stretch(s * step, std::min(rows, (s + 1) * step));
+}
+
+int64_t RowsOf(const Blob& param, const DerivedCopy& copy) {
+  CREMA_CHECK(copy.row_length() > 0 && param.count() % copy.row_length() == 0)
+      << "a derived copy of rows of " << copy.row_length() << " values cannot cover a parameter of "
+      << param.shape_string();
+  return param.count() / copy.row_length();
+}
+
+}  // namespace
+
+void WriteDerivedCopy(const Blob& param, DerivedCopy* copy) {
+  const float* values = param.cpu_data();
+  ForEachRowStretch(*copy, RowsOf(param, *copy),
+                    [&](int64_t begin, int64_t end) { copy->WriteRows(values, begin, end); });
+  copy->MarkCurrent(param);
+}
+
+void WriteDerivedCopies(Blob* param) {
+  for (const std::shared_ptr<DerivedCopy>& copy : param->DerivedCopies()) WriteDerivedCopy(*param, copy.get());
+}
+
+void WriteWithStep(Context& context, Blob* param) {
+  const std::vector<std::shared_ptr<DerivedCopy>> copies =
+      context.device() == Device::kCPU ? param->DerivedCopies() : std::vector<std::shared_ptr<DerivedCopy>>();
+  if (copies.empty()) {
+    axpy(context, param->count(), -1.f, param->diff_on(context.device()), param->mutable_data_on(context.device()));
+    return;
+  }
+  // The first copy's rows set the stretches; another copy (of other rows) is written after the step, whole.
+  DerivedCopy& first = *copies[0];
+  const float* diff = param->cpu_diff();
+  float* data = param->mutable_cpu_data();
+  const int64_t row = first.row_length();
+  ForEachRowStretch(first, RowsOf(*param, first), [&](int64_t begin, int64_t end) {
+    // The same bits as axpy(-1): -diff is exact, so each value is data - diff rounded once.
+    for (int64_t i = begin * row; i < end * row; ++i) data[i] -= diff[i];
+    first.WriteRows(data, begin, end);
+  });
+  first.MarkCurrent(*param);
+  for (size_t c = 1; c < copies.size(); ++c) WriteDerivedCopy(*param, copies[c].get());
+}
+
+}  // namespace crema
