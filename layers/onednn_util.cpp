@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -394,9 +395,17 @@ void WeightCache::Describe(const memory::desc& wanted, const memory::desc& user)
   version_ = 0;
 }
 
+bool WritesDerivedWeights() {
+  static const bool writes = [] {
+    const char* setting = std::getenv("CREMA_DERIVED_WEIGHTS");
+    return setting == nullptr || std::string(setting) != "0";
+  }();
+  return writes;
+}
+
 bool WeightCache::DeriveFrom(Blob* blob) {
   PairBlockedLayout layout;
-  if (!PairBlockedLayoutOf(wanted_, user_, &layout)) return false;
+  if (!WritesDerivedWeights() || !PairBlockedLayoutOf(wanted_, user_, &layout)) return false;
   if (!derived_) {
     derived_ = std::make_shared<Bfloat16BlockedCopy>(layout);
     derived_memory_ = memory(wanted_, CpuEngine(), derived_->data());

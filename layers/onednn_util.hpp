@@ -193,8 +193,9 @@ class WeightCache {
   // Where crema writes the wanted layout itself (a bf16 one of pairs from plain float rows): makes that copy and
   // registers it with `blob`, whose data the cache is for, so that the solver's update writes it. Whether it did.
   bool DeriveFrom(Blob* blob);
-  // Whether the copy is one crema writes, registered with the blob (DeriveFrom).
+  // Whether the copy is one crema writes, registered with the blob (DeriveFrom), and that copy (as of the last Get).
   bool derived() const { return derived_ != nullptr; }
+  const Bfloat16BlockedCopy& derived_copy() const { return *derived_; }
   // Whether the primitive reads the weights in crema's own layout (then nothing is cached).
   bool plain() const { return wanted_ == user_; }
   const dnnl::memory::desc& wanted() const { return wanted_; }
@@ -218,6 +219,9 @@ class WeightCache {
 // `user` plain float32 outputs x inputs, `wanted` bf16 in blocks of outputs by pairs of inputs (inner blocks P of
 // the inputs, B of the outputs, 2 of the inputs). False where not.
 bool PairBlockedLayoutOf(const dnnl::memory::desc& wanted, const dnnl::memory::desc& user, PairBlockedLayout* layout);
+// Whether crema writes such copies (WeightCache::DeriveFrom): unless CREMA_DERIVED_WEIGHTS=0 (for comparisons: the
+// copies are then oneDNN's reorders in the pass, and the layers that pay only with them compute in float32).
+bool WritesDerivedWeights();
 
 // 8-bit weights for a primitive that computes in integers (QuantizationParameter: Convolution, InnerProduct). Each
 // output's weights are mapped to round(w * s) clamped to [-127, 127], s = 127 / their largest magnitude (1 where all

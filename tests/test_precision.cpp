@@ -395,21 +395,31 @@ TEST(PrecisionTest, Bfloat16TrainingResumesBitForBit) {
 // the layouts oneDNN's bf16 inner products choose: the bytes of oneDNN's own reorder for random weights (outputs and
 // inputs that fill no block, and ones that fill them), whichever stretches of rows write it; and for the values whose
 // rounding is a rule of its own (ties, denormals, infinities, NaN) the rounding ToBfloat16 gives.
+// The layout of the weights of oneDNN's bf16 inner product over `outputs` x `inputs` weights (`forward`: its
+// primitive), as a pair-blocked one (false where it is not).
+bool BlockedLayoutOfInnerProduct(int outputs, int inputs, dnnl::inner_product_forward::primitive_desc* forward,
+                                 PairBlockedLayout* layout) {
+  using dnnl::memory;
+  const memory::desc user({outputs, inputs}, memory::data_type::f32, memory::format_tag::oi);
+  *forward = dnnl::inner_product_forward::primitive_desc(
+      dnnl::inner_product_forward::desc(
+          dnnl::prop_kind::forward_training,
+          memory::desc({10, inputs}, memory::data_type::bf16, memory::format_tag::nc),
+          memory::desc({outputs, inputs}, memory::data_type::bf16, memory::format_tag::any),
+          memory::desc({10, outputs}, memory::data_type::f32, memory::format_tag::nc)),
+      onednn::CpuEngine());
+  return onednn::PairBlockedLayoutOf(forward->weights_desc(), user, layout);
+}
+
 TEST(PrecisionTest, Bfloat16BlockedWeightsAreOneDnnsReorder) {
   CREMA_SKIP_WITHOUT_BFLOAT16();
   using dnnl::memory;
   for (const auto& [outputs, inputs] : std::vector<std::pair<int, int>>{{64, 32}, {100, 75}, {130, 200}, {17, 9}}) {
     SCOPED_TRACE(std::to_string(outputs) + " outputs of " + std::to_string(inputs) + " inputs");
     const memory::desc user({outputs, inputs}, memory::data_type::f32, memory::format_tag::oi);
-    const dnnl::inner_product_forward::primitive_desc forward(
-        dnnl::inner_product_forward::desc(
-            dnnl::prop_kind::forward_training,
-            memory::desc({10, inputs}, memory::data_type::bf16, memory::format_tag::nc),
-            memory::desc({outputs, inputs}, memory::data_type::bf16, memory::format_tag::any),
-            memory::desc({10, outputs}, memory::data_type::f32, memory::format_tag::nc)),
-        onednn::CpuEngine());
+    dnnl::inner_product_forward::primitive_desc forward;
     PairBlockedLayout layout;
-    ASSERT_TRUE(onednn::PairBlockedLayoutOf(forward.weights_desc(), user, &layout))
+    ASSERT_TRUE(BlockedLayoutOfInnerProduct(outputs, inputs, &forward, &layout))
         << "oneDNN chose a bf16 layout crema does not write";
     Blob weights({outputs, inputs});
     test::FillGaussian(&weights, 0.f, 1.f, 31);
@@ -439,6 +449,49 @@ TEST(PrecisionTest, Bfloat16BlockedWeightsAreOneDnnsReorder) {
     stream.wait();
     ASSERT_EQ(forward.weights_desc().get_size(), copy.bytes());
     EXPECT_EQ(std::memcmp(reordered.get_data_handle(), copy.data(), copy.bytes()), 0);
+  }
+}
+
+// crema's input gradient over the blocked bf16 weights (Bfloat16BlockedCopy::InputGradient: the output gradient rounded
+// to bf16, float32 sums): within the float32 sums' rounding of the exact products of the rounded factors (a sum of
+// outputs / 16 + 10 terms at most in sequence: 16 lanes, a pair of outputs a step, then 8 lanes), at several rows and
+// shapes; the same bits on one thread as on two.
+TEST(PrecisionTest, Bfloat16BlockedWeightsInputGradientIsWithinItsRounding) {
+  CREMA_SKIP_WITHOUT_BFLOAT16();
+  for (const auto& [outputs, inputs, rows] :
+       std::vector<std::tuple<int, int, int>>{{64, 32, 1}, {100, 75, 5}, {130, 200, 10}, {17, 9, 3}, {300, 64, 31}}) {
+    SCOPED_TRACE(std::to_string(rows) + " rows, " + std::to_string(outputs) + " outputs of " + std::to_string(inputs) +
+                 " inputs");
+    dnnl::inner_product_forward::primitive_desc forward;
+    PairBlockedLayout layout;
+    ASSERT_TRUE(BlockedLayoutOfInnerProduct(outputs, inputs, &forward, &layout));
+    Blob weights({outputs, inputs}), output_gradient({rows, outputs});
+    test::FillGaussian(&weights, 0.f, 1.f, 41);
+    test::FillGaussian(&output_gradient, 0.f, 1.f, 43);
+    Bfloat16BlockedCopy copy(layout);
+    copy.WriteRows(weights.cpu_data(), 0, outputs);
+    std::vector<float> computed(static_cast<size_t>(rows) * inputs, -1.f), one_thread(computed.size(), -2.f);
+    ASSERT_TRUE(copy.InputGradient(output_gradient.cpu_data(), rows, computed.data()));
+    {
+      OneThreadWhile one(true);
+      ASSERT_TRUE(copy.InputGradient(output_gradient.cpu_data(), rows, one_thread.data()));
+    }
+    EXPECT_EQ(std::memcmp(computed.data(), one_thread.data(), computed.size() * sizeof(float)), 0);
+    const float* w = weights.cpu_data();
+    const float* dy = output_gradient.cpu_data();
+    const double u = std::ldexp(1.0, -24), terms = outputs / 16 + 10;
+    for (int r = 0; r < rows; ++r)
+      for (int i = 0; i < inputs; ++i) {
+        double exact = 0, magnitude = 0;
+        for (int o = 0; o < outputs; ++o) {
+          const double product = static_cast<double>(FromBfloat16(ToBfloat16(dy[r * outputs + o]))) *
+                                 FromBfloat16(ToBfloat16(w[o * inputs + i]));
+          exact += product;
+          magnitude += std::fabs(product);
+        }
+        const double bound = terms * u / (1 - terms * u) * magnitude;
+        ASSERT_LE(std::fabs(computed[r * inputs + i] - exact), bound) << "row " << r << ", input " << i;
+      }
   }
 }
 

@@ -230,7 +230,8 @@ void OneDnnInnerProductLayer::Reshape(const std::vector<Blob*>& bottom, const st
     PairBlockedLayout layout;
     if (p->precision != Precision::kFloat32 && backward_planned() && M_ < kBfloat16Rows &&
         static_cast<int64_t>(N_) * K_ >= kLargeWeights &&
-        !onednn::PairBlockedLayoutOf(p->forward.weights_desc(), p->user_weights, &layout)) {
+        !(onednn::WritesDerivedWeights() &&
+          onednn::PairBlockedLayoutOf(p->forward.weights_desc(), p->user_weights, &layout))) {
       p->precision = Precision::kFloat32;
       static std::once_flag once;
       std::call_once(once, [&] {
@@ -325,6 +326,11 @@ void OneDnnInnerProductLayer::Backward_any(const std::vector<Blob*>& top, const 
   }
   if (propagate_down[0]) {
     float* input_diff = bottom[0]->mutable_cpu_diff();
+    // Over the bf16 copy crema writes, crema's product in its layout (Bfloat16BlockedCopy::InputGradient).
+    if (p.weights.derived()) {
+      p.weights.Get(*params_[0], bind.stream());  // current
+      if (p.weights.derived_copy().InputGradient(top_diff, M_, input_diff)) return;
+    }
     const memory diff_src = bind.Result(p.src, input_diff, p.backward_data.diff_src_desc(), p.diff_src);
     onednn::Args({{DNNL_ARG_DIFF_DST, bind.In(p.dst, top_diff, p.backward_data.diff_dst_desc(), p.data_diff_dst)},
                   {DNNL_ARG_WEIGHTS, p.data_reads_cached ? p.weights.Get(*params_[0], bind.stream())
