@@ -15,6 +15,13 @@ With --inference, crema alone, forward only (`crema time --phase=TEST --forward_
 force_backward, so with the inference rewrites): float32, bf16 with every blob in float32 (CREMA_ELEMENT_TYPES=float:
 each bf16 step converts its input) and bf16 with bf16 blobs between bf16 steps (plan_element_types), alternating.
 
+With --training, crema alone, whole training iterations (forward, backward and the solver's SGD update with momentum
+and weight decay: `crema train` on the net with its Input replaced by DummyData of Gaussian images and a constant label
+and its Softmax by SoftmaxWithLoss; ms per iteration from the log's `Speed` over the second `--iterations`
+iterations): float32, bf16, and bf16 with the weights' copies made in the pass rather than by the update
+(CREMA_DERIVED_WEIGHTS=0), alternating. This is what the update's writing of those copies costs and saves in
+training, which `crema time` (forward and backward) does not show.
+
 Needs build/tools/crema, Debian's python3-torch and python3-protobuf.
 """
 
@@ -34,6 +41,7 @@ import cpu_vs_pytorch  # noqa: E402
 NETS = ["caffenet", "googlenet", "resnet50"]
 SETTINGS = ["crema float32", "crema bf16", "PyTorch float32", "PyTorch autocast bf16"]
 INFERENCE_SETTINGS = ["crema float32", "crema bf16, float blobs", "crema bf16"]
+TRAINING_SETTINGS = ["crema float32", "crema bf16", "crema bf16, copies in the pass"]
 
 
 def torch_worker(name, autocast, iterations):
@@ -132,6 +140,72 @@ def inference(args, names):
                                    "%.2fx" % (med["crema float32"] / med["crema bf16"])])
 
 
+def training_net(name, workdir):
+    """The deploy net at its benchmark batch as a training net: its Input layer a DummyData of Gaussian images of the
+    same shape and a constant label, its final Softmax a SoftmaxWithLoss. The path of the prototxt written."""
+    text = open(cpu_vs_pytorch.write_deploy(name, workdir)).read().replace("force_backward: true\n", "", 1)
+    start = text.index('type: "Input"')
+    params = text.index("input_param", start)
+    end = text.index("{", params)
+    depth = 0
+    for i in range(end, len(text)):  # the input_param block's closing brace
+        depth += {"{": 1, "}": -1}.get(text[i], 0)
+        if depth == 0:
+            end = i + 1
+            break
+    shape = re.search(r"shape\s*:?\s*\{[^}]*\}", text[params:end]).group(0)
+    batch = re.search(r"dim: (\d+)", shape).group(1)
+    dummy = ('dummy_data_param { %s shape { dim: %s } data_filler { type: "gaussian" std: 1 } '
+             'data_filler { type: "constant" value: 3 } }' % (shape, batch))
+    # The images' top first (the first shape and filler are its), then the label's.
+    between = re.sub(r'(top: "[^"]+")', r'\1\n  top: "label"', text[start + len('type: "Input"'):params], count=1)
+    text = text[:start] + 'type: "DummyData"' + between + dummy + text[end:]
+    softmax = text.rindex('type: "Softmax"')
+    top = text.index("top:", softmax)
+    text = (text[:softmax] + 'type: "SoftmaxWithLoss"\n  ' + text[softmax + len('type: "Softmax"'):top].strip() +
+            '\n  bottom: "label"\n  top: "loss"\n' + text[text.index("\n", top) + 1:])
+    model = os.path.join(workdir, name + "_train.prototxt")
+    with open(model, "w") as f:
+        f.write(text)
+    solver = os.path.join(workdir, name + "_solver.prototxt")
+    return model, solver
+
+
+def run_training(crema, model, solver, setting, iterations):
+    with open(solver, "w") as f:
+        f.write('net: "%s"\nbase_lr: 0.0001\nmomentum: 0.9\nweight_decay: 0.0005\nlr_policy: "fixed"\n'
+                'display: %d\nmax_iter: %d\nsolver_mode: CPU\nsnapshot_after_train: false\n'
+                % (model, iterations, 2 * iterations + 1))
+    env = dict(os.environ, GLOG_logtostderr="1", OMP_WAIT_POLICY="passive")
+    if setting.endswith("in the pass"):
+        env["CREMA_DERIVED_WEIGHTS"] = "0"
+    precision = "fp32" if setting.endswith("float32") else "bf16"
+    log = subprocess.run([crema, "train", "--solver=" + solver, "--precision=" + precision], env=env,
+                         capture_output=True, text=True, check=True).stderr
+    speed = float(re.findall(r"Speed: ([0-9.]+) iter/s", log)[-1])  # the second window of `iterations`
+    return 1000.0 / speed
+
+
+def training(args, names):
+    times = {}
+    with tempfile.TemporaryDirectory() as workdir:
+        nets = {name: training_net(name, workdir) for name in names}
+        # The CPU, as `crema time` names it (the training log does not).
+        cpu = run_crema(args.crema, cpu_vs_pytorch.write_deploy(names[0], workdir), "fp32", 1)[1]
+        for round_index in range(args.rounds):
+            for name in names:
+                for setting in TRAINING_SETTINGS:
+                    ms = run_training(args.crema, nets[name][0], nets[name][1], setting, args.iterations)
+                    record(times, round_index, name, setting, ms)
+    print_table("CPU: %s; ms per training iteration (forward, backward, update)" % cpu,
+                ["crema fp32", "crema bf16", "bf16, copies in the pass", "bf16 speed-up",
+                 "update-written copies' gain"], names, TRAINING_SETTINGS, times,
+                lambda name, med: ["%.1f ms" % med["crema float32"], "%.1f ms" % med["crema bf16"],
+                                   "%.1f ms" % med["crema bf16, copies in the pass"],
+                                   "%.2fx" % (med["crema float32"] / med["crema bf16"]),
+                                   "%.2fx" % (med["crema bf16, copies in the pass"] / med["crema bf16"])])
+
+
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "--torch-worker":
         torch_worker(sys.argv[2], sys.argv[3] == "1", int(sys.argv[4]))
@@ -142,10 +216,16 @@ def main():
     parser.add_argument("--nets", default=",".join(NETS))
     parser.add_argument("--crema", default=os.path.join(ROOT, "build", "tools", "crema"))
     parser.add_argument("--inference", action="store_true", help="crema forward only, with and without bf16 blobs")
+    parser.add_argument("--training", action="store_true",
+                        help="crema whole training iterations, with the weights' bf16 copies written by the update "
+                             "and made in the pass")
     args = parser.parse_args()
     names = args.nets.split(",")
     if args.inference:
         inference(args, names)
+        return
+    if args.training:
+        training(args, names)
         return
     times = {}  # (net, setting) -> [ms per round]
     cpu, bf16_ran = "", True

@@ -45,11 +45,13 @@ class Bfloat16BlockedCopy : public DerivedCopy {
   void WriteRows(const float* values, int64_t begin, int64_t end) override;
 
   // The input gradient of a fully connected layer over these weights: input_gradient (rows x inputs) =
-  // output_gradient (rows x outputs) times the weights, both float32 and plain, the weights as this copy holds them
-  // (bf16), each sum in float32 (16 partial sums over the outputs a lane apart, added in one fixed order: the same
-  // bits on any number of threads). Where the CPU has AVX-512 (HasBfloat16Conversions): reads the copy once, in its
-  // own layout (oneDNN's bf16 kernels for the input gradient of a few rows took twice the forward's time, over the
-  // same weights); false elsewhere, with nothing written.
+  // output_gradient (rows x outputs) times the weights, both float32 and plain, the output gradient rounded to bf16
+  // (ToBfloat16), the weights as this copy holds them, the products summed in float32 (vdpbf16ps: two outputs a step
+  // in each of 8 lanes an input, the lanes then added in one fixed order: the same bits on any number of threads).
+  // Where the CPU has AVX512_BF16 (HasBfloat16Conversions): reads the copy once, in its own layout (oneDNN's bf16
+  // kernel for the input gradient of a few rows took twice the forward's time, over the same weights); false elsewhere
+  // and for more than 32 rows (where oneDNN's kernels are bound by arithmetic, not by reading the weights), with
+  // nothing written.
   bool InputGradient(const float* output_gradient, int64_t rows, float* input_gradient) const;
 
   const PairBlockedLayout& layout() const { return layout_; }
