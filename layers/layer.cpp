@@ -218,6 +218,19 @@ void Layer::set_loss(int top_index, float weight) {
   loss_[top_index] = weight;
 }
 
+void Layer::ZeroParamGradientInBackward(int index) {
+  CREMA_CHECK(WritesZeroedParamGradients() && param_propagate_down(index))
+      << describe() << ": parameter " << index << "'s gradient cannot be left for its backward to write";
+  if (static_cast<int>(zero_pending_.size()) <= index) zero_pending_.resize(index + 1, false);
+  zero_pending_[index] = true;
+}
+
+float Layer::ParamGradientKeep(int index) {
+  if (!param_gradient_zero_pending(index)) return 1.f;
+  zero_pending_[index] = false;
+  return 0.f;
+}
+
 void Layer::set_param_propagate_down(int index, bool value) {
   if (static_cast<int>(param_propagate_down_.size()) <= index) param_propagate_down_.resize(index + 1, true);
   param_propagate_down_[index] = value;

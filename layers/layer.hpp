@@ -345,6 +345,19 @@ class Layer {
     return index < static_cast<int>(param_propagate_down_.size()) && param_propagate_down_[index];
   }
   void set_param_propagate_down(int index, bool value);
+  // Parameter gradients are added to (Caffe's accumulation: iter_size passes, shared parameters), so the net zeroes
+  // them before each iteration's backward (Net::ClearParamDiffsInBackward). An engine whose backward can write a
+  // gradient instead of adding to it says so here; the net then leaves that gradient's zeroing to it
+  // (ZeroParamGradientInBackward, where the layer alone writes the parameter and its backward runs): its next backward
+  // writes the gradient (a pass over it saved, and the read that adding takes). Only in a backward where
+  // param_propagate_down(index).
+  virtual bool WritesZeroedParamGradients() const { return false; }
+  void ZeroParamGradientInBackward(int index);
+  // Takes the mark of ZeroParamGradientInBackward (the net zeroes the gradient itself after all).
+  void TakeParamGradientZeroing(int index) { ParamGradientKeep(index); }
+  bool param_gradient_zero_pending(int index) const {
+    return index < static_cast<int>(zero_pending_.size()) && zero_pending_[index];
+  }
 
   // Runtime state for an exact resume (data cursors, random streams). The default saves the layer's
   // random stream if it has used one.
@@ -424,9 +437,14 @@ class Layer {
   // "layer 'conv1' (Convolution)": the prefix of every error message about this layer.
   std::string describe() const;
 
+  // What a backward adds parameter `index`'s gradient to: 0 (writes it) where the net left its zeroing to this
+  // backward, the mark then taken (ZeroParamGradientInBackward), else 1 (adds).
+  float ParamGradientKeep(int index);
+
   LayerParameter param_;
   std::vector<std::shared_ptr<Blob>> params_;
   std::vector<bool> param_propagate_down_;
+  std::vector<bool> zero_pending_;  // ZeroParamGradientInBackward's marks, by parameter
   std::vector<float> loss_;
   FusedActivation fused_activation_;
   bool activation_with_backward_ = false;  // set_fused_activation_with_backward's

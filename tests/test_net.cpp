@@ -164,6 +164,83 @@ TEST(NetTest, BackwardMatchesNumericGradientOfLoss) {
   }
 }
 
+// Net::ClearParamDiffsInBackward leaves the zeroing of a gradient its layer alone writes (an InnerProduct's, learning)
+// to that layer's backward, which then writes it rather than adding to it: the gradients afterwards are those of a net
+// whose gradients were zeroed (over stale values in them, which must not show); a shared parameter's gradient (summed
+// over its layers) and a frozen one (lr_mult 0, no backward writes it) are zeroed at once; a second backward adds; and
+// ZeroPendingParamDiffs, and ClearParamDiffs (which zeroes every gradient at once), zero what no backward wrote.
+TEST(NetTest, ClearParamDiffsInBackwardLeavesAGradientItsLayerWritesToItsBackward) {
+  const char text[] = R"(
+    layer { name: 'input' type: 'Input' top: 'a' top: 'b' top: 'label'
+            input_param { shape { dim: 4 dim: 6 } shape { dim: 4 dim: 6 } shape { dim: 4 } } }
+    layer { name: 'ipa' type: 'InnerProduct' bottom: 'a' top: 'ya' param { name: 'shared_w' }
+            inner_product_param { num_output: 3 bias_term: false weight_filler { type: 'gaussian' } } }
+    layer { name: 'ipb' type: 'InnerProduct' bottom: 'b' top: 'yb' param { name: 'shared_w' }
+            inner_product_param { num_output: 3 bias_term: false weight_filler { type: 'gaussian' } } }
+    layer { name: 'sum' type: 'Eltwise' bottom: 'ya' bottom: 'yb' top: 'y' }
+    layer { name: 'own' type: 'InnerProduct' bottom: 'y' top: 'z'
+            inner_product_param { num_output: 5 weight_filler { type: 'gaussian' } bias_filler { type: 'gaussian' } } }
+    layer { name: 'frozen' type: 'InnerProduct' bottom: 'z' top: 'scores' param { lr_mult: 0 } param { lr_mult: 0 }
+            inner_product_param { num_output: 3 weight_filler { type: 'gaussian' } bias_filler { type: 'gaussian' } } }
+    layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'scores' bottom: 'label' top: 'loss' }
+  )";
+  Net lazy(ParseNet(text)), eager(ParseNet(text));
+  ASSERT_EQ(lazy.learnable_params().size(), 5u);
+  for (size_t i = 0; i < lazy.learnable_params().size(); ++i) {
+    const Blob& from = *lazy.learnable_params()[i];
+    std::copy(from.cpu_data(), from.cpu_data() + from.count(), eager.learnable_params()[i]->mutable_cpu_data());
+  }
+  for (Net* net : {&lazy, &eager}) {
+    test::FillGaussian(net->blob_by_name("a"), 0, 1, 1);
+    test::FillGaussian(net->blob_by_name("b"), 0, 1, 2);
+    float* label = net->blob_by_name("label")->mutable_cpu_data();
+    for (int i = 0; i < 4; ++i) label[i] = static_cast<float>(i % 3);
+    for (Blob* param : net->learnable_params()) param->set_diff(7.f);  // a last iteration's gradients
+  }
+  Layer& own = *lazy.layer_by_name("own");
+  lazy.ClearParamDiffsInBackward();
+  EXPECT_TRUE(own.param_gradient_zero_pending(0));
+  EXPECT_TRUE(own.param_gradient_zero_pending(1));
+  EXPECT_EQ(own.params()[0]->cpu_diff()[0], 7.f);  // left for the backward
+  for (const char* name : {"ipa", "frozen"}) {
+    const Blob& weights = *lazy.layer_by_name(name)->params()[0];
+    EXPECT_EQ(*std::max_element(weights.cpu_diff(), weights.cpu_diff() + weights.count()), 0.f) << name;
+  }
+  for (Blob* param : eager.learnable_params()) param->set_diff(0.f);
+  const auto compare = [&](const char* when) {
+    for (size_t i = 0; i < lazy.learnable_params().size(); ++i) {
+      const Blob& a = *lazy.learnable_params()[i];
+      const Blob& b = *eager.learnable_params()[i];
+      for (int k = 0; k < a.count(); ++k)
+        ASSERT_EQ(a.cpu_diff()[k], b.cpu_diff()[k]) << when << ": parameter " << i << ", value " << k;
+    }
+  };
+  lazy.ForwardBackward();
+  eager.ForwardBackward();
+  EXPECT_FALSE(own.param_gradient_zero_pending(0));
+  compare("one backward");
+  double written = 0;
+  for (int k = 0; k < own.params()[0]->count(); ++k) written += std::fabs(own.params()[0]->cpu_diff()[k]);
+  EXPECT_GT(written, 0.0);
+  lazy.ForwardBackward();  // adds, as Caffe's iter_size passes do
+  eager.ForwardBackward();
+  compare("two backwards");
+
+  for (const bool by_clear : {false, true}) {
+    for (Blob* param : lazy.learnable_params()) param->set_diff(7.f);
+    lazy.ClearParamDiffsInBackward();
+    EXPECT_TRUE(own.param_gradient_zero_pending(0));
+    if (by_clear) {
+      lazy.ClearParamDiffs();
+    } else {
+      lazy.ZeroPendingParamDiffs();
+    }
+    EXPECT_FALSE(own.param_gradient_zero_pending(0));
+    for (Blob* param : lazy.learnable_params())
+      EXPECT_EQ(*std::max_element(param->cpu_diff(), param->cpu_diff() + param->count()), 0.f) << by_clear;
+  }
+}
+
 TEST(NetTest, SharedParametersAreOneBlobWithSummedGradient) {
   const char text[] = R"(
     layer { name: 'input' type: 'Input' top: 'a' top: 'b' top: 'label'

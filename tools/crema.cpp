@@ -643,6 +643,7 @@ int Time() {
     net->Forward();
     if (backward) net->Backward();
   }
+  if (backward) net->ClearParamDiffsInBackward();  // as before each training iteration (and after each timed one)
   // On a device's streams a step's own time is not measured (waiting for each step would undo the overlap).
   const bool on_streams = on_lanes && net->lanes_on_streams();
   // Per-layer times: unless whole passes were asked for; on CPU lanes the net times each step as it runs.
@@ -708,6 +709,9 @@ int Time() {
     // derive from them that the solver's update writes as it writes the weights (core/derived_copy.hpp) are written
     // so too, and timed on their own.
     const auto update_start = Clock::now();
+    // And the gradients zeroed for the next iteration, as the solver zeroes them (some left for their layers' backward
+    // to write: Net::ClearParamDiffsInBackward).
+    if (backward) net->ClearParamDiffsInBackward();
     derived_copies = 0;
     for (Blob* param : net->learnable_params()) {
       param->mutable_data_on(context.device());

@@ -107,18 +107,21 @@ void InnerProductLayer::ParameterGradients(const std::vector<Blob*>& top, const 
   const Device d = device();
   const float* top_diff = top[0]->diff_on(d);
   const float* input = bottom[0]->data_on(d);
-  // Parameter gradients accumulate: the net zeroes them before a backward.
+  // Parameter gradients accumulate (the net zeroes them before a backward), or are written where the net left their
+  // zeroing to this backward (ParamGradientKeep).
   if (param_propagate_down(0)) {
+    const float keep = ParamGradientKeep(0);
     if (transpose_) {
-      gemm(context(), Transpose::kYes, Transpose::kNo, K_, N_, M_, 1.f, input, top_diff, 1.f,
+      gemm(context(), Transpose::kYes, Transpose::kNo, K_, N_, M_, 1.f, input, top_diff, keep,
            params_[0]->mutable_diff_on(d));
     } else {
-      gemm(context(), Transpose::kYes, Transpose::kNo, N_, K_, M_, 1.f, top_diff, input, 1.f,
+      gemm(context(), Transpose::kYes, Transpose::kNo, N_, K_, M_, 1.f, top_diff, input, keep,
            params_[0]->mutable_diff_on(d));
     }
   }
   if (bias_term_ && param_propagate_down(1)) {
-    gemv(context(), Transpose::kYes, M_, N_, 1.f, top_diff, context().ones(M_), 1.f, params_[1]->mutable_diff_on(d));
+    gemv(context(), Transpose::kYes, M_, N_, 1.f, top_diff, context().ones(M_), ParamGradientKeep(1),
+         params_[1]->mutable_diff_on(d));
   }
 }
 

@@ -34,6 +34,8 @@ class InnerProductLayer : public BothDevices<Layer> {
   void AbsorbChannelAffine(const std::vector<float>& scale, const std::vector<float>& shift) override;
   bool TakesFusedActivation(const FusedActivation&) const override { return true; }
   bool TakesFusedSum() const override { return true; }
+  // Its backward writes the weights' and the bias's gradients where the net leaves their zeroing to it.
+  bool WritesZeroedParamGradients() const override { return true; }
 
  protected:
   void Forward_any(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;

@@ -320,9 +320,18 @@ void OneDnnInnerProductLayer::Backward_any(const std::vector<Blob*>& top, const 
     args.Run(p.backward_weights_primitive, bind.stream());
     bind.Out(diff_weights, p.user_weights, bind.At(p.diff_weights));
     bind.stream().wait();
-    // Gradients accumulate (the net zeroes them before a backward).
-    if (weight_grad) cpu_axpy(params_[0]->count(), 1.f, bind.At(p.diff_weights), params_[0]->mutable_cpu_diff());
-    if (bias_grad) cpu_axpy(params_[1]->count(), 1.f, bind.At(p.diff_bias), params_[1]->mutable_cpu_diff());
+    // Gradients accumulate (the net zeroes them before a backward), or are written where the net left their zeroing
+    // to this backward.
+    const auto add = [&](int index, const float* computed) {
+      Blob& param = *params_[index];
+      if (ParamGradientKeep(index) == 0.f) {
+        cpu_copy(param.count(), computed, param.mutable_cpu_diff());
+      } else {
+        cpu_axpy(param.count(), 1.f, computed, param.mutable_cpu_diff());
+      }
+    };
+    if (weight_grad) add(0, bind.At(p.diff_weights));
+    if (bias_grad) add(1, bind.At(p.diff_bias));
   }
   if (propagate_down[0]) {
     float* input_diff = bottom[0]->mutable_cpu_diff();

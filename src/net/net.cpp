@@ -1207,6 +1207,7 @@ void Net::Backward() {
   } else {
     for (size_t step = plan_.size(); step-- > 0;) BackwardStep(step);
   }
+  ZeroPendingParamDiffs();
   if (debug_info_) {
     double asum_data = 0, asum_diff = 0, sumsq_data = 0, sumsq_diff = 0;
     for (Blob* param : learnable_params_) {
@@ -1281,8 +1282,42 @@ void Net::BackwardDebugInfo(size_t step) const {
 }
 
 void Net::ClearParamDiffs() {
+  ZeroPendingParamDiffs();  // a mark left by ClearParamDiffsInBackward, now moot
   const Device device = context_->device();
   for (Blob* param : learnable_params_) set(*context_, param->count(), 0.f, param->mutable_diff_on(device));
+}
+
+void Net::ClearParamDiffsInBackward() {
+  const Device device = context_->device();
+  // On the host, a parameter one layer alone uses, whose backward runs and writes its gradient, gets its zeroing
+  // there (Layer::ZeroParamGradientInBackward): written rather than added to, a pass over it saved.
+  std::vector<int> users(learnable_params_.size(), 0);
+  for (const std::vector<int>& indices : layer_learnable_params_)
+    for (int index : indices) ++users[index];
+  std::vector<bool> backward_runs(layers_.size(), false);
+  for (const PlanStep& step : plan_)
+    if (step.needs_backward) backward_runs[step.layer] = true;
+  for (size_t i = 0; i < learnable_params_.size(); ++i) {
+    const auto [l, k] = learnable_param_owner_[i];
+    Layer& layer = *layers_[l];
+    if (device == Device::kCPU && layers_backward_planned_ && users[i] == 1 && backward_runs[l] &&
+        layer.WritesZeroedParamGradients() && layer.param_propagate_down(k) &&
+        layer.params()[k].get() == learnable_params_[i]) {
+      layer.ZeroParamGradientInBackward(k);
+      continue;
+    }
+    if (layer.param_gradient_zero_pending(k)) layer.TakeParamGradientZeroing(k);
+    set(*context_, learnable_params_[i]->count(), 0.f, learnable_params_[i]->mutable_diff_on(device));
+  }
+}
+
+void Net::ZeroPendingParamDiffs() {
+  for (size_t i = 0; i < learnable_params_.size(); ++i) {
+    const auto [l, k] = learnable_param_owner_[i];
+    if (!layers_[l]->param_gradient_zero_pending(k)) continue;
+    layers_[l]->TakeParamGradientZeroing(k);
+    set(*context_, learnable_params_[i]->count(), 0.f, learnable_params_[i]->mutable_diff_on(context_->device()));
+  }
 }
 
 namespace {

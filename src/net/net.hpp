@@ -168,7 +168,15 @@ class Net {
     return loss;
   }
   // Sets every learnable parameter's gradient to zero.
+  // Zeroes the learnable parameters' gradients.
   void ClearParamDiffs();
+  // The same before a whole backward pass that nothing reads the gradients ahead of (the solver's iteration, crema
+  // time's): on the host, a parameter only its own layer uses, whose backward runs and writes rather than adds where
+  // asked (Layer::WritesZeroedParamGradients), is left for that backward to write (Layer::ZeroParamGradientInBackward);
+  // until then its gradient holds the last values. Backward zeroes any such gradient no backward wrote after all
+  // (ZeroPendingParamDiffs), and so does ClearParamDiffs.
+  void ClearParamDiffsInBackward();
+  void ZeroPendingParamDiffs();
 
   // A learnable parameter's gradient is complete, as the gradient-ready callback is told. In order and on CPU lanes
   // the callback runs once the step that completes it has run, and Then runs the work at once. On streams

@@ -399,7 +399,7 @@ void Solver::Step(int iterations) {
   auto last_display = std::chrono::steady_clock::now();
   int last_display_iter = iter_;
   while (iter_ < stop_iter) {
-    net_->ClearParamDiffs();
+    net_->ClearParamDiffsInBackward();  // each parameter's zeroing, where it may, in its layer's backward
     if (param_.test_interval() && iter_ % param_.test_interval() == 0 &&
         (iter_ > 0 || param_.test_initialization()))
       TestAll();
