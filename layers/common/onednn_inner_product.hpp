@@ -34,7 +34,9 @@ class OneDnnInnerProductLayer : public InnerProductLayer {
   // has the kernels; any size of weights).
   bool runs_int8() const;
   // bfloat16 where asked for (Layer::requested_precision) and this CPU has oneDNN's kernels, in training too (then
-  // oneDNN's primitives compute the gradients), else float32.
+  // oneDNN's primitives compute the gradients; under 32 rows the weights' gradient is float32's product, and over
+  // the bf16 weights the solver's update writes, the input gradient is crema's own product), else float32; over large
+  // weights at under 32 rows in training, float32 where crema cannot write their bf16 copy.
   Precision computes_in() const override;
   // "8-bit integers" or "bfloat16" where it runs in them (with what of it does not: the weights' gradient in float32
   // at few rows, and whether the solver's update writes its bf16 weights), else "".

@@ -24,8 +24,8 @@ void WriteElements(const PairBlockedLayout& layout, const float* values, int64_t
 }
 
 #if CREMA_BF16_LOOPS
-// The 16 x 16 words of `r` (r[k]: row k's words) transposed in place: r[t] becomes word t of each row.
-// (The zero-masking forms over all lanes: GCC 12 warns of the plain ones' undefined pass-through operand.)
+// Unpacks and lane shuffles (the zero-masking forms over all lanes: GCC 12 warns of the plain ones' undefined
+// pass-through operand).
 CREMA_BF16_INLINE __m512i Low32(__m512i a, __m512i b) { return _mm512_maskz_unpacklo_epi32(0xffff, a, b); }
 CREMA_BF16_INLINE __m512i High32(__m512i a, __m512i b) { return _mm512_maskz_unpackhi_epi32(0xffff, a, b); }
 CREMA_BF16_INLINE __m512i Low64(__m512i a, __m512i b) { return _mm512_maskz_unpacklo_epi64(0xff, a, b); }
@@ -35,6 +35,7 @@ CREMA_BF16_INLINE __m512i Lanes(__m512i a, __m512i b) {
   return _mm512_maskz_shuffle_i32x4(0xffff, a, b, kLanes);
 }
 
+// The 16 x 16 words of `r` (r[k]: row k's words) transposed in place: r[t] becomes word t of each row.
 CREMA_BF16_INLINE void Transpose16(__m512i r[16]) {
   __m512i t[16], u[16];
   for (int k = 0; k < 8; ++k) {
