@@ -708,10 +708,10 @@ int Time() {
     // Untimed: the weights count as updated (SyncedMemory::version), as after a solver step; the copies engines
     // derive from them that the solver's update writes as it writes the weights (core/derived_copy.hpp) are written
     // so too, and timed on their own.
-    const auto update_start = Clock::now();
     // And the gradients zeroed for the next iteration, as the solver zeroes them (some left for their layers' backward
     // to write: Net::ClearParamDiffsInBackward).
     if (backward) net->ClearParamDiffsInBackward();
+    const auto update_start = Clock::now();
     derived_copies = 0;
     for (Blob* param : net->learnable_params()) {
       param->mutable_data_on(context.device());

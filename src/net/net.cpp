@@ -1281,14 +1281,17 @@ void Net::BackwardDebugInfo(size_t step) const {
   }
 }
 
+void Net::ZeroParamDiff(size_t index) {
+  const auto [l, k] = learnable_param_owner_[index];
+  if (layers_[l]->param_gradient_zero_pending(k)) layers_[l]->TakeParamGradientZeroing(k);
+  set(*context_, learnable_params_[index]->count(), 0.f, learnable_params_[index]->mutable_diff_on(context_->device()));
+}
+
 void Net::ClearParamDiffs() {
-  ZeroPendingParamDiffs();  // a mark left by ClearParamDiffsInBackward, now moot
-  const Device device = context_->device();
-  for (Blob* param : learnable_params_) set(*context_, param->count(), 0.f, param->mutable_diff_on(device));
+  for (size_t i = 0; i < learnable_params_.size(); ++i) ZeroParamDiff(i);
 }
 
 void Net::ClearParamDiffsInBackward() {
-  const Device device = context_->device();
   // On the host, a parameter one layer alone uses, whose backward runs and writes its gradient, gets its zeroing
   // there (Layer::ZeroParamGradientInBackward): written rather than added to, a pass over it saved.
   std::vector<int> users(learnable_params_.size(), 0);
@@ -1300,23 +1303,20 @@ void Net::ClearParamDiffsInBackward() {
   for (size_t i = 0; i < learnable_params_.size(); ++i) {
     const auto [l, k] = learnable_param_owner_[i];
     Layer& layer = *layers_[l];
-    if (device == Device::kCPU && layers_backward_planned_ && users[i] == 1 && backward_runs[l] &&
+    if (context_->device() == Device::kCPU && layers_backward_planned_ && users[i] == 1 && backward_runs[l] &&
         layer.WritesZeroedParamGradients() && layer.param_propagate_down(k) &&
         layer.params()[k].get() == learnable_params_[i]) {
       layer.ZeroParamGradientInBackward(k);
-      continue;
+    } else {
+      ZeroParamDiff(i);
     }
-    if (layer.param_gradient_zero_pending(k)) layer.TakeParamGradientZeroing(k);
-    set(*context_, learnable_params_[i]->count(), 0.f, learnable_params_[i]->mutable_diff_on(device));
   }
 }
 
 void Net::ZeroPendingParamDiffs() {
   for (size_t i = 0; i < learnable_params_.size(); ++i) {
     const auto [l, k] = learnable_param_owner_[i];
-    if (!layers_[l]->param_gradient_zero_pending(k)) continue;
-    layers_[l]->TakeParamGradientZeroing(k);
-    set(*context_, learnable_params_[i]->count(), 0.f, learnable_params_[i]->mutable_diff_on(context_->device()));
+    if (layers_[l]->param_gradient_zero_pending(k)) ZeroParamDiff(i);
   }
 }
 

@@ -168,7 +168,6 @@ class Net {
     return loss;
   }
   // Sets every learnable parameter's gradient to zero.
-  // Zeroes the learnable parameters' gradients.
   void ClearParamDiffs();
   // The same before a whole backward pass that nothing reads the gradients ahead of (the solver's iteration, crema
   // time's): on the host, a parameter only its own layer uses, whose backward runs and writes rather than adds where
@@ -390,6 +389,8 @@ class Net {
   const std::vector<int>& absorbed(int layer) const { return absorbed_[layer]; }
 
  private:
+  // Zeroes learnable parameter `index`'s gradient now, taking any mark ClearParamDiffsInBackward left on its layer.
+  void ZeroParamDiff(size_t index);
   void Build(const NetParameter& param, const NetPasses& passes);
   // CopyTrainedLayersFrom's copy, without the check that something was copied.
   std::vector<std::string> CopyMatchingLayers(const NetParameter& trained);
