@@ -2,12 +2,14 @@
 # One session of the GPU proof (docs/gpu-record.md) on a machine with an NVIDIA GPU, run from the repository
 # root beside a bundle built with `make bundle BUNDLE_FASHION_MNIST=1`: what the machine is, the whole test suite
 # from the bundle, then the GPU benchmark against PyTorch. Everything it prints also goes to files under
-# $GPU_PROOF_OUT (default $OUT, else /tmp/gpu-proof): machine.txt, tests.txt, logs.tgz, bench.txt.
+# $GPU_PROOF_OUT (default $OUT, else /tmp/gpu-proof): machine.txt, tests.txt, logs.tgz, bench.txt, precision.txt.
 #
-# Usage: scripts/gpu_proof.sh [tests|bench|all] [RUN_TESTS_ARGS ...]
-#   tests   the suite only (RUN_TESTS_ARGS go to run_tests.sh: patterns, -t, -- --gtest_filter=...)
-#   bench   the benchmark only (GPU_PROOF_BENCH_ARGS: extra arguments of benchmarks/gpu_vs_pytorch.py)
-#   all     both (the default)
+# Usage: scripts/gpu_proof.sh [tests|bench|precision|all] [RUN_TESTS_ARGS ...]
+#   tests      the suite only (RUN_TESTS_ARGS go to run_tests.sh: patterns, -t, -- --gtest_filter=...)
+#   bench      the benchmark only (GPU_PROOF_BENCH_ARGS: extra arguments of benchmarks/gpu_vs_pytorch.py)
+#   precision  the Fashion-MNIST examples trained on the GPU in float32, bfloat16 and float16, each one's last test
+#              accuracy (GPU_PROOF_PRECISION_NETS: "lenet resnet" by default; a few minutes each on an H200)
+#   all        the suite and the benchmark (the default)
 # Environment: GPU_PROOF_BUNDLE (default build-bundle/crema-bundle.tar.xz), GPU_PROOF_JOBS (run_tests.sh -j,
 # default 8), GPU_PROOF_LIMIT (seconds one test run may take, default 300).
 set -uo pipefail
@@ -75,5 +77,30 @@ if [[ $what == all || $what == bench ]]; then
     --nets lenet,cifar10_quick,caffenet,googlenet,resnet50 --batch caffenet=128,googlenet=128,resnet50=64 \
     --allow-tf32 ${GPU_PROOF_BENCH_ARGS:-} 2>&1 | tee "$out/bench.txt"
   ((status == 0)) && status=${PIPESTATUS[0]}
+fi
+# ---- accuracy in each precision -----------------------------------------------------------------------------
+if [[ $what == precision ]]; then
+  # The LMDBs from the bundle's data set (once), then each example solver as it is but for its snapshots (in /tmp).
+  if [[ ! -d data/fashion_mnist/fashion_mnist_train_lmdb ]]; then
+    CREMA_BUILD_DIR=$bundle FASHION_MNIST_DIR=$bundle/data/fashion-mnist bash data/fashion_mnist/get_fashion_mnist.sh
+  fi
+  : >"$out/precision.txt"
+  for net in ${GPU_PROOF_PRECISION_NETS:-lenet resnet}; do
+    for precision in fp32 bf16 fp16; do
+      run=/tmp/gpu-proof-$net-$precision
+      sed "s|^snapshot_prefix:.*|snapshot_prefix: \"$run\"|" "examples/fashion_mnist/${net}_solver.prototxt" \
+        >"$run-solver.prototxt"
+      start=$(date +%s)
+      LD_LIBRARY_PATH="$CUDA_LIB_DIR:${LD_LIBRARY_PATH:-}" "$bundle/bin/crema" train --solver="$run-solver.prototxt" \
+        --gpu=0 --precision="$precision" >"$run.log" 2>&1
+      code=$?
+      ((code == 0)) || status=$code
+      echo "$net $precision: exit $code, $(($(date +%s) - start)) s, last test:" \
+        "$(grep -E 'Test net output #[0-9]+: accuracy' "$run.log" | tail -1 | sed 's/.*accuracy/accuracy/')," \
+        "$(grep -E 'compute their products in|asked for half precision|loss scal' "$run.log" | head -3 | tr '\n' ' ')" |
+        tee -a "$out/precision.txt"
+      cp "$run.log" "$out/"
+    done
+  done
 fi
 exit "$status"

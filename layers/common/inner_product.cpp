@@ -58,7 +58,29 @@ void InnerProductLayer::Reshape(const std::vector<Blob*>& bottom, const std::vec
   std::vector<int> top_shape(input.shape().begin(), input.shape().begin() + axis);
   top_shape.push_back(N_);
   top[0]->Reshape(top_shape);
+  // Half precision where the layer runs GPU code on a device that multiplies in it; the scratch holds the 16-bit
+  // input and output gradient (M x K and M x N values, two to a float), the weights' copy is the layer's own.
+  const Precision want = requested_precision();
+  half_ =
+      want != Precision::kFloat32 && RunsGpuCode() && DeviceMultipliesIn(context(), want) ? want : Precision::kFloat32;
+  if (half_ != Precision::kFloat32) {
+    const size_t halves = HalfOutputGradientOffset() + static_cast<size_t>(M_) * N_;
+    RequestWorkspace((halves + 1) / 2);
+  }
 }
+
+std::string InnerProductLayer::engine_note() const {
+  return half_ == Precision::kFloat32 ? "" : std::string(PrecisionName(half_)) + " on the tensor cores";
+}
+
+uint16_t* InnerProductLayer::HalfInput() { return reinterpret_cast<uint16_t*>(workspace()); }
+
+size_t InnerProductLayer::HalfOutputGradientOffset() const {
+  // After the input, from a 256-byte boundary (the tensor cores' kernels want 16-byte aligned operands).
+  return (static_cast<size_t>(M_) * K_ + 127) / 128 * 128;
+}
+
+uint16_t* InnerProductLayer::HalfOutputGradient() { return HalfInput() + HalfOutputGradientOffset(); }
 
 void InnerProductLayer::AbsorbChannelAffine(const std::vector<float>& scale, const std::vector<float>& shift) {
   CREMA_CHECK(AbsorbsChannelAffine() && bias_term_ && scale.size() == static_cast<size_t>(N_) &&
@@ -74,6 +96,10 @@ void InnerProductLayer::AbsorbChannelAffine(const std::vector<float>& scale, con
 }
 
 void InnerProductLayer::Forward_any(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  if (half_ != Precision::kFloat32) {
+    HalfForward(bottom, top);
+    return;
+  }
   const Device d = device();
   float* output = top[0]->mutable_data_on(d);
   if (M_ == 1) {
@@ -99,6 +125,10 @@ void InnerProductLayer::Forward_any(const std::vector<Blob*>& bottom, const std:
 
 void InnerProductLayer::Backward_any(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                      const std::vector<Blob*>& bottom) {
+  if (half_ != Precision::kFloat32) {
+    HalfBackward(top, propagate_down, bottom);
+    return;
+  }
   ParameterGradients(top, bottom);
   if (propagate_down[0]) InputGradient(top, bottom);
 }
@@ -119,16 +149,64 @@ void InnerProductLayer::ParameterGradients(const std::vector<Blob*>& top, const 
            params_[0]->mutable_diff_on(d));
     }
   }
-  if (bias_term_ && param_propagate_down(1)) {
-    gemv(context(), Transpose::kYes, M_, N_, 1.f, top_diff, context().ones(M_), ParamGradientKeep(1),
-         params_[1]->mutable_diff_on(d));
-  }
+  BiasGradient(top);
+}
+
+void InnerProductLayer::BiasGradient(const std::vector<Blob*>& top) {
+  if (!bias_term_ || !param_propagate_down(1)) return;
+  const Device d = device();
+  gemv(context(), Transpose::kYes, M_, N_, 1.f, top[0]->diff_on(d), context().ones(M_), ParamGradientKeep(1),
+       params_[1]->mutable_diff_on(d));
 }
 
 void InnerProductLayer::InputGradient(const std::vector<Blob*>& top, const std::vector<Blob*>& bottom) {
   const Device d = device();
   gemm(context(), Transpose::kNo, transpose_ ? Transpose::kYes : Transpose::kNo, M_, K_, N_, 1.f, top[0]->diff_on(d),
        params_[0]->data_on(d), 0.f, bottom[0]->mutable_diff_on(d));
+}
+
+void InnerProductLayer::HalfForward(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const Device d = device();
+  const Blob& weights = *params_[0];
+  uint16_t* input = HalfInput();
+  RoundToHalf(context(), half_, M_ * K_, bottom[0]->data_on(d), input);
+  const uint16_t* w = half_weights_.Of(context(), half_, weights.count(), weights.data_on(d), weights.data_version());
+  float* output = top[0]->mutable_data_on(d);
+  HalfGemm(context(), half_, Transpose::kNo, transpose_ ? Transpose::kNo : Transpose::kYes, M_, N_, K_, 1.f, input, w,
+           0.f, output);
+  if (bias_term_) {
+    gemm(context(), Transpose::kNo, Transpose::kNo, M_, N_, 1, 1.f, context().ones(M_), params_[1]->data_on(d), 1.f,
+         output);
+  }
+}
+
+void InnerProductLayer::HalfBackward(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                                     const std::vector<Blob*>& bottom) {
+  const Device d = device();
+  const float* top_diff = top[0]->diff_on(d);
+  uint16_t* output_gradient = HalfOutputGradient();
+  RoundToHalf(context(), half_, M_ * N_, top_diff, output_gradient);
+  if (param_propagate_down(0)) {
+    // The input again (the workspace is shared: forward's copy is gone), the gradient summed into the float32 diff.
+    uint16_t* input = HalfInput();
+    RoundToHalf(context(), half_, M_ * K_, bottom[0]->data_on(d), input);
+    const float keep = ParamGradientKeep(0);
+    float* weight_diff = params_[0]->mutable_diff_on(d);
+    if (transpose_) {
+      HalfGemm(context(), half_, Transpose::kYes, Transpose::kNo, K_, N_, M_, 1.f, input, output_gradient, keep,
+               weight_diff);
+    } else {
+      HalfGemm(context(), half_, Transpose::kYes, Transpose::kNo, N_, K_, M_, 1.f, output_gradient, input, keep,
+               weight_diff);
+    }
+  }
+  BiasGradient(top);
+  if (propagate_down[0]) {
+    const Blob& weights = *params_[0];
+    const uint16_t* w = half_weights_.Of(context(), half_, weights.count(), weights.data_on(d), weights.data_version());
+    HalfGemm(context(), half_, Transpose::kNo, transpose_ ? Transpose::kYes : Transpose::kNo, M_, K_, N_, 1.f,
+             output_gradient, w, 0.f, bottom[0]->mutable_diff_on(d));
+  }
 }
 
 }  // namespace crema

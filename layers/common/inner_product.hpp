@@ -6,10 +6,16 @@
 //   axis         first axis flattened into K (default 1); negative counts from the end
 //   transpose    store the weights as K x N instead of N x K
 // Top shape: bottom shape[0:axis] + [N]. Parameters: weights (N x K, or K x N), bias (N).
+//
+// Precision: on a GPU that has the tensor cores for it (core/half_products.hpp), a layer asked to compute in float16
+// or bfloat16 multiplies its input, weights and output gradient rounded to that type, with float32 sums written into
+// its float32 output and gradients (cuBLAS's GemmEx); the bias and its gradient stay float32. Elsewhere, float32.
 #pragma once
 
+#include <string>
 #include <vector>
 
+#include "core/half_products.hpp"
 #include "layers/layer.hpp"
 
 namespace crema {
@@ -36,6 +42,9 @@ class InnerProductLayer : public BothDevices<Layer> {
   bool TakesFusedSum() const override { return true; }
   // Its backward writes the weights' and the bias's gradients where the net leaves their zeroing to it.
   bool WritesZeroedParamGradients() const override { return true; }
+  // Float16 or bfloat16 on a GPU that multiplies in it (and in the host rehearsal of GPU code), as asked; else float32.
+  Precision computes_in() const override { return half_; }
+  std::string engine_note() const override;
 
  protected:
   void Forward_any(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
@@ -45,6 +54,8 @@ class InnerProductLayer : public BothDevices<Layer> {
   // propagate), and the input's.
   void ParameterGradients(const std::vector<Blob*>& top, const std::vector<Blob*>& bottom);
   void InputGradient(const std::vector<Blob*>& top, const std::vector<Blob*>& bottom);
+  // The bias's gradient (float32 in every precision), added or written as ParameterGradients says.
+  void BiasGradient(const std::vector<Blob*>& top);
 
   // Items (M), inputs per item (K) and outputs (N) of the product, as of the last Reshape.
   int M_ = 0, K_ = 0, N_ = 0;
@@ -53,6 +64,18 @@ class InnerProductLayer : public BothDevices<Layer> {
   bool transpose_ = false;
 
  private:
+  // The GPU code's half-precision passes (half_ set): the same products with 16-bit factors.
+  void HalfForward(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top);
+  void HalfBackward(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom);
+  // The workspace as the 16-bit input (M x K) followed by the 16-bit output gradient (M x N).
+  uint16_t* HalfInput();
+  uint16_t* HalfOutputGradient();
+  size_t HalfOutputGradientOffset() const;  // in 16-bit values
+
+  Precision half_ = Precision::kFloat32;  // the precision its products compute in (Reshape)
+  HalfCopy half_weights_;                 // the weights rounded to half_, while they are unchanged
+
   // The canonical `axis` for this bottom; throws naming the layer when it is out of range.
   int FlattenAxis(const Blob& bottom) const;
 };

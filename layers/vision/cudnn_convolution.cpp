@@ -77,6 +77,11 @@ void CudnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std:
   key.stride = geometry_.stride;
   key.dilation = geometry_.dilation;
   key.groups = group_;
+  const Precision want = requested_precision();
+  half_ = want != Precision::kFloat32 && device() == Device::kGPU && DeviceMultipliesIn(context(), want)
+              ? want
+              : Precision::kFloat32;
+  key.data_type = cudnn::DataTypeOf(half_);
   plan_.Describe(key, transposed_ ? bottom_shape : top_shape, describe());
   bias_.SetPacked({1, num_output_, 1, 1});
   relu_.Set(cudnn::ActivationMode::kReLU);
@@ -88,7 +93,26 @@ void CudnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std:
     return;
   }
   plan_.ChooseAlgorithms(context(), describe());
-  RequestWorkspace((plan_.largest_workspace_bytes() + sizeof(float) - 1) / sizeof(float));
+  size_t bytes = plan_.largest_workspace_bytes();
+  half_offsets_.clear();
+  if (half_ != Precision::kFloat32) {
+    const auto aligned = [](size_t n) { return (n + 255) / 256 * 256; };
+    for (const size_t values : {static_cast<size_t>(bottom[0]->count()), static_cast<size_t>(top[0]->count()),
+                                static_cast<size_t>(params_[0]->count())}) {
+      bytes = aligned(bytes);
+      half_offsets_.push_back(bytes);
+      bytes += values * sizeof(uint16_t);
+    }
+  }
+  RequestWorkspace((bytes + sizeof(float) - 1) / sizeof(float));
+}
+
+std::string CudnnConvolutionLayer::engine_note() const {
+  return half_ == Precision::kFloat32 ? "" : std::string(PrecisionName(half_)) + " on the tensor cores";
+}
+
+uint16_t* CudnnConvolutionLayer::HalfRegion(int which) {
+  return reinterpret_cast<uint16_t*>(reinterpret_cast<char*>(workspace()) + half_offsets_[which]);
 }
 
 void* CudnnConvolutionLayer::WorkspaceFor(Direction direction) {
@@ -96,12 +120,16 @@ void* CudnnConvolutionLayer::WorkspaceFor(Direction direction) {
 }
 
 bool CudnnConvolutionLayer::FusesBiasAndReLU() const {
-  return !transposed_ && bias_term_ && num_spatial_axes_ == 2 && fused_activation_.kind == FusedActivation::kReLU &&
-         fused_activation_.alpha == 0.f;
+  return !transposed_ && half_ == Precision::kFloat32 && bias_term_ && num_spatial_axes_ == 2 &&
+         fused_activation_.kind == FusedActivation::kReLU && fused_activation_.alpha == 0.f;
 }
 
 void CudnnConvolutionLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   if (empty_) return;
+  if (half_ != Precision::kFloat32) {
+    HalfForward(bottom, top);
+    return;
+  }
   const float* weights = params_[0]->gpu_data();
   for (size_t b = 0; b < bottom.size(); ++b) {
     const float* input = bottom[b]->gpu_data();
@@ -126,6 +154,10 @@ void CudnnConvolutionLayer::Forward_gpu(const std::vector<Blob*>& bottom, const 
 void CudnnConvolutionLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                          const std::vector<Blob*>& bottom) {
   if (empty_) return;
+  if (half_ != Precision::kFloat32) {
+    HalfBackward(top, propagate_down, bottom);
+    return;
+  }
   const bool weight_grad = param_propagate_down(0);
   const bool bias_grad = bias_term_ && param_propagate_down(1);
   const float* weights = params_[0]->gpu_data();
@@ -151,6 +183,62 @@ void CudnnConvolutionLayer::Backward_gpu(const std::vector<Blob*>& top, const st
         plan_.Forward(context(), top_diff, weights, bottom_diff, WorkspaceFor(Direction::kForward), 0.f);
       else
         plan_.BackwardData(context(), top_diff, weights, bottom_diff, WorkspaceFor(Direction::kBackwardData), 0.f);
+    }
+  }
+}
+
+// The three 16-bit regions: the bottom's values (0), the top's (1) and the weights' gradient (2).
+void CudnnConvolutionLayer::HalfForward(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const Blob& weights = *params_[0];
+  const uint16_t* w = half_weights_.Of(context(), half_, weights.count(), weights.gpu_data(), weights.data_version());
+  uint16_t* input = HalfRegion(0);
+  uint16_t* output = HalfRegion(1);
+  for (size_t b = 0; b < bottom.size(); ++b) {
+    RoundToHalf(context(), half_, bottom[b]->count(), bottom[b]->gpu_data(), input);
+    if (transposed_)
+      plan_.BackwardData(context(), input, w, output, WorkspaceFor(Direction::kBackwardData), 0.f);
+    else
+      plan_.Forward(context(), input, w, output, WorkspaceFor(Direction::kForward), 0.f);
+    // A fused sum: the summand, copied into the output where it does not lie there, plus the widened result.
+    float* top_data = top[b]->mutable_gpu_data();
+    const bool sum = summand_ != nullptr && ComputesFusedSum();
+    if (sum && summand_->gpu_data() != top_data) copy(context(), top[b]->count(), summand_->gpu_data(), top_data);
+    WidenFromHalf(context(), half_, top[b]->count(), output, sum ? 1.f : 0.f, top_data);
+    if (bias_term_) cudnn::AddBias(context(), bias_, params_[1]->gpu_data(), biased_top_, top_data);
+  }
+}
+
+void CudnnConvolutionLayer::HalfBackward(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                                         const std::vector<Blob*>& bottom) {
+  const bool weight_grad = param_propagate_down(0);
+  const bool bias_grad = bias_term_ && param_propagate_down(1);
+  const Blob& weights = *params_[0];
+  const uint16_t* w = half_weights_.Of(context(), half_, weights.count(), weights.gpu_data(), weights.data_version());
+  uint16_t* bottom_half = HalfRegion(0);
+  uint16_t* top_half = HalfRegion(1);
+  uint16_t* weight_diff_half = HalfRegion(2);
+  for (size_t b = 0; b < top.size(); ++b) {
+    const float* top_diff = top[b]->gpu_diff();
+    if (bias_grad) cudnn::BiasGradient(context(), biased_top_, top_diff, bias_, params_[1]->mutable_gpu_diff());
+    RoundToHalf(context(), half_, top[b]->count(), top_diff, top_half);
+    if (weight_grad) {
+      // The 16-bit gradient of this bottom alone (beta 0), added to the float32 one (parameter gradients accumulate).
+      RoundToHalf(context(), half_, bottom[b]->count(), bottom[b]->gpu_data(), bottom_half);
+      if (transposed_)
+        plan_.BackwardFilter(context(), top_half, bottom_half, weight_diff_half,
+                             WorkspaceFor(Direction::kBackwardFilter), 0.f);
+      else
+        plan_.BackwardFilter(context(), bottom_half, top_half, weight_diff_half,
+                             WorkspaceFor(Direction::kBackwardFilter), 0.f);
+      WidenFromHalf(context(), half_, weights.count(), weight_diff_half, 1.f, params_[0]->mutable_gpu_diff());
+    }
+    if (propagate_down[b]) {
+      // The bottom's region is free again: the 16-bit input gradient, then widened into the bottom's (overwritten).
+      if (transposed_)
+        plan_.Forward(context(), top_half, w, bottom_half, WorkspaceFor(Direction::kForward), 0.f);
+      else
+        plan_.BackwardData(context(), top_half, w, bottom_half, WorkspaceFor(Direction::kBackwardData), 0.f);
+      WidenFromHalf(context(), half_, bottom[b]->count(), bottom_half, 0.f, bottom[b]->mutable_gpu_diff());
     }
   }
 }

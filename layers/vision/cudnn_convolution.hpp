@@ -18,6 +18,12 @@
 // In a rewritten inference plan (net/fold.hpp) the forward adds a fused sum itself and computes a fused ReLU with the
 // bias in one cuDNN call; other fused activations follow as Layer::Forward's separate pass.
 //
+// Precision: on a GPU whose tensor cores multiply in it (core/half_products.hpp), a layer asked to compute in float16
+// or bfloat16 runs cuDNN's convolutions over 16-bit tensors with float32 sums: its input, weights and output gradient
+// rounded into the workspace (the weights' copy kept while they are unchanged), each 16-bit result widened into its
+// float32 blob (the output, plus a fused sum; the input gradient; the weights' gradient added to theirs). The bias,
+// its gradient and a fused ReLU run in float32 on the widened output, as separate calls.
+//
 // On a CPU context (never the registry's choice) the layer still sets up: describing the convolution to cuDNN
 // needs no device, and checks cuDNN's output shape against Caffe's; it chooses no algorithms and does not run.
 #pragma once
@@ -29,6 +35,7 @@
 #include <vector>
 
 #include "core/cudnn.hpp"
+#include "core/half_products.hpp"
 #include "layers/layer_registry.hpp"
 #include "layers/vision/base_convolution.hpp"
 
@@ -49,6 +56,9 @@ class CudnnConvolutionLayer : public GpuOnly<BaseConvolutionLayer> {
   // Its fused sum adds to what the output holds (beta 1, or cuDNN's z aliasing y): the output may lie in the
   // summand's memory.
   bool SumsIntoSummandMemory() const override { return ComputesFusedSum(); }
+  // Float16 or bfloat16 where asked and the GPU multiplies in it (Reshape), else float32.
+  Precision computes_in() const override { return half_; }
+  std::string engine_note() const override;
 
  protected:
   void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
@@ -66,6 +76,12 @@ class CudnnConvolutionLayer : public GpuOnly<BaseConvolutionLayer> {
   bool FusesBiasAndReLU() const;
   // The workspace for a call of `direction` (nullptr where its algorithm needs none).
   void* WorkspaceFor(cudnn::Direction direction);
+  // In half precision, the workspace after the algorithms' part holds the 16-bit bottom (one bottom's values), top
+  // and weights' gradient, each from a 256-byte boundary.
+  uint16_t* HalfRegion(int which);
+  void HalfForward(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top);
+  void HalfBackward(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                    const std::vector<Blob*>& bottom);
 
   const bool transposed_;
   bool empty_ = false;  // a bottom or top with no values: nothing to compute
@@ -74,6 +90,9 @@ class CudnnConvolutionLayer : public GpuOnly<BaseConvolutionLayer> {
   // same packed memory, in the 4-d form every cuDNN version's bias calls take.
   cudnn::TensorDescriptor bias_, biased_top_;
   cudnn::ActivationDescriptor relu_;  // for FusesBiasAndReLU
+  Precision half_ = Precision::kFloat32;  // what its convolutions compute in (Reshape)
+  std::vector<size_t> half_offsets_;      // bytes into the workspace of the three 16-bit regions
+  HalfCopy half_weights_;                 // the weights rounded to half_, while they are unchanged
 };
 
 class CudnnDeconvolutionLayer : public CudnnConvolutionLayer {

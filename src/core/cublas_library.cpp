@@ -42,6 +42,7 @@ CublasLibrary LoadCublasLibrary(const std::string& file) {
   CREMA_RESOLVE_CUBLAS(Sscal, cublasSscal);
   CREMA_RESOLVE_CUBLAS(Sdot, cublasSdot);
   CREMA_RESOLVE_CUBLAS(Sasum, cublasSasum);
+  CREMA_RESOLVE_CUBLAS(GemmEx, cublasGemmEx);
 #undef CREMA_RESOLVE_CUBLAS
   // The handle stays open for the process's life: the functions above point into it.
   return library;

@@ -11,6 +11,14 @@
 
 namespace crema {
 
+// cublasGemmEx with a cuBLAS compute type (the header overloads the name with an older form taking a data type): the
+// cast picks the overload and fails to compile where the library's declaration differs.
+using CublasGemmExFunction = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                                                const void*, const void*, cudaDataType, int, const void*, cudaDataType,
+                                                int, const void*, void*, cudaDataType, int, cublasComputeType_t,
+                                                cublasGemmAlgo_t);
+inline constexpr CublasGemmExFunction kCublasGemmExDeclared = static_cast<CublasGemmExFunction>(&::cublasGemmEx);
+
 // The cuBLAS entry points crema calls, resolved from one opened copy of the library. The member types are the
 // header's own (cublas_v2.h maps cublasSgemm to cublasSgemm_v2, and so on), so a mismatch fails to compile.
 struct CublasLibrary {
@@ -24,6 +32,7 @@ struct CublasLibrary {
   decltype(&::cublasSscal) Sscal = nullptr;
   decltype(&::cublasSdot) Sdot = nullptr;
   decltype(&::cublasSasum) Sasum = nullptr;
+  CublasGemmExFunction GemmEx = nullptr;  // half-precision products (core/half_products.hpp)
   std::string path;  // the file opened, as dlopen was given it
 };
 

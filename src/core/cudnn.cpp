@@ -62,48 +62,63 @@ std::string Mib(size_t bytes) {
 TensorDescriptor::TensorDescriptor() { CREMA_CUDNN_CALL(cudnnCreateTensorDescriptor(&descriptor_)); }
 TensorDescriptor::~TensorDescriptor() { cudnnDestroyTensorDescriptor(descriptor_); }
 
-void TensorDescriptor::SetPacked(const std::vector<int>& shape) {
+cudnnDataType_t DataTypeOf(Precision precision) {
+  switch (precision) {
+    case Precision::kFloat16:
+      return CUDNN_DATA_HALF;
+    case Precision::kBfloat16:
+      return CUDNN_DATA_BFLOAT16;
+    case Precision::kFloat32:
+      break;
+  }
+  return CUDNN_DATA_FLOAT;
+}
+
+void TensorDescriptor::SetPacked(const std::vector<int>& shape, cudnnDataType_t type) {
   CREMA_CHECK(!shape.empty() && shape.size() <= CUDNN_DIM_MAX)
       << "cuDNN tensors have 1 to " << CUDNN_DIM_MAX << " axes; this one has the shape " << Joined(shape);
   std::vector<int> dims = shape;
   while (dims.size() < 4) dims.push_back(1);
   for (int dim : dims) CREMA_CHECK(dim >= 1) << "cuDNN cannot describe the empty tensor " << Joined(shape);
   if (dims.size() == 4) {
-    CREMA_CUDNN_CALL(cudnnSetTensor4dDescriptor(descriptor_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, dims[0], dims[1],
-                                                dims[2], dims[3]));
+    CREMA_CUDNN_CALL(
+        cudnnSetTensor4dDescriptor(descriptor_, CUDNN_TENSOR_NCHW, type, dims[0], dims[1], dims[2], dims[3]));
     return;
   }
   std::vector<int> strides(dims.size(), 1);
   for (int i = static_cast<int>(dims.size()) - 2; i >= 0; --i) strides[i] = strides[i + 1] * dims[i + 1];
-  CREMA_CUDNN_CALL(cudnnSetTensorNdDescriptor(descriptor_, CUDNN_DATA_FLOAT, static_cast<int>(dims.size()), dims.data(),
-                                              strides.data()));
+  CREMA_CUDNN_CALL(
+      cudnnSetTensorNdDescriptor(descriptor_, type, static_cast<int>(dims.size()), dims.data(), strides.data()));
 }
 
 FilterDescriptor::FilterDescriptor() { CREMA_CUDNN_CALL(cudnnCreateFilterDescriptor(&descriptor_)); }
 FilterDescriptor::~FilterDescriptor() { cudnnDestroyFilterDescriptor(descriptor_); }
 
-void FilterDescriptor::Set(const std::vector<int>& shape) {
+void FilterDescriptor::Set(const std::vector<int>& shape, cudnnDataType_t type) {
   CREMA_CHECK(shape.size() >= 3 && shape.size() <= CUDNN_DIM_MAX)
       << "cuDNN filters have 3 to " << CUDNN_DIM_MAX << " axes; this one has the shape " << Joined(shape);
-  CREMA_CUDNN_CALL(cudnnSetFilterNdDescriptor(descriptor_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
-                                              static_cast<int>(shape.size()), shape.data()));
+  CREMA_CUDNN_CALL(
+      cudnnSetFilterNdDescriptor(descriptor_, type, CUDNN_TENSOR_NCHW, static_cast<int>(shape.size()), shape.data()));
 }
 
 ConvolutionDescriptor::ConvolutionDescriptor() { CREMA_CUDNN_CALL(cudnnCreateConvolutionDescriptor(&descriptor_)); }
 ConvolutionDescriptor::~ConvolutionDescriptor() { cudnnDestroyConvolutionDescriptor(descriptor_); }
 
 void ConvolutionDescriptor::Set(const std::vector<int>& pad, const std::vector<int>& stride,
-                                const std::vector<int>& dilation, int groups) {
+                                const std::vector<int>& dilation, int groups, cudnnDataType_t data_type) {
   CREMA_CHECK(!pad.empty() && pad.size() == stride.size() && pad.size() == dilation.size())
       << "a cuDNN convolution needs one pad, stride and dilation per spatial axis";
-  // Caffe's convolution does not flip the kernel: cuDNN's cross-correlation.
+  // Caffe's convolution does not flip the kernel: cuDNN's cross-correlation. The compute type is float for every data
+  // type: 16-bit tensors are cuDNN's "pseudo half" configurations (16-bit values, float32 sums), not its true-half one.
   CREMA_CUDNN_CALL(cudnnSetConvolutionNdDescriptor(descriptor_, static_cast<int>(pad.size()), pad.data(), stride.data(),
                                                    dilation.data(), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   CREMA_CUDNN_CALL(cudnnSetConvolutionGroupCount(descriptor_, groups));
   // With CUDNN_DEFAULT_MATH, cuDNN 8 and later run float convolutions on Ampere's and Hopper's tensor cores in TF32
   // (10-bit mantissas): results a thousandth apart from the other engines', beyond float rounding. FMA math keeps
-  // cuDNN on float arithmetic, so the engine gives the native engine's results.
-  CREMA_CUDNN_CALL(cudnnSetConvolutionMathType(descriptor_, CUDNN_FMA_MATH));
+  // cuDNN on float arithmetic, so the engine gives the native engine's results. 16-bit values are what the tensor
+  // cores are for (CUDNN_TENSOR_OP_MATH).
+  CREMA_CUDNN_CALL(
+      cudnnSetConvolutionMathType(descriptor_, data_type == CUDNN_DATA_FLOAT ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH));
 }
 
 PoolingDescriptor::PoolingDescriptor() { CREMA_CUDNN_CALL(cudnnCreatePoolingDescriptor(&descriptor_)); }
@@ -172,7 +187,10 @@ std::string ConvolutionKey::ToString() const {
   std::ostringstream out;
   out << "GPU " << device << ", input " << Joined(input) << ", filter " << Joined(filter) << ", pad " << Joined(pad)
       << ", stride " << Joined(stride) << ", dilation " << Joined(dilation) << ", groups " << groups << ", "
-      << (data_type == CUDNN_DATA_FLOAT ? std::string("float") : "data type " + std::to_string(data_type));
+      << (data_type == CUDNN_DATA_FLOAT      ? std::string("float")
+          : data_type == CUDNN_DATA_HALF     ? std::string("float16")
+          : data_type == CUDNN_DATA_BFLOAT16 ? std::string("bfloat16")
+                                             : "data type " + std::to_string(data_type));
   return out.str();
 }
 
@@ -329,10 +347,10 @@ void ConvolutionPlan::Describe(const ConvolutionKey& key, const std::vector<int>
       << who << ": a cuDNN convolution needs matching input, filter and output shapes and one pad, stride and "
       << "dilation per spatial axis (" << key.ToString() << ", output " << Joined(output_shape) << ")";
   key_ = key;
-  input_.SetPacked(key.input);
-  output_.SetPacked(output_shape);
-  filter_.Set(key.filter);
-  convolution_.Set(key.pad, key.stride, key.dilation, key.groups);
+  input_.SetPacked(key.input, key.data_type);
+  output_.SetPacked(output_shape, key.data_type);
+  filter_.Set(key.filter, key.data_type);
+  convolution_.Set(key.pad, key.stride, key.dilation, key.groups, key.data_type);
   // cuDNN's output size is Caffe's formula too; a mismatch would be a description error here, so it is checked
   // once rather than trusted.
   std::vector<int> cudnn_shape(axes);
@@ -421,7 +439,7 @@ int ConvolutionPlan::algorithm(Direction direction) const {
   return -1;
 }
 
-void ConvolutionPlan::Forward(Context& context, const float* input, const float* filter, float* output, void* workspace,
+void ConvolutionPlan::Forward(Context& context, const void* input, const void* filter, void* output, void* workspace,
                               float beta) const {
   const float alpha = 1.f;
   CREMA_CUDNN_CALL(cudnnConvolutionForward(context.cudnn(), &alpha, input_.get(), input, filter_.get(), filter,
@@ -438,7 +456,7 @@ void ConvolutionPlan::ForwardBiasReLU(Context& context, const float* input, cons
       forward_bytes_, &alpha2, output_.get(), output, bias_desc.get(), bias, relu.get(), output_.get(), output));
 }
 
-void ConvolutionPlan::BackwardData(Context& context, const float* output_diff, const float* filter, float* input_diff,
+void ConvolutionPlan::BackwardData(Context& context, const void* output_diff, const void* filter, void* input_diff,
                                    void* workspace, float beta) const {
   const float alpha = 1.f;
   CREMA_CUDNN_CALL(cudnnConvolutionBackwardData(context.cudnn(), &alpha, filter_.get(), filter, output_.get(),
@@ -446,7 +464,7 @@ void ConvolutionPlan::BackwardData(Context& context, const float* output_diff, c
                                                 backward_data_bytes_, &beta, input_.get(), input_diff));
 }
 
-void ConvolutionPlan::BackwardFilter(Context& context, const float* input, const float* output_diff, float* filter_diff,
+void ConvolutionPlan::BackwardFilter(Context& context, const void* input, const void* output_diff, void* filter_diff,
                                      void* workspace, float beta) const {
   const float alpha = 1.f;
   CREMA_CUDNN_CALL(cudnnConvolutionBackwardFilter(context.cudnn(), &alpha, input_.get(), input, output_.get(),

@@ -9,8 +9,9 @@
 // mode (ConvolutionPlan); and thin forward/backward calls for convolution, bias, pooling, softmax, activation, LRN
 // and batch normalisation, all on the context's cuDNN handle, which is bound to the context's CUDA stream.
 //
-// Everything here is float (CUDNN_DATA_FLOAT): tensors are crema's plain blobs, packed, the last axis varying
-// fastest (cuDNN's NCHW and its N-d generalisation).
+// Tensors are crema's plain blobs, packed, the last axis varying fastest (cuDNN's NCHW and its N-d generalisation), of
+// floats (CUDNN_DATA_FLOAT), but for the convolutions of an engine computing in half precision: their tensors and
+// filters hold 16-bit values (CUDNN_DATA_HALF, CUDNN_DATA_BFLOAT16), computed with float32 sums on the tensor cores.
 #pragma once
 
 #ifdef CREMA_USE_CUDNN
@@ -27,11 +28,16 @@
 #include <utility>
 #include <vector>
 
+#include "core/element_type.hpp"
+
 namespace crema {
 
 class Context;
 
 namespace cudnn {
+
+// The data type of a convolution's tensors computing in `precision`: CUDNN_DATA_FLOAT, _HALF or _BFLOAT16.
+cudnnDataType_t DataTypeOf(Precision precision);
 
 // Throws crema::Error "cuDNN call <call> failed: <cuDNN's name for the status> (<cuDNN's last message>)" unless
 // `status` is success.
@@ -53,9 +59,9 @@ class TensorDescriptor {
   ~TensorDescriptor();
   TensorDescriptor(const TensorDescriptor&) = delete;
   TensorDescriptor& operator=(const TensorDescriptor&) = delete;
-  // A packed float tensor of `shape`, 1 to 8 axes, each at least 1: shapes of fewer than 4 axes are padded with
-  // trailing 1s (cuDNN's smallest tensors are 4-d).
-  void SetPacked(const std::vector<int>& shape);
+  // A packed tensor of `shape` (of floats, or of `type`), 1 to 8 axes, each at least 1: shapes of fewer than 4 axes
+  // are padded with trailing 1s (cuDNN's smallest tensors are 4-d).
+  void SetPacked(const std::vector<int>& shape, cudnnDataType_t type = CUDNN_DATA_FLOAT);
   cudnnTensorDescriptor_t get() const { return descriptor_; }
 
  private:
@@ -68,8 +74,8 @@ class FilterDescriptor {
   ~FilterDescriptor();
   FilterDescriptor(const FilterDescriptor&) = delete;
   FilterDescriptor& operator=(const FilterDescriptor&) = delete;
-  // Float weights of `shape`: (outputs, inputs per group, kernel...), packed (Caffe's weight blobs).
-  void Set(const std::vector<int>& shape);
+  // Weights of `shape` (floats, or `type`): (outputs, inputs per group, kernel...), packed (Caffe's weight blobs).
+  void Set(const std::vector<int>& shape, cudnnDataType_t type = CUDNN_DATA_FLOAT);
   cudnnFilterDescriptor_t get() const { return descriptor_; }
 
  private:
@@ -83,8 +89,10 @@ class ConvolutionDescriptor {
   ConvolutionDescriptor(const ConvolutionDescriptor&) = delete;
   ConvolutionDescriptor& operator=(const ConvolutionDescriptor&) = delete;
   // Caffe's convolution: cross-correlation (the kernel is not flipped), one pad, stride and dilation per spatial
-  // axis, `groups` independent groups, float arithmetic on the FMA units (see cudnn.cpp: no TF32).
-  void Set(const std::vector<int>& pad, const std::vector<int>& stride, const std::vector<int>& dilation, int groups);
+  // axis, `groups` independent groups. Over tensors of `data_type`: floats on the FMA units (see cudnn.cpp: no
+  // TF32); 16-bit values on the tensor cores, the sums in float32.
+  void Set(const std::vector<int>& pad, const std::vector<int>& stride, const std::vector<int>& dilation, int groups,
+           cudnnDataType_t data_type = CUDNN_DATA_FLOAT);
   cudnnConvolutionDescriptor_t get() const { return descriptor_; }
 
  private:
@@ -167,8 +175,8 @@ const char* DirectionName(Direction direction);
 
 // What cuDNN's choice of algorithm depends on: the GPU (heuristics differ between models; the ordinal stands for
 // the model within a process), the convolution's input shape (N, C, spatial...), its filter shape (K, C / groups,
-// kernel...), pads, strides, dilations, groups and the data type. (The math type is always FMA; a TF32 option
-// would have to join the key.)
+// kernel...), pads, strides, dilations, groups and the data type. (The math type follows the data type: FMA for
+// floats, tensor cores for 16-bit values; a TF32 option would have to join the key.)
 struct ConvolutionKey {
   int device = 0;
   std::vector<int> input, filter, pad, stride, dilation;
@@ -177,7 +185,8 @@ struct ConvolutionKey {
 
   bool operator<(const ConvolutionKey& other) const;
   bool operator==(const ConvolutionKey& other) const;
-  // "GPU 0, input 2x3x8x8, filter 4x3x3x3, pad 1x1, stride 1x1, dilation 1x1, groups 1, float"
+  // "GPU 0, input 2x3x8x8, filter 4x3x3x3, pad 1x1, stride 1x1, dilation 1x1, groups 1, float" (or float16,
+  // bfloat16)
   std::string ToString() const;
 };
 
@@ -226,8 +235,8 @@ class ConvolutionPlan {
   ConvolutionPlan(const ConvolutionPlan&) = delete;
   ConvolutionPlan& operator=(const ConvolutionPlan&) = delete;
 
-  // Describes the convolution of `key` and checks that cuDNN's output shape is `output_shape` (Caffe's); errors
-  // begin with `who` ("layer 'conv1' (Convolution)").
+  // Describes the convolution of `key` (its tensors and filter of key.data_type) and checks that cuDNN's output shape
+  // is `output_shape` (Caffe's); errors begin with `who` ("layer 'conv1' (Convolution)").
   void Describe(const ConvolutionKey& key, const std::vector<int>& output_shape, const std::string& who);
   // Chooses the three algorithms (AlgorithmCache::Global(), ChooseAlgorithm) under `context`'s
   // cudnn_algorithms(), cudnn_workspace_limit() and deterministic(); throws naming the direction, the key and the limit
@@ -242,8 +251,10 @@ class ConvolutionPlan {
   const TensorDescriptor& input() const { return input_; }
   const TensorDescriptor& output() const { return output_; }
 
+  // The pointers of Forward, BackwardData and BackwardFilter hold values of the key's data type: floats, or 16-bit
+  // values (alpha and beta stay floats, the sums float32).
   // output = conv(input, filter) + beta * output
-  void Forward(Context& context, const float* input, const float* filter, float* output, void* workspace,
+  void Forward(Context& context, const void* input, const void* filter, void* output, void* workspace,
                float beta) const;
   // output = relu(conv(input, filter) + (sum ? output : 0) + bias), one cudnnConvolutionBiasActivationForward with
   // the forward algorithm (ReLU in `relu`; the summand is what `output` holds, cuDNN's z aliasing y; `bias` has
@@ -252,11 +263,11 @@ class ConvolutionPlan {
                        const TensorDescriptor& bias_desc, const float* bias, const ActivationDescriptor& relu,
                        float* output, void* workspace) const;
   // input_diff = conv^T(output_diff, filter) + beta * input_diff
-  void BackwardData(Context& context, const float* output_diff, const float* filter, float* input_diff, void* workspace,
+  void BackwardData(Context& context, const void* output_diff, const void* filter, void* input_diff, void* workspace,
                     float beta) const;
   // filter_diff = dconv/dfilter(input, output_diff) + beta * filter_diff
-  void BackwardFilter(Context& context, const float* input, const float* output_diff, float* filter_diff,
-                      void* workspace, float beta) const;
+  void BackwardFilter(Context& context, const void* input, const void* output_diff, void* filter_diff, void* workspace,
+                      float beta) const;
 
  private:
   ConvolutionKey key_;

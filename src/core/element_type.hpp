@@ -23,22 +23,83 @@ size_t ElementBytes(ElementType type);
 // "32-bit floats", "unsigned 8-bit integers", "signed 8-bit integers", "bfloat16"
 std::string ElementTypeName(ElementType type);
 
-// A float rounded to bfloat16, and back. As AVX512_BF16's conversion (vcvtneps2bf16) and oneDNN's reorders on the
-// CPUs that have it: to nearest, ties to even; a denormal float (below 2^-126 in magnitude) taken as zero of its
-// sign; NaN stays NaN, made quiet.
-inline uint16_t ToBfloat16(float value) {
+// Functions both the C++ and the CUDA compiler see (the GPU engines round their operands with the CPU's rules).
+#ifndef CREMA_HOST_DEVICE
+#ifdef __CUDACC__
+#define CREMA_HOST_DEVICE __host__ __device__
+#else
+#define CREMA_HOST_DEVICE
+#endif
+#endif
+
+// A float's bits, and the float of some bits.
+CREMA_HOST_DEVICE inline uint32_t FloatBits(float value) {
+#ifdef __CUDA_ARCH__
+  return __float_as_uint(value);
+#else
   uint32_t bits;
   std::memcpy(&bits, &value, sizeof bits);
+  return bits;
+#endif
+}
+CREMA_HOST_DEVICE inline float FloatOfBits(uint32_t bits) {
+#ifdef __CUDA_ARCH__
+  return __uint_as_float(bits);
+#else
+  float value;
+  std::memcpy(&value, &bits, sizeof value);
+  return value;
+#endif
+}
+
+// A float rounded to bfloat16, and back. As AVX512_BF16's conversion (vcvtneps2bf16) and oneDNN's reorders on the
+// CPUs that have it: to nearest, ties to even; a denormal float (below 2^-126 in magnitude) taken as zero of its
+// sign; NaN stays NaN, made quiet. The GPU engines round their bf16 operands by this rule too.
+CREMA_HOST_DEVICE inline uint16_t ToBfloat16(float value) {
+  uint32_t bits = FloatBits(value);
   if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40);  // NaN, kept quiet
   if ((bits & 0x7f800000u) == 0) return static_cast<uint16_t>((bits >> 16) & 0x8000u);        // denormal or zero
   bits += 0x7fffu + ((bits >> 16) & 1u);  // to nearest, a tie to the even upper half
   return static_cast<uint16_t>(bits >> 16);
 }
-inline float FromBfloat16(uint16_t value) {
-  const uint32_t bits = static_cast<uint32_t>(value) << 16;
-  float result;
-  std::memcpy(&result, &bits, sizeof result);
-  return result;
+CREMA_HOST_DEVICE inline float FromBfloat16(uint16_t value) { return FloatOfBits(static_cast<uint32_t>(value) << 16); }
+
+// A float rounded to IEEE 754 binary16 (float16: 5 bits of exponent, 10 of mantissa, largest finite 65504), and back:
+// to nearest, ties to even, as the GPUs' conversion (cvt.rn.f16.f32) rounds; float16's subnormals (down to 2^-24)
+// kept; a magnitude from 65520 on (halfway past 65504) becomes infinity; NaN stays NaN, made quiet.
+CREMA_HOST_DEVICE inline uint16_t ToFloat16(float value) {
+  const uint32_t bits = FloatBits(value);
+  const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
+  const uint32_t magnitude = bits & 0x7fffffffu;
+  if (magnitude > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u | ((magnitude >> 13) & 0x3ffu));  // NaN
+  if (magnitude >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // 65520 and beyond, infinity
+  if (magnitude >= 0x38800000u) {
+    // A normal float16 (from 2^-14): 13 mantissa bits dropped, rounded to nearest even; the exponent rebiased from
+    // 127 to 15 (a carry out of the mantissa moves the exponent up, as it should).
+    const uint32_t rounded = magnitude + 0xfffu + ((magnitude >> 13) & 1u);
+    return static_cast<uint16_t>(sign | ((rounded - 0x38000000u) >> 13));
+  }
+  // Below 2^-14: a multiple of 2^-24, the float's 24-bit significand shifted right, rounded to nearest even (a
+  // float denormal, or anything below 2^-25, gives zero; 2^-25 itself is a tie, to the even zero).
+  const uint32_t exponent = magnitude >> 23;
+  if (exponent < 102) return sign;
+  const uint32_t significand = (magnitude & 0x7fffffu) | 0x800000u;
+  const uint32_t shift = 126 - exponent;  // 14 to 24
+  uint32_t result = significand >> shift;
+  const uint32_t rest = significand & ((1u << shift) - 1u), half = 1u << (shift - 1);
+  if (rest > half || (rest == half && (result & 1u) != 0)) ++result;
+  return static_cast<uint16_t>(sign | result);
+}
+CREMA_HOST_DEVICE inline float FromFloat16(uint16_t value) {
+  const uint32_t sign = static_cast<uint32_t>(value & 0x8000u) << 16;
+  const uint32_t exponent = (value >> 10) & 0x1fu, mantissa = value & 0x3ffu;
+  if (exponent == 0x1fu) return FloatOfBits(sign | 0x7f800000u | (mantissa << 13));  // infinity, NaN
+  if (exponent == 0) {
+    // Zero or a subnormal: mantissa * 2^-24, exact in a float.
+    const float magnitude = static_cast<float>(mantissa) * 5.9604644775390625e-8f;
+    return sign != 0 ? -magnitude : magnitude;
+  }
+  return FloatOfBits(sign | ((exponent + 112u) << 23) | (mantissa << 13));
 }
 
 // How a value is stored in an 8-bit type: q = round(value * scale), saturated to the type's range (kFloat32: as is;

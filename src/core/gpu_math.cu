@@ -18,6 +18,18 @@ void gpu_gemm(Context& context, Transpose trans_a, Transpose trans_b, int M, int
                                     A, lda, &beta, C, N));
 }
 
+void gpu_gemm_half(Context& context, bool bfloat16, Transpose trans_a, Transpose trans_b, int M, int N, int K,
+                   float alpha, const uint16_t* A, const uint16_t* B, float beta, float* C) {
+  const int lda = trans_a == Transpose::kNo ? K : M;
+  const int ldb = trans_b == Transpose::kNo ? N : K;
+  const cudaDataType factors = bfloat16 ? CUDA_R_16BF : CUDA_R_16F;
+  // Compute type 32F: float32 sums and scaling (alpha and beta are floats); cuBLAS takes the tensor cores for 16-bit
+  // factors by itself (CUBLAS_GEMM_DEFAULT).
+  CREMA_CUBLAS_CHECK(Cublas().GemmEx(context.cublas(), to_cublas(trans_b), to_cublas(trans_a), N, M, K, &alpha, B,
+                                     factors, ldb, A, factors, lda, &beta, C, CUDA_R_32F, N, CUBLAS_COMPUTE_32F,
+                                     CUBLAS_GEMM_DEFAULT));
+}
+
 void gpu_gemv(Context& context, Transpose trans_a, int M, int N, float alpha, const float* A, const float* x,
               float beta, float* y) {
   // Row-major A (M x N) is column-major A^T (N x M): flip the transposition.

@@ -1121,15 +1121,22 @@ void Net::LogPrecisions() const {
     for (const std::string& name : names) text += (text.empty() ? "" : ", ") + name;
     return text;
   };
+  // On the CPU, bf16 layers' neighbours have bf16 rules of their own (docs/solvers.md); on a GPU, none.
+  const bool gpu = context_->device() == Device::kGPU;
   for (const auto& [precision, names] : computing)
     LOG(INFO) << "Net '" << name_ << "': " << names.size() << " layers compute their products in "
-              << PrecisionName(precision) << " with float32 sums (" << list(names)
-              << "); fused BatchNorms, residual sums and Splits between them read their operands rounded to bf16 "
-                 "(their bf16 rules, docs/solvers.md); every other step, the losses and the update of the float32 "
-                 "master weights in float32";
+              << PrecisionName(precision) << " with float32 sums" << (gpu ? " on the GPU's tensor cores" : "") << " ("
+              << list(names) << "); "
+              << (gpu || precision != Precision::kBfloat16
+                      ? ""
+                      : "fused BatchNorms, residual sums and Splits between them read their operands rounded to bf16 "
+                        "(their bf16 rules, docs/solvers.md); ")
+              << "every other step, the losses and the update of the float32 master weights in float32";
   if (!refused.empty())
     LOG(INFO) << "Net '" << name_ << "': " << refused.size() << " layers asked for half precision compute in float32 ("
-              << list(refused) << "; their engines have no such kernels here, or the CPU lacks them)";
+              << list(refused)
+              << (gpu ? "; their engines have no such kernels, or this GPU's tensor cores do not multiply in it)"
+                      : "; their engines have no such kernels here, or the CPU lacks them)");
 }
 
 void Net::ChooseLanes(int requested) {

@@ -1,0 +1,88 @@
+// Products in half precision on a GPU's tensor cores, and their host rehearsal: the factors as 16-bit values (float16
+// or bfloat16), the sums and the result in float32. An engine computing in half precision (Layer::computes_in) rounds
+// its float32 operands into scratch here (RoundToHalf), multiplies them with HalfGemm (cuBLAS's GemmEx) or cuDNN's
+// half-precision convolutions, and widens a 16-bit result back into its float32 blob (WidenFromHalf); parameters,
+// blobs and everything else stay float32.
+//
+// The rules are written once (for_each_element) and round as the CPU's engines do (core/element_type.hpp: ToFloat16,
+// ToBfloat16, the latter taking float denormals as zero as AVX512_BF16 does), so that a GPU run's operands are the
+// bits a CPU run rounds. On a CPU context rehearsing GPU code (Context::gpu_code_on_host) the same calls run on the
+// host: the rules as OpenMP loops, HalfGemm as the float32 product of the widened factors (exact products, float32
+// sums: what the tensor cores compute, up to the order of the sums).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/context.hpp"
+#include "core/element_type.hpp"
+#include "core/elementwise.hpp"
+#include "core/math_functions.hpp"
+#include "core/synced_memory.hpp"
+
+namespace crema {
+
+// Whether `context`'s device multiplies in `precision` (float16 or bfloat16): a GPU of compute capability 7.0 on
+// (Volta's tensor cores) for float16, 8.0 on (Ampere's) for bfloat16; a CPU context rehearsing GPU code does (the host
+// computes the same rounding). Where not, `why` (when given) says why, naming the GPU and its compute capability.
+bool DeviceMultipliesIn(const Context& context, Precision precision, std::string* why = nullptr);
+
+// The 16-bit value of a float in `precision` (kFloat16 or kBfloat16), and back.
+CREMA_HOST_DEVICE inline uint16_t ToHalf(bool bfloat16, float value) {
+  return bfloat16 ? ToBfloat16(value) : ToFloat16(value);
+}
+CREMA_HOST_DEVICE inline float FromHalf(bool bfloat16, uint16_t value) {
+  return bfloat16 ? FromBfloat16(value) : FromFloat16(value);
+}
+
+// The rules (GPU kernels in half_products.cu).
+struct RoundToHalfRule {
+  const float* x;
+  uint16_t* y;
+  bool bfloat16;
+  CREMA_HOST_DEVICE void operator()(int i) const { y[i] = ToHalf(bfloat16, x[i]); }
+};
+// y = widened x + beta * y; with beta 0 y is only written (a NaN it held does not pass on).
+struct WidenFromHalfRule {
+  const uint16_t* x;
+  float* y;
+  float beta;
+  bool bfloat16;
+  CREMA_HOST_DEVICE void operator()(int i) const {
+    const float value = FromHalf(bfloat16, x[i]);
+    y[i] = beta == 0.f ? value : value + beta * y[i];
+  }
+};
+
+// y[i] = x[i] rounded to `precision`'s 16 bits, on the context's device.
+void RoundToHalf(Context& context, Precision precision, int n, const float* x, uint16_t* y);
+// y[i] = x[i] widened to float32 + beta * y[i], on the context's device.
+void WidenFromHalf(Context& context, Precision precision, int n, const uint16_t* x, float beta, float* y);
+
+// C = alpha * op(A) * op(B) + beta * C, row-major as gemm (math_functions.hpp), A and B holding `precision`'s 16-bit
+// values, C float32, the products summed in float32: on a GPU cuBLAS's GemmEx on the tensor cores (compute type
+// 32F), on the host the float32 gemm of the widened factors.
+void HalfGemm(Context& context, Precision precision, Transpose trans_a, Transpose trans_b, int M, int N, int K,
+              float alpha, const uint16_t* A, const uint16_t* B, float beta, float* C);
+
+// A float32 blob's values rounded to 16 bits, kept while the blob is unchanged: an engine's copy of its weights,
+// rounded again only after the blob is written (the solver's update, weights loaded), which its data_version says.
+class HalfCopy {
+ public:
+  // The copy of `values` (`count` floats on the context's device, of a blob whose data_version() is `version`) in
+  // `precision`, rounded where the copy is stale: made for other values, another version, precision or count.
+  const uint16_t* Of(Context& context, Precision precision, int count, const float* values, uint64_t version);
+  // Forgets the copy (the next Of rounds again).
+  void Invalidate() { made_ = false; }
+
+ private:
+  std::unique_ptr<SyncedMemory> memory_;
+  bool made_ = false;
+  uint64_t version_ = 0;
+  const float* values_ = nullptr;
+  Precision precision_ = Precision::kFloat32;
+  int count_ = 0;
+};
+
+}  // namespace crema

@@ -1,0 +1,428 @@
+// Half precision in the GPU engines (core/half_products.hpp): float16's rounding against an independent one; the
+// conversions and products on the context's device; the InnerProduct's GPU code in float16 and bfloat16, rehearsed on
+// the host, against the float32 product of rounded factors (forward) and central differences of the float32 layer
+// (gradients), within the bounds the type's unit roundoff gives; and on a GPU, the cuDNN convolutions and the
+// InnerProduct alike, and LeNet's training in each half type to the float32 accuracy.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/element_type.hpp"
+#include "core/half_products.hpp"
+#include "core/random.hpp"
+#include "layers/layer_registry.hpp"
+#include "solver/solver.hpp"
+#include "test_util.hpp"
+
+namespace crema {
+namespace {
+
+float BitsAsFloat(uint32_t bits) {
+  float x;
+  std::memcpy(&x, &bits, sizeof x);
+  return x;
+}
+
+// float16's value nearest to `x`, ties to even, computed in double arithmetic: the grid of float16 values around x
+// is spaced 2^(e - 10) for x in [2^e, 2^(e+1)), e at least -14 (the subnormals share the spacing 2^-24); rint rounds
+// to the nearest multiple, a tie to the even one; past 65504 the next grid value, 65536, is infinity.
+double Float16Reference(float x) {
+  if (std::isnan(x) || std::isinf(x)) return x;
+  if (x == 0.f) return x;
+  int exponent = 0;
+  std::frexp(std::fabs(static_cast<double>(x)), &exponent);  // |x| in [2^(exponent-1), 2^exponent)
+  const int e = std::max(exponent - 1, -14);
+  const double spacing = std::ldexp(1.0, e - 10);
+  const double rounded = std::rint(static_cast<double>(x) / spacing) * spacing;
+  if (std::fabs(rounded) >= 65536.0) return std::copysign(INFINITY, x);
+  return rounded == 0.0 ? std::copysign(0.0, x) : rounded;
+}
+
+TEST(HalfPrecisionTest, Float16RoundingIsToNearestEvenWithSubnormalsAndInfinity) {
+  // Known values.
+  EXPECT_EQ(ToFloat16(1.f), 0x3c00);
+  EXPECT_EQ(ToFloat16(-2.f), 0xc000);
+  EXPECT_EQ(ToFloat16(65504.f), 0x7bff);
+  EXPECT_EQ(ToFloat16(65519.99f), 0x7bff);
+  EXPECT_EQ(ToFloat16(65520.f), 0x7c00);  // halfway to 65536: to the even, infinity
+  EXPECT_EQ(ToFloat16(std::ldexp(1.f, -24)), 0x0001);
+  EXPECT_EQ(ToFloat16(std::ldexp(1.f, -25)), 0x0000);  // a tie, to the even zero
+  EXPECT_EQ(ToFloat16(std::ldexp(1.5f, -25)), 0x0001);
+  EXPECT_EQ(ToFloat16(std::ldexp(1.f, -14)), 0x0400);  // the smallest normal
+  EXPECT_EQ(ToFloat16(-0.f), 0x8000);
+  EXPECT_EQ(ToFloat16(0.1f), 0x2e66);
+  EXPECT_EQ(ToFloat16(INFINITY), 0x7c00);
+  const uint16_t nan = ToFloat16(std::nanf(""));
+  EXPECT_EQ(nan & 0x7c00, 0x7c00);
+  EXPECT_NE(nan & 0x3ff, 0);
+  EXPECT_TRUE(std::isnan(FromFloat16(nan)));
+
+  // Every float16 widens to its value and rounds back to itself.
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    const float value = FromFloat16(static_cast<uint16_t>(h));
+    const uint32_t exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff;
+    if (exponent == 0x1f && mantissa != 0) {
+      EXPECT_TRUE(std::isnan(value)) << std::hex << h;
+      continue;
+    }
+    const double expected = exponent == 0x1f ? INFINITY
+                            : exponent == 0  ? std::ldexp(static_cast<double>(mantissa), -24)
+                                             : std::ldexp(1.0 + mantissa / 1024.0, static_cast<int>(exponent) - 15);
+    ASSERT_EQ(static_cast<double>(value), (h & 0x8000) ? -expected : expected) << std::hex << h;
+    ASSERT_EQ(ToFloat16(value), h) << std::hex << h;
+  }
+  // Floats across the whole range (a stride through the bit patterns), and every midpoint between two neighbouring
+  // float16 values with the floats either side of it.
+  std::vector<float> floats;
+  for (uint64_t bits = 0; bits < (uint64_t{1} << 32); bits += 7919) floats.push_back(BitsAsFloat(bits));
+  for (uint32_t h = 0; h < 0x7c00; ++h) {
+    const double midpoint =
+        (static_cast<double>(FromFloat16(static_cast<uint16_t>(h))) + FromFloat16(static_cast<uint16_t>(h + 1))) / 2;
+    const float exact = static_cast<float>(midpoint);  // exact: 12 significant bits
+    for (float x : {exact, std::nextafter(exact, 0.f), std::nextafter(exact, INFINITY)}) {
+      floats.push_back(x);
+      floats.push_back(-x);
+    }
+  }
+  for (float x : floats) {
+    const uint16_t rounded = ToFloat16(x);
+    if (std::isnan(x)) {
+      ASSERT_TRUE(std::isnan(FromFloat16(rounded)));
+      continue;
+    }
+    const double expected = Float16Reference(x);
+    const float got = FromFloat16(rounded);
+    ASSERT_TRUE(static_cast<double>(got) == expected && std::signbit(got) == std::signbit(expected))
+        << "float " << x << " (bits " << std::hex << FloatBits(x) << ") rounds to " << got << ", expected " << expected;
+  }
+}
+
+TEST(HalfPrecisionTest, ConversionsOnTheContextsDeviceRoundAndWidenAsTheScalarRules) {
+  Context context;
+  const int n = 5000;  // above the threshold of a threaded loop
+  Blob x({n});
+  test::FillGaussian(&x, 0.f, 300.f, 5);
+  x.mutable_cpu_data()[0] = 1e6f;    // beyond float16's range
+  x.mutable_cpu_data()[1] = 1e-40f;  // a float denormal
+  for (Precision precision : {Precision::kFloat16, Precision::kBfloat16}) {
+    SCOPED_TRACE(PrecisionName(precision));
+    const bool bf16 = precision == Precision::kBfloat16;
+    std::vector<uint16_t> half(n);
+    RoundToHalf(context, precision, n, x.cpu_data(), half.data());
+    for (int i = 0; i < n; ++i)
+      ASSERT_EQ(half[i], bf16 ? ToBfloat16(x.cpu_data()[i]) : ToFloat16(x.cpu_data()[i])) << i;
+    std::vector<float> y(n, 2.f);
+    WidenFromHalf(context, precision, n, half.data(), 0.5f, y.data());
+    for (int i = 0; i < n; ++i) ASSERT_EQ(y[i], FromHalf(bf16, half[i]) + 1.f) << i;
+    std::vector<float> overwritten(n, NAN);
+    WidenFromHalf(context, precision, n, half.data(), 0.f, overwritten.data());
+    for (int i = 0; i < n; ++i) ASSERT_EQ(overwritten[i], FromHalf(bf16, half[i])) << i;
+  }
+  EXPECT_TRUE(std::isinf(FromFloat16(ToFloat16(1e6f))));
+  EXPECT_EQ(ToBfloat16(1e-40f), 0);
+  EXPECT_THROW(RoundToHalf(context, Precision::kFloat32, 1, x.cpu_data(), nullptr), Error);
+}
+
+// float16 keeps 11 significant bits, bfloat16 8: rounding to nearest errs by at most 2^-11 or 2^-8 of the value.
+double UnitRoundoff(Precision precision) { return precision == Precision::kFloat16 ? 1.0 / 2048 : 1.0 / 256; }
+
+void RoundBlob(Blob* blob, Precision precision) {
+  float* data = blob->mutable_cpu_data();
+  const bool bf16 = precision == Precision::kBfloat16;
+  for (int i = 0; i < blob->count(); ++i) data[i] = FromHalf(bf16, ToHalf(bf16, data[i]));
+}
+
+void TakeAbsolute(Blob* blob) {
+  float* data = blob->mutable_cpu_data();
+  for (int i = 0; i < blob->count(); ++i) data[i] = std::fabs(data[i]);
+}
+
+// One layer on its own bottom and top.
+struct Single {
+  std::unique_ptr<Layer> layer;
+  Blob bottom, top;
+  std::vector<Blob*> bottoms() { return {&bottom}; }
+  std::vector<Blob*> tops() { return {&top}; }
+};
+
+// `text` made for a bottom of `shape` (filled from a fixed seed) on `context` with `engine`, set up, with the
+// parameters of `like` where given.
+std::unique_ptr<Single> Make(const std::string& text, const std::vector<int>& shape, std::shared_ptr<Context> context,
+                             const std::string& engine, const Single* like = nullptr) {
+  const LayerParameter param = test::ParseLayer(text);
+  context->force_engine(param.type(), engine);
+  auto s = std::make_unique<Single>();
+  s->bottom.Reshape(shape);
+  test::FillGaussian(&s->bottom, 0.f, 1.f, 23);
+  s->layer = LayerRegistry::Global().Create(param, {shape}, context);
+  s->layer->SetUp(s->bottoms(), s->tops());
+  if (like != nullptr) {
+    for (size_t i = 0; i < like->layer->params().size(); ++i) {
+      const Blob& from = *like->layer->params()[i];
+      std::copy(from.cpu_data(), from.cpu_data() + from.count(), s->layer->params()[i]->mutable_cpu_data());
+    }
+  }
+  return s;
+}
+
+std::shared_ptr<Context> CpuContext() { return std::make_shared<Context>(); }
+
+// A layer computing in `precision` (made by `make_half`, with the parameters of the float32 layer it is given)
+// against the float32 native layer on the CPU:
+// - forward: the float32 product of the input and weights rounded to the type, the bias added in float32. Products of
+//   two rounded values are exact in float32, so only the sums' order differs (1e-5 of the sum of the products'
+//   magnitudes), and where the engine's result is itself 16-bit (`rounded_results`, cuDNN's), its rounding (u of the
+//   value);
+// - gradients: central differences of the float32 layer's objective (a random projection of the top); each gradient
+//   is a sum of products of two rounded factors, erring by (2u + u^2) of the sum of the magnitudes (the float32 layer
+//   over |x|, |w| and |dy|), plus u of the value where the result is 16-bit; the estimate itself as the float32 checks
+//   allow (1e-3 of the larger value, or 1e-3).
+void CheckHalfLayer(const std::string& text, const std::vector<int>& shape, Precision precision,
+                    const std::function<std::unique_ptr<Single>(const Single& like)>& make_half, bool rounded_results) {
+  const double u = UnitRoundoff(precision);
+  auto single = Make(text, shape, CpuContext(), "native");
+  auto half = make_half(*single);
+  ASSERT_EQ(half->layer->computes_in(), precision);
+  ASSERT_EQ(half->layer->requested_precision(), precision);
+
+  half->layer->Forward(half->bottoms(), half->tops());
+  const std::vector<float> computed = test::DataOf(half->top);
+  single->layer->Forward(single->bottoms(), single->tops());
+  const std::vector<float> unrounded = test::DataOf(single->top);
+  auto reference = Make(text, shape, CpuContext(), "native", single.get());
+  RoundBlob(&reference->bottom, precision);
+  RoundBlob(reference->layer->params()[0].get(), precision);
+  reference->layer->Forward(reference->bottoms(), reference->tops());
+  const std::vector<float> expected = test::DataOf(reference->top);
+  auto magnitudes = Make(text, shape, CpuContext(), "native", single.get());
+  TakeAbsolute(&magnitudes->bottom);
+  TakeAbsolute(magnitudes->layer->params()[0].get());
+  if (magnitudes->layer->params().size() > 1) magnitudes->layer->params()[1]->set_data(0.f);
+  magnitudes->layer->Forward(magnitudes->bottoms(), magnitudes->tops());
+  const std::vector<float> magnitude = test::DataOf(magnitudes->top);
+  ASSERT_EQ(computed.size(), expected.size());
+  bool differs_from_float = false;
+  for (size_t i = 0; i < computed.size(); ++i) {
+    const double result_rounding = rounded_results ? u * std::fabs(expected[i]) : 0.0;
+    EXPECT_NEAR(computed[i], expected[i], 1e-5 * magnitude[i] + result_rounding + 1e-6) << "output " << i;
+    differs_from_float = differs_from_float || computed[i] != unrounded[i];
+  }
+  EXPECT_TRUE(differs_from_float) << "the layer gave the float32 layer's outputs: it did not compute in "
+                                  << PrecisionName(precision);
+
+  // Gradients.
+  std::vector<float> projection(half->top.count());
+  RandomStream random(1701);
+  for (float& w : projection) w = random.Uniform(-1.f, 1.f);
+  const auto backward = [&](Single* s, const std::vector<float>& dy) {
+    s->layer->Forward(s->bottoms(), s->tops());
+    std::copy(dy.begin(), dy.end(), s->top.mutable_cpu_diff());
+    s->bottom.set_diff(7.f);  // overwritten by backward, where parameter gradients add
+    for (const auto& param : s->layer->params()) param->set_diff(0.f);
+    s->layer->Backward(s->tops(), {true}, s->bottoms());
+    std::vector<std::vector<float>> gradients = {test::DiffOf(s->bottom)};
+    for (const auto& param : s->layer->params()) gradients.push_back(test::DiffOf(*param));
+    return gradients;
+  };
+  const std::vector<std::vector<float>> analytic = backward(half.get(), projection);
+  std::vector<float> absolute(projection);
+  for (float& w : absolute) w = std::fabs(w);
+  const std::vector<std::vector<float>> magnitude_gradients = backward(magnitudes.get(), absolute);
+  const auto objective = [&] {
+    single->layer->Forward(single->bottoms(), single->tops());
+    double sum = 0;
+    for (size_t i = 0; i < projection.size(); ++i)
+      sum += static_cast<double>(projection[i]) * single->top.cpu_data()[i];
+    return sum;
+  };
+  std::vector<Blob*> checked = {&single->bottom};
+  for (const auto& param : single->layer->params()) checked.push_back(param.get());
+  const double step = 1e-2, threshold = 1e-3, bound = 2 * u + u * u;
+  double largest_error = 0;
+  for (size_t b = 0; b < checked.size(); ++b) {
+    for (int i = 0; i < checked[b]->count(); ++i) {
+      const float original = checked[b]->cpu_data()[i];
+      checked[b]->mutable_cpu_data()[i] = original + static_cast<float>(step);
+      const double plus = objective();
+      checked[b]->mutable_cpu_data()[i] = original - static_cast<float>(step);
+      const double minus = objective();
+      checked[b]->mutable_cpu_data()[i] = original;
+      const double numeric = (plus - minus) / (2 * step);
+      const double value = analytic[b][i];
+      const double scale = std::max({std::fabs(numeric), std::fabs(value), 1.0});
+      const double result_rounding = rounded_results ? u * std::fabs(numeric) : 0.0;
+      EXPECT_NEAR(value, numeric, threshold * scale + bound * magnitude_gradients[b][i] + result_rounding)
+          << "blob " << b << " (shape " << checked[b]->shape_string() << ") element " << i;
+      largest_error = std::max(largest_error, std::fabs(value - numeric));
+    }
+  }
+  // The rounding shows beyond the float32 checks' threshold somewhere: the type did run.
+  EXPECT_GT(largest_error, 1e-4) << "the gradients are as exact as float32 ones: " << PrecisionName(precision)
+                                 << " did not run";
+}
+
+const char* const kInnerProduct =
+    "name: 'fc' type: 'InnerProduct' inner_product_param { num_output: 7 "
+    "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 } }";
+const char* const kTransposedInnerProduct =
+    "name: 'fc' type: 'InnerProduct' inner_product_param { num_output: 5 transpose: true "
+    "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 } }";
+
+struct Case {
+  const char* text;
+  std::vector<int> shape;
+};
+const std::vector<Case>& InnerProductCases() {
+  static const std::vector<Case> cases = {
+      {kInnerProduct, {3, 5, 4, 2}}, {kTransposedInnerProduct, {4, 33}}, {kInnerProduct, {1, 40}}};
+  return cases;
+}
+
+// `text` with `precision` on `context` with the engine `engine`, with the parameters of `like`.
+std::unique_ptr<Single> MakeIn(const std::string& text, const std::vector<int>& shape, Precision precision,
+                               std::shared_ptr<Context> context, const std::string& engine, const Single& like) {
+  context->set_precision(precision);
+  return Make(text, shape, std::move(context), engine, &like);
+}
+
+std::shared_ptr<Context> RehearsalContext() {
+  auto context = std::make_shared<Context>();
+  context->set_gpu_code_on_host(true);
+  return context;
+}
+
+TEST(HalfPrecisionTest, TheInnerProductsGpuCodeRehearsedOnTheHostComputesInHalfPrecision) {
+  for (Precision precision : {Precision::kFloat16, Precision::kBfloat16}) {
+    for (const Case& c : InnerProductCases()) {
+      SCOPED_TRACE(std::string(PrecisionName(precision)) + " " + c.text);
+      CheckHalfLayer(
+          c.text, c.shape, precision,
+          [&](const Single& like) { return MakeIn(c.text, c.shape, precision, RehearsalContext(), "native", like); },
+          false);
+    }
+  }
+}
+
+// The weights' 16-bit copy follows the weights (a write makes it stale), the weights' gradient adds to what the diff
+// holds, and the layer on a plain CPU context (no GPU code) computes in float32 as asked of it.
+TEST(HalfPrecisionTest, TheInnerProductsHalfWeightsFollowTheirWritesAndGradientsAdd) {
+  auto single = Make(kInnerProduct, {3, 6}, CpuContext(), "native");
+  auto half = MakeIn(kInnerProduct, {3, 6}, Precision::kFloat16, RehearsalContext(), "native", *single);
+  half->layer->Forward(half->bottoms(), half->tops());
+  const std::vector<float> before = test::DataOf(half->top);
+  Blob& weights = *half->layer->params()[0];
+  weights.mutable_cpu_data()[0] += 1.f;  // the first output's first weight
+  half->layer->Forward(half->bottoms(), half->tops());
+  const std::vector<float> after = test::DataOf(half->top);
+  const float x0 = FromFloat16(ToFloat16(half->bottom.cpu_data()[0]));
+  EXPECT_NE(after[0], before[0]);
+  EXPECT_NEAR(after[0] - before[0], x0, 1e-2 * std::fabs(x0) + 1e-3);  // rounded weights: within float16's rounding
+  EXPECT_EQ(after[1], before[1]);
+
+  half->top.set_diff(1.f);
+  for (const auto& param : half->layer->params()) param->set_diff(0.f);
+  half->layer->Backward(half->tops(), {false}, half->bottoms());
+  const std::vector<float> once = test::DiffOf(weights);
+  half->layer->Backward(half->tops(), {false}, half->bottoms());
+  const std::vector<float> twice = test::DiffOf(weights);
+  for (size_t i = 0; i < once.size(); ++i) EXPECT_EQ(twice[i], 2 * once[i]) << i;
+
+  auto plain = std::make_shared<Context>();
+  auto cpu = MakeIn(kInnerProduct, {3, 6}, Precision::kFloat16, plain, "native", *single);
+  EXPECT_EQ(cpu->layer->computes_in(), Precision::kFloat32);
+  EXPECT_EQ(cpu->layer->requested_precision(), Precision::kFloat16);
+  std::string why;
+  EXPECT_FALSE(DeviceMultipliesIn(*plain, Precision::kFloat16, &why));
+  EXPECT_CONTAINS(why, "CPU context");
+  EXPECT_TRUE(DeviceMultipliesIn(*RehearsalContext(), Precision::kBfloat16));
+}
+
+// ---- on a GPU ---------------------------------------------------------------------------------------------------
+
+std::shared_ptr<Context> GpuContext() { return std::make_shared<Context>(Device::kGPU, 0); }
+
+// Skips where the GPU's tensor cores do not multiply in `precision`.
+#define CREMA_SKIP_WITHOUT_HALF_GPU(precision) \
+  CREMA_SKIP_WITHOUT_GPU();                    \
+  if (std::string why; !DeviceMultipliesIn(*GpuContext(), precision, &why)) GTEST_SKIP() << why
+
+const char* const kConvolution =
+    "name: 'conv' type: 'Convolution' convolution_param { num_output: 24 kernel_size: 3 pad: 1 stride: 1 "
+    "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 } }";
+const char* const kStridedConvolution =
+    "name: 'conv' type: 'Convolution' convolution_param { num_output: 16 kernel_size: 3 stride: 2 group: 2 "
+    "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 } }";
+const char* const kDeconvolution =
+    "name: 'deconv' type: 'Deconvolution' convolution_param { num_output: 8 kernel_size: 4 stride: 2 pad: 1 "
+    "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 } }";
+
+TEST(GpuHalfPrecisionTest, CudnnConvolutionsComputeInHalfPrecisionOnTheTensorCores) {
+  const std::vector<Case> cases = {
+      {kConvolution, {2, 16, 7, 6}}, {kStridedConvolution, {2, 12, 9, 8}}, {kDeconvolution, {2, 16, 5, 4}}};
+  for (Precision precision : {Precision::kFloat16, Precision::kBfloat16}) {
+    CREMA_SKIP_WITHOUT_HALF_GPU(precision);
+    for (const Case& c : cases) {
+      SCOPED_TRACE(std::string(PrecisionName(precision)) + " " + c.text);
+      CheckHalfLayer(
+          c.text, c.shape, precision,
+          [&](const Single& like) { return MakeIn(c.text, c.shape, precision, GpuContext(), "cudnn", like); }, true);
+    }
+  }
+}
+
+TEST(GpuHalfPrecisionTest, TheInnerProductComputesInHalfPrecisionOnTheTensorCores) {
+  for (Precision precision : {Precision::kFloat16, Precision::kBfloat16}) {
+    CREMA_SKIP_WITHOUT_HALF_GPU(precision);
+    for (const Case& c : InnerProductCases()) {
+      SCOPED_TRACE(std::string(PrecisionName(precision)) + " " + c.text);
+      CheckHalfLayer(
+          c.text, c.shape, precision,
+          [&](const Single& like) { return MakeIn(c.text, c.shape, precision, GpuContext(), "native", like); }, false);
+    }
+  }
+}
+
+// The example LeNet trained on the GPU in each half type reaches the float32 GPU run's accuracy (400 iterations on
+// a slice of Fashion-MNIST, as FashionMnistTest's GPU test; float16 with the dynamic loss scaling its solver turns
+// on by itself).
+TEST(GpuHalfPrecisionTest, LeNetTrainsInHalfPrecisionToTheFloat32Accuracy) {
+  CREMA_SKIP_WITHOUT_GPU();
+  CREMA_SKIP_WITHOUT_FASHION_MNIST();
+  test::FashionMnistSlices slices(6000, 1000);
+  const auto train = [&](::caffe::Precision precision) {
+    SolverParameter solver = slices.ExampleSolver("fashion_mnist/lenet_solver.prototxt");
+    solver.set_max_iter(400);
+    solver.clear_test_iter();
+    solver.add_test_iter(10);
+    solver.set_test_interval(400);
+    solver.set_test_initialization(false);
+    solver.set_solver_mode(SolverParameter::GPU);
+    solver.set_precision(precision);
+    auto trainer = CreateSolver(solver);
+    trainer->Solve();
+    float accuracy = 0.f;
+    const auto scores = trainer->TestAll();
+    for (const auto& output : scores[0])
+      if (output.blob == "accuracy") accuracy = output.value;
+    return accuracy;
+  };
+  const float float32 = train(::caffe::FLOAT32);
+  EXPECT_GT(float32, 0.65f);
+  for (const auto& [precision, schema] :
+       {std::pair{Precision::kFloat16, ::caffe::FLOAT16}, std::pair{Precision::kBfloat16, ::caffe::BFLOAT16}}) {
+    if (!DeviceMultipliesIn(*GpuContext(), precision)) continue;
+    SCOPED_TRACE(PrecisionName(precision));
+    EXPECT_NEAR(train(schema), float32, 0.02f);
+  }
+}
+
+}  // namespace
+}  // namespace crema
