@@ -10,12 +10,15 @@ gradient as crema's forced backward computes one, and the forward-only passes un
 kept for a backward, as in crema's --forward_only). PyTorch runs at each of its settings,
 torch.backends.cudnn.benchmark on and off, and the better is compared; it does float32 math without TF32 by
 default, as crema's cuDNN engines do (FMA math), and --allow-tf32 adds PyTorch with TF32 as separate columns.
+--precision fp16 or bf16 compares half precision instead: crema time --precision=X (its convolutions and inner
+products on the tensor cores) against PyTorch under torch.autocast to that type.
 Rounds alternate between the peers so both see the same load. Prints the GPU, the settings, a Markdown table of
 per-net medians and ratios, and the command line.
 
   benchmarks/gpu_vs_pytorch.py [--rounds 5] [--iterations 50] [--warmup 5] [--nets lenet,cifar10_quick]
                                [--batch caffenet=128,...] [--crema build/tools/crema] [--crema-lib-path DIR:DIR]
-                               [--torch-cuda-libs] [--gpu 0] [--allow-tf32] [--device cuda|cpu]
+                               [--torch-cuda-libs] [--gpu 0] [--allow-tf32] [--precision fp32|bf16|fp16]
+                               [--device cuda|cpu]
 
 The nets are cpu_vs_pytorch.py's: lenet (batch 64), cifar10_quick (100), caffenet (10), googlenet (10) and
 resnet50 (8); the first two by default. --batch sets other batch sizes, as the GPU figures of docs/performance.md
@@ -30,6 +33,7 @@ caffe_nets.py's own reader where not.
 """
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
@@ -84,9 +88,13 @@ def set_batches(spec):
         NETS[name] = (NETS[name][0], int(value))
 
 
-def torch_worker(name, device, iterations, warmup, benchmark, tf32):
+HALF_TYPES = {"bf16": "bfloat16", "fp16": "float16"}
+
+
+def torch_worker(name, device, iterations, warmup, benchmark, tf32, half):
     """Runs in its own process, one per setting (cuDNN's autotuned choices are cached per process): prints the
-    mean ms forward+backward and forward, and what it ran on."""
+    mean ms forward+backward and forward, and what it ran on. `half` ("fp32", "bf16", "fp16"): under
+    torch.autocast to that type where not fp32."""
     import time
 
     import torch
@@ -96,12 +104,18 @@ def torch_worker(name, device, iterations, warmup, benchmark, tf32):
     torch.backends.cudnn.benchmark = benchmark
     model, inputs = cpu_vs_pytorch.torch_model(name, device)
 
+    def autocast():
+        if half == "fp32":
+            return contextlib.nullcontext()
+        return torch.autocast(device_type="cuda" if on_gpu else "cpu", dtype=getattr(torch, HALF_TYPES[half]))
+
     def step(backward):
-        if backward:
-            cpu_vs_pytorch.torch_step(model, inputs, True)
-        else:
-            with torch.no_grad():
-                cpu_vs_pytorch.torch_step(model, inputs, False)
+        with autocast():
+            if backward:
+                cpu_vs_pytorch.torch_step(model, inputs, True)
+            else:
+                with torch.no_grad():
+                    cpu_vs_pytorch.torch_step(model, inputs, False)
 
     def synchronize():
         if on_gpu:
@@ -123,7 +137,7 @@ def torch_worker(name, device, iterations, warmup, benchmark, tf32):
         "cuda": torch.version.cuda,
         "cudnn": torch.backends.cudnn.version() if on_gpu else None,
         "device": torch.cuda.get_device_name(device) if on_gpu else "%d threads" % torch.get_num_threads(),
-        "precision": precision,
+        "precision": precision + ("" if half == "fp32" else "; torch.autocast to " + HALF_TYPES[half]),
     }
     print(json.dumps({"times": times, "info": info}))
 
@@ -142,7 +156,7 @@ def run(command, env=None):
 def run_torch(name, setting, args):
     benchmark, tf32 = setting
     stdout, _ = run([sys.executable, os.path.abspath(__file__), "--torch-worker", name, args.torch_device,
-                     str(args.iterations), str(args.warmup), str(int(benchmark)), str(int(tf32)),
+                     str(args.iterations), str(args.warmup), str(int(benchmark)), str(int(tf32)), args.precision,
                      "--batch", args.batch])
     return json.loads(stdout.strip().splitlines()[-1])
 
@@ -189,6 +203,8 @@ def run_crema(name, forward_only, args, env, workdir):
         command.append("--gpu=%d" % args.gpu)
     if forward_only:
         command.append("--forward_only")
+    if args.precision != "fp32":
+        command.append("--precision=" + args.precision)
     _, log = run(command, env)
     if forward_only:
         return {"forward": crema_ms(log, "Average Forward pass")}, log
@@ -245,12 +261,14 @@ def main():
                         help="also run PyTorch with TF32 matrix products and convolutions, as separate columns")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
                         help="cpu: a debug run without a GPU (PyTorch on the CPU, crema without --gpu)")
-    parser.add_argument("--torch-worker", nargs=6, help=argparse.SUPPRESS)
+    parser.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32",
+                        help="half precision: crema time --precision=X against PyTorch under torch.autocast to it")
+    parser.add_argument("--torch-worker", nargs=7, help=argparse.SUPPRESS)
     args = parser.parse_args()
     set_batches(args.batch)
     if args.torch_worker:
-        name, device, iterations, warmup, benchmark, tf32 = args.torch_worker
-        torch_worker(name, device, int(iterations), int(warmup), benchmark == "1", tf32 == "1")
+        name, device, iterations, warmup, benchmark, tf32, half = args.torch_worker
+        torch_worker(name, device, int(iterations), int(warmup), benchmark == "1", tf32 == "1", half)
         return
 
     if args.rounds < 1 or args.iterations < 1 or args.warmup < 0:
@@ -308,9 +326,10 @@ def main():
     else:
         print("Device: the CPU (--device cpu, a debug run: PyTorch on the CPU with %s, crema time without --gpu)"
               % info["device"])
-    print("crema: %s time%s --layer_times=false; one untimed pass, then whole passes, each timed to the end of its "
+    print("crema: %s time%s%s --layer_times=false; one untimed pass, then whole passes, each timed to the end of its "
           "work (PyTorch: its timed loop, synchronized at both ends)"
-          % (args.crema, " --gpu=%d" % args.gpu if args.device == "cuda" else ""))
+          % (args.crema, " --gpu=%d" % args.gpu if args.device == "cuda" else "",
+             "" if args.precision == "fp32" else " --precision=" + args.precision))
     if env.get("LD_LIBRARY_PATH") != os.environ.get("LD_LIBRARY_PATH"):
         print("crema's LD_LIBRARY_PATH: %s" % env["LD_LIBRARY_PATH"])
     print("crema's engines: %s" % "; ".join("%s: %s" % (name, engines[name]) for name in nets))

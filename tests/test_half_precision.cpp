@@ -276,10 +276,28 @@ const char* const kTransposedInnerProduct =
     "name: 'fc' type: 'InnerProduct' inner_product_param { num_output: 5 transpose: true "
     "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 } }";
 
+const char* const kConvolution =
+    "name: 'conv' type: 'Convolution' convolution_param { num_output: 24 kernel_size: 3 pad: 1 stride: 1 "
+    "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 } }";
+const char* const kStridedConvolution =
+    "name: 'conv' type: 'Convolution' convolution_param { num_output: 16 kernel_size: 3 stride: 2 group: 2 "
+    "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 } }";
+const char* const kDeconvolution =
+    "name: 'deconv' type: 'Deconvolution' convolution_param { num_output: 8 kernel_size: 4 stride: 2 pad: 1 "
+    "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 } }";
+const char* const kPointwiseConvolution =
+    "name: 'conv' type: 'Convolution' convolution_param { num_output: 6 kernel_size: 1 "
+    "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 } }";
+
 struct Case {
   const char* text;
   std::vector<int> shape;
 };
+const std::vector<Case>& ConvolutionCases() {
+  static const std::vector<Case> cases = {
+      {kConvolution, {2, 16, 7, 6}}, {kStridedConvolution, {2, 12, 9, 8}}, {kDeconvolution, {2, 16, 5, 4}}};
+  return cases;
+}
 const std::vector<Case>& InnerProductCases() {
   static const std::vector<Case> cases = {
       {kInnerProduct, {3, 5, 4, 2}}, {kTransposedInnerProduct, {4, 33}}, {kInnerProduct, {1, 40}}};
@@ -302,6 +320,21 @@ std::shared_ptr<Context> RehearsalContext() {
 TEST(HalfPrecisionTest, TheInnerProductsGpuCodeRehearsedOnTheHostComputesInHalfPrecision) {
   for (Precision precision : {Precision::kFloat16, Precision::kBfloat16}) {
     for (const Case& c : InnerProductCases()) {
+      SCOPED_TRACE(std::string(PrecisionName(precision)) + " " + c.text);
+      CheckHalfLayer(
+          c.text, c.shape, precision,
+          [&](const Single& like) { return MakeIn(c.text, c.shape, precision, RehearsalContext(), "native", like); },
+          false);
+    }
+  }
+}
+
+// The native Convolution's and Deconvolution's GPU code (im2col and a product per image and group), rehearsed.
+TEST(HalfPrecisionTest, TheNativeConvolutionsGpuCodeRehearsedOnTheHostComputesInHalfPrecision) {
+  std::vector<Case> cases = ConvolutionCases();
+  cases.push_back({kPointwiseConvolution, {2, 5, 4, 3}});
+  for (Precision precision : {Precision::kFloat16, Precision::kBfloat16}) {
+    for (const Case& c : cases) {
       SCOPED_TRACE(std::string(PrecisionName(precision)) + " " + c.text);
       CheckHalfLayer(
           c.text, c.shape, precision,
@@ -354,22 +387,10 @@ std::shared_ptr<Context> GpuContext() { return std::make_shared<Context>(Device:
   CREMA_SKIP_WITHOUT_GPU();                    \
   if (std::string why; !DeviceMultipliesIn(*GpuContext(), precision, &why)) GTEST_SKIP() << why
 
-const char* const kConvolution =
-    "name: 'conv' type: 'Convolution' convolution_param { num_output: 24 kernel_size: 3 pad: 1 stride: 1 "
-    "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 } }";
-const char* const kStridedConvolution =
-    "name: 'conv' type: 'Convolution' convolution_param { num_output: 16 kernel_size: 3 stride: 2 group: 2 "
-    "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 } }";
-const char* const kDeconvolution =
-    "name: 'deconv' type: 'Deconvolution' convolution_param { num_output: 8 kernel_size: 4 stride: 2 pad: 1 "
-    "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 } }";
-
 TEST(GpuHalfPrecisionTest, CudnnConvolutionsComputeInHalfPrecisionOnTheTensorCores) {
-  const std::vector<Case> cases = {
-      {kConvolution, {2, 16, 7, 6}}, {kStridedConvolution, {2, 12, 9, 8}}, {kDeconvolution, {2, 16, 5, 4}}};
   for (Precision precision : {Precision::kFloat16, Precision::kBfloat16}) {
     CREMA_SKIP_WITHOUT_HALF_GPU(precision);
-    for (const Case& c : cases) {
+    for (const Case& c : ConvolutionCases()) {
       SCOPED_TRACE(std::string(PrecisionName(precision)) + " " + c.text);
       CheckHalfLayer(
           c.text, c.shape, precision,

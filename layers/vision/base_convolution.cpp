@@ -181,6 +181,36 @@ double BaseConvolutionLayer::BackwardFlops(const std::vector<bool>& propagate_do
   return flops * num_;
 }
 
+size_t BaseConvolutionLayer::PlanImageProducts() {
+  const Precision want = requested_precision();
+  half_ =
+      want != Precision::kFloat32 && RunsGpuCode() && DeviceMultipliesIn(context(), want) ? want : Precision::kFloat32;
+  if (half_ == Precision::kFloat32) return column_floats();
+  const auto aligned = [](size_t floats) { return (floats + 63) / 64 * 64; };  // 256 bytes
+  const size_t columns = static_cast<size_t>(column_shape_[0]) * conv_output_spatial_size_;
+  const size_t output_image = static_cast<size_t>(conv_out_channels_) * conv_output_spatial_size_;
+  half_columns_offset_ = aligned(column_floats());
+  half_output_offset_ = aligned(half_columns_offset_ + (columns + 1) / 2);
+  return half_output_offset_ + (output_image + 1) / 2;
+}
+
+std::string BaseConvolutionLayer::engine_note() const {
+  return half_ == Precision::kFloat32 ? "" : std::string(PrecisionName(half_)) + " on the tensor cores";
+}
+
+const uint16_t* BaseConvolutionLayer::HalfWeights() {
+  const Blob& weights = *params_[0];
+  return half_weights_.Of(context(), half_, weights.count(), weights.data_on(device()), weights.data_version());
+}
+
+uint16_t* BaseConvolutionLayer::HalfColumns() {
+  return reinterpret_cast<uint16_t*>(workspace() + half_columns_offset_);
+}
+
+uint16_t* BaseConvolutionLayer::HalfOutputImage() {
+  return reinterpret_cast<uint16_t*>(workspace() + half_output_offset_);
+}
+
 const float* BaseConvolutionLayer::ColumnsOf(const float* input) {
   if (geometry_.pointwise()) return input;
   float* columns = workspace();
@@ -192,6 +222,19 @@ const float* BaseConvolutionLayer::ColumnsOf(const float* input) {
 void BaseConvolutionLayer::ForwardGemm(const float* input, const float* weights, float* output) {
   const float* columns = ColumnsOf(input);
   const int group_outputs = conv_out_channels_ / group_;
+  if (half_ != Precision::kFloat32) {
+    // The columns of a rounded image are the rounded columns (padding is zero either way).
+    uint16_t* half_columns = HalfColumns();
+    RoundToHalf(context(), half_, column_rows() * conv_output_spatial_size_, columns, half_columns);
+    const uint16_t* half_weights = HalfWeights();
+    for (int g = 0; g < group_; ++g) {
+      HalfGemm(context(), half_, Transpose::kNo, Transpose::kNo, group_outputs, conv_output_spatial_size_, kernel_dim_,
+               1.f, half_weights + g * group_outputs * kernel_dim_,
+               half_columns + g * kernel_dim_ * conv_output_spatial_size_, 0.f,
+               output + g * group_outputs * conv_output_spatial_size_);
+    }
+    return;
+  }
   for (int g = 0; g < group_; ++g) {
     gemm(context(), Transpose::kNo, Transpose::kNo, group_outputs, conv_output_spatial_size_, kernel_dim_, 1.f,
          weights + g * group_outputs * kernel_dim_, columns + g * kernel_dim_ * conv_output_spatial_size_, 0.f,
@@ -203,6 +246,19 @@ void BaseConvolutionLayer::BackwardData(const float* output_diff, const float* w
   // For pointwise kernels the column gradient is the input gradient itself.
   float* column_diff = geometry_.pointwise() ? input_diff : workspace();
   const int group_outputs = conv_out_channels_ / group_;
+  if (half_ != Precision::kFloat32) {
+    uint16_t* half_output_diff = HalfOutputImage();
+    RoundToHalf(context(), half_, conv_out_channels_ * conv_output_spatial_size_, output_diff, half_output_diff);
+    const uint16_t* half_weights = HalfWeights();
+    for (int g = 0; g < group_; ++g) {
+      HalfGemm(context(), half_, Transpose::kYes, Transpose::kNo, kernel_dim_, conv_output_spatial_size_, group_outputs,
+               1.f, half_weights + g * group_outputs * kernel_dim_,
+               half_output_diff + g * group_outputs * conv_output_spatial_size_, 0.f,
+               column_diff + g * kernel_dim_ * conv_output_spatial_size_);
+    }
+    if (!geometry_.pointwise()) Fold(column_diff, input_diff);
+    return;
+  }
   for (int g = 0; g < group_; ++g) {
     gemm(context(), Transpose::kYes, Transpose::kNo, kernel_dim_, conv_output_spatial_size_, group_outputs, 1.f,
          weights + g * group_outputs * kernel_dim_, output_diff + g * group_outputs * conv_output_spatial_size_, 0.f,
@@ -214,6 +270,19 @@ void BaseConvolutionLayer::BackwardData(const float* output_diff, const float* w
 void BaseConvolutionLayer::WeightGemm(const float* input, const float* output_diff, float* weight_diff) {
   const float* columns = ColumnsOf(input);
   const int group_outputs = conv_out_channels_ / group_;
+  if (half_ != Precision::kFloat32) {
+    uint16_t* half_columns = HalfColumns();
+    RoundToHalf(context(), half_, column_rows() * conv_output_spatial_size_, columns, half_columns);
+    uint16_t* half_output_diff = HalfOutputImage();
+    RoundToHalf(context(), half_, conv_out_channels_ * conv_output_spatial_size_, output_diff, half_output_diff);
+    for (int g = 0; g < group_; ++g) {
+      HalfGemm(context(), half_, Transpose::kNo, Transpose::kYes, group_outputs, kernel_dim_, conv_output_spatial_size_,
+               1.f, half_output_diff + g * group_outputs * conv_output_spatial_size_,
+               half_columns + g * kernel_dim_ * conv_output_spatial_size_, 1.f,
+               weight_diff + g * group_outputs * kernel_dim_);
+    }
+    return;
+  }
   for (int g = 0; g < group_; ++g) {
     gemm(context(), Transpose::kNo, Transpose::kYes, group_outputs, kernel_dim_, conv_output_spatial_size_, 1.f,
          output_diff + g * group_outputs * conv_output_spatial_size_,

@@ -26,8 +26,10 @@
 // backward is ForwardGemm and WeightGemm with the roles of the blobs swapped, as in Caffe's shared base.
 #pragma once
 
+#include <string>
 #include <vector>
 
+#include "core/half_products.hpp"
 #include "core/im2col.hpp"
 #include "layers/layer.hpp"
 #include "layers/vision/kernel_geometry.hpp"
@@ -53,6 +55,10 @@ class BaseConvolutionLayer : public Layer {
   void AbsorbChannelAffine(const std::vector<float>& scale, const std::vector<float>& shift) override;
   bool TakesFusedActivation(const FusedActivation&) const override { return true; }
   bool TakesFusedSum() const override { return param_.bottom_size() == 1; }
+  // The precision of the products where the engine sets half_ (the native engines' GPU code, cuDNN's): float16 or
+  // bfloat16 on a GPU that multiplies in it, as asked; else float32. Engines of their own (oneDNN's) say theirs.
+  Precision computes_in() const override { return half_; }
+  std::string engine_note() const override;
 
  protected:
   // Deconvolution answers true: its top is the side the kernel slides over.
@@ -83,6 +89,14 @@ class BaseConvolutionLayer : public Layer {
                       const std::vector<Blob*>& bottom);
   // Floats of workspace the steps above need: one image's column matrix (0 for pointwise kernels).
   size_t column_floats() const;
+  // The native engines' Reshape: half_ from the precision asked where the layer runs GPU code on a device that
+  // multiplies in it (a GPU's tensor cores, or the host rehearsal; core/half_products.hpp), and the workspace floats
+  // the steps above need: the column matrix, and in half precision after it its 16-bit copy and one image of the
+  // convolution's output gradient in 16 bits. In half precision the steps multiply 16-bit copies of the columns,
+  // the weights and the output gradient (HalfGemm, float32 sums into the float32 output and gradients).
+  size_t PlanImageProducts();
+  // The weights rounded to half_ (made again after they change).
+  const uint16_t* HalfWeights();
   // Rows of the column matrix of one image: conv_in_channels * kernel size.
   int column_rows() const { return column_shape_[0]; }
 
@@ -113,10 +127,17 @@ class BaseConvolutionLayer : public Layer {
   std::vector<int> conv_output_spatial_;
   int conv_output_spatial_size_ = 0;  // output positions per image of the convolution
   int kernel_dim_ = 0;                // rows of one group's column matrix: conv_in_channels / group * kernel
+  Precision half_ = Precision::kFloat32;  // what the products compute in (engines that set it, in Reshape)
+  HalfCopy half_weights_;                 // the weights rounded to half_, while they are unchanged
 
  private:
   // The column matrix of one input image: unrolled into the workspace, or the image itself when pointwise.
   const float* ColumnsOf(const float* input);
+  // In half precision: the 16-bit copy of one image's column matrix, and one image of the convolution's output
+  // gradient in 16 bits, in the workspace after the columns (PlanImageProducts), each from a 256-byte boundary.
+  uint16_t* HalfColumns();
+  uint16_t* HalfOutputImage();
+  size_t half_columns_offset_ = 0, half_output_offset_ = 0;  // in floats
 
   bool use_2d_ = true;             // im2col_cpu rather than im2col_nd_cpu
   bool warned_kernel_beyond_input_ = false;

@@ -107,10 +107,6 @@ void CudnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std:
   RequestWorkspace((bytes + sizeof(float) - 1) / sizeof(float));
 }
 
-std::string CudnnConvolutionLayer::engine_note() const {
-  return half_ == Precision::kFloat32 ? "" : std::string(PrecisionName(half_)) + " on the tensor cores";
-}
-
 uint16_t* CudnnConvolutionLayer::HalfRegion(int which) {
   return reinterpret_cast<uint16_t*>(reinterpret_cast<char*>(workspace()) + half_offsets_[which]);
 }
@@ -189,8 +185,7 @@ void CudnnConvolutionLayer::Backward_gpu(const std::vector<Blob*>& top, const st
 
 // The three 16-bit regions: the bottom's values (0), the top's (1) and the weights' gradient (2).
 void CudnnConvolutionLayer::HalfForward(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  const Blob& weights = *params_[0];
-  const uint16_t* w = half_weights_.Of(context(), half_, weights.count(), weights.gpu_data(), weights.data_version());
+  const uint16_t* w = HalfWeights();
   uint16_t* input = HalfRegion(0);
   uint16_t* output = HalfRegion(1);
   for (size_t b = 0; b < bottom.size(); ++b) {
@@ -213,7 +208,7 @@ void CudnnConvolutionLayer::HalfBackward(const std::vector<Blob*>& top, const st
   const bool weight_grad = param_propagate_down(0);
   const bool bias_grad = bias_term_ && param_propagate_down(1);
   const Blob& weights = *params_[0];
-  const uint16_t* w = half_weights_.Of(context(), half_, weights.count(), weights.gpu_data(), weights.data_version());
+  const uint16_t* w = HalfWeights();
   uint16_t* bottom_half = HalfRegion(0);
   uint16_t* top_half = HalfRegion(1);
   uint16_t* weight_diff_half = HalfRegion(2);

@@ -56,9 +56,6 @@ class CudnnConvolutionLayer : public GpuOnly<BaseConvolutionLayer> {
   // Its fused sum adds to what the output holds (beta 1, or cuDNN's z aliasing y): the output may lie in the
   // summand's memory.
   bool SumsIntoSummandMemory() const override { return ComputesFusedSum(); }
-  // Float16 or bfloat16 where asked and the GPU multiplies in it (Reshape), else float32.
-  Precision computes_in() const override { return half_; }
-  std::string engine_note() const override;
 
  protected:
   void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
@@ -90,9 +87,7 @@ class CudnnConvolutionLayer : public GpuOnly<BaseConvolutionLayer> {
   // same packed memory, in the 4-d form every cuDNN version's bias calls take.
   cudnn::TensorDescriptor bias_, biased_top_;
   cudnn::ActivationDescriptor relu_;  // for FusesBiasAndReLU
-  Precision half_ = Precision::kFloat32;  // what its convolutions compute in (Reshape)
-  std::vector<size_t> half_offsets_;      // bytes into the workspace of the three 16-bit regions
-  HalfCopy half_weights_;                 // the weights rounded to half_, while they are unchanged
+  std::vector<size_t> half_offsets_;  // bytes into the workspace of the three 16-bit regions (half_ set)
 };
 
 class CudnnDeconvolutionLayer : public CudnnConvolutionLayer {

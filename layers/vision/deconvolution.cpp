@@ -4,7 +4,7 @@ namespace crema {
 
 void DeconvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   BaseConvolutionLayer::Reshape(bottom, top);
-  RequestWorkspace(column_floats());
+  RequestWorkspace(PlanImageProducts());
 }
 
 void DeconvolutionLayer::Forward_any(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
