@@ -323,6 +323,12 @@ void DataLayer::WriteLabels(const Batch& batch, const std::vector<Blob*>& top) {
 }
 
 void DataLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  // A CPU context rehearsing GPU code (Context::gpu_code_on_host): the prefetch thread uploads for a GPU alone, so
+  // the batch is on the host, as in the CPU's forward.
+  if (device() != Device::kGPU) {
+    Forward_cpu(bottom, top);
+    return;
+  }
   Batch batch = NextBatch();
   if (top[0]->shape() != batch.data_shape) top[0]->Reshape(batch.data_shape);
 #ifdef CREMA_USE_CUDA
