@@ -140,18 +140,8 @@ void RoundBlob(Blob* blob, Precision precision) {
   for (int i = 0; i < blob->count(); ++i) data[i] = FromHalf(bf16, ToHalf(bf16, data[i]));
 }
 
-void TakeAbsolute(Blob* blob) {
-  float* data = blob->mutable_cpu_data();
-  for (int i = 0; i < blob->count(); ++i) data[i] = std::fabs(data[i]);
-}
-
-// One layer on its own bottom and top.
-struct Single {
-  std::unique_ptr<Layer> layer;
-  Blob bottom, top;
-  std::vector<Blob*> bottoms() { return {&bottom}; }
-  std::vector<Blob*> tops() { return {&top}; }
-};
+using test::TakeAbsolute;
+using Single = test::SingleLayer;
 
 // `text` made for a bottom of `shape` (filled from a fixed seed) on `context` with `engine`, set up, with the
 // parameters of `like` where given.
@@ -317,31 +307,50 @@ std::shared_ptr<Context> RehearsalContext() {
   return context;
 }
 
-TEST(HalfPrecisionTest, TheInnerProductsGpuCodeRehearsedOnTheHostComputesInHalfPrecision) {
+// Every case in both half types, each layer made on a context of `make_context` with `engine` (CheckHalfLayer).
+void CheckInBothHalfTypes(const std::vector<Case>& cases, const std::function<std::shared_ptr<Context>()>& make_context,
+                          const std::string& engine, bool rounded_results) {
   for (Precision precision : {Precision::kFloat16, Precision::kBfloat16}) {
-    for (const Case& c : InnerProductCases()) {
+    for (const Case& c : cases) {
       SCOPED_TRACE(std::string(PrecisionName(precision)) + " " + c.text);
       CheckHalfLayer(
           c.text, c.shape, precision,
-          [&](const Single& like) { return MakeIn(c.text, c.shape, precision, RehearsalContext(), "native", like); },
-          false);
+          [&](const Single& like) { return MakeIn(c.text, c.shape, precision, make_context(), engine, like); },
+          rounded_results);
     }
   }
+}
+
+// The example LeNet trained on a slice of Fashion-MNIST (400 iterations) on `context` (its device and precision),
+// looked at by `inspect` (where given) before it trains: its test accuracy over the whole test slice.
+float LeNetSliceAccuracy(const test::FashionMnistSlices& slices, std::shared_ptr<Context> context,
+                         const std::function<void(Solver&)>& inspect = nullptr) {
+  SolverParameter solver = slices.ExampleSolver("fashion_mnist/lenet_solver.prototxt");
+  solver.set_max_iter(400);
+  solver.clear_test_iter();
+  solver.add_test_iter(10);
+  solver.set_test_interval(400);
+  solver.set_test_initialization(false);
+  auto trainer = CreateSolver(solver, "", std::move(context));
+  if (inspect) inspect(*trainer);
+  trainer->Solve();
+  float accuracy = 0.f;
+  // Kept: a range-for over TestAll()[0] would read an element of a temporary already destroyed.
+  const auto scores = trainer->TestAll();
+  for (const auto& output : scores[0])
+    if (output.blob == "accuracy") accuracy = output.value;
+  return accuracy;
+}
+
+TEST(HalfPrecisionTest, TheInnerProductsGpuCodeRehearsedOnTheHostComputesInHalfPrecision) {
+  CheckInBothHalfTypes(InnerProductCases(), RehearsalContext, "native", false);
 }
 
 // The native Convolution's and Deconvolution's GPU code (im2col and a product per image and group), rehearsed.
 TEST(HalfPrecisionTest, TheNativeConvolutionsGpuCodeRehearsedOnTheHostComputesInHalfPrecision) {
   std::vector<Case> cases = ConvolutionCases();
   cases.push_back({kPointwiseConvolution, {2, 5, 4, 3}});
-  for (Precision precision : {Precision::kFloat16, Precision::kBfloat16}) {
-    for (const Case& c : cases) {
-      SCOPED_TRACE(std::string(PrecisionName(precision)) + " " + c.text);
-      CheckHalfLayer(
-          c.text, c.shape, precision,
-          [&](const Single& like) { return MakeIn(c.text, c.shape, precision, RehearsalContext(), "native", like); },
-          false);
-    }
-  }
+  CheckInBothHalfTypes(cases, RehearsalContext, "native", false);
 }
 
 // The weights' 16-bit copy follows the weights (a write makes it stale), the weights' gradient adds to what the diff
@@ -389,33 +398,22 @@ TEST(HalfPrecisionTest, LeNetTrainedThroughItsRehearsedGpuCodeInHalfPrecisionRea
                     "build runs it";
   test::FashionMnistSlices slices(6000, 1000);
   const auto train = [&](Precision precision, bool* loss_scaled) {
-    SolverParameter solver = slices.ExampleSolver("fashion_mnist/lenet_solver.prototxt");
-    solver.set_max_iter(400);
-    solver.clear_test_iter();
-    solver.add_test_iter(10);
-    solver.set_test_interval(400);
-    solver.set_test_initialization(false);
-    // float32 on the CPU's own code (the reference, and quick); the half types through the GPU code.
+    // float32 on the CPU's own code (the reference, and quick); float16 through the GPU code.
     auto context = std::make_shared<Context>();
     if (precision != Precision::kFloat32) {
       context->set_gpu_code_on_host(true);
       context->set_precision(precision);
       context->ForceEngines("native");
     }
-    auto trainer = CreateSolver(solver, "", context);
-    for (const auto& layer : trainer->net()->layers()) {
-      const std::string type = layer->type();
-      if (type == "Convolution" || type == "InnerProduct") {
-        EXPECT_EQ(layer->computes_in(), precision) << layer->name();
+    return LeNetSliceAccuracy(slices, context, [&](Solver& trainer) {
+      for (const auto& layer : trainer.net()->layers()) {
+        const std::string type = layer->type();
+        if (type == "Convolution" || type == "InnerProduct") {
+          EXPECT_EQ(layer->computes_in(), precision) << layer->name();
+        }
       }
-    }
-    *loss_scaled = trainer->loss_scaling() != nullptr;
-    trainer->Solve();
-    float accuracy = 0.f;
-    const auto scores = trainer->TestAll();
-    for (const auto& output : scores[0])
-      if (output.blob == "accuracy") accuracy = output.value;
-    return accuracy;
+      *loss_scaled = trainer.loss_scaling() != nullptr;
+    });
   };
   bool scaled = false;
   const float float32 = train(Precision::kFloat32, &scaled);
@@ -435,27 +433,13 @@ std::shared_ptr<Context> GpuContext() { return std::make_shared<Context>(Device:
   if (std::string why; !DeviceMultipliesIn(*GpuContext(), precision, &why)) GTEST_SKIP() << why
 
 TEST(GpuHalfPrecisionTest, CudnnConvolutionsComputeInHalfPrecisionOnTheTensorCores) {
-  for (Precision precision : {Precision::kFloat16, Precision::kBfloat16}) {
-    CREMA_SKIP_WITHOUT_HALF_GPU(precision);
-    for (const Case& c : ConvolutionCases()) {
-      SCOPED_TRACE(std::string(PrecisionName(precision)) + " " + c.text);
-      CheckHalfLayer(
-          c.text, c.shape, precision,
-          [&](const Single& like) { return MakeIn(c.text, c.shape, precision, GpuContext(), "cudnn", like); }, true);
-    }
-  }
+  CREMA_SKIP_WITHOUT_HALF_GPU(Precision::kBfloat16);  // the later of the two (compute capability 8.0)
+  CheckInBothHalfTypes(ConvolutionCases(), GpuContext, "cudnn", true);
 }
 
 TEST(GpuHalfPrecisionTest, TheInnerProductComputesInHalfPrecisionOnTheTensorCores) {
-  for (Precision precision : {Precision::kFloat16, Precision::kBfloat16}) {
-    CREMA_SKIP_WITHOUT_HALF_GPU(precision);
-    for (const Case& c : InnerProductCases()) {
-      SCOPED_TRACE(std::string(PrecisionName(precision)) + " " + c.text);
-      CheckHalfLayer(
-          c.text, c.shape, precision,
-          [&](const Single& like) { return MakeIn(c.text, c.shape, precision, GpuContext(), "native", like); }, false);
-    }
-  }
+  CREMA_SKIP_WITHOUT_HALF_GPU(Precision::kBfloat16);
+  CheckInBothHalfTypes(InnerProductCases(), GpuContext, "native", false);
 }
 
 // The example LeNet trained on the GPU in each half type reaches the float32 GPU run's accuracy (400 iterations on
@@ -465,30 +449,17 @@ TEST(GpuHalfPrecisionTest, LeNetTrainsInHalfPrecisionToTheFloat32Accuracy) {
   CREMA_SKIP_WITHOUT_GPU();
   CREMA_SKIP_WITHOUT_FASHION_MNIST();
   test::FashionMnistSlices slices(6000, 1000);
-  const auto train = [&](::caffe::Precision precision) {
-    SolverParameter solver = slices.ExampleSolver("fashion_mnist/lenet_solver.prototxt");
-    solver.set_max_iter(400);
-    solver.clear_test_iter();
-    solver.add_test_iter(10);
-    solver.set_test_interval(400);
-    solver.set_test_initialization(false);
-    solver.set_solver_mode(SolverParameter::GPU);
-    solver.set_precision(precision);
-    auto trainer = CreateSolver(solver);
-    trainer->Solve();
-    float accuracy = 0.f;
-    const auto scores = trainer->TestAll();
-    for (const auto& output : scores[0])
-      if (output.blob == "accuracy") accuracy = output.value;
-    return accuracy;
+  const auto train = [&](Precision precision) {
+    auto context = GpuContext();
+    context->set_precision(precision);
+    return LeNetSliceAccuracy(slices, context);
   };
-  const float float32 = train(::caffe::FLOAT32);
+  const float float32 = train(Precision::kFloat32);
   EXPECT_GT(float32, 0.65f);
-  for (const auto& [precision, schema] :
-       {std::pair{Precision::kFloat16, ::caffe::FLOAT16}, std::pair{Precision::kBfloat16, ::caffe::BFLOAT16}}) {
+  for (Precision precision : {Precision::kFloat16, Precision::kBfloat16}) {
     if (!DeviceMultipliesIn(*GpuContext(), precision)) continue;
     SCOPED_TRACE(PrecisionName(precision));
-    EXPECT_NEAR(train(schema), float32, 0.02f);
+    EXPECT_NEAR(train(precision), float32, 0.02f);
   }
 }
 

@@ -65,18 +65,8 @@ void RoundBlobToBfloat16(Blob* blob) {
   for (int i = 0; i < blob->count(); ++i) data[i] = RoundToBfloat16(data[i]);
 }
 
-void TakeAbsolute(Blob* blob) {
-  float* data = blob->mutable_cpu_data();
-  for (int i = 0; i < blob->count(); ++i) data[i] = std::fabs(data[i]);
-}
-
-// One layer set up on its own bottom and top.
-struct Twin {
-  std::unique_ptr<Layer> layer;
-  Blob bottom, top;
-  std::vector<Blob*> bottoms() { return {&bottom}; }
-  std::vector<Blob*> tops() { return {&top}; }
-};
+using test::TakeAbsolute;
+using Twin = test::SingleLayer;
 
 // `text` made with the onednn engine in `precision` for a bottom of `shape` (filled from `seed`), set up, with the
 // parameters of `like` where given.

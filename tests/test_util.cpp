@@ -63,6 +63,11 @@ void FillUniform(Blob* blob, float low, float high, uint64_t seed) {
 std::vector<float> DataOf(const Blob& blob) { return {blob.cpu_data(), blob.cpu_data() + blob.count()}; }
 std::vector<float> DiffOf(const Blob& blob) { return {blob.cpu_diff(), blob.cpu_diff() + blob.count()}; }
 
+void TakeAbsolute(Blob* blob) {
+  float* data = blob->mutable_cpu_data();
+  for (int i = 0; i < blob->count(); ++i) data[i] = std::fabs(data[i]);
+}
+
 double AbsSum(const std::vector<float>& values) {
   double sum = 0;
   for (float value : values) sum += std::fabs(value);

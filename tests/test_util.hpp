@@ -68,6 +68,17 @@ void FillUniform(Blob* blob, float low, float high, uint64_t seed = 1701);
 std::vector<float> DataOf(const Blob& blob);
 std::vector<float> DiffOf(const Blob& blob);
 double AbsSum(const std::vector<float>& values);
+// Every value of a blob's data replaced by its magnitude (a bound on a product's rounding is the product of the
+// magnitudes).
+void TakeAbsolute(Blob* blob);
+
+// One layer set up on its own bottom and top (the precision tests' twins).
+struct SingleLayer {
+  std::unique_ptr<Layer> layer;
+  Blob bottom, top;
+  std::vector<Blob*> bottoms() { return {&bottom}; }
+  std::vector<Blob*> tops() { return {&top}; }
+};
 
 // A layer made through the registry as a net makes it, for bottoms of `shapes`, with the engine forced to
 // `engine` (the registry's refusal, an Error, when that engine does not take the layer).

@@ -203,12 +203,17 @@ const uint16_t* BaseConvolutionLayer::HalfWeights() {
   return half_weights_.Of(context(), half_, weights.count(), weights.data_on(device()), weights.data_version());
 }
 
-uint16_t* BaseConvolutionLayer::HalfColumns() {
-  return reinterpret_cast<uint16_t*>(workspace() + half_columns_offset_);
+const uint16_t* BaseConvolutionLayer::HalfColumnsOf(const float* columns) {
+  // The columns of a rounded image are the rounded columns (padding is zero either way).
+  uint16_t* rounded = reinterpret_cast<uint16_t*>(workspace() + half_columns_offset_);
+  RoundToHalf(context(), half_, column_rows() * conv_output_spatial_size_, columns, rounded);
+  return rounded;
 }
 
-uint16_t* BaseConvolutionLayer::HalfOutputImage() {
-  return reinterpret_cast<uint16_t*>(workspace() + half_output_offset_);
+const uint16_t* BaseConvolutionLayer::HalfOutputImageOf(const float* output_diff) {
+  uint16_t* rounded = reinterpret_cast<uint16_t*>(workspace() + half_output_offset_);
+  RoundToHalf(context(), half_, conv_out_channels_ * conv_output_spatial_size_, output_diff, rounded);
+  return rounded;
 }
 
 const float* BaseConvolutionLayer::ColumnsOf(const float* input) {
@@ -223,9 +228,7 @@ void BaseConvolutionLayer::ForwardGemm(const float* input, const float* weights,
   const float* columns = ColumnsOf(input);
   const int group_outputs = conv_out_channels_ / group_;
   if (half_ != Precision::kFloat32) {
-    // The columns of a rounded image are the rounded columns (padding is zero either way).
-    uint16_t* half_columns = HalfColumns();
-    RoundToHalf(context(), half_, column_rows() * conv_output_spatial_size_, columns, half_columns);
+    const uint16_t* half_columns = HalfColumnsOf(columns);
     const uint16_t* half_weights = HalfWeights();
     for (int g = 0; g < group_; ++g) {
       HalfGemm(context(), half_, Transpose::kNo, Transpose::kNo, group_outputs, conv_output_spatial_size_, kernel_dim_,
@@ -247,8 +250,7 @@ void BaseConvolutionLayer::BackwardData(const float* output_diff, const float* w
   float* column_diff = geometry_.pointwise() ? input_diff : workspace();
   const int group_outputs = conv_out_channels_ / group_;
   if (half_ != Precision::kFloat32) {
-    uint16_t* half_output_diff = HalfOutputImage();
-    RoundToHalf(context(), half_, conv_out_channels_ * conv_output_spatial_size_, output_diff, half_output_diff);
+    const uint16_t* half_output_diff = HalfOutputImageOf(output_diff);
     const uint16_t* half_weights = HalfWeights();
     for (int g = 0; g < group_; ++g) {
       HalfGemm(context(), half_, Transpose::kYes, Transpose::kNo, kernel_dim_, conv_output_spatial_size_, group_outputs,
@@ -271,10 +273,8 @@ void BaseConvolutionLayer::WeightGemm(const float* input, const float* output_di
   const float* columns = ColumnsOf(input);
   const int group_outputs = conv_out_channels_ / group_;
   if (half_ != Precision::kFloat32) {
-    uint16_t* half_columns = HalfColumns();
-    RoundToHalf(context(), half_, column_rows() * conv_output_spatial_size_, columns, half_columns);
-    uint16_t* half_output_diff = HalfOutputImage();
-    RoundToHalf(context(), half_, conv_out_channels_ * conv_output_spatial_size_, output_diff, half_output_diff);
+    const uint16_t* half_columns = HalfColumnsOf(columns);
+    const uint16_t* half_output_diff = HalfOutputImageOf(output_diff);
     for (int g = 0; g < group_; ++g) {
       HalfGemm(context(), half_, Transpose::kNo, Transpose::kYes, group_outputs, kernel_dim_, conv_output_spatial_size_,
                1.f, half_output_diff + g * group_outputs * conv_output_spatial_size_,

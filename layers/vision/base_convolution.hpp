@@ -133,10 +133,10 @@ class BaseConvolutionLayer : public Layer {
  private:
   // The column matrix of one input image: unrolled into the workspace, or the image itself when pointwise.
   const float* ColumnsOf(const float* input);
-  // In half precision: the 16-bit copy of one image's column matrix, and one image of the convolution's output
-  // gradient in 16 bits, in the workspace after the columns (PlanImageProducts), each from a 256-byte boundary.
-  uint16_t* HalfColumns();
-  uint16_t* HalfOutputImage();
+  // In half precision: one image's column matrix, and one image of the convolution's output gradient, rounded to 16
+  // bits into the workspace after the columns (PlanImageProducts), each from a 256-byte boundary.
+  const uint16_t* HalfColumnsOf(const float* columns);
+  const uint16_t* HalfOutputImageOf(const float* output_diff);
   size_t half_columns_offset_ = 0, half_output_offset_ = 0;  // in floats
 
   bool use_2d_ = true;             // im2col_cpu rather than im2col_nd_cpu

@@ -23,13 +23,12 @@ size_t ElementBytes(ElementType type);
 // "32-bit floats", "unsigned 8-bit integers", "signed 8-bit integers", "bfloat16"
 std::string ElementTypeName(ElementType type);
 
-// Functions both the C++ and the CUDA compiler see (the GPU engines round their operands with the CPU's rules).
-#ifndef CREMA_HOST_DEVICE
+// Marks a function both the C++ and the CUDA compiler compile for their devices (per-element rules,
+// core/elementwise.hpp; the roundings below, which the GPU engines round their operands with, as the CPU's do).
 #ifdef __CUDACC__
 #define CREMA_HOST_DEVICE __host__ __device__
 #else
 #define CREMA_HOST_DEVICE
-#endif
 #endif
 
 // A float's bits, and the float of some bits.

@@ -16,15 +16,8 @@
 
 #include "core/common.hpp"
 #include "core/context.hpp"
+#include "core/element_type.hpp"  // CREMA_HOST_DEVICE
 #include "core/threads.hpp"
-
-#ifndef CREMA_HOST_DEVICE  // core/element_type.hpp defines it too
-#ifdef __CUDACC__
-#define CREMA_HOST_DEVICE __host__ __device__
-#else
-#define CREMA_HOST_DEVICE
-#endif
-#endif
 
 namespace crema {
 
