@@ -20,7 +20,9 @@ and weight decay: `crema train` on the net with its Input replaced by DummyData 
 and its Softmax by SoftmaxWithLoss; ms per iteration from the log's `Speed` over the second `--iterations`
 iterations): float32, bf16, and bf16 with the weights' copies made in the pass rather than by the update
 (CREMA_DERIVED_WEIGHTS=0), alternating. This is what the update's writing of those copies costs and saves in
-training, which `crema time` (forward and backward) does not show.
+training, which `crema time` (forward and backward) does not show. With --training --baseline OTHER_CREMA, this build
+against another (an earlier commit's build/tools/crema, copied aside), float32 and bf16 each, alternating: what a change
+to the training loop (the solver's update, say) gains on whole iterations.
 
 Needs build/tools/crema, Debian's python3-torch and python3-protobuf.
 """
@@ -42,6 +44,7 @@ NETS = ["caffenet", "googlenet", "resnet50"]
 SETTINGS = ["crema float32", "crema bf16", "PyTorch float32", "PyTorch autocast bf16"]
 INFERENCE_SETTINGS = ["crema float32", "crema bf16, float blobs", "crema bf16"]
 TRAINING_SETTINGS = ["crema float32", "crema bf16", "crema bf16, copies in the pass"]
+BASELINE_SETTINGS = ["crema float32", "baseline float32", "crema bf16", "baseline bf16"]
 
 
 def torch_worker(name, autocast, iterations):
@@ -188,15 +191,26 @@ def run_training(crema, model, solver, setting, iterations):
 
 def training(args, names):
     times = {}
+    settings = BASELINE_SETTINGS if args.baseline else TRAINING_SETTINGS
     with tempfile.TemporaryDirectory() as workdir:
         nets = {name: training_net(name, workdir) for name in names}
         # The CPU, as `crema time` names it (the training log does not).
         cpu = run_crema(args.crema, cpu_vs_pytorch.write_deploy(names[0], workdir), "fp32", 1)[1]
         for round_index in range(args.rounds):
             for name in names:
-                for setting in TRAINING_SETTINGS:
-                    ms = run_training(args.crema, nets[name][0], nets[name][1], setting, args.iterations)
+                for setting in settings:
+                    crema = args.baseline if setting.startswith("baseline") else args.crema
+                    ms = run_training(crema, nets[name][0], nets[name][1], setting, args.iterations)
                     record(times, round_index, name, setting, ms)
+    if args.baseline:
+        print_table("CPU: %s; ms per training iteration (forward, backward, update); baseline %s" % (cpu, args.baseline),
+                    ["crema fp32", "baseline fp32", "fp32 gain", "crema bf16", "baseline bf16", "bf16 gain"], names,
+                    settings, times,
+                    lambda name, med: ["%.1f ms" % med["crema float32"], "%.1f ms" % med["baseline float32"],
+                                       "%.2fx" % (med["baseline float32"] / med["crema float32"]),
+                                       "%.1f ms" % med["crema bf16"], "%.1f ms" % med["baseline bf16"],
+                                       "%.2fx" % (med["baseline bf16"] / med["crema bf16"])])
+        return
     print_table("CPU: %s; ms per training iteration (forward, backward, update)" % cpu,
                 ["crema fp32", "crema bf16", "bf16, copies in the pass", "bf16 speed-up",
                  "update-written copies' gain"], names, TRAINING_SETTINGS, times,
@@ -219,7 +233,11 @@ def main():
     parser.add_argument("--training", action="store_true",
                         help="crema whole training iterations, with the weights' bf16 copies written by the update "
                              "and made in the pass")
+    parser.add_argument("--baseline", default="",
+                        help="with --training: another crema to compare with, float32 and bf16, alternating")
     args = parser.parse_args()
+    if args.baseline and not args.training:
+        parser.error("--baseline compares whole training iterations: give --training too")
     names = args.nets.split(",")
     if args.inference:
         inference(args, names)

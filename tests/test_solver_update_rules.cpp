@@ -240,6 +240,50 @@ TEST_P(UpdateRuleTest, LrMultZeroFreezesTheParameter) {
   EXPECT_GT(moved, 1e-4) << "the bias (lr_mult 2) did not learn";
 }
 
+// A net whose weights span several of the fused update's stretches (2^16 values each) and whose bias is one short
+// stretch: 40 x 4000 inputs to 5 outputs (200,000 weights), random data.
+const char kWideNet[] = R"(
+  layer { name: 'data' type: 'DummyData' top: 'data' top: 'target'
+          dummy_data_param { shape { dim: 40 dim: 4000 } shape { dim: 40 dim: 50 }
+                             data_filler { type: 'gaussian' } data_filler { type: 'gaussian' } } }
+  layer { name: 'ip' type: 'InnerProduct' bottom: 'data' top: 'ip'
+          param { lr_mult: 1 decay_mult: 1 } param { lr_mult: 2 decay_mult: 0.5 }
+          inner_product_param { num_output: 50 weight_filler { type: 'gaussian' std: 0.01 }
+                                bias_filler { type: 'gaussian' std: 0.1 } } }
+  layer { name: 'loss' type: 'EuclideanLoss' bottom: 'ip' bottom: 'target' top: 'loss' }
+)";
+
+// The host's update makes each parameter's passes (the gradient averaged over iter_size, the decay, the rule, the
+// step) one pass over stretches of it (Solver::FusedUpdate); the GPU and debug_info keep the passes. Value by value
+// the operations are the same, so the weights and histories are the passes' bits, for every rule with L2 and L1
+// decay, averaging over two passes and clipping.
+TEST_P(UpdateRuleTest, TheFusedUpdateGivesThePassesBits) {
+  for (const char* extra : {"regularization_type: 'L2' iter_size: 2 clip_gradients: 5",
+                            "regularization_type: 'L1' weight_decay: 0.001"}) {
+    SCOPED_TRACE(extra);
+    std::vector<std::vector<float>> results[2];
+    for (int passes = 0; passes < 2; ++passes) {
+      SolverParameter param;
+      ReadProtoFromText(std::string(kCommonSettings) + GetParam().settings + " type: '" + GetParam().type +
+                            "' random_seed: 7 max_iter: 3 " + extra + (passes ? " debug_info: true" : ""),
+                        "solver", &param);
+      ReadProtoFromText(kWideNet, "net", param.mutable_net_param());
+      auto solver = CreateSolver(param);
+      solver->Solve();
+      for (const auto& blob : solver->net()->learnable_params()) results[passes].push_back(test::DataOf(*blob));
+      for (const auto& blob : solver->history()) results[passes].push_back(test::DataOf(*blob));
+    }
+    ASSERT_EQ(results[0].size(), results[1].size());
+    for (size_t b = 0; b < results[0].size(); ++b) {
+      ASSERT_EQ(results[0][b].size(), results[1][b].size());
+      for (size_t i = 0; i < results[0][b].size(); ++i)
+        ASSERT_EQ(results[0][b][i], results[1][b][i]) << "blob " << b << " (parameters, then histories), value " << i;
+    }
+    // The update did something: the weights moved from their fillers' values (and the runs did not both stall).
+    EXPECT_GT(test::AbsSum(results[0][0]), 0.0);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(EveryRule, UpdateRuleTest, ::testing::ValuesIn(kRules), RuleName);
 
 TEST(SolverTypeTest, TheDeprecatedEnumPicksEachRule) {

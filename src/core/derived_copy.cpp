@@ -42,6 +42,15 @@ void ForEachRowStretch(const DerivedCopy& copy, int64_t rows, const Stretch& str
   for (int64_t s = 0; s < stretches; ++s) stretch(s * step, std::min(rows, (s + 1) * step));
 }
 
+// Runs stretch(begin, end) over `count` values in stretches of kStretchValues, split over OpenMP's threads.
+template <typename Stretch>
+void ForEachStretch(int64_t count, const Stretch& stretch) {
+  const int64_t stretches = (count + kStretchValues - 1) / kStretchValues;
+  const bool threaded = count >= ParallelElementThreshold();
+#pragma omp parallel for if (threaded) schedule(static)
+  for (int64_t s = 0; s < stretches; ++s) stretch(s * kStretchValues, std::min(count, (s + 1) * kStretchValues));
+}
+
 int64_t RowsOf(const Blob& param, const DerivedCopy& copy) {
   CREMA_CHECK(copy.row_length() > 0 && param.count() % copy.row_length() == 0)
       << "a derived copy of rows of " << copy.row_length() << " values cannot cover a parameter of "
@@ -62,21 +71,30 @@ void WriteDerivedCopies(Blob* param) {
   for (const std::shared_ptr<DerivedCopy>& copy : param->DerivedCopies()) WriteDerivedCopy(*param, copy.get());
 }
 
-void WriteWithStep(Context& context, Blob* param) {
+void WriteWithStep(Context& context, Blob* param, const StretchUpdate& before) {
+  CREMA_CHECK(!before || context.device() == Device::kCPU) << "the fused update runs on the host only";
   const std::vector<std::shared_ptr<DerivedCopy>> copies =
       context.device() == Device::kCPU ? param->DerivedCopies() : std::vector<std::shared_ptr<DerivedCopy>>();
-  if (copies.empty()) {
+  if (copies.empty() && !before) {
     axpy(context, param->count(), -1.f, param->diff_on(context.device()), param->mutable_data_on(context.device()));
+    return;
+  }
+  const float* diff = param->cpu_diff();
+  float* data = param->mutable_cpu_data();
+  // The same bits as axpy(-1): -diff is exact, so each value is data - diff rounded once.
+  const auto step = [&](int64_t begin, int64_t end) {
+    if (before) before(begin, end);
+    for (int64_t i = begin; i < end; ++i) data[i] -= diff[i];
+  };
+  if (copies.empty()) {
+    ForEachStretch(param->count(), step);
     return;
   }
   // The first copy's rows set the stretches; another copy (of other rows) is written after the step, whole.
   DerivedCopy& first = *copies[0];
-  const float* diff = param->cpu_diff();
-  float* data = param->mutable_cpu_data();
   const int64_t row = first.row_length();
   ForEachRowStretch(first, RowsOf(*param, first), [&](int64_t begin, int64_t end) {
-    // The same bits as axpy(-1): -diff is exact, so each value is data - diff rounded once.
-    for (int64_t i = begin * row; i < end * row; ++i) data[i] -= diff[i];
+    step(begin * row, end * row);
     first.WriteRows(data, begin, end);
   });
   first.MarkCurrent(*param);

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 namespace crema {
@@ -46,8 +47,12 @@ class DerivedCopy {
 void WriteDerivedCopies(Blob* param);
 void WriteDerivedCopy(const Blob& param, DerivedCopy* copy);
 
-// The solver's step on the host: data -= diff for `param`, with the copies registered with it written stretch by
-// stretch right after their stretch of the data, then marked current. Without copies, the plain axpy.
-void WriteWithStep(Context& context, Blob* param);
+// The solver's step: data -= diff for `param`. On the host, with `before` (the rest of the solver's update, over the
+// values [begin, end): the gradient made into the step) run on each stretch of values first, and the copies registered
+// with `param` written stretch by stretch right after their stretch of the data, then marked current: the update's
+// passes over the weights, gradients and histories made one pass, each stretch (some 256 KiB of values) in one core's
+// L2 cache from the first to the last. Without either, the plain axpy (on the GPU always: `before` must be empty).
+using StretchUpdate = std::function<void(int64_t begin, int64_t end)>;
+void WriteWithStep(Context& context, Blob* param, const StretchUpdate& before = nullptr);
 
 }  // namespace crema

@@ -59,52 +59,49 @@ NesterovSolver::NesterovSolver(const SolverParameter& param, const std::string& 
                                std::shared_ptr<Context> context)
     : Solver(param, solver_path, std::move(context), /*history_sets=*/1, CheckNesterov) {}
 
-void NesterovSolver::ComputeUpdateValue(int param_index, float rate) {
+std::unique_ptr<UpdateRule> NesterovSolver::UpdateRuleFor(int param_index, float rate) {
   const UpdateOperands op = OperandsFor(param_index, rate);
-  for_each_element(context(), op.count, NesterovUpdate{op.history, op.diff, param().momentum(), op.local_rate});
+  return MakeUpdateRule(NesterovUpdate{op.history, op.diff, param().momentum(), op.local_rate});
 }
 
 AdaGradSolver::AdaGradSolver(const SolverParameter& param, const std::string& solver_path,
                              std::shared_ptr<Context> context)
     : Solver(param, solver_path, std::move(context), /*history_sets=*/1, CheckAdaGrad) {}
 
-void AdaGradSolver::ComputeUpdateValue(int param_index, float rate) {
+std::unique_ptr<UpdateRule> AdaGradSolver::UpdateRuleFor(int param_index, float rate) {
   const UpdateOperands op = OperandsFor(param_index, rate);
-  for_each_element(context(), op.count, AdaGradUpdate{op.history, op.diff, param().delta(), op.local_rate});
+  return MakeUpdateRule(AdaGradUpdate{op.history, op.diff, param().delta(), op.local_rate});
 }
 
 RMSPropSolver::RMSPropSolver(const SolverParameter& param, const std::string& solver_path,
                              std::shared_ptr<Context> context)
     : Solver(param, solver_path, std::move(context), /*history_sets=*/1, CheckRMSProp) {}
 
-void RMSPropSolver::ComputeUpdateValue(int param_index, float rate) {
+std::unique_ptr<UpdateRule> RMSPropSolver::UpdateRuleFor(int param_index, float rate) {
   const UpdateOperands op = OperandsFor(param_index, rate);
-  for_each_element(context(), op.count,
-                   RMSPropUpdate{op.history, op.diff, param().rms_decay(), param().delta(), op.local_rate});
+  return MakeUpdateRule(RMSPropUpdate{op.history, op.diff, param().rms_decay(), param().delta(), op.local_rate});
 }
 
 AdaDeltaSolver::AdaDeltaSolver(const SolverParameter& param, const std::string& solver_path,
                                std::shared_ptr<Context> context)
     : Solver(param, solver_path, std::move(context), /*history_sets=*/2, CheckAdaDelta) {}
 
-void AdaDeltaSolver::ComputeUpdateValue(int param_index, float rate) {
+std::unique_ptr<UpdateRule> AdaDeltaSolver::UpdateRuleFor(int param_index, float rate) {
   const UpdateOperands op = OperandsFor(param_index, rate);
-  for_each_element(
-      context(), op.count,
+  return MakeUpdateRule(
       AdaDeltaUpdate{op.history, op.history2, op.diff, param().momentum(), param().delta(), op.local_rate});
 }
 
 AdamSolver::AdamSolver(const SolverParameter& param, const std::string& solver_path, std::shared_ptr<Context> context)
     : Solver(param, solver_path, std::move(context), /*history_sets=*/2, CheckAdam) {}
 
-void AdamSolver::ComputeUpdateValue(int param_index, float rate) {
+std::unique_ptr<UpdateRule> AdamSolver::UpdateRuleFor(int param_index, float rate) {
   const UpdateOperands op = OperandsFor(param_index, rate);
   const float beta1 = param().momentum(), beta2 = param().momentum2();
   // Both running means start at zero and so are biased towards it early on; t counts from 1.
   const double t = iter() + 1.0;
   const double correction = std::sqrt(1.0 - std::pow(double{beta2}, t)) / (1.0 - std::pow(double{beta1}, t));
-  for_each_element(context(), op.count,
-                   AdamUpdate{op.history, op.history2, op.diff, beta1, beta2, param().delta(),
+  return MakeUpdateRule(AdamUpdate{op.history, op.history2, op.diff, beta1, beta2, param().delta(),
                               static_cast<float>(op.local_rate * correction)});
 }
 

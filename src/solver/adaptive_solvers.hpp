@@ -24,7 +24,7 @@ class NesterovSolver : public Solver {
   const char* type() const override { return "Nesterov"; }
 
  protected:
-  void ComputeUpdateValue(int param_index, float rate) override;
+  std::unique_ptr<UpdateRule> UpdateRuleFor(int param_index, float rate) override;
 };
 
 class AdaGradSolver : public Solver {
@@ -34,7 +34,7 @@ class AdaGradSolver : public Solver {
   const char* type() const override { return "AdaGrad"; }
 
  protected:
-  void ComputeUpdateValue(int param_index, float rate) override;
+  std::unique_ptr<UpdateRule> UpdateRuleFor(int param_index, float rate) override;
 };
 
 class RMSPropSolver : public Solver {
@@ -44,7 +44,7 @@ class RMSPropSolver : public Solver {
   const char* type() const override { return "RMSProp"; }
 
  protected:
-  void ComputeUpdateValue(int param_index, float rate) override;
+  std::unique_ptr<UpdateRule> UpdateRuleFor(int param_index, float rate) override;
 };
 
 class AdaDeltaSolver : public Solver {
@@ -54,7 +54,7 @@ class AdaDeltaSolver : public Solver {
   const char* type() const override { return "AdaDelta"; }
 
  protected:
-  void ComputeUpdateValue(int param_index, float rate) override;
+  std::unique_ptr<UpdateRule> UpdateRuleFor(int param_index, float rate) override;
 };
 
 class AdamSolver : public Solver {
@@ -64,7 +64,7 @@ class AdamSolver : public Solver {
   const char* type() const override { return "Adam"; }
 
  protected:
-  void ComputeUpdateValue(int param_index, float rate) override;
+  std::unique_ptr<UpdateRule> UpdateRuleFor(int param_index, float rate) override;
 };
 
 }  // namespace crema

@@ -18,9 +18,9 @@ void CheckMomentum(const SolverParameter& param) {
 SGDSolver::SGDSolver(const SolverParameter& param, const std::string& solver_path, std::shared_ptr<Context> context)
     : Solver(param, solver_path, std::move(context), /*history_sets=*/1, CheckMomentum) {}
 
-void SGDSolver::ComputeUpdateValue(int param_index, float rate) {
+std::unique_ptr<UpdateRule> SGDSolver::UpdateRuleFor(int param_index, float rate) {
   const UpdateOperands op = OperandsFor(param_index, rate);
-  for_each_element(context(), op.count, SgdMomentum{op.history, op.diff, param().momentum(), op.local_rate});
+  return MakeUpdateRule(SgdMomentum{op.history, op.diff, param().momentum(), op.local_rate});
 }
 
 }  // namespace crema

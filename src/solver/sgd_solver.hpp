@@ -12,7 +12,7 @@ class SGDSolver : public Solver {
   const char* type() const override { return "SGD"; }
 
  protected:
-  void ComputeUpdateValue(int param_index, float rate) override;
+  std::unique_ptr<UpdateRule> UpdateRuleFor(int param_index, float rate) override;
 };
 
 }  // namespace crema

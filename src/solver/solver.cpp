@@ -486,10 +486,15 @@ void Solver::ApplyUpdate() {
   const float rate = CurrentLearningRate();
   if (param_.display() && iter_ % param_.display() == 0) LOG(INFO) << "Iteration " << iter_ << ", lr = " << rate;
   ClipGradients();
+  // On the host, one pass over each parameter (but where debug_info reports the steps between the passes).
+  if (context_->device() == Device::kCPU && !net_->debug_info()) {
+    for (size_t i = 0; i < net_->learnable_params().size(); ++i) FusedUpdate(static_cast<int>(i), rate);
+    return;
+  }
   for (size_t i = 0; i < net_->learnable_params().size(); ++i) {
     Normalize(static_cast<int>(i));
     Regularize(static_cast<int>(i));
-    ComputeUpdateValue(static_cast<int>(i), rate);
+    UpdateRuleFor(static_cast<int>(i), rate)->Run(*context_, net_->learnable_params()[i]->count());
   }
   if (net_->debug_info()) {
     // Each parameter before its update, and the step about to be subtracted.
@@ -520,6 +525,28 @@ Solver::UpdateOperands Solver::OperandsFor(int param_index, float rate) {
   return UpdateOperands{param->count(), param->mutable_diff_on(device), history_[param_index]->mutable_data_on(device),
                         history_sets_ > 1 ? history_[params + param_index]->mutable_data_on(device) : nullptr,
                         rate * net_->params_lr()[param_index]};
+}
+
+// The passes of ApplyUpdate's other path (Normalize, Regularize, the rule, the step) value by value in one pass over
+// stretches of the parameter: the same operations on each value in the same order, so the same bits, with the
+// parameter, its gradient and its histories read and written once (CaffeNet's 61 million weights: 40 bytes a weight
+// over the four passes with momentum and weight decay, 20 in one).
+void Solver::FusedUpdate(int param_index, float rate) {
+  Blob* param = net_->learnable_params()[param_index];
+  const std::unique_ptr<UpdateRule> rule = UpdateRuleFor(param_index, rate);
+  const float normalize = 1.f / param_.iter_size();
+  const bool normalizes = param_.iter_size() != 1;
+  const float decay = param_.weight_decay() * net_->params_weight_decay()[param_index];
+  const bool l2 = param_.regularization_type() == "L2";
+  float* diff = param->mutable_cpu_diff();
+  const float* data = param->cpu_data();
+  WriteWithStep(*context_, param, [&](int64_t begin, int64_t end) {
+    if (normalizes)
+      for (int64_t i = begin; i < end; ++i) diff[i] *= normalize;  // as scal: one product
+    if (decay != 0.f && l2) UpdateRuleOf<L2Decay>(L2Decay{data, diff, decay}).RunRange(begin, end);
+    if (decay != 0.f && !l2) UpdateRuleOf<L1Decay>(L1Decay{data, diff, decay}).RunRange(begin, end);
+    rule->RunRange(begin, end);
+  });
 }
 
 void Solver::Normalize(int param_index) {

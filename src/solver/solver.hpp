@@ -17,6 +17,7 @@
 namespace crema {
 
 class GradientReducer;
+class UpdateRule;
 
 // Hooks for what runs beside a solver (data parallelism's gradient sum is built on them): a solver calls every
 // callback it was given, in the order given, at these points of each iteration.
@@ -129,8 +130,9 @@ class Solver {
   const LossScaling* loss_scaling() const { return loss_scaling_.get(); }
 
  protected:
-  // Turns params[index]'s diff into the step to subtract, given the parameter's own rate.
-  virtual void ComputeUpdateValue(int param_index, float rate) = 0;
+  // The rule that turns params[index]'s diff into the step to subtract, given the parameter's own rate
+  // (solver/update_rules.hpp), set up over the operands OperandsFor gives.
+  virtual std::unique_ptr<UpdateRule> UpdateRuleFor(int param_index, float rate) = 0;
 
   // What an update rule reads and writes for one learnable parameter, on the solver's device.
   struct UpdateOperands {
@@ -153,6 +155,8 @@ class Solver {
   void InitTestNets(const std::string& solver_path);
   void Normalize(int param_index);
   void Regularize(int param_index);
+  // ApplyUpdate on the host: each parameter in one pass (FusedUpdate).
+  void FusedUpdate(int param_index, float rate);
   void ClipGradients();
   void UpdateSmoothedLoss(float loss);
   std::string SnapshotFilename(const std::string& extension) const;

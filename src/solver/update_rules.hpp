@@ -8,10 +8,40 @@
 #pragma once
 
 #include <cmath>
+#include <cstdint>
+#include <memory>
 
 #include "core/elementwise.hpp"
 
 namespace crema {
+
+// One update rule set up for one parameter: over all its values on the solver's device (Run), or over a range of them
+// on the host (RunRange: the fused update's stretches, Solver::ApplyUpdate). The same functor either way, so the same
+// arithmetic value by value.
+class UpdateRule {
+ public:
+  virtual ~UpdateRule() = default;
+  virtual void Run(Context& context, int count) const = 0;
+  virtual void RunRange(int64_t begin, int64_t end) const = 0;
+};
+
+template <typename Rule>
+class UpdateRuleOf final : public UpdateRule {
+ public:
+  explicit UpdateRuleOf(const Rule& rule) : rule_(rule) {}
+  void Run(Context& context, int count) const override { for_each_element(context, count, rule_); }
+  void RunRange(int64_t begin, int64_t end) const override {
+    for (int64_t i = begin; i < end; ++i) rule_(static_cast<int>(i));
+  }
+
+ private:
+  Rule rule_;
+};
+
+template <typename Rule>
+std::unique_ptr<UpdateRule> MakeUpdateRule(const Rule& rule) {
+  return std::make_unique<UpdateRuleOf<Rule>>(rule);
+}
 
 // L2 weight decay: diff += decay * data.
 struct L2Decay {
