@@ -84,6 +84,7 @@ void WriteWithStep(Context& context, Blob* param, const StretchUpdate& before) {
   // The same bits as axpy(-1): -diff is exact, so each value is data - diff rounded once.
   const auto step = [&](int64_t begin, int64_t end) {
     if (before) before(begin, end);
+#pragma omp simd
     for (int64_t i = begin; i < end; ++i) data[i] -= diff[i];
   };
   if (copies.empty()) {

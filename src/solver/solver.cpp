@@ -541,8 +541,10 @@ void Solver::FusedUpdate(int param_index, float rate) {
   float* diff = param->mutable_cpu_diff();
   const float* data = param->cpu_data();
   WriteWithStep(*context_, param, [&](int64_t begin, int64_t end) {
-    if (normalizes)
+    if (normalizes) {
+#pragma omp simd
       for (int64_t i = begin; i < end; ++i) diff[i] *= normalize;  // as scal: one product
+    }
     if (decay != 0.f && l2) UpdateRuleOf<L2Decay>(L2Decay{data, diff, decay}).RunRange(begin, end);
     if (decay != 0.f && !l2) UpdateRuleOf<L1Decay>(L1Decay{data, diff, decay}).RunRange(begin, end);
     rule->RunRange(begin, end);

@@ -30,8 +30,13 @@ class UpdateRuleOf final : public UpdateRule {
  public:
   explicit UpdateRuleOf(const Rule& rule) : rule_(rule) {}
   void Run(Context& context, int count) const override { for_each_element(context, count, rule_); }
+  // Vectorised: a rule reads and writes value i of each of its arrays alone, and the arrays are distinct blobs (the
+  // compiler cannot know that, and kept the loop scalar: the whole update took as long in one pass as in four).
   void RunRange(int64_t begin, int64_t end) const override {
-    for (int64_t i = begin; i < end; ++i) rule_(static_cast<int>(i));
+    const Rule rule = rule_;  // a copy in registers: stores through its pointers cannot change it
+    const int first = static_cast<int>(begin), last = static_cast<int>(end);
+#pragma omp simd
+    for (int i = first; i < last; ++i) rule(i);
   }
 
  private:
