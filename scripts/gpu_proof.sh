@@ -8,7 +8,8 @@
 #   tests      the suite only (RUN_TESTS_ARGS go to run_tests.sh: patterns, -t, -- --gtest_filter=...)
 #   bench      the benchmark only (GPU_PROOF_BENCH_ARGS: extra arguments of benchmarks/gpu_vs_pytorch.py)
 #   precision  the Fashion-MNIST examples trained on the GPU in float32, bfloat16 and float16, each one's last test
-#              accuracy (GPU_PROOF_PRECISION_NETS: "lenet resnet" by default; a few minutes each on an H200)
+#              accuracy (GPU_PROOF_PRECISION_NETS: "lenet resnet" by default; GPU_PROOF_PRECISION_MAX_ITER: fewer
+#              iterations than the examples' for a quick look, their accuracy then not the acceptance's)
 #   all        the suite and the benchmark (the default)
 # Environment: GPU_PROOF_BUNDLE (default build-bundle/crema-bundle.tar.xz), GPU_PROOF_JOBS (run_tests.sh -j,
 # default 8), GPU_PROOF_LIMIT (seconds one test run may take, default 300).
@@ -88,8 +89,9 @@ if [[ $what == precision ]]; then
   for net in ${GPU_PROOF_PRECISION_NETS:-lenet resnet}; do
     for precision in fp32 bf16 fp16; do
       run=/tmp/gpu-proof-$net-$precision
-      sed "s|^snapshot_prefix:.*|snapshot_prefix: \"$run\"|" "examples/fashion_mnist/${net}_solver.prototxt" \
-        >"$run-solver.prototxt"
+      edits=(-e "s|^snapshot_prefix:.*|snapshot_prefix: \"$run\"|")
+      [[ -n ${GPU_PROOF_PRECISION_MAX_ITER:-} ]] && edits+=(-e "s|^max_iter:.*|max_iter: $GPU_PROOF_PRECISION_MAX_ITER|")
+      sed "${edits[@]}" "examples/fashion_mnist/${net}_solver.prototxt" >"$run-solver.prototxt"
       start=$(date +%s)
       LD_LIBRARY_PATH="$CUDA_LIB_DIR:${LD_LIBRARY_PATH:-}" "$bundle/bin/crema" train --solver="$run-solver.prototxt" \
         --gpu=0 --precision="$precision" >"$run.log" 2>&1
@@ -97,7 +99,8 @@ if [[ $what == precision ]]; then
       ((code == 0)) || status=$code
       echo "$net $precision: exit $code, $(($(date +%s) - start)) s, last test:" \
         "$(grep -E 'Test net output #[0-9]+: accuracy' "$run.log" | tail -1 | sed 's/.*accuracy/accuracy/')," \
-        "$(grep -E 'compute their products in|asked for half precision|loss scal' "$run.log" | head -3 | tr '\n' ' ')" |
+        "$(grep -E 'compute their products in|asked for half precision|loss scal' "$run.log" | sed 's/^[^]]*\] //' |
+          sort -u | cut -c1-160 | tr '\n' ' ')" |
         tee -a "$out/precision.txt"
       cp "$run.log" "$out/"
     done
