@@ -131,16 +131,6 @@ TEST(HalfPrecisionTest, ConversionsOnTheContextsDeviceRoundAndWidenAsTheScalarRu
   EXPECT_THROW(RoundToHalf(context, Precision::kFloat32, 1, x.cpu_data(), nullptr), Error);
 }
 
-// float16 keeps 11 significant bits, bfloat16 8: rounding to nearest errs by at most 2^-11 or 2^-8 of the value.
-double UnitRoundoff(Precision precision) { return precision == Precision::kFloat16 ? 1.0 / 2048 : 1.0 / 256; }
-
-void RoundBlob(Blob* blob, Precision precision) {
-  float* data = blob->mutable_cpu_data();
-  const bool bf16 = precision == Precision::kBfloat16;
-  for (int i = 0; i < blob->count(); ++i) data[i] = FromHalf(bf16, ToHalf(bf16, data[i]));
-}
-
-using test::TakeAbsolute;
 using Single = test::SingleLayer;
 
 // `text` made for a bottom of `shape` (filled from a fixed seed) on `context` with `engine`, set up, with the
@@ -164,100 +154,6 @@ std::unique_ptr<Single> Make(const std::string& text, const std::vector<int>& sh
 }
 
 std::shared_ptr<Context> CpuContext() { return std::make_shared<Context>(); }
-
-// A layer computing in `precision` (made by `make_half`, with the parameters of the float32 layer it is given)
-// against the float32 native layer on the CPU:
-// - forward: the float32 product of the input and weights rounded to the type, the bias added in float32. Products of
-//   two rounded values are exact in float32, so only the sums' order differs (1e-5 of the sum of the products'
-//   magnitudes), and where the engine's result is itself 16-bit (`rounded_results`, cuDNN's), its rounding (u of the
-//   value);
-// - gradients: central differences of the float32 layer's objective (a random projection of the top); each gradient
-//   is a sum of products of two rounded factors, erring by (2u + u^2) of the sum of the magnitudes (the float32 layer
-//   over |x|, |w| and |dy|), plus u of the value where the result is 16-bit; the estimate itself as the float32 checks
-//   allow (1e-3 of the larger value, or 1e-3).
-void CheckHalfLayer(const std::string& text, const std::vector<int>& shape, Precision precision,
-                    const std::function<std::unique_ptr<Single>(const Single& like)>& make_half, bool rounded_results) {
-  const double u = UnitRoundoff(precision);
-  auto single = Make(text, shape, CpuContext(), "native");
-  auto half = make_half(*single);
-  ASSERT_EQ(half->layer->computes_in(), precision);
-  ASSERT_EQ(half->layer->requested_precision(), precision);
-
-  half->layer->Forward(half->bottoms(), half->tops());
-  const std::vector<float> computed = test::DataOf(half->top);
-  single->layer->Forward(single->bottoms(), single->tops());
-  const std::vector<float> unrounded = test::DataOf(single->top);
-  auto reference = Make(text, shape, CpuContext(), "native", single.get());
-  RoundBlob(&reference->bottom, precision);
-  RoundBlob(reference->layer->params()[0].get(), precision);
-  reference->layer->Forward(reference->bottoms(), reference->tops());
-  const std::vector<float> expected = test::DataOf(reference->top);
-  auto magnitudes = Make(text, shape, CpuContext(), "native", single.get());
-  TakeAbsolute(&magnitudes->bottom);
-  TakeAbsolute(magnitudes->layer->params()[0].get());
-  if (magnitudes->layer->params().size() > 1) magnitudes->layer->params()[1]->set_data(0.f);
-  magnitudes->layer->Forward(magnitudes->bottoms(), magnitudes->tops());
-  const std::vector<float> magnitude = test::DataOf(magnitudes->top);
-  ASSERT_EQ(computed.size(), expected.size());
-  bool differs_from_float = false;
-  for (size_t i = 0; i < computed.size(); ++i) {
-    const double result_rounding = rounded_results ? u * std::fabs(expected[i]) : 0.0;
-    EXPECT_NEAR(computed[i], expected[i], 1e-5 * magnitude[i] + result_rounding + 1e-6) << "output " << i;
-    differs_from_float = differs_from_float || computed[i] != unrounded[i];
-  }
-  EXPECT_TRUE(differs_from_float) << "the layer gave the float32 layer's outputs: it did not compute in "
-                                  << PrecisionName(precision);
-
-  // Gradients.
-  std::vector<float> projection(half->top.count());
-  RandomStream random(1701);
-  for (float& w : projection) w = random.Uniform(-1.f, 1.f);
-  const auto backward = [&](Single* s, const std::vector<float>& dy) {
-    s->layer->Forward(s->bottoms(), s->tops());
-    std::copy(dy.begin(), dy.end(), s->top.mutable_cpu_diff());
-    s->bottom.set_diff(7.f);  // overwritten by backward, where parameter gradients add
-    for (const auto& param : s->layer->params()) param->set_diff(0.f);
-    s->layer->Backward(s->tops(), {true}, s->bottoms());
-    std::vector<std::vector<float>> gradients = {test::DiffOf(s->bottom)};
-    for (const auto& param : s->layer->params()) gradients.push_back(test::DiffOf(*param));
-    return gradients;
-  };
-  const std::vector<std::vector<float>> analytic = backward(half.get(), projection);
-  std::vector<float> absolute(projection);
-  for (float& w : absolute) w = std::fabs(w);
-  const std::vector<std::vector<float>> magnitude_gradients = backward(magnitudes.get(), absolute);
-  const auto objective = [&] {
-    single->layer->Forward(single->bottoms(), single->tops());
-    double sum = 0;
-    for (size_t i = 0; i < projection.size(); ++i)
-      sum += static_cast<double>(projection[i]) * single->top.cpu_data()[i];
-    return sum;
-  };
-  std::vector<Blob*> checked = {&single->bottom};
-  for (const auto& param : single->layer->params()) checked.push_back(param.get());
-  const double step = 1e-2, threshold = 1e-3, bound = 2 * u + u * u;
-  double largest_error = 0;
-  for (size_t b = 0; b < checked.size(); ++b) {
-    for (int i = 0; i < checked[b]->count(); ++i) {
-      const float original = checked[b]->cpu_data()[i];
-      checked[b]->mutable_cpu_data()[i] = original + static_cast<float>(step);
-      const double plus = objective();
-      checked[b]->mutable_cpu_data()[i] = original - static_cast<float>(step);
-      const double minus = objective();
-      checked[b]->mutable_cpu_data()[i] = original;
-      const double numeric = (plus - minus) / (2 * step);
-      const double value = analytic[b][i];
-      const double scale = std::max({std::fabs(numeric), std::fabs(value), 1.0});
-      const double result_rounding = rounded_results ? u * std::fabs(numeric) : 0.0;
-      EXPECT_NEAR(value, numeric, threshold * scale + bound * magnitude_gradients[b][i] + result_rounding)
-          << "blob " << b << " (shape " << checked[b]->shape_string() << ") element " << i;
-      largest_error = std::max(largest_error, std::fabs(value - numeric));
-    }
-  }
-  // The rounding shows beyond the float32 checks' threshold somewhere: the type did run.
-  EXPECT_GT(largest_error, 1e-4) << "the gradients are as exact as float32 ones: " << PrecisionName(precision)
-                                 << " did not run";
-}
 
 const char* const kInnerProduct =
     "name: 'fc' type: 'InnerProduct' inner_product_param { num_output: 7 "
@@ -307,16 +203,17 @@ std::shared_ptr<Context> RehearsalContext() {
   return context;
 }
 
-// Every case in both half types, each layer made on a context of `make_context` with `engine` (CheckHalfLayer).
+// Every case in both half types, each layer made on a context of `make_context` with `engine`, against the native
+// float32 layer on the CPU (test::CheckHalfPrecisionLayer: products exact, float32 sums within 1e-5 of the magnitudes).
 void CheckInBothHalfTypes(const std::vector<Case>& cases, const std::function<std::shared_ptr<Context>()>& make_context,
                           const std::string& engine, bool rounded_results) {
   for (Precision precision : {Precision::kFloat16, Precision::kBfloat16}) {
     for (const Case& c : cases) {
       SCOPED_TRACE(std::string(PrecisionName(precision)) + " " + c.text);
-      CheckHalfLayer(
-          c.text, c.shape, precision,
+      test::CheckHalfPrecisionLayer(
+          [&](const Single* like) { return Make(c.text, c.shape, CpuContext(), "native", like); },
           [&](const Single& like) { return MakeIn(c.text, c.shape, precision, make_context(), engine, like); },
-          rounded_results);
+          precision, 1e-5, rounded_results);
     }
   }
 }

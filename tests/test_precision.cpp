@@ -60,12 +60,6 @@ float RoundToBfloat16(float x) {
   return x;
 }
 
-void RoundBlobToBfloat16(Blob* blob) {
-  float* data = blob->mutable_cpu_data();
-  for (int i = 0; i < blob->count(); ++i) data[i] = RoundToBfloat16(data[i]);
-}
-
-using test::TakeAbsolute;
 using Twin = test::SingleLayer;
 
 // `text` made with the onednn engine in `precision` for a bottom of `shape` (filled from `seed`), set up, with the
@@ -157,112 +151,23 @@ const std::vector<Case>& Cases() {
   return cases;
 }
 
-TEST(PrecisionTest, Bfloat16ForwardIsTheFloatProductOfRoundedFactors) {
+// A bf16 layer against its float32 twin (test::CheckHalfPrecisionLayer): forward within the float32 sums of the
+// products of the input and weights rounded to bf16 (exact in float32: 1e-6 of the products' magnitudes for the sums'
+// order), gradients against central differences of the twin's objective within (2u + u^2) of the products' magnitudes,
+// u bf16's unit roundoff (each gradient a sum of products of two rounded factors: x and dy for the weights, w and dy
+// for the input, dy alone for the bias), the numeric estimate's own error as the float32 checks allow.
+TEST(PrecisionTest, Bfloat16ForwardAndGradientsAreWithinTheTypesRounding) {
   CREMA_SKIP_WITHOUT_BFLOAT16();
   for (const Case& c : Cases()) {
     SCOPED_TRACE(c.text);
-    auto single = MakeIn(c.text, ::caffe::FLOAT32, c.shape);
-    auto half = MakeIn(c.text, ::caffe::BFLOAT16, c.shape, single.get());
-    EXPECT_EQ(half->layer->computes_in(), Precision::kBfloat16);
-    EXPECT_EQ(half->layer->engine_note().rfind("bfloat16", 0), 0u) << half->layer->engine_note();
-    EXPECT_EQ(single->layer->computes_in(), Precision::kFloat32);
-    half->layer->Forward(half->bottoms(), half->tops());
-    const std::vector<float> unrounded =
-        (single->layer->Forward(single->bottoms(), single->tops()), test::DataOf(single->top));
-
-    // The reference: the float32 layer over the input and the weights rounded to bf16 (the bias stays float32).
-    RoundBlobToBfloat16(&single->bottom);
-    RoundBlobToBfloat16(single->layer->params()[0].get());
-    single->layer->Forward(single->bottoms(), single->tops());
-    const std::vector<float> reference = test::DataOf(single->top);
-    // The sum of the products' magnitudes, for the float32 accumulations' rounding: the layer over |x| and |w|
-    // without its bias.
-    TakeAbsolute(&single->bottom);
-    TakeAbsolute(single->layer->params()[0].get());
-    single->layer->params()[1]->set_data(0.f);
-    single->layer->Forward(single->bottoms(), single->tops());
-    const std::vector<float> magnitude = test::DataOf(single->top);
-
-    const std::vector<float> computed = test::DataOf(half->top);
-    ASSERT_EQ(computed.size(), reference.size());
-    bool differs_from_float = false;
-    for (size_t i = 0; i < computed.size(); ++i) {
-      // Products of two bf16 values are exact in float32: only the sums' order and rounding differ.
-      EXPECT_NEAR(computed[i], reference[i], 1e-6 * magnitude[i] + 1e-6) << "output " << i;
-      differs_from_float = differs_from_float || computed[i] != unrounded[i];
-    }
-    EXPECT_TRUE(differs_from_float) << "the bf16 layer gave the float32 layer's outputs: it did not compute in bf16";
-  }
-}
-
-// The gradients of a bf16 layer against central differences of its float32 twin's objective (the random projection
-// of the top GradientChecker uses). Each gradient element is a sum of products of two factors, each rounded to bf16
-// (x and dy for the weights, w and dy for the input, dy alone for the bias): it may err by (2u + u^2) times the sum of
-// the products' magnitudes, u bf16's unit roundoff. That sum is the float32 twin's gradient over |x|, |w| and |dy|.
-// The numeric estimate itself may err as the float32 checks allow (1e-3 of the larger of the two values, or 1e-3).
-TEST(PrecisionTest, Bfloat16GradientsAreWithinTheTypesRoundingOfTheNumericOnes) {
-  CREMA_SKIP_WITHOUT_BFLOAT16();
-  const double bound = 2 * kBfloat16UnitRoundoff + kBfloat16UnitRoundoff * kBfloat16UnitRoundoff;
-  const double step = 1e-2, threshold = 1e-3;
-  for (const Case& c : Cases()) {
-    SCOPED_TRACE(c.text);
-    auto single = MakeIn(c.text, ::caffe::FLOAT32, c.shape);
-    auto half = MakeIn(c.text, ::caffe::BFLOAT16, c.shape, single.get());
-    ASSERT_EQ(half->layer->computes_in(), Precision::kBfloat16);
-    std::vector<float> projection(half->top.count());
-    RandomStream random(1701);
-    for (float& w : projection) w = random.Uniform(-1.f, 1.f);
-
-    // The analytic gradients: bf16, and float32 over magnitudes.
-    const auto backward = [&](Twin* s) {
-      s->layer->Forward(s->bottoms(), s->tops());
-      std::copy(projection.begin(), projection.end(), s->top.mutable_cpu_diff());
-      s->bottom.set_diff(0.f);
-      for (const auto& param : s->layer->params()) param->set_diff(0.f);
-      s->layer->Backward(s->tops(), {true}, s->bottoms());
-      std::vector<std::vector<float>> gradients = {test::DiffOf(s->bottom)};
-      for (const auto& param : s->layer->params()) gradients.push_back(test::DiffOf(*param));
-      return gradients;
-    };
-    const std::vector<std::vector<float>> analytic = backward(half.get());
-    auto magnitudes = MakeIn(c.text, ::caffe::FLOAT32, c.shape, single.get());
-    TakeAbsolute(&magnitudes->bottom);
-    for (const auto& param : magnitudes->layer->params()) TakeAbsolute(param.get());
-    for (float& w : projection) w = std::fabs(w);
-    const std::vector<std::vector<float>> magnitude = backward(magnitudes.get());
-
-    // The numeric estimates, from the float32 twin's objective with the original projection.
-    RandomStream again(1701);
-    for (float& w : projection) w = again.Uniform(-1.f, 1.f);
-    const auto objective = [&] {
-      single->layer->Forward(single->bottoms(), single->tops());
-      double sum = 0;
-      for (size_t i = 0; i < projection.size(); ++i)
-        sum += static_cast<double>(projection[i]) * single->top.cpu_data()[i];
-      return sum;
-    };
-    std::vector<Blob*> checked = {&single->bottom};
-    for (const auto& param : single->layer->params()) checked.push_back(param.get());
-    double largest_error = 0;
-    for (size_t b = 0; b < checked.size(); ++b) {
-      for (int i = 0; i < checked[b]->count(); ++i) {
-        float* data = checked[b]->mutable_cpu_data();
-        const float original = data[i];
-        data[i] = original + static_cast<float>(step);
-        const double plus = objective();
-        checked[b]->mutable_cpu_data()[i] = original - static_cast<float>(step);
-        const double minus = objective();
-        checked[b]->mutable_cpu_data()[i] = original;
-        const double numeric = (plus - minus) / (2 * step);
-        const double computed = analytic[b][i];
-        const double scale = std::max({std::fabs(numeric), std::fabs(computed), 1.0});
-        EXPECT_NEAR(computed, numeric, threshold * scale + bound * magnitude[b][i])
-            << "blob " << b << " (shape " << checked[b]->shape_string() << ") element " << i;
-        largest_error = std::max(largest_error, std::fabs(computed - numeric));
-      }
-    }
-    // The bound is not slack everywhere: bf16's rounding shows beyond the float32 checks' threshold somewhere.
-    EXPECT_GT(largest_error, 1e-4) << "the bf16 gradients are as exact as float32 ones: bf16 did not run";
+    test::CheckHalfPrecisionLayer([&](const Twin* like) { return MakeIn(c.text, ::caffe::FLOAT32, c.shape, like); },
+                                  [&](const Twin& like) {
+                                    auto half = MakeIn(c.text, ::caffe::BFLOAT16, c.shape, &like);
+                                    EXPECT_EQ(half->layer->engine_note().rfind("bfloat16", 0), 0u)
+                                        << half->layer->engine_note();
+                                    return half;
+                                  },
+                                  Precision::kBfloat16, 1e-6, false);
   }
 }
 

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "core/context.hpp"
+#include "core/half_products.hpp"
 #include "io/lmdb.hpp"
 #include "io/proto_io.hpp"
 #include "layers/layer_registry.hpp"
@@ -66,6 +67,108 @@ std::vector<float> DiffOf(const Blob& blob) { return {blob.cpu_diff(), blob.cpu_
 void TakeAbsolute(Blob* blob) {
   float* data = blob->mutable_cpu_data();
   for (int i = 0; i < blob->count(); ++i) data[i] = std::fabs(data[i]);
+}
+
+// A layer computing in `precision` (made by `make_half`, with the parameters of the float32 layer it is given) against
+// its float32 twin (made by `make_float`, with the parameters of `like` where given: the same input, drawn from one
+// seed):
+// - forward: the float32 product of the input and weights rounded to the type, the bias added in float32. Products of
+//   two rounded values are exact in float32, so only the sums' order differs (`sums` of the sum of the products'
+//   magnitudes), and where the engine's result is itself 16-bit (`rounded_results`, cuDNN's), its rounding (u of the
+//   value);
+// - gradients: central differences of the float32 layer's objective (a random projection of the top); each gradient
+//   is a sum of products of two rounded factors, erring by (2u + u^2) of the sum of the magnitudes (the float32 layer
+//   over |x|, |w| and |dy|), plus u of the value where the result is 16-bit; the estimate itself as the float32 checks
+//   allow (1e-3 of the larger value, or 1e-3).
+void CheckHalfPrecisionLayer(const std::function<std::unique_ptr<SingleLayer>(const SingleLayer* like)>& make_float,
+                             const std::function<std::unique_ptr<SingleLayer>(const SingleLayer& like)>& make_half,
+                             Precision precision, double sums, bool rounded_results) {
+  // float16 keeps 11 significant bits, bfloat16 8: rounding to nearest errs by at most 2^-11 or 2^-8 of the value.
+  const double u = precision == Precision::kFloat16 ? 1.0 / 2048 : 1.0 / 256;
+  const bool bf16 = precision == Precision::kBfloat16;
+  const auto round = [&](Blob* blob) {
+    float* data = blob->mutable_cpu_data();
+    for (int i = 0; i < blob->count(); ++i) data[i] = FromHalf(bf16, ToHalf(bf16, data[i]));
+  };
+  auto single = make_float(nullptr);
+  auto half = make_half(*single);
+  ASSERT_EQ(half->layer->computes_in(), precision);
+  ASSERT_EQ(half->layer->requested_precision(), precision);
+
+  half->layer->Forward(half->bottoms(), half->tops());
+  const std::vector<float> computed = DataOf(half->top);
+  single->layer->Forward(single->bottoms(), single->tops());
+  const std::vector<float> unrounded = DataOf(single->top);
+  auto reference = make_float(single.get());
+  round(&reference->bottom);
+  round(reference->layer->params()[0].get());
+  reference->layer->Forward(reference->bottoms(), reference->tops());
+  const std::vector<float> expected = DataOf(reference->top);
+  auto magnitudes = make_float(single.get());
+  TakeAbsolute(&magnitudes->bottom);
+  TakeAbsolute(magnitudes->layer->params()[0].get());
+  if (magnitudes->layer->params().size() > 1) magnitudes->layer->params()[1]->set_data(0.f);
+  magnitudes->layer->Forward(magnitudes->bottoms(), magnitudes->tops());
+  const std::vector<float> magnitude = DataOf(magnitudes->top);
+  ASSERT_EQ(computed.size(), expected.size());
+  bool differs_from_float = false;
+  for (size_t i = 0; i < computed.size(); ++i) {
+    const double result_rounding = rounded_results ? u * std::fabs(expected[i]) : 0.0;
+    EXPECT_NEAR(computed[i], expected[i], sums * magnitude[i] + result_rounding + 1e-6) << "output " << i;
+    differs_from_float = differs_from_float || computed[i] != unrounded[i];
+  }
+  EXPECT_TRUE(differs_from_float) << "the layer gave the float32 layer's outputs: it did not compute in "
+                                  << PrecisionName(precision);
+
+  // Gradients.
+  std::vector<float> projection(half->top.count());
+  RandomStream random(1701);
+  for (float& w : projection) w = random.Uniform(-1.f, 1.f);
+  const auto backward = [&](SingleLayer* s, const std::vector<float>& dy) {
+    s->layer->Forward(s->bottoms(), s->tops());
+    std::copy(dy.begin(), dy.end(), s->top.mutable_cpu_diff());
+    s->bottom.set_diff(7.f);  // overwritten by backward, where parameter gradients add
+    for (const auto& param : s->layer->params()) param->set_diff(0.f);
+    s->layer->Backward(s->tops(), {true}, s->bottoms());
+    std::vector<std::vector<float>> gradients = {DiffOf(s->bottom)};
+    for (const auto& param : s->layer->params()) gradients.push_back(DiffOf(*param));
+    return gradients;
+  };
+  const std::vector<std::vector<float>> analytic = backward(half.get(), projection);
+  std::vector<float> absolute(projection);
+  for (float& w : absolute) w = std::fabs(w);
+  const std::vector<std::vector<float>> magnitude_gradients = backward(magnitudes.get(), absolute);
+  const auto objective = [&] {
+    single->layer->Forward(single->bottoms(), single->tops());
+    double sum = 0;
+    for (size_t i = 0; i < projection.size(); ++i)
+      sum += static_cast<double>(projection[i]) * single->top.cpu_data()[i];
+    return sum;
+  };
+  std::vector<Blob*> checked = {&single->bottom};
+  for (const auto& param : single->layer->params()) checked.push_back(param.get());
+  const double step = 1e-2, threshold = 1e-3, bound = 2 * u + u * u;
+  double largest_error = 0;
+  for (size_t b = 0; b < checked.size(); ++b) {
+    for (int i = 0; i < checked[b]->count(); ++i) {
+      const float original = checked[b]->cpu_data()[i];
+      checked[b]->mutable_cpu_data()[i] = original + static_cast<float>(step);
+      const double plus = objective();
+      checked[b]->mutable_cpu_data()[i] = original - static_cast<float>(step);
+      const double minus = objective();
+      checked[b]->mutable_cpu_data()[i] = original;
+      const double numeric = (plus - minus) / (2 * step);
+      const double value = analytic[b][i];
+      const double scale = std::max({std::fabs(numeric), std::fabs(value), 1.0});
+      const double result_rounding = rounded_results ? u * std::fabs(numeric) : 0.0;
+      EXPECT_NEAR(value, numeric, threshold * scale + bound * magnitude_gradients[b][i] + result_rounding)
+          << "blob " << b << " (shape " << checked[b]->shape_string() << ") element " << i;
+      largest_error = std::max(largest_error, std::fabs(value - numeric));
+    }
+  }
+  // The rounding shows beyond the float32 checks' threshold somewhere: the type did run.
+  EXPECT_GT(largest_error, 1e-4) << "the gradients are as exact as float32 ones: " << PrecisionName(precision)
+                                 << " did not run";
 }
 
 double AbsSum(const std::vector<float>& values) {

@@ -80,6 +80,15 @@ struct SingleLayer {
   std::vector<Blob*> tops() { return {&top}; }
 };
 
+// A layer computing in half precision (`precision`, made by `make_half` with the parameters of the float32 layer it is
+// given) against its float32 twin (`make_float`, with the parameters of `like` where given): forward within the float32
+// product of the rounded input and weights (`sums` of the products' magnitudes for the sums' order, and the result's
+// own rounding where `rounded_results`), and every gradient against central differences of the twin within the bound
+// the two factors' rounding gives; and somewhere beyond float32's error, so that the type did run (test_util.cpp).
+void CheckHalfPrecisionLayer(const std::function<std::unique_ptr<SingleLayer>(const SingleLayer* like)>& make_float,
+                             const std::function<std::unique_ptr<SingleLayer>(const SingleLayer& like)>& make_half,
+                             Precision precision, double sums, bool rounded_results);
+
 // A layer made through the registry as a net makes it, for bottoms of `shapes`, with the engine forced to
 // `engine` (the registry's refusal, an Error, when that engine does not take the layer).
 std::unique_ptr<Layer> CreateWithEngine(const LayerParameter& param, const std::vector<std::vector<int>>& shapes,
