@@ -19,6 +19,7 @@
 #include "core/half_products.hpp"
 #include "core/random.hpp"
 #include "layers/layer_registry.hpp"
+#include "precision_cases.hpp"
 #include "solver/solver.hpp"
 #include "test_util.hpp"
 
@@ -155,38 +156,21 @@ std::unique_ptr<Single> Make(const std::string& text, const std::vector<int>& sh
 
 std::shared_ptr<Context> CpuContext() { return std::make_shared<Context>(); }
 
-const char* const kInnerProduct =
-    "name: 'fc' type: 'InnerProduct' inner_product_param { num_output: 7 "
-    "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 } }";
-const char* const kTransposedInnerProduct =
-    "name: 'fc' type: 'InnerProduct' inner_product_param { num_output: 5 transpose: true "
-    "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 } }";
-
-const char* const kConvolution =
-    "name: 'conv' type: 'Convolution' convolution_param { num_output: 24 kernel_size: 3 pad: 1 stride: 1 "
-    "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 } }";
-const char* const kStridedConvolution =
-    "name: 'conv' type: 'Convolution' convolution_param { num_output: 16 kernel_size: 3 stride: 2 group: 2 "
-    "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 } }";
-const char* const kDeconvolution =
-    "name: 'deconv' type: 'Deconvolution' convolution_param { num_output: 8 kernel_size: 4 stride: 2 pad: 1 "
-    "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 } }";
 const char* const kPointwiseConvolution =
     "name: 'conv' type: 'Convolution' convolution_param { num_output: 6 kernel_size: 1 "
     "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 } }";
 
-struct Case {
-  const char* text;
-  std::vector<int> shape;
-};
-const std::vector<Case>& ConvolutionCases() {
-  static const std::vector<Case> cases = {
-      {kConvolution, {2, 16, 7, 6}}, {kStridedConvolution, {2, 12, 9, 8}}, {kDeconvolution, {2, 16, 5, 4}}};
-  return cases;
-}
+using Case = test::PrecisionCase;
+using test::kPrecisionInnerProduct;
+using test::PrecisionConvolutionCases;
+
+// precision_cases.hpp's inner products, and one of a single item (a matrix-vector product elsewhere).
 const std::vector<Case>& InnerProductCases() {
-  static const std::vector<Case> cases = {
-      {kInnerProduct, {3, 5, 4, 2}}, {kTransposedInnerProduct, {4, 33}}, {kInnerProduct, {1, 40}}};
+  static const std::vector<Case> cases = [] {
+    std::vector<Case> all = test::PrecisionInnerProductCases();
+    all.push_back({kPrecisionInnerProduct, {1, 40}});
+    return all;
+  }();
   return cases;
 }
 
@@ -245,7 +229,7 @@ TEST(HalfPrecisionTest, TheInnerProductsGpuCodeRehearsedOnTheHostComputesInHalfP
 
 // The native Convolution's and Deconvolution's GPU code (im2col and a product per image and group), rehearsed.
 TEST(HalfPrecisionTest, TheNativeConvolutionsGpuCodeRehearsedOnTheHostComputesInHalfPrecision) {
-  std::vector<Case> cases = ConvolutionCases();
+  std::vector<Case> cases = PrecisionConvolutionCases();
   cases.push_back({kPointwiseConvolution, {2, 5, 4, 3}});
   CheckInBothHalfTypes(cases, RehearsalContext, "native", false);
 }
@@ -253,8 +237,8 @@ TEST(HalfPrecisionTest, TheNativeConvolutionsGpuCodeRehearsedOnTheHostComputesIn
 // The weights' 16-bit copy follows the weights (a write makes it stale), the weights' gradient adds to what the diff
 // holds, and the layer on a plain CPU context (no GPU code) computes in float32 as asked of it.
 TEST(HalfPrecisionTest, TheInnerProductsHalfWeightsFollowTheirWritesAndGradientsAdd) {
-  auto single = Make(kInnerProduct, {3, 6}, CpuContext(), "native");
-  auto half = MakeIn(kInnerProduct, {3, 6}, Precision::kFloat16, RehearsalContext(), "native", *single);
+  auto single = Make(kPrecisionInnerProduct, {3, 6}, CpuContext(), "native");
+  auto half = MakeIn(kPrecisionInnerProduct, {3, 6}, Precision::kFloat16, RehearsalContext(), "native", *single);
   half->layer->Forward(half->bottoms(), half->tops());
   const std::vector<float> before = test::DataOf(half->top);
   Blob& weights = *half->layer->params()[0];
@@ -275,7 +259,7 @@ TEST(HalfPrecisionTest, TheInnerProductsHalfWeightsFollowTheirWritesAndGradients
   for (size_t i = 0; i < once.size(); ++i) EXPECT_EQ(twice[i], 2 * once[i]) << i;
 
   auto plain = std::make_shared<Context>();
-  auto cpu = MakeIn(kInnerProduct, {3, 6}, Precision::kFloat16, plain, "native", *single);
+  auto cpu = MakeIn(kPrecisionInnerProduct, {3, 6}, Precision::kFloat16, plain, "native", *single);
   EXPECT_EQ(cpu->layer->computes_in(), Precision::kFloat32);
   EXPECT_EQ(cpu->layer->requested_precision(), Precision::kFloat16);
   std::string why;
@@ -331,7 +315,7 @@ std::shared_ptr<Context> GpuContext() { return std::make_shared<Context>(Device:
 
 TEST(GpuHalfPrecisionTest, CudnnConvolutionsComputeInHalfPrecisionOnTheTensorCores) {
   CREMA_SKIP_WITHOUT_HALF_GPU(Precision::kBfloat16);  // the later of the two (compute capability 8.0)
-  CheckInBothHalfTypes(ConvolutionCases(), GpuContext, "cudnn", true);
+  CheckInBothHalfTypes(PrecisionConvolutionCases(), GpuContext, "cudnn", true);
 }
 
 TEST(GpuHalfPrecisionTest, TheInnerProductComputesInHalfPrecisionOnTheTensorCores) {

@@ -35,6 +35,7 @@
 #include "layers/vision/onednn_pooling.hpp"
 #include "layers/vision/pooling_lanes.hpp"
 #include "net/net.hpp"
+#include "precision_cases.hpp"
 #include "solver/solver.hpp"
 #include "test_util.hpp"
 
@@ -122,32 +123,15 @@ bool CremaWritesBfloat16Weights(std::string* kernels) {
   GTEST_SKIP() << "oneDNN's bf16 inner product here (" << kernels << ") wants its weights in a layout crema " \
                << "does not write"
 
-const char* const kConvolution =
-    "name: 'conv' type: 'Convolution' convolution_param { num_output: 24 kernel_size: 3 pad: 1 stride: 1 "
-    "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 } }";
-const char* const kStridedConvolution =
-    "name: 'conv' type: 'Convolution' convolution_param { num_output: 16 kernel_size: 3 stride: 2 group: 2 "
-    "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 } }";
-const char* const kDeconvolution =
-    "name: 'deconv' type: 'Deconvolution' convolution_param { num_output: 8 kernel_size: 4 stride: 2 pad: 1 "
-    "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 } }";
-const char* const kInnerProduct =
-    "name: 'fc' type: 'InnerProduct' inner_product_param { num_output: 7 "
-    "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 } }";
-const char* const kTransposedInnerProduct =
-    "name: 'fc' type: 'InnerProduct' inner_product_param { num_output: 5 transpose: true "
-    "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 } }";
-
-struct Case {
-  const char* text;
-  std::vector<int> shape;
-};
+using test::kPrecisionConvolution;
+using Case = test::PrecisionCase;
+// Every layer of precision_cases.hpp.
 const std::vector<Case>& Cases() {
-  static const std::vector<Case> cases = {{kConvolution, {2, 16, 7, 6}},
-                                          {kStridedConvolution, {2, 12, 9, 8}},
-                                          {kDeconvolution, {2, 16, 5, 4}},
-                                          {kInnerProduct, {3, 5, 4, 2}},
-                                          {kTransposedInnerProduct, {4, 33}}};
+  static const std::vector<Case> cases = [] {
+    std::vector<Case> all = test::PrecisionConvolutionCases();
+    for (const Case& c : test::PrecisionInnerProductCases()) all.push_back(c);
+    return all;
+  }();
   return cases;
 }
 
@@ -183,7 +167,7 @@ TEST(PrecisionTest, Float16OnTheCpuAndALayersOwnFloat32ComputeInFloat32) {
     EXPECT_EQ(test::DataOf(fp16->top), test::DataOf(single->top));
   }
   // A bf16 context with the layer's own FLOAT32 (the per-layer override wins).
-  LayerParameter param = test::ParseLayer(kConvolution);
+  LayerParameter param = test::ParseLayer(kPrecisionConvolution);
   param.set_precision(::caffe::FLOAT32);
   auto context = std::make_shared<Context>();
   context->set_precision(Precision::kBfloat16);

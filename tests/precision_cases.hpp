@@ -1,0 +1,46 @@
+// The layers the precision tests (test_precision, test_half_precision) compute in half precision against float32:
+// a padded convolution, a strided grouped one, a deconvolution, and inner products plain and transposed, each with a
+// bottom shape.
+#pragma once
+
+#include <vector>
+
+namespace crema {
+namespace test {
+
+inline constexpr char kPrecisionConvolution[] =
+    "name: 'conv' type: 'Convolution' convolution_param { num_output: 24 kernel_size: 3 pad: 1 stride: 1 "
+    "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 } }";
+inline constexpr char kPrecisionStridedConvolution[] =
+    "name: 'conv' type: 'Convolution' convolution_param { num_output: 16 kernel_size: 3 stride: 2 group: 2 "
+    "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 } }";
+inline constexpr char kPrecisionDeconvolution[] =
+    "name: 'deconv' type: 'Deconvolution' convolution_param { num_output: 8 kernel_size: 4 stride: 2 pad: 1 "
+    "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 } }";
+inline constexpr char kPrecisionInnerProduct[] =
+    "name: 'fc' type: 'InnerProduct' inner_product_param { num_output: 7 "
+    "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 } }";
+inline constexpr char kPrecisionTransposedInnerProduct[] =
+    "name: 'fc' type: 'InnerProduct' inner_product_param { num_output: 5 transpose: true "
+    "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 } }";
+
+struct PrecisionCase {
+  const char* text;
+  std::vector<int> shape;
+};
+
+// The convolutions with their bottoms' shapes, and the inner products with theirs.
+inline const std::vector<PrecisionCase>& PrecisionConvolutionCases() {
+  static const std::vector<PrecisionCase> cases = {{kPrecisionConvolution, {2, 16, 7, 6}},
+                                                   {kPrecisionStridedConvolution, {2, 12, 9, 8}},
+                                                   {kPrecisionDeconvolution, {2, 16, 5, 4}}};
+  return cases;
+}
+inline const std::vector<PrecisionCase>& PrecisionInnerProductCases() {
+  static const std::vector<PrecisionCase> cases = {{kPrecisionInnerProduct, {3, 5, 4, 2}},
+                                                   {kPrecisionTransposedInnerProduct, {4, 33}}};
+  return cases;
+}
+
+}  // namespace test
+}  // namespace crema
