@@ -254,9 +254,9 @@ const char kWideNet[] = R"(
 )";
 
 // The host's update makes each parameter's passes (the gradient averaged over iter_size, the decay, the rule, the
-// step) one pass over stretches of it (Solver::FusedUpdate); the GPU and debug_info keep the passes. Value by value
-// the operations are the same, so the weights and histories are the passes' bits, for every rule with L2 and L1
-// decay, averaging over two passes and clipping.
+// step) one pass over stretches of it (Solver::ApplyUpdate, Solver::UpdateRules); the GPU and debug_info keep the
+// passes. Value by value the operations are the same, so the weights and histories are the passes' bits, for every rule
+// with L2 and L1 decay, averaging over two passes and clipping.
 TEST_P(UpdateRuleTest, TheFusedUpdateGivesThePassesBits) {
   for (const char* extra : {"regularization_type: 'L2' iter_size: 2 clip_gradients: 5",
                             "regularization_type: 'L1'"}) {

@@ -15,6 +15,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "core/threads.hpp"
+
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define CREMA_BF16_LOOPS 1
 #include <immintrin.h>
@@ -84,13 +86,11 @@ inline bool HasBfloat16Conversions() { return false; }
 #endif
 
 // Runs range(begin, end) over [0, count) in stretches of kBfloat16Stretch elements (whole vectors but the last), split
-// over OpenMP's threads where `threaded`: a loop above, each stretch on one thread.
+// over OpenMP's threads where `threaded` (core/threads.hpp): a loop above, each stretch on one thread.
 constexpr long long kBfloat16Stretch = 16384;
 template <typename Range>
 void ForEachStretch(long long count, bool threaded, const Range& range) {
-  const long long stretches = (count + kBfloat16Stretch - 1) / kBfloat16Stretch;
-#pragma omp parallel for if (threaded) schedule(static)
-  for (long long s = 0; s < stretches; ++s) range(s * kBfloat16Stretch, std::min(count, (s + 1) * kBfloat16Stretch));
+  ForEachStretch(count, kBfloat16Stretch, threaded, range);
 }
 
 }  // namespace crema

@@ -35,20 +35,7 @@ int64_t StretchRows(const DerivedCopy& copy) {
 // Runs stretch(begin, end) over the rows of `copy` in `rows` rows, in stretches split over OpenMP's threads.
 template <typename Stretch>
 void ForEachRowStretch(const DerivedCopy& copy, int64_t rows, const Stretch& stretch) {
-  const int64_t step = StretchRows(copy);
-  const int64_t stretches = (rows + step - 1) / step;
-  const bool threaded = rows * copy.row_length() >= ParallelElementThreshold();
-#pragma omp parallel for if (threaded) schedule(static)
-  for (int64_t s = 0; s < stretches; ++s) stretch(s * step, std::min(rows, (s + 1) * step));
-}
-
-// Runs stretch(begin, end) over `count` values in stretches of kStretchValues, split over OpenMP's threads.
-template <typename Stretch>
-void ForEachStretch(int64_t count, const Stretch& stretch) {
-  const int64_t stretches = (count + kStretchValues - 1) / kStretchValues;
-  const bool threaded = count >= ParallelElementThreshold();
-#pragma omp parallel for if (threaded) schedule(static)
-  for (int64_t s = 0; s < stretches; ++s) stretch(s * kStretchValues, std::min(count, (s + 1) * kStretchValues));
+  ForEachStretch(rows, StretchRows(copy), rows * copy.row_length() >= ParallelElementThreshold(), stretch);
 }
 
 int64_t RowsOf(const Blob& param, const DerivedCopy& copy) {
@@ -88,7 +75,7 @@ void WriteWithStep(Context& context, Blob* param, const StretchUpdate& before) {
     for (int64_t i = begin; i < end; ++i) data[i] -= diff[i];
   };
   if (copies.empty()) {
-    ForEachStretch(param->count(), step);
+    ForEachStretch(param->count(), kStretchValues, param->count() >= ParallelElementThreshold(), step);
     return;
   }
   // The first copy's rows set the stretches; another copy (of other rows) is written after the step, whole.

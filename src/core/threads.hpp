@@ -11,9 +11,20 @@
 // comparisons); an OPENBLAS_NUM_THREADS the user set is always kept. OMP_NUM_THREADS sets OpenMP's threads.
 #pragma once
 
+#include <algorithm>
 #include <string>
 
 namespace crema {
+
+// Runs range(begin, end) over [0, count) in stretches of `stretch` elements, split over OpenMP's threads where
+// `threaded` (each stretch on one thread): a loop that keeps a stretch of its arrays in one core's caches from its
+// first operation to its last (the bf16 rules' loops, the solver's update).
+template <typename Range>
+void ForEachStretch(long long count, long long stretch, bool threaded, const Range& range) {
+  const long long stretches = (count + stretch - 1) / stretch;
+#pragma omp parallel for if (threaded) schedule(static)
+  for (long long s = 0; s < stretches; ++s) range(s * stretch, std::min(count, (s + 1) * stretch));
+}
 
 // Applies the policy once per process (Context's constructor calls it, before any net runs).
 void ApplyThreadPolicy();

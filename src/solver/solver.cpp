@@ -486,19 +486,25 @@ void Solver::ApplyUpdate() {
   const float rate = CurrentLearningRate();
   if (param_.display() && iter_ % param_.display() == 0) LOG(INFO) << "Iteration " << iter_ << ", lr = " << rate;
   ClipGradients();
-  // On the host, one pass over each parameter (but where debug_info reports the steps between the passes).
+  const auto& params = net_->learnable_params();
+  // On the host, one pass over each parameter: its rules and the step, stretch by stretch (core/derived_copy.hpp). The
+  // same operations on each value in the same order as the passes below, so the same bits, with the parameter, its
+  // gradient and its histories read and written once (CaffeNet's 61 million weights: 40 bytes a weight over four
+  // passes with momentum and weight decay, 20 in one). The GPU, and debug_info (which reports each parameter between
+  // the rules and the step), take the passes.
   if (context_->device() == Device::kCPU && !net_->debug_info()) {
-    for (size_t i = 0; i < net_->learnable_params().size(); ++i) FusedUpdate(static_cast<int>(i), rate);
+    for (size_t i = 0; i < params.size(); ++i) {
+      const std::vector<std::unique_ptr<UpdateRule>> rules = UpdateRules(static_cast<int>(i), rate);
+      WriteWithStep(*context_, params[i], [&](int64_t begin, int64_t end) {
+        for (const auto& rule : rules) rule->RunRange(begin, end);
+      });
+    }
     return;
   }
-  for (size_t i = 0; i < net_->learnable_params().size(); ++i) {
-    Normalize(static_cast<int>(i));
-    Regularize(static_cast<int>(i));
-    UpdateRuleFor(static_cast<int>(i), rate)->Run(*context_, net_->learnable_params()[i]->count());
-  }
+  for (size_t i = 0; i < params.size(); ++i)
+    for (const auto& rule : UpdateRules(static_cast<int>(i), rate)) rule->Run(*context_, params[i]->count());
   if (net_->debug_info()) {
     // Each parameter before its update, and the step about to be subtracted.
-    const auto& params = net_->learnable_params();
     for (size_t i = 0; i < params.size(); ++i) {
       const int index = static_cast<int>(i);
       double data = 0, diff = 0;
@@ -515,7 +521,7 @@ void Solver::ApplyUpdate() {
   }
   // data -= diff, on the device; on the host, with the copies engines derive from the data written as it is
   // (core/derived_copy.hpp).
-  for (Blob* param : net_->learnable_params()) WriteWithStep(*context_, param);
+  for (Blob* param : params) WriteWithStep(*context_, param);
 }
 
 Solver::UpdateOperands Solver::OperandsFor(int param_index, float rate) {
@@ -527,48 +533,25 @@ Solver::UpdateOperands Solver::OperandsFor(int param_index, float rate) {
                         rate * net_->params_lr()[param_index]};
 }
 
-// The passes of ApplyUpdate's other path (Normalize, Regularize, the rule, the step) value by value in one pass over
-// stretches of the parameter: the same operations on each value in the same order, so the same bits, with the
-// parameter, its gradient and its histories read and written once (CaffeNet's 61 million weights: 40 bytes a weight
-// over the four passes with momentum and weight decay, 20 in one).
-void Solver::FusedUpdate(int param_index, float rate) {
-  Blob* param = net_->learnable_params()[param_index];
-  const std::unique_ptr<UpdateRule> rule = UpdateRuleFor(param_index, rate);
-  const float normalize = 1.f / param_.iter_size();
-  const bool normalizes = param_.iter_size() != 1;
-  const float decay = param_.weight_decay() * net_->params_weight_decay()[param_index];
-  const bool l2 = param_.regularization_type() == "L2";
-  float* diff = param->mutable_cpu_diff();
-  const float* data = param->cpu_data();
-  WriteWithStep(*context_, param, [&](int64_t begin, int64_t end) {
-    if (normalizes) {
-#pragma omp simd
-      for (int64_t i = begin; i < end; ++i) diff[i] *= normalize;  // as scal: one product
-    }
-    if (decay != 0.f && l2) UpdateRuleOf<L2Decay>(L2Decay{data, diff, decay}).RunRange(begin, end);
-    if (decay != 0.f && !l2) UpdateRuleOf<L1Decay>(L1Decay{data, diff, decay}).RunRange(begin, end);
-    rule->RunRange(begin, end);
-  });
-}
-
-void Solver::Normalize(int param_index) {
-  if (param_.iter_size() == 1) return;
-  Blob* param = net_->learnable_params()[param_index];
-  scale(*context_, param->count(), 1.f / param_.iter_size(), param->mutable_diff_on(context_->device()));
-}
-
-void Solver::Regularize(int param_index) {
-  const float decay = param_.weight_decay() * net_->params_weight_decay()[param_index];
-  if (decay == 0.f) return;
+std::vector<std::unique_ptr<UpdateRule>> Solver::UpdateRules(int param_index, float rate) {
   Blob* param = net_->learnable_params()[param_index];
   const Device device = context_->device();
-  const float* data = param->data_on(device);
-  float* diff = param->mutable_diff_on(device);
-  if (param_.regularization_type() == "L2") {
-    for_each_element(*context_, param->count(), L2Decay{data, diff, decay});
-  } else {
-    for_each_element(*context_, param->count(), L1Decay{data, diff, decay});
+  std::vector<std::unique_ptr<UpdateRule>> rules;
+  // The gradient averaged over the iteration's iter_size passes.
+  if (param_.iter_size() != 1)
+    rules.push_back(MakeUpdateRule(ScaleBy{param->mutable_diff_on(device), 1.f / param_.iter_size()}));
+  const float decay = param_.weight_decay() * net_->params_weight_decay()[param_index];
+  if (decay != 0.f) {
+    const float* data = param->data_on(device);
+    float* diff = param->mutable_diff_on(device);
+    if (param_.regularization_type() == "L2") {
+      rules.push_back(MakeUpdateRule(L2Decay{data, diff, decay}));
+    } else {
+      rules.push_back(MakeUpdateRule(L1Decay{data, diff, decay}));
+    }
   }
+  rules.push_back(UpdateRuleFor(param_index, rate));
+  return rules;
 }
 
 void Solver::ClipGradients() {

@@ -153,10 +153,9 @@ class Solver {
  private:
   void InitTrainNet(const std::string& solver_path);
   void InitTestNets(const std::string& solver_path);
-  void Normalize(int param_index);
-  void Regularize(int param_index);
-  // ApplyUpdate on the host: each parameter in one pass (FusedUpdate).
-  void FusedUpdate(int param_index, float rate);
+  // What ApplyUpdate runs over params[index] before the step, in order: the gradient averaged over iter_size (where it
+  // is above 1), the weight decay (where not 0), the solver's rule (UpdateRuleFor).
+  std::vector<std::unique_ptr<UpdateRule>> UpdateRules(int param_index, float rate);
   void ClipGradients();
   void UpdateSmoothedLoss(float loss);
   std::string SnapshotFilename(const std::string& extension) const;

@@ -2,6 +2,7 @@
 #include "core/elementwise.cuh"
 #include "solver/update_rules.hpp"
 
+CREMA_GPU_ELEMENTWISE(crema::ScaleBy);
 CREMA_GPU_ELEMENTWISE(crema::L2Decay);
 CREMA_GPU_ELEMENTWISE(crema::L1Decay);
 CREMA_GPU_ELEMENTWISE(crema::SgdMomentum);

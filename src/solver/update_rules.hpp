@@ -48,6 +48,13 @@ std::unique_ptr<UpdateRule> MakeUpdateRule(const Rule& rule) {
   return std::make_unique<UpdateRuleOf<Rule>>(rule);
 }
 
+// The gradient averaged over iter_size passes: diff *= factor (one product, as BLAS's scal).
+struct ScaleBy {
+  float* diff;
+  float factor;
+  CREMA_HOST_DEVICE void operator()(int i) const { diff[i] *= factor; }
+};
+
 // L2 weight decay: diff += decay * data.
 struct L2Decay {
   const float* data;
