@@ -138,20 +138,7 @@ using Single = test::SingleLayer;
 // parameters of `like` where given.
 std::unique_ptr<Single> Make(const std::string& text, const std::vector<int>& shape, std::shared_ptr<Context> context,
                              const std::string& engine, const Single* like = nullptr) {
-  const LayerParameter param = test::ParseLayer(text);
-  context->force_engine(param.type(), engine);
-  auto s = std::make_unique<Single>();
-  s->bottom.Reshape(shape);
-  test::FillGaussian(&s->bottom, 0.f, 1.f, 23);
-  s->layer = LayerRegistry::Global().Create(param, {shape}, context);
-  s->layer->SetUp(s->bottoms(), s->tops());
-  if (like != nullptr) {
-    for (size_t i = 0; i < like->layer->params().size(); ++i) {
-      const Blob& from = *like->layer->params()[i];
-      std::copy(from.cpu_data(), from.cpu_data() + from.count(), s->layer->params()[i]->mutable_cpu_data());
-    }
-  }
-  return s;
+  return test::MakeSingleLayer(test::ParseLayer(text), shape, std::move(context), engine, like);
 }
 
 std::shared_ptr<Context> CpuContext() { return std::make_shared<Context>(); }

@@ -69,18 +69,7 @@ std::unique_ptr<Twin> MakeIn(const std::string& text, ::caffe::Precision precisi
                              const Twin* like = nullptr) {
   LayerParameter param = test::ParseLayer(text);
   param.set_precision(precision);
-  auto s = std::make_unique<Twin>();
-  s->bottom.Reshape(shape);
-  test::FillGaussian(&s->bottom, 0.f, 1.f, 23);
-  s->layer = test::CreateWithEngine(param, {shape}, "onednn");
-  s->layer->SetUp(s->bottoms(), s->tops());
-  if (like != nullptr) {
-    for (size_t i = 0; i < like->layer->params().size(); ++i) {
-      const Blob& from = *like->layer->params()[i];
-      std::copy(from.cpu_data(), from.cpu_data() + from.count(), s->layer->params()[i]->mutable_cpu_data());
-    }
-  }
-  return s;
+  return test::MakeSingleLayer(param, shape, std::make_shared<Context>(), "onednn", like);
 }
 
 // Skips the test where this CPU computes no bf16 (a macro: GTEST_SKIP returns from the function it is written in, so

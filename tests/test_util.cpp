@@ -49,6 +49,24 @@ std::unique_ptr<Layer> CreateWithEngine(const LayerParameter& param, const std::
   return LayerRegistry::Global().Create(param, shapes, context);
 }
 
+std::unique_ptr<SingleLayer> MakeSingleLayer(const LayerParameter& param, const std::vector<int>& shape,
+                                             std::shared_ptr<Context> context, const std::string& engine,
+                                             const SingleLayer* like) {
+  context->force_engine(param.type(), engine);
+  auto s = std::make_unique<SingleLayer>();
+  s->bottom.Reshape(shape);
+  FillGaussian(&s->bottom, 0.f, 1.f, 23);
+  s->layer = LayerRegistry::Global().Create(param, {shape}, context);
+  s->layer->SetUp(s->bottoms(), s->tops());
+  if (like != nullptr) {
+    for (size_t i = 0; i < like->layer->params().size(); ++i) {
+      const Blob& from = *like->layer->params()[i];
+      std::copy(from.cpu_data(), from.cpu_data() + from.count(), s->layer->params()[i]->mutable_cpu_data());
+    }
+  }
+  return s;
+}
+
 void FillGaussian(Blob* blob, float mean, float stddev, uint64_t seed) {
   RandomStream random(seed);
   float* data = blob->mutable_cpu_data();

@@ -79,6 +79,11 @@ struct SingleLayer {
   std::vector<Blob*> bottoms() { return {&bottom}; }
   std::vector<Blob*> tops() { return {&top}; }
 };
+// `param` made with `engine` on `context` for a bottom of `shape` (filled from a fixed seed), set up, with the
+// parameters of `like` where given.
+std::unique_ptr<SingleLayer> MakeSingleLayer(const LayerParameter& param, const std::vector<int>& shape,
+                                             std::shared_ptr<Context> context, const std::string& engine,
+                                             const SingleLayer* like = nullptr);
 
 // A layer computing in half precision (`precision`, made by `make_half` with the parameters of the float32 layer it is
 // given) against its float32 twin (`make_float`, with the parameters of `like` where given): forward within the float32
