@@ -6,6 +6,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "core/half_products.hpp"
 #include "core/math_functions.hpp"
 #include "layers/neuron/fused_activation.hpp"
 
@@ -350,6 +351,12 @@ void Layer::RequestWorkspace(size_t floats) {
 }
 
 bool Layer::RunsGpuCode() const { return device() == Device::kGPU || context_->gpu_code_on_host(); }
+
+Precision Layer::GpuCodePrecision() const {
+  const Precision want = requested_precision();
+  return want != Precision::kFloat32 && RunsGpuCode() && DeviceMultipliesIn(*context_, want) ? want
+                                                                                             : Precision::kFloat32;
+}
 
 float* Layer::workspace() {
   CREMA_CHECK(workspace_ && static_cast<size_t>(workspace_->count()) >= workspace_floats_)

@@ -404,6 +404,10 @@ class Layer {
   // Whether Forward and Backward run the layer's GPU code (on a GPU, or rehearsed on the host): what a layer asks
   // workspace for in Reshape may depend on it.
   bool RunsGpuCode() const;
+  // The precision asked of the layer's products (requested_precision) where it runs GPU code on a device that
+  // multiplies in it (core/half_products.hpp: a GPU's tensor cores, or the host rehearsal), else float32: what the GPU
+  // engines' products compute in.
+  Precision GpuCodePrecision() const;
 
   // Parameters that came with the LayerParameter (from a .caffemodel) must have the shapes this prototxt
   // implies; names[i] says what blob i is in errors ("weights", "bias"). Legacy files store every blob as 4-d

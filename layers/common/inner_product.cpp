@@ -60,9 +60,7 @@ void InnerProductLayer::Reshape(const std::vector<Blob*>& bottom, const std::vec
   top[0]->Reshape(top_shape);
   // Half precision where the layer runs GPU code on a device that multiplies in it; the scratch holds the 16-bit
   // input and output gradient (M x K and M x N values, two to a float), the weights' copy is the layer's own.
-  const Precision want = requested_precision();
-  half_ =
-      want != Precision::kFloat32 && RunsGpuCode() && DeviceMultipliesIn(context(), want) ? want : Precision::kFloat32;
+  half_ = GpuCodePrecision();
   if (half_ != Precision::kFloat32) {
     const size_t halves = HalfOutputGradientOffset() + static_cast<size_t>(M_) * N_;
     RequestWorkspace((halves + 1) / 2);
@@ -167,10 +165,9 @@ void InnerProductLayer::InputGradient(const std::vector<Blob*>& top, const std::
 
 void InnerProductLayer::HalfForward(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const Device d = device();
-  const Blob& weights = *params_[0];
   uint16_t* input = HalfInput();
   RoundToHalf(context(), half_, M_ * K_, bottom[0]->data_on(d), input);
-  const uint16_t* w = half_weights_.Of(context(), half_, weights.count(), weights.data_on(d), weights.data_version());
+  const uint16_t* w = half_weights_.Of(context(), half_, *params_[0]);
   float* output = top[0]->mutable_data_on(d);
   HalfGemm(context(), half_, Transpose::kNo, transpose_ ? Transpose::kNo : Transpose::kYes, M_, N_, K_, 1.f, input, w,
            0.f, output);
@@ -202,8 +199,7 @@ void InnerProductLayer::HalfBackward(const std::vector<Blob*>& top, const std::v
   }
   BiasGradient(top);
   if (propagate_down[0]) {
-    const Blob& weights = *params_[0];
-    const uint16_t* w = half_weights_.Of(context(), half_, weights.count(), weights.data_on(d), weights.data_version());
+    const uint16_t* w = half_weights_.Of(context(), half_, *params_[0]);
     HalfGemm(context(), half_, Transpose::kNo, transpose_ ? Transpose::kYes : Transpose::kNo, M_, K_, N_, 1.f,
              output_gradient, w, 0.f, bottom[0]->mutable_diff_on(d));
   }

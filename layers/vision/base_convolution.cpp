@@ -182,9 +182,7 @@ double BaseConvolutionLayer::BackwardFlops(const std::vector<bool>& propagate_do
 }
 
 size_t BaseConvolutionLayer::PlanImageProducts() {
-  const Precision want = requested_precision();
-  half_ =
-      want != Precision::kFloat32 && RunsGpuCode() && DeviceMultipliesIn(context(), want) ? want : Precision::kFloat32;
+  half_ = GpuCodePrecision();
   if (half_ == Precision::kFloat32) return column_floats();
   const auto aligned = [](size_t floats) { return (floats + 63) / 64 * 64; };  // 256 bytes
   const size_t columns = static_cast<size_t>(column_shape_[0]) * conv_output_spatial_size_;
@@ -198,10 +196,7 @@ std::string BaseConvolutionLayer::engine_note() const {
   return half_ == Precision::kFloat32 ? "" : std::string(PrecisionName(half_)) + " on the tensor cores";
 }
 
-const uint16_t* BaseConvolutionLayer::HalfWeights() {
-  const Blob& weights = *params_[0];
-  return half_weights_.Of(context(), half_, weights.count(), weights.data_on(device()), weights.data_version());
-}
+const uint16_t* BaseConvolutionLayer::HalfWeights() { return half_weights_.Of(context(), half_, *params_[0]); }
 
 const uint16_t* BaseConvolutionLayer::HalfColumnsOf(const float* columns) {
   // The columns of a rounded image are the rounded columns (padding is zero either way).

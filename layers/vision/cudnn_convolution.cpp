@@ -77,10 +77,7 @@ void CudnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std:
   key.stride = geometry_.stride;
   key.dilation = geometry_.dilation;
   key.groups = group_;
-  const Precision want = requested_precision();
-  half_ = want != Precision::kFloat32 && device() == Device::kGPU && DeviceMultipliesIn(context(), want)
-              ? want
-              : Precision::kFloat32;
+  half_ = device() == Device::kGPU ? GpuCodePrecision() : Precision::kFloat32;
   key.data_type = cudnn::DataTypeOf(half_);
   plan_.Describe(key, transposed_ ? bottom_shape : top_shape, describe());
   bias_.SetPacked({1, num_output_, 1, 1});

@@ -73,8 +73,11 @@ void HalfGemm(Context& context, Precision precision, Transpose trans_a, Transpos
   cpu_gemm(trans_a, trans_b, M, N, K, alpha, a.data(), b.data(), beta, C);
 }
 
-const uint16_t* HalfCopy::Of(Context& context, Precision precision, int count, const float* values, uint64_t version) {
+const uint16_t* HalfCopy::Of(Context& context, Precision precision, const Blob& blob) {
   const Device device = context.device();
+  const int count = blob.count();
+  const float* values = blob.data_on(device);
+  const uint64_t version = blob.data_version();
   if (!made_ || version != version_ || values != values_ || precision != precision_ || count != count_) {
     if (!memory_ || memory_->size() < sizeof(uint16_t) * count)
       memory_ = std::make_unique<SyncedMemory>(sizeof(uint16_t) * static_cast<size_t>(count));

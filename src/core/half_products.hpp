@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 
+#include "core/blob.hpp"
 #include "core/context.hpp"
 #include "core/element_type.hpp"
 #include "core/elementwise.hpp"
@@ -70,11 +71,9 @@ void HalfGemm(Context& context, Precision precision, Transpose trans_a, Transpos
 // rounded again only after the blob is written (the solver's update, weights loaded), which its data_version says.
 class HalfCopy {
  public:
-  // The copy of `values` (`count` floats on the context's device, of a blob whose data_version() is `version`) in
-  // `precision`, rounded where the copy is stale: made for other values, another version, precision or count.
-  const uint16_t* Of(Context& context, Precision precision, int count, const float* values, uint64_t version);
-  // Forgets the copy (the next Of rounds again).
-  void Invalidate() { made_ = false; }
+  // The copy of `blob`'s values on the context's device in `precision`, rounded where the copy is stale: made from
+  // other memory, another version of the values (Blob::data_version), another precision or count.
+  const uint16_t* Of(Context& context, Precision precision, const Blob& blob);
 
  private:
   std::unique_ptr<SyncedMemory> memory_;
