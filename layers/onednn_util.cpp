@@ -552,14 +552,12 @@ std::string IsaName(dnnl::cpu_isa isa) {
   }
 }
 
-// Whether the instructions oneDNN runs include `wanted`'s (the ISAs are bit masks, each a superset of the ones it
-// extends).
+}  // namespace
+
 bool EffectiveIsaHas(dnnl::cpu_isa wanted) {
   const unsigned mask = static_cast<unsigned>(wanted);
   return (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & mask) == mask;
 }
-
-}  // namespace
 
 bool HasInt8DotProducts() {
   return EffectiveIsaHas(dnnl::cpu_isa::avx512_core_vnni) || EffectiveIsaHas(dnnl::cpu_isa::avx2_vnni);

@@ -279,6 +279,9 @@ bool HasInt8DotProducts();
 // Whether `layer`, set to 8 bits, may compute in them here (HasInt8DotProducts); else false and the reason said once
 // per process (WarnInt8Refused).
 bool Int8Allowed(const Layer& layer);
+// Whether the instructions oneDNN runs (as DNNL_MAX_CPU_ISA limits them) include `wanted`'s. The ISAs are bit masks,
+// each a superset of those it extends, but not ordered: AVX2_VNNI's value is above AVX512_CORE's.
+bool EffectiveIsaHas(dnnl::cpu_isa wanted);
 // Whether oneDNN computes bf16 products on this CPU with bf16 instructions (AVX512_BF16 or AMX; as DNNL_MAX_CPU_ISA
 // limits them): elsewhere it emulates them, slower than float32.
 bool HasBfloat16Kernels();
