@@ -33,6 +33,7 @@ from ._crema import (
     import_onnx,
     layer_type_list,
     mode,
+    multiplies_in,
     set_device,
     set_fold,
     set_precision,

@@ -7,7 +7,11 @@
 #include <vector>
 
 #include "bindings.hpp"
+#include "core/half_products.hpp"
 #include "layers/layer_registry.hpp"
+#ifdef CREMA_USE_ONEDNN
+#include "layers/onednn_util.hpp"
+#endif
 
 namespace crema {
 namespace python {
@@ -120,6 +124,24 @@ PYBIND11_MODULE(_crema, module) {
   module.def("precision", [] {
     return std::string(ModuleDefaults().precision_set ? crema::PrecisionName(ModuleDefaults().precision) : "");
   });
+  module.def(
+      "multiplies_in",
+      [](const std::string& precision) {
+        const crema::Precision asked = crema::ParsePrecision(precision, "crema.multiplies_in");
+        if (asked == crema::Precision::kFloat32) return true;
+        if (ModuleDefaults().device == crema::Device::kGPU)
+          return crema::DeviceMultipliesIn(*crema::python::MakeContext(0), asked);
+#ifdef CREMA_USE_ONEDNN
+        return asked == crema::Precision::kBfloat16 && crema::onednn::HasBfloat16Kernels();
+#else
+        return false;
+#endif
+      },
+      py::arg("precision"),
+      "Whether the convolutions and inner products of nets made now (on the mode's device) would compute in "
+      "'bf16', 'fp16' or 'fp32': bf16 on a CPU whose oneDNN runs bf16 instructions (AVX512_BF16 or AMX, as "
+      "DNNL_MAX_CPU_ISA allows), float16 and bf16 on a GPU with the tensor cores for them; elsewhere such a "
+      "precision computes in float32.");
   module.def("mode", [] { return std::string(ModuleDefaults().device == crema::Device::kGPU ? "GPU" : "CPU"); });
   module.def("device", [] { return ModuleDefaults().gpu_id; });
   module.def("gpu_count", &crema::Context::gpu_count, "The number of CUDA devices visible (0 without CUDA).");

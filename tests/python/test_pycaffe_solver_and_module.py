@@ -179,11 +179,11 @@ def test_random_seed_decides_fillers(write):
     assert a.std() == pytest.approx(0.5, rel=0.1)  # 1000 draws of the gaussian filler
 
 
-def cpu_has_bf16():
-    """Whether this CPU has bf16 instructions (what crema's bf16 layers need; elsewhere they compute in float32)."""
-    with open("/proc/cpuinfo") as f:
-        flags = f.read()
-    return "avx512_bf16" in flags or "amx_bf16" in flags
+def test_multiplies_in_says_what_the_cpu_computes_in():
+    assert crema.multiplies_in("fp32")
+    assert not crema.multiplies_in("fp16")  # float16 products need a GPU's tensor cores
+    with pytest.raises(crema.Error, match="crema.multiplies_in"):
+        crema.multiplies_in("fp8")
 
 
 def test_precision_from_the_solver_and_from_set_precision(make_solver):
@@ -197,7 +197,7 @@ def test_precision_from_the_solver_and_from_set_precision(make_solver):
     assert np.all(np.isfinite(bf16))
     # The solver's precision holds where nothing overrides it: bf16 products give other weights than float32 ones
     # (on a CPU without bf16 instructions the layers compute in float32, and the weights are the same).
-    assert (not np.array_equal(bf16, float32)) == cpu_has_bf16()
+    assert (not np.array_equal(bf16, float32)) == crema.multiplies_in("bf16")
     # crema.set_precision overrides a solver's precision, as --precision does.
     crema.set_precision("fp32")
     assert crema.precision() == "float32"
