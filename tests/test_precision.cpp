@@ -26,6 +26,7 @@
 #include "core/threads.hpp"
 #include "core/vector_clones.hpp"
 #include "io/proto_io.hpp"
+#include "layers/common/eltwise.hpp"
 #include "layers/layer_registry.hpp"
 #include "layers/normalization/batch_norm_affine.hpp"
 #include "layers/normalization/onednn_batch_norm.hpp"
@@ -984,6 +985,79 @@ TEST(PrecisionTest, Bfloat16ResidualSumsInTrainingAddTheirOperandsRounded) {
   const auto float_sums = Bfloat16TrainingNet(unit("precision: FLOAT32"), true, engines, fill);
   for (const char* name : {"sum", "c1@bn1"}) EXPECT_TRUE(float_sums->blob_by_name(name)->quantization().floats());
   EXPECT_EQ(ElementTypeName(float_sums->blob_by_name("c2@bn2")->data_type()), ElementTypeName(ElementType::kFloat32));
+}
+
+// The residual sum's bf16 rule with other than a residual sum's two gradients to write (three operands; two with one
+// gradient asked for) and with them (its vector loops): the output is the ReLU of the coefficients times the operands
+// rounded to bf16, summed in operand order in floats, and each operand's gradient its coefficient times the output's
+// gradient rounded to bf16, passed where the output is positive (the slope times it elsewhere), computed here from
+// those definitions.
+TEST(PrecisionTest, Bfloat16SumRuleWritesEachAskedGradientFromTheRoundedOutputGradient) {
+  CREMA_SKIP_WITHOUT_BFLOAT16();
+  struct Case {
+    std::vector<float> coeffs;  // none given: 1 each
+    std::vector<bool> down;
+    float slope;
+  };
+  const std::vector<Case> cases = {{{1.f, -0.5f, 2.f}, {true, false, true}, 0.f},
+                                   {{0.75f, -3.f}, {false, true}, 0.125f},
+                                   {{0.75f, -3.f}, {true, true}, 0.125f},
+                                   {{}, {true, true, true, true}, 0.f}};
+  for (const Case& c : cases) {
+    const size_t n = c.down.size();
+    std::string given;
+    for (float coeff : c.coeffs) given += " coeff: " + std::to_string(coeff);
+    SCOPED_TRACE(given + ", " + std::to_string(n) + " operands");
+    const LayerParameter param =
+        test::ParseLayer("name: 'sum' type: 'Eltwise' precision: BFLOAT16 eltwise_param {" + given + " }");
+    const std::vector<int> shape = {2, 3, 5, 7};  // 210 values: the vector loops' whole and partial lanes
+    std::vector<std::unique_ptr<Blob>> operands;
+    std::vector<Blob*> bottom;
+    for (size_t b = 0; b < n; ++b) {
+      operands.push_back(std::make_unique<Blob>(shape));
+      test::FillGaussian(operands.back().get(), 0.f, 1.f, 31 + b);
+      bottom.push_back(operands.back().get());
+    }
+    Blob top;
+    const std::vector<Blob*> tops = {&top};
+    auto layer =
+        LayerRegistry::Global().Create(param, std::vector<std::vector<int>>(n, shape), std::make_shared<Context>());
+    auto* sum = dynamic_cast<EltwiseLayer*>(layer.get());
+    ASSERT_NE(sum, nullptr);
+    layer->SetUp(bottom, tops);
+    sum->AbsorbReLU(c.slope);
+    ASSERT_TRUE(sum->SumsInBfloat16());
+    layer->Forward(bottom, tops);
+    const std::vector<float> coeffs = c.coeffs.empty() ? std::vector<float>(n, 1.f) : c.coeffs;
+    const int count = top.count();
+    int positive = 0;
+    for (int k = 0; k < count; ++k) {
+      float value = 0.f;
+      for (size_t b = 0; b < n; ++b) {
+        const float term = coeffs[b] * FromBfloat16(ToBfloat16(bottom[b]->cpu_data()[k]));
+        value = b == 0 ? term : value + term;
+      }
+      const float expected = value > 0.f ? value : c.slope * value;
+      ASSERT_EQ(top.cpu_data()[k], expected) << "output " << k;
+      positive += value > 0.f;
+    }
+    EXPECT_GT(positive, 0);
+    EXPECT_LT(positive, count);  // the ReLU's rule both ways
+    RandomStream random(47);
+    for (int k = 0; k < count; ++k) top.mutable_cpu_diff()[k] = random.Gaussian(0.f, 1.f);
+    for (size_t b = 0; b < n; ++b) std::fill_n(bottom[b]->mutable_cpu_diff(), count, -77.f);
+    layer->Backward(tops, c.down, bottom);
+    int inexact = 0;  // output gradients that bf16 does not hold: the rounding is tried
+    for (int k = 0; k < count; ++k) {
+      const float g = top.cpu_diff()[k];
+      const float rounded = FromBfloat16(ToBfloat16(g));
+      inexact += rounded != g;
+      const float passed = top.cpu_data()[k] > 0.f ? rounded : c.slope * rounded;
+      for (size_t b = 0; b < n; ++b)
+        ASSERT_EQ(bottom[b]->cpu_diff()[k], c.down[b] ? coeffs[b] * passed : -77.f) << "operand " << b << " at " << k;
+    }
+    EXPECT_GT(inexact, count / 2);
+  }
 }
 
 // The LRN's bf16 rule (OneDnnLRNLayer::computes_bf16, oneDNN's bf16 primitives) in training: its input, output and
