@@ -183,9 +183,12 @@ std::vector<float> ThreeSgdSteps(Device device) {
     Blob gradient({1000});
     test::FillGaussian(&gradient, 0, 1, 10 + step);
     std::copy(gradient.cpu_data(), gradient.cpu_data() + 1000, param.mutable_cpu_diff());
-    for_each_element(context, 1000, L2Decay{param.data_on(device), param.mutable_diff_on(device), 0.01f});
+    GradientPrologue decay;
+    decay.decays = GradientPrologue::kL2;
+    decay.l2 = L2Decay{param.data_on(device), param.mutable_diff_on(device), 0.01f};
     for_each_element(context, 1000,
-                     SgdMomentum{velocity.mutable_data_on(device), param.mutable_diff_on(device), 0.9f, 0.1f});
+                     AfterPrologue<SgdMomentum>{decay, SgdMomentum{velocity.mutable_data_on(device),
+                                                                   param.mutable_diff_on(device), 0.9f, 0.1f}});
     axpy(context, 1000, -1.f, param.diff_on(device), param.mutable_data_on(device));
   }
   return test::DataOf(param);

@@ -7,13 +7,16 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "core/context.hpp"
+#include "core/random.hpp"
 #include "io/proto_io.hpp"
 #include "solver/solver.hpp"
+#include "solver/update_rules.hpp"
 #include "test_util.hpp"
 
 namespace crema {
@@ -253,10 +256,11 @@ const char kWideNet[] = R"(
   layer { name: 'loss' type: 'EuclideanLoss' bottom: 'ip' bottom: 'target' top: 'loss' }
 )";
 
-// The host's update makes each parameter's passes (the gradient averaged over iter_size, the decay, the rule, the
-// step) one pass over stretches of it (Solver::ApplyUpdate, Solver::UpdateRules); the GPU and debug_info keep the
-// passes. Value by value the operations are the same, so the weights and histories are the passes' bits, for every rule
-// with L2 and L1 decay, averaging over two passes and clipping.
+// The host's update runs each parameter's update (the gradient averaged over iter_size, the decay, the rule: UpdateOf)
+// and the step in one pass over stretches of it (Solver::ApplyUpdate); the GPU and debug_info take two passes over the
+// whole parameter. Value by value the operations are the same, so the weights and histories are the two passes' bits,
+// for every rule with L2 and L1 decay, averaging over two passes and clipping (and the prologue's are the separate
+// passes', UpdateRulePrologueTest below).
 TEST_P(UpdateRuleTest, TheFusedUpdateGivesThePassesBits) {
   for (const char* extra : {"regularization_type: 'L2' iter_size: 2 clip_gradients: 5",
                             "regularization_type: 'L1'"}) {
@@ -290,6 +294,86 @@ TEST_P(UpdateRuleTest, TheFusedUpdateGivesThePassesBits) {
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryRule, UpdateRuleTest, ::testing::ValuesIn(kRules), RuleName);
+
+// A rule after its prologue (AfterPrologue: the averaging over iter_size, then the L2 or L1 decay, value by value
+// before the rule), run as one pass or over ranges, gives the bits of separate passes over the whole blob in that order
+// (ScaleBy, the decay, the rule), for every rule and every prologue. `make` gives the rule over a gradient and two
+// histories.
+template <typename Rule>
+void CheckPrologueGivesThePassesBits(const std::function<Rule(float* diff, float* h1, float* h2)>& make) {
+  constexpr int kCount = 1000;
+  std::vector<float> data(kCount), gradient(kCount), history1(kCount), history2(kCount);
+  RandomStream random(3);
+  for (int i = 0; i < kCount; ++i) {
+    data[i] = i % 50 == 0 ? 0.f : random.Gaussian(0.f, 1.f);  // some zeros: L1's sign
+    gradient[i] = random.Gaussian(0.f, 0.1f);
+    history1[i] = std::fabs(random.Gaussian(0.f, 0.01f));  // squares' means, where a rule keeps those
+    history2[i] = std::fabs(random.Gaussian(0.f, 0.01f));
+  }
+  Context context;
+  for (const bool averages : {false, true}) {
+    for (const auto decays : {GradientPrologue::kNoDecay, GradientPrologue::kL2, GradientPrologue::kL1}) {
+      SCOPED_TRACE(std::string(averages ? "averaged, " : "") + "decay " + std::to_string(decays));
+      // 0: the passes; 1: one pass (Run); 2: ranges (RunRange), in two uneven pieces.
+      std::vector<float> diff[3], h1[3], h2[3];
+      for (int way = 0; way < 3; ++way) {
+        diff[way] = gradient;
+        h1[way] = history1;
+        h2[way] = history2;
+        GradientPrologue prologue;
+        prologue.averages = averages;
+        prologue.average = ScaleBy{diff[way].data(), 0.25f};
+        prologue.decays = decays;
+        prologue.l2 = L2Decay{data.data(), diff[way].data(), 5e-4f};
+        prologue.l1 = L1Decay{data.data(), diff[way].data(), 1e-3f};
+        const Rule rule = make(diff[way].data(), h1[way].data(), h2[way].data());
+        if (way == 0) {
+          const auto pass = [](const auto& rule) {
+            for (int i = 0; i < kCount; ++i) rule(i);
+          };
+          if (averages) pass(prologue.average);
+          if (decays == GradientPrologue::kL2) pass(prologue.l2);
+          if (decays == GradientPrologue::kL1) pass(prologue.l1);
+          pass(rule);
+          continue;
+        }
+        const std::unique_ptr<UpdateRule> update = MakeUpdateRule(rule);
+        update->set_prologue(prologue);
+        if (way == 1) {
+          update->Run(context, kCount);
+        } else {
+          update->RunRange(0, 333);
+          update->RunRange(333, kCount);
+        }
+      }
+      for (int way = 1; way < 3; ++way) {
+        EXPECT_EQ(diff[way], diff[0]) << "way " << way;
+        EXPECT_EQ(h1[way], h1[0]) << "way " << way;
+        EXPECT_EQ(h2[way], h2[0]) << "way " << way;
+      }
+      EXPECT_NE(diff[0], gradient);  // the rule did run
+    }
+  }
+}
+
+TEST(UpdateRulePrologueTest, EveryRuleAfterItsPrologueGivesThePassesBits) {
+  CheckPrologueGivesThePassesBits<SgdMomentum>([](float* d, float* h, float*) {
+    return SgdMomentum{h, d, 0.9f, 0.1f};
+  });
+  CheckPrologueGivesThePassesBits<NesterovUpdate>([](float* d, float* h, float*) {
+    return NesterovUpdate{h, d, 0.9f, 0.1f};
+  });
+  CheckPrologueGivesThePassesBits<AdaGradUpdate>([](float* d, float* h, float*) {
+    return AdaGradUpdate{h, d, 1e-8f, 0.1f};
+  });
+  CheckPrologueGivesThePassesBits<RMSPropUpdate>([](float* d, float* h, float*) {
+    return RMSPropUpdate{h, d, 0.9f, 1e-6f, 0.01f};
+  });
+  CheckPrologueGivesThePassesBits<AdaDeltaUpdate>(
+      [](float* d, float* h1, float* h2) { return AdaDeltaUpdate{h1, h2, d, 0.95f, 1e-4f, 1.f}; });
+  CheckPrologueGivesThePassesBits<AdamUpdate>(
+      [](float* d, float* h1, float* h2) { return AdamUpdate{h1, h2, d, 0.9f, 0.999f, 1e-8f, 0.001f}; });
+}
 
 TEST(SolverTypeTest, TheDeprecatedEnumPicksEachRule) {
   const std::pair<SolverParameter::SolverType, const char*> kLegacy[] = {

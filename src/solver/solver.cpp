@@ -487,22 +487,19 @@ void Solver::ApplyUpdate() {
   if (param_.display() && iter_ % param_.display() == 0) LOG(INFO) << "Iteration " << iter_ << ", lr = " << rate;
   ClipGradients();
   const auto& params = net_->learnable_params();
-  // On the host, one pass over each parameter: its rules and the step, stretch by stretch (core/derived_copy.hpp). The
-  // same operations on each value in the same order as the passes below, so the same bits, with the parameter, its
-  // gradient and its histories read and written once (CaffeNet's 61 million weights: 40 bytes a weight over four
-  // passes with momentum and weight decay, 20 in one). The GPU, and debug_info (which reports each parameter between
-  // the rules and the step), take the passes.
+  // On the host, one pass over each parameter: its update (the prologue and the rule, UpdateOf) and the step, stretch
+  // by stretch (core/derived_copy.hpp). The same operations on each value in the same order as the two passes below,
+  // so the same bits, with the parameter, its gradient and its histories read and written once (CaffeNet's 61 million
+  // weights: 40 bytes a weight in four passes with momentum and weight decay, 20 in one). The GPU, and debug_info
+  // (which reports each parameter between the update and the step), take two passes: the update, then the step.
   if (context_->device() == Device::kCPU && !net_->debug_info()) {
     for (size_t i = 0; i < params.size(); ++i) {
-      const std::vector<std::unique_ptr<UpdateRule>> rules = UpdateRules(static_cast<int>(i), rate);
-      WriteWithStep(*context_, params[i], [&](int64_t begin, int64_t end) {
-        for (const auto& rule : rules) rule->RunRange(begin, end);
-      });
+      const std::unique_ptr<UpdateRule> update = UpdateOf(static_cast<int>(i), rate);
+      WriteWithStep(*context_, params[i], [&](int64_t begin, int64_t end) { update->RunRange(begin, end); });
     }
     return;
   }
-  for (size_t i = 0; i < params.size(); ++i)
-    for (const auto& rule : UpdateRules(static_cast<int>(i), rate)) rule->Run(*context_, params[i]->count());
+  for (size_t i = 0; i < params.size(); ++i) UpdateOf(static_cast<int>(i), rate)->Run(*context_, params[i]->count());
   if (net_->debug_info()) {
     // Each parameter before its update, and the step about to be subtracted.
     for (size_t i = 0; i < params.size(); ++i) {
@@ -533,25 +530,30 @@ Solver::UpdateOperands Solver::OperandsFor(int param_index, float rate) {
                         rate * net_->params_lr()[param_index]};
 }
 
-std::vector<std::unique_ptr<UpdateRule>> Solver::UpdateRules(int param_index, float rate) {
+std::unique_ptr<UpdateRule> Solver::UpdateOf(int param_index, float rate) {
   Blob* param = net_->learnable_params()[param_index];
   const Device device = context_->device();
-  std::vector<std::unique_ptr<UpdateRule>> rules;
+  float* diff = param->mutable_diff_on(device);
+  GradientPrologue prologue;
   // The gradient averaged over the iteration's iter_size passes.
-  if (param_.iter_size() != 1)
-    rules.push_back(MakeUpdateRule(ScaleBy{param->mutable_diff_on(device), 1.f / param_.iter_size()}));
+  if (param_.iter_size() != 1) {
+    prologue.averages = true;
+    prologue.average = ScaleBy{diff, 1.f / param_.iter_size()};
+  }
   const float decay = param_.weight_decay() * net_->params_weight_decay()[param_index];
   if (decay != 0.f) {
     const float* data = param->data_on(device);
-    float* diff = param->mutable_diff_on(device);
     if (param_.regularization_type() == "L2") {
-      rules.push_back(MakeUpdateRule(L2Decay{data, diff, decay}));
+      prologue.decays = GradientPrologue::kL2;
+      prologue.l2 = L2Decay{data, diff, decay};
     } else {
-      rules.push_back(MakeUpdateRule(L1Decay{data, diff, decay}));
+      prologue.decays = GradientPrologue::kL1;
+      prologue.l1 = L1Decay{data, diff, decay};
     }
   }
-  rules.push_back(UpdateRuleFor(param_index, rate));
-  return rules;
+  std::unique_ptr<UpdateRule> rule = UpdateRuleFor(param_index, rate);
+  rule->set_prologue(prologue);
+  return rule;
 }
 
 void Solver::ClipGradients() {

@@ -153,9 +153,10 @@ class Solver {
  private:
   void InitTrainNet(const std::string& solver_path);
   void InitTestNets(const std::string& solver_path);
-  // What ApplyUpdate runs over params[index] before the step, in order: the gradient averaged over iter_size (where it
-  // is above 1), the weight decay (where not 0), the solver's rule (UpdateRuleFor).
-  std::vector<std::unique_ptr<UpdateRule>> UpdateRules(int param_index, float rate);
+  // What ApplyUpdate runs over params[index] before the step, value by value: the gradient averaged over iter_size
+  // (where it is above 1) and the weight decay (where not 0), the rule's prologue, then the solver's rule
+  // (UpdateRuleFor).
+  std::unique_ptr<UpdateRule> UpdateOf(int param_index, float rate);
   void ClipGradients();
   void UpdateSmoothedLoss(float loss);
   std::string SnapshotFilename(const std::string& extension) const;

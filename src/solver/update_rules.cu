@@ -2,12 +2,9 @@
 #include "core/elementwise.cuh"
 #include "solver/update_rules.hpp"
 
-CREMA_GPU_ELEMENTWISE(crema::ScaleBy);
-CREMA_GPU_ELEMENTWISE(crema::L2Decay);
-CREMA_GPU_ELEMENTWISE(crema::L1Decay);
-CREMA_GPU_ELEMENTWISE(crema::SgdMomentum);
-CREMA_GPU_ELEMENTWISE(crema::NesterovUpdate);
-CREMA_GPU_ELEMENTWISE(crema::AdaGradUpdate);
-CREMA_GPU_ELEMENTWISE(crema::RMSPropUpdate);
-CREMA_GPU_ELEMENTWISE(crema::AdaDeltaUpdate);
-CREMA_GPU_ELEMENTWISE(crema::AdamUpdate);
+CREMA_GPU_ELEMENTWISE(crema::AfterPrologue<crema::SgdMomentum>);
+CREMA_GPU_ELEMENTWISE(crema::AfterPrologue<crema::NesterovUpdate>);
+CREMA_GPU_ELEMENTWISE(crema::AfterPrologue<crema::AdaGradUpdate>);
+CREMA_GPU_ELEMENTWISE(crema::AfterPrologue<crema::RMSPropUpdate>);
+CREMA_GPU_ELEMENTWISE(crema::AfterPrologue<crema::AdaDeltaUpdate>);
+CREMA_GPU_ELEMENTWISE(crema::AfterPrologue<crema::AdamUpdate>);
