@@ -1561,6 +1561,27 @@ TEST(PrecisionTest, Bfloat16InceptionModulesTrainThroughSplitConcatAndPooling) {
     net.ClearParamDiffs();
     float_net.ClearParamDiffs();
     EXPECT_EQ(net.ForwardBackward(), float_net.ForwardBackward());
+    // Each Concat's backward: a branch's bf16 gradient is its channels of the output's float gradient, rounded.
+    for (const char* module : {"a", "b"}) {
+      const Blob& out = *net.blob_by_name(std::string(module) + "/out");
+      ASSERT_EQ(ElementTypeName(out.diff_type()), ElementTypeName(ElementType::kFloat32)) << module;
+      const std::vector<float> joined = PlainDiffs(out);
+      const int positions = out.count(2);
+      int first = 0;
+      for (const char* branch : {"/1x1", "/3x3", "/proj"}) {
+        const Blob& part = *net.blob_by_name(module + std::string(branch));
+        const std::vector<float> gradient = PlainDiffs(part);
+        for (int n = 0; n < part.shape(0); ++n)
+          for (int c = 0; c < part.shape(1); ++c)
+            for (int p = 0; p < positions; ++p) {
+              const float whole = joined[(static_cast<size_t>(n) * out.shape(1) + first + c) * positions + p];
+              ASSERT_EQ(gradient[(static_cast<size_t>(n) * part.shape(1) + c) * positions + p],
+                        FromBfloat16(ToBfloat16(whole)))
+                  << module << branch << " at " << n << ", " << c << ", " << p;
+            }
+        first += part.shape(1);
+      }
+    }
     for (const char* layer : {"stem", "a/1x1", "a/3x3r", "a/3x3", "a/proj", "b/1x1", "b/3x3", "b/proj", "fc"})
       for (size_t i = 0; i < net.layer_by_name(layer)->params().size(); ++i) {
         SCOPED_TRACE(std::string(layer) + " " + std::to_string(i));

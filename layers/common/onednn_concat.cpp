@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "core/bf16_vectors.hpp"
 #include "layers/onednn_util.hpp"
 
 namespace crema {
@@ -49,6 +50,33 @@ void CopyImages(int images, const std::vector<size_t>& sizes, size_t top_image, 
         }
       }
       offset += sizes[b];
+    }
+  }
+}
+
+// The top's float gradient out to its bottoms' gradients, image by image (the layout of CopyImages): each bottom's
+// stretch copied where its gradient is float, rounded to bf16 (ToBfloat16's rounding, oneDNN's reorders' on this CPU)
+// where the plan keeps it in bf16; nothing for a bottom that asks for none.
+void SplitGradientByImages(const Blob& top, const std::vector<bool>& propagate_down, const std::vector<Blob*>& bottom) {
+  const int images = top.shape(0);
+  const long long top_image = top.count(1), total = static_cast<long long>(images) * top_image;
+  const float* gradient = top.cpu_diff();
+  std::vector<void*> into(bottom.size(), nullptr);
+  for (size_t b = 0; b < bottom.size(); ++b)
+    if (propagate_down[b]) into[b] = bottom[b]->mutable_cpu_diff_bytes();
+#pragma omp parallel for if (images > 1 && total >= (1LL << 20))
+  for (int n = 0; n < images; ++n) {
+    long long offset = static_cast<long long>(n) * top_image;
+    for (size_t b = 0; b < bottom.size(); ++b) {
+      const long long size = bottom[b]->count(1);
+      if (into[b] != nullptr) {
+        if (bottom[b]->diff_type() == ElementType::kBfloat16) {
+          RoundToBfloat16(gradient + offset, size, static_cast<uint16_t*>(into[b]) + n * size);
+        } else {
+          std::memcpy(static_cast<float*>(into[b]) + n * size, gradient + offset, size * sizeof(float));
+        }
+      }
+      offset += size;
     }
   }
 }
@@ -143,20 +171,7 @@ void OneDnnConcatLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std:
 void OneDnnConcatLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                      const std::vector<Blob*>& bottom) {
   Primitives& p = *primitives_;
-  bool bf16 = false;  // a bottom's gradient in bf16 (planned so): converted from the float parts (the reorders below)
-  for (size_t b = 0; b < bottom.size(); ++b)
-    bf16 |= propagate_down[b] && bottom[b]->diff_type() != ElementType::kFloat32;
-  if (p.by_images && !bf16) {
-    std::vector<size_t> sizes;
-    std::vector<char*> gradients;
-    for (size_t b = 0; b < bottom.size(); ++b) {
-      sizes.push_back(static_cast<size_t>(bottom[b]->count(1)) * sizeof(float));
-      gradients.push_back(propagate_down[b] ? reinterpret_cast<char*>(bottom[b]->mutable_cpu_diff()) : nullptr);
-    }
-    CopyImages(top[0]->shape(0), sizes, static_cast<size_t>(top[0]->count(1)) * sizeof(float), gradients,
-               reinterpret_cast<char*>(const_cast<float*>(top[0]->cpu_diff())), true);
-    return;
-  }
+  if (p.by_images) return SplitGradientByImages(*top[0], propagate_down, bottom);
   onednn::Binder bind(workspace(), &p.backward_bindings);
   for (size_t b = 0; b < bottom.size(); ++b) {
     if (!propagate_down[b]) continue;

@@ -85,6 +85,10 @@ CREMA_BF16_INLINE __m512 Leaky16(__m512 z, __m512 slope) {
 inline bool HasBfloat16Conversions() { return false; }
 #endif
 
+// `count` floats rounded to bf16 (ToBfloat16's rounding) from `from` into `to`, on the calling thread: one conversion
+// instruction a vector where HasBfloat16Conversions(), else ToBfloat16 value by value.
+void RoundToBfloat16(const float* from, long long count, uint16_t* to);
+
 // Runs range(begin, end) over [0, count) in stretches of kBfloat16Stretch elements (whole vectors but the last), split
 // over OpenMP's threads where `threaded` (core/threads.hpp): a loop above, each stretch on one thread.
 constexpr long long kBfloat16Stretch = 16384;

@@ -361,10 +361,8 @@ std::vector<float> StoredValues(const Blob& blob) {
   return values;
 }
 
-}  // namespace
-
-std::vector<float> PlainValues(const Blob& blob) {
-  std::vector<float> stored = StoredValues(blob);
+// `stored`, values of `blob`'s shape in the order its layout keeps them, in plain row-major order.
+std::vector<float> InPlainOrder(const Blob& blob, std::vector<float> stored) {
   if (blob.layout() == Layout::kPlain) return stored;
   const float* data = stored.data();
   CREMA_CHECK(blob.num_axes() == 4) << "a blob of shape " << blob.shape_string() << " is kept in "
@@ -379,6 +377,22 @@ std::vector<float> PlainValues(const Blob& blob) {
         plain[(static_cast<size_t>(n) * channels + c) * positions + s] =
             data[((static_cast<size_t>(n) * (channels / block) + c / block) * positions + s) * block + c % block];
   return plain;
+}
+
+}  // namespace
+
+std::vector<float> PlainValues(const Blob& blob) { return InPlainOrder(blob, StoredValues(blob)); }
+
+std::vector<float> PlainDiffs(const Blob& blob) {
+  const size_t count = static_cast<size_t>(blob.count());
+  if (blob.diff_type() == ElementType::kFloat32)
+    return InPlainOrder(blob, std::vector<float>(blob.cpu_diff(), blob.cpu_diff() + count));
+  CREMA_CHECK(blob.diff_type() == ElementType::kBfloat16)
+      << "a gradient in " << ElementTypeName(blob.diff_type()) << " has no values to read";
+  std::vector<float> values(count);
+  const auto* stored = static_cast<const uint16_t*>(blob.cpu_diff_bytes());
+  for (size_t i = 0; i < count; ++i) values[i] = FromBfloat16(stored[i]);
+  return InPlainOrder(blob, std::move(values));
 }
 
 }  // namespace crema

@@ -190,5 +190,7 @@ std::vector<int> ShapeFromProto(const BlobShape& shape);
 // The blob's values in plain row-major order (N x C x H x W for images), reordered when the plan keeps the blob in
 // another layout (see core/layout.hpp): what files and comparisons read.
 std::vector<float> PlainValues(const Blob& blob);
+// Its gradient likewise (floats, or bf16 values where the plan keeps it in bf16).
+std::vector<float> PlainDiffs(const Blob& blob);
 
 }  // namespace crema
