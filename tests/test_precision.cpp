@@ -1561,27 +1561,6 @@ TEST(PrecisionTest, Bfloat16InceptionModulesTrainThroughSplitConcatAndPooling) {
     net.ClearParamDiffs();
     float_net.ClearParamDiffs();
     EXPECT_EQ(net.ForwardBackward(), float_net.ForwardBackward());
-    // Each Concat's backward: a branch's bf16 gradient is its channels of the output's float gradient, rounded.
-    for (const char* module : {"a", "b"}) {
-      const Blob& out = *net.blob_by_name(std::string(module) + "/out");
-      ASSERT_EQ(ElementTypeName(out.diff_type()), ElementTypeName(ElementType::kFloat32)) << module;
-      const std::vector<float> joined = PlainDiffs(out);
-      const int positions = out.count(2);
-      int first = 0;
-      for (const char* branch : {"/1x1", "/3x3", "/proj"}) {
-        const Blob& part = *net.blob_by_name(module + std::string(branch));
-        const std::vector<float> gradient = PlainDiffs(part);
-        for (int n = 0; n < part.shape(0); ++n)
-          for (int c = 0; c < part.shape(1); ++c)
-            for (int p = 0; p < positions; ++p) {
-              const float whole = joined[(static_cast<size_t>(n) * out.shape(1) + first + c) * positions + p];
-              ASSERT_EQ(gradient[(static_cast<size_t>(n) * part.shape(1) + c) * positions + p],
-                        FromBfloat16(ToBfloat16(whole)))
-                  << module << branch << " at " << n << ", " << c << ", " << p;
-            }
-        first += part.shape(1);
-      }
-    }
     for (const char* layer : {"stem", "a/1x1", "a/3x3r", "a/3x3", "a/proj", "b/1x1", "b/3x3", "b/proj", "fc"})
       for (size_t i = 0; i < net.layer_by_name(layer)->params().size(); ++i) {
         SCOPED_TRACE(std::string(layer) + " " + std::to_string(i));
@@ -1596,6 +1575,37 @@ TEST(PrecisionTest, Bfloat16InceptionModulesTrainThroughSplitConcatAndPooling) {
         // A tie moves one position's gradient to a neighbour of equal value: a small part of the whole.
         EXPECT_LE(std::sqrt(difference), 0.05 * std::sqrt(norm));
       }
+    // Each Concat's backward, checked as it runs (the memory plan reuses its gradients' memory afterwards): a branch's
+    // bf16 gradient is its channels of the output's float gradient, rounded.
+    net.Forward();
+    int concats = 0;
+    for (size_t step = net.plan().size(); step-- > 0;) {
+      net.BackwardStep(step);
+      const PlanStep& join = net.plan()[step];
+      if (std::string(net.layers()[join.layer]->type()) != "Concat") continue;
+      ++concats;
+      const Blob& out = *net.blobs()[join.tops[0]];
+      ASSERT_EQ(ElementTypeName(out.diff_type()), ElementTypeName(ElementType::kFloat32));
+      const std::vector<float> joined = PlainDiffs(out);
+      const int positions = out.count(2);
+      int first = 0;
+      for (int id : join.bottoms) {
+        const Blob& part = *net.blobs()[id];
+        SCOPED_TRACE(net.blob_names()[id]);
+        EXPECT_EQ(ElementTypeName(part.diff_type()), ElementTypeName(ElementType::kBfloat16));
+        const std::vector<float> gradient = PlainDiffs(part);
+        for (int n = 0; n < part.shape(0); ++n)
+          for (int c = 0; c < part.shape(1); ++c)
+            for (int p = 0; p < positions; ++p) {
+              const float whole = joined[(static_cast<size_t>(n) * out.shape(1) + first + c) * positions + p];
+              ASSERT_EQ(gradient[(static_cast<size_t>(n) * part.shape(1) + c) * positions + p],
+                        FromBfloat16(ToBfloat16(whole)))
+                  << "at " << n << ", " << c << ", " << p;
+            }
+        first += part.shape(1);
+      }
+    }
+    EXPECT_EQ(concats, 2);
   });
 }
 
