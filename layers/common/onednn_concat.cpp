@@ -32,53 +32,47 @@ struct OneDnnConcatLayer::Primitives {
 
 namespace {
 
-// Copies each bottom's images into (or, `to_bottoms`, out of) its stretch of each image of the top: `sizes` are the
-// bottoms' bytes per image.
-void CopyImages(int images, const std::vector<size_t>& sizes, size_t top_image, const std::vector<char*>& bottoms,
-                char* top, bool to_bottoms) {
-  const long long total = static_cast<long long>(images) * static_cast<long long>(top_image);
+// Runs part(n, b, offset) for every image n and bottom b: `offset` is where bottom b's `sizes[b]` values of image n lie
+// in the top, whose images (`top_image` values each) are their bottoms' images one after another. Over the threads
+// where there are enough bytes (`bytes` a value).
+template <typename Part>
+void ForEachImagePart(int images, const std::vector<long long>& sizes, long long top_image, size_t bytes,
+                      const Part& part) {
+  const long long total = static_cast<long long>(images) * top_image * static_cast<long long>(bytes);
 #pragma omp parallel for if (images > 1 && total >= (1LL << 22))
   for (int n = 0; n < images; ++n) {
-    size_t offset = static_cast<size_t>(n) * top_image;
-    for (size_t b = 0; b < bottoms.size(); ++b) {
-      char* image = bottoms[b] == nullptr ? nullptr : bottoms[b] + static_cast<size_t>(n) * sizes[b];
-      if (image != nullptr) {
-        if (to_bottoms) {
-          std::memcpy(image, top + offset, sizes[b]);
-        } else {
-          std::memcpy(top + offset, image, sizes[b]);
-        }
-      }
+    long long offset = static_cast<long long>(n) * top_image;
+    for (size_t b = 0; b < sizes.size(); ++b) {
+      part(n, b, offset);
       offset += sizes[b];
     }
   }
 }
 
-// The top's float gradient out to its bottoms' gradients, image by image (the layout of CopyImages): each bottom's
-// stretch copied where its gradient is float, rounded to bf16 (ToBfloat16's rounding, oneDNN's reorders' on this CPU)
-// where the plan keeps it in bf16; nothing for a bottom that asks for none.
+// Each bottom's values per image, as ForEachImagePart takes them.
+std::vector<long long> ImageSizes(const std::vector<Blob*>& bottom) {
+  std::vector<long long> sizes;
+  for (const Blob* b : bottom) sizes.push_back(b->count(1));
+  return sizes;
+}
+
+// The top's float gradient out to its bottoms' gradients, image by image: each bottom's stretch copied where its
+// gradient is float, rounded to bf16 (ToBfloat16's rounding, oneDNN's reorders' on this CPU) where the plan keeps it in
+// bf16; nothing for a bottom that asks for none.
 void SplitGradientByImages(const Blob& top, const std::vector<bool>& propagate_down, const std::vector<Blob*>& bottom) {
-  const int images = top.shape(0);
-  const long long top_image = top.count(1), total = static_cast<long long>(images) * top_image;
   const float* gradient = top.cpu_diff();
   std::vector<void*> into(bottom.size(), nullptr);
   for (size_t b = 0; b < bottom.size(); ++b)
     if (propagate_down[b]) into[b] = bottom[b]->mutable_cpu_diff_bytes();
-#pragma omp parallel for if (images > 1 && total >= (1LL << 20))
-  for (int n = 0; n < images; ++n) {
-    long long offset = static_cast<long long>(n) * top_image;
-    for (size_t b = 0; b < bottom.size(); ++b) {
-      const long long size = bottom[b]->count(1);
-      if (into[b] != nullptr) {
-        if (bottom[b]->diff_type() == ElementType::kBfloat16) {
-          RoundToBfloat16(gradient + offset, size, static_cast<uint16_t*>(into[b]) + n * size);
-        } else {
-          std::memcpy(static_cast<float*>(into[b]) + n * size, gradient + offset, size * sizeof(float));
-        }
-      }
-      offset += size;
+  const std::vector<long long> sizes = ImageSizes(bottom);
+  ForEachImagePart(top.shape(0), sizes, top.count(1), sizeof(float), [&](int n, size_t b, long long offset) {
+    if (into[b] == nullptr) return;
+    if (bottom[b]->diff_type() == ElementType::kBfloat16) {
+      RoundToBfloat16(gradient + offset, sizes[b], static_cast<uint16_t*>(into[b]) + n * sizes[b]);
+    } else {
+      std::memcpy(static_cast<float*>(into[b]) + n * sizes[b], gradient + offset, sizes[b] * sizeof(float));
     }
-  }
+  });
 }
 
 }  // namespace
@@ -154,14 +148,13 @@ void OneDnnConcatLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std:
   Primitives& p = *primitives_;
   if (p.by_images) {
     const size_t bytes = ElementBytes(top[0]->data_type());  // 8-bit blobs too
-    std::vector<size_t> sizes;
-    std::vector<char*> sources;
-    for (const Blob* b : bottom) {
-      sizes.push_back(static_cast<size_t>(b->count(1)) * bytes);
-      sources.push_back(static_cast<char*>(const_cast<void*>(b->cpu_bytes())));
-    }
-    CopyImages(top[0]->shape(0), sizes, static_cast<size_t>(top[0]->count(1)) * bytes, sources,
-               static_cast<char*>(top[0]->mutable_cpu_bytes()), false);
+    std::vector<const char*> from;
+    for (const Blob* b : bottom) from.push_back(static_cast<const char*>(b->cpu_bytes()));
+    char* to = static_cast<char*>(top[0]->mutable_cpu_bytes());
+    const std::vector<long long> sizes = ImageSizes(bottom);
+    ForEachImagePart(top[0]->shape(0), sizes, top[0]->count(1), bytes, [&](int n, size_t b, long long offset) {
+      std::memcpy(to + offset * bytes, from[b] + n * sizes[b] * bytes, sizes[b] * bytes);
+    });
     return;
   }
   onednn::RunOnSources(p.forward_primitive, p.scratch_desc, p.bottoms, bottom, p.top, top[0]->mutable_cpu_bytes(),
