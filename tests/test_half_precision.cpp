@@ -26,12 +26,6 @@
 namespace crema {
 namespace {
 
-float BitsAsFloat(uint32_t bits) {
-  float x;
-  std::memcpy(&x, &bits, sizeof x);
-  return x;
-}
-
 // float16's value nearest to `x`, ties to even, computed in double arithmetic: the grid of float16 values around x
 // is spaced 2^(e - 10) for x in [2^e, 2^(e+1)), e at least -14 (the subnormals share the spacing 2^-24); rint rounds
 // to the nearest multiple, a tie to the even one; past 65504 the next grid value, 65536, is infinity.
@@ -83,7 +77,7 @@ TEST(HalfPrecisionTest, Float16RoundingIsToNearestEvenWithSubnormalsAndInfinity)
   // Floats across the whole range (a stride through the bit patterns), and every midpoint between two neighbouring
   // float16 values with the floats either side of it.
   std::vector<float> floats;
-  for (uint64_t bits = 0; bits < (uint64_t{1} << 32); bits += 7919) floats.push_back(BitsAsFloat(bits));
+  for (uint64_t bits = 0; bits < (uint64_t{1} << 32); bits += 7919) floats.push_back(FloatOfBits(bits));
   for (uint32_t h = 0; h < 0x7c00; ++h) {
     const double midpoint =
         (static_cast<double>(FromFloat16(static_cast<uint16_t>(h))) + FromFloat16(static_cast<uint16_t>(h + 1))) / 2;

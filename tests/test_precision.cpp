@@ -43,13 +43,6 @@
 namespace crema {
 namespace {
 
-// The float whose bits are `bits`.
-float BitsAsFloat(uint32_t bits) {
-  float x;
-  std::memcpy(&x, &bits, sizeof x);
-  return x;
-}
-
 // bfloat16 keeps 8 significant bits: rounding to nearest errs by at most 2^-8 of the value.
 constexpr double kBfloat16UnitRoundoff = 1.0 / 256;
 
@@ -485,14 +478,14 @@ TEST(Bfloat16BlobTest, RoundsToNearestEvenAndHoldsHalfTheBytes) {
   EXPECT_EQ(FromBfloat16(ToBfloat16(3.4e38f)), INFINITY);  // past the largest bf16 (3.39e38), rounded up
   // Denormal floats (below 2^-126 in magnitude) become zero of their sign, as AVX512_BF16's conversion takes them; the
   // smallest normal float stays, and the largest denormal does not round up to it.
-  EXPECT_EQ(ToBfloat16(BitsAsFloat(0x00000001u)), 0x0000);
-  EXPECT_EQ(ToBfloat16(BitsAsFloat(0x807fffffu)), 0x8000);
-  EXPECT_EQ(ToBfloat16(BitsAsFloat(0x00800000u)), 0x0080);
-  EXPECT_EQ(ToBfloat16(BitsAsFloat(0x80808000u)), 0x8080);  // a tie at the smallest normals, to even
+  EXPECT_EQ(ToBfloat16(FloatOfBits(0x00000001u)), 0x0000);
+  EXPECT_EQ(ToBfloat16(FloatOfBits(0x807fffffu)), 0x8000);
+  EXPECT_EQ(ToBfloat16(FloatOfBits(0x00800000u)), 0x0080);
+  EXPECT_EQ(ToBfloat16(FloatOfBits(0x80808000u)), 0x8080);  // a tie at the smallest normals, to even
   // The loops' branch-free rounding (core/vector_clones.hpp) gives ToBfloat16's bits for every kind of float:
   // a sweep over the bit patterns, denormals, infinities and NaNs among them.
   for (uint64_t bits = 0; bits <= 0xffffffffu; bits += 4099) {
-    const float x = BitsAsFloat(static_cast<uint32_t>(bits));
+    const float x = FloatOfBits(static_cast<uint32_t>(bits));
     ASSERT_EQ(StoredAs(x, static_cast<const uint16_t*>(nullptr)), ToBfloat16(x)) << std::hex << bits;
   }
 
@@ -534,9 +527,9 @@ TEST(PrecisionTest, Bfloat16RoundingIsOneDnnsOnThisCpu) {
   CREMA_SKIP_WITHOUT_BFLOAT16();
   std::vector<float> floats;
   for (uint64_t bits = 0; bits <= 0xffffffffu; bits += 65537)
-    floats.push_back(BitsAsFloat(static_cast<uint32_t>(bits)));
+    floats.push_back(FloatOfBits(static_cast<uint32_t>(bits)));
   for (uint32_t bits : {0x00000001u, 0x807fffffu, 0x00800000u, 0x7f7fffffu, 0x7fc00001u, 0xff800001u})
-    floats.push_back(BitsAsFloat(bits));
+    floats.push_back(FloatOfBits(bits));
   const auto count = static_cast<dnnl::memory::dim>(floats.size());
   const dnnl::memory::desc from({count}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::a);
   const dnnl::memory::desc to({count}, dnnl::memory::data_type::bf16, dnnl::memory::format_tag::a);
