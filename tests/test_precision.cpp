@@ -20,6 +20,7 @@
 #ifdef CREMA_USE_ONEDNN
 
 #include "core/bf16_blocked_copy.hpp"
+#include "core/bf16_vectors.hpp"
 #include "core/derived_copy.hpp"
 #include "core/element_type.hpp"
 #include "core/random.hpp"
@@ -544,6 +545,16 @@ TEST(PrecisionTest, Bfloat16RoundingIsOneDnnsOnThisCpu) {
     std::memcpy(&bits, &floats[i], sizeof bits);
     ASSERT_EQ(ToBfloat16(floats[i]), converted[i]) << std::hex << bits;
   }
+  // The vector loop's rounding too (RoundToBfloat16, AVX512_BF16's conversion), in pieces of every length from 0 to 40
+  // (whole vectors and the masked tail) and the rest in one.
+  std::vector<uint16_t> rounded(floats.size(), 0xdead);
+  size_t at = 0;
+  for (size_t length = 0; length <= 40; ++length) {
+    crema::RoundToBfloat16(floats.data() + at, static_cast<long long>(length), rounded.data() + at);
+    at += length;
+  }
+  crema::RoundToBfloat16(floats.data() + at, static_cast<long long>(floats.size() - at), rounded.data() + at);
+  EXPECT_EQ(rounded, converted);
 }
 
 // A net of `text` computing in bf16 (a CPU context, seed 7), `types` on oneDNN's engine, with a memory plan (its
