@@ -405,7 +405,20 @@ bool WritesDerivedWeights() {
 
 bool WeightCache::DeriveFrom(Blob* blob) {
   PairBlockedLayout layout;
-  if (!WritesDerivedWeights() || !PairBlockedLayoutOf(wanted_, user_, &layout)) return false;
+  if (!WritesDerivedWeights()) return false;
+  // A 1x1 convolution's weights (outputs x inputs x 1 x 1) are an inner product's: the same layouts without the unit
+  // dimensions.
+  memory::desc wanted = wanted_, user = user_;
+  const memory::dims dims = wanted_.dims();
+  if (dims.size() == 4 && dims[2] == 1 && dims[3] == 1 && user_.dims() == dims) {
+    try {
+      wanted = wanted_.reshape({dims[0], dims[1]});
+      user = user_.reshape({dims[0], dims[1]});
+    } catch (const dnnl::error&) {
+      return false;  // a layout oneDNN cannot view in two dimensions
+    }
+  }
+  if (!PairBlockedLayoutOf(wanted, user, &layout)) return false;
   if (!derived_) {
     derived_ = std::make_shared<Bfloat16BlockedCopy>(layout);
     derived_memory_ = memory(wanted_, CpuEngine(), derived_->data());

@@ -190,8 +190,9 @@ class WeightCache {
  public:
   // Sets the layout the primitive wants and crema's (`user`); a new layout empties the cache.
   void Describe(const dnnl::memory::desc& wanted, const dnnl::memory::desc& user);
-  // Where crema writes the wanted layout itself (a bf16 one of pairs from plain float rows): makes that copy and
-  // registers it with `blob`, whose data the cache is for, so that the solver's update writes it. Whether it did.
+  // Where crema writes the wanted layout itself (a bf16 one of pairs from plain float rows: an inner product's weights,
+  // or a 1x1 convolution's): makes that copy and registers it with `blob`, whose data the cache is for, so that the
+  // solver's update writes it. Whether it did.
   bool DeriveFrom(Blob* blob);
   // Whether the copy is one crema writes, registered with the blob (DeriveFrom), and that copy (as of the last Get).
   bool derived() const { return derived_ != nullptr; }

@@ -1,6 +1,6 @@
 // The layers the precision tests (test_precision, test_half_precision) compute in half precision against float32:
-// a padded convolution, a strided grouped one, a deconvolution, and inner products plain and transposed, each with a
-// bottom shape.
+// a padded convolution, a strided grouped one, a 1x1 one, a deconvolution, and inner products plain and transposed,
+// each with a bottom shape.
 #pragma once
 
 #include <vector>
@@ -13,6 +13,11 @@ inline constexpr char kPrecisionConvolution[] =
     "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 } }";
 inline constexpr char kPrecisionStridedConvolution[] =
     "name: 'conv' type: 'Convolution' convolution_param { num_output: 16 kernel_size: 3 stride: 2 group: 2 "
+    "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 } }";
+// 48 inputs and 20 outputs: a bf16 copy of its weights written by crema (an inner product's layout) takes its vector
+// loops for 32 inputs and 16 outputs and its element loop for the rest.
+inline constexpr char kPrecisionPointwiseConvolution[] =
+    "name: 'conv' type: 'Convolution' convolution_param { num_output: 20 kernel_size: 1 "
     "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 } }";
 inline constexpr char kPrecisionDeconvolution[] =
     "name: 'deconv' type: 'Deconvolution' convolution_param { num_output: 8 kernel_size: 4 stride: 2 pad: 1 "
@@ -33,6 +38,7 @@ struct PrecisionCase {
 inline const std::vector<PrecisionCase>& PrecisionConvolutionCases() {
   static const std::vector<PrecisionCase> cases = {{kPrecisionConvolution, {2, 16, 7, 6}},
                                                    {kPrecisionStridedConvolution, {2, 12, 9, 8}},
+                                                   {kPrecisionPointwiseConvolution, {2, 48, 3, 4}},
                                                    {kPrecisionDeconvolution, {2, 16, 5, 4}}};
   return cases;
 }

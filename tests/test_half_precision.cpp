@@ -137,10 +137,6 @@ std::unique_ptr<Single> Make(const std::string& text, const std::vector<int>& sh
 
 std::shared_ptr<Context> CpuContext() { return std::make_shared<Context>(); }
 
-const char* const kPointwiseConvolution =
-    "name: 'conv' type: 'Convolution' convolution_param { num_output: 6 kernel_size: 1 "
-    "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 } }";
-
 using Case = test::PrecisionCase;
 using test::kPrecisionInnerProduct;
 using test::PrecisionConvolutionCases;
@@ -210,9 +206,7 @@ TEST(HalfPrecisionTest, TheInnerProductsGpuCodeRehearsedOnTheHostComputesInHalfP
 
 // The native Convolution's and Deconvolution's GPU code (im2col and a product per image and group), rehearsed.
 TEST(HalfPrecisionTest, TheNativeConvolutionsGpuCodeRehearsedOnTheHostComputesInHalfPrecision) {
-  std::vector<Case> cases = PrecisionConvolutionCases();
-  cases.push_back({kPointwiseConvolution, {2, 5, 4, 3}});
-  CheckInBothHalfTypes(cases, RehearsalContext, "native", false);
+  CheckInBothHalfTypes(PrecisionConvolutionCases(), RehearsalContext, "native", false);
 }
 
 // The weights' 16-bit copy follows the weights (a write makes it stale), the weights' gradient adds to what the diff

@@ -410,6 +410,55 @@ TEST(PrecisionTest, TheUpdateWritesTheBfloat16WeightsTheLayersWouldWrite) {
     EXPECT_EQ(std::memcmp(a[i]->cpu_data(), b[i]->cpu_data(), a[i]->count() * sizeof(float)), 0) << "parameter " << i;
 }
 
+// A 1x1 convolution computing in bf16 for training reads its weights' bf16 copy in an inner product's layout, which
+// crema writes (WeightCache::DeriveFrom) and registers with the weights for the solver's update: each weight's bf16
+// value at its place in the layout, the padding zero; stale after the weights are written, current again after a
+// forward. (The forward and gradients through that copy are checked with the other cases, within bf16's rounding.)
+TEST(PrecisionTest, APointwiseConvolutionsBfloat16WeightsAreCremasCopy) {
+  CREMA_SKIP_WITHOUT_CREMAS_BF16_WEIGHTS();
+  // In channel blocks, as a net's runs of oneDNN layers lie (channels-last takes other kernels and weights' layouts).
+  const test::ScopedEnvironment blocks("CREMA_ONEDNN_ACTIVATIONS", "blocked");
+  const std::vector<int> shape = {2, 48, 3, 4};
+  auto half = MakeIn(test::kPrecisionPointwiseConvolution, ::caffe::BFLOAT16, shape);
+  Blob& weights = *half->layer->params()[0];
+  half->layer->Forward(half->bottoms(), half->tops());
+  const std::vector<std::shared_ptr<DerivedCopy>> copies = weights.DerivedCopies();
+  ASSERT_EQ(copies.size(), 1u);
+  const auto* copy = dynamic_cast<const Bfloat16BlockedCopy*>(copies[0].get());
+  ASSERT_NE(copy, nullptr);
+  EXPECT_TRUE(copy->IsCurrent(weights));
+  const PairBlockedLayout& layout = copy->layout();
+  ASSERT_EQ(layout.outputs, 20);
+  ASSERT_EQ(layout.inputs, 48);
+  std::vector<bool> placed(copy->bytes() / sizeof(uint16_t), false);
+  for (int64_t o = 0; o < layout.outputs; ++o)
+    for (int64_t i = 0; i < layout.inputs; ++i) {
+      const int64_t at = layout.Offset(o, i);
+      ASSERT_EQ(copy->data()[at], ToBfloat16(weights.cpu_data()[o * layout.inputs + i])) << o << ", " << i;
+      placed[at] = true;
+    }
+  for (size_t at = 0; at < placed.size(); ++at) {
+    if (!placed[at]) {
+      ASSERT_EQ(copy->data()[at], 0) << "padding at " << at;
+    }
+  }
+  weights.mutable_cpu_data()[0] += 1.f;
+  EXPECT_FALSE(copy->IsCurrent(weights));
+  half->layer->Forward(half->bottoms(), half->tops());
+  EXPECT_TRUE(copy->IsCurrent(weights));
+  EXPECT_EQ(copy->data()[layout.Offset(0, 0)], ToBfloat16(weights.cpu_data()[0]));
+  // And the primitive reads it as its layout: forward and gradients within bf16's rounding, as for the other cases.
+  test::CheckHalfPrecisionLayer(
+      [&](const Twin* like) { return MakeIn(test::kPrecisionPointwiseConvolution, ::caffe::FLOAT32, shape, like); },
+      [&](const Twin& like) {
+        auto layer = MakeIn(test::kPrecisionPointwiseConvolution, ::caffe::BFLOAT16, shape, &like);
+        layer->layer->Forward(layer->bottoms(), layer->tops());
+        EXPECT_EQ(layer->layer->params()[0]->DerivedCopies().size(), 1u);
+        return layer;
+      },
+      Precision::kBfloat16, 1e-6, false);
+}
+
 // Training through crema's bf16 Winograd (a 3 x 3 convolution over 28 x 28, all three passes) resumes bit for bit, and
 // gives the bytes of the run with every blob in floats (its rule reads its operands rounded, wherever they lie). (A MAX
 // pooling would not: its bf16 run's maxima are the rounded values', whose ties may differ from the float run's.)

@@ -570,6 +570,12 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
   // A reshape keeps the weights' copy where the layout it wants stays the same.
   if (primitives_) p->weights = std::move(primitives_->weights);
   if (!p->int8) p->weights.Describe(p->forward.weights_desc(0), p->user_weights);
+  // In bf16 training the weights change every iteration: a 1x1 convolution's bf16 copy in the primitive's layout, an
+  // inner product's layout, is registered with the blob where crema writes that layout (WeightCache::DeriveFrom), so
+  // that the solver's update writes it as it writes the weights, where each forward reordered them.
+  if (!p->int8 && !p->winograd && backward && p->precision == Precision::kBfloat16 && group_ == 1 && !transposed_ &&
+      g.kernel[0] == 1 && g.kernel[1] == 1)
+    p->weights.DeriveFrom(params_[0].get());
   p->forward_src = p->forward.src_desc(0);
   p->forward_dst = p->forward.dst_desc(0);
   p->summand_target =
