@@ -423,7 +423,13 @@ TEST(PrecisionTest, APointwiseConvolutionsBfloat16WeightsAreCremasCopy) {
   Blob& weights = *half->layer->params()[0];
   half->layer->Forward(half->bottoms(), half->tops());
   const std::vector<std::shared_ptr<DerivedCopy>> copies = weights.DerivedCopies();
-  ASSERT_EQ(copies.size(), 1u);
+  // oneDNN's bf16 1x1 kernel for AVX512_BF16 wants the pair-blocked layout; another (AMX's) may want one crema does not
+  // write, and then reorders in the pass.
+  const std::string kernel = dynamic_cast<const OneDnnConvolutionLayer&>(*half->layer).implementation();
+  if (copies.empty() && kernel.rfind("jit_bf16_1x1", 0) != 0)
+    GTEST_SKIP() << "oneDNN's bf16 1x1 convolution here (" << kernel << ") wants its weights in a layout crema does "
+                 << "not write";
+  ASSERT_EQ(copies.size(), 1u) << kernel;
   const auto* copy = dynamic_cast<const Bfloat16BlockedCopy*>(copies[0].get());
   ASSERT_NE(copy, nullptr);
   EXPECT_TRUE(copy->IsCurrent(weights));
