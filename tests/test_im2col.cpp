@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -61,13 +62,16 @@ void Reference2d(const Case2d& p, std::vector<float>* image, std::vector<float>*
 }
 
 const Case2d kCases2d[] = {
-    {2, 5, 6, 3, 3, 0, 0, 1, 1, 1, 1},   // plain
-    {3, 7, 6, 3, 3, 1, 1, 2, 2, 1, 1},   // pad and stride
-    {2, 7, 8, 3, 2, 1, 0, 2, 1, 2, 3},   // rectangular, dilated, different per axis
-    {1, 4, 4, 1, 1, 0, 0, 1, 1, 1, 1},   // 1x1
-    {2, 5, 5, 5, 5, 2, 2, 3, 3, 1, 1},   // kernel as large as the image
-    {2, 4, 3, 2, 2, 3, 3, 1, 1, 1, 1},   // pad wider than the kernel: whole rows of padding
-    {1, 9, 10, 3, 3, 2, 2, 3, 3, 2, 2},  // stride 3 with pad and dilation: partly inside lines
+    {2, 5, 6, 3, 3, 0, 0, 1, 1, 1, 1},      // plain
+    {3, 7, 6, 3, 3, 1, 1, 2, 2, 1, 1},      // pad and stride
+    {2, 7, 8, 3, 2, 1, 0, 2, 1, 2, 3},      // rectangular, dilated, different per axis
+    {1, 4, 4, 1, 1, 0, 0, 1, 1, 1, 1},      // 1x1
+    {2, 5, 5, 5, 5, 2, 2, 3, 3, 1, 1},      // kernel as large as the image
+    {2, 4, 3, 2, 2, 3, 3, 1, 1, 1, 1},      // pad wider than the kernel: whole rows of padding
+    {1, 9, 10, 3, 3, 2, 2, 3, 3, 2, 2},     // stride 3 with pad and dilation: partly inside lines
+    {3, 27, 25, 11, 11, 0, 0, 4, 4, 1, 1},  // CaffeNet's conv1 in small: a width not a whole number of strides
+    {3, 14, 15, 7, 7, 3, 3, 2, 2, 1, 1},    // GoogLeNet's conv1 in small
+    {2, 11, 17, 3, 4, 1, 5, 2, 3, 1, 2},    // stride 3 across with dilation 2, a pad wider than the stride
 };
 
 TEST(Im2colTest, TwoDimensionalMatchesReference) {
@@ -89,6 +93,35 @@ TEST(Im2colTest, Col2imMatchesReferenceAndOverwrites) {
                p.stride_w, p.dilation_h, p.dilation_w, image.data());
     Reference2d(p, &expected, &columns, true);
     for (int i = 0; i < p.image_count(); ++i) EXPECT_NEAR(image[i], expected[i], 1e-5f) << i;
+  }
+}
+
+// Folding band by band (a few output rows' columns at a time, into an image zeroed once) gives col2im's image: every
+// band's rows of the image reached, none past them (strides 2 to 4 take rows apart by phase, stride 1 line by line).
+TEST(Im2colTest, Col2imInBandsMatchesReference) {
+  for (const Case2d& p : kCases2d) {
+    const int positions = p.out_h() * p.out_w(), rows = p.column_count() / positions;
+    std::vector<float> columns = RandomValues(p.column_count(), 5);
+    std::vector<float> expected(p.image_count(), 0.f);
+    Reference2d(p, &expected, &columns, true);
+    for (int band_rows = 1; band_rows <= p.out_h(); ++band_rows) {
+      SCOPED_TRACE("kernel " + std::to_string(p.kernel_h) + "x" + std::to_string(p.kernel_w) + " stride " +
+                   std::to_string(p.stride_h) + "x" + std::to_string(p.stride_w) + ", bands of " +
+                   std::to_string(band_rows) + " rows");
+      std::vector<float> image(p.image_count(), 0.f);
+      for (int first = 0; first < p.out_h(); first += band_rows) {
+        const int band_h = std::min(band_rows, p.out_h() - first);
+        // The band's columns: each row's positions of output rows [first, first + band_h), packed.
+        std::vector<float> band(static_cast<size_t>(rows) * band_h * p.out_w());
+        for (int row = 0; row < rows; ++row)
+          std::copy_n(columns.begin() + row * positions + first * p.out_w(), band_h * p.out_w(),
+                      band.begin() + static_cast<size_t>(row) * band_h * p.out_w());
+        col2im_band_cpu(band.data(), p.channels, p.height, p.width, p.kernel_h, p.kernel_w, p.pad_h, p.pad_w,
+                        p.stride_h, p.stride_w, p.dilation_h, p.dilation_w, first, band_h, image.data());
+      }
+      for (int i = 0; i < p.image_count(); ++i)
+        ASSERT_NEAR(image[i], expected[i], 1e-5f * (1.f + std::fabs(expected[i]))) << "pixel " << i;
+    }
   }
 }
 

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <vector>
 
+#include "core/vector_clones.hpp"
+
 namespace crema {
 
 namespace {
@@ -78,10 +80,95 @@ void im2col_cpu(const float* image, int channels, int height, int width, int ker
 }
 
 namespace {
+// fold_2d where the columns' x stride is above 1 (a strided convolution's input gradient: CaffeNet's conv1 at 4,
+// GoogLeNet's at 2), where a column line's values land every stride-th pixel, one element at a time. Here each image
+// row a band reaches is taken apart by phase (pixel x, with x + pad_w = stride * j + r, held as phase r's j-th value),
+// so that a column line adds into one phase as one contiguous stretch (kernel column kx into phase (kx * dilation_w) %
+// stride from value (kx * dilation_w) / stride on), in vectors, and then put back together. Each pixel receives its
+// terms on top of the value it held in fold_2d's order (kernel row, then kernel column, ascending): the same sums,
+// bit for bit, as the line-by-line fold and the GPU's rule.
+// kPhases: the stride where the compiler is to know it (2, 3, 4: its loops over a row's phases then go in vectors),
+// else 0 and `stride_w`.
+template <int kPhases>
+CREMA_ALWAYS_INLINE void FoldByPhases(const float* columns, int channels, int height, int width, int kernel_h,
+                                      int kernel_w, int pad_h, int pad_w, int stride_h, int stride_w, int dilation_h,
+                                      int dilation_w, float* image, size_t row_stride, int first_row, int last_row) {
+  const int phases = kPhases > 0 ? kPhases : stride_w;
+  const int out_w = output_size(width, kernel_w, pad_w, stride_w, dilation_w);
+  // Phase r's values j: pixel x = phases * j + r - pad_w, and every place a column line reaches (beyond the row's ends
+  // too, where the terms fall on padding and are dropped). The pixels are values [lead, lead + inner) of every phase,
+  // those of the phases below `ragged` one more (the row's last, where its width is not a whole number of strides).
+  const int length = std::max(out_w + dilation_w * (kernel_w - 1) / phases, (width - 1 + pad_w) / phases + 2);
+  std::vector<float> by_phase(static_cast<size_t>(phases) * length, 0.f);
+  float* const values = by_phase.data();
+  const int top = std::max(0, first_row * stride_h - pad_h);
+  const int bottom = std::min(height, (last_row - 1) * stride_h - pad_h + (kernel_h - 1) * dilation_h + 1);
+  for (int c = 0; c < channels; ++c) {
+    for (int y = top; y < bottom; ++y) {
+      float* const row = image + (static_cast<size_t>(c) * height + y) * width;
+      // Taken apart: the row's pixels into their phases, the places around them zero.
+      for (int r = 0; r < phases; ++r) {
+        float* const phase = values + r * length;
+        // Pixels x = phases * j + r - pad_w for j in [first, last).
+        const int first = (pad_w - r + phases - 1) / phases, last = (width - 1 + pad_w - r) / phases + 1;
+        for (int j = 0; j < first; ++j) phase[j] = 0.f;
+        const float* from = row + (phases * first + r - pad_w);
+        for (int j = 0; j < last - first; ++j) phase[first + j] = from[phases * j];
+        for (int j = last; j < length; ++j) phase[j] = 0.f;
+      }
+      for (int ky = 0; ky < kernel_h; ++ky) {
+        const int t = y + pad_h - ky * dilation_h;  // oy * stride_h, where this kernel row reaches row y from oy
+        if (t < 0 || t % stride_h != 0) continue;
+        const int oy = t / stride_h;
+        if (oy < first_row || oy >= last_row) continue;
+        for (int kx = 0; kx < kernel_w; ++kx) {
+          const int shift = kx * dilation_w;
+          const float* __restrict in = columns + static_cast<size_t>((c * kernel_h + ky) * kernel_w + kx) * row_stride +
+                                       static_cast<size_t>(oy - first_row) * out_w;
+          float* __restrict out = values + (shift % phases) * length + shift / phases;
+          for (int ox = 0; ox < out_w; ++ox) out[ox] += in[ox];
+        }
+      }
+      for (int r = 0; r < phases; ++r) {
+        const float* const phase = values + r * length;
+        const int first = (pad_w - r + phases - 1) / phases, last = (width - 1 + pad_w - r) / phases + 1;
+        float* to = row + (phases * first + r - pad_w);
+        for (int j = 0; j < last - first; ++j) to[phases * j] = phase[first + j];
+      }
+    }
+  }
+}
+
+CREMA_VECTOR_CLONES void fold_2d_by_phases(const float* columns, int channels, int height, int width, int kernel_h,
+                                           int kernel_w, int pad_h, int pad_w, int stride_h, int stride_w,
+                                           int dilation_h, int dilation_w, float* image, size_t row_stride,
+                                           int first_row, int last_row) {
+  switch (stride_w) {
+    case 2:
+      FoldByPhases<2>(columns, channels, height, width, kernel_h, kernel_w, pad_h, pad_w, stride_h, stride_w,
+                      dilation_h, dilation_w, image, row_stride, first_row, last_row);
+      return;
+    case 4:
+      FoldByPhases<4>(columns, channels, height, width, kernel_h, kernel_w, pad_h, pad_w, stride_h, stride_w,
+                      dilation_h, dilation_w, image, row_stride, first_row, last_row);
+      return;
+    default:
+      FoldByPhases<0>(columns, channels, height, width, kernel_h, kernel_w, pad_h, pad_w, stride_h, stride_w,
+                      dilation_h, dilation_w, image, row_stride, first_row, last_row);
+  }
+}
+
 // Adds the columns of output rows [first_row, last_row) (all where last_row < 0) into the image.
 void fold_2d(const float* columns, int channels, int height, int width, int kernel_h, int kernel_w, int pad_h,
              int pad_w, int stride_h, int stride_w, int dilation_h, int dilation_w, float* image, size_t row_stride,
              int first_row, int last_row) {
+  if (stride_w > 1) {
+    if (last_row < 0) last_row = output_size(height, kernel_h, pad_h, stride_h, dilation_h);
+    if (first_row < last_row)
+      fold_2d_by_phases(columns, channels, height, width, kernel_h, kernel_w, pad_h, pad_w, stride_h, stride_w,
+                        dilation_h, dilation_w, image, row_stride, first_row, last_row);
+    return;
+  }
   for_each_2d_line(
       channels, height, width, kernel_h, kernel_w, pad_h, pad_w, stride_h, stride_w, dilation_h, dilation_w, row_stride,
       [&](size_t in_offset, size_t out_offset, bool inside, int x_offset, int first, int last, int) {
