@@ -214,5 +214,77 @@ TEST(FewRowsTest, MatchesADoubleProductTheSameOnEveryThreadCount) {
   }
 }
 
+// The product of little depth (an inner product's weight gradient from a few rows): C = alpha * A^T * B against a
+// double product for depths 1 to 16, sizes off its vectors and tiles of rows, C aligned for the streaming stores and
+// not (a float past the alignment); C written over NaN, not read; the same bits on one thread as on all and in every
+// build this CPU runs; and cpu_gemm takes it for a transposed A, beta 0 and FewDepthPays.
+TEST(FewRowsTest, TransposedTimesFewDepthMatchesADoubleProductStreamedOrNot) {
+  struct Shape {
+    int M, N, K;
+  };
+  const Shape shapes[] = {{1, 1, 1}, {5, 13, 3}, {37, 64, 10}, {9, 1030, 16}, {4, 48, 7}, {130, 528, 2}, {6, 80, 1}};
+  uint64_t seed = 300;
+  // A buffer for C with `offset` floats past a 64-byte boundary.
+  const auto place = [](std::vector<float>* buffer, size_t count, int offset) {
+    buffer->assign(count + 32, std::numeric_limits<float>::quiet_NaN());
+    const uintptr_t start = (reinterpret_cast<uintptr_t>(buffer->data()) + 63) / 64 * 64;
+    return reinterpret_cast<float*>(start) + offset;
+  };
+  for (const Shape& s : shapes)
+    for (const float alpha : {1.f, -0.75f})
+      for (const int offset : {0, 1}) {
+        SCOPED_TRACE(std::to_string(s.M) + "x" + std::to_string(s.N) + " from depth " + std::to_string(s.K) +
+                     " alpha " + std::to_string(alpha) + (offset ? ", C off its alignment" : ", C aligned"));
+        const size_t count = static_cast<size_t>(s.M) * s.N;
+        const std::vector<float> a = Random(static_cast<size_t>(s.K) * s.M, seed++);  // K x M
+        const std::vector<float> b = Random(static_cast<size_t>(s.K) * s.N, seed++);  // K x N
+        // As ExpectTransposedProduct reads them: A^T (M x K) and B^T (N x K).
+        std::vector<float> at(a.size()), bt(b.size());
+        for (int k = 0; k < s.K; ++k) {
+          for (int i = 0; i < s.M; ++i) at[static_cast<size_t>(i) * s.K + k] = a[static_cast<size_t>(k) * s.M + i];
+          for (int j = 0; j < s.N; ++j) bt[static_cast<size_t>(j) * s.K + k] = b[static_cast<size_t>(k) * s.N + j];
+        }
+        std::vector<float> all_buffer, one_buffer;
+        float* all = place(&all_buffer, count, offset);
+        float* one = place(&one_buffer, count, offset);
+        TransposedTimesFewDepth(s.M, s.N, s.K, alpha, a.data(), b.data(), all);
+        {
+          OneThreadWhile single(true);
+          TransposedTimesFewDepth(s.M, s.N, s.K, alpha, a.data(), b.data(), one);
+        }
+        const std::vector<float> zeros(count), result(all, all + count);
+        ExpectTransposedProduct(s.M, s.N, s.K, alpha, at, bt, 0.f, zeros, result);
+        for (size_t i = 0; i < count; ++i) ASSERT_EQ(all[i], one[i]) << "at " << i;
+        for (int width : {16, 8, 4}) {
+          std::vector<float> buffer;
+          float* c = place(&buffer, count, offset);
+          if (!TransposedTimesFewDepthIn(width, s.M, s.N, s.K, alpha, a.data(), b.data(), c)) continue;
+          SCOPED_TRACE("vectors of " + std::to_string(width));
+          ExpectTransposedProduct(s.M, s.N, s.K, alpha, at, bt, 0.f, zeros, std::vector<float>(c, c + count));
+        }
+      }
+  EXPECT_TRUE(FewDepthPays(4096, 9216, 10));  // CaffeNet's fc6 weight gradient at batch 10
+  EXPECT_FALSE(FewDepthPays(4096, 9216, kFewRows + 1));
+  EXPECT_FALSE(FewDepthPays(500, 800, 64));  // LeNet's ip1 at batch 64
+
+  // Through cpu_gemm: C = A^T B with A K x M, at a size where FewDepthPays holds, beside the same product by
+  // TransposedTimesFewDepth (the same bits) and against the double product.
+  const int M = 1030, N = 1024, K = 5;
+  ASSERT_TRUE(FewDepthPays(M, N, K));
+  const std::vector<float> a = Random(static_cast<size_t>(K) * M, 20), b = Random(static_cast<size_t>(K) * N, 21);
+  std::vector<float> c(static_cast<size_t>(M) * N, std::numeric_limits<float>::quiet_NaN()), direct = c;
+  cpu_gemm(Transpose::kYes, Transpose::kNo, M, N, K, 2.f, a.data(), b.data(), 0.f, c.data());
+  TransposedTimesFewDepth(M, N, K, 2.f, a.data(), b.data(), direct.data());
+  if (GemmOnOneDnn()) {
+    for (size_t i = 0; i < c.size(); ++i) ASSERT_EQ(c[i], direct[i]) << "at " << i;
+  }
+  std::vector<float> at(a.size()), bt(b.size());
+  for (int k = 0; k < K; ++k) {
+    for (int i = 0; i < M; ++i) at[static_cast<size_t>(i) * K + k] = a[static_cast<size_t>(k) * M + i];
+    for (int j = 0; j < N; ++j) bt[static_cast<size_t>(j) * K + k] = b[static_cast<size_t>(k) * N + j];
+  }
+  ExpectTransposedProduct(M, N, K, 2.f, at, bt, 0.f, std::vector<float>(c.size()), c);
+}
+
 }  // namespace
 }  // namespace crema
