@@ -72,6 +72,9 @@ const Case2d kCases2d[] = {
     {3, 27, 25, 11, 11, 0, 0, 4, 4, 1, 1},  // CaffeNet's conv1 in small: a width not a whole number of strides
     {3, 14, 15, 7, 7, 3, 3, 2, 2, 1, 1},    // GoogLeNet's conv1 in small
     {2, 11, 17, 3, 4, 1, 5, 2, 3, 1, 2},    // stride 3 across with dilation 2, a pad wider than the stride
+    {2, 4, 2, 2, 2, 0, 0, 3, 3, 1, 1},      // rows narrower than the stride: a phase without pixels
+    {2, 3, 1, 3, 3, 1, 1, 3, 3, 1, 1},      // ... which a kernel column reaches (in the padding)
+    {1, 3, 2, 3, 3, 1, 1, 4, 4, 1, 1},      // the same at stride 4
 };
 
 TEST(Im2colTest, TwoDimensionalMatchesReference) {

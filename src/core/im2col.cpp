@@ -87,8 +87,8 @@ namespace {
 // stride from value (kx * dilation_w) / stride on), in vectors, and then put back together. Each pixel receives its
 // terms on top of the value it held in fold_2d's order (kernel row, then kernel column, ascending): the same sums,
 // bit for bit, as the line-by-line fold and the GPU's rule.
-// kPhases: the stride where the compiler is to know it (2, 3, 4: its loops over a row's phases then go in vectors),
-// else 0 and `stride_w`.
+// kPhases: the stride where the compiler is to know it (2 and 4, the usual strides: its loops over a row's phases
+// then go in vectors), else 0 and `stride_w`.
 template <int kPhases>
 CREMA_ALWAYS_INLINE void FoldByPhases(const float* columns, int channels, int height, int width, int kernel_h,
                                       int kernel_w, int pad_h, int pad_w, int stride_h, int stride_w, int dilation_h,
@@ -96,11 +96,17 @@ CREMA_ALWAYS_INLINE void FoldByPhases(const float* columns, int channels, int he
   const int phases = kPhases > 0 ? kPhases : stride_w;
   const int out_w = output_size(width, kernel_w, pad_w, stride_w, dilation_w);
   // Phase r's values j: pixel x = phases * j + r - pad_w, and every place a column line reaches (beyond the row's ends
-  // too, where the terms fall on padding and are dropped). The pixels are values [lead, lead + inner) of every phase,
-  // those of the phases below `ragged` one more (the row's last, where its width is not a whole number of strides).
-  const int length = std::max(out_w + dilation_w * (kernel_w - 1) / phases, (width - 1 + pad_w) / phases + 2);
+  // too, where the terms fall on padding and are dropped).
+  const int length = std::max(out_w + dilation_w * (kernel_w - 1) / phases, (width - 1 + pad_w) / phases + 1);
   std::vector<float> by_phase(static_cast<size_t>(phases) * length, 0.f);
   float* const values = by_phase.data();
+  // Phase r's pixels: its values [first[r], last[r]) (none where the row is narrower than the stride and its pad).
+  std::vector<int> first(phases), last(phases);
+  for (int r = 0; r < phases; ++r) {
+    first[r] = (pad_w - r + phases - 1) / phases;
+    const int last_x = width - 1 + pad_w - r;  // phases * j for the row's last pixel of the phase, if any
+    last[r] = std::max(first[r], last_x < 0 ? 0 : last_x / phases + 1);
+  }
   const int top = std::max(0, first_row * stride_h - pad_h);
   const int bottom = std::min(height, (last_row - 1) * stride_h - pad_h + (kernel_h - 1) * dilation_h + 1);
   for (int c = 0; c < channels; ++c) {
@@ -109,12 +115,10 @@ CREMA_ALWAYS_INLINE void FoldByPhases(const float* columns, int channels, int he
       // Taken apart: the row's pixels into their phases, the places around them zero.
       for (int r = 0; r < phases; ++r) {
         float* const phase = values + r * length;
-        // Pixels x = phases * j + r - pad_w for j in [first, last).
-        const int first = (pad_w - r + phases - 1) / phases, last = (width - 1 + pad_w - r) / phases + 1;
-        for (int j = 0; j < first; ++j) phase[j] = 0.f;
-        const float* from = row + (phases * first + r - pad_w);
-        for (int j = 0; j < last - first; ++j) phase[first + j] = from[phases * j];
-        for (int j = last; j < length; ++j) phase[j] = 0.f;
+        for (int j = 0; j < first[r]; ++j) phase[j] = 0.f;
+        const int x0 = phases * first[r] + r - pad_w;  // the phase's first pixel
+        for (int j = 0; j < last[r] - first[r]; ++j) phase[first[r] + j] = row[x0 + phases * j];
+        for (int j = last[r]; j < length; ++j) phase[j] = 0.f;
       }
       for (int ky = 0; ky < kernel_h; ++ky) {
         const int t = y + pad_h - ky * dilation_h;  // oy * stride_h, where this kernel row reaches row y from oy
@@ -131,9 +135,8 @@ CREMA_ALWAYS_INLINE void FoldByPhases(const float* columns, int channels, int he
       }
       for (int r = 0; r < phases; ++r) {
         const float* const phase = values + r * length;
-        const int first = (pad_w - r + phases - 1) / phases, last = (width - 1 + pad_w - r) / phases + 1;
-        float* to = row + (phases * first + r - pad_w);
-        for (int j = 0; j < last - first; ++j) to[phases * j] = phase[first + j];
+        const int x0 = phases * first[r] + r - pad_w;
+        for (int j = 0; j < last[r] - first[r]; ++j) row[x0 + phases * j] = phase[first[r] + j];
       }
     }
   }
