@@ -92,9 +92,16 @@ CREMA_ALWAYS_INLINE void GroupOfB(int M, int N, int K, float alpha, const float*
 // Products of little depth (TransposedTimesFewDepth): C = alpha * A^T * B.
 
 // A vector written to `p` (aligned to the vector's size) past the caches where `streaming`, on x86-64; else as usual.
+// GCC checks an asm's operands where the function is inlined into a build for the vector unit; clang checks them
+// where it is written, so clang takes its builtin (the same instructions).
 template <int L, typename V>
 CREMA_ALWAYS_INLINE void StoreMaybeStreaming(float* p, const V& v, bool streaming) {
-#if defined(__x86_64__)
+#if defined(__clang__)
+  if (streaming) {
+    __builtin_nontemporal_store(v, reinterpret_cast<V*>(p));
+    return;
+  }
+#elif defined(__x86_64__)
   if (streaming) {
     // The store's memory named as bytes (which alias the floats there).
     auto& bytes = *reinterpret_cast<char(*)[sizeof(V)]>(p);
