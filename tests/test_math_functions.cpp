@@ -214,6 +214,14 @@ TEST(FewRowsTest, MatchesADoubleProductTheSameOnEveryThreadCount) {
   }
 }
 
+// A rows x cols matrix's transpose (cols x rows), row-major.
+std::vector<float> Transposed(int rows, int cols, const std::vector<float>& m) {
+  std::vector<float> t(m.size());
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) t[static_cast<size_t>(c) * rows + r] = m[static_cast<size_t>(r) * cols + c];
+  return t;
+}
+
 // The product of little depth (an inner product's weight gradient from a few rows): C = alpha * A^T * B against a
 // double product for depths 1 to 16, sizes off its vectors and tiles of rows, C aligned for the streaming stores and
 // not (a float past the alignment); C written over NaN, not read; the same bits on one thread as on all and in every
@@ -239,11 +247,7 @@ TEST(FewRowsTest, TransposedTimesFewDepthMatchesADoubleProductStreamedOrNot) {
         const std::vector<float> a = Random(static_cast<size_t>(s.K) * s.M, seed++);  // K x M
         const std::vector<float> b = Random(static_cast<size_t>(s.K) * s.N, seed++);  // K x N
         // As ExpectTransposedProduct reads them: A^T (M x K) and B^T (N x K).
-        std::vector<float> at(a.size()), bt(b.size());
-        for (int k = 0; k < s.K; ++k) {
-          for (int i = 0; i < s.M; ++i) at[static_cast<size_t>(i) * s.K + k] = a[static_cast<size_t>(k) * s.M + i];
-          for (int j = 0; j < s.N; ++j) bt[static_cast<size_t>(j) * s.K + k] = b[static_cast<size_t>(k) * s.N + j];
-        }
+        const std::vector<float> at = Transposed(s.K, s.M, a), bt = Transposed(s.K, s.N, b);
         std::vector<float> all_buffer, one_buffer;
         float* all = place(&all_buffer, count, offset);
         float* one = place(&one_buffer, count, offset);
@@ -278,12 +282,7 @@ TEST(FewRowsTest, TransposedTimesFewDepthMatchesADoubleProductStreamedOrNot) {
   if (GemmOnOneDnn()) {
     for (size_t i = 0; i < c.size(); ++i) ASSERT_EQ(c[i], direct[i]) << "at " << i;
   }
-  std::vector<float> at(a.size()), bt(b.size());
-  for (int k = 0; k < K; ++k) {
-    for (int i = 0; i < M; ++i) at[static_cast<size_t>(i) * K + k] = a[static_cast<size_t>(k) * M + i];
-    for (int j = 0; j < N; ++j) bt[static_cast<size_t>(j) * K + k] = b[static_cast<size_t>(k) * N + j];
-  }
-  ExpectTransposedProduct(M, N, K, 2.f, at, bt, 0.f, std::vector<float>(c.size()), c);
+  ExpectTransposedProduct(M, N, K, 2.f, Transposed(K, M, a), Transposed(K, N, b), 0.f, std::vector<float>(c.size()), c);
 }
 
 }  // namespace
