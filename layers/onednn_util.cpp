@@ -364,21 +364,25 @@ bool PairBlockedLayoutOf(const memory::desc& wanted, const memory::desc& user, P
   const dnnl_blocking_desc_t& plain = u.format_desc.blocking;
   if (plain.inner_nblks != 0 || plain.strides[1] != 1 || plain.strides[0] != u.dims[1]) return false;  // rows
   const dnnl_blocking_desc_t& b = w.format_desc.blocking;
-  if (b.inner_nblks != 3 || b.inner_idxs[0] != 1 || b.inner_idxs[1] != 0 || b.inner_idxs[2] != 1 ||
+  // Pairs of the second dimension in blocks of the first ("AB8b64a2b"), or (transposed: the copy of the matrix's
+  // transpose) pairs of the first in blocks of the second ("BA8a16b2a").
+  if (b.inner_nblks != 3 || b.inner_idxs[1] == b.inner_idxs[0] || b.inner_idxs[2] != b.inner_idxs[0] ||
       b.inner_blks[2] != 2)
     return false;
+  const int paired = b.inner_idxs[0], blocked = b.inner_idxs[1];  // dimension indices, 0 or 1
   const int64_t output_block = b.inner_blks[1], pairs = b.inner_blks[0], block = output_block * pairs * 2;
   // The blocks themselves lie whole and apart: each outer stride a multiple of a block.
   if (b.strides[0] % block != 0 || b.strides[1] % block != 0) return false;
-  layout->outputs = w.dims[0];
-  layout->inputs = w.dims[1];
+  layout->transposed = blocked == 1;
+  layout->outputs = w.dims[blocked];
+  layout->inputs = w.dims[paired];
   layout->output_block = output_block;
   layout->pairs = pairs;
-  layout->output_block_stride = b.strides[0];
-  layout->input_block_stride = b.strides[1];
+  layout->output_block_stride = b.strides[blocked];
+  layout->input_block_stride = b.strides[paired];
   layout->bytes = wanted.get_size();
   // Every element of the padded blocks within the copy.
-  const int64_t last = layout->Offset((w.padded_dims[0] - 1), w.padded_dims[1] - 1);
+  const int64_t last = layout->Offset(w.padded_dims[blocked] - 1, w.padded_dims[paired] - 1);
   return static_cast<size_t>(last + 1) * sizeof(uint16_t) <= layout->bytes;
 }
 

@@ -218,7 +218,8 @@ class WeightCache {
 
 // The layout of `wanted` as a pair-blocked bf16 copy of `user`'s rows (core/bf16_blocked_copy.hpp), where it is one:
 // `user` plain float32 outputs x inputs, `wanted` bf16 in blocks of outputs by pairs of inputs (inner blocks P of
-// the inputs, B of the outputs, 2 of the inputs). False where not.
+// the inputs, B of the outputs, 2 of the inputs), or in blocks of inputs by pairs of outputs (the transpose's: a
+// transposed layout, a convolution's weights for its input gradient). False where not.
 bool PairBlockedLayoutOf(const dnnl::memory::desc& wanted, const dnnl::memory::desc& user, PairBlockedLayout* layout);
 // Whether crema writes such copies (WeightCache::DeriveFrom): unless CREMA_DERIVED_WEIGHTS=0 (for comparisons: the
 // copies are then oneDNN's reorders in the pass, and the layers that pay only with them compute in float32).

@@ -333,6 +333,66 @@ TEST(PrecisionTest, Bfloat16BlockedWeightsAreOneDnnsReorder) {
   }
 }
 
+// A 1x1 convolution's weights as oneDNN's bf16 input-gradient kernel reads them (blocks of inputs by pairs of
+// outputs: "BAcd8a16b2a" on a Zen 5) are a transposed pair-blocked copy (PairBlockedLayoutOf), which crema writes with
+// the bits of oneDNN's reorder into that layout, padding included: written a block of rows at a time or whole, an odd
+// last output, inputs past the vectors, and the rounding's special values.
+TEST(PrecisionTest, Bfloat16TransposedBlockedWeightsAreOneDnnsReorder) {
+  CREMA_SKIP_WITHOUT_CREMAS_BF16_WEIGHTS();
+  using dnnl::memory;
+  const auto bf16 = memory::data_type::bf16;
+  for (const auto& [outputs, inputs] : std::vector<std::pair<int, int>>{{20, 48}, {64, 32}, {33, 17}, {256, 80}}) {
+    SCOPED_TRACE(std::to_string(outputs) + " outputs of " + std::to_string(inputs) + " inputs");
+    const memory::desc src({2, inputs, 3, 3}, bf16, memory::format_tag::nChw16c);
+    const memory::desc dst({2, outputs, 3, 3}, bf16, memory::format_tag::nChw16c);
+    const memory::desc any_weights({outputs, inputs, 1, 1}, bf16, memory::format_tag::any);
+    const dnnl::convolution_forward::primitive_desc forward(
+        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, src,
+                                        any_weights, dst, {1, 1}, {0, 0}, {0, 0}),
+        onednn::CpuEngine());
+    const dnnl::convolution_backward_data::primitive_desc backward(
+        dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, src, any_weights, dst, {1, 1},
+                                              {0, 0}, {0, 0}),
+        onednn::CpuEngine(), forward);
+    const memory::desc wanted = backward.weights_desc();
+    const memory::desc user({outputs, inputs, 1, 1}, memory::data_type::f32, memory::format_tag::oihw);
+    PairBlockedLayout layout;
+    if (!onednn::PairBlockedLayoutOf(wanted.reshape({outputs, inputs}), user.reshape({outputs, inputs}), &layout) ||
+        !layout.transposed)
+      GTEST_SKIP() << "oneDNN's bf16 1x1 input gradient here (" << backward.impl_info_str()
+                   << ") wants its weights in a layout crema does not write";
+    ASSERT_EQ(layout.outputs, inputs);  // the copy's rows are the convolution's outputs
+    ASSERT_EQ(layout.inputs, outputs);
+    Blob weights({outputs, inputs, 1, 1});
+    test::FillGaussian(&weights, 0.f, 1.f, 37);
+    float* w = weights.mutable_cpu_data();
+    const uint32_t specials[] = {0x3f808000u, 0x3f818000u, 0x00000123u, 0x80400000u,
+                                 0x7f800000u, 0xff800000u, 0x7fc12345u, 0x7f812345u};
+    for (size_t k = 0; k < std::size(specials); ++k) std::memcpy(&w[k], &specials[k], sizeof(float));
+
+    Bfloat16BlockedCopy copy(layout);
+    ASSERT_EQ(copy.row_length(), inputs);
+    for (int64_t begin = 0; begin < outputs; begin += copy.rows_together())  // a block of rows at a time
+      copy.WriteRows(weights.cpu_data(), begin, std::min<int64_t>(outputs, begin + copy.rows_together()));
+    Bfloat16BlockedCopy whole(layout);
+    whole.WriteRows(weights.cpu_data(), 0, outputs);
+    ASSERT_EQ(std::memcmp(copy.data(), whole.data(), copy.bytes()), 0);
+    for (size_t k = 0; k < std::size(specials); ++k) {
+      const int o = static_cast<int>(k) / inputs, i = static_cast<int>(k) % inputs;
+      EXPECT_EQ(copy.data()[layout.Offset(i, o)], ToBfloat16(w[k])) << "value " << k;
+    }
+    for (size_t k = 0; k < std::size(specials); ++k) w[k] = 0.5f;  // oneDNN's reorder for the rest
+    copy.WriteRows(weights.cpu_data(), 0, outputs);
+    memory source(user, onednn::CpuEngine(), weights.mutable_cpu_data());
+    memory reordered(wanted, onednn::CpuEngine());
+    dnnl::stream stream(onednn::CpuEngine());
+    dnnl::reorder(source, reordered).execute(stream, source, reordered);
+    stream.wait();
+    ASSERT_EQ(wanted.get_size(), copy.bytes());
+    EXPECT_EQ(std::memcmp(reordered.get_data_handle(), copy.data(), copy.bytes()), 0);
+  }
+}
+
 // crema's input gradient over the blocked bf16 weights (Bfloat16BlockedCopy::InputGradient: the output gradient rounded
 // to bf16, float32 sums): within the float32 sums' rounding of the exact products of the rounded factors (a sum of
 // outputs / 16 + 10 terms at most in sequence: 16 lanes, a pair of outputs a step, then 8 lanes), at several rows and
@@ -429,37 +489,71 @@ TEST(PrecisionTest, APointwiseConvolutionsBfloat16WeightsAreCremasCopy) {
   if (copies.empty() && kernel.rfind("jit_bf16_1x1", 0) != 0)
     GTEST_SKIP() << "oneDNN's bf16 1x1 convolution here (" << kernel << ") wants its weights in a layout crema does "
                  << "not write";
-  ASSERT_EQ(copies.size(), 1u) << kernel;
-  const auto* copy = dynamic_cast<const Bfloat16BlockedCopy*>(copies[0].get());
-  ASSERT_NE(copy, nullptr);
-  EXPECT_TRUE(copy->IsCurrent(weights));
-  const PairBlockedLayout& layout = copy->layout();
-  ASSERT_EQ(layout.outputs, 20);
-  ASSERT_EQ(layout.inputs, 48);
-  std::vector<bool> placed(copy->bytes() / sizeof(uint16_t), false);
-  for (int64_t o = 0; o < layout.outputs; ++o)
-    for (int64_t i = 0; i < layout.inputs; ++i) {
-      const int64_t at = layout.Offset(o, i);
-      ASSERT_EQ(copy->data()[at], ToBfloat16(weights.cpu_data()[o * layout.inputs + i])) << o << ", " << i;
-      placed[at] = true;
+  // The forward's copy, and (where oneDNN's input gradient wants the transposed layout) the input gradient's.
+  ASSERT_GE(copies.size(), 1u) << kernel;
+  ASSERT_LE(copies.size(), 2u) << kernel;
+  const Bfloat16BlockedCopy* forward_copy = nullptr;
+  const Bfloat16BlockedCopy* backward_copy = nullptr;
+  for (const std::shared_ptr<DerivedCopy>& derived : copies) {
+    const auto* copy = dynamic_cast<const Bfloat16BlockedCopy*>(derived.get());
+    ASSERT_NE(copy, nullptr);
+    (copy->layout().transposed ? backward_copy : forward_copy) = copy;
+  }
+  ASSERT_NE(forward_copy, nullptr);
+  if (copies.size() == 2) {
+    ASSERT_NE(backward_copy, nullptr);
+  }
+  // Weight w[o][i] (20 outputs of 48 inputs) at the layout's (o, i), or the transposed layout's (i, o); the rest 0.
+  const auto check = [&](const Bfloat16BlockedCopy& copy) {
+    SCOPED_TRACE(copy.layout().transposed ? "the input gradient's copy" : "the forward's copy");
+    EXPECT_TRUE(copy.IsCurrent(weights));
+    const PairBlockedLayout& layout = copy.layout();
+    ASSERT_EQ(layout.transposed ? layout.inputs : layout.outputs, 20);
+    ASSERT_EQ(layout.transposed ? layout.outputs : layout.inputs, 48);
+    std::vector<bool> placed(copy.bytes() / sizeof(uint16_t), false);
+    for (int64_t o = 0; o < 20; ++o)
+      for (int64_t i = 0; i < 48; ++i) {
+        const int64_t at = layout.transposed ? layout.Offset(i, o) : layout.Offset(o, i);
+        ASSERT_EQ(copy.data()[at], ToBfloat16(weights.cpu_data()[o * 48 + i])) << o << ", " << i;
+        placed[at] = true;
+      }
+    for (size_t at = 0; at < placed.size(); ++at) {
+      if (!placed[at]) {
+        ASSERT_EQ(copy.data()[at], 0) << "padding at " << at;
+      }
     }
-  for (size_t at = 0; at < placed.size(); ++at) {
-    if (!placed[at]) {
-      ASSERT_EQ(copy->data()[at], 0) << "padding at " << at;
-    }
+  };
+  check(*forward_copy);
+  if (backward_copy != nullptr) {
+    // Written as the update writes them: the input gradient's copy by the backward that reads it where stale.
+    half->layer->Backward(half->tops(), {true}, half->bottoms());
+    check(*backward_copy);
   }
   weights.mutable_cpu_data()[0] += 1.f;
-  EXPECT_FALSE(copy->IsCurrent(weights));
+  EXPECT_FALSE(forward_copy->IsCurrent(weights));
   half->layer->Forward(half->bottoms(), half->tops());
-  EXPECT_TRUE(copy->IsCurrent(weights));
-  EXPECT_EQ(copy->data()[layout.Offset(0, 0)], ToBfloat16(weights.cpu_data()[0]));
+  EXPECT_TRUE(forward_copy->IsCurrent(weights));
+  EXPECT_EQ(forward_copy->data()[forward_copy->layout().Offset(0, 0)], ToBfloat16(weights.cpu_data()[0]));
+  if (backward_copy != nullptr) {
+    EXPECT_FALSE(backward_copy->IsCurrent(weights));
+    half->layer->Backward(half->tops(), {true}, half->bottoms());
+    EXPECT_TRUE(backward_copy->IsCurrent(weights));
+    EXPECT_EQ(backward_copy->data()[backward_copy->layout().Offset(0, 0)], ToBfloat16(weights.cpu_data()[0]));
+    // The solver's update writes both copies as it writes the weights, and marks them current.
+    weights.mutable_cpu_diff()[0] = 0.25f;
+    WriteWithStep(half->layer->context(), &weights);
+    EXPECT_TRUE(forward_copy->IsCurrent(weights));
+    EXPECT_TRUE(backward_copy->IsCurrent(weights));
+    check(*forward_copy);
+    check(*backward_copy);
+  }
   // And the primitive reads it as its layout: forward and gradients within bf16's rounding, as for the other cases.
   test::CheckHalfPrecisionLayer(
       [&](const Twin* like) { return MakeIn(test::kPrecisionPointwiseConvolution, ::caffe::FLOAT32, shape, like); },
       [&](const Twin& like) {
         auto layer = MakeIn(test::kPrecisionPointwiseConvolution, ::caffe::BFLOAT16, shape, &like);
         layer->layer->Forward(layer->bottoms(), layer->tops());
-        EXPECT_EQ(layer->layer->params()[0]->DerivedCopies().size(), 1u);
+        EXPECT_GE(layer->layer->params()[0]->DerivedCopies().size(), 1u);
         return layer;
       },
       Precision::kBfloat16, 1e-6, false);

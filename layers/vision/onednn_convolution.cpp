@@ -57,6 +57,10 @@ struct OneDnnConvolutionLayer::Primitives {
   dnnl::primitive forward_primitive, backward_data_primitive, backward_weights_primitive;
   onednn::WeightCache weights;       // the forward's weights, in its layout
   bool data_reads_cached = false;    // the backward-data primitive wants the weights in the forward's layout
+  // Else, a 1x1 convolution's weights for the backward-data primitive where crema writes its layout (a transposed
+  // pair-blocked copy, registered with the weights: the solver's update writes it); else reordered in each pass.
+  onednn::WeightCache data_weights_cache;
+  bool data_weights_derived = false;
   // Both backward passes read the output gradient converted alike (bf16, another layout): converted once, into
   // backward_diff_dst, which the input gradient's phase leaves alone.
   bool shared_diff_dst = false;
@@ -328,6 +332,9 @@ std::vector<Layer::HeldBuffer> OneDnnConvolutionLayer::HeldBuffers() const {
   const size_t bytes = primitives_ ? primitives_->weights.bytes() : 0;
   std::vector<HeldBuffer> held;
   if (bytes > 0) held.push_back({"the weights reordered for oneDNN", bytes, Device::kCPU});
+  if (primitives_ && primitives_->data_weights_derived)
+    held.push_back(
+        {"the weights in bf16 for the input gradient", primitives_->data_weights_cache.bytes(), Device::kCPU});
   if (primitives_ && primitives_->winograd)
     held.push_back({"the weights transformed for bf16 Winograd", primitives_->winograd->HeldBytes(), Device::kCPU});
   if (primitives_ && !primitives_->bf16_weights.empty())
@@ -567,15 +574,19 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
       p->winograd = std::make_unique<Bfloat16Winograd>(shape, backward, OpenMpThreadCount());
     }
   }
-  // A reshape keeps the weights' copy where the layout it wants stays the same.
-  if (primitives_) p->weights = std::move(primitives_->weights);
+  // A reshape keeps the weights' copies where the layouts they want stay the same.
+  if (primitives_) {
+    p->weights = std::move(primitives_->weights);
+    p->data_weights_cache = std::move(primitives_->data_weights_cache);
+  }
   if (!p->int8) p->weights.Describe(p->forward.weights_desc(0), p->user_weights);
   // In bf16 training the weights change every iteration: a 1x1 convolution's bf16 copy in the primitive's layout, an
   // inner product's layout, is registered with the blob where crema writes that layout (WeightCache::DeriveFrom), so
-  // that the solver's update writes it as it writes the weights, where each forward reordered them.
-  if (!p->int8 && !p->winograd && backward && p->precision == Precision::kBfloat16 && group_ == 1 && !transposed_ &&
-      g.kernel[0] == 1 && g.kernel[1] == 1)
-    p->weights.DeriveFrom(params_[0].get());
+  // that the solver's update writes it as it writes the weights, where each forward reordered them. So is the copy
+  // its input gradient reads (below).
+  const bool derives_weights = !p->int8 && !p->winograd && backward && p->precision == Precision::kBfloat16 &&
+                               group_ == 1 && !transposed_ && g.kernel[0] == 1 && g.kernel[1] == 1;
+  if (derives_weights) p->weights.DeriveFrom(params_[0].get());
   p->forward_src = p->forward.src_desc(0);
   p->forward_dst = p->forward.dst_desc(0);
   p->summand_target =
@@ -599,6 +610,11 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
   p->gemm_backward_data = !transposed_ && inputs < kFewChannels;
   if (!p->gemm_backward_data) p->backward_data_primitive = dnnl::primitive(p->backward_data.get());
   p->data_reads_cached = !p->gemm_backward_data && p->backward_data.weights_desc(0) == p->forward.weights_desc(0);
+  if (derives_weights && !p->gemm_backward_data && !p->data_reads_cached) {
+    p->data_weights_cache.Describe(p->backward_data.weights_desc(0), p->user_weights);
+    p->data_weights_derived = p->data_weights_cache.DeriveFrom(params_[0].get());
+  }
+  if (!p->data_weights_derived) p->data_weights_cache = onednn::WeightCache();  // none kept, none registered
 
   // The forward pass (its regions above), the weight gradient and the input gradient run one after another and each
   // uses the workspace afresh, so their regions overlap: the workspace is the largest phase, not their sum.
@@ -623,7 +639,7 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
     p->winograd_weights = p->regions.Add(floats(p->winograd->WorkspaceFloats()));
   p->regions.Restart(kept);
   if (!p->gemm_backward_data) {
-    if (!p->data_reads_cached)
+    if (!p->data_reads_cached && !p->data_weights_derived)
       p->data_weights = p->regions.AddCopy(p->backward_data.weights_desc(0), p->user_weights);
     p->data_diff_dst = p->shared_diff_dst ? p->backward_diff_dst
                                           : p->regions.AddCopy(p->backward_data.diff_dst_desc(0), p->user_diff_dst);
@@ -914,10 +930,10 @@ void OneDnnConvolutionLayer::Backward_cpu(const std::vector<Blob*>& top, const s
                                 bottom[b]->mutable_cpu_diff_bytes(), bottom[b]->diff_type() == ElementType::kBfloat16,
                                 bind.At(p.winograd_data));
     } else if (propagate_down[b]) {
-      const memory weights =
-          p.data_reads_cached
-              ? p.weights.Get(*params_[0], bind.stream())
-              : bind.In(p.user_weights, params_[0]->cpu_data(), p.backward_data.weights_desc(0), p.data_weights);
+      const memory weights = p.data_reads_cached      ? p.weights.Get(*params_[0], bind.stream())
+                             : p.data_weights_derived ? p.data_weights_cache.Get(*params_[0], bind.stream())
+                                                      : bind.In(p.user_weights, params_[0]->cpu_data(),
+                                                                p.backward_data.weights_desc(0), p.data_weights);
       const memory diff_dst =
           converted_diff_dst ? converted_diff_dst
                              : bind.In(p.user_diff_dst, top_diff, p.backward_data.diff_dst_desc(0), p.data_diff_dst);

@@ -23,7 +23,39 @@ void WriteElements(const PairBlockedLayout& layout, const float* values, int64_t
   }
 }
 
+// A transposed copy's rows [begin, end) (the layout's inputs), outputs [output_begin, outputs), element by element.
+void WriteTransposedElements(const PairBlockedLayout& layout, const float* values, int64_t begin, int64_t end,
+                             int64_t output_begin, uint16_t* copy) {
+  for (int64_t i = begin; i < end; ++i) {
+    const float* row = values + i * layout.outputs;
+    for (int64_t o = output_begin; o < layout.outputs; ++o) copy[layout.Offset(o, i)] = ToBfloat16(row[o]);
+  }
+}
+
 #if CREMA_BF16_LOOPS
+// A transposed copy's rows [begin, end) (pairs of the layout's inputs, begin even), outputs [0, whole) (a multiple of
+// 16): each pair's 16 outputs rounded by one conversion, its two rows' words interleaved into one cache line, a row
+// past the inputs zero. Streamed past the caches, as WriteVectors.
+CREMA_BF16_TARGET void WriteTransposedVectors(const PairBlockedLayout& layout, const float* values, int64_t begin,
+                                              int64_t end, int64_t whole, uint16_t* copy) {
+  alignas(64) static const uint16_t order[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+                                                 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  const __m512i interleave = _mm512_load_si512(reinterpret_cast<const __m512i*>(order));
+  for (int64_t i = begin; i < end; i += 2) {
+    const float* first = values + i * layout.outputs;
+    const bool second = i + 1 < layout.inputs;
+    for (int64_t o = 0; o < whole; o += 16) {
+      const __m512 a = _mm512_loadu_ps(first + o);
+      const __m512 b = second ? _mm512_loadu_ps(first + layout.outputs + o) : _mm512_setzero_ps();
+      // Words 0-15 the first row's, 16-31 the second's; interleaved: output k's pair at words 2k and 2k + 1.
+      const __m512i words = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(b, a));
+      _mm512_stream_si512(reinterpret_cast<__m512i*>(copy + layout.Offset(o, i)),
+                          _mm512_maskz_permutexvar_epi16(0xffffffffu, interleave, words));
+    }
+  }
+  _mm_sfence();
+}
+
 // Unpacks and lane shuffles (the zero-masking forms over all lanes: GCC 12 warns of the plain ones' undefined
 // pass-through operand).
 CREMA_BF16_INLINE __m512i Low32(__m512i a, __m512i b) { return _mm512_maskz_unpacklo_epi32(0xffff, a, b); }
@@ -198,8 +230,9 @@ CREMA_BF16_TARGET void RoundGradientChunks(const float* dy, int64_t rows, int64_
 
 bool Bfloat16BlockedCopy::InputGradient(const float* output_gradient, int64_t rows, float* input_gradient) const {
 #if CREMA_BF16_LOOPS
-  if (!HasBfloat16Conversions() || layout_.output_block % 16 != 0 || layout_.output_block_stride % 32 != 0 ||
-      layout_.input_block_stride % 32 != 0 || rows > kMostGradientRows || layout_.pairs > kMostPairs)
+  if (layout_.transposed || !HasBfloat16Conversions() || layout_.output_block % 16 != 0 ||
+      layout_.output_block_stride % 32 != 0 || layout_.input_block_stride % 32 != 0 || rows > kMostGradientRows ||
+      layout_.pairs > kMostPairs)
     return false;
   const int64_t blocks = (layout_.inputs + 2 * layout_.pairs - 1) / (2 * layout_.pairs);
   const int64_t chunks = (layout_.outputs + 15) / 16;
@@ -231,6 +264,18 @@ Bfloat16BlockedCopy::Bfloat16BlockedCopy(const PairBlockedLayout& layout) : layo
 Bfloat16BlockedCopy::~Bfloat16BlockedCopy() = default;
 
 void Bfloat16BlockedCopy::WriteRows(const float* values, int64_t begin, int64_t end) {
+  if (layout_.transposed) {
+    int64_t whole = 0;  // outputs [0, whole) go in vectors, each pair of rows from an even one
+#if CREMA_BF16_LOOPS
+    if (HasBfloat16Conversions() && layout_.output_block % 16 == 0 && begin % 2 == 0 &&
+        layout_.output_block_stride % 32 == 0 && layout_.input_block_stride % 32 == 0) {
+      whole = layout_.outputs / 16 * 16;
+      if (whole > 0) WriteTransposedVectors(layout_, values, begin, end, whole, data_);
+    }
+#endif
+    WriteTransposedElements(layout_, values, begin, end, whole, data_);  // the outputs past the vectors' columns
+    return;
+  }
   int64_t vector_end = begin;  // rows [begin, vector_end) and inputs [0, whole) go in vectors
   int64_t whole = 0;
 #if CREMA_BF16_LOOPS

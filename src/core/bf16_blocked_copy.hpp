@@ -19,8 +19,12 @@ namespace crema {
 
 class SyncedMemory;
 
+// `transposed`: the copy of the parameter's transpose, its rows the layout's inputs and its columns the layout's
+// outputs (a 1x1 convolution's weights for its input gradient, "BAcd8a16b2a" on a Zen 5: blocks of 16 inputs by 16
+// outputs, each input's outputs in pairs); Offset still takes the layout's (output, input).
 struct PairBlockedLayout {
   int64_t outputs = 0, inputs = 0;                          // the rows and each row's values
+  bool transposed = false;
   int64_t output_block = 0;                                 // outputs in a block
   int64_t pairs = 0;                                        // input pairs in a block (2 * pairs inputs)
   int64_t output_block_stride = 0, input_block_stride = 0;  // in elements
@@ -40,8 +44,9 @@ class Bfloat16BlockedCopy : public DerivedCopy {
   Bfloat16BlockedCopy(const Bfloat16BlockedCopy&) = delete;
   Bfloat16BlockedCopy& operator=(const Bfloat16BlockedCopy&) = delete;
 
-  int64_t row_length() const override { return layout_.inputs; }
-  int64_t rows_together() const override { return layout_.output_block; }
+  // The parameter's rows: the layout's outputs, or (transposed) its inputs, a block's pairs of them at once.
+  int64_t row_length() const override { return layout_.transposed ? layout_.outputs : layout_.inputs; }
+  int64_t rows_together() const override { return layout_.transposed ? 2 * layout_.pairs : layout_.output_block; }
   void WriteRows(const float* values, int64_t begin, int64_t end) override;
 
   // The input gradient of a fully connected layer over these weights: input_gradient (rows x inputs) =
@@ -51,7 +56,7 @@ class Bfloat16BlockedCopy : public DerivedCopy {
   // Where the CPU has AVX512_BF16 (HasBfloat16Conversions): reads the copy once, in its own layout (oneDNN's bf16
   // kernel for the input gradient of a few rows took twice the forward's time, over the same weights); false elsewhere
   // and for more than 32 rows (where oneDNN's kernels are bound by arithmetic, not by reading the weights), with
-  // nothing written.
+  // nothing written. False for a transposed copy.
   bool InputGradient(const float* output_gradient, int64_t rows, float* input_gradient) const;
 
   const PairBlockedLayout& layout() const { return layout_; }

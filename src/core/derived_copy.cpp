@@ -78,15 +78,19 @@ void WriteWithStep(Context& context, Blob* param, const StretchUpdate& before) {
     ForEachStretch(param->count(), kStretchValues, param->count() >= ParallelElementThreshold(), step);
     return;
   }
-  // The first copy's rows set the stretches; another copy (of other rows) is written after the step, whole.
+  // The first copy's rows set the stretches, and every copy of the same rows (a 1x1 convolution's two: its forward's
+  // and its input gradient's) is written stretch by stretch; another copy (of other rows) after the step, whole.
   DerivedCopy& first = *copies[0];
   const int64_t row = first.row_length();
+  std::vector<DerivedCopy*> alike, apart;
+  for (const std::shared_ptr<DerivedCopy>& copy : copies)
+    (copy->row_length() == row && copy->rows_together() == first.rows_together() ? alike : apart).push_back(copy.get());
   ForEachRowStretch(first, RowsOf(*param, first), [&](int64_t begin, int64_t end) {
     step(begin * row, end * row);
-    first.WriteRows(data, begin, end);
+    for (DerivedCopy* copy : alike) copy->WriteRows(data, begin, end);
   });
-  first.MarkCurrent(*param);
-  for (size_t c = 1; c < copies.size(); ++c) WriteDerivedCopy(*param, copies[c].get());
+  for (DerivedCopy* copy : alike) copy->MarkCurrent(*param);
+  for (DerivedCopy* copy : apart) WriteDerivedCopy(*param, copy);
 }
 
 }  // namespace crema
