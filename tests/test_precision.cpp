@@ -288,6 +288,45 @@ TEST(PrecisionTest, Bfloat16TrainingResumesBitForBit) {
       << "the bf16 run gave the float32 run's weights";
 }
 
+// crema's copy in `layout` of `rows` x `length` random weights (seeded by `seed`; `user`: their plain desc, `wanted`:
+// the primitive's) against oneDNN's reorder into `wanted`, byte for byte, padding included; written a block of rows at
+// a time as whole; and for the values whose rounding is a rule of its own (ties, denormals, infinities, NaN), among the
+// first 32, the rounding ToBfloat16 gives, at the layout's place for (row, value) (transposed: (value, row)).
+void ExpectCremasCopyIsOneDnnsReorder(const PairBlockedLayout& layout, const dnnl::memory::desc& user,
+                                      const dnnl::memory::desc& wanted, int rows, int length, uint64_t seed) {
+  using dnnl::memory;
+  Blob weights({rows, length});
+  test::FillGaussian(&weights, 0.f, 1.f, seed);
+  float* w = weights.mutable_cpu_data();
+  // Ties (the bf16 halves' last bit even and odd), a denormal, infinities and a NaN.
+  const uint32_t specials[] = {0x3f808000u, 0x3f818000u, 0x00000123u, 0x80400000u,
+                               0x7f800000u, 0xff800000u, 0x7fc12345u, 0x7f812345u};
+  for (size_t k = 0; k < std::size(specials); ++k) std::memcpy(&w[k], &specials[k], sizeof(float));
+
+  Bfloat16BlockedCopy copy(layout);
+  ASSERT_EQ(copy.row_length(), length);
+  for (int64_t begin = 0; begin < rows; begin += copy.rows_together())  // a block of rows at a time
+    copy.WriteRows(weights.cpu_data(), begin, std::min<int64_t>(rows, begin + copy.rows_together()));
+  Bfloat16BlockedCopy whole(layout);
+  whole.WriteRows(weights.cpu_data(), 0, rows);
+  ASSERT_EQ(std::memcmp(copy.data(), whole.data(), copy.bytes()), 0);
+  for (size_t k = 0; k < std::size(specials); ++k) {
+    const int row = static_cast<int>(k) / length, value = static_cast<int>(k) % length;
+    EXPECT_EQ(copy.data()[layout.transposed ? layout.Offset(value, row) : layout.Offset(row, value)], ToBfloat16(w[k]))
+        << "value " << k;
+  }
+
+  for (size_t k = 0; k < std::size(specials); ++k) w[k] = 0.5f;  // oneDNN's reorder for the rest
+  copy.WriteRows(weights.cpu_data(), 0, rows);
+  memory source(user, onednn::CpuEngine(), weights.mutable_cpu_data());
+  memory reordered(wanted, onednn::CpuEngine());
+  dnnl::stream stream(onednn::CpuEngine());
+  dnnl::reorder(source, reordered).execute(stream, source, reordered);
+  stream.wait();
+  ASSERT_EQ(wanted.get_size(), copy.bytes());
+  EXPECT_EQ(std::memcmp(reordered.get_data_handle(), copy.data(), copy.bytes()), 0);
+}
+
 // crema's bf16 copy of a fully connected layer's weights in oneDNN's blocked layout (core/bf16_blocked_copy.hpp), for
 // the layouts oneDNN's bf16 inner products choose: the bytes of oneDNN's own reorder for random weights (outputs and
 // inputs that fill no block, and ones that fill them), whichever stretches of rows write it; and for the values whose
@@ -302,34 +341,7 @@ TEST(PrecisionTest, Bfloat16BlockedWeightsAreOneDnnsReorder) {
     PairBlockedLayout layout;
     ASSERT_TRUE(BlockedLayoutOfInnerProduct(outputs, inputs, &forward, &layout))
         << "oneDNN chose a bf16 layout crema does not write for these shapes";
-    Blob weights({outputs, inputs});
-    test::FillGaussian(&weights, 0.f, 1.f, 31);
-    float* w = weights.mutable_cpu_data();
-    // Ties (the bf16 halves' last bit even and odd), a denormal, infinities and a NaN, among the first 32 values.
-    const uint32_t specials[] = {0x3f808000u, 0x3f818000u, 0x00000123u, 0x80400000u,
-                                 0x7f800000u, 0xff800000u, 0x7fc12345u, 0x7f812345u};
-    for (size_t k = 0; k < std::size(specials); ++k) std::memcpy(&w[k], &specials[k], sizeof(float));
-
-    Bfloat16BlockedCopy copy(layout);
-    for (int64_t begin = 0; begin < outputs; begin += copy.rows_together())  // a block of rows at a time
-      copy.WriteRows(weights.cpu_data(), begin, std::min<int64_t>(outputs, begin + copy.rows_together()));
-    Bfloat16BlockedCopy whole(layout);
-    whole.WriteRows(weights.cpu_data(), 0, outputs);
-    ASSERT_EQ(std::memcmp(copy.data(), whole.data(), copy.bytes()), 0);
-    for (size_t k = 0; k < std::size(specials); ++k) {
-      const int o = static_cast<int>(k) / inputs, i = static_cast<int>(k) % inputs;
-      EXPECT_EQ(copy.data()[layout.Offset(o, i)], ToBfloat16(w[k])) << "value " << k;
-    }
-
-    for (size_t k = 0; k < std::size(specials); ++k) w[k] = 0.5f;  // oneDNN's reorder for the rest
-    copy.WriteRows(weights.cpu_data(), 0, outputs);
-    memory source(user, onednn::CpuEngine(), weights.mutable_cpu_data());
-    memory reordered(forward.weights_desc(), onednn::CpuEngine());
-    dnnl::stream stream(onednn::CpuEngine());
-    dnnl::reorder(source, reordered).execute(stream, source, reordered);
-    stream.wait();
-    ASSERT_EQ(forward.weights_desc().get_size(), copy.bytes());
-    EXPECT_EQ(std::memcmp(reordered.get_data_handle(), copy.data(), copy.bytes()), 0);
+    ExpectCremasCopyIsOneDnnsReorder(layout, user, forward.weights_desc(), outputs, inputs, 31);
   }
 }
 
@@ -363,33 +375,7 @@ TEST(PrecisionTest, Bfloat16TransposedBlockedWeightsAreOneDnnsReorder) {
                    << ") wants its weights in a layout crema does not write";
     ASSERT_EQ(layout.outputs, inputs);  // the copy's rows are the convolution's outputs
     ASSERT_EQ(layout.inputs, outputs);
-    Blob weights({outputs, inputs, 1, 1});
-    test::FillGaussian(&weights, 0.f, 1.f, 37);
-    float* w = weights.mutable_cpu_data();
-    const uint32_t specials[] = {0x3f808000u, 0x3f818000u, 0x00000123u, 0x80400000u,
-                                 0x7f800000u, 0xff800000u, 0x7fc12345u, 0x7f812345u};
-    for (size_t k = 0; k < std::size(specials); ++k) std::memcpy(&w[k], &specials[k], sizeof(float));
-
-    Bfloat16BlockedCopy copy(layout);
-    ASSERT_EQ(copy.row_length(), inputs);
-    for (int64_t begin = 0; begin < outputs; begin += copy.rows_together())  // a block of rows at a time
-      copy.WriteRows(weights.cpu_data(), begin, std::min<int64_t>(outputs, begin + copy.rows_together()));
-    Bfloat16BlockedCopy whole(layout);
-    whole.WriteRows(weights.cpu_data(), 0, outputs);
-    ASSERT_EQ(std::memcmp(copy.data(), whole.data(), copy.bytes()), 0);
-    for (size_t k = 0; k < std::size(specials); ++k) {
-      const int o = static_cast<int>(k) / inputs, i = static_cast<int>(k) % inputs;
-      EXPECT_EQ(copy.data()[layout.Offset(i, o)], ToBfloat16(w[k])) << "value " << k;
-    }
-    for (size_t k = 0; k < std::size(specials); ++k) w[k] = 0.5f;  // oneDNN's reorder for the rest
-    copy.WriteRows(weights.cpu_data(), 0, outputs);
-    memory source(user, onednn::CpuEngine(), weights.mutable_cpu_data());
-    memory reordered(wanted, onednn::CpuEngine());
-    dnnl::stream stream(onednn::CpuEngine());
-    dnnl::reorder(source, reordered).execute(stream, source, reordered);
-    stream.wait();
-    ASSERT_EQ(wanted.get_size(), copy.bytes());
-    EXPECT_EQ(std::memcmp(reordered.get_data_handle(), copy.data(), copy.bytes()), 0);
+    ExpectCremasCopyIsOneDnnsReorder(layout, user, wanted, outputs, inputs, 37);
   }
 }
 
