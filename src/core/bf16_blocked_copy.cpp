@@ -14,21 +14,15 @@ namespace crema {
 
 namespace {
 
-// Rows [begin, end), inputs [input_begin, inputs), element by element.
+// The parameter's rows [begin, end), their values from `column_begin` on, element by element: row o's input i, or in a
+// transposed copy row i's output o.
 void WriteElements(const PairBlockedLayout& layout, const float* values, int64_t begin, int64_t end,
-                   int64_t input_begin, uint16_t* copy) {
-  for (int64_t o = begin; o < end; ++o) {
-    const float* row = values + o * layout.inputs;
-    for (int64_t i = input_begin; i < layout.inputs; ++i) copy[layout.Offset(o, i)] = ToBfloat16(row[i]);
-  }
-}
-
-// A transposed copy's rows [begin, end) (the layout's inputs), outputs [output_begin, outputs), element by element.
-void WriteTransposedElements(const PairBlockedLayout& layout, const float* values, int64_t begin, int64_t end,
-                             int64_t output_begin, uint16_t* copy) {
-  for (int64_t i = begin; i < end; ++i) {
-    const float* row = values + i * layout.outputs;
-    for (int64_t o = output_begin; o < layout.outputs; ++o) copy[layout.Offset(o, i)] = ToBfloat16(row[o]);
+                   int64_t column_begin, uint16_t* copy) {
+  const int64_t length = layout.transposed ? layout.outputs : layout.inputs;
+  for (int64_t r = begin; r < end; ++r) {
+    const float* row = values + r * length;
+    for (int64_t c = column_begin; c < length; ++c)
+      copy[layout.transposed ? layout.Offset(c, r) : layout.Offset(r, c)] = ToBfloat16(row[c]);
   }
 }
 
@@ -273,7 +267,7 @@ void Bfloat16BlockedCopy::WriteRows(const float* values, int64_t begin, int64_t 
       if (whole > 0) WriteTransposedVectors(layout_, values, begin, end, whole, data_);
     }
 #endif
-    WriteTransposedElements(layout_, values, begin, end, whole, data_);  // the outputs past the vectors' columns
+    WriteElements(layout_, values, begin, end, whole, data_);  // the outputs past the vectors' columns
     return;
   }
   int64_t vector_end = begin;  // rows [begin, vector_end) and inputs [0, whole) go in vectors

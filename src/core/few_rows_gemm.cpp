@@ -259,24 +259,21 @@ void Run(const Build& build, int M, int N, int K, float alpha, const float* A, c
   for (int g = 0; g < groups; ++g) build.group(M, N, K, alpha, A, B, beta, C, g * build.rows);
 }
 
-// C's rows split into one stretch a thread (whole tiles of rows), each stretch a thread's: C = alpha * A^T * B.
+// C's rows in one stretch a thread (whole tiles of rows): C = alpha * A^T * B.
 void RunDepth(const Build& build, int M, int N, int K, float alpha, const float* A, const float* B, float* C) {
   const DepthRowsOf rows = (*build.depths)[K - 1];
   // Streaming stores write whole aligned vectors: every row of C starts at a vector's alignment.
   const size_t vector_bytes = sizeof(float) * build.width;
   const bool streaming = reinterpret_cast<uintptr_t>(C) % vector_bytes == 0 && N % build.width == 0;
-  const int tiles = (M + kDepthTileRows - 1) / kDepthTileRows;
-  const int parts = std::max(1, std::min(CurrentThreadCount(), tiles));
-#pragma omp parallel for schedule(static)
-  for (int part = 0; part < parts; ++part) {
-    const int m0 = std::min(M, static_cast<int>(static_cast<int64_t>(tiles) * part / parts) * kDepthTileRows);
-    const int m1 = std::min(M, static_cast<int>(static_cast<int64_t>(tiles) * (part + 1) / parts) * kDepthTileRows);
-    rows(M, N, alpha, A, B, C, m0, m1, streaming);
+  const int tiles = (M + kDepthTileRows - 1) / kDepthTileRows, threads = CurrentThreadCount();
+  const int stretch = (tiles + threads - 1) / threads * kDepthTileRows;
+  ForEachStretch(M, stretch, threads > 1, [&](long long m0, long long m1) {
+    rows(M, N, alpha, A, B, C, static_cast<int>(m0), static_cast<int>(m1), streaming);
 #if defined(__x86_64__)
     // Streaming stores are weakly ordered: done before the region ends, for whoever reads C next.
     if (streaming) asm volatile("sfence" ::: "memory");
 #endif
-  }
+  });
 }
 
 }  // namespace

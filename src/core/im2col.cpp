@@ -100,12 +100,12 @@ CREMA_ALWAYS_INLINE void FoldByPhases(const float* columns, int channels, int he
   const int length = std::max(out_w + dilation_w * (kernel_w - 1) / phases, (width - 1 + pad_w) / phases + 1);
   std::vector<float> by_phase(static_cast<size_t>(phases) * length, 0.f);
   float* const values = by_phase.data();
-  // Phase r's pixels: its values [first[r], last[r]) (none where the row is narrower than the stride and its pad).
-  std::vector<int> first(phases), last(phases);
+  // Phase r's pixels: its values [first[r], last[r]) (none where the row is narrower than the stride and its pad), the
+  // first of them pixel x0[r].
+  std::vector<int> first(phases), last(phases), x0(phases);
   for (int r = 0; r < phases; ++r) {
-    first[r] = (pad_w - r + phases - 1) / phases;
-    const int last_x = width - 1 + pad_w - r;  // phases * j for the row's last pixel of the phase, if any
-    last[r] = std::max(first[r], last_x < 0 ? 0 : last_x / phases + 1);
+    inside_range(r - pad_w, phases, width, length, &first[r], &last[r]);
+    x0[r] = phases * first[r] + r - pad_w;
   }
   const int top = std::max(0, first_row * stride_h - pad_h);
   const int bottom = std::min(height, (last_row - 1) * stride_h - pad_h + (kernel_h - 1) * dilation_h + 1);
@@ -116,8 +116,7 @@ CREMA_ALWAYS_INLINE void FoldByPhases(const float* columns, int channels, int he
       for (int r = 0; r < phases; ++r) {
         float* const phase = values + r * length;
         for (int j = 0; j < first[r]; ++j) phase[j] = 0.f;
-        const int x0 = phases * first[r] + r - pad_w;  // the phase's first pixel
-        for (int j = 0; j < last[r] - first[r]; ++j) phase[first[r] + j] = row[x0 + phases * j];
+        for (int j = 0; j < last[r] - first[r]; ++j) phase[first[r] + j] = row[x0[r] + phases * j];
         for (int j = last[r]; j < length; ++j) phase[j] = 0.f;
       }
       for (int ky = 0; ky < kernel_h; ++ky) {
@@ -135,8 +134,7 @@ CREMA_ALWAYS_INLINE void FoldByPhases(const float* columns, int channels, int he
       }
       for (int r = 0; r < phases; ++r) {
         const float* const phase = values + r * length;
-        const int x0 = phases * first[r] + r - pad_w;
-        for (int j = 0; j < last[r] - first[r]; ++j) row[x0 + phases * j] = phase[first[r] + j];
+        for (int j = 0; j < last[r] - first[r]; ++j) row[x0[r] + phases * j] = phase[first[r] + j];
       }
     }
   }
