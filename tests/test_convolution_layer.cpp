@@ -493,6 +493,10 @@ TEST(ConvolutionLayerTest, EveryEngineAgreesWithTheReferenceEngine) {
       // output rows at a time (40 rows in bands of 11, the last of 7; 35 in bands of 9), over an odd batch.
       {"num_output: 8 kernel_size: 7 stride: 2 pad: 3", {{3, 3, 80, 80}}},
       {"num_output: 6 kernel_size: 5 stride: 2 pad: 2 group: 3", {{2, 6, 70, 90}}},
+      // A strided 1x1 convolution over fewer channels than a block, whose weight gradient oneDNN's jit_1x1 kernels
+      // (AVX2's: the avx2. runs of this test) gather wrongly from channels-last blobs (KernelFault).
+      {"num_output: 16 kernel_size: 1 stride: 2", {{2, 3, 14, 14}}},
+      {"num_output: 8 kernel_size: 1 stride: 2 group: 2", {{2, 10, 9, 9}}},
   };
   // An engine may refuse a case (oneDNN's takes 2-d convolutions over axis 1 only), but every engine takes the
   // six 2-d cases.

@@ -230,6 +230,41 @@ int64_t PaddedElements(const memory::desc& desc) {
   return elements;
 }
 
+// Whether `desc` lies without channel blocks (channels-last, or plain).
+bool WithoutChannelBlocks(const memory::desc& desc) {
+  return desc.data.format_kind == dnnl_blocked && desc.data.format_desc.blocking.inner_nblks == 0;
+}
+
+// Two faults of oneDNN 2.6's 1x1 kernels (Debian 12's), each over blobs without channel blocks, and avoided by
+// channel-blocked layouts, which pad each block. Why `pass` (one of the layer's primitives) would compute wrong values
+// or write past its memory; empty where it would not.
+// - The bf16 kernels for stride 1 (jit_bf16_1x1) read the channels they sum over (the forward's input, the input
+//   gradient's output gradient: `summed`) in pairs, and where a group has an odd number of them they err at some
+//   spatial sizes (5 x 6 and 30 x 30 among them; an FCN's 21 scores, a one-channel map; tests/precision_cases.hpp).
+// - The weight gradient of a strided 1x1 convolution (jit_1x1 on AVX2 CPUs such as a Zen 3; AVX-512 ones take other
+//   kernels here) first gathers the input's strided pixels into per-thread space laid out for whole channel blocks,
+//   but with fewer input channels than a block it places them as if the block were full: wrong weight gradients, or
+//   writes past a thread's space.
+enum class PassKind { kForward, kInputGradient, kWeightGradient };
+std::string KernelFault(const dnnl::primitive_desc_base& pass, PassKind kind, const memory::desc& summed, int groups,
+                        const memory::dims& strides) {
+  const std::string kernel = pass.impl_info_str();
+  if (kernel.find("1x1") == std::string::npos || !WithoutChannelBlocks(summed)) return "";
+  const int64_t channels = summed.dims()[1] / groups;
+  std::ostringstream why;
+  why << "oneDNN's " << kernel << " kernel ";
+  if (kind != PassKind::kWeightGradient && kernel.find("jit_bf16_1x1") != std::string::npos &&
+      summed.data_type() == memory::data_type::bf16 && channels % 2 == 1) {
+    why << "sums " << channels << " channels without channel blocks in pairs, which errs for an odd count";
+    return why.str();
+  }
+  if (kind == PassKind::kWeightGradient && (strides[0] > 1 || strides[1] > 1) && channels < 16) {
+    why << "gathers a strided input of " << channels << " channels without channel blocks into whole blocks' space";
+    return why.str();
+  }
+  return "";
+}
+
 // The primitive descriptors of one kind (oneDNN's convolution or deconvolution classes, whose descriptors take the
 // same arguments), with the activations and weights as `d` has them: the forward pass's, and the two backward passes'
 // where `backward` asks for them. `winograd` says whether the passes may use Winograd's minimal filtering instead of
@@ -527,11 +562,27 @@ void OneDnnConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std
     if (!p->int8) {
       // In bfloat16 where this CPU has the kernels (onednn::EnginePrecision) and oneDNN takes these shapes, else
       // float32, said once.
+      // Where a pass's kernel would err (KernelFault), the layer takes channel blocks instead, and where even those
+      // would, computes in float32.
+      const auto hazard = [&] {
+        std::string why = KernelFault(p->forward, PassKind::kForward, p->forward.src_desc(0), group_, strides);
+        if (why.empty() && backward && (transposed_ || inputs >= kFewChannels))  // else crema's GEMM steps (below)
+          why = KernelFault(p->backward_data, PassKind::kInputGradient, p->backward_data.diff_dst_desc(0), group_,
+                            strides);
+        if (why.empty() && backward && !transposed_)
+          why = KernelFault(p->backward_weights, PassKind::kWeightGradient, p->backward_weights.src_desc(0), group_,
+                            strides);
+        return why;
+      };
       const auto describe_in = [&](Precision precision) {
         describe(layout == "nhwc" ? Tag::nhwc : Tag::any, precision);
         const bool padded = PaddedElements(p->forward.src_desc(0)) > PaddedElements(p->user_src) ||
                             PaddedElements(p->forward.dst_desc(0)) > PaddedElements(p->user_dst);
         if (layout.empty() && padded) describe(Tag::nhwc, precision);
+        if (hazard().empty()) return;
+        describe(Tag::any, precision);
+        const std::string why = hazard();
+        if (!why.empty()) throw dnnl::error(dnnl_unimplemented, why.c_str());
       };
       p->precision = onednn::EnginePrecision(*this);
       try {
