@@ -1199,86 +1199,103 @@ TEST(PrecisionTest, Bfloat16SumRuleWritesEachAskedGradientFromTheRoundedOutputGr
   }
 }
 
-// The LRN's bf16 rule (OneDnnLRNLayer::computes_bf16, oneDNN's bf16 primitives) in training: its input, output and
-// both gradients lie in bf16, and its values are Caffe's LRN over its operands rounded to bf16, computed here in double
-// from the float-blob run's own operands: the output within its rounding, the input gradient within twice that of its
-// terms.
+// The LRN's bf16 rule (OneDnnLRNLayer::computes_bf16, oneDNN's bf16 primitives) in training, in 16-channel blocks (32
+// channels): its input, output and both gradients lie in bf16, and its values are Caffe's LRN over its operands
+// rounded to bf16, computed here in double from the float-blob run's own operands: the output within its rounding, the
+// input gradient within twice that of its terms. Over 20 channels channels-last, where oneDNN's bf16 kernel for the
+// gradient errs (GradientKernelErrs, layers/normalization/onednn_lrn.cpp), the LRN computes in float32: Caffe's LRN of
+// its float operands, within float32's rounding.
 TEST(PrecisionTest, Bfloat16LrnRuleIsCaffesLrnOfItsRoundedOperands) {
   CREMA_SKIP_WITHOUT_BFLOAT16();
-  const std::string text = R"(
-    force_backward: true
-    state { phase: TRAIN }
-    layer { name: 'data' type: 'Input' top: 'data' top: 'target'
-            input_param { shape { dim: 2 dim: 16 dim: 8 dim: 8 } shape { dim: 2 dim: 16 dim: 8 dim: 8 } } }
-    layer { name: 'conv1' type: 'Convolution' bottom: 'data' top: 'c1' convolution_param { num_output: 32
-            kernel_size: 3 pad: 1 } }
-    layer { name: 'norm' type: 'LRN' bottom: 'c1' top: 'norm' lrn_param { local_size: 5 alpha: 0.5 beta: 0.75 } }
-    layer { name: 'conv2' type: 'Convolution' bottom: 'norm' top: 'c2' convolution_param { num_output: 16
-            kernel_size: 1 } }
-    layer { name: 'loss' type: 'EuclideanLoss' bottom: 'c2' bottom: 'target' top: 'loss' }
-  )";
-  const auto build = [&](bool plan) {
-    return Bfloat16TrainingNet(text, plan, {"Convolution", "LRN"}, [](Net& net) {
-      uint64_t seed = 11;
-      for (const auto& layer : net.layers())
-        for (const auto& blob : layer->params()) test::FillGaussian(blob.get(), 0.f, 0.3f, seed++);
-      for (Blob* input : net.input_blobs()) test::FillGaussian(input, 0.f, 1.f, seed++);
-    });
-  };
-  const test::ScopedEnvironment blocks("CREMA_ONEDNN_ACTIVATIONS", "blocked");
-  const auto net = build(true);
-  ASSERT_TRUE(static_cast<const OneDnnLRNLayer&>(*net->layer_by_name("norm")).computes_bf16());
-  for (const char* name : {"c1", "norm"}) {
-    EXPECT_EQ(ElementTypeName(net->blob_by_name(name)->data_type()), ElementTypeName(ElementType::kBfloat16)) << name;
-    EXPECT_EQ(ElementTypeName(net->blob_by_name(name)->diff_type()), ElementTypeName(ElementType::kBfloat16)) << name;
-  }
-  // The run with every blob in floats computes the same values (the rule rounds its operands as it reads them).
-  const auto float_net = build(false);
-  float_net->ForwardBackward();
-  const std::vector<float> x = test::DataOf(*float_net->blob_by_name("c1"));
-  const std::vector<float> y = test::DataOf(*float_net->blob_by_name("norm"));
-  const std::vector<float> dy = test::DiffOf(*float_net->blob_by_name("norm"));
-  const std::vector<float> dx = test::DiffOf(*float_net->blob_by_name("c1"));
-  const int num = 2, channels = 32, spatial = 64, size = 5;
-  const double alpha = 0.5, beta = 0.75, k = 1;
-  // Each value where the blobs' layout keeps it (the same for the four: the LRN takes its bottom's).
-  const Layout layout = float_net->blob_by_name("c1")->layout();
-  ASSERT_EQ(float_net->blob_by_name("norm")->layout(), layout);
-  const int block = ChannelBlock(layout, channels);
-  const auto at = [&](int n, int c, int s) {
-    return ((static_cast<size_t>(n) * (channels / block) + c / block) * spatial + s) * block + c % block;
-  };
-  const auto rounded = [](float v) { return static_cast<double>(RoundToBfloat16(v)); };
-  int checked = 0;
-  for (int n = 0; n < num; ++n)
-    for (int s = 0; s < spatial; ++s) {
-      std::vector<double> scale(channels), out(channels);
-      for (int c = 0; c < channels; ++c) {
-        double squares = 0;
-        for (int w = std::max(0, c - size / 2); w <= std::min(channels - 1, c + size / 2); ++w)
-          squares += rounded(x[at(n, w, s)]) * rounded(x[at(n, w, s)]);
-        scale[c] = k + alpha / size * squares;
-        out[c] = rounded(x[at(n, c, s)]) * std::pow(scale[c], -beta);
-        const float got = y[at(n, c, s)];
-        ASSERT_EQ(got, RoundToBfloat16(got)) << "the output is not a bf16 value";
-        ASSERT_NEAR(got, out[c], std::fabs(out[c]) * kBfloat16UnitRoundoff + 1e-6) << n << " " << c << " " << s;
+  for (const auto& [channels, layout_name] : {std::pair<int, const char*>{32, "blocked"}, {20, "nhwc"}}) {
+    SCOPED_TRACE(std::to_string(channels) + " channels, " + layout_name);
+    const std::string text = R"(
+      force_backward: true
+      state { phase: TRAIN }
+      layer { name: 'data' type: 'Input' top: 'data' top: 'target'
+              input_param { shape { dim: 2 dim: 16 dim: 8 dim: 8 } shape { dim: 2 dim: 16 dim: 8 dim: 8 } } }
+      layer { name: 'conv1' type: 'Convolution' bottom: 'data' top: 'c1' convolution_param { num_output: )" +
+                             std::to_string(channels) + R"(
+              kernel_size: 3 pad: 1 } }
+      layer { name: 'norm' type: 'LRN' bottom: 'c1' top: 'norm' lrn_param { local_size: 5 alpha: 0.5 beta: 0.75 } }
+      layer { name: 'conv2' type: 'Convolution' bottom: 'norm' top: 'c2' convolution_param { num_output: 16
+              kernel_size: 1 } }
+      layer { name: 'loss' type: 'EuclideanLoss' bottom: 'c2' bottom: 'target' top: 'loss' }
+    )";
+    const auto build = [&](bool plan) {
+      return Bfloat16TrainingNet(text, plan, {"Convolution", "LRN"}, [](Net& net) {
+        uint64_t seed = 11;
+        for (const auto& layer : net.layers())
+          for (const auto& blob : layer->params()) test::FillGaussian(blob.get(), 0.f, 0.3f, seed++);
+        for (Blob* input : net.input_blobs()) test::FillGaussian(input, 0.f, 1.f, seed++);
+      });
+    };
+    const test::ScopedEnvironment layouts("CREMA_ONEDNN_ACTIVATIONS", layout_name);
+    const bool rule = channels % 16 == 0;
+    const auto net = build(true);
+    ASSERT_EQ(static_cast<const OneDnnLRNLayer&>(*net->layer_by_name("norm")).computes_bf16(), rule);
+    // In float32 its input and both gradients are floats (its output may still pass to conv2 in bf16).
+    for (const char* name : {"c1", "norm"}) {
+      const ElementType type = rule ? ElementType::kBfloat16 : ElementType::kFloat32;
+      if (rule || std::string(name) == "c1") {
+        EXPECT_EQ(ElementTypeName(net->blob_by_name(name)->data_type()), ElementTypeName(type)) << name;
       }
-      for (int c = 0; c < channels; ++c) {
-        const double direct = rounded(dy[at(n, c, s)]) * std::pow(scale[c], -beta);
-        double cross = 0, magnitude = std::fabs(direct);
-        for (int w = std::max(0, c - size / 2); w <= std::min(channels - 1, c + size / 2); ++w) {
-          const double term =
-              2 * alpha * beta / size * rounded(x[at(n, c, s)]) * rounded(dy[at(n, w, s)]) * out[w] / scale[w];
-          cross += term;
-          magnitude += std::fabs(term);
-        }
-        const float got = dx[at(n, c, s)];
-        ASSERT_EQ(got, RoundToBfloat16(got)) << "the input gradient is not a bf16 value";
-        ASSERT_NEAR(got, direct - cross, 2 * magnitude * kBfloat16UnitRoundoff + 1e-6) << n << " " << c << " " << s;
-        ++checked;
-      }
+      EXPECT_EQ(ElementTypeName(net->blob_by_name(name)->diff_type()), ElementTypeName(type)) << name;
     }
-  EXPECT_EQ(checked, num * channels * spatial);
+    // The run with every blob in floats computes the same values (the rule rounds its operands as it reads them).
+    const auto float_net = build(false);
+    float_net->ForwardBackward();
+    const std::vector<float> x = test::DataOf(*float_net->blob_by_name("c1"));
+    const std::vector<float> y = test::DataOf(*float_net->blob_by_name("norm"));
+    const std::vector<float> dy = test::DiffOf(*float_net->blob_by_name("norm"));
+    const std::vector<float> dx = test::DiffOf(*float_net->blob_by_name("c1"));
+    const int num = 2, spatial = 64, size = 5;
+    const double alpha = 0.5, beta = 0.75, k = 1;
+    // Each value where the blobs' layout keeps it (the same for the four: the LRN takes its bottom's).
+    const Layout layout = float_net->blob_by_name("c1")->layout();
+    ASSERT_EQ(float_net->blob_by_name("norm")->layout(), layout);
+    const int block = ChannelBlock(layout, channels);
+    const auto at = [&](int n, int c, int s) {
+      return ((static_cast<size_t>(n) * (channels / block) + c / block) * spatial + s) * block + c % block;
+    };
+    const auto rounded = [&](float v) { return static_cast<double>(rule ? RoundToBfloat16(v) : v); };
+    // The rule's values are bf16, each within its rounding; float32's within its sums' rounding.
+    const double roundoff = rule ? kBfloat16UnitRoundoff : 1e-6;
+    int checked = 0;
+    for (int n = 0; n < num; ++n)
+      for (int s = 0; s < spatial; ++s) {
+        std::vector<double> scale(channels), out(channels);
+        for (int c = 0; c < channels; ++c) {
+          double squares = 0;
+          for (int w = std::max(0, c - size / 2); w <= std::min(channels - 1, c + size / 2); ++w)
+            squares += rounded(x[at(n, w, s)]) * rounded(x[at(n, w, s)]);
+          scale[c] = k + alpha / size * squares;
+          out[c] = rounded(x[at(n, c, s)]) * std::pow(scale[c], -beta);
+          const float got = y[at(n, c, s)];
+          if (rule) {
+            ASSERT_EQ(got, RoundToBfloat16(got)) << "the output is not a bf16 value";
+          }
+          ASSERT_NEAR(got, out[c], std::fabs(out[c]) * roundoff + 1e-6) << n << " " << c << " " << s;
+        }
+        for (int c = 0; c < channels; ++c) {
+          const double direct = rounded(dy[at(n, c, s)]) * std::pow(scale[c], -beta);
+          double cross = 0, magnitude = std::fabs(direct);
+          for (int w = std::max(0, c - size / 2); w <= std::min(channels - 1, c + size / 2); ++w) {
+            const double term =
+                2 * alpha * beta / size * rounded(x[at(n, c, s)]) * rounded(dy[at(n, w, s)]) * out[w] / scale[w];
+            cross += term;
+            magnitude += std::fabs(term);
+          }
+          const float got = dx[at(n, c, s)];
+          if (rule) {
+            ASSERT_EQ(got, RoundToBfloat16(got)) << "the input gradient is not a bf16 value";
+          }
+          ASSERT_NEAR(got, direct - cross, 2 * magnitude * roundoff + 1e-6) << n << " " << c << " " << s;
+          ++checked;
+        }
+      }
+    EXPECT_EQ(checked, num * channels * spatial);
+  }
 }
 
 // Winograd's F(2x2, 3x3) over one input (channels x height x width, floats, indexed by `in`) and 3 x 3 kernels
@@ -1372,7 +1389,7 @@ TEST(PrecisionTest, Bfloat16WinogradIsWithinItsRoundingOfTheExactConvolution) {
     layer { name: 'loss' type: 'EuclideanLoss' bottom: 'c2' bottom: 'target' top: 'loss' }
   )";
   const auto build = [&](bool plan) {
-    return Bfloat16TrainingNet(text, plan, {"Convolution"}, [](Net& net) {
+    return Bfloat16TrainingNet(text, plan, {"Convolution", "LRN"}, [](Net& net) {
       uint64_t seed = 31;
       for (const auto& layer : net.layers())
         for (const auto& blob : layer->params()) test::FillGaussian(blob.get(), 0.f, 0.3f, seed++);
