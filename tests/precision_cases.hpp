@@ -3,6 +3,10 @@
 // transposed, each with a bottom shape.
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <string>
 #include <vector>
 
 namespace crema {
@@ -39,7 +43,7 @@ inline constexpr char kPrecisionTransposedInnerProduct[] =
     "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 } }";
 
 struct PrecisionCase {
-  const char* text;
+  std::string text;
   std::vector<int> shape;
 };
 
@@ -54,6 +58,53 @@ inline const std::vector<PrecisionCase>& PrecisionConvolutionCases() {
 inline const std::vector<PrecisionCase>& PrecisionInnerProductCases() {
   static const std::vector<PrecisionCase> cases = {{kPrecisionInnerProduct, {3, 5, 4, 2}},
                                                    {kPrecisionTransposedInnerProduct, {4, 33}}};
+  return cases;
+}
+
+// Convolutions (Deconvolutions where `transposed`) drawn at random from `seed`, with their bottoms' shapes: groups,
+// channel counts odd and even, below, at and past a block of 16, kernels 1 to 5 (their height and width apart),
+// strides, pads, dilations, and images from 1 x 1 to 30 x 30 (5 x 6 among them), each small enough for a direct
+// reference (a few million products at most), and one oneDNN takes. Comparing oneDNN's engine with a reference over
+// such cases found faults of oneDNN's kernels for some of them (KernelFault, layers/vision/onednn_convolution.cpp).
+inline std::vector<PrecisionCase> RandomConvolutionCases(bool transposed, int count, uint32_t seed) {
+  std::mt19937 random(seed);
+  const auto pick = [&](std::initializer_list<int> values) {
+    return *(values.begin() + static_cast<std::ptrdiff_t>(random() % values.size()));
+  };
+  std::vector<PrecisionCase> cases;
+  while (static_cast<int>(cases.size()) < count) {
+    const int group = pick({1, 1, 1, 2, 3});
+    const int channels = group * pick({1, 2, 3, 5, 8, 16, 17, 21}), outputs = group * pick({1, 2, 3, 5, 8, 16, 21, 33});
+    const int kernel_h = pick({1, 1, 2, 3, 5}), kernel_w = pick({kernel_h, kernel_h, 1, 3});
+    const int stride_h = pick({1, 1, 2, 3}), stride_w = pick({stride_h, 1, 2});
+    const int dilation = pick({1, 1, 1, 2});
+    const int extent_h = dilation * (kernel_h - 1) + 1, extent_w = dilation * (kernel_w - 1) + 1;
+    const int pad_h = std::min(pick({0, 0, 1, 2}), extent_h - 1), pad_w = std::min(pick({pad_h, 0, 1}), extent_w - 1);
+    const int num = pick({1, 2, 3}), height = pick({1, 2, 5, 6, 7, 9, 14, 30}), width = pick({height, 1, 3, 6, 8, 11});
+    const bool bias = random() % 5 < 3;
+    int out_h, out_w;
+    if (transposed) {
+      out_h = stride_h * (height - 1) + extent_h - 2 * pad_h;
+      out_w = stride_w * (width - 1) + extent_w - 2 * pad_w;
+    } else {
+      if (extent_h > height + 2 * pad_h || extent_w > width + 2 * pad_w) continue;
+      out_h = (height + 2 * pad_h - extent_h) / stride_h + 1;
+      out_w = (width + 2 * pad_w - extent_w) / stride_w + 1;
+    }
+    if (out_h < 1 || out_w < 1) continue;
+    const double products =
+        static_cast<double>(num) * outputs * out_h * out_w * (channels / group) * kernel_h * kernel_w;
+    if (products > 3e6) continue;
+    cases.push_back({std::string("name: 'conv' type: '") + (transposed ? "Deconvolution" : "Convolution") +
+                         "' convolution_param { num_output: " + std::to_string(outputs) +
+                         " kernel_h: " + std::to_string(kernel_h) + " kernel_w: " + std::to_string(kernel_w) +
+                         " stride_h: " + std::to_string(stride_h) + " stride_w: " + std::to_string(stride_w) +
+                         " pad_h: " + std::to_string(pad_h) + " pad_w: " + std::to_string(pad_w) +
+                         " dilation: " + std::to_string(dilation) + " group: " + std::to_string(group) +
+                         " bias_term: " + (bias ? "true" : "false") +
+                         " weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'gaussian' std: 0.5 } }",
+                     {num, channels, height, width}});
+  }
   return cases;
 }
 

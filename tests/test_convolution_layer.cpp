@@ -9,6 +9,7 @@
 #include "layers/layer_registry.hpp"
 #include "layers/vision/batched_convolution.hpp"
 #include "layers/vision/convolution.hpp"
+#include "precision_cases.hpp"
 #include "test_util.hpp"
 
 #ifdef CREMA_USE_ONEDNN
@@ -509,6 +510,28 @@ TEST(ConvolutionLayerTest, EveryEngineAgreesWithTheReferenceEngine) {
       ExpectAgreesWithTheReferenceEngine(c.first, c.second, engine);
     }
     EXPECT_GE(taken, 6) << engine;
+  }
+}
+
+// Random convolutions (test::RandomConvolutionCases: groups, odd and even channel counts, kernels 1 to 5, strides,
+// pads, dilations, images from 1 x 1 to 30 x 30) on every engine that takes them against the reference engine; the
+// avx2. runs do the same with oneDNN's AVX2 kernels. Comparing oneDNN's engine with a reference over such cases found
+// faults of its kernels (KernelFault, layers/vision/onednn_convolution.cpp).
+TEST(ConvolutionLayerTest, RandomConvolutionsAgreeWithTheReferenceEngine) {
+  for (const std::string& engine : LayerRegistry::Global().Engines("Convolution", Device::kCPU)) {
+    if (engine == "reference") continue;
+    int compared = 0;
+    for (const test::PrecisionCase& c : test::RandomConvolutionCases(false, 300, 36)) {
+      LayerParameter param = test::ParseLayer(c.text);
+      param.add_bottom("in0");
+      const std::vector<std::vector<int>> shapes = {c.shape};
+      if (!LayerRegistry::Global().Refusal(engine, EngineQuery{param, shapes, Device::kCPU}).empty()) continue;
+      // The convolution_param's fields: the text between its braces.
+      const size_t first = c.text.find("convolution_param { ") + std::string("convolution_param { ").size();
+      ExpectAgreesWithTheReferenceEngine(c.text.substr(first, c.text.rfind(" }") - first), shapes, engine);
+      ++compared;
+    }
+    EXPECT_GE(compared, 250) << engine;
   }
 }
 
