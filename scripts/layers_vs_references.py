@@ -141,6 +141,18 @@ def identity_stem(N, C, H, W):
             f"kernel_size: 1 bias_term: false }} }}\n")
 
 
+def forward_backward(net, x, rng):
+    """Runs the stem net on `x` forward, and backward from a random output gradient that bf16 holds exactly; returns
+    the output and that gradient."""
+    net.blobs["data"].data[...] = x
+    net.forward()
+    y = net.blobs["y"].data.copy()
+    dy = bf16(rng.standard_normal(y.shape).astype(np.float32))
+    net.blobs["y"].diff[...] = dy
+    net.backward()
+    return y, dy
+
+
 def pool_case(seed, precision):
     r = random.Random(seed)
     N, C, H = r.choice([1, 2, 3]), r.choice([1, 2, 3, 5, 16, 17, 20, 33, 64]), r.choice([1, 2, 5, 6, 7, 13, 14, 28])
@@ -178,12 +190,7 @@ def pool_case(seed, precision):
     else:
         x = rng.standard_normal((N, C, H, W))
     x = x.astype(np.float32)
-    net.blobs["data"].data[...] = x
-    net.forward()
-    y = net.blobs["y"].data.copy()
-    dy = bf16(rng.standard_normal(y.shape).astype(np.float32))
-    net.blobs["y"].diff[...] = dy
-    net.backward()
+    y, dy = forward_backward(net, x, rng)
     # The reference: each window's maximum (its first position on ties) or its sum over Caffe's divisor, the window
     # clipped to the padded input for the divisor and to the input for the values.
     X, DY = x.astype(np.float64), dy.astype(np.float64)
@@ -224,12 +231,7 @@ def lrn_case(seed, precision):
     net.params["c"][0].data[...] = np.eye(C).reshape(C, C, 1, 1)
     rng = np.random.default_rng(seed)
     x = bf16(rng.standard_normal((N, C, H, W)).astype(np.float32) * 3)
-    net.blobs["data"].data[...] = x
-    net.forward()
-    y = net.blobs["y"].data.copy()
-    dy = bf16(rng.standard_normal(y.shape).astype(np.float32))
-    net.blobs["y"].diff[...] = dy
-    net.backward()
+    y, dy = forward_backward(net, x, rng)
     tx = torch.tensor(x.astype(np.float64), requires_grad=True)
     ty = F.local_response_norm(tx, size, alpha, beta, k)
     ty.backward(torch.tensor(dy.astype(np.float64)))

@@ -772,6 +772,13 @@ std::unique_ptr<Net> Bfloat16TrainingNet(const std::string& text, bool plan, con
   return net;
 }
 
+// Every parameter drawn around 0 and the inputs, from `seed` on.
+void FillAroundZero(Net& net, uint64_t seed) {
+  for (const auto& layer : net.layers())
+    for (const auto& blob : layer->params()) test::FillGaussian(blob.get(), 0.f, 0.3f, seed++);
+  for (Blob* input : net.input_blobs()) test::FillGaussian(input, 0.f, 1.f, seed++);
+}
+
 // In channel blocks and in channels-last: `check` over the net `build(true)` makes (bf16 where planned) and the one
 // `build(false)` makes (every blob in floats), whose plans have the same steps.
 void InEachLayout(const std::function<std::unique_ptr<Net>(bool)>& build, const std::function<void(Net&, Net&)>& check) {
@@ -1287,12 +1294,7 @@ TEST(PrecisionTest, Bfloat16LrnRuleIsCaffesLrnOfItsRoundedOperands) {
       layer { name: 'loss' type: 'EuclideanLoss' bottom: 'c2' bottom: 'target' top: 'loss' }
     )";
     const auto build = [&](bool plan) {
-      return Bfloat16TrainingNet(text, plan, {"Convolution", "LRN"}, [](Net& net) {
-        uint64_t seed = 11;
-        for (const auto& layer : net.layers())
-          for (const auto& blob : layer->params()) test::FillGaussian(blob.get(), 0.f, 0.3f, seed++);
-        for (Blob* input : net.input_blobs()) test::FillGaussian(input, 0.f, 1.f, seed++);
-      });
+      return Bfloat16TrainingNet(text, plan, {"Convolution", "LRN"}, [](Net& net) { FillAroundZero(net, 11); });
     };
     const test::ScopedEnvironment layouts("CREMA_ONEDNN_ACTIVATIONS", layout_name);
     const bool rule = channels % 16 == 0;
@@ -1453,12 +1455,7 @@ TEST(PrecisionTest, Bfloat16WinogradIsWithinItsRoundingOfTheExactConvolution) {
     layer { name: 'loss' type: 'EuclideanLoss' bottom: 'c2' bottom: 'target' top: 'loss' }
   )";
   const auto build = [&](bool plan) {
-    return Bfloat16TrainingNet(text, plan, {"Convolution", "LRN"}, [](Net& net) {
-      uint64_t seed = 31;
-      for (const auto& layer : net.layers())
-        for (const auto& blob : layer->params()) test::FillGaussian(blob.get(), 0.f, 0.3f, seed++);
-      for (Blob* input : net.input_blobs()) test::FillGaussian(input, 0.f, 1.f, seed++);
-    });
+    return Bfloat16TrainingNet(text, plan, {"Convolution", "LRN"}, [](Net& net) { FillAroundZero(net, 31); });
   };
   const test::ScopedEnvironment blocks("CREMA_ONEDNN_ACTIVATIONS", "blocked");
   const auto net = build(true);
