@@ -1278,7 +1278,10 @@ TEST(PrecisionTest, Bfloat16SumRuleWritesEachAskedGradientFromTheRoundedOutputGr
 // its float operands, within float32's rounding.
 TEST(PrecisionTest, Bfloat16LrnRuleIsCaffesLrnOfItsRoundedOperands) {
   CREMA_SKIP_WITHOUT_BFLOAT16();
-  for (const auto& [channels, layout_name] : {std::pair<int, const char*>{32, "blocked"}, {20, "nhwc"}}) {
+  for (const auto& setting : {std::pair<int, const char*>{32, "blocked"}, {20, "nhwc"}}) {
+    // (named copies: lambdas below capture them, which clang does not allow of structured bindings in C++17)
+    const int channels = setting.first;
+    const char* layout_name = setting.second;
     SCOPED_TRACE(std::to_string(channels) + " channels, " + layout_name);
     const std::string text = R"(
       force_backward: true
