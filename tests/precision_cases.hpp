@@ -108,5 +108,12 @@ inline std::vector<PrecisionCase> RandomConvolutionCases(bool transposed, int co
   return cases;
 }
 
+// The fields of a case's convolution_param (the text between its braces), for the tests that build the layer from them.
+inline std::string ConvolutionParamOf(const PrecisionCase& c) {
+  const std::string open = "convolution_param { ";
+  const size_t first = c.text.find(open) + open.size();
+  return c.text.substr(first, c.text.rfind(" }") - first);
+}
+
 }  // namespace test
 }  // namespace crema

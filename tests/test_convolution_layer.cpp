@@ -526,9 +526,7 @@ TEST(ConvolutionLayerTest, RandomConvolutionsAgreeWithTheReferenceEngine) {
       param.add_bottom("in0");
       const std::vector<std::vector<int>> shapes = {c.shape};
       if (!LayerRegistry::Global().Refusal(engine, EngineQuery{param, shapes, Device::kCPU}).empty()) continue;
-      // The convolution_param's fields: the text between its braces.
-      const size_t first = c.text.find("convolution_param { ") + std::string("convolution_param { ").size();
-      ExpectAgreesWithTheReferenceEngine(c.text.substr(first, c.text.rfind(" }") - first), shapes, engine);
+      ExpectAgreesWithTheReferenceEngine(test::ConvolutionParamOf(c), shapes, engine);
       ++compared;
     }
     EXPECT_GE(compared, 250) << engine;

@@ -175,8 +175,7 @@ TEST(DeconvolutionLayerTest, RandomDeconvolutionsAgreeWithTheNativeEngine) {
       param.add_bottom("in0");
       const std::vector<std::vector<int>> shapes = {c.shape};
       if (!LayerRegistry::Global().Refusal(engine, EngineQuery{param, shapes, Device::kCPU}).empty()) continue;
-      const size_t first = c.text.find("convolution_param { ") + std::string("convolution_param { ").size();
-      const std::string conv_param = c.text.substr(first, c.text.rfind(" }") - first);
+      const std::string conv_param = test::ConvolutionParamOf(c);
       Fixture native(conv_param, shapes, "native"), other(conv_param, shapes, engine);
       for (Fixture* f : {&native, &other}) {
         f->layer->Forward(f->bottom.pointers, f->top.pointers);
