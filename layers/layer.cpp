@@ -358,6 +358,37 @@ Precision Layer::GpuCodePrecision() const {
                                                                                              : Precision::kFloat32;
 }
 
+Quantization Layer::HalfOperands(Precision half) {
+  return half == Precision::kFloat32 ? Quantization{} : Quantization{HalfElementType(half), 1.f};
+}
+
+bool Layer::WritesHalfTop(Precision half, ElementType type) const {
+  const bool relu_or_none =
+      fused_activation_.kind == FusedActivation::kNone || fused_activation_.kind == FusedActivation::kReLU;
+  return half != Precision::kFloat32 && type == HalfElementType(half) && !fused_sum_ && relu_or_none &&
+         !activation_with_backward_;
+}
+
+HalfTopFinish Layer::HalfTopFinishOf(const float* bias, int spatial, int channels) const {
+  HalfTopFinish finish;
+  finish.bias = bias;
+  finish.spatial = spatial;
+  finish.channels = channels;
+  finish.relu = fused_activation_.kind == FusedActivation::kReLU;
+  finish.slope = fused_activation_.alpha;
+  return finish;
+}
+
+bool Layer::AnyHalfTop(const std::vector<Blob*>& top) {
+  return std::any_of(top.begin(), top.end(), [](const Blob* blob) { return IsHalfType(blob->data_type()); });
+}
+
+void Layer::FinishFloatTops(const std::vector<Blob*>& top) {
+  if (fused_activation_.kind == FusedActivation::kNone) return;
+  for (Blob* blob : top)
+    if (!IsHalfType(blob->data_type())) ApplyFusedActivation(*context_, fused_activation_, blob);
+}
+
 float* Layer::workspace() {
   CREMA_CHECK(workspace_ && static_cast<size_t>(workspace_->count()) >= workspace_floats_)
       << describe() << ": the workspace holds " << (workspace_ ? workspace_->count() : 0) << " values, but the layer "

@@ -25,6 +25,7 @@
 #include "core/common.hpp"
 #include "core/context.hpp"
 #include "core/elementwise.hpp"
+#include "core/half_products.hpp"
 #include "core/random.hpp"
 
 namespace crema {
@@ -408,6 +409,18 @@ class Layer {
   // multiplies in it (core/half_products.hpp: a GPU's tensor cores, or the host rehearsal), else float32: what the GPU
   // engines' products compute in.
   Precision GpuCodePrecision() const;
+  // For an engine whose products compute in `half` (float16 or bfloat16; float32: none of this) in GPU code: the
+  // 16-bit operands it reads its bottoms as (its ReadsQuantized: a bottom the plan keeps in that type is read as it
+  // lies, one in floats is rounded first), whether it can write a top of element type `type` (its WritesQuantized:
+  // that type, where no fused sum and no fused activation but a ReLU is to follow the products), and what HalfTop
+  // then adds to the products' results: the bias (`bias` per channel of `spatial` values, where given) and the ReLU.
+  static Quantization HalfOperands(Precision half);
+  bool WritesHalfTop(Precision half, ElementType type) const;
+  HalfTopFinish HalfTopFinishOf(const float* bias, int spatial, int channels) const;
+  // Of the tops of such an engine: whether any lies in 16 bits (the engine then applies the fused activation to all
+  // of them itself, FinishFloatTops, and says so in ComputesFusedActivation).
+  static bool AnyHalfTop(const std::vector<Blob*>& top);
+  void FinishFloatTops(const std::vector<Blob*>& top);
 
   // Parameters that came with the LayerParameter (from a .caffemodel) must have the shapes this prototxt
   // implies; names[i] says what blob i is in errors ("weights", "bias"). Legacy files store every blob as 4-d

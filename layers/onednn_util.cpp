@@ -101,6 +101,8 @@ memory::data_type DataTypeOf(ElementType type) {
       return memory::data_type::s8;
     case ElementType::kBfloat16:
       return memory::data_type::bf16;
+    case ElementType::kFloat16:
+      return memory::data_type::f16;
     case ElementType::kFloat32:
       break;
   }

@@ -17,6 +17,7 @@
 
 #include "core/element_type.hpp"
 #include "core/half_products.hpp"
+#include "core/im2col.hpp"
 #include "core/random.hpp"
 #include "layers/layer_registry.hpp"
 #include "precision_cases.hpp"
@@ -243,6 +244,223 @@ TEST(HalfPrecisionTest, TheInnerProductsHalfWeightsFollowTheirWritesAndGradients
   EXPECT_TRUE(DeviceMultipliesIn(*RehearsalContext(), Precision::kBfloat16));
 }
 
+TEST(HalfPrecisionTest, Float16BlobsHoldHalfTheBytesAndReadAsTheirValues) {
+  EXPECT_EQ(ElementTypeName(ElementType::kFloat16), "float16");
+  EXPECT_EQ(ElementBytes(ElementType::kFloat16), 2u);
+  EXPECT_TRUE(IsHalfType(ElementType::kFloat16));
+  EXPECT_TRUE(IsHalfType(ElementType::kBfloat16));
+  EXPECT_FALSE(IsHalfType(ElementType::kFloat32));
+  EXPECT_FALSE(IsHalfType(ElementType::kInt8));
+  EXPECT_EQ(HalfElementType(Precision::kFloat16), ElementType::kFloat16);
+  EXPECT_EQ(HalfElementType(Precision::kBfloat16), ElementType::kBfloat16);
+
+  Blob blob({3, 5});  // 15 values: 8 floats of storage
+  blob.set_quantization({ElementType::kFloat16, 4.f});
+  EXPECT_EQ(blob.data_type(), ElementType::kFloat16);
+  EXPECT_EQ(blob.quantization().scale, 1.f);  // a 16-bit float has no scale
+  EXPECT_EQ(blob.data_floats(), 8u);
+  EXPECT_EQ(blob.diff_floats(), 15u);  // the gradient stays float32
+  const float values[] = {0.f,      -0.f, 1.f,  -2.5f,  65504.f, 1e5f,   6e-8f,  1e-3f,
+                          3.14159f, -7.f, 0.1f, 2048.f, 2049.f,  -1e-9f, 12.375f};
+  auto* bits = static_cast<uint16_t*>(blob.mutable_cpu_bytes());
+  for (int i = 0; i < 15; ++i) bits[i] = ToFloat16(values[i]);
+  const std::vector<float> read = PlainValues(blob);
+  for (int i = 0; i < 15; ++i) EXPECT_EQ(FloatBits(read[i]), FloatBits(FromFloat16(ToFloat16(values[i])))) << i;
+  EXPECT_EQ(read[5], INFINITY);       // past float16's largest
+  EXPECT_EQ(read[12], 2048.f);        // a tie, to the even neighbour
+  EXPECT_EQ(read[6], 5.9604645e-8f);  // the smallest subnormal
+  EXPECT_CONTAINS(test::ErrorMessage([&] { blob.cpu_data(); }), "holds float16");
+  EXPECT_CONTAINS(test::ErrorMessage([&] { blob.mutable_data_on(Device::kCPU); }), "CREMA_ELEMENT_TYPES=float");
+  EXPECT_NO_THROW(blob.cpu_diff());
+}
+
+// im2col of a rounded image is the rounding of the float image's columns (padding is zero in either type), over
+// random geometries, 2-d and 3-d.
+TEST(HalfPrecisionTest, SixteenBitImagesUnrollIntoTheRoundedColumns) {
+  Context context;
+  RandomStream random(31);
+  for (int trial = 0; trial < 40; ++trial) {
+    const int axes = trial % 4 == 3 ? 3 : 2;
+    std::vector<int> image_shape = {1 + static_cast<int>(random.Uniform(0.f, 4.f))}, column_shape, kernel, pad, stride,
+                     dilation;
+    for (int a = 0; a < axes; ++a) {
+      image_shape.push_back(2 + static_cast<int>(random.Uniform(0.f, 7.f)));
+      kernel.push_back(1 + static_cast<int>(random.Uniform(0.f, 3.f)));
+      pad.push_back(static_cast<int>(random.Uniform(0.f, 2.f)));
+      stride.push_back(1 + static_cast<int>(random.Uniform(0.f, 2.f)));
+      dilation.push_back(1 + static_cast<int>(random.Uniform(0.f, 2.f)));
+    }
+    column_shape.push_back(image_shape[0]);
+    bool fits = true;
+    for (int a = 0; a < axes; ++a) {
+      const int extent = dilation[a] * (kernel[a] - 1) + 1, span = image_shape[a + 1] + 2 * pad[a] - extent;
+      fits = fits && span >= 0;
+      column_shape[0] *= kernel[a];
+      column_shape.push_back(span / stride[a] + 1);
+    }
+    if (!fits) continue;
+    const UnrollGeometry g = MakeUnrollGeometry(axes, image_shape.data(), column_shape.data(), kernel.data(),
+                                                pad.data(), stride.data(), dilation.data(), 0, axes == 2);
+    Blob image({g.channels * g.image_size});
+    test::FillGaussian(&image, 0.f, 3.f, 100 + trial);
+    std::vector<float> columns(static_cast<size_t>(g.channels) * g.kernel_size * g.output_size, NAN);
+    im2col(context, image.cpu_data(), g, columns.data());
+    for (bool bfloat16 : {false, true}) {
+      std::vector<uint16_t> rounded(static_cast<size_t>(image.count()));
+      for (size_t i = 0; i < rounded.size(); ++i) rounded[i] = ToHalf(bfloat16, image.cpu_data()[i]);
+      std::vector<uint16_t> half_columns(columns.size(), 0xffff);
+      im2col(context, rounded.data(), g, half_columns.data());
+      for (size_t i = 0; i < columns.size(); ++i)
+        ASSERT_EQ(half_columns[i], ToHalf(bfloat16, columns[i])) << "trial " << trial << ", value " << i;
+    }
+  }
+}
+
+// The half-precision engines' GPU code, rehearsed: a top written in 16 bits (the plan's choice where every reader
+// rounds it so) holds the bits a float32 top, its bias added and its fused ReLU applied, would be rounded to; a 16-bit
+// bottom gives the float bottom's outputs and gradients. What the engines say they read and write, too.
+TEST(HalfPrecisionTest, SixteenBitTopsAndBottomsOfTheRehearsedEnginesAreTheRoundedFloats) {
+  std::vector<Case> cases = PrecisionConvolutionCases();
+  cases.push_back({kPrecisionInnerProduct, {4, 3, 5}});
+  for (Precision precision : {Precision::kFloat16, Precision::kBfloat16}) {
+    const bool bfloat16 = precision == Precision::kBfloat16;
+    const ElementType half = HalfElementType(precision);
+    for (const Case& c : cases) {
+      SCOPED_TRACE(std::string(PrecisionName(precision)) + " " + c.text);
+      auto reference = Make(c.text, c.shape, CpuContext(), "native");
+      const auto make = [&] { return MakeIn(c.text, c.shape, precision, RehearsalContext(), "native", *reference); };
+      auto floats = make(), halves = make();
+      Layer& layer = *halves->layer;
+      EXPECT_EQ(layer.ReadsQuantized(0), (Quantization{half, 1.f}));
+      EXPECT_TRUE(layer.WritesQuantized(0, half));
+      EXPECT_FALSE(layer.WritesQuantized(0, HalfElementType(bfloat16 ? Precision::kFloat16 : Precision::kBfloat16)));
+      EXPECT_FALSE(layer.WritesQuantized(0, ElementType::kUInt8));
+      const FusedActivation leaky{FusedActivation::kReLU, 0.25f};
+      for (auto* single : {floats.get(), halves.get()}) single->layer->set_fused_activation(leaky);
+      EXPECT_TRUE(layer.WritesQuantized(0, half));
+      layer.set_fused_sum(true);
+      EXPECT_FALSE(layer.WritesQuantized(0, half)) << "a fused sum adds to floats";
+      layer.set_fused_sum(false);
+      layer.set_fused_activation({FusedActivation::kSigmoid, 0.f});
+      EXPECT_FALSE(layer.WritesQuantized(0, half)) << "HalfTop applies a ReLU only";
+      layer.set_fused_activation(leaky);
+
+      // The 16-bit bottom holds the float bottom's values rounded; the float twin reads the float values (rounding
+      // them itself).
+      const std::vector<float> input = test::DataOf(halves->bottom);
+      halves->bottom.set_quantization({half, 1.f});
+      auto* bits = static_cast<uint16_t*>(halves->bottom.mutable_cpu_bytes());
+      for (size_t i = 0; i < input.size(); ++i) bits[i] = ToHalf(bfloat16, input[i]);
+      halves->top.set_quantization({half, 1.f});
+      layer.Reshape(halves->bottoms(), halves->tops());
+      floats->layer->Forward(floats->bottoms(), floats->tops());
+      layer.Forward(halves->bottoms(), halves->tops());
+      const std::vector<float> expected = test::DataOf(floats->top), got = PlainValues(halves->top);
+      ASSERT_EQ(got.size(), expected.size());
+      int negative = 0;
+      for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_EQ(FloatBits(got[i]), FloatBits(FromHalf(bfloat16, ToHalf(bfloat16, expected[i])))) << i;
+        negative += expected[i] < 0.f;
+      }
+      EXPECT_GT(negative, 0) << "the leaky ReLU had nothing to do";
+
+      // Backward (no fused activation: that runs forward only): the same gradients from the 16-bit bottom.
+      for (auto* single : {floats.get(), halves.get()}) single->layer->set_fused_activation({});
+      Blob top_diff(floats->top.shape());
+      test::FillGaussian(&top_diff, 0.f, 1.f, 7);
+      for (auto* single : {floats.get(), halves.get()}) {
+        std::copy(top_diff.cpu_data(), top_diff.cpu_data() + top_diff.count(), single->top.mutable_cpu_diff());
+        for (const auto& param : single->layer->params()) param->set_diff(0.f);
+        single->layer->Backward(single->tops(), {true}, single->bottoms());
+      }
+      EXPECT_EQ(test::DiffOf(halves->bottom), test::DiffOf(floats->bottom));
+      for (size_t i = 0; i < layer.params().size(); ++i)
+        EXPECT_EQ(test::DiffOf(*layer.params()[i]), test::DiffOf(*floats->layer->params()[i])) << "parameter " << i;
+    }
+  }
+}
+
+// A training net whose half-precision layers read one another's outputs, one of them through a Split: conv1 -> conv2
+// (1x1) -> {deconv -> ip1 -> ip2, conv3 -> ip3}, the last two summed into the loss.
+SolverParameter HalfChainSolver(Precision precision) {
+  SolverParameter param = test::ResumeSolver(R"(
+    name: 'half_chain'
+    layer { name: 'data' type: 'DummyData' top: 'data' top: 'label'
+            dummy_data_param { shape { dim: 4 dim: 3 dim: 9 dim: 9 } shape { dim: 4 }
+                               data_filler { type: 'gaussian' std: 1 } data_filler { type: 'constant' value: 2 } } }
+    layer { name: 'conv1' type: 'Convolution' bottom: 'data' top: 'conv1'
+            convolution_param { num_output: 6 kernel_size: 3 pad: 1 weight_filler { type: 'xavier' }
+                                bias_filler { type: 'gaussian' std: 0.1 } } }
+    layer { name: 'conv2' type: 'Convolution' bottom: 'conv1' top: 'conv2'
+            convolution_param { num_output: 8 kernel_size: 1 weight_filler { type: 'xavier' } } }
+    layer { name: 'deconv' type: 'Deconvolution' bottom: 'conv2' top: 'deconv'
+            convolution_param { num_output: 4 kernel_size: 2 stride: 2 weight_filler { type: 'xavier' }
+                                bias_filler { type: 'gaussian' std: 0.1 } } }
+    layer { name: 'conv3' type: 'Convolution' bottom: 'conv2' top: 'conv3'
+            convolution_param { num_output: 4 kernel_size: 3 stride: 2 weight_filler { type: 'xavier' } } }
+    layer { name: 'ip1' type: 'InnerProduct' bottom: 'deconv' top: 'ip1'
+            inner_product_param { num_output: 10 weight_filler { type: 'xavier' } bias_filler { type: 'gaussian' std: 0.1 } } }
+    layer { name: 'ip2' type: 'InnerProduct' bottom: 'ip1' top: 'ip2'
+            inner_product_param { num_output: 5 weight_filler { type: 'xavier' } } }
+    layer { name: 'ip3' type: 'InnerProduct' bottom: 'conv3' top: 'ip3'
+            inner_product_param { num_output: 5 weight_filler { type: 'xavier' } } }
+    layer { name: 'sum' type: 'Eltwise' bottom: 'ip2' bottom: 'ip3' top: 'sum' }
+    layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'sum' bottom: 'label' top: 'loss' }
+  )",
+                                             "", 12, 0);
+  param.set_snapshot_after_train(false);
+  param.set_precision(precision == Precision::kFloat16 ? ::caffe::FLOAT16 : ::caffe::BFLOAT16);
+  return param;
+}
+
+// HalfChainSolver's net trained on contexts of `make_context` with 16-bit blobs between its half-precision layers
+// (checked: each layer's output that only such layers read lies in the type) gives the training with float32 blobs
+// bit for bit: every weight after 12 iterations, in both half types.
+void ExpectSixteenBitBlobsChangeNoBit(const std::function<std::shared_ptr<Context>()>& make_context) {
+  for (Precision precision : {Precision::kFloat16, Precision::kBfloat16}) {
+    SCOPED_TRACE(PrecisionName(precision));
+    const auto context = [&] {
+      auto made = make_context();
+      made->set_precision(precision);
+      return made;
+    };
+    auto halves = CreateSolver(HalfChainSolver(precision), "", context());
+    std::unique_ptr<Solver> floats;
+    {
+      const test::ScopedEnvironment float_blobs("CREMA_ELEMENT_TYPES", "float");
+      floats = CreateSolver(HalfChainSolver(precision), "", context());
+      floats->Solve();
+    }
+    halves->Solve();
+    const Net& net = *halves->net();
+    for (const std::string name : {"conv1", "conv2", "deconv", "conv3", "ip1"}) {
+      EXPECT_EQ(ElementTypeName(net.blob_by_name(name)->data_type()), ElementTypeName(HalfElementType(precision)))
+          << name;
+      EXPECT_TRUE(floats->net()->blob_by_name(name)->quantization().floats()) << name;
+    }
+    for (const std::string name : {"data", "ip2", "ip3", "sum"})
+      EXPECT_TRUE(net.blob_by_name(name)->quantization().floats()) << name;
+    for (const std::string name : {"conv1", "conv2", "deconv", "conv3", "ip1", "ip2", "ip3"})
+      EXPECT_EQ(net.layer_by_name(name)->computes_in(), precision) << name;
+    const auto& params = net.learnable_params();
+    const auto& float_params = floats->net()->learnable_params();
+    ASSERT_EQ(params.size(), float_params.size());
+    for (size_t i = 0; i < params.size(); ++i) {
+      const std::vector<float> got = test::DataOf(*params[i]), expected = test::DataOf(*float_params[i]);
+      EXPECT_TRUE(got == expected) << "parameter " << i << " differs from the float32 blobs' training";
+      for (float v : got) ASSERT_TRUE(std::isfinite(v)) << "parameter " << i;
+    }
+  }
+}
+
+TEST(HalfPrecisionTest, SixteenBitBlobsBetweenRehearsedHalfLayersChangeNoBitOfTheTraining) {
+  ExpectSixteenBitBlobsChangeNoBit([] {
+    auto context = RehearsalContext();
+    context->ForceEngines("native");
+    return context;
+  });
+}
+
 // LeNet trained through its GPU code rehearsed on the host in float16, its solver's dynamic loss scaling on by itself:
 // the native convolutions and the inner products multiply float16 copies as a GPU run does, and the training reaches
 // the float32 CPU run's accuracy (400 iterations on a slice of Fashion-MNIST). (bf16 trains on the CPU's own engines,
@@ -296,6 +514,18 @@ TEST(GpuHalfPrecisionTest, CudnnConvolutionsComputeInHalfPrecisionOnTheTensorCor
 TEST(GpuHalfPrecisionTest, TheInnerProductComputesInHalfPrecisionOnTheTensorCores) {
   CREMA_SKIP_WITHOUT_HALF_GPU(Precision::kBfloat16);
   CheckInBothHalfTypes(InnerProductCases(), GpuContext, "native", false);
+}
+
+// On the GPU: the cuDNN convolutions and the InnerProduct read and write the 16-bit blobs themselves (cuDNN's tensors
+// are the blobs' memory), and the training is the float32 blobs' bit for bit (cuDNN's algorithms by its heuristics,
+// so that both runs take the same ones).
+TEST(GpuHalfPrecisionTest, SixteenBitBlobsBetweenHalfLayersChangeNoBitOfTheTraining) {
+  CREMA_SKIP_WITHOUT_HALF_GPU(Precision::kBfloat16);
+  ExpectSixteenBitBlobsChangeNoBit([] {
+    auto context = GpuContext();
+    context->set_cudnn_algorithms(Context::CudnnAlgorithms::kHeuristic);
+    return context;
+  });
 }
 
 // The example LeNet trained on the GPU in each half type reaches the float32 GPU run's accuracy (400 iterations on

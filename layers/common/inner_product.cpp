@@ -61,9 +61,10 @@ void InnerProductLayer::Reshape(const std::vector<Blob*>& bottom, const std::vec
   // Half precision where the layer runs GPU code on a device that multiplies in it; the scratch holds the 16-bit
   // input and output gradient (M x K and M x N values, two to a float), the weights' copy is the layer's own.
   half_ = GpuCodePrecision();
+  half_top_ = IsHalfType(top[0]->data_type());
   if (half_ != Precision::kFloat32) {
     const size_t halves = HalfOutputGradientOffset() + static_cast<size_t>(M_) * N_;
-    RequestWorkspace((halves + 1) / 2);
+    RequestWorkspace((halves + 127) / 128 * 64 + (half_top_ ? static_cast<size_t>(M_) * N_ : 0));
   }
 }
 
@@ -79,6 +80,19 @@ size_t InnerProductLayer::HalfOutputGradientOffset() const {
 }
 
 uint16_t* InnerProductLayer::HalfOutputGradient() { return HalfInput() + HalfOutputGradientOffset(); }
+
+float* InnerProductLayer::FloatOutput() {
+  // After the 16-bit values, from a 256-byte boundary.
+  return workspace() + (HalfOutputGradientOffset() + static_cast<size_t>(M_) * N_ + 127) / 128 * 64;
+}
+
+const uint16_t* InnerProductLayer::HalfInputOf(const Blob& bottom) {
+  const Device d = device();
+  if (IsHalfType(bottom.data_type())) return static_cast<const uint16_t*>(bottom.bytes_on(d));
+  uint16_t* input = HalfInput();
+  RoundToHalf(context(), half_, M_ * K_, bottom.data_on(d), input);
+  return input;
+}
 
 void InnerProductLayer::AbsorbChannelAffine(const std::vector<float>& scale, const std::vector<float>& shift) {
   CREMA_CHECK(AbsorbsChannelAffine() && bias_term_ && scale.size() == static_cast<size_t>(N_) &&
@@ -165,12 +179,16 @@ void InnerProductLayer::InputGradient(const std::vector<Blob*>& top, const std::
 
 void InnerProductLayer::HalfForward(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const Device d = device();
-  uint16_t* input = HalfInput();
-  RoundToHalf(context(), half_, M_ * K_, bottom[0]->data_on(d), input);
+  const uint16_t* input = HalfInputOf(*bottom[0]);
   const uint16_t* w = half_weights_.Of(context(), half_, *params_[0]);
-  float* output = top[0]->mutable_data_on(d);
+  float* output = half_top_ ? FloatOutput() : top[0]->mutable_data_on(d);
   HalfGemm(context(), half_, Transpose::kNo, transpose_ ? Transpose::kNo : Transpose::kYes, M_, N_, K_, 1.f, input, w,
            0.f, output);
+  if (half_top_) {
+    HalfTop(context(), half_, M_ * N_, output, HalfTopFinishOf(bias_term_ ? params_[1]->data_on(d) : nullptr, 1, N_),
+            static_cast<uint16_t*>(top[0]->mutable_bytes_on(d)));
+    return;
+  }
   if (bias_term_) {
     gemm(context(), Transpose::kNo, Transpose::kNo, M_, N_, 1, 1.f, context().ones(M_), params_[1]->data_on(d), 1.f,
          output);
@@ -185,8 +203,7 @@ void InnerProductLayer::HalfBackward(const std::vector<Blob*>& top, const std::v
   RoundToHalf(context(), half_, M_ * N_, top_diff, output_gradient);
   if (param_propagate_down(0)) {
     // The input again (the workspace is shared: forward's copy is gone), the gradient summed into the float32 diff.
-    uint16_t* input = HalfInput();
-    RoundToHalf(context(), half_, M_ * K_, bottom[0]->data_on(d), input);
+    const uint16_t* input = HalfInputOf(*bottom[0]);
     const float keep = ParamGradientKeep(0);
     float* weight_diff = params_[0]->mutable_diff_on(d);
     if (transpose_) {

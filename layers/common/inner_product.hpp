@@ -45,6 +45,10 @@ class InnerProductLayer : public BothDevices<Layer> {
   // Float16 or bfloat16 on a GPU that multiplies in it (and in the host rehearsal of GPU code), as asked; else float32.
   Precision computes_in() const override { return half_; }
   std::string engine_note() const override;
+  // In half precision the products' operands are 16-bit values: a bottom the plan keeps in that type is read as it
+  // lies, and the top may be written so (its bias and a fused ReLU applied first: Layer::HalfTopFinishOf).
+  Quantization ReadsQuantized(int) const override { return HalfOperands(half_); }
+  bool WritesQuantized(int, ElementType type) const override { return WritesHalfTop(half_, type); }
 
  protected:
   void Forward_any(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
@@ -68,13 +72,20 @@ class InnerProductLayer : public BothDevices<Layer> {
   void HalfForward(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top);
   void HalfBackward(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom);
-  // The workspace as the 16-bit input (M x K) followed by the 16-bit output gradient (M x N).
+  // The workspace as the 16-bit input (M x K), the 16-bit output gradient (M x N) and, for a 16-bit top, the float32
+  // output (M x N) it is rounded from.
   uint16_t* HalfInput();
   uint16_t* HalfOutputGradient();
   size_t HalfOutputGradientOffset() const;  // in 16-bit values
+  float* FloatOutput();
+  // The input as 16-bit values: the bottom's own where the plan keeps it so, else rounded into HalfInput.
+  const uint16_t* HalfInputOf(const Blob& bottom);
+  // A 16-bit top (planned so): the layer applies a fused ReLU itself, as it writes the 16 bits.
+  bool ComputesFusedActivation() const override { return half_top_; }
 
   Precision half_ = Precision::kFloat32;  // the precision its products compute in (Reshape)
   HalfCopy half_weights_;                 // the weights rounded to half_, while they are unchanged
+  bool half_top_ = false;                 // whether the top lies in 16 bits (Reshape)
 
   // The canonical `axis` for this bottom; throws naming the layer when it is out of range.
   int FlattenAxis(const Blob& bottom) const;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/common.hpp"
 #include "core/threads.hpp"
 #include "core/vector_clones.hpp"
 
@@ -67,6 +68,8 @@ CREMA_VECTOR_CLONES void Bfloat16Position(const float* __restrict x, uint16_t* _
 void LRNAcrossChannelsLast(const float* x, void* y, const Quantization& quantization, long long positions, int channels,
                            int size, float k, float factor, float beta) {
   const float scale = quantization.scale;
+  CREMA_CHECK(quantization.type != ElementType::kFloat16)
+      << "the channels-last LRN writes 32-bit floats, bf16 or 8-bit integers, not float16";
 #pragma omp parallel if (positions * channels >= ParallelElementThreshold())
   {
     std::vector<float> padded(static_cast<size_t>(channels + size - 1), 0.f), sums(static_cast<size_t>(channels)),
@@ -79,6 +82,7 @@ void LRNAcrossChannelsLast(const float* x, void* y, const Quantization& quantiza
           Bfloat16Position(in, static_cast<uint16_t*>(y) + p * channels, padded.data(), sums.data(), values.data(),
                            channels, size, k, factor, beta);
           break;
+        case ElementType::kFloat16:  // refused above
         case ElementType::kFloat32:
           FloatPosition(in, static_cast<float*>(y) + p * channels, padded.data(), sums.data(), channels, size, k,
                         factor, beta);

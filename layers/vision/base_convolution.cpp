@@ -127,6 +127,7 @@ void BaseConvolutionLayer::Reshape(const std::vector<Blob*>& bottom, const std::
   }
   for (Blob* output : top) output->Reshape(top_shape);
   top_dim_ = top[0]->count(channel_axis_);
+  half_tops_ = AnyHalfTop(top);
   top_spatial_size_ = top[0]->count(channel_axis_ + 1);
 
   // The convolution runs from its input (the bottom, or the top when reversed) to its output.
@@ -185,11 +186,15 @@ size_t BaseConvolutionLayer::PlanImageProducts() {
   half_ = GpuCodePrecision();
   if (half_ == Precision::kFloat32) return column_floats();
   const auto aligned = [](size_t floats) { return (floats + 63) / 64 * 64; };  // 256 bytes
+  const auto halves = [](size_t values) { return (values + 1) / 2; };          // in floats
   const size_t columns = static_cast<size_t>(column_shape_[0]) * conv_output_spatial_size_;
   const size_t output_image = static_cast<size_t>(conv_out_channels_) * conv_output_spatial_size_;
+  const size_t input_image = static_cast<size_t>(reverse_dimensions() ? top_dim_ : bottom_dim_);
   half_columns_offset_ = aligned(column_floats());
-  half_output_offset_ = aligned(half_columns_offset_ + (columns + 1) / 2);
-  return half_output_offset_ + (output_image + 1) / 2;
+  half_output_offset_ = aligned(half_columns_offset_ + halves(columns));
+  half_input_offset_ = aligned(half_output_offset_ + halves(output_image));
+  float_top_offset_ = aligned(half_input_offset_ + halves(input_image));
+  return float_top_offset_ + (half_tops_ ? static_cast<size_t>(top_dim_) : 0);
 }
 
 std::string BaseConvolutionLayer::engine_note() const {
@@ -198,17 +203,56 @@ std::string BaseConvolutionLayer::engine_note() const {
 
 const uint16_t* BaseConvolutionLayer::HalfWeights() { return half_weights_.Of(context(), half_, *params_[0]); }
 
-const uint16_t* BaseConvolutionLayer::HalfColumnsOf(const float* columns) {
-  // The columns of a rounded image are the rounded columns (padding is zero either way).
-  uint16_t* rounded = reinterpret_cast<uint16_t*>(workspace() + half_columns_offset_);
-  RoundToHalf(context(), half_, column_rows() * conv_output_spatial_size_, columns, rounded);
-  return rounded;
+const uint16_t* BaseConvolutionLayer::HalfColumnsOf(const float* image) {
+  uint16_t* rounded = reinterpret_cast<uint16_t*>(workspace() + half_input_offset_);
+  RoundToHalf(context(), half_, reverse_dimensions() ? top_dim_ : bottom_dim_, image, rounded);
+  return HalfColumnsOf(rounded);
+}
+
+const uint16_t* BaseConvolutionLayer::HalfColumnsOf(const uint16_t* image) {
+  if (geometry_.pointwise()) return image;
+  uint16_t* columns = reinterpret_cast<uint16_t*>(workspace() + half_columns_offset_);
+  im2col(context(), image, unroll_geometry(0), columns);
+  return columns;
 }
 
 const uint16_t* BaseConvolutionLayer::HalfOutputImageOf(const float* output_diff) {
   uint16_t* rounded = reinterpret_cast<uint16_t*>(workspace() + half_output_offset_);
   RoundToHalf(context(), half_, conv_out_channels_ * conv_output_spatial_size_, output_diff, rounded);
   return rounded;
+}
+
+void BaseConvolutionLayer::HalfForwardGemm(const uint16_t* columns, float* output) {
+  const int group_outputs = conv_out_channels_ / group_;
+  const uint16_t* weights = HalfWeights();
+  for (int g = 0; g < group_; ++g) {
+    HalfGemm(context(), half_, Transpose::kNo, Transpose::kNo, group_outputs, conv_output_spatial_size_, kernel_dim_,
+             1.f, weights + g * group_outputs * kernel_dim_, columns + g * kernel_dim_ * conv_output_spatial_size_, 0.f,
+             output + g * group_outputs * conv_output_spatial_size_);
+  }
+}
+
+void BaseConvolutionLayer::HalfBackwardData(const uint16_t* output_diff, float* input_diff) {
+  // For pointwise kernels the column gradient is the input gradient itself.
+  float* column_diff = geometry_.pointwise() ? input_diff : workspace();
+  const int group_outputs = conv_out_channels_ / group_;
+  const uint16_t* weights = HalfWeights();
+  for (int g = 0; g < group_; ++g) {
+    HalfGemm(context(), half_, Transpose::kYes, Transpose::kNo, kernel_dim_, conv_output_spatial_size_, group_outputs,
+             1.f, weights + g * group_outputs * kernel_dim_,
+             output_diff + g * group_outputs * conv_output_spatial_size_, 0.f,
+             column_diff + g * kernel_dim_ * conv_output_spatial_size_);
+  }
+  if (!geometry_.pointwise()) Fold(column_diff, input_diff);
+}
+
+void BaseConvolutionLayer::HalfWeightGemm(const uint16_t* columns, const uint16_t* output_diff, float* weight_diff) {
+  const int group_outputs = conv_out_channels_ / group_;
+  for (int g = 0; g < group_; ++g) {
+    HalfGemm(context(), half_, Transpose::kNo, Transpose::kYes, group_outputs, kernel_dim_, conv_output_spatial_size_,
+             1.f, output_diff + g * group_outputs * conv_output_spatial_size_,
+             columns + g * kernel_dim_ * conv_output_spatial_size_, 1.f, weight_diff + g * group_outputs * kernel_dim_);
+  }
 }
 
 const float* BaseConvolutionLayer::ColumnsOf(const float* input) {
@@ -222,17 +266,6 @@ const float* BaseConvolutionLayer::ColumnsOf(const float* input) {
 void BaseConvolutionLayer::ForwardGemm(const float* input, const float* weights, float* output) {
   const float* columns = ColumnsOf(input);
   const int group_outputs = conv_out_channels_ / group_;
-  if (half_ != Precision::kFloat32) {
-    const uint16_t* half_columns = HalfColumnsOf(columns);
-    const uint16_t* half_weights = HalfWeights();
-    for (int g = 0; g < group_; ++g) {
-      HalfGemm(context(), half_, Transpose::kNo, Transpose::kNo, group_outputs, conv_output_spatial_size_, kernel_dim_,
-               1.f, half_weights + g * group_outputs * kernel_dim_,
-               half_columns + g * kernel_dim_ * conv_output_spatial_size_, 0.f,
-               output + g * group_outputs * conv_output_spatial_size_);
-    }
-    return;
-  }
   for (int g = 0; g < group_; ++g) {
     gemm(context(), Transpose::kNo, Transpose::kNo, group_outputs, conv_output_spatial_size_, kernel_dim_, 1.f,
          weights + g * group_outputs * kernel_dim_, columns + g * kernel_dim_ * conv_output_spatial_size_, 0.f,
@@ -244,18 +277,6 @@ void BaseConvolutionLayer::BackwardData(const float* output_diff, const float* w
   // For pointwise kernels the column gradient is the input gradient itself.
   float* column_diff = geometry_.pointwise() ? input_diff : workspace();
   const int group_outputs = conv_out_channels_ / group_;
-  if (half_ != Precision::kFloat32) {
-    const uint16_t* half_output_diff = HalfOutputImageOf(output_diff);
-    const uint16_t* half_weights = HalfWeights();
-    for (int g = 0; g < group_; ++g) {
-      HalfGemm(context(), half_, Transpose::kYes, Transpose::kNo, kernel_dim_, conv_output_spatial_size_, group_outputs,
-               1.f, half_weights + g * group_outputs * kernel_dim_,
-               half_output_diff + g * group_outputs * conv_output_spatial_size_, 0.f,
-               column_diff + g * kernel_dim_ * conv_output_spatial_size_);
-    }
-    if (!geometry_.pointwise()) Fold(column_diff, input_diff);
-    return;
-  }
   for (int g = 0; g < group_; ++g) {
     gemm(context(), Transpose::kYes, Transpose::kNo, kernel_dim_, conv_output_spatial_size_, group_outputs, 1.f,
          weights + g * group_outputs * kernel_dim_, output_diff + g * group_outputs * conv_output_spatial_size_, 0.f,
@@ -267,17 +288,6 @@ void BaseConvolutionLayer::BackwardData(const float* output_diff, const float* w
 void BaseConvolutionLayer::WeightGemm(const float* input, const float* output_diff, float* weight_diff) {
   const float* columns = ColumnsOf(input);
   const int group_outputs = conv_out_channels_ / group_;
-  if (half_ != Precision::kFloat32) {
-    const uint16_t* half_columns = HalfColumnsOf(columns);
-    const uint16_t* half_output_diff = HalfOutputImageOf(output_diff);
-    for (int g = 0; g < group_; ++g) {
-      HalfGemm(context(), half_, Transpose::kNo, Transpose::kYes, group_outputs, kernel_dim_, conv_output_spatial_size_,
-               1.f, half_output_diff + g * group_outputs * conv_output_spatial_size_,
-               half_columns + g * kernel_dim_ * conv_output_spatial_size_, 1.f,
-               weight_diff + g * group_outputs * kernel_dim_);
-    }
-    return;
-  }
   for (int g = 0; g < group_; ++g) {
     gemm(context(), Transpose::kNo, Transpose::kYes, group_outputs, kernel_dim_, conv_output_spatial_size_, 1.f,
          output_diff + g * group_outputs * conv_output_spatial_size_,
@@ -299,6 +309,10 @@ void BaseConvolutionLayer::BiasGradient(const float* output_diff, float* bias_di
 // batch around them would fight those threads for the cores (with the pthread OpenBLAS, measured several
 // times slower on a 2-core machine).
 void BaseConvolutionLayer::ForwardImages(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  if (half_ != Precision::kFloat32) {
+    HalfForwardImages(bottom, top);
+    return;
+  }
   const Device d = device();
   const float* weights = params_[0]->data_on(d);
   for (size_t b = 0; b < bottom.size(); ++b) {
@@ -317,6 +331,10 @@ void BaseConvolutionLayer::ForwardImages(const std::vector<Blob*>& bottom, const
 
 void BaseConvolutionLayer::BackwardImages(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                           const std::vector<Blob*>& bottom) {
+  if (half_ != Precision::kFloat32) {
+    HalfBackwardImages(top, propagate_down, bottom);
+    return;
+  }
   const Device d = device();
   const float* weights = params_[0]->data_on(d);
   const bool weight_grad = param_propagate_down(0);
@@ -339,6 +357,70 @@ void BaseConvolutionLayer::BackwardImages(const std::vector<Blob*>& top, const s
           ForwardGemm(image_top_diff, weights, image_bottom_diff);
         else
           BackwardData(image_top_diff, weights, image_bottom_diff);
+      }
+    }
+  }
+}
+
+// A 16-bit bottom is read as it lies; a float one is rounded, image by image, as the products need it. The
+// Deconvolution's convolution runs from its top to its bottom: its forward is the input gradient of the bottom's image.
+void BaseConvolutionLayer::HalfForwardImages(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const Device d = device();
+  const bool reversed = reverse_dimensions();
+  const HalfTopFinish finish =
+      HalfTopFinishOf(bias_term_ ? params_[1]->data_on(d) : nullptr, top_spatial_size_, num_output_);
+  for (size_t b = 0; b < bottom.size(); ++b) {
+    const bool half_in = IsHalfType(bottom[b]->data_type()), half_out = IsHalfType(top[b]->data_type());
+    const auto* in16 = half_in ? static_cast<const uint16_t*>(bottom[b]->bytes_on(d)) : nullptr;
+    const float* in = half_in ? nullptr : bottom[b]->data_on(d);
+    auto* out16 = half_out ? static_cast<uint16_t*>(top[b]->mutable_bytes_on(d)) : nullptr;
+    float* out = half_out ? nullptr : top[b]->mutable_data_on(d);
+    for (int n = 0; n < num_; ++n) {
+      const size_t at = static_cast<size_t>(n) * bottom_dim_;
+      float* output = half_out ? workspace() + float_top_offset_ : out + static_cast<size_t>(n) * top_dim_;
+      if (reversed)
+        HalfBackwardData(half_in ? in16 + at : HalfOutputImageOf(in + at), output);
+      else
+        HalfForwardGemm(half_in ? HalfColumnsOf(in16 + at) : HalfColumnsOf(in + at), output);
+      if (half_out)
+        HalfTop(context(), half_, top_dim_, output, finish, out16 + static_cast<size_t>(n) * top_dim_);
+      else if (bias_term_)
+        AddBias(output, params_[1]->data_on(d));
+    }
+  }
+  if (half_tops_) FinishFloatTops(top);
+}
+
+void BaseConvolutionLayer::HalfBackwardImages(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                                              const std::vector<Blob*>& bottom) {
+  const Device d = device();
+  const bool weight_grad = param_propagate_down(0);
+  const bool bias_grad = bias_term_ && param_propagate_down(1);
+  const bool reversed = reverse_dimensions();
+  for (size_t b = 0; b < top.size(); ++b) {
+    const bool half_in = IsHalfType(bottom[b]->data_type());
+    const auto* in16 = half_in ? static_cast<const uint16_t*>(bottom[b]->bytes_on(d)) : nullptr;
+    const float* in = half_in ? nullptr : bottom[b]->data_on(d);
+    const float* top_diff = top[b]->diff_on(d);
+    for (int n = 0; n < num_; ++n) {
+      const size_t at = static_cast<size_t>(n) * bottom_dim_;
+      const float* image_top_diff = top_diff + static_cast<size_t>(n) * top_dim_;
+      if (bias_grad) BiasGradient(image_top_diff, params_[1]->mutable_diff_on(d));
+      if (weight_grad) {
+        // The convolution's input and output gradient: the bottom and the top's gradient, or for Deconvolution the
+        // top's gradient and the bottom.
+        const uint16_t* columns =
+            reversed ? HalfColumnsOf(image_top_diff) : (half_in ? HalfColumnsOf(in16 + at) : HalfColumnsOf(in + at));
+        const uint16_t* output_diff =
+            reversed ? (half_in ? in16 + at : HalfOutputImageOf(in + at)) : HalfOutputImageOf(image_top_diff);
+        HalfWeightGemm(columns, output_diff, params_[0]->mutable_diff_on(d));
+      }
+      if (propagate_down[b]) {
+        float* image_bottom_diff = bottom[b]->mutable_diff_on(d) + at;
+        if (reversed)
+          HalfForwardGemm(HalfColumnsOf(image_top_diff), image_bottom_diff);
+        else
+          HalfBackwardData(HalfOutputImageOf(image_top_diff), image_bottom_diff);
       }
     }
   }

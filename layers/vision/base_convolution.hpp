@@ -59,6 +59,10 @@ class BaseConvolutionLayer : public Layer {
   // bfloat16 on a GPU that multiplies in it, as asked; else float32. Engines of their own (oneDNN's) say theirs.
   Precision computes_in() const override { return half_; }
   std::string engine_note() const override;
+  // In half precision the products' operands are 16-bit values: a bottom the plan keeps in that type is read as it
+  // lies, and a top may be written so (its bias and a fused ReLU applied first: Layer::HalfTopFinishOf).
+  Quantization ReadsQuantized(int) const override { return HalfOperands(half_); }
+  bool WritesQuantized(int, ElementType type) const override { return WritesHalfTop(half_, type); }
 
  protected:
   // Deconvolution answers true: its top is the side the kernel slides over.
@@ -91,10 +95,13 @@ class BaseConvolutionLayer : public Layer {
   size_t column_floats() const;
   // The native engines' Reshape: half_ from the precision asked where the layer runs GPU code on a device that
   // multiplies in it (a GPU's tensor cores, or the host rehearsal; core/half_products.hpp), and the workspace floats
-  // the steps above need: the column matrix, and in half precision after it its 16-bit copy and one image of the
-  // convolution's output gradient in 16 bits. In half precision the steps multiply 16-bit copies of the columns,
-  // the weights and the output gradient (HalfGemm, float32 sums into the float32 output and gradients).
+  // the steps above need: the column matrix, and in half precision after it its 16-bit copy, one image of the
+  // convolution's output (gradient) and one of its input in 16 bits, and one top image in float32. In half precision
+  // the steps multiply 16-bit copies of the columns, the weights and the output gradient (HalfGemm, float32 sums into
+  // the float32 output and gradients).
   size_t PlanImageProducts();
+  // A top in 16 bits (planned so): the engine applies the fused activation itself, as it writes the 16 bits.
+  bool ComputesFusedActivation() const override { return half_tops_; }
   // The weights rounded to half_ (made again after they change).
   const uint16_t* HalfWeights();
   // Rows of the column matrix of one image: conv_in_channels * kernel size.
@@ -129,15 +136,31 @@ class BaseConvolutionLayer : public Layer {
   int kernel_dim_ = 0;                // rows of one group's column matrix: conv_in_channels / group * kernel
   Precision half_ = Precision::kFloat32;  // what the products compute in (engines that set it, in Reshape)
   HalfCopy half_weights_;                 // the weights rounded to half_, while they are unchanged
+  bool half_tops_ = false;                // whether a top lies in 16 bits (Reshape)
 
  private:
   // The column matrix of one input image: unrolled into the workspace, or the image itself when pointwise.
   const float* ColumnsOf(const float* input);
-  // In half precision: one image's column matrix, and one image of the convolution's output gradient, rounded to 16
-  // bits into the workspace after the columns (PlanImageProducts), each from a 256-byte boundary.
-  const uint16_t* HalfColumnsOf(const float* columns);
+  // ForwardImages and BackwardImages in half precision: the convolution's input and output images as 16-bit values
+  // (a blob's own where the plan keeps it so, else rounded into the workspace), products through HalfGemm into float32,
+  // a 16-bit top written through HalfTop from one float32 image in the workspace.
+  void HalfForwardImages(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top);
+  void HalfBackwardImages(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                          const std::vector<Blob*>& bottom);
+  // One input image's 16-bit column matrix: a float image rounded into the workspace first, then unrolled (the
+  // columns of the rounded image are the rounded columns: padding is zero either way); the image itself when
+  // pointwise.
+  const uint16_t* HalfColumnsOf(const float* image);
+  const uint16_t* HalfColumnsOf(const uint16_t* image);
+  // One image of the convolution's output (gradient) rounded to 16 bits into the workspace.
   const uint16_t* HalfOutputImageOf(const float* output_diff);
-  size_t half_columns_offset_ = 0, half_output_offset_ = 0;  // in floats
+  // output = weights * columns; input_diff = fold(weights^T * output_diff); weight_diff += output_diff * columns^T.
+  void HalfForwardGemm(const uint16_t* columns, float* output);
+  void HalfBackwardData(const uint16_t* output_diff, float* input_diff);
+  void HalfWeightGemm(const uint16_t* columns, const uint16_t* output_diff, float* weight_diff);
+  // Where PlanImageProducts put the 16-bit columns, output image and input image and the float32 top image, in floats
+  // from the workspace's start, each from a 256-byte boundary.
+  size_t half_columns_offset_ = 0, half_output_offset_ = 0, half_input_offset_ = 0, float_top_offset_ = 0;
 
   bool use_2d_ = true;             // im2col_cpu rather than im2col_nd_cpu
   bool warned_kernel_beyond_input_ = false;

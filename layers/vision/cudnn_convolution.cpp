@@ -180,17 +180,32 @@ void CudnnConvolutionLayer::Backward_gpu(const std::vector<Blob*>& top, const st
   }
 }
 
-// The three 16-bit regions: the bottom's values (0), the top's (1) and the weights' gradient (2).
+// The three 16-bit regions: the bottom's values (0), the top's (1) and the weights' gradient (2). A bottom the plan
+// keeps in 16 bits is read as it lies, and a top kept so is written by cuDNN itself, its bias and a fused ReLU then
+// applied in place (HalfTop).
+const uint16_t* CudnnConvolutionLayer::HalfBottom(const Blob& bottom) {
+  if (IsHalfType(bottom.data_type())) return static_cast<const uint16_t*>(bottom.bytes_on(Device::kGPU));
+  uint16_t* rounded = HalfRegion(0);
+  RoundToHalf(context(), half_, bottom.count(), bottom.gpu_data(), rounded);
+  return rounded;
+}
+
 void CudnnConvolutionLayer::HalfForward(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const uint16_t* w = HalfWeights();
-  uint16_t* input = HalfRegion(0);
-  uint16_t* output = HalfRegion(1);
+  const HalfTopFinish finish =
+      HalfTopFinishOf(bias_term_ ? params_[1]->gpu_data() : nullptr, top_spatial_size_, num_output_);
   for (size_t b = 0; b < bottom.size(); ++b) {
-    RoundToHalf(context(), half_, bottom[b]->count(), bottom[b]->gpu_data(), input);
+    const uint16_t* input = HalfBottom(*bottom[b]);
+    const bool half_out = IsHalfType(top[b]->data_type());
+    uint16_t* output = half_out ? static_cast<uint16_t*>(top[b]->mutable_bytes_on(Device::kGPU)) : HalfRegion(1);
     if (transposed_)
       plan_.BackwardData(context(), input, w, output, WorkspaceFor(Direction::kBackwardData), 0.f);
     else
       plan_.Forward(context(), input, w, output, WorkspaceFor(Direction::kForward), 0.f);
+    if (half_out) {
+      if (finish.bias != nullptr || finish.relu) HalfTop(context(), half_, top[b]->count(), output, finish, output);
+      continue;
+    }
     // A fused sum: the summand, copied into the output where it does not lie there, plus the widened result.
     float* top_data = top[b]->mutable_gpu_data();
     const bool sum = summand_ != nullptr && ComputesFusedSum();
@@ -198,6 +213,7 @@ void CudnnConvolutionLayer::HalfForward(const std::vector<Blob*>& bottom, const 
     WidenFromHalf(context(), half_, top[b]->count(), output, sum ? 1.f : 0.f, top_data);
     if (bias_term_) cudnn::AddBias(context(), bias_, params_[1]->gpu_data(), biased_top_, top_data);
   }
+  if (half_tops_) FinishFloatTops(top);
 }
 
 void CudnnConvolutionLayer::HalfBackward(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
@@ -215,13 +231,13 @@ void CudnnConvolutionLayer::HalfBackward(const std::vector<Blob*>& top, const st
     RoundToHalf(context(), half_, top[b]->count(), top_diff, top_half);
     if (weight_grad) {
       // The 16-bit gradient of this bottom alone (beta 0), added to the float32 one (parameter gradients accumulate).
-      RoundToHalf(context(), half_, bottom[b]->count(), bottom[b]->gpu_data(), bottom_half);
+      const uint16_t* input = HalfBottom(*bottom[b]);
       if (transposed_)
-        plan_.BackwardFilter(context(), top_half, bottom_half, weight_diff_half,
-                             WorkspaceFor(Direction::kBackwardFilter), 0.f);
+        plan_.BackwardFilter(context(), top_half, input, weight_diff_half, WorkspaceFor(Direction::kBackwardFilter),
+                             0.f);
       else
-        plan_.BackwardFilter(context(), bottom_half, top_half, weight_diff_half,
-                             WorkspaceFor(Direction::kBackwardFilter), 0.f);
+        plan_.BackwardFilter(context(), input, top_half, weight_diff_half, WorkspaceFor(Direction::kBackwardFilter),
+                             0.f);
       WidenFromHalf(context(), half_, weights.count(), weight_diff_half, 1.f, params_[0]->mutable_gpu_diff());
     }
     if (propagate_down[b]) {

@@ -65,7 +65,7 @@ class CudnnConvolutionLayer : public GpuOnly<BaseConvolutionLayer> {
   // Inference rewrites: a fused sum is added by the convolution itself (beta 1 over the output that holds the
   // summand), and a fused ReLU (slope 0) with the bias in the same call, cudnnConvolutionBiasActivationForward.
   bool ComputesFusedSum() const override { return !transposed_ && fused_sum(); }
-  bool ComputesFusedActivation() const override { return FusesBiasAndReLU(); }
+  bool ComputesFusedActivation() const override { return FusesBiasAndReLU() || half_tops_; }
 
  private:
   // Whether the forward is one cudnnConvolutionBiasActivationForward: a 2-d convolution with a bias and a fused
@@ -76,6 +76,8 @@ class CudnnConvolutionLayer : public GpuOnly<BaseConvolutionLayer> {
   // In half precision, the workspace after the algorithms' part holds the 16-bit bottom (one bottom's values), top
   // and weights' gradient, each from a 256-byte boundary.
   uint16_t* HalfRegion(int which);
+  // A bottom's values in 16 bits: its own where the plan keeps it so, else rounded into region 0.
+  const uint16_t* HalfBottom(const Blob& bottom);
   void HalfForward(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top);
   void HalfBackward(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom);

@@ -12,6 +12,7 @@ size_t ElementBytes(ElementType type) {
     case ElementType::kFloat32:
       return sizeof(float);
     case ElementType::kBfloat16:
+    case ElementType::kFloat16:
       return sizeof(uint16_t);
     case ElementType::kUInt8:
     case ElementType::kInt8:
@@ -30,6 +31,8 @@ std::string ElementTypeName(ElementType type) {
       return "signed 8-bit integers";
     case ElementType::kBfloat16:
       return "bfloat16";
+    case ElementType::kFloat16:
+      return "float16";
   }
   return "unknown";
 }
@@ -189,7 +192,7 @@ void Blob::set_quantization(const Quantization& quantization) {
       << "a blob of shape " << shape_string() << " cannot hold " << ElementTypeName(quantization.type) << " of scale "
       << quantization.scale << ": a scale is a positive number";
   quantization_ = quantization;
-  if (!quantization_.integers()) quantization_.scale = 1.f;  // floats and bf16 have no scale
+  if (!quantization_.integers()) quantization_.scale = 1.f;  // floats and the 16-bit floats have no scale
   Fit(&data_, "data");
 }
 
@@ -348,9 +351,10 @@ std::vector<float> StoredValues(const Blob& blob) {
   const size_t count = static_cast<size_t>(blob.count());
   if (q.floats()) return std::vector<float>(blob.cpu_data(), blob.cpu_data() + count);
   std::vector<float> values(count);
-  if (q.type == ElementType::kBfloat16) {
+  if (IsHalfType(q.type)) {
     const auto* stored = static_cast<const uint16_t*>(blob.cpu_bytes());
-    for (size_t i = 0; i < count; ++i) values[i] = FromBfloat16(stored[i]);
+    for (size_t i = 0; i < count; ++i)
+      values[i] = q.type == ElementType::kBfloat16 ? FromBfloat16(stored[i]) : FromFloat16(stored[i]);
     return values;
   }
   for (size_t i = 0; i < count; ++i) {

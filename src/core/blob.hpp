@@ -54,16 +54,19 @@ class Blob {
 
   // What the data's elements are (core/element_type.hpp): 32-bit floats, unless the net's plan keeps this blob, between
   // two steps that compute in 8-bit integers, as the integers (value = q / scale), or between two steps that compute
-  // in bfloat16, as bf16. The diff stays float. A reshape keeps it; storage is sized for it (data_floats).
+  // in bfloat16 or float16, as those 16 bits. The diff stays float (or bf16, below). A reshape keeps it; storage is
+  // sized for it (data_floats).
   ElementType data_type() const { return quantization_.type; }
   const Quantization& quantization() const { return quantization_; }
   void set_quantization(const Quantization& quantization);
-  // The floats of memory the data takes: count() for floats, a half or a quarter of it (rounded up) for bf16 or 8-bit
-  // integers.
+  // The floats of memory the data takes: count() for floats, a half or a quarter of it (rounded up) for 16-bit floats
+  // or 8-bit integers.
   size_t data_floats() const { return FloatsFor(count_); }
-  // The data as bytes, in whatever type it has (the engines that read and write 8-bit blobs).
+  // The data as bytes, in whatever type it has (the engines that read and write 8-bit and 16-bit blobs).
   const void* cpu_bytes() const { return data_.read(Device::kCPU); }
   void* mutable_cpu_bytes() { return data_.write(Device::kCPU); }
+  const void* bytes_on(Device device) const { return data_.read(device); }
+  void* mutable_bytes_on(Device device) { return data_.write(device); }
   // What the diff's elements are: 32-bit floats, unless the net's plan keeps this blob's gradient, between the step
   // that writes it (the blob's reader, in backward) and the one that reads it (the blob's writer), as bf16 where both
   // round it so. A reshape keeps it; storage is sized for it (diff_floats); the float accessors refuse another type.

@@ -2,7 +2,8 @@
 // unless the net's plan (plan_element_types, src/net/passes.hpp) keeps one in another type between the steps that
 // write and read it in that type: an 8-bit inference step's output read only by 8-bit steps that would have
 // quantized it the same way passes from one to the next as the integers themselves, a quarter of the bytes and no
-// conversion. Layers that know nothing of it never see such a blob (Blob's float accessors refuse it).
+// conversion; between the GPU's half-precision products a blob passes as their 16-bit operands (float16 or bf16).
+// Layers that know nothing of it never see such a blob (Blob's float accessors refuse it).
 #pragma once
 
 #include <cstddef>
@@ -17,11 +18,14 @@ enum class ElementType {
   kUInt8,     // q in [0, 255] standing for q / scale
   kInt8,      // q in [-128, 127] standing for q / scale
   kBfloat16,  // the upper half of a float32 (8 bits of exponent, 7 of mantissa), rounded to nearest even
+  kFloat16,   // IEEE 754 binary16 (5 bits of exponent, 10 of mantissa), rounded to nearest even (ToFloat16)
 };
 
 size_t ElementBytes(ElementType type);
-// "32-bit floats", "unsigned 8-bit integers", "signed 8-bit integers", "bfloat16"
+// "32-bit floats", "unsigned 8-bit integers", "signed 8-bit integers", "bfloat16", "float16"
 std::string ElementTypeName(ElementType type);
+// Whether values of `type` are 16-bit floats (bfloat16 or float16).
+inline bool IsHalfType(ElementType type) { return type == ElementType::kBfloat16 || type == ElementType::kFloat16; }
 
 // Marks a function both the C++ and the CUDA compiler compile for their devices (per-element rules,
 // core/elementwise.hpp; the roundings below, which the GPU engines round their operands with, as the CPU's do).
@@ -102,8 +106,8 @@ CREMA_HOST_DEVICE inline float FromFloat16(uint16_t value) {
 }
 
 // How a value is stored in an 8-bit type: q = round(value * scale), saturated to the type's range (kFloat32: as is;
-// kBfloat16: rounded to bf16, the scale 1). A layer that converts a bottom to a type says so (Layer::ReadsQuantized);
-// two such readers of one blob agree when their Quantization are equal.
+// kBfloat16 and kFloat16: rounded to the 16-bit type, the scale 1). A layer that converts a bottom to a type says so
+// (Layer::ReadsQuantized); two such readers of one blob agree when their Quantization are equal.
 struct Quantization {
   ElementType type = ElementType::kFloat32;
   float scale = 1.f;
@@ -123,5 +127,9 @@ const char* PrecisionName(Precision precision);
 // "fp32", "bf16" or "fp16" (the flag's words; the schema's FLOAT32, BFLOAT16 and FLOAT16 too) as a Precision; throws
 // naming `where` and the words it takes.
 Precision ParsePrecision(const std::string& text, const std::string& where);
+// The 16-bit element type of a half precision (kFloat16 or kBfloat16): what the products' operands are stored as.
+inline ElementType HalfElementType(Precision precision) {
+  return precision == Precision::kBfloat16 ? ElementType::kBfloat16 : ElementType::kFloat16;
+}
 
 }  // namespace crema

@@ -54,6 +54,17 @@ void WidenFromHalf(Context& context, Precision precision, int n, const uint16_t*
   for_each_element(context, n, WidenFromHalfRule{x, y, beta, precision == Precision::kBfloat16});
 }
 
+void HalfTop(Context& context, Precision precision, int n, const float* x, const HalfTopFinish& finish, uint16_t* y) {
+  CheckHalf(precision);
+  for_each_element(context, n, HalfTopRule<float>{x, y, finish, precision == Precision::kBfloat16});
+}
+
+void HalfTop(Context& context, Precision precision, int n, const uint16_t* x, const HalfTopFinish& finish,
+             uint16_t* y) {
+  CheckHalf(precision);
+  for_each_element(context, n, HalfTopRule<uint16_t>{x, y, finish, precision == Precision::kBfloat16});
+}
+
 void HalfGemm(Context& context, Precision precision, Transpose trans_a, Transpose trans_b, int M, int N, int K,
               float alpha, const uint16_t* A, const uint16_t* B, float beta, float* C) {
   CheckHalf(precision);

@@ -4,3 +4,5 @@
 
 CREMA_GPU_ELEMENTWISE(crema::RoundToHalfRule);
 CREMA_GPU_ELEMENTWISE(crema::WidenFromHalfRule);
+CREMA_GPU_ELEMENTWISE(crema::HalfTopRule<float>);
+CREMA_GPU_ELEMENTWISE(crema::HalfTopRule<uint16_t>);

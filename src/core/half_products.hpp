@@ -37,6 +37,10 @@ CREMA_HOST_DEVICE inline float FromHalf(bool bfloat16, uint16_t value) {
   return bfloat16 ? FromBfloat16(value) : FromFloat16(value);
 }
 
+// A value of a product's result as float32: a float as it is, a 16-bit value widened.
+CREMA_HOST_DEVICE inline float ResultValue(bool, float value) { return value; }
+CREMA_HOST_DEVICE inline float ResultValue(bool bfloat16, uint16_t value) { return FromHalf(bfloat16, value); }
+
 // The rules (GPU kernels in half_products.cu).
 struct RoundToHalfRule {
   const float* x;
@@ -56,10 +60,43 @@ struct WidenFromHalfRule {
   }
 };
 
+// What an engine adds to its products' results before it writes them as 16-bit values (HalfTop below): a bias per
+// channel (bias[(i / spatial) % channels], where bias is given) and a ReLU of slope `slope` (where `relu`), in that
+// order, in float32, as the float32 output's own steps (the bias's product, the fused activation) compute them.
+struct HalfTopFinish {
+  const float* bias = nullptr;
+  int spatial = 1, channels = 1;
+  bool relu = false;
+  float slope = 0.f;
+};
+// y = the 16-bit value of finish(x): x the products' result in float32 or in the 16-bit type; in place where x is y.
+template <typename X>
+struct HalfTopRule {
+  const X* x;
+  uint16_t* y;
+  HalfTopFinish finish;
+  bool bfloat16;
+  CREMA_HOST_DEVICE void operator()(int i) const {
+    float v = ResultValue(bfloat16, x[i]);
+    if (finish.bias != nullptr) v += finish.bias[(i / finish.spatial) % finish.channels];
+    if (finish.relu) {
+      const float leaked = finish.slope * v;
+      v = v > 0.f ? v : leaked;
+    }
+    y[i] = ToHalf(bfloat16, v);
+  }
+};
+
 // y[i] = x[i] rounded to `precision`'s 16 bits, on the context's device.
 void RoundToHalf(Context& context, Precision precision, int n, const float* x, uint16_t* y);
 // y[i] = x[i] widened to float32 + beta * y[i], on the context's device.
 void WidenFromHalf(Context& context, Precision precision, int n, const uint16_t* x, float beta, float* y);
+
+// y[i] = finish(x[i]) rounded to `precision`'s 16 bits, on the context's device: the output of an engine computing in
+// half precision where the plan keeps its top in that type (plan_element_types). The bits are those a reader of the
+// float32 output, bias added and activation applied, would have rounded.
+void HalfTop(Context& context, Precision precision, int n, const float* x, const HalfTopFinish& finish, uint16_t* y);
+void HalfTop(Context& context, Precision precision, int n, const uint16_t* x, const HalfTopFinish& finish, uint16_t* y);
 
 // C = alpha * op(A) * op(B) + beta * C, row-major as gemm (math_functions.hpp), A and B holding `precision`'s 16-bit
 // values, C float32, the products summed in float32: on a GPU cuBLAS's GemmEx on the tensor cores (compute type

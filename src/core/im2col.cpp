@@ -316,6 +316,10 @@ void im2col(Context& context, const float* image, const UnrollGeometry& g, float
   }
 }
 
+void im2col(Context& context, const uint16_t* image, const UnrollGeometry& g, uint16_t* columns) {
+  for_each_element(context, g.channels * g.kernel_size * g.output_size, Im2colRuleOf<uint16_t>{image, columns, g});
+}
+
 void col2im(Context& context, const float* columns, const UnrollGeometry& g, float* image) {
   if (context.device() == Device::kGPU) {
     for_each_element(context, g.channels * g.image_size, Col2imRule{columns, image, g});

@@ -3,4 +3,5 @@
 #include "core/im2col.hpp"
 
 CREMA_GPU_ELEMENTWISE(crema::Im2colRule);
+CREMA_GPU_ELEMENTWISE(crema::Im2colRuleOf<uint16_t>);
 CREMA_GPU_ELEMENTWISE(crema::Col2imRule);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "core/context.hpp"
 #include "core/elementwise.hpp"
@@ -60,10 +61,12 @@ UnrollGeometry MakeUnrollGeometry(int num_spatial_axes, const int* image_shape, 
                                   const int* kernel_shape, const int* pad, const int* stride, const int* dilation,
                                   size_t row_stride, bool host_2d);
 
-// Column value i (row-major over rows = channel * kernel offset, then output positions).
-struct Im2colRule {
-  const float* image;
-  float* columns;
+// Column value i (row-major over rows = channel * kernel offset, then output positions), of float images or of 16-bit
+// ones (float16 and bf16: a zero's bits are 0 in both, so padding is zero either way).
+template <typename T>
+struct Im2colRuleOf {
+  const T* image;
+  T* columns;
   UnrollGeometry g;
   CREMA_HOST_DEVICE void operator()(int i) const {
     const int position = i % g.output_size;
@@ -86,9 +89,10 @@ struct Im2colRule {
       place *= g.image[a];
     }
     columns[row * g.row_stride + position] =
-        inside ? image[static_cast<long long>(channel) * g.image_size + source] : 0.f;
+        inside ? image[static_cast<long long>(channel) * g.image_size + source] : T(0);
   }
 };
+using Im2colRule = Im2colRuleOf<float>;
 
 // Image value i (channel, then spatial, row-major): the sum of the column values unrolled from it, added in
 // row order as col2im_cpu adds them, so both give the same floats.
@@ -127,6 +131,8 @@ struct Col2imRule {
 
 // im2col and col2im on the context's device: the host loops above on the CPU, the rules on the GPU.
 void im2col(Context& context, const float* image, const UnrollGeometry& g, float* columns);
+// The same unrolling of an image of 16-bit values (the rule on either device).
+void im2col(Context& context, const uint16_t* image, const UnrollGeometry& g, uint16_t* columns);
 void col2im(Context& context, const float* columns, const UnrollGeometry& g, float* image);
 
 }  // namespace crema
