@@ -20,6 +20,7 @@
 #include "core/im2col.hpp"
 #include "core/random.hpp"
 #include "layers/layer_registry.hpp"
+#include "net/net.hpp"
 #include "precision_cases.hpp"
 #include "solver/solver.hpp"
 #include "test_util.hpp"
@@ -459,6 +460,62 @@ TEST(HalfPrecisionTest, SixteenBitBlobsBetweenRehearsedHalfLayersChangeNoBitOfTh
     context->ForceEngines("native");
     return context;
   });
+}
+
+// Forward only, where the fold fuses each ReLU into the layer before it: conv1 (+ReLU) -> conv2 (1x1, +ReLU) -> conv3
+// -> ip (+ReLU) -> out, each blob between them in 16 bits, the output the float blobs' bit for bit, in both types.
+TEST(HalfPrecisionTest, AFoldedInferenceNetPassesSixteenBitsBetweenItsRehearsedHalfLayers) {
+  const std::string text = R"(
+    name: 'half_inference'
+    layer { name: 'data' type: 'Input' top: 'data' input_param { shape { dim: 2 dim: 3 dim: 10 dim: 10 } } }
+    layer { name: 'conv1' type: 'Convolution' bottom: 'data' top: 'conv1'
+            convolution_param { num_output: 8 kernel_size: 3 pad: 1 } }
+    layer { name: 'relu1' type: 'ReLU' bottom: 'conv1' top: 'conv1' }
+    layer { name: 'conv2' type: 'Convolution' bottom: 'conv1' top: 'conv2' convolution_param { num_output: 6 kernel_size: 1 } }
+    layer { name: 'relu2' type: 'ReLU' bottom: 'conv2' top: 'conv2' relu_param { negative_slope: 0.125 } }
+    layer { name: 'conv3' type: 'Convolution' bottom: 'conv2' top: 'conv3'
+            convolution_param { num_output: 5 kernel_size: 3 stride: 2 } }
+    layer { name: 'ip' type: 'InnerProduct' bottom: 'conv3' top: 'ip' inner_product_param { num_output: 7 } }
+    layer { name: 'relu3' type: 'ReLU' bottom: 'ip' top: 'ip' }
+    layer { name: 'out' type: 'InnerProduct' bottom: 'ip' top: 'out' inner_product_param { num_output: 4 } }
+  )";
+  for (Precision precision : {Precision::kFloat16, Precision::kBfloat16}) {
+    SCOPED_TRACE(PrecisionName(precision));
+    const auto run = [&](std::unique_ptr<Net>* made) {
+      NetParameter param = test::ParseNet(text);
+      param.set_fold(true);
+      auto context = RehearsalContext();
+      context->set_precision(precision);
+      context->ForceEngines("native");
+      auto net = std::make_unique<Net>(param, context);
+      uint64_t seed = 3;
+      for (const auto& layer : net->layers())
+        for (const auto& blob : layer->params()) test::FillUniform(blob.get(), -0.6f, 0.6f, seed++);
+      test::FillGaussian(net->input_blobs()[0], 0.f, 1.f, 99);
+      net->PlanMemory(false);
+      net->RunAfterWeightsPasses();
+      net->Forward();
+      const std::vector<float> out = test::DataOf(*net->blob_by_name("out"));
+      *made = std::move(net);
+      return out;
+    };
+    std::unique_ptr<Net> halves, floats;
+    const std::vector<float> out = run(&halves);
+    std::vector<float> expected;
+    {
+      const test::ScopedEnvironment float_blobs("CREMA_ELEMENT_TYPES", "float");
+      expected = run(&floats);
+    }
+    for (const std::string name : {"conv1", "conv2", "conv3", "ip"}) {
+      EXPECT_EQ(ElementTypeName(halves->blob_by_name(name)->data_type()), ElementTypeName(HalfElementType(precision)))
+          << name;
+      EXPECT_TRUE(floats->blob_by_name(name)->quantization().floats()) << name;
+    }
+    for (const PlanStep& step : halves->plan())  // the ReLUs fused into the layers before them
+      EXPECT_STRNE(halves->layers()[step.layer]->type(), "ReLU") << halves->layer_names()[step.layer];
+    ASSERT_EQ(out.size(), expected.size());
+    for (size_t i = 0; i < out.size(); ++i) EXPECT_EQ(FloatBits(out[i]), FloatBits(expected[i])) << i;
+  }
 }
 
 // LeNet trained through its GPU code rehearsed on the host in float16, its solver's dynamic loss scaling on by itself:
