@@ -358,8 +358,10 @@ Precision Layer::GpuCodePrecision() const {
                                                                                              : Precision::kFloat32;
 }
 
-Quantization Layer::HalfOperands(Precision half) {
-  return half == Precision::kFloat32 ? Quantization{} : Quantization{HalfElementType(half), 1.f};
+Quantization Layer::HalfOperands(Precision half, int bottom) const {
+  // The summand follows the layer's own bottoms (one at least; a layer made alone may name none).
+  const bool summand = fused_sum_ && bottom >= std::max(1, param_.bottom_size());
+  return half == Precision::kFloat32 || summand ? Quantization{} : Quantization{HalfElementType(half), 1.f};
 }
 
 bool Layer::WritesHalfTop(Precision half, ElementType type) const {

@@ -410,11 +410,12 @@ class Layer {
   // engines' products compute in.
   Precision GpuCodePrecision() const;
   // For an engine whose products compute in `half` (float16 or bfloat16; float32: none of this) in GPU code: the
-  // 16-bit operands it reads its bottoms as (its ReadsQuantized: a bottom the plan keeps in that type is read as it
-  // lies, one in floats is rounded first), whether it can write a top of element type `type` (its WritesQuantized:
-  // that type, where no fused sum and no fused activation but a ReLU is to follow the products), and what HalfTop
-  // then adds to the products' results: the bias (`bias` per channel of `spatial` values, where given) and the ReLU.
-  static Quantization HalfOperands(Precision half);
+  // 16-bit operands it reads bottom `bottom` as (its ReadsQuantized: a bottom the plan keeps in that type is read as it
+  // lies, one in floats is rounded first; a fused sum's summand, the last bottom, is added in floats), whether it can
+  // write a top of element type `type` (its WritesQuantized: that type, where no fused sum and no fused activation but
+  // a ReLU is to follow the products), and what HalfTop then adds to the products' results: the bias (`bias` per
+  // channel of `spatial` values, where given) and the ReLU.
+  Quantization HalfOperands(Precision half, int bottom) const;
   bool WritesHalfTop(Precision half, ElementType type) const;
   HalfTopFinish HalfTopFinishOf(const float* bias, int spatial, int channels) const;
   // Of the tops of such an engine: whether any lies in 16 bits (the engine then applies the fused activation to all

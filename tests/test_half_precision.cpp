@@ -19,6 +19,7 @@
 #include "core/half_products.hpp"
 #include "core/im2col.hpp"
 #include "core/random.hpp"
+#include "io/proto_io.hpp"
 #include "layers/layer_registry.hpp"
 #include "net/net.hpp"
 #include "precision_cases.hpp"
@@ -341,6 +342,8 @@ TEST(HalfPrecisionTest, SixteenBitTopsAndBottomsOfTheRehearsedEnginesAreTheRound
       EXPECT_TRUE(layer.WritesQuantized(0, half));
       layer.set_fused_sum(true);
       EXPECT_FALSE(layer.WritesQuantized(0, half)) << "a fused sum adds to floats";
+      EXPECT_TRUE(layer.ReadsQuantized(1).floats()) << "the summand is added in floats";
+      EXPECT_EQ(layer.ReadsQuantized(0), (Quantization{half, 1.f}));
       layer.set_fused_sum(false);
       layer.set_fused_activation({FusedActivation::kSigmoid, 0.f});
       EXPECT_FALSE(layer.WritesQuantized(0, half)) << "HalfTop applies a ReLU only";
@@ -462,8 +465,10 @@ TEST(HalfPrecisionTest, SixteenBitBlobsBetweenRehearsedHalfLayersChangeNoBitOfTh
   });
 }
 
-// Forward only, where the fold fuses each ReLU into the layer before it: conv1 (+ReLU) -> conv2 (1x1, +ReLU) -> conv3
-// -> ip (+ReLU) -> out, each blob between them in 16 bits, the output the float blobs' bit for bit, in both types.
+// Forward only, where the fold fuses each ReLU into the layer before it and a residual sum into the convolution whose
+// output it adds to the other's: conv1 (+ReLU) -> conv2 (1x1, +leaky ReLU) -> {conv3, short (1x1)}, summed (+ReLU)
+// -> ip (+ReLU) -> out. The blobs between them lie in 16 bits but the summand (added in floats) and the sum; the
+// output is the float blobs' bit for bit, in both types.
 TEST(HalfPrecisionTest, AFoldedInferenceNetPassesSixteenBitsBetweenItsRehearsedHalfLayers) {
   const std::string text = R"(
     name: 'half_inference'
@@ -474,8 +479,12 @@ TEST(HalfPrecisionTest, AFoldedInferenceNetPassesSixteenBitsBetweenItsRehearsedH
     layer { name: 'conv2' type: 'Convolution' bottom: 'conv1' top: 'conv2' convolution_param { num_output: 6 kernel_size: 1 } }
     layer { name: 'relu2' type: 'ReLU' bottom: 'conv2' top: 'conv2' relu_param { negative_slope: 0.125 } }
     layer { name: 'conv3' type: 'Convolution' bottom: 'conv2' top: 'conv3'
-            convolution_param { num_output: 5 kernel_size: 3 stride: 2 } }
-    layer { name: 'ip' type: 'InnerProduct' bottom: 'conv3' top: 'ip' inner_product_param { num_output: 7 } }
+            convolution_param { num_output: 5 kernel_size: 3 pad: 1 stride: 2 } }
+    layer { name: 'short' type: 'Convolution' bottom: 'conv2' top: 'short'
+            convolution_param { num_output: 5 kernel_size: 1 stride: 2 } }
+    layer { name: 'sum' type: 'Eltwise' bottom: 'conv3' bottom: 'short' top: 'sum' }
+    layer { name: 'relu4' type: 'ReLU' bottom: 'sum' top: 'sum' }
+    layer { name: 'ip' type: 'InnerProduct' bottom: 'sum' top: 'ip' inner_product_param { num_output: 7 } }
     layer { name: 'relu3' type: 'ReLU' bottom: 'ip' top: 'ip' }
     layer { name: 'out' type: 'InnerProduct' bottom: 'ip' top: 'out' inner_product_param { num_output: 4 } }
   )";
@@ -506,15 +515,78 @@ TEST(HalfPrecisionTest, AFoldedInferenceNetPassesSixteenBitsBetweenItsRehearsedH
       const test::ScopedEnvironment float_blobs("CREMA_ELEMENT_TYPES", "float");
       expected = run(&floats);
     }
-    for (const std::string name : {"conv1", "conv2", "conv3", "ip"}) {
+    for (const std::string name : {"conv1", "conv2", "ip"}) {
       EXPECT_EQ(ElementTypeName(halves->blob_by_name(name)->data_type()), ElementTypeName(HalfElementType(precision)))
           << name;
       EXPECT_TRUE(floats->blob_by_name(name)->quantization().floats()) << name;
     }
-    for (const PlanStep& step : halves->plan())  // the ReLUs fused into the layers before them
-      EXPECT_STRNE(halves->layers()[step.layer]->type(), "ReLU") << halves->layer_names()[step.layer];
+    int fused_sums = 0;
+    for (const PlanStep& step : halves->plan()) {  // the ReLUs and the sum fused into the layers before them
+      const Layer& layer = *halves->layers()[step.layer];
+      EXPECT_STRNE(layer.type(), "ReLU") << halves->layer_names()[step.layer];
+      EXPECT_STRNE(layer.type(), "Eltwise") << halves->layer_names()[step.layer];
+      if (!layer.fused_sum()) continue;
+      ++fused_sums;
+      // Its summand (the last bottom) and its output in floats; its input may lie in 16 bits.
+      for (int id : {step.bottoms.back(), step.tops[0]})
+        EXPECT_TRUE(halves->blobs()[id]->quantization().floats()) << halves->blob_names()[id];
+    }
+    EXPECT_EQ(fused_sums, 1);
     ASSERT_EQ(out.size(), expected.size());
     for (size_t i = 0; i < out.size(); ++i) EXPECT_EQ(FloatBits(out[i]), FloatBits(expected[i])) << i;
+  }
+}
+
+// GoogLeNet's and ResNet-50's deploy nets, folded (ReLUs, BatchNorms and Scales, the residual sums into the
+// convolutions), on one random image through their rehearsed half-precision GPU code: the blobs the plan keeps in 16
+// bits (an inception branch's reduction, a bottleneck's inner two) give the float blobs' output bit for bit. ResNet's
+// sums, whose summands are added in floats, found the summand's rule (Layer::HalfOperands).
+TEST(HalfPrecisionTest, FoldedGoogLeNetAndResNet50PassSixteenBitsAndGiveTheFloatBlobsOutput) {
+  if (test::kAddressSanitizer) GTEST_SKIP() << "two ImageNet nets on the host take long under AddressSanitizer";
+  const struct {
+    const char* file;
+    int sixteen;  // blobs in 16 bits
+  } nets[] = {{"googlenet_deploy.prototxt", 19}, {"resnet50_deploy.prototxt", 32}};
+  for (const auto& example : nets) {
+    SCOPED_TRACE(example.file);
+    const auto run = [&](std::unique_ptr<Net>* made) {
+      NetParameter param;
+      ReadProtoFromTextFile(test::SourceDir() + "/examples/imagenet/" + example.file, &param);
+      param.mutable_layer(0)->mutable_input_param()->mutable_shape(0)->set_dim(0, 1);
+      param.set_fold(true);
+      auto context = RehearsalContext();
+      context->set_precision(Precision::kFloat16);
+      context->ForceEngines("native");
+      auto net = std::make_unique<Net>(param, context);
+      uint64_t seed = 3;
+      for (const auto& layer : net->layers()) {
+        if (std::string(layer->type()) == "BatchNorm") {  // mean, variance, their factor
+          test::FillUniform(layer->params()[0].get(), -0.1f, 0.1f, seed++);
+          test::FillUniform(layer->params()[1].get(), 0.5f, 1.f, seed++);
+          layer->params()[2]->set_data(1.f);
+          continue;
+        }
+        for (const auto& blob : layer->params()) test::FillGaussian(blob.get(), 0.f, 0.05f, seed++);
+      }
+      test::FillGaussian(net->input_blobs()[0], 0.f, 1.f, 99);
+      net->PlanMemory(false);
+      net->RunAfterWeightsPasses();
+      net->Forward();
+      *made = std::move(net);
+      return test::DataOf(*(*made)->blobs()[(*made)->output_blob_indices()[0]]);
+    };
+    std::unique_ptr<Net> halves, floats;
+    const std::vector<float> out = run(&halves);
+    std::vector<float> expected;
+    {
+      const test::ScopedEnvironment float_blobs("CREMA_ELEMENT_TYPES", "float");
+      expected = run(&floats);
+    }
+    int sixteen = 0;
+    for (const auto& blob : halves->blobs()) sixteen += IsHalfType(blob->data_type()) ? 1 : 0;
+    EXPECT_EQ(sixteen, example.sixteen);
+    ASSERT_EQ(out.size(), expected.size());
+    for (size_t i = 0; i < out.size(); ++i) ASSERT_EQ(FloatBits(out[i]), FloatBits(expected[i])) << i;
   }
 }
 

@@ -61,7 +61,7 @@ class BaseConvolutionLayer : public Layer {
   std::string engine_note() const override;
   // In half precision the products' operands are 16-bit values: a bottom the plan keeps in that type is read as it
   // lies, and a top may be written so (its bias and a fused ReLU applied first: Layer::HalfTopFinishOf).
-  Quantization ReadsQuantized(int) const override { return HalfOperands(half_); }
+  Quantization ReadsQuantized(int bottom) const override { return HalfOperands(half_, bottom); }
   bool WritesQuantized(int, ElementType type) const override { return WritesHalfTop(half_, type); }
 
  protected:
