@@ -362,26 +362,37 @@ void BaseConvolutionLayer::BackwardImages(const std::vector<Blob*>& top, const s
   }
 }
 
-// A 16-bit bottom is read as it lies; a float one is rounded, image by image, as the products need it. The
-// Deconvolution's convolution runs from its top to its bottom: its forward is the input gradient of the bottom's image.
+// Image n of a bottom as 16-bit values: its own where the plan keeps it so, else rounded (as columns for the
+// convolution's input, as an image where the bottom is the convolution's output, the Deconvolution's).
+const uint16_t* BaseConvolutionLayer::HalfBottomColumns(const Blob& bottom, int n) {
+  const size_t at = static_cast<size_t>(n) * bottom_dim_;
+  if (IsHalfType(bottom.data_type()))
+    return HalfColumnsOf(static_cast<const uint16_t*>(bottom.bytes_on(device())) + at);
+  return HalfColumnsOf(bottom.data_on(device()) + at);
+}
+
+const uint16_t* BaseConvolutionLayer::HalfBottomImage(const Blob& bottom, int n) {
+  const size_t at = static_cast<size_t>(n) * bottom_dim_;
+  if (IsHalfType(bottom.data_type())) return static_cast<const uint16_t*>(bottom.bytes_on(device())) + at;
+  return HalfOutputImageOf(bottom.data_on(device()) + at);
+}
+
+// The Deconvolution's convolution runs from its top to its bottom: its forward is the input gradient of the bottom's
+// image.
 void BaseConvolutionLayer::HalfForwardImages(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const Device d = device();
-  const bool reversed = reverse_dimensions();
   const HalfTopFinish finish =
       HalfTopFinishOf(bias_term_ ? params_[1]->data_on(d) : nullptr, top_spatial_size_, num_output_);
   for (size_t b = 0; b < bottom.size(); ++b) {
-    const bool half_in = IsHalfType(bottom[b]->data_type()), half_out = IsHalfType(top[b]->data_type());
-    const auto* in16 = half_in ? static_cast<const uint16_t*>(bottom[b]->bytes_on(d)) : nullptr;
-    const float* in = half_in ? nullptr : bottom[b]->data_on(d);
+    const bool half_out = IsHalfType(top[b]->data_type());
     auto* out16 = half_out ? static_cast<uint16_t*>(top[b]->mutable_bytes_on(d)) : nullptr;
     float* out = half_out ? nullptr : top[b]->mutable_data_on(d);
     for (int n = 0; n < num_; ++n) {
-      const size_t at = static_cast<size_t>(n) * bottom_dim_;
       float* output = half_out ? workspace() + float_top_offset_ : out + static_cast<size_t>(n) * top_dim_;
-      if (reversed)
-        HalfBackwardData(half_in ? in16 + at : HalfOutputImageOf(in + at), output);
+      if (reverse_dimensions())
+        HalfBackwardData(HalfBottomImage(*bottom[b], n), output);
       else
-        HalfForwardGemm(half_in ? HalfColumnsOf(in16 + at) : HalfColumnsOf(in + at), output);
+        HalfForwardGemm(HalfBottomColumns(*bottom[b], n), output);
       if (half_out)
         HalfTop(context(), half_, top_dim_, output, finish, out16 + static_cast<size_t>(n) * top_dim_);
       else if (bias_term_)
@@ -398,25 +409,19 @@ void BaseConvolutionLayer::HalfBackwardImages(const std::vector<Blob*>& top, con
   const bool bias_grad = bias_term_ && param_propagate_down(1);
   const bool reversed = reverse_dimensions();
   for (size_t b = 0; b < top.size(); ++b) {
-    const bool half_in = IsHalfType(bottom[b]->data_type());
-    const auto* in16 = half_in ? static_cast<const uint16_t*>(bottom[b]->bytes_on(d)) : nullptr;
-    const float* in = half_in ? nullptr : bottom[b]->data_on(d);
     const float* top_diff = top[b]->diff_on(d);
     for (int n = 0; n < num_; ++n) {
-      const size_t at = static_cast<size_t>(n) * bottom_dim_;
       const float* image_top_diff = top_diff + static_cast<size_t>(n) * top_dim_;
       if (bias_grad) BiasGradient(image_top_diff, params_[1]->mutable_diff_on(d));
       if (weight_grad) {
         // The convolution's input and output gradient: the bottom and the top's gradient, or for Deconvolution the
         // top's gradient and the bottom.
-        const uint16_t* columns =
-            reversed ? HalfColumnsOf(image_top_diff) : (half_in ? HalfColumnsOf(in16 + at) : HalfColumnsOf(in + at));
-        const uint16_t* output_diff =
-            reversed ? (half_in ? in16 + at : HalfOutputImageOf(in + at)) : HalfOutputImageOf(image_top_diff);
+        const uint16_t* columns = reversed ? HalfColumnsOf(image_top_diff) : HalfBottomColumns(*bottom[b], n);
+        const uint16_t* output_diff = reversed ? HalfBottomImage(*bottom[b], n) : HalfOutputImageOf(image_top_diff);
         HalfWeightGemm(columns, output_diff, params_[0]->mutable_diff_on(d));
       }
       if (propagate_down[b]) {
-        float* image_bottom_diff = bottom[b]->mutable_diff_on(d) + at;
+        float* image_bottom_diff = bottom[b]->mutable_diff_on(d) + static_cast<size_t>(n) * bottom_dim_;
         if (reversed)
           HalfForwardGemm(HalfColumnsOf(image_top_diff), image_bottom_diff);
         else

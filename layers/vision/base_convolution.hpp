@@ -152,6 +152,10 @@ class BaseConvolutionLayer : public Layer {
   // pointwise.
   const uint16_t* HalfColumnsOf(const float* image);
   const uint16_t* HalfColumnsOf(const uint16_t* image);
+  // Image n of a bottom in 16 bits: its own where the plan keeps it so, else rounded into the workspace; as the
+  // convolution's input (its column matrix), or as its output (the Deconvolution's bottom).
+  const uint16_t* HalfBottomColumns(const Blob& bottom, int n);
+  const uint16_t* HalfBottomImage(const Blob& bottom, int n);
   // One image of the convolution's output (gradient) rounded to 16 bits into the workspace.
   const uint16_t* HalfOutputImageOf(const float* output_diff);
   // output = weights * columns; input_diff = fold(weights^T * output_diff); weight_diff += output_diff * columns^T.
