@@ -63,8 +63,7 @@ void InnerProductLayer::Reshape(const std::vector<Blob*>& bottom, const std::vec
   half_ = GpuCodePrecision();
   half_top_ = IsHalfType(top[0]->data_type());
   if (half_ != Precision::kFloat32) {
-    const size_t halves = HalfOutputGradientOffset() + static_cast<size_t>(M_) * N_;
-    RequestWorkspace((halves + 127) / 128 * 64 + (half_top_ ? static_cast<size_t>(M_) * N_ : 0));
+    RequestWorkspace(FloatOutputOffset() + (half_top_ ? static_cast<size_t>(M_) * N_ : 0));
   }
 }
 
@@ -81,18 +80,12 @@ size_t InnerProductLayer::HalfOutputGradientOffset() const {
 
 uint16_t* InnerProductLayer::HalfOutputGradient() { return HalfInput() + HalfOutputGradientOffset(); }
 
-float* InnerProductLayer::FloatOutput() {
+size_t InnerProductLayer::FloatOutputOffset() const {
   // After the 16-bit values, from a 256-byte boundary.
-  return workspace() + (HalfOutputGradientOffset() + static_cast<size_t>(M_) * N_ + 127) / 128 * 64;
+  return (HalfOutputGradientOffset() + static_cast<size_t>(M_) * N_ + 127) / 128 * 64;
 }
 
-const uint16_t* InnerProductLayer::HalfInputOf(const Blob& bottom) {
-  const Device d = device();
-  if (IsHalfType(bottom.data_type())) return static_cast<const uint16_t*>(bottom.bytes_on(d));
-  uint16_t* input = HalfInput();
-  RoundToHalf(context(), half_, M_ * K_, bottom.data_on(d), input);
-  return input;
-}
+float* InnerProductLayer::FloatOutput() { return workspace() + FloatOutputOffset(); }
 
 void InnerProductLayer::AbsorbChannelAffine(const std::vector<float>& scale, const std::vector<float>& shift) {
   CREMA_CHECK(AbsorbsChannelAffine() && bias_term_ && scale.size() == static_cast<size_t>(N_) &&
@@ -179,7 +172,7 @@ void InnerProductLayer::InputGradient(const std::vector<Blob*>& top, const std::
 
 void InnerProductLayer::HalfForward(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const Device d = device();
-  const uint16_t* input = HalfInputOf(*bottom[0]);
+  const uint16_t* input = HalfValuesOf(context(), half_, *bottom[0], 0, M_ * K_, HalfInput());
   const uint16_t* w = half_weights_.Of(context(), half_, *params_[0]);
   float* output = half_top_ ? FloatOutput() : top[0]->mutable_data_on(d);
   HalfGemm(context(), half_, Transpose::kNo, transpose_ ? Transpose::kNo : Transpose::kYes, M_, N_, K_, 1.f, input, w,
@@ -203,7 +196,7 @@ void InnerProductLayer::HalfBackward(const std::vector<Blob*>& top, const std::v
   RoundToHalf(context(), half_, M_ * N_, top_diff, output_gradient);
   if (param_propagate_down(0)) {
     // The input again (the workspace is shared: forward's copy is gone), the gradient summed into the float32 diff.
-    const uint16_t* input = HalfInputOf(*bottom[0]);
+    const uint16_t* input = HalfValuesOf(context(), half_, *bottom[0], 0, M_ * K_, HalfInput());
     const float keep = ParamGradientKeep(0);
     float* weight_diff = params_[0]->mutable_diff_on(d);
     if (transpose_) {

@@ -78,8 +78,7 @@ class InnerProductLayer : public BothDevices<Layer> {
   uint16_t* HalfOutputGradient();
   size_t HalfOutputGradientOffset() const;  // in 16-bit values
   float* FloatOutput();
-  // The input as 16-bit values: the bottom's own where the plan keeps it so, else rounded into HalfInput.
-  const uint16_t* HalfInputOf(const Blob& bottom);
+  size_t FloatOutputOffset() const;  // in floats
   // A 16-bit top (planned so): the layer applies a fused ReLU itself, as it writes the 16 bits.
   bool ComputesFusedActivation() const override { return half_top_; }
 

@@ -203,21 +203,23 @@ std::string BaseConvolutionLayer::engine_note() const {
 
 const uint16_t* BaseConvolutionLayer::HalfWeights() { return half_weights_.Of(context(), half_, *params_[0]); }
 
+uint16_t* BaseConvolutionLayer::HalfScratch(size_t offset) { return reinterpret_cast<uint16_t*>(workspace() + offset); }
+
 const uint16_t* BaseConvolutionLayer::HalfColumnsOf(const float* image) {
-  uint16_t* rounded = reinterpret_cast<uint16_t*>(workspace() + half_input_offset_);
+  uint16_t* rounded = HalfScratch(half_input_offset_);
   RoundToHalf(context(), half_, reverse_dimensions() ? top_dim_ : bottom_dim_, image, rounded);
   return HalfColumnsOf(rounded);
 }
 
 const uint16_t* BaseConvolutionLayer::HalfColumnsOf(const uint16_t* image) {
   if (geometry_.pointwise()) return image;
-  uint16_t* columns = reinterpret_cast<uint16_t*>(workspace() + half_columns_offset_);
+  uint16_t* columns = HalfScratch(half_columns_offset_);
   im2col(context(), image, unroll_geometry(0), columns);
   return columns;
 }
 
 const uint16_t* BaseConvolutionLayer::HalfOutputImageOf(const float* output_diff) {
-  uint16_t* rounded = reinterpret_cast<uint16_t*>(workspace() + half_output_offset_);
+  uint16_t* rounded = HalfScratch(half_output_offset_);
   RoundToHalf(context(), half_, conv_out_channels_ * conv_output_spatial_size_, output_diff, rounded);
   return rounded;
 }
@@ -365,16 +367,13 @@ void BaseConvolutionLayer::BackwardImages(const std::vector<Blob*>& top, const s
 // Image n of a bottom as 16-bit values: its own where the plan keeps it so, else rounded (as columns for the
 // convolution's input, as an image where the bottom is the convolution's output, the Deconvolution's).
 const uint16_t* BaseConvolutionLayer::HalfBottomColumns(const Blob& bottom, int n) {
-  const size_t at = static_cast<size_t>(n) * bottom_dim_;
-  if (IsHalfType(bottom.data_type()))
-    return HalfColumnsOf(static_cast<const uint16_t*>(bottom.bytes_on(device())) + at);
-  return HalfColumnsOf(bottom.data_on(device()) + at);
+  return HalfColumnsOf(HalfValuesOf(context(), half_, bottom, static_cast<size_t>(n) * bottom_dim_, bottom_dim_,
+                                    HalfScratch(half_input_offset_)));
 }
 
 const uint16_t* BaseConvolutionLayer::HalfBottomImage(const Blob& bottom, int n) {
-  const size_t at = static_cast<size_t>(n) * bottom_dim_;
-  if (IsHalfType(bottom.data_type())) return static_cast<const uint16_t*>(bottom.bytes_on(device())) + at;
-  return HalfOutputImageOf(bottom.data_on(device()) + at);
+  return HalfValuesOf(context(), half_, bottom, static_cast<size_t>(n) * bottom_dim_, bottom_dim_,
+                      HalfScratch(half_output_offset_));
 }
 
 // The Deconvolution's convolution runs from its top to its bottom: its forward is the input gradient of the bottom's

@@ -162,6 +162,8 @@ class BaseConvolutionLayer : public Layer {
   void HalfForwardGemm(const uint16_t* columns, float* output);
   void HalfBackwardData(const uint16_t* output_diff, float* input_diff);
   void HalfWeightGemm(const uint16_t* columns, const uint16_t* output_diff, float* weight_diff);
+  // The workspace's 16-bit values from `offset` floats on (one of the offsets below).
+  uint16_t* HalfScratch(size_t offset);
   // Where PlanImageProducts put the 16-bit columns, output image and input image and the float32 top image, in floats
   // from the workspace's start, each from a 256-byte boundary.
   size_t half_columns_offset_ = 0, half_output_offset_ = 0, half_input_offset_ = 0, float_top_offset_ = 0;

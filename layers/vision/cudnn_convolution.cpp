@@ -183,19 +183,12 @@ void CudnnConvolutionLayer::Backward_gpu(const std::vector<Blob*>& top, const st
 // The three 16-bit regions: the bottom's values (0), the top's (1) and the weights' gradient (2). A bottom the plan
 // keeps in 16 bits is read as it lies, and a top kept so is written by cuDNN itself, its bias and a fused ReLU then
 // applied in place (HalfTop).
-const uint16_t* CudnnConvolutionLayer::HalfBottom(const Blob& bottom) {
-  if (IsHalfType(bottom.data_type())) return static_cast<const uint16_t*>(bottom.bytes_on(Device::kGPU));
-  uint16_t* rounded = HalfRegion(0);
-  RoundToHalf(context(), half_, bottom.count(), bottom.gpu_data(), rounded);
-  return rounded;
-}
-
 void CudnnConvolutionLayer::HalfForward(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const uint16_t* w = HalfWeights();
   const HalfTopFinish finish =
       HalfTopFinishOf(bias_term_ ? params_[1]->gpu_data() : nullptr, top_spatial_size_, num_output_);
   for (size_t b = 0; b < bottom.size(); ++b) {
-    const uint16_t* input = HalfBottom(*bottom[b]);
+    const uint16_t* input = HalfValuesOf(context(), half_, *bottom[b], 0, bottom[b]->count(), HalfRegion(0));
     const bool half_out = IsHalfType(top[b]->data_type());
     uint16_t* output = half_out ? static_cast<uint16_t*>(top[b]->mutable_bytes_on(Device::kGPU)) : HalfRegion(1);
     if (transposed_)
@@ -231,7 +224,7 @@ void CudnnConvolutionLayer::HalfBackward(const std::vector<Blob*>& top, const st
     RoundToHalf(context(), half_, top[b]->count(), top_diff, top_half);
     if (weight_grad) {
       // The 16-bit gradient of this bottom alone (beta 0), added to the float32 one (parameter gradients accumulate).
-      const uint16_t* input = HalfBottom(*bottom[b]);
+      const uint16_t* input = HalfValuesOf(context(), half_, *bottom[b], 0, bottom[b]->count(), HalfRegion(0));
       if (transposed_)
         plan_.BackwardFilter(context(), top_half, input, weight_diff_half, WorkspaceFor(Direction::kBackwardFilter),
                              0.f);

@@ -76,8 +76,6 @@ class CudnnConvolutionLayer : public GpuOnly<BaseConvolutionLayer> {
   // In half precision, the workspace after the algorithms' part holds the 16-bit bottom (one bottom's values), top
   // and weights' gradient, each from a 256-byte boundary.
   uint16_t* HalfRegion(int which);
-  // A bottom's values in 16 bits: its own where the plan keeps it so, else rounded into region 0.
-  const uint16_t* HalfBottom(const Blob& bottom);
   void HalfForward(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top);
   void HalfBackward(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom);

@@ -54,6 +54,21 @@ void WidenFromHalf(Context& context, Precision precision, int n, const uint16_t*
   for_each_element(context, n, WidenFromHalfRule{x, y, beta, precision == Precision::kBfloat16});
 }
 
+const uint16_t* HalfValuesOf(Context& context, Precision precision, const Blob& blob, size_t offset, int count,
+                             uint16_t* scratch) {
+  CheckHalf(precision);
+  const Device device = context.device();
+  if (blob.quantization().floats()) {
+    RoundToHalf(context, precision, count, blob.data_on(device) + offset, scratch);
+    return scratch;
+  }
+  CREMA_CHECK(blob.data_type() == HalfElementType(precision))
+      << "a blob of shape " << blob.shape_string() << " holds " << ElementTypeName(blob.data_type())
+      << ", but its reader "
+      << "multiplies " << PrecisionName(precision) << " operands";
+  return static_cast<const uint16_t*>(blob.bytes_on(device)) + offset;
+}
+
 void HalfTop(Context& context, Precision precision, int n, const float* x, const HalfTopFinish& finish, uint16_t* y) {
   CheckHalf(precision);
   for_each_element(context, n, HalfTopRule<float>{x, y, finish, precision == Precision::kBfloat16});

@@ -98,6 +98,12 @@ void WidenFromHalf(Context& context, Precision precision, int n, const uint16_t*
 void HalfTop(Context& context, Precision precision, int n, const float* x, const HalfTopFinish& finish, uint16_t* y);
 void HalfTop(Context& context, Precision precision, int n, const uint16_t* x, const HalfTopFinish& finish, uint16_t* y);
 
+// `count` values of `blob`'s data from value `offset` as `precision`'s 16-bit values, on the context's device: the
+// blob's own where the plan keeps it in that type (plan_element_types), else its floats rounded into `scratch`. Throws
+// where the blob lies in another 16-bit type than `precision`'s.
+const uint16_t* HalfValuesOf(Context& context, Precision precision, const Blob& blob, size_t offset, int count,
+                             uint16_t* scratch);
+
 // C = alpha * op(A) * op(B) + beta * C, row-major as gemm (math_functions.hpp), A and B holding `precision`'s 16-bit
 // values, C float32, the products summed in float32: on a GPU cuBLAS's GemmEx on the tensor cores (compute type
 // 32F), on the host the float32 gemm of the widened factors.
