@@ -299,7 +299,6 @@ void Layer::set_fused_activation_with_backward(const FusedActivation& activation
   CREMA_CHECK(activation.kind == FusedActivation::kReLU && activation.alpha >= 0.f)
       << describe() << ": only a ReLU of slope 0 or more fuses into a layer that runs backward, not "
       << activation.describe();
-  CREMA_CHECK(!RunsGpuCode()) << describe() << ": a fused activation runs backward on the CPU only";
   fused_activation_ = activation;
   activation_with_backward_ = true;
 }
@@ -367,8 +366,11 @@ Quantization Layer::HalfOperands(Precision half, int bottom) const {
 bool Layer::WritesHalfTop(Precision half, ElementType type) const {
   const bool relu_or_none =
       fused_activation_.kind == FusedActivation::kNone || fused_activation_.kind == FusedActivation::kReLU;
-  return half != Precision::kFloat32 && type == HalfElementType(half) && !fused_sum_ && relu_or_none &&
-         !activation_with_backward_;
+  return half != Precision::kFloat32 && type == HalfElementType(half) && !fused_sum_ && relu_or_none;
+}
+
+bool Layer::HalfTopApplies(const FusedActivation& activation) const {
+  return activation.kind == FusedActivation::kReLU && GpuCodePrecision() != Precision::kFloat32;
 }
 
 HalfTopFinish Layer::HalfTopFinishOf(const float* bias, int spatial, int channels) const {

@@ -289,11 +289,13 @@ class Layer {
     activation_with_backward_ = false;
   }
   const FusedActivation& fused_activation() const { return fused_activation_; }
-  // Training's fusion (net/fuse.hpp), on the CPU: a ReLU of slope 0 or more, which Backward then runs too (the top's
-  // gradient where the output is positive, slope times it elsewhere, in place) before the layer's own backward, whose
-  // output gradient it is. The layer's step then reads its top in backward (BackwardReadsTop). Any other activation
-  // is refused.
+  // Training's fusion (net/fuse.hpp): a ReLU of slope 0 or more, which Backward then runs too (the top's gradient
+  // where the output is positive, slope times it elsewhere, in place) before the layer's own backward, whose output
+  // gradient it is. The layer's step then reads its top in backward (BackwardReadsTop). Any other activation is
+  // refused. The pass fuses it where the engine applies it in a pass over the output that it makes anyway
+  // (AppliesActivationInItsOwnPass): oneDNN's post-op, cuDNN's bias and ReLU, the half-precision engines' 16-bit top.
   void set_fused_activation_with_backward(const FusedActivation& activation);
+  virtual bool AppliesActivationInItsOwnPass(const FusedActivation& activation) const { return false; }
   bool activation_with_backward() const { return activation_with_backward_; }
   // Whether Forward is the plain sum of its two bottoms (Eltwise SUM with coefficients 1), which a producer of one
   // of them may take over (ResNet's shortcut sums).
@@ -413,10 +415,14 @@ class Layer {
   // 16-bit operands it reads bottom `bottom` as (its ReadsQuantized: a bottom the plan keeps in that type is read as it
   // lies, one in floats is rounded first; a fused sum's summand, the last bottom, is added in floats), whether it can
   // write a top of element type `type` (its WritesQuantized: that type, where no fused sum and no fused activation but
-  // a ReLU is to follow the products), and what HalfTop then adds to the products' results: the bias (`bias` per
-  // channel of `spatial` values, where given) and the ReLU.
+  // a ReLU is to follow the products; a ReLU fused for training then reads the output's signs from the 16-bit values),
+  // and what HalfTop then adds to the products' results: the bias (`bias` per channel of `spatial` values, where
+  // given) and the ReLU.
   Quantization HalfOperands(Precision half, int bottom) const;
   bool WritesHalfTop(Precision half, ElementType type) const;
+  // Whether such an engine applies `activation` in the pass that writes its 16-bit top (a ReLU, in GPU code computing
+  // in half precision): its AppliesActivationInItsOwnPass.
+  bool HalfTopApplies(const FusedActivation& activation) const;
   HalfTopFinish HalfTopFinishOf(const float* bias, int spatial, int channels) const;
   // Of the tops of such an engine: whether any lies in 16 bits (the engine then applies the fused activation to all
   // of them itself, FinishFloatTops, and says so in ComputesFusedActivation).

@@ -21,6 +21,7 @@
 #include "core/random.hpp"
 #include "io/proto_io.hpp"
 #include "layers/layer_registry.hpp"
+#include "layers/neuron/fused_activation.hpp"
 #include "net/net.hpp"
 #include "precision_cases.hpp"
 #include "solver/solver.hpp"
@@ -276,6 +277,51 @@ TEST(HalfPrecisionTest, Float16BlobsHoldHalfTheBytesAndReadAsTheirValues) {
   EXPECT_NO_THROW(blob.cpu_diff());
 }
 
+// A ReLU fused for training runs backward over its output in 16 bits (a half-precision engine's top the plan keeps so)
+// on `context`'s device as over the floats it was rounded from, but where a positive float rounded to zero: there the
+// gradient is the slope's, as the 16-bit value reads (docs/architecture.md "Float16 and bf16 blobs on the GPU").
+void ExpectFusedReLUBackwardReadsSixteenBitSigns(Context& context) {
+  RandomStream random(29);
+  for (const ElementType type : {ElementType::kFloat16, ElementType::kBfloat16}) {
+    const bool bfloat16 = type == ElementType::kBfloat16;
+    // Below what the type rounds away from zero: 2^-26 in float16, a denormal float (2^-130) in bf16.
+    const float vanishing = bfloat16 ? 7.346840e-40f : 1.4901161e-8f;
+    for (const float slope : {0.f, 0.25f}) {
+      SCOPED_TRACE(std::string(ElementTypeName(type)) + ", slope " + std::to_string(slope));
+      const int n = 1000;
+      std::vector<float> y(n), dy(n);
+      for (int i = 0; i < n; ++i) y[i] = random.Gaussian(0.f, 1.f), dy[i] = random.Gaussian(0.f, 1.f);
+      y[0] = 0.f, y[1] = -0.f, y[2] = vanishing, y[3] = -vanishing, y[4] = 1e-3f, y[5] = -1e-3f;
+      Blob floats({n}), halves({n});
+      halves.set_quantization({type, 1.f});
+      std::copy(y.begin(), y.end(), floats.mutable_cpu_data());
+      auto* bits = static_cast<uint16_t*>(halves.mutable_cpu_bytes());
+      for (int i = 0; i < n; ++i) bits[i] = ToHalf(bfloat16, y[i]);
+      std::copy(dy.begin(), dy.end(), floats.mutable_cpu_diff());
+      std::copy(dy.begin(), dy.end(), halves.mutable_cpu_diff());
+      const FusedActivation relu{FusedActivation::kReLU, slope};
+      ApplyFusedActivationBackward(context, relu, &floats);
+      ApplyFusedActivationBackward(context, relu, &halves);
+      const float* over_floats = floats.cpu_diff();
+      const float* over_halves = halves.cpu_diff();
+      for (int i = 0; i < n; ++i) {
+        const float expected = y[i] > 0.f ? dy[i] : slope * dy[i];
+        ASSERT_EQ(FloatBits(over_floats[i]), FloatBits(expected)) << i;
+        if (i == 2) {  // the vanishing positive value: zero in 16 bits
+          EXPECT_EQ(FloatBits(over_halves[i]), FloatBits(slope * dy[i]));
+          continue;
+        }
+        ASSERT_EQ(FloatBits(over_halves[i]), FloatBits(expected)) << i << ": y " << y[i];
+      }
+    }
+  }
+}
+
+TEST(HalfPrecisionTest, AFusedReLUsBackwardReadsItsSixteenBitOutputsSigns) {
+  Context context;
+  ExpectFusedReLUBackwardReadsSixteenBitSigns(context);
+}
+
 // im2col of a rounded image is the rounding of the float image's columns (padding is zero in either type), over
 // random geometries, 2-d and 3-d.
 TEST(HalfPrecisionTest, SixteenBitImagesUnrollIntoTheRoundedColumns) {
@@ -384,9 +430,11 @@ TEST(HalfPrecisionTest, SixteenBitTopsAndBottomsOfTheRehearsedEnginesAreTheRound
   }
 }
 
-// A training net whose half-precision layers read one another's outputs, one of them through a Split: conv1 -> conv2
-// (1x1) -> {deconv -> ip1 -> ip2, conv3 -> ip3}, the last two summed into the loss.
-SolverParameter HalfChainSolver(Precision precision) {
+// A training net whose half-precision layers read one another's outputs, one of them through a Split, three through
+// a ReLU in place that training fuses into them (net/fuse.hpp): conv1 (+ReLU) -> conv2 (1x1, +leaky ReLU) ->
+// {deconv -> ip1 (+ReLU) -> ip2, conv3 -> ip3}, the last two summed into the loss. `fuse` false: none fused
+// (NetParameter.fold).
+SolverParameter HalfChainSolver(Precision precision, bool fuse = true) {
   SolverParameter param = test::ResumeSolver(R"(
     name: 'half_chain'
     layer { name: 'data' type: 'DummyData' top: 'data' top: 'label'
@@ -395,8 +443,10 @@ SolverParameter HalfChainSolver(Precision precision) {
     layer { name: 'conv1' type: 'Convolution' bottom: 'data' top: 'conv1'
             convolution_param { num_output: 6 kernel_size: 3 pad: 1 weight_filler { type: 'xavier' }
                                 bias_filler { type: 'gaussian' std: 0.1 } } }
+    layer { name: 'relu1' type: 'ReLU' bottom: 'conv1' top: 'conv1' }
     layer { name: 'conv2' type: 'Convolution' bottom: 'conv1' top: 'conv2'
             convolution_param { num_output: 8 kernel_size: 1 weight_filler { type: 'xavier' } } }
+    layer { name: 'relu2' type: 'ReLU' bottom: 'conv2' top: 'conv2' relu_param { negative_slope: 0.1 } }
     layer { name: 'deconv' type: 'Deconvolution' bottom: 'conv2' top: 'deconv'
             convolution_param { num_output: 4 kernel_size: 2 stride: 2 weight_filler { type: 'xavier' }
                                 bias_filler { type: 'gaussian' std: 0.1 } } }
@@ -404,6 +454,7 @@ SolverParameter HalfChainSolver(Precision precision) {
             convolution_param { num_output: 4 kernel_size: 3 stride: 2 weight_filler { type: 'xavier' } } }
     layer { name: 'ip1' type: 'InnerProduct' bottom: 'deconv' top: 'ip1'
             inner_product_param { num_output: 10 weight_filler { type: 'xavier' } bias_filler { type: 'gaussian' std: 0.1 } } }
+    layer { name: 'relu3' type: 'ReLU' bottom: 'ip1' top: 'ip1' }
     layer { name: 'ip2' type: 'InnerProduct' bottom: 'ip1' top: 'ip2'
             inner_product_param { num_output: 5 weight_filler { type: 'xavier' } } }
     layer { name: 'ip3' type: 'InnerProduct' bottom: 'conv3' top: 'ip3'
@@ -414,12 +465,14 @@ SolverParameter HalfChainSolver(Precision precision) {
                                              "", 12, 0);
   param.set_snapshot_after_train(false);
   param.set_precision(precision == Precision::kFloat16 ? ::caffe::FLOAT16 : ::caffe::BFLOAT16);
+  param.mutable_net_param()->set_fold(fuse);
   return param;
 }
 
 // HalfChainSolver's net trained on contexts of `make_context` with 16-bit blobs between its half-precision layers
-// (checked: each layer's output that only such layers read lies in the type) gives the training with float32 blobs
-// bit for bit: every weight after 12 iterations, in both half types.
+// (checked: each layer's output that only such layers read lies in the type, the fused ReLUs' outputs among them)
+// gives the training with float32 blobs bit for bit, and the training with the ReLUs' own steps (where a ReLU reads
+// floats, so that its producer writes them): every weight after 12 iterations, in both half types.
 void ExpectSixteenBitBlobsChangeNoBit(const std::function<std::shared_ptr<Context>()>& make_context) {
   for (Precision precision : {Precision::kFloat16, Precision::kBfloat16}) {
     SCOPED_TRACE(PrecisionName(precision));
@@ -429,6 +482,7 @@ void ExpectSixteenBitBlobsChangeNoBit(const std::function<std::shared_ptr<Contex
       return made;
     };
     auto halves = CreateSolver(HalfChainSolver(precision), "", context());
+    auto unfused = CreateSolver(HalfChainSolver(precision, false), "", context());
     std::unique_ptr<Solver> floats;
     {
       const test::ScopedEnvironment float_blobs("CREMA_ELEMENT_TYPES", "float");
@@ -436,7 +490,17 @@ void ExpectSixteenBitBlobsChangeNoBit(const std::function<std::shared_ptr<Contex
       floats->Solve();
     }
     halves->Solve();
+    unfused->Solve();
     const Net& net = *halves->net();
+    ASSERT_EQ(net.rewrites().size(), 3u) << ::testing::PrintToString(net.rewrites());
+    EXPECT_EQ(net.rewrites()[0], "conv1 (Convolution): runs relu1 (ReLU) in its own passes, for training");
+    EXPECT_EQ(net.rewrites()[1], "conv2 (Convolution): runs relu2 (ReLU) in its own passes, for training");
+    EXPECT_EQ(net.rewrites()[2], "ip1 (InnerProduct): runs relu3 (ReLU) in its own passes, for training");
+    EXPECT_TRUE(unfused->net()->rewrites().empty());
+    for (const std::string name : {"conv1", "conv2", "ip1"})
+      EXPECT_TRUE(unfused->net()->blob_by_name(name)->quantization().floats()) << name;
+    for (const std::string name : {"deconv", "conv3"})
+      EXPECT_EQ(unfused->net()->blob_by_name(name)->data_type(), HalfElementType(precision)) << name;
     for (const std::string name : {"conv1", "conv2", "deconv", "conv3", "ip1"}) {
       EXPECT_EQ(ElementTypeName(net.blob_by_name(name)->data_type()), ElementTypeName(HalfElementType(precision)))
           << name;
@@ -448,10 +512,14 @@ void ExpectSixteenBitBlobsChangeNoBit(const std::function<std::shared_ptr<Contex
       EXPECT_EQ(net.layer_by_name(name)->computes_in(), precision) << name;
     const auto& params = net.learnable_params();
     const auto& float_params = floats->net()->learnable_params();
+    const auto& unfused_params = unfused->net()->learnable_params();
     ASSERT_EQ(params.size(), float_params.size());
+    ASSERT_EQ(params.size(), unfused_params.size());
     for (size_t i = 0; i < params.size(); ++i) {
-      const std::vector<float> got = test::DataOf(*params[i]), expected = test::DataOf(*float_params[i]);
-      EXPECT_TRUE(got == expected) << "parameter " << i << " differs from the float32 blobs' training";
+      const std::vector<float> got = test::DataOf(*params[i]);
+      EXPECT_TRUE(got == test::DataOf(*float_params[i]))
+          << "parameter " << i << " differs from the float32 blobs' training";
+      EXPECT_TRUE(got == test::DataOf(*unfused_params[i])) << "parameter " << i << " differs from the unfused training";
       for (float v : got) ASSERT_TRUE(std::isfinite(v)) << "parameter " << i;
     }
   }
@@ -643,6 +711,11 @@ TEST(GpuHalfPrecisionTest, CudnnConvolutionsComputeInHalfPrecisionOnTheTensorCor
 TEST(GpuHalfPrecisionTest, TheInnerProductComputesInHalfPrecisionOnTheTensorCores) {
   CREMA_SKIP_WITHOUT_HALF_GPU(Precision::kBfloat16);
   CheckInBothHalfTypes(InnerProductCases(), GpuContext, "native", false);
+}
+
+TEST(GpuHalfPrecisionTest, AFusedReLUsBackwardReadsItsSixteenBitOutputsSigns) {
+  CREMA_SKIP_WITHOUT_GPU();
+  ExpectFusedReLUBackwardReadsSixteenBitSigns(*GpuContext());
 }
 
 // On the GPU: the cuDNN convolutions and the InnerProduct read and write the 16-bit blobs themselves (cuDNN's tensors

@@ -24,8 +24,9 @@ class InnerProductLayer : public BothDevices<Layer> {
  public:
   using BothDevices<Layer>::BothDevices;
   const char* type() const override { return "InnerProduct"; }
-  // Backward reads the input (the weights' gradient), not the output.
-  bool BackwardReadsTop(int) const override { return false; }
+  // Backward reads the input (the weights' gradient), not the output; but a ReLU fused for training reads the
+  // output's sign (Layer::set_fused_activation_with_backward).
+  bool BackwardReadsTop(int) const override { return activation_with_backward(); }
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
 
@@ -39,6 +40,10 @@ class InnerProductLayer : public BothDevices<Layer> {
   bool AbsorbsChannelAffine() const override { return axis_ == 1; }
   void AbsorbChannelAffine(const std::vector<float>& scale, const std::vector<float>& shift) override;
   bool TakesFusedActivation(const FusedActivation&) const override { return true; }
+  // In training too, in GPU code computing in half precision (HalfTop).
+  bool AppliesActivationInItsOwnPass(const FusedActivation& activation) const override {
+    return HalfTopApplies(activation);
+  }
   bool TakesFusedSum() const override { return true; }
   // Its backward writes the weights' and the bias's gradients where the net leaves their zeroing to it.
   bool WritesZeroedParamGradients() const override { return true; }

@@ -108,12 +108,14 @@ void ApplyFusedActivationBackward(Context& context, const FusedActivation& activ
     return;
   }
   float* dy = top->mutable_diff_on(d);
-  if (top->data_type() == ElementType::kBfloat16) {  // the output kept in bf16 (a oneDNN engine's, on the host)
-    // A bf16 value has its float's sign, and is 0 only where the float was: the same gradient as over floats.
-    const auto* y = static_cast<const uint16_t*>(top->cpu_bytes());
-    const float slope = activation.alpha;
-#pragma omp parallel for if (n >= ParallelElementThreshold()) schedule(static)
-    for (int i = 0; i < n; ++i) dy[i] = FromBfloat16(y[i]) > 0.f ? dy[i] : slope * dy[i];
+  if (IsHalfType(top->data_type())) {
+    // The output kept in 16 bits (bf16 from a oneDNN engine; float16 or bf16 from the GPU's half-precision engines). A
+    // 16-bit value has its float's sign, and is zero where the float was or where its magnitude lay below what the type
+    // rounds away from zero (2^-25 in float16; bf16's rounding takes denormal floats, below 2^-126, as zero): the
+    // gradient over floats but there.
+    for_each_element(context, n,
+                     ReLUBackwardOf<uint16_t>{static_cast<const uint16_t*>(top->bytes_on(d)), dy, dy, activation.alpha,
+                                              top->data_type() == ElementType::kBfloat16});
     return;
   }
   for_each_element(context, n, ReLUBackward{top->data_on(d), dy, dy, activation.alpha});

@@ -4,3 +4,4 @@
 
 CREMA_GPU_ELEMENTWISE(crema::ReLUForward);
 CREMA_GPU_ELEMENTWISE(crema::ReLUBackward);
+CREMA_GPU_ELEMENTWISE(crema::ReLUBackwardOf<uint16_t>);

@@ -21,17 +21,22 @@ struct ReLUForward {
   }
 };
 
-// `sign_source` is the input, or the output when in place (same sign, as the slope is then non-negative).
-struct ReLUBackward {
-  const float* sign_source;
+// `sign_source` is the input, or the output when in place (same sign, as the slope is then non-negative): floats, or
+// 16-bit values (Sign uint16_t: float16, or bfloat16 where `bfloat16`), as a fused ReLU's output lies where the net's
+// plan keeps it in that type (plan_element_types; ApplyFusedActivationBackward).
+template <typename Sign>
+struct ReLUBackwardOf {
+  const Sign* sign_source;
   const float* dy;
   float* dx;
   float slope;
+  bool bfloat16 = false;
   CREMA_HOST_DEVICE void operator()(int i) const {
     const float g = dy[i], leaked = slope * g;
-    dx[i] = sign_source[i] > 0.f ? g : leaked;
+    dx[i] = StoredValue(bfloat16, sign_source[i]) > 0.f ? g : leaked;
   }
 };
+using ReLUBackward = ReLUBackwardOf<float>;
 
 class ReLULayer : public NeuronLayer {
  public:

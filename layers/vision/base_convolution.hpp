@@ -54,6 +54,10 @@ class BaseConvolutionLayer : public Layer {
   bool AbsorbsChannelAffine() const override { return channel_axis_ == 1; }
   void AbsorbChannelAffine(const std::vector<float>& scale, const std::vector<float>& shift) override;
   bool TakesFusedActivation(const FusedActivation&) const override { return true; }
+  // In training too, in GPU code computing in half precision (HalfTop); cuDNN's and oneDNN's engines say their own.
+  bool AppliesActivationInItsOwnPass(const FusedActivation& activation) const override {
+    return HalfTopApplies(activation);
+  }
   bool TakesFusedSum() const override { return param_.bottom_size() == 1; }
   // The precision of the products where the engine sets half_ (the native engines' GPU code, cuDNN's): float16 or
   // bfloat16 on a GPU that multiplies in it, as asked; else float32. Engines of their own (oneDNN's) say theirs.

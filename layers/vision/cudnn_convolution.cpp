@@ -112,9 +112,9 @@ void* CudnnConvolutionLayer::WorkspaceFor(Direction direction) {
   return plan_.workspace_bytes(direction) > 0 ? workspace() : nullptr;
 }
 
-bool CudnnConvolutionLayer::FusesBiasAndReLU() const {
+bool CudnnConvolutionLayer::FusesBiasAndReLU(const FusedActivation& activation) const {
   return !transposed_ && half_ == Precision::kFloat32 && bias_term_ && num_spatial_axes_ == 2 &&
-         fused_activation_.kind == FusedActivation::kReLU && fused_activation_.alpha == 0.f;
+         activation.kind == FusedActivation::kReLU && activation.alpha == 0.f;
 }
 
 void CudnnConvolutionLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
@@ -131,7 +131,7 @@ void CudnnConvolutionLayer::Forward_gpu(const std::vector<Blob*>& bottom, const 
     // its memory.
     const bool sum = summand_ != nullptr && ComputesFusedSum();
     if (sum && summand_->gpu_data() != output) copy(context(), top[b]->count(), summand_->gpu_data(), output);
-    if (FusesBiasAndReLU()) {
+    if (FusesBiasAndReLU(fused_activation_)) {
       plan_.ForwardBiasReLU(context(), input, weights, sum, bias_, params_[1]->gpu_data(), relu_, output,
                             WorkspaceFor(Direction::kForward));
       continue;

@@ -65,12 +65,17 @@ class CudnnConvolutionLayer : public GpuOnly<BaseConvolutionLayer> {
   // Inference rewrites: a fused sum is added by the convolution itself (beta 1 over the output that holds the
   // summand), and a fused ReLU (slope 0) with the bias in the same call, cudnnConvolutionBiasActivationForward.
   bool ComputesFusedSum() const override { return !transposed_ && fused_sum(); }
-  bool ComputesFusedActivation() const override { return FusesBiasAndReLU() || half_tops_; }
+  bool ComputesFusedActivation() const override { return FusesBiasAndReLU(fused_activation_) || half_tops_; }
+  // In training too: in that call, or in half precision as the base's engines (HalfTop).
+  bool AppliesActivationInItsOwnPass(const FusedActivation& activation) const override {
+    return FusesBiasAndReLU(activation) || HalfTopApplies(activation);
+  }
 
  private:
-  // Whether the forward is one cudnnConvolutionBiasActivationForward: a 2-d convolution with a bias and a fused
-  // ReLU without slope (cuDNN's fused call takes no other activation but identity, and that with one algorithm).
-  bool FusesBiasAndReLU() const;
+  // Whether the forward with `activation` fused is one cudnnConvolutionBiasActivationForward: a 2-d convolution in
+  // float32 with a bias and a ReLU without slope (cuDNN's fused call takes no other activation but identity, and that
+  // with one algorithm).
+  bool FusesBiasAndReLU(const FusedActivation& activation) const;
   // The workspace for a call of `direction` (nullptr where its algorithm needs none).
   void* WorkspaceFor(cudnn::Direction direction);
   // In half precision, the workspace after the algorithms' part holds the 16-bit bottom (one bottom's values), top

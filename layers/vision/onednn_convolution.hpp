@@ -94,8 +94,11 @@ class OneDnnConvolutionLayer : public BaseConvolutionLayer {
   void Backward_cpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
   bool reverse_dimensions() const override { return transposed_; }
-  // A fused activation is a post-op of the forward primitive.
+  // A fused activation is a post-op of the forward primitive, in training too.
   bool ComputesFusedActivation() const override { return fused_activation_.kind != FusedActivation::kNone; }
+  bool AppliesActivationInItsOwnPass(const FusedActivation& activation) const override {
+    return TakesFusedActivation(activation);
+  }
   // And a fused sum as a sum post-op before it, which adds what the output holds: the summand, copied there unless
   // the memory plan put the output in the summand's memory.
   bool ComputesFusedSum() const override { return fused_sum(); }

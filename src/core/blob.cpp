@@ -353,8 +353,7 @@ std::vector<float> StoredValues(const Blob& blob) {
   std::vector<float> values(count);
   if (IsHalfType(q.type)) {
     const auto* stored = static_cast<const uint16_t*>(blob.cpu_bytes());
-    for (size_t i = 0; i < count; ++i)
-      values[i] = q.type == ElementType::kBfloat16 ? FromBfloat16(stored[i]) : FromFloat16(stored[i]);
+    for (size_t i = 0; i < count; ++i) values[i] = FromHalf(q.type == ElementType::kBfloat16, stored[i]);
     return values;
   }
   for (size_t i = 0; i < count; ++i) {

@@ -105,6 +105,18 @@ CREMA_HOST_DEVICE inline float FromFloat16(uint16_t value) {
   return FloatOfBits(sign | ((exponent + 112u) << 23) | (mantissa << 13));
 }
 
+// The 16-bit value of a float as float16, or as bfloat16 where `bfloat16`, and back.
+CREMA_HOST_DEVICE inline uint16_t ToHalf(bool bfloat16, float value) {
+  return bfloat16 ? ToBfloat16(value) : ToFloat16(value);
+}
+CREMA_HOST_DEVICE inline float FromHalf(bool bfloat16, uint16_t value) {
+  return bfloat16 ? FromBfloat16(value) : FromFloat16(value);
+}
+// A stored value as float32, for a rule written once over float and 16-bit storage: a float as it is, a 16-bit value
+// (float16, or bfloat16 where `bfloat16`) widened.
+CREMA_HOST_DEVICE inline float StoredValue(bool, float value) { return value; }
+CREMA_HOST_DEVICE inline float StoredValue(bool bfloat16, uint16_t value) { return FromHalf(bfloat16, value); }
+
 // How a value is stored in an 8-bit type: q = round(value * scale), saturated to the type's range (kFloat32: as is;
 // kBfloat16 and kFloat16: rounded to the 16-bit type, the scale 1). A layer that converts a bottom to a type says so
 // (Layer::ReadsQuantized); two such readers of one blob agree when their Quantization are equal.

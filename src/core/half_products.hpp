@@ -29,18 +29,6 @@ namespace crema {
 // computes the same rounding). Where not, `why` (when given) says why, naming the GPU and its compute capability.
 bool DeviceMultipliesIn(const Context& context, Precision precision, std::string* why = nullptr);
 
-// The 16-bit value of a float in `precision` (kFloat16 or kBfloat16), and back.
-CREMA_HOST_DEVICE inline uint16_t ToHalf(bool bfloat16, float value) {
-  return bfloat16 ? ToBfloat16(value) : ToFloat16(value);
-}
-CREMA_HOST_DEVICE inline float FromHalf(bool bfloat16, uint16_t value) {
-  return bfloat16 ? FromBfloat16(value) : FromFloat16(value);
-}
-
-// A value of a product's result as float32: a float as it is, a 16-bit value widened.
-CREMA_HOST_DEVICE inline float ResultValue(bool, float value) { return value; }
-CREMA_HOST_DEVICE inline float ResultValue(bool bfloat16, uint16_t value) { return FromHalf(bfloat16, value); }
-
 // The rules (GPU kernels in half_products.cu).
 struct RoundToHalfRule {
   const float* x;
@@ -77,7 +65,7 @@ struct HalfTopRule {
   HalfTopFinish finish;
   bool bfloat16;
   CREMA_HOST_DEVICE void operator()(int i) const {
-    float v = ResultValue(bfloat16, x[i]);
+    float v = StoredValue(bfloat16, x[i]);
     if (finish.bias != nullptr) v += finish.bias[(i / finish.spatial) % finish.channels];
     if (finish.relu) {
       const float leaked = finish.slope * v;

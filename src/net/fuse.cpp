@@ -315,21 +315,21 @@ bool FuseSum(Net* net, size_t s) {
   return true;
 }
 
-// Step s (a Convolution or Deconvolution on oneDNN's engine) runs the ReLU in place after it: whether it did.
+// Step s (a Convolution, Deconvolution or InnerProduct) runs the ReLU in place after it: whether it did.
 bool FuseActivation(Net* net, size_t s) {
   std::vector<PlanStep>& plan = net->mutable_plan();
   Layer& producer = *net->layers()[plan[s].layer];
   const std::string type = producer.type();
-  if ((type != "Convolution" && type != "Deconvolution") || plan[s].tops.size() != 1 ||
+  if ((type != "Convolution" && type != "Deconvolution" && type != "InnerProduct") || plan[s].tops.size() != 1 ||
       producer.fused_activation().kind != FusedActivation::kNone || producer.fused_sum())
     return false;
   const int id = plan[s].tops[0];
   if (!FusableReLU(*net, s + 1, id, std::numeric_limits<float>::max())) return false;
   const Layer& relu = *net->layers()[plan[s + 1].layer];
   const FusedActivation activation = relu.AsFusedActivation();
-  // Only where the engine computes it in its own pass (oneDNN's post-op): another engine would run it after its work,
-  // a pass of its own, as the ReLU's step did.
-  if (producer.engine() != "onednn" || !producer.TakesFusedActivation(activation)) return false;
+  // Only where the engine computes it in a pass of its own work: another engine would run it after its work, a pass
+  // of its own, as the ReLU's step did.
+  if (!producer.AppliesActivationInItsOwnPass(activation)) return false;
   producer.set_fused_activation_with_backward(activation);
   Absorb(net, s, 1);
   return true;
@@ -341,11 +341,13 @@ void FuseForTraining(Net* net) {
   // Only a net meant to train: a solver's test nets run backward steps in their plans but are run forward only,
   // where the inference rewrites fold the BatchNorm and Scale into the convolution instead.
   if (!net->fold_allowed() || net->debug_info() || (net->phase() != TRAIN && !net->force_backward())) return;
-  if (net->context().device() != Device::kCPU || net->context().gpu_code_on_host()) return;
+  // The BatchNorm's and the sum's fused loops are the CPU's; GPU code (on a GPU, or rehearsed on the host) fuses the
+  // ReLUs its engines apply in their own passes.
+  const bool gpu_code = net->context().device() != Device::kCPU || net->context().gpu_code_on_host();
   for (size_t s = 0; s < net->plan().size(); ++s) {
     const PlanStep& step = net->plan()[s];
     if (!step.needs_backward || step.bottoms.empty() || net->rewrite_of(step.layer) != step.layer) continue;
-    if (!FuseBatchNorm(net, s) && !FuseSum(net, s)) FuseActivation(net, s);
+    if (gpu_code || (!FuseBatchNorm(net, s) && !FuseSum(net, s))) FuseActivation(net, s);
   }
 }
 

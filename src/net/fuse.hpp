@@ -8,7 +8,7 @@
 // top, and is named after the layers it replaces ("p1+t+p2"). Formulas keep each layer's value and gradient, also at
 // its kinks (ReLU's and ELU's at 0 as Caffe's).
 //
-// The fuse_for_training pass (after the layouts are planned, over a built net that trains on the CPU: a TRAIN net, or
+// The fuse_for_training pass (after the layouts are planned, over a built net that trains: a TRAIN net, or
 // one with force_backward; where the net folds, NetParameter.fold and --fold) gives a step the work of the steps in
 // place after it, which go, where one pass over memory can do what several did:
 // - a BatchNorm step followed by a Scale step in place on its top (a learned scale per channel, with or without a
@@ -21,6 +21,10 @@
 // - a Convolution or Deconvolution step on oneDNN's engine followed by a ReLU step (slope >= 0) in place on its top:
 //   the primitive computes the ReLU as its post-op, and the layer's Backward runs the ReLU's backward before its own
 //   (Layer::set_fused_activation_with_backward).
+// Where the GPU code runs (on a GPU, or rehearsed on the host), only the last kind, and only where the producer's
+// engine applies the ReLU in a pass it makes anyway (Layer::AppliesActivationInItsOwnPass): a cuDNN convolution's
+// fused bias and ReLU in float32, and the 16-bit top of a Convolution, Deconvolution or InnerProduct computing in
+// float16 or bf16 (which may then pass to the next such layer in 16 bits).
 // Net::rewrites() lists what was fused. Not where the net logs debug_info from the start (it names each layer's
 // values). Such a net, planned later for forward alone, gets no inference rewrites (net/fold.hpp).
 #pragma once
