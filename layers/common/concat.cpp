@@ -1,6 +1,7 @@
 #include "layers/common/concat.hpp"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace crema {
 
@@ -26,14 +27,19 @@ void ForEachGroupOfParts(const std::vector<int>& sizes, int inner, const Run& ru
 
 }  // namespace
 
-void JoinAlongAxis(Context& context, const std::vector<const float*>& parts, const std::vector<int>& sizes, int outer,
-                   int inner, float* whole) {
+template <typename T>
+void JoinAlongAxis(Context& context, const std::vector<const T*>& parts, const std::vector<int>& sizes, int outer,
+                   int inner, T* whole) {
   ForEachGroupOfParts(sizes, inner, [&](const AxisPartsGroup& group, size_t first) {
-    JoinPartsRule rule{group, {}, whole};
+    JoinPartsRule<T> rule{group, {}, whole};
     for (int p = 0; p < group.parts; ++p) rule.part[p] = parts[first + p];
     for_each_element(context, outer * group.span, rule);
   });
 }
+
+template void JoinAlongAxis(Context&, const std::vector<const float*>&, const std::vector<int>&, int, int, float*);
+template void JoinAlongAxis(Context&, const std::vector<const uint16_t*>&, const std::vector<int>&, int, int,
+                            uint16_t*);
 
 void CutAlongAxis(Context& context, const float* whole, const std::vector<float*>& parts, const std::vector<int>& sizes,
                   int outer, int inner) {
@@ -74,6 +80,10 @@ void ConcatLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Bl
   outer_ = first.count(0, axis_);
   inner_ = first.count(axis_ + 1);
   top[0]->Reshape(top_shape);
+  for (const Blob* b : bottom)
+    CREMA_CHECK(b->quantization() == top[0]->quantization() &&
+                (b->quantization().floats() || PassesQuantizationThrough()))
+        << describe() << ": its bottoms and top were planned in different element types";
 }
 
 void ConcatLayer::Forward_cpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
@@ -108,12 +118,16 @@ void ConcatLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector<
 
 void ConcatLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const Device d = device();
-  std::vector<const float*> parts;
   std::vector<int> sizes;
-  for (const Blob* b : bottom) {
-    parts.push_back(b->data_on(d));
-    sizes.push_back(b->shape(axis_));
+  for (const Blob* b : bottom) sizes.push_back(b->shape(axis_));
+  if (IsHalfType(top[0]->data_type())) {  // 16-bit values, copied as they lie
+    std::vector<const uint16_t*> parts;
+    for (const Blob* b : bottom) parts.push_back(static_cast<const uint16_t*>(b->bytes_on(d)));
+    JoinAlongAxis(context(), parts, sizes, outer_, inner_, static_cast<uint16_t*>(top[0]->mutable_bytes_on(d)));
+    return;
   }
+  std::vector<const float*> parts;
+  for (const Blob* b : bottom) parts.push_back(b->data_on(d));
   JoinAlongAxis(context(), parts, sizes, outer_, inner_, top[0]->mutable_data_on(d));
 }
 

@@ -2,5 +2,6 @@
 #include "core/elementwise.cuh"
 #include "layers/common/concat.hpp"
 
-CREMA_GPU_ELEMENTWISE(crema::JoinPartsRule);
+CREMA_GPU_ELEMENTWISE(crema::JoinPartsRule<float>);
+CREMA_GPU_ELEMENTWISE(crema::JoinPartsRule<uint16_t>);
 CREMA_GPU_ELEMENTWISE(crema::CutPartsRule);

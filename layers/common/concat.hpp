@@ -54,14 +54,16 @@ struct AxisPartsGroup {
   }
 };
 
-// Parts into the whole (Concat's forward, Slice's backward).
+// Parts into the whole (Concat's forward, Slice's backward), values of type T: floats, or 16-bit values (Concat's
+// forward over blobs the plan keeps in 16 bits on the GPU).
+template <typename T>
 struct JoinPartsRule {
   AxisPartsGroup group;
-  const float* part[kMaxParts];
-  float* whole;
+  const T* part[kMaxParts];
+  T* whole;
   CREMA_HOST_DEVICE void operator()(int i) const {
     long long in_part;
-    const float* from = group.Locate(i, part, &in_part);
+    const T* from = group.Locate(i, part, &in_part);
     whole[group.InWhole(i)] = from[in_part];
   }
 };
@@ -80,9 +82,10 @@ struct CutPartsRule {
 };
 
 // On the context's device: `parts` (sizes[p] along the axis each) joined into `whole`, or `whole` cut into
-// them, the blobs seen as outer x (size along the axis) x inner.
-void JoinAlongAxis(Context& context, const std::vector<const float*>& parts, const std::vector<int>& sizes, int outer,
-                   int inner, float* whole);
+// them, the blobs seen as outer x (size along the axis) x inner. JoinAlongAxis for T float and uint16_t.
+template <typename T>
+void JoinAlongAxis(Context& context, const std::vector<const T*>& parts, const std::vector<int>& sizes, int outer,
+                   int inner, T* whole);
 void CutAlongAxis(Context& context, const float* whole, const std::vector<float*>& parts, const std::vector<int>& sizes,
                   int outer, int inner);
 
@@ -95,6 +98,9 @@ class ConcatLayer : public Layer {
   bool BackwardReadsTop(int) const override { return false; }
   int MinBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
+  // In GPU code its forward copies the values in the type they lie in: 16-bit ones between the GPU's half-precision
+  // layers (plan_element_types; its backward cuts the float gradient as before).
+  bool PassesQuantizationThrough() const override { return RunsGpuCode(); }
 
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
 

@@ -57,12 +57,17 @@ std::string CudnnPoolingLayer::Refusal(const EngineQuery& query) {
 }
 
 void CudnnPoolingLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  ReadWindow();  // no argmax blob: cuDNN's backward finds each window's maximum again
+  ReadWindow();  // cuDNN's backward finds each window's maximum again; the argmax is the native rules' (16-bit blobs)
+  if (method_ == PoolingParameter::MAX && argmax_ == nullptr)
+    argmax_ = AddInternalBlob("argmax", InternalLifetime::kUntilBackward);
 }
 
 void CudnnPoolingLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   PoolingLayer::Reshape(bottom, top);
   const Blob& input = *bottom[0];
+  // Over 16-bit blobs the native rules run (see the header), keeping their argmax; over floats cuDNN, keeping none.
+  by_rules_ = IsHalfType(input.data_type());
+  if (argmax_ != nullptr && !by_rules_) argmax_->Reshape({0});
   // The refusal saw the first shape; a later reshape (another image size) may bring one where the rules differ.
   const int in[2] = {height_, width_}, kernel[2] = {kernel_h_, kernel_w_}, pad[2] = {pad_h_, pad_w_},
             stride[2] = {stride_h_, stride_w_}, pooled[2] = {pooled_h_, pooled_w_};
@@ -89,6 +94,7 @@ void CudnnPoolingLayer::Reshape(const std::vector<Blob*>& bottom, const std::vec
 
 void CudnnPoolingLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   if (empty_) return;
+  if (by_rules_) return ForwardByRules(bottom, top);
   cudnn::PoolingForward(context(), pooling_, bottom_desc_, bottom[0]->gpu_data(), top_desc_,
                         top[0]->mutable_gpu_data());
 }
@@ -96,6 +102,7 @@ void CudnnPoolingLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std:
 void CudnnPoolingLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                      const std::vector<Blob*>& bottom) {
   if (!propagate_down[0] || empty_) return;
+  if (by_rules_) return BackwardByRules(top, bottom);
   cudnn::PoolingBackward(context(), pooling_, top_desc_, top[0]->gpu_data(), top[0]->gpu_diff(), bottom_desc_,
                          bottom[0]->gpu_data(), bottom[0]->mutable_gpu_diff());
 }

@@ -19,6 +19,11 @@
 // that it is one maximum per window); a NaN in a MAX window makes cuDNN's output NaN (CUDNN_PROPAGATE_NAN), while the
 // native engine keeps NaN only where it is the window's first value. In deterministic mode MAX's backward is cuDNN's
 // deterministic one.
+//
+// Where its blobs lie in 16 bits (a MAX pooling between the GPU's half-precision layers, which passes the values
+// through: PoolingLayer::PassesQuantizationThrough), the layer runs the native engine's rules instead: forward over the
+// 16-bit values, keeping the argmax (internal, `<layer>.argmax`, empty over floats), backward by it; so no cuDNN call
+// ever sees a 16-bit tensor of pooling, in forward or backward.
 #pragma once
 
 #ifdef CREMA_USE_CUDNN
@@ -53,7 +58,8 @@ class CudnnPoolingLayer : public GpuOnly<PoolingLayer> {
                     const std::vector<Blob*>& bottom) override;
 
  private:
-  bool empty_ = false;  // no values to pool
+  bool empty_ = false;     // no values to pool
+  bool by_rules_ = false;  // 16-bit blobs: the native rules run
   cudnn::TensorDescriptor bottom_desc_, top_desc_;
   cudnn::PoolingDescriptor pooling_;
 };

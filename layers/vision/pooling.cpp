@@ -76,10 +76,21 @@ void PoolingLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<B
   const std::vector<int> shape = {input.shape(0), input.shape(1), pooled_h_, pooled_w_};
   for (Blob* output : top) output->Reshape(shape);
   if (argmax_ != nullptr) argmax_->Reshape(shape);
+  CREMA_CHECK(bottom[0]->quantization() == top[0]->quantization())
+      << describe() << ": its bottom and top were planned in different element types";
 }
 
 void PoolingLayer::ForwardByRules(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const Device d = device();
+  if (IsHalfType(bottom[0]->data_type())) {  // MAX over 16-bit values (PassesQuantizationThrough)
+    CREMA_CHECK(argmax_ != nullptr) << describe() << ": 16-bit values pool by MAX with its argmax kept";
+    for_each_element(
+        context(), top[0]->count(),
+        MaxPoolForwardRuleOf<uint16_t>{static_cast<const uint16_t*>(bottom[0]->bytes_on(d)),
+                                       static_cast<uint16_t*>(top[0]->mutable_bytes_on(d)), argmax_->mutable_data_on(d),
+                                       windows(), bottom[0]->data_type() == ElementType::kBfloat16});
+    return;
+  }
   const float* input = bottom[0]->data_on(d);
   float* output = top[0]->mutable_data_on(d);
   const int count = top[0]->count();

@@ -3,6 +3,7 @@
 #include "layers/vision/pooling.hpp"
 
 CREMA_GPU_ELEMENTWISE(crema::MaxPoolForwardRule);
+CREMA_GPU_ELEMENTWISE(crema::MaxPoolForwardRuleOf<uint16_t>);
 CREMA_GPU_ELEMENTWISE(crema::AvePoolForwardRule);
 CREMA_GPU_ELEMENTWISE(crema::StochasticPoolForwardRule);
 CREMA_GPU_ELEMENTWISE(crema::StochasticPoolTestBackwardRule);

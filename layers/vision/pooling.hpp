@@ -80,37 +80,43 @@ struct PoolingWindows {
 // The rules of MAX and AVE pooling on both devices (pooling.cu compiles them): forward one output value per
 // call (plane, ph, pw), backward one input value per call, gathering from the outputs whose windows hold it in
 // the order the outputs lie, so that both devices add the same floats in the same order.
-struct MaxPoolForwardRule {
-  const float* input;
-  float* output;
+// MAX over values of type T: floats, or 16-bit values (float16, or bfloat16 where `bfloat16`) compared as the floats
+// they stand for and written as they lie (a MAX pooling's blobs the plan keeps in 16 bits on the GPU).
+template <typename T>
+struct MaxPoolForwardRuleOf {
+  const T* input;
+  T* output;
   float* argmax;
   PoolingWindows w;
+  bool bfloat16 = false;
   CREMA_HOST_DEVICE void operator()(int i) const {
-    const float* image = input + w.InputPlaneOf(i);
+    const T* image = input + w.InputPlaneOf(i);
     const PoolingWindows::Window win = w.WindowOf(i);
     if (win.empty()) {
       // A window entirely in the padding or past the input: Caffe gives -FLT_MAX; 0, with no argmax, is a
       // value later layers can use.
-      output[i] = 0.f;
+      output[i] = T(0);  // 0 in either type
       argmax[i] = -1.f;
       return;
     }
     // Starting from the window's first value (not -inf) keeps the argmax inside the window even for NaNs; the
     // first of equal maxima wins.
     int best = win.h_start * w.width + win.w_start;
-    float value = image[best];
+    float value = StoredValue(bfloat16, image[best]);
     for (int h = win.h_start; h < win.h_end; ++h) {
       for (int x = win.w_start; x < win.w_end; ++x) {
-        if (image[h * w.width + x] > value) {
-          value = image[h * w.width + x];
+        const float v = StoredValue(bfloat16, image[h * w.width + x]);
+        if (v > value) {
+          value = v;
           best = h * w.width + x;
         }
       }
     }
-    output[i] = value;
+    output[i] = image[best];
     argmax[i] = static_cast<float>(best);
   }
 };
+using MaxPoolForwardRule = MaxPoolForwardRuleOf<float>;
 
 struct AvePoolForwardRule {
   const float* input;
@@ -246,6 +252,12 @@ class PoolingLayer : public Layer {
     return param_.pooling_param().pool() == PoolingParameter::STOCHASTIC && phase() != TRAIN;
   }
   bool BackwardReadsTop(int top) const override { return top == 1; }
+  // MAX with one top, in GPU code: forward passes 16-bit values through as they lie (the maximum of rounded values is
+  // the rounded maximum), between the GPU's half-precision layers (plan_element_types); backward goes by the argmax
+  // as before. cuDNN's engine runs these rules for such blobs.
+  bool PassesQuantizationThrough() const override {
+    return method_ == PoolingParameter::MAX && param_.top_size() == 1 && RunsGpuCode();
+  }
   int ExactNumBottomBlobs() const override { return 1; }
   int MinTopBlobs() const override { return 1; }
   int MaxTopBlobs() const override { return param_.pooling_param().pool() == PoolingParameter::MAX ? 2 : 1; }
