@@ -819,6 +819,11 @@ TEST(HalfPrecisionTest, LeNetTrainedThroughItsRehearsedGpuCodeInHalfPrecisionRea
           EXPECT_EQ(layer->computes_in(), precision) << layer->name();
         }
       }
+      // From conv1's output to ip2's input every blob lies in 16 bits: through both poolings, and ip1's ReLU fused.
+      for (const std::string name : {"conv1", "pool1", "conv2", "pool2", "ip1"}) {
+        const ElementType expected = precision == Precision::kFloat32 ? ElementType::kFloat32 : ElementType::kFloat16;
+        EXPECT_EQ(ElementTypeName(trainer.net()->blob_by_name(name)->data_type()), ElementTypeName(expected)) << name;
+      }
       *loss_scaled = trainer.loss_scaling() != nullptr;
     });
   };
