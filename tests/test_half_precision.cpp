@@ -431,12 +431,20 @@ TEST(HalfPrecisionTest, SixteenBitTopsAndBottomsOfTheRehearsedEnginesAreTheRound
   }
 }
 
+// A solver of 12 iterations training `net_text` with products in `precision` (float16 or bf16), no snapshot.
+SolverParameter HalfSolver(Precision precision, const std::string& net_text) {
+  SolverParameter param = test::ResumeSolver(net_text, "", 12, 0);
+  param.set_snapshot_after_train(false);
+  param.set_precision(precision == Precision::kFloat16 ? ::caffe::FLOAT16 : ::caffe::BFLOAT16);
+  return param;
+}
+
 // A training net whose half-precision layers read one another's outputs, one of them through a Split, three through
 // a ReLU in place that training fuses into them (net/fuse.hpp): conv1 (+ReLU) -> conv2 (1x1, +leaky ReLU) ->
 // {deconv -> ip1 (+ReLU) -> ip2, conv3 -> ip3}, the last two summed into the loss. `fuse` false: none fused
 // (NetParameter.fold).
 SolverParameter HalfChainSolver(Precision precision, bool fuse = true) {
-  SolverParameter param = test::ResumeSolver(R"(
+  SolverParameter param = HalfSolver(precision, R"(
     name: 'half_chain'
     layer { name: 'data' type: 'DummyData' top: 'data' top: 'label'
             dummy_data_param { shape { dim: 4 dim: 3 dim: 9 dim: 9 } shape { dim: 4 }
@@ -462,10 +470,7 @@ SolverParameter HalfChainSolver(Precision precision, bool fuse = true) {
             inner_product_param { num_output: 5 weight_filler { type: 'xavier' } } }
     layer { name: 'sum' type: 'Eltwise' bottom: 'ip2' bottom: 'ip3' top: 'sum' }
     layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'sum' bottom: 'label' top: 'loss' }
-  )",
-                                             "", 12, 0);
-  param.set_snapshot_after_train(false);
-  param.set_precision(precision == Precision::kFloat16 ? ::caffe::FLOAT16 : ::caffe::BFLOAT16);
+  )");
   param.mutable_net_param()->set_fold(fuse);
   return param;
 }
@@ -529,7 +534,7 @@ void ExpectSixteenBitBlobsChangeNoBit(const std::function<std::shared_ptr<Contex
 // A training net whose half-precision layers meet through MAX poolings and a Concat, which pass 16-bit values
 // through: conv1 (+ReLU) -> pool1 -> {conva (1x1, +ReLU), convb} -> concat -> pool2 -> conv3 -> ip -> loss.
 SolverParameter PoolConcatSolver(Precision precision) {
-  SolverParameter param = test::ResumeSolver(R"(
+  return HalfSolver(precision, R"(
     name: 'half_pool_concat'
     layer { name: 'data' type: 'DummyData' top: 'data' top: 'label'
             dummy_data_param { shape { dim: 4 dim: 3 dim: 12 dim: 12 } shape { dim: 4 }
@@ -552,11 +557,7 @@ SolverParameter PoolConcatSolver(Precision precision) {
     layer { name: 'ip' type: 'InnerProduct' bottom: 'conv3' top: 'ip'
             inner_product_param { num_output: 10 weight_filler { type: 'xavier' } } }
     layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip' bottom: 'label' top: 'loss' }
-  )",
-                                             "", 12, 0);
-  param.set_snapshot_after_train(false);
-  param.set_precision(precision == Precision::kFloat16 ? ::caffe::FLOAT16 : ::caffe::BFLOAT16);
-  return param;
+  )");
 }
 
 // PoolConcatSolver's net on contexts of `make_context`, with 16-bit blobs and with float ones: the poolings and the
