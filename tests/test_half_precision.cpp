@@ -532,7 +532,8 @@ void ExpectSixteenBitBlobsChangeNoBit(const std::function<std::shared_ptr<Contex
 }
 
 // A training net whose half-precision layers meet through MAX poolings and a Concat, which pass 16-bit values
-// through: conv1 (+ReLU) -> pool1 -> {conva (1x1, +ReLU), convb} -> concat -> pool2 -> conv3 -> ip -> loss.
+// through: conv1 -> pool1 (+ReLU, as CIFAR-10's) -> {conva (1x1, +ReLU), convb} -> concat -> pool2 -> conv3 -> ip
+// -> loss.
 SolverParameter PoolConcatSolver(Precision precision) {
   return HalfSolver(precision, R"(
     name: 'half_pool_concat'
@@ -542,8 +543,8 @@ SolverParameter PoolConcatSolver(Precision precision) {
     layer { name: 'conv1' type: 'Convolution' bottom: 'data' top: 'conv1'
             convolution_param { num_output: 6 kernel_size: 3 pad: 1 weight_filler { type: 'xavier' }
                                 bias_filler { type: 'gaussian' std: 0.1 } } }
-    layer { name: 'relu1' type: 'ReLU' bottom: 'conv1' top: 'conv1' }
     layer { name: 'pool1' type: 'Pooling' bottom: 'conv1' top: 'pool1' pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
+    layer { name: 'relu1' type: 'ReLU' bottom: 'pool1' top: 'pool1' }
     layer { name: 'conva' type: 'Convolution' bottom: 'pool1' top: 'conva'
             convolution_param { num_output: 4 kernel_size: 1 weight_filler { type: 'xavier' }
                                 bias_filler { type: 'gaussian' std: 0.1 } } }
@@ -561,11 +562,12 @@ SolverParameter PoolConcatSolver(Precision precision) {
 }
 
 // PoolConcatSolver's net on contexts of `make_context`, with 16-bit blobs and with float ones: the poolings and the
-// Concat pass the 16 bits through (every blob from conv1 to conv3 lies in 16 bits), and their first forward gives
-// each such blob as the rounding of the float run's, and the same loss, bit for bit. Each pooling's argmax points at a
-// window's first maximum of the 16-bit values: the float run's where the rounding made no tie (where it did, the
-// float run's maximum is one of the equal 16-bit ones, after the first; where the float run keeps an argmax to
-// compare). Trained 12 iterations, both runs' weights agree within eight units of the type's rounding.
+// Concat pass the 16 bits through (every blob from conv1 to conv3 lies in 16 bits; training fuses the ReLUs into pool1
+// and conva), and a forward gives each such blob as the rounding of the float run's, and the same loss, bit for bit.
+// Each pooling's argmax points at a window's first maximum of the 16-bit values (pool1's output its ReLU): the float
+// run's where the rounding made no tie (where it did, the float run's maximum is one of the equal 16-bit ones, after
+// the first; where the float run keeps an argmax to compare). Trained 12 iterations, both runs' weights agree within
+// eight units of the type's rounding.
 void ExpectSixteenBitsPassThroughPoolingAndConcat(const std::function<std::shared_ptr<Context>()>& make_context) {
   for (Precision precision : {Precision::kFloat16, Precision::kBfloat16}) {
     SCOPED_TRACE(PrecisionName(precision));
@@ -583,6 +585,9 @@ void ExpectSixteenBitsPassThroughPoolingAndConcat(const std::function<std::share
     }
     Net& h = *halves->net();
     Net& f = *floats->net();
+    ASSERT_EQ(h.rewrites().size(), 2u) << ::testing::PrintToString(h.rewrites());
+    EXPECT_EQ(h.rewrites()[0], "pool1 (Pooling): runs relu1 (ReLU) in its own passes, for training");
+    EXPECT_EQ(h.rewrites()[1], "conva (Convolution): runs relua (ReLU) in its own passes, for training");
     const std::set<std::string> sixteen = {"conv1", "pool1", "conva", "convb", "concat", "pool2", "conv3"};
     for (const std::string& name : sixteen)
       ASSERT_EQ(ElementTypeName(h.blob_by_name(name)->data_type()), ElementTypeName(HalfElementType(precision)))
@@ -620,13 +625,15 @@ void ExpectSixteenBitsPassThroughPoolingAndConcat(const std::function<std::share
       for (int i = 0; i < out.count(); ++i) {
         const int at = static_cast<int>(argmax.cpu_data()[i]);
         const size_t start = static_cast<size_t>(i / outputs) * plane;
-        ASSERT_EQ(in[start + at], pooled[i]) << "output " << i;
+        const float most = in[start + at];
+        const float relu = most > 0.f ? most : 0.f * most;  // the ReLU layer's rule
+        ASSERT_EQ(FloatBits(pooled[i]), FloatBits(pool == "pool1" ? relu : most)) << "output " << i;
         if (float_argmax.count() != out.count()) continue;  // cuDNN's float run keeps none
         const int float_at = static_cast<int>(float_argmax.cpu_data()[i]);
         if (float_at == at) continue;
         ++ties;
         EXPECT_LT(at, float_at) << "output " << i;
-        EXPECT_EQ(in[start + float_at], pooled[i]) << "output " << i;
+        EXPECT_EQ(in[start + float_at], most) << "output " << i;
       }
     }
     EXPECT_EQ(FloatBits(loss), FloatBits(float_loss));

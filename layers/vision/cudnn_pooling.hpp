@@ -56,6 +56,8 @@ class CudnnPoolingLayer : public GpuOnly<PoolingLayer> {
   void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
+  // A fused ReLU: in the native rules over 16-bit blobs; over floats the layer applies it after cuDNN's pooling.
+  bool ComputesFusedActivation() const override { return by_rules_ && PoolingLayer::ComputesFusedActivation(); }
 
  private:
   bool empty_ = false;     // no values to pool

@@ -82,13 +82,14 @@ void PoolingLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<B
 
 void PoolingLayer::ForwardByRules(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const Device d = device();
+  const bool relu = fused_activation_.kind == FusedActivation::kReLU;  // MAX only (AppliesActivationInItsOwnPass)
   if (IsHalfType(bottom[0]->data_type())) {  // MAX over 16-bit values (PassesQuantizationThrough)
     CREMA_CHECK(argmax_ != nullptr) << describe() << ": 16-bit values pool by MAX with its argmax kept";
     for_each_element(
         context(), top[0]->count(),
         MaxPoolForwardRuleOf<uint16_t>{static_cast<const uint16_t*>(bottom[0]->bytes_on(d)),
                                        static_cast<uint16_t*>(top[0]->mutable_bytes_on(d)), argmax_->mutable_data_on(d),
-                                       windows(), bottom[0]->data_type() == ElementType::kBfloat16});
+                                       windows(), bottom[0]->data_type() == ElementType::kBfloat16, relu});
     return;
   }
   const float* input = bottom[0]->data_on(d);
@@ -96,7 +97,7 @@ void PoolingLayer::ForwardByRules(const std::vector<Blob*>& bottom, const std::v
   const int count = top[0]->count();
   if (method_ == PoolingParameter::MAX) {
     float* argmax = (top.size() > 1 ? top[1] : argmax_)->mutable_data_on(d);
-    for_each_element(context(), count, MaxPoolForwardRule{input, output, argmax, windows()});
+    for_each_element(context(), count, MaxPoolForwardRule{input, output, argmax, windows(), false, relu});
   } else if (method_ == PoolingParameter::AVE) {
     for_each_element(context(), count, AvePoolForwardRule{input, output, windows()});
   } else {

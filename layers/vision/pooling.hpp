@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/elementwise.hpp"
@@ -81,7 +82,8 @@ struct PoolingWindows {
 // call (plane, ph, pw), backward one input value per call, gathering from the outputs whose windows hold it in
 // the order the outputs lie, so that both devices add the same floats in the same order.
 // MAX over values of type T: floats, or 16-bit values (float16, or bfloat16 where `bfloat16`) compared as the floats
-// they stand for and written as they lie (a MAX pooling's blobs the plan keeps in 16 bits on the GPU).
+// they stand for and written as they lie (a MAX pooling's blobs the plan keeps in 16 bits on the GPU). With `relu`,
+// a ReLU of slope 0 fused for training follows, with the ReLU layer's own rule (0 * value where not positive).
 template <typename T>
 struct MaxPoolForwardRuleOf {
   const T* input;
@@ -89,6 +91,7 @@ struct MaxPoolForwardRuleOf {
   float* argmax;
   PoolingWindows w;
   bool bfloat16 = false;
+  bool relu = false;
   CREMA_HOST_DEVICE void operator()(int i) const {
     const T* image = input + w.InputPlaneOf(i);
     const PoolingWindows::Window win = w.WindowOf(i);
@@ -113,6 +116,12 @@ struct MaxPoolForwardRuleOf {
       }
     }
     output[i] = image[best];
+    if (relu && !(value > 0.f)) {
+      if constexpr (std::is_same_v<T, float>)
+        output[i] = 0.f * value;
+      else
+        output[i] = ToHalf(bfloat16, 0.f * value);
+    }
     argmax[i] = static_cast<float>(best);
   }
 };
@@ -251,12 +260,19 @@ class PoolingLayer : public Layer {
   bool BackwardReadsBottom(int) const override {
     return param_.pooling_param().pool() == PoolingParameter::STOCHASTIC && phase() != TRAIN;
   }
-  bool BackwardReadsTop(int top) const override { return top == 1; }
+  // (A ReLU fused for training reads the output's sign.)
+  bool BackwardReadsTop(int top) const override { return top == 1 || activation_with_backward(); }
   // MAX with one top, in GPU code: forward passes 16-bit values through as they lie (the maximum of rounded values is
   // the rounded maximum), between the GPU's half-precision layers (plan_element_types); backward goes by the argmax
   // as before. cuDNN's engine runs these rules for such blobs.
   bool PassesQuantizationThrough() const override {
     return method_ == PoolingParameter::MAX && param_.top_size() == 1 && RunsGpuCode();
+  }
+  // Such a MAX pooling, where its layers compute in half precision, applies a ReLU of slope 0 after it in its own rule
+  // (training's fusion, net/fuse.hpp: CIFAR-10's pool1 and relu1), so that its output may pass on in 16 bits.
+  bool AppliesActivationInItsOwnPass(const FusedActivation& activation) const override {
+    return activation.kind == FusedActivation::kReLU && activation.alpha == 0.f && PassesQuantizationThrough() &&
+           GpuCodePrecision() != Precision::kFloat32;
   }
   int ExactNumBottomBlobs() const override { return 1; }
   int MinTopBlobs() const override { return 1; }
@@ -276,6 +292,8 @@ class PoolingLayer : public Layer {
   void Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                     const std::vector<Blob*>& bottom) override;
+  // The MAX rule applies a fused ReLU (ForwardByRules).
+  bool ComputesFusedActivation() const override { return method_ == PoolingParameter::MAX; }
 
   // Reads and checks pooling_param's window (LayerSetUp without the argmax blob; other engines share it).
   void ReadWindow();

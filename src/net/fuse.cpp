@@ -315,13 +315,13 @@ bool FuseSum(Net* net, size_t s) {
   return true;
 }
 
-// Step s (a Convolution, Deconvolution or InnerProduct) runs the ReLU in place after it: whether it did.
+// Step s (a Convolution, Deconvolution, InnerProduct or Pooling) runs the ReLU in place after it: whether it did.
 bool FuseActivation(Net* net, size_t s) {
   std::vector<PlanStep>& plan = net->mutable_plan();
   Layer& producer = *net->layers()[plan[s].layer];
   const std::string type = producer.type();
-  if ((type != "Convolution" && type != "Deconvolution" && type != "InnerProduct") || plan[s].tops.size() != 1 ||
-      producer.fused_activation().kind != FusedActivation::kNone || producer.fused_sum())
+  if ((type != "Convolution" && type != "Deconvolution" && type != "InnerProduct" && type != "Pooling") ||
+      plan[s].tops.size() != 1 || producer.fused_activation().kind != FusedActivation::kNone || producer.fused_sum())
     return false;
   const int id = plan[s].tops[0];
   if (!FusableReLU(*net, s + 1, id, std::numeric_limits<float>::max())) return false;

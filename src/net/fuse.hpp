@@ -24,7 +24,7 @@
 // Where the GPU code runs (on a GPU, or rehearsed on the host), only the last kind, and only where the producer's
 // engine applies the ReLU in a pass it makes anyway (Layer::AppliesActivationInItsOwnPass): a cuDNN convolution's
 // fused bias and ReLU in float32, and the 16-bit top of a Convolution, Deconvolution or InnerProduct computing in
-// float16 or bf16 (which may then pass to the next such layer in 16 bits).
+// float16 or bf16 (which may then pass to the next such layer in 16 bits), or of a MAX pooling in such a net.
 // Net::rewrites() lists what was fused. Not where the net logs debug_info from the start (it names each layer's
 // values). Such a net, planned later for forward alone, gets no inference rewrites (net/fold.hpp).
 #pragma once
