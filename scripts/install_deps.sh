@@ -6,7 +6,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake pkg-config
+  build-essential cmake pkg-config lld
   protobuf-compiler libprotobuf-dev
   libgoogle-glog-dev libgflags-dev
   libopenblas-dev libdnnl-dev
