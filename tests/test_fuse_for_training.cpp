@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -54,13 +55,20 @@ void ExpectAffineGradientsNumeric(BatchNormLayer* layer, const test::BlobList& b
   }
 }
 
-void CheckFusedLayer(Phase phase, uint64_t seed) {
+// The host rehearsal of GPU code (Context::set_gpu_code_on_host): the layers run their GPU slots on the CPU.
+std::shared_ptr<Context> RehearsalContext() {
+  auto context = std::make_shared<Context>(Device::kCPU, 0, 7);
+  context->set_gpu_code_on_host(true);
+  return context;
+}
+
+void CheckFusedLayer(Phase phase, uint64_t seed, std::shared_ptr<Context> context = nullptr) {
   test::BlobList bottom, top;
   test::FillGaussian(bottom.Add({2, 3, 3, 2}), 0.5f, 1.f, seed);
   top.Add({});
   LayerParameter param = test::ParseLayer("name: 'bn' type: 'BatchNorm'");
   param.set_phase(phase);
-  BatchNormLayer layer(param);
+  BatchNormLayer layer(param, context);
   layer.SetUp(bottom.pointers, top.pointers);
   if (phase == TEST) {  // stored statistics
     test::FillUniform(layer.params()[0].get(), -1.f, 1.f, seed + 1);
@@ -72,6 +80,7 @@ void CheckFusedLayer(Phase phase, uint64_t seed) {
   test::FillUniform(scale.get(), 0.5f, 2.f, seed + 3);
   test::FillUniform(bias.get(), -1.f, 1.f, seed + 4);
   layer.AbsorbAffine(scale, bias, true, true, false);
+  layer.Reshape(bottom.pointers, top.pointers);  // (GPU code: the workspace for the Scale's sums)
   // The input's gradient (the layer's own blobs are statistics: no gradient), then the scale's and bias's.
   test::GradientChecker(1e-2f, phase == TRAIN ? 1e-2f : 1e-3f).CheckGradient(&layer, bottom.pointers, top.pointers);
   ExpectAffineGradientsNumeric(&layer, bottom, top, scale.get(), bias.get());
@@ -134,11 +143,13 @@ std::string UnitNet(const std::string& batch_norm, const std::string& scale, con
 
 const char kReLU[] = "layer { name: 'relu1' type: 'ReLU' bottom: 'conv1' top: 'conv1' }";
 
-std::unique_ptr<Net> BuildUnit(const std::string& text, bool fuse, const std::string& engine) {
+// `context`: the CPU's by default.
+std::unique_ptr<Net> BuildUnit(const std::string& text, bool fuse, const std::string& engine,
+                               std::shared_ptr<Context> context = nullptr) {
   NetParameter param = test::ParseNet(text);
   param.mutable_state()->set_phase(TRAIN);
   param.set_fold(fuse);
-  auto context = std::make_shared<Context>(Device::kCPU, 0, 7);
+  if (context == nullptr) context = std::make_shared<Context>(Device::kCPU, 0, 7);
   context->force_engine("Convolution", engine);
   context->force_engine("BatchNorm", engine);
   auto net = std::make_unique<Net>(param, context);
@@ -187,9 +198,12 @@ void TrainSideBySide(Net* fused, Net* separate, const std::vector<std::string>& 
 
 // Forward, backward, a step down the gradient and forward again, in the fused and the separate net: the same loss,
 // input gradient, parameter gradients and running statistics.
-void ExpectFusedMatchesSeparate(const std::string& text, const std::string& engine, bool expect_relu_fused) {
+// `make_context`: each net's context (the CPU's by default).
+void ExpectFusedMatchesSeparate(const std::string& text, const std::string& engine, bool expect_relu_fused,
+                                const std::function<std::shared_ptr<Context>()>& make_context = nullptr) {
   SCOPED_TRACE(engine + ": " + text);
-  std::unique_ptr<Net> fused = BuildUnit(text, true, engine), separate = BuildUnit(text, false, engine);
+  std::unique_ptr<Net> fused = BuildUnit(text, true, engine, make_context ? make_context() : nullptr),
+                       separate = BuildUnit(text, false, engine, make_context ? make_context() : nullptr);
   ASSERT_EQ(fused->rewrites().size(), 1u);
   EXPECT_NE(fused->rewrites()[0].find("bn1 (BatchNorm): runs sc1 (Scale)"), std::string::npos) << fused->rewrites()[0];
   EXPECT_EQ(fused->rewrites()[0].find("relu1") != std::string::npos, expect_relu_fused) << fused->rewrites()[0];
@@ -203,20 +217,45 @@ void ExpectFusedMatchesSeparate(const std::string& text, const std::string& engi
   TrainSideBySide(fused.get(), separate.get(), {"bn1", "sc1"});
 }
 
+// ResNet units to fuse, each with whether its ReLU is fused: with and without a bias or a ReLU, a frozen scale (lr_mult
+// 0: no gradient, as the Scale would compute none), a frozen BatchNorm, both frozen.
+std::vector<std::pair<std::string, bool>> UnitNets() {
+  return {{UnitNet("", "scale_param { bias_term: true }", kReLU), true},
+          {UnitNet("", "scale_param { bias_term: false }", kReLU), true},
+          {UnitNet("", "scale_param { bias_term: true }", ""), false},
+          {UnitNet("", "scale_param { bias_term: true } param { lr_mult: 0 }", kReLU), true},
+          {UnitNet("batch_norm_param { use_global_stats: true }", "scale_param { bias_term: true }", kReLU), true},
+          {UnitNet("batch_norm_param { use_global_stats: true }",
+                   "scale_param { bias_term: true } param { lr_mult: 0 } param { lr_mult: 0 }", kReLU),
+           true}};
+}
+
+// The BatchNorm's fused Scale and ReLU in GPU code (BatchNormAffine's rules), rehearsed on the host: each unit fused
+// against its separate layers in GPU code too; the layer's gradients against the numeric ones. (cuDNN's engine, which
+// runs the same rules after its own normalization, on a GPU: GpuFuseForTrainingTest.)
+TEST(FuseForTrainingTest, TheGpuCodeRehearsedOnTheHostRunsTheBatchNormsScaleAndReLU) {
+  for (const auto& [text, relu] : UnitNets()) ExpectFusedMatchesSeparate(text, "native", relu, RehearsalContext);
+  for (Phase phase : {TRAIN, TEST}) CheckFusedLayer(phase, phase == TRAIN ? 31 : 37, RehearsalContext());
+}
+
+TEST(GpuFuseForTrainingTest, TheGpuEnginesRunTheBatchNormsScaleAndReLUAsTheSeparateLayers) {
+  CREMA_SKIP_WITHOUT_GPU();
+  std::vector<std::string> engines = {"native"};
+#ifdef CREMA_USE_CUDNN
+  engines.push_back("cudnn");
+#endif
+  const auto gpu = [] { return std::make_shared<Context>(Device::kGPU, 0, 7); };
+  for (const std::string& engine : engines)
+    for (const auto& [text, relu] : UnitNets()) ExpectFusedMatchesSeparate(text, engine, relu, gpu);
+}
+
 TEST(FuseForTrainingTest, TrainingMatchesTheSeparateLayersInEveryLayout) {
   std::vector<std::string> engines = {"native"};
 #ifdef CREMA_USE_ONEDNN
   engines.push_back("onednn");  // channel blocks
 #endif
   for (const std::string& engine : engines) {
-    ExpectFusedMatchesSeparate(UnitNet("", "scale_param { bias_term: true }", kReLU), engine, true);
-    ExpectFusedMatchesSeparate(UnitNet("", "scale_param { bias_term: false }", kReLU), engine, true);
-    ExpectFusedMatchesSeparate(UnitNet("", "scale_param { bias_term: true }", ""), engine, false);
-    // A frozen scale (lr_mult 0: no gradient, as the Scale would compute none), and a frozen BatchNorm.
-    ExpectFusedMatchesSeparate(UnitNet("", "scale_param { bias_term: true } param { lr_mult: 0 }", kReLU), engine,
-                               true);
-    ExpectFusedMatchesSeparate(
-        UnitNet("batch_norm_param { use_global_stats: true }", "scale_param { bias_term: true }", kReLU), engine, true);
+    for (const auto& [text, relu] : UnitNets()) ExpectFusedMatchesSeparate(text, engine, relu);
     // A leaky ReLU is not fused; the Scale is.
     ExpectFusedMatchesSeparate(
         UnitNet("", "scale_param { bias_term: true }",

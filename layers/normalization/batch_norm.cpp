@@ -60,13 +60,16 @@ void BatchNormLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector
   ReadShape(bottom, top);
   normalized_->ReshapeLike(*bottom[0]);
   inv_std_->Reshape({channels_});
-  // The GPU's statistics: two values per channel (the mean and variance, or backward's means of dy and
-  // dy * x_hat), then, with batch statistics, the sums' scratch and backward's products dy * x_hat. The CPU's loops
-  // need none.
-  if (RunsGpuCode()) {
-    RequestWorkspace(2 * static_cast<size_t>(channels_) +
-                     (use_global_stats_ ? 0 : BroadcastSumScratch(ChannelGeometry()) + bottom[0]->count()));
-  }
+  if (RunsGpuCode()) RequestWorkspace(GpuWorkspaceFloats(*bottom[0]));
+}
+
+size_t BatchNormLayer::GpuWorkspaceFloats(const Blob& bottom) const {
+  // Two values per channel (the mean and variance, or backward's sums or means of dy and dy * x_hat), then, with batch
+  // statistics or a fused Scale (whose gradients are sums too), the sums' scratch and backward's terms (dy * x_hat).
+  // The CPU's loops need none.
+  const bool sums = !use_global_stats_ || absorbs_affine();
+  return 2 * static_cast<size_t>(channels_) +
+         (sums ? BroadcastSumScratch(ChannelGeometry()) + static_cast<size_t>(bottom.count()) : 0);
 }
 
 void BatchNormLayer::ReadShape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
@@ -98,7 +101,8 @@ void BatchNormLayer::AbsorbAffine(std::shared_ptr<Blob> scale, std::shared_ptr<B
                                   bool learn_bias, bool relu) {
   CREMA_CHECK(scale != nullptr && scale->count() == channels_ && (bias == nullptr || bias->count() == channels_))
       << describe() << ": a fused Scale needs a scale (and bias) per channel, " << channels_ << " of them";
-  CREMA_CHECK(!RunsGpuCode()) << describe() << ": the fused Scale and ReLU run on the CPU only";
+  CREMA_CHECK(!RunsGpuCode() || AbsorbsAffineInGpuCode())
+      << describe() << ": this engine's GPU code runs no fused Scale and ReLU";
   affine_scale_ = std::move(scale);
   affine_bias_ = std::move(bias);
   learn_scale_ = learn_scale;
@@ -226,8 +230,48 @@ void BatchNormLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vect
   if (propagate_down[0] || absorbs_affine()) BackwardLoops(*top[0], propagate_down[0], bottom[0]);
 }
 
+BatchNormAffine BatchNormLayer::GpuAffine() const {
+  if (!absorbs_affine()) return {};
+  const Device d = device();
+  return {affine_scale_->data_on(d), affine_bias_ != nullptr ? affine_bias_->data_on(d) : nullptr, affine_relu_};
+}
+
+void BatchNormLayer::AffineBackwardGpu(const Blob& top, bool propagate_down, const Blob& normalized, Blob* bottom) {
+  const Device d = device();
+  const int count = bottom->count();
+  const Broadcast g = ChannelGeometry();
+  const BatchNormAffine affine = GpuAffine();
+  const float* dy = top.diff_on(d);
+  const float* xhat = normalized.data_on(d);
+  float* sum_dz = workspace();
+  float* sum_dz_xhat = sum_dz + channels_;
+  float* scratch = sum_dz_xhat + channels_;
+  float* terms = scratch + BroadcastSumScratch(g);
+  // Per channel, the sums of dz (the gradient reaching z) and of dz * x_hat: the bias's and the scale's gradients, and
+  // with batch statistics (times 1 / m) the means the input's gradient subtracts.
+  const bool batch = !use_global_stats_;
+  if (batch || learn_bias_) {
+    for_each_element(context(), count, BatchNormReachingRule{dy, xhat, terms, channels_, spatial_, affine, false});
+    BroadcastSum(context(), g, 1.f, terms, 0.f, sum_dz, scratch);
+    if (learn_bias_) axpy(context(), channels_, 1.f, sum_dz, affine_bias_->mutable_diff_on(d));
+  }
+  if (batch || learn_scale_) {
+    for_each_element(context(), count, BatchNormReachingRule{dy, xhat, terms, channels_, spatial_, affine, true});
+    BroadcastSum(context(), g, 1.f, terms, 0.f, sum_dz_xhat, scratch);
+    if (learn_scale_) axpy(context(), channels_, 1.f, sum_dz_xhat, affine_scale_->mutable_diff_on(d));
+  }
+  if (!propagate_down) return;
+  if (batch) {
+    const int m = num_ * spatial_;
+    scale(context(), 2 * channels_, m > 0 ? 1.f / m : 0.f, sum_dz);  // both sums become means
+  }
+  for_each_element(
+      context(), count,
+      BatchNormBackwardRule{dy, xhat, inv_std_->data_on(d), batch ? sum_dz : nullptr, batch ? sum_dz_xhat : nullptr,
+                            bottom->mutable_diff_on(d), channels_, spatial_, affine});
+}
+
 void BatchNormLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  CREMA_CHECK(!absorbs_affine()) << describe() << ": the fused Scale and ReLU run on the CPU only";
   CREMA_CHECK(bottom[0]->layout() == Layout::kPlain) << describe() << ": the GPU code takes the plain layout only";
   const Device d = device();
   const Broadcast g = ChannelGeometry();
@@ -256,12 +300,16 @@ void BatchNormLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::ve
   }
   for_each_element(context(), count,
                    BatchNormNormalizeRule{x, mean, inv_std, normalized_->mutable_data_on(d), top[0]->mutable_data_on(d),
-                                          channels_, spatial_});
+                                          channels_, spatial_, GpuAffine()});
 }
 
 void BatchNormLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                   const std::vector<Blob*>& bottom) {
-  // The blobs get no gradient: they are statistics, not parameters.
+  // The blobs get no gradient: they are statistics, not parameters (a fused Scale's do).
+  if (absorbs_affine()) {
+    AffineBackwardGpu(*top[0], propagate_down[0], *normalized_, bottom[0]);
+    return;
+  }
   if (!propagate_down[0]) return;
   const Device d = device();
   const int count = bottom[0]->count();

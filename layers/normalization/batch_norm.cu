@@ -7,3 +7,5 @@ CREMA_GPU_ELEMENTWISE(crema::BatchNormUpdateRule);
 CREMA_GPU_ELEMENTWISE(crema::BatchNormSquaredDeviationRule);
 CREMA_GPU_ELEMENTWISE(crema::BatchNormNormalizeRule);
 CREMA_GPU_ELEMENTWISE(crema::BatchNormBackwardRule);
+CREMA_GPU_ELEMENTWISE(crema::BatchNormAffineRule);
+CREMA_GPU_ELEMENTWISE(crema::BatchNormReachingRule);

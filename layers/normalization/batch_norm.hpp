@@ -80,8 +80,27 @@ struct BatchNormSquaredDeviationRule {
   }
 };
 
-// x_hat = (x - mean) * inv_std, written to the normalised blob and the top (which may be x: read before written);
-// xhat may be the top.
+// The Scale and ReLU a BatchNorm runs for training (BatchNormLayer::AbsorbAffine), on a normalized value x_hat of
+// channel c: z = gamma * x_hat + beta (no beta: no bias), then, where `relu`, the ReLU layer's rule at slope 0 (0 * z
+// where z is not positive), as the CPU's fused loops (batch_norm_affine.hpp). No gamma: no Scale, y = x_hat.
+struct BatchNormAffine {
+  const float* gamma = nullptr;
+  const float* beta = nullptr;
+  bool relu = false;
+  CREMA_HOST_DEVICE float Z(float xhat, int c) const { return gamma[c] * xhat + (beta != nullptr ? beta[c] : 0.f); }
+  CREMA_HOST_DEVICE float Forward(float xhat, int c) const {
+    if (gamma == nullptr) return xhat;
+    const float z = Z(xhat, c);
+    return relu && !(z > 0.f) ? 0.f * z : z;
+  }
+  // The gradient reaching z from the top's dy: 0 * dy where the ReLU stopped it.
+  CREMA_HOST_DEVICE float Reaching(float dy, float xhat, int c) const {
+    return gamma != nullptr && relu && !(Z(xhat, c) > 0.f) ? 0.f * dy : dy;
+  }
+};
+
+// x_hat = (x - mean) * inv_std, written to the normalised blob, and to the top through the fused Scale and ReLU where
+// there are some (the top may be x: read before written); xhat may be the top where there are none.
 struct BatchNormNormalizeRule {
   const float* x;
   const float* mean;
@@ -89,27 +108,58 @@ struct BatchNormNormalizeRule {
   float* xhat;
   float* y;
   int channels, spatial;
+  BatchNormAffine affine = {};
   CREMA_HOST_DEVICE void operator()(int j) const {
     const int c = j / spatial % channels;
     const float value = (x[j] - mean[c]) * inv_std[c];
     xhat[j] = value;
-    y[j] = value;
+    y[j] = affine.Forward(value, c);
+  }
+};
+
+// y = the fused Scale and ReLU of the normalized values x_hat (cuDNN's engine, whose own call normalises).
+struct BatchNormAffineRule {
+  const float* xhat;
+  float* y;
+  int channels, spatial;
+  BatchNormAffine affine;
+  CREMA_HOST_DEVICE void operator()(int j) const { y[j] = affine.Forward(xhat[j], j / spatial % channels); }
+};
+
+// With a fused Scale and ReLU, the top's gradient dy as it reaches z (BatchNormAffine::Reaching), times x_hat where
+// `times_xhat`: the terms whose per-channel sums are the bias's and the scale's gradients.
+struct BatchNormReachingRule {
+  const float* dy;
+  const float* xhat;
+  float* out;
+  int channels, spatial;
+  BatchNormAffine affine;
+  bool times_xhat;
+  CREMA_HOST_DEVICE void operator()(int j) const {
+    const int c = j / spatial % channels;
+    const float dz = affine.Reaching(dy[j], xhat[j], c);
+    out[j] = times_xhat ? dz * xhat[j] : dz;
   }
 };
 
 // dx = inv_std * (dy - mean(dy) - x_hat * mean(dy * x_hat)); with the stored statistics the means are absent
-// (nullptr) and dx = inv_std * dy. dx may be dy (in place).
+// (nullptr) and dx = inv_std * dy. With a fused Scale and ReLU, dy is the gradient reaching z and inv_std is
+// multiplied by gamma. dx may be dy (in place).
 struct BatchNormBackwardRule {
   const float* dy;
-  const float* xhat;
+  const float* xhat;  // may be null with the stored statistics and no fused Scale
   const float* inv_std;
   const float* mean_dy;       // nullptr: stored statistics
   const float* mean_dy_xhat;  // nullptr: stored statistics
   float* dx;
   int channels, spatial;
+  BatchNormAffine affine = {};
   CREMA_HOST_DEVICE void operator()(int j) const {
     const int c = j / spatial % channels;
-    dx[j] = mean_dy == nullptr ? inv_std[c] * dy[j] : inv_std[c] * (dy[j] - mean_dy[c] - xhat[j] * mean_dy_xhat[c]);
+    const bool fused = affine.gamma != nullptr;
+    const float factor = fused ? inv_std[c] * affine.gamma[c] : inv_std[c];
+    const float dz = fused ? affine.Reaching(dy[j], xhat[j], c) : dy[j];
+    dx[j] = mean_dy == nullptr ? factor * dz : factor * (dz - mean_dy[c] - xhat[j] * mean_dy_xhat[c]);
   }
 };
 
@@ -142,8 +192,13 @@ class BatchNormLayer : public Layer {
   // after that, whose steps go (layers/normalization/batch_norm_affine.hpp). Their blobs stay the Scale's: this layer
   // reads them and adds to their gradients where `learn_scale` and `learn_bias` say (the Scale's
   // param_propagate_down). The normalized values stay this layer's own, kept for backward.
+  // In GPU code the GPU's rules do the same (BatchNormAffine), for the native engine and cuDNN's alike
+  // (AbsorbsAffineInGpuCode).
   void AbsorbAffine(std::shared_ptr<Blob> scale, std::shared_ptr<Blob> bias, bool learn_scale, bool learn_bias,
                     bool relu);
+  // Whether this engine's GPU code runs a fused Scale and ReLU (the native engine's rules, cuDNN's; not oneDNN's, a CPU
+  // engine).
+  virtual bool AbsorbsAffineInGpuCode() const { return true; }
   bool absorbs_affine() const { return affine_scale_ != nullptr; }
   bool absorbs_relu() const { return affine_relu_; }
 
@@ -192,6 +247,14 @@ class BatchNormLayer : public Layer {
   // Scale's gradients; by the bf16 rule where the normalized values were kept in bf16. The bottom may be the top (in
   // place, in floats).
   void BackwardLoops(const Blob& top, bool propagate_down, Blob* bottom) const;
+  // GPU code: the fused Scale and ReLU on the layer's device (none where it runs none).
+  BatchNormAffine GpuAffine() const;
+  // GPU code's backward through the fused Scale and ReLU, from the normalized values `normalized` and inv_std_: the
+  // Scale's gradients (added, where learned) and, where `propagate_down`, the bottom's (which may be the top). Uses the
+  // workspace GpuWorkspaceFloats asks for.
+  void AffineBackwardGpu(const Blob& top, bool propagate_down, const Blob& normalized, Blob* bottom);
+  // The workspace the native engine's GPU code needs (statistics, sums and their terms).
+  size_t GpuWorkspaceFloats(const Blob& bottom) const;
   std::shared_ptr<Blob> affine_scale_, affine_bias_;
   bool learn_scale_ = false, learn_bias_ = false, affine_relu_ = false;
 };

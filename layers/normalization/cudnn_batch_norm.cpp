@@ -50,15 +50,17 @@ void CudnnBatchNormLayer::Reshape(const std::vector<Blob*>& bottom, const std::v
   in_place_ = top[0] == bottom[0];
   mean_->Reshape({channels_});
   inv_std_->Reshape({channels_});
-  kept_->Reshape({in_place_ && !use_global_stats_ ? input.count() : 0});
+  const bool keeps = (in_place_ && !use_global_stats_) || absorbs_affine();
+  kept_->Reshape({keeps ? input.count() : 0});
   if (input.count() > 0) {
     x_desc_.SetPacked({num_, channels_, spatial_, 1});
     cudnn::DescribeBatchNormChannels(x_desc_, &channels_desc_);
   }
-  if (!use_global_stats_) {
-    const size_t channels = Aligned(channels_);
-    RequestWorkspace(3 * channels + (in_place_ ? input.count() : 0));
-  }
+  // cuDNN's calls' parts (below), and with a fused Scale the native engine's backward.
+  size_t floats = 0;
+  if (!use_global_stats_) floats = 3 * Aligned(channels_) + (in_place_ && !absorbs_affine() ? input.count() : 0);
+  if (absorbs_affine()) floats = std::max(floats, GpuWorkspaceFloats(input));
+  if (floats > 0) RequestWorkspace(floats);
 }
 
 void CudnnBatchNormLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
@@ -71,8 +73,10 @@ void CudnnBatchNormLayer::Forward_gpu(const std::vector<Blob*>& bottom, const st
                      BatchNormStoredRule{params_[0]->data_on(d), params_[1]->data_on(d), params_[2]->data_on(d), mean,
                                          inv_std, eps_});
     float* y = top[0]->mutable_data_on(d);
-    for_each_element(context(), count,
-                     BatchNormNormalizeRule{bottom[0]->data_on(d), mean, inv_std, y, y, channels_, spatial_});
+    float* xhat = absorbs_affine() ? kept_->mutable_data_on(d) : y;
+    for_each_element(
+        context(), count,
+        BatchNormNormalizeRule{bottom[0]->data_on(d), mean, inv_std, xhat, y, channels_, spatial_, GpuAffine()});
     return;
   }
   // cuDNN adds factor * statistic to its running tensors after scaling them by 1 - factor: with factor 1 and
@@ -83,12 +87,19 @@ void CudnnBatchNormLayer::Forward_gpu(const std::vector<Blob*>& bottom, const st
   float* batch_variance = zeros + 2 * channels;
   set(context(), static_cast<int>(3 * channels), 0.f, zeros);
   if (count > 0) {
-    // In place, y goes to the kept normalized values first, then to the top (which is the input).
-    float* y = in_place_ ? kept_->mutable_data_on(d) : top[0]->mutable_data_on(d);
+    // In place (or with a fused Scale), y goes to the kept normalized values first, then to the top (which may be the
+    // input), through the Scale and ReLU where there are some.
+    const bool keeps = in_place_ || absorbs_affine();
+    float* y = keeps ? kept_->mutable_data_on(d) : top[0]->mutable_data_on(d);
     cudnn::BatchNormForwardTraining(context(), x_desc_, bottom[0]->data_on(d), y, channels_desc_,
                                     context().ones(channels_), zeros, 1.0, batch_mean, batch_variance, eps_, mean,
                                     inv_std);
-    if (in_place_) copy(context(), count, y, top[0]->mutable_data_on(d));
+    if (absorbs_affine()) {
+      for_each_element(context(), count,
+                       BatchNormAffineRule{y, top[0]->mutable_data_on(d), channels_, spatial_, GpuAffine()});
+    } else if (in_place_) {
+      copy(context(), count, y, top[0]->mutable_data_on(d));
+    }
   }
   // An empty batch adds zeros, as in the native engine.
   for_each_element(
@@ -99,7 +110,11 @@ void CudnnBatchNormLayer::Forward_gpu(const std::vector<Blob*>& bottom, const st
 
 void CudnnBatchNormLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                        const std::vector<Blob*>& bottom) {
-  // The blobs get no gradient: they are statistics, not parameters.
+  // The blobs get no gradient: they are statistics, not parameters (a fused Scale's do).
+  if (absorbs_affine()) {
+    AffineBackwardGpu(*top[0], propagate_down[0], *kept_, bottom[0]);
+    return;
+  }
   const int count = bottom[0]->count();
   if (!propagate_down[0] || count == 0) return;
   const Device d = device();

@@ -21,6 +21,11 @@
 // saved inverse deviation of 1 and 1 / sqrt(var + eps) as the scale, which is the same gradient; it copies dy to
 // the workspace. Out of place the input is read where it is. (Not yet run on a GPU.)
 //
+// With the Scale and ReLU after it fused for training (AbsorbAffine), cuDNN normalises into the kept values (its own
+// scale and bias stay ones and zeros), the native engine's rules run the Scale and ReLU from them into the top, and
+// backward is the native engine's rules (BatchNormLayer::AffineBackwardGpu): the Scale's gradients are sums of the same
+// terms as the input's means. With the stored statistics the kept values are the normalization's.
+//
 // Takes (Refusal) every BatchNorm but one with batch statistics over one value per channel (N * rest = 1): cuDNN's
 // unbiased variance divides by zero there, where the native engine adds 0. (An eps below cuDNN's minimum would be
 // refused too; cuDNN 9's minimum is 0, which the layer's own check already asks.)
@@ -40,13 +45,17 @@ namespace crema {
 class CudnnBatchNormLayer : public GpuOnly<BatchNormLayer> {
  public:
   using GpuOnly<BatchNormLayer>::GpuOnly;
-  bool BackwardReadsBottom(int) const override { return true; }  // cuDNN's backward takes the input
-  // In place it reads the normalized values it kept (batch statistics) or no input at all (stored statistics).
+  // cuDNN's backward takes the input; with a fused Scale the rules read the normalized values kept.
+  bool BackwardReadsBottom(int) const override { return !absorbs_affine(); }
+  // In place it reads the normalized values it kept (batch statistics, or a fused Scale) or no input at all (stored
+  // statistics).
   bool BackwardReadsInPlace(int index) const override {
-    return !in_place_ && GpuOnly<BatchNormLayer>::BackwardReadsInPlace(index);
+    return !in_place_ && !absorbs_affine() && GpuOnly<BatchNormLayer>::BackwardReadsInPlace(index);
   }
-  // In place with batch statistics it keeps its normalized values.
-  const Blob* KeptTop(int) const override { return in_place_ && !use_global_stats_ ? kept_ : nullptr; }
+  // In place with batch statistics it keeps its normalized values, which are the top's unless it runs a fused Scale.
+  const Blob* KeptTop(int) const override {
+    return in_place_ && !use_global_stats_ && !absorbs_affine() ? kept_ : nullptr;
+  }
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;
 
@@ -68,7 +77,7 @@ class CudnnBatchNormLayer : public GpuOnly<BatchNormLayer> {
   cudnn::TensorDescriptor x_desc_;         // (N, C, rest, 1)
   cudnn::TensorDescriptor channels_desc_;  // (1, C, 1, 1)
   Blob* mean_ = nullptr;                   // the mean each forward normalised with
-  Blob* kept_ = nullptr;                   // in place with batch statistics: the normalized values, for backward
+  Blob* kept_ = nullptr;  // in place with batch statistics, or with a fused Scale: the normalized values, for backward
 };
 
 }  // namespace crema

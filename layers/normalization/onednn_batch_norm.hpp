@@ -28,6 +28,8 @@ namespace crema {
 
 class OneDnnBatchNormLayer : public BatchNormLayer {
  public:
+  // A CPU engine: its fused Scale and ReLU are the CPU's loops.
+  bool AbsorbsAffineInGpuCode() const override { return false; }
   explicit OneDnnBatchNormLayer(const LayerParameter& param, std::shared_ptr<Context> context = nullptr);
   ~OneDnnBatchNormLayer() override;
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override;

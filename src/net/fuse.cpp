@@ -279,6 +279,8 @@ bool FuseBatchNorm(Net* net, size_t s) {
   std::vector<PlanStep>& plan = net->mutable_plan();
   auto* norm = dynamic_cast<BatchNormLayer*>(net->layers()[plan[s].layer].get());
   if (norm == nullptr || norm->absorbs_affine() || plan[s].tops.size() != 1) return false;
+  const Context& context = net->context();
+  if ((context.device() != Device::kCPU || context.gpu_code_on_host()) && !norm->AbsorbsAffineInGpuCode()) return false;
   const int id = plan[s].tops[0];
   const Blob& top = *net->blobs()[id];
   const Blob& bottom = *net->blobs()[plan[s].bottoms[0]];
@@ -341,13 +343,13 @@ void FuseForTraining(Net* net) {
   // Only a net meant to train: a solver's test nets run backward steps in their plans but are run forward only,
   // where the inference rewrites fold the BatchNorm and Scale into the convolution instead.
   if (!net->fold_allowed() || net->debug_info() || (net->phase() != TRAIN && !net->force_backward())) return;
-  // The BatchNorm's and the sum's fused loops are the CPU's; GPU code (on a GPU, or rehearsed on the host) fuses the
-  // ReLUs its engines apply in their own passes.
+  // The sum's fused loops are the CPU's; GPU code (on a GPU, or rehearsed on the host) fuses the BatchNorm's Scale and
+  // ReLU (its rules, BatchNormAffine) and the ReLUs other engines apply in their own passes.
   const bool gpu_code = net->context().device() != Device::kCPU || net->context().gpu_code_on_host();
   for (size_t s = 0; s < net->plan().size(); ++s) {
     const PlanStep& step = net->plan()[s];
     if (!step.needs_backward || step.bottoms.empty() || net->rewrite_of(step.layer) != step.layer) continue;
-    if (gpu_code || (!FuseBatchNorm(net, s) && !FuseSum(net, s))) FuseActivation(net, s);
+    if (!FuseBatchNorm(net, s) && (gpu_code || !FuseSum(net, s))) FuseActivation(net, s);
   }
 }
 
