@@ -682,8 +682,8 @@ TEST(CudnnBatchNormRulesTest, TheRulesGiveTheNativeEnginesNumbers) {
   for_each_element(channels, BatchNormStoredRule{mean_sum.data(), variance_sum.data(), factor.data(), mean.data(),
                                                  inv_std.data(), 0.001f});
   for_each_element(static_cast<int>(y.size()),
-                   BatchNormNormalizeRule{test_bottom.pointers[0]->cpu_data(), mean.data(), inv_std.data(), y.data(),
-                                          y.data(), channels, spatial});
+                   BatchNormNormalizeRuleOf<float>{test_bottom.pointers[0]->cpu_data(), mean.data(), inv_std.data(),
+                                                   y.data(), y.data(), channels, spatial});
   expect_near(y, test::DataOf(*test_top.pointers[0]), "top");
   Blob gradient(shape);
   test::FillGaussian(&gradient, 0.f, 1.f, 8);

@@ -668,6 +668,97 @@ TEST(HalfPrecisionTest, SixteenBitValuesPassThroughRehearsedMaxPoolingsAndConcat
   });
 }
 
+// A training net of ResNet units: convolutions (no bias) each followed by a BatchNorm, a Scale and (but for bn2) a ReLU
+// in place, which training fuses into the BatchNorm; conv1's unit also feeds the residual sum. data -> conv0 -> conv1
+// -> conv2 -> conv3, then sum = conv3 + conv1 -> ip -> loss.
+SolverParameter ResidualUnitsSolver(Precision precision) {
+  std::string units;
+  for (int k = 0; k < 4; ++k) {
+    const std::string n = std::to_string(k), input = k == 0 ? "data" : "conv" + std::to_string(k - 1);
+    units +=
+        "layer { name: 'conv" + n + "' type: 'Convolution' bottom: '" + input + "' top: 'conv" + n +
+        "' convolution_param { num_output: 8 kernel_size: 3 pad: 1 bias_term: false "
+        "weight_filler { type: 'xavier' } } }\n"
+        "layer { name: 'bn" +
+        n + "' type: 'BatchNorm' bottom: 'conv" + n + "' top: 'conv" + n + "' }\n" + "layer { name: 'sc" + n +
+        "' type: 'Scale' bottom: 'conv" + n + "' top: 'conv" + n +
+        "' scale_param { bias_term: true filler { type: 'uniform' min: 0.5 max: 1.5 } "
+        "bias_filler { type: 'uniform' min: -0.3 max: 0.3 } } }\n" +
+        (k == 2 ? "" : "layer { name: 'relu" + n + "' type: 'ReLU' bottom: 'conv" + n + "' top: 'conv" + n + "' }\n");
+  }
+  return HalfSolver(precision, R"(
+    name: 'half_residual_units'
+    layer { name: 'data' type: 'DummyData' top: 'data' top: 'label'
+            dummy_data_param { shape { dim: 4 dim: 3 dim: 6 dim: 6 } shape { dim: 4 }
+                               data_filler { type: 'gaussian' std: 1 } data_filler { type: 'constant' value: 1 } } }
+    )" + units + R"(
+    layer { name: 'sum' type: 'Eltwise' bottom: 'conv3' bottom: 'conv1' top: 'sum' }
+    layer { name: 'ip' type: 'InnerProduct' bottom: 'sum' top: 'ip'
+            inner_product_param { num_output: 3 weight_filler { type: 'xavier' } } }
+    layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip' bottom: 'label' top: 'loss' }
+  )");
+}
+
+// ResidualUnitsSolver's net on contexts of `make_context`: each BatchNorm runs its Scale and ReLU, and one whose output
+// only a half-precision convolution reads (bn0's, with its ReLU; bn2's, without) writes it in 16 bits, leaving its
+// place on the convolution's output for a top of its own; bn1's (read by the sum too) and bn3's (the sum's alone) stay
+// in floats. Those 16 bits are the rounding the convolution after it made of the float run's values, and its backward
+// reads the normalized values it kept: 12 iterations give every parameter and running statistic of the float blobs'
+// training, bit for bit, in both half types.
+void ExpectFusedBatchNormsWriteSixteenBits(const std::function<std::shared_ptr<Context>()>& make_context) {
+  for (Precision precision : {Precision::kFloat16, Precision::kBfloat16}) {
+    SCOPED_TRACE(PrecisionName(precision));
+    const auto context = [&] {
+      auto made = make_context();
+      made->set_precision(precision);
+      return made;
+    };
+    auto halves = CreateSolver(ResidualUnitsSolver(precision), "", context());
+    std::unique_ptr<Solver> floats;
+    {
+      const test::ScopedEnvironment float_blobs("CREMA_ELEMENT_TYPES", "float");
+      floats = CreateSolver(ResidualUnitsSolver(precision), "", context());
+      floats->Solve();
+    }
+    halves->Solve();
+    const Net& net = *halves->net();
+    ASSERT_EQ(net.rewrites().size(), 4u) << ::testing::PrintToString(net.rewrites());
+    for (int k = 0; k < 4; ++k) {
+      const std::string n = std::to_string(k);
+      EXPECT_CONTAINS(net.rewrites()[k], "bn" + n + " (BatchNorm): runs sc" + n + " (Scale)");
+      EXPECT_EQ(net.rewrites()[k].find("relu" + n) != std::string::npos, k != 2) << net.rewrites()[k];
+    }
+    for (const std::string name : {"conv0@bn0", "conv2@bn2"}) {
+      EXPECT_EQ(ElementTypeName(net.blob_by_name(name)->data_type()), ElementTypeName(HalfElementType(precision)))
+          << name;
+    }
+    for (const std::string name : {"conv0", "conv1", "conv2", "conv3", "sum"})
+      EXPECT_TRUE(net.blob_by_name(name)->quantization().floats()) << name;
+    const std::vector<std::string>& float_blobs = floats->net()->blob_names();
+    EXPECT_EQ(std::find(float_blobs.begin(), float_blobs.end(), "conv0@bn0"), float_blobs.end());
+    ASSERT_EQ(net.layers().size(), floats->net()->layers().size());
+    for (size_t l = 0; l < net.layers().size(); ++l) {
+      const auto& params = net.layers()[l]->params();
+      const auto& float_params = floats->net()->layers()[l]->params();
+      ASSERT_EQ(params.size(), float_params.size());
+      for (size_t i = 0; i < params.size(); ++i) {
+        const std::vector<float> got = test::DataOf(*params[i]);
+        EXPECT_TRUE(got == test::DataOf(*float_params[i]))
+            << net.layer_names()[l] << " blob " << i << " differs from the float32 blobs' training";
+        for (float v : got) ASSERT_TRUE(std::isfinite(v)) << net.layer_names()[l] << " blob " << i;
+      }
+    }
+  }
+}
+
+TEST(HalfPrecisionTest, RehearsedFusedBatchNormsWriteSixteenBitsForTheConvolutionsAfterThem) {
+  ExpectFusedBatchNormsWriteSixteenBits([] {
+    auto context = RehearsalContext();
+    context->ForceEngines("native");
+    return context;
+  });
+}
+
 TEST(HalfPrecisionTest, SixteenBitBlobsBetweenRehearsedHalfLayersChangeNoBitOfTheTraining) {
   ExpectSixteenBitBlobsChangeNoBit([] {
     auto context = RehearsalContext();
@@ -873,6 +964,16 @@ TEST(GpuHalfPrecisionTest, AFusedReLUsBackwardReadsItsSixteenBitOutputsSigns) {
 TEST(GpuHalfPrecisionTest, SixteenBitBlobsBetweenHalfLayersChangeNoBitOfTheTraining) {
   CREMA_SKIP_WITHOUT_HALF_GPU(Precision::kBfloat16);
   ExpectSixteenBitBlobsChangeNoBit([] {
+    auto context = GpuContext();
+    context->set_cudnn_algorithms(Context::CudnnAlgorithms::kHeuristic);
+    return context;
+  });
+}
+
+// On the GPU: cuDNN's BatchNorm with its Scale and ReLU fused writes the 16-bit tops, cuDNN's convolutions read them.
+TEST(GpuHalfPrecisionTest, FusedBatchNormsWriteSixteenBitsForTheConvolutionsAfterThem) {
+  CREMA_SKIP_WITHOUT_HALF_GPU(Precision::kBfloat16);
+  ExpectFusedBatchNormsWriteSixteenBits([] {
     auto context = GpuContext();
     context->set_cudnn_algorithms(Context::CudnnAlgorithms::kHeuristic);
     return context;

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/blob_elements.hpp"
@@ -298,9 +299,13 @@ void BatchNormLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::ve
                                          params_[2]->mutable_data_on(d), inv_std, fraction_,
                                          m > 1 ? static_cast<float>(m) / (m - 1) : 1.f, eps_});
   }
-  for_each_element(context(), count,
-                   BatchNormNormalizeRule{x, mean, inv_std, normalized_->mutable_data_on(d), top[0]->mutable_data_on(d),
-                                          channels_, spatial_, GpuAffine()});
+  const BatchNormAffine affine = GpuAffine();
+  float* xhat = normalized_->mutable_data_on(d);
+  WithMutableValuesOn(top[0], d, [&](auto* y, bool bfloat16) {  // 16 bits where planned (WritesQuantized)
+    using T = std::remove_pointer_t<decltype(y)>;
+    for_each_element(context(), count,
+                     BatchNormNormalizeRuleOf<T>{x, mean, inv_std, xhat, y, channels_, spatial_, affine, bfloat16});
+  });
 }
 
 void BatchNormLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,

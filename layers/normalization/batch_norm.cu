@@ -5,7 +5,9 @@
 CREMA_GPU_ELEMENTWISE(crema::BatchNormStoredRule);
 CREMA_GPU_ELEMENTWISE(crema::BatchNormUpdateRule);
 CREMA_GPU_ELEMENTWISE(crema::BatchNormSquaredDeviationRule);
-CREMA_GPU_ELEMENTWISE(crema::BatchNormNormalizeRule);
+CREMA_GPU_ELEMENTWISE(crema::BatchNormNormalizeRuleOf<float>);
+CREMA_GPU_ELEMENTWISE(crema::BatchNormNormalizeRuleOf<uint16_t>);
 CREMA_GPU_ELEMENTWISE(crema::BatchNormBackwardRule);
-CREMA_GPU_ELEMENTWISE(crema::BatchNormAffineRule);
+CREMA_GPU_ELEMENTWISE(crema::BatchNormAffineRuleOf<float>);
+CREMA_GPU_ELEMENTWISE(crema::BatchNormAffineRuleOf<uint16_t>);
 CREMA_GPU_ELEMENTWISE(crema::BatchNormReachingRule);

@@ -23,9 +23,12 @@
 #pragma once
 
 #include <cmath>
+#include <cstdint>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
+#include "core/element_type.hpp"
 #include "core/elementwise.hpp"
 #include "layers/layer.hpp"
 #include "layers/neuron/bias.hpp"
@@ -100,30 +103,46 @@ struct BatchNormAffine {
 };
 
 // x_hat = (x - mean) * inv_std, written to the normalised blob, and to the top through the fused Scale and ReLU where
-// there are some (the top may be x: read before written); xhat may be the top where there are none.
-struct BatchNormNormalizeRule {
+// there are some (the top may be x: read before written); xhat may be the top where there are none. The top's values
+// of type T: floats, or 16-bit values (float16, or bfloat16 where `bfloat16`), the floats rounded (a fused BatchNorm's
+// top that the GPU's half-precision layers read: BatchNormLayer::WritesQuantized).
+template <typename T>
+struct BatchNormNormalizeRuleOf {
   const float* x;
   const float* mean;
   const float* inv_std;
   float* xhat;
-  float* y;
+  T* y;
   int channels, spatial;
   BatchNormAffine affine = {};
+  bool bfloat16 = false;
   CREMA_HOST_DEVICE void operator()(int j) const {
     const int c = j / spatial % channels;
     const float value = (x[j] - mean[c]) * inv_std[c];
     xhat[j] = value;
-    y[j] = affine.Forward(value, c);
+    if constexpr (std::is_same_v<T, float>)
+      y[j] = affine.Forward(value, c);
+    else
+      y[j] = ToHalf(bfloat16, affine.Forward(value, c));
   }
 };
 
-// y = the fused Scale and ReLU of the normalized values x_hat (cuDNN's engine, whose own call normalises).
-struct BatchNormAffineRule {
+// y = the fused Scale and ReLU of the normalized values x_hat (cuDNN's engine, whose own call normalises), in floats or
+// 16 bits as BatchNormNormalizeRuleOf.
+template <typename T>
+struct BatchNormAffineRuleOf {
   const float* xhat;
-  float* y;
+  T* y;
   int channels, spatial;
   BatchNormAffine affine;
-  CREMA_HOST_DEVICE void operator()(int j) const { y[j] = affine.Forward(xhat[j], j / spatial % channels); }
+  bool bfloat16 = false;
+  CREMA_HOST_DEVICE void operator()(int j) const {
+    const float value = affine.Forward(xhat[j], j / spatial % channels);
+    if constexpr (std::is_same_v<T, float>)
+      y[j] = value;
+    else
+      y[j] = ToHalf(bfloat16, value);
+  }
 };
 
 // With a fused Scale and ReLU, the top's gradient dy as it reaches z (BatchNormAffine::Reaching), times x_hat where
@@ -199,6 +218,16 @@ class BatchNormLayer : public Layer {
   // Whether this engine's GPU code runs a fused Scale and ReLU (the native engine's rules, cuDNN's; not oneDNN's, a CPU
   // engine).
   virtual bool AbsorbsAffineInGpuCode() const { return true; }
+  // In GPU code computing in float16 or bf16, with a Scale fused, it writes its top in that 16-bit type (the values the
+  // readers would have rounded its floats to: a ResNet's convolution computing in that type, whose input the top is),
+  // out of place: in place on its input (the convolution's output, in floats) it may leave its place for a top of its
+  // own. Backward reads only the normalized values kept, in floats. (oneDNN's engine: its own, in bf16 on the CPU.)
+  bool WritesQuantized(int, ElementType type) const override {
+    return absorbs_affine() && RunsGpuCode() && WritesHalfTop(GpuCodePrecision(), type);
+  }
+  bool MayLeavePlace(int) const override {
+    return absorbs_affine() && RunsGpuCode() && GpuCodePrecision() != Precision::kFloat32;
+  }
   bool absorbs_affine() const { return affine_scale_ != nullptr; }
   bool absorbs_relu() const { return affine_relu_; }
 

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <sstream>
+#include <type_traits>
 
+#include "core/blob_elements.hpp"
 #include "core/math_functions.hpp"
 
 namespace crema {
@@ -72,11 +74,18 @@ void CudnnBatchNormLayer::Forward_gpu(const std::vector<Blob*>& bottom, const st
     for_each_element(context(), channels_,
                      BatchNormStoredRule{params_[0]->data_on(d), params_[1]->data_on(d), params_[2]->data_on(d), mean,
                                          inv_std, eps_});
-    float* y = top[0]->mutable_data_on(d);
-    float* xhat = absorbs_affine() ? kept_->mutable_data_on(d) : y;
-    for_each_element(
-        context(), count,
-        BatchNormNormalizeRule{bottom[0]->data_on(d), mean, inv_std, xhat, y, channels_, spatial_, GpuAffine()});
+    const float* x = bottom[0]->data_on(d);
+    const BatchNormAffine affine = GpuAffine();
+    WithMutableValuesOn(top[0], d, [&](auto* y, bool bfloat16) {  // 16 bits where planned (WritesQuantized)
+      using T = std::remove_pointer_t<decltype(y)>;
+      float* xhat;
+      if constexpr (std::is_same_v<T, float>)
+        xhat = absorbs_affine() ? kept_->mutable_data_on(d) : y;
+      else
+        xhat = kept_->mutable_data_on(d);  // (a 16-bit top only with a fused Scale)
+      for_each_element(context(), count,
+                       BatchNormNormalizeRuleOf<T>{x, mean, inv_std, xhat, y, channels_, spatial_, affine, bfloat16});
+    });
     return;
   }
   // cuDNN adds factor * statistic to its running tensors after scaling them by 1 - factor: with factor 1 and
@@ -95,8 +104,11 @@ void CudnnBatchNormLayer::Forward_gpu(const std::vector<Blob*>& bottom, const st
                                     context().ones(channels_), zeros, 1.0, batch_mean, batch_variance, eps_, mean,
                                     inv_std);
     if (absorbs_affine()) {
-      for_each_element(context(), count,
-                       BatchNormAffineRule{y, top[0]->mutable_data_on(d), channels_, spatial_, GpuAffine()});
+      const BatchNormAffine affine = GpuAffine();
+      WithMutableValuesOn(top[0], d, [&](auto* out, bool bfloat16) {  // 16 bits where planned (WritesQuantized)
+        using T = std::remove_pointer_t<decltype(out)>;
+        for_each_element(context(), count, BatchNormAffineRuleOf<T>{y, out, channels_, spatial_, affine, bfloat16});
+      });
     } else if (in_place_) {
       copy(context(), count, y, top[0]->mutable_data_on(d));
     }

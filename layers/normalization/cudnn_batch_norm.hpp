@@ -12,7 +12,7 @@
 //     factor = factor * fraction + 1.
 //   - With the stored statistics (use_global_stats; the TEST phase's default): a rule turns the sums into the mean
 //     and 1 / sqrt(var + eps), another normalises, and backward is the per-channel scale dy / sqrt(var + eps): the
-//     native engine's rules (BatchNormStoredRule, BatchNormNormalizeRule, BatchNormBackwardRule). cuDNN's backward
+//     native engine's rules (BatchNormStoredRule, BatchNormNormalizeRuleOf, BatchNormBackwardRule). cuDNN's backward
 //     assumes batch statistics, and its inference forward is not documented to run in place, as BatchNorm usually
 //     does; these rules are the same one pass over the values.
 // In place with batch statistics, cuDNN's training forward writes y to the internal blob `<layer>.normalized`, which

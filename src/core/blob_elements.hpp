@@ -33,4 +33,14 @@ void WithMutableDiff(Blob* blob, F f, bool wanted = true) {
   f(blob->mutable_cpu_diff());
 }
 
+// GPU code's rules over a blob's data on device `d` (GPU code's 16-bit blobs, float16 or bf16: Blob::data_type):
+// f(values, bfloat16) with a pointer to floats, or to 16-bit values and whether they are bf16 (as StoredValue and
+// ToHalf take them).
+template <typename F>
+void WithMutableValuesOn(Blob* blob, Device d, F f) {
+  if (IsHalfType(blob->data_type()))
+    return f(static_cast<uint16_t*>(blob->mutable_bytes_on(d)), blob->data_type() == ElementType::kBfloat16);
+  f(blob->mutable_data_on(d), false);
+}
+
 }  // namespace crema
