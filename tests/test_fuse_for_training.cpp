@@ -92,31 +92,35 @@ TEST(FuseForTrainingTest, TheFusedLayersGradientsAreTheNumericOnes) {
 }
 
 TEST(FuseForTrainingTest, TheFusedSumsGradientsAreTheNumericOnes) {
-  // Three bottoms (the loop over any number) and two (a residual sum's), a leaky slope and ReLU's 0.
-  for (int bottoms : {3, 2})
-    for (float slope : {0.2f, 0.f}) {
-      SCOPED_TRACE(std::to_string(bottoms) + " bottoms, slope " + std::to_string(slope));
-      test::BlobList bottom, top;
-      for (int b = 0; b < bottoms; ++b) test::FillGaussian(bottom.Add({2, 3, 2, 3}), 0.f, 1.f, 50 + b);
-      top.Add({});
-      LayerParameter param = test::ParseLayer(bottoms == 3 ? "name: 'sum' type: 'Eltwise' eltwise_param { coeff: 1.5 "
-                                                             "coeff: -2 coeff: 0.5 }"
-                                                           : "name: 'sum' type: 'Eltwise'");
-      EltwiseLayer layer(param);
-      layer.SetUp(bottom.pointers, top.pointers);
-      layer.AbsorbReLU(slope);
-      EXPECT_TRUE(layer.BackwardReadsTop(0));
-      layer.Forward(bottom.pointers, top.pointers);
-      // ReLU of the sum, as the separate layers give it.
-      for (int k = 0; k < top.pointers[0]->count(); ++k) {
-        const float c[3] = {bottoms == 3 ? 1.5f : 1.f, bottoms == 3 ? -2.f : 1.f, 0.5f};
-        float sum = 0.f;
-        for (int b = 0; b < bottoms; ++b) sum += c[b] * bottom.pointers[b]->cpu_data()[k];
-        ASSERT_FLOAT_EQ(top.pointers[0]->cpu_data()[k], sum > 0.f ? sum : slope * sum) << k;
+  // Three and ten bottoms (the loop over any number; in GPU code ten take two passes, kEltwiseGroup, the ReLU after the
+  // second) and two (a residual sum's), a leaky slope and ReLU's 0, on the CPU and in the GPU code rehearsed on the
+  // host.
+  for (const auto& context : {std::shared_ptr<Context>(), RehearsalContext()})
+    for (int bottoms : {3, 2, 10})
+      for (float slope : {0.2f, 0.f}) {
+        SCOPED_TRACE(std::to_string(bottoms) + " bottoms, slope " + std::to_string(slope) +
+                     (context ? ", GPU code" : ", CPU"));
+        test::BlobList bottom, top;
+        for (int b = 0; b < bottoms; ++b) test::FillGaussian(bottom.Add({2, 3, 2, 3}), 0.f, 1.f, 50 + b);
+        top.Add({});
+        LayerParameter param = test::ParseLayer(bottoms == 3 ? "name: 'sum' type: 'Eltwise' eltwise_param { coeff: 1.5 "
+                                                               "coeff: -2 coeff: 0.5 }"
+                                                             : "name: 'sum' type: 'Eltwise'");
+        EltwiseLayer layer(param, context);
+        layer.SetUp(bottom.pointers, top.pointers);
+        layer.AbsorbReLU(slope);
+        EXPECT_TRUE(layer.BackwardReadsTop(0));
+        layer.Forward(bottom.pointers, top.pointers);
+        // ReLU of the sum, as the separate layers give it.
+        for (int k = 0; k < top.pointers[0]->count(); ++k) {
+          const float c[3] = {1.5f, -2.f, 0.5f};
+          float sum = 0.f;
+          for (int b = 0; b < bottoms; ++b) sum += (bottoms == 3 ? c[b] : 1.f) * bottom.pointers[b]->cpu_data()[k];
+          ASSERT_FLOAT_EQ(top.pointers[0]->cpu_data()[k], sum > 0.f ? sum : slope * sum) << k;
+        }
+        // The kink is where the sum is 0; these inputs keep every sum more than a step away from it.
+        test::GradientChecker(1e-3f, 1e-3f).CheckGradient(&layer, bottom.pointers, top.pointers);
       }
-      // The kink is where the sum is 0; these inputs keep every sum more than a step away from it.
-      test::GradientChecker(1e-3f, 1e-3f).CheckGradient(&layer, bottom.pointers, top.pointers);
-    }
 }
 
 // A convolution, BatchNorm, Scale and ReLU in place (a ResNet's unit), a 1 x 1 convolution and a Euclidean loss.
@@ -238,17 +242,6 @@ TEST(FuseForTrainingTest, TheGpuCodeRehearsedOnTheHostRunsTheBatchNormsScaleAndR
   for (Phase phase : {TRAIN, TEST}) CheckFusedLayer(phase, phase == TRAIN ? 31 : 37, RehearsalContext());
 }
 
-TEST(GpuFuseForTrainingTest, TheGpuEnginesRunTheBatchNormsScaleAndReLUAsTheSeparateLayers) {
-  CREMA_SKIP_WITHOUT_GPU();
-  std::vector<std::string> engines = {"native"};
-#ifdef CREMA_USE_CUDNN
-  engines.push_back("cudnn");
-#endif
-  const auto gpu = [] { return std::make_shared<Context>(Device::kGPU, 0, 7); };
-  for (const std::string& engine : engines)
-    for (const auto& [text, relu] : UnitNets()) ExpectFusedMatchesSeparate(text, engine, relu, gpu);
-}
-
 TEST(FuseForTrainingTest, TrainingMatchesTheSeparateLayersInEveryLayout) {
   std::vector<std::string> engines = {"native"};
 #ifdef CREMA_USE_ONEDNN
@@ -290,31 +283,38 @@ std::string ResidualNet(const std::string& sum, const std::string& relu, int cha
   )";
 }
 
-TEST(FuseForTrainingTest, ResidualSumsWithTheirReLUMatchTheSeparateLayersInEveryLayout) {
-  std::vector<std::string> engines = {"native"};
-#ifdef CREMA_USE_ONEDNN
-  engines.push_back("onednn");  // channel blocks; the SUM is oneDNN's unless fused
-#endif
+// A residual unit's sum with its ReLU (slope 0, and a leaky one with coefficients) fused for training, trained side by
+// side with the separate layers, on `engine` and contexts of `make_context` (the CPU's by default).
+void ExpectResidualSumsMatch(const std::string& engine,
+                             const std::function<std::shared_ptr<Context>()>& make_context = nullptr) {
   const std::string relu = "layer { name: 'relu' type: 'ReLU' bottom: 'sum' top: 'sum' }";
   const std::string leaky =
       "layer { name: 'relu' type: 'ReLU' bottom: 'sum' top: 'sum' relu_param { negative_slope: 0.3 } }";
-  for (const std::string& engine : engines) {
-    for (const std::string& text :
-         {ResidualNet("", relu), ResidualNet("eltwise_param { coeff: 0.5 coeff: -1 }", leaky)}) {
-      SCOPED_TRACE(engine + ": " + text);
-      std::unique_ptr<Net> fused = BuildUnit(text, true, engine), separate = BuildUnit(text, false, engine);
-      ASSERT_EQ(fused->rewrites().size(), 2u);
-      EXPECT_EQ(fused->rewrites()[0], "bn1 (BatchNorm): runs sc1 (Scale) in its own passes, for training");
-      EXPECT_EQ(fused->rewrites()[1], "sum (Eltwise): runs relu (ReLU) in its own passes, for training");
-      EXPECT_EQ(fused->plan().size() + 2, separate->plan().size());
+  for (const std::string& text :
+       {ResidualNet("", relu), ResidualNet("eltwise_param { coeff: 0.5 coeff: -1 }", leaky)}) {
+    SCOPED_TRACE(engine + ": " + text);
+    std::unique_ptr<Net> fused = BuildUnit(text, true, engine, make_context ? make_context() : nullptr),
+                         separate = BuildUnit(text, false, engine, make_context ? make_context() : nullptr);
+    ASSERT_EQ(fused->rewrites().size(), 2u);
+    EXPECT_EQ(fused->rewrites()[0], "bn1 (BatchNorm): runs sc1 (Scale) in its own passes, for training");
+    EXPECT_EQ(fused->rewrites()[1], "sum (Eltwise): runs relu (ReLU) in its own passes, for training");
+    EXPECT_EQ(fused->plan().size() + 2, separate->plan().size());
 #ifdef CREMA_USE_ONEDNN
       if (engine == "onednn") {
         EXPECT_NE(fused->blob_by_name("sum")->layout(), Layout::kPlain);
       }
 #endif
       TrainSideBySide(fused.get(), separate.get());
-    }
   }
+}
+
+TEST(FuseForTrainingTest, ResidualSumsWithTheirReLUMatchTheSeparateLayersInEveryLayout) {
+  std::vector<std::string> engines = {"native"};
+#ifdef CREMA_USE_ONEDNN
+  engines.push_back("onednn");  // channel blocks; the SUM is oneDNN's unless fused
+#endif
+  for (const std::string& engine : engines) ExpectResidualSumsMatch(engine);
+  const std::string relu = "layer { name: 'relu' type: 'ReLU' bottom: 'sum' top: 'sum' }";
   // A product is not fused.
   EXPECT_EQ(BuildUnit(ResidualNet("eltwise_param { operation: PROD }", relu), true, "native")->rewrites().size(), 1u);
 #ifdef CREMA_USE_ONEDNN
@@ -324,6 +324,24 @@ TEST(FuseForTrainingTest, ResidualSumsWithTheirReLUMatchTheSeparateLayersInEvery
   ASSERT_NE(mixed->blob_by_name("conv1")->layout(), mixed->blob_by_name("conv2")->layout());
   EXPECT_EQ(mixed->rewrites().size(), 1u);
 #endif
+}
+
+// The residual sum's ReLU in GPU code (EltwiseForwardRule's and EltwiseBackwardRule's `rectify`), rehearsed.
+TEST(FuseForTrainingTest, TheGpuCodeRehearsedOnTheHostRunsTheSumsReLU) {
+  ExpectResidualSumsMatch("native", RehearsalContext);
+}
+
+TEST(GpuFuseForTrainingTest, TheGpuEnginesRunTheBatchNormsScaleAndReLUAsTheSeparateLayers) {
+  CREMA_SKIP_WITHOUT_GPU();
+  std::vector<std::string> engines = {"native"};
+#ifdef CREMA_USE_CUDNN
+  engines.push_back("cudnn");
+#endif
+  const auto gpu = [] { return std::make_shared<Context>(Device::kGPU, 0, 7); };
+  for (const std::string& engine : engines) {
+    for (const auto& [text, relu] : UnitNets()) ExpectFusedMatchesSeparate(text, engine, relu, gpu);
+    ExpectResidualSumsMatch(engine, gpu);
+  }
 }
 
 // Convolutions with the ReLU in place after them (GoogLeNet's, CaffeNet's), one leaky, one a deconvolution.

@@ -189,7 +189,7 @@ bool EltwiseLayer::SumsInBfloat16() const {
 #ifdef CREMA_USE_ONEDNN
   // Where the convolutions around it compute in bf16 (elsewhere they compute in float32, and so does the sum).
   return relu_fused_ && op_ == EltwiseParameter::SUM && requested_precision() == Precision::kBfloat16 &&
-         onednn::HasBfloat16Kernels();
+         onednn::HasBfloat16Kernels() && !RunsGpuCode();
 #else
   return false;
 #endif
@@ -206,7 +206,6 @@ bool EltwiseLayer::WritesQuantized(int, ElementType type) const {
 void EltwiseLayer::AbsorbReLU(float slope) {
   CREMA_CHECK(op_ == EltwiseParameter::SUM && slope >= 0.f)
       << describe() << ": a ReLU fuses into a SUM only, with a slope of at least 0 (the output's sign is its input's)";
-  CREMA_CHECK(!RunsGpuCode()) << describe() << ": the fused ReLU runs on the CPU only";
   relu_fused_ = true;
   relu_slope_ = slope;
 }
@@ -402,7 +401,6 @@ void EltwiseLayer::Backward_cpu(const std::vector<Blob*>& top, const std::vector
 }
 
 void EltwiseLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  CREMA_CHECK(!relu_fused_) << describe() << ": the fused ReLU runs on the CPU only";
   const Device d = device();
   const int count = top[0]->count();
   const int bottoms = static_cast<int>(bottom.size());
@@ -418,6 +416,8 @@ void EltwiseLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vect
       rule.x[b] = bottom[first + b]->data_on(d);
       rule.coeff[b] = coeffs_[first + b];
     }
+    rule.rectify = relu_fused_ && first + rule.bottoms == bottoms;  // a fused ReLU, after the last group
+    rule.slope = relu_slope_;
     for_each_element(context(), count, rule);
   }
 }
@@ -433,10 +433,11 @@ void EltwiseLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector
     float* dx = bottom[i]->mutable_diff_on(d);
     if (!stable_product) {
       const bool product = op_ == EltwiseParameter::PROD, max = op_ == EltwiseParameter::MAX;
-      for_each_element(
-          context(), count,
-          EltwiseBackwardRule{op_, coeffs_[i], static_cast<float>(i), dy, product ? top[0]->data_on(d) : nullptr,
-                              product ? bottom[i]->data_on(d) : nullptr, max ? argmax_->data_on(d) : nullptr, dx});
+      for_each_element(context(), count,
+                       EltwiseBackwardRule{op_, coeffs_[i], static_cast<float>(i), dy,
+                                           product || relu_fused_ ? top[0]->data_on(d) : nullptr,
+                                           product ? bottom[i]->data_on(d) : nullptr,
+                                           max ? argmax_->data_on(d) : nullptr, dx, relu_fused_, relu_slope_});
       continue;
     }
     std::vector<const float*> others;

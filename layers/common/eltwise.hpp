@@ -37,6 +37,10 @@ struct EltwiseForwardRule {
   float coeff[kEltwiseGroup];  // SUM
   float* y;
   float* winner;  // MAX: the index of the bottom that won
+  // SUM with a ReLU fused for training (EltwiseLayer::AbsorbReLU), on the last group's pass: value > 0 ? value :
+  // slope * value, as the CPU's fused loops.
+  bool rectify = false;
+  float slope = 0.f;
   CREMA_HOST_DEVICE void operator()(int k) const {
     float value, won = static_cast<float>(first);
     if (onto) {
@@ -58,24 +62,29 @@ struct EltwiseForwardRule {
         won = static_cast<float>(first + b);
       }
     }
+    if (rectify) value = value > 0.f ? value : slope * value;
     y[k] = value;
     if (op == EltwiseParameter::MAX) winner[k] = won;
   }
 };
 
-// One bottom's gradient for SUM (coeff * dy), MAX (dy where this bottom won) and PROD by division (dy * y / x).
+// One bottom's gradient for SUM (coeff * dy; with a ReLU fused, `rectified`, coeff times the ReLU's gradient from the
+// output's sign, y > 0 ? dy : slope * dy, as the CPU's fused loops), MAX (dy where this bottom won) and PROD by
+// division (dy * y / x).
 struct EltwiseBackwardRule {
   EltwiseParameter::EltwiseOp op;
   float coeff;  // SUM
   float me;     // MAX: this bottom's index
   const float* dy;
-  const float* y;       // PROD
+  const float* y;       // PROD; SUM where rectified
   const float* x;       // PROD: this bottom's values
   const float* winner;  // MAX
   float* dx;
+  bool rectified = false;
+  float slope = 0.f;
   CREMA_HOST_DEVICE void operator()(int k) const {
     if (op == EltwiseParameter::SUM) {
-      dx[k] = coeff * dy[k];
+      dx[k] = rectified ? coeff * (y[k] > 0.f ? dy[k] : slope * dy[k]) : coeff * dy[k];
     } else if (op == EltwiseParameter::MAX) {
       dx[k] = winner[k] == me ? dy[k] : 0.f;
     } else {

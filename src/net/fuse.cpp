@@ -343,13 +343,12 @@ void FuseForTraining(Net* net) {
   // Only a net meant to train: a solver's test nets run backward steps in their plans but are run forward only,
   // where the inference rewrites fold the BatchNorm and Scale into the convolution instead.
   if (!net->fold_allowed() || net->debug_info() || (net->phase() != TRAIN && !net->force_backward())) return;
-  // The sum's fused loops are the CPU's; GPU code (on a GPU, or rehearsed on the host) fuses the BatchNorm's Scale and
-  // ReLU (its rules, BatchNormAffine) and the ReLUs other engines apply in their own passes.
-  const bool gpu_code = net->context().device() != Device::kCPU || net->context().gpu_code_on_host();
+  // GPU code (on a GPU, or rehearsed on the host) fuses the BatchNorm's and the sum's work by its rules
+  // (BatchNormAffine, EltwiseForwardRule), and the ReLUs other engines apply in their own passes.
   for (size_t s = 0; s < net->plan().size(); ++s) {
     const PlanStep& step = net->plan()[s];
     if (!step.needs_backward || step.bottoms.empty() || net->rewrite_of(step.layer) != step.layer) continue;
-    if (!FuseBatchNorm(net, s) && (gpu_code || !FuseSum(net, s))) FuseActivation(net, s);
+    if (!FuseBatchNorm(net, s) && !FuseSum(net, s)) FuseActivation(net, s);
   }
 }
 

@@ -23,12 +23,12 @@
 //   (Layer::set_fused_activation_with_backward).
 // Where the GPU code runs (on a GPU, or rehearsed on the host), the first kind (the native engine's GPU rules and
 // cuDNN's engine, BatchNormAffine: the normalization's pass writes the activations, backward's passes give the Scale's
-// gradients with the input's) and the last, only where the producer's engine applies the ReLU in a pass it makes anyway
-// (Layer::AppliesActivationInItsOwnPass): a cuDNN convolution's fused bias and ReLU in float32, and the 16-bit top of
-// a Convolution, Deconvolution or InnerProduct computing in float16 or bf16 (which may then pass to the next such layer
-// in 16 bits), or of a MAX pooling in such a net.
-// Net::rewrites() lists what was fused. Not where the net logs debug_info from the start (it names each layer's
-// values). Such a net, planned later for forward alone, gets no inference rewrites (net/fold.hpp).
+// gradients with the input's), the second (EltwiseForwardRule's `rectify`) and the last, only where the producer's
+// engine applies the ReLU in a pass it makes anyway (Layer::AppliesActivationInItsOwnPass): a cuDNN convolution's fused
+// bias and ReLU in float32, and the 16-bit top of a Convolution, Deconvolution or InnerProduct computing in float16 or
+// bf16 (which may then pass to the next such layer in 16 bits), or of a MAX pooling in such a net. Net::rewrites()
+// lists what was fused. Not where the net logs debug_info from the start (it names each layer's values). Such a net,
+// planned later for forward alone, gets no inference rewrites (net/fold.hpp).
 #pragma once
 
 #include <string>
