@@ -475,6 +475,29 @@ SolverParameter HalfChainSolver(Precision precision, bool fuse = true) {
   return param;
 }
 
+// A solver of `param` on a context of `make_context` computing in `precision`, with 16-bit blobs where the plan keeps
+// them (`halves`), and its twin with float blobs (`floats`, CREMA_ELEMENT_TYPES=float); both trained where `solve`.
+struct HalfAndFloatSolvers {
+  std::unique_ptr<Solver> halves, floats;
+};
+HalfAndFloatSolvers MakeHalfAndFloatSolvers(const SolverParameter& param, Precision precision,
+                                            const std::function<std::shared_ptr<Context>()>& make_context, bool solve) {
+  const auto context = [&] {
+    auto made = make_context();
+    made->set_precision(precision);
+    return made;
+  };
+  HalfAndFloatSolvers made;
+  made.halves = CreateSolver(param, "", context());
+  {
+    const test::ScopedEnvironment float_blobs("CREMA_ELEMENT_TYPES", "float");
+    made.floats = CreateSolver(param, "", context());
+    if (solve) made.floats->Solve();
+  }
+  if (solve) made.halves->Solve();
+  return made;
+}
+
 // HalfChainSolver's net trained on contexts of `make_context` with 16-bit blobs between its half-precision layers
 // (checked: each layer's output that only such layers read lies in the type, the fused ReLUs' outputs among them)
 // gives the training with float32 blobs bit for bit, and the training with the ReLUs' own steps (where a ReLU reads
@@ -482,20 +505,10 @@ SolverParameter HalfChainSolver(Precision precision, bool fuse = true) {
 void ExpectSixteenBitBlobsChangeNoBit(const std::function<std::shared_ptr<Context>()>& make_context) {
   for (Precision precision : {Precision::kFloat16, Precision::kBfloat16}) {
     SCOPED_TRACE(PrecisionName(precision));
-    const auto context = [&] {
-      auto made = make_context();
-      made->set_precision(precision);
-      return made;
-    };
-    auto halves = CreateSolver(HalfChainSolver(precision), "", context());
-    auto unfused = CreateSolver(HalfChainSolver(precision, false), "", context());
-    std::unique_ptr<Solver> floats;
-    {
-      const test::ScopedEnvironment float_blobs("CREMA_ELEMENT_TYPES", "float");
-      floats = CreateSolver(HalfChainSolver(precision), "", context());
-      floats->Solve();
-    }
-    halves->Solve();
+    auto [halves, floats] = MakeHalfAndFloatSolvers(HalfChainSolver(precision), precision, make_context, true);
+    auto unfused_context = make_context();
+    unfused_context->set_precision(precision);
+    auto unfused = CreateSolver(HalfChainSolver(precision, false), "", unfused_context);
     unfused->Solve();
     const Net& net = *halves->net();
     ASSERT_EQ(net.rewrites().size(), 3u) << ::testing::PrintToString(net.rewrites());
@@ -572,17 +585,7 @@ void ExpectSixteenBitsPassThroughPoolingAndConcat(const std::function<std::share
   for (Precision precision : {Precision::kFloat16, Precision::kBfloat16}) {
     SCOPED_TRACE(PrecisionName(precision));
     const bool bfloat16 = precision == Precision::kBfloat16;
-    const auto context = [&] {
-      auto made = make_context();
-      made->set_precision(precision);
-      return made;
-    };
-    auto halves = CreateSolver(PoolConcatSolver(precision), "", context());
-    std::unique_ptr<Solver> floats;
-    {
-      const test::ScopedEnvironment float_blobs("CREMA_ELEMENT_TYPES", "float");
-      floats = CreateSolver(PoolConcatSolver(precision), "", context());
-    }
+    auto [halves, floats] = MakeHalfAndFloatSolvers(PoolConcatSolver(precision), precision, make_context, false);
     Net& h = *halves->net();
     Net& f = *floats->net();
     ASSERT_EQ(h.rewrites().size(), 2u) << ::testing::PrintToString(h.rewrites());
@@ -708,19 +711,7 @@ SolverParameter ResidualUnitsSolver(Precision precision) {
 void ExpectFusedBatchNormsWriteSixteenBits(const std::function<std::shared_ptr<Context>()>& make_context) {
   for (Precision precision : {Precision::kFloat16, Precision::kBfloat16}) {
     SCOPED_TRACE(PrecisionName(precision));
-    const auto context = [&] {
-      auto made = make_context();
-      made->set_precision(precision);
-      return made;
-    };
-    auto halves = CreateSolver(ResidualUnitsSolver(precision), "", context());
-    std::unique_ptr<Solver> floats;
-    {
-      const test::ScopedEnvironment float_blobs("CREMA_ELEMENT_TYPES", "float");
-      floats = CreateSolver(ResidualUnitsSolver(precision), "", context());
-      floats->Solve();
-    }
-    halves->Solve();
+    auto [halves, floats] = MakeHalfAndFloatSolvers(ResidualUnitsSolver(precision), precision, make_context, true);
     const Net& net = *halves->net();
     ASSERT_EQ(net.rewrites().size(), 4u) << ::testing::PrintToString(net.rewrites());
     for (int k = 0; k < 4; ++k) {
