@@ -188,8 +188,11 @@ sanitize-build:
 # runs them all; SANITIZE_EXCLUDE= runs everything here too. Likewise the lanes' and step graph's checks over
 # GoogLeNet and ResNet-50 (some 40 test-seconds here), whose code the towers nets run under the sanitizers, and the
 # ONNX exports of the ImageNet nets read back by OpenCV (114 test-seconds), whose layers the exports of LeNet, CIFAR-10,
-# a ResNet-shaped net and the layer collections run there.
-SANITIZE_EXCLUDE ?= ExamplesTest\..*/(imagenet|rcnn)_|^SolverExamplesTest\.|^FashionMnistTest\.|^ClassifyFashionMnistTest\.|^OpenCvInteropTest\.(CaffeNet|GoogLeNet)Agrees|^OnnxExportTest\.(CaffeNet|GoogLeNet|AlexNetAnd|ResNet50And)|^LanesTest\.GoogLeNet|^LanesMemoryPlanTest\.|StepGraphExamplesTest\..*/(googlenet|resnet50)_
+# a ResNet-shaped net and the layer collections run there. And the fuzz targets' runs over their seeds, whole and
+# damaged, which `make fuzz` runs over the same seeds and their mutations under the same sanitizers (the former crashes
+# still run here), and the crash-safety tests that kill training runs
+# at random moments (some 70 test-seconds), whose snapshot writes the CLI and snapshot tests run there.
+SANITIZE_EXCLUDE ?= ExamplesTest\..*/(imagenet|rcnn)_|^SolverExamplesTest\.|^FashionMnistTest\.|^ClassifyFashionMnistTest\.|^OpenCvInteropTest\.(CaffeNet|GoogLeNet)Agrees|^OnnxExportTest\.(CaffeNet|GoogLeNet|AlexNetAnd|ResNet50And)|^LanesTest\.GoogLeNet|^LanesMemoryPlanTest\.|StepGraphExamplesTest\..*/(googlenet|resnet50)_|^FuzzTargetsTest\.(SeedsAreAccepted|DamagedSeeds)|CrashSafetyTest\.
 sanitize: sanitize-build
 	cd $(SANITIZE_DIR) && $(SANITIZER_ENV) $(TEST_ENV) ctest --output-on-failure -j $(JOBS) $(if $(SANITIZE_EXCLUDE),-E '$(SANITIZE_EXCLUDE)')
 
