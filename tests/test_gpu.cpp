@@ -8,12 +8,14 @@
 #include <iterator>
 
 #include "core/blob.hpp"
+#include "core/channel_sums.hpp"
 #include "core/context.hpp"
 #include "core/cublas_library.hpp"
 #include "core/gpu_math.hpp"
 #include "core/math_functions.hpp"
 #include "io/proto_io.hpp"
 #include "layers/layer_registry.hpp"
+#include "layers/normalization/batch_norm.hpp"
 #include "layers/normalization/lrn.hpp"
 #include "net/net.hpp"
 #include "solver/solver.hpp"
@@ -169,6 +171,46 @@ TEST(GpuTest, RulesWrittenOnceGiveTheCpusResultsOnTheGpu) {
     const std::vector<float> cpu = RunLayer(text, Device::kCPU), gpu = RunLayer(text, Device::kGPU);
     ASSERT_EQ(cpu.size(), gpu.size());
     for (size_t i = 0; i < cpu.size(); ++i) EXPECT_FLOAT_EQ(gpu[i], cpu[i]) << i;
+  }
+}
+
+// sum_per_channel's GPU pass (BatchNorm's terms: one and two a value, a fused ReLU's gate among them) against the
+// host's sums in double, over one block a channel and several (partial sums added after), channels last (inner 1), an
+// empty channel, and more channels than a grid's rows; the same bits twice.
+std::vector<float> ChannelSums(Device device, int outer, int channels, int inner) {
+  Context context(device, 0);
+  Blob x({outer, channels, inner}), dy({outer, channels, inner}), gamma({channels}), beta({channels});
+  Blob sums({3 * channels}), scratch({static_cast<int>(SumPerChannelScratch(outer, channels, inner, 2)) + 1});
+  test::FillGaussian(&x, 0.5, 1, 21);
+  test::FillGaussian(&dy, 0, 1, 22);
+  test::FillGaussian(&gamma, 1, 0.5, 23);
+  test::FillGaussian(&beta, 0, 0.5, 24);
+  float* out = sums.mutable_data_on(device);
+  float* partial = scratch.mutable_data_on(device);
+  sum_per_channel(context, outer, channels, inner, BatchNormValueTerms{x.data_on(device)}, 0.5f, out, partial);
+  const BatchNormAffine affine{gamma.data_on(device), beta.data_on(device), true};
+  sum_per_channel(context, outer, channels, inner,
+                  BatchNormGradientTerms{dy.data_on(device), x.data_on(device), affine}, 1.f, out + channels, partial);
+  context.Synchronize();
+  return test::DataOf(sums);
+}
+
+TEST(GpuTest, ChannelSumsOnTheGpuMatchTheCpu) {
+  CREMA_SKIP_WITHOUT_GPU();
+  struct Shape {
+    int outer, channels, inner;
+  };
+  for (const Shape& s : {Shape{2, 3, 5}, Shape{64, 64, 3136}, Shape{64, 2048, 49}, Shape{5, 4, 0}, Shape{3, 5000, 1},
+                         Shape{1, 70000, 2}, Shape{300, 1, 30000}}) {
+    SCOPED_TRACE(std::to_string(s.outer) + " x " + std::to_string(s.channels) + " x " + std::to_string(s.inner));
+    const std::vector<float> cpu = ChannelSums(Device::kCPU, s.outer, s.channels, s.inner);
+    const std::vector<float> gpu = ChannelSums(Device::kGPU, s.outer, s.channels, s.inner);
+    ASSERT_EQ(cpu.size(), gpu.size());
+    // Float sums of m terms of magnitude about 1 to 2: within m units of roundoff of the magnitudes, and sqrt(m)
+    // in practice; m * 2^-24 * 4 bounds it.
+    const float bound = 4.f * static_cast<float>(s.outer) * s.inner * 6e-8f + 1e-6f;
+    for (size_t i = 0; i < cpu.size(); ++i) ASSERT_NEAR(gpu[i], cpu[i], bound) << i;
+    EXPECT_EQ(ChannelSums(Device::kGPU, s.outer, s.channels, s.inner), gpu);
   }
 }
 

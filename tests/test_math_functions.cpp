@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/channel_sums.hpp"
 #include "core/context.hpp"
 #include "core/few_rows_gemm.hpp"
 #include "core/math_functions.hpp"
@@ -123,6 +124,65 @@ TEST(CpuCopyTest, CopiesEveryValueOnEveryThreadCount) {
     cpu_copy(n, to.data(), to.data());
     EXPECT_EQ(to[n - 1], from[n - 1]) << n;
   }
+}
+
+// Three terms of element j of channel c, each telling the index and channel apart: what sum_per_channel adds.
+struct IndexedTerms {
+  static constexpr int kTerms = 3;
+  const float* x;
+  const float* y;
+  int channels, inner;
+  void operator()(int j, int c, float* terms) const {
+    terms[0] = x[j];
+    terms[1] = x[j] * y[j];
+    // Which channel the element belongs to, by its index: the rule is handed the channel the index lies in.
+    terms[2] = c == j / inner % channels ? 1.f : 1000.f;
+  }
+};
+
+// sum_per_channel on the host, against sums in double here: every channel and term, alpha scaling them, one element
+// per channel, empty channels (0 outer or inner values), one channel, inner 1 (channels last); the same bits on one
+// thread as on all.
+TEST(ChannelSumsTest, MatchDoubleSumsTheSameOnEveryThreadCount) {
+  struct Shape {
+    int outer, channels, inner;
+  };
+  const Shape shapes[] = {{1, 1, 1},    {2, 3, 5},    {0, 4, 7},     {5, 4, 0},   {7, 1, 9000},
+                          {64, 16, 49}, {3, 2048, 1}, {8, 64, 3136}, {1, 33, 513}};
+  uint64_t seed = 300;
+  for (const Shape& s : shapes) {
+    SCOPED_TRACE(std::to_string(s.outer) + " x " + std::to_string(s.channels) + " x " + std::to_string(s.inner));
+    const size_t count = static_cast<size_t>(s.outer) * s.channels * s.inner;
+    const std::vector<float> x = Random(count, ++seed), y = Random(count, ++seed);
+    const IndexedTerms rule{x.data(), y.data(), s.channels, s.inner};
+    const float alpha = 0.75f;
+    std::vector<float> sums(3 * s.channels, -7.f), one_thread(3 * s.channels, -7.f);
+    sum_per_channel(s.outer, s.channels, s.inner, rule, alpha, sums.data());
+    {
+      OneThreadWhile single(true);
+      sum_per_channel(s.outer, s.channels, s.inner, rule, alpha, one_thread.data());
+    }
+    for (int c = 0; c < s.channels; ++c) {
+      double sum = 0, product = 0;
+      for (int o = 0; o < s.outer; ++o)
+        for (int i = 0; i < s.inner; ++i) {
+          const size_t j = (static_cast<size_t>(o) * s.channels + c) * s.inner + i;
+          sum += x[j];
+          product += static_cast<double>(x[j] * y[j]);
+        }
+      // Summed in double and rounded once, then scaled: within two roundings of the value.
+      const double u = std::numeric_limits<float>::epsilon();
+      EXPECT_NEAR(sums[c], alpha * sum, u * (std::fabs(alpha * sum) + 1e-30)) << "channel " << c;
+      EXPECT_NEAR(sums[s.channels + c], alpha * product, u * (std::fabs(alpha * product) + 1e-30)) << "channel " << c;
+      EXPECT_EQ(sums[2 * s.channels + c], alpha * static_cast<float>(s.outer * s.inner)) << "channel " << c;
+    }
+    EXPECT_EQ(sums, one_thread);
+  }
+  // The GPU's partial sums: one block a channel up to 4096 values, at most 64 blocks.
+  EXPECT_EQ(SumPerChannelScratch(8, 64, 512, 2), 0u);
+  EXPECT_EQ(SumPerChannelScratch(8, 64, 513, 2), 2u * 64 * 2);
+  EXPECT_EQ(SumPerChannelScratch(64, 64, 3136, 2), 2u * 64 * 49);
+  EXPECT_EQ(SumPerChannelScratch(1000, 3, 100000, 1), 3u * 64);
 }
 
 // C = alpha * A * B^T + beta * C with B of N x K, in double here, and the bound on a float sum of K products with

@@ -75,9 +75,10 @@ void ScaleLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blo
   CREMA_CHECK(x.layout() == Layout::kPlain || (per_channel_ && top[0]->layout() == x.layout()))
       << describe() << ": the input is in the " << LayoutName(x.layout()) << " layout, which only a learned "
       << "per-channel scale of a 4-d input writing its output in the same layout takes";
-  // The GPU's scale gradient: the products dy * x, then their sums over inner positions (the CPU's loops sum in
-  // place).
-  if (RunsGpuCode()) RequestWorkspace(static_cast<size_t>(x.count()) + BroadcastSumScratch(geometry_));
+  // The GPU's gradient sums (two a broadcast index) and their partial sums (the CPU's loops sum in place).
+  if (RunsGpuCode())
+    RequestWorkspace(2 * static_cast<size_t>(geometry_.dim) +
+                     SumPerChannelScratch(geometry_.outer, geometry_.dim, geometry_.inner, 2));
 }
 
 namespace {
@@ -236,17 +237,19 @@ void ScaleLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector<b
   const float* dy = top[0]->diff_on(d);
   const bool learned = bottom.size() == 1;
   const int count = bottom[0]->count();
-  float* products = workspace();
-  float* scratch = products + count;
-  // Parameter gradients first: in place, the bottom's gradient overwrites the top's.
-  if (bias_term_ && param_propagate_down(bias_index_))
-    BroadcastSum(context(), geometry_, 1.f, dy, 1.f, params_[bias_index_]->mutable_diff_on(d), scratch);
-  if (learned ? param_propagate_down(0) : propagate_down[1]) {
-    const float* x = Input(*bottom[0]).data_on(d);
-    for_each_element(context(), count, ProductRule{dy, x, products});
+  // Parameter gradients first, summed in one pass over dy and x: in place, the bottom's gradient overwrites the top's.
+  const bool bias_grad = bias_term_ && param_propagate_down(bias_index_);
+  const bool scale_grad = learned ? param_propagate_down(0) : propagate_down[1];
+  if (bias_grad || scale_grad) {
+    const Broadcast& g = geometry_;
+    float* sums = workspace();
+    sum_per_channel(context(), g.outer, g.dim, g.inner,
+                    ScaleGradientTerms{dy, scale_grad ? Input(*bottom[0]).data_on(d) : nullptr}, 1.f, sums,
+                    sums + 2 * g.dim);
+    if (bias_grad) axpy(context(), g.dim, 1.f, sums, params_[bias_index_]->mutable_diff_on(d));
     // A learned parameter's gradient accumulates (the net zeroes it); a bottom's is overwritten.
-    BroadcastSum(context(), geometry_, 1.f, products, learned ? 1.f : 0.f,
-                 (learned ? params_[0].get() : bottom[1])->mutable_diff_on(d), scratch);
+    if (learned && scale_grad) axpy(context(), g.dim, 1.f, sums + g.dim, params_[0]->mutable_diff_on(d));
+    if (!learned && scale_grad) copy(context(), g.dim, sums + g.dim, bottom[1]->mutable_diff_on(d));
   }
   if (propagate_down[0]) {
     // dx = dy * scale: the forward rule on the gradients, without a bias.

@@ -18,12 +18,13 @@
 // bottom in any layout (core/layout.hpp) and writes the top in it, so a run of oneDNN layers goes through it;
 // every sum runs in the order of the plain layout, so results do not depend on the layout.
 // Runs on the CPU (its own loops, which read every layout and sum in double) and on the GPU (the plain layout: the
-// rule below, which scale.cu compiles, bias.hpp's ProductRule, and the gradients' sums as matrix-vector products,
-// BroadcastSum).
+// rules below, which scale.cu compiles; the bias's and the scale's gradients summed in one pass over dy and x,
+// core/channel_sums.hpp).
 #pragma once
 
 #include <vector>
 
+#include "core/channel_sums.hpp"
 #include "core/elementwise.hpp"
 #include "layers/layer.hpp"
 #include "layers/neuron/bias.hpp"
@@ -40,6 +41,18 @@ struct ScaleForwardRule {
   CREMA_HOST_DEVICE void operator()(int j) const {
     const int d = j / inner % dim;
     y[j] = bias != nullptr ? x[j] * scale[d] + bias[d] : x[j] * scale[d];
+  }
+};
+
+// The gradients' terms per broadcast index (sum_per_channel): dy (the bias's) and dy * x (the scale's; 0 where x is
+// null, when only the bias learns).
+struct ScaleGradientTerms {
+  static constexpr int kTerms = 2;
+  const float* dy;
+  const float* x;
+  CREMA_HOST_DEVICE void operator()(int j, int, float* terms) const {
+    terms[0] = dy[j];
+    terms[1] = x != nullptr ? dy[j] * x[j] : 0.f;
   }
 };
 

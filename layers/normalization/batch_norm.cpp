@@ -64,13 +64,12 @@ void BatchNormLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector
   if (RunsGpuCode()) RequestWorkspace(GpuWorkspaceFloats(*bottom[0]));
 }
 
-size_t BatchNormLayer::GpuWorkspaceFloats(const Blob& bottom) const {
-  // Two values per channel (the mean and variance, or backward's sums or means of dy and dy * x_hat), then, with batch
-  // statistics or a fused Scale (whose gradients are sums too), the sums' scratch and backward's terms (dy * x_hat).
-  // The CPU's loops need none.
+size_t BatchNormLayer::GpuWorkspaceFloats(const Blob&) const {
+  // Two values per channel (the mean and variance, or backward's sums of dz and dz * x_hat), then, with batch
+  // statistics or a fused Scale (whose gradients are sums too), the GPU's partial sums of two terms a channel. The
+  // CPU's loops need none.
   const bool sums = !use_global_stats_ || absorbs_affine();
-  return 2 * static_cast<size_t>(channels_) +
-         (sums ? BroadcastSumScratch(ChannelGeometry()) + static_cast<size_t>(bottom.count()) : 0);
+  return 2 * static_cast<size_t>(channels_) + (sums ? SumPerChannelScratch(num_, channels_, spatial_, 2) : 0);
 }
 
 void BatchNormLayer::ReadShape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
@@ -240,25 +239,18 @@ BatchNormAffine BatchNormLayer::GpuAffine() const {
 void BatchNormLayer::AffineBackwardGpu(const Blob& top, bool propagate_down, const Blob& normalized, Blob* bottom) {
   const Device d = device();
   const int count = bottom->count();
-  const Broadcast g = ChannelGeometry();
   const BatchNormAffine affine = GpuAffine();
   const float* dy = top.diff_on(d);
   const float* xhat = normalized.data_on(d);
+  // Per channel, the sums of dz (the gradient reaching z) and of dz * x_hat, in one pass: the bias's and the scale's
+  // gradients, and with batch statistics (times 1 / m) the means the input's gradient subtracts.
   float* sum_dz = workspace();
   float* sum_dz_xhat = sum_dz + channels_;
-  float* scratch = sum_dz_xhat + channels_;
-  float* terms = scratch + BroadcastSumScratch(g);
-  // Per channel, the sums of dz (the gradient reaching z) and of dz * x_hat: the bias's and the scale's gradients, and
-  // with batch statistics (times 1 / m) the means the input's gradient subtracts.
   const bool batch = !use_global_stats_;
-  if (batch || learn_bias_) {
-    for_each_element(context(), count, BatchNormReachingRule{dy, xhat, terms, channels_, spatial_, affine, false});
-    BroadcastSum(context(), g, 1.f, terms, 0.f, sum_dz, scratch);
+  if (batch || learn_bias_ || learn_scale_) {
+    sum_per_channel(context(), num_, channels_, spatial_, BatchNormGradientTerms{dy, xhat, affine}, 1.f, sum_dz,
+                    sum_dz + 2 * channels_);
     if (learn_bias_) axpy(context(), channels_, 1.f, sum_dz, affine_bias_->mutable_diff_on(d));
-  }
-  if (batch || learn_scale_) {
-    for_each_element(context(), count, BatchNormReachingRule{dy, xhat, terms, channels_, spatial_, affine, true});
-    BroadcastSum(context(), g, 1.f, terms, 0.f, sum_dz_xhat, scratch);
     if (learn_scale_) axpy(context(), channels_, 1.f, sum_dz_xhat, affine_scale_->mutable_diff_on(d));
   }
   if (!propagate_down) return;
@@ -275,7 +267,6 @@ void BatchNormLayer::AffineBackwardGpu(const Blob& top, bool propagate_down, con
 void BatchNormLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   CREMA_CHECK(bottom[0]->layout() == Layout::kPlain) << describe() << ": the GPU code takes the plain layout only";
   const Device d = device();
-  const Broadcast g = ChannelGeometry();
   const int count = bottom[0]->count();
   const float* x = bottom[0]->data_on(d);
   float* mean = workspace();
@@ -287,13 +278,13 @@ void BatchNormLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::ve
                      BatchNormStoredRule{params_[0]->data_on(d), params_[1]->data_on(d), params_[2]->data_on(d), mean,
                                          inv_std, eps_});
   } else {
+    // Two passes over the input: the mean, then the squared deviations from it (steadier than one pass's sums of
+    // squares, which lose the variance to cancellation where the mean is large).
     const int m = num_ * spatial_;
     const float per_value = m > 0 ? 1.f / m : 0.f;
-    BroadcastSum(context(), g, per_value, x, 0.f, mean, scratch);
-    // The squared deviations go where x_hat will: that blob is free until the normalisation below.
-    float* squares = normalized_->mutable_data_on(d);
-    for_each_element(context(), count, BatchNormSquaredDeviationRule{x, mean, squares, channels_, spatial_});
-    BroadcastSum(context(), g, per_value, squares, 0.f, variance, scratch);
+    sum_per_channel(context(), num_, channels_, spatial_, BatchNormValueTerms{x}, per_value, mean, scratch);
+    sum_per_channel(context(), num_, channels_, spatial_, BatchNormSquaredDeviationTerms{x, mean}, per_value, variance,
+                    scratch);
     for_each_element(context(), channels_,
                      BatchNormUpdateRule{mean, variance, params_[0]->mutable_data_on(d), params_[1]->mutable_data_on(d),
                                          params_[2]->mutable_data_on(d), inv_std, fraction_,
@@ -310,34 +301,17 @@ void BatchNormLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::ve
 
 void BatchNormLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
                                   const std::vector<Blob*>& bottom) {
-  // The blobs get no gradient: they are statistics, not parameters (a fused Scale's do).
-  if (absorbs_affine()) {
+  // The blobs get no gradient: they are statistics, not parameters (a fused Scale's do). Without a fused Scale, the
+  // same rules with none (dz = dy).
+  if (absorbs_affine() || (propagate_down[0] && !use_global_stats_)) {
     AffineBackwardGpu(*top[0], propagate_down[0], *normalized_, bottom[0]);
     return;
   }
   if (!propagate_down[0]) return;
   const Device d = device();
-  const int count = bottom[0]->count();
-  const float* dy = top[0]->diff_on(d);
-  const float* xhat = normalized_->data_on(d);
-  const float* inv_std = inv_std_->data_on(d);
-  float* mean_dy = nullptr;
-  float* mean_dy_xhat = nullptr;
-  if (!use_global_stats_) {
-    const Broadcast g = ChannelGeometry();
-    const int m = num_ * spatial_;
-    const float per_value = m > 0 ? 1.f / m : 0.f;
-    mean_dy = workspace();
-    mean_dy_xhat = mean_dy + channels_;
-    float* scratch = mean_dy_xhat + channels_;
-    float* products = scratch + BroadcastSumScratch(g);
-    BroadcastSum(context(), g, per_value, dy, 0.f, mean_dy, scratch);
-    for_each_element(context(), count, ProductRule{dy, xhat, products});
-    BroadcastSum(context(), g, per_value, products, 0.f, mean_dy_xhat, scratch);
-  }
-  for_each_element(context(), count,
-                   BatchNormBackwardRule{dy, xhat, inv_std, mean_dy, mean_dy_xhat, bottom[0]->mutable_diff_on(d),
-                                         channels_, spatial_});
+  for_each_element(context(), bottom[0]->count(),
+                   BatchNormBackwardRule{top[0]->diff_on(d), nullptr, inv_std_->data_on(d), nullptr, nullptr,
+                                         bottom[0]->mutable_diff_on(d), channels_, spatial_});
 }
 
 }  // namespace crema

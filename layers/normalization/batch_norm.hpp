@@ -19,7 +19,7 @@
 // otherwise. The normalised values and 1 / sqrt(var + eps) are internal blobs (`<layer>.normalized`,
 // `<layer>.inv_std`), so a later in-place layer may overwrite the top.
 // The native engine runs on the CPU (loops over channels, sums in double) and on the GPU (the rules below, which
-// batch_norm.cu compiles, and the per-channel sums as matrix-vector products against ones, BroadcastSum).
+// batch_norm.cu compiles, the per-channel sums each one pass over the values they read: core/channel_sums.hpp).
 #pragma once
 
 #include <cmath>
@@ -28,10 +28,10 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/channel_sums.hpp"
 #include "core/element_type.hpp"
 #include "core/elementwise.hpp"
 #include "layers/layer.hpp"
-#include "layers/neuron/bias.hpp"
 
 namespace crema {
 
@@ -70,16 +70,20 @@ struct BatchNormUpdateRule {
   }
 };
 
-// Value j of channel (j / spatial) % channels: its squared distance from the channel's mean, whose sums give the
-// variance.
-struct BatchNormSquaredDeviationRule {
+// The batch statistics' terms per channel (sum_per_channel, summed and divided by the m values per channel): the
+// values themselves (the mean), then their squared distances from the mean (the biased variance).
+struct BatchNormValueTerms {
+  static constexpr int kTerms = 1;
+  const float* x;
+  CREMA_HOST_DEVICE void operator()(int j, int, float* terms) const { terms[0] = x[j]; }
+};
+struct BatchNormSquaredDeviationTerms {
+  static constexpr int kTerms = 1;
   const float* x;
   const float* mean;
-  float* out;
-  int channels, spatial;
-  CREMA_HOST_DEVICE void operator()(int j) const {
-    const float deviation = x[j] - mean[j / spatial % channels];
-    out[j] = deviation * deviation;
+  CREMA_HOST_DEVICE void operator()(int j, int c, float* terms) const {
+    const float deviation = x[j] - mean[c];
+    terms[0] = deviation * deviation;
   }
 };
 
@@ -145,19 +149,18 @@ struct BatchNormAffineRuleOf {
   }
 };
 
-// With a fused Scale and ReLU, the top's gradient dy as it reaches z (BatchNormAffine::Reaching), times x_hat where
-// `times_xhat`: the terms whose per-channel sums are the bias's and the scale's gradients.
-struct BatchNormReachingRule {
+// Backward's terms per channel, read in one pass (sum_per_channel): dz, the top's gradient dy as it reaches z through a
+// fused Scale and ReLU (BatchNormAffine::Reaching; dy itself where there are none), and dz * x_hat. Their sums are a
+// fused Scale's bias and scale gradients, and divided by m the means the input's gradient subtracts.
+struct BatchNormGradientTerms {
+  static constexpr int kTerms = 2;
   const float* dy;
   const float* xhat;
-  float* out;
-  int channels, spatial;
   BatchNormAffine affine;
-  bool times_xhat;
-  CREMA_HOST_DEVICE void operator()(int j) const {
-    const int c = j / spatial % channels;
+  CREMA_HOST_DEVICE void operator()(int j, int c, float* terms) const {
     const float dz = affine.Reaching(dy[j], xhat[j], c);
-    out[j] = times_xhat ? dz * xhat[j] : dz;
+    terms[0] = dz;
+    terms[1] = dz * xhat[j];
   }
 };
 
@@ -252,8 +255,6 @@ class BatchNormLayer : public Layer {
     for (int c = 0; c < channels_; ++c) inv_std[c] = 1.f / std::sqrt(variance[c] + eps_);
   }
   int Channels(const Blob& bottom) const { return bottom.num_axes() == 1 ? 1 : bottom.shape(1); }
-  // The bottom seen around its channels, for the GPU's per-channel sums.
-  Broadcast ChannelGeometry() const { return {1, num_, channels_, spatial_}; }
 
   bool use_global_stats_ = false;
   float fraction_ = 0.999f;
