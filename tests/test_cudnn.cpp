@@ -681,9 +681,10 @@ TEST(CudnnBatchNormRulesTest, TheRulesGiveTheNativeEnginesNumbers) {
   std::vector<float> mean(channels), inv_std(channels), y(test_bottom.pointers[0]->count());
   for_each_element(channels, BatchNormStoredRule{mean_sum.data(), variance_sum.data(), factor.data(), mean.data(),
                                                  inv_std.data(), 0.001f});
-  for_each_element(static_cast<int>(y.size()),
-                   BatchNormNormalizeRuleOf<float>{test_bottom.pointers[0]->cpu_data(), mean.data(), inv_std.data(),
-                                                   y.data(), y.data(), channels, spatial});
+  for_each_element(
+      static_cast<int>(y.size()),
+      BatchNormNormalizeRuleOf<float, float>{
+          {test_bottom.pointers[0]->cpu_data()}, mean.data(), inv_std.data(), y.data(), y.data(), channels, spatial});
   expect_near(y, test::DataOf(*test_top.pointers[0]), "top");
   Blob gradient(shape);
   test::FillGaussian(&gradient, 0.f, 1.f, 8);

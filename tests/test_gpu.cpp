@@ -187,7 +187,8 @@ std::vector<float> ChannelSums(Device device, int outer, int channels, int inner
   test::FillGaussian(&beta, 0, 0.5, 24);
   float* out = sums.mutable_data_on(device);
   float* partial = scratch.mutable_data_on(device);
-  sum_per_channel(context, outer, channels, inner, BatchNormValueTerms{x.data_on(device)}, 0.5f, out, partial);
+  sum_per_channel(context, outer, channels, inner, BatchNormValueTermsOf<float>{{x.data_on(device)}}, 0.5f, out,
+                  partial);
   const BatchNormAffine affine{gamma.data_on(device), beta.data_on(device), true};
   sum_per_channel(context, outer, channels, inner,
                   BatchNormGradientTerms{dy.data_on(device), x.data_on(device), affine}, 1.f, out + channels, partial);

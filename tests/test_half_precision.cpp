@@ -702,11 +702,12 @@ SolverParameter ResidualUnitsSolver(Precision precision) {
   )");
 }
 
-// ResidualUnitsSolver's net on contexts of `make_context`: each BatchNorm runs its Scale and ReLU, and one whose output
-// only a half-precision convolution reads (bn0's, with its ReLU; bn2's, without) writes it in 16 bits, leaving its
-// place on the convolution's output for a top of its own; bn1's (read by the sum too) and bn3's (the sum's alone) stay
-// in floats. Those 16 bits are the rounding the convolution after it made of the float run's values, and its backward
-// reads the normalized values it kept: 12 iterations give every parameter and running statistic of the float blobs'
+// ResidualUnitsSolver's net on contexts of `make_context`: each BatchNorm runs its Scale and ReLU, and reads its input
+// in 16 bits, so every convolution writes its output so. Each BatchNorm leaves its place on that output for a top of
+// its own: one whose output only a half-precision convolution reads (bn0's, with its ReLU; bn2's, without) writes it in
+// 16 bits; bn1's (read by the sum too) and bn3's (the sum's alone) stay in floats. Those 16 bits are the roundings the
+// float run makes of the same values (a BatchNorm rounds a float input; a convolution its float input), and backward
+// reads the normalized values kept: 12 iterations give every parameter and running statistic of the float blobs'
 // training, bit for bit, in both half types.
 void ExpectFusedBatchNormsWriteSixteenBits(const std::function<std::shared_ptr<Context>()>& make_context) {
   for (Precision precision : {Precision::kFloat16, Precision::kBfloat16}) {
@@ -719,11 +720,11 @@ void ExpectFusedBatchNormsWriteSixteenBits(const std::function<std::shared_ptr<C
       EXPECT_CONTAINS(net.rewrites()[k], "bn" + n + " (BatchNorm): runs sc" + n + " (Scale)");
       EXPECT_EQ(net.rewrites()[k].find("relu" + n) != std::string::npos, k != 2) << net.rewrites()[k];
     }
-    for (const std::string name : {"conv0@bn0", "conv2@bn2"}) {
+    for (const std::string name : {"conv0", "conv0@bn0", "conv1", "conv2", "conv2@bn2", "conv3"}) {
       EXPECT_EQ(ElementTypeName(net.blob_by_name(name)->data_type()), ElementTypeName(HalfElementType(precision)))
           << name;
     }
-    for (const std::string name : {"conv0", "conv1", "conv2", "conv3", "sum"})
+    for (const std::string name : {"conv1@bn1", "conv3@bn3", "sum"})
       EXPECT_TRUE(net.blob_by_name(name)->quantization().floats()) << name;
     const std::vector<std::string>& float_blobs = floats->net()->blob_names();
     EXPECT_EQ(std::find(float_blobs.begin(), float_blobs.end(), "conv0@bn0"), float_blobs.end());

@@ -266,37 +266,54 @@ void BatchNormLayer::AffineBackwardGpu(const Blob& top, bool propagate_down, con
 
 void BatchNormLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   CREMA_CHECK(bottom[0]->layout() == Layout::kPlain) << describe() << ": the GPU code takes the plain layout only";
+  NormalizeGpu(*bottom[0], top[0], workspace(), normalized_->mutable_data_on(device()));
+}
+
+void BatchNormLayer::NormalizeGpu(const Blob& bottom, Blob* top, float* mean, float* xhat) {
   const Device d = device();
-  const int count = bottom[0]->count();
-  const float* x = bottom[0]->data_on(d);
-  float* mean = workspace();
-  float* variance = mean + channels_;
-  float* scratch = variance + channels_;
+  const int count = bottom.count();
   float* inv_std = inv_std_->mutable_data_on(d);
-  if (use_global_stats_) {
-    for_each_element(context(), channels_,
-                     BatchNormStoredRule{params_[0]->data_on(d), params_[1]->data_on(d), params_[2]->data_on(d), mean,
-                                         inv_std, eps_});
-  } else {
-    // Two passes over the input: the mean, then the squared deviations from it (steadier than one pass's sums of
-    // squares, which lose the variance to cancellation where the mean is large).
-    const int m = num_ * spatial_;
-    const float per_value = m > 0 ? 1.f / m : 0.f;
-    sum_per_channel(context(), num_, channels_, spatial_, BatchNormValueTerms{x}, per_value, mean, scratch);
-    sum_per_channel(context(), num_, channels_, spatial_, BatchNormSquaredDeviationTerms{x, mean}, per_value, variance,
-                    scratch);
-    for_each_element(context(), channels_,
-                     BatchNormUpdateRule{mean, variance, params_[0]->mutable_data_on(d), params_[1]->mutable_data_on(d),
-                                         params_[2]->mutable_data_on(d), inv_std, fraction_,
-                                         m > 1 ? static_cast<float>(m) / (m - 1) : 1.f, eps_});
-  }
   const BatchNormAffine affine = GpuAffine();
-  float* xhat = normalized_->mutable_data_on(d);
-  WithMutableValuesOn(top[0], d, [&](auto* y, bool bfloat16) {  // 16 bits where planned (WritesQuantized)
-    using T = std::remove_pointer_t<decltype(y)>;
-    for_each_element(context(), count,
-                     BatchNormNormalizeRuleOf<T>{x, mean, inv_std, xhat, y, channels_, spatial_, affine, bfloat16});
-  });
+  // The input as it lies, in floats or 16 bits; floats rounded to 16 bits where the layer reads them so.
+  const bool rounds = ReadsHalfInGpuCode();
+  const bool bfloat16 = rounds && GpuCodePrecision() == Precision::kBfloat16;
+  auto normalize = [&](auto input) {
+    if (use_global_stats_) {
+      for_each_element(context(), channels_,
+                       BatchNormStoredRule{params_[0]->data_on(d), params_[1]->data_on(d), params_[2]->data_on(d), mean,
+                                           inv_std, eps_});
+    } else {
+      // Two passes over the input: the mean, then the squared deviations from it (steadier than one pass's sums of
+      // squares, which lose the variance to cancellation where the mean is large).
+      float* variance = workspace() + (mean == workspace() ? channels_ : 0);
+      float* scratch = workspace() + 2 * channels_;
+      const int m = num_ * spatial_;
+      const float per_value = m > 0 ? 1.f / m : 0.f;
+      using In = std::remove_const_t<std::remove_pointer_t<decltype(input.x)>>;
+      sum_per_channel(context(), num_, channels_, spatial_, BatchNormValueTermsOf<In>{input}, per_value, mean, scratch);
+      sum_per_channel(context(), num_, channels_, spatial_, BatchNormSquaredDeviationTermsOf<In>{input, mean},
+                      per_value, variance, scratch);
+      for_each_element(context(), channels_,
+                       BatchNormUpdateRule{mean, variance, params_[0]->mutable_data_on(d),
+                                           params_[1]->mutable_data_on(d), params_[2]->mutable_data_on(d), inv_std,
+                                           fraction_, m > 1 ? static_cast<float>(m) / (m - 1) : 1.f, eps_});
+    }
+    WithMutableValuesOn(top, d, [&](auto* y, bool top_bfloat16) {  // 16 bits where planned (WritesQuantized)
+      using In = std::remove_const_t<std::remove_pointer_t<decltype(input.x)>>;
+      using Out = std::remove_pointer_t<decltype(y)>;
+      for_each_element(
+          context(), count,
+          BatchNormNormalizeRuleOf<In, Out>{input, mean, inv_std, xhat, y, channels_, spatial_, affine, top_bfloat16});
+    });
+  };
+  if (IsHalfType(bottom.data_type())) {
+    CREMA_CHECK(rounds && (bottom.data_type() == ElementType::kBfloat16) == bfloat16)
+        << describe() << ": the input lies in " << ElementTypeName(bottom.data_type()) << ", which this layer does not "
+        << "read";
+    normalize(BatchNormInputOf<uint16_t>{static_cast<const uint16_t*>(bottom.bytes_on(d)), bfloat16, false});
+  } else {
+    normalize(BatchNormInputOf<float>{bottom.data_on(d), bfloat16, rounds});
+  }
 }
 
 void BatchNormLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,

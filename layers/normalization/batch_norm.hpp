@@ -70,19 +70,38 @@ struct BatchNormUpdateRule {
   }
 };
 
+// The input as GPU code's rules read it: value j of floats, or of 16-bit values widened (float16, or bfloat16 where
+// `bfloat16`). A fused BatchNorm computing in half precision reads its input in that 16-bit type
+// (BatchNormLayer::ReadsQuantized): from floats, `rounds` then rounds each value to it first, so a 16-bit blob and a
+// float one give the same bits.
+template <typename T>
+struct BatchNormInputOf {
+  const T* x;
+  bool bfloat16 = false;
+  bool rounds = false;
+  CREMA_HOST_DEVICE float operator()(int j) const {
+    if constexpr (std::is_same_v<T, float>)
+      return rounds ? FromHalf(bfloat16, ToHalf(bfloat16, x[j])) : x[j];
+    else
+      return FromHalf(bfloat16, x[j]);
+  }
+};
+
 // The batch statistics' terms per channel (sum_per_channel, summed and divided by the m values per channel): the
 // values themselves (the mean), then their squared distances from the mean (the biased variance).
-struct BatchNormValueTerms {
+template <typename T>
+struct BatchNormValueTermsOf {
   static constexpr int kTerms = 1;
-  const float* x;
-  CREMA_HOST_DEVICE void operator()(int j, int, float* terms) const { terms[0] = x[j]; }
+  BatchNormInputOf<T> x;
+  CREMA_HOST_DEVICE void operator()(int j, int, float* terms) const { terms[0] = x(j); }
 };
-struct BatchNormSquaredDeviationTerms {
+template <typename T>
+struct BatchNormSquaredDeviationTermsOf {
   static constexpr int kTerms = 1;
-  const float* x;
+  BatchNormInputOf<T> x;
   const float* mean;
   CREMA_HOST_DEVICE void operator()(int j, int c, float* terms) const {
-    const float deviation = x[j] - mean[c];
+    const float deviation = x(j) - mean[c];
     terms[0] = deviation * deviation;
   }
 };
@@ -107,24 +126,25 @@ struct BatchNormAffine {
 };
 
 // x_hat = (x - mean) * inv_std, written to the normalised blob, and to the top through the fused Scale and ReLU where
-// there are some (the top may be x: read before written); xhat may be the top where there are none. The top's values
-// of type T: floats, or 16-bit values (float16, or bfloat16 where `bfloat16`), the floats rounded (a fused BatchNorm's
-// top that the GPU's half-precision layers read: BatchNormLayer::WritesQuantized).
-template <typename T>
+// there are some (the top may be x: read before written); xhat may be the top where there are none. The input of type
+// In as BatchNormInputOf reads it; the top's values of type Out: floats, or 16-bit values (float16, or bfloat16 where
+// `bfloat16`), the floats rounded (a fused BatchNorm's top that the GPU's half-precision layers read:
+// BatchNormLayer::WritesQuantized).
+template <typename In, typename Out>
 struct BatchNormNormalizeRuleOf {
-  const float* x;
+  BatchNormInputOf<In> x;
   const float* mean;
   const float* inv_std;
   float* xhat;
-  T* y;
+  Out* y;
   int channels, spatial;
   BatchNormAffine affine = {};
   bool bfloat16 = false;
   CREMA_HOST_DEVICE void operator()(int j) const {
     const int c = j / spatial % channels;
-    const float value = (x[j] - mean[c]) * inv_std[c];
+    const float value = (x(j) - mean[c]) * inv_std[c];
     xhat[j] = value;
-    if constexpr (std::is_same_v<T, float>)
+    if constexpr (std::is_same_v<Out, float>)
       y[j] = affine.Forward(value, c);
     else
       y[j] = ToHalf(bfloat16, affine.Forward(value, c));
@@ -228,7 +248,14 @@ class BatchNormLayer : public Layer {
   bool WritesQuantized(int, ElementType type) const override {
     return absorbs_affine() && RunsGpuCode() && WritesHalfTop(GpuCodePrecision(), type);
   }
-  bool MayLeavePlace(int) const override {
+  bool MayLeavePlace(int) const override { return ReadsHalfInGpuCode(); }
+  // So fused in GPU code computing in float16 or bf16, it also reads its input in that type, as the convolutions do
+  // theirs: the convolution before it may then write its output in 16 bits (a blob in floats is rounded to them first,
+  // so the training is the same bit for bit). The statistics are taken over those values, in floats.
+  Quantization ReadsQuantized(int) const override {
+    return ReadsHalfInGpuCode() ? Quantization{HalfElementType(GpuCodePrecision()), 1.f} : Quantization{};
+  }
+  bool ReadsHalfInGpuCode() const {
     return absorbs_affine() && RunsGpuCode() && GpuCodePrecision() != Precision::kFloat32;
   }
   bool absorbs_affine() const { return affine_scale_ != nullptr; }
@@ -279,6 +306,11 @@ class BatchNormLayer : public Layer {
   void BackwardLoops(const Blob& top, bool propagate_down, Blob* bottom) const;
   // GPU code: the fused Scale and ReLU on the layer's device (none where it runs none).
   BatchNormAffine GpuAffine() const;
+  // GPU code's forward by the native rules: the stored statistics, or the batch's (which move the running sums), as
+  // `mean` and inv_std_, then x_hat into `xhat` and the top through the fused Scale and ReLU (in floats or 16 bits, as
+  // the top lies). The input in floats or 16 bits (ReadsQuantized), as it lies. `xhat` may be the top's floats where
+  // nothing is fused. With batch statistics it uses the workspace GpuWorkspaceFloats asks for.
+  void NormalizeGpu(const Blob& bottom, Blob* top, float* mean, float* xhat);
   // GPU code's backward through the fused Scale and ReLU, from the normalized values `normalized` and inv_std_: the
   // Scale's gradients (added, where learned) and, where `propagate_down`, the bottom's (which may be the top). Uses the
   // workspace GpuWorkspaceFloats asks for.

@@ -70,22 +70,12 @@ void CudnnBatchNormLayer::Forward_gpu(const std::vector<Blob*>& bottom, const st
   const int count = bottom[0]->count();
   float* mean = mean_->mutable_data_on(d);
   float* inv_std = inv_std_->mutable_data_on(d);
-  if (use_global_stats_) {
-    for_each_element(context(), channels_,
-                     BatchNormStoredRule{params_[0]->data_on(d), params_[1]->data_on(d), params_[2]->data_on(d), mean,
-                                         inv_std, eps_});
-    const float* x = bottom[0]->data_on(d);
-    const BatchNormAffine affine = GpuAffine();
-    WithMutableValuesOn(top[0], d, [&](auto* y, bool bfloat16) {  // 16 bits where planned (WritesQuantized)
-      using T = std::remove_pointer_t<decltype(y)>;
-      float* xhat;
-      if constexpr (std::is_same_v<T, float>)
-        xhat = absorbs_affine() ? kept_->mutable_data_on(d) : y;
-      else
-        xhat = kept_->mutable_data_on(d);  // (a 16-bit top only with a fused Scale)
-      for_each_element(context(), count,
-                       BatchNormNormalizeRuleOf<T>{x, mean, inv_std, xhat, y, channels_, spatial_, affine, bfloat16});
-    });
+  // With the stored statistics, and where a fused Scale computing in half precision reads its input in 16 bits (which
+  // cuDNN's call here takes in floats only), the native engine's rules; x_hat kept where backward reads it (with a
+  // fused Scale), else written to the top's floats.
+  if (use_global_stats_ || ReadsHalfInGpuCode()) {
+    const bool keeps = absorbs_affine() || IsHalfType(top[0]->data_type());
+    NormalizeGpu(*bottom[0], top[0], mean, keeps ? kept_->mutable_data_on(d) : top[0]->mutable_data_on(d));
     return;
   }
   // cuDNN adds factor * statistic to its running tensors after scaling them by 1 - factor: with factor 1 and

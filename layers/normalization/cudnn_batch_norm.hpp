@@ -24,7 +24,9 @@
 // With the Scale and ReLU after it fused for training (AbsorbAffine), cuDNN normalises into the kept values (its own
 // scale and bias stay ones and zeros), the native engine's rules run the Scale and ReLU from them into the top, and
 // backward is the native engine's rules (BatchNormLayer::AffineBackwardGpu): the Scale's gradients are sums of the same
-// terms as the input's means. With the stored statistics the kept values are the normalization's.
+// terms as the input's means. With the stored statistics the kept values are the normalization's. So fused where the
+// layers compute in float16 or bf16, it reads its input in that type (BatchNormLayer::ReadsQuantized), which cuDNN's
+// call here takes in floats only: the native engine's forward runs then (BatchNormLayer::NormalizeGpu).
 //
 // Takes (Refusal) every BatchNorm but one with batch statistics over one value per channel (N * rest = 1): cuDNN's
 // unbiased variance divides by zero there, where the native engine adds 0. (An eps below cuDNN's minimum would be

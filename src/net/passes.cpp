@@ -469,12 +469,44 @@ bool GradientInBfloat16(const Net& net, int id) {
   return propagating == 1;
 }
 
+// Whether blob `id`, which step `end` reads in place as its `layer`'s bottom `bottom` (in the type q of its
+// ReadsQuantized), could lie in that type before it: q is not floats,
+// exactly one step before `end` writes the blob, out of place, and can write it so, and every step between that reads
+// it reads it so, passing no view of it.
+bool InputWriterWrites(const Net& net, int id, size_t end, const Layer& layer, int bottom) {
+  const Quantization q = layer.ReadsQuantized(bottom);
+  if (q.floats()) return false;
+  const std::vector<PlanStep>& plan = net.plan();
+  int writer = -1, top = -1;
+  ReadersAgreement readers;
+  readers.Add(layer, bottom);
+  for (size_t r = 0; r < end; ++r) {
+    const PlanStep& step = plan[r];
+    for (size_t t = 0; t < step.tops.size(); ++t) {
+      if (step.tops[t] != id) continue;
+      if (writer >= 0 || std::find(step.bottoms.begin(), step.bottoms.end(), id) != step.bottoms.end()) return false;
+      writer = static_cast<int>(r);
+      top = static_cast<int>(t);
+    }
+    for (size_t b = 0; b < step.bottoms.size(); ++b) {
+      if (step.bottoms[b] != id) continue;
+      readers.Add(*net.layers()[step.layer], static_cast<int>(b));
+      for (const Layer::TopView& view : step.views)
+        if (view.bottom == static_cast<int>(b)) return false;
+    }
+  }
+  return writer >= 0 && readers.Result() == q && net.layers()[plan[writer].layer]->WritesQuantized(top, q.type);
+}
+
 // A step in place on a blob gets a top of its own (Net::UntieInPlaceTop), where its layer may leave its place
 // (Layer::MayLeavePlace: a ResNet's BatchNorm with its Scale and ReLU fused, in place on a convolution's output), for
 // either of the types below to be planned: where every later step reading the blob reads it in one type other than
 // floats, none of them writing it again, and the layer would write it in that type out of place (the next
-// convolution's input in bf16); or where the blob's writer reads its gradient in bf16 and the layer would write that
-// gradient in bf16 out of place (the convolution's output gradient). Returns whether one did.
+// convolution's input in bf16); or where the layer reads the blob in a type other than floats, and the one step that
+// wrote it before, out of place, can write it in that type for the steps between that read it in that type too (a
+// BatchNorm reading its convolution's output in 16 bits, its own output in floats for the residual sum); or where the
+// blob's writer reads its gradient in bf16 and the layer would write that gradient in bf16 out of place (the
+// convolution's output gradient). Returns whether one did.
 bool UntieInPlaceWriters(Net* net) {
   const std::vector<PlanStep>& plan = net->plan();
   bool untied = false;
@@ -499,9 +531,10 @@ bool UntieInPlaceWriters(Net* net) {
       const bool data = !rewritten && !viewed && !q.floats() && layer.WritesQuantized(static_cast<int>(t), q.type);
       const int b =
           static_cast<int>(std::find(plan[s].bottoms.begin(), plan[s].bottoms.end(), id) - plan[s].bottoms.begin());
+      const bool input = !data && InputWriterWrites(*net, id, s, layer, b);
       const bool gradient =
           plan[s].propagate_down[b] && layer.WritesBottomDiffInBfloat16(b) && Bfloat16GradientReader(*net, id, s) >= 0;
-      if (!data && !gradient) continue;
+      if (!data && !input && !gradient) continue;
       const int own = net->UntieInPlaceTop(s, static_cast<int>(t));
       LOG(INFO) << "  " << net->layer_names()[plan[s].layer] << " leaves its place on '" << net->blob_names()[id]
                 << "' for a top of its own, '" << net->blob_names()[own] << "'";
