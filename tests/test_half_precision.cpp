@@ -671,9 +671,9 @@ TEST(HalfPrecisionTest, SixteenBitValuesPassThroughRehearsedMaxPoolingsAndConcat
   });
 }
 
-// A training net of ResNet units: convolutions (no bias) each followed by a BatchNorm, a Scale and (but for bn2) a ReLU
+// A training net of ResNet units: convolutions (no bias) each followed by a BatchNorm, a Scale and (bn0, bn1) a ReLU
 // in place, which training fuses into the BatchNorm; conv1's unit also feeds the residual sum. data -> conv0 -> conv1
-// -> conv2 -> conv3, then sum = conv3 + conv1 -> ip -> loss.
+// -> conv2 -> conv3, then sum = conv3 + conv1 and its ReLU -> ip -> loss.
 SolverParameter ResidualUnitsSolver(Precision precision) {
   std::string units;
   for (int k = 0; k < 4; ++k) {
@@ -687,7 +687,7 @@ SolverParameter ResidualUnitsSolver(Precision precision) {
         "' type: 'Scale' bottom: 'conv" + n + "' top: 'conv" + n +
         "' scale_param { bias_term: true filler { type: 'uniform' min: 0.5 max: 1.5 } "
         "bias_filler { type: 'uniform' min: -0.3 max: 0.3 } } }\n" +
-        (k == 2 ? "" : "layer { name: 'relu" + n + "' type: 'ReLU' bottom: 'conv" + n + "' top: 'conv" + n + "' }\n");
+        (k >= 2 ? "" : "layer { name: 'relu" + n + "' type: 'ReLU' bottom: 'conv" + n + "' top: 'conv" + n + "' }\n");
   }
   return HalfSolver(precision, R"(
     name: 'half_residual_units'
@@ -696,36 +696,38 @@ SolverParameter ResidualUnitsSolver(Precision precision) {
                                data_filler { type: 'gaussian' std: 1 } data_filler { type: 'constant' value: 1 } } }
     )" + units + R"(
     layer { name: 'sum' type: 'Eltwise' bottom: 'conv3' bottom: 'conv1' top: 'sum' }
+    layer { name: 'relu_sum' type: 'ReLU' bottom: 'sum' top: 'sum' }
     layer { name: 'ip' type: 'InnerProduct' bottom: 'sum' top: 'ip'
             inner_product_param { num_output: 3 weight_filler { type: 'xavier' } } }
     layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip' bottom: 'label' top: 'loss' }
   )");
 }
 
-// ResidualUnitsSolver's net on contexts of `make_context`: each BatchNorm runs its Scale and ReLU, and reads its input
-// in 16 bits, so every convolution writes its output so. Each BatchNorm leaves its place on that output for a top of
-// its own: one whose output only a half-precision convolution reads (bn0's, with its ReLU; bn2's, without) writes it in
-// 16 bits; bn1's (read by the sum too) and bn3's (the sum's alone) stay in floats. Those 16 bits are the roundings the
-// float run makes of the same values (a BatchNorm rounds a float input; a convolution its float input), and backward
-// reads the normalized values kept: 12 iterations give every parameter and running statistic of the float blobs'
-// training, bit for bit, in both half types.
+// ResidualUnitsSolver's net on contexts of `make_context`: each BatchNorm runs its Scale and ReLU, and the sum its
+// ReLU. Each BatchNorm reads its input in 16 bits, so every convolution writes its output so, and leaves its place on
+// that output for a top of its own, which it writes in 16 bits for the convolution after it (bn0 with its ReLU, bn2
+// without), for the sum (bn3, without, as a ResNet unit's last) or for both (bn1, through a Split); the sum adds 16-bit
+// operands and writes 16 bits for the InnerProduct. Those 16 bits are the roundings the float run makes of the same
+// values (a BatchNorm, a sum and a product each round a float input), and backward reads the normalized values kept and
+// the sum's output's signs: 12 iterations give every parameter and running statistic of the float blobs' training, bit
+// for bit, in both half types.
 void ExpectFusedBatchNormsWriteSixteenBits(const std::function<std::shared_ptr<Context>()>& make_context) {
   for (Precision precision : {Precision::kFloat16, Precision::kBfloat16}) {
     SCOPED_TRACE(PrecisionName(precision));
     auto [halves, floats] = MakeHalfAndFloatSolvers(ResidualUnitsSolver(precision), precision, make_context, true);
     const Net& net = *halves->net();
-    ASSERT_EQ(net.rewrites().size(), 4u) << ::testing::PrintToString(net.rewrites());
+    ASSERT_EQ(net.rewrites().size(), 5u) << ::testing::PrintToString(net.rewrites());
+    EXPECT_CONTAINS(net.rewrites()[4], "relu_sum");
     for (int k = 0; k < 4; ++k) {
       const std::string n = std::to_string(k);
       EXPECT_CONTAINS(net.rewrites()[k], "bn" + n + " (BatchNorm): runs sc" + n + " (Scale)");
-      EXPECT_EQ(net.rewrites()[k].find("relu" + n) != std::string::npos, k != 2) << net.rewrites()[k];
+      EXPECT_EQ(net.rewrites()[k].find("relu" + n) != std::string::npos, k < 2) << net.rewrites()[k];
     }
-    for (const std::string name : {"conv0", "conv0@bn0", "conv1", "conv2", "conv2@bn2", "conv3"}) {
+    for (const std::string name :
+         {"conv0", "conv0@bn0", "conv1", "conv1@bn1", "conv2", "conv2@bn2", "conv3", "conv3@bn3", "sum"}) {
       EXPECT_EQ(ElementTypeName(net.blob_by_name(name)->data_type()), ElementTypeName(HalfElementType(precision)))
           << name;
     }
-    for (const std::string name : {"conv1@bn1", "conv3@bn3", "sum"})
-      EXPECT_TRUE(net.blob_by_name(name)->quantization().floats()) << name;
     const std::vector<std::string>& float_blobs = floats->net()->blob_names();
     EXPECT_EQ(std::find(float_blobs.begin(), float_blobs.end(), "conv0@bn0"), float_blobs.end());
     ASSERT_EQ(net.layers().size(), floats->net()->layers().size());

@@ -195,11 +195,18 @@ bool EltwiseLayer::SumsInBfloat16() const {
 #endif
 }
 
+bool EltwiseLayer::SumsInHalf() const {
+  return relu_fused_ && op_ == EltwiseParameter::SUM && param_.bottom_size() <= kEltwiseGroup &&
+         GpuCodePrecision() != Precision::kFloat32;
+}
+
 Quantization EltwiseLayer::ReadsQuantized(int) const {
+  if (SumsInHalf()) return {HalfElementType(GpuCodePrecision()), 1.f};
   return SumsInBfloat16() ? Quantization{ElementType::kBfloat16, 1.f} : Quantization{};
 }
 
 bool EltwiseLayer::WritesQuantized(int, ElementType type) const {
+  if (SumsInHalf()) return type == HalfElementType(GpuCodePrecision());
   return type == ElementType::kBfloat16 && SumsInBfloat16();
 }
 
@@ -404,6 +411,26 @@ void EltwiseLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vect
   const Device d = device();
   const int count = top[0]->count();
   const int bottoms = static_cast<int>(bottom.size());
+  if (SumsInHalf()) {
+    const bool bfloat16 = GpuCodePrecision() == Precision::kBfloat16;
+    EltwiseHalfSumRule rule{};
+    rule.bottoms = bottoms;
+    for (int b = 0; b < bottoms; ++b) {
+      CREMA_CHECK(bottom[b]->data_type() == ElementType::kFloat32 ||
+                  bottom[b]->data_type() == HalfElementType(GpuCodePrecision()))
+          << describe() << ": bottom " << b << " lies in " << ElementTypeName(bottom[b]->data_type())
+          << ", which this layer does not read";
+      rule.x_half[b] = IsHalfType(bottom[b]->data_type());
+      rule.x[b] = rule.x_half[b] ? bottom[b]->bytes_on(d) : bottom[b]->data_on(d);
+      rule.coeff[b] = coeffs_[b];
+    }
+    rule.y_half = IsHalfType(top[0]->data_type());
+    rule.y = rule.y_half ? top[0]->mutable_bytes_on(d) : top[0]->mutable_data_on(d);
+    rule.bfloat16 = bfloat16;
+    rule.slope = relu_slope_;
+    for_each_element(context(), count, rule);
+    return;
+  }
   EltwiseForwardRule rule{};
   rule.op = op_;
   rule.y = top[0]->mutable_data_on(d);
@@ -433,11 +460,15 @@ void EltwiseLayer::Backward_gpu(const std::vector<Blob*>& top, const std::vector
     float* dx = bottom[i]->mutable_diff_on(d);
     if (!stable_product) {
       const bool product = op_ == EltwiseParameter::PROD, max = op_ == EltwiseParameter::MAX;
+      // A fused ReLU reads the output's sign, from its 16 bits where it lies so (SumsInHalf).
+      const bool y16 = relu_fused_ && IsHalfType(top[0]->data_type());
       for_each_element(context(), count,
                        EltwiseBackwardRule{op_, coeffs_[i], static_cast<float>(i), dy,
-                                           product || relu_fused_ ? top[0]->data_on(d) : nullptr,
+                                           product || (relu_fused_ && !y16) ? top[0]->data_on(d) : nullptr,
                                            product ? bottom[i]->data_on(d) : nullptr,
-                                           max ? argmax_->data_on(d) : nullptr, dx, relu_fused_, relu_slope_});
+                                           max ? argmax_->data_on(d) : nullptr, dx, relu_fused_, relu_slope_,
+                                           y16 ? static_cast<const uint16_t*>(top[0]->bytes_on(d)) : nullptr,
+                                           top[0]->data_type() == ElementType::kBfloat16});
       continue;
     }
     std::vector<const float*> others;

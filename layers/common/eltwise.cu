@@ -5,3 +5,4 @@
 CREMA_GPU_ELEMENTWISE(crema::EltwiseForwardRule);
 CREMA_GPU_ELEMENTWISE(crema::EltwiseBackwardRule);
 CREMA_GPU_ELEMENTWISE(crema::EltwiseProductGradientRule);
+CREMA_GPU_ELEMENTWISE(crema::EltwiseHalfSumRule);

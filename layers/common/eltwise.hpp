@@ -68,6 +68,35 @@ struct EltwiseForwardRule {
   }
 };
 
+// A SUM with a ReLU fused in GPU code computing in float16 or bf16 (EltwiseLayer::SumsInHalf), in one pass over at most
+// kEltwiseGroup bottoms: each operand as its 16-bit value (as it lies, or a float rounded to it; float16, or bfloat16
+// where `bfloat16`), the sum of coeff * operand in float in bottom order, the ReLU, and the top in 16 bits (rounded)
+// or in floats, as it lies.
+struct EltwiseHalfSumRule {
+  int bottoms;
+  const void* x[kEltwiseGroup];
+  bool x_half[kEltwiseGroup];
+  float coeff[kEltwiseGroup];
+  void* y;
+  bool y_half;
+  bool bfloat16;
+  float slope;
+  CREMA_HOST_DEVICE void operator()(int k) const {
+    float value = 0.f;
+    for (int b = 0; b < kEltwiseGroup; ++b) {
+      if (b >= bottoms) break;
+      const float v = x_half[b] ? FromHalf(bfloat16, static_cast<const uint16_t*>(x[b])[k])
+                                : FromHalf(bfloat16, ToHalf(bfloat16, static_cast<const float*>(x[b])[k]));
+      value = b == 0 ? coeff[0] * v : value + coeff[b] * v;
+    }
+    value = value > 0.f ? value : slope * value;
+    if (y_half)
+      static_cast<uint16_t*>(y)[k] = ToHalf(bfloat16, value);
+    else
+      static_cast<float*>(y)[k] = value;
+  }
+};
+
 // One bottom's gradient for SUM (coeff * dy; with a ReLU fused, `rectified`, coeff times the ReLU's gradient from the
 // output's sign, y > 0 ? dy : slope * dy, as the CPU's fused loops), MAX (dy where this bottom won) and PROD by
 // division (dy * y / x).
@@ -82,9 +111,12 @@ struct EltwiseBackwardRule {
   float* dx;
   bool rectified = false;
   float slope = 0.f;
+  const uint16_t* y16 = nullptr;  // SUM where rectified: the output in 16 bits (y unused; bfloat16 or float16)
+  bool bfloat16 = false;
   CREMA_HOST_DEVICE void operator()(int k) const {
     if (op == EltwiseParameter::SUM) {
-      dx[k] = rectified ? coeff * (y[k] > 0.f ? dy[k] : slope * dy[k]) : coeff * dy[k];
+      const bool positive = rectified && (y16 != nullptr ? FromHalf(bfloat16, y16[k]) > 0.f : y[k] > 0.f);
+      dx[k] = rectified ? coeff * (positive ? dy[k] : slope * dy[k]) : coeff * dy[k];
     } else if (op == EltwiseParameter::MAX) {
       dx[k] = winner[k] == me ? dy[k] : 0.f;
     } else {
@@ -145,6 +177,11 @@ class EltwiseLayer : public Layer {
   // coefficient times that value where the output is positive (slope times it elsewhere), in floats or rounded to bf16
   // where the plan keeps it so.
   bool SumsInBfloat16() const;
+  // Such a fused SUM in GPU code computing in float16 or bf16 (Layer::GpuCodePrecision), of at most kEltwiseGroup
+  // bottoms, adds its operands rounded to that type too (EltwiseHalfSumRule), as the convolutions reading its output
+  // round it: it reads and writes 16-bit blobs where the plan keeps them so, the same bits either way. Backward reads
+  // the output's signs (from its 16 bits where it lies so, as a fused ReLU's backward does) and writes float gradients.
+  bool SumsInHalf() const;
   Quantization ReadsQuantized(int bottom) const override;
   bool WritesQuantized(int top, ElementType type) const override;
   bool ReadsTopDiffInBfloat16(int, const std::vector<bool>&) const override { return SumsInBfloat16(); }
