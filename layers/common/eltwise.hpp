@@ -86,7 +86,7 @@ struct EltwiseHalfSumRule {
     for (int b = 0; b < kEltwiseGroup; ++b) {
       if (b >= bottoms) break;
       const float v = x_half[b] ? FromHalf(bfloat16, static_cast<const uint16_t*>(x[b])[k])
-                                : FromHalf(bfloat16, ToHalf(bfloat16, static_cast<const float*>(x[b])[k]));
+                                : RoundedToHalf(bfloat16, static_cast<const float*>(x[b])[k]);
       value = b == 0 ? coeff[0] * v : value + coeff[b] * v;
     }
     value = value > 0.f ? value : slope * value;

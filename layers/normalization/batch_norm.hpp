@@ -81,7 +81,7 @@ struct BatchNormInputOf {
   bool rounds = false;
   CREMA_HOST_DEVICE float operator()(int j) const {
     if constexpr (std::is_same_v<T, float>)
-      return rounds ? FromHalf(bfloat16, ToHalf(bfloat16, x[j])) : x[j];
+      return rounds ? RoundedToHalf(bfloat16, x[j]) : x[j];
     else
       return FromHalf(bfloat16, x[j]);
   }
@@ -144,10 +144,7 @@ struct BatchNormNormalizeRuleOf {
     const int c = j / spatial % channels;
     const float value = (x(j) - mean[c]) * inv_std[c];
     xhat[j] = value;
-    if constexpr (std::is_same_v<Out, float>)
-      y[j] = affine.Forward(value, c);
-    else
-      y[j] = ToHalf(bfloat16, affine.Forward(value, c));
+    StoreValue(bfloat16, affine.Forward(value, c), &y[j]);
   }
 };
 
@@ -161,11 +158,7 @@ struct BatchNormAffineRuleOf {
   BatchNormAffine affine;
   bool bfloat16 = false;
   CREMA_HOST_DEVICE void operator()(int j) const {
-    const float value = affine.Forward(xhat[j], j / spatial % channels);
-    if constexpr (std::is_same_v<T, float>)
-      y[j] = value;
-    else
-      y[j] = ToHalf(bfloat16, value);
+    StoreValue(bfloat16, affine.Forward(xhat[j], j / spatial % channels), &y[j]);
   }
 };
 

@@ -19,7 +19,6 @@
 
 #include <cstdint>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "core/elementwise.hpp"
@@ -116,12 +115,7 @@ struct MaxPoolForwardRuleOf {
       }
     }
     output[i] = image[best];
-    if (relu && !(value > 0.f)) {
-      if constexpr (std::is_same_v<T, float>)
-        output[i] = 0.f * value;
-      else
-        output[i] = ToHalf(bfloat16, 0.f * value);
-    }
+    if (relu && !(value > 0.f)) StoreValue(bfloat16, 0.f * value, &output[i]);
     argmax[i] = static_cast<float>(best);
   }
 };

@@ -22,17 +22,26 @@ __global__ void channel_sums_kernel(int outer, int channels, int inner, int spli
                                     float* out) {
   constexpr int kTerms = Rule::kTerms;
   __shared__ float shared[kTerms][kChannelSumThreads];
-  const long long per_channel = static_cast<long long>(outer) * inner;
+  // A channel's k-th element is (o, i) = (k / inner, k % inner); a thread steps k by `stride`, so (o, i) by the
+  // stride's own quotient and remainder, with no division in the loop (the blob's count fits an int).
+  const int per_channel = outer * inner;
   const int s = blockIdx.x;
+  const int stride = splits * kChannelSumThreads;
+  const int stride_o = inner > 0 ? stride / inner : 0, stride_i = inner > 0 ? stride % inner : 0;
   for (int c = blockIdx.y; c < channels; c += gridDim.y) {
     float total[kTerms] = {};
     float terms[kTerms];
-    for (long long k = static_cast<long long>(s) * kChannelSumThreads + threadIdx.x; k < per_channel;
-         k += static_cast<long long>(splits) * kChannelSumThreads) {
-      const int o = static_cast<int>(k / inner);
-      const int i = static_cast<int>(k - static_cast<long long>(o) * inner);
+    const int first = s * kChannelSumThreads + static_cast<int>(threadIdx.x);
+    int o = inner > 0 ? first / inner : 0, i = inner > 0 ? first % inner : 0;
+    for (int k = first; k < per_channel; k += stride) {
       rule((o * channels + c) * inner + i, c, terms);
       for (int t = 0; t < kTerms; ++t) total[t] += terms[t];
+      o += stride_o;
+      i += stride_i;
+      if (i >= inner) {
+        i -= inner;
+        ++o;
+      }
     }
     for (int t = 0; t < kTerms; ++t) shared[t][threadIdx.x] = total[t];
     __syncthreads();
@@ -66,8 +75,7 @@ template <typename Rule>
 void sum_per_channel_gpu(Context& context, int outer, int channels, int inner, const Rule& rule, float alpha,
                          float* sums, float* scratch) {
   if (channels <= 0) return;
-  const long long per_channel = static_cast<long long>(outer) * inner;
-  const int splits = ChannelSumSplits(per_channel);
+  const int splits = ChannelSumSplits(static_cast<long long>(outer) * inner);
   const dim3 grid(splits, std::min(channels, 65535));
   channel_sums_kernel<<<grid, kChannelSumThreads, 0, context.stream()>>>(outer, channels, inner, splits, rule, alpha,
                                                                          splits == 1 ? sums : scratch);

@@ -116,6 +116,14 @@ CREMA_HOST_DEVICE inline float FromHalf(bool bfloat16, uint16_t value) {
 // (float16, or bfloat16 where `bfloat16`) widened.
 CREMA_HOST_DEVICE inline float StoredValue(bool, float value) { return value; }
 CREMA_HOST_DEVICE inline float StoredValue(bool bfloat16, uint16_t value) { return FromHalf(bfloat16, value); }
+// And a float stored so: as it is in floats, rounded to 16 bits in 16-bit values.
+CREMA_HOST_DEVICE inline void StoreValue(bool, float value, float* to) { *to = value; }
+CREMA_HOST_DEVICE inline void StoreValue(bool bfloat16, float value, uint16_t* to) { *to = ToHalf(bfloat16, value); }
+// A float as a 16-bit blob would hold it (float16, or bfloat16 where `bfloat16`), widened back: what a layer reading
+// its input in 16 bits computes with where that input lies in floats.
+CREMA_HOST_DEVICE inline float RoundedToHalf(bool bfloat16, float value) {
+  return FromHalf(bfloat16, ToHalf(bfloat16, value));
+}
 
 // How a value is stored in an 8-bit type: q = round(value * scale), saturated to the type's range (kFloat32: as is;
 // kBfloat16 and kFloat16: rounded to the 16-bit type, the scale 1). A layer that converts a bottom to a type says so
