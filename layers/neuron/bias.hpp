@@ -12,7 +12,7 @@
 // own shape counts), and it gets a gradient when asked.
 // Runs on the CPU and the GPU: forward is one rule on both (bias.cu compiles it); the bias's gradient is summed in
 // double by the CPU's loops and by matrix-vector products against ones on the GPU (BroadcastSum).
-// The broadcasting helpers below serve Scale, PReLU and BatchNorm too.
+// The broadcasting helpers below serve Scale and PReLU too.
 #pragma once
 
 #include <cstddef>
@@ -47,15 +47,6 @@ bool PerChannelValues(const Broadcast& g, const Blob& operand, int channels, std
 size_t BroadcastSumScratch(const Broadcast& g);
 void BroadcastSum(Context& context, const Broadcast& g, float alpha, const float* values, float beta, float* out,
                   float* scratch);
-
-// product[j] = a[j] * b[j]: the terms of a gradient that BroadcastSum then adds up per operand index (Scale's
-// scale, BatchNorm's sum of dy * x_hat).
-struct ProductRule {
-  const float* a;
-  const float* b;
-  float* product;
-  CREMA_HOST_DEVICE void operator()(int j) const { product[j] = a[j] * b[j]; }
-};
 
 // y = x + bias, value j of the bottom taking bias[(j / inner) % dim].
 struct BiasForwardRule {
