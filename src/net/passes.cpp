@@ -426,22 +426,31 @@ Quantization GroupQuantization(const Net& net, const std::vector<int>& members, 
   return agreed;
 }
 
-// The step that writes blob `id` and reads its gradient in bf16 (Layer::ReadsTopDiffInBfloat16): the only step before
-// step `end` that writes it, out of place, running backward; -1 where there is none.
-int Bfloat16GradientReader(const Net& net, int id, size_t end) {
+// The only step before step `end` that writes blob `id`, out of place, and which of its tops it is; -1 where none or
+// several do, or one writes it in place.
+int SoleWriterBefore(const Net& net, int id, size_t end, int* top) {
   int writer = -1;
   for (size_t s = 0; s < end; ++s) {
     const PlanStep& step = net.plan()[s];
     for (size_t t = 0; t < step.tops.size(); ++t) {
       if (step.tops[t] != id) continue;
-      if (writer >= 0 || !step.needs_backward ||
-          std::find(step.bottoms.begin(), step.bottoms.end(), id) != step.bottoms.end() ||
-          !net.layers()[step.layer]->ReadsTopDiffInBfloat16(static_cast<int>(t), step.propagate_down))
-        return -1;
+      if (writer >= 0 || std::find(step.bottoms.begin(), step.bottoms.end(), id) != step.bottoms.end()) return -1;
       writer = static_cast<int>(s);
+      *top = static_cast<int>(t);
     }
   }
   return writer;
+}
+
+// The step that writes blob `id` and reads its gradient in bf16 (Layer::ReadsTopDiffInBfloat16): the only step before
+// step `end` that writes it, out of place, running backward; -1 where there is none.
+int Bfloat16GradientReader(const Net& net, int id, size_t end) {
+  int top = -1;
+  const int writer = SoleWriterBefore(net, id, end, &top);
+  if (writer < 0) return -1;
+  const PlanStep& step = net.plan()[writer];
+  return step.needs_backward && net.layers()[step.layer]->ReadsTopDiffInBfloat16(top, step.propagate_down) ? writer
+                                                                                                           : -1;
 }
 
 // Whether blob `id`'s gradient may lie in bf16: its writer reads the gradient so (Bfloat16GradientReader); exactly one
@@ -470,24 +479,20 @@ bool GradientInBfloat16(const Net& net, int id) {
 }
 
 // Whether blob `id`, which step `end` reads in place as its `layer`'s bottom `bottom` (in the type q of its
-// ReadsQuantized), could lie in that type before it: q is not floats,
-// exactly one step before `end` writes the blob, out of place, and can write it so, and every step between that reads
-// it reads it so, passing no view of it.
+// ReadsQuantized), could lie in that type before it: q is not floats, one step before `end` writes the blob, out of
+// place (SoleWriterBefore), and can write it so, and every step between that reads it reads it so, passing no view of
+// it.
 bool InputWriterWrites(const Net& net, int id, size_t end, const Layer& layer, int bottom) {
   const Quantization q = layer.ReadsQuantized(bottom);
   if (q.floats()) return false;
+  int top = -1;
+  const int writer = SoleWriterBefore(net, id, end, &top);
+  if (writer < 0) return false;
   const std::vector<PlanStep>& plan = net.plan();
-  int writer = -1, top = -1;
   ReadersAgreement readers;
   readers.Add(layer, bottom);
-  for (size_t r = 0; r < end; ++r) {
+  for (size_t r = writer + 1; r < end; ++r) {
     const PlanStep& step = plan[r];
-    for (size_t t = 0; t < step.tops.size(); ++t) {
-      if (step.tops[t] != id) continue;
-      if (writer >= 0 || std::find(step.bottoms.begin(), step.bottoms.end(), id) != step.bottoms.end()) return false;
-      writer = static_cast<int>(r);
-      top = static_cast<int>(t);
-    }
     for (size_t b = 0; b < step.bottoms.size(); ++b) {
       if (step.bottoms[b] != id) continue;
       readers.Add(*net.layers()[step.layer], static_cast<int>(b));
@@ -495,7 +500,7 @@ bool InputWriterWrites(const Net& net, int id, size_t end, const Layer& layer, i
         if (view.bottom == static_cast<int>(b)) return false;
     }
   }
-  return writer >= 0 && readers.Result() == q && net.layers()[plan[writer].layer]->WritesQuantized(top, q.type);
+  return readers.Result() == q && net.layers()[plan[writer].layer]->WritesQuantized(top, q.type);
 }
 
 // A step in place on a blob gets a top of its own (Net::UntieInPlaceTop), where its layer may leave its place
