@@ -3,6 +3,7 @@
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 #include <google/protobuf/descriptor.h>
+#include <google/protobuf/text_format.h>
 #include <stdlib.h>
 
 #include <algorithm>
@@ -229,6 +230,72 @@ Outcome SolverStateFile(const uint8_t* data, size_t size) {
 
 // ---- seeds ----------------------------------------------------------------------------------------------------
 
+// The fuzzer's nets are the example nets made small enough to build many times a second: libFuzzer runs every
+// seed before it mutates any, and CaffeNet's 61 million weights took 5 s to fill under the sanitizers, so the six
+// big deploy nets alone outlasted CI's 20 s and no input was ever mutated. Each net keeps its layers and wiring:
+// every num_output of 16 or more divided by 8, batches of at most 2, and each layer that reads a data set
+// (Data, ImageData, WindowData, HDF5Data, whose files a fuzzer does not have) made a DummyData of the same tops,
+// images of the crop size in 3 channels, else of 1 x 28 x 28 (its other tops 2 x 1: labels, an LSTM's sequence
+// markers), so that the layers after it are built too.
+// An autoencoder's last num_output must stay the input's size: where the net built so is refused, its outputs
+// stay as they were (NetSeeds).
+void ScaleOutputs(google::protobuf::Message* message) {
+  const google::protobuf::Reflection* reflection = message->GetReflection();
+  std::vector<const google::protobuf::FieldDescriptor*> fields;
+  reflection->ListFields(*message, &fields);
+  for (const google::protobuf::FieldDescriptor* field : fields) {
+    if (field->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE) {
+      if (field->is_repeated()) {
+        for (int i = 0; i < reflection->FieldSize(*message, field); ++i)
+          ScaleOutputs(reflection->MutableRepeatedMessage(message, field, i));
+      } else {
+        ScaleOutputs(reflection->MutableMessage(message, field));
+      }
+    } else if (field->name() == "num_output" &&
+               field->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_UINT32 && !field->is_repeated()) {
+      const uint32_t outputs = reflection->GetUInt32(*message, field);
+      if (outputs >= 16) reflection->SetUInt32(message, field, outputs / 8);
+    }
+  }
+}
+
+void CapBatch(BlobShape* shape) {
+  if (shape->dim_size() > 0 && shape->dim(0) > 2) shape->set_dim(0, 2);
+}
+
+NetParameter SmallNet(const NetParameter& original, bool scale_outputs) {
+  NetParameter net = original;
+  if (scale_outputs) ScaleOutputs(&net);
+  for (BlobShape& shape : *net.mutable_input_shape()) CapBatch(&shape);
+  for (int i = 0; i < net.input_dim_size(); i += 4)
+    if (net.input_dim(i) > 2) net.set_input_dim(i, 2);
+  for (LayerParameter& layer : *net.mutable_layer()) {
+    for (BlobShape& shape : *layer.mutable_input_param()->mutable_shape()) CapBatch(&shape);
+    for (BlobShape& shape : *layer.mutable_dummy_data_param()->mutable_shape()) CapBatch(&shape);
+    if (layer.memory_data_param().batch_size() > 2) layer.mutable_memory_data_param()->set_batch_size(2);
+    const std::string& type = layer.type();
+    if (type != "Data" && type != "ImageData" && type != "WindowData" && type != "HDF5Data") continue;
+    const int crop = static_cast<int>(layer.transform_param().crop_size());
+    LayerParameter dummy;
+    dummy.set_name(layer.name());
+    dummy.set_type("DummyData");
+    *dummy.mutable_top() = layer.top();
+    *dummy.mutable_include() = layer.include();
+    *dummy.mutable_exclude() = layer.exclude();
+    for (int t = 0; t < layer.top_size(); ++t) {
+      BlobShape* shape = dummy.mutable_dummy_data_param()->add_shape();
+      shape->add_dim(2);
+      if (t == 0) {
+        for (int dim : {crop > 0 ? 3 : 1, crop > 0 ? crop : 28, crop > 0 ? crop : 28}) shape->add_dim(dim);
+      } else {
+        shape->add_dim(1);
+      }
+    }
+    layer = dummy;
+  }
+  return net;
+}
+
 int NetSeeds(const std::string& source_dir, const std::string& folder) {
   std::vector<std::filesystem::path> nets;
   for (const auto& entry : std::filesystem::recursive_directory_iterator(source_dir + "/examples"))
@@ -239,7 +306,25 @@ int NetSeeds(const std::string& source_dir, const std::string& folder) {
     const std::string text = ReadFileToString(path.string());
     NetParameter param;
     if (Run([&] { ReadProtoFromText(text, path.string(), &param); }) != Outcome::kAccepted) continue;  // a solver
-    WriteFile(folder + "/" + path.parent_path().filename().string() + "_" + path.filename().string(), text);
+    // The first of these that builds: outputs scaled or not, in the net's phase or in TRAIN (an autoencoder's TEST
+    // data layers want a stage); else the first.
+    std::vector<NetParameter> candidates;
+    for (bool scaled : {true, false}) {
+      candidates.push_back(SmallNet(param, scaled));
+      candidates.push_back(candidates.back());
+      candidates.back().mutable_state()->set_phase(TRAIN);
+    }
+    const auto builds = std::find_if(candidates.begin(), candidates.end(), [](const NetParameter& candidate) {
+      return Run([&] { Net net(candidate, SharedContext()); }) == Outcome::kAccepted;
+    });
+    const NetParameter& small = builds != candidates.end() ? *builds : candidates.front();
+    std::string seed = text;  // the file itself where it is small already (its comments and layout too)
+    if (small.SerializeAsString() != param.SerializeAsString()) {
+      google::protobuf::TextFormat::PrintToString(small, &seed);
+      seed = "# " + path.parent_path().filename().string() + "/" + path.filename().string() +
+             ", made small for the fuzzer (fuzz/fuzz_targets.cpp, SmallNet)\n" + seed;
+    }
+    WriteFile(folder + "/" + path.parent_path().filename().string() + "_" + path.filename().string(), seed);
     ++count;
   }
   WriteFile(folder + "/fuzz_weights.prototxt", kWeightsNet);

@@ -177,5 +177,47 @@ TEST(LayerRegistryTest, ConvolutionsEnginesInANet) {
             (std::vector<std::string>{"native", "reference", "reference", "native"}));
 }
 
+// oneDNN's and cuDNN's primitives take no blob with a dimension of 0, which a Slice may leave (as Caffe's does):
+// crema's own engines run those layers, and a convolution of no input channels gives its bias. oneDNN refused to
+// make such a convolution with an exception of its own, which a fuzzed net turned into "internal error".
+TEST(LayerRegistryTest, EmptyBlobsGoToCremasOwnEngines) {
+  const std::string text = R"(
+    layer { name: 'input' type: 'Input' top: 'data' input_param { shape { dim: 2 dim: 3 dim: 6 dim: 6 } } }
+    layer { name: 'slice' type: 'Slice' bottom: 'data' top: 'all' top: 'none' slice_param { slice_point: 3 } }
+    layer { name: 'conv' type: 'Convolution' bottom: 'none' top: 'conv'
+            convolution_param { num_output: 2 kernel_size: 3 bias_filler { type: 'constant' value: 0.5 } } }
+    layer { name: 'deconv' type: 'Deconvolution' bottom: 'none' top: 'deconv'
+            convolution_param { num_output: 2 kernel_size: 2 stride: 2 bias_filler { type: 'constant' value: -1 } } }
+    layer { name: 'ip' type: 'InnerProduct' bottom: 'none' top: 'ip'
+            inner_product_param { num_output: 3 bias_filler { type: 'constant' value: 2 } } }
+    layer { name: 'pool' type: 'Pooling' bottom: 'none' top: 'pool' pooling_param { kernel_size: 2 stride: 2 } }
+    layer { name: 'lrn' type: 'LRN' bottom: 'none' top: 'lrn' }
+    layer { name: 'bn' type: 'BatchNorm' bottom: 'none' top: 'bn' }
+    layer { name: 'sum' type: 'Eltwise' bottom: 'none' bottom: 'bn' top: 'sum' }
+    layer { name: 'concat' type: 'Concat' bottom: 'all' bottom: 'none' top: 'concat' }
+  )";
+  auto context = std::make_shared<Context>();
+  Net net(test::ParseNet(text), context);
+  for (const auto& layer : net.layers()) EXPECT_NE(layer->engine(), std::string("onednn")) << layer->type();
+  net.Forward();
+  const auto all_equal = [&](const std::string& blob, float value, int count) {
+    const Blob& top = *net.blob_by_name(blob);
+    ASSERT_EQ(top.count(), count) << blob;
+    for (int i = 0; i < top.count(); ++i) EXPECT_EQ(top.cpu_data()[i], value) << blob << "[" << i << "]";
+  };
+  all_equal("conv", 0.5f, 2 * 2 * 4 * 4);
+  all_equal("deconv", -1.f, 2 * 2 * 12 * 12);
+  all_equal("ip", 2.f, 2 * 3);
+  all_equal("pool", 0.f, 0);
+  all_equal("sum", 0.f, 0);
+  EXPECT_EQ(net.blob_by_name("concat")->shape(), (std::vector<int>{2, 3, 6, 6}));
+#ifdef CREMA_USE_ONEDNN
+  // Forced, oneDNN's engine says why it cannot.
+  context->ForceEngines("Convolution:onednn");
+  EXPECT_CONTAINS(test::ErrorMessage([&] { Net forced(test::ParseNet(text), context); }),
+                  "its primitives take no empty blob, and bottom 0 has shape 2 0 6 6");
+#endif
+}
+
 }  // namespace
 }  // namespace crema
