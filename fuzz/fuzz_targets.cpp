@@ -94,13 +94,78 @@ bool WritesFiles(const NetParameter& param) {
   return false;
 }
 
+}  // namespace
+
+namespace {
+
+// At most how many values of a step's bottoms and parameters one value of its tops is computed from (`bottoms`: all
+// the bottoms' values; `params`: all the parameters'). Per element (neuron layers, sums, copies): one from each
+// bottom; after per-channel sums, a few (BatchNorm, Scale, Bias, MVN). A convolution's or inner product's: its
+// weights for one output channel and its bias. A pooling's: its window. LRN's: its window. Any other layer's (losses,
+// softmax, normalizations, recurrences): all of them.
+double ReadsPerTopValue(const Layer& layer, const std::vector<const Blob*>& bottoms, double all_bottoms,
+                        double params) {
+  const LayerParameter& param = layer.layer_param();
+  const std::string& type = param.type();
+  const double arity = static_cast<double>(std::max<size_t>(bottoms.size(), 1));
+  if (dynamic_cast<const NeuronLayer*>(&layer) != nullptr) return arity + params;
+  for (const char* copy : {"Eltwise", "Split", "Concat", "Slice", "Flatten", "Reshape", "Silence", "Crop", "Tile"})
+    if (type == copy) return arity;
+  // Per element after per-channel sums (a pass or two over the bottom).
+  for (const char* channelwise : {"BatchNorm", "Scale", "Bias", "MVN"})
+    if (type == channelwise) return arity + 3;
+  if (type == "Convolution" || type == "Deconvolution")
+    return 1 + params / std::max(1.0, static_cast<double>(param.convolution_param().num_output()));
+  if (type == "InnerProduct")
+    return 1 + params / std::max(1.0, static_cast<double>(param.inner_product_param().num_output()));
+  if (type == "Pooling" && !param.pooling_param().global_pooling() && !bottoms.empty()) {
+    const PoolingParameter& pool = param.pooling_param();
+    const double h = pool.has_kernel_h() ? pool.kernel_h() : pool.kernel_size();
+    const double w = pool.has_kernel_w() ? pool.kernel_w() : pool.kernel_size();
+    return 1 + std::min(h * w, all_bottoms);
+  }
+  if (type == "LRN") {
+    const double size = param.lrn_param().local_size();
+    return 1 + std::min(size * size, all_bottoms);
+  }
+  return 1 + all_bottoms + params;
+}
+
+}  // namespace
+
+double PassWorkBound(const Net& net) {
+  double work = 0;
+  for (const PlanStep& step : net.plan()) {
+    const Layer& layer = *net.layers()[step.layer];
+    double tops = 0, all_bottoms = 0, params = 0;
+    std::vector<const Blob*> bottoms;
+    for (int top : step.tops) tops += static_cast<double>(net.blobs()[top]->count());
+    for (int bottom : step.bottoms) {
+      bottoms.push_back(net.blobs()[bottom].get());
+      all_bottoms += static_cast<double>(bottoms.back()->count());
+    }
+    for (const auto& param : layer.params()) params += static_cast<double>(param->count());
+    work += tops * ReadsPerTopValue(layer, bottoms, all_bottoms, params) + all_bottoms + params;
+  }
+  return work;
+}
+
+namespace {
+
+// The net built; then, where one pass is cheap (PassWorkBound: at most kLargestPassWork, well under a second under
+// the sanitizers; libFuzzer reports an input that takes 30 s as a hang), run forward and backward once, as training
+// would: every layer's own code, on the shapes and settings the input gives it.
 Outcome NetPrototxt(const uint8_t* data, size_t size) {
   const std::string text = Bytes(data, size);
   NetParameter param;
   const Outcome parsed = Run([&] { param = ParseNet(text, "fuzz.prototxt"); });
   if (parsed != Outcome::kAccepted) return parsed;
   if (WritesFiles(param)) return Outcome::kSkipped;
-  return Run([&] { Net net(param, SharedContext()); });
+  return Run([&] {
+    Net net(param, SharedContext());
+    if (PassWorkBound(net) > kLargestPassWork) return;
+    net.ForwardBackward();
+  });
 }
 
 // ---- caffemodel -----------------------------------------------------------------------------------------------
@@ -237,8 +302,8 @@ Outcome SolverStateFile(const uint8_t* data, size_t size) {
 // (Data, ImageData, WindowData, HDF5Data, whose files a fuzzer does not have) made a DummyData of the same tops,
 // images of the crop size in 3 channels, else of 1 x 28 x 28 (its other tops 2 x 1: labels, an LSTM's sequence
 // markers), so that the layers after it are built too.
-// An autoencoder's last num_output must stay the input's size: where the net built so is refused, its outputs
-// stay as they were (NetSeeds).
+// An autoencoder's last num_output must stay the input's size: where the net built so is refused, its last layer
+// with a num_output keeps it, else every layer does (NetSeeds).
 void ScaleOutputs(google::protobuf::Message* message) {
   const google::protobuf::Reflection* reflection = message->GetReflection();
   std::vector<const google::protobuf::FieldDescriptor*> fields;
@@ -259,13 +324,26 @@ void ScaleOutputs(google::protobuf::Message* message) {
   }
 }
 
+LayerParameter ScaledCopy(const LayerParameter& layer) {
+  LayerParameter copy = layer;
+  ScaleOutputs(&copy);
+  return copy;
+}
+
 void CapBatch(BlobShape* shape) {
   if (shape->dim_size() > 0 && shape->dim(0) > 2) shape->set_dim(0, 2);
 }
 
-NetParameter SmallNet(const NetParameter& original, bool scale_outputs) {
+enum class Outputs { kScaled, kLastKept, kKept };
+
+NetParameter SmallNet(const NetParameter& original, Outputs outputs) {
   NetParameter net = original;
-  if (scale_outputs) ScaleOutputs(&net);
+  if (outputs == Outputs::kScaled) ScaleOutputs(&net);
+  if (outputs == Outputs::kLastKept) {
+    int last = net.layer_size() - 1;
+    while (last >= 0 && ScaledCopy(net.layer(last)).SerializeAsString() == net.layer(last).SerializeAsString()) --last;
+    for (int l = 0; l < last; ++l) ScaleOutputs(net.mutable_layer(l));
+  }
   for (BlobShape& shape : *net.mutable_input_shape()) CapBatch(&shape);
   for (int i = 0; i < net.input_dim_size(); i += 4)
     if (net.input_dim(i) > 2) net.set_input_dim(i, 2);
@@ -306,11 +384,11 @@ int NetSeeds(const std::string& source_dir, const std::string& folder) {
     const std::string text = ReadFileToString(path.string());
     NetParameter param;
     if (Run([&] { ReadProtoFromText(text, path.string(), &param); }) != Outcome::kAccepted) continue;  // a solver
-    // The first of these that builds: outputs scaled or not, in the net's phase or in TRAIN (an autoencoder's TEST
-    // data layers want a stage); else the first.
+    // The first of these that builds: outputs scaled, all but the last or none, in the net's phase or in TRAIN (an
+    // autoencoder's TEST data layers want a stage); else the first.
     std::vector<NetParameter> candidates;
-    for (bool scaled : {true, false}) {
-      candidates.push_back(SmallNet(param, scaled));
+    for (Outputs outputs : {Outputs::kScaled, Outputs::kLastKept, Outputs::kKept}) {
+      candidates.push_back(SmallNet(param, outputs));
       candidates.push_back(candidates.back());
       candidates.back().mutable_state()->set_phase(TRAIN);
     }

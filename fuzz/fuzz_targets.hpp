@@ -12,6 +12,7 @@
 #include <vector>
 
 namespace crema {
+class Net;
 namespace fuzz {
 
 enum class Outcome {
@@ -26,7 +27,8 @@ struct Target {
   Outcome (*run)(const uint8_t* data, size_t size);
 };
 
-// net_prototxt: prototxt text -> NetParameter (crema's parser) -> the net built (passes, layers set up, plan).
+// net_prototxt: prototxt text -> NetParameter (crema's parser) -> the net built (passes, layers set up, plan) -> one
+//   forward and backward pass where that is cheap (a bound on its work).
 // caffemodel: binary NetParameter -> weights copied into a fixed small net (V0/V1 files upgraded on the way).
 // datum: binary Datum -> decoded and transformed as a Data layer does, under four transformation settings.
 // solverstate: a .solverstate file -> restored into an SGD and an Adam solver of a fixed small net.
@@ -35,6 +37,13 @@ struct Target {
 const std::vector<Target>& Targets();
 // The target of that name; throws std::invalid_argument listing the names.
 const Target& TargetNamed(const std::string& name);
+
+// A bound on the work of one pass of a net: for each step, its tops' values times how many values each is computed
+// from (one from each bottom for per-element layers, a convolution's weights for one output channel, a pooling's
+// window; all of the bottoms' values and parameters for the rest), plus its bottoms and parameters once. The
+// net_prototxt target runs a net forward and backward where this is at most kLargestPassWork (2^25).
+double PassWorkBound(const Net& net);
+constexpr double kLargestPassWork = 33554432.0;
 
 // Once per process, before any target runs: logging quiet (FATAL only), and host blobs capped at 256 MiB
 // (CREMA_HOST_MEMORY_LIMIT, unless the environment sets it), so that a net of huge blobs is refused by crema

@@ -89,8 +89,9 @@ TEST_F(FuzzTargetsTest, EveryTargetHasSeeds) {
 // Weights, records and states crema made itself go through whole, and so do the nets of examples/ as the seeds
 // have them (made small, their data layers DummyData ones), but for the siamese net: its Slice leaves the second
 // image no channels (the seed's images have one), and the convolution of those shares weights with the first's.
+// Most of the nets are cheap enough for the target to run them forward and backward too.
 TEST_F(FuzzTargetsTest, SeedsAreAccepted) {
-  int nets = 0;
+  int nets = 0, run = 0;
   for (const fuzz::Target& target : fuzz::Targets()) {
     for (const auto& seed : FilesIn(SeedFolder(target.name))) {
       const Outcome outcome = RunOn(target, test::FileBytes(seed));
@@ -110,9 +111,34 @@ TEST_F(FuzzTargetsTest, SeedsAreAccepted) {
       for (const auto& blob : net.blobs()) values += static_cast<size_t>(blob->count());
       EXPECT_LE(values, size_t{1} << 23) << file;
       ++nets;
+      if (fuzz::PassWorkBound(net) <= fuzz::kLargestPassWork) ++run;
     }
   }
   EXPECT_GE(nets, 25);
+  EXPECT_GE(run, 15);
+}
+
+// The bound on a pass's work that decides whether the prototxt target runs a net: each step's tops times the values
+// each reads, plus its bottoms and parameters once, here by hand.
+TEST_F(FuzzTargetsTest, PassWorkBoundCountsWhatEachOutputReads) {
+  Net net(test::ParseNet(R"(
+    state { phase: TRAIN }
+    layer { name: 'in' type: 'Input' top: 'x' input_param { shape { dim: 2 dim: 3 dim: 8 dim: 8 } } }
+    layer { name: 'conv' type: 'Convolution' bottom: 'x' top: 'c' convolution_param { num_output: 4 kernel_size: 3 } }
+    layer { name: 'act' type: 'Sigmoid' bottom: 'c' top: 's' }
+    layer { name: 'pool' type: 'Pooling' bottom: 's' top: 'p' pooling_param { kernel_size: 2 stride: 2 } }
+    layer { name: 'ip' type: 'InnerProduct' bottom: 'p' top: 'y' inner_product_param { num_output: 5 } }
+    layer { name: 'loss' type: 'Softmax' bottom: 'y' top: 'z' }
+  )"),
+          std::make_shared<Context>());
+  ASSERT_EQ(net.plan().size(), 6u);
+  const double input = 384 * 1.0;                         // 2x3x8x8 values, each from nothing
+  const double conv = 288 * (1 + 112.0 / 4) + 384 + 112;  // 2x4x6x6 outputs, 4x27 weights + 4 biases
+  const double sigmoid = 288 * 1.0 + 288;                 // one value each
+  const double pool = 72 * (1 + 4.0) + 288;               // a 2x2 window each
+  const double ip = 10 * (1 + 185.0 / 5) + 72 + 185;      // 5x36 weights + 5 biases
+  const double softmax = 10 * (1 + 10.0) + 10;            // every bottom value
+  EXPECT_DOUBLE_EQ(fuzz::PassWorkBound(net), input + conv + sigmoid + pool + ip + softmax);
 }
 
 // A seed cut short, or with one byte changed in its middle, is refused (or, for a byte of pixel data, still
