@@ -29,6 +29,7 @@
 #include "net/net.hpp"
 #include "onnx/export.hpp"
 #include "onnx/import.hpp"
+#include "solver/lr_policy.hpp"
 #include "solver/solver.hpp"
 
 namespace crema {
@@ -282,6 +283,40 @@ std::vector<std::unique_ptr<Solver>>& Solvers() {
   return solvers;
 }
 
+// ---- solver_prototxt ------------------------------------------------------------------------------------------
+
+// The settings that name files: the nets' (read), the weights to start from (read). A fuzzer must not read what an
+// input names (/dev/zero never ends), and the net_prototxt target fuzzes net text already.
+bool NamesFiles(const SolverParameter& param) {
+  return param.has_net() || param.has_train_net() || param.test_net_size() > 0 || param.weights_size() > 0;
+}
+
+// A solver prototxt parsed, its solver built over its own net_param (or train_net_param) or else the small net of
+// the solver state target, and trained for at most 3 iterations of at most 4 batches (testing at most 2 where it
+// tests), its snapshots (at its `snapshot` interval, and after training) written to a folder of the fuzzer's own.
+// The learning rate policies, the solvers' rules, gradient clipping and accumulation, loss scaling, testing and
+// snapshots run with the settings the input gives them.
+Outcome SolverPrototxt(const uint8_t* data, size_t size) {
+  SolverParameter param;
+  const Outcome parsed = Run([&] { ReadProtoFromText(Bytes(data, size), "fuzz_solver.prototxt", &param); });
+  if (parsed != Outcome::kAccepted) return parsed;
+  if (NamesFiles(param)) return Outcome::kSkipped;
+  if (!param.has_net_param() && !param.has_train_net_param())
+    *param.mutable_net_param() = ParseNet(kSolverNet, "the solver target's net");
+  param.set_max_iter(std::min(param.max_iter(), 3));
+  param.set_iter_size(std::min(param.iter_size(), 4));
+  for (int t = 0; t < param.test_iter_size(); ++t) param.set_test_iter(t, std::min(param.test_iter(t), 2));
+  param.set_snapshot_prefix(ScratchFolder() + "/fuzz");
+  param.set_solver_mode(SolverParameter::CPU);
+  return Run([&] {
+    std::unique_ptr<Solver> solver = CreateSolver(param, "", SharedContext());
+    if (PassWorkBound(*solver->net()) > kLargestPassWork) return;
+    for (const auto& test_net : solver->test_nets())
+      if (PassWorkBound(*test_net) > kLargestPassWork) return;
+    solver->Solve();
+  });
+}
+
 Outcome SolverStateFile(const uint8_t* data, size_t size) {
   const std::string path = ScratchFolder() + "/input.solverstate";
   WriteFile(path, Bytes(data, size));
@@ -423,11 +458,17 @@ void CollectNames(const google::protobuf::Descriptor* message, std::set<const go
   }
 }
 
-void WriteDictionary(const std::string& path) {
+// The prototxt targets' dictionary: the field and enum value names of `message` and what it holds, the layer types
+// and the solvers' learning rate policies and types, and the formulas' words.
+void WriteDictionary(const google::protobuf::Descriptor* message, const std::string& path) {
   std::set<const google::protobuf::Descriptor*> seen;
   std::set<std::string> names;
-  CollectNames(NetParameter::descriptor(), &seen, &names);
+  CollectNames(message, &seen, &names);
   for (const std::string& type : LayerRegistry::Global().Types()) names.insert(type);
+  if (message == SolverParameter::descriptor()) {
+    for (const std::string& policy : KnownLearningRatePolicies()) names.insert(policy);
+    for (const char* type : {"SGD", "Nesterov", "AdaGrad", "RMSProp", "AdaDelta", "Adam"}) names.insert(type);
+  }
   std::string text = "# The schema's field and enum value names and the layer types (fuzz/fuzz_targets.cpp).\n";
   for (const std::string& name : names) text += "\"" + name + "\"\n";
   for (const char* token : {"{", "}", ":", "\\\"", "'", "#", "nan", "inf", "-1", "2147483647", "4294967296"})
@@ -437,6 +478,48 @@ void WriteDictionary(const std::string& path) {
   for (const char* token : {"(", ")", ",", "+", "-", "*", "/", "^", "<", "<=", ">", ">=", "==", "!=", "`"})
     text += "\"" + std::string(token) + "\"\n";
   WriteFile(path, text);
+}
+
+// The solvers of examples/ without the files they name (their nets: the target trains the small net), and one of
+// every learning rate policy, with an inline net, gradient clipping, accumulation, loss scaling and snapshots.
+int SolverSeeds(const std::string& source_dir, const std::string& folder) {
+  std::vector<std::filesystem::path> files;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(source_dir + "/examples"))
+    if (entry.is_regular_file() && entry.path().extension() == ".prototxt") files.push_back(entry.path());
+  std::sort(files.begin(), files.end());
+  int count = 0;
+  for (const auto& path : files) {
+    SolverParameter param;
+    const std::string text = ReadFileToString(path.string());
+    if (Run([&] { ReadProtoFromText(text, path.string(), &param); }) != Outcome::kAccepted) continue;  // a net
+    param.clear_net();
+    param.clear_train_net();
+    param.clear_test_net();
+    param.clear_weights();
+    std::string seed;
+    google::protobuf::TextFormat::PrintToString(param, &seed);
+    WriteFile(folder + "/" + path.parent_path().filename().string() + "_" + path.filename().string(),
+              "# " + path.parent_path().filename().string() + "/" + path.filename().string() +
+                  " without the files it names (fuzz/fuzz_targets.cpp, SolverSeeds)\n" + seed);
+    ++count;
+  }
+  const std::vector<std::string> policies = KnownLearningRatePolicies();
+  const char* types[] = {"SGD", "Nesterov", "AdaGrad", "RMSProp", "AdaDelta", "Adam"};
+  for (size_t p = 0; p < policies.size(); ++p) {
+    std::string text = "type: '" + std::string(types[p % 6]) + "' lr_policy: '" + policies[p] + "'\n" +
+                       "base_lr: 0.05 gamma: 0.5 power: 0.75 stepsize: 2 stepvalue: 1 stepvalue: 2\n"
+                       "weight_decay: 0.001 max_iter: 3 display: 1 average_loss: 2\n"
+                       "test_iter: 1 test_interval: 2 snapshot: 2 iter_size: " +
+                       std::to_string(1 + p % 2) + "\n";
+    if (p % 6 != 2 && p % 6 != 3) text += "momentum: 0.9\n";  // AdaGrad's and RMSProp's rules have none
+    if (p % 2 == 1) text += "clip_gradients: 0.1 regularization_type: 'L1'\n";
+    if (p == 3) text += "snapshot_format: HDF5\n";
+    if (p == 5) text += "loss_scaling: DYNAMIC\n";
+    if (p == 6) text += "net_param { " + std::string(kSolverNet) + "}\n";
+    WriteFile(folder + "/policy_" + policies[p] + ".prototxt", text);
+    ++count;
+  }
+  return count;
 }
 
 int CaffemodelSeeds(const std::string& folder) {
@@ -619,6 +702,8 @@ const std::vector<Target>& Targets() {
       {"caffemodel", "a binary caffemodel parsed and its weights copied into a net", Caffemodel},
       {"datum", "a Datum record parsed, decoded and transformed as a Data layer does", DatumRecord},
       {"solverstate", "a .solverstate file restored into an SGD and an Adam solver", SolverStateFile},
+      {"solver_prototxt", "a solver prototxt parsed, its solver built and trained for a few iterations",
+       SolverPrototxt},
       {"formula", "an Expression layer's formula parsed, differentiated and run", Formula},
       {"onnx", "an ONNX model parsed, imported onto layers and the net built", OnnxModel},
   };
@@ -653,7 +738,10 @@ std::vector<int> WriteSeeds(const std::string& source_dir, const std::string& fo
     const std::string name = target.name;
     if (name == "net_prototxt") {
       counts.push_back(NetSeeds(source_dir, seeds));
-      WriteDictionary(folder + "/net_prototxt.dict");
+      WriteDictionary(NetParameter::descriptor(), folder + "/net_prototxt.dict");
+    } else if (name == "solver_prototxt") {
+      counts.push_back(SolverSeeds(source_dir, seeds));
+      WriteDictionary(SolverParameter::descriptor(), folder + "/solver_prototxt.dict");
     } else if (name == "caffemodel") {
       counts.push_back(CaffemodelSeeds(seeds));
     } else if (name == "datum") {

@@ -29,6 +29,8 @@ struct Target {
 
 // net_prototxt: prototxt text -> NetParameter (crema's parser) -> the net built (passes, layers set up, plan) -> one
 //   forward and backward pass where that is cheap (a bound on its work).
+// solver_prototxt: prototxt text -> SolverParameter -> the solver built over its inline net or a small one, trained
+//   for at most 3 iterations, snapshots in a folder of the fuzzer's own (inputs naming files to read are skipped).
 // caffemodel: binary NetParameter -> weights copied into a fixed small net (V0/V1 files upgraded on the way).
 // datum: binary Datum -> decoded and transformed as a Data layer does, under four transformation settings.
 // solverstate: a .solverstate file -> restored into an SGD and an Adam solver of a fixed small net.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs crema's fuzz targets (fuzz/fuzz_targets.hpp) with libFuzzer, each for SECONDS (default 60), from the
 # programs of a CREMA_FUZZ build: `make fuzz` builds them (with the sanitizers) and calls this.
-# Usage: scripts/fuzz.sh BUILD_DIR [SECONDS [TARGET...]]     (targets: net_prototxt caffemodel datum solverstate formula onnx)
+# Usage: scripts/fuzz.sh BUILD_DIR [SECONDS [TARGET...]]
+#   (targets: net_prototxt solver_prototxt caffemodel datum solverstate formula onnx)
 #
 # Seeds come fresh from fuzz_seeds (the nets of examples/, weights, records and states crema writes); what a
 # run finds is kept in BUILD_DIR/fuzz/corpus/<target>/ and grows from run to run. A crash stops that target: its
@@ -18,7 +19,7 @@ build=$(cd "$1" && pwd)
 seconds=${2:-60}
 shift $(($# < 2 ? $# : 2))
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(net_prototxt caffemodel datum solverstate formula onnx)
+[ ${#targets[@]} -gt 0 ] || targets=(net_prototxt solver_prototxt caffemodel datum solverstate formula onnx)
 source_dir=$(cd "$(dirname "$0")/.." && pwd)
 work=$build/fuzz
 for program in fuzz_seeds "${targets[@]/#/fuzz_}"; do

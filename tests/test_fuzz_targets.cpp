@@ -163,6 +163,9 @@ TEST_F(FuzzTargetsTest, DamagedSeedsAreRefusedWithAnError) {
       {"datum", {"", std::string("\x08\x03", 2), "\xff\xff\xff"}},
       {"solverstate", {"", "\xff\xff\xff", std::string("\x08\x07", 2) /* iter 7, no history */}},
       {"onnx", {"", "\xff\xff\xff", std::string("\x3a\x00", 2) /* an empty graph */}},
+      {"solver_prototxt",
+       {"base_lr:", "type: 'NoSuchSolver' lr_policy: 'fixed' base_lr: 0.1", "lr_policy: 'nope' base_lr: 0.1",
+        "type: 'AdaGrad' momentum: 0.9 lr_policy: 'fixed' base_lr: 0.1", "lr_policy: 'step' base_lr: 0.1"}},
   };
   for (const auto& [name, inputs] : refused) {
     for (const std::string& input : inputs)
@@ -171,9 +174,14 @@ TEST_F(FuzzTargetsTest, DamagedSeedsAreRefusedWithAnError) {
   EXPECT_THROW(fuzz::TargetNamed("no_such_target"), std::invalid_argument);
 }
 
-// An HDF5 solver state, and a net with a layer that writes files, are outside what the fuzzers may touch.
+// An HDF5 solver state, a net with a layer that writes files and a solver that names files to read are outside what
+// the fuzzers may touch.
 TEST_F(FuzzTargetsTest, TargetsSkipWhatTheyMustNotTouch) {
   EXPECT_EQ(RunOn(fuzz::TargetNamed("solverstate"), std::string("\211HDF\r\n\032\n", 8) + std::string(64, '\0')),
+            Outcome::kSkipped);
+  EXPECT_EQ(RunOn(fuzz::TargetNamed("solver_prototxt"), "net: '/dev/zero' base_lr: 0.1 lr_policy: 'fixed'"),
+            Outcome::kSkipped);
+  EXPECT_EQ(RunOn(fuzz::TargetNamed("solver_prototxt"), "weights: 'a.caffemodel' base_lr: 0.1 lr_policy: 'fixed'"),
             Outcome::kSkipped);
   EXPECT_EQ(RunOn(fuzz::TargetNamed("net_prototxt"),
                   "layer { name: 'out' type: 'HDF5Output' bottom: 'x' hdf5_output_param { file_name: 'x.h5' } }"),
