@@ -409,13 +409,18 @@ NetParameter SmallNet(const NetParameter& original, Outputs outputs) {
   return net;
 }
 
-int NetSeeds(const std::string& source_dir, const std::string& folder) {
-  std::vector<std::filesystem::path> nets;
+// Every .prototxt under examples/ (nets and solvers), in name order.
+std::vector<std::filesystem::path> ExamplePrototxts(const std::string& source_dir) {
+  std::vector<std::filesystem::path> files;
   for (const auto& entry : std::filesystem::recursive_directory_iterator(source_dir + "/examples"))
-    if (entry.is_regular_file() && entry.path().extension() == ".prototxt") nets.push_back(entry.path());
-  std::sort(nets.begin(), nets.end());
+    if (entry.is_regular_file() && entry.path().extension() == ".prototxt") files.push_back(entry.path());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+int NetSeeds(const std::string& source_dir, const std::string& folder) {
   int count = 0;
-  for (const auto& path : nets) {
+  for (const auto& path : ExamplePrototxts(source_dir)) {
     const std::string text = ReadFileToString(path.string());
     NetParameter param;
     if (Run([&] { ReadProtoFromText(text, path.string(), &param); }) != Outcome::kAccepted) continue;  // a solver
@@ -483,12 +488,8 @@ void WriteDictionary(const google::protobuf::Descriptor* message, const std::str
 // The solvers of examples/ without the files they name (their nets: the target trains the small net), and one of
 // every learning rate policy, with an inline net, gradient clipping, accumulation, loss scaling and snapshots.
 int SolverSeeds(const std::string& source_dir, const std::string& folder) {
-  std::vector<std::filesystem::path> files;
-  for (const auto& entry : std::filesystem::recursive_directory_iterator(source_dir + "/examples"))
-    if (entry.is_regular_file() && entry.path().extension() == ".prototxt") files.push_back(entry.path());
-  std::sort(files.begin(), files.end());
   int count = 0;
-  for (const auto& path : files) {
+  for (const auto& path : ExamplePrototxts(source_dir)) {
     SolverParameter param;
     const std::string text = ReadFileToString(path.string());
     if (Run([&] { ReadProtoFromText(text, path.string(), &param); }) != Outcome::kAccepted) continue;  // a net
