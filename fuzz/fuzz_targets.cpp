@@ -198,6 +198,7 @@ Outcome Caffemodel(const uint8_t* data, size_t size) {
     NetParameter trained;
     ReadProtoFromBinary(bytes, "fuzz.caffemodel", &trained);
     WeightsNet().CopyTrainedLayersFrom(trained);
+    WeightsNet().Forward();
   });
 }
 
@@ -666,6 +667,7 @@ Outcome OnnxModel(const uint8_t* data, size_t size) {
     param.mutable_state()->set_phase(TEST);
     Net net(param, SharedContext());
     net.CopyTrainedLayersFrom(imported.weights);
+    if (PassWorkBound(net) <= kLargestPassWork) net.Forward();
   });
 }
 

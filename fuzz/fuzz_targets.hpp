@@ -31,11 +31,13 @@ struct Target {
 //   forward and backward pass where that is cheap (a bound on its work).
 // solver_prototxt: prototxt text -> SolverParameter -> the solver built over its inline net or a small one, trained
 //   for at most 3 iterations, snapshots in a folder of the fuzzer's own (inputs naming files to read are skipped).
-// caffemodel: binary NetParameter -> weights copied into a fixed small net (V0/V1 files upgraded on the way).
+// caffemodel: binary NetParameter -> weights copied into a fixed small net (V0/V1 files upgraded on the way), which
+//   then runs forward.
 // datum: binary Datum -> decoded and transformed as a Data layer does, under four transformation settings.
 // solverstate: a .solverstate file -> restored into an SGD and an Adam solver of a fixed small net.
 // formula: an Expression layer's formula text -> parsed, differentiated, its value and gradients run on a few values.
-// onnx: an ONNX model file -> parsed, imported onto layers (crema import), the net built with the weights.
+// onnx: an ONNX model file -> parsed, imported onto layers (crema import), the net built with the weights and run
+//   forward where that is cheap.
 const std::vector<Target>& Targets();
 // The target of that name; throws std::invalid_argument listing the names.
 const Target& TargetNamed(const std::string& name);

@@ -11,14 +11,15 @@ bool RunsOn(const EngineSpec& spec, Device device) {
   return (spec.devices & (device == Device::kGPU ? kGpuOnly : kCpuOnly)) != 0;
 }
 
-// oneDNN's and cuDNN's primitives take no tensor with a dimension of 0 (a Slice may leave one empty, as Caffe's
-// does): crema's own engines run them (a convolution of 0 input channels gives its bias).
-bool IsLibraryEngine(const EngineSpec& spec) { return spec.name == "onednn" || spec.name == "cudnn"; }
+// oneDNN makes no convolution or inner product primitive over a tensor with a dimension of 0 (a Slice may leave one
+// empty, as Caffe's does): crema's own engines run them (a convolution of 0 input channels gives its bias). Every
+// oneDNN engine refuses them alike. (cuDNN's engines skip their calls over empty blobs themselves.)
+bool IsOnednnEngine(const EngineSpec& spec) { return spec.name == "onednn"; }
 
 // "" when `engine` can serve `query`, else why not.
 std::string WhyNot(const LayerRegistry::Engine& engine, const EngineQuery& query) {
   if (!RunsOn(engine.spec, query.device)) return std::string("does not run on the ") + DeviceName(query.device);
-  if (IsLibraryEngine(engine.spec)) {
+  if (IsOnednnEngine(engine.spec)) {
     for (size_t b = 0; b < query.bottom_shapes.size(); ++b) {
       const std::vector<int>& shape = query.bottom_shapes[b];
       if (std::find(shape.begin(), shape.end(), 0) != shape.end())

@@ -177,8 +177,8 @@ TEST(LayerRegistryTest, ConvolutionsEnginesInANet) {
             (std::vector<std::string>{"native", "reference", "reference", "native"}));
 }
 
-// oneDNN's and cuDNN's primitives take no blob with a dimension of 0, which a Slice may leave (as Caffe's does):
-// crema's own engines run those layers, and a convolution of no input channels gives its bias. oneDNN refused to
+// oneDNN makes no convolution over a blob with a dimension of 0, which a Slice may leave (as Caffe's does): crema's own
+// engines run those layers, and a convolution of no input channels gives its bias. oneDNN refused to
 // make such a convolution with an exception of its own, which a fuzzed net turned into "internal error".
 TEST(LayerRegistryTest, EmptyBlobsGoToCremasOwnEngines) {
   const std::string text = R"(
