@@ -673,7 +673,7 @@ TEST(HalfPrecisionTest, SixteenBitValuesPassThroughRehearsedMaxPoolingsAndConcat
 
 // A training net of ResNet units: convolutions (no bias) each followed by a BatchNorm, a Scale and (bn0, bn1) a ReLU
 // in place, which training fuses into the BatchNorm; conv1's unit also feeds the residual sum. data -> conv0 -> conv1
-// -> conv2 -> conv3, then sum = conv3 + conv1 and its ReLU -> ip -> loss.
+// -> conv2 -> conv3, then sum = conv3 + conv1 and its ReLU -> a global average pooling, as a ResNet's -> ip -> loss.
 SolverParameter ResidualUnitsSolver(Precision precision) {
   std::string units;
   for (int k = 0; k < 4; ++k) {
@@ -697,7 +697,8 @@ SolverParameter ResidualUnitsSolver(Precision precision) {
     )" + units + R"(
     layer { name: 'sum' type: 'Eltwise' bottom: 'conv3' bottom: 'conv1' top: 'sum' }
     layer { name: 'relu_sum' type: 'ReLU' bottom: 'sum' top: 'sum' }
-    layer { name: 'ip' type: 'InnerProduct' bottom: 'sum' top: 'ip'
+    layer { name: 'pool' type: 'Pooling' bottom: 'sum' top: 'pool' pooling_param { pool: AVE global_pooling: true } }
+    layer { name: 'ip' type: 'InnerProduct' bottom: 'pool' top: 'ip'
             inner_product_param { num_output: 3 weight_filler { type: 'xavier' } } }
     layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip' bottom: 'label' top: 'loss' }
   )");
@@ -707,10 +708,10 @@ SolverParameter ResidualUnitsSolver(Precision precision) {
 // ReLU. Each BatchNorm reads its input in 16 bits, so every convolution writes its output so, and leaves its place on
 // that output for a top of its own, which it writes in 16 bits for the convolution after it (bn0 with its ReLU, bn2
 // without), for the sum (bn3, without, as a ResNet unit's last) or for both (bn1, through a Split); the sum adds 16-bit
-// operands and writes 16 bits for the InnerProduct. Those 16 bits are the roundings the float run makes of the same
-// values (a BatchNorm, a sum and a product each round a float input), and backward reads the normalized values kept and
-// the sum's output's signs: 12 iterations give every parameter and running statistic of the float blobs' training, bit
-// for bit, in both half types.
+// operands and writes 16 bits for the average pooling, which sums them in floats. Those 16 bits are the roundings the
+// float run makes of the same values (a BatchNorm, a sum and an average pooling each round a float input), and
+// backward reads the normalized values kept and the sum's output's signs: 12 iterations give every parameter and
+// running statistic of the float blobs' training, bit for bit, in both half types.
 void ExpectFusedBatchNormsWriteSixteenBits(const std::function<std::shared_ptr<Context>()>& make_context) {
   for (Precision precision : {Precision::kFloat16, Precision::kBfloat16}) {
     SCOPED_TRACE(PrecisionName(precision));
@@ -835,15 +836,15 @@ TEST(HalfPrecisionTest, AFoldedInferenceNetPassesSixteenBitsBetweenItsRehearsedH
 
 // GoogLeNet's and ResNet-50's deploy nets, folded (ReLUs, BatchNorms and Scales, the residual sums into the
 // convolutions), on one random image through their rehearsed half-precision GPU code: the blobs the plan keeps in 16
-// bits (GoogLeNet's inception modules with their Concats and max poolings; ResNet's conv1 through pool1 and each
-// bottleneck's inner two) give the float blobs' output bit for bit. ResNet's
-// sums, whose summands are added in floats, found the summand's rule (Layer::HalfOperands).
+// bits (GoogLeNet's inception modules with their Concats and max poolings, the last one's output read by the average
+// pooling in 16 bits; ResNet's conv1 through pool1 and each bottleneck's inner two) give the float blobs' output bit
+// for bit. ResNet's sums, whose summands are added in floats, found the summand's rule (Layer::HalfOperands).
 TEST(HalfPrecisionTest, FoldedGoogLeNetAndResNet50PassSixteenBitsAndGiveTheFloatBlobsOutput) {
   if (test::kAddressSanitizer) GTEST_SKIP() << "two ImageNet nets on the host take long under AddressSanitizer";
   const struct {
     const char* file;
     int sixteen;  // blobs in 16 bits
-  } nets[] = {{"googlenet_deploy.prototxt", 69}, {"resnet50_deploy.prototxt", 34}};
+  } nets[] = {{"googlenet_deploy.prototxt", 74}, {"resnet50_deploy.prototxt", 34}};
   for (const auto& example : nets) {
     SCOPED_TRACE(example.file);
     const auto run = [&](std::unique_ptr<Net>* made) {
@@ -964,7 +965,8 @@ TEST(GpuHalfPrecisionTest, SixteenBitBlobsBetweenHalfLayersChangeNoBitOfTheTrain
   });
 }
 
-// On the GPU: cuDNN's BatchNorm with its Scale and ReLU fused writes the 16-bit tops, cuDNN's convolutions read them.
+// On the GPU: cuDNN's BatchNorm with its Scale and ReLU fused writes the 16-bit tops, cuDNN's convolutions read them,
+// and cuDNN's average pooling runs the native rule over the sum's 16 bits.
 TEST(GpuHalfPrecisionTest, FusedBatchNormsWriteSixteenBitsForTheConvolutionsAfterThem) {
   CREMA_SKIP_WITHOUT_HALF_GPU(Precision::kBfloat16);
   ExpectFusedBatchNormsWriteSixteenBits([] {

@@ -65,8 +65,9 @@ void CudnnPoolingLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::
 void CudnnPoolingLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   PoolingLayer::Reshape(bottom, top);
   const Blob& input = *bottom[0];
-  // Over 16-bit blobs the native rules run (see the header), keeping their argmax; over floats cuDNN, keeping none.
-  by_rules_ = IsHalfType(input.data_type());
+  // Over 16-bit blobs the native rules run (see the header), keeping their argmax; over floats cuDNN, keeping none,
+  // but for an AVE that reads its input in 16 bits (it rounds floats first, which cuDNN's call does not).
+  by_rules_ = IsHalfType(input.data_type()) || ReadsHalfInGpuCode();
   if (argmax_ != nullptr && !by_rules_) argmax_->Reshape({0});
   // The refusal saw the first shape; a later reshape (another image size) may bring one where the rules differ.
   const int in[2] = {height_, width_}, kernel[2] = {kernel_h_, kernel_w_}, pad[2] = {pad_h_, pad_w_},

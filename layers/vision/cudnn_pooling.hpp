@@ -23,7 +23,9 @@
 // Where its blobs lie in 16 bits (a MAX pooling between the GPU's half-precision layers, which passes the values
 // through: PoolingLayer::PassesQuantizationThrough), the layer runs the native engine's rules instead: forward over the
 // 16-bit values, keeping the argmax (internal, `<layer>.argmax`, empty over floats), backward by it; so no cuDNN call
-// ever sees a 16-bit tensor of pooling, in forward or backward.
+// ever sees a 16-bit tensor of pooling, in forward or backward. So does an AVE pooling that reads its input in 16 bits
+// in GPU code computing in float16 or bf16 (PoolingLayer::ReadsQuantized), over a 16-bit blob or over floats, which
+// its rule rounds to 16 bits first.
 #pragma once
 
 #ifdef CREMA_USE_CUDNN

@@ -76,20 +76,32 @@ void PoolingLayer::Reshape(const std::vector<Blob*>& bottom, const std::vector<B
   const std::vector<int> shape = {input.shape(0), input.shape(1), pooled_h_, pooled_w_};
   for (Blob* output : top) output->Reshape(shape);
   if (argmax_ != nullptr) argmax_->Reshape(shape);
-  CREMA_CHECK(bottom[0]->quantization() == top[0]->quantization())
+  // MAX passes its blobs' type through; AVE reading 16 bits (ReadsQuantized) writes floats.
+  const bool reads_half = IsHalfType(bottom[0]->data_type()) && ReadsHalfInGpuCode();
+  CREMA_CHECK(reads_half ? top[0]->data_type() == ElementType::kFloat32
+                         : bottom[0]->quantization() == top[0]->quantization())
       << describe() << ": its bottom and top were planned in different element types";
 }
 
 void PoolingLayer::ForwardByRules(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   const Device d = device();
   const bool relu = fused_activation_.kind == FusedActivation::kReLU;  // MAX only (AppliesActivationInItsOwnPass)
+  const bool bfloat16 = bottom[0]->data_type() == ElementType::kBfloat16;
+  if (IsHalfType(bottom[0]->data_type()) && method_ == PoolingParameter::AVE) {  // ReadsQuantized
+    CREMA_CHECK(ReadsHalfInGpuCode() && (GpuCodePrecision() == Precision::kBfloat16) == bfloat16)
+        << describe() << ": the input lies in " << ElementTypeName(bottom[0]->data_type())
+        << ", which this layer does not read";
+    for_each_element(context(), top[0]->count(),
+                     AvePoolForwardRuleOf<uint16_t>{static_cast<const uint16_t*>(bottom[0]->bytes_on(d)),
+                                                    top[0]->mutable_data_on(d), windows(), bfloat16});
+    return;
+  }
   if (IsHalfType(bottom[0]->data_type())) {  // MAX over 16-bit values (PassesQuantizationThrough)
     CREMA_CHECK(argmax_ != nullptr) << describe() << ": 16-bit values pool by MAX with its argmax kept";
-    for_each_element(
-        context(), top[0]->count(),
-        MaxPoolForwardRuleOf<uint16_t>{static_cast<const uint16_t*>(bottom[0]->bytes_on(d)),
-                                       static_cast<uint16_t*>(top[0]->mutable_bytes_on(d)), argmax_->mutable_data_on(d),
-                                       windows(), bottom[0]->data_type() == ElementType::kBfloat16, relu});
+    for_each_element(context(), top[0]->count(),
+                     MaxPoolForwardRuleOf<uint16_t>{static_cast<const uint16_t*>(bottom[0]->bytes_on(d)),
+                                                    static_cast<uint16_t*>(top[0]->mutable_bytes_on(d)),
+                                                    argmax_->mutable_data_on(d), windows(), bfloat16, relu});
     return;
   }
   const float* input = bottom[0]->data_on(d);
@@ -99,7 +111,10 @@ void PoolingLayer::ForwardByRules(const std::vector<Blob*>& bottom, const std::v
     float* argmax = (top.size() > 1 ? top[1] : argmax_)->mutable_data_on(d);
     for_each_element(context(), count, MaxPoolForwardRule{input, output, argmax, windows(), false, relu});
   } else if (method_ == PoolingParameter::AVE) {
-    for_each_element(context(), count, AvePoolForwardRule{input, output, windows()});
+    const bool rounds = ReadsHalfInGpuCode();  // floats rounded to the type the layer reads
+    for_each_element(
+        context(), count,
+        AvePoolForwardRule{input, output, windows(), rounds && GpuCodePrecision() == Precision::kBfloat16, rounds});
   } else {
     // STOCHASTIC pooling expects non-negative inputs (after a ReLU, say): the window's values, divided by their
     // sum, are the probabilities of picking each position. The source of each output is kept (internal) for

@@ -5,6 +5,7 @@
 CREMA_GPU_ELEMENTWISE(crema::MaxPoolForwardRule);
 CREMA_GPU_ELEMENTWISE(crema::MaxPoolForwardRuleOf<uint16_t>);
 CREMA_GPU_ELEMENTWISE(crema::AvePoolForwardRule);
+CREMA_GPU_ELEMENTWISE(crema::AvePoolForwardRuleOf<uint16_t>);
 CREMA_GPU_ELEMENTWISE(crema::StochasticPoolForwardRule);
 CREMA_GPU_ELEMENTWISE(crema::StochasticPoolTestBackwardRule);
 CREMA_GPU_ELEMENTWISE(crema::PoolBackwardRule);

@@ -121,23 +121,34 @@ struct MaxPoolForwardRuleOf {
 };
 using MaxPoolForwardRule = MaxPoolForwardRuleOf<float>;
 
-struct AvePoolForwardRule {
-  const float* input;
+// AVE over values of type T, in floats: floats, or 16-bit values (float16, or bfloat16 where `bfloat16`) that an AVE
+// pooling reads in GPU code computing in that type (PoolingLayer::ReadsQuantized); floats are then rounded to it first
+// (`rounds`), so that a 16-bit blob and a float blob give the same sums.
+template <typename T>
+struct AvePoolForwardRuleOf {
+  const T* input;
   float* output;
   PoolingWindows w;
+  bool bfloat16 = false;
+  bool rounds = false;
   CREMA_HOST_DEVICE void operator()(int i) const {
-    const float* image = input + w.InputPlaneOf(i);
+    const T* image = input + w.InputPlaneOf(i);
     const PoolingWindows::Window win = w.WindowOf(i);
     if (win.empty()) {
       output[i] = 0.f;  // as MAX: no input pixel, a usable 0
       return;
     }
     float total = 0.f;
-    for (int h = win.h_start; h < win.h_end; ++h)
-      for (int x = win.w_start; x < win.w_end; ++x) total += image[h * w.width + x];
+    for (int h = win.h_start; h < win.h_end; ++h) {
+      for (int x = win.w_start; x < win.w_end; ++x) {
+        const float value = StoredValue(bfloat16, image[h * w.width + x]);
+        total += rounds ? RoundedToHalf(bfloat16, value) : value;
+      }
+    }
     output[i] = total / win.area;
   }
 };
+using AvePoolForwardRule = AvePoolForwardRuleOf<float>;
 
 // STOCHASTIC, one output value per call: in TRAIN (`train`) a value of the window drawn with probability
 // proportional to it, by value i of the Philox stream `key`, and its position in `source`; in TEST the
@@ -261,6 +272,17 @@ class PoolingLayer : public Layer {
   // as before. cuDNN's engine runs these rules for such blobs.
   bool PassesQuantizationThrough() const override {
     return method_ == PoolingParameter::MAX && param_.top_size() == 1 && RunsGpuCode();
+  }
+  // AVE in GPU code computing in float16 or bf16 reads its input in that type (a ResNet's global pooling: the last
+  // unit's sum may then lie in 16 bits), as the convolutions read theirs: a float input is rounded to it first, so that
+  // the training is the same bit for bit either way. It sums in floats and writes floats. cuDNN's engine runs these
+  // rules then.
+  Quantization ReadsQuantized(int) const override {
+    return ReadsHalfInGpuCode() ? Quantization{HalfElementType(GpuCodePrecision()), 1.f} : Quantization{};
+  }
+  bool ReadsHalfInGpuCode() const {
+    return param_.pooling_param().pool() == PoolingParameter::AVE && RunsGpuCode() &&
+           GpuCodePrecision() != Precision::kFloat32;
   }
   // Such a MAX pooling, where its layers compute in half precision, applies a ReLU of slope 0 after it in its own rule
   // (training's fusion, net/fuse.hpp: CIFAR-10's pool1 and relu1), so that its output may pass on in 16 bits.
