@@ -95,20 +95,15 @@ bool WritesFiles(const NetParameter& param) {
   return false;
 }
 
-}  // namespace
-
-namespace {
-
 // At most how many values of a step's bottoms and parameters one value of its tops is computed from (`bottoms`: all
 // the bottoms' values; `params`: all the parameters'). Per element (neuron layers, sums, copies): one from each
 // bottom; after per-channel sums, a few (BatchNorm, Scale, Bias, MVN). A convolution's or inner product's: its
 // weights for one output channel and its bias. A pooling's: its window. LRN's: its window. Any other layer's (losses,
 // softmax, normalizations, recurrences): all of them.
-double ReadsPerTopValue(const Layer& layer, const std::vector<const Blob*>& bottoms, double all_bottoms,
-                        double params) {
+double ReadsPerTopValue(const Layer& layer, size_t bottom_count, double all_bottoms, double params) {
   const LayerParameter& param = layer.layer_param();
   const std::string& type = param.type();
-  const double arity = static_cast<double>(std::max<size_t>(bottoms.size(), 1));
+  const double arity = static_cast<double>(std::max<size_t>(bottom_count, 1));
   if (dynamic_cast<const NeuronLayer*>(&layer) != nullptr) return arity + params;
   for (const char* copy : {"Eltwise", "Split", "Concat", "Slice", "Flatten", "Reshape", "Silence", "Crop", "Tile"})
     if (type == copy) return arity;
@@ -119,7 +114,7 @@ double ReadsPerTopValue(const Layer& layer, const std::vector<const Blob*>& bott
     return 1 + params / std::max(1.0, static_cast<double>(param.convolution_param().num_output()));
   if (type == "InnerProduct")
     return 1 + params / std::max(1.0, static_cast<double>(param.inner_product_param().num_output()));
-  if (type == "Pooling" && !param.pooling_param().global_pooling() && !bottoms.empty()) {
+  if (type == "Pooling" && !param.pooling_param().global_pooling()) {
     const PoolingParameter& pool = param.pooling_param();
     const double h = pool.has_kernel_h() ? pool.kernel_h() : pool.kernel_size();
     const double w = pool.has_kernel_w() ? pool.kernel_w() : pool.kernel_size();
@@ -139,14 +134,10 @@ double PassWorkBound(const Net& net) {
   for (const PlanStep& step : net.plan()) {
     const Layer& layer = *net.layers()[step.layer];
     double tops = 0, all_bottoms = 0, params = 0;
-    std::vector<const Blob*> bottoms;
     for (int top : step.tops) tops += static_cast<double>(net.blobs()[top]->count());
-    for (int bottom : step.bottoms) {
-      bottoms.push_back(net.blobs()[bottom].get());
-      all_bottoms += static_cast<double>(bottoms.back()->count());
-    }
+    for (int bottom : step.bottoms) all_bottoms += static_cast<double>(net.blobs()[bottom]->count());
     for (const auto& param : layer.params()) params += static_cast<double>(param->count());
-    work += tops * ReadsPerTopValue(layer, bottoms, all_bottoms, params) + all_bottoms + params;
+    work += tops * ReadsPerTopValue(layer, step.bottoms.size(), all_bottoms, params) + all_bottoms + params;
   }
   return work;
 }
@@ -473,7 +464,7 @@ void WriteDictionary(const google::protobuf::Descriptor* message, const std::str
   for (const std::string& type : LayerRegistry::Global().Types()) names.insert(type);
   if (message == SolverParameter::descriptor()) {
     for (const std::string& policy : KnownLearningRatePolicies()) names.insert(policy);
-    for (const char* type : {"SGD", "Nesterov", "AdaGrad", "RMSProp", "AdaDelta", "Adam"}) names.insert(type);
+    for (const std::string& type : KnownSolverTypes()) names.insert(type);
   }
   std::string text = "# The schema's field and enum value names and the layer types (fuzz/fuzz_targets.cpp).\n";
   for (const std::string& name : names) text += "\"" + name + "\"\n";
@@ -505,15 +496,15 @@ int SolverSeeds(const std::string& source_dir, const std::string& folder) {
                   " without the files it names (fuzz/fuzz_targets.cpp, SolverSeeds)\n" + seed);
     ++count;
   }
-  const std::vector<std::string> policies = KnownLearningRatePolicies();
-  const char* types[] = {"SGD", "Nesterov", "AdaGrad", "RMSProp", "AdaDelta", "Adam"};
+  const std::vector<std::string> policies = KnownLearningRatePolicies(), types = KnownSolverTypes();
   for (size_t p = 0; p < policies.size(); ++p) {
-    std::string text = "type: '" + std::string(types[p % 6]) + "' lr_policy: '" + policies[p] + "'\n" +
+    const std::string& type = types[p % types.size()];
+    std::string text = "type: '" + type + "' lr_policy: '" + policies[p] + "'\n" +
                        "base_lr: 0.05 gamma: 0.5 power: 0.75 stepsize: 2 stepvalue: 1 stepvalue: 2\n"
                        "weight_decay: 0.001 max_iter: 3 display: 1 average_loss: 2\n"
                        "test_iter: 1 test_interval: 2 snapshot: 2 iter_size: " +
                        std::to_string(1 + p % 2) + "\n";
-    if (p % 6 != 2 && p % 6 != 3) text += "momentum: 0.9\n";  // AdaGrad's and RMSProp's rules have none
+    if (type != "AdaGrad" && type != "RMSProp") text += "momentum: 0.9\n";  // their rules have none
     if (p % 2 == 1) text += "clip_gradients: 0.1 regularization_type: 'L1'\n";
     if (p == 3) text += "snapshot_format: HDF5\n";
     if (p == 5) text += "loss_scaling: DYNAMIC\n";
@@ -702,13 +693,13 @@ layer { name: 'prob' type: 'Softmax' bottom: 'ip' top: 'prob' }
 const std::vector<Target>& Targets() {
   static const std::vector<Target> targets = {
       {"net_prototxt", "prototxt text parsed and the net built", NetPrototxt},
-      {"caffemodel", "a binary caffemodel parsed and its weights copied into a net", Caffemodel},
+      {"caffemodel", "a binary caffemodel parsed, its weights copied into a net, run forward", Caffemodel},
       {"datum", "a Datum record parsed, decoded and transformed as a Data layer does", DatumRecord},
       {"solverstate", "a .solverstate file restored into an SGD and an Adam solver", SolverStateFile},
       {"solver_prototxt", "a solver prototxt parsed, its solver built and trained for a few iterations",
        SolverPrototxt},
       {"formula", "an Expression layer's formula parsed, differentiated and run", Formula},
-      {"onnx", "an ONNX model parsed, imported onto layers and the net built", OnnxModel},
+      {"onnx", "an ONNX model parsed, imported onto layers, the net built and run forward", OnnxModel},
   };
   return targets;
 }

@@ -851,6 +851,12 @@ const struct {
 
 }  // namespace
 
+std::vector<std::string> KnownSolverTypes() {
+  std::vector<std::string> names;
+  for (const auto& type : kSolverTypes) names.push_back(type.name);
+  return names;
+}
+
 std::unique_ptr<Solver> CreateSolver(const SolverParameter& param, const std::string& solver_path,
                                      std::shared_ptr<Context> context) {
   Solver::CheckNets(param, solver_path);

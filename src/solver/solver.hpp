@@ -203,6 +203,8 @@ class Solver {
   bool UnscaleGradients();
 };
 
+// The solver types CreateSolver knows (SolverParameter.type), in the order of the deprecated solver_type enum.
+std::vector<std::string> KnownSolverTypes();
 // Builds the solver named by param.type (or the deprecated solver_type); throws listing the known types (after
 // Solver::CheckNets: a solver without a net is told so first).
 std::unique_ptr<Solver> CreateSolver(const SolverParameter& param, const std::string& solver_path = "",
