@@ -363,6 +363,18 @@ Quantization Layer::HalfOperands(Precision half, int bottom) const {
   return half == Precision::kFloat32 || summand ? Quantization{} : Quantization{HalfElementType(half), 1.f};
 }
 
+Quantization Layer::HalfInput(bool reads_half) const {
+  return reads_half ? Quantization{HalfElementType(GpuCodePrecision()), 1.f} : Quantization{};
+}
+
+bool Layer::BottomIsHalf(const Blob& blob, int bottom, bool reads_half) const {
+  if (!IsHalfType(blob.data_type())) return false;
+  CREMA_CHECK(reads_half && blob.data_type() == HalfElementType(GpuCodePrecision()))
+      << describe() << ": bottom " << bottom << " lies in " << ElementTypeName(blob.data_type())
+      << ", which this layer does not read";
+  return true;
+}
+
 bool Layer::WritesHalfTop(Precision half, ElementType type) const {
   const bool relu_or_none =
       fused_activation_.kind == FusedActivation::kNone || fused_activation_.kind == FusedActivation::kReLU;

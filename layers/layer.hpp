@@ -419,6 +419,12 @@ class Layer {
   // and what HalfTop then adds to the products' results: the bias (`bias` per channel of `spatial` values, where
   // given) and the ReLU.
   Quantization HalfOperands(Precision half, int bottom) const;
+  // For a layer whose GPU code reads an input in its products' 16-bit type where `reads_half` (BatchNorm with its
+  // Scale fused, an AVE pooling, a residual sum with its ReLU; a float input is then rounded to that type first): its
+  // ReadsQuantized, that type, else floats. And whether bottom `bottom`, `blob`, lies in 16 bits, which must then be
+  // that type where the layer reads it so (else an error naming the layer, the bottom and the type).
+  Quantization HalfInput(bool reads_half) const;
+  bool BottomIsHalf(const Blob& blob, int bottom, bool reads_half) const;
   bool WritesHalfTop(Precision half, ElementType type) const;
   // Whether such an engine applies `activation` in the pass that writes its 16-bit top (a ReLU, in GPU code computing
   // in half precision): its AppliesActivationInItsOwnPass.

@@ -365,6 +365,39 @@ TEST(HalfPrecisionTest, SixteenBitImagesUnrollIntoTheRoundedColumns) {
   }
 }
 
+// A layer whose GPU code reads its input in its products' 16-bit type (an AVE pooling, rehearsed) says so, reads a
+// float input, and refuses an input in the other 16-bit type, naming the layer, the bottom and the type
+// (Layer::BottomIsHalf).
+TEST(HalfPrecisionTest, ALayerReadingSixteenBitsRefusesTheOtherSixteenBitType) {
+  for (Precision precision : {Precision::kFloat16, Precision::kBfloat16}) {
+    SCOPED_TRACE(PrecisionName(precision));
+    const ElementType half = HalfElementType(precision);
+    const ElementType other =
+        HalfElementType(precision == Precision::kFloat16 ? Precision::kBfloat16 : Precision::kFloat16);
+    auto context = RehearsalContext();
+    context->set_precision(precision);
+    auto pool = Make("name: 'pool' type: 'Pooling' pooling_param { pool: AVE kernel_size: 2 stride: 2 }", {2, 3, 4, 4},
+                     context, "native");
+    EXPECT_EQ(pool->layer->ReadsQuantized(0), (Quantization{half, 1.f}));
+    pool->layer->Forward(pool->bottoms(), pool->tops());  // floats, rounded to `half` as they are read
+    const std::vector<float> input = test::DataOf(pool->bottom);
+    pool->bottom.set_quantization({other, 1.f});
+    auto* bits = static_cast<uint16_t*>(pool->bottom.mutable_cpu_bytes());
+    for (size_t i = 0; i < input.size(); ++i) bits[i] = ToHalf(other == ElementType::kBfloat16, input[i]);
+    pool->layer->Reshape(pool->bottoms(), pool->tops());
+    const std::string error = test::ErrorMessage([&] { pool->layer->Forward(pool->bottoms(), pool->tops()); });
+    EXPECT_CONTAINS(error, "layer 'pool' (Pooling): bottom 0 lies in " + std::string(ElementTypeName(other)) +
+                               ", which this layer does not read");
+    // A CPU layer reads floats only.
+    auto cpu_context = CpuContext();
+    cpu_context->set_precision(precision);
+    EXPECT_TRUE(Make("name: 'pool' type: 'Pooling' pooling_param { pool: AVE kernel_size: 2 stride: 2 }", {2, 3, 4, 4},
+                     cpu_context, "native")
+                    ->layer->ReadsQuantized(0)
+                    .floats());
+  }
+}
+
 // The half-precision engines' GPU code, rehearsed: a top written in 16 bits (the plan's choice where every reader
 // rounds it so) holds the bits a float32 top, its bias added and its fused ReLU applied, would be rounded to; a 16-bit
 // bottom gives the float bottom's outputs and gradients. What the engines say they read and write, too.

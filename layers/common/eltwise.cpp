@@ -201,7 +201,7 @@ bool EltwiseLayer::SumsInHalf() const {
 }
 
 Quantization EltwiseLayer::ReadsQuantized(int) const {
-  if (SumsInHalf()) return {HalfElementType(GpuCodePrecision()), 1.f};
+  if (SumsInHalf()) return HalfInput(true);
   return SumsInBfloat16() ? Quantization{ElementType::kBfloat16, 1.f} : Quantization{};
 }
 
@@ -416,11 +416,7 @@ void EltwiseLayer::Forward_gpu(const std::vector<Blob*>& bottom, const std::vect
     EltwiseHalfSumRule rule{};
     rule.bottoms = bottoms;
     for (int b = 0; b < bottoms; ++b) {
-      CREMA_CHECK(bottom[b]->data_type() == ElementType::kFloat32 ||
-                  bottom[b]->data_type() == HalfElementType(GpuCodePrecision()))
-          << describe() << ": bottom " << b << " lies in " << ElementTypeName(bottom[b]->data_type())
-          << ", which this layer does not read";
-      rule.x_half[b] = IsHalfType(bottom[b]->data_type());
+      rule.x_half[b] = BottomIsHalf(*bottom[b], b, true);
       rule.x[b] = rule.x_half[b] ? bottom[b]->bytes_on(d) : bottom[b]->data_on(d);
       rule.coeff[b] = coeffs_[b];
     }

@@ -306,10 +306,7 @@ void BatchNormLayer::NormalizeGpu(const Blob& bottom, Blob* top, float* mean, fl
           BatchNormNormalizeRuleOf<In, Out>{input, mean, inv_std, xhat, y, channels_, spatial_, affine, top_bfloat16});
     });
   };
-  if (IsHalfType(bottom.data_type())) {
-    CREMA_CHECK(rounds && (bottom.data_type() == ElementType::kBfloat16) == bfloat16)
-        << describe() << ": the input lies in " << ElementTypeName(bottom.data_type()) << ", which this layer does not "
-        << "read";
+  if (BottomIsHalf(bottom, 0, rounds)) {
     normalize(BatchNormInputOf<uint16_t>{static_cast<const uint16_t*>(bottom.bytes_on(d)), bfloat16, false});
   } else {
     normalize(BatchNormInputOf<float>{bottom.data_on(d), bfloat16, rounds});

@@ -245,9 +245,7 @@ class BatchNormLayer : public Layer {
   // So fused in GPU code computing in float16 or bf16, it also reads its input in that type, as the convolutions do
   // theirs: the convolution before it may then write its output in 16 bits (a blob in floats is rounded to them first,
   // so the training is the same bit for bit). The statistics are taken over those values, in floats.
-  Quantization ReadsQuantized(int) const override {
-    return ReadsHalfInGpuCode() ? Quantization{HalfElementType(GpuCodePrecision()), 1.f} : Quantization{};
-  }
+  Quantization ReadsQuantized(int) const override { return HalfInput(ReadsHalfInGpuCode()); }
   bool ReadsHalfInGpuCode() const {
     return absorbs_affine() && RunsGpuCode() && GpuCodePrecision() != Precision::kFloat32;
   }

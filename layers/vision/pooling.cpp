@@ -87,10 +87,7 @@ void PoolingLayer::ForwardByRules(const std::vector<Blob*>& bottom, const std::v
   const Device d = device();
   const bool relu = fused_activation_.kind == FusedActivation::kReLU;  // MAX only (AppliesActivationInItsOwnPass)
   const bool bfloat16 = bottom[0]->data_type() == ElementType::kBfloat16;
-  if (IsHalfType(bottom[0]->data_type()) && method_ == PoolingParameter::AVE) {  // ReadsQuantized
-    CREMA_CHECK(ReadsHalfInGpuCode() && (GpuCodePrecision() == Precision::kBfloat16) == bfloat16)
-        << describe() << ": the input lies in " << ElementTypeName(bottom[0]->data_type())
-        << ", which this layer does not read";
+  if (method_ == PoolingParameter::AVE && BottomIsHalf(*bottom[0], 0, ReadsHalfInGpuCode())) {  // ReadsQuantized
     for_each_element(context(), top[0]->count(),
                      AvePoolForwardRuleOf<uint16_t>{static_cast<const uint16_t*>(bottom[0]->bytes_on(d)),
                                                     top[0]->mutable_data_on(d), windows(), bfloat16});

@@ -277,9 +277,7 @@ class PoolingLayer : public Layer {
   // unit's sum may then lie in 16 bits), as the convolutions read theirs: a float input is rounded to it first, so that
   // the training is the same bit for bit either way. It sums in floats and writes floats. cuDNN's engine runs these
   // rules then.
-  Quantization ReadsQuantized(int) const override {
-    return ReadsHalfInGpuCode() ? Quantization{HalfElementType(GpuCodePrecision()), 1.f} : Quantization{};
-  }
+  Quantization ReadsQuantized(int) const override { return HalfInput(ReadsHalfInGpuCode()); }
   bool ReadsHalfInGpuCode() const {
     return param_.pooling_param().pool() == PoolingParameter::AVE && RunsGpuCode() &&
            GpuCodePrecision() != Precision::kFloat32;
