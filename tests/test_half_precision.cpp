@@ -324,7 +324,7 @@ TEST(HalfPrecisionTest, AFusedReLUsBackwardReadsItsSixteenBitOutputsSigns) {
 }
 
 // im2col of a rounded image is the rounding of the float image's columns (padding is zero in either type), over
-// random geometries, 2-d and 3-d.
+// random geometries, 2-d and 3-d, on the host's path and by the GPU's rule.
 TEST(HalfPrecisionTest, SixteenBitImagesUnrollIntoTheRoundedColumns) {
   Context context;
   RandomStream random(31);
@@ -357,10 +357,15 @@ TEST(HalfPrecisionTest, SixteenBitImagesUnrollIntoTheRoundedColumns) {
     for (bool bfloat16 : {false, true}) {
       std::vector<uint16_t> rounded(static_cast<size_t>(image.count()));
       for (size_t i = 0; i < rounded.size(); ++i) rounded[i] = ToHalf(bfloat16, image.cpu_data()[i]);
-      std::vector<uint16_t> half_columns(columns.size(), 0xffff);
+      std::vector<uint16_t> half_columns(columns.size(), 0xffff), by_rule(columns.size(), 0xffff);
       im2col(context, rounded.data(), g, half_columns.data());
-      for (size_t i = 0; i < columns.size(); ++i)
+      // The GPU's rule, value by value (the host unrolls 2-d images line by line).
+      for_each_element(context, static_cast<int>(columns.size()),
+                       Im2colRuleOf<uint16_t>{rounded.data(), by_rule.data(), g});
+      for (size_t i = 0; i < columns.size(); ++i) {
         ASSERT_EQ(half_columns[i], ToHalf(bfloat16, columns[i])) << "trial " << trial << ", value " << i;
+        ASSERT_EQ(by_rule[i], half_columns[i]) << "trial " << trial << ", value " << i;
+      }
     }
   }
 }
